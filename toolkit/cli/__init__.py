@@ -1,0 +1,88 @@
+"""The ``toolkit`` command: the one place errors become exit codes.
+
+Subcommands live in modules of this package, one per command group, and are imported only
+when used (``COMMANDS`` below), so ``toolkit --help`` stays fast. Each command parses its
+options, makes one library call and renders the result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from toolkit.errors import EXIT_FAILURE, ToolkitError
+
+# name -> "module:attribute". Keep sorted by name; one line per command or group.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
+    "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),
+    "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
+    "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
+    "status": ("toolkit.cli.data:status", "What was found, rows per table, warnings with file:line."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target[0].split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help from the registry, so --help imports no command module.
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ToolkitError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except BrokenPipeError:
+            sys.exit(EXIT_FAILURE)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "max_content_width": 100})
+@click.version_option(package_name="agent-ledger-toolkit", prog_name="toolkit")
+@click.option("--project", type=click.Path(file_okay=False), default=None,
+              help="Project root (default: the nearest folder above with .smith/vault or toolkit.yaml).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Settings file (default: toolkit.yaml at the project root).")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="DuckDB store (default: .toolkit/ledger.duckdb at the project root).")
+@click.option("--vault", type=click.Path(file_okay=False), default=None,
+              help="Smith vault folder (default: .smith/vault at the project root).")
+@click.option("--slop", type=click.Path(dir_okay=False), default=None,
+              help="CodeSmith slop ledger JSON (default: $CODESMITH_HOME/slop_ledger/slop_ledger.json).")
+@click.option("--audit-db", type=click.Path(dir_okay=False), default=None,
+              help="nagi-ledger audit DB (default: $NAGI_LEDGER_DB or ~/.nagi/ledger.db).")
+@click.option("--today", default=None, metavar="YYYY-MM-DD",
+              help="Date to treat as today for ages and pruning (default: today, UTC).")
+@click.pass_context
+def cli(ctx: click.Context, project: str | None, config_file: str | None, db: str | None,
+        vault: str | None, slop: str | None, audit_db: str | None, today: str | None) -> None:
+    """Agent Ledger Toolkit: query, browse, curate and hand over what AI coding agents
+    learned (Smith Ledger), left behind (CodeSmith slop ledger) and did (nagi-ledger audit DB,
+    turn snapshots).
+
+    Exit codes: 0 ok, 1 failure, 2 usage, 65 bad data, 75 busy or locked.
+    """
+    ctx.obj = {"project": project, "config_file": config_file, "db": db, "vault": vault,
+               "slop": slop, "audit_db": audit_db, "today": today}

@@ -1,0 +1,99 @@
+"""Helpers shared by the command modules: the resolved config, the store, output formats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+    from toolkit.store import Store
+
+
+def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
+    """The Config for this invocation (global options > toolkit.yaml > env > defaults)."""
+    from toolkit import config as config_mod
+
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    opts = dict(root.obj or {})
+    cached = opts.get("_config")
+    if cached is not None and not overrides:
+        return cached
+    flags = {k: v for k, v in opts.items() if k in ("db", "vault", "slop", "audit_db", "today")}
+    flags.update({k: v for k, v in overrides.items() if v is not None})
+    cfg = config_mod.resolve(project=opts.get("project"), config_file=opts.get("config_file"),
+                             **flags)
+    if not overrides and root.obj is not None:
+        root.obj["_config"] = cfg
+    return cfg
+
+
+def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Store:
+    """Open the store and bring it up to date with the sources (every data command does)."""
+    from toolkit.store import Store
+
+    store = Store.open(cfg.db_path)
+    if refresh:
+        store.refresh(cfg, progress=None if quiet else progress_printer())
+    return store
+
+
+def progress_printer():  # type: ignore[no-untyped-def]
+    """A progress callback for long loads: a bar on a terminal, nothing when piped."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    from rich.progress import Progress
+
+    return Progress(transient=True)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str) -> str:
+    """Render a result set as table|csv|json|jsonl|markdown text."""
+    import csv
+    import io
+
+    rows = [list(r) for r in rows]
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, r)) for r in rows], indent=2, ensure_ascii=False,
+                          default=str)
+    if fmt == "jsonl":
+        return "\n".join(json.dumps(dict(zip(columns, r)), ensure_ascii=False, default=str)
+                         for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(["" if v is None else v for v in r] for r in rows)
+        return buf.getvalue().rstrip("\n")
+    cells = [[_cell(v) for v in r] for r in rows]
+    if fmt == "markdown":
+        out = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |",
+               "|" + "|".join("---" for _ in columns) + "|"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells]
+        return "\n".join(out)
+    widths = [len(c) for c in columns]
+    for r in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, r)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join([line.rstrip(), sep, *body])
+
+
+def _cell(value: Any) -> str:
+    from toolkit.display import visible
+
+    if value is None:
+        return ""
+    text = visible(str(value))
+    return text if len(text) <= 80 else text[:79] + "…"

@@ -1,0 +1,204 @@
+"""Resolve every path and setting: command-line flags > toolkit.yaml > environment > defaults.
+
+The project root is found like git finds ``.git``: walking up from the current directory to
+the first folder holding ``.smith/vault`` or ``toolkit.yaml``. Without either, the current
+directory is the project root (a project with no vault still has slop, audit and snapshots).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import UsageError
+from toolkit.textio import load_yaml, read_text
+
+CONFIG_NAME = "toolkit.yaml"
+
+# toolkit.yaml keys that hold paths (relative paths are relative to the file's folder).
+_PATH_KEYS = ("vault", "slop", "audit_db", "audit_json", "snapshots_home", "workspace", "db",
+              "site_dir")
+_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish"}
+
+
+def find_project_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` with ``.smith/vault`` or ``toolkit.yaml``."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".smith" / "vault").is_dir() or (folder / CONFIG_NAME).is_file():
+            return folder
+    return None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every path and setting one command needs, already resolved."""
+
+    project_root: Path
+    vault: Path  # .smith/vault (may not exist)
+    slop_path: Path
+    audit_db: Path
+    audit_json: Path | None
+    snapshots_home: Path  # ~/.codesmith/snapshots
+    workspace: Path  # the workspace whose turn snapshots we read
+    db_path: Path  # the DuckDB store
+    site_dir: Path  # where build-site writes the HTML site
+    site_url: str | None = None
+    max_file_bytes: int | None = None
+    today: dt.date | None = None  # injected "today" (pruning, ages); None = the real date
+    config_file: Path | None = None
+    publish: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.vault / "ledger"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.vault / "sessions"
+
+    @property
+    def smith_config(self) -> Path:
+        """``.smith/config.json``: the vault's parent folder holds it."""
+        return self.vault.parent / "config.json"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.db_path.parent
+
+    def today_date(self) -> dt.date:
+        return self.today or dt.datetime.now(dt.timezone.utc).date()
+
+    def with_overrides(self, **kwargs: Any) -> Config:
+        return replace(self, **kwargs)
+
+
+def _home(env: dict[str, str]) -> Path:
+    return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def _parse_today(value: Any, origin: str) -> dt.date:
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise UsageError(f"{origin}: {value!r} is not a date; use YYYY-MM-DD") from None
+
+
+def load_file_settings(path: Path) -> dict[str, Any]:
+    """Read toolkit.yaml: a mapping of known keys; relative paths made absolute."""
+    data = load_yaml(read_text(path), path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError("toolkit.yaml must be a mapping of settings", path=path)
+    unknown = sorted(set(data) - _KNOWN_KEYS)
+    if unknown:
+        raise UsageError(
+            f"unknown setting(s) {', '.join(unknown)}",
+            path=path,
+            hint=f"Known settings: {', '.join(sorted(_KNOWN_KEYS))}",
+        )
+    out = dict(data)
+    for key in _PATH_KEYS:
+        if out.get(key) is not None:
+            p = Path(os.path.expanduser(str(out[key])))
+            out[key] = p if p.is_absolute() else (path.parent / p)
+    return out
+
+
+def resolve(
+    *,
+    project: str | Path | None = None,
+    config_file: str | Path | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    **flags: Any,
+) -> Config:
+    """Build the Config for one command.
+
+    ``flags`` uses the toolkit.yaml key names (``vault``, ``slop``, ``audit_db``, ``db``...);
+    None means "not given on the command line".
+    """
+    env = dict(os.environ) if env is None else env
+    cwd = (cwd or Path.cwd()).resolve()
+    home = _home(env)
+
+    if project is not None:
+        root = Path(project).expanduser().resolve()
+        if not root.is_dir():
+            raise UsageError(f"project folder {root} does not exist")
+    else:
+        root = find_project_root(cwd) or cwd
+
+    settings: dict[str, Any] = {}
+    cfg_path: Path | None = None
+    if config_file is not None:
+        cfg_path = Path(config_file).expanduser().resolve()
+        if not cfg_path.is_file():
+            raise UsageError(f"config file {cfg_path} not found")
+    elif (root / CONFIG_NAME).is_file():
+        cfg_path = root / CONFIG_NAME
+    if cfg_path is not None:
+        settings = load_file_settings(cfg_path)
+
+    def pick(key: str, env_value: str | None, default: Any) -> Any:
+        if flags.get(key) is not None:
+            value = flags[key]
+            return Path(value).expanduser().resolve() if key in _PATH_KEYS else value
+        if settings.get(key) is not None:
+            return settings[key]
+        if env_value:
+            return Path(env_value).expanduser() if key in _PATH_KEYS else env_value
+        return default
+
+    codesmith_home = Path(env["CODESMITH_HOME"]).expanduser() if env.get("CODESMITH_HOME") \
+        else home / ".codesmith"
+    vault = pick("vault", env.get("SMITH_VAULT"), root / ".smith" / "vault")
+    slop = pick("slop", env.get("CODESMITH_SLOP_LEDGER"),
+                codesmith_home / "slop_ledger" / "slop_ledger.json")
+    audit_db = pick("audit_db", env.get("NAGI_LEDGER_DB"), home / ".nagi" / "ledger.db")
+    audit_json = pick("audit_json", env.get("NAGI_LEDGER_EXPORT"), None)
+    # CodeSmith's snapshot path ignores CODESMITH_HOME (FORMATS.md §2.5): always ~/.codesmith.
+    snapshots_home = pick("snapshots_home", env.get("CODESMITH_SNAPSHOTS"),
+                          home / ".codesmith" / "snapshots")
+    workspace = pick("workspace", None, root)
+    db = pick("db", env.get("TOOLKIT_DB"), root / ".toolkit" / "ledger.duckdb")
+    site_dir = pick("site_dir", None, root / ".toolkit" / "site")
+    site_url = pick("site_url", env.get("TOOLKIT_SITE_URL"), None)
+
+    max_mb = pick("max_file_mb", env.get("TOOLKIT_MAX_FILE_MB"), None)
+    max_bytes = None
+    if max_mb is not None:
+        try:
+            max_bytes = int(float(max_mb) * 1024 * 1024)
+        except (TypeError, ValueError):
+            raise UsageError(f"max_file_mb: {max_mb!r} is not a number") from None
+
+    today_raw = pick("today", env.get("TOOLKIT_TODAY"), None)
+    today = _parse_today(today_raw, "today") if today_raw is not None else None
+
+    publish = settings.get("publish") or {}
+    if not isinstance(publish, dict):
+        raise UsageError("publish: must be a mapping", path=cfg_path)
+
+    return Config(
+        project_root=root,
+        vault=Path(vault),
+        slop_path=Path(slop),
+        audit_db=Path(audit_db),
+        audit_json=Path(audit_json) if audit_json else None,
+        snapshots_home=Path(snapshots_home),
+        workspace=Path(workspace),
+        db_path=Path(db),
+        site_dir=Path(site_dir),
+        site_url=str(site_url) if site_url else None,
+        max_file_bytes=max_bytes,
+        today=today,
+        config_file=cfg_path,
+        publish=publish,
+    )

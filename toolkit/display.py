@@ -1,0 +1,41 @@
+"""Showing untrusted text in a terminal: control, bidi and zero-width characters made visible.
+
+AI-written titles may hold RTL overrides (U+202E), zero-width joiners or terminal escape codes.
+Printed raw they can disguise text or drive the terminal; ``visible`` shows each as ``<U+XXXX>``
+while leaving ordinary text (accents, CJK, emoji) untouched. The stored bytes never change.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+_PLACEHOLDER = "[???]"
+
+
+def _needs_escape(ch: str) -> bool:
+    if ch in "\n\t":
+        return False
+    cat = unicodedata.category(ch)
+    # Cc: control (ESC, BEL...), Cf: format (bidi overrides, zero-width), Zl/Zp: separators,
+    # Co/Cs/Cn: private, surrogate, unassigned.
+    return cat in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn")
+
+
+def visible(text: str, *, single_line: bool = False) -> str:
+    """Text safe to print: invisible and control characters shown as <U+XXXX>."""
+    out = []
+    for ch in text:
+        if single_line and ch in "\n\t":
+            out.append(" ")
+        elif _needs_escape(ch):
+            out.append(f"<U+{ord(ch):04X}>")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def shown(value: object) -> str:
+    """A field for display: ``[???]`` when missing, made visible otherwise."""
+    if value is None or value == "":
+        return _PLACEHOLDER
+    return visible(str(value), single_line=True)

@@ -1,0 +1,214 @@
+"""Frozen records shared across modules, each with its provenance (file and line).
+
+Readers (``toolkit.sources``) produce these; the store loads them; reports and the editor read
+them. They hold plain values only (str, int, tuples) so they are cheap to build in bulk and
+safe to pass between threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# The five ledger files, in the seed's order, with their display titles and the key each
+# meta.yaml schema uses for them.
+LEDGER_FILES: tuple[str, ...] = (
+    "patterns",
+    "antipatterns",
+    "tool-preferences",
+    "edge-cases",
+    "project-quirks",
+)
+LEDGER_TITLES: dict[str, str] = {
+    "patterns": "Patterns",
+    "antipatterns": "Antipatterns",
+    "tool-preferences": "Tool Preferences",
+    "edge-cases": "Edge Cases",
+    "project-quirks": "Project Quirks",
+}
+LEDGER_ALIASES: dict[str, str] = {"tools": "tool-preferences", "quirks": "project-quirks"}
+CATEGORIES: tuple[str, ...] = ("implementation", "testing", "debugging", "specification", "audit")
+CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+
+SLOP_BUCKETS: tuple[str, ...] = (
+    "retained_compatibility",
+    "unmigrated_callers",
+    "duplicate_concepts",
+    "naming_drift",
+    "stale_docs",
+    "stale_tests",
+    "suspected_dead_code",
+    "unverified_public_behavior",
+    "tool_gaps",
+    "accepted_debt",
+)
+SLOP_SEVERITIES: tuple[str, ...] = ("critical", "high", "medium", "low", "info")
+SLOP_CONFIDENCES: tuple[str, ...] = ("certain", "high", "medium", "low")
+SLOP_STATUSES: tuple[str, ...] = ("open", "in_progress", "resolved", "accepted", "wont_fix")
+
+AUDIT_TIERS: tuple[int, ...] = (0, 1, 2)
+AUDIT_VERDICTS: tuple[str, ...] = ("CONFIRMED", "REFUTED", "PARTIAL")
+AUDIT_OUTCOMES: tuple[str, ...] = ("DEAD_END", "NO_GO", "WORKS")
+
+
+def resolve_ledger_file(name: str) -> str | None:
+    """Map a user's file name (``tools``, ``patterns.md``, ``Edge-Cases``) to a ledger kind."""
+    key = name.strip().lower()
+    if key.endswith(".md"):
+        key = key[:-3]
+    key = LEDGER_ALIASES.get(key, key).replace("_", "-")
+    return key if key in LEDGER_FILES else None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A warning about a source: where it is and what is wrong. Never fatal on read."""
+
+    source: str  # "smith", "slop", "audit", "snapshots", "config"
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One Smith Ledger entry in either form.
+
+    ``start``/``end`` are byte offsets of the entry's block in the file (the editor replaces
+    exactly that range); ``line`` is the 1-based line of its title. Missing fields are None and
+    named in ``problems``; display code shows them as ``[???]``.
+    """
+
+    path: str  # absolute path of the ledger file
+    file: str  # kind: "patterns", "antipatterns", ...
+    title: str | None
+    date: str | None
+    category: str | None
+    confidence: str | None
+    observations: int | None
+    source_reflections: str | None
+    context: str | None
+    pattern: str | None
+    evidence: str | None
+    related: str | None
+    form: str  # "A" (## heading + bullets) or "B" (**Title:** fields)
+    line: int
+    start: int
+    end: int
+    problems: tuple[str, ...] = ()
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.file}.md"
+
+    @property
+    def reflections(self) -> int:
+        """How many reflections back this entry (Form A: Observations; Form B: the count)."""
+        if self.observations is not None:
+            return self.observations
+        if self.source_reflections and self.source_reflections.strip().isdigit():
+            return int(self.source_reflections.strip())
+        return 1
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A vault session log (``.smith/vault/sessions/*.md``)."""
+
+    path: str
+    name: str  # file name without .md
+    session_start: str | None  # ISO "YYYY-MM-DDTHH:MM:SS" (UTC)
+    project: str | None
+    branch: str | None
+    author: str | None
+    status: str | None
+    ended: str | None
+    legacy_name: bool
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One event of a session log: a prompt, tool metric, file edit, skill event, subagent..."""
+
+    session: str  # Session.name
+    path: str
+    line: int
+    seq: int  # position in the log, from 0
+    time: str | None  # "HH:MM:SS" as written
+    kind: str  # started|resumed|ended|compacted|prompt|metric|file_change|skill|subagent_invoked|subagent_completed|workflow_start|other
+    title: str
+    body: str
+    tool: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_total: int | None = None
+    target: str | None = None  # file path or identifier the event is about
+    fields: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SlopEntry:
+    """One CodeSmith slop ledger entry (FORMATS.md §2.2), normalised to snake_case enums.
+
+    ``extra`` keeps unknown fields (as JSON-compatible values) so a rewrite never loses them.
+    """
+
+    path: str
+    index: int  # position in the file's entries array
+    line: int | None
+    id: str
+    bucket: str | None
+    severity: str | None
+    confidence: str | None
+    owner: str | None
+    source_links: tuple[str, ...]
+    title: str
+    description: str
+    status: str | None
+    cleanup_recommendation: str | None
+    created_at: str | None
+    updated_at: str | None
+    task_id: str | None
+    thread_id: str | None
+    extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:8]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One CodeSmith turn snapshot: a commit on the side repo's HEAD.
+
+    ``position`` counts from 1 = newest, as ``/restore N`` does. SHAs and times change when
+    CodeSmith prunes past 50 snapshots, so identity is (label, position), not the SHA.
+    """
+
+    sha: str
+    position: int
+    time: int  # unix author time
+    label: str
+    kind: str  # "pre-turn", "post-turn", "tool", or "other"
+    turn: int | None  # the <seq> of pre/post-turn labels
+    call_id: str | None  # the <call_id> of tool labels
+    snippet: str | None  # prompt snippet after ": "
+    parent: str | None
+    repo: str  # side repo git dir
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFile:
+    """A file a snapshot changed against its parent snapshot."""
+
+    sha: str
+    path: str
+    status: str  # A/M/D/R...
+    added: int | None  # None for binary files
+    deleted: int | None

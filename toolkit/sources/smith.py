@@ -1,0 +1,673 @@
+"""Read-only reader of a Smith vault: ledger files (both entry forms), meta files, config,
+reconcile log and session logs.
+
+The ledger parser works on bytes so every entry knows its exact byte range: the editor replaces
+or removes that range and nothing else, which is what keeps untouched entries, headers, CRLF
+line endings and a BOM byte-identical.
+
+Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
+
+* Form A starts at a ``## Title`` line and runs to its closing ``---`` line (kept in the
+  entry, with the blank lines after it), or to the next entry.
+* Form B starts at a ``**Title:**`` line; the ``---`` separator just above it (only blank
+  lines between) belongs to it, unless the previous Form A entry already closed with it.
+  It runs to the next entry's start or the end of the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import DataError
+from toolkit.records import (
+    CATEGORIES,
+    CONFIDENCES,
+    LEDGER_FILES,
+    LedgerEntry,
+    Problem,
+    Session,
+    SessionEvent,
+)
+from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
+
+BOM = b"\xef\xbb\xbf"
+_FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)[ \t]*(.*?)[ \t]*\r?$")
+_SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
+_FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_SECTION_NAMES = {"context", "pattern", "evidence", "related"}
+
+
+@dataclass
+class LedgerFile:
+    """One parsed ledger file: its bytes, its entries with byte ranges, and its conventions."""
+
+    path: Path
+    kind: str
+    data: bytes
+    entries: list[LedgerEntry]
+    header_end: int  # bytes [0, header_end) are the header (title, description, comments)
+    newline: bytes  # b"\r\n" or b"\n" (the file's dominant line ending)
+    bom: bool
+    problems: list[Problem] = field(default_factory=list)
+    exists: bool = True
+    error: str | None = None  # set when the file could not be read at all (junk, too big)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}.md"
+
+
+def _val(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").strip()
+
+
+def _iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(offset, line-with-ending) for every line of ``data``."""
+    pos = 0
+    n = len(data)
+    find = data.find
+    while pos < n:
+        nl = find(b"\n", pos)
+        end = n if nl < 0 else nl + 1
+        yield pos, data[pos:end]
+        pos = end
+
+
+def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
+    """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
+    path = Path(path)
+    bom = data.startswith(BOM)
+    crlf = data.count(b"\r\n")
+    newline = b"\r\n" if crlf and crlf * 2 >= data.count(b"\n") else b"\n"
+
+    # Pass 1: line table and entry starts, outside fences.
+    offsets: list[int] = []
+    lines: list[bytes] = []
+    starts: list[tuple[int, str]] = []  # (line index, form)
+    seps: list[int] = []  # line indexes of --- separators
+    fence: bytes | None = None
+    for i, (off, line) in enumerate(_iter_lines(data)):
+        offsets.append(off)
+        lines.append(line)
+        first = line[:1]
+        if first not in b"#*`~- \t" or not first:
+            continue
+        if fence is not None:
+            m = _FENCE.match(line)
+            if m and m.group(1)[:1] == fence[:1] and len(m.group(1)) >= len(fence):
+                fence = None
+            continue
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1)
+            continue
+        if line.startswith(b"## "):
+            starts.append((i, "A"))
+        elif line.startswith(b"**Title:**") or line.startswith(b"**Title**:"):
+            starts.append((i, "B"))
+        elif first == b"-" and _SEP.match(line):
+            seps.append(i)
+        elif first != b"-" and first != b"#" and first != b"*" and _SEP.match(line):
+            seps.append(i)
+    offsets.append(len(data))
+    nlines = len(lines)
+    sep_set = set(seps)
+
+    def blank(i: int) -> bool:
+        return not lines[i].strip()
+
+    # Pass 2: block boundaries.
+    block_start: list[int] = []
+    block_end_hint: list[int | None] = []  # Form A: line after its closing separator + blanks
+    prev_title = -1
+    prev_claimed = -1  # last line index claimed by the previous block (its closing ---)
+    for idx, (ti, form) in enumerate(starts):
+        start = ti
+        j = ti - 1
+        while j > prev_title and blank(j):
+            j -= 1
+        if j > prev_title and j in sep_set and j > prev_claimed:
+            start = j
+        block_start.append(start)
+        end_hint = None
+        if form == "A":
+            nxt = starts[idx + 1][0] if idx + 1 < len(starts) else nlines
+            for k in range(ti + 1, nxt):
+                if k in sep_set:
+                    end = k + 1
+                    while end < nxt and blank(end):
+                        end += 1
+                    end_hint = end
+                    prev_claimed = k
+                    break
+        block_end_hint.append(end_hint)
+        prev_title = ti
+
+    entries: list[LedgerEntry] = []
+    problems: list[Problem] = []
+    spath = str(path)
+    for idx, (ti, form) in enumerate(starts):
+        nxt_start = block_start[idx + 1] if idx + 1 < len(starts) else nlines
+        end_line = block_end_hint[idx] if block_end_hint[idx] is not None else nxt_start
+        end_line = min(end_line, nxt_start) if block_end_hint[idx] is not None else nxt_start
+        # Content lines: title .. end, without a closing separator and trailing blanks.
+        body_end = end_line
+        while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):
+            body_end -= 1
+        entry = _parse_entry(lines, ti, body_end, form, spath, kind,
+                             offsets[block_start[idx]], offsets[end_line])
+        entries.append(entry)
+        for note in entry.problems:
+            problems.append(Problem("smith", spath, entry.line, note))
+
+    header_end = offsets[block_start[0]] if starts else len(data)
+    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
+                      newline=newline, bom=bom, problems=problems)
+
+
+def _parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
+                 start_off: int, end_off: int) -> LedgerEntry:
+    fields: dict[str, str] = {}
+    sections: dict[str, list[str]] = {}
+    problems: list[str] = []
+    title_line = lines[ti]
+    if form == "A":
+        title = _val(title_line[3:])
+        current: str | None = None
+        for k in range(ti + 1, end):
+            line = lines[k]
+            if line.startswith(b"### "):
+                name = _val(line[4:]).lower().rstrip(":")
+                current = name
+                sections.setdefault(name, [])
+                continue
+            if current is None:
+                m = _FIELD.match(line)
+                if m:
+                    fields[_val(m.group(1)).lower()] = _val(m.group(2))
+                continue
+            sections[current].append(line.decode("utf-8", "replace").rstrip("\r\n"))
+        texts = {k: "\n".join(v).strip() or None for k, v in sections.items()}
+    else:
+        m = _FIELD.match(title_line)
+        title = _val(m.group(2)) if m else ""
+        current = None
+        buf: dict[str, list[str]] = {}
+        for k in range(ti + 1, end):
+            line = lines[k]
+            m = _FIELD.match(line) if line[:1] in (b"*", b"-", b" ", b"\t", b"+") else None
+            if m:
+                name = _val(m.group(1)).lower()
+                if name in _SECTION_NAMES or name not in fields:
+                    current = name
+                    buf[name] = [m.group(2).decode("utf-8", "replace")]
+                    continue
+            if current is not None:
+                buf[current].append(line.decode("utf-8", "replace").rstrip("\r\n"))
+        texts = {}
+        for name, parts in buf.items():
+            text = "\n".join(parts).strip()
+            if name in _SECTION_NAMES:
+                texts[name] = text or None
+            else:
+                fields[name] = text.split("\n", 1)[0].strip()
+    date = fields.get("date") or None
+    category = (fields.get("category") or "").lower() or None
+    confidence = (fields.get("confidence") or "").lower() or None
+    obs_raw = fields.get("observations")
+    observations: int | None = None
+    if obs_raw:
+        if obs_raw.strip().isdigit():
+            observations = int(obs_raw)
+        else:
+            problems.append(f"Observations is not a number: {obs_raw!r}")
+    if not title:
+        problems.append("missing title")
+    for name, value in (("Date", date), ("Category", category), ("Confidence", confidence)):
+        if value is None:
+            problems.append(f"missing {name}")
+    if date and not _DATE.match(date):
+        problems.append(f"Date is not YYYY-MM-DD: {date!r}")
+    if category and category not in CATEGORIES:
+        problems.append(f"unknown Category {category!r}")
+    if confidence and confidence not in CONFIDENCES:
+        problems.append(f"unknown Confidence {confidence!r}")
+    return LedgerEntry(
+        path=path,
+        file=kind,
+        title=title or None,
+        date=date,
+        category=category,
+        confidence=confidence,
+        observations=observations,
+        source_reflections=fields.get("source reflections") or None,
+        context=texts.get("context"),
+        pattern=texts.get("pattern"),
+        evidence=texts.get("evidence"),
+        related=texts.get("related"),
+        form=form,
+        line=ti + 1,
+        start=start_off,
+        end=end_off,
+        problems=tuple(problems),
+    )
+
+
+def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None) -> LedgerFile:
+    """Read and parse one ledger file. A missing or unreadable file gives an empty LedgerFile
+    with ``exists``/``error`` set and a problem note; it never raises for content."""
+    if not path.exists():
+        return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0, newline=b"\n",
+                          bom=False, exists=False)
+    try:
+        data = read_bytes(path, max_bytes)
+        decode_utf8(data, path)  # junk bytes: report by offset, parse nothing
+    except DataError as exc:
+        return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
+                          newline=b"\n", bom=False, error=exc.message,
+                          problems=[Problem("smith", str(path), exc.line, exc.message)])
+    return parse_ledger_bytes(data, path, kind)
+
+
+# --------------------------------------------------------------------------- meta files
+
+@dataclass
+class LedgerMeta:
+    """meta.yaml as found: which schema it uses, its counts, its prune limits."""
+
+    path: Path
+    exists: bool
+    schema: str | None  # "reflect", "smith-ledger", or None (missing/empty/unknown)
+    data: dict[str, Any]
+    error: str | None = None
+    error_line: int | None = None
+
+    @property
+    def last_reflection(self) -> str | None:
+        for key in ("last_reflection", "last_updated"):
+            value = self.data.get(key)
+            if value:
+                return str(value)
+        return None
+
+    @property
+    def total_reflections(self) -> int | None:
+        value = self.data.get("total_reflections")
+        return value if isinstance(value, int) else None
+
+    def count_for(self, kind: str) -> int | None:
+        if self.schema == "reflect":
+            value = (self.data.get("entries") or {}).get(kind.replace("-", "_"))
+        else:
+            value = (self.data.get("entries_by_file") or {}).get(kind)
+        return value if isinstance(value, int) else None
+
+
+def read_meta(ledger_dir: Path) -> LedgerMeta:
+    path = ledger_dir / "meta.yaml"
+    if not path.exists():
+        return LedgerMeta(path, False, None, {})
+    try:
+        data = load_yaml(decode_utf8(read_bytes(path), path), path)
+    except DataError as exc:
+        return LedgerMeta(path, True, None, {}, error=exc.message, error_line=exc.line)
+    if data is None:
+        return LedgerMeta(path, True, None, {})
+    if not isinstance(data, dict):
+        return LedgerMeta(path, True, None, {}, error="meta.yaml is not a mapping")
+    if "entries_by_file" in data or "total_entries" in data or "last_reflection" in data:
+        schema = "smith-ledger"
+    elif "entries" in data or "confidence_distribution" in data or "last_updated" in data:
+        schema = "reflect"
+    else:
+        schema = None
+    return LedgerMeta(path, True, schema, data)
+
+
+def read_json_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A small JSON object file (.meta.json, config.json): (data, error)."""
+    if not path.exists():
+        return None, None
+    try:
+        data = load_json(decode_utf8(read_bytes(path), path), path)
+    except DataError as exc:
+        return None, str(exc)
+    if not isinstance(data, dict):
+        return None, f"{path}: expected a JSON object"
+    return data, None
+
+
+DEFAULT_PRUNE = {"low": 30, "medium": 90}
+
+
+def prune_limits(meta: LedgerMeta, smith_config: dict[str, Any] | None) -> dict[str, int]:
+    """Day limits for prune: meta.yaml ``config:`` or config.json ``ledger.pruning``, else 30/90."""
+    limits = dict(DEFAULT_PRUNE)
+    pruning = ((smith_config or {}).get("ledger") or {}).get("pruning") or {}
+    if isinstance(pruning, dict):
+        for key, name in (("low_max_age_days", "low"), ("medium_max_age_days", "medium")):
+            if isinstance(pruning.get(key), int):
+                limits[name] = pruning[key]
+    cfg = meta.data.get("config") if meta.data else None
+    if isinstance(cfg, dict):
+        for key, name in (("low_confidence_prune_days", "low"),
+                          ("medium_confidence_demote_days", "medium")):
+            if isinstance(cfg.get(key), int):
+                limits[name] = cfg[key]
+    return limits
+
+
+# --------------------------------------------------------------------------- reconcile log
+
+_RECONCILE_HEAD = re.compile(r"^## Reconcile: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\s*$")
+_BOLD_KV = re.compile(r"^\*\*([A-Za-z ]+)\*\*:\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class ReconcileRun:
+    path: str
+    line: int
+    ran_at: str
+    trigger: str | None
+    signals: str | None
+    backup: str | None
+    result: str | None
+    actions: tuple[str, ...]
+    merges: tuple[str, ...]
+    prunes: tuple[str, ...]
+    budget_drops: tuple[str, ...]
+
+
+def read_reconcile_log(path: Path) -> tuple[list[ReconcileRun], list[Problem]]:
+    if not path.exists():
+        return [], []
+    try:
+        text = decode_utf8(read_bytes(path), path)
+    except DataError as exc:
+        return [], [Problem("smith", str(path), exc.line, exc.message)]
+    runs: list[ReconcileRun] = []
+    cur: dict[str, Any] | None = None
+    section: str | None = None
+
+    def flush() -> None:
+        if cur is not None:
+            runs.append(ReconcileRun(
+                path=str(path), line=cur["line"], ran_at=cur["ran_at"],
+                trigger=cur.get("trigger"), signals=cur.get("signal values"),
+                backup=(cur.get("backup") or "").strip("`") or None, result=cur.get("result"),
+                actions=tuple(cur["lists"].get("actions", [])),
+                merges=tuple(cur["lists"].get("merges", [])),
+                prunes=tuple(cur["lists"].get("prunes", [])),
+                budget_drops=tuple(cur["lists"].get("budget drops", []))))
+
+    for i, line in enumerate(text.splitlines(), 1):
+        m = _RECONCILE_HEAD.match(line)
+        if m:
+            flush()
+            cur = {"line": i, "ran_at": m.group(1), "lists": {}}
+            section = None
+            continue
+        if cur is None:
+            continue
+        m2 = _BOLD_KV.match(line.strip())
+        if m2:
+            key = m2.group(1).strip().lower()
+            val = m2.group(2).strip()
+            if val:
+                cur[key] = val
+                section = None
+            else:
+                section = key
+                cur["lists"].setdefault(key, [])
+            continue
+        if section and line.startswith("- "):
+            cur["lists"][section].append(line[2:].strip())
+    flush()
+    return runs, []
+
+
+# --------------------------------------------------------------------------- session logs
+
+_LEGACY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{6}$")
+_EVENT_HEAD = re.compile(r"^### \[(\d{2}:\d{2}:\d{2})\] (.*)$")
+_TOP_HEAD = re.compile(r"^## (Started|Resumed|Ended): (.*)$")
+_METRIC = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*([^*]+)\*\* in:(\d+) out:(\d+) total:(\d+)(?: \((.*)\))?\s*$")
+_FILE_CHANGE = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*(Edit|Write|MultiEdit|NotebookEdit)\*\* `(.*)`\s*$")
+
+
+def _split_frontmatter(text: str) -> tuple[str | None, str, int]:
+    """(frontmatter text, body, body's first line number)."""
+    if not text.startswith("---"):
+        return None, text, 1
+    end = text.find("\n---", 3)
+    if end < 0:
+        return None, text, 1
+    fm = text[3:end].strip("\n")
+    rest_start = text.find("\n", end + 4)
+    body = "" if rest_start < 0 else text[rest_start + 1:]
+    return fm, body, text.count("\n", 0, rest_start + 1 if rest_start >= 0 else len(text)) + 1
+
+
+def _event_kind(title: str) -> str:
+    low = title.lower()
+    if low == "user prompt":
+        return "prompt"
+    if low == "context compacted":
+        return "compacted"
+    if low.startswith("subagent invoked"):
+        return "subagent_invoked"
+    if low.startswith("subagent completed"):
+        return "subagent_completed"
+    if low.startswith("workflow-start"):
+        return "workflow_start"
+    if low.startswith("/"):
+        return "skill"
+    return "other"
+
+
+def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]]:
+    name = path.stem
+    problems: list[Problem] = []
+    try:
+        text = decode_utf8(read_bytes(path), path)
+    except DataError as exc:
+        problems.append(Problem("smith", str(path), exc.line, exc.message))
+        return (Session(str(path), name, None, None, None, None, None, None,
+                        bool(_LEGACY_NAME.match(name)), (exc.message,)), [], problems)
+    text = text.replace("\r\n", "\n")
+    fm_text, body, body_line = _split_frontmatter(text)
+    fm: dict[str, Any] = {}
+    notes: list[str] = []
+    if fm_text is not None:
+        try:
+            loaded = load_yaml(fm_text, path)
+            if isinstance(loaded, dict):
+                fm = loaded
+        except DataError as exc:
+            notes.append(f"frontmatter: {exc.message}")
+            problems.append(Problem("smith", str(path), (exc.line or 0) + 1, exc.message))
+    start = fm.get("session_start")
+    if isinstance(start, dt.datetime):
+        start = start.strftime("%Y-%m-%dT%H:%M:%S")
+    events: list[SessionEvent] = []
+    ended: str | None = None
+    cur: dict[str, Any] | None = None
+
+    def close() -> None:
+        if cur is None:
+            return
+        body_text = "\n".join(cur["body"]).strip()
+        flds = []
+        for bl in cur["body"]:
+            m = _BOLD_KV.match(bl.strip()) or re.match(r"^\*\*([A-Za-z ]+):\*\*\s*(.*)$", bl.strip())
+            if m:
+                flds.append((m.group(1).strip(), m.group(2).strip()))
+        target = None
+        if cur["kind"] == "skill":
+            target = cur["title"].split()[0]
+        events.append(SessionEvent(
+            session=name, path=str(path), line=cur["line"], seq=len(events), time=cur["time"],
+            kind=cur["kind"], title=cur["title"], body=body_text, target=target,
+            fields=tuple(flds)))
+
+    lines = body.split("\n")
+    for off, line in enumerate(lines):
+        lineno = body_line + off
+        m = _EVENT_HEAD.match(line)
+        if m:
+            close()
+            cur = {"line": lineno, "time": m.group(1), "title": m.group(2).strip(),
+                   "kind": _event_kind(m.group(2).strip()), "body": []}
+            continue
+        m = _TOP_HEAD.match(line)
+        if m:
+            close()
+            cur = None
+            kind = m.group(1).lower()
+            when = m.group(2).strip()
+            if kind == "ended":
+                ended = when
+            events.append(SessionEvent(session=name, path=str(path), line=lineno,
+                                       seq=len(events), time=when[-8:], kind=kind,
+                                       title=f"{m.group(1)}: {when}", body=""))
+            continue
+        m = _METRIC.match(line)
+        if m:
+            events.append(SessionEvent(
+                session=name, path=str(path), line=lineno, seq=len(events), time=m.group(1),
+                kind="metric", title=m.group(2), body=line[2:], tool=m.group(2),
+                tokens_in=int(m.group(3)), tokens_out=int(m.group(4)),
+                tokens_total=int(m.group(5)), target=m.group(6)))
+            continue
+        m = _FILE_CHANGE.match(line)
+        if m:
+            events.append(SessionEvent(
+                session=name, path=str(path), line=lineno, seq=len(events), time=m.group(1),
+                kind="file_change", title=f"{m.group(2)} {m.group(3)}", body=line[2:],
+                tool=m.group(2), target=m.group(3)))
+            continue
+        if line.startswith("## "):
+            close()
+            cur = None
+            continue
+        if cur is not None:
+            cur["body"].append(line)
+    close()
+    events.sort(key=lambda e: e.line)
+    events = [replace(e, seq=i) for i, e in enumerate(events)]
+    session = Session(
+        path=str(path), name=name,
+        session_start=str(start) if start else None,
+        project=_opt_str(fm.get("project")), branch=_opt_str(fm.get("branch")),
+        author=_opt_str(fm.get("author")), status=_opt_str(fm.get("status")),
+        ended=ended, legacy_name=bool(_LEGACY_NAME.match(name)), problems=tuple(notes))
+    return session, events, problems
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# --------------------------------------------------------------------------- the whole vault
+
+@dataclass
+class Vault:
+    """Everything read from one vault."""
+
+    root: Path
+    exists: bool
+    files: dict[str, LedgerFile]
+    meta: LedgerMeta
+    meta_json: dict[str, Any] | None
+    smith_config: dict[str, Any] | None
+    reconcile_runs: list[ReconcileRun]
+    sessions: list[Session]
+    events: list[SessionEvent]
+    problems: list[Problem]
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.root / "ledger"
+
+    @property
+    def entries(self) -> list[LedgerEntry]:
+        return [e for kind in LEDGER_FILES for e in self.files[kind].entries]
+
+
+def read_ledger(ledger_dir: Path, max_bytes: int | None = None) -> dict[str, LedgerFile]:
+    return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes)
+            for kind in LEDGER_FILES}
+
+
+def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[Problem]:
+    """meta.yaml counts that do not match the files: reported, never fixed on read (A2)."""
+    out: list[Problem] = []
+    if meta.schema is None:
+        return out
+    for kind, lf in files.items():
+        if not lf.exists or lf.error:
+            continue
+        claimed = meta.count_for(kind)
+        if claimed is not None and claimed != len(lf.entries):
+            out.append(Problem("smith", str(meta.path), None,
+                               f"meta.yaml says {kind} has {claimed} entries; "
+                               f"{kind}.md has {len(lf.entries)}"))
+    return out
+
+
+def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = True) -> Vault:
+    ledger_dir = vault / "ledger"
+    problems: list[Problem] = []
+    exists = ledger_dir.is_dir()
+    files = read_ledger(ledger_dir, max_bytes) if exists else {
+        kind: LedgerFile(ledger_dir / f"{kind}.md", kind, b"", [], 0, b"\n", False, exists=False)
+        for kind in LEDGER_FILES}
+    for lf in files.values():
+        problems.extend(lf.problems)
+    meta = read_meta(ledger_dir)
+    if meta.error:
+        problems.append(Problem("smith", str(meta.path), meta.error_line, meta.error))
+    elif exists and not meta.exists:
+        problems.append(Problem("smith", str(meta.path), None, "meta.yaml is missing"))
+    problems.extend(meta_disagreements(meta, files))
+    meta_json, err = read_json_file(ledger_dir / ".meta.json")
+    if err:
+        problems.append(Problem("smith", str(ledger_dir / ".meta.json"), None, err))
+    smith_config, err = read_json_file(vault.parent / "config.json")
+    if err:
+        problems.append(Problem("smith", str(vault.parent / "config.json"), None, err))
+    runs, rp = read_reconcile_log(ledger_dir / "reconcile-log.md")
+    problems.extend(rp)
+    all_sessions: list[Session] = []
+    all_events: list[SessionEvent] = []
+    sdir = vault / "sessions"
+    if sessions and sdir.is_dir():
+        for p in sorted(sdir.glob("*.md")):
+            s, ev, sp = read_session(p)
+            all_sessions.append(s)
+            all_events.extend(ev)
+            problems.extend(sp)
+    return Vault(root=vault, exists=exists, files=files, meta=meta, meta_json=meta_json,
+                 smith_config=smith_config, reconcile_runs=runs, sessions=all_sessions,
+                 events=all_events, problems=problems)
+
+
+def current_session_log(vault: Path) -> Path | None:
+    """The active session log named by ``.current-session``, if it exists."""
+    pointer = vault / ".current-session"
+    try:
+        target = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not target:
+        return None
+    p = Path(target)
+    if not p.is_absolute():
+        p = vault.parent.parent / p
+    return p if p.is_file() else None

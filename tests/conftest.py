@@ -1,0 +1,123 @@
+"""Shared fixtures: every test builds its world in tmp_path; HOME and env vars are isolated."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FORMATS = SHARED / "formats"
+
+_ENV_VARS = ("NAGI_LEDGER_DB", "NAGI_LEDGER_EXPORT", "CODESMITH_HOME", "CODESMITH_SLOP_LEDGER",
+             "CODESMITH_SNAPSHOTS", "SMITH_VAULT", "TOOLKIT_DB", "TOOLKIT_MAX_FILE_MB",
+             "TOOLKIT_TODAY", "TOOLKIT_SITE_URL", "GH_TOKEN", "GITHUB_TOKEN", "SOURCE_DATE_EPOCH",
+             "TOOLKIT_EDITOR_PAUSE")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh HOME and no toolkit-related environment variables for every test."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TZ", "UTC")
+    for var in _ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
+    return home
+
+
+def copy_tree_writable(src: Path, dest: Path) -> Path:
+    """Copy a read-only fixture tree (shared/ is read-only in CI) and make it writable."""
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+    for p in [dest, *dest.rglob("*")]:
+        mode = p.stat().st_mode
+        p.chmod(mode | stat.S_IWUSR | (stat.S_IXUSR if p.is_dir() else 0))
+    return dest
+
+
+@dataclass
+class FixtureProject:
+    """A project built from shared/formats: vault, slop ledger, audit DB, under one tmp dir."""
+
+    root: Path  # the project root (has .smith/vault)
+    vault: Path
+    ledger: Path
+    slop: Path
+    audit_db: Path
+    home: Path
+
+    def env(self) -> dict[str, str]:
+        return {"HOME": str(self.home), "NAGI_LEDGER_DB": str(self.audit_db),
+                "CODESMITH_HOME": str(self.slop.parent.parent)}
+
+
+def make_audit_db(path: Path, *, samples: bool = True, wal: bool = True) -> Path:
+    """An audit DB with nagi-ledger's exact DDL (and its sample rows)."""
+    sql = (FORMATS / "nagi-ledger" / "audit_schema.sql").read_text(encoding="utf-8")
+    if not samples:
+        sql = sql.split("-- Example rows")[0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    if wal:
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(sql)
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
+    """The shared/formats example files laid out as a real project, HOME and env pointing at
+    them; the current directory is the project root."""
+    root = tmp_path / "acme-api"
+    vault = root / ".smith" / "vault"
+    copy_tree_writable(FORMATS / "smith" / "ledger", vault / "ledger")
+    copy_tree_writable(FORMATS / "smith" / "sessions", vault / "sessions")
+    shutil.copy(FORMATS / "smith" / "config.json", root / ".smith" / "config.json")
+    (root / ".smith" / "config.json").chmod(0o644)
+    slop_dir = isolated_env / ".codesmith" / "slop_ledger"
+    slop_dir.mkdir(parents=True)
+    slop = slop_dir / "slop_ledger.json"
+    shutil.copy(FORMATS / "codesmith" / "slop_ledger.json", slop)
+    slop.chmod(0o644)
+    audit_db = make_audit_db(isolated_env / ".nagi" / "ledger.db")
+    monkeypatch.chdir(root)
+    return FixtureProject(root=root, vault=vault, ledger=vault / "ledger", slop=slop,
+                          audit_db=audit_db, home=isolated_env)
+
+
+@pytest.fixture
+def cli_run():
+    """Run the toolkit CLI in-process: ``cli_run("status", "--json")`` -> click Result."""
+    from toolkit.cli import cli
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+        runner = CliRunner()
+        return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
+
+    return run
+
+
+def tree_digest(root: Path) -> dict[str, tuple[str, int, int]]:
+    """sha256, mode and size of every file under root: the "nothing lost" check (FAULTS.md)."""
+    import hashlib
+
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            st = p.stat()
+            out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                             st.st_mode, st.st_size)
+    return out

@@ -1,0 +1,148 @@
+"""Data commands: demo, load, status, schema, query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from toolkit.cli._common import get_config, render_rows
+
+FORMATS = ("table", "csv", "json", "jsonl", "markdown")
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--seed", type=int, default=7, show_default=True,
+              help="Random seed: the same seed writes the same world.")
+@click.option("--audit-rows", type=int, default=3000, show_default=True,
+              help="Rows to write into the demo audit DB.")
+def demo(directory: str, seed: int, audit_rows: int) -> None:
+    """Write a realistic demo world into DIRECTORY (which must be empty or absent).
+
+    It holds a project with a Smith vault (both entry forms, both meta.yaml schemas, session
+    logs, archive and backup copies, git history), a CodeSmith slop ledger and turn-snapshot
+    side repo, and a nagi-ledger audit DB, plus a toolkit.yaml that points the toolkit at them.
+    """
+    from toolkit.demo import write_demo
+
+    world = write_demo(Path(directory), seed=seed, audit_rows=audit_rows)
+    click.echo(f"Demo world written to {world.root}")
+    for key, value in world.counts.items():
+        click.echo(f"  {key}: {value}")
+    click.echo(f"Next: cd {world.project} && toolkit status")
+
+
+@click.command()
+@click.option("--full", is_flag=True, help="Re-read every source, even unchanged ones.")
+def load(full: bool) -> None:
+    """Load every source into the DuckDB store.
+
+    Incremental: a source whose fingerprint has not changed is not read again, and audit rows
+    already copied are not copied again. Exits 65 when a source is present but unreadable,
+    75 when one is locked.
+    """
+    from toolkit.cli._common import progress_printer
+    from toolkit.store import Store
+
+    cfg = get_config()
+    with Store.open(cfg.db_path) as store:
+        report = store.refresh(cfg, full=full, progress=progress_printer())
+    for r in report.results:
+        state = "unchanged" if r.skipped else ("loaded" if r.found else "not found")
+        click.echo(f"{r.source:<10} {state:<10} {r.note}")
+    click.echo(f"Store: {cfg.db_path}")
+    if report.errors:
+        raise report.errors[0]
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Show each source (where it was found or why not), rows per table, and warnings."""
+    from toolkit.cli._common import echo_json, open_store
+    from toolkit.display import visible
+
+    cfg = get_config()
+    with open_store(cfg) as store:
+        sources = store.sources()
+        counts = store.counts()
+        problems = store.problems()
+    if as_json:
+        echo_json({"project": str(cfg.project_root), "store": str(cfg.db_path),
+                   "sources": sources, "tables": counts,
+                   "warnings": [{"source": p.source, "path": p.path, "line": p.line,
+                                 "message": p.message} for p in problems]})
+        return
+    click.echo(f"Project: {cfg.project_root}")
+    click.echo(f"Store:   {cfg.db_path}")
+    click.echo("")
+    click.echo("Sources:")
+    for s in sources:
+        mark = "found" if s["found"] else "missing"
+        click.echo(f"  {s['source']:<10} {mark:<8} {s['location']}")
+        if s["note"]:
+            click.echo(f"  {'':<10} {'':<8} {s['note']}")
+    click.echo("")
+    click.echo("Tables:")
+    for t, n in counts.items():
+        click.echo(f"  {t:<20} {n:>9,}")
+    click.echo("")
+    if problems:
+        click.echo(f"Warnings ({len(problems)}):")
+        for p in problems:
+            click.echo(f"  {visible(str(p), single_line=True)}")
+    else:
+        click.echo("Warnings: none")
+
+
+@click.command()
+@click.argument("table", required=False)
+def schema(table: str | None) -> None:
+    """Show the store's tables and views with their columns (or one TABLE's)."""
+    from toolkit.cli._common import open_store
+    from toolkit.errors import NotFoundError
+    from toolkit.store import TABLE_DOCS
+
+    cfg = get_config()
+    with open_store(cfg, quiet=True) as store:
+        rows = store.schema()
+    if table and table not in {r[0] for r in rows}:
+        raise NotFoundError(f"no table or view named {table!r}",
+                            hint="Run `toolkit schema` to list them")
+    current = None
+    for t, kind, col, typ in rows:
+        if table and t != table:
+            continue
+        if t != current:
+            if current is not None:
+                click.echo("")
+            doc = TABLE_DOCS.get(t, "")
+            click.echo(f"{t} ({kind}){': ' + doc if doc else ''}")
+            current = t
+        click.echo(f"  {col:<24} {typ}")
+
+
+@click.command()
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--max-rows", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
+              help="Stop after this many rows (a note says when rows were left out).")
+@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="Seconds before the query is interrupted.")
+def query(sql: str, fmt: str, max_rows: int, timeout: float) -> None:
+    """Run one read-only SELECT against the store and print the rows.
+
+    The query runs on a locked-down connection: no file access, no extensions, no settings
+    changes, a memory limit and a timeout. Anything but a single SELECT is refused.
+    """
+    from toolkit.cli._common import open_store
+    from toolkit.store import run_readonly_query
+
+    cfg = get_config()
+    open_store(cfg, quiet=True).close()
+    cols, rows, truncated = run_readonly_query(cfg.db_path, sql, timeout=timeout,
+                                               max_rows=max_rows)
+    click.echo(render_rows(cols, rows, fmt))
+    if truncated:
+        click.echo(f"(stopped after {max_rows} rows; use --max-rows or LIMIT)", err=True)

@@ -1,0 +1,448 @@
+"""One loader per source: read it with its reader, put its rows in the store.
+
+Each loader computes a cheap fingerprint first; when it equals the one recorded in
+``_sources`` the source is not read again. A loader whose source is absent records it as not
+found (with why); one whose source is present but unreadable records the error and raises it
+after the other sources are loaded (``Store.refresh`` collects them).
+
+Feature modules may contribute loaders and migrations: list the module in ``_FEATURES``; it
+must define ``LOADERS`` (a list of Loader) and ``MIGRATIONS`` (a list of (name, sql)).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import NotFoundError, ToolkitError
+from toolkit.records import Problem
+from toolkit.store import SourceResult, fingerprint_paths
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+    from toolkit.store import Store
+
+_FEATURES: list[str] = []
+
+
+@dataclass
+class Loader:
+    name: str
+    fingerprint: Callable[[Config], tuple[str, str]]  # -> (location, fingerprint)
+    load: Callable[[Store, Config, bool, Any], SourceResult]
+
+    def run(self, store: Store, cfg: Config, *, full: bool, progress: Any) -> SourceResult:
+        location, fp = self.fingerprint(cfg)
+        state = store.source_state(self.name)
+        if not full and state and state.get("fingerprint") == fp:
+            return SourceResult(self.name, location, bool(state.get("found")),
+                                state.get("note") or "", int(state.get("rows") or 0),
+                                skipped=True, problems=store.problems(self.name))
+        try:
+            with store.transaction():
+                result = self.load(store, cfg, full, progress)
+                store.replace_problems(self.name, result.problems)
+                store.record_source(result, fp, getattr(result, "state", None))
+        except ToolkitError as exc:
+            result = SourceResult(self.name, location, True, f"error: {exc}",
+                                  problems=[Problem(self.name, exc.path or location, exc.line,
+                                                    exc.message)])
+            result.error = exc  # type: ignore[attr-defined]
+            with store.transaction():
+                store.replace_problems(self.name, result.problems)
+                store.record_source(result, None)
+        return result
+
+
+def _features() -> list[Any]:
+    mods = []
+    for name in _FEATURES:
+        mods.append(importlib.import_module(name))
+    return mods
+
+
+def all_loaders() -> list[Loader]:
+    loaders = [LEDGER, SESSIONS, SLOP, AUDIT, SNAPSHOTS]
+    for mod in _features():
+        loaders.extend(getattr(mod, "LOADERS", []))
+    return loaders
+
+
+def extra_migrations() -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for mod in _features():
+        out.extend(getattr(mod, "MIGRATIONS", []))
+    return out
+
+
+# --------------------------------------------------------------------------- Smith ledger
+
+def _ledger_paths(cfg: Config) -> list[Path]:
+    from toolkit.records import LEDGER_FILES
+
+    d = cfg.ledger_dir
+    return [*(d / f"{k}.md" for k in LEDGER_FILES), d / "meta.yaml", d / ".meta.json",
+            d / "reconcile-log.md", cfg.smith_config]
+
+
+def _ledger_fp(cfg: Config) -> tuple[str, str]:
+    return str(cfg.ledger_dir), fingerprint_paths(_ledger_paths(cfg))
+
+
+def entry_ids(entries: list[Any]) -> list[str]:
+    """Stable ids ``<file>/<slug>`` for ledger entries, unique within each file."""
+    from toolkit.slugs import unique_slugs
+
+    by_file: dict[str, list[int]] = {}
+    for i, e in enumerate(entries):
+        by_file.setdefault(e.file, []).append(i)
+    ids = [""] * len(entries)
+    for file, idxs in by_file.items():
+        slugs = unique_slugs([entries[i].title for i in idxs])
+        for i, s in zip(idxs, slugs):
+            ids[i] = f"{file}/{s}"
+    return ids
+
+
+def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.sources.smith import prune_limits, read_vault
+
+    vault = read_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False)
+    store.conn.execute("DELETE FROM ledger_entries")
+    store.conn.execute("DELETE FROM ledger_meta")
+    store.conn.execute("DELETE FROM reconcile_runs")
+    if not vault.exists:
+        return SourceResult("ledger", str(cfg.ledger_dir), False,
+                            "no Smith vault ledger (run /smith-reflect in the project, or pass "
+                            "--project/--vault)")
+    entries = vault.entries
+    ids = entry_ids(entries)
+    positions: dict[str, int] = {}
+    rows = []
+    for eid, e in zip(ids, entries):
+        pos = positions.get(e.file, 0)
+        positions[e.file] = pos + 1
+        rows.append((eid, e.file, e.title, e.date, e.date, e.category, e.confidence,
+                     e.observations, e.source_reflections, e.reflections, e.context, e.pattern,
+                     e.evidence, e.related, e.form, list(e.problems), e.path, e.line, pos))
+    store.insert_rows("ledger_entries", (
+        "entry_id", "file", "title", "date", "date_raw", "category", "confidence",
+        "observations", "source_reflections", "reflections", "context", "pattern", "evidence",
+        "related", "form", "problems", "path", "line", "position"), rows)
+    mj = vault.meta_json or {}
+    lock = mj.get("lock") if isinstance(mj.get("lock"), dict) else None
+    limits = prune_limits(vault.meta, vault.smith_config)
+    store.insert_rows("ledger_meta", (
+        "meta_schema", "last_reflection", "total_reflections", "meta_yaml", "meta_json",
+        "smith_config", "estimated_tokens", "total_patterns", "last_reconcile", "lock_holder",
+        "lock_acquired", "prune_low_days", "prune_medium_days"), [(
+            vault.meta.schema, vault.meta.last_reflection, vault.meta.total_reflections,
+            vault.meta.data or None, vault.meta_json, vault.smith_config,
+            mj.get("estimated_tokens") if isinstance(mj.get("estimated_tokens"), int) else None,
+            mj.get("total_patterns") if isinstance(mj.get("total_patterns"), int) else None,
+            mj.get("last_reconcile"), (lock or {}).get("pid"), (lock or {}).get("acquired"),
+            limits["low"], limits["medium"])])
+    store.insert_rows("reconcile_runs", (
+        "ran_at", "trigger", "signals", "backup", "result", "actions", "merges", "prunes",
+        "budget_drops", "path", "line"), [
+        (r.ran_at, r.trigger, r.signals, r.backup, r.result, list(r.actions), list(r.merges),
+         list(r.prunes), list(r.budget_drops), r.path, r.line) for r in vault.reconcile_runs])
+    missing = [lf.name for lf in vault.files.values() if not lf.exists]
+    note = f"{len(entries)} entries" + (f"; missing: {', '.join(missing)}" if missing else "")
+    return SourceResult("ledger", str(cfg.ledger_dir), True, note, len(entries),
+                        problems=vault.problems)
+
+
+LEDGER = Loader("ledger", _ledger_fp, _load_ledger)
+
+
+# --------------------------------------------------------------------------- sessions
+
+def _session_fp(cfg: Config) -> tuple[str, str]:
+    d = cfg.sessions_dir
+    paths = sorted(d.glob("*.md")) if d.is_dir() else []
+    return str(d), fingerprint_paths([d, *paths])
+
+
+def _event_ts(start: str | None, time: str | None) -> str | None:
+    if not start or not time or len(time) != 8:
+        return None
+    return f"{start[:10]} {time}"
+
+
+def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.sources.smith import read_session
+
+    store.conn.execute("DELETE FROM sessions")
+    store.conn.execute("DELETE FROM session_events")
+    d = cfg.sessions_dir
+    if not d.is_dir():
+        return SourceResult("sessions", str(d), False, "no vault sessions folder")
+    problems: list[Problem] = []
+    srows, erows = [], []
+    for p in sorted(d.glob("*.md")):
+        s, events, probs = read_session(p)
+        problems.extend(probs)
+        start = s.session_start.replace("T", " ") if s.session_start else None
+        srows.append((s.name, s.path, start, s.ended, s.project, s.branch, s.author, s.status,
+                      s.legacy_name, len(events), list(s.problems)))
+        for e in events:
+            erows.append((e.session, e.seq, _event_ts(start, e.time), e.time, e.kind, e.title,
+                          e.body, e.tool, e.tokens_in, e.tokens_out, e.tokens_total, e.target,
+                          dict(e.fields) or None, e.path, e.line))
+    store.insert_rows("sessions", ("name", "path", "session_start", "ended", "project",
+                                   "branch", "author", "status", "legacy_name", "events",
+                                   "problems"), srows)
+    store.insert_rows("session_events", (
+        "session", "seq", "ts", "time", "kind", "title", "body", "tool", "tokens_in",
+        "tokens_out", "tokens_total", "target", "fields", "path", "line"), erows)
+    return SourceResult("sessions", str(d), True, f"{len(srows)} sessions, {len(erows)} events",
+                        len(srows), problems=problems)
+
+
+SESSIONS = Loader("sessions", _session_fp, _load_sessions)
+
+
+# --------------------------------------------------------------------------- slop ledger
+
+def _slop_fp(cfg: Config) -> tuple[str, str]:
+    return str(cfg.slop_path), fingerprint_paths([cfg.slop_path])
+
+
+def _load_slop(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.sources.slop import read_slop
+
+    store.conn.execute("DELETE FROM slop_entries")
+    if not cfg.slop_path.exists():
+        return SourceResult("slop", str(cfg.slop_path), False,
+                            "no slop ledger (set CODESMITH_HOME or --slop)")
+    sf = read_slop(cfg.slop_path, cfg.max_file_bytes)
+    rows = [(e.id, e.short_id, e.bucket, e.severity, e.confidence, e.owner,
+             list(e.source_links), e.title, e.description, e.status, e.cleanup_recommendation,
+             e.created_at, e.updated_at, e.created_at, e.updated_at, e.task_id, e.thread_id,
+             e.extra or None, list(e.problems), e.path, e.index, e.line) for e in sf.entries]
+    store.insert_rows("slop_entries", (
+        "id", "short_id", "bucket", "severity", "confidence", "owner", "source_links", "title",
+        "description", "status", "cleanup_recommendation", "created_at", "updated_at",
+        "created_at_raw", "updated_at_raw", "task_id", "thread_id", "extra", "problems", "path",
+        "position", "line"), rows)
+    return SourceResult("slop", str(cfg.slop_path), True, f"{len(rows)} entries", len(rows),
+                        problems=sf.problems)
+
+
+SLOP = Loader("slop", _slop_fp, _load_slop)
+
+
+# --------------------------------------------------------------------------- audit DB
+
+_AUDIT_CASTS = {"ts": "TRY_CAST(ts AS TIMESTAMP)", "verdict_ts": "TRY_CAST(verdict_ts AS TIMESTAMP)"}
+
+
+def _audit_fp(cfg: Config) -> tuple[str, str]:
+    db = cfg.audit_db
+    paths = [db, db.with_name(db.name + "-wal")]
+    if cfg.audit_json is not None:
+        paths.append(cfg.audit_json)
+    return str(db), fingerprint_paths(paths)
+
+
+class _AuditResult(SourceResult):
+    state: dict[str, Any]
+
+
+def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.sources import audit
+
+    db = cfg.audit_db
+    prev = (store.source_state("audit") or {}).get("state") or {}
+    if not db.exists():
+        if cfg.audit_json is not None and cfg.audit_json.exists():
+            return _load_audit_json(store, cfg)
+        for t in audit.TABLES:
+            store.conn.execute(f"DELETE FROM {t}")
+        return SourceResult("audit", str(db), False,
+                            "audit DB not found (set NAGI_LEDGER_DB or --audit-db)")
+    conn = audit.connect_ro(db)
+    problems: list[Problem] = []
+    try:
+        schema = audit.inspect(conn, db)
+        for t in schema.missing:
+            problems.append(Problem("audit", str(db), None,
+                                    f"table {t} is missing; treated as empty"))
+        for t in schema.extra_tables:
+            problems.append(Problem("audit", str(db), None,
+                                    f"extra table {t} ignored (newer nagi-ledger?)"))
+        for t, cols in schema.extra_columns.items():
+            problems.append(Problem("audit", str(db), None,
+                                    f"extra column(s) {', '.join(cols)} in {t} ignored"))
+        ids = audit.max_ids(conn, schema, db)
+        old_ids: dict[str, int] = prev.get("max_ids", {}) if not full else {}
+        added = 0
+        for t in audit.TABLES:
+            if t not in schema.tables:
+                store.conn.execute(f"DELETE FROM {t}")
+                continue
+            after = old_ids.get(t, 0)
+            have = store.scalar(f"SELECT coalesce(max(id), 0) FROM {t}") or 0
+            if full or ids.get(t, 0) < after or have != after:
+                store.conn.execute(f"DELETE FROM {t}")  # replaced, reset or first load
+                after = 0
+            added += _copy_audit_table(store, conn, db, t, schema.tables[t], after, problems,
+                                       progress)
+        if "dispatches" in schema.tables and old_ids.get("dispatches"):
+            _refresh_verdicts(store, conn, db, old_ids["dispatches"])
+    finally:
+        conn.close()
+    total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
+    res = _AuditResult("audit", str(db), True, f"{total} rows ({added} new)", total,
+                       problems=problems)
+    res.state = {"max_ids": ids}
+    return res
+
+
+def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
+                      after: int, problems: list[Problem], progress: Any) -> int:
+    from toolkit.sources import audit
+
+    arrow_ok = all(c in present for c in ("id", "ts"))
+    if arrow_ok:
+        try:
+            tbl = audit.read_arrow(db, table, present, after)
+            types = {f.name: str(f.type) for f in tbl.schema}
+            ints_ok = all(types.get(c) in ("int64", "null") for c in audit.INT_COLUMNS
+                          if c in types)
+            if ints_ok:
+                return store.insert_arrow(table, tbl, _AUDIT_CASTS)
+        except Exception as exc:  # noqa: BLE001 - any ADBC trouble -> careful path
+            if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                from toolkit.errors import BusyError
+
+                raise BusyError("audit DB is busy (locked by a writer); retry in a moment",
+                                path=db) from None
+    rows, bad = audit.read_rows(conn, db, table, present, after)
+    for rid, note in bad:
+        problems.append(Problem("audit", str(db), None,
+                                f"{note}" + (f" (row id {rid})" if rid is not None else "")))
+    cols = audit.TABLES[table]
+    return store.insert_rows(table, cols, rows)
+
+
+def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
+    """Verdicts change after the dispatch row is written: re-read them for loaded rows."""
+    import sqlite3
+
+    from toolkit.sources.audit import _translate
+
+    try:
+        rows = conn.execute("SELECT id, verdict, verdict_ts, verdict_notes FROM dispatches "
+                            "WHERE id <= ?", (upto,)).fetchall()
+    except sqlite3.Error as exc:
+        raise _translate(exc, db) from None
+    import pyarrow as pa
+
+    upd = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                    "verdict": pa.array([r[1] for r in rows], pa.string()),
+                    "verdict_ts": pa.array([r[2] for r in rows], pa.string()),
+                    "verdict_notes": pa.array([r[3] for r in rows], pa.string())})
+    store.conn.register("_verdicts", upd)
+    try:
+        store.conn.execute(
+            "UPDATE dispatches d SET verdict = v.verdict, "
+            "verdict_ts = TRY_CAST(v.verdict_ts AS TIMESTAMP), verdict_notes = v.verdict_notes "
+            "FROM _verdicts v WHERE d.id = v.id AND (d.verdict IS DISTINCT FROM v.verdict "
+            "OR d.verdict_notes IS DISTINCT FROM v.verdict_notes "
+            "OR CAST(d.verdict_ts AS VARCHAR) IS DISTINCT FROM "
+            "CAST(TRY_CAST(v.verdict_ts AS TIMESTAMP) AS VARCHAR))")
+    finally:
+        store.conn.unregister("_verdicts")
+
+
+def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
+    from toolkit.sources import audit
+
+    assert cfg.audit_json is not None
+    data = audit.read_export(cfg.audit_json, cfg.max_file_bytes)
+    total = 0
+    for t, cols in audit.TABLES.items():
+        store.conn.execute(f"DELETE FROM {t}")
+        rows = [tuple(r.get(c) for c in cols) for r in data[t]]
+        total += store.insert_rows(t, cols, rows)
+    return SourceResult("audit", str(cfg.audit_json), True,
+                        f"{total} rows from a nagi-ledger JSON export", total)
+
+
+AUDIT = Loader("audit", _audit_fp, _load_audit)
+
+
+# --------------------------------------------------------------------------- snapshots
+
+def _snap_fp(cfg: Config) -> tuple[str, str]:
+    from toolkit.sources.snapshots import side_repo_for
+
+    from toolkit.sources.snapshots import head_sha, side_repo_for
+
+    repo = side_repo_for(cfg.workspace, cfg.snapshots_home)
+    return str(repo), (head_sha(repo) or "-") if repo.is_dir() else "-"
+
+
+def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.sources import snapshots as snap
+
+    repo = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
+    if not repo.is_dir():
+        store.conn.execute("DELETE FROM snapshots")
+        store.conn.execute("DELETE FROM snapshot_files")
+        return SourceResult("snapshots", str(repo), False,
+                            f"no CodeSmith snapshots for workspace {cfg.workspace}")
+    snaps = snap.list_snapshots(repo)
+    known = {r[0] for r in store.conn.execute(
+        "SELECT DISTINCT sha FROM snapshot_files WHERE repo = ?", [str(repo)]).fetchall()}
+    files_rows = []
+    keep = []
+    for s in snaps:
+        if s.sha in known and not full:
+            keep.append(s.sha)
+            continue
+        for f in snap.changed_files(repo, s):
+            files_rows.append((str(repo), s.sha, s.position, f.path, f.status, f.added,
+                               f.deleted))
+    store.conn.execute("DELETE FROM snapshots WHERE repo = ?", [str(repo)])
+    if full:
+        store.conn.execute("DELETE FROM snapshot_files WHERE repo = ?", [str(repo)])
+    else:
+        store.conn.execute("DELETE FROM snapshot_files WHERE repo = ? AND sha NOT IN "
+                           "(SELECT unnest(?::VARCHAR[]))", [str(repo), keep])
+    store.insert_rows("snapshot_files", ("repo", "sha", "position", "path", "status", "added",
+                                         "deleted"), files_rows)
+    # positions shift as snapshots are added: keep them current
+    pos = {s.sha: s.position for s in snaps}
+    store.conn.execute("UPDATE snapshot_files f SET position = p.position FROM "
+                       "(SELECT unnest(?::VARCHAR[]) AS sha, unnest(?::INTEGER[]) AS position) p "
+                       "WHERE f.sha = p.sha AND f.repo = ?",
+                       [list(pos), list(pos.values()), str(repo)])
+    rows = [(str(repo), s.position, s.sha, s.parent,
+             dt.datetime.fromtimestamp(s.time, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+             s.label, s.kind, s.turn, s.call_id, s.snippet) for s in snaps]
+    store.insert_rows("snapshots", ("repo", "position", "sha", "parent", "ts", "label", "kind",
+                                    "turn", "call_id", "snippet"), rows)
+    store.conn.execute(
+        "UPDATE snapshots s SET files_changed = f.n, lines_added = f.a, lines_deleted = f.d "
+        "FROM (SELECT sha, count(*) AS n, sum(added) AS a, sum(deleted) AS d "
+        "      FROM snapshot_files WHERE repo = ? GROUP BY sha) f "
+        "WHERE s.sha = f.sha AND s.repo = ?", [str(repo), str(repo)])
+    return SourceResult("snapshots", str(repo), True, f"{len(snaps)} snapshots", len(snaps))
+
+
+SNAPSHOTS = Loader("snapshots", _snap_fp, _load_snapshots)
+
+
+def check_not_found(exc: Exception) -> bool:
+    return isinstance(exc, NotFoundError)
+
+
+__all__ = ["Loader", "all_loaders", "extra_migrations", "entry_ids", "json"]

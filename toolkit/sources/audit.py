@@ -1,0 +1,188 @@
+"""Read-only access to the nagi-ledger audit DB (FORMATS.md §3).
+
+The DB is opened read-only (``mode=ro`` URI, busy timeout) and never created. Bulk rows are
+read as Arrow batches through the ADBC SQLite driver (the fast path: the whole table in a few
+C calls); when a column holds values of the wrong type (text in ``tier``, FAULTS.md C5), the
+reader falls back to Python's sqlite3 and reports the bad rows instead of failing.
+
+Also reads nagi-ledger's JSON export (``nagi-ledger-export/1``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import BusyError, DataError, NotFoundError
+from toolkit.textio import decode_utf8, load_json, read_bytes
+
+TABLES: dict[str, tuple[str, ...]] = {
+    "actions": ("id", "ts", "tier", "category", "description", "project"),
+    "dispatches": ("id", "ts", "task", "agent_type", "model", "brief_summary", "verdict",
+                   "verdict_ts", "verdict_notes"),
+    "approaches": ("id", "ts", "task", "approach", "outcome", "reason"),
+}
+INT_COLUMNS = {"id", "tier"}
+BUSY_TIMEOUT_MS = 5000
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _uri(path: Path) -> str:
+    from urllib.parse import quote
+
+    return f"file:{quote(str(path.resolve()))}?mode=ro"
+
+
+def check_file(path: Path) -> None:
+    """Refuse a missing, junk or truncated file before SQLite touches it (no -wal/-shm made)."""
+    if not path.exists():
+        raise NotFoundError("audit DB not found", path=path,
+                            hint="Set NAGI_LEDGER_DB or --audit-db to the nagi-ledger database")
+    if not path.is_file():
+        raise DataError("audit DB path is not a file", path=path)
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        raise DataError("not a valid SQLite database", path=path,
+                        hint="Point NAGI_LEDGER_DB or --audit-db at nagi-ledger's ledger.db")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = struct.unpack(">I", header[28:32])[0]
+    change_counter = struct.unpack(">I", header[24:28])[0]
+    valid_for = struct.unpack(">I", header[92:96])[0]
+    size = path.stat().st_size
+    wal = path.with_name(path.name + "-wal")
+    if (page_count and change_counter == valid_for and page_size * page_count > size
+            and not wal.exists()):
+        raise DataError(f"database is damaged: truncated to {size} of "
+                        f"{page_size * page_count} bytes", path=path,
+                        hint="Restore the audit DB from a backup")
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> Exception:
+    msg = str(exc)
+    if "locked" in msg or "busy" in msg:
+        return BusyError("audit DB is busy (locked by a writer); retry in a moment", path=path)
+    if "not a database" in msg or "malformed" in msg or "disk image" in msg:
+        return DataError(f"database is damaged ({msg})", path=path,
+                         hint="Restore the audit DB from a backup")
+    return DataError(f"cannot read the audit DB: {msg}", path=path)
+
+
+def connect_ro(path: Path, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    check_file(path)
+    try:
+        conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout_ms / 1000,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(timeout_ms)}")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from None
+    return conn
+
+
+@dataclass
+class AuditSchema:
+    tables: dict[str, list[str]]  # table -> columns, for the three known tables present
+    missing: list[str]
+    extra_tables: list[str]
+    extra_columns: dict[str, list[str]]
+
+
+def inspect(conn: sqlite3.Connection, path: Path) -> AuditSchema:
+    try:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+        tables: dict[str, list[str]] = {}
+        extra_cols: dict[str, list[str]] = {}
+        for t in TABLES:
+            if t in names:
+                cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')]
+                tables[t] = cols
+                extra = [c for c in cols if c not in TABLES[t]]
+                if extra:
+                    extra_cols[t] = extra
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from None
+    return AuditSchema(
+        tables=tables,
+        missing=[t for t in TABLES if t not in names],
+        extra_tables=sorted(n for n in names if n not in TABLES),
+        extra_columns=extra_cols,
+    )
+
+
+def max_ids(conn: sqlite3.Connection, schema: AuditSchema, path: Path) -> dict[str, int]:
+    out = {}
+    try:
+        for t in schema.tables:
+            out[t] = conn.execute(f'SELECT coalesce(max(id), 0) FROM "{t}"').fetchone()[0] or 0
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from None
+    return out
+
+
+def _select(table: str, present: list[str]) -> str:
+    cols = ", ".join(f'"{c}"' if c in present else f'NULL AS "{c}"' for c in TABLES[table])
+    return f'SELECT {cols} FROM "{table}" WHERE id > ? ORDER BY id'
+
+
+def read_arrow(path: Path, table: str, present: list[str], after_id: int) -> Any:
+    """Rows with id > after_id as a pyarrow Table (fast path). Raises on type trouble."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    conn = adbc.connect(_uri(path))
+    try:
+        cur = conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute(_select(table, present), (after_id,))
+        return cur.fetch_arrow_table()
+    finally:
+        conn.close()
+
+
+def read_rows(conn: sqlite3.Connection, path: Path, table: str, present: list[str],
+              after_id: int) -> tuple[list[tuple[Any, ...]], list[tuple[int | None, str]]]:
+    """Rows with id > after_id through sqlite3, validating types; (rows, bad-row notes)."""
+    rows: list[tuple[Any, ...]] = []
+    bad: list[tuple[int | None, str]] = []
+    cols = TABLES[table]
+    try:
+        for raw in conn.execute(_select(table, present), (after_id,)):
+            row = list(raw)
+            for i, c in enumerate(cols):
+                v = row[i]
+                if c in INT_COLUMNS and v is not None and not isinstance(v, int):
+                    try:
+                        row[i] = int(str(v).strip())
+                    except ValueError:
+                        bad.append((row[0] if isinstance(row[0], int) else None,
+                                    f"{table}.{c} is {v!r}, not an integer"))
+                        row[i] = None
+                elif c not in INT_COLUMNS and v is not None and not isinstance(v, str):
+                    row[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+            if not isinstance(row[0], int):
+                bad.append((None, f"{table} row with id {row[0]!r} skipped"))
+                continue
+            rows.append(tuple(row))
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from None
+    return rows, bad
+
+
+def read_export(path: Path, max_bytes: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    """nagi-ledger's JSON export: {"actions": [...], "dispatches": [...], "approaches": [...]}."""
+    data = load_json(decode_utf8(read_bytes(path, max_bytes), path), path)
+    if not isinstance(data, dict) or data.get("schema") != "nagi-ledger-export/1":
+        raise DataError('not a nagi-ledger export (expected "schema": "nagi-ledger-export/1")',
+                        path=path)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for t in TABLES:
+        rows = data.get(t) or []
+        if not isinstance(rows, list):
+            raise DataError(f'"{t}" is not a list', path=path)
+        out[t] = [r for r in rows if isinstance(r, dict)]
+    return out

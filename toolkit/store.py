@@ -1,0 +1,496 @@
+"""The only module that talks to DuckDB: schema migrations, incremental refresh, queries.
+
+Tables are of two kinds:
+
+* **derived** tables are rebuilt from their source whenever the source's fingerprint changes
+  (ledger, sessions, slop, snapshots): a source is read whole or not at all;
+* the **audit** tables (``actions``, ``dispatches``, ``approaches``) are append-only copies of
+  the nagi-ledger DB: a refresh copies only rows with a larger id, and re-reads the verdict
+  columns of dispatches (``ledger_log_verdict`` changes them later).
+
+Bookkeeping tables start with ``_``: ``_migrations`` (applied migrations), ``_sources`` (one row
+per source: where it was found, its fingerprint, rows, when loaded) and ``_problems``
+(warnings with file and line). Migrations are append-only and each runs in one transaction
+with its record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError
+from toolkit.records import Problem
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+
+# --------------------------------------------------------------------------- schema
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", """
+CREATE TABLE _sources (
+    source VARCHAR PRIMARY KEY, location VARCHAR, found BOOLEAN, note VARCHAR,
+    fingerprint VARCHAR, rows BIGINT, loaded_at TIMESTAMP, state JSON);
+CREATE TABLE _problems (source VARCHAR, path VARCHAR, line INTEGER, message VARCHAR);
+
+CREATE TABLE ledger_entries (
+    entry_id VARCHAR,             -- stable id: <file>/<slug of title>[-n]
+    file VARCHAR,                 -- patterns, antipatterns, tool-preferences, edge-cases, project-quirks
+    title VARCHAR,                -- NULL when the entry has no title (see problems)
+    date DATE,                    -- the entry's Date (NULL when missing or not YYYY-MM-DD)
+    date_raw VARCHAR,
+    category VARCHAR,
+    confidence VARCHAR,           -- low | medium | high (as written, lowercased)
+    observations INTEGER,         -- Form A Observations
+    source_reflections VARCHAR,   -- Form A: list of dates/spec ids; Form B: the count
+    reflections INTEGER,          -- how many reflections back the entry (either form)
+    context VARCHAR, pattern VARCHAR, evidence VARCHAR, related VARCHAR,
+    form VARCHAR,                 -- 'A' (## heading) or 'B' (**Title:**)
+    problems VARCHAR[],           -- what is missing or malformed
+    path VARCHAR, line INTEGER,   -- where the entry's title is
+    position INTEGER);            -- order within its file, from 0
+CREATE TABLE ledger_meta (
+    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger' or NULL (missing/unreadable)
+    last_reflection VARCHAR, total_reflections INTEGER,
+    meta_yaml JSON, meta_json JSON, smith_config JSON,
+    estimated_tokens INTEGER, total_patterns INTEGER, last_reconcile VARCHAR,
+    lock_holder VARCHAR, lock_acquired VARCHAR,
+    prune_low_days INTEGER, prune_medium_days INTEGER);
+CREATE TABLE reconcile_runs (
+    ran_at TIMESTAMP, trigger VARCHAR, signals VARCHAR, backup VARCHAR, result VARCHAR,
+    actions VARCHAR[], merges VARCHAR[], prunes VARCHAR[], budget_drops VARCHAR[],
+    path VARCHAR, line INTEGER);
+CREATE TABLE sessions (
+    name VARCHAR, path VARCHAR, session_start TIMESTAMP, ended TIMESTAMP, project VARCHAR,
+    branch VARCHAR, author VARCHAR, status VARCHAR, legacy_name BOOLEAN, events INTEGER,
+    problems VARCHAR[]);
+CREATE TABLE session_events (
+    session VARCHAR, seq INTEGER, ts TIMESTAMP, time VARCHAR, kind VARCHAR, title VARCHAR,
+    body VARCHAR, tool VARCHAR, tokens_in BIGINT, tokens_out BIGINT, tokens_total BIGINT,
+    target VARCHAR, fields JSON, path VARCHAR, line INTEGER);
+CREATE TABLE slop_entries (
+    id VARCHAR, short_id VARCHAR, bucket VARCHAR, severity VARCHAR, confidence VARCHAR,
+    owner VARCHAR, source_links VARCHAR[], title VARCHAR, description VARCHAR, status VARCHAR,
+    cleanup_recommendation VARCHAR, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ,
+    created_at_raw VARCHAR, updated_at_raw VARCHAR, task_id VARCHAR, thread_id VARCHAR,
+    extra JSON, problems VARCHAR[], path VARCHAR, position INTEGER, line INTEGER);
+CREATE TABLE actions (
+    id BIGINT PRIMARY KEY, ts TIMESTAMP, tier INTEGER, category VARCHAR, description VARCHAR,
+    project VARCHAR);
+CREATE TABLE dispatches (
+    id BIGINT PRIMARY KEY, ts TIMESTAMP, task VARCHAR, agent_type VARCHAR, model VARCHAR,
+    brief_summary VARCHAR, verdict VARCHAR, verdict_ts TIMESTAMP, verdict_notes VARCHAR);
+CREATE TABLE approaches (
+    id BIGINT PRIMARY KEY, ts TIMESTAMP, task VARCHAR, approach VARCHAR, outcome VARCHAR,
+    reason VARCHAR);
+CREATE TABLE snapshots (
+    repo VARCHAR, position INTEGER, sha VARCHAR, parent VARCHAR, ts TIMESTAMP, label VARCHAR,
+    kind VARCHAR, turn INTEGER, call_id VARCHAR, snippet VARCHAR,
+    files_changed INTEGER, lines_added INTEGER, lines_deleted INTEGER);
+CREATE TABLE snapshot_files (
+    repo VARCHAR, sha VARCHAR, position INTEGER, path VARCHAR, status VARCHAR, added INTEGER,
+    deleted INTEGER);
+
+CREATE VIEW task_status AS
+SELECT task,
+       count(*) AS dispatch_count,
+       greatest(count(*) - 1, 0) AS retry_count,
+       arg_max(verdict, id) AS last_verdict,
+       greatest(count(*) - 1, 0) >= 2 AS over_retry_limit,
+       min(ts) AS first_dispatch, max(ts) AS last_dispatch,
+       count(*) FILTER (WHERE verdict IS NULL) AS pending,
+       count(*) FILTER (WHERE verdict = 'CONFIRMED') AS confirmed,
+       count(*) FILTER (WHERE verdict = 'REFUTED') AS refuted,
+       count(*) FILTER (WHERE verdict = 'PARTIAL') AS partial
+FROM dispatches GROUP BY task;
+CREATE VIEW stats_by_tier AS
+SELECT CAST(ts AS DATE) AS day, tier, count(*) AS actions
+FROM actions GROUP BY ALL;
+"""),
+]
+
+# Every user-facing table and view with a one-line description (`toolkit schema`, README).
+TABLE_DOCS: dict[str, str] = {
+    "ledger_entries": "Smith Ledger entries, both forms, malformed ones included (problems)",
+    "ledger_meta": "meta.yaml (either schema), .meta.json and config.json, one row",
+    "reconcile_runs": "runs recorded in reconcile-log.md",
+    "sessions": "vault session logs (frontmatter)",
+    "session_events": "events of each session log: prompts, tool metrics, edits, skills, subagents",
+    "slop_entries": "CodeSmith slop ledger entries (every field; source_links as a list)",
+    "actions": "nagi-ledger autonomous actions (append-only copy)",
+    "dispatches": "nagi-ledger subagent dispatches with verdicts",
+    "approaches": "nagi-ledger approaches: DEAD_END, NO_GO, WORKS",
+    "snapshots": "CodeSmith turn snapshots, newest first (position 1 = newest)",
+    "snapshot_files": "files each snapshot changed against the previous one",
+    "task_status": "view: dispatches, retries, last verdict, over retry limit, per task",
+    "stats_by_tier": "view: actions per day and tier",
+}
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass
+class SourceResult:
+    """What loading one source did."""
+
+    source: str
+    location: str
+    found: bool
+    note: str = ""
+    rows: int = 0
+    skipped: bool = False  # fingerprint unchanged
+    problems: list[Problem] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class LoadReport:
+    results: list[SourceResult]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for r in self.results for p in r.problems]
+
+    @property
+    def errors(self) -> list[ToolkitError]:
+        """Sources that were present but could not be read (bad data, busy)."""
+        return [e for r in self.results if (e := getattr(r, "error", None)) is not None]
+
+
+Progress = Callable[[str, int, int], None]  # (label, done, total)
+
+
+# --------------------------------------------------------------------------- the store
+
+class Store:
+    """An open DuckDB store. Use ``Store.open(path)``; close with ``close()`` or ``with``."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+        self.conn = conn
+        self.path = path
+        self.read_only = read_only
+
+    # -- opening -------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path, *, read_only: bool = False, migrate: bool = True) -> Store:
+        path = Path(path)
+        if read_only and not path.exists():
+            raise ToolkitError("the store does not exist yet", path=path,
+                               hint="Run `toolkit load` first")
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise BusyError("the store is in use by another toolkit process; retry when it "
+                                "finishes", path=path) from None
+            raise DataError(f"cannot open the store: {exc}", path=path,
+                            hint="Delete it; `toolkit load` rebuilds it from the sources") from None
+        store = cls(conn, path, read_only)
+        if migrate and not read_only:
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- migrations ----------------------------------------------------------
+    def applied_migrations(self) -> list[str]:
+        exists = self.conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_migrations'"
+        ).fetchone()[0]
+        if not exists:
+            return []
+        return [r[0] for r in self.conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations, each with its record in one transaction."""
+        self.conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name VARCHAR PRIMARY KEY, "
+                          "applied_at TIMESTAMP)")
+        done = set(self.applied_migrations())
+        applied = []
+        for name, sql in all_migrations():
+            if name in done:
+                continue
+            self.conn.execute("BEGIN")
+            try:
+                self.conn.execute(sql)
+                self.conn.execute("INSERT INTO _migrations VALUES (?, now())", [name])
+                self.conn.execute("COMMIT")
+            except Exception:
+                self.conn.execute("ROLLBACK")
+                raise
+            applied.append(name)
+        return applied
+
+    # -- generic access (for toolkit.queries) ----------------------------------
+    def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+              ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        cur = self.conn.execute(sql, params or [])
+        cols = [d[0] for d in cur.description] if cur.description else []
+        return cols, cur.fetchall()
+
+    def fetch_dicts(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+                    ) -> list[dict[str, Any]]:
+        cols, rows = self.fetch(sql, params)
+        return [dict(zip(cols, r)) for r in rows]
+
+    def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        row = self.conn.execute(sql, params or []).fetchone()
+        return row[0] if row else None
+
+    def copy_to(self, table: str, dest: Path, fmt: str) -> None:
+        """Write a table or view to a CSV or JSON file (site downloads, exports)."""
+        if table not in self.tables():
+            raise ToolkitError(f"no table {table!r}")
+        opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
+        escaped = str(dest).replace("'", "''")
+        self.conn.execute(f"COPY (SELECT * FROM \"{table}\") TO '{escaped}' ({opts})")
+
+    def tables(self) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY table_name").fetchall()
+        return [r[0] for r in rows]
+
+    def schema(self) -> list[tuple[str, str, str, str]]:
+        """(table, kind, column, type) for every user-facing table and view."""
+        rows = self.conn.execute(
+            "SELECT c.table_name, t.table_type, c.column_name, c.data_type "
+            "FROM information_schema.columns c JOIN information_schema.tables t "
+            "USING (table_schema, table_name) WHERE c.table_schema = 'main' "
+            "AND c.table_name NOT LIKE '\\_%' ESCAPE '\\' "
+            "ORDER BY c.table_name, c.ordinal_position").fetchall()
+        return [(t, "view" if k == "VIEW" else "table", c, d) for t, k, c, d in rows]
+
+    def counts(self) -> dict[str, int]:
+        return {t: self.scalar(f'SELECT count(*) FROM "{t}"') for t in self.tables()}
+
+    def sources(self) -> list[dict[str, Any]]:
+        return self.fetch_dicts("SELECT * FROM _sources ORDER BY source")
+
+    def problems(self, source: str | None = None) -> list[Problem]:
+        sql = "SELECT source, path, line, message FROM _problems"
+        params: list[Any] = []
+        if source:
+            sql += " WHERE source = ?"
+            params.append(source)
+        rows = self.conn.execute(sql + " ORDER BY source, path, line NULLS FIRST, message",
+                                 params).fetchall()
+        return [Problem(*r) for r in rows]
+
+    # -- writing rows ------------------------------------------------------------
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+                    ) -> int:
+        """Bulk-insert Python rows (via Arrow: one call however many rows)."""
+        if not rows:
+            return 0
+        import pyarrow as pa
+
+        target_types = dict(self.conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+            [table]).fetchall())
+        arrays = {}
+        for i, c in enumerate(columns):
+            values = [r[i] for r in rows]
+            if target_types.get(c) == "JSON":
+                values = [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                          for v in values]
+            arrays[c] = pa.array(values, type=_arrow_type(target_types.get(c, "VARCHAR")))
+        batch = pa.table(arrays)  # noqa: F841 - referenced by name in SQL below
+        cols = ", ".join(f'"{c}"' for c in columns)
+        sel = ", ".join(_cast(c, target_types.get(c, "VARCHAR")) for c in columns)
+        self.conn.execute(f'INSERT INTO "{table}" ({cols}) SELECT {sel} FROM batch')
+        return len(rows)
+
+    def insert_arrow(self, table: str, arrow_table: Any, casts: dict[str, str]) -> int:
+        """Insert an Arrow table, casting columns as given (e.g. ts -> TIMESTAMP)."""
+        if arrow_table.num_rows == 0:
+            return 0
+        src = arrow_table  # noqa: F841 - referenced by name in SQL
+        cols = list(arrow_table.column_names)
+        sel = ", ".join(casts.get(c, f'"{c}"') for c in cols)
+        self.conn.execute(f'INSERT INTO "{table}" ({", ".join(cols)}) SELECT {sel} FROM src')
+        return int(arrow_table.num_rows)
+
+    def replace_problems(self, source: str, problems: Sequence[Problem]) -> None:
+        self.conn.execute("DELETE FROM _problems WHERE source = ?", [source])
+        self.insert_rows("_problems", ("source", "path", "line", "message"),
+                         [(source, p.path, p.line, p.message) for p in problems])
+
+    def source_state(self, source: str) -> dict[str, Any] | None:
+        rows = self.fetch_dicts("SELECT * FROM _sources WHERE source = ?", [source])
+        if not rows:
+            return None
+        row = rows[0]
+        row["state"] = json.loads(row["state"]) if row.get("state") else {}
+        return row
+
+    def record_source(self, result: SourceResult, fingerprint: str | None,
+                      state: dict[str, Any] | None = None) -> None:
+        self.conn.execute("DELETE FROM _sources WHERE source = ?", [result.source])
+        self.conn.execute(
+            "INSERT INTO _sources VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
+            [result.source, result.location, result.found, result.note, fingerprint,
+             result.rows, json.dumps(state or {})])
+
+    # -- refresh -------------------------------------------------------------
+    def refresh(self, cfg: Config, *, full: bool = False, progress: Any = None,
+                only: Sequence[str] | None = None) -> LoadReport:
+        """Bring every source up to date; sources whose fingerprint is unchanged are skipped."""
+        from toolkit import loaders
+
+        if self.read_only:
+            raise ToolkitError("the store is open read-only; cannot refresh")
+        results = []
+        for loader in loaders.all_loaders():
+            if only and loader.name not in only:
+                continue
+            started = time.perf_counter()
+            result = loader.run(self, cfg, full=full, progress=progress)
+            result.seconds = time.perf_counter() - started
+            results.append(result)
+        self.conn.execute("CHECKPOINT")
+        return LoadReport(results)
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self.conn)
+
+
+class _Transaction:
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def all_migrations() -> list[tuple[str, str]]:
+    """Core migrations plus those contributed by feature modules (history...), by name."""
+    from toolkit import loaders
+
+    extra = loaders.extra_migrations()
+    return sorted(MIGRATIONS + extra, key=lambda m: m[0])
+
+
+def _arrow_type(duck_type: str) -> Any:
+    import pyarrow as pa
+
+    t = duck_type.upper()
+    if t.endswith("[]"):
+        return pa.list_(pa.string()) if t.startswith("VARCHAR") else pa.list_(pa.int64())
+    if t in ("INTEGER", "BIGINT", "SMALLINT"):
+        return pa.int64()
+    if t == "BOOLEAN":
+        return pa.bool_()
+    if t in ("DOUBLE", "FLOAT"):
+        return pa.float64()
+    return pa.string()  # VARCHAR, JSON, DATE, TIMESTAMP*: cast in SQL (TRY_CAST)
+
+
+def _cast(column: str, duck_type: str) -> str:
+    t = duck_type.upper()
+    if t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "JSON"):
+        return f'TRY_CAST("{column}" AS {duck_type})'
+    return f'"{column}"'
+
+
+def fingerprint_paths(paths: Sequence[Path]) -> str:
+    """Cheap change detector: size, mtime_ns and inode of each path (missing -> '-')."""
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            st = os.stat(p)
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+        except OSError:
+            h.update(f"{p}\0-\n".encode())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- toolkit query
+
+QUERY_TIMEOUT_S = 30.0
+QUERY_MAX_ROWS = 10_000
+QUERY_MEMORY = "1GB"
+
+
+def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOUT_S,
+                       max_rows: int = QUERY_MAX_ROWS
+                       ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+    """Run one SELECT on a locked-down, read-only connection.
+
+    No file access, no extensions, no settings changes (configuration locked), a memory limit
+    and a timeout. Returns (columns, rows, truncated).
+    """
+    if not Path(db_path).exists():
+        raise ToolkitError("the store does not exist yet", path=db_path,
+                           hint="Run `toolkit load` first")
+    conn = duckdb.connect(str(db_path), read_only=True, config={
+        "enable_external_access": False,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+        "memory_limit": QUERY_MEMORY,
+        "threads": 2,
+        "lock_configuration": True,
+    })
+    try:
+        try:
+            statements = conn.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise RefusedError(f"the query does not parse: {_first_line(exc)}") from None
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise RefusedError("only one read-only SELECT is allowed",
+                               hint="Write a single SELECT (or WITH ... SELECT) statement")
+        timer = threading.Timer(timeout, conn.interrupt)
+        timer.start()
+        try:
+            cur = conn.execute(statements[0])
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = cur.fetchmany(max_rows + 1)
+        except duckdb.InterruptException:
+            raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
+                               hint="Add a LIMIT or a tighter WHERE clause") from None
+        except duckdb.OutOfMemoryException:
+            raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit",
+                               hint="Add a LIMIT or aggregate first") from None
+        except duckdb.PermissionException as exc:
+            raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \
+                from None
+        except duckdb.Error as exc:
+            raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+        finally:
+            timer.cancel()
+    finally:
+        conn.close()
+    truncated = len(rows) > max_rows
+    return cols, rows[:max_rows], truncated
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)

@@ -245,7 +245,13 @@ _AUDIT_CASTS = {"ts": "TRY_CAST(ts AS TIMESTAMP)", "verdict_ts": "TRY_CAST(verdi
 
 def _audit_fp(cfg: Config) -> tuple[str, str]:
     db = cfg.audit_db
-    paths = [db, db.with_name(db.name + "-wal")]
+    paths = [db]
+    wal = db.with_name(db.name + "-wal")
+    try:  # readers leave an empty -wal behind; only a WAL with frames means new data
+        if wal.stat().st_size > 0:
+            paths.append(wal)
+    except OSError:
+        pass
     if cfg.audit_json is not None:
         paths.append(cfg.audit_json)
     return str(db), fingerprint_paths(paths)

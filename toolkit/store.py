@@ -106,7 +106,7 @@ CREATE VIEW task_status AS
 SELECT task,
        count(*) AS dispatch_count,
        greatest(count(*) - 1, 0) AS retry_count,
-       arg_max(verdict, id) AS last_verdict,
+       first(verdict ORDER BY id DESC) AS last_verdict,
        greatest(count(*) - 1, 0) >= 2 AS over_retry_limit,
        min(ts) AS first_dispatch, max(ts) AS last_dispatch,
        count(*) FILTER (WHERE verdict IS NULL) AS pending,
@@ -214,9 +214,8 @@ class Store:
 
     # -- migrations ----------------------------------------------------------
     def applied_migrations(self) -> list[str]:
-        exists = self.conn.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_migrations'"
-        ).fetchone()[0]
+        exists = self.scalar(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_migrations'")
         if not exists:
             return []
         return [r[0] for r in self.conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
@@ -254,8 +253,8 @@ class Store:
         return [dict(zip(cols, r)) for r in rows]
 
     def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
-        row = self.conn.execute(sql, params or []).fetchone()
-        return row[0] if row else None
+        rows = self.conn.execute(sql, params or []).fetchall()  # drain: DuckDB 2 keeps
+        return rows[0][0] if rows else None  # a half-read result open on the connection
 
     def copy_to(self, table: str, dest: Path, fmt: str) -> None:
         """Write a table or view to a CSV or JSON file (site downloads, exports)."""

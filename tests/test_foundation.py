@@ -1,0 +1,246 @@
+"""The foundation: config resolution, readers over the real example files, load/status/schema."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FORMATS, make_audit_db
+from toolkit import config as config_mod
+from toolkit.sources.smith import parse_ledger_bytes, read_vault
+from toolkit.sources.snapshots import fnv1a64_hex, parse_label, side_repo_for
+from toolkit.store import Store
+
+
+# --------------------------------------------------------------------------- config
+
+def test_project_root_found_upwards_like_git(project, tmp_path):
+    deep = project.root / "services" / "billing"
+    deep.mkdir(parents=True)
+    cfg = config_mod.resolve(cwd=deep, env={"HOME": str(project.home)})
+    assert cfg.project_root == project.root
+    assert cfg.vault == project.vault
+    assert cfg.db_path == project.root / ".toolkit" / "ledger.duckdb"
+
+
+def test_flags_beat_toolkit_yaml_beat_env(project, tmp_path):
+    (project.root / "toolkit.yaml").write_text("audit_db: from-yaml.db\ntoday: '2026-05-10'\n")
+    env = {"HOME": str(project.home), "NAGI_LEDGER_DB": "/env/ledger.db"}
+    cfg = config_mod.resolve(cwd=project.root, env=env)
+    assert cfg.audit_db == project.root / "from-yaml.db"  # relative to toolkit.yaml
+    assert str(cfg.today_date()) == "2026-05-10"
+    cfg = config_mod.resolve(cwd=project.root, env=env, audit_db=str(tmp_path / "flag.db"))
+    assert cfg.audit_db == tmp_path / "flag.db"
+    (project.root / "toolkit.yaml").unlink()
+    cfg = config_mod.resolve(cwd=project.root, env=env)
+    assert cfg.audit_db == Path("/env/ledger.db")
+
+
+def test_unknown_toolkit_yaml_key_is_a_usage_error(project, cli_run):
+    (project.root / "toolkit.yaml").write_text("audti_db: x.db\n")
+    result = cli_run("status")
+    assert result.exit_code == 2
+    assert result.output.strip().endswith(
+        "toolkit.yaml: unknown setting(s) audti_db. Known settings: audit_db, audit_json, db, "
+        "max_file_mb, publish, site_dir, site_url, slop, snapshots_home, today, vault, "
+        "workspace")
+
+
+def test_slop_default_follows_codesmith_home(project):
+    cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home),
+                                                    "CODESMITH_HOME": "/opt/cs"})
+    assert cfg.slop_path == Path("/opt/cs/slop_ledger/slop_ledger.json")
+    # snapshots ignore CODESMITH_HOME, as CodeSmith's paths.rs does
+    assert cfg.snapshots_home == project.home / ".codesmith" / "snapshots"
+
+
+# --------------------------------------------------------------------------- readers
+
+def test_vault_reader_reads_both_forms_and_sessions(project):
+    vault = read_vault(project.vault)
+    by_title = {e.title: e for e in vault.entries}
+    assert len(vault.entries) == 4
+    redis = by_title["Redis client drops pipelined commands after a failover"]
+    assert (redis.form, redis.confidence, redis.observations) == ("A", "medium", 2)
+    assert redis.pattern.startswith("After a sentinel failover")
+    dry = by_title["Run the migration dry-run before applying schema changes"]
+    assert (dry.form, dry.confidence, dry.reflections) == ("B", "medium", 3)
+    assert dry.evidence.count("\n") == 2  # three evidence lines
+    assert vault.meta.schema == "reflect"
+    assert vault.problems == []
+    assert [s.name for s in vault.sessions] == ["jane-doe_86e0b9_2026-05-04_141502"]
+    kinds = [e.kind for e in vault.events]
+    assert kinds[0] == "started" and kinds[-1] == "ended"
+    assert {"prompt", "metric", "file_change", "skill", "subagent_invoked",
+            "subagent_completed", "workflow_start"} <= set(kinds)
+    assert [e.seq for e in vault.events] == list(range(len(vault.events)))
+
+
+def test_entry_byte_ranges_tile_the_file(project):
+    for path in sorted(project.ledger.glob("*.md")):
+        if path.name == "reconcile-log.md":
+            continue
+        data = path.read_bytes()
+        lf = parse_ledger_bytes(data, path, path.stem)
+        pieces = [data[: lf.header_end]] + [data[e.start:e.end] for e in lf.entries]
+        assert b"".join(pieces) == data, path.name
+
+
+def test_smith_ledger_meta_schema_detected(tmp_path):
+    from toolkit.sources.smith import read_meta
+
+    (tmp_path / "meta.yaml").write_bytes(
+        (FORMATS / "smith" / "ledger" / "meta.smith-ledger-form.yaml").read_bytes())
+    meta = read_meta(tmp_path)
+    assert meta.schema == "smith-ledger"
+    assert meta.count_for("tool-preferences") == 0 and meta.count_for("patterns") == 2
+    assert meta.last_reflection == "2026-05-02"
+
+
+def test_fnv1a_matches_codesmith():
+    assert fnv1a64_hex("/home/dev/projects/acme-api") == "6c0e8283b9bbf7e2"
+    repo = side_repo_for(Path("/home/dev/projects/acme-api/.worktrees/feat-x"), Path("/s"))
+    assert repo.parts[2] == "6c0e8283b9bbf7e2"
+
+
+@pytest.mark.parametrize("label,expected", [
+    ("pre-turn:4: add a retry budget", ("pre-turn", 4, None, "add a retry budget")),
+    ("post-turn:12", ("post-turn", 12, None, None)),
+    ("tool:call_8ZfQ2kLmN", ("tool", None, "call_8ZfQ2kLmN", None)),
+    ("tool:call_1: why: this?", ("tool", None, "call_1", "why: this?")),
+    ("something else", ("other", None, None, None)),
+])
+def test_snapshot_labels(label, expected):
+    assert parse_label(label) == expected
+
+
+# --------------------------------------------------------------------------- load and status
+
+def test_load_then_status_lists_every_source(project, cli_run):
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+    assert "ledger     loaded     4 entries" in result.output
+    assert "audit      loaded     9 rows (9 new)" in result.output
+    assert "snapshots  not found" in result.output
+    result = cli_run("status", "--json")
+    data = json.loads(result.output)
+    assert data["tables"]["ledger_entries"] == 4
+    assert data["tables"]["slop_entries"] == 3
+    assert data["tables"]["session_events"] == 12
+    assert {s["source"]: s["found"] for s in data["sources"]} == {
+        "audit": True, "ledger": True, "sessions": True, "slop": True, "snapshots": False}
+
+
+def test_every_data_command_refreshes_first(project, cli_run):
+    # no `load` at all: query sees the data
+    result = cli_run("query", "SELECT count(*) AS n FROM dispatches", "--format", "csv")
+    assert result.output.splitlines() == ["n", "3"]
+
+
+def test_unchanged_sources_are_not_reread(project, cli_run):
+    cli_run("load")
+    result = cli_run("load")
+    states = [line.split()[1] for line in result.output.splitlines()[:5]]
+    assert states == ["unchanged"] * 5
+    with open(project.slop, "a") as fh:
+        fh.write("\n")
+    result = cli_run("load")
+    assert "slop       loaded" in result.output
+    assert "ledger     unchanged" in result.output
+
+
+def test_audit_refresh_copies_only_new_rows_and_new_verdicts(project, cli_run):
+    cli_run("load")
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("INSERT INTO actions (ts, tier, category, description) VALUES "
+                 "('2026-05-05 10:00:00', 2, 'deploy', 'new one')")
+    conn.execute("UPDATE dispatches SET verdict='REFUTED', verdict_ts='2026-05-05 10:01:00' "
+                 "WHERE id = 3")
+    conn.commit()
+    conn.close()
+    result = cli_run("load")
+    assert "audit      loaded     10 rows (1 new)" in result.output
+    out = cli_run("query", "SELECT last_verdict FROM task_status WHERE task LIKE 'Audit%'",
+                  "--format", "csv").output
+    assert out.splitlines() == ["last_verdict", "REFUTED"]
+
+
+def test_replaced_audit_db_is_reloaded_whole(project, cli_run):
+    cli_run("load")
+    project.audit_db.unlink()
+    make_audit_db(project.audit_db, samples=False)
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("INSERT INTO actions (tier, category, description) VALUES (0, 'x', 'only')")
+    conn.commit()
+    conn.close()
+    cli_run("load")
+    out = cli_run("query", "SELECT description FROM actions", "--format", "csv").output
+    assert out.splitlines() == ["description", "only"]
+
+
+def test_task_status_matches_nagi_ledger_semantics(project, cli_run):
+    conn = sqlite3.connect(project.audit_db)
+    for _ in range(2):
+        conn.execute("INSERT INTO dispatches (task, agent_type, model, brief_summary) VALUES "
+                     "('Cap webhook retries at 5 attempts', 'fork', 'opus', 'again')")
+    conn.commit()
+    conn.close()
+    out = cli_run("query", "SELECT dispatch_count, retry_count, last_verdict, over_retry_limit "
+                  "FROM task_status WHERE task = 'Cap webhook retries at 5 attempts'",
+                  "--format", "json").output
+    assert json.loads(out) == [{"dispatch_count": 4, "retry_count": 3, "last_verdict": None,
+                                "over_retry_limit": True}]
+
+
+def test_stats_by_tier_per_day(project, cli_run):
+    out = cli_run("query", "SELECT day, tier, actions FROM stats_by_tier ORDER BY tier",
+                  "--format", "csv").output
+    assert out.splitlines() == ["day,tier,actions", "2026-05-04,0,1", "2026-05-04,1,1",
+                                "2026-05-04,2,1"]
+
+
+def test_schema_lists_documented_tables(project, cli_run):
+    out = cli_run("schema").output
+    for table in ("ledger_entries", "ledger_meta", "reconcile_runs", "sessions",
+                  "session_events", "slop_entries", "actions", "dispatches", "approaches",
+                  "snapshots", "snapshot_files", "task_status", "stats_by_tier"):
+        assert f"\n{table} (" in "\n" + out
+    assert "  source_links             VARCHAR[]" in out
+    result = cli_run("schema", "nope")
+    assert result.exit_code == 1
+    assert "Error: no table or view named 'nope'. Run `toolkit schema` to list them" in result.output
+
+
+@pytest.mark.parametrize("fmt,expected_start", [
+    ("csv", "file,title"),
+    ("jsonl", '{"file": "patterns"'),
+    ("markdown", "| file | title |"),
+    ("table", "file"),
+])
+def test_query_formats(project, cli_run, fmt, expected_start):
+    out = cli_run("query", "SELECT file, title FROM ledger_entries ORDER BY file DESC, position",
+                  "--format", fmt).output
+    assert out.startswith(expected_start)
+    assert "Run the migration dry-run" in out
+
+
+def test_migrations_are_recorded_and_not_reapplied(tmp_path):
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        first = store.applied_migrations()
+        assert "m001_initial" in first
+    with Store.open(db) as store:
+        assert store.migrate() == []
+        assert store.applied_migrations() == first
+
+
+def test_nagi_export_json_is_a_source(tmp_path, cli_run, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    export = tmp_path / "export.json"
+    export.write_bytes((FORMATS / "nagi-ledger" / "ledger_export.json").read_bytes())
+    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+    out = cli_run("query", "SELECT count(*) AS n FROM approaches", "--format", "csv").output
+    assert out.splitlines() == ["n", "3"]

@@ -1,0 +1,246 @@
+"""Redaction (FAULTS.md F1): every true secret in the corpus is removed, no decoy is altered.
+
+All secrets below are fakes made for this test (random-looking, the right shape); the AWS pair
+is AWS's own documentation example.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolkit.redact import MARKER, Finding, find_secrets, redact
+
+HOME = "/home/tester"
+
+GHP = "ghp_" + "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u"
+GHO = "gho_" + "16C7e42F292c6912E7710c838347Ae178B4a"
+GHS = "ghs_" + "Zq8Wm2Lp5Rt7Yx1Vb4Nc6Hd9Kf3Js0Ga8Eu"
+GHU = "ghu_" + "9aB8cD7eF6gH5iJ4kL3mN2oP1qR0sT9uV8w"
+GHR = "ghr_" + "1B4a2e77838347a7E420ce178F2E7c6912E1"
+GH_PAT = "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQ"
+AKIA = "AKIAIOSFODNN7EXAMPLE"
+ASIA = "ASIAY34FZKBOKMUTVV7A"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+XOXB = "xoxb-" + "2934857102-5829301847362-Qw8ErT5yUi9OpAs2DfGh7JkL"
+XOXP = "xoxp-" + "1234567890-0987654321-1357924680-abcdef0123456789abcdef0123456789"
+SLACK_HOOK = "https://hooks.slack.com/services/" + "T0A1B2C3D/B4E5F6G7H/q8R9s0T1u2V3w4X5y6Z7a8B9"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkphbmUifQ"
+       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+JWT2 = "eyJraWQiOiJhYmMiLCJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJhY21lIn0.c2lnbmF0dXJlLXBhcnQtMDAx"
+SK_OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+SK_ANTHROPIC = "sk-ant-api03-" + "Xy9Zw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98765432"
+SK_DEEPSEEK = "sk-" + "0f3c9a7e21b84d56a9e07c13f2b6d8e4"
+PEM_RSA = ("-----BEGIN RSA PRIVATE KEY-----\n"
+           "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+           "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+           "-----END RSA PRIVATE KEY-----")
+PEM_OPENSSH = ("-----BEGIN OPENSSH PRIVATE KEY-----\n"
+               "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+               "-----END OPENSSH PRIVATE KEY-----")
+PEM_PKCS8 = ("-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
+             "\\n-----END PRIVATE KEY-----")
+
+# (text, the secret that must disappear). Each family several times, in several contexts.
+SECRETS: list[tuple[str, str]] = [
+    # GitHub
+    (f"Push failed until I set GITHUB_TOKEN={GHP} in the shell.", GHP),
+    (json.dumps({"auth": {"oauth": GHO}}), GHO),
+    (f"git remote set-url origin https://x-access-token:{GHS}@github.com/acme/api.git", GHS),
+    (f"token: {GHU}\n", GHU),
+    (f"refresh with {GHR}, then retry", GHR),
+    (f"export GH_PAT='{GH_PAT}'", GH_PAT),
+    (f"Use {GH_PAT} for the API", GH_PAT),
+    # AWS
+    (f"aws_access_key_id = {AKIA}\n", AKIA),
+    (f"The CI logs printed {ASIA} in step 3.", ASIA),
+    (f"aws_secret_access_key = {AWS_SECRET}\n", AWS_SECRET),
+    (f'{{"AccessKeyId": "{AKIA}", "SecretAccessKey": "{AWS_SECRET}"}}', AWS_SECRET),
+    (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", AWS_SECRET),
+    # Slack
+    (f"SLACK_BOT_TOKEN={XOXB}", XOXB),
+    (f"the bot posts with {XOXB}.", XOXB),
+    (f'slack:\n  user_token: "{XOXP}"\n', XOXP),
+    (f"alerts go to {SLACK_HOOK}", SLACK_HOOK.split("services/")[1]),
+    # PEM private keys
+    (f"deploy key:\n{PEM_RSA}\nend of key", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"),
+    (f"```\n{PEM_OPENSSH}\n```", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"),
+    (f'{{"private_key": "{PEM_PKCS8}"}}', "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"),
+    ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY/PuoAoGCCqGSM49\n"
+     "(truncated in the log)", "MHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY"),
+    # JWT
+    (f"Cookie: session={JWT}; Path=/", JWT),
+    (f"id_token was {JWT2}", JWT2),
+    (json.dumps({"jwt": JWT}), JWT.split(".")[2]),
+    # Credentials in URLs
+    ("DATABASE_URL=postgres://admin:Sup3rS3cret!@db.internal:5432/app", "admin:Sup3rS3cret!"),
+    ("clone https://jane:hunter2hunter2@git.example.com/acme/api.git", "jane:hunter2hunter2"),
+    ('{"broker": "amqp://svc:pa55w0rd@mq.local/vhost"}', "svc:pa55w0rd"),
+    # password / secret / api_key / token assignments
+    ('password = "correct horse battery staple"', "correct horse battery staple"),
+    ("db:\n  passwd: Tr0ub4dor&3\n", "Tr0ub4dor&3"),
+    ("client_secret=9f8e7d6c5b4a39281706f5e4d3c2b1a0", "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+    ('{"api_key": "live_4f9a8b7c6d5e4f3a2b1c"}', "live_4f9a8b7c6d5e4f3a2b1c"),
+    ("X-Api-Key: 5d41402abc4b2a76b9719d911017c592", "5d41402abc4b2a76b9719d911017c592"),
+    ("https://api.example.com/v1/items?access_token=abcDEF123456&page=2", "abcDEF123456"),
+    ("The admin **Password**: Winter2026!", "Winter2026!"),
+    ("MYSQL_PASSWORD='s3cr3t-pa55'", "s3cr3t-pa55"),
+    ('"description": "run with password=\\"hunter22\\" on staging"', "hunter22"),
+    ("Authorization: Basic YWRtaW46cGFzc3dvcmQxMjM=", "YWRtaW46cGFzc3dvcmQxMjM="),
+    # sk- keys (CodeSmith's own rule) and Bearer tokens
+    (f"OPENAI_API_KEY={SK_OPENAI}", SK_OPENAI),
+    (f"the agent printed {SK_ANTHROPIC} in its reply", SK_ANTHROPIC),
+    (f'{{"deepseek": {{"key": "{SK_DEEPSEEK}"}}}}', SK_DEEPSEEK),
+    ("SK-" + "LIVE0123456789ABCDEFabcdef in capitals", "LIVE0123456789ABCDEFabcdef"),
+    ("curl -H 'Authorization: Bearer 8f14e45fceea167a5a36dedd4bea2543' https://api",
+     "8f14e45fceea167a5a36dedd4bea2543"),
+    (f"bearer {JWT}", JWT),
+    # other families
+    ("NPM_TOKEN=npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("glpat-" + "x9Y8w7V6u5T4s3R2q1P0 for the mirror", "glpat-x9Y8w7V6u5T4s3R2q1P0"),
+    ("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q in maps.js", "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+    ("stripe: sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
+]
+
+# Home paths become ~ (not [REDACTED]).
+HOME_PATHS: list[tuple[str, str]] = [
+    (f"read {HOME}/.codesmith/secrets first", "read ~/.codesmith/secrets first"),
+    (f"workspace {HOME}/projects/acme-api/src", "workspace ~/projects/acme-api/src"),
+    (f'{{"cwd": "{HOME}"}}', '{"cwd": "~"}'),
+    ("snapshot of /home/dev/projects/acme-api", "snapshot of ~/projects/acme-api"),
+    ("opened /Users/jane.doe/Library/Logs/app.log", "opened ~/Library/Logs/app.log"),
+    ("C:\\Users\\Jane\\AppData\\config.json", "~\\AppData\\config.json"),
+]
+
+DECOYS: list[str] = [
+    "entry 4b7e2c91-0d3a-4f6e-9a51-7c2d8e13f0a4 was resolved",
+    "id: e0a95d1f-6c24-4b88-b3e7-52f9a0c61d3e",
+    "commit 3f2d1d33a761afeb15b07964436e4394c7333dd2 fixed it",
+    "snapshot 466061a6b2f0c4d1e9a8b7c6d5e4f3a2b1c0d9e8 (post-turn:3)",
+    "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "The author of this module is the authority on tokenizer settings.",
+    "Reset your password before the next login.",
+    "password",
+    "The password field is validated on the server.",
+    "Install sk-learn (really scikit-learn) for the clustering step.",
+    "We run deepseek-v4-pro and deepseek-coder for the reviews.",
+    "task-12 and risk-assessment-2026 are tracked in the board",
+    "Legacy token header still accepted alongside bearer auth",
+    "Bearer tokens are checked in middleware/auth.rs",
+    "crates/api/src/handlers/legacy_auth.rs:88",
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/usr/local/bin/toolkit and /var/lib/home/data and /srv/home/app",
+    "~/.codesmith/slop_ledger/slop_ledger.json",
+    "https://github.com/example/acme-api/issues/412",
+    "ssh://git@github.com/acme/api.git",
+    "git@github.com:acme/api.git",
+    "http://localhost:8080/status?page=2",
+    "Mail jane.doe@example.com or ops@acme.dev",
+    "max_tokens: 4096\ninput_tokens=512",
+    "tokenizer: cl100k_base",
+    "def login(password: str, token: str | None = None) -> None:",
+    'password = os.environ["DB_PASSWORD"]',
+    "DB_PASSWORD=${DB_PASSWORD}",
+    '{"password": "", "token": null}',
+    "api_key: <your-api-key>",
+    "secret_santa: yes",
+    "if password == expected:",
+    "task_01HZX3K9Q2 / thr_7f3a2e",
+    "The TokenRefresher retries 3 times.",
+    "AKIA is the prefix of AWS access key ids.",
+    "eyJ is how base64 JSON starts",
+    "Use a Bearer token, see docs/auth.md",
+    "Snapshot test fixtures reference removed config key `compact_threshold`",
+    "the ghp_ prefix marks classic GitHub tokens",
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----",
+    "password: [REDACTED]",
+]
+
+
+def test_corpus_sizes() -> None:
+    assert len(SECRETS) >= 30
+    assert len(DECOYS) >= 30
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[f"secret{i}" for i in range(len(SECRETS))])
+def test_every_secret_is_redacted(text: str, secret: str) -> None:
+    out = redact(text, home=HOME)
+    assert secret not in out
+    assert MARKER in out
+    findings = find_secrets(text, home=HOME)
+    assert findings, "the final scan must see the secret too"
+    assert find_secrets(out, home=HOME) == []
+    assert redact(out, home=HOME) == out
+
+
+@pytest.mark.parametrize("text", DECOYS, ids=[f"decoy{i}" for i in range(len(DECOYS))])
+def test_no_decoy_is_altered(text: str) -> None:
+    assert redact(text, home=HOME) == text
+    assert find_secrets(text, home=HOME) == []
+
+
+@pytest.mark.parametrize(("text", "expected"), HOME_PATHS)
+def test_home_paths_become_tilde(text: str, expected: str) -> None:
+    assert redact(text, home=HOME) == expected
+    assert find_secrets(redact(text, home=HOME), home=HOME) == []
+
+
+def test_home_defaults_to_the_real_home(isolated_env) -> None:
+    # conftest points HOME at a temp folder, which need not look like /home/<user>
+    assert redact(f"{isolated_env}/.codesmith/secrets") == "~/.codesmith/secrets"
+    assert redact(f"{isolated_env}-other/x") == f"{isolated_env}-other/x"
+
+
+def test_context_around_a_secret_is_kept() -> None:
+    assert redact('{"password": "hunter2", "user": "jane"}') == \
+        '{"password": "[REDACTED]", "user": "jane"}'
+    assert redact("postgres://admin:pw1@db:5432/app") == "postgres://[REDACTED]@db:5432/app"
+    assert redact(f"key {SK_OPENAI}, then") == "key [REDACTED], then"
+    assert redact(f"a\n{PEM_RSA}\nb") == "a\n[REDACTED]\nb"
+    assert redact("Authorization: Bearer 8f14e45fceea167a5a36dedd4bea2543 done") == \
+        "Authorization: [REDACTED] done"
+
+
+def test_redacted_json_stays_json() -> None:
+    doc = {"GITHUB_TOKEN": GHP, "password": "p@ss\"word", "url": "https://u:p4ss@h/x",
+           "nested": {"jwt": JWT, "pem": PEM_PKCS8.replace("\\n", "\n")}}
+    out = redact(json.dumps(doc, indent=2), home=HOME)
+    parsed = json.loads(out)
+    assert parsed["GITHUB_TOKEN"] == MARKER
+    assert parsed["password"] == MARKER
+    assert parsed["url"] == "https://[REDACTED]@h/x"
+    assert parsed["nested"] == {"jwt": MARKER, "pem": MARKER}
+
+
+def test_whole_corpus_in_one_document() -> None:
+    """Secrets next to each other and next to decoys: all secrets gone, all decoys intact."""
+    doc = "\n\n".join([t for t, _ in SECRETS] + DECOYS)
+    out = redact(doc, home=HOME)
+    for _, secret in SECRETS:
+        assert secret not in out
+    for decoy in DECOYS:
+        assert decoy in out
+    assert redact(out, home=HOME) == out
+    assert find_secrets(out, home=HOME) == []
+
+
+def test_finding_never_shows_the_secret() -> None:
+    [finding] = find_secrets(f"line one\nGITHUB_TOKEN={GHP}", home=HOME)
+    assert isinstance(finding, Finding)
+    assert finding.kind == "github_token"
+    assert finding.line == 2
+    assert GHP not in repr(finding) and GHP not in str(finding)
+    assert f"line one\nGITHUB_TOKEN={GHP}"[finding.start:finding.end] == GHP
+
+
+def test_codesmith_prefix_rule_is_case_insensitive_and_eats_the_prefix() -> None:
+    assert redact("DSK-" + "a1b2c3d4e5f6a7b8c9d0e1f2; next") == "[REDACTED]; next"
+    assert redact("deepseek-" + "9f8e7d6c5b4a39281706f5e4 end") == "[REDACTED] end"
+
+
+def test_large_text_is_fast_enough_and_linear() -> None:
+    # a pathological run of word characters with dashes and dots must not go quadratic
+    blob = ("a-b.c_" * 200_000) + " password: x1"
+    out = redact(blob, home=HOME)
+    assert out.endswith("password: [REDACTED]")

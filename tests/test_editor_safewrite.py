@@ -1,0 +1,244 @@
+"""toolkit.safewrite: the primitives every writer of a user's file relies on."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import EXIT_BUSY, BusyError, ConflictError, DataError, RefusedError
+from toolkit.safewrite import (
+    FileLock,
+    FileSnapshot,
+    NoSpaceError,
+    atomic_replace,
+    backup_files,
+    changed_since,
+    check_editable,
+    cleanup_orphan_temps,
+)
+
+
+def _temps(directory: Path) -> list[Path]:
+    return sorted(directory.glob(".*toolkit-tmp-*"))
+
+
+def test_snapshot_records_bytes_and_identity(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"hello\r\n")
+    f.chmod(0o640)
+    snap = FileSnapshot.read(f)
+    st = f.stat()
+    assert snap.data == snap.bytes == b"hello\r\n"
+    assert (snap.st_size, snap.st_ino, snap.st_mtime_ns, snap.mode) == (
+        7, st.st_ino, st.st_mtime_ns, 0o640)
+    assert snap.sha256 == hashlib.sha256(b"hello\r\n").hexdigest()
+
+
+def test_snapshot_refuses_oversized_file_before_reading_it(tmp_path: Path) -> None:
+    f = tmp_path / "big.md"
+    f.write_bytes(b"x" * 2048)
+    with pytest.raises(DataError, match="over the 0 MB limit") as err:
+        FileSnapshot.read(f, max_bytes=1024)
+    assert "TOOLKIT_MAX_FILE_MB" in str(err.value)
+
+
+def test_changed_since_sees_same_size_edit_in_same_mtime_tick(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"confidence: low\n")
+    snap = FileSnapshot.read(f)
+    assert not changed_since(snap)
+    f.write_bytes(b"confidence: lOw\n")  # same size, in place (same inode)
+    os.utime(f, ns=(snap.st_mtime_ns, snap.st_mtime_ns))  # and the same mtime
+    assert f.stat().st_size == snap.st_size
+    assert changed_since(snap)
+
+
+def test_changed_since_sees_save_via_rename_and_deletion(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"same\n")
+    snap = FileSnapshot.read(f)
+    other = tmp_path / "a.md.new"
+    other.write_bytes(b"same\n")
+    os.replace(other, f)  # an editor that saves by rename: same bytes, new inode
+    assert changed_since(snap)
+    f.unlink()
+    assert changed_since(snap)
+
+
+def test_atomic_replace_keeps_mode_and_leaves_no_temp(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"old\n")
+    f.chmod(0o640)
+    snap = FileSnapshot.read(f)
+    atomic_replace(snap, b"new\n")
+    assert f.read_bytes() == b"new\n"
+    assert f.stat().st_mode & 0o7777 == 0o640
+    assert _temps(tmp_path) == []
+
+
+def test_atomic_replace_refuses_when_file_changed_and_keeps_users_edit(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"old\n")
+    snap = FileSnapshot.read(f)
+    f.write_bytes(b"user\n")
+    with pytest.raises(ConflictError, match="changed on disk since it was read; nothing written"):
+        atomic_replace(snap, b"ours\n")
+    assert f.read_bytes() == b"user\n"
+    assert _temps(tmp_path) == []
+
+
+def test_atomic_replace_through_symlink_keeps_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "real.md"
+    real.write_bytes(b"old\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    snap = FileSnapshot.read(link)
+    atomic_replace(snap, b"new\n")
+    assert link.is_symlink() and real.read_bytes() == b"new\n"
+
+
+def test_disk_full_during_temp_write_keeps_original(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"original\n")
+    snap = FileSnapshot.read(f)
+    real_write = os.write
+    calls = {"n": 0}
+
+    def short_then_full(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:  # a short write first, as a filling disk does
+            return real_write(fd, bytes(data[:3]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", short_then_full)
+    with pytest.raises(NoSpaceError) as err:
+        atomic_replace(snap, b"a much longer new content\n")
+    monkeypatch.undo()
+    assert "no space left on device; nothing written" in str(err.value)
+    assert f.read_bytes() == b"original\n"
+    assert _temps(tmp_path) == []
+
+
+_HOLDER = textwrap.dedent("""
+    import sys, time
+    from toolkit.safewrite import FileLock
+    with FileLock(sys.argv[1], timeout=5):
+        print("locked", flush=True)
+        time.sleep(float(sys.argv[2]))
+""")
+
+
+def test_file_lock_times_out_with_busy_error_while_another_process_holds_it(
+        tmp_path: Path) -> None:
+    lock = tmp_path / "ledger"
+    lock.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(lock), "30"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(BusyError, match="locked by another run") as err:
+            with FileLock(lock, timeout=0.2):
+                pass
+        assert err.value.exit_code == EXIT_BUSY == 75
+    finally:
+        holder.kill()
+        holder.wait()
+    with FileLock(lock, timeout=2):  # a killed holder never leaves it held
+        pass
+
+
+def test_backup_files_copies_and_verifies(tmp_path: Path) -> None:
+    a = tmp_path / "a.md"
+    a.write_bytes(b"A\r\n")
+    a.chmod(0o640)
+    b = tmp_path / "meta.yaml"
+    b.write_bytes(b"x: 1\n")
+    dest = tmp_path / ".backups" / "edit-1"
+    out = backup_files([FileSnapshot.read(a), b], dest)
+    assert [p.name for p in out] == ["a.md", "meta.yaml"]
+    assert (dest / "a.md").read_bytes() == b"A\r\n"
+    assert (dest / "a.md").stat().st_mode & 0o777 == 0o640
+    assert (dest / "meta.yaml").read_bytes() == b"x: 1\n"
+
+
+def test_backup_folder_unusable_gives_error_and_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / ".backups").write_text("not a folder")
+    a = tmp_path / "a.md"
+    a.write_bytes(b"A\n")
+    from toolkit.errors import ToolkitError
+    with pytest.raises(ToolkitError, match="cannot create the backup folder"):
+        backup_files([a], tmp_path / ".backups" / "edit-1")
+    assert a.read_bytes() == b"A\n"
+
+
+def test_cleanup_orphan_temps_removes_only_dead_writers(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = tmp_path / f".patterns.md.toolkit-tmp-{dead.pid}-abcd1234"
+    orphan.write_bytes(b"partial")
+    live = tmp_path / f".patterns.md.toolkit-tmp-{os.getpid()}-abcd1234"
+    live.write_bytes(b"in progress")
+    assert cleanup_orphan_temps(tmp_path) == [orphan]
+    assert not orphan.exists() and live.exists()
+
+
+def test_link_rules(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    target = vault / "real.md"
+    target.write_text("x")
+    inside = vault / "inside.md"
+    inside.symlink_to(target)
+    real, notes = check_editable(inside, vault)
+    assert real == target and notes and inside.is_symlink()
+
+    outside_target = tmp_path / "elsewhere.md"
+    outside_target.write_text("x")
+    outside = vault / "outside.md"
+    outside.symlink_to(outside_target)
+    with pytest.raises(RefusedError, match="outside"):
+        check_editable(outside, vault)
+
+    hard = vault / "hard.md"
+    os.link(target, hard)
+    with pytest.raises(RefusedError, match="2 hard links"):
+        check_editable(hard, vault)
+    real, notes = check_editable(hard, vault, force=True)
+    assert "other names keep the old content" in notes[0]
+
+
+_KILLED = textwrap.dedent("""
+    import sys
+    from toolkit.safewrite import FileSnapshot, atomic_replace
+    atomic_replace(FileSnapshot.read(sys.argv[1]), b"new content\\n")
+""")
+
+
+@pytest.mark.parametrize("point", ["after_temp_write", "after_replace"])
+def test_sigkill_at_pause_points(tmp_path: Path, point: str) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"old content\n")
+    env = dict(os.environ, TOOLKIT_EDITOR_PAUSE=point)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED, str(f)], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    assert proc.stderr.readline().startswith(f"TOOLKIT_EDITOR_PAUSE {point} pid=")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if point == "after_temp_write":
+        assert f.read_bytes() == b"old content\n"  # original intact
+        assert len(_temps(tmp_path)) == 1  # the orphan...
+        assert cleanup_orphan_temps(tmp_path)  # ...is cleaned by the next run
+        assert _temps(tmp_path) == []
+    else:
+        assert f.read_bytes() == b"new content\n"  # complete, never partial
+        assert _temps(tmp_path) == []

@@ -1,0 +1,457 @@
+"""Safe replacement of users' files: snapshots, change detection, atomic writes, locks, backups.
+
+These are the generic primitives every writer of a user's file builds on (the ledger editor,
+the slop ledger updater, reconcile). None of them knows about ledger formats.
+
+* :class:`FileSnapshot` -- the bytes of a file as read, with the stat fields that identify that
+  version (size, mtime, inode, device, mode, link count).
+* :func:`changed_since` -- has the file changed since the snapshot? Compares the stat fields
+  *and* the content, so a same-size edit within the same mtime tick (FAULTS B7) and a
+  save-via-rename (B6) are both caught.
+* :func:`atomic_replace` -- temp file in the same directory (``.<name>.toolkit-tmp-<pid>-<rand>``),
+  write, fsync, the original's mode, a last check against the expected snapshot, ``os.replace``,
+  fsync of the directory. On any error the temp file is removed and the original is untouched.
+* :class:`FileLock` -- an OS-level ``flock`` with a timeout (a directory can be the lock);
+  :class:`toolkit.errors.BusyError` (exit 75) when another run holds it.
+* :func:`backup_files` -- copies verified by count and content hash.
+* :func:`cleanup_orphan_temps` -- removes temp files left by a killed writer (FAULTS B3).
+* :func:`check_editable` -- the symlink and hard-link rules (FAULTS A14).
+* :func:`pause` -- the test-only pause points (``TOOLKIT_EDITOR_PAUSE``).
+
+Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`` makes the
+writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
+(``after_read``, ``after_temp_write``, ``after_replace``) and wait there, so a test can SIGKILL it
+or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
+continues as soon as that file exists (default: 30 seconds).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.errors import BusyError, ConflictError, RefusedError, ToolkitError
+from toolkit.textio import max_file_bytes
+
+PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
+PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace")
+TEMP_MARK = ".toolkit-tmp-"
+
+
+class NoSpaceError(ToolkitError):
+    """The disk (or quota) is full: nothing was written."""
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+@dataclass(frozen=True, eq=False)
+class FileSnapshot:
+    """One version of a file: its bytes and the stat fields that identify it.
+
+    ``path`` is the real file (symlinks resolved); ``given`` is the path as the caller named it.
+    ``sha256`` is computed on first use (reading and comparing bytes does not need it).
+    """
+
+    path: Path
+    data: bytes
+    st_size: int
+    st_mtime_ns: int
+    st_ino: int
+    st_dev: int
+    mode: int  # permission bits only (stat.S_IMODE)
+    st_nlink: int
+    given: Path
+    _digest: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def bytes(self) -> bytes:  # noqa: A003 - the name the issue uses
+        return self.data
+
+    @property
+    def sha256(self) -> str:
+        if not self._digest:
+            self._digest.append(hashlib.sha256(self.data).hexdigest())
+        return self._digest[0]
+
+    @classmethod
+    def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
+        """Read a whole file, refusing it before reading when it is over the size limit."""
+        from toolkit.errors import DataError
+        from toolkit.textio import MAX_FILE_ENV
+
+        given = Path(path)
+        real = Path(os.path.realpath(given))
+        limit = max_file_bytes(max_bytes)
+        with open(real, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if st.st_size > limit:
+                raise DataError(
+                    f"file is {st.st_size / 1024 / 1024:.1f} MB, over the "
+                    f"{limit / 1024 / 1024:.0f} MB limit",
+                    path=given,
+                    hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
+                )
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise DataError("file grew past the size limit while being read", path=given)
+        return cls(path=real, data=data, st_size=st.st_size, st_mtime_ns=st.st_mtime_ns,
+                   st_ino=st.st_ino, st_dev=st.st_dev, mode=st.st_mode & 0o7777,
+                   st_nlink=st.st_nlink, given=given)
+
+
+def changed_since(snapshot: FileSnapshot) -> bool:
+    """True when the file at ``snapshot.path`` is no longer the version in the snapshot.
+
+    Checks the identity (inode, device: a save-via-rename makes a new inode), size and mtime,
+    and then the content itself: an edit of the same size within the same mtime tick changes
+    neither size nor mtime, only the bytes. (Comparing the bytes is exact; comparing SHA-256
+    digests would be equivalent and slower.)
+    """
+    try:
+        st = os.stat(snapshot.path)
+    except FileNotFoundError:
+        return True
+    if (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns) != (
+            snapshot.st_ino, snapshot.st_dev, snapshot.st_size, snapshot.st_mtime_ns):
+        return True
+    try:
+        with open(snapshot.path, "rb") as fh:
+            current = fh.read(snapshot.st_size + 1)
+    except OSError:
+        return True
+    return current != snapshot.data
+
+
+# --------------------------------------------------------------------------- pause points
+
+
+def pause(point: str) -> None:
+    """Test-only: stop at a named point when ``TOOLKIT_EDITOR_PAUSE`` names it (see module doc)."""
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    points, _, release = spec.partition(":")
+    if point not in {p.strip() for p in points.split(",")}:
+        return
+    sys.stderr.write(f"{PAUSE_ENV} {point} pid={os.getpid()}\n")
+    sys.stderr.flush()
+    wait_s = 30.0
+    release_file: Path | None = None
+    if release:
+        try:
+            wait_s = float(release)
+        except ValueError:
+            release_file = Path(release)
+    deadline = time.monotonic() + (wait_s if release_file is None else 60.0)
+    while time.monotonic() < deadline:
+        if release_file is not None and release_file.exists():
+            return
+        time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- atomic replace
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def temp_path_for(path: Path) -> Path:
+    return path.parent / f".{path.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _space_error(path: Path) -> NoSpaceError:
+    return NoSpaceError("no space left on device; nothing written", path=path,
+                        hint="Free some disk space and run the command again")
+
+
+def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
+                   expected: FileSnapshot | None = None, mode: int | None = None,
+                   fsync: bool = True) -> Path:
+    """Replace a file's content atomically; return the path written.
+
+    ``target`` is a snapshot (its real path and mode are used) or a path (a new file gets
+    ``mode`` or 0644 before the umask; an existing one keeps its mode). ``expected``: refuse
+    with :class:`ConflictError` when the file is no longer that version, checked right before
+    the rename. Readers see either the old or the new content, never a mix; after a crash the
+    original is intact or the new content is complete.
+    """
+    if isinstance(target, FileSnapshot):
+        path = target.path
+        keep_mode = target.mode if mode is None else mode
+        if expected is None:
+            expected = target
+    else:
+        path = Path(os.path.realpath(target))
+        keep_mode = mode
+        if keep_mode is None:
+            try:
+                keep_mode = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                umask = os.umask(0)
+                os.umask(umask)
+                keep_mode = 0o666 & ~umask
+    tmp = temp_path_for(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _space_error(path) from None
+        raise ToolkitError(f"cannot create a temporary file beside it: {exc.strerror}; "
+                           "nothing written", path=path,
+                           hint="Check that the folder is writable") from None
+    try:
+        try:
+            view = memoryview(new_bytes)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+            os.fchmod(fd, keep_mode)
+        finally:
+            os.close(fd)
+        pause("after_temp_write")
+        if expected is not None and changed_since(expected):
+            raise ConflictError("changed on disk since it was read; nothing written",
+                                path=expected.given,
+                                hint="Run the command again to work on the current version")
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _space_error(path) from None
+        if isinstance(exc, OSError):
+            raise ToolkitError(f"cannot write: {exc.strerror}; nothing written", path=path) \
+                from None
+        raise
+    pause("after_replace")
+    if fsync:
+        _fsync_dir(path.parent)
+    return path
+
+
+# --------------------------------------------------------------------------- locks
+
+
+class FileLock:
+    """An exclusive ``flock`` on ``lock_path`` (a file, created if needed, or a directory).
+
+    Waits up to ``timeout`` seconds, then raises :class:`BusyError` (exit 75). The lock is
+    released when the process ends, however it ends, so a killed run never leaves it held.
+    """
+
+    def __init__(self, lock_path: str | Path, timeout: float = 10.0, *,
+                 what: str = "this ledger") -> None:
+        self.path = Path(lock_path)
+        self.timeout = timeout
+        self.what = what
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        if self.path.is_dir():
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        else:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        deadline = time.monotonic() + max(self.timeout, 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._fd = fd
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise BusyError(
+                        f"{self.what} is locked by another run (waited {self.timeout:g} s)",
+                        path=self.path, hint="Wait for it to finish and try again") from None
+                time.sleep(0.02)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# --------------------------------------------------------------------------- backups
+
+
+def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Path]:
+    """Copy each source into ``dest_dir`` (created; must not exist yet) and verify the copies.
+
+    A :class:`FileSnapshot` is backed up from the bytes that were read (the version the edit is
+    based on) with its mode and mtime; a path is copied with ``shutil.copy2``. The copies are
+    fsynced, then counted and compared by SHA-256 with their sources. On any failure the
+    partial backup folder is removed and a :class:`ToolkitError` says why; nothing else was
+    touched.
+    """
+    names = [(s.path.name if isinstance(s, FileSnapshot) else Path(s).name) for s in sources]
+    if len(set(names)) != len(names):
+        raise ValueError("backup sources must have distinct file names")
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _space_error(dest_dir) from None
+        raise ToolkitError(f"cannot create the backup folder: {exc.strerror}; nothing written",
+                           path=dest_dir,
+                           hint="Make the ledger's .backups folder writable") from None
+    out: list[Path] = []
+    try:
+        expected: dict[Path, str] = {}
+        for src, name in zip(sources, names):
+            dst = dest_dir / name
+            if isinstance(src, FileSnapshot):
+                fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                try:
+                    view = memoryview(src.data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                    os.fchmod(fd, src.mode)
+                finally:
+                    os.close(fd)
+                os.utime(dst, ns=(src.st_mtime_ns, src.st_mtime_ns))
+                expected[dst] = src.sha256
+            else:
+                shutil.copy2(src, dst)
+                with open(dst, "rb") as fh:
+                    os.fsync(fh.fileno())
+                expected[dst] = hashlib.sha256(Path(src).read_bytes()).hexdigest()
+            out.append(dst)
+        _fsync_dir(dest_dir)
+        found = sorted(p for p in dest_dir.iterdir())
+        if len(found) != len(sources):
+            raise ToolkitError(f"backup verification failed: {len(found)} files for "
+                               f"{len(sources)} sources; nothing written", path=dest_dir)
+        for dst, digest in expected.items():
+            if hashlib.sha256(dst.read_bytes()).hexdigest() != digest:
+                raise ToolkitError("backup verification failed: copy differs from the "
+                                   "original; nothing written", path=dst)
+    except BaseException as exc:
+        shutil.rmtree(dest_dir, ignore_errors=True)
+        if isinstance(exc, OSError):
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise _space_error(dest_dir) from None
+            raise ToolkitError(f"cannot write the backup: {exc.strerror}; nothing written",
+                               path=dest_dir) from None
+        raise
+    return out
+
+
+def unique_dir(parent: Path, name: str) -> Path:
+    """``parent/name``, or ``name-2``, ``name-3``... when it exists already."""
+    candidate = parent / name
+    n = 2
+    while candidate.exists():
+        candidate = parent / f"{name}-{n}"
+        n += 1
+    return candidate
+
+
+# --------------------------------------------------------------------------- orphans
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_orphan_temps(directory: str | Path) -> list[Path]:
+    """Remove ``.*.toolkit-tmp-<pid>-*`` files in ``directory`` whose writer is dead (B3)."""
+    removed: list[Path] = []
+    directory = Path(directory)
+    try:
+        candidates = list(directory.glob(f".*{TEMP_MARK}*"))
+    except OSError:
+        return removed
+    for p in candidates:
+        tail = p.name.rsplit(TEMP_MARK, 1)[-1]
+        pid_text = tail.split("-", 1)[0]
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
+            continue
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError:
+            pass
+    return removed
+
+
+# --------------------------------------------------------------------------- link rules
+
+
+def check_editable(path: str | Path, root: str | Path | None = None, *,
+                   force: bool = False) -> tuple[Path, list[str]]:
+    """Apply the link rules (FAULTS A14) before editing ``path``; return (real path, notes).
+
+    * a symlink whose target is inside ``root``: the target is edited, the link is kept;
+    * a symlink pointing outside ``root``: refused;
+    * a file with more than one hard link: refused unless ``force`` (an atomic replace gives
+      this name a new file, so the other names would keep the old content).
+    """
+    p = Path(path)
+    notes: list[str] = []
+    real = Path(os.path.realpath(p))
+    if p.is_symlink() and root is not None:
+        root_real = Path(os.path.realpath(root))
+        if real != root_real and root_real not in real.parents:
+            raise RefusedError(
+                f"is a symlink to {real}, outside {root_real}; refusing to edit it",
+                path=p, hint="Replace the link with a copy of the file to edit it here")
+        notes.append(f"{p}: symlink; editing its target {real}")
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return real, notes
+    if st.st_nlink > 1:
+        if not force:
+            raise RefusedError(
+                f"has {st.st_nlink} hard links; editing would separate this name from the "
+                "others", path=p,
+                hint="Use --force to edit it anyway (the other names keep the old content)")
+        notes.append(f"{p}: has {st.st_nlink} hard links; the other names keep the old content")
+    return real, notes

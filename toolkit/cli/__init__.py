@@ -17,10 +17,13 @@ from toolkit.errors import EXIT_FAILURE, ToolkitError
 
 # name -> "module:attribute". Keep sorted by name; one line per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": ("toolkit.cli.audit:audit", "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
     "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
     "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),
+    "mcp": ("toolkit.cli.mcp:mcp", "Serve nagi-ledger's MCP tools (plus ledger and slop search) over stdio."),
     "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
     "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
+    "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, redacted export."),
     "status": ("toolkit.cli.data:status", "What was found, rows per table, warnings with file:line."),
 }
 

@@ -1,0 +1,324 @@
+"""``toolkit audit``: nagi-ledger's writers and readers (seed 004, FORMATS.md §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from toolkit.cli._common import echo_json, get_config, render_rows
+
+MAX_WARNINGS = 5
+JSON_HELP = "Print nagi-ledger's return value as JSON."
+NOW_HELP = ("Treat this UTC date-time as now for the time window, e.g. '2026-05-04 12:00:00' "
+            "(default: $TOOLKIT_NOW, else the clock).")
+
+
+def _now_option(fn: Any) -> Any:
+    return click.option("--now", "now", envvar="TOOLKIT_NOW", default=None,
+                        metavar="DATETIME", help=NOW_HELP)(fn)
+
+
+def _json_option(fn: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(fn)
+
+
+def _store() -> Any:
+    """The refreshed store; the audit source's warnings (bad rows, missing tables) on stderr."""
+    from toolkit.audit_ops import open_audit_store
+    from toolkit.display import visible
+
+    store = open_audit_store(get_config())
+    problems = store.problems("audit")
+    for p in problems[:MAX_WARNINGS]:
+        click.echo(f"Warning: {visible(str(p), single_line=True)}", err=True)
+    if len(problems) > MAX_WARNINGS:
+        click.echo(f"Warning: ... and {len(problems) - MAX_WARNINGS} more "
+                   "(`toolkit status` lists them all)", err=True)
+    return store
+
+
+def _line(text: Any) -> str:
+    from toolkit.display import visible
+
+    return visible("" if text is None else str(text), single_line=True)
+
+
+@click.group()
+def audit() -> None:
+    """Read and write the nagi-ledger audit DB (actions, dispatches, approaches).
+
+    The log-* commands write the SQLite DB itself ($NAGI_LEDGER_DB, ~/.nagi/ledger.db or
+    --audit-db) exactly as nagi-ledger does, creating it when missing; nagi-ledger and its
+    hooks keep working on the same file. The other commands read through the toolkit's store
+    (refreshed first) and never create or change the DB.
+
+    Every command has --json, which prints the value nagi-ledger's MCP tool of the same job
+    returns. Exit codes: 2 invalid value (the message names the valid ones), 1 unknown
+    dispatch id or missing DB, 65 damaged DB, 75 DB locked by another process (nothing
+    written; retry).
+    """
+
+
+# --------------------------------------------------------------------------- writers
+
+@audit.command("log-action")
+@click.argument("description")
+@click.option("--tier", required=True, metavar="0|1|2",
+              help="Impact: 0 routine/info, 1 notable, 2 high-impact (irreversible, user-facing).")
+@click.option("--category", required=True,
+              help="Short label, e.g. refactor, deploy, file_write, dependency_change.")
+@click.option("--project", default=None, help="Project or repository the action belongs to.")
+@_json_option
+def log_action(description: str, tier: str, category: str, project: str | None,
+               as_json: bool) -> None:
+    """Record an autonomous action the agent took on its own initiative (ledger_log_action)."""
+    from toolkit.audit_ops import log_action as do
+
+    tier_value: Any = tier
+    try:
+        tier_value = int(tier.strip())
+    except ValueError:
+        pass
+    cfg = get_config()
+    result = do(cfg.audit_db, tier_value, category, description, project)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"Logged action #{result['id']} (tier {tier_value}, {_line(category.strip())}) "
+               f"in {cfg.audit_db}")
+
+
+@audit.command("log-dispatch")
+@click.argument("task")
+@click.option("--agent-type", required=True, help="Subagent type, e.g. fork, general-purpose.")
+@click.option("--model", required=True, help="Model used, e.g. sonnet, opus.")
+@click.option("--summary", "--brief-summary", "summary", required=True,
+              help="One line: what the dispatch was asked to do.")
+@_json_option
+def log_dispatch(task: str, agent_type: str, model: str, summary: str, as_json: bool) -> None:
+    """Record a subagent dispatch for TASK (ledger_log_dispatch).
+
+    Use the same TASK string for every retry of the same work: the retry count is the number
+    of earlier dispatches with exactly this TASK. Reworded near-duplicates among earlier
+    dispatches and approaches are listed as similar tasks.
+    """
+    from toolkit.audit_ops import RETRY_LIMIT
+    from toolkit.audit_ops import log_dispatch as do
+
+    cfg = get_config()
+    result = do(cfg.audit_db, task, agent_type, model, summary)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"Logged dispatch #{result['id']} (retry {result['retry_count']}) "
+               f"in {cfg.audit_db}")
+    if result["retry_count"] >= RETRY_LIMIT:
+        click.echo(f"Note: this task had {result['retry_count']} earlier dispatches; "
+                   f"nagi-ledger's retry limit is {RETRY_LIMIT}.")
+    if result["similar"]:
+        click.echo("Similar earlier tasks:")
+        click.echo(_similar_table(result["similar"]))
+
+
+@audit.command("log-verdict")
+@click.argument("dispatch_id", type=int)
+@click.argument("verdict", metavar="CONFIRMED|REFUTED|PARTIAL")
+@click.option("--notes", default=None, help="Free-text notes on the verification.")
+@_json_option
+def log_verdict(dispatch_id: int, verdict: str, notes: str | None, as_json: bool) -> None:
+    """Attach a verification VERDICT to dispatch DISPATCH_ID (ledger_log_verdict)."""
+    from toolkit.audit_ops import log_verdict as do
+
+    cfg = get_config()
+    result = do(cfg.audit_db, dispatch_id, verdict, notes)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"Recorded {verdict} on dispatch #{dispatch_id} (task: {_line(result['task'])})")
+
+
+@audit.command("log-approach")
+@click.argument("task")
+@click.option("--approach", required=True, help="The approach tried or considered.")
+@click.option("--outcome", required=True, metavar="DEAD_END|NO_GO|WORKS",
+              help="DEAD_END tried and failed, NO_GO decided against, WORKS confirmed working.")
+@click.option("--reason", required=True, help="Why it failed, was rejected, or worked.")
+@_json_option
+def log_approach(task: str, approach: str, outcome: str, reason: str, as_json: bool) -> None:
+    """Record the outcome of an approach to TASK (ledger_log_approach)."""
+    from toolkit.audit_ops import log_approach as do
+
+    cfg = get_config()
+    result = do(cfg.audit_db, task, approach, outcome, reason)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"Logged approach #{result['id']} ({outcome}) in {cfg.audit_db}")
+
+
+# --------------------------------------------------------------------------- readers
+
+@audit.command("task-status")
+@click.argument("task")
+@_json_option
+def task_status(task: str, as_json: bool) -> None:
+    """Dispatches, retries, last verdict and retry-limit state of TASK (ledger_task_status)."""
+    from toolkit.audit_ops import RETRY_LIMIT
+    from toolkit.audit_ops import task_status as do
+
+    with _store() as store:
+        result = do(store, task)
+    if as_json:
+        echo_json(result)
+        return
+    over = "yes" if result["over_retry_limit"] else "no"
+    rows = [("Task", task.strip()), ("Dispatches", result["dispatch_count"]),
+            ("Retries", result["retry_count"]),
+            ("Last verdict", result["last_verdict"] or ("PENDING" if result["dispatch_count"]
+                                                        else "-")),
+            ("Over retry limit", f"{over} (limit: {RETRY_LIMIT} retries)")]
+    for key, value in rows:
+        click.echo(f"{key + ':':<18}{_line(value)}")
+
+
+@audit.command("approaches")
+@click.argument("task")
+@_json_option
+def approaches(task: str, as_json: bool) -> None:
+    """Dead ends, no-gos and working approaches recorded for TASK, newest first
+    (ledger_check_approaches). Check before retrying or re-planning a task."""
+    from toolkit.audit_ops import check_approaches as do
+
+    with _store() as store:
+        result = do(store, task)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"Task: {_line(result['task'])} ({result['total']} approaches)")
+    for key, title in (("dead_ends", "Dead ends"), ("no_gos", "No-gos"), ("works", "Works")):
+        items = result[key]
+        click.echo("")
+        click.echo(f"{title} ({len(items)})")
+        if items:
+            click.echo(render_rows(["ts", "approach", "reason"],
+                                   [(i["ts"], i["approach"], i["reason"]) for i in items],
+                                   "table"))
+
+
+@audit.command("report")
+@click.option("--since-hours", type=int, default=24, show_default=True,
+              help="How many hours back to include.")
+@_now_option
+@_json_option
+def report(since_hours: int, now: str | None, as_json: bool) -> None:
+    """Markdown report of the actions (by category) and dispatches (with verdict or PENDING)
+    of the last N hours (ledger_session_report)."""
+    from toolkit.audit_ops import parse_now, session_report
+
+    when = parse_now(now)
+    with _store() as store:
+        text = session_report(store, since_hours, now=when)
+    if as_json:
+        echo_json(text)
+        return
+    from toolkit.display import visible
+
+    click.echo(visible(text))
+
+
+@audit.command("stats")
+@click.option("--days", type=int, default=7, show_default=True,
+              help="How many days back to include.")
+@_now_option
+@_json_option
+def stats(days: int, now: str | None, as_json: bool) -> None:
+    """Actions by tier and category, dispatch count and verdicts (PENDING when none yet)
+    over the last N days (ledger_stats)."""
+    from toolkit.audit_ops import parse_now
+    from toolkit.audit_ops import stats as do
+
+    when = parse_now(now)
+    with _store() as store:
+        result = do(store, days, now=when)
+    if as_json:
+        echo_json(result)
+        return
+    names = {"0": "0 info", "1": "1 notable", "2": "2 high-impact"}
+    click.echo(f"Last {days} days")
+    click.echo("")
+    click.echo(render_rows(["tier", "actions"],
+                           [(names.get(t, t), n) for t, n in result["actions_by_tier"].items()],
+                           "table"))
+    click.echo("")
+    cats = sorted(result["actions_by_category"].items(), key=lambda kv: (-kv[1], str(kv[0])))
+    click.echo(render_rows(["category", "actions"], cats, "table") if cats
+               else "No actions.")
+    click.echo("")
+    click.echo(f"Dispatches: {result['dispatch_count']}")
+    click.echo(render_rows(["verdict", "dispatches"], list(result["verdicts"].items()),
+                           "table"))
+
+
+@audit.command("search")
+@click.argument("query")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="Only actions, dispatches or approaches (repeatable).")
+@click.option("--limit", type=int, default=20, show_default=True, help="Rows to show.")
+@click.option("--offset", type=int, default=0, show_default=True, help="Rows to skip.")
+@click.option("--since-days", type=int, default=None, help="Only the last N days.")
+@_now_option
+@_json_option
+def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
+           since_days: int | None, now: str | None, as_json: bool) -> None:
+    """Find actions, dispatches and approaches by words in their titles (ledger_search).
+
+    Every word of QUERY must appear; Japanese/Chinese/Korean text matches by character pairs.
+    Shows index rows only (id, kind, time, title, status), never summaries, notes or reasons.
+    """
+    from toolkit.audit_ops import parse_now
+    from toolkit.audit_ops import search as do
+
+    when = parse_now(now)
+    with _store() as store:
+        rows = do(store, query, list(kinds) or None, limit, offset, since_days, now=when)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f'No results for "{_line(query)}".')
+        return
+    click.echo(render_rows(["id", "kind", "ts", "title", "status"],
+                           [(r["id"], r["kind"], r["ts"], r["title"], r["status"]) for r in rows],
+                           "table"))
+
+
+@audit.command("similar")
+@click.argument("task")
+@click.option("--limit", type=int, default=5, show_default=True, help="Rows to show.")
+@click.option("--min-score", type=float, default=0.35, show_default=True,
+              help="Smallest score shown (0-1).")
+@_json_option
+def similar(task: str, limit: int, min_score: float, as_json: bool) -> None:
+    """Earlier tasks worded like TASK, among dispatches and approaches (ledger_similar_tasks).
+
+    Score = the smaller of difflib's ratio and the Jaccard overlap of words (character pairs
+    for CJK text); catches reworded duplicates that the exact-match retry count misses.
+    """
+    from toolkit.audit_ops import similar_tasks
+
+    with _store() as store:
+        rows = similar_tasks(store, task, limit, min_score)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"No similar tasks (min score {min_score:g}).")
+        return
+    click.echo(_similar_table(rows))
+
+
+def _similar_table(rows: list[dict[str, Any]]) -> str:
+    return render_rows(["score", "kind", "id", "ts", "task", "verdict"],
+                       [(f"{r['score']:.3f}", r["kind"], r["id"], r["ts"], r["task"],
+                         r["verdict"]) for r in rows], "table")

@@ -1,0 +1,358 @@
+"""``toolkit mcp``: nagi-ledger's MCP tools, plus read-only Smith Ledger and slop tools.
+
+Built on the official MCP Python SDK (``mcp.server.mcpserver.MCPServer``, the SDK 2.x name of
+FastMCP). The ten ``ledger_*`` tools keep nagi-ledger's names, arguments, defaults and return
+shapes, so an agent configured for nagi-ledger can point at ``toolkit mcp`` instead:
+
+==========================  ===============================================================
+ledger_log_action           tier, category, description, project=None -> {"id"}
+ledger_log_dispatch         task, agent_type, model, brief_summary -> {"id", "retry_count",
+                            "similar"}
+ledger_log_verdict          dispatch_id, verdict, notes=None -> {"ok": true, "task"}
+ledger_task_status          task -> {"dispatch_count", "retry_count", "last_verdict",
+                            "over_retry_limit"}
+ledger_log_approach         task, approach, outcome, reason -> {"id"}
+ledger_check_approaches     task -> {"task", "dead_ends", "no_gos", "works", "total"}
+ledger_session_report       since_hours=24 -> Markdown
+ledger_stats                days=7 -> {"actions_by_tier", "actions_by_category",
+                            "dispatch_count", "verdicts"}
+ledger_search               query, kinds=None, limit=20, offset=0, since_days=None -> rows
+ledger_similar_tasks        task, limit=5, min_score=0.35 -> rows
+==========================  ===============================================================
+
+plus ``smith_ledger_search(query, limit=20)`` and ``slop_ledger_query(bucket=None,
+severity=None, status=None, search=None, limit=50)``, both read-only.
+
+Writers go to the audit DB directly (``toolkit.audit_ops``); readers go through the DuckDB
+store, opened per call and closed again so the CLI can use it between calls. A missing audit
+DB reads as an empty ledger here (nagi-ledger's tools create it on first use; a reader of
+ours never creates it). Bad input is a tool error carrying nagi-ledger's message.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from toolkit.errors import ToolkitError, UsageError
+from toolkit.records import SLOP_BUCKETS, SLOP_SEVERITIES, SLOP_STATUSES
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+    from toolkit.store import Store
+
+SERVER_NAME = "toolkit_ledger_mcp"
+T = TypeVar("T")
+
+# CodeSmith's tool inputs are lenient (FORMATS.md §2.2): trimmed, lowercased, a few aliases.
+_STATUS_ALIASES = {"done": "resolved", "wontfix": "wont_fix", "won't_fix": "wont_fix",
+                   "inprogress": "in_progress", "in-progress": "in_progress",
+                   "wont-fix": "wont_fix"}
+
+
+def _enum(value: str | None, valid: tuple[str, ...], field: str,
+          aliases: dict[str, str] | None = None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    key = value.strip().lower().replace(" ", "_")
+    key = (aliases or {}).get(key, key)
+    if key not in valid:
+        raise UsageError(f"Invalid {field} {value!r}: must be one of {valid}.")
+    return key
+
+
+class LedgerTools:
+    """The tool bodies, independent of MCP: each returns nagi-ledger's value or raises a
+    ``ToolkitError``. ``now`` pins the clock for the time windows (tests, ``--now``)."""
+
+    def __init__(self, cfg: Config, now: dt.datetime | None = None) -> None:
+        self.cfg = cfg
+        self.now = now
+        self._lock = threading.Lock()  # one store connection at a time
+
+    @contextmanager
+    def _store(self, source: str) -> Iterator[Store]:
+        from toolkit.audit_ops import open_audit_store
+        from toolkit.store import Store
+
+        with self._lock:
+            if source == "audit":
+                store = open_audit_store(self.cfg, missing_ok=True)
+            else:
+                store = Store.open(self.cfg.db_path)
+                try:
+                    report = store.refresh(self.cfg, only=[source])
+                    for r in report.results:
+                        if getattr(r, "error", None) is not None:
+                            raise r.error  # type: ignore[attr-defined]
+                except BaseException:
+                    store.close()
+                    raise
+            try:
+                yield store
+            finally:
+                store.close()
+
+    # -- nagi-ledger writers --------------------------------------------------
+    def log_action(self, tier: int, category: str, description: str,
+                   project: str | None = None) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        return audit_ops.log_action(self.cfg.audit_db, tier, category, description, project)
+
+    def log_dispatch(self, task: str, agent_type: str, model: str, brief_summary: str
+                     ) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        return audit_ops.log_dispatch(self.cfg.audit_db, task, agent_type, model, brief_summary)
+
+    def log_verdict(self, dispatch_id: int, verdict: str, notes: str | None = None
+                    ) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        return audit_ops.log_verdict(self.cfg.audit_db, dispatch_id, verdict, notes)
+
+    def log_approach(self, task: str, approach: str, outcome: str, reason: str
+                     ) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        return audit_ops.log_approach(self.cfg.audit_db, task, approach, outcome, reason)
+
+    # -- nagi-ledger readers --------------------------------------------------
+    def task_status(self, task: str) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        with self._store("audit") as store:
+            return audit_ops.task_status(store, task)
+
+    def check_approaches(self, task: str) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        with self._store("audit") as store:
+            return audit_ops.check_approaches(store, task)
+
+    def session_report(self, since_hours: int = 24) -> str:
+        from toolkit import audit_ops
+
+        with self._store("audit") as store:
+            return audit_ops.session_report(store, since_hours, now=self.now)
+
+    def stats(self, days: int = 7) -> dict[str, Any]:
+        from toolkit import audit_ops
+
+        with self._store("audit") as store:
+            return audit_ops.stats(store, days, now=self.now)
+
+    def search(self, query: str, kinds: list[str] | None = None, limit: int = 20,
+               offset: int = 0, since_days: int | None = None) -> list[dict[str, Any]]:
+        from toolkit import audit_ops
+
+        with self._store("audit") as store:
+            return audit_ops.search(store, query, kinds, limit, offset, since_days, now=self.now)
+
+    def similar_tasks(self, task: str, limit: int = 5, min_score: float = 0.35
+                      ) -> list[dict[str, Any]]:
+        from toolkit import audit_ops
+
+        with self._store("audit") as store:
+            return audit_ops.similar_tasks(store, task, limit, min_score)
+
+    # -- Smith Ledger and slop ledger (read-only) -----------------------------
+    def smith_ledger_search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
+        from toolkit import queries
+
+        needle = (query or "").strip().lower()
+        if not needle:
+            raise UsageError("'query' must be a non-empty string.")
+        if isinstance(limit, bool) or limit < 1:
+            raise UsageError("'limit' must be a positive integer.")
+        with self._store("ledger") as store:
+            return queries.ledger_entry_search(store, needle, limit)
+
+    def slop_ledger_query(self, bucket: str | None = None, severity: str | None = None,
+                          status: str | None = None, search: str | None = None,
+                          limit: int = 50) -> dict[str, Any]:
+        from toolkit import queries
+
+        b = _enum(bucket, SLOP_BUCKETS, "bucket")
+        sev = _enum(severity, SLOP_SEVERITIES, "severity")
+        st = _enum(status, SLOP_STATUSES, "status", _STATUS_ALIASES)
+        if isinstance(limit, bool) or limit < 1:
+            raise UsageError("'limit' must be a positive integer.")
+        with self._store("slop") as store:
+            total, rows = queries.slop_entry_query(store, bucket=b, severity=sev, status=st,
+                                                   search=(search or "").strip() or None,
+                                                   limit=limit)
+        for r in rows:
+            r["source_links"] = list(r["source_links"] or [])
+        return {"matched": total, "entries": rows}
+
+
+def _call(fn: Callable[..., T], *args: Any) -> T:
+    """Run a tool body; a ToolkitError reaches the client as a tool error with its message."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return fn(*args)
+    except ToolkitError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def build_server(cfg: Config, now: dt.datetime | None = None) -> Any:
+    """The MCP server with all twelve tools registered."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    tools = LedgerTools(cfg, now)
+    server = MCPServer(SERVER_NAME, instructions=(
+        "Audit ledger for autonomous coding agents (nagi-ledger compatible): log actions, "
+        "dispatches, verdicts and approaches; check task status and known dead ends before "
+        "retrying; search the Smith Ledger and the CodeSmith slop ledger."), log_level="WARNING")
+
+    def ann(title: str, read_only: bool, idempotent: bool = False) -> ToolAnnotations:
+        return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=False,
+                               idempotent_hint=read_only or idempotent, open_world_hint=False)
+
+    @server.tool(name="ledger_log_action", annotations=ann("Log Autonomous Action", False))
+    def ledger_log_action(tier: int, category: str, description: str,
+                          project: str | None = None) -> dict[str, Any]:
+        """Record a single autonomous action taken during a self-directed dev loop.
+
+        Args:
+            tier: Impact tier. Must be 0 (routine/info), 1 (notable), or 2 (high-impact,
+                e.g. irreversible or user-facing).
+            category: Short category label, e.g. "refactor", "deploy", "file_write",
+                "dependency_change". Must be non-empty.
+            description: Human-readable description of what was done. Must be non-empty.
+            project: Project/repo name this action belongs to.
+
+        Returns {"id": int}, the new action's row id. Errors name the valid values.
+        """
+        return _call(tools.log_action, tier, category, description, project)
+
+    @server.tool(name="ledger_log_dispatch", annotations=ann("Log Subagent Dispatch", False))
+    def ledger_log_dispatch(task: str, agent_type: str, model: str,
+                            brief_summary: str) -> dict[str, Any]:
+        """Record a subagent dispatch for audit and retry tracking.
+
+        Call this every time a subagent is dispatched. Use the SAME task string across
+        retries of the same underlying task so retry counting works.
+
+        Returns {"id": int, "retry_count": int, "similar": [...]}: retry_count is the number
+        of PRIOR dispatches under exactly this task (0 for the first); similar lists
+        reworded near-duplicate tasks among earlier dispatches and approaches
+        ({id, kind, task, score, verdict, ts}). Errors if any field is empty.
+        """
+        return _call(tools.log_dispatch, task, agent_type, model, brief_summary)
+
+    @server.tool(name="ledger_log_verdict",
+                 annotations=ann("Attach Verdict to Dispatch", False, idempotent=True))
+    def ledger_log_verdict(dispatch_id: int, verdict: str,
+                           notes: str | None = None) -> dict[str, Any]:
+        """Attach a verification verdict to a previously logged dispatch.
+
+        Args:
+            dispatch_id: The id returned by ledger_log_dispatch.
+            verdict: One of "CONFIRMED", "REFUTED", "PARTIAL".
+            notes: Optional free-text notes on the verification.
+
+        Returns {"ok": true, "task": str}. Errors if the id does not exist or the verdict is
+        not one of the three allowed values.
+        """
+        return _call(tools.log_verdict, dispatch_id, verdict, notes)
+
+    @server.tool(name="ledger_task_status",
+                 annotations=ann("Get Task Retry/Verdict Status", True))
+    def ledger_task_status(task: str) -> dict[str, Any]:
+        """Look up dispatch/retry/verdict status for a task string. Use it BEFORE dispatching
+        a subagent to check whether the task has been retried too many times.
+
+        Returns {"dispatch_count": int, "retry_count": int (dispatch_count - 1, floored at 0),
+        "last_verdict": str | null (verdict of the most recent dispatch),
+        "over_retry_limit": bool (retry_count >= 2)}.
+        """
+        return _call(tools.task_status, task)
+
+    @server.tool(name="ledger_session_report", annotations=ann("Session Report (Markdown)", True))
+    def ledger_session_report(since_hours: int = 24) -> str:
+        """Markdown report of the actions (grouped by category) and dispatches (with verdict or
+        PENDING) of the last N hours, or a short "No entries" line."""
+        return _call(tools.session_report, since_hours)
+
+    @server.tool(name="ledger_stats", annotations=ann("Ledger Stats", True))
+    def ledger_stats(days: int = 7) -> dict[str, Any]:
+        """Aggregate statistics over the last N days: {"actions_by_tier": {"0","1","2"},
+        "actions_by_category": {...}, "dispatch_count": int, "verdicts": {"CONFIRMED",
+        "REFUTED", "PARTIAL", "PENDING"}}."""
+        return _call(tools.stats, days)
+
+    @server.tool(name="ledger_log_approach", annotations=ann("Log Approach Outcome", False))
+    def ledger_log_approach(task: str, approach: str, outcome: str,
+                            reason: str) -> dict[str, Any]:
+        """Record the outcome of an approach tried (or considered) for a task. Record every
+        failed approach immediately, and every deliberate NO-GO decision.
+
+        Args:
+            task: Stable task string (the SAME across approaches to the same task).
+            approach: The approach tried or considered. Must be non-empty.
+            outcome: "DEAD_END" (tried and failed), "NO_GO" (decided against without trying)
+                or "WORKS" (confirmed working).
+            reason: Why it failed, was rejected, or worked. Must be non-empty.
+
+        Returns {"id": int}.
+        """
+        return _call(tools.log_approach, task, approach, outcome, reason)
+
+    @server.tool(name="ledger_check_approaches", annotations=ann("Check Known Approaches", True))
+    def ledger_check_approaches(task: str) -> dict[str, Any]:
+        """Call this BEFORE retrying or re-planning a task. Never re-attempt an approach listed
+        in dead_ends or no_gos unless new information invalidates its reason.
+
+        Returns {"task", "dead_ends": [{approach, reason, ts}], "no_gos": [...],
+        "works": [...], "total"}; each list newest first.
+        """
+        return _call(tools.check_approaches, task)
+
+    @server.tool(name="ledger_search", annotations=ann("Search the Ledger", True))
+    def ledger_search(query: str, kinds: list[str] | None = None, limit: int = 20,
+                      offset: int = 0, since_days: int | None = None) -> list[dict[str, Any]]:
+        """Keyword search across actions, dispatches and approaches. Returns index rows only
+        ({id, kind, ts, title, status}), never summaries, notes or reasons. kinds: any of
+        "actions", "dispatches", "approaches". CJK queries match by character pairs."""
+        return _call(tools.search, query, kinds, limit, offset, since_days)
+
+    @server.tool(name="ledger_similar_tasks", annotations=ann("Find Similar Tasks", True))
+    def ledger_similar_tasks(task: str, limit: int = 5,
+                             min_score: float = 0.35) -> list[dict[str, Any]]:
+        """Find reworded duplicate tasks that an exact-string match would miss, among
+        dispatches and approaches. Score = min(difflib ratio, token Jaccard); rows
+        {id, kind, task, score, verdict, ts}, best first."""
+        return _call(tools.similar_tasks, task, limit, min_score)
+
+    @server.tool(name="smith_ledger_search", annotations=ann("Search the Smith Ledger", True))
+    def smith_ledger_search(query: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Case-insensitive search of the project's Smith Ledger (patterns, antipatterns, tool
+        preferences, edge cases, project quirks): title, category, context, pattern,
+        evidence, related. Rows {entry_id, file, title, date, category, confidence,
+        matched_in, path, line}, in file order. Read-only."""
+        return _call(tools.smith_ledger_search, query, limit)
+
+    @server.tool(name="slop_ledger_query", annotations=ann("Query the Slop Ledger", True))
+    def slop_ledger_query(bucket: str | None = None, severity: str | None = None,
+                          status: str | None = None, search: str | None = None,
+                          limit: int = 50) -> dict[str, Any]:
+        """Query the CodeSmith slop ledger like slop_ledger_query: filters ANDed; bucket,
+        severity and status exact (trimmed, lowercased; "done" = resolved); search is a
+        case-insensitive substring of title or description; file order. Returns
+        {"matched": int, "entries": [...]}. Read-only."""
+        return _call(tools.slop_ledger_query, bucket, severity, status, search, limit)
+
+    return server
+
+
+def serve_stdio(cfg: Config, now: dt.datetime | None = None) -> None:
+    """Serve the tools over stdin/stdout until the client disconnects."""
+    build_server(cfg, now).run("stdio")

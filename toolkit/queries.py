@@ -1,0 +1,246 @@
+"""Named read-only SQL over the store: one function per question, bound parameters only.
+
+Each function takes an open ``Store`` (already refreshed by the caller) and returns plain
+Python values (dicts, tuples, ints). No function here writes, and no value is ever spliced
+into SQL text: the only dynamic SQL repeats fixed fragments with ``?`` placeholders.
+Timestamps leave as ``'YYYY-MM-DD HH:MM:SS'`` strings, the format every source writes.
+
+Sections are owned by feature areas; add yours under its own ``# --- <area> ---`` header.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolkit.store import Store
+
+TS = "strftime({col}, '%Y-%m-%d %H:%M:%S')"
+
+
+def _ts(col: str) -> str:
+    return TS.format(col=col)
+
+
+# --- audit ---------------------------------------------------------------------------------
+# The nagi-ledger tables (actions, dispatches, approaches). Used by toolkit.audit_ops, which
+# shapes the rows into nagi-ledger's return values.
+
+def audit_task_dispatch_summary(store: Store, task: str) -> tuple[int, str | None]:
+    """(dispatches recorded for exactly this task, verdict of the newest one or None)."""
+    row = store.fetch(
+        "SELECT count(*), first(verdict ORDER BY id DESC) FROM dispatches WHERE task = ?",
+        [task])[1][0]
+    return int(row[0]), row[1]
+
+
+def audit_task_approaches(store: Store, task: str) -> list[dict[str, Any]]:
+    """Every approach recorded for exactly this task, newest first."""
+    return store.fetch_dicts(
+        f"SELECT id, approach, outcome, reason, {_ts('ts')} AS ts FROM approaches "
+        "WHERE task = ? ORDER BY id DESC", [task])
+
+
+def audit_actions_since(store: Store, since: dt.datetime) -> list[dict[str, Any]]:
+    """Actions at or after ``since``, by category then id (the session report's order)."""
+    return store.fetch_dicts(
+        f"SELECT id, {_ts('ts')} AS ts, tier, category, description, project FROM actions "
+        "WHERE ts >= ? ORDER BY category, id", [since])
+
+
+def audit_dispatches_since(store: Store, since: dt.datetime) -> list[dict[str, Any]]:
+    """Dispatches at or after ``since``, oldest first."""
+    return store.fetch_dicts(
+        f"SELECT id, {_ts('ts')} AS ts, task, agent_type, model, verdict FROM dispatches "
+        "WHERE ts >= ? ORDER BY id", [since])
+
+
+def audit_action_counts_by_tier(store: Store, since: dt.datetime) -> list[tuple[int | None, int]]:
+    return [(r[0], int(r[1])) for r in store.fetch(
+        "SELECT tier, count(*) FROM actions WHERE ts >= ? GROUP BY tier ORDER BY tier",
+        [since])[1]]
+
+
+def audit_action_counts_by_category(store: Store, since: dt.datetime
+                                    ) -> list[tuple[str | None, int]]:
+    return [(r[0], int(r[1])) for r in store.fetch(
+        "SELECT category, count(*) FROM actions WHERE ts >= ? GROUP BY category "
+        "ORDER BY category", [since])[1]]
+
+
+def audit_dispatch_count(store: Store, since: dt.datetime) -> int:
+    return int(store.scalar("SELECT count(*) FROM dispatches WHERE ts >= ?", [since]) or 0)
+
+
+def audit_verdict_counts(store: Store, since: dt.datetime) -> list[tuple[str | None, int]]:
+    """(verdict or None, dispatches) for dispatches at or after ``since``."""
+    return [(r[0], int(r[1])) for r in store.fetch(
+        "SELECT verdict, count(*) FROM dispatches WHERE ts >= ? GROUP BY verdict "
+        "ORDER BY verdict NULLS LAST", [since])[1]]
+
+
+_AUDIT_INDEX = f"""
+SELECT id, 'actions' AS kind, ts, description AS title, 'Tier ' || tier AS status,
+       lower(concat_ws(' ', description, category, project)) AS hay FROM actions
+UNION ALL
+SELECT id, 'dispatches', ts, task, coalesce(verdict, 'PENDING'),
+       lower(concat_ws(' ', task, agent_type, model)) FROM dispatches
+UNION ALL
+SELECT id, 'approaches', ts, task, outcome, lower(concat_ws(' ', task, approach))
+FROM approaches
+"""
+
+
+def audit_search(store: Store, *, words: Sequence[str], grams: Sequence[str], min_grams: int,
+                 kinds: Sequence[str], since: dt.datetime | None, limit: int, offset: int
+                 ) -> list[dict[str, Any]]:
+    """Index rows ``{id, kind, ts, title, status}`` whose title fields hold every word and at
+    least ``min_grams`` of the CJK grams (all lowercase), newest first."""
+    where = ["kind IN (" + ", ".join("?" for _ in kinds) + ")"]
+    params: list[Any] = list(kinds)
+    if since is not None:
+        where.append("ts >= ?")
+        params.append(since)
+    for w in words:
+        where.append("contains(hay, ?)")
+        params.append(w)
+    if grams:
+        where.append("(" + " + ".join("CAST(contains(hay, ?) AS INTEGER)" for _ in grams)
+                     + ") >= ?")
+        params.extend(grams)
+        params.append(min_grams)
+    params += [limit, offset]
+    return store.fetch_dicts(
+        f"SELECT id, kind, {_ts('ts')} AS ts, title, status FROM ({_AUDIT_INDEX}) "
+        f"WHERE {' AND '.join(where)} "
+        "ORDER BY ts DESC NULLS LAST, id DESC, kind LIMIT ? OFFSET ?", params)
+
+
+def audit_task_candidates(store: Store) -> list[dict[str, Any]]:
+    """The newest row of each distinct task among dispatches and approaches:
+    ``{kind, id, task, ts, status}`` (status: verdict or PENDING, or the outcome)."""
+    return store.fetch_dicts(f"""
+SELECT kind, id, task, {_ts('ts')} AS ts, status FROM (
+  SELECT 'dispatches' AS kind, id, task, ts, coalesce(verdict, 'PENDING') AS status,
+         row_number() OVER (PARTITION BY task ORDER BY id DESC) AS rn
+  FROM dispatches WHERE task IS NOT NULL
+  UNION ALL
+  SELECT 'approaches', id, task, ts, outcome,
+         row_number() OVER (PARTITION BY task ORDER BY id DESC)
+  FROM approaches WHERE task IS NOT NULL)
+WHERE rn = 1 ORDER BY id DESC, kind""")
+
+
+# --- mcp read-only tools: Smith Ledger search, slop ledger query -----------------------------
+
+_LEDGER_SEARCH_FIELDS = ("title", "category", "context", "pattern", "evidence", "related")
+
+
+def ledger_entry_search(store: Store, needle: str, limit: int) -> list[dict[str, Any]]:
+    """Ledger entries with ``needle`` (case-insensitive substring) in any text field, in file
+    order: ``{entry_id, file, title, date, category, confidence, matched_in, path, line}``."""
+    checks = ", ".join(f"CASE WHEN contains(lower(coalesce({f}, '')), ?) THEN '{f}' END"
+                       for f in _LEDGER_SEARCH_FIELDS)
+    params: list[Any] = [needle] * len(_LEDGER_SEARCH_FIELDS) + [limit]
+    return store.fetch_dicts(f"""
+SELECT entry_id, file, title, CAST(date AS VARCHAR) AS date, category, confidence,
+       matched_in, path, line FROM (
+  SELECT *, list_filter([{checks}], lambda x: x IS NOT NULL) AS matched_in FROM ledger_entries)
+WHERE len(matched_in) > 0
+ORDER BY CASE file WHEN 'patterns' THEN 0 WHEN 'antipatterns' THEN 1
+                   WHEN 'tool-preferences' THEN 2 WHEN 'edge-cases' THEN 3 ELSE 4 END,
+         position
+LIMIT ?""", params)
+
+
+def slop_entry_query(store: Store, *, bucket: str | None, severity: str | None,
+                     status: str | None, search: str | None, limit: int
+                     ) -> tuple[int, list[dict[str, Any]]]:
+    """CodeSmith's ``slop_ledger_query``: filters ANDed, bucket/severity/status exact, search
+    a case-insensitive substring of title OR description, file order. (matched, first rows)."""
+    where, params = ["TRUE"], []
+    for col, value in (("bucket", bucket), ("severity", severity), ("status", status)):
+        if value is not None:
+            where.append(f"{col} = ?")
+            params.append(value)
+    if search:
+        where.append("(contains(lower(coalesce(title, '')), ?) "
+                     "OR contains(lower(coalesce(description, '')), ?))")
+        params += [search.lower(), search.lower()]
+    cond = " AND ".join(where)
+    total = int(store.scalar(f"SELECT count(*) FROM slop_entries WHERE {cond}", params) or 0)
+    rows = store.fetch_dicts(
+        "SELECT id, bucket, severity, confidence, owner, source_links, title, description, "
+        "status, cleanup_recommendation, created_at_raw AS created_at, "
+        "updated_at_raw AS updated_at, task_id, thread_id FROM slop_entries "
+        f"WHERE {cond} ORDER BY position LIMIT ?", [*params, limit])
+    return total, rows
+
+
+# --- handoff -------------------------------------------------------------------------------
+# The handoff report (toolkit.handoff, `toolkit handoff` and `toolkit publish`): open slop,
+# the ledger's current state, dispatches that need attention, tasks over the retry limit,
+# dead ends and no-gos. Most urgent first, so a report cut to fit a limit drops the least.
+
+_SLOP_SEVERITY_RANK = ("CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 "
+                       "WHEN 'medium' THEN 2 WHEN 'low' THEN 3 WHEN 'info' THEN 4 ELSE 5 END")
+
+
+def handoff_open_slop(store: Store) -> list[dict[str, Any]]:
+    """Open and in-progress slop entries, by bucket, then severity (critical first), then
+    file order."""
+    return store.fetch_dicts(
+        "SELECT id, short_id, bucket, severity, confidence, owner, source_links, title, "
+        "description, status, cleanup_recommendation, created_at_raw AS created_at, "
+        "updated_at_raw AS updated_at, task_id, thread_id, path, position, line "
+        "FROM slop_entries WHERE status IN ('open', 'in_progress') "
+        f"ORDER BY bucket NULLS LAST, {_SLOP_SEVERITY_RANK}, position")
+
+
+def handoff_ledger_entries(store: Store) -> list[dict[str, Any]]:
+    """Every ledger entry's id, file, title, confidence and date (the handoff compares these
+    with the last handoff's)."""
+    return store.fetch_dicts(
+        "SELECT entry_id, file, title, category, confidence, date FROM ledger_entries "
+        "ORDER BY file, position")
+
+
+def handoff_dispatch_totals(store: Store) -> tuple[int, int]:
+    """(refuted dispatches, dispatches with no verdict yet)."""
+    row = store.fetch("SELECT count(*) FILTER (WHERE verdict = 'REFUTED'), "
+                      "count(*) FILTER (WHERE verdict IS NULL) FROM dispatches")[1][0]
+    return int(row[0] or 0), int(row[1] or 0)
+
+
+def handoff_dispatches(store: Store, *, limit: int) -> list[dict[str, Any]]:
+    """Refuted dispatches, then pending ones (no verdict), newest first within each."""
+    return store.fetch_dicts(
+        f"SELECT id, {_ts('ts')} AS ts, task, agent_type, model, brief_summary, verdict, "
+        f"{_ts('verdict_ts')} AS verdict_ts, verdict_notes FROM dispatches "
+        "WHERE verdict = 'REFUTED' OR verdict IS NULL "
+        "ORDER BY verdict IS NULL, id DESC LIMIT ?", [limit])
+
+
+def handoff_tasks_over_limit(store: Store) -> list[dict[str, Any]]:
+    """Tasks whose retries reached nagi-ledger's limit (2), most recently dispatched first."""
+    return store.fetch_dicts(
+        "SELECT task, dispatch_count, retry_count, last_verdict, "
+        f"{_ts('last_dispatch')} AS last_dispatch FROM task_status WHERE over_retry_limit "
+        "ORDER BY last_dispatch DESC NULLS LAST, task")
+
+
+def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:
+    """DEAD_END and NO_GO approaches grouped by task: the task with the newest one first,
+    newest first within a task."""
+    return store.fetch_dicts(
+        f"SELECT id, task, approach, outcome, reason, {_ts('ts')} AS ts FROM ("
+        "  SELECT *, max(id) OVER (PARTITION BY task) AS newest FROM approaches"
+        "  WHERE outcome IN ('DEAD_END', 'NO_GO')) "
+        "ORDER BY newest DESC, task, id DESC LIMIT ?", [limit])
+
+
+def handoff_dead_end_total(store: Store) -> int:
+    return int(store.scalar(
+        "SELECT count(*) FROM approaches WHERE outcome IN ('DEAD_END', 'NO_GO')") or 0)

@@ -1,0 +1,823 @@
+"""CodeSmith slop ledger operations: summary, query, export (reads); append, update (writes).
+
+Reads go straight to the JSON file through the reader (``toolkit.sources.slop``), not through
+the DuckDB store: the file holds thousands of entries at most and parses in milliseconds, a read
+then sees exactly the bytes CodeSmith last wrote, and an update must act on the file anyway.
+
+The semantics follow CodeSmith's ``slop_ledger.rs`` (FORMATS.md §2.3-2.4) with these additions
+and differences, each on purpose:
+
+- query also filters by ``owner`` (case-insensitive exact), ``confidence`` and age
+  (``older_than`` days, from ``created_at`` to the injected "today"); ``limit=None`` or ``0``
+  means no limit (CodeSmith's tool defaults to 50, and so does the CLI).
+- an id prefix that matches several entries is refused with the list (CodeSmith silently takes
+  the first); an unknown id is an error (CodeSmith replies "No slop ledger entry found").
+- an update that changes nothing (same status, no new cleanup text) writes nothing.
+- the export escapes ``|`` and folds line breaks in table cells and headings so a hostile title
+  cannot break the table; otherwise it is CodeSmith's layout byte for byte. It is passed through
+  ``toolkit.redact.redact`` (a superset of CodeSmith's own redaction; see that module).
+
+Writes keep everything CodeSmith's own rewrite would lose: unknown top-level and entry fields
+stay where they are, a bare-array file stays a bare array, and only the bytes of the changed or
+added entries change (the rest of the file, its indent, line endings, BOM and trailing newline
+are spliced through untouched). Every write is locked, backed up, atomic, and refused when the
+file changed on disk since it was read (``toolkit.safewrite``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import ConflictError, DataError, NotFoundError, RefusedError, UsageError
+from toolkit.records import (
+    SLOP_BUCKETS,
+    SLOP_CONFIDENCES,
+    SLOP_SEVERITIES,
+    SLOP_STATUSES,
+    SlopEntry,
+)
+from toolkit.sources.slop import SlopFile, normalise_enum, parse_slop, read_slop
+from toolkit.textio import decode_utf8, load_json
+
+DEFAULT_LIMIT = 50
+LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75
+EXPORT_TITLE = "Slop Ledger Export"
+FIELD_ORDER = ("id", "bucket", "severity", "confidence", "owner", "source_links", "title",
+               "description", "status", "cleanup_recommendation", "created_at", "updated_at",
+               "task_id", "thread_id")
+_ENUMS = {"bucket": SLOP_BUCKETS, "severity": SLOP_SEVERITIES, "confidence": SLOP_CONFIDENCES,
+          "status": SLOP_STATUSES}
+
+
+# --------------------------------------------------------------------------- values
+
+def parse_enum(name: str, value: str) -> str:
+    """A user's enum input, read leniently as CodeSmith's tools do (trim, lowercase, ``done``,
+    ``wontfix``, ``inprogress``; also ``InProgress``). Raises UsageError naming the choices."""
+    allowed = _ENUMS[name]
+    got, _problem = normalise_enum(value, allowed)
+    if got is None:
+        raise UsageError(f"unknown {name} {value!r}; use one of {', '.join(allowed)}")
+    return got
+
+
+def debug_name(value: str | None) -> str:
+    """Rust ``Debug`` formatting of a snake_case enum value: ``in_progress`` -> ``InProgress``."""
+    if value is None:
+        return "[???]"
+    if not re.fullmatch(r"[a-z0-9_]+", value):
+        return value  # an unknown raw value read with a warning: shown as written
+    return "".join(part[:1].upper() + part[1:] for part in value.split("_"))
+
+
+def rfc3339(now: dt.datetime | None = None) -> str:
+    """A timestamp as chrono's ``Utc::now().to_rfc3339()`` writes it: ``+00:00`` offset and a
+    fraction of 0, 3, 6 or 9 digits (``2026-05-04T14:20:11.482913207+00:00``)."""
+    if now is None:
+        ns = time.time_ns()
+        seconds, frac_ns = divmod(ns, 1_000_000_000)
+        base = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    else:
+        if now.tzinfo is None:
+            raise ValueError("now must be timezone-aware")
+        base = now.astimezone(dt.timezone.utc)
+        frac_ns = base.microsecond * 1000
+        base = base.replace(microsecond=0)
+    text = base.strftime("%Y-%m-%dT%H:%M:%S")
+    if frac_ns:
+        if frac_ns % 1_000_000 == 0:
+            text += f".{frac_ns // 1_000_000:03d}"
+        elif frac_ns % 1000 == 0:
+            text += f".{frac_ns // 1000:06d}"
+        else:
+            text += f".{frac_ns:09d}"
+    return text + "+00:00"
+
+
+_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def parse_timestamp(value: str | None) -> dt.datetime | None:
+    """An RFC 3339 timestamp (any fraction length) as an aware datetime, or None."""
+    if not value:
+        return None
+    m = _TS.match(value.strip())
+    if not m:
+        return None
+    frac = (m.group(3) or "")[:6].ljust(6, "0")
+    zone = m.group(4) or "+00:00"
+    if zone == "Z":
+        zone = "+00:00"
+    elif ":" not in zone:
+        zone = zone[:3] + ":" + zone[3:]
+    try:
+        return dt.datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}.{frac}{zone}")
+    except ValueError:
+        return None
+
+
+def age_days(entry: SlopEntry, today: dt.date) -> int | None:
+    """Whole days from the entry's ``created_at`` (its UTC date) to ``today``; None if unknown."""
+    created = parse_timestamp(entry.created_at)
+    if created is None:
+        return None
+    return (today - created.astimezone(dt.timezone.utc).date()).days
+
+
+# --------------------------------------------------------------------------- reading
+
+def load(path: Path, max_bytes: int | None = None) -> SlopFile:
+    """The slop ledger at ``path`` (a missing file is an empty ledger, as in CodeSmith)."""
+    return read_slop(path, max_bytes)
+
+
+@dataclass(frozen=True)
+class SlopFilter:
+    """Query filters, ANDed. Enum values must already be canonical (see ``parse_enum``)."""
+
+    bucket: str | None = None
+    severity: str | None = None
+    status: str | None = None
+    search: str | None = None
+    owner: str | None = None
+    confidence: str | None = None
+    older_than: int | None = None  # days; needs ``today``
+    today: dt.date | None = None
+    limit: int | None = DEFAULT_LIMIT  # None or 0: no limit
+
+    def matches(self, e: SlopEntry) -> bool:
+        if self.bucket is not None and e.bucket != self.bucket:
+            return False
+        if self.severity is not None and e.severity != self.severity:
+            return False
+        if self.status is not None and e.status != self.status:
+            return False
+        if self.confidence is not None and e.confidence != self.confidence:
+            return False
+        if self.owner is not None and (e.owner or "").lower() != self.owner.lower():
+            return False
+        if self.search is not None:
+            q = self.search.lower()
+            if q not in e.title.lower() and q not in e.description.lower():
+                return False
+        if self.older_than is not None:
+            age = age_days(e, self.today or dt.datetime.now(dt.timezone.utc).date())
+            if age is None or age <= self.older_than:
+                return False
+        return True
+
+
+@dataclass
+class QueryResult:
+    entries: list[SlopEntry]  # in file order, at most ``limit``
+    matched: int  # before the limit
+    total: int  # entries in the file
+
+
+def query(entries: Sequence[SlopEntry], flt: SlopFilter) -> QueryResult:
+    """Entries matching every filter, in file (insertion) order, cut to the limit."""
+    if flt.older_than is not None and flt.older_than < 0:
+        raise UsageError("--older-than must be 0 or more days")
+    if flt.limit is not None and flt.limit < 0:
+        raise UsageError("--limit must be 0 (no limit) or more")
+    hits = [e for e in entries if flt.matches(e)]
+    shown = hits[:flt.limit] if flt.limit else hits
+    return QueryResult(entries=shown, matched=len(hits), total=len(entries))
+
+
+@dataclass
+class Summary:
+    total: int
+    open: int  # open + in_progress (CodeSmith's "open")
+    resolved: int
+    accepted: int  # accepted + wont_fix (as CodeSmith counts them)
+    by_bucket: dict[str, int]
+    by_bucket_status: dict[str, dict[str, int]]
+    by_status: dict[str, int]
+
+    def codesmith_text(self) -> str:
+        """CodeSmith's ``summary()`` text, line for line."""
+        out = (f"Slop Ledger: {self.total} total | {self.open} open | {self.resolved} resolved"
+               f" | {self.accepted} accepted\n")
+        for bucket, count in self.by_bucket.items():
+            out += f"  {bucket}: {count}\n"
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "open": self.open, "resolved": self.resolved,
+                "accepted": self.accepted, "by_status": self.by_status,
+                "by_bucket": self.by_bucket, "by_bucket_status": self.by_bucket_status}
+
+
+def summarize(entries: Iterable[SlopEntry]) -> Summary:
+    """Counts by bucket and by status (buckets sorted, like CodeSmith's BTreeMap)."""
+    total = opened = resolved = accepted = 0
+    buckets: dict[str, dict[str, int]] = {}
+    statuses: dict[str, int] = {}
+    for e in entries:
+        total += 1
+        status = e.status or "[???]"
+        if e.status == "resolved":
+            resolved += 1
+        elif e.status in ("accepted", "wont_fix"):
+            accepted += 1
+        else:
+            opened += 1
+        row = buckets.setdefault(e.bucket or "[???]", {})
+        row[status] = row.get(status, 0) + 1
+        statuses[status] = statuses.get(status, 0) + 1
+    order = {s: i for i, s in enumerate(SLOP_STATUSES)}
+
+    def status_key(s: str) -> tuple[int, str]:
+        return (order.get(s, len(order)), s)
+
+    by_bucket_status = {b: dict(sorted(buckets[b].items(), key=lambda kv: status_key(kv[0])))
+                        for b in sorted(buckets)}
+    return Summary(total=total, open=opened, resolved=resolved, accepted=accepted,
+                   by_bucket={b: sum(v.values()) for b, v in by_bucket_status.items()},
+                   by_bucket_status=by_bucket_status,
+                   by_status=dict(sorted(statuses.items(), key=lambda kv: status_key(kv[0]))))
+
+
+# --------------------------------------------------------------------------- export
+
+def truncate(text: str, max_chars: int) -> str:
+    """CodeSmith's ``truncate_str``: at most ``max_chars`` characters, ``…`` when cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\r\n|\r|\n", " ", text)
+
+
+def _cell(text: str) -> str:
+    return _one_line(text).replace("|", "\\|")
+
+
+def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
+                    now: dt.datetime | None = None, home: str | None = None,
+                    redact_output: bool = True) -> str:
+    """CodeSmith's Markdown handoff (FORMATS.md §2.4), redacted.
+
+    ``now`` is the "Generated at" time (default: the current UTC time); ``home`` is passed to
+    the redactor (default: the real home directory).
+    """
+    from toolkit.redact import redact
+
+    when = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    heading = title if title is not None else EXPORT_TITLE
+    out = [f"# {heading}\n\n",
+           f"_Generated at {when.strftime('%Y-%m-%d %H:%M UTC')} — {len(entries)} entries_\n\n"]
+    if not entries:
+        out.append("_(no entries)_\n")
+    else:
+        groups: dict[str, list[SlopEntry]] = {}
+        for e in entries:
+            groups.setdefault(e.bucket or "[???]", []).append(e)
+        for bucket in sorted(groups):
+            group = groups[bucket]
+            out.append(f"## {bucket}\n\n")
+            out.append("| ID | Severity | Confidence | Status | Title | Source |\n")
+            out.append("|---|---|---|---|---|---|\n")
+            for e in group:
+                source = e.source_links[0] if e.source_links else "-"
+                out.append(f"| {_cell(e.short_id)} | {debug_name(e.severity)} | "
+                           f"{debug_name(e.confidence)} | {debug_name(e.status)} | "
+                           f"{_cell(truncate(e.title, 60))} | {_cell(source)} |\n")
+            out.append("\n")
+            for e in group:
+                out.append(f"### {_one_line(e.short_id)} — {_one_line(e.title)}\n\n")
+                out.append(f"- **Severity**: {debug_name(e.severity)}\n")
+                out.append(f"- **Confidence**: {debug_name(e.confidence)}\n")
+                out.append(f"- **Status**: {debug_name(e.status)}\n")
+                if e.owner is not None:
+                    out.append(f"- **Owner**: {e.owner}\n")
+                if e.source_links:
+                    out.append("- **Sources**:\n")
+                    out.extend(f"  - {link}\n" for link in e.source_links)
+                out.append(f"\n{e.description}\n")
+                if e.cleanup_recommendation is not None:
+                    out.append(f"\n**Cleanup**: {e.cleanup_recommendation}\n")
+                out.append("\n---\n\n")
+    text = "".join(out)
+    return redact(text, home=home) if redact_output else text
+
+
+# --------------------------------------------------------------------------- writing: layout
+
+@dataclass
+class _Doc:
+    """A slop file as read for a write: its exact text, parsed data and conventions."""
+
+    path: Path
+    raw: bytes | None  # None when the file does not exist
+    text: str  # without BOM
+    data: Any  # parsed JSON (dict or list), or None for a missing/empty file
+    bom: bool
+    newline: str
+
+    @property
+    def entries(self) -> list[Any]:
+        if isinstance(self.data, list):
+            return self.data
+        if isinstance(self.data, dict) and isinstance(self.data.get("entries"), list):
+            return self.data["entries"]
+        return []
+
+
+def _parse_doc(path: Path, raw: bytes | None) -> tuple[_Doc, SlopFile]:
+    if raw is None:
+        doc = _Doc(path, None, "", None, False, "\n")
+        return doc, SlopFile(path=path, exists=False, form="object", entries=[])
+    text = decode_utf8(raw, path)
+    sf = parse_slop(text, path)  # validates (NaN, duplicates, depth, shape) and builds entries
+    data = load_json(text, path) if text.strip() else None
+    doc = _Doc(path, raw, text, data, raw.startswith(b"\xef\xbb\xbf"),
+               "\r\n" if "\r\n" in text else "\n")
+    return doc, sf
+
+
+class _WriteSession:
+    """One locked read-modify-write of the slop file (``toolkit.safewrite`` rules).
+
+    The lock is an ``flock`` on the ledger's folder (no lock file is left in CodeSmith's state
+    folder); the backup goes to ``<folder>/.backups/<UTC time>/slop_ledger.json``; the write is
+    an atomic replace refused when the file is no longer the version read. CodeSmith itself
+    takes no lock, so the last check runs right before the rename.
+    """
+
+    def __init__(self, path: Path, max_bytes: int | None, force: bool, dry_run: bool,
+                 lock_timeout: float | None = None) -> None:
+        self.path = path
+        self.lock_timeout = LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+        self.dry_run = dry_run
+        self.max_bytes = max_bytes
+        self.force = force
+        self.snapshot: Any = None
+        self._lock: Any = None
+
+    def __enter__(self) -> _WriteSession:
+        from toolkit import safewrite
+
+        if self.path.is_dir():
+            raise DataError("is a folder, not the slop ledger JSON file", path=self.path)
+        folder = self.path.parent
+        if not folder.exists():
+            if self.dry_run:
+                return self  # nothing to lock, and a dry run creates nothing
+            try:
+                folder.mkdir(parents=True)
+            except OSError as exc:
+                raise DataError(f"cannot create the slop ledger folder: {exc.strerror}",
+                                path=folder) from None
+        self._lock = safewrite.FileLock(folder, timeout=self.lock_timeout,
+                                        what="the slop ledger")
+        self._lock.acquire()
+        safewrite.cleanup_orphan_temps(folder)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+    def read(self) -> tuple[_Doc, SlopFile]:
+        from toolkit import safewrite
+
+        if self.path.exists():
+            safewrite.check_editable(self.path, None, force=self.force)
+            self.snapshot = safewrite.FileSnapshot.read(self.path, self.max_bytes)
+            result = _parse_doc(self.path, self.snapshot.data)
+        else:
+            result = _parse_doc(self.path, None)
+        safewrite.pause("after_read")
+        return result
+
+    def write(self, data: bytes) -> Path | None:
+        """Back up the version read, then replace the file; returns the backup path."""
+        from toolkit import safewrite
+
+        if self.snapshot is None:
+            if self.path.exists():
+                raise ConflictError("appeared on disk since it was read; nothing written",
+                                    path=self.path,
+                                    hint="Run the command again to work on the current version")
+            safewrite.atomic_replace(self.path, data)
+            return None
+        if safewrite.changed_since(self.snapshot):
+            raise ConflictError("changed on disk since it was read; nothing written",
+                                path=self.path,
+                                hint="Run the command again to work on the current version")
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        backups = safewrite.backup_files(
+            [self.snapshot], safewrite.unique_dir(self.path.parent / ".backups", stamp))
+        safewrite.atomic_replace(self.snapshot, data, expected=self.snapshot)
+        return backups[0]
+
+
+_WS = " \t\r\n"
+
+
+def _skip_ws(t: str, i: int) -> int:
+    n = len(t)
+    while i < n and t[i] in _WS:
+        i += 1
+    return i
+
+
+def _skip_string(t: str, i: int) -> int:
+    i += 1
+    while True:
+        c = t[i]
+        if c == "\\":
+            i += 2
+        elif c == '"':
+            return i + 1
+        else:
+            i += 1
+
+
+def _skip_value(t: str, i: int) -> int:
+    c = t[i]
+    if c == '"':
+        return _skip_string(t, i)
+    if c in "[{":
+        depth = 0
+        n = len(t)
+        while i < n:
+            c = t[i]
+            if c == '"':
+                i = _skip_string(t, i)
+                continue
+            if c in "[{":
+                depth += 1
+            elif c in "]}":
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+            i += 1
+        raise ValueError("unterminated value")
+    n = len(t)
+    while i < n and t[i] not in ",]}" + _WS:
+        i += 1
+    return i
+
+
+@dataclass
+class _Layout:
+    open: int  # offset of the entries array's "["
+    close: int  # offset of its "]"
+    elements: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _layout(t: str) -> _Layout | None:
+    """Where the entries array and each of its elements are in the (valid JSON) text."""
+    i = _skip_ws(t, 0)
+    if i >= len(t):
+        return None
+    if t[i] == "[":
+        start = i
+    elif t[i] == "{":
+        i += 1
+        start = -1
+        while True:
+            i = _skip_ws(t, i)
+            if t[i] == "}":
+                return None
+            kend = _skip_string(t, i)
+            key = json.loads(t[i:kend])
+            i = _skip_ws(t, kend) + 1  # past ":"
+            i = _skip_ws(t, i)
+            if key == "entries" and t[i] == "[":
+                start = i
+                break
+            i = _skip_ws(t, _skip_value(t, i))
+            if t[i] == ",":
+                i += 1
+    else:
+        return None
+    lay = _Layout(start, -1)
+    i = start + 1
+    while True:
+        i = _skip_ws(t, i)
+        if t[i] == "]":
+            lay.close = i
+            return lay
+        end = _skip_value(t, i)
+        lay.elements.append((i, end))
+        i = _skip_ws(t, end)
+        if t[i] == ",":
+            i += 1
+
+
+def _line_indent(t: str, pos: int) -> str:
+    """The leading whitespace of the line holding ``pos``."""
+    line_start = t.rfind("\n", 0, pos) + 1
+    m = re.match(r"[ \t]*", t[line_start:pos])
+    return m.group(0) if m else ""
+
+
+def _indent_unit(t: str) -> str | None:
+    """The file's indent step (first indented line), or None for a one-line (compact) file."""
+    m = re.search(r"\n([ \t]+)\S", t)
+    if m:
+        return m.group(1)
+    return None if "\n" not in t.strip() else "  "
+
+
+def _dump(obj: Any, unit: str | None, indent: str, newline: str) -> str:
+    """Serialize like serde_json: pretty with the file's indent, or compact."""
+    if unit is None:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(obj, ensure_ascii=False, indent=unit)
+    text = text.replace("\n", "\n" + indent)
+    return text.replace("\n", newline) if newline != "\n" else text
+
+
+def _full_dump(doc: _Doc, data: Any) -> str:
+    """Whole-file serialization (missing/empty file, or no entries array to splice into)."""
+    unit = _indent_unit(doc.text) if doc.text.strip() else "  "
+    text = _dump(data, unit, "", doc.newline)
+    trailing = doc.text[len(doc.text.rstrip()):] if doc.text.strip() else ""
+    return text + trailing
+
+
+def _splice_append(doc: _Doc, new: list[dict[str, Any]]) -> str | None:
+    t = doc.text
+    lay = _layout(t) if t.strip() else None
+    if lay is None:
+        return None
+    unit = _indent_unit(t)
+    nl = doc.newline
+    if lay.elements:
+        last_start, last_end = lay.elements[-1]
+        if unit is None:
+            chunk = "".join("," + _dump(e, None, "", nl) for e in new)
+        else:
+            ind = _line_indent(t, last_start)
+            chunk = "".join("," + nl + ind + _dump(e, unit, ind, nl) for e in new)
+        return t[:last_end] + chunk + t[last_end:]
+    if unit is None:
+        inner = ",".join(_dump(e, None, "", nl) for e in new)
+        return t[:lay.open + 1] + inner + t[lay.close:]
+    outer = _line_indent(t, lay.open)
+    ind = outer + unit
+    inner = ("," + nl + ind).join(_dump(e, unit, ind, nl) for e in new)
+    return t[:lay.open + 1] + nl + ind + inner + nl + outer + t[lay.close:]
+
+
+def _splice_replace(doc: _Doc, index: int, obj: dict[str, Any]) -> str | None:
+    t = doc.text
+    lay = _layout(t)
+    if lay is None or index >= len(lay.elements):
+        return None
+    start, end = lay.elements[index]
+    unit = _indent_unit(t)
+    ind = _line_indent(t, start) if unit is not None else ""
+    return t[:start] + _dump(obj, unit, ind, doc.newline) + t[end:]
+
+
+def _checked(doc: _Doc, candidate: str | None, expected: Any) -> str:
+    """Use the spliced text only if it parses to exactly the expected data; else dump whole."""
+    if candidate is not None:
+        try:
+            if json.loads(candidate) == expected:
+                return candidate
+        except ValueError:
+            pass
+    return _full_dump(doc, expected)
+
+
+def _encode(doc: _Doc, text: str) -> bytes:
+    return (b"\xef\xbb\xbf" if doc.bom else b"") + text.encode("utf-8")
+
+
+def _diff(doc: _Doc, new_text: str) -> str:
+    name = str(doc.path)
+    old = doc.text.splitlines(keepends=True)
+    new = new_text.splitlines(keepends=True)
+    lines = difflib.unified_diff(old, new, fromfile=name, tofile=f"{name} (new)")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
+
+
+# --------------------------------------------------------------------------- writing: ops
+
+@dataclass(frozen=True)
+class NewEntry:
+    """CodeSmith's ``slop_ledger_append`` inputs for one entry (raw, parsed by ``append``)."""
+
+    bucket: str
+    severity: str
+    confidence: str
+    title: str
+    description: str
+    owner: str | None = None
+    source_links: tuple[str, ...] = ()
+    task_id: str | None = None
+    thread_id: str | None = None
+
+
+def new_entries_from_json(data: Any, origin: str = "input") -> list[NewEntry]:
+    """Entries from CodeSmith's tool input ``{"entries": [...]}`` (or a bare list/object)."""
+    if isinstance(data, dict) and "entries" in data:
+        data = data["entries"]
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"{origin}: 'entries' must be a non-empty array")
+    out = []
+    for n, item in enumerate(data, 1):
+        if not isinstance(item, dict):
+            raise UsageError(f"{origin}: entry {n} is not an object")
+        missing = [k for k in ("bucket", "severity", "confidence", "title", "description")
+                   if not isinstance(item.get(k), str)]
+        if missing:
+            raise UsageError(f"{origin}: entry {n} lacks {', '.join(missing)} (strings)")
+        links = item.get("source_links") or []
+        if not isinstance(links, list):
+            raise UsageError(f"{origin}: entry {n}: source_links must be a list of strings")
+        owner = item.get("owner")
+        out.append(NewEntry(
+            bucket=item["bucket"], severity=item["severity"], confidence=item["confidence"],
+            title=item["title"], description=item["description"],
+            owner=owner if isinstance(owner, str) else None,
+            source_links=tuple(x for x in links if isinstance(x, str)),
+            task_id=item.get("task_id") if isinstance(item.get("task_id"), str) else None,
+            thread_id=item.get("thread_id") if isinstance(item.get("thread_id"), str) else None))
+    return out
+
+
+def _build_entry(e: NewEntry, entry_id: str, stamp: str) -> dict[str, Any]:
+    if not e.title.strip():
+        raise UsageError("the title is empty; give a one-line title")
+    if not e.description.strip():
+        raise UsageError("the description is empty; say what was left behind")
+    obj: dict[str, Any] = {
+        "id": entry_id,
+        "bucket": parse_enum("bucket", e.bucket),
+        "severity": parse_enum("severity", e.severity),
+        "confidence": parse_enum("confidence", e.confidence),
+    }
+    if e.owner is not None:
+        obj["owner"] = e.owner
+    if e.source_links:
+        obj["source_links"] = list(e.source_links)
+    obj.update(title=e.title, description=e.description, status="open",
+               created_at=stamp, updated_at=stamp)
+    if e.task_id is not None:
+        obj["task_id"] = e.task_id
+    if e.thread_id is not None:
+        obj["thread_id"] = e.thread_id
+    return obj
+
+
+@dataclass
+class WriteResult:
+    path: Path
+    written: bool  # False for --dry-run and no-ops
+    diff: str
+    backup: Path | None = None
+
+
+@dataclass
+class AppendResult(WriteResult):
+    total: int = 0
+    short_ids: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+
+    def codesmith_text(self) -> str:
+        n = len(self.short_ids)
+        return (f"Appended {n} slop ledger entr{'y' if n == 1 else 'ies'} ({self.total} total): "
+                + ", ".join(self.short_ids))
+
+
+@dataclass
+class UpdateResult(WriteResult):
+    id: str = ""
+    title: str = ""
+    status: str = ""
+    changed: bool = True
+
+    def codesmith_text(self) -> str:
+        return f"Updated slop ledger entry {self.id[:8]} ({self.title}) → {debug_name(self.status)}"
+
+
+def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None = None,
+           dry_run: bool = False, max_bytes: int | None = None,
+           new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+           force: bool = False, lock_timeout: float | None = None) -> AppendResult:
+    """Append entries (status ``open``, fresh UUID v4 ids, ``created_at = updated_at = now``)."""
+    if not entries:
+        raise UsageError("nothing to append; give at least one entry")
+    stamp = rfc3339(now)
+    new = [_build_entry(e, new_id(), stamp) for e in entries]
+    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
+        doc, _sf = session.read()
+        if doc.data is None:
+            expected: Any = {"entries": new}
+            text = _full_dump(doc, expected)
+        else:
+            expected = json.loads(json.dumps(doc.data))
+            if isinstance(expected, list):
+                expected.extend(new)
+            else:
+                expected.setdefault("entries", []).extend(new)
+            text = _checked(doc, _splice_append(doc, new), expected)
+        total = len(expected) if isinstance(expected, list) else len(expected["entries"])
+        result = AppendResult(path=path, written=False, diff=_diff(doc, text), total=total,
+                              short_ids=[o["id"][:8] for o in new], ids=[o["id"] for o in new])
+        if not dry_run:
+            result.backup = session.write(_encode(doc, text))
+            result.written = True
+    return result
+
+
+def find_entry(entries: Sequence[Any], prefix: str, path: Path) -> int:
+    """Index of the one entry whose id is ``prefix`` or starts with it.
+
+    Unknown -> NotFoundError; several -> RefusedError listing them (CodeSmith takes the first).
+    """
+    prefix = prefix.strip()
+    if not prefix:
+        raise UsageError("give an entry id or a prefix of one (see `toolkit slop query`)")
+    ids = [(i, e["id"]) for i, e in enumerate(entries)
+           if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    exact = [i for i, eid in ids if eid == prefix]
+    if exact:
+        return exact[0]
+    hits = [i for i, eid in ids if eid.startswith(prefix)]
+    if not hits:
+        hits = [i for i, eid in ids if eid.lower().startswith(prefix.lower())]
+    if not hits:
+        raise NotFoundError(f"no slop entry has an id starting with {prefix!r}", path=path,
+                            hint="List the ids with `toolkit slop query`")
+    if len(hits) > 1:
+        listing = "; ".join(f"{entries[i]['id']} ({_one_line(str(entries[i].get('title', '')))[:50]})"
+                            for i in hits[:10])
+        more = f"; and {len(hits) - 10} more" if len(hits) > 10 else ""
+        raise RefusedError(f"id prefix {prefix!r} matches {len(hits)} entries: {listing}{more}",
+                           path=path, hint="Give more characters of the id; nothing was changed")
+    return hits[0]
+
+
+def _set_in_place(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """Set ``key``; a new key goes where CodeSmith's field order puts it, unknown keys stay."""
+    if key in obj:
+        obj[key] = value
+        return obj
+    rank = {k: i for i, k in enumerate(FIELD_ORDER)}
+    mine = rank[key]
+    items = list(obj.items())
+    pos = len(items)
+    for n, (k, _v) in enumerate(items):
+        if k in rank and rank[k] > mine:
+            pos = n
+            break
+    items.insert(pos, (key, value))
+    return dict(items)
+
+
+def update(path: Path, id_prefix: str, status: str, cleanup: str | None = None, *,
+           now: dt.datetime | None = None, dry_run: bool = False, max_bytes: int | None = None,
+           force: bool = False, lock_timeout: float | None = None) -> UpdateResult:
+    """Set an entry's status (and cleanup recommendation when given) and ``updated_at``."""
+    status = parse_enum("status", status)
+    if not path.exists():
+        raise NotFoundError("slop ledger not found; nothing to update", path=path,
+                            hint="Check --slop or CODESMITH_HOME")
+    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
+        doc, _sf = session.read()
+        entries = doc.entries
+        index = find_entry(entries, id_prefix, path)
+        old = entries[index]
+        result = UpdateResult(path=path, written=False, diff="", id=old["id"],
+                              title=str(old.get("title", "")), status=status)
+        if old.get("status") == status and (cleanup is None
+                                            or old.get("cleanup_recommendation") == cleanup):
+            result.changed = False
+            return result
+        obj = json.loads(json.dumps(old))
+        obj = _set_in_place(obj, "status", status)
+        obj = _set_in_place(obj, "updated_at", rfc3339(now))
+        if cleanup is not None:
+            obj = _set_in_place(obj, "cleanup_recommendation", cleanup)
+        expected = json.loads(json.dumps(doc.data))
+        target = expected if isinstance(expected, list) else expected["entries"]
+        target[index] = obj
+        text = _checked(doc, _splice_replace(doc, index, obj), expected)
+        result.diff = _diff(doc, text)
+        if not dry_run:
+            result.backup = session.write(_encode(doc, text))
+            result.written = True
+    return result

@@ -64,9 +64,12 @@ SECRETS: list[tuple[str, str]] = [
     (f'slack:\n  user_token: "{XOXP}"\n', XOXP),
     (f"alerts go to {SLACK_HOOK}", SLACK_HOOK.split("services/")[1]),
     # PEM private keys
-    (f"deploy key:\n{PEM_RSA}\nend of key", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"),
-    (f"```\n{PEM_OPENSSH}\n```", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"),
-    (f'{{"private_key": "{PEM_PKCS8}"}}', "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"),
+    (f"deploy key:\n{PEM_RSA}\nend of key",
+     "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"),
+    (f"```\n{PEM_OPENSSH}\n```",
+     "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"),
+    (f'{{"private_key": "{PEM_PKCS8}"}}',
+     "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"),
     ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY/PuoAoGCCqGSM49\n"
      "(truncated in the log)", "MHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY"),
     # JWT
@@ -97,9 +100,11 @@ SECRETS: list[tuple[str, str]] = [
      "8f14e45fceea167a5a36dedd4bea2543"),
     (f"bearer {JWT}", JWT),
     # other families
-    ("NPM_TOKEN=npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("NPM_TOKEN=npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+     "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
     ("glpat-" + "x9Y8w7V6u5T4s3R2q1P0 for the mirror", "glpat-x9Y8w7V6u5T4s3R2q1P0"),
-    ("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q in maps.js", "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+    ("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q in maps.js",
+     "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
     ("stripe: sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
 ]
 
@@ -163,7 +168,8 @@ def test_corpus_sizes() -> None:
     assert len(DECOYS) >= 30
 
 
-@pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[f"secret{i}" for i in range(len(SECRETS))])
+@pytest.mark.parametrize(("text", "secret"), SECRETS,
+                         ids=[f"secret{i}" for i in range(len(SECRETS))])
 def test_every_secret_is_redacted(text: str, secret: str) -> None:
     out = redact(text, home=HOME)
     assert secret not in out

@@ -56,6 +56,7 @@ FIELD_ORDER = ("id", "bucket", "severity", "confidence", "owner", "source_links"
                "task_id", "thread_id")
 _ENUMS = {"bucket": SLOP_BUCKETS, "severity": SLOP_SEVERITIES, "confidence": SLOP_CONFIDENCES,
           "status": SLOP_STATUSES}
+_KNOWN_VALUES = frozenset(v for values in _ENUMS.values() for v in values)
 
 
 # --------------------------------------------------------------------------- values
@@ -74,7 +75,7 @@ def debug_name(value: str | None) -> str:
     """Rust ``Debug`` formatting of a snake_case enum value: ``in_progress`` -> ``InProgress``."""
     if value is None:
         return "[???]"
-    if not re.fullmatch(r"[a-z0-9_]+", value):
+    if value not in _KNOWN_VALUES:
         return value  # an unknown raw value read with a warning: shown as written
     return "".join(part[:1].upper() + part[1:] for part in value.split("_"))
 
@@ -710,7 +711,8 @@ class UpdateResult(WriteResult):
     changed: bool = True
 
     def codesmith_text(self) -> str:
-        return f"Updated slop ledger entry {self.id[:8]} ({self.title}) → {debug_name(self.status)}"
+        return (f"Updated slop ledger entry {self.id[:8]} ({self.title}) → "
+                f"{debug_name(self.status)}")
 
 
 def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None = None,
@@ -763,8 +765,9 @@ def find_entry(entries: Sequence[Any], prefix: str, path: Path) -> int:
         raise NotFoundError(f"no slop entry has an id starting with {prefix!r}", path=path,
                             hint="List the ids with `toolkit slop query`")
     if len(hits) > 1:
-        listing = "; ".join(f"{entries[i]['id']} ({_one_line(str(entries[i].get('title', '')))[:50]})"
-                            for i in hits[:10])
+        listing = "; ".join(
+            f"{entries[i]['id']} ({_one_line(str(entries[i].get('title', '')))[:50]})"
+            for i in hits[:10])
         more = f"; and {len(hits) - 10} more" if len(hits) > 10 else ""
         raise RefusedError(f"id prefix {prefix!r} matches {len(hits)} entries: {listing}{more}",
                            path=path, hint="Give more characters of the id; nothing was changed")

@@ -26,7 +26,8 @@ STATUS_HELP = "open, in_progress, resolved (or done), accepted, wont_fix (or won
 def _filter_options(func: Any) -> Any:
     options = [
         click.option("--bucket", metavar="BUCKET", help=f"Only this bucket: {BUCKET_HELP}."),
-        click.option("--severity", metavar="SEVERITY", help=f"Only this severity: {SEVERITY_HELP}."),
+        click.option("--severity", metavar="SEVERITY",
+                     help=f"Only this severity: {SEVERITY_HELP}."),
         click.option("--status", metavar="STATUS", help=f"Only this status: {STATUS_HELP}."),
         click.option("--search", metavar="TEXT",
                      help="Case-insensitive substring of the title or the description."),
@@ -140,7 +141,7 @@ def slop(ctx: click.Context, as_json: bool) -> None:
     _warn_problems(sf, full=True)
 
 
-@slop.command("query")
+@slop.command("query", short_help="List entries by bucket, severity, status, text, owner, age.")
 @_filter_options
 @click.option("--limit", type=int, default=50, show_default=True,
               help="Show at most this many entries (0: all).")
@@ -203,7 +204,7 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
     _warn_problems(sf, full=False)
 
 
-@slop.command("append")
+@slop.command("append", short_help="Append entries (status open, new ids), locked and backed up.")
 @click.option("--bucket", metavar="BUCKET", help=f"One of: {BUCKET_HELP}.")
 @click.option("--severity", metavar="SEVERITY", help=f"One of: {SEVERITY_HELP}.")
 @click.option("--confidence", metavar="CONFIDENCE", help=f"One of: {CONFIDENCE_HELP}.")
@@ -259,7 +260,7 @@ def append_cmd(bucket: str | None, severity: str | None, confidence: str | None,
                   {"total": result.total, "ids": result.ids, "short_ids": result.short_ids})
 
 
-@slop.command("update")
+@slop.command("update", short_help="Set an entry's status (unique id prefix), locked and backed up.")
 @click.argument("entry_id", metavar="ID")
 @click.option("--status", required=True, metavar="STATUS", help=f"New status: {STATUS_HELP}.")
 @click.option("--cleanup", metavar="TEXT",
@@ -307,7 +308,7 @@ def _report_write(result: Any, message: str, as_json: bool, extra: dict[str, Any
         click.echo(f"Backup: {result.backup}")
 
 
-@slop.command("export")
+@slop.command("export", short_help="CodeSmith's Markdown handoff, redacted.")
 @click.option("--title", help="Report title (default \"Slop Ledger Export\").")
 @_filter_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,

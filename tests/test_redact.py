@@ -91,6 +91,10 @@ SECRETS: list[tuple[str, str]] = [
     ("MYSQL_PASSWORD='s3cr3t-pa55'", "s3cr3t-pa55"),
     ('"description": "run with password=\\"hunter22\\" on staging"', "hunter22"),
     ("Authorization: Basic YWRtaW46cGFzc3dvcmQxMjM=", "YWRtaW46cGFzc3dvcmQxMjM="),
+    ("Authorization: 0123456789abcdefABCDEF", "0123456789abcdefABCDEF"),
+    ("db:\n  password: correct horse battery staple\n  port: 5432", "horse battery staple"),
+    ("export DB_PASSWORD=pa55 word with spaces", "word with spaces"),
+    ("docker login https://deploy:p@ss:w0rd@registry.example.com/v2/", "p@ss:w0rd"),
     # sk- keys (CodeSmith's own rule) and Bearer tokens
     (f"OPENAI_API_KEY={SK_OPENAI}", SK_OPENAI),
     (f"the agent printed {SK_ANTHROPIC} in its reply", SK_ANTHROPIC),
@@ -160,6 +164,10 @@ DECOYS: list[str] = [
     "the ghp_ prefix marks classic GitHub tokens",
     "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----",
     "password: [REDACTED]",
+    "Authorization: required for all endpoints",
+    "token = settings.api_token",
+    "    token: str | None = None",
+    "db:\n  password: ${DB_PASSWORD}\n  user: app",
 ]
 
 

@@ -114,11 +114,13 @@ _PREFIX = re.compile(r"(?<![A-Za-z0-9_-])(?P<prefix>sk-|dsk-|deepseek-)"
                      r"(?P<body>[^\s,;\"'`()\[\]{}<>]+)", _I)
 _BEARER = re.compile(r"(?<![A-Za-z0-9_-])bearer[ \t]+(?P<body>[^\s,;\"'`()\[\]{}<>]+)", _I)
 
+# The password may itself hold "@": the credentials run to the last "@" before the path.
 _URL_CREDS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
-                        r"(?P<creds>[^\s/?#@:\"'<>\[\]]+:[^\s/?#@\"'<>\[\]]+)@")
+                        r"(?P<creds>[^\s/?#@:\"'<>\[\]]+:[^\s/?#\"'<>\[\]]+)@")
 
 _AUTH_HEADER = re.compile(r"authorization[\"'*]*[ \t]*[:=][ \t]*[\"']?"
-                          r"(?:(?:basic|token|digest)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", _I)
+                          r"(?P<scheme>(?:basic|token|digest)[ \t]+)?"
+                          r"(?P<value>[A-Za-z0-9._~+/=-]{8,})", _I)
 
 _KEYWORDS = (r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key"
              r"|secret[_-]?key|private[_-]?key|credentials?")
@@ -154,12 +156,24 @@ def _keyish(body: str) -> bool:
     return False
 
 
+_LINE_START = re.compile(r"(?:^|\n)[ \t]*(?:-[ \t]+|export[ \t]+)?[\"']?[\w.-]*$")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def _starts_line(text: str, keyword_start: int) -> bool:
+    """Does the key holding this keyword start its line (YAML, env file, ``export X=``)?"""
+    return _LINE_START.search(text, max(0, keyword_start - 200), keyword_start) is not None
+
+
 def _value_is_secret(value: str) -> bool:
     v = value.strip()
     if not v or v.startswith(MARKER) or v == "~":
         return False
     low = v.lower()
-    if low in _NOT_SECRET_VALUES or low.rstrip(",;") in _NOT_SECRET_VALUES:
+    first = re.split(r"[\s|\[]", low, maxsplit=1)[0].rstrip(",;")
+    if low in _NOT_SECRET_VALUES or first in _NOT_SECRET_VALUES:  # password: str | None
+        return False
+    if _DOTTED_NAME.fullmatch(v):  # token = settings.api_token (code, not a value)
         return False
     if v[0] in "$%<{" or v.startswith(("os.", "process.env", "env.", "ENV[", "getenv")):
         return False
@@ -182,12 +196,21 @@ def _detect(text: str, home: str | None) -> Iterator[_Hit]:
         if not m.group("creds").startswith(MARKER):
             yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
     for m in _AUTH_HEADER.finditer(text):
-        if not m.group("value").startswith(MARKER):
+        value = m.group("value")
+        if m.group("scheme") or _tokenish(value, 8, 20):
             yield _Hit("authorization_header", m.start("value"), m.end("value"), MARKER)
     for m in _ASSIGN.finditer(text):
         group = next(g for g in ("dq", "eq", "sq", "bare") if m.group(g) is not None)
-        if _value_is_secret(m.group(group)):
-            yield _Hit("secret_assignment", m.start(group), m.end(group), MARKER)
+        start, end = m.start(group), m.end(group)
+        if group == "bare" and _starts_line(text, m.start()):
+            # YAML / env-file style ("password: correct horse battery"): the value is the
+            # rest of the line, so a value with spaces is not half redacted.
+            eol = text.find("\n", end)
+            end = len(text) if eol < 0 else eol
+            while end > start and text[end - 1] in " \t\r":
+                end -= 1
+        if _value_is_secret(text[start:end]):
+            yield _Hit("secret_assignment", start, end, MARKER)
     yield from _home_hits(text, home)
 
 

@@ -321,7 +321,7 @@ def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Pat
     partial backup folder is removed and a :class:`ToolkitError` says why; nothing else was
     touched.
     """
-    names = [(s.path.name if isinstance(s, FileSnapshot) else Path(s).name) for s in sources]
+    names = [(s.given.name if isinstance(s, FileSnapshot) else Path(s).name) for s in sources]
     if len(set(names)) != len(names):
         raise ValueError("backup sources must have distinct file names")
     try:

@@ -1,0 +1,1286 @@
+"""The only writer of Smith Ledger files: byte-preserving, locked, backed up, atomic.
+
+Every change to ``.smith/vault/ledger/`` goes through an :class:`EditorSession`::
+
+    from toolkit.editor import EditorSession
+
+    with EditorSession(vault_dir, today=today, dry_run=False, force=False) as s:
+        [entry] = s.find("migration dry-run")           # or s.entries("patterns")
+        s.set_confidence(entry, "high")                 # only the Confidence value changes
+        result = s.commit()                             # backup, atomic writes, meta counts
+    print(result.diff())
+
+What the session guarantees (DESIGN.md "The editor"):
+
+* **Bytes.** Edits are byte ranges of the file as read (the parser in
+  :mod:`toolkit.sources.smith` gives every entry its exact ``start``/``end``). Untouched
+  entries, headers, comments, the entry form (A or B), CRLF line endings and a BOM are kept
+  byte for byte. A field edit changes only the value on that field's line (Form A keeps
+  ``- **Confidence:**``, Form B ``**Confidence:**``, and the value's capitalisation style).
+  :meth:`EditorSession.remove` deletes exactly the entry's block. A commit whose new bytes equal
+  the old ones writes nothing at all.
+* **Lock.** An OS ``flock`` on the vault folder (:func:`lock_path`) for the whole session,
+  with a timeout (:class:`toolkit.errors.BusyError`, exit 75, "locked by another run"); plus
+  the seed's ``.meta.json`` ``lock`` field (10-minute expiry): a fresh lock of another holder
+  makes the session wait, then fail with exit 75 naming the holder; a stale one (or one left
+  by a killed toolkit run on this host) is taken over with a note. The field is written only
+  while a commit writes (a no-op session writes nothing).
+* **Backup.** Before the first write, every file the commit will change is copied to
+  ``ledger/.backups/edit-YYYY-MM-DD-HHMMSS/`` from the bytes that were read, and verified.
+* **Atomic, checked writes.** :func:`toolkit.safewrite.atomic_replace` per file; a file that
+  changed on disk since it was read (stat and content) is refused with "changed on disk since
+  it was read; nothing written" -- all files are checked before the first write.
+* **Counts.** ``meta.yaml`` count lines are edited in place in whichever schema the file uses
+  (``entries:``/``confidence_distribution:`` of smith-reflect, ``total_entries:``/
+  ``entries_by_file:`` of smith-ledger), keeping every other key, comment and format; an
+  invalid ``meta.yaml`` makes the commit refuse with the parser's line and column (exit 65)
+  before anything is written. ``.meta.json`` gets ``total_patterns`` (entries) and
+  ``estimated_tokens`` (words x 1.3 over the five files); other keys are kept.
+  When the session parsed all five files (or the edits add or remove entries, which makes it
+  parse them), counts are recomputed from the files. A session that only changed field values
+  of a few entries in files it did not parse whole (a promote in a very large ledger) moves
+  the confidence counts by exactly what it changed and leaves entry counts as they are --
+  a field edit cannot change how many entries a file has.
+* **Dry run.** ``dry_run=True``: the same plan and diff, nothing written, no lock field, no
+  temp-file cleanup: the vault tree stays byte-identical.
+
+Edit operations (each takes entries returned by this session: :meth:`entries`, :meth:`file`,
+:meth:`find`):
+
+* :meth:`set_confidence`, :meth:`set_date`, :meth:`set_field` -- change one field's value
+  (the field line is added when missing);
+* :meth:`remove` -- delete the entry's block;
+* :meth:`replace_entry` -- put new bytes in place of the entry's block (a merge is
+  ``replace_entry(base, merged)`` + ``remove(other)``); :meth:`entry_bytes` gives the current
+  block;
+* :meth:`insert_entry` -- add an entry (text in either form; the file's line ending is used);
+* :meth:`resort` -- reorder a file's entries (high, medium, low; newest Date first), call it
+  after the other edits of that file;
+* :meth:`plan` -- the :class:`Change` list (old/new bytes, unified diff) without writing;
+* :meth:`commit` -- write (or, in a dry run, only plan) and return a :class:`CommitResult`.
+
+:meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and writes
+the seed's fresh templates, under the same lock.
+
+Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
+``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+import os
+import re
+import shutil
+import socket
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import (
+    BusyError,
+    ConflictError,
+    DataError,
+    NotFoundError,
+    RefusedError,
+    ToolkitError,
+    UsageError,
+)
+from toolkit.records import CONFIDENCES, LEDGER_FILES, LEDGER_TITLES, LedgerEntry
+from toolkit.safewrite import (
+    FileLock,
+    FileSnapshot,
+    atomic_replace,
+    backup_files,
+    changed_since,
+    check_editable,
+    cleanup_orphan_temps,
+    pause,
+    pid_alive,
+    unique_dir,
+)
+from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes
+
+LOCK_EXPIRY = dt.timedelta(minutes=10)
+DEFAULT_LOCK_TIMEOUT = 10.0
+LOCK_TIMEOUT_ENV = "TOOLKIT_LOCK_TIMEOUT"
+NOW_ENV = "TOOLKIT_NOW"
+CONF_RANK = {"high": 0, "medium": 1, "low": 2}
+# Files at least this big are searched by title without parsing them whole (see find()).
+FAST_FIND_BYTES = 256 * 1024
+
+_HOLDER = re.compile(r"^toolkit[-\w]*@(?P<host>[^:]+):(?P<pid>\d+)$")
+
+
+# --------------------------------------------------------------------------- small helpers
+
+def lock_path(ledger_dir: Path) -> Path:
+    """The path every writer of this ledger flocks: the vault folder (``ledger/``'s parent).
+
+    Locking a folder leaves no lock file behind in the user's tree."""
+    return Path(ledger_dir).parent
+
+
+def lock_timeout() -> float:
+    raw = os.environ.get(LOCK_TIMEOUT_ENV)
+    if raw:
+        try:
+            return max(float(raw), 0.0)
+        except ValueError:
+            pass
+    return DEFAULT_LOCK_TIMEOUT
+
+
+def holder_id() -> str:
+    """Who holds the ``.meta.json`` lock: ``toolkit-editor@<host>:<pid>``."""
+    return f"toolkit-editor@{socket.gethostname()}:{os.getpid()}"
+
+
+def count_words(data: bytes | str) -> int:
+    """Whitespace-separated words (the seed's token estimate is words x 1.3)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return len(text.split())
+
+
+def tokens_for_words(words: int) -> int:
+    """Word count x 1.3, rounded down."""
+    return words * 13 // 10
+
+
+def parse_instant(value: Any) -> dt.datetime | None:
+    """An ISO-8601 time as an aware UTC datetime (naive = UTC, ``Z`` accepted); None if bad."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc)
+
+
+def iso_z(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_for(today: dt.date | None = None) -> dt.datetime:
+    """``$TOOLKIT_NOW`` if set, else now (UTC), moved to the injected day if there is one."""
+    fixed = os.environ.get(NOW_ENV)
+    if fixed:
+        when = parse_instant(fixed)
+        if when is None:
+            raise UsageError(f"{NOW_ENV}={fixed!r} is not an ISO-8601 time",
+                             hint="Use e.g. 2026-05-10T12:00:00Z or unset it")
+        return when
+    real = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    if today is not None and today != real.date():
+        return dt.datetime.combine(today, real.time(), dt.timezone.utc)
+    return real
+
+
+def title_key(text: str | None) -> str:
+    """How titles are compared: NFC-normalised and case-folded."""
+    return unicodedata.normalize("NFC", text or "").casefold()
+
+
+def sort_key(entry: LedgerEntry) -> tuple[int, int]:
+    """Smith's file order: high, medium, low (unknown last); newest Date first."""
+    rank = CONF_RANK.get(entry.confidence or "", 3)
+    date = entry.date or ""
+    try:
+        ordinal = dt.date.fromisoformat(date).toordinal()
+    except ValueError:
+        ordinal = 0
+    return rank, -ordinal
+
+
+def _nl_convert(data: bytes, newline: bytes) -> bytes:
+    data = data.replace(b"\r\n", b"\n")
+    return data.replace(b"\n", newline) if newline != b"\n" else data
+
+
+def _lines_with_offsets(data: bytes, start: int, end: int) -> list[tuple[int, bytes]]:
+    out = []
+    pos = start
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
+        stop = end if nl < 0 else nl + 1
+        out.append((pos, data[pos:stop]))
+        pos = stop
+    return out
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file a commit changes (or would change, in a dry run)."""
+
+    path: Path
+    name: str  # "patterns.md", "meta.yaml", ".meta.json"
+    old: bytes
+    new: bytes
+
+    def diff(self, label: str | None = None) -> str:
+        name = label or self.name
+        old = self.old.decode("utf-8", "replace").splitlines(keepends=True)
+        new = self.new.decode("utf-8", "replace").splitlines(keepends=True)
+        lines = difflib.unified_diff(old, new, f"a/{name}", f"b/{name}")
+        out = []
+        for line in lines:
+            out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+        return "".join(out)
+
+
+@dataclass
+class CommitResult:
+    """What a commit did: the changes, where the backup went, notes worth showing."""
+
+    changes: list[Change]
+    dry_run: bool
+    backup_dir: Path | None = None
+    notes: list[str] = field(default_factory=list)
+    entries_total: int | None = None  # entries in the five files after the commit, if known
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+    def diff(self) -> str:
+        return "".join(c.diff() for c in self.changes)
+
+
+# --------------------------------------------------------------------------- one ledger file
+
+
+@dataclass
+class _Edit:
+    start: int
+    end: int
+    data: bytes
+    kind: str  # "field", "remove", "replace", "insert", "whole"
+    seq: int
+
+
+class _Doc:
+    """One of the five ledger files in a session: its snapshot, its parse, its pending edits."""
+
+    def __init__(self, ledger_dir: Path, kind: str, max_bytes: int | None) -> None:
+        self.kind = kind
+        self.path = ledger_dir / f"{kind}.md"
+        self.snapshot: FileSnapshot | None = None
+        self.error: str | None = None
+        self.exists = self.path.exists() or self.path.is_symlink()
+        self._parsed: LedgerFile | None = None
+        self.edits: list[_Edit] = []
+        self._seq = 0
+        if self.exists:
+            try:
+                self.snapshot = FileSnapshot.read(self.path, max_bytes)
+            except DataError as exc:
+                self.error = str(exc)
+            except OSError as exc:
+                self.error = f"{self.path}: cannot read: {exc.strerror}"
+            if self.snapshot is not None:
+                from toolkit.textio import decode_utf8
+
+                try:
+                    decode_utf8(self.snapshot.data, self.path)
+                except DataError as exc:
+                    self.error = str(exc)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}.md"
+
+    @property
+    def data(self) -> bytes:
+        return self.snapshot.data if self.snapshot is not None and not self.error else b""
+
+    @property
+    def usable(self) -> bool:
+        return self.snapshot is not None and self.error is None
+
+    @property
+    def parsed(self) -> bool:
+        return self._parsed is not None
+
+    def parse(self) -> LedgerFile:
+        if self._parsed is None:
+            self._parsed = parse_ledger_bytes(self.data, self.path, self.kind)
+        return self._parsed
+
+    @property
+    def newline(self) -> bytes:
+        if self._parsed is not None:
+            return self._parsed.newline
+        data = self.data
+        crlf = data.count(b"\r\n")
+        return b"\r\n" if crlf and crlf * 2 >= data.count(b"\n") else b"\n"
+
+    def add_edit(self, start: int, end: int, data: bytes, kind: str) -> None:
+        if not self.usable:
+            raise RefusedError(f"cannot edit: {self.error or 'the file is missing'}",
+                               path=self.path)
+        gone = UsageError(f"{self.name}: this entry was already removed or replaced in this "
+                          "session")
+        for e in list(self.edits):
+            if e.kind == "whole":
+                raise UsageError(f"{self.name} was re-sorted in this session; make its other "
+                                 "edits before calling resort()")
+            if start == end or e.start == e.end:  # an insertion: only inside a block is wrong
+                point, rng = (start, e) if start == end else (e.start, None)
+                if rng is not None and rng.kind in ("remove", "replace") \
+                        and rng.start < point < rng.end:
+                    raise gone
+                if rng is None and kind in ("remove", "replace") and start < point < end:
+                    raise UsageError(f"{self.name}: an entry was inserted inside this one")
+                continue
+            if (start, end) == (e.start, e.end):
+                if e.kind in ("remove", "replace"):
+                    raise gone
+                self.edits.remove(e)  # a new value for the same field, or the whole entry
+                continue
+            if start <= e.start and e.end <= end:
+                self.edits.remove(e)  # a field edit inside an entry now removed or replaced
+                continue
+            if e.start <= start and end <= e.end:
+                raise gone
+            if start < e.end and e.start < end:
+                raise UsageError(f"{self.name}: overlapping edits at bytes {start}-{end}")
+        self._seq += 1
+        self.edits.append(_Edit(start, end, data, kind, self._seq))
+
+    def render(self) -> bytes:
+        data = self.data
+        if not self.edits:
+            return data
+        parts: list[bytes] = []
+        pos = 0
+        for e in sorted(self.edits, key=lambda e: (e.start, e.end, e.seq)):
+            parts.append(data[pos:e.start])
+            parts.append(e.data)
+            pos = max(pos, e.end)
+        parts.append(data[pos:])
+        return b"".join(parts)
+
+    def edit_at(self, start: int, end: int) -> _Edit | None:
+        for e in self.edits:
+            if (e.start, e.end) == (start, end) and e.kind in ("remove", "replace"):
+                return e
+        return None
+
+
+# --------------------------------------------------------------------------- meta files
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] | None,
+                     confidences: dict[str, int] | None, deltas: dict[str, int] | None = None,
+                     notes: list[str] | None = None) -> bytes:
+    """``meta.yaml`` with its count values replaced in place (comments and format kept).
+
+    ``entries``: exact per-file entry counts (None for a file whose count is unknown) or None
+    to leave entry counts alone; ``confidences``: exact totals, or None and ``deltas`` to move
+    them. Raises :class:`DataError` with line and column for invalid YAML.
+    """
+    import yaml
+
+    from toolkit.textio import decode_utf8, load_yaml
+
+    bom = data.startswith(BOM)
+    text = decode_utf8(data, path)
+    parsed = load_yaml(text, path)  # safe loader, alias limit, line/column on error
+    if parsed is None:
+        return data
+    if not isinstance(parsed, dict):
+        raise DataError("meta.yaml is not a mapping; counts cannot be updated", path=path,
+                        hint="Fix the file or restore it from a backup")
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return data
+    replacements: list[tuple[int, int, str]] = []
+    insertions: list[tuple[int, str]] = []
+
+    def child(node: Any, key: str) -> tuple[Any, Any] | None:
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return k, v
+        return None
+
+    def set_scalar(node: Any, value: int) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            current = _int(parsed_value(node))
+            if current == value and node.style is None:
+                return
+            replacements.append((node.start_mark.index, node.end_mark.index, str(value)))
+
+    def parsed_value(node: Any) -> Any:
+        try:
+            return yaml.safe_load(node.value) if node.style is None else node.value
+        except yaml.YAMLError:
+            return node.value
+
+    def set_in(mapping_key: str, key: str, value: int | None, *, add: bool) -> None:
+        found = child(root, mapping_key)
+        if found is None or value is None:
+            return
+        node = found[1]
+        if not isinstance(node, yaml.MappingNode):
+            return
+        hit = child(node, key)
+        if hit is not None:
+            set_scalar(hit[1], value)
+        elif add and node.value and not node.flow_style:
+            first_key = node.value[0][0]
+            indent = " " * first_key.start_mark.column
+            last_val = node.value[-1][1]
+            end = last_val.end_mark.index
+            nl = "\r\n" if "\r\n" in text else "\n"
+            line_end = text.find("\n", end)
+            pos = len(text) if line_end < 0 else line_end + 1
+            prefix = "" if pos == 0 or text[pos - 1] == "\n" else nl
+            insertions.append((pos, f"{prefix}{indent}{key}: {value}{nl}"))
+
+    def current_in(mapping_key: str, key: str) -> int | None:
+        value = parsed.get(mapping_key)
+        return _int(value.get(key)) if isinstance(value, dict) else None
+
+    if entries is not None:
+        known = {k: v for k, v in entries.items() if v is not None}
+        for kind, count in known.items():
+            set_in("entries_by_file", kind, count, add=True)
+            set_in("entries", kind.replace("-", "_"), count, add=True)
+        if "total_entries" in parsed:
+            total = 0
+            for kind in LEDGER_FILES:
+                if entries.get(kind) is not None:
+                    total += entries[kind] or 0
+                else:
+                    total += current_in("entries_by_file", kind) or \
+                        current_in("entries", kind.replace("-", "_")) or 0
+            hit = child(root, "total_entries")
+            if hit is not None:
+                set_scalar(hit[1], total)
+    if isinstance(parsed.get("confidence_distribution"), dict):
+        for conf in ("high", "medium", "low"):
+            if confidences is not None:
+                value: int | None = confidences.get(conf, 0)
+            else:
+                cur = current_in("confidence_distribution", conf)
+                delta = (deltas or {}).get(conf, 0)
+                if cur is None or not delta:
+                    continue
+                value = cur + delta
+                if value < 0:
+                    if notes is not None:
+                        notes.append(f"meta.yaml confidence_distribution.{conf} was {cur}, "
+                                     f"fewer than the files hold; set to 0")
+                    value = 0
+            set_in("confidence_distribution", conf, value, add=confidences is not None)
+    if not replacements and not insertions:
+        return data
+    edits = [(s, e, t) for s, e, t in replacements] + [(p, p, t) for p, t in insertions]
+    out = text
+    for s, e, t in sorted(edits, key=lambda x: (x[0], x[1]), reverse=True):
+        out = out[:s] + t + out[e:]
+    return (BOM if bom else b"") + out.encode("utf-8")
+
+
+def update_meta_json(data: bytes, path: Path, updates: dict[str, Any]) -> bytes:
+    """``.meta.json`` with ``updates`` applied, keeping every other key and, where it can, the
+    file's own layout (values are replaced in place; a file it cannot edit in place is
+    re-written with two-space indentation)."""
+    from toolkit.textio import decode_utf8, load_json
+
+    bom = data.startswith(BOM)
+    text = decode_utf8(data, path) if data.strip() else "{}"
+    current = load_json(text, path)
+    if not isinstance(current, dict):
+        raise DataError("expected a JSON object", path=path,
+                        hint="Fix the file or restore it from a backup")
+    wanted = dict(current)
+    wanted.update(updates)
+    if wanted == current and all(type(current.get(k)) is type(v) for k, v in updates.items()):
+        return data
+    out = text
+    ok = True
+    decoder = json.JSONDecoder()
+    for key, value in updates.items():
+        if key not in current:
+            ok = False
+            break
+        m = re.search(r'"' + re.escape(key) + r'"\s*:\s*', out)
+        if not m:
+            ok = False
+            break
+        try:
+            _, end = decoder.raw_decode(out, m.end())
+        except ValueError:
+            ok = False
+            break
+        out = out[:m.end()] + json.dumps(value, ensure_ascii=False) + out[end:]
+    if ok:
+        try:
+            ok = json.loads(out) == wanted
+        except ValueError:
+            ok = False
+    if not ok:
+        out = json.dumps(wanted, indent=2, ensure_ascii=False) + "\n"
+    return (BOM if bom else b"") + out.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    pid: str
+    acquired: dt.datetime | None
+    acquired_raw: str | None
+
+    def describe(self, now: dt.datetime) -> str:
+        since = self.acquired_raw or "an unreadable time"
+        if self.acquired is None:
+            return f"{self.pid} (acquired {since})"
+        secs = int((now - self.acquired).total_seconds())
+        ago = f"{abs(secs)} s" if abs(secs) < 120 else f"{abs(secs) // 60} min"
+        return f"{self.pid} (acquired {since}, {ago} {'ago' if secs >= 0 else 'ahead'})"
+
+    def dead_toolkit_run(self) -> bool:
+        """Held by a toolkit run on this host whose process is gone (killed mid-commit)."""
+        m = _HOLDER.match(self.pid)
+        return bool(m and m.group("host") == socket.gethostname()
+                    and int(m.group("pid")) != os.getpid() and not pid_alive(int(m.group("pid"))))
+
+    def fresh(self, now: dt.datetime) -> bool:
+        """Held less than 10 minutes ago (up to 10 minutes ahead counts too: clocks differ)."""
+        if self.acquired is None:
+            return False
+        return abs(now - self.acquired) < LOCK_EXPIRY
+
+
+def read_lock_field(meta_json: dict[str, Any] | None) -> LockHolder | None:
+    lock = (meta_json or {}).get("lock")
+    if not lock:
+        return None
+    if not isinstance(lock, dict):
+        return LockHolder(str(lock), None, None)
+    raw = lock.get("acquired")
+    return LockHolder(str(lock.get("pid") or "unknown"), parse_instant(raw),
+                      None if raw is None else str(raw))
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class EditorSession:
+    """A locked editing session over one vault's ledger (see the module docstring)."""
+
+    def __init__(self, vault_dir: str | Path, *, today: dt.date | None = None,
+                 dry_run: bool = False, force: bool = False, timeout: float | None = None,
+                 max_bytes: int | None = None, now: dt.datetime | None = None,
+                 backup_prefix: str = "edit") -> None:
+        self.vault = Path(vault_dir)
+        self.ledger_dir = self.vault / "ledger"
+        self.today = today
+        self.dry_run = dry_run
+        self.force = force
+        self.timeout = lock_timeout() if timeout is None else timeout
+        self.max_bytes = max_bytes
+        self._now = now
+        self.backup_prefix = backup_prefix
+        self.notes: list[str] = []
+        self.docs: dict[str, _Doc] = {}
+        self.meta_yaml: FileSnapshot | None = None
+        self.meta_json: FileSnapshot | None = None
+        self._lock: FileLock | None = None
+        self._committed = False
+        self._field_only = True
+        self._entries_total: int | None = None
+        self._meta_json_error: DataError | None = None
+        self._meta_json_data: dict[str, Any] | None = None
+
+    # ----------------------------------------------------------- lifecycle
+
+    def now(self) -> dt.datetime:
+        return self._now or now_for(self.today)
+
+    def __enter__(self) -> EditorSession:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if not self.ledger_dir.is_dir():
+            raise NotFoundError("No Ledger found.", path=self.ledger_dir,
+                                hint="Run `/smith-reflect` after a workflow to start building "
+                                     "the Ledger, or run `/smith` to initialize the vault")
+        self._lock = FileLock(lock_path(self.ledger_dir), self.timeout, what="the ledger")
+        self._lock.acquire()
+        try:
+            if not self.dry_run:
+                for orphan in cleanup_orphan_temps(self.ledger_dir):
+                    self.notes.append(f"removed {orphan.name}, left by a run that was killed")
+            self._wait_for_json_lock()
+            for kind in LEDGER_FILES:
+                self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes)
+            self.meta_yaml = self._snap(self.ledger_dir / "meta.yaml")
+            pause("after_read")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _snap(self, path: Path) -> FileSnapshot | None:
+        if not path.is_file():
+            return None
+        return FileSnapshot.read(path, self.max_bytes)
+
+    def _read_meta_json(self) -> tuple[FileSnapshot | None, dict[str, Any] | None]:
+        from toolkit.textio import decode_utf8, load_json
+
+        snap = self._snap(self.ledger_dir / ".meta.json")
+        if snap is None:
+            return None, None
+        if not snap.data.strip():
+            return snap, {}
+        data = load_json(decode_utf8(snap.data, snap.given), snap.given)
+        if not isinstance(data, dict):
+            raise DataError("expected a JSON object", path=snap.given,
+                            hint="Fix the file or restore it from a backup")
+        return snap, data
+
+    def _wait_for_json_lock(self) -> None:
+        """The seed's lock: wait while another holder's lock is fresh, then exit 75."""
+        import time
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                snap, data = self._read_meta_json()
+            except DataError as exc:
+                self.meta_json = None
+                self._meta_json_error = exc
+                return
+            self._meta_json_error = None
+            self.meta_json = snap
+            self._meta_json_data = data
+            holder = read_lock_field(data)
+            if holder is None or holder.pid == holder_id():
+                return
+            now = self.now()
+            if holder.dead_toolkit_run():
+                self.notes.append(f"lock left by a run that was killed ({holder.describe(now)}) "
+                                  "taken over")
+                return
+            if not holder.fresh(now):
+                self.notes.append(f"stale lock taken over: held by {holder.describe(now)}")
+                return
+            if self.force:
+                self.notes.append(f"--force: overrode the lock held by {holder.describe(now)}")
+                return
+            if self.dry_run:
+                self.notes.append(f"the ledger is locked by {holder.describe(now)}")
+                return
+            if time.monotonic() >= deadline:
+                raise BusyError(f"ledger is locked by another run: {holder.describe(now)}",
+                                path=snap.given if snap else None,
+                                hint="Wait for it to finish (the lock expires after 10 "
+                                     "minutes), or use --force if that run is dead")
+            time.sleep(0.1)
+
+    # ----------------------------------------------------------- reading
+
+    def doc(self, kind: str) -> _Doc:
+        if kind not in self.docs:
+            raise UsageError(f"unknown ledger file {kind!r}")
+        return self.docs[kind]
+
+    def file(self, kind: str) -> LedgerFile:
+        """The parsed file as read (entries with their byte ranges)."""
+        return self.doc(kind).parse()
+
+    def entries(self, kind: str | None = None) -> list[LedgerEntry]:
+        kinds = [kind] if kind else list(LEDGER_FILES)
+        return [e for k in kinds for e in self.file(k).entries]
+
+    def find(self, query: str, *, kinds: Iterable[str] | None = None,
+             exact: bool = False) -> list[LedgerEntry]:
+        """Entries whose title contains ``query`` (NFC-normalised, case-folded), in file order.
+
+        Large files are searched without parsing them whole: only the entries whose title
+        lines match are parsed (exactly as the full parse would)."""
+        q = title_key(query)
+        out: list[LedgerEntry] = []
+        for kind in kinds or LEDGER_FILES:
+            d = self.doc(kind)
+            if not d.usable:
+                continue
+            if d.parsed or len(d.data) < FAST_FIND_BYTES:
+                found = [e for e in d.parse().entries if _title_matches(e.title, q, exact)]
+            else:
+                found = locate_entries(d.data, d.path, kind, q, exact=exact)
+            out.extend(found)
+        return out
+
+    def entry_bytes(self, entry: LedgerEntry) -> bytes:
+        """The entry's block as it stands in this session (after a replace_entry)."""
+        d = self._doc_of(entry)
+        e = d.edit_at(entry.start, entry.end)
+        if e is not None:
+            return e.data
+        return d.data[entry.start:entry.end]
+
+    def _doc_of(self, entry: LedgerEntry) -> _Doc:
+        d = self.doc(entry.file)
+        if Path(entry.path) != d.path or entry.end > len(d.data) or entry.start > entry.end:
+            raise UsageError("entry does not belong to this session's files")
+        return d
+
+    # ----------------------------------------------------------- edits
+
+    def set_confidence(self, entry: LedgerEntry, value: str) -> bool:
+        """Change the entry's Confidence value; False when it already has it."""
+        if value not in CONFIDENCES:
+            raise UsageError(f"confidence must be one of {', '.join(CONFIDENCES)}")
+        return self.set_field(entry, "Confidence", value)
+
+    def set_date(self, entry: LedgerEntry, value: dt.date | str) -> bool:
+        text = value.isoformat() if isinstance(value, dt.date) else str(value)
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise UsageError(f"date {text!r} is not YYYY-MM-DD")
+        return self.set_field(entry, "Date", text)
+
+    def set_field(self, entry: LedgerEntry, name: str, value: str) -> bool:
+        """Set one field's value on its own line (the line is added when missing)."""
+        if any(ch in value for ch in "\r\n") or not value.strip():
+            raise UsageError("a field value must be one non-empty line")
+        d = self._doc_of(entry)
+        if d.edit_at(entry.start, entry.end) is not None:
+            raise UsageError(f"{d.name}: this entry was already removed or replaced in this "
+                             "session")
+        span = _field_span(d.data, entry, name)
+        enc = value.encode("utf-8")
+        if span is not None:
+            vstart, vend = span
+            old = d.data[vstart:vend]
+            enc = _same_case(old.decode("utf-8", "replace"), value).encode("utf-8")
+            if old == enc:
+                return False
+            d.add_edit(vstart, vend, enc, "field")
+            return True
+        pos, line = _new_field_line(d.data, entry, name, value, d.newline)
+        d.add_edit(pos, pos, line, "field")
+        self._field_only = False  # a new line can change word counts
+        return True
+
+    def remove(self, entry: LedgerEntry) -> None:
+        """Delete the entry's whole block (title to the next entry, or its closing ``---``)."""
+        d = self._doc_of(entry)
+        d.add_edit(entry.start, entry.end, b"", "remove")
+        self._field_only = False
+
+    def replace_entry(self, entry: LedgerEntry, new: bytes | str) -> None:
+        """Put ``new`` (converted to the file's line ending) in place of the entry's block."""
+        d = self._doc_of(entry)
+        data = new.encode("utf-8") if isinstance(new, str) else new
+        data = _nl_convert(data, d.newline)
+        check = parse_ledger_bytes(data, d.path, d.kind)
+        if len(check.entries) != 1:
+            raise UsageError(f"replacement text must hold exactly one entry, "
+                             f"found {len(check.entries)}")
+        d.add_edit(entry.start, entry.end, data, "replace")
+        self._field_only = False
+
+    def insert_entry(self, kind: str, text: bytes | str, position: int | None = None) -> None:
+        """Add one entry to ``kind``'s file: at the end (``position=None``) or before the
+        ``position``-th entry of the file as read. Form B text gets the ``---`` separator above
+        it when it has none; the file's line ending is used."""
+        d = self.doc(kind)
+        if not d.usable:
+            if d.exists:
+                raise RefusedError(f"cannot edit: {d.error}", path=d.path)
+            raise NotFoundError(f"{d.name} does not exist", path=d.path,
+                                hint="Run `toolkit ledger reset` to create fresh ledger files")
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        data = data.replace(b"\r\n", b"\n").strip(b"\n") + b"\n"
+        check = parse_ledger_bytes(data, d.path, kind)
+        if len(check.entries) != 1 or check.header_end > 0 and data[:check.header_end].strip() \
+                not in (b"", b"---"):
+            raise UsageError("inserted text must hold exactly one entry")
+        if check.entries[0].form == "B" and not data.lstrip().startswith(b"---"):
+            data = b"---\n\n" + data
+        entries = d.parse().entries
+        base = d.data
+        if position is None or position >= len(entries):
+            pos = len(base)
+            lead = b"" if base.endswith(b"\n\n") or not base else (
+                b"\n" if base.endswith(b"\n") else b"\n\n")
+            block = lead + data
+        else:
+            pos = entries[max(position, 0)].start
+            block = data + b"\n"
+        d.add_edit(pos, pos, _nl_convert(block, d.newline), "insert")
+        self._field_only = False
+
+    def resort(self, kind: str) -> bool:
+        """Reorder the file's entries (high, medium, low; newest first); False if in order.
+
+        Works on the file as edited so far; call it after the file's other edits."""
+        d = self.doc(kind)
+        if not d.usable:
+            return False
+        current = d.render()
+        lf = parse_ledger_bytes(current, d.path, kind)
+        if len(lf.entries) < 2:
+            return False
+        blocks = []
+        for i, e in enumerate(lf.entries):
+            stop = lf.entries[i + 1].start if i + 1 < len(lf.entries) else len(current)
+            blocks.append((sort_key(e), i, current[e.start:stop]))
+        ordered = sorted(blocks, key=lambda b: (b[0], b[1]))
+        if [b[1] for b in ordered] == list(range(len(blocks))):
+            return False
+        nl = lf.newline
+        parts = [current[:lf.header_end]]
+        for n, (_, _, block) in enumerate(ordered):
+            if n + 1 < len(ordered) and not block.endswith(nl + nl):
+                block = block.rstrip(b"\r\n") + nl + nl
+            parts.append(block)
+        new = b"".join(parts)
+        d.edits = []
+        d.add_edit(0, len(d.data), new, "whole")
+        self._field_only = False
+        return True
+
+    # ----------------------------------------------------------- plan and commit
+
+    def _counts_exact(self) -> bool:
+        return all(d.parsed or not d.usable for d in self.docs.values())
+
+    def plan(self) -> list[Change]:
+        changes: list[Change] = []
+        for kind in LEDGER_FILES:
+            d = self.docs[kind]
+            if not d.edits:
+                continue
+            new = d.render()
+            if new != d.data:
+                changes.append(Change(d.path, d.name, d.data, new))
+        if not changes:
+            return []
+        return changes + self._meta_changes(changes)
+
+    def _new_stats(self, changes: list[Change]) -> tuple[dict[str, int | None],
+                                                         dict[str, int], int]:
+        """Exact entries per file, confidence totals and words after the changes."""
+        new_by_kind = {c.path: c.new for c in changes}
+        entries: dict[str, int | None] = {}
+        confs = {"high": 0, "medium": 0, "low": 0}
+        words = 0
+        for kind in LEDGER_FILES:
+            d = self.docs[kind]
+            if not d.usable:
+                entries[kind] = None if d.exists else 0
+                continue
+            if d.path in new_by_kind:
+                lf = parse_ledger_bytes(new_by_kind[d.path], d.path, kind)
+            else:
+                lf = d.parse()
+            entries[kind] = len(lf.entries)
+            for e in lf.entries:
+                if e.confidence in confs:
+                    confs[e.confidence] += 1
+            words += count_words(lf.data)
+        return entries, confs, words
+
+    def _meta_changes(self, changes: list[Change]) -> list[Change]:
+        """The meta.yaml and .meta.json changes that go with the ledger changes."""
+        out: list[Change] = []
+        exact = not self._field_only or self._counts_exact()
+        if exact:
+            for d in self.docs.values():  # recount needs every file parsed
+                if d.usable:
+                    d.parse()
+            entries, confs, words = self._new_stats(changes)
+            self._entries_total = sum(v for v in entries.values() if v is not None)
+        else:
+            deltas = self._confidence_deltas()
+            self._entries_total = None
+        if self.meta_yaml is not None and self.meta_yaml.data.strip():
+            snap = self.meta_yaml
+            if exact:
+                new = update_meta_yaml(snap.data, snap.given, entries=entries, confidences=confs,
+                                       notes=self.notes)
+            else:
+                new = update_meta_yaml(snap.data, snap.given, entries=None, confidences=None,
+                                       deltas=deltas, notes=self.notes)
+            if new != snap.data:
+                out.append(Change(snap.path, "meta.yaml", snap.data, new))
+        elif self.meta_yaml is None:
+            self._note_once("meta.yaml is missing; entry counts were not recorded")
+        if getattr(self, "_meta_json_error", None) is not None:
+            raise self._meta_json_error  # type: ignore[misc]
+        if self.meta_json is not None:
+            snap = self.meta_json
+            updates: dict[str, Any] = {}
+            if exact:
+                updates["total_patterns"] = sum(v for v in entries.values() if v is not None)
+                updates["estimated_tokens"] = tokens_for_words(words)
+            if read_lock_field(self._meta_json_data) is not None:
+                updates["lock"] = None  # released (or a stale lock cleared) by the commit
+            if updates:
+                new = update_meta_json(snap.data, snap.given, updates)
+                if new != snap.data:
+                    out.append(Change(snap.path, ".meta.json", snap.data, new))
+        return out
+
+    def _note_once(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _confidence_deltas(self) -> dict[str, int]:
+        """Confidence moves made by field edits (the fast path's count update)."""
+        deltas: dict[str, int] = {}
+        for d in self.docs.values():
+            for e in d.edits:
+                if e.kind != "field":
+                    continue
+                old_line = _line_at(d.data, e.start)
+                m = _FIELD.match(old_line[1])
+                if not m or m.group(1).decode("utf-8", "replace").strip().lower() != "confidence":
+                    continue
+                old = m.group(2).decode("utf-8", "replace").strip().lower()
+                new = e.data.decode("utf-8", "replace").strip().lower()
+                if old in CONFIDENCES:
+                    deltas[old] = deltas.get(old, 0) - 1
+                if new in CONFIDENCES:
+                    deltas[new] = deltas.get(new, 0) + 1
+        return deltas
+
+    def commit(self) -> CommitResult:
+        """Write the session's changes (see the module docstring for the order and checks)."""
+        self._start_commit()
+        changes = self.plan_ledger()
+        if not changes:
+            return CommitResult([], self.dry_run, notes=list(self.notes))
+        meta = self._meta_changes(changes)
+        all_changes = changes + meta
+        if self.dry_run:
+            return CommitResult(all_changes, True, notes=list(self.notes),
+                                entries_total=self._entries_total)
+        snaps = [self._snapshot_of(c) for c in changes]
+        meta_yaml_change = next((c for c in meta if c.name == "meta.yaml"), None)
+        json_change = next((c for c in meta if c.name == ".meta.json"), None)
+        self._check_writable([c.path for c in changes], snaps)
+        extra = [s for s in (self.meta_yaml, self.meta_json) if s is not None]
+        self._check_unchanged(snaps + extra)
+        now = self.now()
+        sources = list(snaps)
+        if meta_yaml_change is not None and self.meta_yaml is not None:
+            sources.append(self.meta_yaml)
+        if self.meta_json is not None:
+            sources.append(self.meta_json)
+        dest = unique_dir(self.ledger_dir / ".backups",
+                          f"{self.backup_prefix}-{now:%Y-%m-%d-%H%M%S}")
+        backup_files(sources, dest)
+        written: list[str] = []
+        held = self._take_json_lock(now)
+        try:
+            for c, snap in zip(changes, snaps):
+                atomic_replace(snap, c.new, expected=snap)
+                written.append(c.name)
+            if meta_yaml_change is not None and self.meta_yaml is not None:
+                atomic_replace(self.meta_yaml, meta_yaml_change.new, expected=self.meta_yaml)
+                written.append("meta.yaml")
+            self._release_json_lock(held, json_change.new if json_change else None)
+            held = None
+        except ToolkitError as exc:
+            self._release_json_lock(held, None, quiet=True)
+            if written:
+                raise type(exc)(f"{exc.message}; already written: {', '.join(written)}",
+                                path=exc.path, line=exc.line,
+                                hint=f"The files as they were are in {dest}") from None
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        return CommitResult(all_changes, False, backup_dir=dest, notes=list(self.notes),
+                            entries_total=self._entries_total)
+
+    def _start_commit(self) -> None:
+        if self._lock is None or not self._lock.held:
+            raise UsageError("commit() needs an open session (use `with EditorSession(...)`)")
+        if self._committed:
+            raise UsageError("this session was already committed")
+        self._committed = True
+
+    def _snapshot_of(self, change: Change) -> FileSnapshot:
+        snap = self.docs[_kind_of(change.name)].snapshot
+        assert snap is not None
+        return snap
+
+    def _check_unchanged(self, snaps: Iterable[FileSnapshot]) -> None:
+        for snap in snaps:
+            if changed_since(snap):
+                raise ConflictError("changed on disk since it was read; nothing written",
+                                    path=snap.given,
+                                    hint="Run the command again to work on the current version")
+
+    def _take_json_lock(self, now: dt.datetime) -> FileSnapshot | None:
+        """Write our holder into ``.meta.json``'s ``lock`` (the seed's lock) for the writes."""
+        snap = self.meta_json
+        if snap is None:
+            return None
+        data = update_meta_json(snap.data, snap.given,
+                                {"lock": {"pid": holder_id(), "acquired": iso_z(now)}})
+        atomic_replace(snap, data, expected=snap)
+        return FileSnapshot.read(snap.given, self.max_bytes)
+
+    def _release_json_lock(self, held: FileSnapshot | None, final: bytes | None, *,
+                           quiet: bool = False) -> None:
+        """Write the final ``.meta.json`` (``final``: counts updated, lock null) or, when the
+        commit failed, the file as it was with the lock field null."""
+        if held is None or self.meta_json is None:
+            return
+        if final is None:
+            final = update_meta_json(self.meta_json.data, self.meta_json.given, {"lock": None})
+        try:
+            atomic_replace(held, final, expected=held)
+        except ToolkitError:
+            if not quiet:
+                raise
+
+    def reset(self, confirm: Callable[[ResetPlan], bool] | None = None) -> ResetPlan | None:
+        """The seed's reset: move meta.yaml and the five files to ``archive/YYYY-MM-DD-HHMMSS/``
+        and write fresh templates. ``confirm`` sees the plan (under the lock) and may cancel:
+        then None is returned and nothing is written. A dry run returns the plan only."""
+        self._start_commit()
+        now = self.now()
+        names = ["meta.yaml", *(f"{k}.md" for k in LEDGER_FILES)]
+        snaps: dict[str, FileSnapshot | None] = {"meta.yaml": self.meta_yaml}
+        for kind in LEDGER_FILES:
+            d = self.docs[kind]
+            if d.exists and d.snapshot is None:
+                raise RefusedError(f"cannot archive: {d.error}", path=d.path)
+            snaps[d.name] = d.snapshot
+        fresh = {"meta.yaml": META_TEMPLATE.encode()}
+        for k in LEDGER_FILES:
+            fresh[f"{k}.md"] = FILE_TEMPLATE.format(title=LEDGER_TITLES[k]).encode()
+        changes = [Change(self.ledger_dir / n, n, s.data if s is not None else b"", fresh[n])
+                   for n, s in ((n, snaps[n]) for n in names)]
+        json_new: bytes | None = None
+        if getattr(self, "_meta_json_error", None) is not None:
+            raise self._meta_json_error  # type: ignore[misc]
+        if self.meta_json is not None:
+            words = sum(count_words(fresh[f"{k}.md"]) for k in LEDGER_FILES)
+            json_new = update_meta_json(self.meta_json.data, self.meta_json.given,
+                                        {"total_patterns": 0,
+                                         "estimated_tokens": tokens_for_words(words),
+                                         "lock": None})
+            if json_new != self.meta_json.data:
+                changes.append(Change(self.meta_json.path, ".meta.json", self.meta_json.data,
+                                      json_new))
+        archive = unique_dir(self.ledger_dir / "archive", f"{now:%Y-%m-%d-%H%M%S}")
+        moved = [n for n in names if snaps[n] is not None]
+        plan = ResetPlan(archive, moved, changes, self.dry_run, list(self.notes))
+        if confirm is not None and not confirm(plan):
+            return None
+        if self.dry_run:
+            return plan
+        present = [s for s in snaps.values() if s is not None]
+        self._check_writable([self.ledger_dir / n for n in names], present)
+        self._check_unchanged(present + ([self.meta_json] if self.meta_json else []))
+        if self.meta_json is not None and json_new != self.meta_json.data:
+            backup_files([self.meta_json], unique_dir(self.ledger_dir / ".backups",
+                                                      f"reset-{now:%Y-%m-%d-%H%M%S}"))
+        held = self._take_json_lock(now)
+        try:
+            try:
+                archive.mkdir(parents=True)
+            except OSError as exc:
+                raise ToolkitError(f"cannot create the archive folder: {exc.strerror}; "
+                                   "nothing written", path=archive) from None
+            for name in moved:
+                os.replace(self.ledger_dir / name, archive / name)
+            for name in moved:
+                snap = snaps[name]
+                assert snap is not None
+                if (archive / name).read_bytes() != snap.data:
+                    raise DataError("archive verification failed: the archived copy differs "
+                                    "from what was read", path=archive / name)
+            for name in names:
+                snap = snaps[name]
+                atomic_replace(self.ledger_dir / name, fresh[name],
+                               mode=snap.mode if snap is not None else None)
+        except BaseException:
+            self._release_json_lock(held, None, quiet=True)
+            raise
+        self._release_json_lock(held, json_new)
+        plan.notes = list(self.notes)
+        return plan
+
+    def plan_ledger(self) -> list[Change]:
+        changes = []
+        for kind in LEDGER_FILES:
+            d = self.docs[kind]
+            if d.edits:
+                new = d.render()
+                if new != d.data:
+                    changes.append(Change(d.path, d.name, d.data, new))
+        return changes
+
+    def _check_writable(self, paths: list[Path], snaps: list[FileSnapshot]) -> None:
+        """Refuse before touching anything: link rules, folders we cannot write."""
+        for p in paths:
+            if p.is_symlink() or p.exists():
+                _, notes = check_editable(p, self.vault, force=self.force)
+                for n in notes:
+                    self._note_once(n)
+        folders = {Path(os.path.realpath(p)).parent for p in paths} | {self.ledger_dir}
+        for folder in sorted(folders):
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise RefusedError("folder is not writable; nothing written", path=folder,
+                                   hint="Make it writable (chmod u+w) and run again")
+        backups = self.ledger_dir / ".backups"
+        if backups.exists() and (not backups.is_dir()
+                                 or not os.access(backups, os.W_OK | os.X_OK)):
+            raise RefusedError("backup folder is not writable; nothing written", path=backups,
+                               hint="Make it a writable folder and run again")
+
+
+def _kind_of(name: str) -> str:
+    return name[:-3] if name.endswith(".md") else name
+
+
+def _title_matches(title: str | None, q: str, exact: bool) -> bool:
+    key = title_key(title)
+    return key == q if exact else q in key
+
+
+def _same_case(old: str, new: str) -> str:
+    """``new`` written the way ``old`` was: ``High``, ``HIGH`` or ``high``."""
+    old = old.strip()
+    if old.isupper() and len(old) > 1:
+        return new.upper()
+    if old[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def _line_at(data: bytes, pos: int) -> tuple[int, bytes]:
+    start = data.rfind(b"\n", 0, pos) + 1
+    nl = data.find(b"\n", pos)
+    end = len(data) if nl < 0 else nl + 1
+    return start, data[start:end]
+
+
+def _title_line_index(lines: list[tuple[int, bytes]], form: str) -> int:
+    for i, (_, line) in enumerate(lines):
+        if form == "A" and line.startswith(b"## "):
+            return i
+        if form == "B" and (line.startswith(b"**Title:**") or line.startswith(b"**Title**:")):
+            return i
+    raise UsageError("entry has no title line where the parser found one")
+
+
+def _field_span(data: bytes, entry: LedgerEntry, name: str) -> tuple[int, int] | None:
+    """Byte range of the value the parser reads for field ``name`` (last occurrence wins, as
+    in the parser; Form A stops at the first ``###`` section)."""
+    lines = _lines_with_offsets(data, entry.start, entry.end)
+    ti = _title_line_index(lines, entry.form)
+    want = name.lower()
+    found: tuple[int, int] | None = None
+    for off, line in lines[ti + 1:]:
+        if entry.form == "A":
+            if line.startswith(b"### "):
+                break
+        elif line[:1] not in (b"*", b"-", b" ", b"\t", b"+"):
+            continue
+        m = _FIELD.match(line)
+        if m and m.group(1).decode("utf-8", "replace").strip().lower() == want:
+            found = (off + m.start(2), off + m.end(2))
+    return found
+
+
+def _new_field_line(data: bytes, entry: LedgerEntry, name: str, value: str,
+                    newline: bytes) -> tuple[int, bytes]:
+    """Where and what to insert for a field the entry lacks: after its last header field."""
+    lines = _lines_with_offsets(data, entry.start, entry.end)
+    ti = _title_line_index(lines, entry.form)
+    off, line = lines[ti]
+    pos = off + len(line)
+    if entry.form == "A":
+        text = f"- **{name}:** {value}".encode()
+        for o, ln in lines[ti + 1:]:
+            if ln.startswith(b"### "):
+                break
+            if _FIELD.match(ln):
+                pos = o + len(ln)
+    else:
+        text = f"**{name}:** {value}".encode()
+        for o, ln in lines[ti + 1:]:
+            if not ln.strip() or not _FIELD.match(ln):
+                break
+            pos = o + len(ln)
+    prev = data[:pos]
+    lead = b"" if prev.endswith(b"\n") else newline
+    return pos, lead + text + newline
+
+
+# --------------------------------------------------------------------------- fast title search
+
+
+def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
+                   exact: bool = False) -> list[LedgerEntry]:
+    """The entries of ``data`` whose title matches ``q`` (a :func:`title_key`), exactly as
+    ``parse_ledger_bytes(data).entries`` would give them, without parsing the whole file."""
+    lf = parse_ledger_bytes(data, path, kind)
+    return [e for e in lf.entries if _title_matches(e.title, q, exact)]
+
+
+# --------------------------------------------------------------------------- reset
+
+META_TEMPLATE = """last_reflection: null
+total_reflections: 0
+total_entries: 0
+config:
+  low_confidence_prune_days: 30
+  medium_confidence_demote_days: 90
+entries_by_file:
+  patterns: 0
+  antipatterns: 0
+  tool-preferences: 0
+  edge-cases: 0
+  project-quirks: 0
+"""
+
+FILE_TEMPLATE = "# {title}\n\n<!-- Entries are added by /smith-reflect. Each entry starts with ## heading. -->\n"
+
+
+@dataclass
+class ResetPlan:
+    """What a reset moves to the archive and the fresh files it writes."""
+
+    archive_dir: Path
+    moved: list[str]
+    changes: list[Change]
+    dry_run: bool
+    notes: list[str] = field(default_factory=list)
+
+    def diff(self) -> str:
+        return "".join(c.diff() for c in self.changes)

@@ -20,6 +20,7 @@ and no user or system configuration.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import random
@@ -139,8 +140,6 @@ class _Person:
 
     @property
     def email_hash(self) -> str:
-        import hashlib
-
         return hashlib.sha256(self.email.encode()).hexdigest()[:6]
 
     @property

@@ -26,7 +26,10 @@ def _ts(col: str) -> str:
 
 # --- audit ---------------------------------------------------------------------------------
 # The nagi-ledger tables (actions, dispatches, approaches). Used by toolkit.audit_ops, which
-# shapes the rows into nagi-ledger's return values.
+# shapes the rows into nagi-ledger's return values. A time window is ``ts >= since`` (as in
+# nagi-ledger) and, when ``until`` is given (an injected "now"), also ``ts <= until``.
+
+_WINDOW = "ts >= ? AND ts <= coalesce(CAST(? AS TIMESTAMP), ts)"
 
 def audit_task_dispatch_summary(store: Store, task: str) -> tuple[int, str | None]:
     """(dispatches recorded for exactly this task, verdict of the newest one or None)."""
@@ -43,42 +46,50 @@ def audit_task_approaches(store: Store, task: str) -> list[dict[str, Any]]:
         "WHERE task = ? ORDER BY id DESC", [task])
 
 
-def audit_actions_since(store: Store, since: dt.datetime) -> list[dict[str, Any]]:
-    """Actions at or after ``since``, by category then id (the session report's order)."""
+def audit_actions_since(store: Store, since: dt.datetime, until: dt.datetime | None = None
+                        ) -> list[dict[str, Any]]:
+    """Actions in the window, by category then id (the session report's order)."""
     return store.fetch_dicts(
         f"SELECT id, {_ts('ts')} AS ts, tier, category, description, project FROM actions "
-        "WHERE ts >= ? ORDER BY category, id", [since])
+        f"WHERE {_WINDOW} ORDER BY category, id", [since, until])
 
 
-def audit_dispatches_since(store: Store, since: dt.datetime) -> list[dict[str, Any]]:
-    """Dispatches at or after ``since``, oldest first."""
+def audit_dispatches_since(store: Store, since: dt.datetime, until: dt.datetime | None = None
+                           ) -> list[dict[str, Any]]:
+    """Dispatches in the window, oldest first."""
     return store.fetch_dicts(
         f"SELECT id, {_ts('ts')} AS ts, task, agent_type, model, verdict FROM dispatches "
-        "WHERE ts >= ? ORDER BY id", [since])
+        f"WHERE {_WINDOW} ORDER BY id", [since, until])
 
 
-def audit_action_counts_by_tier(store: Store, since: dt.datetime) -> list[tuple[int | None, int]]:
+def audit_action_counts_by_tier(store: Store, since: dt.datetime,
+                                until: dt.datetime | None = None
+                                ) -> list[tuple[int | None, int]]:
     return [(r[0], int(r[1])) for r in store.fetch(
-        "SELECT tier, count(*) FROM actions WHERE ts >= ? GROUP BY tier ORDER BY tier",
-        [since])[1]]
+        f"SELECT tier, count(*) FROM actions WHERE {_WINDOW} GROUP BY tier ORDER BY tier",
+        [since, until])[1]]
 
 
-def audit_action_counts_by_category(store: Store, since: dt.datetime
+def audit_action_counts_by_category(store: Store, since: dt.datetime,
+                                    until: dt.datetime | None = None
                                     ) -> list[tuple[str | None, int]]:
     return [(r[0], int(r[1])) for r in store.fetch(
-        "SELECT category, count(*) FROM actions WHERE ts >= ? GROUP BY category "
-        "ORDER BY category", [since])[1]]
+        f"SELECT category, count(*) FROM actions WHERE {_WINDOW} GROUP BY category "
+        "ORDER BY category", [since, until])[1]]
 
 
-def audit_dispatch_count(store: Store, since: dt.datetime) -> int:
-    return int(store.scalar("SELECT count(*) FROM dispatches WHERE ts >= ?", [since]) or 0)
+def audit_dispatch_count(store: Store, since: dt.datetime, until: dt.datetime | None = None
+                         ) -> int:
+    return int(store.scalar(f"SELECT count(*) FROM dispatches WHERE {_WINDOW}",
+                            [since, until]) or 0)
 
 
-def audit_verdict_counts(store: Store, since: dt.datetime) -> list[tuple[str | None, int]]:
-    """(verdict or None, dispatches) for dispatches at or after ``since``."""
+def audit_verdict_counts(store: Store, since: dt.datetime, until: dt.datetime | None = None
+                         ) -> list[tuple[str | None, int]]:
+    """(verdict or None, dispatches) for the dispatches in the window."""
     return [(r[0], int(r[1])) for r in store.fetch(
-        "SELECT verdict, count(*) FROM dispatches WHERE ts >= ? GROUP BY verdict "
-        "ORDER BY verdict NULLS LAST", [since])[1]]
+        f"SELECT verdict, count(*) FROM dispatches WHERE {_WINDOW} GROUP BY verdict "
+        "ORDER BY verdict NULLS LAST", [since, until])[1]]
 
 
 _AUDIT_INDEX = f"""
@@ -94,15 +105,15 @@ FROM approaches
 
 
 def audit_search(store: Store, *, words: Sequence[str], grams: Sequence[str], min_grams: int,
-                 kinds: Sequence[str], since: dt.datetime | None, limit: int, offset: int
-                 ) -> list[dict[str, Any]]:
+                 kinds: Sequence[str], since: dt.datetime | None, limit: int, offset: int,
+                 until: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Index rows ``{id, kind, ts, title, status}`` whose title fields hold every word and at
     least ``min_grams`` of the CJK grams (all lowercase), newest first."""
     where = ["kind IN (" + ", ".join("?" for _ in kinds) + ")"]
     params: list[Any] = list(kinds)
     if since is not None:
-        where.append("ts >= ?")
-        params.append(since)
+        where.append(_WINDOW)
+        params += [since, until]
     for w in words:
         where.append("contains(hay, ?)")
         params.append(w)

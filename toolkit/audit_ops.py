@@ -16,8 +16,9 @@ values); here they are ``UsageError`` (exit 2). An unknown dispatch id is a ``No
 (exit 1); a locked DB a ``BusyError`` (exit 75) after the busy timeout, with nothing written.
 
 "Now" for the time windows (``since_hours``, ``days``, ``since_days``) is a parameter, so
-callers can inject it (``--now`` / ``TOOLKIT_NOW`` on the command line). Writers always stamp
-rows with SQLite's ``datetime('now')``, as nagi-ledger does.
+callers can inject it (``--now`` / ``TOOLKIT_NOW`` on the command line); an injected now also
+ends the window there. Writers always stamp rows with SQLite's ``datetime('now')``, as
+nagi-ledger does.
 """
 
 from __future__ import annotations
@@ -314,7 +315,11 @@ def rank_similar(task: str, candidates: Iterable[Candidate], *, limit: int = 5,
         score = _similarity(nt, tt, _norm(c.task), token_set(c.task), min_score)
         if score >= min_score:
             scored.append((score, c))
-    scored.sort(key=lambda sc: (-sc[0], -sc[1].id, sc[1].kind))
+    # best score first; among equal scores the newest row (ts, then id), then by kind
+    scored.sort(key=lambda sc: sc[1].kind)
+    scored.sort(key=lambda sc: sc[1].id, reverse=True)
+    scored.sort(key=lambda sc: sc[1].ts or "", reverse=True)
+    scored.sort(key=lambda sc: sc[0], reverse=True)
     return [{"id": c.id, "kind": c.kind, "task": c.task, "score": round(score, 3),
              "verdict": c.status, "ts": c.ts} for score, c in scored[:limit]]
 
@@ -348,8 +353,16 @@ def parse_now(value: str | None) -> dt.datetime | None:
     return when
 
 
-def _now(now: dt.datetime | None) -> dt.datetime:
-    return now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).replace(microsecond=0)
+def _window(now: dt.datetime | None, back: dt.timedelta
+            ) -> tuple[dt.datetime, dt.datetime | None]:
+    """(since, until) of a window reaching ``back`` before now.
+
+    Without an injected now this is nagi-ledger's ``ts >= datetime('now', '-N ...')`` (no end);
+    with one the window also ends there, so "the 24 hours before 2026-05-04 12:00" means that.
+    """
+    if now is None:
+        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - back, None
+    return now - back, now
 
 
 def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
@@ -410,9 +423,9 @@ def session_report(store: Store, since_hours: Any = 24, *, now: dt.datetime | No
     from toolkit import queries
 
     since_hours = _positive(since_hours, "since_hours")
-    since = _now(now) - dt.timedelta(hours=since_hours)
-    actions = queries.audit_actions_since(store, since)
-    dispatches = queries.audit_dispatches_since(store, since)
+    since, until = _window(now, dt.timedelta(hours=since_hours))
+    actions = queries.audit_actions_since(store, since, until)
+    dispatches = queries.audit_dispatches_since(store, since, until)
     if not actions and not dispatches:
         return f"No entries in the last {since_hours}h."
     lines = [f"## 自律実行リスト (last {since_hours}h)", ""]
@@ -445,18 +458,18 @@ def stats(store: Store, days: Any = 7, *, now: dt.datetime | None = None) -> dic
     from toolkit import queries
 
     days = _positive(days, "days")
-    since = _now(now) - dt.timedelta(days=days)
+    since, until = _window(now, dt.timedelta(days=days))
     by_tier = {str(t): 0 for t in AUDIT_TIERS}
-    for tier, n in queries.audit_action_counts_by_tier(store, since):
+    for tier, n in queries.audit_action_counts_by_tier(store, since, until):
         if tier is not None:
             by_tier[str(tier)] = n
-    by_category = dict(queries.audit_action_counts_by_category(store, since))
+    by_category = dict(queries.audit_action_counts_by_category(store, since, until))
     verdicts = {v: 0 for v in AUDIT_VERDICTS}
     verdicts["PENDING"] = 0
-    for verdict, n in queries.audit_verdict_counts(store, since):
+    for verdict, n in queries.audit_verdict_counts(store, since, until):
         verdicts[verdict or "PENDING"] = verdicts.get(verdict or "PENDING", 0) + n
     return {"actions_by_tier": by_tier, "actions_by_category": by_category,
-            "dispatch_count": queries.audit_dispatch_count(store, since),
+            "dispatch_count": queries.audit_dispatch_count(store, since, until),
             "verdicts": verdicts}
 
 
@@ -481,16 +494,16 @@ def search(store: Store, query: Any, kinds: Sequence[str] | None = None, limit: 
         raise UsageError("'limit' must be a positive integer.")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("'offset' must be zero or a positive integer.")
-    since = None
+    since = until = None
     if since_days is not None:
-        since = _now(now) - dt.timedelta(days=_positive(since_days, "since_days"))
+        since, until = _window(now, dt.timedelta(days=_positive(since_days, "since_days")))
     words, grams = tokens(query)
     if not words and not grams:
         raise UsageError("'query' must contain at least one word.")
     min_grams = math.ceil(len(set(grams)) / 2)
     return queries.audit_search(store, words=sorted(set(words)), grams=sorted(set(grams)),
                                 min_grams=min_grams, kinds=list(kinds or SEARCH_KINDS),
-                                since=since, limit=limit, offset=offset)
+                                since=since, until=until, limit=limit, offset=offset)
 
 
 def similar_tasks(store: Store, task: Any, limit: Any = 5, min_score: Any = 0.35

@@ -10,8 +10,9 @@ from toolkit.cli._common import echo_json, get_config, render_rows
 
 MAX_WARNINGS = 5
 JSON_HELP = "Print nagi-ledger's return value as JSON."
-NOW_HELP = ("Treat this UTC date-time as now for the time window, e.g. '2026-05-04 12:00:00' "
-            "(default: $TOOLKIT_NOW, else the clock).")
+NOW_HELP = ("Take the time window as of this UTC date-time, e.g. '2026-05-04 12:00:00': rows "
+            "from N hours/days before it up to it (default: $TOOLKIT_NOW; else the clock, "
+            "with no end, as nagi-ledger).")
 
 
 def _now_option(fn: Any) -> Any:

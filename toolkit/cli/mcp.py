@@ -9,8 +9,8 @@ from toolkit.cli._common import get_config
 
 @click.command()
 @click.option("--now", "now", envvar="TOOLKIT_NOW", default=None, metavar="DATETIME",
-              help="Treat this UTC date-time as now for report/stats/search windows "
-                   "(default: $TOOLKIT_NOW, else the clock).")
+              help="Take report/stats/search windows as of this UTC date-time, ending "
+                   "there (default: $TOOLKIT_NOW; else the clock, with no end, as nagi-ledger).")
 def mcp(now: str | None) -> None:
     """Serve the audit ledger as an MCP server over stdin/stdout.
 

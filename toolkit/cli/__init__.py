@@ -19,8 +19,10 @@ from toolkit.errors import EXIT_FAILURE, ToolkitError
 COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("toolkit.cli.audit:audit", "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
     "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
+    "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
     "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),
     "mcp": ("toolkit.cli.mcp:mcp", "Serve nagi-ledger's MCP tools (plus ledger and slop search) over stdio."),
+    "publish": ("toolkit.cli.publish:publish", "Publish the handoff report as one GitHub issue, kept up to date."),
     "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
     "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
     "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, redacted export."),

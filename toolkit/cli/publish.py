@@ -1,0 +1,119 @@
+"""Hand-over commands: handoff (the report as Markdown) and publish (the report as an issue)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from toolkit.cli._common import get_config
+
+
+def _since(value: str | None) -> dt.date | None:
+    from toolkit.errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"--since {value!r} is not a date; use YYYY-MM-DD") from None
+
+
+@click.command()
+@click.option("--since", metavar="YYYY-MM-DD", default=None,
+              help="Report ledger entries dated on or after this day, instead of the changes "
+                   "since the last handoff.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the report to FILE (atomically) instead of printing it.")
+def handoff(since: str | None, output: str | None) -> None:
+    """Render the handoff report as redacted Markdown.
+
+    The report holds open and in-progress slop by bucket and severity (CodeSmith's export
+    layout), Smith Ledger entries added, removed or changed in confidence since the last
+    handoff (or --since), dispatches refuted or pending verification, tasks over the retry
+    limit, and dead ends and no-gos per task; with site_url configured, entries link to the
+    built site. Every value is redacted (toolkit.redact) before it is written.
+
+    The last handoff is remembered in .toolkit/handoff-state.json; re-running with an
+    unchanged ledger gives the same report. --since does not update that state.
+    """
+    from pathlib import Path
+
+    from toolkit.cli._common import open_store
+    from toolkit.handoff import export_report
+
+    cfg = get_config()
+    with open_store(cfg) as store:
+        text = export_report(store, cfg, since=_since(since),
+                             output=Path(output) if output else None)
+    if output:
+        click.echo(f"Handoff report written to {output} ({len(text):,} characters)", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command()
+@click.option("--repo", metavar="OWNER/NAME", default=None,
+              help="Repository to publish to (default: publish.repo in toolkit.yaml).")
+@click.option("--label", "labels", multiple=True, metavar="L",
+              help="Extra label for the issue (repeatable). The issue always carries the "
+                   "'agent-handoff' label, which the toolkit finds it by.")
+@click.option("--title", default=None, metavar="T",
+              help="Issue title (default: 'Agent handoff: <project>').")
+@click.option("--dry-run", is_flag=True,
+              help="Print the title and body that would be sent; send nothing (no token needed).")
+@click.option("--api-url", default=None, metavar="URL",
+              help="GitHub API URL (default: https://api.github.com; GitHub Enterprise: "
+                   "https://HOST/api/v3).")
+@click.option("--timeout", type=click.IntRange(1, 600), default=30, show_default=True,
+              help="Seconds to wait for one GitHub response.")
+def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_run: bool,
+            api_url: str | None, timeout: int) -> None:
+    """Publish the handoff report as a GitHub issue, and keep that one issue up to date.
+
+    The first run creates the issue; later runs update the same issue, found by a hidden
+    marker in its body among the issues labelled 'agent-handoff' (listed, not searched).
+    When the body, title and labels are unchanged nothing is written. The body is redacted,
+    kept under GitHub's 65,536 characters (the longest sections are cut, with a note), and
+    scanned for secrets one last time: if anything is found, nothing is sent (exit 1).
+
+    The token comes from GH_TOKEN, GITHUB_TOKEN, or `gh auth token`. Rate limits are
+    honoured as GitHub documents them (retry-after, x-ratelimit-reset, secondary limits);
+    when GitHub asks for a wait longer than 15 minutes the command exits 75 and says when to
+    run again.
+    """
+    from toolkit.cli._common import open_store
+    from toolkit.errors import UsageError
+    from toolkit.publish import BODY_LIMIT, publish as run_publish
+
+    cfg = get_config()
+    repo = repo or cfg.publish.get("repo")
+    if not repo:
+        raise UsageError("no repository given", hint="Pass --repo OWNER/NAME or set "
+                         "publish.repo in toolkit.yaml")
+
+    def notify(message: str) -> None:
+        click.echo(message, err=True)
+
+    with open_store(cfg) as store:
+        result = run_publish(store, cfg, repo=str(repo), labels=labels, title=title,
+                             dry_run=dry_run, api_url=api_url, timeout=timeout, notify=notify)
+    if dry_run:
+        click.echo(f"Title:  {result.title}")
+        click.echo(f"Labels: {', '.join(result.labels)}")
+        click.echo(f"Repo:   {result.repo}")
+        click.echo(f"Body:   {len(result.body):,} characters (limit {BODY_LIMIT:,})")
+        click.echo("")
+        click.echo(result.body, nl=False)
+        click.echo("")
+    for item in result.left_out:
+        click.echo(f"Left out to fit the body limit: {item}", err=True)
+    for note in result.notes:
+        click.echo(f"Note: {note}", err=True)
+    if dry_run:
+        click.echo("Dry run: nothing was sent to GitHub.")
+    elif result.action == "unchanged":
+        click.echo(f"Issue #{result.number} is up to date; nothing was sent: {result.url}")
+    else:
+        click.echo(f"{result.action.capitalize()} issue #{result.number}: {result.url}")

@@ -766,7 +766,7 @@ def find_entry(entries: Sequence[Any], prefix: str, path: Path) -> int:
                             hint="List the ids with `toolkit slop query`")
     if len(hits) > 1:
         listing = "; ".join(
-            f"{entries[i]['id']} ({_one_line(str(entries[i].get('title', '')))[:50]})"
+            f"{entries[i]['id']} ({truncate(_one_line(str(entries[i].get('title', ''))), 50)})"
             for i in hits[:10])
         more = f"; and {len(hits) - 10} more" if len(hits) > 10 else ""
         raise RefusedError(f"id prefix {prefix!r} matches {len(hits)} entries: {listing}{more}",

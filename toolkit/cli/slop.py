@@ -260,7 +260,8 @@ def append_cmd(bucket: str | None, severity: str | None, confidence: str | None,
                   {"total": result.total, "ids": result.ids, "short_ids": result.short_ids})
 
 
-@slop.command("update", short_help="Set an entry's status (unique id prefix), locked and backed up.")
+@slop.command("update",
+              short_help="Set an entry's status (unique id prefix), locked and backed up.")
 @click.argument("entry_id", metavar="ID")
 @click.option("--status", required=True, metavar="STATUS", help=f"New status: {STATUS_HELP}.")
 @click.option("--cleanup", metavar="TEXT",

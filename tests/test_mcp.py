@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -204,7 +202,4 @@ def test_mcp_readers_honour_an_injected_now(project, tmp_path):
     assert stats[1]["dispatch_count"] == 3 and stats[1]["verdicts"]["PENDING"] == 1
     assert report[1] == ("## 自律実行リスト (last 6h)\n\n(no actions)\n\n## Dispatches\n"
                          "- Audit logging for admin endpoints → fork/opus → PENDING")
-    conn = sqlite3.connect(project.audit_db)
-    assert conn.execute("SELECT count(*) FROM actions").fetchone() == (3,)
-    conn.close()
-    json.dumps(stats)  # plain JSON values
+    assert rows(project.audit_db, "SELECT count(*) FROM actions") == [(3,)]  # readers only

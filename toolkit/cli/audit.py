@@ -39,6 +39,12 @@ def _store() -> Any:
     return store
 
 
+def _where(path: Any) -> str:
+    import os
+
+    return os.path.normpath(str(path))
+
+
 def _line(text: Any) -> str:
     from toolkit.display import visible
 
@@ -63,7 +69,7 @@ def audit() -> None:
 
 # --------------------------------------------------------------------------- writers
 
-@audit.command("log-action")
+@audit.command("log-action", short_help="Record an autonomous action (tier 0/1/2).")
 @click.argument("description")
 @click.option("--tier", required=True, metavar="0|1|2",
               help="Impact: 0 routine/info, 1 notable, 2 high-impact (irreversible, user-facing).")
@@ -87,10 +93,10 @@ def log_action(description: str, tier: str, category: str, project: str | None,
         echo_json(result)
         return
     click.echo(f"Logged action #{result['id']} (tier {tier_value}, {_line(category.strip())}) "
-               f"in {cfg.audit_db}")
+               f"in {_where(cfg.audit_db)}")
 
 
-@audit.command("log-dispatch")
+@audit.command("log-dispatch", short_help="Record a subagent dispatch; prints the retry count.")
 @click.argument("task")
 @click.option("--agent-type", required=True, help="Subagent type, e.g. fork, general-purpose.")
 @click.option("--model", required=True, help="Model used, e.g. sonnet, opus.")
@@ -113,7 +119,7 @@ def log_dispatch(task: str, agent_type: str, model: str, summary: str, as_json: 
         echo_json(result)
         return
     click.echo(f"Logged dispatch #{result['id']} (retry {result['retry_count']}) "
-               f"in {cfg.audit_db}")
+               f"in {_where(cfg.audit_db)}")
     if result["retry_count"] >= RETRY_LIMIT:
         click.echo(f"Note: this task had {result['retry_count']} earlier dispatches; "
                    f"nagi-ledger's retry limit is {RETRY_LIMIT}.")
@@ -122,7 +128,7 @@ def log_dispatch(task: str, agent_type: str, model: str, summary: str, as_json: 
         click.echo(_similar_table(result["similar"]))
 
 
-@audit.command("log-verdict")
+@audit.command("log-verdict", short_help="Attach CONFIRMED, REFUTED or PARTIAL to a dispatch.")
 @click.argument("dispatch_id", type=int)
 @click.argument("verdict", metavar="CONFIRMED|REFUTED|PARTIAL")
 @click.option("--notes", default=None, help="Free-text notes on the verification.")
@@ -139,7 +145,7 @@ def log_verdict(dispatch_id: int, verdict: str, notes: str | None, as_json: bool
     click.echo(f"Recorded {verdict} on dispatch #{dispatch_id} (task: {_line(result['task'])})")
 
 
-@audit.command("log-approach")
+@audit.command("log-approach", short_help="Record an approach as DEAD_END, NO_GO or WORKS.")
 @click.argument("task")
 @click.option("--approach", required=True, help="The approach tried or considered.")
 @click.option("--outcome", required=True, metavar="DEAD_END|NO_GO|WORKS",
@@ -155,12 +161,12 @@ def log_approach(task: str, approach: str, outcome: str, reason: str, as_json: b
     if as_json:
         echo_json(result)
         return
-    click.echo(f"Logged approach #{result['id']} ({outcome}) in {cfg.audit_db}")
+    click.echo(f"Logged approach #{result['id']} ({outcome}) in {_where(cfg.audit_db)}")
 
 
 # --------------------------------------------------------------------------- readers
 
-@audit.command("task-status")
+@audit.command("task-status", short_help="Dispatches, retries, last verdict, over the retry limit.")
 @click.argument("task")
 @_json_option
 def task_status(task: str, as_json: bool) -> None:
@@ -183,7 +189,7 @@ def task_status(task: str, as_json: bool) -> None:
         click.echo(f"{key + ':':<18}{_line(value)}")
 
 
-@audit.command("approaches")
+@audit.command("approaches", short_help="Dead ends, no-gos and working approaches of a task.")
 @click.argument("task")
 @_json_option
 def approaches(task: str, as_json: bool) -> None:
@@ -207,7 +213,7 @@ def approaches(task: str, as_json: bool) -> None:
                                    "table"))
 
 
-@audit.command("report")
+@audit.command("report", short_help="Markdown report of the last N hours.")
 @click.option("--since-hours", type=int, default=24, show_default=True,
               help="How many hours back to include.")
 @_now_option
@@ -228,7 +234,7 @@ def report(since_hours: int, now: str | None, as_json: bool) -> None:
     click.echo(visible(text))
 
 
-@audit.command("stats")
+@audit.command("stats", short_help="Counts by tier, category and verdict over N days.")
 @click.option("--days", type=int, default=7, show_default=True,
               help="How many days back to include.")
 @_now_option
@@ -261,7 +267,7 @@ def stats(days: int, now: str | None, as_json: bool) -> None:
                            "table"))
 
 
-@audit.command("search")
+@audit.command("search", short_help="Find actions, dispatches, approaches by words.")
 @click.argument("query")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="Only actions, dispatches or approaches (repeatable).")
@@ -294,7 +300,7 @@ def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
                            "table"))
 
 
-@audit.command("similar")
+@audit.command("similar", short_help="Earlier tasks worded like this one.")
 @click.argument("task")
 @click.option("--limit", type=int, default=5, show_default=True, help="Rows to show.")
 @click.option("--min-score", type=float, default=0.35, show_default=True,

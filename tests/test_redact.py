@@ -255,6 +255,6 @@ def test_codesmith_prefix_rule_is_case_insensitive_and_eats_the_prefix() -> None
 
 def test_large_text_is_fast_enough_and_linear() -> None:
     # a pathological run of word characters with dashes and dots must not go quadratic
-    blob = ("a-b.c_" * 200_000) + " password: x1"
+    blob = ("a-b.c_" * 50_000) + " password: x1"
     out = redact(blob, home=HOME)
     assert out.endswith("password: [REDACTED]")

@@ -38,31 +38,41 @@ Decisions where the seed is silent or ambiguous (also in docs/readme/reconcile.m
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from toolkit.errors import DataError, NotFoundError, UsageError
+from toolkit.editor import (
+    LockHolder,
+    count_words,
+    holder_id,
+    iso_z,
+    lock_path,
+    lock_timeout,
+    now_for,
+    parse_instant,
+    read_lock_field,
+    tokens_for_words,
+    update_meta_json,
+)
+from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
 from toolkit.records import LEDGER_FILES, LedgerEntry, resolve_ledger_file
 
 # --------------------------------------------------------------------------- settings
 
 LOCK_EXPIRY = dt.timedelta(minutes=10)
 MERGE_MAX_ENTRIES = 100  # the seed's complexity bound: more entries in a file -> no merge phase
-DEFAULT_MAX_JUDGE_CALLS = 20
-DEFAULT_JUDGE_TIMEOUT = 60.0
+DEFAULT_MAX_JUDGE_CALLS = 15  # x 30 s judge timeout: under the 10-minute lock expiry
+DEFAULT_JUDGE_TIMEOUT = 30.0
 TOKENS_PER_WORD_TENTHS = 13  # word count x 1.3
 CONF_RANK = {"high": 0, "medium": 1, "low": 2}
-NOW_ENV = "TOOLKIT_NOW"  # fixed clock for reproducible runs and tests (ISO-8601)
 FAULT_ENV = "TOOLKIT_RECONCILE_FAULT"  # test hook: fail at a named point
 PAUSE_ENV = "TOOLKIT_RECONCILE_PAUSE"  # test hook: "<point>:<go-file>" wait at a named point
 
@@ -162,106 +172,12 @@ def load_settings(smith_config: Path, meta_config: dict[str, Any] | None = None)
     )
 
 
-# --------------------------------------------------------------------------- clock
-
-def parse_instant(value: Any) -> dt.datetime | None:
-    """An ISO-8601 time as an aware UTC datetime (naive = UTC; ``Z`` accepted); None if bad."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc)
-
-
-def iso_z(when: dt.datetime) -> str:
-    """``2026-05-04T09:02:41Z``: the precision and form of the seed's example files."""
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def now_for(today: dt.date | None = None, env: dict[str, str] | None = None) -> dt.datetime:
-    """The run's clock: ``$TOOLKIT_NOW`` if set, else now (UTC), on the injected day if any."""
-    env = os.environ if env is None else env
-    fixed = env.get(NOW_ENV)
-    if fixed:
-        when = parse_instant(fixed)
-        if when is None:
-            raise UsageError(f"{NOW_ENV}={fixed!r} is not an ISO-8601 time",
-                             hint="Use e.g. 2026-05-10T12:00:00Z or unset it")
-        return when
-    real = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    if today is not None and today != real.date():
-        return dt.datetime.combine(today, real.time(), dt.timezone.utc)
-    return real
-
-
 # --------------------------------------------------------------------------- signals
 
-def count_words(data: bytes | str) -> int:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return len(text.split())
-
-
-def tokens_for_words(words: int) -> int:
-    """The seed's estimate: word count x 1.3, rounded down."""
-    return words * TOKENS_PER_WORD_TENTHS // 10
-
-
-@dataclass(frozen=True)
-class LockInfo:
-    pid: str
-    acquired: dt.datetime | None
-    acquired_raw: str | None
-
-    def age(self, now: dt.datetime) -> dt.timedelta | None:
-        return None if self.acquired is None else now - self.acquired
-
-    def is_fresh(self, now: dt.datetime) -> bool:
-        """Held less than 10 minutes ago (a time up to 10 minutes ahead counts as fresh too:
-        clocks differ). An unreadable time is stale: it could otherwise block forever."""
-        age = self.age(now)
-        return age is not None and abs(age) < LOCK_EXPIRY
-
-    def describe(self, now: dt.datetime) -> str:
-        age = self.age(now)
-        since = self.acquired_raw or "an unreadable time"
-        if age is None:
-            return f"{self.pid} (acquired {since})"
-        return f"{self.pid} (acquired {since}, {_ago(age)})"
-
-
-def _ago(delta: dt.timedelta) -> str:
-    secs = int(delta.total_seconds())
-    if secs < 0:
-        return f"{_span(-secs)} in the future"
-    return f"{_span(secs)} ago"
-
-
-def _span(secs: int) -> str:
-    if secs < 120:
-        return f"{secs} s"
-    if secs < 7200:
-        return f"{secs // 60} min"
-    if secs < 172800:
-        return f"{secs / 3600:.1f} h"
-    return f"{secs // 86400} days"
-
-
-def read_lock(meta_json: dict[str, Any] | None) -> LockInfo | None:
-    lock = (meta_json or {}).get("lock")
-    if not lock:
-        return None
-    if not isinstance(lock, dict):
-        return LockInfo(pid=str(lock), acquired=None, acquired_raw=None)
-    raw = lock.get("acquired")
-    return LockInfo(pid=str(lock.get("pid") or "unknown"), acquired=parse_instant(raw),
-                    acquired_raw=str(raw) if raw is not None else None)
+def lock_blocks(holder: LockHolder | None, now: dt.datetime) -> bool:
+    """A ``.meta.json`` lock stops a run when it is fresh (under 10 minutes old) and its holder
+    is not a toolkit run on this host whose process is gone (the editor's rule)."""
+    return holder is not None and holder.fresh(now) and not holder.dead_toolkit_run()
 
 
 @dataclass(frozen=True)
@@ -293,7 +209,7 @@ class Signals:
     meta_json_state: str  # "ok", "missing" or the reason it could not be used
     recorded_tokens: int | None  # what .meta.json says, shown when it differs
     recorded_patterns: int | None
-    lock: LockInfo | None
+    lock: LockHolder | None
 
 
 def _int_field(data: dict[str, Any], key: str) -> int | None:
@@ -305,12 +221,15 @@ def compute_signals(files: dict[str, Any], meta_json: dict[str, Any] | None,
                     meta_json_error: str | None) -> Signals:
     """Signals from parsed ledger files (``{kind: LedgerFile}``) and ``.meta.json``."""
     fs: list[FileSignal] = []
+    words = 0
     for kind in LEDGER_FILES:
         lf = files.get(kind)
         if lf is None or not lf.exists:
             fs.append(FileSignal(kind, False, 0, 0, 0))
             continue
-        fs.append(FileSignal(kind, True, tokens_for_words(count_words(lf.data)), len(lf.entries),
+        n = count_words(lf.data)
+        words += n
+        fs.append(FileSignal(kind, True, tokens_for_words(n), len(lf.entries),
                              sum(1 for e in lf.entries if e.form == "B"), lf.error))
     data = meta_json or {}
     state = "ok" if meta_json is not None else ("missing" if meta_json_error is None
@@ -318,7 +237,7 @@ def compute_signals(files: dict[str, Any], meta_json: dict[str, Any] | None,
     last_raw = data.get("last_reconcile")
     return Signals(
         files=tuple(fs),
-        estimated_tokens=sum(f.tokens for f in fs),
+        estimated_tokens=tokens_for_words(words),
         total_patterns=sum(f.entries for f in fs),
         title_lines=sum(f.title_lines for f in fs),
         context_budget_violations=_int_field(data, "context_budget_violations") or 0,
@@ -328,7 +247,7 @@ def compute_signals(files: dict[str, Any], meta_json: dict[str, Any] | None,
         meta_json_state=state,
         recorded_tokens=_int_field(data, "estimated_tokens"),
         recorded_patterns=_int_field(data, "total_patterns"),
-        lock=read_lock(meta_json),
+        lock=read_lock_field(meta_json),
     )
 
 
@@ -718,32 +637,6 @@ class WorkFile:
     def changed(self) -> bool:
         return self.resort or any(it.changed or it.removed for it in self.items)
 
-    def render(self) -> bytes:
-        """The file's new bytes: header, then the live entries (re-sorted when asked).
-
-        Untouched entries keep their bytes. When sorting puts two entries next to each other
-        that were not neighbours before, a line break (and a blank line before a ``---``) is
-        added where one is missing, so no entry runs into the next.
-        """
-        if not self.changed:
-            return self.data
-        live = self.live
-        order = sorted(live, key=_sort_key) if self.resort else live
-        after = {id(x): live[k + 1] if k + 1 < len(live) else None for k, x in enumerate(live)}
-        parts = [self.header]
-        nl = self.newline
-        for i, it in enumerate(order):
-            chunk = it.block + it.tail
-            nxt = order[i + 1] if i + 1 < len(order) else None
-            if nxt is not None and after[id(it)] is not nxt:
-                if not chunk.endswith(b"\n"):
-                    chunk += nl
-                if nxt.block.lstrip().startswith(b"---") and not re.search(rb"\n[ \t]*\r?\n$",
-                                                                           chunk):
-                    chunk += nl
-            parts.append(chunk)
-        return b"".join(parts)
-
 
 def _sort_key(it: Item) -> tuple[int, str, int]:
     """High, medium, low (unknown last); newest Date first; then file order."""
@@ -1009,7 +902,7 @@ class DropAction:
 @dataclass
 class Plan:
     files: dict[str, WorkFile]  # the files in scope, by kind
-    outside_tokens: int  # estimated tokens of ledger files outside the scope (--category)
+    outside_words: int  # words of the ledger files outside the scope (--category)
     merges: list[MergeAction] = field(default_factory=list)
     prunes: list[PruneAction] = field(default_factory=list)
     drops: list[DropAction] = field(default_factory=list)
@@ -1018,11 +911,7 @@ class Plan:
 
     @property
     def tokens(self) -> int:
-        return self.outside_tokens + sum(wf.tokens for wf in self.files.values())
-
-    @property
-    def changed_files(self) -> list[WorkFile]:
-        return [wf for wf in self.files.values() if wf.changed]
+        return tokens_for_words(self.outside_words + sum(wf.words for wf in self.files.values()))
 
 
 def _title(it: Item) -> str:
@@ -1146,7 +1035,7 @@ def plan_budget(plan: Plan, settings: Settings) -> None:
             plan.warnings.append(
                 f"ledger: still {plan.tokens} estimated tokens (limit {t.total_tokens_max}); "
                 "only high-confidence or malformed entries left"
-                + (" in the files reconciled" if plan.outside_tokens else ""))
+                + (" in the files reconciled" if plan.outside_words else ""))
             break
         worst = max(CONF_RANK[it.confidence or "low"] for _, it in pool)  # low before medium
         pool = [(wf, it) for wf, it in pool if CONF_RANK[it.confidence or "low"] == worst]
@@ -1196,6 +1085,8 @@ class Report:
     disabled: bool = False
     log_path: Path | None = None
     logged: bool = False
+    log_error: str | None = None
+    exit_code: int = 0  # of the error that made the run FAILED
 
     @property
     def ran(self) -> bool:
@@ -1244,9 +1135,11 @@ def render_log_entry(r: Report) -> str:
         out += ["", "**Budget drops**:"] + [
             f'- {d.file}: "{d.title}" ({d.confidence} confidence, {d.reflections} reflections)'
             for d in r.drops]
-    notes = [*r.notes, *r.warnings] + ([f"FAILED: {r.error}"] if r.error else [])
-    if notes:
-        out += ["", "**Warnings**:"] + [f"- {_one_line(n)}" for n in notes]
+    if r.notes:
+        out += ["", "**Notes**:"] + [f"- {_one_line(n)}" for n in r.notes]
+    warnings = [*r.warnings] + ([f"FAILED: {r.error}"] if r.error else [])
+    if warnings:
+        out += ["", "**Warnings**:"] + [f"- {_one_line(w)}" for w in warnings]
     out += ["", f"**Result**: {r.result or 'FAILED'}", ""]
     return "\n".join(out)
 
@@ -1289,7 +1182,7 @@ def insert_log_entry(existing: bytes | None, entry: str) -> bytes:
 
 # --------------------------------------------------------------------------- test hooks
 
-class InjectedFault(Exception):
+class InjectedFault(ToolkitError):
     """Raised at a named point when ``TOOLKIT_RECONCILE_FAULT`` names it (tests only)."""
 
 
@@ -1303,8 +1196,7 @@ def _checkpoint(point: str) -> None:
     stderr, so a test can start a second run or SIGKILL this one."""
     if os.environ.get(FAULT_ENV) == point:
         raise InjectedFault(f"injected fault at {point} ({FAULT_ENV})")
-    spec = os.environ.get(PAUSE_ENV, "")
-    name, _, release = spec.partition(":")
+    name, _, release = os.environ.get(PAUSE_ENV, "").partition(":")
     if name != point:
         return
     import sys
@@ -1317,36 +1209,30 @@ def _checkpoint(point: str) -> None:
         time.sleep(0.01)
 
 
-# --------------------------------------------------------------------------- lock
+# --------------------------------------------------------------------------- the .meta.json lock
 
-def holder_id() -> str:
-    """Who holds the ``.meta.json`` lock: ``toolkit-reconcile@<host>:<pid>``."""
-    return f"toolkit-reconcile@{socket.gethostname()}:{os.getpid()}"
-
-
-def os_lock_path(ledger_dir: Path) -> Path:
-    """The OS lock file shared by every writer of this ledger (the editor uses it too)."""
-    try:
-        from toolkit import editor
-
-        return Path(editor.lock_path(ledger_dir))
-    except (ImportError, AttributeError):
-        return ledger_dir / ".toolkit.lock"
-
-
-def _dump_json(data: dict[str, Any]) -> bytes:
-    return (json_dumps(data) + "\n").encode("utf-8")
-
-
-def json_dumps(data: Any) -> str:
-    import json
-
-    return json.dumps(data, indent=2, ensure_ascii=False)
+def check_lock(meta_json: dict[str, Any] | None, path: Path, now: dt.datetime, *,
+               force: bool) -> list[str]:
+    """Phase 0's check: BusyError (exit 75, naming the holder) for a lock that blocks (see
+    :func:`lock_blocks`) unless ``force``; otherwise the notes for the log."""
+    holder = read_lock_field(meta_json)
+    if holder is None or holder.pid == holder_id():
+        return []
+    if holder.dead_toolkit_run():
+        return [f"lock left by a run that was killed ({holder.describe(now)}) taken over"]
+    if not holder.fresh(now):
+        return [f"stale lock taken over: held by {holder.describe(now)}"]
+    if not force:
+        raise BusyError(f"Reconciliation already in progress: locked by {holder.describe(now)}",
+                        path=path,
+                        hint="Wait for it to finish (the lock expires after 10 minutes), or "
+                             "use --force if that run is dead")
+    return [f"--force: overrode the lock held by {holder.describe(now)}"]
 
 
 def _read_meta_json(path: Path) -> tuple[Any, dict[str, Any] | None]:
-    """(snapshot or None, parsed object). Invalid JSON is a DataError: reconcile must rewrite
-    this file and will not drop what it cannot read."""
+    """(snapshot or None, parsed object). Invalid JSON is a DataError (exit 65): reconcile
+    must rewrite this file and will not drop what it cannot read."""
     from toolkit.safewrite import FileSnapshot
     from toolkit.textio import decode_utf8, load_json
 
@@ -1358,6 +1244,24 @@ def _read_meta_json(path: Path) -> tuple[Any, dict[str, Any] | None]:
         raise DataError("expected a JSON object", path=path,
                         hint="Fix the file or delete it (reconcile then computes its values)")
     return snap, data
+
+
+def _new_meta_json() -> dict[str, Any]:
+    return {"schema_version": 1, "last_reconcile": None, "estimated_tokens": 0,
+            "total_patterns": 0, "total_reinforcements": 0, "context_budget_violations": 0,
+            "reinforcements_since_reconcile": 0, "lock": None}
+
+
+def _json_bytes(snap: Any, updates: dict[str, Any]) -> bytes:
+    """``.meta.json`` with ``updates``: edited in place when it exists (the editor keeps its
+    layout and every other key), else a new file with the seed's fields."""
+    if snap is None:
+        data = _new_meta_json()
+        data.update(updates)
+        import json
+
+        return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return update_meta_json(snap.data, snap.given, updates)
 
 
 @dataclass
@@ -1372,88 +1276,62 @@ class LockTicket:
     notes: list[str]
 
 
-def check_lock(meta_json: dict[str, Any] | None, path: Path, now: dt.datetime, *,
-               force: bool) -> list[str]:
-    """Raise BusyError (exit 75) for a fresh lock unless ``force``; notes for the log."""
-    from toolkit.errors import BusyError
-
-    lock = read_lock(meta_json)
-    if lock is None:
-        return []
-    if lock.is_fresh(now):
-        if not force:
-            raise BusyError(f"Reconciliation already in progress: locked by "
-                            f"{lock.describe(now)}", path=path,
-                            hint="Wait for it to finish (the lock expires after 10 minutes), "
-                                 "or use --force if that run is dead")
-        return [f"--force: overrode the lock held by {lock.describe(now)}"]
-    return [f"stale lock taken over: held by {lock.describe(now)}"]
-
-
 def take_lock(ledger_dir: Path, now: dt.datetime, *, force: bool,
-              timeout: float = 10.0) -> LockTicket:
-    """Phase 0: write ``{"pid", "acquired"}`` into ``.meta.json`` under the OS lock, so two
-    runs cannot both find it free."""
+              timeout: float | None = None) -> LockTicket:
+    """Phase 0: write ``{"pid", "acquired"}`` into ``.meta.json``'s ``lock`` under the OS lock
+    every ledger writer takes, so two runs cannot both find it free. The holder is the
+    editor's id for this process, so the editor session that does the writes sees the lock
+    as its own."""
     from toolkit.safewrite import FileLock, atomic_replace
 
     path = ledger_dir / ".meta.json"
-    with FileLock(os_lock_path(ledger_dir), timeout=timeout, what="the ledger"):
+    with FileLock(lock_path(ledger_dir), timeout=lock_timeout() if timeout is None else timeout,
+                  what="the ledger"):
         snap, data = _read_meta_json(path)
         notes = check_lock(data, path, now, force=force)
-        holder = holder_id()
-        new = dict(data) if data is not None else _new_meta_json()
-        new["lock"] = {"pid": holder, "acquired": iso_z(now)}
-        written = _dump_json(new)
+        written = _json_bytes(snap, {"lock": {"pid": holder_id(), "acquired": iso_z(now)}})
         atomic_replace(snap if snap is not None else path, written, expected=snap)
-    return LockTicket(path=path, holder=holder, original=snap.data if snap else None,
+    return LockTicket(path=path, holder=holder_id(), original=snap.data if snap else None,
                       original_snapshot=snap, written=written, notes=notes)
 
 
-def _new_meta_json() -> dict[str, Any]:
-    return {"schema_version": 1, "last_reconcile": None, "estimated_tokens": 0,
-            "total_patterns": 0, "total_reinforcements": 0, "context_budget_violations": 0,
-            "reinforcements_since_reconcile": 0, "lock": None}
+def give_back_lock(ticket: LockTicket) -> str | None:
+    """Undo :func:`take_lock` byte for byte, when ``.meta.json`` still holds what it wrote.
+    The caller holds the OS lock. Returns a warning when the file is no longer ours."""
+    from toolkit.safewrite import FileSnapshot, atomic_replace
 
-
-def give_back_lock(ticket: LockTicket, ledger_dir: Path, timeout: float = 10.0) -> str | None:
-    """Undo :func:`take_lock` byte for byte (the run wrote nothing else to .meta.json).
-    Returns a warning when the file is no longer ours (someone forced over us)."""
-    from toolkit.safewrite import FileLock, FileSnapshot, atomic_replace
-
-    with FileLock(os_lock_path(ledger_dir), timeout=timeout, what="the ledger"):
-        try:
-            snap = FileSnapshot.read(ticket.path)
-        except FileNotFoundError:
-            return None
-        if snap.data != ticket.written:
-            return f"{ticket.path.name} changed during the run; its lock field was left as is"
-        if ticket.original is None:
-            ticket.path.unlink()
-        else:
-            atomic_replace(snap, ticket.original)
+    try:
+        snap = FileSnapshot.read(ticket.path)
+    except FileNotFoundError:
+        return None
+    if snap.data != ticket.written:
+        return f"{ticket.path.name} changed during the run; its lock field was left as is"
+    if ticket.original is None:
+        ticket.path.unlink()
+    else:
+        atomic_replace(snap, ticket.original)
     return None
 
 
-def finish_meta_json(ticket: LockTicket, now: dt.datetime, tokens: int, patterns: int,
-                     ledger_dir: Path, timeout: float = 10.0) -> None:
-    """Post-reconciliation ``.meta.json``: last_reconcile, fresh counts, counters reset, lock
-    released; every other field kept."""
-    from toolkit.safewrite import FileLock, atomic_replace
+def finish_meta_json(ticket: LockTicket, now: dt.datetime, tokens: int, patterns: int) -> bytes:
+    """Post-reconciliation ``.meta.json`` (the caller holds the OS lock): last_reconcile, fresh
+    counts, counters reset, lock released; every other field and the layout kept."""
+    from toolkit.safewrite import atomic_replace
 
-    with FileLock(os_lock_path(ledger_dir), timeout=timeout, what="the ledger"):
-        snap, data = _read_meta_json(ticket.path)
-        new = dict(data) if data is not None else _new_meta_json()
-        new.setdefault("schema_version", 1)
-        new["last_reconcile"] = iso_z(now)
-        new["estimated_tokens"] = tokens
-        new["total_patterns"] = patterns
-        new.setdefault("total_reinforcements", 0)
-        new["context_budget_violations"] = 0
-        new["reinforcements_since_reconcile"] = 0
-        lock = read_lock(data)
-        if lock is None or lock.pid == ticket.holder:
-            new["lock"] = None
-        atomic_replace(snap if snap is not None else ticket.path, _dump_json(new), expected=snap)
+    snap, data = _read_meta_json(ticket.path)
+    updates: dict[str, Any] = {"last_reconcile": iso_z(now), "estimated_tokens": tokens,
+                               "total_patterns": patterns, "context_budget_violations": 0,
+                               "reinforcements_since_reconcile": 0}
+    if data is not None and "schema_version" not in data:
+        updates["schema_version"] = 1
+    if data is not None and "total_reinforcements" not in data:
+        updates["total_reinforcements"] = 0
+    holder = read_lock_field(data)
+    if holder is None or holder.pid == ticket.holder:
+        updates["lock"] = None
+    new = _json_bytes(snap, updates)
+    atomic_replace(snap if snap is not None else ticket.path, new, expected=snap)
+    return new
 
 
 # --------------------------------------------------------------------------- backups
@@ -1464,8 +1342,8 @@ BACKUP_FILES = (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json")
 
 def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> Path:
     """Phase 2: copy every ledger .md file, meta.yaml and .meta.json (as it was before this run
-    took the lock) into ``.backups/reconcile-YYYY-MM-DD-HHMMSS/``; verified by count and
-    SHA-256 (``safewrite.backup_files``). Raises (nothing written) when it fails."""
+    took the lock) into ``.backups/reconcile-YYYY-MM-DD-HHMMSS/``, verified by count and
+    SHA-256 (``safewrite.backup_files``). Raises when it fails; nothing else is written."""
     from toolkit.safewrite import FileSnapshot, backup_files, unique_dir
 
     sources: list[Any] = []
@@ -1477,12 +1355,9 @@ def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> 
         elif p.is_file():
             sources.append(FileSnapshot.read(p))
     parent = ledger_dir / ".backups"
-    if not parent.is_dir():
-        try:
-            parent.mkdir()
-        except OSError as exc:
-            raise DataError(f"cannot create the backup folder: {exc.strerror}", path=parent,
-                            hint="Make the ledger folder writable") from None
+    if parent.exists() and not parent.is_dir():
+        raise ToolkitError("is not a folder, so no backup can be made there", path=parent,
+                           hint="Move it away so reconcile can create the .backups folder")
     dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.timezone.utc):%Y-%m-%d-%H%M%S}")
     backup_files(sources, dest)
     return dest
@@ -1495,16 +1370,346 @@ def prune_backups(ledger_dir: Path, keep: Path, now: dt.datetime, settings: Sett
     found: list[tuple[dt.datetime, str, Path]] = []
     for p in parent.iterdir() if parent.is_dir() else []:
         m = _BACKUP_NAME.match(p.name)
-        if not m or p.is_symlink() or not p.is_dir():
+        if not m or p.is_symlink() or not p.is_dir() or p == keep:
             continue
         when = dt.datetime.strptime(m.group(1), "%Y-%m-%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
         found.append((when, p.name, p))
     found.sort(key=lambda f: (f[0], f[1]), reverse=True)
     removed: list[str] = []
     max_age = dt.timedelta(days=settings.backup_max_age_days)
-    others = [f for f in found if f[2] != keep]
-    for rank, (when, name, p) in enumerate(others, start=2):  # this run's backup is number 1
+    for rank, (when, name, p) in enumerate(found, start=2):  # this run's backup is number 1
         if rank > settings.backup_max_count or now - when > max_age:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(name)
     return removed
+
+
+# --------------------------------------------------------------------------- status
+
+@dataclass(frozen=True)
+class Status:
+    """``--status``: the signals, every threshold, the lock, and whether a run would start."""
+
+    now: dt.datetime
+    settings: Settings
+    signals: Signals
+    checks: tuple[Check, ...]
+    decision: Decision
+    lock_fresh: bool
+    meta_json_path: Path
+
+
+def _scope(category: str | None) -> tuple[str, ...]:
+    if category is None:
+        return LEDGER_FILES
+    kind = resolve_ledger_file(category)
+    if kind is None:
+        raise UsageError(f"--category: unknown ledger file {category!r}",
+                         hint="Use one of patterns, antipatterns, tools, edge-cases, quirks")
+    return (kind,)
+
+
+def _require_ledger(ledger_dir: Path) -> None:
+    if not ledger_dir.is_dir():
+        raise NotFoundError("No Ledger found", path=ledger_dir,
+                            hint="Run /smith-reflect after a workflow to start building the "
+                                 "Ledger, or /smith to initialize the vault structure")
+
+
+def _settings(cfg: Any) -> Settings:
+    from toolkit.sources.smith import read_meta
+
+    meta = read_meta(cfg.ledger_dir)
+    return load_settings(cfg.smith_config, (meta.data or {}).get("config"))
+
+
+def _signals(cfg: Any, files: dict[str, Any]) -> Signals:
+    from toolkit.sources.smith import read_json_file
+
+    meta_json, err = read_json_file(cfg.ledger_dir / ".meta.json")
+    return compute_signals(files, meta_json, err)
+
+
+def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
+    """Read-only: what the threshold check sees right now. Creates and changes nothing."""
+    from toolkit.sources.smith import read_ledger
+
+    _require_ledger(cfg.ledger_dir)
+    now = now or now_for(cfg.today)
+    settings = _settings(cfg)
+    signals = _signals(cfg, read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
+    return Status(now=now, settings=settings, signals=signals,
+                  checks=tuple(evaluate(signals, settings)),
+                  decision=decide(signals, settings, now, force=False),
+                  lock_fresh=lock_blocks(signals.lock, now),
+                  meta_json_path=cfg.ledger_dir / ".meta.json")
+
+
+# --------------------------------------------------------------------------- the run
+
+def session_files(session: Any) -> dict[str, Any]:
+    """The five files as an open EditorSession read them (missing/unreadable ones marked)."""
+    from toolkit.sources.smith import LedgerFile
+
+    out: dict[str, Any] = {}
+    for kind in LEDGER_FILES:
+        d = session.doc(kind)
+        if not d.exists:
+            out[kind] = LedgerFile(d.path, kind, b"", [], 0, b"\n", False, exists=False)
+        elif not d.usable:
+            out[kind] = LedgerFile(d.path, kind, b"", [], 0, b"\n", False, error=d.error)
+        else:
+            out[kind] = session.file(kind)
+    return out
+
+
+def build_plan(files: dict[str, Any], scope: Sequence[str], settings: Settings, judge: Judge,
+               today: dt.date, *, max_judge_calls: int = DEFAULT_MAX_JUDGE_CALLS,
+               notes: list[str] | None = None) -> Plan:
+    """Phases 3-5 on an in-memory model of the files in ``scope``."""
+    wfs: dict[str, WorkFile] = {}
+    outside = 0
+    warnings: list[str] = []
+    for kind in LEDGER_FILES:
+        lf = files[kind]
+        if kind not in scope:
+            outside += count_words(lf.data)
+        elif not lf.exists:
+            if notes is not None:
+                notes.append(f"(missing: {kind}.md)")
+        elif lf.error:
+            warnings.append(f"{kind}.md: {lf.error}; skipped")
+        else:
+            wfs[kind] = work_file(lf)
+    plan = Plan(files=wfs, outside_words=outside, warnings=warnings)
+    plan_merges(plan, judge, today, max_judge_calls=max_judge_calls)
+    plan_prunes(plan, settings, today)
+    plan_budget(plan, settings)
+    return plan
+
+
+def apply_plan(session: Any, plan: Plan) -> None:
+    """Hand the plan to the editor: replaced and removed entries, then a re-sort of each file
+    whose entries moved (merged, demoted)."""
+    for wf in plan.files.values():
+        for it in wf.items:
+            if it.removed:
+                session.remove(it.entry)
+            elif it.changed:
+                session.replace_entry(it.entry, it.block)
+        if wf.resort:
+            session.resort(wf.kind)
+
+
+@dataclass
+class _Written:
+    path: Path
+    before: bytes | None  # None: the file did not exist
+    after: bytes
+
+
+def _restore(written: list[_Written]) -> tuple[list[str], bool]:
+    """Put back what this run wrote (newest first) where the file still holds our bytes; a
+    file someone changed since is left alone, with a warning. The caller holds the OS lock.
+    Returns (warnings, anything restored)."""
+    from toolkit.safewrite import FileSnapshot, atomic_replace
+
+    warnings: list[str] = []
+    restored = False
+    for w in reversed(written):
+        try:
+            snap = FileSnapshot.read(w.path)
+        except FileNotFoundError:
+            snap = None
+        current = None if snap is None else snap.data
+        if current == w.before:
+            continue  # never written (the failure came first) or already restored
+        if current != w.after or snap is None:
+            warnings.append(f"{w.path.name} changed after reconcile wrote it; not restored")
+            continue
+        if w.before is None:
+            w.path.unlink()
+        else:
+            atomic_replace(snap, w.before)
+        restored = True
+    return warnings, restored
+
+
+def run_reconcile(cfg: Any, *, dry_run: bool = False, force: bool = False,
+                  category: str | None = None, judge: Judge | None = None,
+                  max_judge_calls: int = DEFAULT_MAX_JUDGE_CALLS,
+                  now: dt.datetime | None = None, lock_wait: float | None = None) -> Report:
+    """Run (or, with ``dry_run``, preview) one reconciliation. See the module doc.
+
+    Raises BusyError (exit 75) when another run holds a fresh lock, NotFoundError when there
+    is no ledger, UsageError/DataError for bad options or config. A failure once the lock is
+    taken does not raise: the files are restored, the failure is logged, and the report says
+    FAILED with ``error`` (and the error's ``exit_code``).
+    """
+    from toolkit.editor import EditorSession
+    from toolkit.sources.smith import read_json_file, read_ledger
+
+    ledger_dir = cfg.ledger_dir
+    _require_ledger(ledger_dir)
+    scope = _scope(category)
+    now = now or now_for(cfg.today)
+    today = cfg.today or now.date()
+    judge = judge or FuzzyJudge()
+    wait = lock_timeout() if lock_wait is None else lock_wait
+    settings = _settings(cfg)
+    signals = _signals(cfg, read_ledger(ledger_dir, cfg.max_file_bytes))
+    decision = decide(signals, settings, now, force=force)
+    report = Report(ran_at=now, dry_run=dry_run, forced=force, scope=scope, signals=signals,
+                    decision=decision, settings=settings, judge=judge.name,
+                    tokens_before=signals.estimated_tokens,
+                    tokens_after=signals.estimated_tokens,
+                    log_path=ledger_dir / "reconcile-log.md")
+    if not settings.enabled:
+        report.disabled = True
+        return report
+    meta_path = ledger_dir / ".meta.json"
+    meta_json, _err = read_json_file(meta_path)
+    report.notes = check_lock(meta_json, meta_path, now, force=force)  # blocked: exit 75
+    if not decision.run:
+        return report
+    # An editor command that grabbed the OS lock just after take_lock() waits for our
+    # .meta.json lock while holding it, then gives up; waiting twice as long outlasts it.
+    session_args = dict(today=today, now=now, timeout=2 * wait + 1, max_bytes=cfg.max_file_bytes)
+
+    if dry_run:  # phases 3-5 as analysis; the editor plans the diff and writes nothing
+        with EditorSession(cfg.vault, dry_run=True, **{**session_args, "timeout": wait}) as s:
+            plan = build_plan(session_files(s), scope, settings, judge, today,
+                              max_judge_calls=max_judge_calls, notes=report.notes)
+            apply_plan(s, plan)
+            changes = s.plan()
+        _fill(report, plan)
+        report.diffs = {c.name: c.diff() for c in changes}
+        return report
+
+    ticket = take_lock(ledger_dir, now, force=force, timeout=wait)  # Phase 0
+    report.notes = list(ticket.notes)
+    written: list[_Written] = []
+    failure: BaseException | None = None
+    try:
+        with EditorSession(cfg.vault, backup_prefix="pending", **session_args) as s:
+            try:
+                _checkpoint("after_lock")
+                # Phase 1 again, on what the session read under the lock.
+                settings = _settings(cfg)
+                files = session_files(s)
+                signals = _signals(cfg, files)
+                report.signals, report.settings = signals, settings
+                report.tokens_before = report.tokens_after = signals.estimated_tokens
+                report.decision = decision = decide(signals, settings, now, force=force)
+                if not decision.run:  # another run reconciled in between
+                    report.notes.append("nothing needed any more once the lock was taken")
+                    warn = give_back_lock(ticket)
+                    if warn:
+                        report.warnings.append(warn)
+                    return report
+                # Phase 2: the verified backup, before anything else is written.
+                try:
+                    backup = make_backup(ledger_dir, now, ticket.original_snapshot)
+                except (ToolkitError, OSError) as exc:
+                    raise _BackupFailed(_reason(exc), getattr(exc, "exit_code", 1)) from None
+                report.backup = f".backups/{backup.name}/"
+                s.backup_prefix = f"{backup.name}/editor"  # the editor's copies go inside it
+                removed = prune_backups(ledger_dir, backup, now, settings)
+                if removed:
+                    report.notes.append(f"old backups removed: {', '.join(removed)}")
+                _checkpoint("after_backup")
+                # Phases 3-5: planned in memory, written by the editor in one commit.
+                plan = build_plan(files, scope, settings, judge, today,
+                                  max_judge_calls=max_judge_calls, notes=report.notes)
+                _fill(report, plan)
+                apply_plan(s, plan)
+                written += [_Written(c.path, c.old, c.new) for c in s.plan()]
+                result = s.commit()
+                report.notes += [n for n in result.notes if n not in report.notes]
+                _checkpoint("after_ledger_write")
+                before = ticket.path.read_bytes() if ticket.path.exists() else None
+                after = finish_meta_json(ticket, now, plan.tokens, _pattern_total(files, plan))
+                written.append(_Written(ticket.path, before, after))
+                _checkpoint("after_meta_write")
+                report.result = "PARTIAL" if report.warnings else "OK"
+            except BaseException as exc:  # restore under the session's lock
+                failure = exc
+                _fail(report, exc, written, ticket)
+    except BaseException as exc:  # the session could not open (lock, unreadable file)
+        if failure is None:
+            failure = exc
+            from toolkit.safewrite import FileLock
+
+            try:
+                with FileLock(lock_path(ledger_dir), timeout=wait, what="the ledger"):
+                    _fail(report, exc, written, ticket)
+            except BusyError as lexc:
+                report.warnings.append(f"could not release the lock: {_reason(lexc)}")
+                report.result, report.error = "FAILED", _reason(exc)
+    _log(report, wait)
+    if failure is not None and not isinstance(failure, Exception):
+        raise failure  # KeyboardInterrupt and the like, after restoring and logging
+    return report
+
+
+class _BackupFailed(ToolkitError):
+    def __init__(self, reason: str, exit_code: int) -> None:
+        super().__init__(f"backup failed: {reason}")
+        self.exit_code = exit_code
+
+
+def _fail(report: Report, exc: BaseException, written: list[_Written],
+          ticket: LockTicket) -> None:
+    """A failed run (the caller holds the OS lock): restore what was written, give the lock
+    back, and mark the report FAILED. Nothing is retried."""
+    report.result, report.error = "FAILED", _reason(exc)
+    report.exit_code = getattr(exc, "exit_code", 1) if isinstance(exc, ToolkitError) else 1
+    if isinstance(exc, _BackupFailed):
+        report.backup = None
+    try:
+        warns, restored = _restore(written)
+        report.warnings += warns
+        if restored:
+            report.notes.append(f"files restored from {report.backup}")
+    except Exception as rexc:  # noqa: BLE001 - say it, keep going
+        report.warnings.append(f"restore failed: {_reason(rexc)}; copy the files back from "
+                               f"{report.backup} by hand")
+    try:
+        warn = give_back_lock(ticket)
+        if warn and not any(w.path == ticket.path for w in written):
+            report.warnings.append(warn)
+    except Exception as lexc:  # noqa: BLE001
+        report.warnings.append(f"could not release the lock: {_reason(lexc)}")
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _fill(report: Report, plan: Plan) -> None:
+    report.merges, report.prunes, report.drops = plan.merges, plan.prunes, plan.drops
+    report.warnings = [*report.warnings, *plan.warnings]
+    report.tokens_after = plan.tokens
+    report.judge_calls = plan.judge_calls
+
+
+def _pattern_total(files: dict[str, Any], plan: Plan) -> int:
+    return sum(len(plan.files[k].live) if k in plan.files else len(files[k].entries)
+               for k in LEDGER_FILES)
+
+
+def _log(report: Report, timeout: float) -> None:
+    """Add the run's entry to reconcile-log.md (newest first). A failure to do so is kept in
+    ``report.log_error`` for the CLI to report."""
+    from toolkit.safewrite import FileLock, FileSnapshot, atomic_replace
+
+    path = report.log_path
+    assert path is not None
+    try:
+        with FileLock(lock_path(path.parent), timeout=timeout, what="the ledger"):
+            snap = FileSnapshot.read(path) if path.exists() else None
+            new = insert_log_entry(snap.data if snap else None, render_log_entry(report))
+            atomic_replace(snap if snap is not None else path, new, expected=snap)
+        report.logged = True
+    except Exception as exc:  # noqa: BLE001
+        report.log_error = f"could not write {path.name}: {_reason(exc)}"

@@ -131,7 +131,8 @@ def test_load_then_status_lists_every_source(project, cli_run):
     assert data["tables"]["slop_entries"] == 3
     assert data["tables"]["session_events"] == 12
     assert {s["source"]: s["found"] for s in data["sources"]} == {
-        "audit": True, "ledger": True, "sessions": True, "slop": True, "snapshots": False}
+        "audit": True, "history": True, "ledger": True, "sessions": True, "slop": True,
+        "snapshots": False}
 
 
 def test_every_data_command_refreshes_first(project, cli_run):

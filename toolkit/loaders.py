@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.store import Store
 
-_FEATURES: list[str] = []
+_FEATURES: list[str] = ["toolkit.history"]
 
 
 @dataclass
@@ -386,62 +386,105 @@ AUDIT = Loader("audit", _audit_fp, _load_audit)
 
 
 # --------------------------------------------------------------------------- snapshots
+# (improved by the history feature: identity by label and tree, times kept across CodeSmith's
+#  pruning, per-turn net diffs in turn_files; the columns come from toolkit.history's
+#  m101_history_snapshots migration)
 
 def _snap_fp(cfg: Config) -> tuple[str, str]:
-    from toolkit.sources.snapshots import side_repo_for
-
     from toolkit.sources.snapshots import head_sha, side_repo_for
 
     repo = side_repo_for(cfg.workspace, cfg.snapshots_home)
     return str(repo), (head_sha(repo) or "-") if repo.is_dir() else "-"
 
 
+def _fmt_ts(unix: int) -> str:
+    return dt.datetime.fromtimestamp(unix, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    """Snapshots, the files each changed, and each turn's net change (pre-turn -> post-turn).
+
+    A snapshot is identified by ``snap_key`` (label and tree), which survives CodeSmith's
+    pruning; its diff against the previous snapshot is recomputed only when that previous
+    snapshot's tree changed, and its time (``ts``) is the one first seen (pruning rewrites
+    author times; ``git_ts`` holds the current one).
+    """
     from toolkit.sources import snapshots as snap
 
     repo = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
+    r = str(repo)
     if not repo.is_dir():
-        store.conn.execute("DELETE FROM snapshots")
-        store.conn.execute("DELETE FROM snapshot_files")
-        return SourceResult("snapshots", str(repo), False,
+        for t in ("snapshots", "snapshot_files", "turn_files"):
+            store.conn.execute(f"DELETE FROM {t}")
+        return SourceResult("snapshots", r, False,
                             f"no CodeSmith snapshots for workspace {cfg.workspace}")
     snaps = snap.list_snapshots(repo)
-    known = {r[0] for r in store.conn.execute(
-        "SELECT DISTINCT sha FROM snapshot_files WHERE repo = ?", [str(repo)]).fetchall()}
+    turns = snap.group_turns(snaps)
+    tree_of = {s.sha: s.tree for s in snaps}
+    parent_tree = {s.sha: tree_of.get(s.parent) if s.parent else None for s in snaps}
+    known: dict[str, tuple[Any, str | None]] = {}
+    if not full:
+        known = {k: (ts, pt) for k, ts, pt in store.conn.execute(
+            "SELECT snap_key, ts, parent_tree FROM snapshots WHERE repo = ?", [r]).fetchall()}
+    # files each snapshot changed: reuse rows whose (key, previous tree) is unchanged
+    keep = [s.key for s in snaps if s.key in known and known[s.key][1] == parent_tree[s.sha]]
+    store.conn.execute("DELETE FROM snapshot_files WHERE repo = ? AND (snap_key IS NULL OR "
+                       "snap_key NOT IN (SELECT unnest(?::VARCHAR[])))", [r, keep])
+    keep_set = set(keep)
     files_rows = []
-    keep = []
     for s in snaps:
-        if s.sha in known and not full:
-            keep.append(s.sha)
+        if s.key in keep_set:
             continue
         for f in snap.changed_files(repo, s):
-            files_rows.append((str(repo), s.sha, s.position, f.path, f.status, f.added,
+            files_rows.append((r, s.sha, s.key, s.position, f.path, f.status, f.added,
                                f.deleted))
-    store.conn.execute("DELETE FROM snapshots WHERE repo = ?", [str(repo)])
-    if full:
-        store.conn.execute("DELETE FROM snapshot_files WHERE repo = ?", [str(repo)])
-    else:
-        store.conn.execute("DELETE FROM snapshot_files WHERE repo = ? AND sha NOT IN "
-                           "(SELECT unnest(?::VARCHAR[]))", [str(repo), keep])
-    store.insert_rows("snapshot_files", ("repo", "sha", "position", "path", "status", "added",
-                                         "deleted"), files_rows)
-    # positions shift as snapshots are added: keep them current
-    pos = {s.sha: s.position for s in snaps}
-    store.conn.execute("UPDATE snapshot_files f SET position = p.position FROM "
-                       "(SELECT unnest(?::VARCHAR[]) AS sha, unnest(?::INTEGER[]) AS position) p "
-                       "WHERE f.sha = p.sha AND f.repo = ?",
-                       [list(pos), list(pos.values()), str(repo)])
-    rows = [(str(repo), s.position, s.sha, s.parent,
-             dt.datetime.fromtimestamp(s.time, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-             s.label, s.kind, s.turn, s.call_id, s.snippet) for s in snaps]
-    store.insert_rows("snapshots", ("repo", "position", "sha", "parent", "ts", "label", "kind",
-                                    "turn", "call_id", "snippet"), rows)
+    store.insert_rows("snapshot_files", ("repo", "sha", "snap_key", "position", "path",
+                                         "status", "added", "deleted"), files_rows)
+    # SHAs and positions move (new snapshots, pruning): keep them current
     store.conn.execute(
-        "UPDATE snapshots s SET files_changed = f.n, lines_added = f.a, lines_deleted = f.d "
-        "FROM (SELECT sha, count(*) AS n, sum(added) AS a, sum(deleted) AS d "
-        "      FROM snapshot_files WHERE repo = ? GROUP BY sha) f "
-        "WHERE s.sha = f.sha AND s.repo = ?", [str(repo), str(repo)])
-    return SourceResult("snapshots", str(repo), True, f"{len(snaps)} snapshots", len(snaps))
+        "UPDATE snapshot_files f SET sha = p.sha, position = p.position FROM "
+        "(SELECT unnest(?::VARCHAR[]) AS snap_key, unnest(?::VARCHAR[]) AS sha, "
+        " unnest(?::INTEGER[]) AS position) p WHERE f.snap_key = p.snap_key AND f.repo = ?",
+        [[s.key for s in snaps], [s.sha for s in snaps], [s.position for s in snaps], r])
+    # each turn's net change: first snapshot's parent (or pre-turn) -> last snapshot
+    spans = {}
+    for t in turns:
+        first, last = t.snapshots[0], t.snapshots[-1]
+        start = first.tree if first.kind == "pre-turn" else parent_tree[first.sha]
+        spans[t.key] = (f"{start or snap.EMPTY_TREE}..{last.tree}", start, last.tree or last.sha)
+    have_spans = {} if full else dict(store.conn.execute(
+        "SELECT DISTINCT turn_key, span FROM turn_files WHERE repo = ?", [r]).fetchall())
+    keep_turns = [k for k, (span, _, _) in spans.items() if have_spans.get(k) == span]
+    store.conn.execute("DELETE FROM turn_files WHERE repo = ? AND turn_key NOT IN "
+                       "(SELECT unnest(?::VARCHAR[]))", [r, keep_turns])
+    turn_rows = []
+    for key, (span, start, end) in spans.items():
+        if key in keep_turns:
+            continue
+        for f in snap.diff_trees(repo, start, end):
+            turn_rows.append((r, key, span, f.path, f.status, f.added, f.deleted))
+    store.insert_rows("turn_files", ("repo", "turn_key", "span", "path", "status", "added",
+                                     "deleted"), turn_rows)
+    turn_of = {s.key: t.key for t in turns for s in t.snapshots}
+    store.conn.execute("DELETE FROM snapshots WHERE repo = ?", [r])
+    rows = []
+    for s in snaps:
+        first_seen = known.get(s.key, (None, None))[0] if s.key else None
+        ts = first_seen.strftime("%Y-%m-%d %H:%M:%S") if first_seen else _fmt_ts(s.time)
+        rows.append((r, s.position, s.sha, s.parent, ts, _fmt_ts(s.time), s.label, s.kind,
+                     s.turn, s.call_id, s.snippet, s.tree, parent_tree[s.sha], s.key,
+                     turn_of.get(s.key), 0, 0, 0))
+    store.insert_rows("snapshots", ("repo", "position", "sha", "parent", "ts", "git_ts",
+                                    "label", "kind", "turn", "call_id", "snippet", "tree",
+                                    "parent_tree", "snap_key", "turn_key", "files_changed",
+                                    "lines_added", "lines_deleted"), rows)
+    store.conn.execute(
+        "UPDATE snapshots s SET files_changed = f.n, lines_added = f.a, "
+        "lines_deleted = f.d FROM (SELECT snap_key, count(*) AS n, sum(added) AS a, "
+        "sum(deleted) AS d FROM snapshot_files WHERE repo = ? GROUP BY snap_key) f "
+        "WHERE s.snap_key = f.snap_key AND s.repo = ?", [r, r])
+    return SourceResult("snapshots", r, True, f"{len(snaps)} snapshots, {len(turns)} turns",
+                        len(snaps))
 
 
 SNAPSHOTS = Loader("snapshots", _snap_fp, _load_snapshots)

@@ -201,6 +201,8 @@ class Snapshot:
     snippet: str | None  # prompt snippet after ": "
     parent: str | None
     repo: str  # side repo git dir
+    tree: str | None = None  # the snapshot's tree: kept when CodeSmith's pruning rebuilds commits
+    key: str | None = None  # stable identity: "<label>@<tree12>" (+ "#n" for repeats)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
     "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
     "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, redacted export."),
+    "snapshots": ("toolkit.cli.snapshots:snapshots", "CodeSmith turn snapshots: list, what a turn changed, restore."),
     "status": ("toolkit.cli.data:status", "What was found, rows per table, warnings with file:line."),
 }
 

@@ -3,6 +3,16 @@
 The side repo lives at ``<snapshots_home>/<project_hash>/<worktree_hash>/.git``; both hashes are
 64-bit FNV-1a of the canonical workspace path. Every git call passes ``--git-dir`` (and never
 touches the user's own repository).
+
+Identity. A snapshot's SHA and author time change whenever CodeSmith prunes past 50 snapshots
+(``prune_keep_last_n`` rebuilds the surviving chain with new ``commit-tree`` calls), but its
+label and its tree do not. So a snapshot is known by ``key = "<label>@<tree[:12]>"`` (with
+``#2``, ``#3``... for a repeated label and tree, counted from the oldest), and by its position
+(1 = newest) for the user, as ``/restore N`` numbers them.
+
+Turns. Snapshots are linear commits; a turn is ``pre-turn:<seq>``, the ``tool:<call_id>``
+snapshots taken inside it, and the matching ``post-turn:<seq>``. A turn is known by the key of
+its first surviving snapshot.
 """
 
 from __future__ import annotations
@@ -10,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import DataError
@@ -17,6 +28,7 @@ from toolkit.records import Snapshot, SnapshotFile
 
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _WORKTREE = re.compile(r"^(.*)/\.worktrees/[^/]+/?$")
 
 
@@ -51,16 +63,44 @@ def parse_label(label: str) -> tuple[str, int | None, str | None, str | None]:
     return "other", None, None, snippet_out
 
 
-def git(git_dir: Path, *args: str, work_tree: Path | None = None, check: bool = True) -> str:
-    cmd = ["git", f"--git-dir={git_dir}"]
-    if work_tree is not None:
-        cmd.append(f"--work-tree={work_tree}")
+# --------------------------------------------------------------------------- running git
+
+def git_env() -> dict[str, str]:
+    """The environment for every git call: no inherited GIT_* variables, no system config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_CONFIG_NOSYSTEM"] = "1"
-    proc = subprocess.run([*cmd, *args], capture_output=True, env=env, check=False)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    return env
+
+
+def run_git(args: list[str], *, cwd: Path | None = None, input: bytes | None = None,
+            check: bool = True, extra_env: dict[str, str] | None = None,
+            what: Path | str | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run git with a clean environment; a failure is a DataError naming ``what``."""
+    env = git_env()
+    if extra_env:
+        env.update(extra_env)
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
+                              env=env, check=False)
+    except FileNotFoundError:
+        from toolkit.errors import ToolkitError
+
+        raise ToolkitError("git is not installed", hint="Install git and retry") from None
     if check and proc.returncode != 0:
-        raise DataError(f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}",
-                        path=git_dir)
+        cmd = next((a for a in args if not a.startswith("-")), "git")
+        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise DataError(f"git {cmd} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
+                        path=what or cwd)
+    return proc
+
+
+def git(git_dir: Path, *args: str, work_tree: Path | None = None, check: bool = True) -> str:
+    cmd = [f"--git-dir={git_dir}"]
+    if work_tree is not None:
+        cmd.append(f"--work-tree={work_tree}")
+    proc = run_git([*cmd, *args], check=check, what=git_dir)
     return proc.stdout.decode("utf-8", "replace")
 
 
@@ -69,31 +109,48 @@ def head_sha(git_dir: Path) -> str | None:
     return out or None
 
 
+# --------------------------------------------------------------------------- snapshots
+
+def snapshot_keys(snaps_oldest_first: list[tuple[str, str | None]]) -> list[str]:
+    """Stable keys for (label, tree) pairs given oldest first: ``label@tree12`` plus ``#n`` for
+    the n-th repeat of the same label and tree."""
+    seen: dict[str, int] = {}
+    keys = []
+    for label, tree in snaps_oldest_first:
+        base = f"{label}@{(tree or '')[:12]}"
+        n = seen.get(base, 0) + 1
+        seen[base] = n
+        keys.append(base if n == 1 else f"{base}#{n}")
+    return keys
+
+
 def list_snapshots(git_dir: Path, max_count: int | None = None) -> list[Snapshot]:
-    """Snapshots newest first, numbered from 1 as ``/restore`` does."""
+    """Snapshots newest first, numbered from 1 as ``/restore`` does, each with its tree and
+    stable key."""
     if head_sha(git_dir) is None:
         return []
-    args = ["log", "--pretty=format:%H%x09%P%x09%at%x09%s", "--no-color"]
-    if max_count:
-        args.insert(1, f"--max-count={max_count}")
-    out = git(git_dir, *args)
+    out = git(git_dir, "log", "--pretty=format:%H%x09%P%x09%at%x09%T%x09%s", "--no-color")
+    rows = []
+    for line in out.splitlines():
+        sha, parents, at, tree, label = (line.split("\t", 4) + ["", "", "", ""])[:5]
+        rows.append((sha, parents, at, tree, label))
+    keys = snapshot_keys([(r[4], r[3]) for r in reversed(rows)])[::-1]
     snaps: list[Snapshot] = []
-    for pos, line in enumerate(out.splitlines(), 1):
-        sha, parents, at, label = (line.split("\t", 3) + ["", "", ""])[:4]
+    for pos, ((sha, parents, at, tree, label), key) in enumerate(zip(rows, keys), 1):
         kind, turn, call_id, snippet = parse_label(label)
         snaps.append(Snapshot(sha=sha, position=pos, time=int(at or 0), label=label, kind=kind,
                               turn=turn, call_id=call_id, snippet=snippet,
-                              parent=parents.split(" ")[0] or None, repo=str(git_dir)))
-    return snaps
+                              parent=parents.split(" ")[0] or None, repo=str(git_dir),
+                              tree=tree or None, key=key))
+    return snaps[:max_count] if max_count else snaps
 
 
-def changed_files(git_dir: Path, snapshot: Snapshot) -> list[SnapshotFile]:
-    """Files this snapshot changed against its parent (the previous snapshot)."""
-    base = snapshot.parent or "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # the empty tree
-    numstat = git(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--numstat", base,
-                  snapshot.sha)
-    status = git(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--name-status", base,
-                 snapshot.sha)
+def diff_trees(git_dir: Path, old: str | None, new: str) -> list[SnapshotFile]:
+    """Files that differ between two trees (or commits), with lines added and deleted
+    (None for binary files). ``old=None`` compares with the empty tree."""
+    base = old or EMPTY_TREE
+    numstat = git(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--numstat", base, new)
+    status = git(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--name-status", base, new)
     kinds: dict[str, str] = {}
     parts = status.split("\0")
     for i in range(0, len(parts) - 1, 2):
@@ -104,7 +161,86 @@ def changed_files(git_dir: Path, snapshot: Snapshot) -> list[SnapshotFile]:
             continue
         added, deleted, path = (rec.split("\t", 2) + ["", ""])[:3]
         files.append(SnapshotFile(
-            sha=snapshot.sha, path=path, status=kinds.get(path, "M"),
+            sha=new, path=path, status=kinds.get(path, "M"),
             added=int(added) if added.isdigit() else None,
             deleted=int(deleted) if deleted.isdigit() else None))
     return files
+
+
+def changed_files(git_dir: Path, snapshot: Snapshot) -> list[SnapshotFile]:
+    """Files this snapshot changed against its parent (the previous snapshot)."""
+    files = diff_trees(git_dir, snapshot.parent, snapshot.sha)
+    return [SnapshotFile(snapshot.sha, f.path, f.status, f.added, f.deleted) for f in files]
+
+
+def patch(git_dir: Path, old: str | None, new: str) -> str:
+    """The unified diff between two snapshots (text; binary files are named, not shown)."""
+    return git(git_dir, "diff", "--no-color", "--no-ext-diff", "--no-renames",
+               old or EMPTY_TREE, new)
+
+
+# --------------------------------------------------------------------------- turns
+
+@dataclass(frozen=True)
+class Turn:
+    """One agent turn: its snapshots oldest first (pre-turn, tools..., post-turn)."""
+
+    key: str
+    turn: int | None
+    snippet: str | None
+    snapshots: tuple[Snapshot, ...]
+
+    @property
+    def pre(self) -> Snapshot | None:
+        return next((s for s in self.snapshots if s.kind == "pre-turn"), None)
+
+    @property
+    def post(self) -> Snapshot | None:
+        return next((s for s in reversed(self.snapshots) if s.kind == "post-turn"), None)
+
+    @property
+    def tools(self) -> list[Snapshot]:
+        return [s for s in self.snapshots if s.kind == "tool"]
+
+    @property
+    def newest_position(self) -> int:
+        return min(s.position for s in self.snapshots)
+
+
+def group_turns(snaps: list[Snapshot]) -> list[Turn]:
+    """Group snapshots (as ``list_snapshots`` returns them) into turns, newest turn first.
+
+    A ``pre-turn:<n>`` opens a turn; ``tool:`` snapshots join the open turn; the matching
+    ``post-turn:<n>`` closes it. A tool or post-turn snapshot whose pre-turn was pruned starts
+    a turn of its own; snapshots of kind ``other`` belong to no turn.
+    """
+    turns: list[list[Snapshot]] = []
+    open_turn: list[Snapshot] | None = None
+    for s in sorted(snaps, key=lambda s: -s.position):  # oldest first
+        if s.kind == "pre-turn":
+            open_turn = [s]
+            turns.append(open_turn)
+        elif s.kind == "tool":
+            if open_turn is None:
+                open_turn = [s]
+                turns.append(open_turn)
+            else:
+                open_turn.append(s)
+        elif s.kind == "post-turn":
+            first = open_turn[0] if open_turn else None
+            if open_turn is not None and (first is None or first.kind != "pre-turn"
+                                          or first.turn == s.turn):
+                open_turn.append(s)
+            else:
+                turns.append([s])
+            open_turn = None
+        else:
+            open_turn = None
+    out = []
+    for group in turns:
+        numbered = next((s for s in group if s.turn is not None), None)
+        snippet = next((s.snippet for s in group if s.snippet), None)
+        out.append(Turn(key=group[0].key or group[0].sha, turn=numbered.turn if numbered else None,
+                        snippet=snippet, snapshots=tuple(group)))
+    out.sort(key=lambda t: t.newest_position)
+    return out

@@ -1,0 +1,299 @@
+"""Ledger history: versions from git commits, copies, working files and turn snapshots, and the
+changes between them (``ledger_versions``, ``ledger_entry_versions``, ``ledger_changes``)."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from tests._history_helpers import Project, SideRepo, entry_a, entry_b, run
+from toolkit import config as config_mod
+from toolkit.store import Store
+
+
+def _cfg(root: Path, home: Path, **flags: str) -> config_mod.Config:
+    return config_mod.resolve(cwd=root, env={"HOME": str(home)}, **flags)
+
+
+def _load(root: Path, home: Path, full: bool = False):  # type: ignore[no-untyped-def]
+    cfg = _cfg(root, home)
+    store = Store.open(cfg.db_path)
+    report = store.refresh(cfg, full=full, only=["snapshots", "history"])
+    return store, {r.source: r for r in report.results}
+
+
+def _changes(store: Store, timeline: str = "main") -> list[tuple[int, str, str]]:
+    return store.fetch("SELECT seq, change, entry_key FROM ledger_changes WHERE timeline = ? "
+                       "ORDER BY seq, change_order, entry_key", [timeline])[1]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """Five commits: add, reinforce+promote, demote+edit, remove, and a meta-only commit."""
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect: two lessons", {"patterns": [entry_b("Retry budget"),
+                                                   entry_b("Idempotency keys")]})
+    p.commit("reflect: reinforce", {
+        "patterns": [entry_b("Retry budget", "medium", 2), entry_b("Idempotency keys")],
+        "edge-cases": [entry_a("Leap day billing")]})
+    p.commit("prune: demote; reword", {
+        "patterns": [entry_b("Retry budget", "low", 2),
+                     entry_b("Idempotency keys", pattern="Send an Idempotency-Key header.")],
+        "edge-cases": [entry_a("Leap day billing")]})
+    p.commit("prune: remove", {
+        "patterns": [entry_b("Retry budget", "low", 2)],
+        "edge-cases": [entry_a("Leap day billing")]})
+    (p.ledger / "meta.yaml").write_text("last_updated: 2026-04-05\n")
+    p.commit("meta only")
+    return p
+
+
+def test_every_commit_that_changed_the_ledger_is_a_version(project, isolated_env):
+    store, res = _load(project.root, isolated_env)
+    rows = store.fetch("SELECT ref, seq, entries, high, medium, low, base_version_id "
+                       "FROM ledger_versions WHERE source = 'git' ORDER BY seq")[1]
+    assert [r[0] for r in rows] == project.commits[:4]  # the meta-only commit is no version
+    assert [r[2:6] for r in rows] == [(2, 0, 0, 2), (3, 0, 1, 2), (3, 0, 0, 3), (2, 0, 0, 2)]
+    assert [r[6] for r in rows] == [None] + [f"git:{c}" for c in project.commits[:3]]
+    assert res["history"].note == "4 versions (4 git); 4 new commits read"
+    # the working files equal HEAD: no extra version
+    assert store.scalar("SELECT count(*) FROM ledger_versions WHERE source = 'working'") == 0
+
+
+def test_every_change_kind_between_consecutive_versions(project, isolated_env):
+    store, _ = _load(project.root, isolated_env)
+    assert _changes(store) == [
+        (1, "added", "patterns/idempotency keys"),
+        (1, "added", "patterns/retry budget"),
+        (2, "added", "edge-cases/leap day billing"),
+        (2, "promoted", "patterns/retry budget"),
+        (2, "reinforced", "patterns/retry budget"),
+        (3, "demoted", "patterns/retry budget"),
+        (3, "edited", "patterns/idempotency keys"),
+        (4, "removed", "patterns/idempotency keys"),
+    ]
+    row = store.fetch_dicts("SELECT * FROM ledger_changes WHERE change = 'promoted'")[0]
+    assert (row["old_confidence"], row["new_confidence"]) == ("low", "medium")
+    assert (row["old_reflections"], row["new_reflections"]) == (1, 2)
+    assert row["ref"] == project.commits[1] and row["subject"] == "reflect: reinforce"
+
+
+def test_entry_versions_keep_each_entry_as_it_was(project, isolated_env):
+    store, _ = _load(project.root, isolated_env)
+    rows = store.fetch(
+        "SELECT v.seq, e.confidence, e.reflections, e.pattern FROM ledger_entry_versions e "
+        "JOIN ledger_versions v USING (version_id) WHERE e.entry_key = 'patterns/idempotency keys'"
+        " ORDER BY v.seq")[1]
+    assert rows == [(1, "low", 1, "Do the thing."), (2, "low", 1, "Do the thing."),
+                    (3, "low", 1, "Send an Idempotency-Key header.")]
+
+
+def test_a_commit_already_read_is_not_read_again(project, isolated_env, monkeypatch):
+    from toolkit.sources import history as hs
+
+    requested: list[list[str]] = []
+    real = hs.read_blobs
+
+    def spy(args, cwd, oids, what):  # type: ignore[no-untyped-def]
+        requested.append(list(oids))
+        return real(args, cwd, oids, what)
+
+    monkeypatch.setattr(hs, "read_blobs", spy)
+    store, _ = _load(project.root, isolated_env)
+    store.close()
+    first = {o for batch in requested for o in batch}
+    assert len(requested) == 1 and len(first) == 9  # one cat-file --batch; 9 distinct files
+    requested.clear()
+    sha = project.commit("reflect: one more", {
+        "patterns": [entry_b("Retry budget", "low", 2), entry_b("Feature flags")],
+        "edge-cases": [entry_a("Leap day billing")]})
+    store, res = _load(project.root, isolated_env)
+    state = store.source_state("history")["state"]
+    assert state["commits_read"] == [sha]
+    new_blob = run(["git", "rev-parse", f"{sha}:.smith/vault/ledger/patterns.md"],
+                   cwd=project.root)
+    assert requested == [[new_blob]]  # only the one file content never seen before
+    assert res["history"].note == "5 versions (5 git); 1 new commit read"
+    assert _changes(store)[-1] == (5, "added", "patterns/feature flags")
+    store.close()
+    # unchanged: skipped by fingerprint; --full: everything again
+    store, res = _load(project.root, isolated_env)
+    assert res["history"].skipped
+    store.close()
+    store, res = _load(project.root, isolated_env, full=True)
+    assert store.source_state("history")["state"]["commits_read_count"] == 5
+
+
+def test_uncommitted_working_files_are_the_newest_version(project, isolated_env):
+    project.write({"patterns": [entry_b("Retry budget", "medium", 3)],
+                   "edge-cases": [entry_a("Leap day billing")]})
+    store, _ = _load(project.root, isolated_env)
+    v = store.fetch_dicts("SELECT * FROM ledger_versions WHERE source = 'working'")[0]
+    assert (v["timeline"], v["seq"], v["base_version_id"]) == (
+        "main", 5, f"git:{project.commits[3]}")
+    assert _changes(store)[-2:] == [(5, "promoted", "patterns/retry budget"),
+                                    (5, "reinforced", "patterns/retry budget")]
+
+
+def test_titles_match_across_unicode_forms_and_case(tmp_path, isolated_env):
+    p = Project.create(tmp_path / "u")
+    nfc = unicodedata.normalize("NFC", "Café retries")
+    nfd = unicodedata.normalize("NFD", "CAFÉ retries")
+    p.commit("one", {"patterns": [entry_b(nfc)]})
+    p.commit("two", {"patterns": [entry_b(nfd, "medium", 2)]})
+    store, _ = _load(p.root, isolated_env)
+    assert _changes(store) == [(1, "added", "patterns/café retries"),
+                               (2, "promoted", "patterns/café retries"),
+                               (2, "reinforced", "patterns/café retries"),
+                               (2, "edited", "patterns/café retries")]
+
+
+def test_merged_branch_changes_are_compared_with_the_first_parent(tmp_path, isolated_env):
+    p = Project.create(tmp_path / "m")
+    p.commit("base", {"patterns": [entry_b("A")]})
+    run(["git", "checkout", "-q", "-b", "feature"], cwd=p.root)
+    p.commit("feature", {"patterns": [entry_b("A"), entry_b("B")]})
+    run(["git", "checkout", "-q", "main"], cwd=p.root)
+    p.commit("main", {"patterns": [entry_b("A", "medium", 2)]})
+    run(["git", "merge", "-q", "--no-ff", "feature", "-m", "merge"], cwd=p.root)
+    store, _ = _load(p.root, isolated_env)
+    merge = run(["git", "rev-parse", "HEAD"], cwd=p.root)
+    by_commit = dict(store.fetch(
+        "SELECT subject, list(change || ' ' || entry_key ORDER BY change_order, entry_key) "
+        "FROM ledger_changes GROUP BY subject")[1])
+    assert by_commit == {"base": ["added patterns/a"], "feature": ["added patterns/b"],
+                         "main": ["promoted patterns/a", "reinforced patterns/a"],
+                         # against its first parent ("main"), the merge brought B in
+                         "merge": ["added patterns/b"]}
+    assert store.scalar("SELECT entries FROM ledger_versions WHERE ref = ?", [merge]) == 2
+
+
+def test_unreadable_version_is_reported_and_the_rest_load(tmp_path, isolated_env):
+    p = Project.create(tmp_path / "j")
+    p.commit("good", {"patterns": [entry_b("A")]})
+    (p.ledger / "patterns.md").write_bytes(b"# Ledger\n\xff\xfe junk\n")
+    p.commit("junk")
+    p.commit("good again", {"patterns": [entry_b("A"), entry_b("B")]})
+    store, res = _load(p.root, isolated_env)
+    assert [m.message for m in res["history"].problems] == [
+        "invalid UTF-8 at byte offset 9; its entries are left out of the history"]
+    assert store.fetch("SELECT entries FROM ledger_versions ORDER BY seq")[1] == [(1,), (0,),
+                                                                                 (2,)]
+
+
+def test_vault_without_git_uses_archive_backup_and_working_files(tmp_path, isolated_env):
+    p = Project.create(tmp_path / "nogit", git=False)
+    p.write({"patterns": [entry_b("A", "high", 6), entry_b("C")]})
+    arch = p.ledger / "archive" / "2026-05-01-101500"
+    back = p.ledger / ".backups" / "reconcile-2026-05-03-221504"
+    for folder, entries in ((arch, [entry_b("A")]),
+                            (back, [entry_b("A", "medium", 3), entry_b("B")])):
+        folder.mkdir(parents=True)
+        (folder / "patterns.md").write_text("# Patterns\n\n" + "".join(entries))
+    (p.ledger / "archive" / "empty").mkdir()  # no ledger files: no version
+    store, res = _load(p.root, isolated_env)
+    rows = store.fetch("SELECT version_id, timeline, seq, CAST(ts AS VARCHAR), entries "
+                       "FROM ledger_versions ORDER BY seq")[1]
+    assert [r[:4] for r in rows[:2]] == [
+        ("archive:2026-05-01-101500", "main", 1, "2026-05-01 10:15:00"),
+        ("backup:reconcile-2026-05-03-221504", "main", 2, "2026-05-03 22:15:04")]
+    assert rows[2][:3] == ("working", "main", 3)
+    assert "ledger not in a git repository: no git versions" in res["history"].note
+    assert _changes(store) == [
+        (1, "added", "patterns/a"),
+        (2, "added", "patterns/b"), (2, "promoted", "patterns/a"),
+        (2, "reinforced", "patterns/a"),
+        (3, "added", "patterns/c"), (3, "removed", "patterns/b"),
+        (3, "promoted", "patterns/a"), (3, "reinforced", "patterns/a")]
+
+
+def test_copies_next_to_git_are_compared_with_the_commit_of_their_time(project, isolated_env):
+    back = project.ledger / ".backups" / "reconcile-2026-04-01-033000"  # after commit 3
+    back.mkdir(parents=True)
+    (back / "patterns.md").write_text("# Patterns\n\n" + entry_b("Retry budget", "low", 2) +
+                                      entry_b("Idempotency keys",
+                                              pattern="Send an Idempotency-Key header."))
+    store, _ = _load(project.root, isolated_env)
+    v = store.fetch_dicts("SELECT * FROM ledger_versions WHERE source = 'backup'")[0]
+    assert (v["timeline"], v["base_version_id"]) == ("copies", f"git:{project.commits[2]}")
+    # same patterns as that commit; only the edge-cases file is absent from the copy
+    assert _changes(store, "copies") == [(1, "removed", "edge-cases/leap day billing")]
+
+
+def test_the_vault_in_turn_snapshots_is_a_timeline(project, isolated_env):
+    cfg = _cfg(project.root, isolated_env)
+    side = SideRepo.create(project.root, cfg.snapshots_home)
+    side.snapshot("pre-turn:1: learn")  # same as HEAD
+    project.write({"patterns": [entry_b("Retry budget", "low", 2), entry_b("New one")],
+                   "edge-cases": [entry_a("Leap day billing")]})
+    side.snapshot("post-turn:1: learn")
+    side.snapshot("pre-turn:2: again")  # unchanged: no new version
+    store, _ = _load(project.root, isolated_env)
+    rows = store.fetch("SELECT ref, seq, base_version_id FROM ledger_versions "
+                       "WHERE source = 'snapshot' ORDER BY seq")[1]
+    assert [(r[0], r[1]) for r in rows] == [("pre-turn:1: learn", 1), ("post-turn:1: learn", 2)]
+    assert rows[0][2] == f"git:{project.commits[3]}"  # the committed ledger of its time
+    assert _changes(store, "snapshots") == [(2, "added", "patterns/new one")]
+
+
+# --------------------------------------------------------------------------- the command
+
+def _history_args(*args: str) -> list[str]:
+    from toolkit.cli import COMMANDS
+
+    return ["ledger", "history", *args] if "ledger" in COMMANDS else ["history", *args]
+
+
+@pytest.fixture
+def cli_with_history(cli_run, monkeypatch):  # type: ignore[no-untyped-def]
+    from toolkit.cli import COMMANDS
+
+    if "ledger" not in COMMANDS:  # until the ledger group lands, reach the command directly
+        monkeypatch.setitem(COMMANDS, "history", ("toolkit.cli.history:history", "history"))
+    return lambda *a, **kw: cli_run(*_history_args(*a), **kw)
+
+
+def test_history_command_shows_counts_by_confidence(project, cli_with_history, monkeypatch):
+    monkeypatch.chdir(project.root)
+    result = cli_with_history("--format", "csv")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "when,source,version,high,medium,low,total,changes"
+    assert lines[1:] == [
+        f"2026-04-01 00:33,git,{project.commits[0][:8]},0,0,2,2,2 added",
+        f"2026-04-01 01:33,git,{project.commits[1][:8]},0,1,2,3,"
+        "\"1 added, 1 promoted, 1 reinforced\"",
+        f"2026-04-01 02:33,git,{project.commits[2][:8]},0,0,3,3,\"1 demoted, 1 edited\"",
+        f"2026-04-01 03:33,git,{project.commits[3][:8]},0,0,2,2,1 removed"]
+
+
+def test_history_command_shows_one_entry_timeline(project, cli_with_history, monkeypatch):
+    monkeypatch.chdir(project.root)
+    result = cli_with_history("RETRY budget")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "patterns.md: Retry budget"
+    assert lines[1].split() == ["when", "source", "version", "change", "confidence",
+                                "reflections", "subject"]
+    assert [ln.split()[4:6] for ln in lines[3:]] == [
+        ["added", "low"], ["promoted,", "reinforced"], ["demoted", "low"]]
+
+
+def test_history_command_unknown_title(project, cli_with_history, monkeypatch):
+    monkeypatch.chdir(project.root)
+    result = cli_with_history("no such lesson")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "Error: no ledger entry titled 'no such lesson' in any version. Run `toolkit ledger "
+        "history` for the whole ledger, or `toolkit ledger list` for current titles")
+
+
+def test_history_command_without_any_history(tmp_path, cli_with_history, monkeypatch):
+    (tmp_path / "plain").mkdir()
+    monkeypatch.chdir(tmp_path / "plain")
+    result = cli_with_history()
+    assert result.exit_code == 0
+    assert result.output.startswith("No ledger history yet")

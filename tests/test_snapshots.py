@@ -1,0 +1,285 @@
+"""CodeSmith turn snapshots: `toolkit snapshots` list / diff / restore, and the store's
+snapshot tables surviving CodeSmith's pruning. Side repos are built with CodeSmith's plumbing."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests._history_helpers import SideRepo, git_env, run
+from tests.conftest import make_audit_db, tree_digest
+from toolkit import config as config_mod
+from toolkit.store import Store
+
+
+@pytest.fixture
+def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A workspace that is the user's own git repo (all committed), and a side repo with two
+    turns: turn 1 edits app.py (tool step), adds lib/util.py and docs/notes.md; turn 2 deletes
+    docs/notes.md and edits app.py again."""
+    ws = tmp_path / "acme-api"
+    (ws / "src").mkdir(parents=True)
+    (ws / ".gitignore").write_text(".toolkit/\n*.log\n")
+    (ws / "src" / "app.py").write_text("def main():\n    return 1\n")
+    (ws / "README.md").write_text("# acme\n")
+    run(["git", "init", "-q", "-b", "main", str(ws)])
+    home = isolated_env
+    side = SideRepo.create(ws, home / ".codesmith" / "snapshots")
+    side.snapshot("pre-turn:1: add a helper")
+    (ws / "src" / "app.py").write_text("def main():\n    return helper()\n")
+    side.snapshot("tool:call_A1")
+    (ws / "lib").mkdir()
+    (ws / "lib" / "util.py").write_text("def helper():\n    return 2\n")
+    (ws / "docs").mkdir()
+    (ws / "docs" / "notes.md").write_text("one\ntwo\nthree\n")
+    side.snapshot("post-turn:1: add a helper")
+    side.snapshot("pre-turn:2: tidy up")
+    (ws / "docs" / "notes.md").unlink()
+    (ws / "docs").rmdir()
+    (ws / "src" / "app.py").write_text("def main():\n    return helper() + 0\n")
+    side.snapshot("post-turn:2: tidy up")
+    commit_all(ws)
+    monkeypatch.chdir(ws)
+    return ws, side
+
+
+def commit_all(ws: Path) -> None:
+    run(["git", "add", "-A"], cwd=ws)
+    run(["git", "commit", "-q", "--allow-empty", "-m", "work"], cwd=ws, when=1_777_990_000)
+
+
+def index_digest(side: SideRepo) -> str:
+    p = side.git_dir / "index"
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "-"
+
+
+def tree_files(side: SideRepo, sha: str) -> dict[str, bytes]:
+    names = side.git("ls-tree", "-r", "--name-only", sha).splitlines()
+    out = {}
+    for n in names:
+        out[n] = subprocess.run(["git", f"--git-dir={side.git_dir}", "cat-file", "blob",
+                                 f"{sha}:{n}"], capture_output=True, env=git_env(),
+                                check=True).stdout
+    return out
+
+
+def workspace_files(ws: Path) -> dict[str, bytes]:
+    return {p.relative_to(ws).as_posix(): p.read_bytes() for p in ws.rglob("*")
+            if p.is_file() and ".git" not in p.relative_to(ws).parts
+            and ".toolkit" not in p.relative_to(ws).parts}
+
+
+# --------------------------------------------------------------------------- list and diff
+
+def test_list_numbers_newest_first_like_restore(world, cli_run):
+    ws, side = world
+    shas = side.git("log", "--format=%H").splitlines()
+    result = cli_run("snapshots")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"Snapshots of {ws} (newest first; `toolkit snapshots restore N` to revert):",
+        f"  #1   {shas[0][:8]}  2026-05-04 13:11:40  post-turn:2: tidy up",
+        f"  #2   {shas[1][:8]}  2026-05-04 13:10:40  pre-turn:2: tidy up",
+        f"  #3   {shas[2][:8]}  2026-05-04 13:09:40  post-turn:1: add a helper",
+        f"  #4   {shas[3][:8]}  2026-05-04 13:08:40  tool:call_A1",
+        f"  #5   {shas[4][:8]}  2026-05-04 13:07:40  pre-turn:1: add a helper"]
+    result = cli_run("snapshots", "list", "--limit", "2")
+    assert result.output.splitlines()[-1] == "(2 of 5 shown; --all for every one)"
+
+
+def test_diff_shows_what_the_turn_changed_and_each_step(world, cli_run):
+    result = cli_run("snapshots", "diff", "4")  # the tool snapshot inside turn 1
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "Turn 1: add a helper"
+    assert lines[2] == "  3 files changed, +6 -1"
+    assert lines[4:7] == ["  A  docs/notes.md  +3 -0",
+                          "  A  lib/util.py    +2 -0",
+                          "  M  src/app.py     +1 -1"]
+    assert lines[8:] == [
+        "Steps:",
+        "  #5 pre-turn:1: add a helper -> #4 tool:call_A1: src/app.py (+1 -1)",
+        "  #4 tool:call_A1 -> #3 post-turn:1: add a helper: docs/notes.md (+3 -0), "
+        "lib/util.py (+2 -0)"]
+
+
+def test_diff_by_turn_number_with_patch(world, cli_run):
+    result = cli_run("snapshots", "diff", "--turn", "2", "--patch")
+    assert result.exit_code == 0, result.output
+    assert "  D  docs/notes.md  +0 -3" in result.output
+    assert "-    return helper()\n+    return helper() + 0" in result.output
+    result = cli_run("snapshots", "diff", "--turn", "7")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "Error: no turn 7 among the snapshots (turns: 1, 2). Run `toolkit snapshots` to list "
+        "them")
+
+
+def test_diff_needs_a_number_or_a_turn(world, cli_run):
+    result = cli_run("snapshots", "diff")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == "Error: give a snapshot NUMBER or --turn N (one of them)"
+
+
+def test_no_side_repo_is_a_clear_error(tmp_path, cli_run, monkeypatch, isolated_env):
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    result = cli_run("snapshots")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1].startswith(
+        f"Error: {isolated_env}/.codesmith/snapshots/")
+    assert result.output.splitlines()[-1].endswith(
+        f"no CodeSmith snapshots for workspace {tmp_path / 'other'}. CodeSmith snapshots a "
+        "workspace at every turn; set `workspace:` in toolkit.yaml if it ran in another folder")
+
+
+# --------------------------------------------------------------------------- restore
+
+def test_restore_gives_the_snapshot_byte_for_byte(world, cli_run):
+    ws, side = world
+    (ws / "debug.log").write_text("ignored by .gitignore: kept\n")
+    (ws / ".git" / "info" / "exclude").write_text("node_modules/\n")  # the user's own exclude
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "dep.js").write_text("excluded by the side repo: kept\n")
+    head, index = side.head(), index_digest(side)
+    target = side.git("rev-parse", "HEAD~2")  # #3 post-turn:1
+    result = cli_run("snapshots", "restore", "3", "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == [
+        "  1 to change, 1 to create, 0 to delete (3 unchanged)",
+        "  change  src/app.py",
+        "  create  docs/notes.md",
+        "Restored snapshot #3: 2 file(s) written, 0 deleted, 0 empty folder(s) removed. The "
+        "snapshot repo's HEAD is unchanged."]
+    files = workspace_files(ws)
+    assert {k: v for k, v in files.items() if k not in ("debug.log", "node_modules/dep.js")} \
+        == tree_files(side, target)
+    assert (ws / "debug.log").exists() and (ws / "node_modules" / "dep.js").exists()
+    assert side.head() == head and index_digest(side) == index
+
+
+def test_restore_removes_files_absent_from_the_snapshot_and_empty_folders(world, cli_run):
+    ws, side = world
+    target = side.git("rev-parse", "HEAD~4")  # #5 pre-turn:1
+    (ws / "scratch").mkdir()
+    (ws / "scratch" / "new.txt").write_text("untracked, would be snapshotted\n")
+    commit_all(ws)
+    result = cli_run("snapshots", "restore", "5", "--yes")
+    assert result.exit_code == 0, result.output
+    assert "  delete  lib/util.py" in result.output.splitlines()
+    assert "  delete  scratch/new.txt" in result.output.splitlines()
+    assert workspace_files(ws) == tree_files(side, target)
+    assert not (ws / "lib").exists() and not (ws / "scratch").exists()
+    assert (ws / ".git").is_dir()
+    # every snapshot is still there: restore the newest again (over our own restore: --force)
+    result = cli_run("snapshots", "restore", "1", "--yes", "--force")
+    assert result.exit_code == 0, result.output
+    assert workspace_files(ws) == tree_files(side, side.head() or "")
+
+
+def test_restore_refuses_a_workspace_with_uncommitted_changes(world, cli_run):
+    ws, _ = world
+    (ws / "src" / "app.py").write_text("my unsaved work\n")
+    before = tree_digest(ws)
+    result = cli_run("snapshots", "restore", "5", "--yes")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"Error: {ws}: the workspace's git repository has 1 uncommitted change (git status); "
+        "nothing restored. Commit or stash them first, or pass --force to restore anyway")
+    assert tree_digest(ws) == before
+    result = cli_run("snapshots", "restore", "5", "--yes", "--force")
+    assert result.exit_code == 0, result.output
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+
+
+def test_dry_run_lists_and_changes_nothing(world, cli_run):
+    ws, side = world
+    before, head, index = tree_digest(ws), side.head(), index_digest(side)
+    result = cli_run("snapshots", "restore", "5", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == [
+        "  1 to change, 0 to create, 1 to delete (2 unchanged)",
+        "  change  src/app.py",
+        "  delete  lib/util.py",
+        "Dry run: nothing changed."]
+    assert tree_digest(ws) == before and side.head() == head and index_digest(side) == index
+
+
+def test_restore_asks_first(world, cli_run):
+    ws, _ = world
+    before = tree_digest(ws)
+    result = cli_run("snapshots", "restore", "5", input="n\n")
+    assert result.exit_code == 1
+    assert "Restore these files? [y/N]: n" in result.output
+    assert tree_digest(ws) == before
+
+
+def test_restore_number_out_of_range(world, cli_run):
+    result = cli_run("snapshots", "restore", "9")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "Error: no snapshot #9: there are 5 (1 = newest). Run `toolkit snapshots` to list them")
+
+
+# --------------------------------------------------------------------------- the store
+
+def _store(ws: Path, home: Path) -> Store:
+    cfg = config_mod.resolve(cwd=ws, env={"HOME": str(home)})
+    store = Store.open(cfg.db_path)
+    store.refresh(cfg, only=["snapshots", "audit", "history"])
+    return store
+
+
+def test_turns_in_the_store_with_audit_activity_in_their_window(world, isolated_env):
+    ws, _ = world
+    db = make_audit_db(isolated_env / ".nagi" / "ledger.db", samples=False)
+    conn = sqlite3.connect(db)
+    conn.executemany("INSERT INTO actions (ts, tier, category, description) VALUES (?, 1, 'x', ?)",
+                     [("2026-05-04 13:08:00", "during turn 1"),
+                      ("2026-05-04 13:10:00", "between turns"),
+                      ("2026-05-04 13:11:00", "during turn 2")])
+    conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary) VALUES "
+                 "('2026-05-04 13:09:40', 't', 'a', 'm', 'at the end of turn 1')")
+    conn.commit()
+    conn.close()
+    store = _store(ws, isolated_env)
+    rows = store.fetch("SELECT number, turn, snippet, files_changed, lines_added, "
+                       "lines_deleted, files, actions, dispatches, tool_snapshots "
+                       "FROM snapshot_turns ORDER BY number")[1]
+    assert rows == [
+        (1, 2, "tidy up", 2, 1, 4, ["docs/notes.md", "src/app.py"], 1, 0, 0),
+        (2, 1, "add a helper", 3, 6, 1, ["docs/notes.md", "lib/util.py", "src/app.py"], 1, 1,
+         1)]
+
+
+def test_identities_survive_codesmith_pruning(world, isolated_env):
+    ws, side = world
+    store = _store(ws, isolated_env)
+    cols = "position, label, snap_key, turn_key, CAST(ts AS VARCHAR), files_changed"
+    before = store.fetch(f"SELECT {cols} FROM snapshots ORDER BY position")[1]
+    files_before = store.fetch("SELECT snap_key, path FROM snapshot_files ORDER BY ALL")[1]
+    versions_before = store.fetch("SELECT version_id FROM ledger_versions ORDER BY ALL")[1]
+    store.close()
+    old_shas = set(side.git("log", "--format=%H").splitlines())
+    side.prune_keep_last(4, when=1_778_500_000)  # drops pre-turn:1, rewrites the other four
+    assert not old_shas & set(side.git("log", "--format=%H").splitlines())
+    store = _store(ws, isolated_env)
+    after = store.fetch(f"SELECT {cols} FROM snapshots ORDER BY position")[1]
+    # the four survivors: same position, label, key and first-seen time; the tool snapshot
+    # whose pre-turn was pruned now starts its turn, so its turn's key is its own
+    assert [r[:3] + r[4:] for r in after] == [r[:3] + r[4:] for r in before[:3]] + [
+        before[3][:3] + (before[3][4], 3)]  # now the root: .gitignore, README.md, src/app.py
+    assert [r[3] for r in after[:2]] == [r[3] for r in before[:2]]
+    assert after[3][3] == after[3][2] == "tool:call_A1@" + after[3][2].split("@")[1]
+    files_after = store.fetch("SELECT snap_key, path FROM snapshot_files ORDER BY ALL")[1]
+    survivors = {r[2] for r in after}
+    assert [f for f in files_after if f[0] != after[3][2]] == [
+        f for f in files_before if f[0] in survivors and f[0] != after[3][2]]
+    git_ts = store.fetch("SELECT DISTINCT CAST(CAST(git_ts AS DATE) AS VARCHAR) FROM snapshots")[1]
+    assert git_ts == [("2026-05-11",)]  # the rewritten commits' own times, kept apart
+    assert store.fetch("SELECT version_id FROM ledger_versions ORDER BY ALL")[1] == \
+        versions_before

@@ -1,0 +1,821 @@
+"""Ledger history: every past version of the Smith Ledger in the store, and what changed.
+
+Where past ledgers come from (``source`` in ``ledger_versions``):
+
+``git``       every commit reachable from HEAD of the project repository (the git repo that
+              holds the vault) that changed one of the five ledger files;
+``working``   the ledger files on disk, when they differ from HEAD (or when there is no git);
+``archive``   ``ledger/archive/<YYYY-MM-DD-HHMMSS>/`` copies (``/smith-ledger reset``);
+``backup``    ``ledger/.backups/reconcile-<YYYY-MM-DD-HHMMSS>/`` copies (reconcile);
+``snapshot``  the vault as captured in CodeSmith turn snapshots of the workspace (a version
+              only where the ledger differs from the previous snapshot);
+``base``      (hidden) a parent commit's ledger that no listed commit produced, kept only so
+              a commit can be compared with it.
+
+Timelines (``timeline``), and what each version is compared with (``base_version_id``):
+
+``main``      the shared history: each git commit against its first parent's ledger (so a
+              commit's changes are exactly what it changed, merges included), then the
+              working files against HEAD. A vault with no git history has the copies
+              (oldest first) and then the working files here instead, each against the one
+              before it.
+``copies``    (only when git history exists) archive and backup copies, by the time in their
+              folder name, each against the newest git version at or before that time: a copy
+              usually repeats a committed state, and its changes show where it does not.
+``snapshots`` snapshot versions in snapshot order, each against the one before; the first
+              against the newest git version at or before its time (an empty ledger when
+              there is no git history).
+
+Entry identity across versions is (file, NFC-normalised case-folded title): a renamed entry
+is a removal and an addition. ``ledger_changes`` has one row per change of one entry between
+a version and its base: added, removed, promoted, demoted (confidence up/down), reinforced
+(reflection count up), edited (title as written, category, context or pattern changed).
+
+Incremental: commits already in the store are never read again; each distinct file content
+(git blob) is parsed once and its rows reused by every version that holds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import DataError, NotFoundError
+from toolkit.records import Problem
+from toolkit.store import SourceResult, fingerprint_paths
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+    from toolkit.store import Store
+
+LOADER_VERSION = "history-1"  # bump to make every store re-read its history
+CHANGE_KINDS: tuple[str, ...] = ("added", "removed", "promoted", "demoted", "reinforced",
+                                 "edited")
+CONFIDENCE_RANK = {"low": 1, "medium": 2, "high": 3}
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m100_history_ledger", """
+CREATE TABLE ledger_versions (
+    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder> | snapshot:<key> | base:<sha>
+    source VARCHAR,           -- git | working | archive | backup | snapshot | base (hidden)
+    timeline VARCHAR,         -- main | copies | snapshots
+    ref VARCHAR,              -- commit SHA, folder name, snapshot label, or 'working'
+    ts TIMESTAMP,             -- commit time, folder-name time, snapshot time, files' mtime (UTC)
+    author VARCHAR,           -- commit author (git)
+    subject VARCHAR,          -- commit subject or snapshot label
+    seq INTEGER,              -- order within the timeline, 1 = oldest
+    base_version_id VARCHAR,  -- the version this one is compared with; NULL = an empty ledger
+    state VARCHAR,            -- the five files' git blob ids ('' = absent), comma-separated
+    entries INTEGER, high INTEGER, medium INTEGER, low INTEGER,
+    unrated INTEGER,          -- entries with a missing or unknown confidence
+    location VARCHAR);        -- the repository or folder it was read from
+CREATE TABLE ledger_entry_versions (
+    version_id VARCHAR,
+    entry_key VARCHAR,        -- <file>/<NFC case-folded title>[#n]: identity across versions
+    file VARCHAR, title VARCHAR, date VARCHAR, category VARCHAR, confidence VARCHAR,
+    reflections INTEGER,      -- Observations (form A) or the Source reflections count (form B)
+    source_reflections VARCHAR,
+    text_hash VARCHAR,        -- of title, category, context, pattern: what "edited" compares
+    context VARCHAR, pattern VARCHAR, evidence VARCHAR, related VARCHAR,
+    form VARCHAR, problems VARCHAR[],
+    blob VARCHAR,             -- git blob id of the file content the entry was read from
+    position INTEGER, line INTEGER);
+CREATE TABLE _history_blobs (   -- every ledger file content parsed, even with no entries
+    file VARCHAR, blob VARCHAR, entries INTEGER, problem VARCHAR);
+CREATE VIEW ledger_changes AS
+WITH v AS (
+    SELECT version_id, base_version_id, timeline, seq, source, ref, ts, subject
+    FROM ledger_versions WHERE source <> 'base'),
+keys AS (
+    SELECT v.version_id, e.entry_key
+    FROM v JOIN ledger_entry_versions e ON e.version_id = v.version_id
+    UNION
+    SELECT v.version_id, e.entry_key
+    FROM v JOIN ledger_entry_versions e ON e.version_id = v.base_version_id),
+pairs AS (
+    SELECT v.timeline, v.seq, v.version_id, v.base_version_id, v.source, v.ref, v.ts,
+           v.subject, k.entry_key,
+           coalesce(n.file, o.file) AS file, coalesce(n.title, o.title) AS title,
+           o.entry_key IS NOT NULL AS had, n.entry_key IS NOT NULL AS has,
+           o.confidence AS old_confidence, n.confidence AS new_confidence,
+           o.reflections AS old_reflections, n.reflections AS new_reflections,
+           o.text_hash AS old_text, n.text_hash AS new_text,
+           CASE o.confidence WHEN 'low' THEN 1 WHEN 'medium' THEN 2 WHEN 'high' THEN 3 END
+               AS old_rank,
+           CASE n.confidence WHEN 'low' THEN 1 WHEN 'medium' THEN 2 WHEN 'high' THEN 3 END
+               AS new_rank
+    FROM keys k JOIN v ON v.version_id = k.version_id
+    LEFT JOIN ledger_entry_versions n
+           ON n.version_id = v.version_id AND n.entry_key = k.entry_key
+    LEFT JOIN ledger_entry_versions o
+           ON o.version_id = v.base_version_id AND o.entry_key = k.entry_key)
+SELECT p.timeline, p.seq, p.version_id, p.base_version_id, p.source, p.ref, p.ts, p.subject,
+       c.change, c.change_order, p.entry_key, p.file, p.title,
+       p.old_confidence, p.new_confidence, p.old_reflections, p.new_reflections
+FROM pairs p JOIN (VALUES ('added', 1), ('removed', 2), ('promoted', 3), ('demoted', 4),
+                          ('reinforced', 5), ('edited', 6)) c(change, change_order)
+  ON CASE c.change
+       WHEN 'added' THEN p.has AND NOT p.had
+       WHEN 'removed' THEN p.had AND NOT p.has
+       WHEN 'promoted' THEN p.had AND p.has AND p.new_rank > p.old_rank
+       WHEN 'demoted' THEN p.had AND p.has AND p.new_rank < p.old_rank
+       WHEN 'reinforced' THEN p.had AND p.has AND p.new_reflections > p.old_reflections
+       WHEN 'edited' THEN p.had AND p.has AND p.new_text IS DISTINCT FROM p.old_text
+     END;
+"""),
+    ("m101_history_snapshots", """
+ALTER TABLE snapshots ADD COLUMN git_ts TIMESTAMP;
+ALTER TABLE snapshots ADD COLUMN tree VARCHAR;
+ALTER TABLE snapshots ADD COLUMN parent_tree VARCHAR;
+ALTER TABLE snapshots ADD COLUMN snap_key VARCHAR;
+ALTER TABLE snapshots ADD COLUMN turn_key VARCHAR;
+ALTER TABLE snapshot_files ADD COLUMN snap_key VARCHAR;
+CREATE TABLE turn_files (
+    repo VARCHAR, turn_key VARCHAR,
+    span VARCHAR,             -- <tree before the turn>..<tree after it>
+    path VARCHAR, status VARCHAR, added INTEGER, deleted INTEGER);
+CREATE VIEW snapshot_turns AS
+WITH t AS (
+    SELECT repo, turn_key, max(turn) AS turn,
+           arg_max(snippet, position) FILTER (WHERE snippet IS NOT NULL) AS snippet,
+           min(position) AS newest_position,
+           max(position) FILTER (WHERE kind = 'pre-turn') AS pre_position,
+           min(position) FILTER (WHERE kind = 'post-turn') AS post_position,
+           min(ts) FILTER (WHERE kind = 'pre-turn') AS pre_ts,
+           max(ts) FILTER (WHERE kind = 'post-turn') AS post_ts,
+           min(ts) AS first_ts, max(ts) AS last_ts,
+           count(*) FILTER (WHERE kind = 'tool') AS tool_snapshots
+    FROM snapshots WHERE turn_key IS NOT NULL GROUP BY repo, turn_key),
+f AS (
+    SELECT repo, turn_key, count(*) AS files_changed, sum(added) AS lines_added,
+           sum(deleted) AS lines_deleted, list(path ORDER BY path) AS files
+    FROM turn_files GROUP BY repo, turn_key),
+w AS (
+    SELECT t.*, coalesce(t.pre_ts, t.first_ts) AS started,
+           coalesce(t.post_ts, t.last_ts) AS ended FROM t)
+SELECT w.repo, w.turn_key,
+       row_number() OVER (PARTITION BY w.repo ORDER BY w.newest_position) AS number,
+       w.turn, w.snippet, w.pre_position, w.post_position, w.started, w.ended,
+       w.tool_snapshots,
+       coalesce(f.files_changed, 0) AS files_changed, coalesce(f.lines_added, 0) AS lines_added,
+       coalesce(f.lines_deleted, 0) AS lines_deleted, coalesce(f.files, []) AS files,
+       (SELECT count(*) FROM actions a WHERE a.ts BETWEEN w.started AND w.ended) AS actions,
+       (SELECT count(*) FROM dispatches d WHERE d.ts BETWEEN w.started AND w.ended)
+           AS dispatches
+FROM w LEFT JOIN f ON f.repo = w.repo AND f.turn_key = w.turn_key;
+UPDATE _sources SET fingerprint = NULL WHERE source = 'snapshots';
+"""),
+]
+
+TABLE_DOCS: dict[str, str] = {
+    "ledger_versions": "every past ledger: git commits, working files, archive/backup copies, "
+                       "turn snapshots (where from, which commit or folder, when, counts)",
+    "ledger_entry_versions": "each ledger entry as it was in each version",
+    "ledger_changes": "view: one row per entry change between consecutive versions (added, "
+                      "removed, promoted, demoted, reinforced, edited)",
+    "turn_files": "files each turn changed, pre-turn -> post-turn, with lines added/deleted",
+    "snapshot_turns": "view: one row per turn: prompt snippet, files, lines +/-, audit actions "
+                      "and dispatches in the turn's time window",
+}
+
+
+def _register_docs() -> None:
+    # `toolkit schema` describes tables from store.TABLE_DOCS: add ours (additive).
+    from toolkit import store as store_mod
+
+    for name, doc in TABLE_DOCS.items():
+        store_mod.TABLE_DOCS.setdefault(name, doc)
+
+
+_register_docs()
+
+
+# --------------------------------------------------------------------------- the loader
+
+def _state_str(state: tuple[str, ...]) -> str:
+    return ",".join(state)
+
+
+def _vault_in_workspace(cfg: Config) -> str | None:
+    try:
+        rel = cfg.ledger_dir.resolve().relative_to(cfg.workspace.resolve()).as_posix()
+    except (ValueError, OSError):
+        return None
+    return "" if rel == "." else rel
+
+
+def _fingerprint(cfg: Config) -> tuple[str, str]:
+    from toolkit.sources import history as hs
+    from toolkit.sources.snapshots import head_sha, side_repo_for
+
+    h = hashlib.sha256(LOADER_VERSION.encode())
+    repo = hs.find_project_repo(cfg.ledger_dir)
+    h.update(f"{repo}\n".encode())
+    paths = [cfg.ledger_dir / f"{k}.md" for k in hs.FILES] + hs.copy_paths(cfg.ledger_dir)
+    h.update(fingerprint_paths(paths).encode())
+    side = side_repo_for(cfg.workspace, cfg.snapshots_home)
+    h.update(f"{side}:{head_sha(side) if side.is_dir() else '-'}".encode())
+    return str(cfg.ledger_dir), h.hexdigest()
+
+
+@dataclass
+class _Version:
+    version_id: str
+    source: str
+    timeline: str
+    ref: str
+    ts: dt.datetime | None
+    state: tuple[str, ...]
+    location: str
+    author: str | None = None
+    subject: str | None = None
+    seq: int = 0
+    base: str | None = None
+
+
+_ENTRY_COLS = ("entry_key", "file", "title", "date", "category", "confidence", "reflections",
+               "source_reflections", "text_hash", "context", "pattern", "evidence", "related",
+               "form", "problems", "blob", "position", "line")
+
+
+class _EntryCache:
+    """Parsed entries per (file, blob): parsed once, or copied from rows already stored."""
+
+    def __init__(self, store: Store, max_bytes: int | None) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self.rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+        self.problems: list[Problem] = []
+        self.parsed: list[tuple[str, str, int, str | None]] = []
+
+    def missing(self, versions: Iterable[_Version]) -> set[tuple[str, str]]:
+        from toolkit.sources.history import FILES
+
+        need = {(FILES[i], oid) for v in versions for i, oid in enumerate(v.state) if oid}
+        return {k for k in need if k not in self.rows}
+
+    def from_store(self, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Fill what earlier loads parsed; returns the keys still missing."""
+        if not keys:
+            return keys
+        blobs = sorted({oid for _, oid in keys})
+        cols = ", ".join(_ENTRY_COLS)
+        found = self.store.conn.execute(
+            f"SELECT {cols} FROM ledger_entry_versions WHERE blob IN "
+            "(SELECT unnest(?::VARCHAR[])) "
+            "QUALIFY dense_rank() OVER (PARTITION BY file, blob ORDER BY version_id) = 1 "
+            "ORDER BY file, blob, position", [blobs]).fetchall()
+        for row in found:
+            k = (row[1], row[15])
+            if k in keys:
+                self.rows.setdefault(k, []).append(tuple(row))
+        # contents that hold no entry (header-only, unreadable) have no rows to copy
+        for file, blob, problem in self.store.conn.execute(
+                "SELECT file, blob, problem FROM _history_blobs WHERE entries = 0 AND blob IN "
+                "(SELECT unnest(?::VARCHAR[]))", [blobs]).fetchall():
+            if (file, blob) in keys and (file, blob) not in self.rows:
+                self.rows[(file, blob)] = []
+                if problem:
+                    where, _, message = problem.partition("\0")
+                    self.problems.append(Problem("history", where, None, message))
+        return {k for k in keys if k not in self.rows}
+
+    def record(self) -> None:
+        """Remember what this load parsed (so header-only contents are not read again)."""
+        if not self.parsed:
+            return
+        known = set(self.store.conn.execute(
+            "SELECT file, blob FROM _history_blobs WHERE blob IN (SELECT unnest(?::VARCHAR[]))",
+            [[p[1] for p in self.parsed]]).fetchall())
+        fresh = {(p[0], p[1]): p for p in self.parsed if (p[0], p[1]) not in known}
+        self.store.insert_rows("_history_blobs", ("file", "blob", "entries", "problem"),
+                               list(fresh.values()))
+
+    def parse(self, kind: str, oid: str, data: bytes, where: str) -> None:
+        from toolkit.sources import history as hs
+        from toolkit.sources.smith import parse_ledger_bytes
+        from toolkit.textio import decode_utf8
+
+        if self.max_bytes is not None and len(data) > self.max_bytes:
+            self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
+            return
+        try:
+            decode_utf8(data, where)
+        except DataError as exc:
+            self.skip(kind, oid, where, exc.message)
+            return
+        lf = parse_ledger_bytes(data, where, kind)
+        keys = hs.entry_keys(lf.entries)
+        self.rows[(kind, oid)] = [
+            (key, kind, e.title, e.date, e.category, e.confidence, e.reflections,
+             e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence, e.related,
+             e.form, list(e.problems), oid, pos, e.line)
+            for pos, (key, e) in enumerate(zip(keys, lf.entries))]
+        self.parsed.append((kind, oid, len(lf.entries), None))
+
+    def skip(self, kind: str, oid: str, where: str, why: str) -> None:
+        message = f"{why}; its entries are left out of the history"
+        self.problems.append(Problem("history", where, None, message))
+        self.rows[(kind, oid)] = []
+        self.parsed.append((kind, oid, 0, f"{where}\0{message}"))
+
+    def rows_for(self, v: _Version) -> list[tuple[Any, ...]]:
+        from toolkit.sources.history import FILES
+
+        out = []
+        for i, oid in enumerate(v.state):
+            if oid:
+                out.extend((v.version_id, *r) for r in self.rows.get((FILES[i], oid), []))
+        return out
+
+
+def _delete_versions(store: Store, where: str, params: list[Any] | None = None) -> None:
+    store.conn.execute("DELETE FROM ledger_entry_versions WHERE version_id IN "
+                       f"(SELECT version_id FROM ledger_versions WHERE {where})", params or [])
+    store.conn.execute(f"DELETE FROM ledger_versions WHERE {where}", params or [])
+
+
+def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.sources import history as hs
+    from toolkit.sources import snapshots as snap
+
+    prev_state = (store.source_state("history") or {}).get("state") or {}
+    cache = _EntryCache(store, cfg.max_file_bytes)
+    problems: list[Problem] = []
+    notes: list[str] = []
+    new_versions: list[_Version] = []
+    git_blobs: list[tuple[str, str, int]] = []  # (kind, oid, size) to read from the repo
+
+    # ---- git history of the project repository
+    repo = hs.find_project_repo(cfg.ledger_dir)
+    repo_key = f"{repo.top}|{repo.rel}" if repo else None
+    if full:
+        store.conn.execute("DELETE FROM _history_blobs")
+    if full or repo_key is None or prev_state.get("repo") != repo_key:
+        _delete_versions(store, "source IN ('git', 'base')")
+    commits_read: list[str] = []
+    head_state: tuple[str, ...] | None = None
+    by_state: dict[str, str] = {}
+    git_count = 0
+    if repo is None:
+        notes.append("ledger not in a git repository: no git versions")
+    else:
+        commits = hs.ledger_commits(repo)
+        existing = dict(store.conn.execute(
+            "SELECT ref, state FROM ledger_versions WHERE source = 'git'").fetchall())
+        current = {c.sha for c in commits}
+        stale = [ref for ref in existing if ref not in current]
+        if stale:
+            _delete_versions(store, "source = 'git' AND ref IN (SELECT unnest(?::VARCHAR[]))",
+                             [stale])
+        for ref, st in existing.items():
+            if ref in current:
+                by_state.setdefault(st, f"git:{ref}")
+        new = [c for c in commits if c.sha not in existing]
+        revs = [c.sha for c in new] + [c.parents[0] for c in new if c.parents]
+        if repo.head:
+            revs.append(repo.head)
+        states = hs.tree_states([], repo.top, list(dict.fromkeys(revs)), repo.rel, repo.top)
+        for c in new:
+            by_state.setdefault(_state_str(states[c.sha][0]), f"git:{c.sha}")
+        base_versions: dict[str, _Version] = {}
+        for c in new:
+            st, sizes = states[c.sha]
+            git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
+            base = None
+            if c.parents:
+                pst, psizes = states[c.parents[0]]
+                if pst != hs.EMPTY_STATE:
+                    base = by_state.get(_state_str(pst))
+                    if base is None:  # a parent ledger no listed commit produced
+                        base = f"base:{c.parents[0]}"
+                        if base not in base_versions:
+                            base_versions[base] = _Version(
+                                base, "base", "main", c.parents[0], None, pst, str(repo.top))
+                            git_blobs.extend((hs.FILES[i], oid, psizes[i])
+                                             for i, oid in enumerate(pst) if oid)
+            new_versions.append(_Version(
+                f"git:{c.sha}", "git", "main", c.sha,
+                dt.datetime.fromtimestamp(c.commit_time, dt.timezone.utc).replace(tzinfo=None),
+                st, str(repo.top), c.author, c.subject, 0, base))
+        new_versions.extend(v for v in base_versions.values()
+                            if store.scalar("SELECT count(*) FROM ledger_versions WHERE "
+                                            "version_id = ?", [v.version_id]) == 0)
+        commits_read = [c.sha for c in new]
+        git_count = len(commits)
+        if repo.head:
+            head_state = states[repo.head][0]
+        # order of the whole git timeline (parents before children)
+        store.conn.execute(
+            "UPDATE ledger_versions v SET seq = p.seq FROM (SELECT unnest(?::VARCHAR[]) AS id, "
+            "unnest(?::INTEGER[]) AS seq) p WHERE v.version_id = p.id",
+            [[f"git:{c.sha}" for c in commits], list(range(1, len(commits) + 1))])
+        seq_of = {c.sha: i for i, c in enumerate(commits, 1)}
+        for v in new_versions:
+            if v.source == "git":
+                v.seq = seq_of[v.ref]
+        if not commits:
+            notes.append("no commit touches the ledger files")
+    has_git = git_count > 0
+
+    # ---- folder copies, the working files, turn snapshots (cheap: rebuilt on every load)
+    _delete_versions(store, "source IN ('working', 'archive', 'backup', 'snapshot')")
+    copies = hs.ledger_copies(cfg.ledger_dir, cfg.max_file_bytes)
+    folders: list[tuple[Any, bool]] = []
+    timeline = "copies" if has_git else "main"
+    prev_id = None
+    for i, fv in enumerate(copies, 1):
+        problems.extend(fv.problems)
+        vid = f"{fv.source}:{fv.name}"
+        new_versions.append(_Version(vid, fv.source, timeline, fv.name, fv.ts, fv.state,
+                                     str(fv.path), seq=i, base=None if has_git else prev_id))
+        folders.append((fv, True))
+        prev_id = vid
+    working = None
+    if cfg.ledger_dir.is_dir():
+        fv = hs.read_folder(cfg.ledger_dir, "working", "working", cfg.max_file_bytes)
+        problems.extend(fv.problems)
+        if any(fv.state) and (not has_git or fv.state != head_state):
+            base = by_state.get(_state_str(head_state)) if has_git and head_state else (
+                None if has_git else prev_id)
+            seq = git_count + 1 if has_git else len(copies) + 1
+            working = _Version("working", "working", "main", "working", fv.ts, fv.state,
+                               str(cfg.ledger_dir), subject="uncommitted working files"
+                               if has_git else "working files", seq=seq, base=base)
+            new_versions.append(working)
+            folders.append((fv, False))  # its problems are the ledger source's to report
+    snap_versions = _snapshot_versions(store, cfg, git_blobs)
+    new_versions.extend(snap_versions)
+    if has_git:  # copies, and the first snapshot, against the committed ledger of their time
+        _anchor_to_main(store, new_versions, [
+            v for v in new_versions if v.timeline == "copies"
+            or (v.timeline == "snapshots" and v.seq == 1)])
+
+    # ---- entries: reuse stored rows per blob, read the rest from git in one batch each
+    missing = cache.from_store(cache.missing(new_versions))
+    for fv, report in folders:
+        _parse_folder(cache, fv, missing, report)
+    side = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
+    for args, cwd, what, sources in (([], repo.top if repo else None, repo.top if repo else None,
+                                      ("git", "base")),
+                                     ([f"--git-dir={side}"], None, side, ("snapshot",))):
+        want = {(k, oid) for v in new_versions if v.source in sources
+                for k, oid in zip(hs.FILES, v.state) if oid and (k, oid) in missing}
+        if not want or what is None:
+            continue
+        sizes = {oid: size for _, oid, size in git_blobs}
+        limit = cfg.max_file_bytes
+        blobs = hs.read_blobs(args, cwd, [oid for _, oid in want
+                                          if limit is None or sizes.get(oid, 0) <= limit], what)
+        rel = (repo.rel if repo else "") if sources[0] == "git" else (_vault_in_workspace(cfg)
+                                                                       or "")
+        for kind, oid in sorted(want):
+            where = f"{what}:{rel + '/' if rel else ''}{kind}.md (blob {oid[:12]})"
+            if oid in blobs:
+                cache.parse(kind, oid, blobs[oid], where)
+            else:
+                cache.skip(kind, oid, where, f"{sizes.get(oid, 0)} bytes, over the size limit")
+    problems.extend(cache.problems)
+    cache.record()
+    rows = [r for v in new_versions for r in cache.rows_for(v)]
+    store.insert_rows("ledger_versions", (
+        "version_id", "source", "timeline", "ref", "ts", "author", "subject", "seq",
+        "base_version_id", "state", "entries", "high", "medium", "low", "unrated", "location"),
+        [(v.version_id, v.source, v.timeline, v.ref,
+          v.ts.strftime("%Y-%m-%d %H:%M:%S") if v.ts else None, v.author, v.subject, v.seq,
+          v.base, _state_str(v.state), 0, 0, 0, 0, 0, v.location) for v in new_versions])
+    store.insert_rows("ledger_entry_versions", ("version_id", *_ENTRY_COLS), rows)
+    store.conn.execute(
+        "DELETE FROM ledger_versions WHERE source = 'base' AND version_id NOT IN "
+        "(SELECT base_version_id FROM ledger_versions WHERE base_version_id IS NOT NULL)")
+    store.conn.execute("DELETE FROM ledger_entry_versions WHERE version_id NOT IN "
+                       "(SELECT version_id FROM ledger_versions)")
+    store.conn.execute(
+        "UPDATE ledger_versions v SET entries = c.n, high = c.h, medium = c.m, low = c.l, "
+        "unrated = c.u FROM (SELECT version_id, count(*) AS n, "
+        "count(*) FILTER (WHERE confidence = 'high') AS h, "
+        "count(*) FILTER (WHERE confidence = 'medium') AS m, "
+        "count(*) FILTER (WHERE confidence = 'low') AS l, "
+        "count(*) FILTER (WHERE confidence IS NULL OR confidence NOT IN "
+        "('high', 'medium', 'low')) AS u FROM ledger_entry_versions GROUP BY version_id) c "
+        "WHERE v.version_id = c.version_id")
+    counts = dict(store.conn.execute(
+        "SELECT source, count(*) FROM ledger_versions WHERE source <> 'base' GROUP BY source"
+    ).fetchall())
+    total = sum(counts.values())
+    found = total > 0 or cfg.ledger_dir.is_dir()
+    parts = [f"{counts.get(s, 0)} {s}" for s in ("git", "working", "archive", "backup",
+                                                   "snapshot") if counts.get(s)]
+    note = f"{total} versions" + (f" ({', '.join(parts)})" if parts else "")
+    if repo is not None:
+        note += f"; {len(commits_read)} new commit{'s' if len(commits_read) != 1 else ''} read"
+    if notes:
+        note += "; " + "; ".join(notes)
+    if not found:
+        note = "no Smith ledger and no past versions of it"
+    result = _HistoryResult("history", str(cfg.ledger_dir), found, note, total,
+                            problems=problems)
+    result.state = {"repo": repo_key, "head": repo.head if repo else None,
+                    "commits_read": commits_read[:200], "commits_read_count": len(commits_read),
+                    "versions": total}
+    return result
+
+
+def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Version]) -> None:
+    """The first version of the copies and snapshots timelines is compared with the newest
+    git version at or before its time (not with an empty ledger)."""
+    git = [(v.ts, v.seq, v.version_id) for v in versions if v.source == "git" and v.ts]
+    git += [(ts, seq, vid) for vid, ts, seq in store.conn.execute(
+        "SELECT version_id, ts, seq FROM ledger_versions WHERE source = 'git' AND ts IS NOT NULL"
+    ).fetchall()]
+    git.sort()
+    for v in firsts:
+        if v.ts is None:
+            continue
+        before = [vid for ts, _, vid in git if ts <= v.ts]
+        if before:
+            v.base = before[-1]
+
+
+def _parse_folder(cache: _EntryCache, fv: Any, missing: set[tuple[str, str]],
+                  report: bool) -> None:
+    from toolkit.sources.history import FILES
+
+    for kind, oid in zip(FILES, fv.state):
+        if oid and (kind, oid) in missing:
+            missing.discard((kind, oid))
+            before = len(cache.problems)
+            cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
+            if not report:
+                del cache.problems[before:]
+
+
+class _HistoryResult(SourceResult):
+    state: dict[str, Any]
+
+
+def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]
+                       ) -> list[_Version]:
+    """One version per snapshot whose ledger differs from the previous snapshot's."""
+    from toolkit.sources import history as hs
+    from toolkit.sources import snapshots as snap
+
+    side = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
+    rel = _vault_in_workspace(cfg)
+    if rel is None or not side.is_dir():
+        return []
+    snaps = snap.list_snapshots(side)
+    if not snaps:
+        return []
+    oldest_first = list(reversed(snaps))
+    states = hs.tree_states([f"--git-dir={side}"], None, [s.sha for s in oldest_first], rel,
+                            side)
+    stored_ts = dict(store.conn.execute(
+        "SELECT snap_key, ts FROM snapshots WHERE repo = ?", [str(side)]).fetchall())
+    out: list[_Version] = []
+    prev: tuple[str, ...] = hs.EMPTY_STATE
+    prev_id = None
+    for s in oldest_first:
+        st, sizes = states[s.sha]
+        if st == prev:
+            continue
+        prev = st
+        vid = f"snapshot:{s.key}"
+        ts = stored_ts.get(s.key) or dt.datetime.fromtimestamp(
+            s.time, dt.timezone.utc).replace(tzinfo=None)
+        out.append(_Version(vid, "snapshot", "snapshots", s.label, ts, st, str(side),
+                            subject=s.label, seq=len(out) + 1, base=prev_id))
+        git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
+        prev_id = vid
+    return out
+
+
+def _loaders() -> list[Any]:
+    from toolkit.loaders import Loader
+
+    return [Loader("history", _fingerprint, _load_history)]
+
+
+# --------------------------------------------------------------------------- library
+
+
+@dataclass(frozen=True)
+class VersionCounts:
+    """One ledger version with its entries by confidence and what changed to reach it."""
+
+    version_id: str
+    source: str
+    timeline: str
+    ref: str
+    ts: dt.datetime | None
+    subject: str | None
+    seq: int
+    high: int
+    medium: int
+    low: int
+    unrated: int
+    entries: int
+    changes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def short_ref(self) -> str:
+        return _short(self.source, self.ref)
+
+
+def _short(source: str, ref: str) -> str:
+    if source in ("git", "base"):
+        return ref[:8]
+    return ref if len(ref) <= 40 else ref[:39] + "…"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one entry between a version and its base."""
+
+    version_id: str
+    source: str
+    timeline: str
+    ref: str
+    ts: dt.datetime | None
+    subject: str | None
+    change: str
+    entry_key: str
+    file: str
+    title: str | None
+    old_confidence: str | None
+    new_confidence: str | None
+    old_reflections: int | None
+    new_reflections: int | None
+
+    @property
+    def short_ref(self) -> str:
+        return _short(self.source, self.ref)
+
+
+@dataclass(frozen=True)
+class EntryState:
+    """An entry in one version, with the changes that version made to it."""
+
+    version_id: str
+    source: str
+    timeline: str
+    ref: str
+    ts: dt.datetime | None
+    subject: str | None
+    present: bool
+    confidence: str | None
+    reflections: int | None
+    changes: tuple[str, ...]
+
+    @property
+    def short_ref(self) -> str:
+        return _short(self.source, self.ref)
+
+
+@dataclass(frozen=True)
+class EntryHistory:
+    entry_key: str
+    file: str
+    title: str | None
+    states: list[EntryState]  # versions where the entry changed (oldest first)
+
+    @property
+    def first_seen(self) -> dt.datetime | None:
+        return next((s.ts for s in self.states if s.present), None)
+
+
+def timelines_for(all_sources: bool) -> tuple[str, ...]:
+    return ("main", "copies", "snapshots") if all_sources else ("main",)
+
+
+def growth(store: Store, *, timelines: tuple[str, ...] = ("main",)) -> list[VersionCounts]:
+    """Every version of the given timelines, oldest first, with counts by confidence and the
+    number of changes of each kind that led to it."""
+    rows = store.fetch_dicts(
+        "SELECT v.*, (SELECT list(struct_pack(change := c.change, n := c.n)) FROM "
+        "  (SELECT change, count(*) AS n FROM ledger_changes ch "
+        "   WHERE ch.version_id = v.version_id GROUP BY change) c) AS changes "
+        "FROM ledger_versions v WHERE v.source <> 'base' "
+        "AND v.timeline IN (SELECT unnest(?::VARCHAR[])) "
+        "ORDER BY CASE v.timeline WHEN 'main' THEN 0 WHEN 'copies' THEN 1 ELSE 2 END, v.seq",
+        [list(timelines)])
+    return [VersionCounts(
+        version_id=r["version_id"], source=r["source"], timeline=r["timeline"], ref=r["ref"],
+        ts=r["ts"], subject=r["subject"], seq=r["seq"], high=r["high"] or 0,
+        medium=r["medium"] or 0, low=r["low"] or 0, unrated=r["unrated"] or 0,
+        entries=r["entries"] or 0,
+        changes={c["change"]: c["n"] for c in (r["changes"] or [])}) for r in rows]
+
+
+def _change(r: dict[str, Any]) -> Change:
+    return Change(version_id=r["version_id"], source=r["source"], timeline=r["timeline"],
+                  ref=r["ref"], ts=r["ts"], subject=r["subject"], change=r["change"],
+                  entry_key=r["entry_key"], file=r["file"], title=r["title"],
+                  old_confidence=r["old_confidence"], new_confidence=r["new_confidence"],
+                  old_reflections=r["old_reflections"], new_reflections=r["new_reflections"])
+
+
+def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
+               limit: int | None = None) -> list[Change]:
+    """Changes, newest version first (within a version: by kind, then file and title)."""
+    sql = ("SELECT * FROM ledger_changes WHERE timeline IN (SELECT unnest(?::VARCHAR[])) "
+           "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title")
+    params: list[Any] = [list(timelines)]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [_change(r) for r in store.fetch_dicts(sql, params)]
+
+
+def find_entries(store: Store, title: str, file: str | None = None
+                 ) -> list[tuple[str, str, str | None]]:
+    """(entry_key, file, title) of entries whose title matches in any version: exact (NFC,
+    case-folded) matches if any, otherwise titles containing the text."""
+    from toolkit.records import resolve_ledger_file
+    from toolkit.sources.history import title_key
+
+    kind = None
+    if file:
+        kind = resolve_ledger_file(file)
+        if kind is None:
+            from toolkit.errors import UsageError
+
+            raise UsageError(f"unknown ledger file {file!r}",
+                             hint="Use patterns, antipatterns, tool-preferences (tools), "
+                                  "edge-cases or project-quirks (quirks)")
+    rows = store.fetch(
+        "SELECT entry_key, file, arg_max(title, version_id) FROM ledger_entry_versions "
+        "GROUP BY entry_key, file ORDER BY file, entry_key")[1]
+    want = title_key(title)
+    cands = [(k, f, t) for k, f, t in rows if kind is None or f == kind]
+    exact = [c for c in cands if c[0].split("/", 1)[1].split("#", 1)[0] == want]
+    if exact:
+        return exact
+    return [c for c in cands if want in c[0].split("/", 1)[1]]
+
+
+def entry_history(store: Store, entry_key: str, *, timelines: tuple[str, ...] = ("main",)
+                  ) -> EntryHistory:
+    """The versions in which one entry changed (appeared, changed confidence or count, was
+    edited or removed): in timeline order for the main timeline alone, by time when several
+    timelines are asked for."""
+    rows = store.fetch_dicts(
+        "SELECT c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, c.seq, "
+        "list(c.change ORDER BY c.change_order) AS changes, any_value(c.file) AS file, "
+        "any_value(c.title) AS title, any_value(e.confidence) AS confidence, "
+        "any_value(e.reflections) AS reflections, bool_or(e.entry_key IS NOT NULL) AS present "
+        "FROM ledger_changes c LEFT JOIN ledger_entry_versions e "
+        "  ON e.version_id = c.version_id AND e.entry_key = c.entry_key "
+        "WHERE c.entry_key = ? AND c.timeline IN (SELECT unnest(?::VARCHAR[])) "
+        "GROUP BY c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, c.seq "
+        "ORDER BY CASE WHEN ? THEN c.ts END NULLS LAST, CASE c.timeline WHEN 'main' THEN 0 "
+        "WHEN 'copies' THEN 1 ELSE 2 END, c.seq",
+        [entry_key, list(timelines), len(timelines) > 1])
+    head = store.fetch_dicts(
+        "SELECT file, arg_max(title, version_id) AS title FROM ledger_entry_versions "
+        "WHERE entry_key = ? GROUP BY file", [entry_key])
+    if not head:
+        raise NotFoundError(f"no ledger entry {entry_key!r} in any version")
+    states = [EntryState(version_id=r["version_id"], source=r["source"], timeline=r["timeline"],
+                         ref=r["ref"], ts=r["ts"], subject=r["subject"], present=r["present"],
+                         confidence=r["confidence"], reflections=r["reflections"],
+                         changes=tuple(r["changes"])) for r in rows]
+    return EntryHistory(entry_key=entry_key, file=head[0]["file"],
+                        title=rows[-1]["title"] if rows else head[0]["title"], states=states)
+
+
+def history_for_title(store: Store, title: str, *, file: str | None = None,
+                      all_sources: bool = False, max_matches: int = 5) -> list[EntryHistory]:
+    """The history of every entry matching ``title`` (all files, unless ``file``)."""
+    matches = find_entries(store, title, file)
+    if not matches:
+        raise NotFoundError(f"no ledger entry titled {title!r} in any version",
+                            hint="Run `toolkit ledger history` for the whole ledger, or "
+                                 "`toolkit ledger list` for current titles")
+    if len(matches) > max_matches:
+        names = "; ".join(f"{f}: {t}" for _, f, t in matches[:max_matches])
+        raise NotFoundError(f"{len(matches)} entries contain {title!r} ({names}; ...)",
+                            hint="Give more of the title, or --file")
+    return [entry_history(store, k, timelines=timelines_for(all_sources)) for k, _, _ in matches]
+
+
+def entry_key_for(file: str, title: str | None, occurrence: int = 1) -> str:
+    """The ``entry_key`` of a current entry (``occurrence`` for repeated titles)."""
+    from toolkit.sources.history import title_key
+
+    base = f"{file}/{title_key(title)}"
+    return base if occurrence == 1 else f"{base}#{occurrence}"
+
+
+def has_history(store: Store) -> bool:
+    return bool(store.scalar("SELECT count(*) FROM ledger_versions WHERE source <> 'base'"))
+
+
+LOADERS = _loaders()
+
+__all__ = ["CHANGE_KINDS", "Change", "EntryHistory", "EntryState", "LOADERS", "MIGRATIONS",
+           "TABLE_DOCS", "VersionCounts", "change_log", "entry_history", "entry_key_for",
+           "find_entries", "growth", "has_history", "history_for_title"]

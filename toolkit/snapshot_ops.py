@@ -1,0 +1,348 @@
+"""CodeSmith turn snapshots for people: list them, show what a turn changed, restore one.
+
+Listing numbers snapshots as CodeSmith's ``/restore`` does: newest first, from 1.
+
+Restoring follows ``/restore N``: check out the snapshot's tree into the workspace
+(``git checkout <sha> -- :/`` with the side repo as ``--git-dir`` and the workspace as
+``--work-tree``), delete the files that are in the workspace now but not in that tree, remove
+directories left empty, and never move the side repo's HEAD. "Files in the workspace now" means
+the files the side repo tracks or would track: its HEAD tree plus every file ``git add -A``
+would pick up (its ``info/exclude`` and the workspace's ``.gitignore`` files are honoured);
+``.git`` is never touched, nor the toolkit's own state folder. The checkout uses a throw-away
+index, so the side repo's index is left as CodeSmith wrote it.
+
+Safety the toolkit adds: the restore is refused when the user's own git repository (the one
+holding the workspace, if any) has uncommitted changes or untracked files, unless forced; a
+dry run lists what would change; the CLI asks before acting.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.errors import ConflictError, NotFoundError, RefusedError, UsageError
+from toolkit.records import Snapshot, SnapshotFile
+from toolkit.sources import snapshots as snap
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+
+
+def side_repo(cfg: Config) -> Path:
+    """The side repo of the configured workspace; NotFoundError when CodeSmith has none."""
+    repo = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
+    if not repo.is_dir():
+        raise NotFoundError(f"no CodeSmith snapshots for workspace {cfg.workspace}",
+                            path=repo,
+                            hint="CodeSmith snapshots a workspace at every turn; set "
+                                 "`workspace:` in toolkit.yaml if it ran in another folder")
+    return repo
+
+
+@dataclass(frozen=True)
+class SnapshotListing:
+    repo: Path
+    workspace: Path
+    snapshots: list[Snapshot]  # newest first, possibly cut to a limit
+    total: int
+
+
+def list_snapshots(cfg: Config, limit: int | None = None) -> SnapshotListing:
+    repo = side_repo(cfg)
+    snaps = snap.list_snapshots(repo)
+    return SnapshotListing(repo, cfg.workspace, snaps[:limit] if limit else snaps, len(snaps))
+
+
+def _pick(snaps: list[Snapshot], n: int) -> Snapshot:
+    if not snaps:
+        raise NotFoundError("the side repo has no snapshots yet")
+    if n < 1 or n > len(snaps):
+        raise NotFoundError(f"no snapshot #{n}: there are {len(snaps)} (1 = newest)",
+                            hint="Run `toolkit snapshots` to list them")
+    return snaps[n - 1]
+
+
+# --------------------------------------------------------------------------- diff
+
+@dataclass(frozen=True)
+class Step:
+    """What changed between two consecutive snapshots of a turn."""
+
+    before: Snapshot | None  # None: the turn's first snapshot has no parent (empty tree)
+    after: Snapshot
+    files: list[SnapshotFile]
+
+
+@dataclass(frozen=True)
+class TurnDiff:
+    """What one turn changed: the net change from its start to its end, and each step."""
+
+    turn: snap.Turn
+    start: Snapshot | None  # pre-turn (or the parent of the turn's first surviving snapshot)
+    end: Snapshot  # post-turn (or the turn's last snapshot)
+    files: list[SnapshotFile]
+    steps: list[Step]
+    notes: list[str] = field(default_factory=list)
+    patch: str | None = None
+
+    @property
+    def lines_added(self) -> int:
+        return sum(f.added or 0 for f in self.files)
+
+    @property
+    def lines_deleted(self) -> int:
+        return sum(f.deleted or 0 for f in self.files)
+
+
+def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
+              with_patch: bool = False) -> TurnDiff:
+    """The turn that snapshot #n belongs to (or the newest turn numbered ``turn``)."""
+    repo = side_repo(cfg)
+    snaps = snap.list_snapshots(repo)
+    turns = snap.group_turns(snaps)
+    by_sha = {s.sha: s for s in snaps}
+    if turn is not None:
+        chosen = next((t for t in turns if t.turn == turn), None)
+        if chosen is None:
+            seqs = sorted({t.turn for t in turns if t.turn is not None})
+            raise NotFoundError(f"no turn {turn} among the snapshots" +
+                                (f" (turns: {', '.join(map(str, seqs))})" if seqs else ""),
+                                hint="Run `toolkit snapshots` to list them")
+    elif n is not None:
+        target = _pick(snaps, n)
+        chosen = next((t for t in turns if any(s.sha == target.sha for s in t.snapshots)),
+                      None)
+        if chosen is None:  # a snapshot outside any turn: its own change
+            chosen = snap.Turn(key=target.key or target.sha, turn=None, snippet=target.snippet,
+                               snapshots=(target,))
+    else:
+        raise UsageError("give a snapshot number or --turn")
+    notes: list[str] = []
+    first, last = chosen.snapshots[0], chosen.snapshots[-1]
+    if first.kind == "pre-turn":
+        start: Snapshot | None = first
+        inner = list(chosen.snapshots)
+    else:
+        start = by_sha.get(first.parent) if first.parent else None
+        inner = [s for s in ([start] if start else []) + list(chosen.snapshots)]
+        if first.kind in ("tool", "post-turn"):
+            notes.append("the turn's pre-turn snapshot is gone (pruned); compared with the "
+                         "snapshot before it" if start else
+                         "the turn's pre-turn snapshot is gone; compared with an empty tree")
+    if last.kind != "post-turn" and chosen.turn is not None:
+        notes.append("no post-turn snapshot (the turn was interrupted or is still running): "
+                     "shown up to its last snapshot")
+    steps = []
+    if start is None:
+        steps.append(Step(None, first, snap.diff_trees(repo, None, first.sha)))
+    for a, b in zip(inner, inner[1:]):
+        steps.append(Step(a, b, snap.diff_trees(repo, a.sha, b.sha)))
+    end = last
+    files = snap.diff_trees(repo, start.sha if start else None, end.sha)
+    text = snap.patch(repo, start.sha if start else None, end.sha) if with_patch else None
+    return TurnDiff(chosen, start, end, files, steps, notes, text)
+
+
+# --------------------------------------------------------------------------- restore
+
+@dataclass(frozen=True)
+class RestorePlan:
+    workspace: Path
+    repo: Path
+    target: Snapshot
+    head: str  # the side repo's HEAD when planned (it must not move)
+    change: list[str]  # files whose content or mode differs from the snapshot
+    create: list[str]  # files in the snapshot, absent from the workspace
+    delete: list[str]  # files in the workspace, absent from the snapshot
+    unchanged: int
+    user_repo: Path | None
+    user_changes: list[str]  # `git status --porcelain` lines of the user's repo
+    protected: list[str]  # workspace folders restore leaves alone (the toolkit's state)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not (self.change or self.create or self.delete)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    plan: RestorePlan
+    written: int
+    deleted: int
+    dirs_removed: list[str]
+
+
+def _ls_tree(repo: Path, sha: str) -> dict[str, tuple[str, str, int | None]]:
+    """path -> (mode, blob id, size) of every file in a snapshot's tree."""
+    out = snap.git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
+    files = {}
+    for rec in out.split("\0"):
+        if not rec:
+            continue
+        meta, path = rec.split("\t", 1)
+        mode, kind, oid, size = meta.split()
+        if kind == "blob":
+            files[path] = (mode, oid, int(size) if size.isdigit() else None)
+    return files
+
+
+def _would_track(repo: Path, workspace: Path) -> list[str]:
+    """Every file ``git add -A`` would pick up now (excludes and .gitignore honoured)."""
+    with tempfile.TemporaryDirectory(prefix="toolkit-idx-") as tmp:
+        proc = snap.run_git([f"--git-dir={repo}", f"--work-tree={workspace}", "ls-files", "-z",
+                             "--others", "--exclude-standard"], cwd=workspace,
+                            extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")}, what=repo)
+    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return [n for n in names if n and not n.endswith("/")]
+
+
+def _blob_of(path: Path) -> tuple[str, str] | None:
+    """(mode, blob id) of a workspace file as git would store it; None if absent."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        data = os.fsencode(os.readlink(path))
+        mode = "120000"
+    elif stat.S_ISREG(st.st_mode):
+        data = path.read_bytes()
+        mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
+    else:
+        return None
+    from toolkit.sources.history import blob_id
+
+    return mode, blob_id(data)
+
+
+def user_repo_changes(workspace: Path, protected: list[str]) -> tuple[Path | None, list[str]]:
+    """The user's own git repository holding the workspace, and its uncommitted changes and
+    untracked files (``git status --porcelain``), the toolkit's state folder left out."""
+    proc = snap.run_git(["rev-parse", "--show-toplevel"], cwd=workspace, check=False)
+    if proc.returncode != 0:
+        return None, []
+    top = Path(proc.stdout.decode("utf-8", "surrogateescape").strip())
+    st = snap.run_git(["--no-optional-locks", "status", "--porcelain=v1", "-z"], cwd=workspace,
+                      what=top)
+    lines = []
+    ws_rel = ""
+    try:
+        ws_rel = workspace.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        pass
+    skip = [f"{ws_rel}/{p}".lstrip("/") if ws_rel not in ("", ".") else p for p in protected]
+    for rec in st.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(rec) < 4:
+            continue
+        path = rec[3:]
+        if any(path == s.rstrip("/") or path.startswith(s.rstrip("/") + "/") for s in skip):
+            continue
+        lines.append(rec)
+    return top, lines
+
+
+def _protected(cfg: Config) -> list[str]:
+    try:
+        rel = cfg.state_dir.resolve().relative_to(cfg.workspace.resolve()).as_posix()
+    except (ValueError, OSError):
+        return []
+    return [] if rel in ("", ".") else [rel + "/"]
+
+
+def plan_restore(cfg: Config, n: int) -> RestorePlan:
+    """What restoring snapshot #n would do (nothing is changed)."""
+    repo = side_repo(cfg)
+    workspace = cfg.workspace.resolve()
+    snaps = snap.list_snapshots(repo)
+    target = _pick(snaps, n)
+    head = snaps[0].sha
+    protected = _protected(cfg)
+
+    def guarded(p: str) -> bool:
+        return p == ".git" or p.startswith(".git/") or any(p.startswith(x) for x in protected)
+
+    want = {p: v for p, v in _ls_tree(repo, target.sha).items() if not guarded(p)}
+    now = set(_would_track(repo, workspace))
+    now |= {p for p in _ls_tree(repo, head) if os.path.lexists(workspace / p)}
+    now = {p for p in now if not guarded(p)}
+    change, create = [], []
+    unchanged = 0
+    for path, (mode, oid, size) in sorted(want.items()):
+        if mode == "160000":
+            continue
+        full = workspace / path
+        try:
+            st = os.lstat(full)
+        except OSError:
+            create.append(path)
+            continue
+        if (size is not None and stat.S_ISREG(st.st_mode) and st.st_size != size
+                and mode != "120000"):
+            change.append(path)
+            continue
+        if _blob_of(full) == (mode, oid):
+            unchanged += 1
+        else:
+            change.append(path)
+    delete = sorted(p for p in now if p not in want)
+    user_repo, user_changes = user_repo_changes(workspace, protected)
+    return RestorePlan(workspace, repo, target, head, change, create, delete, unchanged,
+                       user_repo, user_changes, protected)
+
+
+def refuse_if_dirty(plan: RestorePlan, force: bool) -> None:
+    """RefusedError when the user's own repository has uncommitted work (unless forced)."""
+    if plan.user_changes and not force:
+        n = len(plan.user_changes)
+        raise RefusedError(
+            f"the workspace's git repository has {n} uncommitted change{'s' if n != 1 else ''}"
+            " (git status); nothing restored", path=plan.user_repo,
+            hint="Commit or stash them first, or pass --force to restore anyway")
+
+
+def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
+    """Carry out a plan: check out the snapshot's tree, delete what it does not have."""
+    refuse_if_dirty(plan, force)
+    if snap.head_sha(plan.repo) != plan.head:
+        raise ConflictError("a new snapshot was taken since the restore was planned; "
+                            "nothing restored", path=plan.repo,
+                            hint="Run the command again")
+    ws = plan.workspace
+    written = 0
+    if plan.change or plan.create:
+        pathspec = [":/", *(f":(top,exclude){p.rstrip('/')}" for p in plan.protected)]
+        with tempfile.TemporaryDirectory(prefix="toolkit-idx-") as tmp:
+            snap.run_git([f"--git-dir={plan.repo}", f"--work-tree={ws}", "checkout",
+                          plan.target.sha, "--", *pathspec], cwd=ws,
+                         extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")},
+                         what=plan.repo)
+        written = len(plan.change) + len(plan.create)
+    deleted = 0
+    parents: set[Path] = set()
+    for rel in plan.delete:
+        p = ws / rel
+        try:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            deleted += 1
+        except FileNotFoundError:
+            continue
+        parents.update(q for q in p.parents if q != ws and ws in q.parents)
+    removed = []
+    for d in sorted(parents, key=lambda q: len(q.parts), reverse=True):
+        try:
+            d.rmdir()  # only succeeds when empty
+            removed.append(d.relative_to(ws).as_posix())
+        except OSError:
+            pass
+    if snap.head_sha(plan.repo) != plan.head:  # we never move it; someone else did
+        raise ConflictError("the side repo's HEAD moved during the restore", path=plan.repo)
+    return RestoreResult(plan, written, deleted, sorted(removed))

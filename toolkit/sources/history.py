@@ -1,0 +1,270 @@
+"""Read-only reader of past Smith Ledger versions, from every place one survives:
+
+* the git history of the project repository (every commit that changed one of the five ledger
+  files), read with one ``git log`` and ``git cat-file --batch-check``/``--batch`` processes,
+  never one process per file;
+* ``ledger/archive/<YYYY-MM-DD-HHMMSS>/`` (``/smith-ledger reset``) and
+  ``ledger/.backups/reconcile-<YYYY-MM-DD-HHMMSS>/`` (reconcile) copies;
+* the vault as captured in CodeSmith turn snapshots (the side repo's trees).
+
+A ledger *state* is the five files' git blob ids (``""`` for a missing file); equal states
+have equal entries, so each distinct blob is parsed once. Nothing here writes anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.errors import DataError
+from toolkit.records import LEDGER_FILES, LedgerEntry, Problem
+from toolkit.sources.snapshots import run_git
+
+FILES: tuple[str, ...] = LEDGER_FILES
+State = tuple[str, ...]  # one blob id per ledger file, "" when absent
+EMPTY_STATE: State = ("",) * len(FILES)
+_FOLDER_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[-_T ]?(\d{2})(\d{2})(\d{2})")
+_SEP = "\x1f"
+_REC = "\x1e"
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of some bytes (what ``git hash-object`` prints, without filters)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def title_key(title: str | None) -> str:
+    """An entry's identity within its file: the NFC-normalised, case-folded title."""
+    if not title:
+        return "[untitled]"
+    return unicodedata.normalize("NFC", title).casefold().strip()
+
+
+def entry_keys(entries: list[LedgerEntry]) -> list[str]:
+    """``<file>/<title key>`` for each entry, ``#2``, ``#3``... for repeats in one file."""
+    seen: dict[str, int] = {}
+    out = []
+    for e in entries:
+        base = f"{e.file}/{title_key(e.title)}"
+        n = seen.get(base, 0) + 1
+        seen[base] = n
+        out.append(base if n == 1 else f"{base}#{n}")
+    return out
+
+
+def text_hash(e: LedgerEntry) -> str:
+    """What "edited" compares: title as written, category, context and pattern (not the date,
+    confidence, count or evidence, which reinforcement changes)."""
+    parts = [e.title or "", e.category or "", e.context or "", e.pattern or ""]
+    return hashlib.sha1("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- git
+
+@dataclass(frozen=True)
+class ProjectRepo:
+    top: Path  # the work tree's top level
+    rel: str  # the ledger folder relative to it, POSIX ("" when it is the top)
+    head: str | None  # HEAD commit, None in a repo without commits
+
+    def path_of(self, name: str) -> str:
+        return f"{self.rel}/{name}" if self.rel else name
+
+
+def find_project_repo(ledger_dir: Path) -> ProjectRepo | None:
+    """The git repository holding the ledger folder (None when it is in none)."""
+    probe = ledger_dir
+    while not probe.is_dir():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    proc = run_git(["rev-parse", "--show-toplevel", "HEAD"], cwd=probe, check=False)
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if not lines or not lines[0].startswith("/"):
+        return None
+    top = Path(lines[0]).resolve()
+    head = lines[1].strip() if proc.returncode == 0 and len(lines) > 1 else None
+    try:
+        rel = ledger_dir.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return None
+    return ProjectRepo(top=top, rel="" if rel == "." else rel, head=head)
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    parents: tuple[str, ...]
+    author_time: int
+    commit_time: int
+    author: str
+    subject: str
+
+
+def ledger_commits(repo: ProjectRepo) -> list[Commit]:
+    """Every commit reachable from HEAD that changed one of the five ledger files, parents
+    before children (``--topo-order --reverse``)."""
+    if repo.head is None:
+        return []
+    fmt = _SEP.join(["%H", "%P", "%at", "%ct", "%an", "%s"]) + _REC
+    paths = [repo.path_of(f"{k}.md") for k in FILES]
+    proc = run_git(["log", "--topo-order", "--reverse", "--full-history", "--no-color",
+                    f"--format={fmt}", "HEAD", "--", *paths], cwd=repo.top, what=repo.top)
+    out = []
+    for rec in proc.stdout.decode("utf-8", "replace").split(_REC):
+        rec = rec.strip("\n")
+        if not rec:
+            continue
+        sha, parents, at, ct, author, subject = (rec.split(_SEP) + [""] * 6)[:6]
+        out.append(Commit(sha, tuple(parents.split()), int(at or 0), int(ct or 0), author,
+                          subject))
+    return out
+
+
+def tree_states(git_args: list[str], cwd: Path | None, revs: list[str], rel: str,
+                what: Path) -> dict[str, tuple[State, tuple[int, ...]]]:
+    """The ledger state (and file sizes) at each revision, by one batch-check process.
+    ``git_args`` selects the repository (``["--git-dir=..."]`` or ``[]`` with ``cwd``)."""
+    names = []
+    for rev in revs:
+        for k in FILES:
+            names.append(f"{rev}:{rel}/{k}.md" if rel else f"{rev}:{k}.md")
+    if not names:
+        return {}
+    data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
+    proc = run_git([*git_args, "cat-file", "--batch-check"], cwd=cwd, input=data, what=what)
+    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    if len(lines) != len(names):
+        raise DataError("git cat-file --batch-check gave an unexpected answer", path=what)
+    out: dict[str, tuple[State, tuple[int, ...]]] = {}
+    n = len(FILES)
+    for i, rev in enumerate(revs):
+        oids, sizes = [], []
+        for line in lines[i * n:(i + 1) * n]:
+            parts = line.split(" ")
+            if len(parts) == 3 and parts[1] == "blob":
+                oids.append(parts[0])
+                sizes.append(int(parts[2]))
+            else:
+                oids.append("")
+                sizes.append(0)
+        out[rev] = (tuple(oids), tuple(sizes))
+    return out
+
+
+def read_blobs(git_args: list[str], cwd: Path | None, oids: list[str], what: Path
+               ) -> dict[str, bytes]:
+    """Blob contents by one ``git cat-file --batch`` process."""
+    wanted = list(dict.fromkeys(o for o in oids if o))
+    if not wanted:
+        return {}
+    data = "".join(o + "\n" for o in wanted).encode("ascii")
+    out = run_git([*git_args, "cat-file", "--batch"], cwd=cwd, input=data, what=what).stdout
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for oid in wanted:
+        nl = out.index(b"\n", pos)
+        header = out[pos:nl].split(b" ")
+        pos = nl + 1
+        if len(header) < 3 or header[1] != b"blob":
+            continue
+        size = int(header[2])
+        blobs[oid] = out[pos:pos + size]
+        pos += size + 1
+    return blobs
+
+
+# --------------------------------------------------------------------------- folder copies
+
+@dataclass
+class FolderVersion:
+    """A ledger as found in a folder: the working files, an archive or a backup copy."""
+
+    source: str  # "working", "archive" or "backup"
+    name: str  # folder name ("working" for the live files)
+    path: Path
+    ts: dt.datetime | None
+    state: State
+    contents: dict[str, bytes] = field(default_factory=dict)  # blob id -> bytes
+    problems: list[Problem] = field(default_factory=list)
+
+
+def folder_time(name: str) -> dt.datetime | None:
+    """``2026-05-03-221504`` (also inside ``reconcile-...``) -> a datetime, as written."""
+    m = _FOLDER_TIME.search(name)
+    if not m:
+        return None
+    try:
+        return dt.datetime(*(int(g) for g in m.groups()))
+    except ValueError:
+        return None
+
+
+def read_folder(path: Path, source: str, name: str, max_bytes: int | None) -> FolderVersion:
+    from toolkit.textio import read_bytes
+
+    oids: list[str] = []
+    contents: dict[str, bytes] = {}
+    problems: list[Problem] = []
+    newest = 0.0
+    for k in FILES:
+        p = path / f"{k}.md"
+        if not p.is_file():
+            oids.append("")
+            continue
+        try:
+            data = read_bytes(p, max_bytes)
+            newest = max(newest, p.stat().st_mtime)
+        except (DataError, OSError) as exc:
+            problems.append(Problem("history", str(p), None, getattr(exc, "message", str(exc))))
+            oids.append("")
+            continue
+        oid = blob_id(data)
+        oids.append(oid)
+        contents[oid] = data
+    ts = folder_time(name) if source != "working" else None
+    if ts is None and newest:
+        ts = dt.datetime.fromtimestamp(newest, dt.timezone.utc).replace(tzinfo=None,
+                                                                        microsecond=0)
+        if source != "working":
+            problems.append(Problem("history", str(path), None,
+                                    "folder name has no YYYY-MM-DD-HHMMSS time; "
+                                    "using the files' modification time"))
+    return FolderVersion(source, name, path, ts, tuple(oids), contents, problems)
+
+
+def ledger_copies(ledger_dir: Path, max_bytes: int | None) -> list[FolderVersion]:
+    """``archive/*/`` and ``.backups/reconcile-*/`` copies that hold at least one ledger file,
+    oldest first."""
+    found: list[FolderVersion] = []
+    for sub, source, pattern in (("archive", "archive", "*"),
+                                 (".backups", "backup", "reconcile-*")):
+        base = ledger_dir / sub
+        if not base.is_dir():
+            continue
+        for d in sorted(base.glob(pattern)):
+            if not d.is_dir() or d.is_symlink():
+                continue
+            fv = read_folder(d, source, d.name, max_bytes)
+            if any(fv.state):
+                found.append(fv)
+    found.sort(key=lambda f: (f.ts or dt.datetime.min, f.source, f.name))
+    return found
+
+
+def copy_paths(ledger_dir: Path) -> list[Path]:
+    """Folders and files whose stat changes mean the copies changed (for fingerprints)."""
+    out: list[Path] = []
+    for sub, pattern in (("archive", "*"), (".backups", "reconcile-*")):
+        base = ledger_dir / sub
+        if not base.is_dir():
+            continue
+        out.append(base)
+        for d in sorted(base.glob(pattern)):
+            out.append(d)
+            out.extend(d / f"{k}.md" for k in FILES)
+    return out

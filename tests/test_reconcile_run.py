@@ -229,6 +229,31 @@ def test_bad_category_is_a_usage_error(busy: Path) -> None:
                              "patterns, antipatterns, tools, edge-cases, quirks\n")
 
 
+def test_invalid_config_json_is_bad_data_and_nothing_is_written(busy: Path) -> None:
+    cfg = busy / ".smith" / "config.json"
+    cfg.write_text('{"ledger": {"reconcile": {"enabled": true,}}}\n')
+    before = tree_digest(busy)
+    result = invoke("--force")
+    assert result.exit_code == 65
+    assert result.stderr == (f"Error: {cfg}:1: invalid JSON, column 43: Expecting property "
+                             "name enclosed in double quotes. Fix the JSON or restore the file "
+                             "from a backup\n")
+    assert tree_digest(busy) == before
+
+
+def test_invalid_meta_json_is_refused_before_anything_is_written(busy: Path) -> None:
+    meta = ledger_of(busy) / ".meta.json"
+    meta.write_text('{"lock": null, "lock": null}')
+    before = tree_digest(busy)
+    status = invoke("--status")
+    assert status.exit_code == 0
+    assert "Signals (.meta.json unreadable: " in status.stdout
+    result = invoke("--force")
+    assert result.exit_code == 65
+    assert result.stderr == (f"Error: {meta}: invalid JSON: duplicate key 'lock'\n")
+    assert tree_digest(busy) == before
+
+
 def test_no_ledger_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".smith" / "vault").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)

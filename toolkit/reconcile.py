@@ -130,12 +130,14 @@ def load_settings(smith_config: Path, meta_config: dict[str, Any] | None = None)
     ``/smith-ledger prune`` key set, passed as ``meta_config``) is used when config.json does
     not set them.
     """
-    from toolkit.sources.smith import read_json_file
+    from toolkit.textio import decode_utf8, load_json, read_bytes
 
-    data, err = read_json_file(smith_config)
-    if err:
-        raise DataError(err.split(": ", 1)[-1] if err.startswith(str(smith_config)) else err,
-                        path=smith_config)
+    data: Any = None
+    if smith_config.is_file():
+        data = load_json(decode_utf8(read_bytes(smith_config), smith_config), smith_config)
+        if not isinstance(data, dict):
+            raise DataError("expected a JSON object", path=smith_config,
+                            hint="Fix the file or remove it to use the defaults")
     p = smith_config
     ledger = _mapping((data or {}).get("ledger"), "ledger", p)
     rec = _mapping(ledger.get("reconcile"), "ledger.reconcile", p)

@@ -172,7 +172,8 @@ SECRETS = {
     "pat": "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW",
     "aws": "AKIA" + "IOSFODNN7EXAMPLE",
     "slack": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
-    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+            "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"),
     "sk": "sk-" + "proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
     "password": "hunter2-correct-horse",
     "userpass": "s3cr3t-pw",
@@ -520,7 +521,8 @@ def test_cli_missing_repo_and_bad_repo_are_usage_errors(project, cli_run):
                               "publish.repo in toolkit.yaml\n")
     bad = cli_run("publish", "--repo", "not-a-repo", "--dry-run")
     assert bad.exit_code == 2
-    assert bad.stderr == "Error: --repo 'not-a-repo' is not OWNER/NAME. For example --repo acme/api\n"
+    assert bad.stderr == ("Error: --repo 'not-a-repo' is not OWNER/NAME. "
+                          "For example --repo acme/api\n")
 
 
 def test_cli_no_token_exits_1(project, github, cli_run, tmp_path):

@@ -82,7 +82,7 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
 
 # --------------------------------------------------------------------------- Markdown text
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~#!{}])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!{}])")
 _ZWSP = "&#8203;"  # after "@": GitHub shows the text but does not notify anyone
 
 
@@ -94,7 +94,7 @@ def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
                    or ch == " ")
     if limit is not None and len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
-    text = text.replace("&", "&amp;")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return text.replace("@", "@" + _ZWSP)
 
@@ -124,7 +124,8 @@ def md_block(value: Any, limit: int | None = None) -> str:
 def unescape_markdown(text: str) -> str:
     """Undo the escapes of :func:`md_text` and :func:`md_block` (for the final secret scan)."""
     text = text.replace(_ZWSP, "").replace("&#124;", "|")
-    return re.sub(r"\\([\\`*_\[\]<>|~#!{}\-+=.)])", r"\1", text).replace("&amp;", "&")
+    text = re.sub(r"\\([\\`*_\[\]|~#!{}\-+=.)])", r"\1", text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 # --------------------------------------------------------------------------- the report
@@ -139,7 +140,7 @@ class Since:
             return f"since {self.at}"
         if self.kind == "last":
             return f"since the handoff of {self.at}"
-        return "since the start (first handoff)"
+        return "since the start"
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,9 @@ class HandoffReport:
         stamps += [str(r["verdict_ts"]) for r in self.dispatches if r.get("verdict_ts")]
         stamps += [str(a["ts"]) for _, rows in self.approaches for a in rows if a.get("ts")]
         stamps += [c.date for c in self.ledger if c.date]
-        return max(stamps)[:16].replace("T", " ") if stamps else None
+        # Sources write "YYYY-MM-DD HH:MM:SS" or RFC 3339 ("…T…+00:00", UTC): compare alike.
+        stamps = [x.replace("T", " ")[:19] for x in stamps]
+        return max(stamps)[:16] if stamps else None
 
 
 def project_key(cfg: Config) -> str:
@@ -631,8 +634,9 @@ def _summary(report: HandoffReport) -> str:
 def _header(report: HandoffReport, r: Redactor, *, for_issue: bool) -> list[str]:
     project = md_text(r(report.project))
     lines = [] if for_issue else [f"# Agent handoff: {project}", ""]
-    lines.append(f"_Project {project}; ledger changes {report.since.describe()}; data as of "
-                 f"{report.as_of or 'no records'} (UTC). Secrets redacted._")
+    first = " (this is the first handoff)" if report.since.kind == "first" else ""
+    lines.append(f"_Project {project}; ledger changes {report.since.describe()}{first}; "
+                 f"data as of {report.as_of or 'no records'} (UTC). Secrets redacted._")
     link = site_link(report.site_url, "handoff")
     if link:
         lines.append(f"_Browse {md_link('the full report on the site', link)}._")

@@ -322,7 +322,8 @@ class GitHubClient:
             return min(2.0 ** attempt, 60.0), f"GitHub answered {status}"
         source = self.token.source
         if status == 401:
-            raise ToolkitError(f"GitHub rejected the token from {source} (401 {message or 'Bad credentials'})",
+            raise ToolkitError(f"GitHub rejected the token from {source} "
+                               f"(401 {message or 'Bad credentials'})",
                                hint="It is wrong, expired or revoked; set a valid one in GH_TOKEN "
                                "or GITHUB_TOKEN, or run `gh auth login`") from None
         if status == 404:

@@ -255,3 +255,110 @@ def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:
 def handoff_dead_end_total(store: Store) -> int:
     return int(store.scalar(
         "SELECT count(*) FROM approaches WHERE outcome IN ('DEAD_END', 'NO_GO')") or 0)
+
+
+# --- site ----------------------------------------------------------------------------------
+# Everything `toolkit build-site` shows (toolkit.reports shapes the rows into page contexts).
+# Every query has a total ORDER BY: the site is reproducible byte for byte.
+
+def site_ledger_entries(store: Store) -> list[dict[str, Any]]:
+    """Every ledger entry, malformed ones included, in file order."""
+    return store.fetch_dicts(
+        "SELECT entry_id, file, title, CAST(date AS VARCHAR) AS date, date_raw, category, "
+        "confidence, observations, source_reflections, reflections, context, pattern, "
+        "evidence, related, form, problems, path, line, position FROM ledger_entries "
+        "ORDER BY file, position, entry_id")
+
+
+def site_ledger_meta(store: Store) -> dict[str, Any] | None:
+    rows = store.fetch_dicts("SELECT last_reflection, total_reflections, meta_schema, "
+                             "last_reconcile, total_patterns FROM ledger_meta LIMIT 1")
+    return rows[0] if rows else None
+
+
+_UTC_CREATED = "timezone('UTC', created_at)"
+_UTC_UPDATED = "timezone('UTC', updated_at)"
+
+
+def site_slop_entries(store: Store) -> list[dict[str, Any]]:
+    """Every slop entry in file order; times as UTC text."""
+    return store.fetch_dicts(
+        "SELECT id, short_id, bucket, severity, confidence, owner, source_links, title, "
+        "description, status, cleanup_recommendation, "
+        f"{_ts(_UTC_CREATED)} AS created_at, {_ts(_UTC_UPDATED)} AS updated_at, "
+        "created_at_raw, updated_at_raw, task_id, thread_id, CAST(extra AS VARCHAR) AS extra, "
+        "problems, path, line, position FROM slop_entries ORDER BY position, id")
+
+
+def site_task_status(store: Store) -> list[dict[str, Any]]:
+    """``task_status`` per task (dispatches, retries, verdicts, over the retry limit)."""
+    return store.fetch_dicts(
+        "SELECT task, dispatch_count, retry_count, last_verdict, over_retry_limit, "
+        f"{_ts('first_dispatch')} AS first_dispatch, {_ts('last_dispatch')} AS last_dispatch, "
+        "pending, confirmed, refuted, partial FROM task_status ORDER BY task")
+
+
+def site_dispatches(store: Store) -> list[dict[str, Any]]:
+    return store.fetch_dicts(
+        f"SELECT id, {_ts('ts')} AS ts, task, agent_type, model, brief_summary, verdict, "
+        f"{_ts('verdict_ts')} AS verdict_ts, verdict_notes FROM dispatches ORDER BY id")
+
+
+def site_approaches(store: Store) -> list[dict[str, Any]]:
+    return store.fetch_dicts(
+        f"SELECT id, {_ts('ts')} AS ts, task, approach, outcome, reason FROM approaches "
+        "ORDER BY id")
+
+
+def site_action_count(store: Store) -> int:
+    return int(store.scalar("SELECT count(*) FROM actions") or 0)
+
+
+def site_recent_actions(store: Store, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` actions, newest first."""
+    return store.fetch_dicts(
+        f"SELECT id, {_ts('ts')} AS ts, tier, category, description, project FROM actions "
+        "ORDER BY ts DESC NULLS LAST, id DESC LIMIT ?", [limit])
+
+
+def site_actions_by_day_tier(store: Store, since: dt.date) -> list[tuple[str, int | None, int]]:
+    """(day, tier, actions) for days at or after ``since``."""
+    return [(str(r[0]), r[1], int(r[2])) for r in store.fetch(
+        "SELECT CAST(ts AS DATE) AS day, tier, count(*) FROM actions "
+        "WHERE ts >= CAST(? AS DATE) GROUP BY ALL ORDER BY day, tier NULLS LAST",
+        [since.isoformat()])[1]]
+
+
+def site_actions_by_category_tier(store: Store) -> list[tuple[str | None, int | None, int]]:
+    """(category, tier, actions) over all time."""
+    return [(r[0], r[1], int(r[2])) for r in store.fetch(
+        "SELECT category, tier, count(*) FROM actions GROUP BY ALL "
+        "ORDER BY category NULLS LAST, tier NULLS LAST")[1]]
+
+
+def site_actions_by_tier_since(store: Store, since: dt.date | None) -> dict[int | None, int]:
+    rows = store.fetch("SELECT tier, count(*) FROM actions WHERE ? IS NULL OR "
+                       "ts >= CAST(? AS DATE) GROUP BY tier ORDER BY tier NULLS LAST",
+                       [None if since is None else since.isoformat()] * 2)[1]
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def site_sessions(store: Store) -> list[dict[str, Any]]:
+    return store.fetch_dicts(
+        f"SELECT name, path, {_ts('session_start')} AS session_start, {_ts('ended')} AS ended, "
+        "project, branch, author, status, legacy_name, events, problems FROM sessions "
+        "ORDER BY session_start NULLS LAST, name")
+
+
+def site_session_events(store: Store) -> list[dict[str, Any]]:
+    return store.fetch_dicts(
+        f"SELECT session, seq, {_ts('ts')} AS ts, time, kind, title, body, tool, tokens_in, "
+        "tokens_out, tokens_total, target, line FROM session_events ORDER BY session, seq")
+
+
+def site_rows(store: Store, table: str) -> list[dict[str, Any]]:
+    """Every row of a table the site shows as is (snapshots, turn files, history), in a total
+    order. ``table`` must be one of ``store.tables()`` (checked: it is not a parameter)."""
+    if table not in store.tables():
+        return []
+    return store.fetch_dicts(f'SELECT * FROM "{table}" ORDER BY ALL')

@@ -256,13 +256,17 @@ class Store:
         rows = self.conn.execute(sql, params or []).fetchall()  # drain: DuckDB 2 keeps
         return rows[0][0] if rows else None  # a half-read result open on the connection
 
-    def copy_to(self, table: str, dest: Path, fmt: str) -> None:
-        """Write a table or view to a CSV or JSON file (site downloads, exports)."""
+    def copy_to(self, table: str, dest: Path, fmt: str, *, ordered: bool = False) -> None:
+        """Write a table or view to a CSV or JSON file (site downloads, exports).
+
+        ``ordered``: rows in a total order (``ORDER BY ALL``), so the same content always
+        gives the same bytes (views such as task_status have no order of their own)."""
         if table not in self.tables():
             raise ToolkitError(f"no table {table!r}")
         opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
         escaped = str(dest).replace("'", "''")
-        self.conn.execute(f"COPY (SELECT * FROM \"{table}\") TO '{escaped}' ({opts})")
+        order = " ORDER BY ALL" if ordered else ""
+        self.conn.execute(f"COPY (SELECT * FROM \"{table}\"{order}) TO '{escaped}' ({opts})")
 
     def tables(self) -> list[str]:
         rows = self.conn.execute(

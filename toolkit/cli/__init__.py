@@ -18,6 +18,7 @@ from toolkit.errors import EXIT_FAILURE, ToolkitError
 # name -> "module:attribute". Keep sorted by name; one line per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("toolkit.cli.audit:audit", "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
+    "build-site": ("toolkit.cli.site:build_site", "Build the browsable static site (MkDocs Material) of everything in the store."),
     "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
     "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),
@@ -25,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("toolkit.cli.publish:publish", "Publish the handoff report as one GitHub issue, kept up to date."),
     "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
     "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
+    "serve": ("toolkit.cli.site:serve", "Preview the built site on a local web server."),
     "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, redacted export."),
     "snapshots": ("toolkit.cli.snapshots:snapshots", "CodeSmith turn snapshots: list, what a turn changed, restore."),
     "status": ("toolkit.cli.data:status", "What was found, rows per table, warnings with file:line."),

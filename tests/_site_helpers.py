@@ -1,0 +1,164 @@
+"""Worlds for the site tests: the shared/formats project, and the same with hostile entries
+(FAULTS.md E1) in every source: vault, session log, slop ledger, audit DB."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+from tests.conftest import FORMATS, copy_tree_writable, make_audit_db
+
+from toolkit.config import Config, resolve
+
+BUILD_TIME = dt.datetime(2026, 5, 10, 12, 0, tzinfo=dt.timezone.utc)
+TODAY = dt.date(2026, 5, 10)
+
+HOSTILE_TITLE = "<img src=x onerror=alert(1)>\u202e evil"
+HOSTILE_TITLE_SHOWN = "<img src=x onerror=alert(1)><U+202E> evil"
+FENCE_BREAK = "```\n</div><script>alert(3)</script>\n```"
+HOSTILE_TEXT = (
+    "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) "
+    "[y](data:text/html,<script>alert(2)</script>) {: onclick=\"alert(1)\" } "
+    "--8<-- \"/etc/hostname\" {{ 7*7 }} {% raw %}"
+)
+HOSTILE_LEDGER_ENTRY = f"""
+---
+
+**Title:** {HOSTILE_TITLE}
+**Date:** 2026-05-03
+**Category:** testing
+**Confidence:** low
+**Source reflections:** 1
+
+**Context:** <script>alert(1)</script> and {{{{ 7*7 }}}} and {{% raw %}}
+
+**Pattern:** [x](javascript:alert(1)) then [y](data:text/html,<script>alert(2)</script>)
+{{: onclick="alert(1)" }}
+{FENCE_BREAK}
+--8<-- "/etc/hostname"
+
+**Evidence:**
+- 2026-05-03 -- session s: <img src=x onerror=alert(4)> hostile-evidence-marker
+
+**Related:** See patterns.md: 'Run the migration dry-run before applying schema changes'
+"""
+HOSTILE_TASK = "<script>alert('task')</script> fix {{ 7*7 }}"
+
+
+@dataclass
+class World:
+    root: Path
+    home: Path
+    cfg: Config
+
+
+def make_world(base: Path, *, hostile: bool = False) -> World:
+    """A project from shared/formats under ``base`` (HOME is ``base/home``)."""
+    home = base / "home"
+    root = base / "acme-api"
+    vault = root / ".smith" / "vault"
+    copy_tree_writable(FORMATS / "smith" / "ledger", vault / "ledger")
+    copy_tree_writable(FORMATS / "smith" / "sessions", vault / "sessions")
+    shutil.copy(FORMATS / "smith" / "config.json", root / ".smith" / "config.json")
+    slop = home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    slop.parent.mkdir(parents=True)
+    shutil.copy(FORMATS / "codesmith" / "slop_ledger.json", slop)
+    slop.chmod(0o644)
+    audit = make_audit_db(home / ".nagi" / "ledger.db")
+    if hostile:
+        add_hostile(vault, slop, audit)
+    env = {"HOME": str(home), "NAGI_LEDGER_DB": str(audit),
+           "CODESMITH_HOME": str(home / ".codesmith")}
+    cfg = resolve(project=root, env=env, cwd=root, today=TODAY.isoformat())
+    return World(root=root, home=home, cfg=cfg)
+
+
+def add_hostile(vault: Path, slop: Path, audit: Path) -> None:
+    patterns = vault / "ledger" / "patterns.md"
+    patterns.write_text(patterns.read_text(encoding="utf-8") + HOSTILE_LEDGER_ENTRY,
+                        encoding="utf-8")
+    session = next((vault / "sessions").glob("*.md"))
+    session.write_text(session.read_text(encoding="utf-8") + (
+        "\n### [15:00:00] User prompt\n\n> <script>alert('prompt')</script>\n> {{ 7*7 }}\n"),
+        encoding="utf-8")
+    data = json.loads(slop.read_text(encoding="utf-8"))
+    data["entries"].append({
+        "id": "deadbeef-0000-4000-8000-000000000001", "bucket": "stale_docs",
+        "severity": "high", "confidence": "high", "owner": "<b onmouseover=alert(1)>x</b>",
+        "source_links": ["javascript:alert(1)", "data:text/html,<script>alert(1)</script>",
+                         "https://example.com/ok?a=1&b=<2>", "src/x.py:1"],
+        "title": HOSTILE_TITLE, "description": HOSTILE_TEXT + "\n" + FENCE_BREAK,
+        "status": "open", "cleanup_recommendation": "<iframe src=javascript:alert(1)>",
+        "created_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-01T00:00:00+00:00",
+        "task_id": HOSTILE_TASK})
+    slop.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    conn = sqlite3.connect(audit)
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                 "('2026-05-09 10:00:00', 2, '<script>alert(1)</script> $\\frac$', ?, ?)",
+                 [HOSTILE_TEXT, "<img src=x onerror=alert(5)>"])
+    conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, verdict) "
+                 "VALUES ('2026-05-09 10:01:00', ?, 'general-purpose', 'inherit', ?, NULL)",
+                 [HOSTILE_TASK, HOSTILE_TEXT])
+    conn.execute("INSERT INTO approaches (ts, task, approach, outcome, reason) VALUES "
+                 "('2026-05-09 10:02:00', ?, ?, 'DEAD_END', ?)",
+                 [HOSTILE_TASK, "[click](javascript:alert(1))", HOSTILE_TEXT])
+    conn.commit()
+    conn.close()
+
+
+def build(world: World, out: Path | None = None, **kwargs):  # type: ignore[no-untyped-def]
+    from toolkit.site import build_site
+    from toolkit.store import Store
+
+    with Store.open(world.cfg.db_path) as store:
+        store.refresh(world.cfg)
+        return build_site(world.cfg, store, out=out, build_time=BUILD_TIME, **kwargs)
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+class PageScan(HTMLParser):
+    """Every start tag with its attributes, the <title> text and the page's visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.title = ""
+        self.text: list[str] = []
+        self._in: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+        if tag not in ("br", "img", "meta", "link", "input", "hr"):
+            self._in.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._in:
+            if self._in.pop() == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self._in and self._in[-1] == "title":
+            self.title += data
+        elif not self._in or self._in[-1] not in ("script", "style"):
+            self.text.append(data)
+
+    @property
+    def body_text(self) -> str:
+        return re.sub(r"\s+", " ", "".join(self.text))
+
+
+def scan(path: Path) -> PageScan:
+    s = PageScan()
+    s.feed(path.read_text(encoding="utf-8"))
+    s.close()
+    return s

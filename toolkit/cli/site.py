@@ -1,0 +1,159 @@
+"""Site commands: build-site, serve."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolkit.cli._common import get_config
+
+DEMO_MARKER = ".toolkit-demo-site"
+
+
+def _progress() -> Any:
+    """A rich progress bar on stderr when it is a terminal; None otherwise."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
+                   console=Console(stderr=True), transient=True)
+    tasks: dict[str, Any] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done, total=total)
+
+    return bar, update
+
+
+def _prepare_demo(demo_dir: Path) -> Any:
+    """Write a fresh demo world into demo_dir (replacing one this command wrote before)."""
+    import shutil
+
+    from toolkit.demo import write_demo
+    from toolkit.errors import UsageError
+
+    demo_dir = demo_dir.expanduser().resolve()
+    if demo_dir.exists():
+        if not demo_dir.is_dir():
+            raise UsageError(f"{demo_dir} is a file, not a folder", hint="Choose another --demo-dir")
+        if any(demo_dir.iterdir()):
+            if not (demo_dir / DEMO_MARKER).is_file():
+                raise UsageError(f"{demo_dir} is not empty and is not a demo written by "
+                                 "`toolkit build-site --demo`; refusing to replace it",
+                                 hint="Choose another --demo-dir or remove the folder")
+            shutil.rmtree(demo_dir)
+    world = write_demo(demo_dir)
+    (demo_dir / DEMO_MARKER).write_text(
+        "Written by `toolkit build-site --demo`; the next --demo run replaces this folder.\n",
+        encoding="utf-8")
+    return world
+
+
+def _demo_config(world: Any) -> Any:
+    """The demo project's config (its toolkit.yaml), with the demo's pinned 'today' unless
+    --today was given."""
+    from toolkit import config as config_mod
+
+    opts = click.get_current_context().find_root().obj or {}
+    cfg = config_mod.resolve(project=world.project, today=opts.get("today"))
+    return cfg if cfg.today is not None else cfg.with_overrides(today=world.today)
+
+
+@click.command("build-site")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the HTML site (default: .toolkit/site, or site_dir in "
+                   "toolkit.yaml). The Markdown goes next to it, in <out>.build/.")
+@click.option("--clean", is_flag=True,
+              help="Delete the previous site and build folder first and build everything.")
+@click.option("--build-time", default=None, metavar="TIME",
+              help="Build time (ISO date/time or Unix seconds) for a reproducible site "
+                   "(default: $SOURCE_DATE_EPOCH, else now). Also 'today' for ages, unless "
+                   "--today is given.")
+@click.option("--demo", is_flag=True,
+              help="Write a fresh demo world (see `toolkit demo`) and build its site.")
+@click.option("--demo-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("toolkit-demo"), show_default=True,
+              help="Where --demo writes the demo world. A previous demo written there by "
+                   "--demo is replaced; any other non-empty folder is refused.")
+def build_site(out: Path | None, clean: bool, build_time: str | None, demo: bool,
+               demo_dir: Path) -> None:
+    """Build the browsable site: a static MkDocs Material site of everything in the store.
+
+    The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
+    index pages by file, category, confidence, bucket, severity, status and owner; audit stats,
+    the dispatch report, approaches and one page per task; recent actions; sessions; the turn
+    snapshot timeline; warnings; and every table as CSV and JSON.
+
+    Only pages whose Markdown changed are rebuilt (the search index keeps every page); the
+    same inputs and build time give byte-identical output. View it with `toolkit serve` or
+    any static file server.
+    """
+    from toolkit.cli._common import open_store
+    from toolkit.site import build_site as build, build_time_from
+
+    when = build_time_from(build_time)
+    if demo:
+        world = _prepare_demo(demo_dir)
+        click.echo(f"Demo world written to {world.root}")
+        cfg = _demo_config(world)
+    else:
+        cfg = get_config()
+    bar, update = _progress()
+    with open_store(cfg) as store:
+        if bar is not None:
+            with bar:
+                result = build(cfg, store, out=out, clean=clean, build_time=when,
+                               progress=update)
+        else:
+            result = build(cfg, store, out=out, clean=clean, build_time=when)
+    removed = f", {len(result.removed)} removed" if result.removed else ""
+    click.echo(f"Site built ({result.mode}) in {result.seconds:.1f} s: {result.pages} pages, "
+               f"{len(result.written)} files written{removed}, {result.rebuilt} pages rendered, "
+               f"{result.search_docs} search entries.")
+    click.echo(f"Site:     {result.out}")
+    click.echo(f"Markdown: {result.build_dir / 'docs'}")
+    where = f" --project {cfg.project_root}" if demo else ""
+    out_opt = f" --out {result.out}" if out is not None else ""
+    click.echo(f"View it:  toolkit{where} serve{out_opt}   "
+               f"(or: python -m http.server -d {result.out})")
+
+
+@click.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The site folder to serve (default: .toolkit/site, or site_dir in "
+                   "toolkit.yaml).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (the default is reachable from this machine only).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--build/--no-build", "rebuild", default=True, show_default=True,
+              help="Rebuild the site (incrementally) before serving.")
+def serve(out: Path | None, host: str, port: int, rebuild: bool) -> None:
+    """Preview the site locally: rebuild it if needed, then serve it until Ctrl-C."""
+    from toolkit.site import build_paths, make_server
+
+    cfg = get_config()
+    if rebuild:
+        from toolkit.cli._common import open_store
+        from toolkit.site import build_site as build
+
+        with open_store(cfg) as store:
+            result = build(cfg, store, out=out)
+        click.echo(f"Site built ({result.mode}) in {result.seconds:.1f} s.")
+    site, _ = build_paths(cfg, out)
+    server = make_server(site, host, port)
+    h, p = server.server_address[:2]
+    click.echo(f"Serving {site} at http://{h}:{p}/  (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("Stopped.")
+    finally:
+        server.server_close()

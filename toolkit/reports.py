@@ -1,0 +1,1292 @@
+"""Query results -> one typed context per page of the site.
+
+``build_site_content(store, ...)`` asks ``toolkit.queries`` every question the site needs and
+returns a :class:`SiteContent`: the pages (one dataclass per page kind, each naming its
+template in ``site_templates/``), the charts (``toolkit.charts.ChartSpec``) and the tables
+offered as downloads. ``toolkit.site`` turns that into Markdown and runs MkDocs.
+
+Values stay raw here: AI-written text (titles, patterns, descriptions, task names) is escaped
+by the templates' autoescape, never here. Links are :class:`Ref` values (text + target page
+path); the templates turn them into relative Markdown links.
+
+URL scheme (other modules link to it; see ``page_url``):
+
+==============================  ============================================================
+``ledger/<entry_id>/``          one ledger entry (``ledger_entries.entry_id``)
+``ledger/<file>/``              one ledger file (patterns, antipatterns, ...)
+``slop/<short_id>/``            one slop entry (the full id when short ids collide)
+``audit/tasks/<slug>/``         one audit task (``task_slugs``)
+``sessions/<slug>/``            one vault session log
+==============================  ============================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import posixpath
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from toolkit import queries
+from toolkit.charts import ChartSpec, Series
+from toolkit.records import (
+    AUDIT_OUTCOMES,
+    AUDIT_TIERS,
+    AUDIT_VERDICTS,
+    CATEGORIES,
+    CONFIDENCES,
+    LEDGER_FILES,
+    LEDGER_TITLES,
+    SLOP_BUCKETS,
+    SLOP_SEVERITIES,
+    SLOP_STATUSES,
+)
+from toolkit.slugs import slugify, unique_slugs
+
+if TYPE_CHECKING:
+    from toolkit.store import Store
+
+RETRY_LIMIT = 2  # nagi-ledger: over the limit when retry_count >= 2
+RECENT_ACTIONS = 1000  # actions shown on the site (all of them are in the data download)
+ACTIONS_PER_PAGE = 100
+STATS_DAYS = 30
+DASHBOARD_DAYS = 7
+LIST_LIMIT = 200  # rows in the long lists of the approaches page
+OPEN_STATUSES = ("open", "in_progress")
+TIER_NAMES = {0: "tier 0 (info)", 1: "tier 1 (notable)", 2: "tier 2 (high-impact)"}
+TIER_COLORS = {0: "#90a4ae", 1: "#ffb300", 2: "#e53935"}
+SEVERITY_COLORS = {"critical": "#b71c1c", "high": "#e53935", "medium": "#fb8c00",
+                   "low": "#fdd835", "info": "#90a4ae"}
+CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}
+AGE_BANDS: tuple[tuple[str, int, int | None], ...] = (
+    ("0-7 days", 0, 7), ("8-30 days", 8, 30), ("31-90 days", 31, 90), ("over 90 days", 91, None))
+
+
+# --------------------------------------------------------------------------- building blocks
+
+@dataclass(frozen=True)
+class Ref:
+    """A link to a page of the site: ``text`` is shown (escaped), ``path`` is the target's
+    Markdown path relative to the docs folder, with an optional ``#anchor``."""
+
+    text: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    empty: str = "Nothing to show."
+
+
+Cell = Any  # str | int | float | None | Ref
+
+
+@dataclass(kw_only=True)
+class Page:
+    """What every page has. ``nav`` puts the page in the navigation as (section, label) or
+    (label,); per-entry pages have none (reached from index pages and search)."""
+
+    template: ClassVar[str] = ""
+    path: str
+    title: str
+    nav: tuple[str, ...] | None = None
+    search: bool = True  # False: left out of the search index (long listings)
+    tags: tuple[str, ...] = ()
+    intro: str = ""  # one line under the title (trusted text written by us)
+
+
+@dataclass(frozen=True)
+class Download:
+    table: str
+    description: str
+    rows: int
+
+
+@dataclass
+class SiteContent:
+    pages: list[Page]
+    charts: list[ChartSpec]
+    downloads: list[Download]
+
+
+def page_url(path: str) -> str:
+    """The URL (relative to the site root) of a page's Markdown path, with directory URLs:
+    ``ledger/patterns/x.md`` -> ``ledger/patterns/x/``, ``a/index.md`` -> ``a/``."""
+    base = path[:-3] if path.endswith(".md") else path
+    if base == "index":
+        return ""
+    if base.endswith("/index"):
+        return base[:-5]
+    return base + "/"
+
+
+def ledger_entry_path(entry_id: str) -> str:
+    return f"ledger/{entry_id}.md"
+
+
+def task_slugs(tasks: Iterable[str]) -> dict[str, str]:
+    """Slug of each audit task's page ``audit/tasks/<slug>/``: ``slugify(task)``; when two
+    tasks share a slug, ``-2``, ``-3``... in sorted task order."""
+    ordered = sorted(set(tasks))
+    return dict(zip(ordered, unique_slugs(ordered, fallback="task")))
+
+
+def task_path(slug: str) -> str:
+    return f"audit/tasks/{slug}.md"
+
+
+_SLOP_RESERVED = {"bucket", "severity", "status", "owner", "ageing", "index"}
+
+
+def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str, str]:
+    """Slug of each slop entry's page ``slop/<slug>/``: its short id, or its full id when
+    short ids collide (or are missing or clash with an index page)."""
+    count = Counter(slugify(s or "") for s in short_ids)
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for full, short in zip(ids, short_ids):
+        slug = slugify(short or "", fallback="entry")
+        if not short or count[slug] > 1 or slug in _SLOP_RESERVED:
+            slug = slugify(full or "", fallback="entry")
+        base, n = slug, 1
+        while slug in used or slug in _SLOP_RESERVED:
+            n += 1
+            slug = f"{base}-{n}"
+        used.add(slug)
+        out[full] = slug
+    return out
+
+
+def display_path(path: str | None, roots: Sequence[tuple[Path, str]]) -> str:
+    """A source path as shown on the site: relative to the project (or ``~/`` for the home
+    folder), never the machine's absolute path."""
+    if not path:
+        return ""
+    p = Path(path)
+    for root, prefix in roots:
+        try:
+            rel = p.relative_to(root)
+        except ValueError:
+            continue
+        return prefix + rel.as_posix()
+    return ".../" + p.name
+
+
+# --------------------------------------------------------------------------- page kinds
+
+@dataclass(kw_only=True)
+class HomePage(Page):
+    template: ClassVar[str] = "home.md.j2"
+    site_name: str
+    today: str
+    last_reflection: str | None
+    total_reflections: int | None
+    total_entries: int
+    ledger_table: Table
+    top_entries: Table
+    slop_open: int
+    slop_table: Table
+    slop_chart: str | None
+    audit_days: Table
+    audit_chart: str | None
+    audit_week_total: int
+    pending: Table
+    pending_total: int
+    over_limit: Table
+    snapshots: Table
+    warnings: int
+
+
+@dataclass(kw_only=True)
+class LedgerOverviewPage(Page):
+    template: ClassVar[str] = "ledger_overview.md.j2"
+    last_reflection: str | None
+    total_reflections: int | None
+    files: Table
+    categories: Table
+    confidences: Table
+    problems: int
+    chart: str | None
+
+
+@dataclass(kw_only=True)
+class ListPage(Page):
+    """A listing of entries (ledger or slop) sharing one value: a file, a category..."""
+
+    template: ClassVar[str] = "list.md.j2"
+    table: Table
+    up: Ref | None = None
+
+
+@dataclass(kw_only=True)
+class GroupIndexPage(Page):
+    """The values of one dimension (category, bucket, owner...) with counts and links."""
+
+    template: ClassVar[str] = "group_index.md.j2"
+    table: Table
+    chart: str | None = None
+
+
+@dataclass(frozen=True)
+class Field:
+    label: str
+    value: Cell
+
+
+@dataclass(kw_only=True)
+class LedgerEntryPage(Page):
+    template: ClassVar[str] = "ledger_entry.md.j2"
+    entry_id: str
+    fields: list[Field]
+    problems: list[str]
+    context: str | None
+    pattern: str | None
+    evidence: str | None
+    related: str | None
+    related_entries: list[Ref]
+    source: str
+    history: Table | None  # None: the store has no ledger history tables yet
+
+
+@dataclass(kw_only=True)
+class SlopOverviewPage(Page):
+    template: ClassVar[str] = "slop_overview.md.j2"
+    total: int
+    open_total: int
+    matrix: Table
+    statuses: Table
+    chart: str | None
+
+
+@dataclass(kw_only=True)
+class SlopEntryPage(Page):
+    template: ClassVar[str] = "slop_entry.md.j2"
+    slop_id: str
+    fields: list[Field]
+    sources: list[Cell]  # a URL (shown as a link) or text
+    description: str | None
+    cleanup: str | None
+    extra: list[Field]
+    problems: list[str]
+    source: str
+
+
+@dataclass(kw_only=True)
+class SlopAgeingPage(Page):
+    template: ClassVar[str] = "slop_ageing.md.j2"
+    bands: Table
+    items: Table
+    chart: str | None
+
+
+@dataclass(kw_only=True)
+class AuditStatsPage(Page):
+    template: ClassVar[str] = "audit_stats.md.j2"
+    totals: Table
+    per_day: Table
+    per_day_chart: str | None
+    per_category: Table
+    per_category_chart: str | None
+    verdicts: Table
+    days: int
+
+
+@dataclass(kw_only=True)
+class DispatchReportPage(Page):
+    template: ClassVar[str] = "audit_dispatches.md.j2"
+    over_limit: Table
+    pending: Table
+    tasks: Table
+    retry_limit: int
+
+
+@dataclass(kw_only=True)
+class ApproachesPage(Page):
+    template: ClassVar[str] = "audit_approaches.md.j2"
+    summary: Table
+    dead_ends: Table
+    no_gos: Table
+    works: Table
+    limit: int
+
+
+@dataclass(kw_only=True)
+class TaskPage(Page):
+    template: ClassVar[str] = "audit_task.md.j2"
+    task: str
+    fields: list[Field]
+    dispatches: Table
+    dead_ends: Table
+    no_gos: Table
+    works: Table
+    slop: Table
+
+
+@dataclass(kw_only=True)
+class ActionsPage(Page):
+    template: ClassVar[str] = "audit_actions.md.j2"
+    table: Table
+    page_no: int
+    pages: list[Ref]
+    previous: Ref | None
+    next: Ref | None
+    shown: int
+    total: int
+
+
+@dataclass(kw_only=True)
+class SessionsPage(Page):
+    template: ClassVar[str] = "sessions.md.j2"
+    table: Table
+
+
+@dataclass(kw_only=True)
+class SessionPage(Page):
+    template: ClassVar[str] = "session.md.j2"
+    fields: list[Field]
+    problems: list[str]
+    events: Table
+    texts: list[tuple[str, str]]  # (heading label written by us, AI/user text)
+
+
+@dataclass(kw_only=True)
+class SnapshotsPage(Page):
+    template: ClassVar[str] = "snapshots.md.j2"
+    turns: list[TurnView]
+    latest: Table
+    total: int
+
+
+@dataclass(frozen=True)
+class TurnView:
+    label: str  # "Turn 12" (written by us)
+    anchor: str
+    snippet: str | None  # the prompt snippet from the label (user text)
+    snapshots: Table
+    files: Table
+
+
+@dataclass(kw_only=True)
+class DataPage(Page):
+    template: ClassVar[str] = "data.md.j2"
+    table: Table
+
+
+@dataclass(kw_only=True)
+class WarningsPage(Page):
+    template: ClassVar[str] = "warnings.md.j2"
+    table: Table
+
+
+# Slot for the ledger history page (history engineer): add a ``HistoryPage(Page)`` dataclass
+# with ``template = "history.md.j2"``, its template in site_templates/, and a builder below in
+# ``EXTRA_PAGES``. A page with ``nav=("Ledger", "History")`` appears in the navigation.
+PageBuilder = Callable[["Store", "SiteData"], list[Page]]
+EXTRA_PAGES: list[PageBuilder] = []
+
+
+# --------------------------------------------------------------------------- the data
+
+@dataclass
+class SiteData:
+    """Everything the pages are built from, queried once."""
+
+    today: dt.date
+    site_name: str
+    roots: list[tuple[Path, str]]
+    tables: list[str]
+    counts: dict[str, int]
+    ledger: list[dict[str, Any]]
+    ledger_meta: dict[str, Any] | None
+    slop: list[dict[str, Any]]
+    tasks: list[dict[str, Any]]
+    dispatches: list[dict[str, Any]]
+    approaches: list[dict[str, Any]]
+    sessions: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    snapshots: list[dict[str, Any]]
+    snapshot_files: list[dict[str, Any]]
+    turn_files: list[dict[str, Any]]
+    problems: list[Any]
+    history: dict[str, list[dict[str, Any]]] | None
+    day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
+    # derived
+    entry_path: dict[str, str] = field(default_factory=dict)
+    slop_path: dict[str, str] = field(default_factory=dict)
+    task_slug: dict[str, str] = field(default_factory=dict)
+
+
+def load_site_data(store: Store, *, today: dt.date, site_name: str,
+                   roots: list[tuple[Path, str]]) -> SiteData:
+    tables = store.tables()
+    data = SiteData(
+        today=today, site_name=site_name, roots=roots, tables=tables, counts=store.counts(),
+        ledger=queries.site_ledger_entries(store), ledger_meta=queries.site_ledger_meta(store),
+        slop=queries.site_slop_entries(store), tasks=queries.site_task_status(store),
+        dispatches=queries.site_dispatches(store), approaches=queries.site_approaches(store),
+        sessions=queries.site_sessions(store), events=queries.site_session_events(store),
+        snapshots=queries.site_rows(store, "snapshots"),
+        snapshot_files=queries.site_rows(store, "snapshot_files"),
+        turn_files=queries.site_rows(store, "turn_files"),
+        problems=store.problems(), history=_entry_history(store, tables),
+        day_tier=queries.site_actions_by_day_tier(
+            store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)))
+    data.entry_path = {e["entry_id"]: ledger_entry_path(e["entry_id"]) for e in data.ledger}
+    slugs = slop_slugs([s["id"] for s in data.slop], [s["short_id"] for s in data.slop])
+    data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
+    all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
+    data.task_slug = task_slugs(t for t in all_tasks if t is not None)
+    return data
+
+
+def _entry_history(store: Store, tables: list[str]) -> dict[str, list[dict[str, Any]]] | None:
+    """Rows of the ``ledger_changes`` view per entry key, oldest first, when the history
+    tables exist (None otherwise)."""
+    if "ledger_changes" not in tables:
+        return None
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in queries.site_rows(store, "ledger_changes"):
+        if row.get("entry_key") is not None:
+            out[str(row["entry_key"])].append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: (_fmt_ts(r.get("ts")) or "", str(r.get("timeline") or ""),
+                                 r.get("seq") or 0, r.get("change_order") or 0))
+    return dict(out)
+
+
+def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """entry_id -> the history's entry key (``<file>/<title key>[#n]``, file order)."""
+    from toolkit.sources.history import title_key
+
+    seen: Counter[str] = Counter()
+    out = {}
+    for e in sorted(entries, key=lambda e: (e["file"], e.get("position") or 0)):
+        base = f"{e['file']}/{title_key(e.get('title'))}"
+        seen[base] += 1
+        out[e["entry_id"]] = base if seen[base] == 1 else f"{base}#{seen[base]}"
+    return out
+
+
+def _history_table(rows: list[dict[str, Any]]) -> Table:
+    def arrow(old: Any, new: Any) -> str:
+        if old is None or old == new:
+            return "" if new is None else str(new)
+        return f"{old} → {new if new is not None else '(removed)'}"
+
+    return Table(("When", "Change", "Confidence", "Reflections", "Where", "Version"), [
+        (_fmt_ts(r.get("ts")), r.get("change"),
+         arrow(r.get("old_confidence"), r.get("new_confidence")),
+         arrow(r.get("old_reflections"), r.get("new_reflections")),
+         f"{r.get('source') or ''} ({r.get('timeline') or ''})",
+         r.get("subject") or r.get("ref")) for r in rows],
+        empty="No recorded history for this entry yet.")
+
+
+def build_site_content(store: Store, *, today: dt.date, site_name: str,
+                       roots: list[tuple[Path, str]]) -> SiteContent:
+    """Every page, chart and download of the site, from the store's current content."""
+    data = load_site_data(store, today=today, site_name=site_name, roots=roots)
+    charts: list[ChartSpec] = []
+    pages: list[Page] = []
+    pages.append(_home(data, charts))
+    pages += _ledger_pages(data, charts)
+    pages += _slop_pages(data, charts)
+    pages += _audit_pages(store, data, charts)
+    pages += _session_pages(data)
+    pages.append(_snapshots_page(data))
+    downloads = [Download(t, _table_doc(t), data.counts.get(t, 0)) for t in data.tables]
+    pages.append(DataPage(path="data/index.md", title="Data downloads", nav=("Data",),
+                          table=Table(("Table", "Rows", "CSV", "JSON", "What it holds"), [
+                              (d.table, d.rows, Ref(f"{d.table}.csv", f"data/{d.table}.csv"),
+                               Ref(f"{d.table}.json", f"data/{d.table}.json"), d.description)
+                              for d in downloads])))
+    pages.append(_warnings_page(data))
+    for builder in EXTRA_PAGES:
+        pages += builder(store, data)
+    return SiteContent(pages=pages, charts=charts, downloads=downloads)
+
+
+def _table_doc(table: str) -> str:
+    from toolkit.store import TABLE_DOCS
+
+    return TABLE_DOCS.get(table, "")
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _count_by(rows: Iterable[dict[str, Any]], key: str) -> Counter[Any]:
+    return Counter(r.get(key) for r in rows)
+
+
+def _ordered(values: Iterable[Any], known: Sequence[Any]) -> list[Any]:
+    """Known values in their canonical order, then any others sorted (None last)."""
+    present = set(values)
+    rest = sorted((v for v in present if v not in known and v is not None), key=str)
+    return [v for v in known if v in present] + rest + ([None] if None in present else [])
+
+
+def _value_slug(value: Any) -> str:
+    return slugify(str(value), fallback="none") if value not in (None, "") else "none"
+
+
+def _shown(value: Any) -> str:
+    return "[???]" if value in (None, "") else str(value)
+
+
+def _entry_title(e: dict[str, Any]) -> str:
+    return e["title"] if e.get("title") else f"[???] ({e['file']}.md line {e.get('line')})"
+
+
+def _slop_title(s: dict[str, Any]) -> str:
+    return s["title"] if s.get("title") else f"[???] ({s.get('short_id') or s.get('id')})"
+
+
+def _day(ts: str | None) -> dt.date | None:
+    if not ts:
+        return None
+    try:
+        return dt.date.fromisoformat(str(ts)[:10])
+    except ValueError:
+        return None
+
+
+def _yes(flag: Any) -> str:
+    return "yes" if flag else "no"
+
+
+# --------------------------------------------------------------------------- home
+
+def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
+    ledger_rows, totals = _ledger_file_rows(d)
+    meta = d.ledger_meta or {}
+    high = sorted((e for e in d.ledger if e.get("confidence") == "high"),
+                  key=lambda e: (-(e.get("reflections") or 0), e["entry_id"]))[:5]
+    top = Table(("Entry", "Category", "Reflections"), [
+        (Ref(_entry_title(e), d.entry_path[e["entry_id"]]), _category_ref(e),
+         e.get("reflections")) for e in high], empty="No high-confidence entries yet.")
+
+    open_slop = [s for s in d.slop if s.get("status") in OPEN_STATUSES]
+    slop_table, slop_chart = _slop_matrix(d, open_slop, charts, "slop-open")
+
+    first = d.today - dt.timedelta(days=DASHBOARD_DAYS - 1)
+    days = [first + dt.timedelta(days=i) for i in range(DASHBOARD_DAYS)]
+    by_day: dict[tuple[str, Any], int] = {}
+    for day, tier, n in d.day_tier:
+        by_day[(day, tier)] = n
+    audit_rows = []
+    week_total = 0
+    for day in days:
+        counts = [by_day.get((day.isoformat(), t), 0) for t in AUDIT_TIERS]
+        week_total += sum(counts)
+        audit_rows.append((day.isoformat(), *counts, sum(counts)))
+    audit_days = Table(("Day", *(f"Tier {t}" for t in AUDIT_TIERS), "Total"),
+                       [(Ref(r[0], "audit/index.md#actions-per-day"), *r[1:])
+                        for r in audit_rows])
+    audit_chart = None
+    if week_total:
+        audit_chart = "home-audit-week"
+        charts.append(ChartSpec(
+            name=audit_chart, title=f"Actions in the last {DASHBOARD_DAYS} days by tier",
+            labels=tuple(day.strftime("%m-%d") for day in days),
+            series=tuple(Series(TIER_NAMES[t], tuple(r[1 + i] for r in audit_rows),
+                                TIER_COLORS[t]) for i, t in enumerate(AUDIT_TIERS)),
+            ylabel="actions"))
+
+    pending = [x for x in d.dispatches if x.get("verdict") is None]
+    pending_tbl = Table(("Dispatch", "When", "Task", "Agent"), [
+        (x["id"], x["ts"], _task_ref(d, x["task"]), f"{x['agent_type']}/{x['model']}")
+        for x in sorted(pending, key=lambda x: -x["id"])[:10]],
+        empty="No dispatch is waiting for a verdict.")
+    over = [t for t in d.tasks if t.get("over_retry_limit")]
+    over_tbl = Table(("Task", "Dispatches", "Retries", "Last verdict"), [
+        (_task_ref(d, t["task"]), t["dispatch_count"], t["retry_count"],
+         t.get("last_verdict") or "PENDING") for t in over],
+        empty="No task is over the retry limit.")
+    snaps = sorted(d.snapshots, key=lambda s: (s.get("position") or 0))[:5]
+    snap_tbl = Table(("#", "When", "Label", "Files changed"), [
+        (Ref(str(s.get("position")), "snapshots/index.md"), _fmt_ts(s.get("ts")),
+         s.get("label"), s.get("files_changed")) for s in snaps],
+        empty="No turn snapshots found for this workspace.")
+    return HomePage(
+        path="index.md", title=d.site_name, nav=("Home",), site_name=d.site_name,
+        today=d.today.isoformat(), last_reflection=meta.get("last_reflection"),
+        total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
+        ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), ledger_rows + [totals]),
+        top_entries=top, slop_open=len(open_slop), slop_table=slop_table, slop_chart=slop_chart,
+        audit_days=audit_days, audit_chart=audit_chart, audit_week_total=week_total,
+        pending=pending_tbl, pending_total=len(pending), over_limit=over_tbl,
+        snapshots=snap_tbl, warnings=len(d.problems))
+
+
+def _fmt_ts(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+# --------------------------------------------------------------------------- ledger
+
+def _file_path(file: str) -> str:
+    return f"ledger/{file}/index.md"
+
+
+def _category_ref(e: dict[str, Any]) -> Cell:
+    c = e.get("category")
+    return Ref(c, f"ledger/category/{_value_slug(c)}.md") if c else "[???]"
+
+
+def _confidence_ref(e: dict[str, Any]) -> Cell:
+    c = e.get("confidence")
+    return Ref(c, f"ledger/confidence/{_value_slug(c)}.md") if c else "[???]"
+
+
+def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
+    by_file: dict[str, Counter[Any]] = {f: Counter() for f in LEDGER_FILES}
+    for e in d.ledger:
+        by_file.setdefault(e["file"], Counter())[e.get("confidence")] += 1
+    rows = []
+    tot: Counter[Any] = Counter()
+    for f, c in by_file.items():
+        n = sum(c.values())
+        tot.update(c)
+        rows.append((Ref(f"{f}.md", _file_path(f)), n,
+                     *(Ref(str(c[k]), f"ledger/confidence/{k}.md") if c[k] else 0
+                       for k in ("high", "medium", "low"))))
+    total = ("Total", sum(tot.values()), tot["high"], tot["medium"], tot["low"])
+    return rows, total
+
+
+def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
+    pages: list[Page] = []
+    rows, total = _ledger_file_rows(d)
+    cats = _count_by(d.ledger, "category")
+    confs = _count_by(d.ledger, "confidence")
+    malformed = [e for e in d.ledger if e.get("problems")]
+    chart = None
+    if d.ledger:
+        chart = "ledger-by-file"
+        per = {f: Counter(e.get("confidence") for e in d.ledger if e["file"] == f)
+               for f in LEDGER_FILES}
+        charts.append(ChartSpec(
+            name=chart, title="Ledger entries by file and confidence",
+            labels=tuple(LEDGER_FILES),
+            series=tuple(Series(k, tuple(per[f][k] for f in LEDGER_FILES), CONFIDENCE_COLORS[k])
+                         for k in reversed(CONFIDENCES)), ylabel="entries"))
+    cat_table = Table(("Category", "Entries"), [
+        (Ref(_shown(c), f"ledger/category/{_value_slug(c)}.md"), cats[c])
+        for c in _ordered(cats, CATEGORIES)])
+    conf_table = Table(("Confidence", "Entries"), [
+        (Ref(_shown(c), f"ledger/confidence/{_value_slug(c)}.md"), confs[c])
+        for c in _ordered(confs, CONFIDENCES)])
+    meta = d.ledger_meta or {}
+    pages.append(LedgerOverviewPage(
+        path="ledger/index.md", title="Smith Ledger", nav=("Ledger", "Overview"),
+        intro="What the agent learned: patterns, antipatterns, tool preferences, edge cases "
+              "and project quirks.",
+        last_reflection=meta.get("last_reflection"),
+        total_reflections=meta.get("total_reflections"),
+        files=Table(("File", "Entries", "High", "Medium", "Low"), rows + [total]),
+        categories=cat_table, confidences=conf_table, problems=len(malformed), chart=chart))
+
+    def listing(entries: list[dict[str, Any]]) -> Table:
+        out = []
+        for e in entries:
+            out.append((Ref(_entry_title(e), d.entry_path[e["entry_id"]]),
+                        Ref(f"{e['file']}.md", _file_path(e["file"])),
+                        _category_ref(e), _confidence_ref(e), e.get("date") or e.get("date_raw"),
+                        e.get("reflections"), len(e.get("problems") or [])))
+        return Table(("Entry", "File", "Category", "Confidence", "Date", "Reflections",
+                      "Problems"), out, empty="No entries.")
+
+    for f in LEDGER_FILES:
+        entries = [e for e in d.ledger if e["file"] == f]
+        pages.append(ListPage(path=_file_path(f), title=LEDGER_TITLES[f],
+                              nav=("Ledger", LEDGER_TITLES[f]), search=False,
+                              intro=f"Entries of {f}.md, in file order.",
+                              table=listing(entries), up=Ref("Ledger", "ledger/index.md")))
+    rank = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
+
+    def by_rank(e: dict[str, Any]) -> tuple[Any, ...]:
+        return (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
+
+    pages.append(GroupIndexPage(path="ledger/category/index.md", title="Ledger by category",
+                                nav=("Ledger", "By category"), table=cat_table, search=False))
+    for c in _ordered(cats, CATEGORIES):
+        entries = sorted((e for e in d.ledger if e.get("category") == c), key=by_rank)
+        pages.append(ListPage(path=f"ledger/category/{_value_slug(c)}.md",
+                              title=f"Category: {_shown(c)}", search=False,
+                              intro="Highest confidence first, newest first.",
+                              table=listing(entries),
+                              up=Ref("Ledger by category", "ledger/category/index.md")))
+    pages.append(GroupIndexPage(path="ledger/confidence/index.md", title="Ledger by confidence",
+                                nav=("Ledger", "By confidence"), table=conf_table, search=False))
+    for c in _ordered(confs, CONFIDENCES):
+        entries = sorted((e for e in d.ledger if e.get("confidence") == c), key=by_rank)
+        pages.append(ListPage(path=f"ledger/confidence/{_value_slug(c)}.md",
+                              title=f"Confidence: {_shown(c)}", search=False,
+                              intro="Newest first.", table=listing(entries),
+                              up=Ref("Ledger by confidence", "ledger/confidence/index.md")))
+    pages.append(ListPage(path="ledger/problems.md", title="Malformed ledger entries",
+                          nav=("Ledger", "Malformed entries"), search=False,
+                          intro="Entries with a missing or unreadable field. They are kept "
+                                "and shown with [???]; each page lists its problems.",
+                          table=listing(malformed)))
+
+    by_title: dict[str, list[str]] = defaultdict(list)
+    for e in d.ledger:
+        if e.get("title"):
+            by_title[_norm_title(e["title"])].append(e["entry_id"])
+    title_of = {e["entry_id"]: _entry_title(e) for e in d.ledger}
+    keys = _entry_keys(d.ledger) if d.history is not None else {}
+    for e in d.ledger:
+        related_ids = _related_ids(e.get("related"), by_title, e["entry_id"])
+        history = None
+        if d.history is not None:
+            history = _history_table(d.history.get(keys[e["entry_id"]], []))
+        source_refl = e.get("source_reflections")
+        fields = [
+            Field("File", Ref(f"{e['file']}.md", _file_path(e["file"]))),
+            Field("Date", e.get("date") or e.get("date_raw") or "[???]"),
+            Field("Category", _category_ref(e)),
+            Field("Confidence", _confidence_ref(e)),
+            Field("Reflections", e.get("reflections")),
+        ]
+        if e.get("observations") is not None:
+            fields.append(Field("Observations", e["observations"]))
+        if source_refl:
+            fields.append(Field("Source reflections", source_refl))
+        fields.append(Field("Entry form", {"A": "A (## heading and bullets)",
+                                           "B": "B (**Title:** fields)"}.get(e.get("form"),
+                                                                             e.get("form"))))
+        tags = tuple(t for t in (e["file"], e.get("category"), e.get("confidence"))
+                     if t in LEDGER_FILES or t in CATEGORIES or t in CONFIDENCES)
+        source = display_path(e.get("path"), d.roots)
+        pages.append(LedgerEntryPage(
+            path=d.entry_path[e["entry_id"]], title=_entry_title(e), tags=tags,
+            entry_id=e["entry_id"], fields=fields, problems=list(e.get("problems") or []),
+            context=e.get("context"), pattern=e.get("pattern"), evidence=e.get("evidence"),
+            related=e.get("related"),
+            related_entries=[Ref(title_of[r], d.entry_path[r]) for r in related_ids],
+            source=f"{source}:{e.get('line')}" if e.get("line") else source, history=history))
+    return pages
+
+
+def _date_ord(value: Any) -> int:
+    day = _day(value)
+    return day.toordinal() if day else 0
+
+
+def _norm_title(title: str) -> str:
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFC", title).casefold().split())
+
+
+def _related_ids(related: str | None, by_title: dict[str, list[str]], self_id: str) -> list[str]:
+    """Entries the Related text names, by quoted title ("..." or '...') or by whole line."""
+    if not related:
+        return []
+    import re
+
+    found: list[str] = []
+    candidates = re.findall(r"'([^'\n]{3,})'|\"([^\"\n]{3,})\"|“([^”\n]{3,})”", related)
+    names = [next(g for g in groups if g) for groups in candidates]
+    names += [ln.strip(" -*\t") for ln in related.splitlines()]
+    for name in names:
+        for eid in by_title.get(_norm_title(name), []):
+            if eid != self_id and eid not in found:
+                found.append(eid)
+    return found
+
+
+# --------------------------------------------------------------------------- slop
+
+def _slop_ref(d: SiteData, s: dict[str, Any]) -> Ref:
+    return Ref(_slop_title(s), d.slop_path[s["id"]])
+
+
+def _dim_path(dim: str, value: Any) -> str:
+    return f"slop/{dim}/{_value_slug(value)}.md"
+
+
+def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartSpec],
+                 chart_name: str) -> tuple[Table, str | None]:
+    counts: Counter[tuple[Any, Any]] = Counter((s.get("bucket"), s.get("severity"))
+                                               for s in entries)
+    buckets = _ordered({b for b, _ in counts}, SLOP_BUCKETS)
+    sevs = _ordered({v for _, v in counts} | set(SLOP_SEVERITIES), SLOP_SEVERITIES)
+    rows = []
+    for b in buckets:
+        cells = [counts[(b, v)] for v in sevs]
+        rows.append((Ref(_shown(b), _dim_path("bucket", b)),
+                     *(Ref(str(n), _dim_path("bucket", b)) if n else 0 for n in cells),
+                     sum(cells)))
+    table = Table(("Bucket", *(_shown(v) for v in sevs), "Total"), rows,
+                  empty="No open slop.")
+    chart = None
+    if entries and any(c.name == chart_name for c in charts):
+        return table, chart_name
+    if entries:
+        chart = chart_name
+        charts.append(ChartSpec(
+            name=chart, title="Open slop by bucket and severity",
+            labels=tuple(_shown(b) for b in buckets),
+            series=tuple(Series(_shown(v), tuple(counts[(b, v)] for b in buckets),
+                                SEVERITY_COLORS.get(v, "#607d8b")) for v in sevs),
+            horizontal=True, ylabel="entries"))
+    return table, chart
+
+
+def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
+    pages: list[Page] = []
+    open_slop = [s for s in d.slop if s.get("status") in OPEN_STATUSES]
+    matrix, chart = _slop_matrix(d, open_slop, charts, "slop-open")
+    statuses = _count_by(d.slop, "status")
+    status_tbl = Table(("Status", "Entries"), [
+        (Ref(_shown(s), _dim_path("status", s)), statuses[s])
+        for s in _ordered(statuses, SLOP_STATUSES)])
+    pages.append(SlopOverviewPage(
+        path="slop/index.md", title="Slop ledger", nav=("Slop", "Overview"),
+        intro="What the agent left behind: compatibility shims, dead code, naming drift...",
+        total=len(d.slop), open_total=len(open_slop), matrix=matrix, statuses=status_tbl,
+        chart=chart))
+
+    def age(s: dict[str, Any]) -> int | None:
+        day = _day(s.get("created_at"))
+        return (d.today - day).days if day else None
+
+    def listing(entries: list[dict[str, Any]]) -> Table:
+        return Table(("Entry", "Bucket", "Severity", "Confidence", "Status", "Owner",
+                      "Age (days)"), [
+            (_slop_ref(d, s), Ref(_shown(s.get("bucket")), _dim_path("bucket", s.get("bucket"))),
+             Ref(_shown(s.get("severity")), _dim_path("severity", s.get("severity"))),
+             s.get("confidence"),
+             Ref(_shown(s.get("status")), _dim_path("status", s.get("status"))),
+             Ref(s["owner"], _dim_path("owner", s["owner"])) if s.get("owner") else None,
+             age(s)) for s in entries], empty="No entries.")
+
+    sev_rank = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
+
+    def order(s: dict[str, Any]) -> tuple[Any, ...]:
+        return (s.get("status") not in OPEN_STATUSES, sev_rank.get(s.get("severity"), 9),
+                s.get("created_at") or "", s["id"])
+
+    labels = {"bucket": ("Bucket", "By bucket", SLOP_BUCKETS),
+              "severity": ("Severity", "By severity", SLOP_SEVERITIES),
+              "status": ("Status", "By status", SLOP_STATUSES),
+              "owner": ("Owner", "By owner", ())}
+    for dim, (label, nav_label, known) in labels.items():
+        counts = _count_by(d.slop, dim)
+        open_counts = _count_by(open_slop, dim)
+        values = _ordered(counts, known)
+        pages.append(GroupIndexPage(
+            path=f"slop/{dim}/index.md", title=f"Slop {nav_label.lower()}",
+            nav=("Slop", nav_label), search=False,
+            table=Table((label, "Entries", "Open"), [
+                (Ref(_shown(v), _dim_path(dim, v)), counts[v], open_counts[v]) for v in values],
+                empty="No entries.")))
+        for v in values:
+            entries = sorted((s for s in d.slop if s.get(dim) == v), key=order)
+            pages.append(ListPage(
+                path=_dim_path(dim, v), title=f"Slop {label.lower()}: {_shown(v)}", search=False,
+                intro="Open entries first, then by severity, oldest first.",
+                table=listing(entries), up=Ref(f"Slop {nav_label.lower()}",
+                                                f"slop/{dim}/index.md")))
+
+    bands = Counter()
+    aged = []
+    for s in open_slop:
+        a = age(s)
+        aged.append((a, s))
+        for name, lo, hi in AGE_BANDS:
+            if a is not None and a >= lo and (hi is None or a <= hi):
+                bands[name] += 1
+        if a is None:
+            bands["unknown"] += 1
+    band_names = [b[0] for b in AGE_BANDS] + (["unknown"] if bands["unknown"] else [])
+    age_chart = None
+    if open_slop:
+        age_chart = "slop-ageing"
+        charts.append(ChartSpec(name=age_chart, title="Open slop by age",
+                                labels=tuple(band_names),
+                                series=(Series("open entries",
+                                               tuple(bands[b] for b in band_names), "#fb8c00"),),
+                                ylabel="entries"))
+    aged.sort(key=lambda x: (-(x[0] if x[0] is not None else -1), x[1]["id"]))
+    pages.append(SlopAgeingPage(
+        path="slop/ageing.md", title="Open slop ageing", nav=("Slop", "Open items ageing"),
+        search=False, intro=f"Open and in-progress entries by age on {d.today.isoformat()}.",
+        bands=Table(("Age", "Open entries"), [(b, bands[b]) for b in band_names]),
+        items=listing([s for _, s in aged]), chart=age_chart))
+
+    dispatch_tasks = set(d.task_slug)
+    for s in d.slop:
+        task = s.get("task_id")
+        fields = [
+            Field("ID", s.get("id")),
+            Field("Bucket", Ref(_shown(s.get("bucket")), _dim_path("bucket", s.get("bucket")))),
+            Field("Severity",
+                  Ref(_shown(s.get("severity")), _dim_path("severity", s.get("severity")))),
+            Field("Confidence", _shown(s.get("confidence"))),
+            Field("Owner", Ref(s["owner"], _dim_path("owner", s["owner"]))
+                  if s.get("owner") else "none"),
+            Field("Status", Ref(_shown(s.get("status")), _dim_path("status", s.get("status")))),
+            Field("Created", s.get("created_at") or s.get("created_at_raw") or "[???]"),
+            Field("Updated", s.get("updated_at") or s.get("updated_at_raw") or "[???]"),
+            Field("Task", (Ref(task, task_path(d.task_slug[task])) if task in dispatch_tasks
+                           else task) if task else "none"),
+            Field("Thread", s.get("thread_id") or "none"),
+        ]
+        extra = []
+        if s.get("extra"):
+            try:
+                parsed = json.loads(s["extra"])
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                extra = [Field(str(k), json.dumps(v, ensure_ascii=False, sort_keys=True))
+                         for k, v in sorted(parsed.items())]
+        tags = tuple(t for t in (s.get("bucket"), s.get("severity"), s.get("status"))
+                     if t in SLOP_BUCKETS or t in SLOP_SEVERITIES or t in SLOP_STATUSES)
+        source = display_path(s.get("path"), d.roots)
+        pages.append(SlopEntryPage(
+            path=d.slop_path[s["id"]], title=_slop_title(s), tags=tags, slop_id=s["id"],
+            fields=fields, sources=[_maybe_url(x) for x in (s.get("source_links") or [])],
+            description=s.get("description"), cleanup=s.get("cleanup_recommendation"),
+            extra=extra, problems=list(s.get("problems") or []),
+            source=f"{source}:{s.get('line')}" if s.get("line") else source))
+    return pages
+
+
+@dataclass(frozen=True)
+class Url:
+    """A value that is a web link when it is a safe http(s) URL, text otherwise."""
+
+    url: str
+
+
+def _maybe_url(text: str) -> Cell:
+    t = (text or "").strip()
+    if t.lower().startswith(("http://", "https://")):
+        return Url(t)
+    return text
+
+
+# --------------------------------------------------------------------------- audit
+
+def _task_ref(d: SiteData, task: str | None) -> Cell:
+    if task is None:
+        return "[???]"
+    slug = d.task_slug.get(task)
+    return Ref(task, task_path(slug)) if slug else task
+
+
+def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Page]:
+    pages: list[Page] = []
+    since = d.today - dt.timedelta(days=STATS_DAYS - 1)
+    day_tier = d.day_tier
+    all_tiers = queries.site_actions_by_tier_since(store, None)
+    week = queries.site_actions_by_tier_since(store, d.today - dt.timedelta(days=6))
+    month = queries.site_actions_by_tier_since(store, since)
+    tiers = _ordered(set(all_tiers) | set(AUDIT_TIERS), AUDIT_TIERS)
+    totals = Table(("Tier", "Last 7 days", f"Last {STATS_DAYS} days", "All time"), [
+        (TIER_NAMES.get(t, _shown(t)), week.get(t, 0), month.get(t, 0), all_tiers.get(t, 0))
+        for t in tiers])
+    grid: dict[tuple[str, Any], int] = {(day, t): n for day, t, n in day_tier}
+    days = [since + dt.timedelta(days=i) for i in range(STATS_DAYS)]
+    per_day_rows = []
+    for day in days:
+        cells = [grid.get((day.isoformat(), t), 0) for t in tiers]
+        per_day_rows.append((day.isoformat(), *cells, sum(cells)))
+    per_day_chart = None
+    if any(r[-1] for r in per_day_rows):
+        per_day_chart = "audit-per-day"
+        charts.append(ChartSpec(
+            name=per_day_chart, title=f"Actions per day by tier (last {STATS_DAYS} days)",
+            labels=tuple(day.strftime("%m-%d") for day in days),
+            series=tuple(Series(TIER_NAMES.get(t, _shown(t)),
+                                tuple(r[1 + i] for r in per_day_rows),
+                                TIER_COLORS.get(t, "#607d8b")) for i, t in enumerate(tiers)),
+            ylabel="actions"))
+    cat_tier = queries.site_actions_by_category_tier(store)
+    cats: dict[Any, Counter[Any]] = defaultdict(Counter)
+    for c, t, n in cat_tier:
+        cats[c][t] += n
+    cat_order = sorted(cats, key=lambda c: (-sum(cats[c].values()), str(c)))
+    per_cat = Table(("Category", *(f"Tier {t}" for t in tiers), "Total"), [
+        (_shown(c), *(cats[c][t] for t in tiers), sum(cats[c].values())) for c in cat_order],
+        empty="No actions recorded.")
+    per_cat_chart = None
+    if cat_order:
+        per_cat_chart = "audit-per-category"
+        top = cat_order[:15]
+        charts.append(ChartSpec(
+            name=per_cat_chart, title="Actions per category by tier (top 15, all time)",
+            labels=tuple(_shown(c) for c in top),
+            series=tuple(Series(TIER_NAMES.get(t, _shown(t)), tuple(cats[c][t] for c in top),
+                                TIER_COLORS.get(t, "#607d8b")) for t in tiers),
+            horizontal=True, ylabel="actions"))
+    verdicts = Counter(x.get("verdict") or "PENDING" for x in d.dispatches)
+    verdict_tbl = Table(("Verdict", "Dispatches"), [
+        (Ref(v, "audit/dispatches.md#pending-verification") if v == "PENDING" else v,
+         verdicts[v]) for v in (*AUDIT_VERDICTS, "PENDING")])
+    pages.append(AuditStatsPage(
+        path="audit/index.md", title="Audit stats", nav=("Audit", "Stats by tier"),
+        intro="What the agent did (nagi-ledger): autonomous actions by tier and category, "
+              "dispatch verdicts.",
+        totals=totals, per_day=Table(("Day", *(f"Tier {t}" for t in tiers), "Total"),
+                                     per_day_rows),
+        per_day_chart=per_day_chart, per_category=per_cat, per_category_chart=per_cat_chart,
+        verdicts=verdict_tbl, days=STATS_DAYS))
+
+    # dispatch report
+    def task_row(t: dict[str, Any]) -> tuple[Any, ...]:
+        return (_task_ref(d, t["task"]), t["dispatch_count"], t["retry_count"],
+                t.get("confirmed"), t.get("refuted"), t.get("partial"), t.get("pending"),
+                t.get("last_verdict") or "PENDING", "over" if t.get("over_retry_limit") else "",
+                t.get("last_dispatch"))
+
+    cols = ("Task", "Dispatches", "Retries", "Confirmed", "Refuted", "Partial", "Pending",
+            "Last verdict", "Retry limit", "Last dispatch")
+    ordered_tasks = sorted(d.tasks, key=lambda t: (not t.get("over_retry_limit"),
+                                                    -(t.get("pending") or 0),
+                                                    _neg(t.get("last_dispatch")), t["task"]))
+    pending = sorted((x for x in d.dispatches if x.get("verdict") is None),
+                     key=lambda x: -x["id"])
+    pages.append(DispatchReportPage(
+        path="audit/dispatches.md", title="Dispatch report", nav=("Audit", "Dispatch report"),
+        intro="Subagent dispatches per task: retries, verdicts, and what still waits for "
+              "verification.",
+        over_limit=Table(cols, [task_row(t) for t in ordered_tasks if t.get("over_retry_limit")],
+                         empty="No task is over the retry limit."),
+        pending=Table(("Dispatch", "When", "Task", "Agent", "Model", "Brief"), [
+            (x["id"], x["ts"], _task_ref(d, x["task"]), x["agent_type"], x["model"],
+             x["brief_summary"]) for x in pending],
+            empty="No dispatch is waiting for a verdict."),
+        tasks=Table(cols, [task_row(t) for t in ordered_tasks], empty="No dispatches recorded."),
+        retry_limit=RETRY_LIMIT))
+
+    # approaches
+    appr_by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for a in d.approaches:
+        appr_by_task[a["task"]].append(a)
+    summary_rows = []
+    for task in sorted(appr_by_task, key=str):
+        c = Counter(a["outcome"] for a in appr_by_task[task])
+        summary_rows.append((_task_ref(d, task), c["DEAD_END"], c["NO_GO"], c["WORKS"],
+                             max(a["ts"] or "" for a in appr_by_task[task])))
+    newest = sorted(d.approaches, key=lambda a: -a["id"])
+
+    def outcome_table(outcome: str, empty: str) -> Table:
+        rows = [(_task_ref(d, a["task"]), a["approach"], a["reason"], a["ts"])
+                for a in newest if a["outcome"] == outcome][:LIST_LIMIT]
+        return Table(("Task", "Approach", "Why", "When"), rows, empty=empty)
+
+    pages.append(ApproachesPage(
+        path="audit/approaches.md", title="Approaches per task", nav=("Audit", "Approaches"),
+        intro="Approaches tried or ruled out per task: dead ends (tried and failed), no-gos "
+              "(decided against without trying) and what works.",
+        summary=Table(("Task", "Dead ends", "No-gos", "Works", "Latest"), summary_rows,
+                      empty="No approaches recorded."),
+        dead_ends=outcome_table("DEAD_END", "No dead ends recorded."),
+        no_gos=outcome_table("NO_GO", "No no-gos recorded."),
+        works=outcome_table("WORKS", "Nothing recorded as working yet."), limit=LIST_LIMIT))
+
+    # tasks
+    status_of = {t["task"]: t for t in d.tasks}
+    disp_by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for x in d.dispatches:
+        disp_by_task[x["task"]].append(x)
+    slop_by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in d.slop:
+        if s.get("task_id"):
+            slop_by_task[s["task_id"]].append(s)
+    index_rows = []
+    for task, slug in sorted(d.task_slug.items(), key=lambda kv: kv[1]):
+        st = status_of.get(task, {})
+        approaches = appr_by_task.get(task, [])
+        index_rows.append((Ref(task, task_path(slug)), st.get("dispatch_count", 0),
+                           st.get("retry_count", 0), st.get("last_verdict") or
+                           ("PENDING" if st else ""), "over" if st.get("over_retry_limit") else "",
+                           len(approaches)))
+        oc = defaultdict(list)
+        for a in sorted(approaches, key=lambda a: -a["id"]):
+            oc[a["outcome"]].append((a["approach"], a["reason"], a["ts"]))
+        fields = [Field("Dispatches", st.get("dispatch_count", 0)),
+                  Field("Retries", st.get("retry_count", 0)),
+                  Field("Last verdict", st.get("last_verdict") or ("PENDING" if st else "none")),
+                  Field("Pending verification", st.get("pending", 0)),
+                  Field("Over the retry limit", _yes(st.get("over_retry_limit"))),
+                  Field("First dispatch", st.get("first_dispatch") or "none"),
+                  Field("Last dispatch", st.get("last_dispatch") or "none"),
+                  Field("Approaches", len(approaches))]
+        dcols = ("Dispatch", "When", "Agent", "Model", "Brief", "Verdict", "Verdict at", "Notes")
+        pages.append(TaskPage(
+            path=task_path(slug), title=f"Task: {task}", task=task, fields=fields,
+            dispatches=Table(dcols, [
+                (x["id"], x["ts"], x["agent_type"], x["model"], x["brief_summary"],
+                 x.get("verdict") or "PENDING", x.get("verdict_ts"), x.get("verdict_notes"))
+                for x in disp_by_task.get(task, [])], empty="No dispatches for this task."),
+            dead_ends=Table(("Approach", "Why", "When"), oc["DEAD_END"], empty="None."),
+            no_gos=Table(("Approach", "Why", "When"), oc["NO_GO"], empty="None."),
+            works=Table(("Approach", "Why", "When"), oc["WORKS"], empty="None."),
+            slop=Table(("Slop entry", "Bucket", "Severity", "Status"), [
+                (_slop_ref(d, s), s.get("bucket"), s.get("severity"), s.get("status"))
+                for s in slop_by_task.get(task, [])], empty="None.")))
+    pages.append(GroupIndexPage(
+        path="audit/tasks/index.md", title="Tasks", nav=("Audit", "Tasks"), search=False,
+        intro="Every task with dispatches or approaches; each page ties them together.",
+        table=Table(("Task", "Dispatches", "Retries", "Last verdict", "Retry limit",
+                     "Approaches"), index_rows, empty="No tasks recorded.")))
+
+    # recent actions, paged
+    total = queries.site_action_count(store)
+    recent = queries.site_recent_actions(store, RECENT_ACTIONS)
+    chunks = [recent[i:i + ACTIONS_PER_PAGE] for i in range(0, len(recent), ACTIONS_PER_PAGE)]
+    chunks = chunks or [[]]
+    paths = ["audit/actions/index.md"] + [f"audit/actions/{n}.md"
+                                          for n in range(2, len(chunks) + 1)]
+    refs = [Ref(str(n + 1), p) for n, p in enumerate(paths)]
+    for n, rows in enumerate(chunks):
+        pages.append(ActionsPage(
+            path=paths[n], title="Recent actions" + (f" (page {n + 1})" if n else ""),
+            nav=("Audit", "Recent actions") if n == 0 else None, search=False,
+            table=Table(("ID", "When", "Tier", "Category", "Project", "Description"), [
+                (a["id"], a["ts"], a["tier"], a["category"], a["project"], a["description"])
+                for a in rows], empty="No actions recorded."),
+            page_no=n + 1, pages=refs, previous=refs[n - 1] if n else None,
+            next=refs[n + 1] if n + 1 < len(refs) else None, shown=len(recent), total=total))
+    return pages
+
+
+def _neg(ts: Any) -> str:
+    """Sort key putting newer timestamps first (string inversion)."""
+    return "".join(chr(0x10FFFF - ord(ch)) for ch in str(ts or ""))
+
+
+# --------------------------------------------------------------------------- sessions
+
+def _session_pages(d: SiteData) -> list[Page]:
+    pages: list[Page] = []
+    names = [s["name"] for s in d.sessions]
+    slugs = dict(zip(names, unique_slugs([n.removesuffix(".md") if n else n for n in names],
+                                         fallback="session")))
+    events: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ev in d.events:
+        events[ev["session"]].append(ev)
+    rows = []
+    for s in d.sessions:
+        path = f"sessions/{slugs[s['name']]}.md"
+        rows.append((Ref(s["name"], path), s.get("session_start"), s.get("ended"),
+                     s.get("author"), s.get("branch"), s.get("status"), s.get("events"),
+                     len(s.get("problems") or [])))
+        evs = events.get(s["name"], [])
+        texts = []
+        for ev in evs:
+            if ev.get("body") and ev.get("kind") not in ("metric", "file_change"):
+                texts.append((f"[{ev.get('time') or ''}] {ev.get('kind')}", ev["body"]))
+        source = display_path(s.get("path"), d.roots)
+        pages.append(SessionPage(
+            path=path, title=f"Session {s['name']}",
+            fields=[Field("Started", s.get("session_start") or "[???]"),
+                    Field("Ended", s.get("ended") or "not recorded"),
+                    Field("Project", s.get("project")), Field("Branch", s.get("branch")),
+                    Field("Author", s.get("author") or "none (legacy log)"),
+                    Field("Status", s.get("status")), Field("Events", s.get("events")),
+                    Field("Source", source)],
+            problems=list(s.get("problems") or []),
+            events=Table(("#", "Time", "Kind", "What", "Tool", "Target", "Tokens"), [
+                (ev.get("seq"), ev.get("time"), ev.get("kind"), ev.get("title"), ev.get("tool"),
+                 ev.get("target"), ev.get("tokens_total")) for ev in evs],
+                empty="No events in this log."),
+            texts=texts))
+    pages.insert(0, SessionsPage(
+        path="sessions/index.md", title="Sessions", nav=("Sessions",), search=False,
+        intro="Smith vault session logs, oldest first.",
+        table=Table(("Session", "Started", "Ended", "Author", "Branch", "Status", "Events",
+                     "Problems"), rows, empty="No session logs found.")))
+    return pages
+
+
+# --------------------------------------------------------------------------- snapshots
+
+def _snapshots_page(d: SiteData) -> SnapshotsPage:
+    snaps = sorted(d.snapshots, key=lambda s: (str(s.get("repo")), s.get("position") or 0))
+    files_by_sha: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for f in d.snapshot_files:
+        files_by_sha[(f.get("repo"), f.get("sha"))].append(f)
+    turn_files: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for f in d.turn_files:
+        turn_files[(f.get("repo"), f.get("turn_key"))].append(f)
+    # turns, oldest first: consecutive snapshots sharing a turn key (or turn number)
+    groups: list[tuple[Any, list[dict[str, Any]]]] = []
+    for s in reversed(snaps):
+        key = s.get("turn_key") or (f"turn:{s['turn']}" if s.get("turn") is not None else None)
+        if key is None:
+            key = f"snapshot:{s.get('sha')}"
+        if groups and groups[-1][0] == (s.get("repo"), key):
+            groups[-1][1].append(s)
+        else:
+            groups.append(((s.get("repo"), key), [s]))
+    turns = []
+    used_anchors: set[str] = set()
+    for (repo, key), members in reversed(groups):
+        turn_no = next((m.get("turn") for m in members if m.get("turn") is not None), None)
+        label = (f"Turn {turn_no}" if turn_no is not None
+                 else f"Snapshot #{members[0].get('position')}")
+        anchor = slugify(label, fallback="turn")
+        base, n = anchor, 1
+        while anchor in used_anchors:
+            n += 1
+            anchor = f"{base}-{n}"
+        used_anchors.add(anchor)
+        if turn_files.get((repo, key)):
+            files = turn_files[(repo, key)]
+        else:
+            merged: dict[str, dict[str, Any]] = {}
+            for m in members:
+                if m.get("kind") == "pre-turn":
+                    continue
+                for f in files_by_sha.get((repo, m.get("sha")), []):
+                    merged[f["path"]] = f
+            files = [merged[p] for p in sorted(merged)]
+        snippet = next((m.get("snippet") for m in members if m.get("snippet")), None)
+        turns.append(TurnView(
+            label=label, anchor=anchor, snippet=snippet,
+            snapshots=Table(("#", "Kind", "When", "Commit", "Label", "Files", "+", "-"), [
+                (m.get("position"), m.get("kind"), _fmt_ts(m.get("ts")),
+                 (m.get("sha") or "")[:8], m.get("label"), m.get("files_changed"),
+                 m.get("lines_added"), m.get("lines_deleted")) for m in members]),
+            files=Table(("File", "Status", "+", "-"), [
+                (f.get("path"), f.get("status"), f.get("added"), f.get("deleted"))
+                for f in sorted(files, key=lambda f: str(f.get("path")))],
+                empty="No file changed.")))
+    latest = Table(("#", "When", "Label", "Files changed"), [
+        (s.get("position"), _fmt_ts(s.get("ts")), s.get("label"), s.get("files_changed"))
+        for s in snaps[:10]], empty="No turn snapshots found for this workspace.")
+    return SnapshotsPage(path="snapshots/index.md", title="Turn snapshots", nav=("Snapshots",),
+                         intro="CodeSmith's pre-turn and post-turn snapshots of the workspace, "
+                               "newest turn first, with the files each turn changed.",
+                         turns=turns, latest=latest, total=len(snaps))
+
+
+# --------------------------------------------------------------------------- warnings
+
+def _warnings_page(d: SiteData) -> WarningsPage:
+    return WarningsPage(
+        path="warnings.md", title="Warnings", nav=("Warnings",), search=False,
+        intro="Problems found while reading the sources, with file and line. Nothing was "
+              "dropped: malformed entries are kept and shown with [???].",
+        table=Table(("Source", "File", "Line", "Problem"), [
+            (p.source, display_path(p.path, d.roots) if p.path and p.path.startswith("/")
+             else p.path, p.line, p.message) for p in d.problems], empty="No warnings."))

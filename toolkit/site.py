@@ -1,0 +1,735 @@
+"""Page contexts -> Markdown in a build folder -> a static MkDocs Material site.
+
+``build_site`` is the whole job behind ``toolkit build-site``:
+
+1. ``toolkit.reports.build_site_content`` turns the store into typed page contexts;
+2. each context is rendered with its Jinja2 template from ``site_templates/`` into
+   ``<out>.build/docs/`` (a file is written only when its bytes changed), charts are drawn
+   (``toolkit.charts``, cached by spec) and each table is written as CSV and JSON;
+3. the repository's ``mkdocs.yml`` plus the generated nav becomes ``<out>.build/mkdocs.yml``
+   and MkDocs builds it, from Python, strict.
+
+Escaping. Every value a template prints goes through ``md_escape`` (Jinja's ``finalize``), which
+escapes for HTML *and* Markdown, unless the value is ``Markup`` made by one of the filters
+here (links, tables, blocks), which escape their own parts. Links are only http(s) URLs or
+relative links between generated pages. Titles go to the front matter already HTML-escaped,
+because the theme prints ``page.title`` unescaped in ``<title>``, the header and the nav.
+
+Rebuilds. A full MkDocs build runs when the configuration or nav changed, on ``--clean`` or
+when there is no previous build; otherwise MkDocs runs ``dirty`` (it renders only pages whose
+Markdown is newer than their HTML: exactly the files rewritten in step 2), and the search
+index is merged: the entries of rebuilt pages come from this build, the others from the
+previous index, in the order a full build writes them. So the result is the same bytes a
+full build makes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import html
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+from markupsafe import Markup
+
+from toolkit.errors import ToolkitError, UsageError
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from toolkit.config import Config
+    from toolkit.reports import Page, SiteContent
+    from toolkit.store import Store
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES_DIR = REPO_ROOT / "site_templates"
+BASE_CONFIG = REPO_ROOT / "mkdocs.yml"
+MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfiles on clean)
+STATE = "state.json"
+MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
+MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+# =========================================================================== escaping
+
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
+# Inline Markdown syntax; every one is in Python-Markdown's ESCAPED_CHARS (| via tables).
+_BACKSLASHED = "\\`*_{}[]|"
+_TABLE = str.maketrans({**_ENTITIES, **{c: "\\" + c for c in _BACKSLASHED}})
+# What starts a block when it opens a line: headings, lists, quotes (already &gt;), setext
+# underlines, fences, admonitions, ordered lists (1. / 1)), and tabs/spaces (code blocks).
+_LINE_START = re.compile(r"([#+\-=~!:])|(\d+)([.)])")
+_LINE_START_SUB = {"#": "\\#", "+": "\\+", "-": "\\-", "!": "\\!", "=": "&#61;",
+                   "~": "&#126;", ":": "&#58;"}
+_UNSAFE_ASCII = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _visible(text: str) -> str:
+    """Control, bidi and zero-width characters as visible ``<U+XXXX>`` (toolkit.display),
+    with a fast path for plain ASCII."""
+    if text.isascii() and not _UNSAFE_ASCII.search(text):
+        return text
+    from toolkit.display import visible
+
+    return visible(text)
+
+
+def _escape_line(line: str) -> str:
+    out = line.translate(_TABLE)
+    m = _LINE_START.match(out)
+    if m:
+        if m.group(1):
+            out = _LINE_START_SUB[m.group(1)] + out[1:]
+        else:
+            digits = m.group(2)
+            out = digits + ("\\." if m.group(3) == "." else "&#41;") + out[len(digits) + 1:]
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" … [{len(text) - limit:,} more characters in the data download]"
+
+
+def md_escape(value: Any) -> str:
+    """One line of literal text for Markdown and HTML: no markup, no HTML, no link, no
+    block syntax, whatever the value holds. Newlines and runs of spaces become one space;
+    invisible characters are shown as ``<U+XXXX>``."""
+    if value is None:
+        return ""
+    text = " ".join(str(value).replace("\r", "\n").split())
+    return _escape_line(_visible(_cut(text, MAX_INLINE)))
+
+
+def md_block(value: Any) -> str:
+    """Multi-line literal text: paragraphs kept (blank lines), line breaks kept (hard breaks),
+    indentation dropped (it would make code blocks), every line escaped like ``md_escape``."""
+    if value is None:
+        return ""
+    text = _visible(_cut(str(value).replace("\r\n", "\n").replace("\r", "\n"), MAX_BLOCK))
+    paragraphs = []
+    for para in re.split(r"\n[ \t]*\n", text.strip("\n")):
+        lines = [_escape_line(" ".join(ln.split())) for ln in para.split("\n")]
+        lines = [ln for ln in lines if ln]
+        if lines:
+            paragraphs.append("  \n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def html_title(value: Any) -> str:
+    """A page title as the theme prints it (unescaped): HTML-escaped, invisible characters
+    visible, on one line."""
+    text = " ".join(str(value).split())
+    return html.escape(_visible(_cut(text, 300)), quote=True)
+
+
+_URL_SAFE = "/:?#@!$&+,;=%-._~"
+
+
+def safe_url(value: str) -> str | None:
+    """An http(s) URL, percent-encoded so it cannot end the Markdown link early; None for any
+    other scheme (javascript:, data:, file:...) or a URL without a host."""
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    if any(ch.isspace() or ord(ch) < 32 for ch in text):
+        return None
+    return quote(text, safe=_URL_SAFE)
+
+
+_INTERNAL = re.compile(r"^[A-Za-z0-9._/-]+(#[A-Za-z0-9_-]+)?$")
+
+
+def relative_link(from_path: str, target: str) -> str:
+    """Relative link from one docs file to another (both docs-relative POSIX paths)."""
+    if not _INTERNAL.match(target) or ".." in target.split("/"):
+        raise ValueError(f"not a generated page path: {target!r}")
+    path, _, anchor = target.partition("#")
+    src = from_path.split("/")[:-1]
+    dst = path.split("/")
+    i = 0
+    while i < len(src) and i < len(dst) - 1 and src[i] == dst[i]:
+        i += 1
+    rel = "../" * (len(src) - i) + "/".join(dst[i:])
+    return rel + ("#" + anchor if anchor else "")
+
+
+# =========================================================================== templates
+
+class _Renderer:
+    """The Jinja2 environment: StrictUndefined, autoescape for Markdown+HTML via finalize."""
+
+    def __init__(self, templates: Path = TEMPLATES_DIR) -> None:
+        import jinja2
+
+        from toolkit.reports import Ref
+
+        if not templates.is_dir():
+            raise ToolkitError(f"site templates not found at {templates}",
+                               hint="Reinstall the toolkit from its repository checkout")
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+            autoescape=False, finalize=_finalize, keep_trailing_newline=True,
+            trim_blocks=True, lstrip_blocks=True, auto_reload=False)
+        self.env.filters.update({
+            "block": lambda v: Markup(md_block(v)),
+            "md": lambda v: Markup(md_escape(v)),
+            "num": lambda v: "" if v is None else f"{v:,}",
+        })
+        self.env.globals.update({
+            "link": _link, "table": _table, "fields": _fields, "chart": _chart,
+            "url": _url_cell, "front_matter": _front_matter, "Ref": Ref,
+        })
+        self._cache: dict[str, jinja2.Template] = {}
+
+    def render(self, page: Page, **extra: Any) -> str:
+        name = type(page).template
+        tpl = self._cache.get(name)
+        if tpl is None:
+            tpl = self._cache[name] = self.env.get_template(name)
+        return tpl.render(page=page, **extra)
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, Markup):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return md_escape(value)
+
+
+def _from(ctx: Any) -> str:
+    return ctx["page"].path
+
+
+def _pass_context(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import jinja2
+
+    return jinja2.pass_context(fn)
+
+
+def _cell(value: Any, from_path: str) -> str:
+    from toolkit.reports import Ref, Url
+
+    if value is None:
+        return ""
+    if isinstance(value, Ref):
+        return f"[{md_escape(value.text) or '[???]'}]({relative_link(from_path, value.path)})"
+    if isinstance(value, Url):
+        return _url_md(value.url)
+    if isinstance(value, Markup):
+        return str(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
+    return md_escape(value)
+
+
+def _url_md(url: str) -> str:
+    safe = safe_url(url)
+    text = md_escape(url)
+    return f"[{text}]({safe})" if safe else text
+
+
+@_pass_context
+def _link(ctx: Any, ref: Any) -> Markup:
+    return Markup(_cell(ref, _from(ctx)))
+
+
+@_pass_context
+def _url_cell(ctx: Any, value: Any) -> Markup:
+    return Markup(_cell(value, _from(ctx)))
+
+
+@_pass_context
+def _table(ctx: Any, tbl: Any) -> Markup:
+    """A Markdown table (or the table's ``empty`` line when it has no rows)."""
+    if not tbl.rows:
+        return Markup("*" + md_escape(tbl.empty) + "*")
+    src = _from(ctx)
+    lines = ["| " + " | ".join(md_escape(c) for c in tbl.columns) + " |",
+             "|" + "---|" * len(tbl.columns)]
+    for row in tbl.rows:
+        lines.append("| " + " | ".join(_cell(v, src) for v in row) + " |")
+    return Markup("\n".join(lines))
+
+
+@_pass_context
+def _fields(ctx: Any, fields: list[Any]) -> Markup:
+    src = _from(ctx)
+    lines = ["| Field | Value |", "|---|---|"]
+    for f in fields:
+        lines.append(f"| {md_escape(f.label)} | {_cell(f.value, src)} |")
+    return Markup("\n".join(lines))
+
+
+@_pass_context
+def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
+    if not name:
+        return Markup("")
+    return Markup(f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})")
+
+
+def _front_matter(page: Page) -> Markup:
+    """YAML front matter: the HTML-escaped title, safe tags, search exclusion."""
+    lines = ["---", "title: " + json.dumps(html_title(page.title), ensure_ascii=False)]
+    tags = [t for t in page.tags if re.fullmatch(r"[a-z0-9_-]{1,40}", t)]
+    if tags:
+        lines.append("tags: " + json.dumps(tags))
+    if not page.search:
+        lines.append("search:\n  exclude: true")
+    lines.append("---")
+    return Markup("\n".join(lines))
+
+
+def render_page(renderer: _Renderer, page: Page) -> bytes:
+    text = renderer.render(page)
+    return (text.rstrip("\n") + "\n").encode("utf-8")
+
+
+# =========================================================================== build
+
+@dataclass
+class BuildResult:
+    out: Path
+    build_dir: Path
+    mode: str  # "full" or "incremental"
+    pages: int
+    written: list[str]  # Markdown/static files (re)written in the build folder
+    removed: list[str]
+    rebuilt: int  # HTML pages MkDocs rendered
+    search_docs: int
+    seconds: float
+    charts_drawn: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
+    site = Path(out).expanduser().resolve() if out else cfg.site_dir.resolve()
+    return site, site.parent / (site.name + ".build")
+
+
+def site_name_for(cfg: Config) -> str:
+    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", cfg.project_root.name).strip(" -.") or "project"
+    return f"Agent Ledger: {name}"
+
+
+def build_time_from(value: str | None, env: dict[str, str] | None = None) -> dt.datetime:
+    """The build time: ``--build-time`` (ISO date/time or Unix seconds), else
+    ``SOURCE_DATE_EPOCH``, else now (UTC)."""
+    env = os.environ if env is None else env
+    raw = value if value is not None else env.get("SOURCE_DATE_EPOCH")
+    origin = "--build-time" if value is not None else "SOURCE_DATE_EPOCH"
+    if raw is None or raw == "":
+        return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    raw = raw.strip()
+    try:
+        if re.fullmatch(r"\d+", raw):
+            return dt.datetime.fromtimestamp(int(raw), dt.timezone.utc)
+        parsed = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        raise UsageError(f"{origin}: {raw!r} is not a time; use Unix seconds or "
+                         "YYYY-MM-DDTHH:MM:SS") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed.astimezone(dt.timezone.utc)
+
+
+def check_output_folder(out: Path) -> None:
+    """Refuse to build into a folder that holds something other than a site we built: MkDocs
+    empties the output folder on a full build."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder", hint="Choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UsageError(f"{out} is not empty and was not built by toolkit build-site; "
+                         "refusing to overwrite it", hint="Choose an empty or new --out folder")
+    for danger in (Path.home(), Path("/")):
+        with contextlib.suppress(OSError):
+            if out.resolve() == danger.resolve():
+                raise UsageError(f"refusing to build the site into {out}",
+                                 hint="Choose an empty or new --out folder")
+
+
+def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: bool = False,
+               build_time: dt.datetime | None = None, progress: Progress | None = None,
+               templates: Path = TEMPLATES_DIR, base_config: Path = BASE_CONFIG) -> BuildResult:
+    """Build (or incrementally rebuild) the site from the store. See the module docstring."""
+    from toolkit import reports
+
+    started = time.perf_counter()
+    site, build = build_paths(cfg, out)
+    check_output_folder(site)
+    build_time = build_time or build_time_from(None)
+    today = cfg.today or build_time.date()
+    if clean:
+        for folder in (site, build):
+            if folder.is_dir():
+                shutil.rmtree(folder)
+    docs = build / "docs"
+    docs.mkdir(parents=True, exist_ok=True)
+
+    roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
+    content = reports.build_site_content(store, today=today, site_name=site_name_for(cfg),
+                                         roots=roots)
+    renderer = _Renderer(templates)
+    files: dict[str, bytes] = {}
+    total = len(content.pages)
+    for i, page in enumerate(content.pages, 1):
+        files[page.path] = render_page(renderer, page)
+        if progress and (i % 200 == 0 or i == total):
+            progress("Writing pages", i, total)
+    if len(files) != total:
+        raise ToolkitError("two pages of the site have the same path (a bug)")
+
+    written: list[str] = []
+    for rel, data in sorted(files.items()):
+        if _write_if_changed(docs / rel, data):
+            written.append(rel)
+    charts_drawn = 0
+    for spec in content.charts:
+        rel = f"charts/{spec.name}.svg"
+        cache = build / "chart-cache" / f"{spec.digest()}.svg"
+        if cache.is_file():
+            svg = cache.read_bytes()
+        else:
+            from toolkit.charts import render_svg
+
+            svg = render_svg(spec)
+            charts_drawn += 1
+            _write_if_changed(cache, svg)
+        files[rel] = svg
+        if _write_if_changed(docs / rel, svg):
+            written.append(rel)
+    for d in content.downloads:
+        for fmt in ("csv", "json"):
+            rel = f"data/{d.table}.{fmt}"
+            files[rel] = b""
+            if _copy_table_if_changed(store, d.table, docs / rel, fmt):
+                written.append(rel)
+    _prune_cache(build / "chart-cache", {f"{s.digest()}.svg" for s in content.charts})
+
+    state_path = build / STATE
+    previous = _read_state(state_path)
+    removed = sorted(set(previous.get("files", [])) - set(files))
+    for rel in removed:
+        with contextlib.suppress(FileNotFoundError):
+            (docs / rel).unlink()
+        _remove_output(site, rel)
+    _remove_unexpected(docs, set(files))
+
+    config_text = _mkdocs_config(base_config, content.pages, site, site_name_for(cfg))
+    (build / "mkdocs.yml").write_text(config_text, encoding="utf-8")
+    signature = hashlib.sha256((config_text + _versions()).encode("utf-8")).hexdigest()
+    index_path = site / "search" / "search_index.json"
+    incremental = (not clean and previous.get("signature") == signature
+                   and (site / MARKER).is_file() and index_path.is_file())
+    old_index = index_path.read_bytes() if incremental else None
+    if not incremental:
+        _write_state(state_path, {"signature": None, "files": sorted(files)})
+
+    run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
+                      progress=progress, expected=len(written) if incremental else total)
+    if incremental and old_index is not None:
+        docs_count = _merge_search_index(index_path, old_index, run.order, run.rebuilt)
+    else:
+        docs_count = len(json.loads(index_path.read_bytes())["docs"])
+    (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n",
+                               encoding="utf-8")
+    _write_state(state_path, {"signature": signature, "files": sorted(files)})
+    return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
+                       pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),
+                       search_docs=docs_count, seconds=time.perf_counter() - started,
+                       charts_drawn=charts_drawn, warnings=run.warnings)
+
+
+def _versions() -> str:
+    from importlib.metadata import version
+
+    return "|".join(f"{p}={version(p)}" for p in ("agent-ledger-toolkit", "mkdocs",
+                                                   "mkdocs-material", "markdown"))
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return True
+
+
+def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bool:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".new")
+    store.copy_to(table, tmp, fmt, ordered=True)
+    data = tmp.read_bytes()
+    tmp.unlink()
+    return _write_if_changed(dest, data)
+
+
+def _prune_cache(folder: Path, keep: set[str]) -> None:
+    if folder.is_dir():
+        for p in folder.iterdir():
+            if p.name not in keep:
+                p.unlink()
+
+
+def _remove_unexpected(docs: Path, expected: set[str]) -> None:
+    """Files in the docs folder that no page produced (left by an older toolkit or a crash)."""
+    for p in sorted(docs.rglob("*"), reverse=True):
+        rel = p.relative_to(docs).as_posix()
+        if p.is_file() and rel not in expected:
+            p.unlink()
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+
+
+def _remove_output(site: Path, rel: str) -> None:
+    """Delete the built output of a docs file that no longer exists."""
+    from toolkit.reports import page_url
+
+    target = site / (page_url(rel) + "index.html") if rel.endswith(".md") else site / rel
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    parent = target.parent
+    while parent != site and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_state(path: Path, data: dict[str, Any]) -> None:
+    _write_if_changed(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+
+
+# =========================================================================== config and nav
+
+_SECTIONS = ("Home", "Ledger", "Slop", "Audit", "Sessions", "Snapshots", "Data", "Warnings")
+
+
+def make_nav(pages: list[Page]) -> list[Any]:
+    """The navigation: pages with a ``nav`` label only, grouped by section in a fixed order."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    singles: dict[str, str] = {}
+    for p in pages:
+        if not p.nav:
+            continue
+        if len(p.nav) == 1:
+            singles[p.nav[0]] = p.path
+        else:
+            sections.setdefault(p.nav[0], []).append((p.nav[1], p.path))
+    order = list(_SECTIONS) + sorted((set(sections) | set(singles)) - set(_SECTIONS))
+    nav: list[Any] = []
+    for name in order:
+        if name in singles:
+            nav.append({name: singles[name]})
+        elif name in sections:
+            nav.append({name: [{label: path} for label, path in sections[name]]})
+    return nav
+
+
+def _mkdocs_config(base: Path, pages: list[Page], site: Path, site_name: str) -> str:
+    import yaml
+
+    try:
+        config = yaml.safe_load(base.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ToolkitError(f"cannot read the base site configuration: {exc}", path=base) \
+            from None
+    config.update({"site_name": site_name, "docs_dir": "docs", "site_dir": str(site),
+                   "nav": make_nav(pages), "strict": True, "use_directory_urls": True})
+    header = ("# Generated by toolkit build-site from the repository's mkdocs.yml; "
+              "rebuilt on every run.\n")
+    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+
+
+# =========================================================================== running MkDocs
+
+@dataclass
+class _Run:
+    order: list[tuple[str, str]] = field(default_factory=list)  # (src_uri, url), build order
+    rebuilt: set[str] = field(default_factory=set)  # src_uri of pages rendered
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+class _DropDirtyWarning(logging.Filter):
+    """MkDocs warns that a dirty build may leave stale navigation; ours rebuilds in full
+    whenever the nav or config changes, so the warning does not apply (and would fail the
+    strict build)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "A 'dirty' build is being performed" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
+                progress: Progress | None, expected: int) -> _Run:
+    from mkdocs.commands import build as mk_build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import Abort, ConfigurationError
+    from mkdocs.plugins import BasePlugin
+
+    run = _Run()
+
+    class _Tracker(BasePlugin):  # type: ignore[type-arg]
+        def on_files(self, files: Any, *, config: Any) -> Any:
+            # page.url (what the search index holds) is '' for the home page, file.url './'
+            run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url)
+                         for f in files.documentation_pages()]
+            return files
+
+        def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
+            run.rebuilt.add(page.file.src_uri)
+            if progress and (len(run.rebuilt) % 200 == 0 or len(run.rebuilt) == expected):
+                progress("Building HTML", len(run.rebuilt), max(expected, len(run.rebuilt)))
+            return output
+
+    log = logging.getLogger("mkdocs")
+    capture = _Capture()
+    dirty_filter = _DropDirtyWarning()
+    build_log = logging.getLogger("mkdocs.commands.build")
+    saved = (log.level, log.propagate, list(log.handlers))
+    for h in saved[2]:
+        log.removeHandler(h)
+    log.addHandler(capture)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    build_log.addFilter(dirty_filter)
+    epoch = str(int(build_time.timestamp()))
+    try:
+        with _env("SOURCE_DATE_EPOCH", epoch):
+            try:
+                config = load_config(str(config_file))
+            except ConfigurationError as exc:
+                raise ToolkitError(f"the site configuration is invalid: {exc}",
+                                   path=config_file) from None
+            config.plugins["toolkit-tracker"] = _Tracker()
+            config.plugins.on_startup(command="build", dirty=dirty)
+            try:
+                mk_build.build(config, dirty=dirty)
+            except Abort as exc:
+                detail = "; ".join(capture.messages[:5]) or str(exc)
+                raise ToolkitError(f"the MkDocs build failed: {detail}",
+                                   hint=f"Run `mkdocs build --strict -f {config_file}` "
+                                        "to see every message") from None
+            finally:
+                config.plugins.on_shutdown()
+    finally:
+        build_log.removeFilter(dirty_filter)
+        log.removeHandler(capture)
+        for h in saved[2]:
+            log.addHandler(h)
+        log.setLevel(saved[0])
+        log.propagate = saved[1]
+    run.warnings = capture.messages
+    return run
+
+
+def _merge_search_index(index_path: Path, old: bytes, order: list[tuple[str, str]],
+                        rebuilt: set[str]) -> int:
+    """Search entries of rebuilt pages from this build, of the others from the previous
+    index, in build order (what a full build writes)."""
+    new = json.loads(index_path.read_bytes())
+    prev = json.loads(old)
+
+    def by_page(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for e in entries:
+            out.setdefault(e["location"].split("#", 1)[0], []).append(e)
+        return out
+
+    new_pages, old_pages = by_page(new["docs"]), by_page(prev["docs"])
+    merged: list[dict[str, Any]] = []
+    for src, url in order:
+        merged += (new_pages if src in rebuilt else old_pages).get(url, [])
+    data = {"config": new["config"], "docs": merged}
+    text = json.dumps(data, separators=(",", ":"), default=str)
+    index_path.write_bytes(text.encode("utf-8"))
+    return len(merged)
+
+
+# =========================================================================== serving
+
+def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
+    """A static file server for the built site (``toolkit serve``); call ``serve_forever``."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    if not (site / "index.html").is_file():
+        raise ToolkitError(f"no site at {site}", hint="Run `toolkit build-site` first")
+
+    class Handler(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    handler = functools.partial(Handler, directory=str(site))
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:
+        raise ToolkitError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                           hint="Choose another --port") from None
+
+
+def content_dataclasses(content: SiteContent) -> list[type]:
+    """The page kinds a site uses (tests check each has a template)."""
+    return sorted({type(p) for p in content.pages}, key=lambda t: t.__name__)
+
+
+__all__ = ["BuildResult", "build_site", "md_escape", "md_block", "safe_url", "html_title",
+           "relative_link", "make_nav", "make_server", "build_time_from"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -506,6 +507,8 @@ def _wait_for_pause(proc: subprocess.Popen[str]) -> str:
 
 def test_two_concurrent_reconciles_one_runs_the_other_exits_75(busy: Path,
                                                                tmp_path: Path) -> None:
+    serial = tmp_path / "serial"
+    shutil.copytree(busy, serial)
     go = tmp_path / "go"
     first = _start(busy, TOOLKIT_RECONCILE_PAUSE=f"after_lock:{go}")
     try:
@@ -522,6 +525,12 @@ def test_two_concurrent_reconciles_one_runs_the_other_exits_75(busy: Path,
     assert first.returncode == 0, err
     assert out.startswith("Ledger reconciliation complete.")
     assert len(read_reconcile_log(ledger_of(busy) / "reconcile-log.md")[0]) == 1
+    # The same as one run on its own.
+    alone = subprocess.run(toolkit_argv(), cwd=serial, env=subprocess_env(serial),
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0, alone.stderr
+    for name in ("patterns.md", "project-quirks.md", "meta.yaml", ".meta.json"):
+        assert (ledger_of(busy) / name).read_bytes() == (ledger_of(serial) / name).read_bytes()
 
 
 def test_a_killed_run_leaves_whole_files_and_its_lock_is_taken_over(busy: Path,

@@ -92,6 +92,7 @@ def test_since_date_lists_entries_dated_on_or_after_and_keeps_the_state(project)
     report = run_handoff(project, since=dt.date(2026, 4, 30))
 
     assert "## Ledger changes since 2026-04-30 (2)" in report
+    assert [row.split(" | ")[0] for row in ledger_rows(report)] == ["| new or reinforced"] * 2
     titles = [row.split(" | ")[3] for row in ledger_rows(report)]
     assert titles == ["Run the migration dry-run before applying schema changes",
                       "Redis client drops pipelined commands after a failover"]

@@ -149,7 +149,7 @@ class LedgerChange:
     file: str
     title: str | None
     confidence: str | None
-    change: str  # "new", "confidence", "reinforced", "removed"
+    change: str  # "new", "confidence", "new or reinforced" (--since), "removed"
     old_confidence: str | None = None
     date: str | None = None
 
@@ -278,7 +278,7 @@ def _rank(confidence: str | None) -> int:
 
 
 def _sorted_changes(changes: list[LedgerChange]) -> list[LedgerChange]:
-    kind = {"confidence": 0, "new": 1, "reinforced": 2, "removed": 3}
+    kind = {"confidence": 0, "new": 1, "new or reinforced": 2, "removed": 3}
     # Most important first, so cutting the section for the body limit drops the least.
     return sorted(changes, key=lambda c: (kind.get(c.change, 9), _rank(c.confidence),
                                           _neg_date(c.date), c.entry_id))
@@ -322,12 +322,12 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
         if not e.get("entry_id") or date is None or date < since:
             continue
         eid = e["entry_id"]
+        # A Date on or after --since means written or reinforced since (reflect sets Date to
+        # the day of the reinforcement); the confidence change is known against the baseline.
         if eid in before and before[eid] != e["confidence"]:
             change, old = "confidence", before[eid]
-        elif before and eid in before:
-            change, old = "reinforced", None
         else:
-            change, old = "new", None
+            change, old = "new or reinforced", None
         out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], change,
                                 old_confidence=old, date=str(date)))
     return _sorted_changes(out)

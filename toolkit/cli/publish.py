@@ -35,8 +35,8 @@ def handoff(since: str | None, output: str | None) -> None:
     limit, and dead ends and no-gos per task; with site_url configured, entries link to the
     built site. Every value is redacted (toolkit.redact) before it is written.
 
-    The last handoff is remembered in .toolkit/handoff-state.json; re-running with an
-    unchanged ledger gives the same report. --since does not update that state.
+    The last handoff is remembered in .toolkit/handoff-state.json; while the sources do not
+    change, re-running gives the same report. --since does not update that state.
     """
     from pathlib import Path
 
@@ -74,7 +74,8 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
 
     The first run creates the issue; later runs update the same issue, found by a hidden
     marker in its body among the issues labelled 'agent-handoff' (listed, not searched).
-    When the body, title and labels are unchanged nothing is written. The body is redacted,
+    When the body, title and labels are unchanged nothing is written (a closed handoff issue
+    is reopened, not duplicated). The body is redacted,
     kept under GitHub's 65,536 characters (the longest sections are cut, with a note), and
     scanned for secrets one last time: if anything is found, nothing is sent (exit 1).
 

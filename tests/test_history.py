@@ -237,6 +237,12 @@ def test_the_vault_in_turn_snapshots_is_a_timeline(project, isolated_env):
     assert [(r[0], r[1]) for r in rows] == [("pre-turn:1: learn", 1), ("post-turn:1: learn", 2)]
     assert rows[0][2] == f"git:{project.commits[3]}"  # the committed ledger of its time
     assert _changes(store, "snapshots") == [(2, "added", "patterns/new one")]
+    # contents shared by commits and snapshots are stored once and counted once per version
+    assert store.fetch("SELECT source, entries FROM ledger_versions WHERE source = 'snapshot' "
+                       "OR ref = ? ORDER BY source, seq", [project.commits[3]])[1] == [
+        ("git", 2), ("snapshot", 2), ("snapshot", 3)]
+    assert store.scalar("SELECT count(*) FROM (SELECT version_id, entry_key "
+                        "FROM ledger_entry_versions GROUP BY ALL HAVING count(*) > 1)") == 0
 
 
 # --------------------------------------------------------------------------- the command

@@ -102,9 +102,9 @@ def test_diff_shows_what_the_turn_changed_and_each_step(world, cli_run):
                           "  M  src/app.py     +1 -1"]
     assert lines[8:] == [
         "Steps:",
-        "  #5 pre-turn:1: add a helper -> #4 tool:call_A1: src/app.py (+1 -1)",
-        "  #4 tool:call_A1 -> #3 post-turn:1: add a helper: docs/notes.md (+3 -0), "
-        "lib/util.py (+2 -0)"]
+        "  #5 pre-turn:1 -> #4 tool:call_A1: src/app.py (+1 -1)",
+        "  #4 tool:call_A1 -> #3 post-turn:1: docs/notes.md (+3 -0), lib/util.py (+2 -0)"]
+    assert lines[1] == "  from #5 pre-turn:1 (2026-05-04 13:07:40) to #3 post-turn:1 (2026-05-04 13:09:40)"
 
 
 def test_diff_by_turn_number_with_patch(world, cli_run):

@@ -51,40 +51,12 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.store import Store
 
-LOADER_VERSION = "history-1"  # bump to make every store re-read its history
+LOADER_VERSION = "history-2"  # bump to make every store re-read its history
 CHANGE_KINDS: tuple[str, ...] = ("added", "removed", "promoted", "demoted", "reinforced",
                                  "edited")
 CONFIDENCE_RANK = {"low": 1, "medium": 2, "high": 3}
 
-MIGRATIONS: list[tuple[str, str]] = [
-    ("m100_history_ledger", """
-CREATE TABLE ledger_versions (
-    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder> | snapshot:<key> | base:<sha>
-    source VARCHAR,           -- git | working | archive | backup | snapshot | base (hidden)
-    timeline VARCHAR,         -- main | copies | snapshots
-    ref VARCHAR,              -- commit SHA, folder name, snapshot label, or 'working'
-    ts TIMESTAMP,             -- commit time, folder-name time, snapshot time, files' mtime (UTC)
-    author VARCHAR,           -- commit author (git)
-    subject VARCHAR,          -- commit subject or snapshot label
-    seq INTEGER,              -- order within the timeline, 1 = oldest
-    base_version_id VARCHAR,  -- the version this one is compared with; NULL = an empty ledger
-    state VARCHAR,            -- the five files' git blob ids ('' = absent), comma-separated
-    entries INTEGER, high INTEGER, medium INTEGER, low INTEGER,
-    unrated INTEGER,          -- entries with a missing or unknown confidence
-    location VARCHAR);        -- the repository or folder it was read from
-CREATE TABLE ledger_entry_versions (
-    version_id VARCHAR,
-    entry_key VARCHAR,        -- <file>/<NFC case-folded title>[#n]: identity across versions
-    file VARCHAR, title VARCHAR, date VARCHAR, category VARCHAR, confidence VARCHAR,
-    reflections INTEGER,      -- Observations (form A) or the Source reflections count (form B)
-    source_reflections VARCHAR,
-    text_hash VARCHAR,        -- of title, category, context, pattern: what "edited" compares
-    context VARCHAR, pattern VARCHAR, evidence VARCHAR, related VARCHAR,
-    form VARCHAR, problems VARCHAR[],
-    blob VARCHAR,             -- git blob id of the file content the entry was read from
-    position INTEGER, line INTEGER);
-CREATE TABLE _history_blobs (   -- every ledger file content parsed, even with no entries
-    file VARCHAR, blob VARCHAR, entries INTEGER, problem VARCHAR);
+_CHANGES_VIEW = """\
 CREATE VIEW ledger_changes AS
 WITH v AS (
     SELECT version_id, base_version_id, timeline, seq, source, ref, ts, subject
@@ -125,7 +97,38 @@ FROM pairs p JOIN (VALUES ('added', 1), ('removed', 2), ('promoted', 3), ('demot
        WHEN 'reinforced' THEN p.had AND p.has AND p.new_reflections > p.old_reflections
        WHEN 'edited' THEN p.had AND p.has AND p.new_text IS DISTINCT FROM p.old_text
      END;
-"""),
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m100_history_ledger", """
+CREATE TABLE ledger_versions (
+    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder> | snapshot:<key> | base:<sha>
+    source VARCHAR,           -- git | working | archive | backup | snapshot | base (hidden)
+    timeline VARCHAR,         -- main | copies | snapshots
+    ref VARCHAR,              -- commit SHA, folder name, snapshot label, or 'working'
+    ts TIMESTAMP,             -- commit time, folder-name time, snapshot time, files' mtime (UTC)
+    author VARCHAR,           -- commit author (git)
+    subject VARCHAR,          -- commit subject or snapshot label
+    seq INTEGER,              -- order within the timeline, 1 = oldest
+    base_version_id VARCHAR,  -- the version this one is compared with; NULL = an empty ledger
+    state VARCHAR,            -- the five files' git blob ids ('' = absent), comma-separated
+    entries INTEGER, high INTEGER, medium INTEGER, low INTEGER,
+    unrated INTEGER,          -- entries with a missing or unknown confidence
+    location VARCHAR);        -- the repository or folder it was read from
+CREATE TABLE ledger_entry_versions (
+    version_id VARCHAR,
+    entry_key VARCHAR,        -- <file>/<NFC case-folded title>[#n]: identity across versions
+    file VARCHAR, title VARCHAR, date VARCHAR, category VARCHAR, confidence VARCHAR,
+    reflections INTEGER,      -- Observations (form A) or the Source reflections count (form B)
+    source_reflections VARCHAR,
+    text_hash VARCHAR,        -- of title, category, context, pattern: what "edited" compares
+    context VARCHAR, pattern VARCHAR, evidence VARCHAR, related VARCHAR,
+    form VARCHAR, problems VARCHAR[],
+    blob VARCHAR,             -- git blob id of the file content the entry was read from
+    position INTEGER, line INTEGER);
+CREATE TABLE _history_blobs (   -- every ledger file content parsed, even with no entries
+    file VARCHAR, blob VARCHAR, entries INTEGER, problem VARCHAR);
+""" + _CHANGES_VIEW + """"""),
     ("m101_history_snapshots", """
 ALTER TABLE snapshots ADD COLUMN git_ts TIMESTAMP;
 ALTER TABLE snapshots ADD COLUMN tree VARCHAR;
@@ -167,6 +170,34 @@ SELECT w.repo, w.turn_key,
            AS dispatches
 FROM w LEFT JOIN f ON f.repo = w.repo AND f.turn_key = w.turn_key;
 UPDATE _sources SET fingerprint = NULL WHERE source = 'snapshots';
+"""),
+    # Entries are stored once per distinct file content (git blob), not once per version:
+    # ledger_entry_versions becomes a view over which contents each version holds.
+    ("m102_history_entries_per_blob", """
+DROP VIEW ledger_changes;
+DROP TABLE ledger_entry_versions;
+DELETE FROM ledger_versions;
+DELETE FROM _history_blobs;
+UPDATE _sources SET fingerprint = NULL WHERE source = 'history';
+CREATE TABLE _history_version_files (version_id VARCHAR, file VARCHAR, blob VARCHAR);
+CREATE TABLE _history_entries (
+    file VARCHAR, blob VARCHAR, entry_key VARCHAR, title VARCHAR, date VARCHAR,
+    category VARCHAR, confidence VARCHAR, reflections INTEGER, source_reflections VARCHAR,
+    text_hash VARCHAR, context VARCHAR, pattern VARCHAR, evidence VARCHAR, related VARCHAR,
+    form VARCHAR, problems VARCHAR[], position INTEGER, line INTEGER);
+CREATE VIEW ledger_entry_versions AS
+SELECT vf.version_id,
+       e.entry_key,           -- <file>/<NFC case-folded title>[#n]: identity across versions
+       e.file, e.title, e.date, e.category, e.confidence,
+       e.reflections,         -- Observations (form A) or the Source reflections count (form B)
+       e.source_reflections,
+       e.text_hash,           -- of title, category, context, pattern: what "edited" compares
+       e.context, e.pattern, e.evidence, e.related, e.form, e.problems,
+       e.blob,                -- git blob id of the file content the entry was read from
+       e.position, e.line
+FROM _history_version_files vf
+JOIN _history_entries e ON e.file = vf.file AND e.blob = vf.blob;
+""" + _CHANGES_VIEW + """
 """),
 ]
 
@@ -236,63 +267,27 @@ class _Version:
     base: str | None = None
 
 
-_ENTRY_COLS = ("entry_key", "file", "title", "date", "category", "confidence", "reflections",
-               "source_reflections", "text_hash", "context", "pattern", "evidence", "related",
-               "form", "problems", "blob", "position", "line")
+_ENTRY_COLS = ("file", "blob", "entry_key", "title", "date", "category", "confidence",
+               "reflections", "source_reflections", "text_hash", "context", "pattern",
+               "evidence", "related", "form", "problems", "position", "line")
 
 
-class _EntryCache:
-    """Parsed entries per (file, blob): parsed once, or copied from rows already stored."""
+class _Blobs:
+    """Ledger file contents (git blobs) parsed into entries, each content once ever."""
 
     def __init__(self, store: Store, max_bytes: int | None) -> None:
         self.store = store
         self.max_bytes = max_bytes
-        self.rows: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-        self.problems: list[Problem] = []
-        self.parsed: list[tuple[str, str, int, str | None]] = []
+        self.known: set[tuple[str, str]] = set(store.conn.execute(
+            "SELECT file, blob FROM _history_blobs").fetchall())
+        self.entries: list[tuple[Any, ...]] = []
+        self.blobs: list[tuple[str, str, int, str | None]] = []
 
     def missing(self, versions: Iterable[_Version]) -> set[tuple[str, str]]:
         from toolkit.sources.history import FILES
 
         need = {(FILES[i], oid) for v in versions for i, oid in enumerate(v.state) if oid}
-        return {k for k in need if k not in self.rows}
-
-    def from_store(self, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Fill what earlier loads parsed; returns the keys still missing."""
-        if not keys:
-            return keys
-        blobs = sorted({oid for _, oid in keys})
-        cols = ", ".join(_ENTRY_COLS)
-        found = self.store.conn.execute(
-            f"SELECT {cols} FROM ledger_entry_versions WHERE blob IN "
-            "(SELECT unnest(?::VARCHAR[])) "
-            "QUALIFY dense_rank() OVER (PARTITION BY file, blob ORDER BY version_id) = 1 "
-            "ORDER BY file, blob, position", [blobs]).fetchall()
-        for row in found:
-            k = (row[1], row[15])
-            if k in keys:
-                self.rows.setdefault(k, []).append(tuple(row))
-        # contents that hold no entry (header-only, unreadable) have no rows to copy
-        for file, blob, problem in self.store.conn.execute(
-                "SELECT file, blob, problem FROM _history_blobs WHERE entries = 0 AND blob IN "
-                "(SELECT unnest(?::VARCHAR[]))", [blobs]).fetchall():
-            if (file, blob) in keys and (file, blob) not in self.rows:
-                self.rows[(file, blob)] = []
-                if problem:
-                    where, _, message = problem.partition("\0")
-                    self.problems.append(Problem("history", where, None, message))
-        return {k for k in keys if k not in self.rows}
-
-    def record(self) -> None:
-        """Remember what this load parsed (so header-only contents are not read again)."""
-        if not self.parsed:
-            return
-        known = set(self.store.conn.execute(
-            "SELECT file, blob FROM _history_blobs WHERE blob IN (SELECT unnest(?::VARCHAR[]))",
-            [[p[1] for p in self.parsed]]).fetchall())
-        fresh = {(p[0], p[1]): p for p in self.parsed if (p[0], p[1]) not in known}
-        self.store.insert_rows("_history_blobs", ("file", "blob", "entries", "problem"),
-                               list(fresh.values()))
+        return need - self.known
 
     def parse(self, kind: str, oid: str, data: bytes, where: str) -> None:
         from toolkit.sources import history as hs
@@ -309,31 +304,28 @@ class _EntryCache:
             return
         lf = parse_ledger_bytes(data, where, kind)
         keys = hs.entry_keys(lf.entries)
-        self.rows[(kind, oid)] = [
-            (key, kind, e.title, e.date, e.category, e.confidence, e.reflections,
-             e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence, e.related,
-             e.form, list(e.problems), oid, pos, e.line)
-            for pos, (key, e) in enumerate(zip(keys, lf.entries))]
-        self.parsed.append((kind, oid, len(lf.entries), None))
+        self.entries.extend(
+            (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
+             e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
+             e.related, e.form, list(e.problems), pos, e.line)
+            for pos, (key, e) in enumerate(zip(keys, lf.entries)))
+        self.blobs.append((kind, oid, len(lf.entries), None))
+        self.known.add((kind, oid))
 
     def skip(self, kind: str, oid: str, where: str, why: str) -> None:
         message = f"{why}; its entries are left out of the history"
-        self.problems.append(Problem("history", where, None, message))
-        self.rows[(kind, oid)] = []
-        self.parsed.append((kind, oid, 0, f"{where}\0{message}"))
+        self.blobs.append((kind, oid, 0, f"{where}\0{message}"))
+        self.known.add((kind, oid))
 
-    def rows_for(self, v: _Version) -> list[tuple[Any, ...]]:
-        from toolkit.sources.history import FILES
-
-        out = []
-        for i, oid in enumerate(v.state):
-            if oid:
-                out.extend((v.version_id, *r) for r in self.rows.get((FILES[i], oid), []))
-        return out
+    def flush(self) -> None:
+        self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
+        self.store.insert_rows("_history_blobs", ("file", "blob", "entries", "problem"),
+                               self.blobs)
+        self.entries, self.blobs = [], []
 
 
 def _delete_versions(store: Store, where: str, params: list[Any] | None = None) -> None:
-    store.conn.execute("DELETE FROM ledger_entry_versions WHERE version_id IN "
+    store.conn.execute("DELETE FROM _history_version_files WHERE version_id IN "
                        f"(SELECT version_id FROM ledger_versions WHERE {where})", params or [])
     store.conn.execute(f"DELETE FROM ledger_versions WHERE {where}", params or [])
 
@@ -343,7 +335,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     from toolkit.sources import snapshots as snap
 
     prev_state = (store.source_state("history") or {}).get("state") or {}
-    cache = _EntryCache(store, cfg.max_file_bytes)
+    cache = _Blobs(store, cfg.max_file_bytes)
     problems: list[Problem] = []
     notes: list[str] = []
     new_versions: list[_Version] = []
@@ -353,7 +345,10 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     repo = hs.find_project_repo(cfg.ledger_dir)
     repo_key = f"{repo.top}|{repo.rel}" if repo else None
     if full:
+        _delete_versions(store, "true")
+        store.conn.execute("DELETE FROM _history_entries")
         store.conn.execute("DELETE FROM _history_blobs")
+        cache.known.clear()
     if full or repo_key is None or prev_state.get("repo") != repo_key:
         _delete_versions(store, "source IN ('git', 'base')")
     commits_read: list[str] = []
@@ -424,7 +419,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     # ---- folder copies, the working files, turn snapshots (cheap: rebuilt on every load)
     _delete_versions(store, "source IN ('working', 'archive', 'backup', 'snapshot')")
     copies = hs.ledger_copies(cfg.ledger_dir, cfg.max_file_bytes)
-    folders: list[tuple[Any, bool]] = []
+    folders: list[Any] = []
     timeline = "copies" if has_git else "main"
     prev_id = None
     for i, fv in enumerate(copies, 1):
@@ -432,7 +427,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         vid = f"{fv.source}:{fv.name}"
         new_versions.append(_Version(vid, fv.source, timeline, fv.name, fv.ts, fv.state,
                                      str(fv.path), seq=i, base=None if has_git else prev_id))
-        folders.append((fv, True))
+        folders.append(fv)
         prev_id = vid
     working = None
     if cfg.ledger_dir.is_dir():
@@ -446,7 +441,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                str(cfg.ledger_dir), subject="uncommitted working files"
                                if has_git else "working files", seq=seq, base=base)
             new_versions.append(working)
-            folders.append((fv, False))  # its problems are the ledger source's to report
+            folders.append(fv)
     snap_versions = _snapshot_versions(store, cfg, git_blobs)
     new_versions.extend(snap_versions)
     if has_git:  # copies, and the first snapshot, against the committed ledger of their time
@@ -454,10 +449,10 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             v for v in new_versions if v.timeline == "copies"
             or (v.timeline == "snapshots" and v.seq == 1)])
 
-    # ---- entries: reuse stored rows per blob, read the rest from git in one batch each
-    missing = cache.from_store(cache.missing(new_versions))
-    for fv, report in folders:
-        _parse_folder(cache, fv, missing, report)
+    # ---- entries: each content parsed once; git blobs read in one batch per repository
+    missing = cache.missing(new_versions)
+    for fv in folders:
+        _parse_folder(cache, fv, missing)
     side = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
     for args, cwd, what, sources in (([], repo.top if repo else None, repo.top if repo else None,
                                       ("git", "base")),
@@ -478,21 +473,33 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 cache.parse(kind, oid, blobs[oid], where)
             else:
                 cache.skip(kind, oid, where, f"{sizes.get(oid, 0)} bytes, over the size limit")
-    problems.extend(cache.problems)
-    cache.record()
-    rows = [r for v in new_versions for r in cache.rows_for(v)]
+        missing -= want
+    cache.flush()
     store.insert_rows("ledger_versions", (
         "version_id", "source", "timeline", "ref", "ts", "author", "subject", "seq",
         "base_version_id", "state", "entries", "high", "medium", "low", "unrated", "location"),
         [(v.version_id, v.source, v.timeline, v.ref,
           v.ts.strftime("%Y-%m-%d %H:%M:%S") if v.ts else None, v.author, v.subject, v.seq,
           v.base, _state_str(v.state), 0, 0, 0, 0, 0, v.location) for v in new_versions])
-    store.insert_rows("ledger_entry_versions", ("version_id", *_ENTRY_COLS), rows)
+    store.insert_rows("_history_version_files", ("version_id", "file", "blob"), [
+        (v.version_id, kind, oid) for v in new_versions
+        for kind, oid in zip(hs.FILES, v.state) if oid])
     store.conn.execute(
         "DELETE FROM ledger_versions WHERE source = 'base' AND version_id NOT IN "
         "(SELECT base_version_id FROM ledger_versions WHERE base_version_id IS NOT NULL)")
-    store.conn.execute("DELETE FROM ledger_entry_versions WHERE version_id NOT IN "
+    store.conn.execute("DELETE FROM _history_version_files WHERE version_id NOT IN "
                        "(SELECT version_id FROM ledger_versions)")
+    for table in ("_history_entries", "_history_blobs"):  # contents no version holds any more
+        store.conn.execute(f"DELETE FROM {table} WHERE (file, blob) NOT IN "
+                           "(SELECT (file, blob) FROM _history_version_files)")
+    # unreadable past contents (the working files' own problems are the ledger source's)
+    for (text,) in store.conn.execute(
+            "SELECT DISTINCT b.problem FROM _history_blobs b JOIN _history_version_files f "
+            "ON f.file = b.file AND f.blob = b.blob JOIN ledger_versions v "
+            "ON v.version_id = f.version_id WHERE b.problem IS NOT NULL "
+            "AND v.source <> 'working' ORDER BY 1").fetchall():
+        where, _, message = text.partition("\0")
+        problems.append(Problem("history", where, None, message))
     store.conn.execute(
         "UPDATE ledger_versions v SET entries = c.n, high = c.h, medium = c.m, low = c.l, "
         "unrated = c.u FROM (SELECT version_id, count(*) AS n, "
@@ -540,17 +547,13 @@ def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Versio
             v.base = before[-1]
 
 
-def _parse_folder(cache: _EntryCache, fv: Any, missing: set[tuple[str, str]],
-                  report: bool) -> None:
+def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None:
     from toolkit.sources.history import FILES
 
     for kind, oid in zip(FILES, fv.state):
         if oid and (kind, oid) in missing:
             missing.discard((kind, oid))
-            before = len(cache.problems)
             cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
-            if not report:
-                del cache.problems[before:]
 
 
 class _HistoryResult(SourceResult):

@@ -106,8 +106,8 @@ def diff_cmd(ctx: click.Context, number: int | None, turn_seq: int | None, patch
         raise UsageError("give a snapshot NUMBER or --turn N (one of them)")
     d = turn_diff(_cfg(ctx), number, turn=turn_seq, with_patch=patch)
 
-    def ref(s: Any) -> str:
-        return "empty tree" if s is None else f"#{s.position} {_label(s.label)}"
+    def ref(s: Any) -> str:  # the label without its prompt snippet (shown in the title)
+        return "empty tree" if s is None else f"#{s.position} {_label(s.label.partition(': ')[0])}"
 
     if as_json:
         echo_json({

@@ -141,7 +141,7 @@ class FakeGitHub:
                   **params: Any) -> None:
         """Answer the next ``times`` matching requests with a fault.
 
-        kinds: ``401``, ``404``, ``410``, ``403`` (not a rate limit), ``primary`` (params:
+        kinds: ``401``, ``404``, ``410``, ``422``, ``403`` (not a rate limit), ``primary`` (params:
         ``reset`` epoch seconds), ``429`` (params: ``retry_after``), ``secondary``, ``502``,
         ``slow`` (params: ``delay`` seconds; the request is applied first).
         """
@@ -289,6 +289,11 @@ class _Handler(BaseHTTPRequestHandler):
                                     "wait a few minutes before you try again. If you reach out "
                                     "to GitHub Support for help, please include the request ID.",
                                     "documentation_url": DOCS}, rate_headers=False)
+        if kind == "422":
+            return self._send(422, {"message": "Validation Failed", "errors": [
+                {"resource": "Issue", "code": "custom", "field": "body",
+                 "message": f"body is too long (maximum is {BODY_MAX} characters)"}],
+                "documentation_url": DOCS})
         if kind == "502":
             return self._send(502, {"message": "Server Error"})
         raise AssertionError(f"unknown fault kind {kind}")

@@ -245,6 +245,12 @@ def test_f1_final_scan_also_stops_a_dry_run(project, github, clock):
         run_publish(project, github, clock, dry_run=True, redactor=lambda text: text)
 
 
+def test_title_has_no_control_or_bidi_characters(project, github, clock):
+    result = run_publish(project, github, clock, title="Handoff \u202eevil\u200b\x1b[31m",
+                         dry_run=True)
+    assert result.title == "Handoff evil[31m"
+
+
 def test_f1_title_is_scanned_too(project, github, clock):
     with pytest.raises(RefusedError, match="the issue title still contains"):
         run_publish(project, github, clock, title=f"handoff {SECRETS['aws']}",
@@ -399,6 +405,7 @@ def test_f3_create_applied_but_answered_late_does_not_duplicate(project, github,
     ("404", NotFoundError, "not found at"),
     ("410", ToolkitError, "410 Gone: issues are disabled there"),
     ("403", RefusedError, "(403: Resource not accessible by personal access token)"),
+    ("422", ToolkitError, "(422: Validation Failed: body is too long (maximum is 65536"),
 ])
 def test_f3_auth_and_permission_errors_fail_at_once(project, github, clock, kind, error, text):
     github.fail_next("POST", r"/issues$", kind)

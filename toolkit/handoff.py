@@ -59,7 +59,9 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
 
     kinds: ``ledger`` (key: ``ledger_entries.entry_id``), ``slop`` (key: ``short_id``),
     ``task`` (key: the task text; slugged with ``toolkit.slugs.slugify``), ``handoff``.
-    The site generator writes pages at these same paths.
+    The site generator writes pages at these same paths (``toolkit.reports``), except that it
+    disambiguates colliding slugs (``-2``; a slop entry's full id), which a link from here
+    cannot know.
     """
     if not site_url:
         return None
@@ -69,12 +71,12 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
     base = site_url.rstrip("/")
     if kind == "ledger":
         return f"{base}/ledger/{quote(key.strip('/'), safe='/')}/"
-    if kind == "slop":
-        return f"{base}/slop/{quote(key, safe='')}/"
-    if kind == "task":
-        from toolkit.slugs import slugify
+    from toolkit.slugs import slugify
 
-        return f"{base}/audit/tasks/{slugify(key)}/"
+    if kind == "slop":
+        return f"{base}/slop/{slugify(key, fallback='entry')}/"
+    if kind == "task":
+        return f"{base}/audit/tasks/{slugify(key, fallback='task')}/"
     if kind == "handoff":
         return f"{base}/handoff/"
     raise ValueError(f"unknown site page kind {kind!r}")
@@ -667,6 +669,8 @@ def render_issue(report: HandoffReport, *, title: str | None = None,
     """Title and body for the issue: redacted, and cut to ``limit`` characters if needed."""
     r = redactor or _default_redactor()
     issue_title = " ".join(r(title or default_title(report)).split())
+    issue_title = "".join(ch for ch in issue_title  # no bidi overrides or zero-width tricks
+                          if unicodedata.category(ch) not in ("Cc", "Cf"))
     if len(issue_title) > 256:
         issue_title = issue_title[:255] + "…"
     head = ([marker] if marker else []) + _header(report, r, for_issue=True)

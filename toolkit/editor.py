@@ -96,9 +96,11 @@ from toolkit.safewrite import (
     FileSnapshot,
     atomic_replace,
     backup_files,
+    break_backup_links,
     changed_since,
     check_editable,
     cleanup_orphan_temps,
+    fsync_dir,
     pause,
     pid_alive,
     unique_dir,
@@ -186,6 +188,29 @@ def now_for(today: dt.date | None = None) -> dt.datetime:
     return real
 
 
+def check_utf8(data: bytes, path: Path | str) -> None:
+    """Raise :class:`DataError` (with the byte offset) unless ``data`` is UTF-8 text without
+    NUL bytes: the same verdict as :func:`toolkit.textio.decode_utf8`, without building the
+    decoded text (chunks through an incremental decoder)."""
+    import codecs
+
+    from toolkit.textio import decode_utf8
+
+    if b"\x00" in data or data.isascii():
+        if b"\x00" in data:
+            decode_utf8(data, path)  # raises with the offset
+        return
+    dec = codecs.getincrementaldecoder("utf-8")()
+    step = 1 << 18
+    view = memoryview(data)
+    try:
+        for pos in range(0, len(data), step):
+            dec.decode(view[pos:pos + step])
+        dec.decode(b"", final=True)
+    except UnicodeDecodeError:
+        decode_utf8(data, path)  # raises with the exact offset
+
+
 def title_key(text: str | None) -> str:
     """How titles are compared: NFC-normalised and case-folded."""
     return unicodedata.normalize("NFC", text or "").casefold()
@@ -223,22 +248,111 @@ def _lines_with_offsets(data: bytes, start: int, end: int) -> list[tuple[int, by
 
 @dataclass(frozen=True)
 class Change:
-    """One file a commit changes (or would change, in a dry run)."""
+    """One file a commit changes (or would change, in a dry run).
+
+    ``edits`` (old-file byte ranges and their new bytes, sorted) lets :meth:`diff` look only
+    at the changed places, so the diff of one edit in a very large file stays cheap."""
 
     path: Path
     name: str  # "patterns.md", "meta.yaml", ".meta.json"
     old: bytes
     new: bytes
+    edits: tuple[tuple[int, int, bytes], ...] | None = None
 
-    def diff(self, label: str | None = None) -> str:
+    def diff(self, label: str | None = None, context: int = 3) -> str:
         name = label or self.name
-        old = self.old.decode("utf-8", "replace").splitlines(keepends=True)
-        new = self.new.decode("utf-8", "replace").splitlines(keepends=True)
-        lines = difflib.unified_diff(old, new, f"a/{name}", f"b/{name}")
-        out = []
-        for line in lines:
+        head = f"--- a/{name}\n+++ b/{name}\n"
+        edits = self.edits if self.edits is not None else _whole_edit(self.old, self.new)
+        body = "".join(_region_hunks(self.old, list(edits), context))
+        return head + body if body else ""
+
+
+def _whole_edit(old: bytes, new: bytes) -> tuple[tuple[int, int, bytes], ...]:
+    """One edit covering the differing middle of two byte strings (common ends trimmed)."""
+    n = min(len(old), len(new))
+    lo = 0
+    step = 1 << 16
+    while lo < n and old[lo:lo + step] == new[lo:lo + step]:
+        lo += step
+    lo = min(lo, n)
+    while lo > 0 and old[:lo] != new[:lo]:
+        lo -= 1
+    hi = 0
+    while hi < n - lo and old[len(old) - hi - 1] == new[len(new) - hi - 1]:
+        hi += 1
+    if old == new:
+        return ()
+    return ((lo, len(old) - hi, new[lo:len(new) - hi]),)
+
+
+def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
+    ls = data.rfind(b"\n", 0, start) + 1
+    if end > start:
+        nl = data.find(b"\n", end - 1)
+    else:
+        nl = data.find(b"\n", start)
+    le = len(data) if nl < 0 else nl + 1
+    return ls, le
+
+
+def _back_lines(data: bytes, pos: int, n: int) -> int:
+    for _ in range(n):
+        if pos <= 0:
+            return 0
+        pos = data.rfind(b"\n", 0, pos - 1) + 1
+    return pos
+
+
+def _fwd_lines(data: bytes, pos: int, n: int) -> int:
+    for _ in range(n):
+        if pos >= len(data):
+            return len(data)
+        nl = data.find(b"\n", pos)
+        pos = len(data) if nl < 0 else nl + 1
+    return pos
+
+
+def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int) -> list[str]:
+    """Unified-diff hunks for byte edits of ``old``, computed around each edit only."""
+    if not edits:
+        return []
+    groups: list[tuple[int, int, list[tuple[int, int, bytes]]]] = []
+    for start, end, data in sorted(edits, key=lambda e: (e[0], e[1])):
+        ls, le = _line_bounds(old, start, end)
+        cs, ce = _back_lines(old, ls, context), _fwd_lines(old, le, context)
+        if groups and cs <= groups[-1][1]:
+            gs, ge, items = groups[-1]
+            groups[-1] = (gs, max(ge, ce), items + [(start, end, data)])
+        else:
+            groups.append((cs, ce, [(start, end, data)]))
+    out: list[str] = []
+    delta = 0
+    for cs, ce, items in groups:
+        parts, pos = [], cs
+        for start, end, data in items:
+            parts.append(old[pos:start])
+            parts.append(data)
+            pos = max(pos, end)
+        parts.append(old[pos:ce])
+        old_chunk = old[cs:ce].decode("utf-8", "replace").splitlines(keepends=True)
+        new_chunk = b"".join(parts).decode("utf-8", "replace").splitlines(keepends=True)
+        first_old = old.count(b"\n", 0, cs)
+        first_new = first_old + delta
+        delta += len(new_chunk) - len(old_chunk)
+        for line in difflib.unified_diff(old_chunk, new_chunk, n=context):
+            if line.startswith(("---", "+++")):
+                continue
+            if line.startswith("@@"):
+                m = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", line)
+                if m:
+                    a1, a2 = int(m.group(1)), m.group(2)
+                    b1, b2 = int(m.group(3)), m.group(4)
+                    a1 = a1 + first_old if a2 != "0" else a1 + first_old
+                    b1 = b1 + first_new if b2 != "0" else b1 + first_new
+                    line = (f"@@ -{a1}{',' + a2 if a2 is not None else ''} "
+                            f"+{b1}{',' + b2 if b2 is not None else ''} @@\n")
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-        return "".join(out)
+    return out
 
 
 @dataclass
@@ -291,10 +405,8 @@ class _Doc:
             except OSError as exc:
                 self.error = f"{self.path}: cannot read: {exc.strerror}"
             if self.snapshot is not None:
-                from toolkit.textio import decode_utf8
-
                 try:
-                    decode_utf8(self.snapshot.data, self.path)
+                    check_utf8(self.snapshot.data, self.path)
                 except DataError as exc:
                     self.error = str(exc)
 
@@ -387,115 +499,146 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_YAML_STD_TAGS = {f"tag:yaml.org,2002:{t}" for t in (
+    "str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary", "merge",
+    "omap", "pairs", "set", "value")}
+
+
+def compose_yaml(text: str, path: Path) -> Any:
+    """The YAML node tree (with positions) of ``text``, or a :class:`DataError` naming the
+    line and column. Nothing is constructed, so no tag can run code and aliases cannot
+    multiply; a tag the safe loader would refuse (``!!python/...``) is refused here too."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        root = yaml.compose(text, Loader=loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        col = f", column {mark.column + 1}" if mark else ""
+        raise DataError(f"invalid YAML{col}: {exc.problem or exc.context or 'invalid YAML'}",
+                        path=path, line=mark.line + 1 if mark else None,
+                        hint="Fix the YAML (spaces, not tabs; close every quote) or restore "
+                             "it from a backup; nothing was written") from None
+    except yaml.YAMLError as exc:
+        raise DataError(f"invalid YAML: {exc}", path=path) from None
+    seen: set[int] = set()
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.tag not in _YAML_STD_TAGS:
+            raise DataError(f"YAML tag {node.tag!r} is not allowed (safe loader)", path=path,
+                            line=node.start_mark.line + 1,
+                            hint="Remove the tag; nothing was written")
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack.extend((k, v))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return root
+
+
 def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] | None,
                      confidences: dict[str, int] | None, deltas: dict[str, int] | None = None,
                      notes: list[str] | None = None) -> bytes:
     """``meta.yaml`` with its count values replaced in place (comments and format kept).
 
-    ``entries``: exact per-file entry counts (None for a file whose count is unknown) or None
-    to leave entry counts alone; ``confidences``: exact totals, or None and ``deltas`` to move
-    them. Raises :class:`DataError` with line and column for invalid YAML.
+    Count keys of both schemas are updated where present: ``total_entries`` and
+    ``entries_by_file.<file>`` (smith-ledger), ``entries.<file_with_underscores>`` and
+    ``confidence_distribution.{high,medium,low}`` (smith-reflect); a missing per-file key is
+    added to a block mapping that exists. ``entries``: exact per-file counts (None for a file
+    whose count is unknown) or None to leave entry counts alone; ``confidences``: exact totals,
+    or None and ``deltas`` to move the recorded ones. Raises :class:`DataError` with line and
+    column for invalid YAML (nothing is written then).
     """
     import yaml
 
-    from toolkit.textio import decode_utf8, load_yaml
+    from toolkit.textio import decode_utf8
 
     bom = data.startswith(BOM)
     text = decode_utf8(data, path)
-    parsed = load_yaml(text, path)  # safe loader, alias limit, line/column on error
-    if parsed is None:
+    root = compose_yaml(text, path)
+    if root is None:
         return data
-    if not isinstance(parsed, dict):
+    if not isinstance(root, yaml.MappingNode):
         raise DataError("meta.yaml is not a mapping; counts cannot be updated", path=path,
                         hint="Fix the file or restore it from a backup")
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if not isinstance(root, yaml.MappingNode):
-        return data
-    replacements: list[tuple[int, int, str]] = []
-    insertions: list[tuple[int, str]] = []
+    edits: list[tuple[int, int, str]] = []
+    nl = "\r\n" if "\r\n" in text else "\n"
 
-    def child(node: Any, key: str) -> tuple[Any, Any] | None:
+    def child(node: Any, key: str) -> Any:
+        if not isinstance(node, yaml.MappingNode):
+            return None
         for k, v in node.value:
             if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return k, v
+                return v
         return None
 
-    def set_scalar(node: Any, value: int) -> None:
+    def int_of(node: Any) -> int | None:
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:int":
+            try:
+                return int(node.value.replace("_", ""), 0) if node.value[:2].lower() in (
+                    "0x", "0o", "0b") else int(node.value.replace("_", ""))
+            except ValueError:
+                return None
+        return None
+
+    def set_in(parent: Any, key: str, value: int | None, *, add: bool) -> None:
+        if value is None or not isinstance(parent, yaml.MappingNode):
+            return
+        node = child(parent, key)
         if isinstance(node, yaml.ScalarNode):
-            current = _int(parsed_value(node))
-            if current == value and node.style is None:
-                return
-            replacements.append((node.start_mark.index, node.end_mark.index, str(value)))
-
-    def parsed_value(node: Any) -> Any:
-        try:
-            return yaml.safe_load(node.value) if node.style is None else node.value
-        except yaml.YAMLError:
-            return node.value
-
-    def set_in(mapping_key: str, key: str, value: int | None, *, add: bool) -> None:
-        found = child(root, mapping_key)
-        if found is None or value is None:
-            return
-        node = found[1]
-        if not isinstance(node, yaml.MappingNode):
-            return
-        hit = child(node, key)
-        if hit is not None:
-            set_scalar(hit[1], value)
-        elif add and node.value and not node.flow_style:
-            first_key = node.value[0][0]
-            indent = " " * first_key.start_mark.column
-            last_val = node.value[-1][1]
-            end = last_val.end_mark.index
-            nl = "\r\n" if "\r\n" in text else "\n"
+            if int_of(node) != value:
+                edits.append((node.start_mark.index, node.end_mark.index, str(value)))
+        elif node is None and add and parent.value and not parent.flow_style:
+            indent = " " * parent.value[0][0].start_mark.column
+            end = parent.value[-1][1].end_mark.index
             line_end = text.find("\n", end)
             pos = len(text) if line_end < 0 else line_end + 1
-            prefix = "" if pos == 0 or text[pos - 1] == "\n" else nl
-            insertions.append((pos, f"{prefix}{indent}{key}: {value}{nl}"))
+            lead = "" if pos == 0 or text[pos - 1] == "\n" else nl
+            edits.append((pos, pos, f"{lead}{indent}{key}: {value}{nl}"))
 
-    def current_in(mapping_key: str, key: str) -> int | None:
-        value = parsed.get(mapping_key)
-        return _int(value.get(key)) if isinstance(value, dict) else None
-
+    by_file = child(root, "entries_by_file")
+    reflect_entries = child(root, "entries")
     if entries is not None:
-        known = {k: v for k, v in entries.items() if v is not None}
-        for kind, count in known.items():
-            set_in("entries_by_file", kind, count, add=True)
-            set_in("entries", kind.replace("-", "_"), count, add=True)
-        if "total_entries" in parsed:
+        for kind, count in entries.items():
+            set_in(by_file, kind, count, add=True)
+            set_in(reflect_entries, kind.replace("-", "_"), count, add=True)
+        total_node = child(root, "total_entries")
+        if isinstance(total_node, yaml.ScalarNode):
             total = 0
             for kind in LEDGER_FILES:
-                if entries.get(kind) is not None:
-                    total += entries[kind] or 0
-                else:
-                    total += current_in("entries_by_file", kind) or \
-                        current_in("entries", kind.replace("-", "_")) or 0
-            hit = child(root, "total_entries")
-            if hit is not None:
-                set_scalar(hit[1], total)
-    if isinstance(parsed.get("confidence_distribution"), dict):
+                count = entries.get(kind)
+                if count is None:
+                    count = int_of(child(by_file, kind)) \
+                        or int_of(child(reflect_entries, kind.replace("-", "_"))) or 0
+                total += count
+            set_in(root, "total_entries", total, add=False)
+    dist = child(root, "confidence_distribution")
+    if isinstance(dist, yaml.MappingNode):
         for conf in ("high", "medium", "low"):
             if confidences is not None:
-                value: int | None = confidences.get(conf, 0)
-            else:
-                cur = current_in("confidence_distribution", conf)
-                delta = (deltas or {}).get(conf, 0)
-                if cur is None or not delta:
-                    continue
-                value = cur + delta
-                if value < 0:
-                    if notes is not None:
-                        notes.append(f"meta.yaml confidence_distribution.{conf} was {cur}, "
-                                     f"fewer than the files hold; set to 0")
-                    value = 0
-            set_in("confidence_distribution", conf, value, add=confidences is not None)
-    if not replacements and not insertions:
+                set_in(dist, conf, confidences.get(conf, 0), add=True)
+                continue
+            cur = int_of(child(dist, conf))
+            delta = (deltas or {}).get(conf, 0)
+            if cur is None or not delta:
+                continue
+            value = cur + delta
+            if value < 0:
+                if notes is not None:
+                    notes.append(f"meta.yaml confidence_distribution.{conf} was {cur}, fewer "
+                                 "than the files hold; set to 0")
+                value = 0
+            set_in(dist, conf, value, add=False)
+    if not edits:
         return data
-    edits = [(s, e, t) for s, e, t in replacements] + [(p, p, t) for p, t in insertions]
     out = text
-    for s, e, t in sorted(edits, key=lambda x: (x[0], x[1]), reverse=True):
-        out = out[:s] + t + out[e:]
+    for start, end, new in sorted(edits, key=lambda x: (x[0], x[1]), reverse=True):
+        out = out[:start] + new + out[end:]
     return (BOM if bom else b"") + out.encode("utf-8")
 
 
@@ -633,6 +776,11 @@ class EditorSession:
             if not self.dry_run:
                 for orphan in cleanup_orphan_temps(self.ledger_dir):
                     self.notes.append(f"removed {orphan.name}, left by a run that was killed")
+                for name in (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json"):
+                    for healed in break_backup_links(self.ledger_dir / name,
+                                                     self.ledger_dir / ".backups"):
+                        self.notes.append(f"{healed} was still linked to {name} after a killed "
+                                          "run; made it a copy")
             self._wait_for_json_lock()
             for kind in LEDGER_FILES:
                 self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes)
@@ -875,17 +1023,9 @@ class EditorSession:
         return all(d.parsed or not d.usable for d in self.docs.values())
 
     def plan(self) -> list[Change]:
-        changes: list[Change] = []
-        for kind in LEDGER_FILES:
-            d = self.docs[kind]
-            if not d.edits:
-                continue
-            new = d.render()
-            if new != d.data:
-                changes.append(Change(d.path, d.name, d.data, new))
-        if not changes:
-            return []
-        return changes + self._meta_changes(changes)
+        """What a commit would write: the ledger files, then meta.yaml and .meta.json."""
+        changes = self.plan_ledger()
+        return changes + self._meta_changes(changes) if changes else []
 
     def _new_stats(self, changes: list[Change]) -> tuple[dict[str, int | None],
                                                          dict[str, int], int]:
@@ -999,18 +1139,28 @@ class EditorSession:
             sources.append(self.meta_json)
         dest = unique_dir(self.ledger_dir / ".backups",
                           f"{self.backup_prefix}-{now:%Y-%m-%d-%H%M%S}")
-        backup_files(sources, dest)
+        backup_files(sources, dest, link=True, fsync_folder=False)
+        # The backups are hard links or fsynced copies; their folder entries become durable
+        # with the folder fsyncs below, backups first (a journaled filesystem also commits
+        # them with the first file fsync, which comes before any rename).
         written: list[str] = []
+        fsync_dir(dest)
         held = self._take_json_lock(now)
+        folders = {self.ledger_dir}
         try:
             for c, snap in zip(changes, snaps):
-                atomic_replace(snap, c.new, expected=snap)
+                atomic_replace(snap, c.new, expected=snap, fsync_dir=False)
+                folders.add(snap.path.parent)
                 written.append(c.name)
             if meta_yaml_change is not None and self.meta_yaml is not None:
-                atomic_replace(self.meta_yaml, meta_yaml_change.new, expected=self.meta_yaml)
+                atomic_replace(self.meta_yaml, meta_yaml_change.new, expected=self.meta_yaml,
+                               fsync_dir=False)
+                folders.add(self.meta_yaml.path.parent)
                 written.append("meta.yaml")
             self._release_json_lock(held, json_change.new if json_change else None)
             held = None
+            for folder in sorted(folders):  # one folder fsync makes all the renames durable
+                fsync_dir(folder)
         except ToolkitError as exc:
             self._release_json_lock(held, None, quiet=True)
             if written:
@@ -1048,7 +1198,7 @@ class EditorSession:
             return None
         data = update_meta_json(snap.data, snap.given,
                                 {"lock": {"pid": holder_id(), "acquired": iso_z(now)}})
-        atomic_replace(snap, data, expected=snap)
+        atomic_replace(snap, data, expected=snap, fsync_dir=False)
         return FileSnapshot.read(snap.given, self.max_bytes)
 
     def _release_json_lock(self, held: FileSnapshot | None, final: bytes | None, *,
@@ -1060,7 +1210,7 @@ class EditorSession:
         if final is None:
             final = update_meta_json(self.meta_json.data, self.meta_json.given, {"lock": None})
         try:
-            atomic_replace(held, final, expected=held)
+            atomic_replace(held, final, expected=held, fsync_dir=False)
         except ToolkitError:
             if not quiet:
                 raise
@@ -1141,7 +1291,9 @@ class EditorSession:
             if d.edits:
                 new = d.render()
                 if new != d.data:
-                    changes.append(Change(d.path, d.name, d.data, new))
+                    edits = tuple((e.start, e.end, e.data)
+                                  for e in sorted(d.edits, key=lambda e: (e.start, e.end, e.seq)))
+                    changes.append(Change(d.path, d.name, d.data, new, edits))
         return changes
 
     def _check_writable(self, paths: list[Path], snaps: list[FileSnapshot]) -> None:
@@ -1245,12 +1397,237 @@ def _new_field_line(data: bytes, entry: LedgerEntry, name: str, value: str,
 # --------------------------------------------------------------------------- fast title search
 
 
+_START_NL = re.compile(rb"\n(?:## |\*\*Title(?::\*\*|\*\*:))")
+_TITLE_LINE_NL = re.compile(rb"\n((?:## |\*\*Title(?::\*\*|\*\*:))[^\n]*)")
+_FENCE_NL = re.compile(rb"\n([ \t]{0,3})(`{3,}|~{3,})")
+MAX_FAST_CANDIDATES = 64
+
+
+class _Lines:
+    """Global line indexes over a local slice of lines (what ``_parse_entry`` reads)."""
+
+    def __init__(self, base: int, lines: list[bytes]) -> None:
+        self.base = base
+        self.lines = lines
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.lines[i - self.base]
+
+
+def _is_start(line: bytes) -> str | None:
+    if line.startswith(b"## "):
+        return "A"
+    if line.startswith(b"**Title:**") or line.startswith(b"**Title**:"):
+        return "B"
+    return None
+
+
+def _fenced_spans(data: bytes) -> list[tuple[int, int]]:
+    """Byte spans [opening line start, closing line end) of fenced code blocks, as the
+    parser's first pass sees them (a fence runs to the end of the file if never closed)."""
+    from toolkit.sources.smith import _FENCE
+
+    hits = []
+    m0 = None if data.startswith(BOM) else _FENCE.match(data)
+    if m0 is not None:
+        hits.append((0, m0.group(1)))
+    hits.extend((m.start() + 1, m.group(2)) for m in _FENCE_NL.finditer(data))
+    spans = []
+    open_at: int | None = None
+    fence = b""
+    for off, marker in hits:
+        if open_at is None:
+            open_at, fence = off, marker
+        elif marker[:1] == fence[:1] and len(marker) >= len(fence):
+            nl = data.find(b"\n", off)
+            spans.append((open_at, len(data) if nl < 0 else nl + 1))
+            open_at = None
+    if open_at is not None:
+        spans.append((open_at, len(data)))
+    return spans
+
+
+def _in_spans(pos: int, spans: list[tuple[int, int]]) -> bool:
+    """Is the line starting at ``pos`` inside (or an opening/closing line of) a fence?"""
+    import bisect
+
+    i = bisect.bisect_right(spans, (pos, len(spans) + 2**62)) - 1
+    return i >= 0 and spans[i][0] <= pos < spans[i][1]
+
+
+def _line0_start(data: bytes) -> bool:
+    return not data.startswith(BOM) and _is_start(data[:16]) is not None
+
+
+def _next_start(data: bytes, pos: int, spans: list[tuple[int, int]]) -> int | None:
+    """Offset of the first entry-start line beginning after ``pos`` (outside fences)."""
+    while True:
+        m = _START_NL.search(data, pos)
+        if m is None:
+            return None
+        off = m.start() + 1
+        if not spans or not _in_spans(off, spans):
+            return off
+        pos = off
+
+
+def _prev_start(data: bytes, pos: int, spans: list[tuple[int, int]]) -> int | None:
+    """Offset of the last entry-start line beginning before ``pos`` (outside fences)."""
+    window = 4096
+    hi = pos
+    while True:
+        lo = max(0, hi - window)
+        # a match must end before hi; search a little wider so a "\n" at lo-1 is seen
+        best = None
+        for m in _START_NL.finditer(data, max(0, lo - 1), hi):
+            off = m.start() + 1
+            if off < pos and not (spans and _in_spans(off, spans)):
+                best = off
+        if best is not None:
+            return best
+        if lo == 0:
+            return 0 if pos > 0 and _line0_start(data) else None
+        hi = lo + 16  # overlap: a start marker may straddle the window edge
+        window *= 2
+
+
+def _entry_at(data: bytes, title_off: int, path: str, kind: str,
+              spans: list[tuple[int, int]]) -> LedgerEntry:
+    """The entry whose title line starts at ``title_off``, exactly as the parser builds it."""
+    from toolkit.sources.smith import _SEP, _parse_entry
+
+    prev = _prev_start(data, title_off, spans)
+    nxt = _next_start(data, title_off, spans)
+    base_off = prev if prev is not None else 0
+    stop = len(data) if nxt is None else (data.find(b"\n", nxt) + 1 or len(data))
+    local = _lines_with_offsets(data, base_off, stop)
+    offsets = [o for o, _ in local] + [stop]
+    lines = [ln for _, ln in local]
+    index = {o: i for i, o in enumerate(offsets)}
+    t = index[title_off]
+    p = index[prev] if prev is not None else -1
+    n = index[nxt] if nxt is not None else len(lines)
+    nlines_local = len(lines)
+
+    def is_sep(i: int) -> bool:
+        line = lines[i]
+        first = line[:1]
+        if first not in (b"-", b" ", b"\t"):
+            return False
+        if spans and _in_spans(offsets[i], spans):
+            return False
+        return bool(_SEP.match(line))
+
+    def blank(i: int) -> bool:
+        return not lines[i].strip()
+
+    form_l = _is_start(lines[t]) or "B"
+    prev_claimed = -1
+    if p >= 0 and _is_start(lines[p]) == "A":
+        for k in range(p + 1, t):
+            if is_sep(k):
+                prev_claimed = k
+                break
+    start = t
+    j = t - 1
+    while j > p and blank(j):
+        j -= 1
+    if j > p and is_sep(j) and j > prev_claimed:
+        start = j
+    end_hint = None
+    claimed = prev_claimed
+    if form_l == "A":
+        for k in range(t + 1, n):
+            if is_sep(k):
+                end = k + 1
+                while end < n and blank(end):
+                    end += 1
+                end_hint = end
+                claimed = k
+                break
+    if nxt is not None:
+        nstart = n
+        j = n - 1
+        while j > t and blank(j):
+            j -= 1
+        if j > t and is_sep(j) and j > claimed:
+            nstart = j
+    else:
+        nstart = nlines_local
+    end_line = min(end_hint, nstart) if end_hint is not None else nstart
+    body_end = end_line
+    while body_end > t + 1 and (blank(body_end - 1) or is_sep(body_end - 1)):
+        body_end -= 1
+    first_line = data.count(b"\n", 0, base_off)  # global index of local line 0
+    view = _Lines(first_line, lines)
+    return _parse_entry(view, first_line + t, first_line + body_end, form_l, path, kind,  # type: ignore[arg-type]
+                        offsets[start], offsets[end_line])
+
+
 def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
                    exact: bool = False) -> list[LedgerEntry]:
     """The entries of ``data`` whose title matches ``q`` (a :func:`title_key`), exactly as
-    ``parse_ledger_bytes(data).entries`` would give them, without parsing the whole file."""
-    lf = parse_ledger_bytes(data, path, kind)
-    return [e for e in lf.entries if _title_matches(e.title, q, exact)]
+    ``parse_ledger_bytes(data).entries`` would give them, without parsing the whole file.
+
+    All title lines are gathered with one regular expression, case-folded together, and only
+    the lines that can match are turned into entries by a local version of the parser's
+    boundary rules (fenced code blocks are honoured). Falls back to the full parse when many
+    lines match."""
+    spath = str(Path(path))
+    titles = _TITLE_LINE_NL.findall(data)
+    if _line0_start(data):
+        first = data.split(b"\n", 1)[0]
+        titles.insert(0, first)
+    if not q:
+        return [e for e in parse_ledger_bytes(data, path, kind).entries
+                if _title_matches(e.title, q, exact)]
+    blob = unicodedata.normalize("NFC", b"\n".join(titles).decode("utf-8", "replace")).casefold()
+    hits: list[int] = []  # indexes into titles
+    pos = blob.find(q)
+    line_no = 0
+    last = 0
+    while pos >= 0:
+        line_no += blob.count("\n", last, pos)
+        last = pos
+        hits.append(line_no)
+        nl = blob.find("\n", pos)
+        if nl < 0:
+            break
+        line_no += 1
+        last = nl + 1
+        pos = blob.find(q, nl + 1)
+        if len(hits) > MAX_FAST_CANDIDATES:
+            return [e for e in parse_ledger_bytes(data, path, kind).entries
+                    if _title_matches(e.title, q, exact)]
+    if not hits:
+        return []
+    spans = _fenced_spans(data) if (b"`" in data or b"~" in data) else []
+    line0 = _line0_start(data)
+    out: list[LedgerEntry] = []
+    for idx in hits:
+        line = titles[idx]
+        if idx == 0 and line0:
+            off = 0
+        else:
+            # the j-th occurrence of this exact line, j = identical lines before it
+            nth = titles[1 if line0 else 0:idx].count(line)
+            off = -1
+            pos = 0
+            for _ in range(nth + 1):
+                found = data.find(b"\n" + line, pos)
+                if found < 0:
+                    break
+                off = found + 1
+                pos = off
+            if off < 0:  # cannot happen: the line came from this data
+                return [e for e in parse_ledger_bytes(data, path, kind).entries
+                        if _title_matches(e.title, q, exact)]
+        if spans and _in_spans(off, spans):
+            continue
+        entry = _entry_at(data, off, spath, kind, spans)
+        if _title_matches(entry.title, q, exact):
+            out.append(entry)
+    return out
 
 
 # --------------------------------------------------------------------------- reset

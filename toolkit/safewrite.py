@@ -100,7 +100,10 @@ class FileSnapshot:
                     path=given,
                     hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
                 )
-            data = fh.read(limit + 1)
+            # read what stat promises (+1 to notice growth) rather than a limit-sized buffer
+            data = fh.read(st.st_size + 1)
+            if len(data) > st.st_size:
+                data += fh.read(limit + 1 - len(data))
         if len(data) > limit:
             raise DataError("file grew past the size limit while being read", path=given)
         return cls(path=real, data=data, st_size=st.st_size, st_mtime_ns=st.st_mtime_ns,
@@ -123,12 +126,25 @@ def changed_since(snapshot: FileSnapshot) -> bool:
     if (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns) != (
             snapshot.st_ino, snapshot.st_dev, snapshot.st_size, snapshot.st_mtime_ns):
         return True
+    return not _same_content(snapshot.path, snapshot.data)
+
+
+def _same_content(path: Path, data: bytes, chunk: int = 1 << 20) -> bool:
+    """Does the file hold exactly ``data``? Compared chunk by chunk in one reused buffer."""
+    view = memoryview(data)
+    buf = bytearray(chunk)
+    pos = 0
     try:
-        with open(snapshot.path, "rb") as fh:
-            current = fh.read(snapshot.st_size + 1)
+        with open(path, "rb", buffering=0) as fh:
+            while True:
+                n = fh.readinto(buf)
+                if not n:
+                    return pos == len(data)
+                if pos + n > len(data) or buf[:n] != view[pos:pos + n]:
+                    return False
+                pos += n
     except OSError:
-        return True
-    return current != snapshot.data
+        return False
 
 
 # --------------------------------------------------------------------------- pause points
@@ -161,6 +177,11 @@ def pause(point: str) -> None:
 # --------------------------------------------------------------------------- atomic replace
 
 
+def fsync_dir(directory: Path) -> None:
+    """Make the renames done in ``directory`` durable."""
+    _fsync_dir(directory)
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -185,14 +206,15 @@ def _space_error(path: Path) -> NoSpaceError:
 
 def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
                    expected: FileSnapshot | None = None, mode: int | None = None,
-                   fsync: bool = True) -> Path:
+                   fsync: bool = True, fsync_dir: bool = True) -> Path:
     """Replace a file's content atomically; return the path written.
 
     ``target`` is a snapshot (its real path and mode are used) or a path (a new file gets
     ``mode`` or 0644 before the umask; an existing one keeps its mode). ``expected``: refuse
     with :class:`ConflictError` when the file is no longer that version, checked right before
     the rename. Readers see either the old or the new content, never a mix; after a crash the
-    original is intact or the new content is complete.
+    original is intact or the new content is complete. ``fsync_dir=False`` leaves the folder's
+    fsync to the caller (one :func:`fsync_dir` after several replaces in the same folder).
     """
     if isinstance(target, FileSnapshot):
         path = target.path
@@ -248,7 +270,7 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
                 from None
         raise
     pause("after_replace")
-    if fsync:
+    if fsync and fsync_dir:
         _fsync_dir(path.parent)
     return path
 
@@ -312,7 +334,8 @@ class FileLock:
 # --------------------------------------------------------------------------- backups
 
 
-def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Path]:
+def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path, *,
+                 link: bool = False, fsync_folder: bool = True) -> list[Path]:
     """Copy each source into ``dest_dir`` (created; must not exist yet) and verify the copies.
 
     A :class:`FileSnapshot` is backed up from the bytes that were read (the version the edit is
@@ -320,6 +343,15 @@ def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Pat
     fsynced, then counted and compared by SHA-256 with their sources. On any failure the
     partial backup folder is removed and a :class:`ToolkitError` says why; nothing else was
     touched.
+
+    ``link=True`` (for a writer that only ever *replaces* the files, never writes them in
+    place, as :func:`atomic_replace` does): a snapshot whose file is still that very inode is
+    backed up as a hard link to it. The replace gives the live name a new inode, so the link
+    keeps the old bytes -- a complete backup that costs no copy and no data fsync. Verified by
+    inode; falls back to a copy when linking is not possible (another filesystem, no hard
+    links). After a crash between the link and the replace, :func:`break_backup_links` turns
+    the link back into a copy. ``fsync_folder=False`` leaves the folder's fsync to the
+    caller (who must do it before the first replace can become durable).
     """
     names = [(s.given.name if isinstance(s, FileSnapshot) else Path(s).name) for s in sources]
     if len(set(names)) != len(names):
@@ -337,7 +369,9 @@ def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Pat
         expected: dict[Path, str] = {}
         for src, name in zip(sources, names):
             dst = dest_dir / name
-            if isinstance(src, FileSnapshot):
+            if isinstance(src, FileSnapshot) and link and _link_backup(src, dst):
+                expected[dst] = ""  # verified by inode
+            elif isinstance(src, FileSnapshot):
                 fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 try:
                     view = memoryview(src.data)
@@ -355,12 +389,15 @@ def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Pat
                     os.fsync(fh.fileno())
                 expected[dst] = hashlib.sha256(Path(src).read_bytes()).hexdigest()
             out.append(dst)
-        _fsync_dir(dest_dir)
+        if fsync_folder:
+            _fsync_dir(dest_dir)
         found = sorted(p for p in dest_dir.iterdir())
         if len(found) != len(sources):
             raise ToolkitError(f"backup verification failed: {len(found)} files for "
                                f"{len(sources)} sources; nothing written", path=dest_dir)
         for dst, digest in expected.items():
+            if not digest:
+                continue
             if hashlib.sha256(dst.read_bytes()).hexdigest() != digest:
                 raise ToolkitError("backup verification failed: copy differs from the "
                                    "original; nothing written", path=dst)
@@ -373,6 +410,53 @@ def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path) -> list[Pat
                                path=dest_dir) from None
         raise
     return out
+
+
+def _link_backup(src: FileSnapshot, dst: Path) -> bool:
+    """Hard-link ``dst`` to the snapshot's inode if the file is still that version."""
+    try:
+        os.link(src.path, dst, follow_symlinks=False)
+    except OSError:
+        return False
+    st = os.stat(dst)
+    if (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns) != (
+            src.st_ino, src.st_dev, src.st_size, src.st_mtime_ns):
+        os.unlink(dst)  # the file was replaced meanwhile: back up the bytes we read instead
+        return False
+    return True
+
+
+def break_backup_links(path: str | Path, backups_root: str | Path) -> list[Path]:
+    """Turn backup hard links that share ``path``'s inode into independent copies.
+
+    A writer killed between backing up by hard link and replacing the file leaves the live
+    file linked to its backup; copying the backup restores a file with one link (and a backup
+    that later in-place edits of the live file cannot change)."""
+    healed: list[Path] = []
+    try:
+        st = os.stat(path)
+    except OSError:
+        return healed
+    if st.st_nlink < 2:
+        return healed
+    root = Path(backups_root)
+    name = Path(path).name
+    try:
+        candidates = list(root.glob(f"*/{name}"))
+    except OSError:
+        return healed
+    for c in candidates:
+        try:
+            cst = os.lstat(c)
+        except OSError:
+            continue
+        if (cst.st_ino, cst.st_dev) != (st.st_ino, st.st_dev):
+            continue
+        tmp = temp_path_for(c)
+        shutil.copy2(c, tmp)
+        os.replace(tmp, c)
+        healed.append(c)
+    return healed
 
 
 def unique_dir(parent: Path, name: str) -> Path:

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build-site": ("toolkit.cli.site:build_site", "Build the browsable static site (MkDocs Material) of everything in the store."),
     "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
+    "ledger": ("toolkit.cli.ledger:ledger", "Smith Ledger: dashboard, list, show, search, export, prune, promote, demote, reset."),
     "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),
     "mcp": ("toolkit.cli.mcp:mcp", "Serve nagi-ledger's MCP tools (plus ledger and slop search) over stdio."),
     "publish": ("toolkit.cli.publish:publish", "Publish the handoff report as one GitHub issue, kept up to date."),

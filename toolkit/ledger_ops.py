@@ -1,0 +1,776 @@
+"""The Smith Ledger operations behind ``toolkit ledger``, with the seed's meaning
+(``/smith-ledger``, seeds/000_147cd30aebd140ec.txt).
+
+Read operations (:func:`dashboard`, :func:`list_entries`, :func:`show`, :func:`search`,
+:func:`export`) read the vault files directly with :func:`toolkit.sources.smith.read_vault`:
+exact and fast, no store needed. Mutations (:func:`prune`, :func:`promote`, :func:`demote`,
+:func:`reset`) go through :class:`toolkit.editor.EditorSession`, the one writer of ledger files.
+
+Every operation takes ``request`` (the command line as the user typed it). When the vault has
+a current session log (``.smith/vault/.current-session`` naming a file in ``sessions/``), each
+invocation, and each mutation after it is written, is appended to it in the seed's format; a
+dry run writes nothing at all, the log included.
+
+Matching by title (show, promote, demote) is the seed's: case-insensitive substring, here
+on NFC-normalised, case-folded titles (so ``café`` typed either way finds both forms). One entry
+whose whole title equals the query wins over longer titles that contain it; otherwise several
+matches are listed and nothing is done until ``index`` (1-based, in the listing's order) or
+``file`` narrows them to one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.display import shown, visible
+from toolkit.errors import NotFoundError, RefusedError, ToolkitError, UsageError
+from toolkit.records import (
+    CONFIDENCES,
+    LEDGER_FILES,
+    LedgerEntry,
+    Problem,
+    resolve_ledger_file,
+)
+
+NO_LEDGER_HINT = ("Run `/smith-reflect` after a workflow to start building the Ledger, "
+                  "or run `/smith` to initialize the vault structure")
+LIST_HINT = "Run `toolkit ledger list` to see available entries"
+UP = {"low": "medium", "medium": "high"}
+DOWN = {"high": "medium", "medium": "low"}
+
+
+class AmbiguousMatchError(ToolkitError):
+    """Several entries match a title; nothing was done."""
+
+    def __init__(self, query: str, matches: list[LedgerEntry]) -> None:
+        n = len(matches)
+        super().__init__(f'{n} entries match "{visible(query, single_line=True)}"; nothing was '
+                         f"done", hint=f"Choose one with --index N (1-{n}) or narrow with --file")
+        self.query = query
+        self.matches = matches
+
+
+# --------------------------------------------------------------------------- records
+
+
+def entry_dict(e: LedgerEntry) -> dict[str, Any]:
+    return {
+        "title": e.title, "file": e.file_name, "line": e.line, "form": e.form,
+        "date": e.date, "category": e.category, "confidence": e.confidence,
+        "observations": e.reflections, "source_reflections": e.source_reflections,
+        "context": e.context, "pattern": e.pattern, "evidence": e.evidence,
+        "related": e.related, "problems": list(e.problems),
+    }
+
+
+def entry_line(e: LedgerEntry) -> str:
+    """``[confidence] Title — Category (N observations, last: YYYY-MM-DD)``, escaped."""
+    return (f"[{shown(e.confidence)}] {shown(e.title)} — {shown(e.category)} "
+            f"({e.reflections} observation{'s' if e.reflections != 1 else ''}, "
+            f"last: {shown(e.date)})")
+
+
+def short_line(e: LedgerEntry) -> str:
+    """``[confidence] Title — file.md`` (the seed's listing of several matches)."""
+    return f"[{shown(e.confidence)}] {shown(e.title)} — {e.file_name}"
+
+
+def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False) -> Any:
+    from toolkit.sources.smith import read_vault
+
+    v = read_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
+    if not v.exists:
+        raise NotFoundError("No Ledger found.", path=Path(vault) / "ledger", hint=NO_LEDGER_HINT)
+    return v
+
+
+# --------------------------------------------------------------------------- session log
+
+
+def session_log_path(vault: Path) -> Path | None:
+    """The current vault session log, if ``.current-session`` names one inside ``sessions/``.
+
+    A pointer to anywhere else is ignored: a cloned repository must not be able to make the
+    toolkit append to an arbitrary file."""
+    from toolkit.sources.smith import current_session_log
+
+    p = current_session_log(Path(vault))
+    if p is None or p.suffix != ".md":
+        return None
+    sessions = Path(os.path.realpath(Path(vault) / "sessions"))
+    real = Path(os.path.realpath(p))
+    if sessions not in real.parents or not real.is_file():
+        return None
+    return real
+
+
+def append_session_log(vault: Path, *, event: str, subcommand: str, request: str,
+                       synthesized: str, outcome: str, artifacts: str = "none",
+                       systems: str = "none", now: dt.datetime | None = None) -> Path | None:
+    """Append one ``### [HH:MM:SS] /smith-ledger <event>`` block (the seed's vault logging
+    format) to the current session log; silently nothing when there is none."""
+    path = session_log_path(Path(vault))
+    if path is None:
+        return None
+    from toolkit.editor import now_for
+
+    when = now or now_for()
+    quoted = "\n".join("> " + line if line else ">" for line in
+                       (request.splitlines() or [""]))
+    block = (f"### [{when:%H:%M:%S}] /smith-ledger {event}\n\n"
+             f"**User Request:**\n{quoted}\n\n"
+             f"**Subcommand:** {subcommand}\n"
+             f"**Synthesized Input:** {synthesized}\n"
+             f"**Outcome:** {outcome}\n"
+             f"**Artifacts:** {artifacts}\n"
+             f"**Systems affected:** {systems}\n")
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            tail = b""
+            if size:
+                fh.seek(max(0, size - 2))
+                tail = fh.read()
+        lead = "" if size == 0 or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n")
+                                                               else "\n\n")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, (lead + block).encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError:
+        return None  # logging never makes a command fail
+    return path
+
+
+class _Log:
+    """Logs one invocation (when the command finishes) and its mutations."""
+
+    def __init__(self, vault: Path, subcommand: str, request: str | None, synthesized: str,
+                 *, enabled: bool = True) -> None:
+        self.vault = Path(vault)
+        self.subcommand = subcommand
+        self.request = request or f"toolkit ledger {subcommand}"
+        self.synthesized = synthesized
+        self.enabled = enabled
+        self.outcome = "done"
+
+    def mutation(self, outcome: str, artifacts: str) -> None:
+        if self.enabled:
+            append_session_log(self.vault, event=f"{self.subcommand} applied",
+                               subcommand=self.subcommand, request=self.request,
+                               synthesized=self.synthesized, outcome=outcome,
+                               artifacts=artifacts)
+
+    def __enter__(self) -> _Log:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if not self.enabled:
+            return
+        outcome = self.outcome
+        if exc is not None:
+            outcome = f"error: {exc}" if isinstance(exc, ToolkitError) else "interrupted"
+        append_session_log(self.vault, event="invoked", subcommand=self.subcommand,
+                           request=self.request, synthesized=self.synthesized,
+                           outcome=outcome, artifacts=".smith/vault/ledger/")
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+@dataclass
+class FileSummary:
+    kind: str
+    exists: bool
+    error: str | None
+    entries: int
+    high: int
+    medium: int
+    low: int
+    unknown: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}.md"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.name, "exists": self.exists, "error": self.error,
+                "entries": self.entries, "high": self.high, "medium": self.medium,
+                "low": self.low, "unknown": self.unknown}
+
+
+def _summaries(files: dict[str, Any]) -> list[FileSummary]:
+    out = []
+    for kind in LEDGER_FILES:
+        lf = files[kind]
+        counts = {c: 0 for c in CONFIDENCES}
+        unknown = 0
+        for e in lf.entries:
+            if e.confidence in counts:
+                counts[e.confidence] += 1
+            else:
+                unknown += 1
+        out.append(FileSummary(kind, lf.exists, lf.error, len(lf.entries), counts["high"],
+                               counts["medium"], counts["low"], unknown))
+    return out
+
+
+@dataclass
+class Dashboard:
+    found: bool
+    ledger_dir: Path
+    last_reflection: str | None = None
+    total_reflections: int | None = None
+    total_entries: int = 0
+    meta_total_entries: int | None = None
+    files: list[FileSummary] = field(default_factory=list)
+    top: list[LedgerEntry] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "found": self.found, "ledger_dir": str(self.ledger_dir),
+            "last_reflection": self.last_reflection, "total_reflections": self.total_reflections,
+            "total_entries": self.total_entries, "meta_total_entries": self.meta_total_entries,
+            "files": [f.to_dict() for f in self.files],
+            "top_high_confidence": [entry_dict(e) for e in self.top],
+            "prune_limits_days": self.limits,
+            "warnings": [str(w) for w in self.warnings],
+        }
+
+
+def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None = None,
+              top: int = 5) -> Dashboard:
+    """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
+    to ``top`` high-confidence entries by observation count (all files)."""
+    from toolkit.sources.smith import prune_limits, read_vault
+
+    vault = Path(vault)
+    v = read_vault(vault, max_bytes=max_bytes, sessions=False)
+    if not v.exists:
+        return Dashboard(False, vault / "ledger")
+    with _Log(vault, "dashboard", request, "no arguments") as log:
+        files = _summaries(v.files)
+        highs = [e for e in v.entries if e.confidence == "high"]
+        order = {id(e): i for i, e in enumerate(highs)}
+        highs.sort(key=lambda e: (-e.reflections, order[id(e)]))
+        meta_total = v.meta.data.get("total_entries") if v.meta.data else None
+        d = Dashboard(
+            True, v.ledger_dir, last_reflection=v.meta.last_reflection,
+            total_reflections=v.meta.total_reflections,
+            total_entries=sum(f.entries for f in files),
+            meta_total_entries=meta_total if isinstance(meta_total, int) else None,
+            files=files, top=highs[:top], warnings=list(v.problems),
+            limits=prune_limits(v.meta, v.smith_config))
+        log.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
+    return d
+
+
+# --------------------------------------------------------------------------- list
+
+
+@dataclass
+class ListResult:
+    groups: list[tuple[FileSummary, list[LedgerEntry]]]
+    filters: dict[str, str]
+
+    @property
+    def count(self) -> int:
+        return sum(len(es) for _, es in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"filters": self.filters, "count": self.count,
+                "files": [{**s.to_dict(), "matching": [entry_dict(e) for e in es]}
+                          for s, es in self.groups]}
+
+
+def _file_kind(file: str | None) -> str | None:
+    if file is None:
+        return None
+    kind = resolve_ledger_file(file)
+    if kind is None:
+        raise UsageError(f"unknown ledger file {file!r}",
+                         hint="Use patterns, antipatterns, tools, edge-cases or quirks")
+    return kind
+
+
+def list_entries(vault: Path, *, category: str | None = None, confidence: str | None = None,
+                 file: str | None = None, max_bytes: int | None = None,
+                 request: str | None = None) -> ListResult:
+    """Entries grouped by file, filtered (AND) by category, confidence and file."""
+    vault = Path(vault)
+    kind = _file_kind(file)
+    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    filters = {k: val for k, val in (("category", category), ("confidence", confidence),
+                                     ("file", kind)) if val}
+    with _Log(vault, "list", request, ", ".join(f"--{k} {v}" for k, v in filters.items())
+              or "no filters") as log:
+        groups = []
+        summaries = {s.kind: s for s in _summaries(v.files)}
+        for k in LEDGER_FILES:
+            if kind and k != kind:
+                continue
+            entries = [e for e in v.files[k].entries
+                       if (not category or e.category == category.lower())
+                       and (not confidence or e.confidence == confidence.lower())]
+            groups.append((summaries[k], entries))
+        result = ListResult(groups, filters)
+        log.outcome = f"{result.count} entries listed"
+    return result
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def match_entries(entries: list[LedgerEntry], query: str) -> list[LedgerEntry]:
+    """The seed's title match, NFC + case-folded; a unique whole-title match wins."""
+    from toolkit.editor import title_key
+
+    q = title_key(query)
+    hits = [e for e in entries if q in title_key(e.title)]
+    exact = [e for e in hits if title_key(e.title) == q]
+    return exact if len(exact) == 1 else hits
+
+
+def pick(matches: list[LedgerEntry], query: str, index: int | None) -> LedgerEntry:
+    """One entry out of the matches, or a not-found / ambiguous error."""
+    if not matches:
+        raise NotFoundError(f'No entries found matching "{visible(query, single_line=True)}".',
+                            hint=LIST_HINT)
+    if index is not None:
+        if not 1 <= index <= len(matches):
+            raise UsageError(f"--index {index} is out of range; "
+                             f"{len(matches)} entr{'y' if len(matches) == 1 else 'ies'} match")
+        return matches[index - 1]
+    if len(matches) > 1:
+        raise AmbiguousMatchError(query, matches)
+    return matches[0]
+
+
+@dataclass
+class ShowResult:
+    entry: LedgerEntry
+    text: str  # the entry's block as written in the file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**entry_dict(self.entry), "text": self.text}
+
+
+def show(vault: Path, title: str, *, index: int | None = None, file: str | None = None,
+         max_bytes: int | None = None, request: str | None = None) -> ShowResult:
+    vault = Path(vault)
+    kind = _file_kind(file)
+    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    with _Log(vault, "show", request, f'title "{title}"') as log:
+        entries = [e for e in v.entries if not kind or e.file == kind]
+        try:
+            e = pick(match_entries(entries, title), title, index)
+        except AmbiguousMatchError as exc:
+            log.outcome = f"{len(exc.matches)} entries match; none shown"
+            raise
+        except NotFoundError:
+            log.outcome = "no entry found"
+            raise
+        data = v.files[e.file].data
+        log.outcome = f'showed "{e.title}" from {e.file_name}'
+    return ShowResult(e, data[e.start:e.end].decode("utf-8", "replace"))
+
+
+# --------------------------------------------------------------------------- search
+
+
+@dataclass
+class SearchHit:
+    file: str
+    title: str | None
+    confidence: str | None
+    entry_line: int | None
+    lines: list[tuple[int, str, bool]]  # (line number, text, is a match) with context
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "title": self.title, "confidence": self.confidence,
+                "entry_line": self.entry_line,
+                "lines": [{"line": n, "text": t, "match": m} for n, t, m in self.lines]}
+
+
+def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None = None,
+           request: str | None = None) -> list[SearchHit]:
+    """Case-insensitive search of every ledger line; each hit names its entry (the nearest
+    entry above it), file and confidence, with ``context`` lines before and after."""
+    import unicodedata
+
+    vault = Path(vault)
+    if not query.strip():
+        raise UsageError("the search query is empty")
+    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    q = unicodedata.normalize("NFC", query).casefold()
+    hits: list[SearchHit] = []
+    with _Log(vault, "search", request, f'query "{query}"') as log:
+        for kind in LEDGER_FILES:
+            lf = v.files[kind]
+            if not lf.data:
+                continue
+            data = lf.data[3:] if lf.bom else lf.data
+            lines = data.decode("utf-8", "replace").splitlines()
+            starts = sorted(((e.line, e) for e in lf.entries), key=lambda t: t[0])
+            groups: dict[int, list[int]] = {}
+            owner: dict[int, LedgerEntry | None] = {}
+            for i, line in enumerate(lines, 1):
+                if q not in unicodedata.normalize("NFC", line).casefold():
+                    continue
+                e = None
+                for ln, cand in starts:
+                    if ln <= i:
+                        e = cand
+                    else:
+                        break
+                key = e.line if e else 0
+                groups.setdefault(key, []).append(i)
+                owner[key] = e
+            for key, matched in groups.items():
+                e = owner[key]
+                shown_lines: list[tuple[int, str, bool]] = []
+                wanted: set[int] = set()
+                for i in matched:
+                    wanted.update(range(max(1, i - context), min(len(lines), i + context) + 1))
+                for n in sorted(wanted):
+                    shown_lines.append((n, lines[n - 1], n in matched))
+                hits.append(SearchHit(f"{kind}.md", e.title if e else None,
+                                      e.confidence if e else None, e.line if e else None,
+                                      shown_lines))
+        log.outcome = f"{len(hits)} result(s)"
+    return hits
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export_text(vault: Path, *, max_bytes: int | None = None) -> str:
+    """The seed's export: meta.yaml in a YAML code block, then ``# <file>`` and each of the
+    five files in the seed's order (``(missing: <file>)`` for a missing one)."""
+    from toolkit.textio import decode_utf8, read_bytes
+
+    vault = Path(vault)
+    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    parts = []
+    meta = v.ledger_dir / "meta.yaml"
+    if meta.is_file():
+        text = decode_utf8(read_bytes(meta, max_bytes), meta)
+        parts.append("```yaml\n" + text.replace("\r\n", "\n").rstrip("\n") + "\n```\n")
+    else:
+        parts.append("(missing: meta.yaml)\n")
+    for kind in LEDGER_FILES:
+        lf = v.files[kind]
+        parts.append(f"# {kind}.md\n")
+        if not lf.exists:
+            parts.append(f"(missing: {kind}.md)\n")
+        elif lf.error:
+            parts.append(f"(unreadable: {kind}.md: {lf.error})\n")
+        else:
+            data = lf.data[3:] if lf.bom else lf.data
+            parts.append(data.decode("utf-8").replace("\r\n", "\n").rstrip("\n") + "\n")
+    return "\n".join(parts)
+
+
+def export(vault: Path, *, output: Path | None = None, redact: bool = True,
+           max_bytes: int | None = None, request: str | None = None) -> str:
+    """The export text (redacted unless ``redact=False``); written atomically to ``output``
+    when given. Returns the text."""
+    vault = Path(vault)
+    text = export_text(vault, max_bytes=max_bytes)
+    if redact:
+        from toolkit.redact import redact as redact_text
+
+        text = redact_text(text)
+    with _Log(vault, "export", request, f"--output {output}" if output else "to stdout") as log:
+        if output is not None:
+            from toolkit.safewrite import atomic_replace
+
+            out = Path(output)
+            if out.is_dir():
+                raise UsageError(f"{out} is a folder; give a file name for --output")
+            if not out.parent.is_dir():
+                raise UsageError(f"folder {out.parent} does not exist")
+            atomic_replace(out, text.encode("utf-8"))
+            log.outcome = f"exported to {out}"
+        else:
+            log.outcome = "exported to stdout"
+    return text
+
+
+# --------------------------------------------------------------------------- prune
+
+
+@dataclass(frozen=True)
+class Candidate:
+    entry: LedgerEntry
+    age_days: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.entry.title, "file": self.entry.file_name,
+                "date": self.entry.date, "confidence": self.entry.confidence,
+                "age_days": self.age_days}
+
+
+@dataclass
+class PrunePlan:
+    removals: list[Candidate]
+    demotions: list[Candidate]
+    limits: dict[str, int]
+
+    @property
+    def empty(self) -> bool:
+        return not self.removals and not self.demotions
+
+    def question(self) -> str:
+        """``Remove 2 entries and demote 1 entry? (yes/no)``"""
+        def n(count: int) -> str:
+            return f"{count} entr{'y' if count == 1 else 'ies'}"
+        parts = []
+        if self.removals:
+            parts.append(f"Remove {n(len(self.removals))}")
+        if self.demotions:
+            parts.append(("demote " if parts else "Demote ") + n(len(self.demotions)))
+        return " and ".join(parts) + "?"
+
+
+@dataclass
+class PruneResult:
+    plan: PrunePlan
+    status: str  # "clean", "cancelled", "done", "dry-run"
+    total_entries: int | None = None
+    diff: str = ""
+    backup_dir: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "removed": [c.to_dict() for c in self.plan.removals],
+                "demoted": [c.to_dict() for c in self.plan.demotions],
+                "limits_days": self.plan.limits, "total_entries": self.total_entries,
+                "backup_dir": str(self.backup_dir) if self.backup_dir else None,
+                "diff": self.diff, "notes": self.notes}
+
+
+def _age(entry: LedgerEntry, today: dt.date) -> int | None:
+    try:
+        return (today - dt.date.fromisoformat(entry.date or "")).days
+    except ValueError:
+        return None
+
+
+def prune_candidates(entries: list[LedgerEntry], today: dt.date,
+                     limits: dict[str, int]) -> PrunePlan:
+    """The seed's candidates: low and older than the low limit -> remove; medium and older
+    than the medium limit -> demote. High is never touched; an entry with a problem (missing or
+    unknown Date, Category or Confidence) is never pruned."""
+    removals, demotions = [], []
+    for e in entries:
+        if e.problems:
+            continue
+        age = _age(e, today)
+        if age is None:
+            continue
+        if e.confidence == "low" and age > limits["low"]:
+            removals.append(Candidate(e, age))
+        elif e.confidence == "medium" and age > limits["medium"]:
+            demotions.append(Candidate(e, age))
+    return PrunePlan(removals, demotions, dict(limits))
+
+
+def _limits(vault: Path) -> dict[str, int]:
+    from toolkit.sources.smith import prune_limits, read_json_file, read_meta
+
+    config, _ = read_json_file(Path(vault).parent / "config.json")
+    return prune_limits(read_meta(Path(vault) / "ledger"), config)
+
+
+def prune(vault: Path, *, today: dt.date, dry_run: bool = False, force: bool = False,
+          confirm: Callable[[PrunePlan], bool] | None = None, max_bytes: int | None = None,
+          request: str | None = None, subcommand: str = "prune") -> PruneResult:
+    """Remove stale low entries, demote stale medium ones (Date kept, as the seed's prune
+    does). ``confirm`` sees the plan under the lock; returning False cancels."""
+    from toolkit.editor import EditorSession
+
+    vault = Path(vault)
+    _vault_or_fail(vault, max_bytes=max_bytes)
+    limits = _limits(vault)
+    synthesized = (f"{'dry run, ' if dry_run else ''}remove low older than {limits['low']} "
+                   f"days, demote medium older than {limits['medium']} days")
+    with _Log(vault, subcommand, request, synthesized, enabled=not dry_run) as log, \
+            EditorSession(vault, today=today, dry_run=dry_run, force=force,
+                          max_bytes=max_bytes) as s:
+        plan = prune_candidates(s.entries(), today, limits)
+        if plan.empty:
+            log.outcome = "no prune candidates; nothing to do"
+            return PruneResult(plan, "clean", total_entries=len(s.entries()),
+                               notes=list(s.notes))
+        for c in plan.removals:
+            s.remove(c.entry)
+        for c in plan.demotions:
+            s.set_confidence(c.entry, "low")
+        if dry_run:
+            r = s.commit()
+            return PruneResult(plan, "dry-run", total_entries=r.entries_total, diff=r.diff(),
+                               notes=r.notes)
+        if confirm is not None and not confirm(plan):
+            log.outcome = "prune cancelled; no changes made"
+            return PruneResult(plan, "cancelled", notes=list(s.notes))
+        r = s.commit()
+        outcome = (f"Pruned: {len(plan.removals)} removed, {len(plan.demotions)} demoted. "
+                   f"Total entries: {r.entries_total}")
+        log.outcome = outcome
+        log.mutation(outcome, _artifacts(r))
+        return PruneResult(plan, "done", total_entries=r.entries_total, diff=r.diff(),
+                           backup_dir=r.backup_dir, notes=r.notes)
+
+
+def _artifacts(result: Any) -> str:
+    names = [f".smith/vault/ledger/{c.name}" for c in result.changes]
+    if getattr(result, "backup_dir", None):
+        names.append(f"backup .smith/vault/ledger/.backups/{result.backup_dir.name}/")
+    return ", ".join(names) or "none"
+
+
+# --------------------------------------------------------------------------- promote/demote
+
+
+@dataclass
+class ConfidenceResult:
+    entry: LedgerEntry
+    old: str
+    new: str
+    changed: bool
+    message: str
+    diff: str = ""
+    backup_dir: Path | None = None
+    dry_run: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.entry.title, "file": self.entry.file_name, "from": self.old,
+                "to": self.new, "changed": self.changed, "message": self.message,
+                "dry_run": self.dry_run, "diff": self.diff,
+                "backup_dir": str(self.backup_dir) if self.backup_dir else None,
+                "notes": self.notes}
+
+
+def _change_confidence(vault: Path, title: str, direction: str, *, today: dt.date | None,
+                       index: int | None, file: str | None, dry_run: bool, force: bool,
+                       max_bytes: int | None, request: str | None) -> ConfidenceResult:
+    from toolkit.editor import EditorSession
+
+    vault = Path(vault)
+    kind = _file_kind(file)
+    if not (vault / "ledger").is_dir():
+        raise NotFoundError("No Ledger found.", path=vault / "ledger", hint=NO_LEDGER_HINT)
+    verb = "Promoted" if direction == "promote" else "Demoted"
+    step = UP if direction == "promote" else DOWN
+    with _Log(vault, direction, request, f'title "{title}"'
+              + (f", --index {index}" if index else "") + (f", --file {kind}" if kind else "")
+              + (", dry run" if dry_run else ""), enabled=not dry_run) as log, \
+            EditorSession(vault, today=today, dry_run=dry_run, force=force,
+                          max_bytes=max_bytes) as s:
+        matches = s.find(title, kinds=[kind] if kind else None)
+        exact = [e for e in matches if _whole(e, title)]
+        entry = pick(exact if len(exact) == 1 else matches, title, index)
+        name = shown(entry.title)
+        old = entry.confidence or ""
+        if old not in CONFIDENCES:
+            raise RefusedError(f'"{name}" has no valid Confidence ({shown(entry.confidence)})',
+                               path=entry.path, line=entry.line,
+                               hint="Fix its **Confidence:** line by hand")
+        new = step.get(old)
+        if new is None:
+            msg = f'"{name}" is already at {old} confidence. No change.'
+            log.outcome = msg
+            return ConfidenceResult(entry, old, old, False, msg, dry_run=dry_run)
+        s.set_confidence(entry, new)
+        r = s.commit()
+        msg = f'{verb} "{name}" from {old} to {new} confidence.'
+        if not dry_run:
+            log.outcome = msg
+            log.mutation(msg, _artifacts(r))
+        return ConfidenceResult(entry, old, new, True, msg, diff=r.diff(),
+                                backup_dir=r.backup_dir, dry_run=dry_run, notes=r.notes)
+
+
+def _whole(e: LedgerEntry, query: str) -> bool:
+    from toolkit.editor import title_key
+
+    return title_key(e.title) == title_key(query)
+
+
+def promote(vault: Path, title: str, *, today: dt.date | None = None, index: int | None = None,
+            file: str | None = None, dry_run: bool = False, force: bool = False,
+            max_bytes: int | None = None, request: str | None = None) -> ConfidenceResult:
+    """Raise one entry's confidence one level (low -> medium -> high), only its Confidence line
+    changes."""
+    return _change_confidence(vault, title, "promote", today=today, index=index, file=file,
+                              dry_run=dry_run, force=force, max_bytes=max_bytes,
+                              request=request)
+
+
+def demote(vault: Path, title: str, *, today: dt.date | None = None, index: int | None = None,
+           file: str | None = None, dry_run: bool = False, force: bool = False,
+           max_bytes: int | None = None, request: str | None = None) -> ConfidenceResult:
+    """Lower one entry's confidence one level (high -> medium -> low)."""
+    return _change_confidence(vault, title, "demote", today=today, index=index, file=file,
+                              dry_run=dry_run, force=force, max_bytes=max_bytes,
+                              request=request)
+
+
+# --------------------------------------------------------------------------- reset
+
+
+@dataclass
+class ResetResult:
+    status: str  # "done", "cancelled", "dry-run"
+    archive_dir: Path | None
+    moved: list[str]
+    diff: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status,
+                "archive_dir": str(self.archive_dir) if self.archive_dir else None,
+                "moved": self.moved, "diff": self.diff, "notes": self.notes}
+
+
+def reset(vault: Path, *, today: dt.date | None = None, dry_run: bool = False,
+          force: bool = False, confirm: Callable[[Any], bool] | None = None,
+          request: str | None = None) -> ResetResult:
+    """Archive meta.yaml and the five files to ``ledger/archive/YYYY-MM-DD-HHMMSS/`` and write
+    the seed's fresh templates."""
+    from toolkit.editor import EditorSession
+
+    vault = Path(vault)
+    if not vault.is_dir():
+        raise NotFoundError("No vault found.", path=vault,
+                            hint="Run `/smith` to initialize the vault structure")
+    ledger = vault / "ledger"
+    if not ledger.is_dir():
+        if dry_run:
+            return ResetResult("dry-run", None, [], notes=[f"{ledger} would be created with "
+                                                           "fresh templates"])
+        ledger.mkdir()
+    with _Log(vault, "reset", request, "archive and start fresh", enabled=not dry_run) as log, \
+            EditorSession(vault, today=today, dry_run=dry_run, force=force) as s:
+        plan = s.reset(confirm)
+        if plan is None:
+            log.outcome = "reset cancelled; Ledger unchanged"
+            return ResetResult("cancelled", None, [])
+        rel = os.path.relpath(plan.archive_dir, vault.parent.parent)
+        if dry_run:
+            return ResetResult("dry-run", plan.archive_dir, plan.moved, plan.diff(), plan.notes)
+        outcome = f"Ledger archived to {rel}/; fresh Ledger initialized with empty templates"
+        log.outcome = outcome
+        log.mutation(outcome, f"{rel}/, .smith/vault/ledger/*.md, meta.yaml")
+        return ResetResult("done", plan.archive_dir, plan.moved, plan.diff(), plan.notes)

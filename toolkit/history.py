@@ -813,6 +813,34 @@ def entry_key_for(file: str, title: str | None, occurrence: int = 1) -> str:
     return base if occurrence == 1 else f"{base}#{occurrence}"
 
 
+def turn_activity_rows(store: Store, *, per_turn: int = 50) -> list[dict[str, Any]]:
+    """Audit actions and dispatches recorded inside each turn's time window (pre-turn to
+    post-turn snapshot time, both included), at most ``per_turn`` of each kind per turn, in
+    time order; plus ``n``: how many there were in all."""
+    tables = set(store.tables())
+    if not {"snapshot_turns", "actions", "dispatches"} <= tables:
+        return []
+    return store.fetch_dicts(
+        "WITH hits AS ("
+        " SELECT t.repo, t.turn_key, 'action' AS kind, a.ts, a.id, a.tier, a.category, "
+        "        a.description AS text, NULL AS agent, NULL AS verdict "
+        " FROM snapshot_turns t JOIN actions a ON a.ts BETWEEN t.started AND t.ended "
+        " UNION ALL "
+        " SELECT t.repo, t.turn_key, 'dispatch', d.ts, d.id, NULL, NULL, d.task, "
+        "        d.agent_type || '/' || d.model, coalesce(d.verdict, 'PENDING') "
+        " FROM snapshot_turns t JOIN dispatches d ON d.ts BETWEEN t.started AND t.ended) "
+        "SELECT *, count(*) OVER (PARTITION BY repo, turn_key, kind) AS n FROM hits "
+        "QUALIFY row_number() OVER (PARTITION BY repo, turn_key, kind ORDER BY ts, id) <= ? "
+        "ORDER BY repo, turn_key, ts, kind, id", [per_turn])
+
+
+def turn_summaries(store: Store) -> list[dict[str, Any]]:
+    """``snapshot_turns`` rows (window, files, lines, activity counts), newest turn first."""
+    if "snapshot_turns" not in store.tables():
+        return []
+    return store.fetch_dicts("SELECT * FROM snapshot_turns ORDER BY repo, number")
+
+
 def has_history(store: Store) -> bool:
     return bool(store.scalar("SELECT count(*) FROM ledger_versions WHERE source <> 'base'"))
 

@@ -372,6 +372,9 @@ class TurnView:
     snippet: str | None  # the prompt snippet from the label (user text)
     snapshots: Table
     files: Table
+    # history feature: window, lines +/- and audit activity (toolkit.history_report)
+    summary: str | None = None
+    activity: Table | None = None
 
 
 @dataclass(kw_only=True)
@@ -422,6 +425,7 @@ class SiteData:
     entry_path: dict[str, str] = field(default_factory=dict)
     slop_path: dict[str, str] = field(default_factory=dict)
     task_slug: dict[str, str] = field(default_factory=dict)
+    turn_activity: dict[tuple[str, str], Any] = field(default_factory=dict)  # history feature
 
 
 def load_site_data(store: Store, *, today: dt.date, site_name: str,
@@ -444,6 +448,9 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
     data.task_slug = task_slugs(t for t in all_tasks if t is not None)
+    from toolkit.history_report import turn_activity  # history feature: per-turn activity
+
+    data.turn_activity = turn_activity(store, data)
     return data
 
 
@@ -498,6 +505,9 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     pages: list[Page] = []
     pages.append(_home(data, charts))
     pages += _ledger_pages(data, charts)
+    from toolkit.history_report import history_pages  # history feature: ledger/history.md
+
+    pages += history_pages(store, data, charts)
     pages += _slop_pages(data, charts)
     pages += _audit_pages(store, data, charts)
     pages += _session_pages(data)
@@ -1261,8 +1271,10 @@ def _snapshots_page(d: SiteData) -> SnapshotsPage:
                     merged[f["path"]] = f
             files = [merged[p] for p in sorted(merged)]
         snippet = next((m.get("snippet") for m in members if m.get("snippet")), None)
+        extra = d.turn_activity.get((repo, key))  # history feature
         turns.append(TurnView(
             label=label, anchor=anchor, snippet=snippet,
+            summary=extra.summary if extra else None, activity=extra.activity if extra else None,
             snapshots=Table(("#", "Kind", "When", "Commit", "Label", "Files", "+", "-"), [
                 (m.get("position"), m.get("kind"), _fmt_ts(m.get("ts")),
                  (m.get("sha") or "")[:8], m.get("label"), m.get("files_changed"),

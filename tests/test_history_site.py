@@ -1,0 +1,105 @@
+"""The history feature on the site: the ledger history page (growth chart, change log) and
+the turn timeline's window, lines and audit activity. Pages are built and rendered to
+Markdown (no MkDocs run: tests/test_site.py covers the build itself)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
+from tests._history_helpers import Project, SideRepo, entry_b
+from tests.conftest import make_audit_db
+from toolkit import config as config_mod
+from toolkit.reports import Ref, build_site_content
+from toolkit.store import Store
+
+
+def _content(root: Path, home: Path):  # type: ignore[no-untyped-def]
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
+    store = Store.open(cfg.db_path)
+    store.refresh(cfg)
+    content = build_site_content(store, today=dt.date(2026, 5, 5), site_name="acme",
+                                 roots=[(root, "project")])
+    store.close()
+    return content
+
+
+def _render(page) -> str:  # type: ignore[no-untyped-def]
+    from toolkit.site import _Renderer, render_page
+
+    return render_page(_Renderer(), page).decode("utf-8")
+
+
+def _project(tmp_path: Path) -> Project:
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect: first lessons", {"patterns": [entry_b("Retry budget"),
+                                                     entry_b("Idempotency <b>keys</b>")]})
+    p.commit("reflect: reinforce", {"patterns": [entry_b("Retry budget", "medium", 2),
+                                                 entry_b("Idempotency <b>keys</b>")]})
+    p.commit("prune", {"patterns": [entry_b("Retry budget", "medium", 2)]})
+    return p
+
+
+def test_history_page_has_growth_chart_and_change_log(tmp_path, isolated_env):
+    p = _project(tmp_path)
+    content = _content(p.root, isolated_env)
+    page = next(pg for pg in content.pages if pg.path == "ledger/history.md")
+    assert page.nav == ("Ledger", "History") and page.versions == 3
+    # growth, newest first: high, medium, low, unrated, total
+    assert [r[3:8] for r in page.growth.rows] == [(0, 1, 0, None, 1), (0, 1, 1, None, 2),
+                                                  (0, 0, 2, None, 2)]
+    chart = next(c for c in content.charts if c.name == page.chart)
+    assert [(s.name, s.values) for s in chart.series] == [
+        ("high", (0.0,)), ("medium", (1.0,)), ("low", (0.0,))]  # one bar: the day's last
+    # change log, newest first; entries still in the ledger link to their page
+    assert [(r[1], r[2]) for r in page.changes.rows] == [
+        ("removed", "Idempotency <b>keys</b>"),
+        ("promoted", Ref("Retry budget", "ledger/patterns/retry-budget.md")),
+        ("reinforced", Ref("Retry budget", "ledger/patterns/retry-budget.md")),
+        ("added", "Idempotency <b>keys</b>"),
+        ("added", Ref("Retry budget", "ledger/patterns/retry-budget.md"))]
+    assert page.changes.rows[1][4:6] == ("low → medium", "1 → 2")
+    text = _render(page)
+    assert "](../charts/ledger-growth.svg)" in text
+    assert "[Retry budget](patterns/retry-budget.md)" in text
+    assert "<b>" not in text  # AI-written titles are shown as text
+
+
+def test_no_history_page_content_without_versions(tmp_path, isolated_env):
+    (tmp_path / "bare" / ".smith" / "vault").mkdir(parents=True)
+    content = _content(tmp_path / "bare", isolated_env)
+    page = next(pg for pg in content.pages if pg.path == "ledger/history.md")
+    assert page.growth.rows == [] and page.chart is None
+    assert "No past versions" in _render(page)
+
+
+def test_turn_timeline_shows_window_lines_and_audit_activity(tmp_path, isolated_env):
+    p = _project(tmp_path)
+    side = SideRepo.create(p.root, isolated_env / ".codesmith" / "snapshots")
+    side.snapshot("pre-turn:1: add retries")  # 2026-05-04 13:07:40
+    (p.root / "app.py").write_text("a\nb\n")
+    side.snapshot("post-turn:1: add retries")  # 13:08:40
+    db = make_audit_db(isolated_env / ".nagi" / "ledger.db", samples=False)
+    conn = sqlite3.connect(db)
+    conn.executemany("INSERT INTO actions (ts, tier, category, description) VALUES (?, ?, ?, ?)",
+                     [("2026-05-04 13:08:00", 2, "git", "<script>alert(1)</script> pushed"),
+                      ("2026-05-04 13:20:00", 0, "x", "after the turn")])
+    conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, verdict) "
+                 "VALUES ('2026-05-04 13:07:40', 'Add retries', 'fork', 'opus', 's', "
+                 "'CONFIRMED')")
+    conn.commit()
+    conn.close()
+    content = _content(p.root, isolated_env)
+    page = next(pg for pg in content.pages if pg.path == "snapshots/index.md")
+    turn = page.turns[0]
+    assert turn.summary == ("2026-05-04 13:07:40 → 13:08:40 · 1 file changed, +2 −0 · "
+                            "1 audit action, 1 dispatch in this window")
+    assert turn.activity.rows == [
+        ("13:07:40", "dispatch", "fork/opus → CONFIRMED",
+         Ref("Add retries", "audit/tasks/add-retries.md")),
+        ("13:08:00", "action", "tier 2 · git", "<script>alert(1)</script> pushed")]
+    text = _render(page)
+    assert "Audit actions and dispatches during this turn:" in text
+    assert "<script>" not in text and "&lt;script&gt;" in text

@@ -127,18 +127,5 @@ def subprocess_env(root: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(run_env(**extra))
     env.pop("TOOLKIT_TODAY", None)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # for the stand-in group
     return env
 
-
-def _stand_in_group():  # until toolkit/cli/ledger.py exists
-    import click
-
-    from toolkit.cli.reconcile import reconcile
-
-    group = click.Group("ledger")
-    group.add_command(reconcile)
-    return group
-
-
-ledger_group = _stand_in_group()

@@ -30,15 +30,6 @@ from toolkit.reconcile import LEDGER_FILES, count_words, tokens_for_words
 from toolkit.sources.smith import parse_ledger_bytes, read_reconcile_log
 
 
-@pytest.fixture(autouse=True)
-def ledger_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Until the editor's ``ledger`` group lands, a stand-in group exposes the command."""
-    from toolkit.cli import COMMANDS
-
-    if "ledger" not in COMMANDS:
-        monkeypatch.setitem(COMMANDS, "ledger", ("tests._reconcile_helpers:ledger_group", ""))
-
-
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     """``toolkit ledger reconcile ARGS`` in-process with the fixed clock."""
     from toolkit.cli import cli
@@ -49,12 +40,6 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
 
 
 def toolkit_argv(*args: str) -> list[str]:
-    from toolkit.cli import COMMANDS
-
-    if COMMANDS["ledger"][0].startswith("tests."):
-        return [sys.executable, "-c", "import sys; from toolkit.cli import COMMANDS, cli; "
-                "COMMANDS['ledger'] = ('tests._reconcile_helpers:ledger_group', ''); cli()",
-                "ledger", "reconcile", *args]
     return [sys.executable, "-m", "toolkit", "ledger", "reconcile", *args]
 
 

@@ -283,3 +283,18 @@ def test_identities_survive_codesmith_pruning(world, isolated_env):
     assert git_ts == [("2026-05-11",)]  # the rewritten commits' own times, kept apart
     assert store.fetch("SELECT version_id FROM ledger_versions ORDER BY ALL")[1] == \
         versions_before
+
+
+def test_restore_turns_a_file_into_a_folder_and_back(world, cli_run):
+    ws, side = world
+    (ws / "lib" / "util.py").unlink()
+    (ws / "lib").rmdir()
+    (ws / "lib").write_text("now a file\n")  # lib/ was a folder in the snapshots
+    side.snapshot("post-turn:3: lib becomes a file")
+    commit_all(ws)
+    result = cli_run("snapshots", "restore", "2", "--yes")  # post-turn:2: lib/ is a folder
+    assert result.exit_code == 0, result.output
+    assert workspace_files(ws) == tree_files(side, side.git("rev-parse", "HEAD~1"))
+    result = cli_run("snapshots", "restore", "1", "--yes", "--force")
+    assert result.exit_code == 0, result.output
+    assert (ws / "lib").read_text() == "now a file\n"

@@ -5,7 +5,8 @@ Listing numbers snapshots as CodeSmith's ``/restore`` does: newest first, from 1
 Restoring follows ``/restore N``: check out the snapshot's tree into the workspace
 (``git checkout <sha> -- :/`` with the side repo as ``--git-dir`` and the workspace as
 ``--work-tree``), delete the files that are in the workspace now but not in that tree, remove
-directories left empty, and never move the side repo's HEAD. "Files in the workspace now" means
+directories left empty, and never move the side repo's HEAD. (The deletions run first, so a
+path that is a file now and a folder in the snapshot, or the reverse, restores cleanly.) "Files in the workspace now" means
 the files the side repo tracks or would track: its HEAD tree plus every file ``git add -A``
 would pick up (its ``info/exclude`` and the workspace's ``.gitignore`` files are honoured);
 ``.git`` is never touched, nor the toolkit's own state folder. The checkout uses a throw-away
@@ -314,15 +315,8 @@ def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
                             "nothing restored", path=plan.repo,
                             hint="Run the command again")
     ws = plan.workspace
-    written = 0
-    if plan.change or plan.create:
-        pathspec = [":/", *(f":(top,exclude){p.rstrip('/')}" for p in plan.protected)]
-        with tempfile.TemporaryDirectory(prefix="toolkit-idx-") as tmp:
-            snap.run_git([f"--git-dir={plan.repo}", f"--work-tree={ws}", "checkout",
-                          plan.target.sha, "--", *pathspec], cwd=ws,
-                         extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")},
-                         what=plan.repo)
-        written = len(plan.change) + len(plan.create)
+    # Delete first (then check out): a path that is a file now and a folder in the snapshot,
+    # or the other way round, is then free for the checkout.
     deleted = 0
     parents: set[Path] = set()
     for rel in plan.delete:
@@ -343,6 +337,16 @@ def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
             removed.append(d.relative_to(ws).as_posix())
         except OSError:
             pass
+    written = 0
+    if plan.change or plan.create:
+        pathspec = [":/", *(f":(top,exclude){p.rstrip('/')}" for p in plan.protected)]
+        with tempfile.TemporaryDirectory(prefix="toolkit-idx-") as tmp:
+            snap.run_git([f"--git-dir={plan.repo}", f"--work-tree={ws}", "checkout",
+                          plan.target.sha, "--", *pathspec], cwd=ws,
+                         extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")},
+                         what=plan.repo)
+        written = len(plan.change) + len(plan.create)
+        removed = [d for d in removed if not (ws / d).is_dir()]  # the checkout refilled it
     if snap.head_sha(plan.repo) != plan.head:  # we never move it; someone else did
         raise ConflictError("the side repo's HEAD moved during the restore", path=plan.repo)
     return RestoreResult(plan, written, deleted, sorted(removed))

@@ -247,19 +247,10 @@ def test_the_vault_in_turn_snapshots_is_a_timeline(project, isolated_env):
 
 # --------------------------------------------------------------------------- the command
 
-def _history_args(*args: str) -> list[str]:
-    from toolkit.cli import COMMANDS
-
-    return ["ledger", "history", *args] if "ledger" in COMMANDS else ["history", *args]
-
-
 @pytest.fixture
-def cli_with_history(cli_run, monkeypatch):  # type: ignore[no-untyped-def]
-    from toolkit.cli import COMMANDS
-
-    if "ledger" not in COMMANDS:  # until the ledger group lands, reach the command directly
-        monkeypatch.setitem(COMMANDS, "history", ("toolkit.cli.history:history", "history"))
-    return lambda *a, **kw: cli_run(*_history_args(*a), **kw)
+def cli_with_history(cli_run):  # type: ignore[no-untyped-def]
+    """`toolkit ledger history ...`"""
+    return lambda *a, **kw: cli_run("ledger", "history", *a, **kw)
 
 
 def test_history_command_shows_counts_by_confidence(project, cli_with_history, monkeypatch):
@@ -303,3 +294,26 @@ def test_history_command_without_any_history(tmp_path, cli_with_history, monkeyp
     result = cli_with_history()
     assert result.exit_code == 0
     assert result.output.startswith("No ledger history yet")
+
+
+def test_history_command_all_sources_and_file_filter(project, cli_with_history, monkeypatch):
+    back = project.ledger / ".backups" / "reconcile-2026-04-01-033000"
+    back.mkdir(parents=True)
+    (back / "patterns.md").write_text("# Patterns\n\n" + entry_b("Retry budget", "high", 6))
+    monkeypatch.chdir(project.root)
+    result = cli_with_history("--all", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == \
+        "when,timeline,source,version,high,medium,low,total,changes"
+    assert result.output.splitlines()[-1] == (
+        "2026-04-01 03:30,copies,backup,reconcile-2026-04-01-033000,1,0,0,1,"
+        "\"2 removed, 1 promoted, 1 reinforced\"")
+    result = cli_with_history("retry budget", "--file", "antipatterns")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1].startswith(
+        "Error: no ledger entry titled 'retry budget' in any version.")
+    result = cli_with_history("retry budget", "--file", "nonsense")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: unknown ledger file 'nonsense'. Use patterns, antipatterns, tool-preferences "
+        "(tools), edge-cases or project-quirks (quirks)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -71,6 +72,12 @@ def busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     make_project(root, {"patterns": HIGH + DUP_A + DUP_B + MEDIUM_OLD + LOW_NEW + LOW_OLD,
                         "project-quirks": QUIRK},
                  meta=meta_json(context_budget_violations=4, reinforcements_since_reconcile=9))
+    sessions = root / ".smith" / "vault" / "sessions"
+    sessions.mkdir()
+    log = sessions / "jane-doe_86e0b9_2026-05-10_110000.md"
+    log.write_text("---\nsession_start: \"2026-05-10T11:00:00\"\nstatus: active\n---\n\n"
+                   "# Session Log\n\n## Started: 2026-05-10 11:00:00\n\n---\n\n")
+    (root / ".smith" / "vault" / ".current-session").write_text(f"{log}\n")
     monkeypatch.chdir(root)
     return root
 
@@ -85,7 +92,21 @@ def entries(root: Path, kind: str = "patterns"):
 
 
 def digest_without_log(root: Path) -> dict:
-    return {k: v for k, v in tree_digest(root).items() if not k.endswith("reconcile-log.md")}
+    """Every file but the two logs (reconcile-log.md and the vault session log)."""
+    return {k: v for k, v in user_files(root).items() if not k.endswith("reconcile-log.md")}
+
+
+def user_files(root: Path) -> dict:
+    """Every file but the vault session log (which records each real invocation)."""
+    return {k: v for k, v in tree_digest(root).items()
+            if not k.startswith(".smith/vault/sessions/")}
+
+
+def logged(root: Path) -> list[tuple[str, str]]:
+    """(event, outcome) of each /smith-ledger block in the current session log."""
+    text = next((root / ".smith" / "vault" / "sessions").glob("*.md")).read_text()
+    return re.findall(r"^### \[\d\d:\d\d:\d\d\] /smith-ledger (.+)\n(?:.*\n)*?"
+                      r"\*\*Outcome:\*\* (.*)$", text, re.MULTILINE)
 
 
 def last_run(root: Path):
@@ -149,36 +170,41 @@ def test_full_run_merges_prunes_logs_and_resets_the_signals(busy: Path) -> None:
                           'patterns.md: "Grep the route table first" (low confidence, age: 70 '
                           'days)')
     assert no_temp_files(busy)
+    counts = (f"merged 1, pruned 2 (1 removed, 1 demoted), dropped 0; tokens {tokens} \u2192 "
+              f"{meta['estimated_tokens']}; backup .backups/reconcile-2026-05-10-120000/")
+    assert logged(busy) == [("reconcile applied", f"OK: {counts}"), ("invoked", f"OK: {counts}")]
 
 
 def test_nothing_needed_writes_nothing(busy: Path) -> None:
     (ledger_of(busy) / ".meta.json").write_text(json.dumps(meta_json()))
-    before = tree_digest(busy)
+    before = user_files(busy)
     result = invoke()
     assert (result.exit_code, result.output) == (
         0, "No reconciliation needed: no threshold exceeded\n")
-    assert tree_digest(busy) == before
+    assert user_files(busy) == before
+    assert logged(busy) == [("invoked", "No reconciliation needed: no threshold exceeded")]
 
 
 def test_minimum_interval_between_runs(busy: Path) -> None:
     (ledger_of(busy) / ".meta.json").write_text(json.dumps(meta_json(
         context_budget_violations=9, last_reconcile="2026-05-10T10:30:00Z")))
-    before = tree_digest(busy)
+    before = user_files(busy)
     result = invoke()
     assert result.output == ("No reconciliation needed: the last one ran 1.5 hours ago "
                              "(minimum 6 hours between runs)\n")
-    assert tree_digest(busy) == before
+    assert user_files(busy) == before
 
 
 def test_disabled_in_config_does_nothing(busy: Path) -> None:
     cfg = busy / ".smith" / "config.json"
     cfg.write_text(json.dumps({"ledger": {"reconcile": {"enabled": False}}}))
-    before = tree_digest(busy)
+    before = user_files(busy)
     result = invoke("--force")
     assert result.exit_code == 0
     assert result.output == ("Reconcile is disabled (ledger.reconcile.enabled is false in "
                              ".smith/config.json); nothing done.\n")
-    assert tree_digest(busy) == before
+    assert user_files(busy) == before
+    assert logged(busy) == [("invoked", "disabled (ledger.reconcile.enabled is false)")]
 
 
 def test_missing_meta_json_falls_back_and_is_created(busy: Path) -> None:
@@ -218,13 +244,14 @@ def test_bad_category_is_a_usage_error(busy: Path) -> None:
 def test_invalid_config_json_is_bad_data_and_nothing_is_written(busy: Path) -> None:
     cfg = busy / ".smith" / "config.json"
     cfg.write_text('{"ledger": {"reconcile": {"enabled": true,}}}\n')
-    before = tree_digest(busy)
+    before = user_files(busy)
     result = invoke("--force")
     assert result.exit_code == 65
     assert result.stderr == (f"Error: {cfg}:1: invalid JSON, column 43: Expecting property "
                              "name enclosed in double quotes. Fix the JSON or restore the file "
                              "from a backup\n")
-    assert tree_digest(busy) == before
+    assert user_files(busy) == before
+    assert logged(busy) == [("invoked", f"error: {result.stderr[len('Error: '):-1]}")]
 
 
 def test_invalid_meta_json_is_refused_before_anything_is_written(busy: Path) -> None:
@@ -234,10 +261,12 @@ def test_invalid_meta_json_is_refused_before_anything_is_written(busy: Path) -> 
     status = invoke("--status")
     assert status.exit_code == 0
     assert "Signals (.meta.json unreadable: " in status.stdout
+    assert tree_digest(busy) == before  # --status writes nothing, not even the session log
     result = invoke("--force")
     assert result.exit_code == 65
     assert result.stderr == (f"Error: {meta}: invalid JSON: duplicate key 'lock'\n")
-    assert tree_digest(busy) == before
+    assert user_files(busy) == {k: v for k, v in before.items() if "/sessions/" not in k}
+    assert logged(busy) == [("invoked", f"error: {meta}: invalid JSON: duplicate key 'lock'")]
 
 
 def test_no_ledger_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -311,15 +340,16 @@ def test_fresh_lock_exits_75_naming_the_holder(busy: Path) -> None:
     meta = ledger_of(busy) / ".meta.json"
     meta.write_text(json.dumps(meta_json(context_budget_violations=4, lock={
         "pid": "c3f1a9e2-5b7d", "acquired": "2026-05-10T11:55:00Z"})))
-    before = tree_digest(busy)
-    for args in ((), ("--dry-run",)):
+    before = user_files(busy)
+    for args in (("--dry-run",), ()):
         result = invoke(*args)
         assert result.exit_code == 75
         assert result.stderr == (f"Error: {meta}: Reconciliation already in progress: locked "
                                  "by c3f1a9e2-5b7d (acquired 2026-05-10T11:55:00Z, 5 min ago). "
                                  "Wait for it to finish (the lock expires after 10 minutes), "
                                  "or use --force if that run is dead\n")
-    assert tree_digest(busy) == before
+    assert user_files(busy) == before
+    assert [event for event, _ in logged(busy)] == ["invoked"]  # the dry run logs nothing
 
 
 def test_stale_lock_is_taken_over_with_a_note(busy: Path) -> None:

@@ -3,7 +3,8 @@
 Reconcile keeps a growing Smith Ledger useful. It runs the seed's phases in order:
 
 0. **Guard and lock** - ``ledger.reconcile.enabled`` in ``.smith/config.json``; the ``lock``
-   field of ``.meta.json`` (10-minute expiry), taken under the editor's OS lock so two runs
+   field of ``.meta.json`` (10-minute expiry; a lock left by a killed toolkit run on this host
+   is taken over at once, the editor's rule), taken under the editor's OS lock so two runs
    cannot both take it.
 1. **Threshold check** - every threshold of the config (seed defaults), and the minimum
    interval between runs. ``--force`` skips this phase and the lock check.
@@ -1089,6 +1090,7 @@ class Report:
     logged: bool = False
     log_error: str | None = None
     exit_code: int = 0  # of the error that made the run FAILED
+    written: list[str] = field(default_factory=list)  # files this run changed and kept
 
     @property
     def ran(self) -> bool:
@@ -1540,23 +1542,78 @@ def _restore(written: list[_Written]) -> tuple[list[str], bool]:
 def run_reconcile(cfg: Any, *, dry_run: bool = False, force: bool = False,
                   category: str | None = None, judge: Judge | None = None,
                   max_judge_calls: int = DEFAULT_MAX_JUDGE_CALLS,
-                  now: dt.datetime | None = None, lock_wait: float | None = None) -> Report:
+                  now: dt.datetime | None = None, lock_wait: float | None = None,
+                  request: str | None = None) -> Report:
     """Run (or, with ``dry_run``, preview) one reconciliation. See the module doc.
 
     Raises BusyError (exit 75) when another run holds a fresh lock, NotFoundError when there
     is no ledger, UsageError/DataError for bad options or config. A failure once the lock is
     taken does not raise: the files are restored, the failure is logged, and the report says
     FAILED with ``error`` (and the error's ``exit_code``).
+
+    Like the other ledger commands, a real run (not a dry run) is recorded in the vault's
+    current session log when there is one: the invocation, and the mutation when files
+    changed (``request`` is the command line as typed).
     """
+    now = now or now_for(cfg.today)
+    judge = judge or FuzzyJudge()
+    try:
+        report = _run(cfg, dry_run=dry_run, force=force, category=category, judge=judge,
+                      max_judge_calls=max_judge_calls, now=now, lock_wait=lock_wait)
+    except ToolkitError as exc:
+        if not dry_run:
+            _session_log(cfg, request, now, force, category, judge, None, f"error: {exc}")
+        raise
+    if not dry_run:
+        _session_log(cfg, request, now, force, category, judge, report, None)
+    return report
+
+
+def _session_log(cfg: Any, request: str | None, now: dt.datetime, force: bool,
+                 category: str | None, judge: Judge, report: Report | None,
+                 error: str | None) -> None:
+    from toolkit.ledger_ops import append_session_log
+
+    flags = [f"force={'yes' if force else 'no'}", f"category={category or 'all'}",
+             f"judge={judge.name}"]
+    common = dict(subcommand="reconcile", request=request or "toolkit ledger reconcile",
+                  synthesized="reconcile: " + ", ".join(flags), now=now)
+    if report is not None and report.written:
+        append_session_log(cfg.vault, event="reconcile applied",
+                           outcome=f"{report.result}: {_counts(report)}",
+                           artifacts=", ".join(report.written + (
+                               ["reconcile-log.md"] if report.logged else [])),
+                           systems="smith-ledger",
+                           **common)
+    if error is None and report is not None:
+        if report.disabled:
+            outcome = "disabled (ledger.reconcile.enabled is false)"
+        elif report.result is None:
+            outcome = report.decision.reason
+        else:
+            outcome = f"{report.result}: {_counts(report)}" + (
+                f"; {report.error}" if report.error else "")
+    else:
+        outcome = error or "error"
+    append_session_log(cfg.vault, event="invoked", outcome=outcome,
+                       artifacts=".smith/vault/ledger/", **common)
+
+
+def _counts(r: Report) -> str:
+    return (f"merged {len(r.merges)}, pruned {len(r.prunes)} ({r.pruned_removed} removed, "
+            f"{r.pruned_demoted} demoted), dropped {len(r.drops)}; tokens {r.tokens_before} "
+            f"\u2192 {r.tokens_after}; backup {r.backup or 'none'}")
+
+
+def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
+         max_judge_calls: int, now: dt.datetime, lock_wait: float | None) -> Report:
     from toolkit.editor import EditorSession
     from toolkit.sources.smith import read_json_file, read_ledger
 
     ledger_dir = cfg.ledger_dir
     _require_ledger(ledger_dir)
     scope = _scope(category)
-    now = now or now_for(cfg.today)
     today = cfg.today or now.date()
-    judge = judge or FuzzyJudge()
     wait = lock_timeout() if lock_wait is None else lock_wait
     settings = _settings(cfg)
     signals = _signals(cfg, read_ledger(ledger_dir, cfg.max_file_bytes))
@@ -1634,6 +1691,8 @@ def run_reconcile(cfg: Any, *, dry_run: bool = False, force: bool = False,
                 written.append(_Written(ticket.path, before, after))
                 _checkpoint("after_meta_write")
                 report.result = "PARTIAL" if report.warnings else "OK"
+                report.written = list(dict.fromkeys(
+                    w.path.name for w in written if w.before != w.after))
             except BaseException as exc:  # restore under the session's lock
                 failure = exc
                 _fail(report, exc, written, ticket)

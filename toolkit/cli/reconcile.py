@@ -55,7 +55,7 @@ def reconcile(dry_run: bool, force: bool, show_status: bool, category: str | Non
         return
     judge = rc.CommandJudge(judge_command, judge_timeout) if judge_command else rc.FuzzyJudge()
     report = rc.run_reconcile(cfg, dry_run=dry_run, force=force, category=category, judge=judge,
-                              max_judge_calls=max_judge_calls)
+                              max_judge_calls=max_judge_calls, request=_request())
     _render_report(report)
     if report.result == "FAILED":
         where = "; the failure is logged in reconcile-log.md" if report.logged else ""
@@ -66,6 +66,17 @@ def reconcile(dry_run: bool, force: bool, show_status: bool, category: str | Non
         raise err
     if report.log_error:
         raise ToolkitError(f"reconcile finished ({report.result}) but {report.log_error}")
+
+
+def _request() -> str:
+    """The command line as typed, for the vault session log."""
+    import shlex
+    import sys
+
+    name = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else ""
+    if name.startswith("toolkit") or name == "__main__.py":
+        return "toolkit " + shlex.join(sys.argv[1:])
+    return click.get_current_context().command_path
 
 
 def _t(text: str) -> str:

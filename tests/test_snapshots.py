@@ -298,3 +298,14 @@ def test_restore_turns_a_file_into_a_folder_and_back(world, cli_run):
     result = cli_run("snapshots", "restore", "1", "--yes", "--force")
     assert result.exit_code == 0, result.output
     assert (ws / "lib").read_text() == "now a file\n"
+
+
+def test_workspace_option_picks_another_workspace(world, cli_run, tmp_path, monkeypatch):
+    ws, _ = world
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    result = cli_run("snapshots", "--workspace", str(ws), "list", "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == (
+        f"Snapshots of {ws} (newest first; `toolkit snapshots restore N` to revert):")
+    assert "post-turn:2: tidy up" in result.output.splitlines()[1]

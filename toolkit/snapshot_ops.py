@@ -249,11 +249,16 @@ def user_repo_changes(workspace: Path, protected: list[str]) -> tuple[Path | Non
 
 
 def _protected(cfg: Config) -> list[str]:
+    """Workspace folders a restore leaves alone: the toolkit's state (its store and site),
+    wherever the configuration puts it, and the default ``.toolkit/``."""
+    out = {".toolkit/"}
     try:
         rel = cfg.state_dir.resolve().relative_to(cfg.workspace.resolve()).as_posix()
+        if rel not in ("", "."):
+            out.add(rel + "/")
     except (ValueError, OSError):
-        return []
-    return [] if rel in ("", ".") else [rel + "/"]
+        pass
+    return sorted(out)
 
 
 def plan_restore(cfg: Config, n: int) -> RestorePlan:

@@ -514,10 +514,14 @@ def _start(root: Path, *args: str, **env: str) -> subprocess.Popen[str]:
 
 
 def _wait_for_pause(proc: subprocess.Popen[str]) -> str:
+    """Block until the process reports it is paused (other stderr lines are skipped)."""
     assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert line.startswith("TOOLKIT_RECONCILE_PAUSE "), line
-    return line
+    seen = []
+    for line in proc.stderr:
+        if line.startswith("TOOLKIT_RECONCILE_PAUSE "):
+            return line
+        seen.append(line)
+    raise AssertionError("the run ended without pausing:\n" + "".join(seen))
 
 
 def test_two_concurrent_reconciles_one_runs_the_other_exits_75(busy: Path,

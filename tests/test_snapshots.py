@@ -309,3 +309,21 @@ def test_workspace_option_picks_another_workspace(world, cli_run, tmp_path, monk
     assert result.output.splitlines()[0] == (
         f"Snapshots of {ws} (newest first; `toolkit snapshots restore N` to revert):")
     assert "post-turn:2: tidy up" in result.output.splitlines()[1]
+
+
+def test_restore_leaves_the_toolkit_state_folder_alone(world, cli_run):
+    ws, side = world
+    (side.git_dir / "info" / "exclude").write_text("")  # CodeSmith snapshots .toolkit/ too
+    (ws / ".toolkit").mkdir(exist_ok=True)
+    (ws / ".toolkit" / "keep.txt").write_text("v1\n")
+    side.snapshot("pre-turn:3: with state")
+    (ws / ".toolkit" / "keep.txt").write_text("v2\n")
+    (ws / ".toolkit" / "new.txt").write_text("new\n")
+    (ws / "README.md").write_text("# changed\n")
+    commit_all(ws)
+    result = cli_run("snapshots", "restore", "1", "--yes")
+    assert result.exit_code == 0, result.output
+    assert ".toolkit" not in result.output
+    assert (ws / "README.md").read_text() == "# acme\n"
+    assert (ws / ".toolkit" / "keep.txt").read_text() == "v2\n"
+    assert (ws / ".toolkit" / "new.txt").exists()

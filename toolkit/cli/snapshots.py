@@ -46,7 +46,7 @@ def snapshots(ctx: click.Context, workspace: str | None) -> None:
         ctx.invoke(list_cmd)
 
 
-@snapshots.command("list")
+@snapshots.command("list", short_help="List snapshots, newest first, numbered from 1 (the default).")
 @click.option("--limit", type=click.IntRange(1), default=10, show_default=True,
               help="Show at most this many (the newest), as /restore does.")
 @click.option("--all", "show_all", is_flag=True, help="Show every snapshot.")
@@ -86,7 +86,7 @@ def _num(n: int | None) -> str:
     return "-" if n is None else str(n)
 
 
-@snapshots.command("diff")
+@snapshots.command("diff", short_help="What a turn changed: its files, lines and steps.")
 @click.argument("number", type=int, required=False)
 @click.option("--turn", "turn_seq", type=int, default=None,
               help="Pick the turn by its number in the labels (pre-turn:<n>) instead; the "
@@ -151,7 +151,7 @@ def diff_cmd(ctx: click.Context, number: int | None, turn_seq: int | None, patch
         click.echo(d.patch.rstrip("\n"))
 
 
-@snapshots.command("restore")
+@snapshots.command("restore", short_help="Restore the workspace to snapshot N, as /restore does.")
 @click.argument("number", type=int)
 @click.option("--dry-run", is_flag=True, help="List what would change; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")

@@ -18,8 +18,7 @@ from tests._site_helpers import (
     HOSTILE_TASK,
     HOSTILE_TITLE_SHOWN,
     World,
-    build,
-    make_world,
+    get_hostile_site,
     scan,
 )
 from toolkit.reports import task_slugs
@@ -29,10 +28,7 @@ SCRIPT_BLOCK = re.compile(r"<script\b[^>]*>.*?</script>", re.S | re.I)
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Path]:
-    world = make_world(tmp_path_factory.mktemp("hostile"), hostile=True)
-    result = build(world)
-    assert result.warnings == []
-    return world, result.out
+    return get_hostile_site(tmp_path_factory)
 
 
 def _pages(site: Path) -> list[Path]:

@@ -488,8 +488,11 @@ def _history_table(rows: list[dict[str, Any]]) -> Table:
             return "" if new is None else str(new)
         return f"{old} → {new if new is not None else '(removed)'}"
 
+    # The working files' "time" is their newest mtime: it moves with every edit of any ledger
+    # file, so it is not shown (it would rewrite every entry page on each change).
     return Table(("When", "Change", "Confidence", "Reflections", "Where", "Version"), [
-        (_fmt_ts(r.get("ts")), r.get("change"),
+        ("now (not committed)" if r.get("source") == "working" else _fmt_ts(r.get("ts")),
+         r.get("change"),
          arrow(r.get("old_confidence"), r.get("new_confidence")),
          arrow(r.get("old_reflections"), r.get("new_reflections")),
          f"{r.get('source') or ''} ({r.get('timeline') or ''})",

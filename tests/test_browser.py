@@ -1,0 +1,239 @@
+"""The built site in a real headless Chromium (Debian's chromium, driven by Playwright).
+
+The demo site (built by `toolkit build-site --demo`, as a user would) and the hostile site
+(FAULTS.md E1) are served by a http.server thread on 127.0.0.1. Every request the browser makes
+is recorded: any host but 127.0.0.1 fails the test (and the request is aborted, so nothing
+leaves the machine). Console errors fail the test; so does any dialog.
+
+Skipped only when /usr/bin/chromium is missing and CI is unset; in CI a missing browser fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests._site_helpers import HOSTILE_TASK, HOSTILE_TITLE_SHOWN, get_hostile_site
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.browser
+
+if not CHROMIUM.exists():
+    if os.environ.get("CI"):
+        pytest.fail(f"{CHROMIUM} is missing: the CI script must install Debian's chromium",
+                    pytrace=False)
+    pytest.skip(f"{CHROMIUM} not installed (apt install chromium)", allow_module_level=True)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+@dataclass
+class Served:
+    base: str
+    site: Path
+    server: ThreadingHTTPServer
+
+
+def _serve(site: Path) -> Served:
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    return Served(f"http://{host}:{port}/", site, server)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    base = tmp_path_factory.mktemp("demo")
+    env = {**os.environ, "HOME": str(base / "home")}
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "build-site", "--demo",
+                           "--demo-dir", str(base / "demo"), "--build-time", "1778414400"],
+                          capture_output=True, text=True, env=env, cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    site = base / "demo" / "project" / ".toolkit" / "site"
+    assert f"Site:     {site}" in proc.stdout
+    served = _serve(site)
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    served = _serve(get_hostile_site(tmp_path_factory)[1])
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@dataclass
+class Watch:
+    requests: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
+    watch = Watch()
+    context = browser.new_context()
+
+    def route(r: Any) -> None:
+        url = r.request.url
+        watch.requests.append(url)
+        host = urlsplit(url).hostname
+        if urlsplit(url).scheme in ("http", "https", "ws", "wss") and host != "127.0.0.1":
+            watch.foreign.append(url)
+            r.abort()
+        else:
+            r.continue_()
+
+    context.route("**/*", route)
+    p = context.new_page()
+    p.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
+    p.on("pageerror", lambda e: watch.errors.append(str(e)))
+
+    def dialog(d: Any) -> None:
+        watch.dialogs.append(f"{d.type}: {d.message}")
+        d.dismiss()
+
+    p.on("dialog", dialog)
+    yield p, watch
+    context.close()
+    assert watch.foreign == [], f"requests left 127.0.0.1: {watch.foreign}"
+    assert watch.errors == [], f"console errors: {watch.errors}"
+    assert watch.dialogs == [], f"dialogs opened: {watch.dialogs}"
+
+
+def _search(p: Any, word: str) -> Any:
+    """Type into Material's search box until results show (the index loads in a worker after
+    the page; a query typed before it is ready may be dropped, so type again)."""
+    box = p.locator("input.md-search__input")
+    items = p.locator(".md-search-result__item")
+    for _ in range(6):
+        box.click()  # focus opens the search dialog; fill() alone does not on every page
+        box.press("Control+a")
+        box.press("Backspace")
+        p.keyboard.type(word, delay=20)
+        try:
+            items.first.wait_for(timeout=2_500)
+            return items
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: type again
+            continue
+    raise AssertionError(f"search for {word!r} showed no result")
+
+
+def test_home_renders_with_its_charts(demo: Served, page: tuple[Any, Watch]) -> None:
+    p, watch = page
+    p.goto(demo.base, wait_until="load")
+    assert p.locator("h1").first.inner_text().strip()
+    charts = p.locator("article img[src*='charts/']")
+    assert charts.count() >= 2
+    for i in range(charts.count()):
+        width = charts.nth(i).evaluate("img => img.complete ? img.naturalWidth : 0")
+        assert width > 0
+    assert any("/charts/" in u and u.endswith(".svg") for u in watch.requests)
+    assert "Open slop" in p.locator("article").inner_text()
+
+
+def _rare_pattern_word(site: Path) -> tuple[str, str]:
+    """A word from one ledger entry's Pattern that no other search entry contains."""
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    docs = index["docs"]
+
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"[a-z]{7,}", re.sub(r"<[^>]+>", " ", text.lower())))
+
+    counts: dict[str, int] = {}
+    for d in docs:
+        for w in words(d["title"] + " " + d["text"]):
+            counts[w] = counts.get(w, 0) + 1
+    for d in docs:
+        if d["location"].startswith("ledger/") and d["location"].endswith("#pattern"):
+            for w in sorted(words(d["text"])):
+                if counts[w] == 1:
+                    return w, d["location"].split("#")[0]
+    raise AssertionError("no rare word in any pattern")
+
+
+def test_search_finds_an_entry_by_a_word_from_its_pattern(demo: Served,
+                                                          page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    word, location = _rare_pattern_word(demo.site)
+    p.goto(demo.base, wait_until="load")
+    _search(p, word)
+    hrefs = p.locator(".md-search-result__item a").evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))")
+    assert any(location in (h or "") for h in hrefs), (word, location, hrefs)
+
+
+def test_entry_and_task_pages_open_from_their_indexes(demo: Served,
+                                                      page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    p.goto(demo.base + "ledger/patterns/", wait_until="load")
+    link = p.locator("article table a[href*='ledger/patterns/'], article table a").first
+    title = link.inner_text().strip()
+    link.click()
+    p.wait_for_load_state("load")
+    assert p.locator("article h1").first.inner_text().strip() == title
+    assert "Pattern" in p.locator("article").inner_text()
+
+    p.goto(demo.base + "audit/tasks/", wait_until="load")
+    task_link = p.locator("article table a").first
+    task = task_link.inner_text().strip()
+    task_link.click()
+    p.wait_for_load_state("load")
+    assert p.locator("article h1").first.inner_text().strip() == f"Task: {task}"
+    assert "Dispatches" in p.locator("article").inner_text()
+
+
+def test_hostile_pages_open_no_dialog_and_make_no_outside_request(
+        hostile_site: Served, page: tuple[Any, Watch]) -> None:
+    from toolkit.reports import task_slugs
+
+    p, watch = page
+    [entry] = (hostile_site.site / "ledger" / "patterns").glob("img-src-x-onerror-*")
+    slug = task_slugs([HOSTILE_TASK])[HOSTILE_TASK]
+    for path in (f"ledger/patterns/{entry.name}/", "slop/deadbeef/", f"audit/tasks/{slug}/",
+                 "audit/actions/", "ledger/patterns/", "sessions/"):
+        p.goto(hostile_site.base + path, wait_until="load")
+        p.wait_for_timeout(200)
+    p.goto(hostile_site.base + f"ledger/patterns/{entry.name}/", wait_until="load")
+    assert p.title().startswith(HOSTILE_TITLE_SHOWN)
+    assert p.locator("article h1").first.inner_text().strip() == HOSTILE_TITLE_SHOWN
+    # the search results render the hostile title too
+    items = _search(p, "evil")
+    assert HOSTILE_TITLE_SHOWN in items.first.inner_text()
+    p.wait_for_timeout(300)
+    assert watch.dialogs == []
+    assert all(urlsplit(u).hostname in ("127.0.0.1", None) for u in watch.requests)

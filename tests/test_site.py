@@ -1,0 +1,263 @@
+"""toolkit build-site / serve: pages, URL scheme, nav, reproducibility, incremental rebuilds."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests._site_helpers import BUILD_TIME, World, build, make_world, scan, tree_bytes
+from toolkit.reports import page_url, slop_slugs, task_slugs
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Path]:
+    world = make_world(tmp_path_factory.mktemp("site"))
+    result = build(world)
+    assert result.mode == "full" and result.warnings == []
+    return world, result.out
+
+
+def _search_locations(site: Path) -> set[str]:
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    return {d["location"].split("#")[0] for d in index["docs"]}
+
+
+def test_pages_follow_the_url_scheme(built: tuple[World, Path]) -> None:
+    world, site = built
+    assert (site / "index.html").is_file()
+    entry = site / "ledger" / "patterns" / "run-the-migration-dry-run-before-applying-schema-changes"
+    page = scan(entry / "index.html")
+    assert page.title.startswith("Run the migration dry-run before applying schema changes - ")
+    text = page.body_text
+    for expected in ("implementation", "medium", "alembic upgrade head --sql",
+                     "dry-run exposed duplicate index name",
+                     ".smith/vault/ledger/patterns.md:9"):
+        assert expected in text
+    assert str(world.root) not in (entry / "index.html").read_text()  # no machine paths
+    # related entries are working links
+    hrefs = [dict(a).get("href") for t, a in page.tags if t == "a"]
+    assert "../../antipatterns/editing-an-applied-migration-in-place/" in hrefs
+    assert (site / "slop" / "4b7e2c91" / "index.html").is_file()
+    slug = task_slugs(["Cap webhook retries at 5 attempts"])["Cap webhook retries at 5 attempts"]
+    assert slug == "cap-webhook-retries-at-5-attempts"
+    task = scan(site / "audit" / "tasks" / slug / "index.html").body_text
+    assert "Use the HTTP client's built-in retry adapter" in task  # its dead end
+    assert "Jittered" in task or "jittered" in task  # its dispatches
+
+
+def test_slop_page_shows_every_field_and_links_urls_only(built: tuple[World, Path]) -> None:
+    _, site = built
+    page = scan(site / "slop" / "9c1f4e07" / "index.html")
+    hrefs = [dict(a).get("href") for t, a in page.tags if t == "a"]
+    assert "https://github.com/example/acme-api/issues/412" in hrefs
+    legacy = scan(site / "slop" / "4b7e2c91" / "index.html")
+    assert "crates/api/src/handlers/legacy_auth.rs:88" in legacy.body_text
+    assert not any("legacy_auth" in (dict(a).get("href") or "") for t, a in legacy.tags)
+    for value in ("retained_compatibility", "medium", "auto", "open", "task_01HZX3K9Q2"):
+        assert value in legacy.body_text
+
+
+def test_index_pages_and_dashboard_link_to_the_pages_behind_them(
+        built: tuple[World, Path]) -> None:
+    _, site = built
+    home = scan(site / "index.html")
+    hrefs = {dict(a).get("href") for t, a in home.tags if t == "a"}
+    for target in ("ledger/patterns/", "ledger/confidence/medium/", "slop/bucket/tool-gaps/",
+                   "audit/dispatches/#pending-verification",
+                   "audit/tasks/audit-logging-for-admin-endpoints/"):
+        assert target in hrefs, target
+        assert (site / target.split("#")[0] / "index.html").is_file()
+    assert "No task is over the retry limit." in home.body_text
+    assert (site / "charts" / "slop-open.svg").is_file()
+    for index in ("ledger/category/implementation", "ledger/confidence/low",
+                  "slop/bucket/stale-tests", "slop/severity/high", "slop/status/wont-fix",
+                  "slop/owner/auto", "slop/ageing", "audit/approaches", "audit/actions",
+                  "sessions", "snapshots", "data", "warnings"):
+        assert (site / index / "index.html").is_file(), index
+
+
+def test_entry_pages_are_not_in_the_navigation(built: tuple[World, Path]) -> None:
+    _, site = built
+    config = yaml.safe_load((site.parent / "site.build" / "mkdocs.yml").read_text())
+    flat = json.dumps(config["nav"])
+    assert "ledger/patterns/index.md" in flat
+    assert "run-the-migration" not in flat and "4b7e2c91" not in flat
+    nav_links = [dict(a).get("href") for t, a in scan(site / "index.html").tags
+                 if t == "a" and "md-nav__link" in (dict(a).get("class") or "")]
+    assert nav_links and not any("run-the-migration" in (h or "") for h in nav_links)
+    # but search finds every entry page
+    locations = _search_locations(site)
+    assert "ledger/patterns/run-the-migration-dry-run-before-applying-schema-changes/" in \
+        locations
+    assert "slop/4b7e2c91/" in locations
+
+
+def test_downloads_hold_every_row_as_csv_and_json(built: tuple[World, Path]) -> None:
+    _, site = built
+    rows = list(csv.DictReader(io.StringIO(
+        (site / "data" / "slop_entries.csv").read_text(encoding="utf-8"))))
+    assert len(rows) == 3
+    data = json.loads((site / "data" / "dispatches.json").read_text(encoding="utf-8"))
+    assert len(data) == 3 and {d["task"] for d in data} == {
+        "Cap webhook retries at 5 attempts", "Audit logging for admin endpoints"}
+    assert "dispatches.csv" in (site / "data" / "index.html").read_text()
+
+
+def test_same_inputs_give_byte_identical_sites_and_clean_starts_over(
+        built: tuple[World, Path], tmp_path: Path) -> None:
+    world, site = built
+    again = build(world, out=tmp_path / "elsewhere" / "site")
+    assert again.mode == "full"
+    assert tree_bytes(again.out) == tree_bytes(site)
+    (again.out / "stray.html").write_text("left over")
+    clean = build(world, out=again.out, clean=True)
+    assert clean.mode == "full" and clean.rebuilt == clean.pages
+    assert tree_bytes(clean.out) == tree_bytes(site)
+
+
+def test_charts_are_static_svg_with_fixed_bytes(built: tuple[World, Path]) -> None:
+    from toolkit.charts import ChartSpec, Series, render_svg
+
+    spec = ChartSpec(name="t", title="Actions $\\frac$ <b>", labels=("a", "$x$", "c" * 80),
+                     series=(Series("tier 0", (1, 2, 3), "#90a4ae"),
+                             Series("tier 1", (0, 1, 0), "#ffb300")))
+    first, second = render_svg(spec), render_svg(spec)
+    assert first == second and first.startswith(b"<?xml")
+    assert b"<dc:date>" not in first and b"<text" not in first  # no date; text drawn as paths
+    _, site = built
+    svg = (site / "charts" / "slop-open.svg").read_text()
+    assert "<script" not in svg and "http://" not in svg.replace("http://www.w3.org", "")\
+        .replace("http://purl.org", "").replace("http://creativecommons.org", "")\
+        .replace("http://matplotlib.org", "")
+
+
+def test_rebuild_after_one_change_rewrites_one_page_and_keeps_search_complete(
+        tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w")
+    first = build(world)
+    docs = first.build_dir / "docs"
+    entry_md = docs / "ledger" / "patterns" / \
+        "grep-the-route-table-before-adding-a-new-endpoint.md"
+    untouched = docs / "ledger" / "antipatterns" / "editing-an-applied-migration-in-place.md"
+    before = untouched.stat().st_mtime_ns
+    pages_before = _search_locations(first.out)
+
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquux"),
+                        encoding="utf-8")
+    second = build(world)
+    assert second.mode == "incremental"
+    assert [w for w in second.written if w.endswith(".md")] == [
+        "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint.md"]
+    assert second.rebuilt == 1
+    assert untouched.stat().st_mtime_ns == before
+    assert "zanzibarquux" in entry_md.read_text()
+    index = json.loads((second.out / "search" / "search_index.json").read_text())
+    assert _search_locations(second.out) == pages_before
+    assert any("zanzibarquux" in d["text"] for d in index["docs"])
+
+    # an entry removed from the ledger disappears from the site and from search
+    patterns.write_text(text.split("\n---\n\n**Title:** Grep the route table")[0] + "\n",
+                        encoding="utf-8")
+    third = build(world)
+    gone = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
+    assert third.mode == "incremental" and f"{gone}.md" in third.removed
+    assert not (third.out / gone).exists()
+    assert f"{gone}/" not in _search_locations(third.out)
+    assert "Grep the route table" not in (third.out / "ledger/patterns/index.html").read_text()
+
+    # and the incremental result is exactly what a full build makes
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert full.mode == "full"
+    assert tree_bytes(third.out) == tree_bytes(full.out)
+
+
+def test_page_url_and_slugs() -> None:
+    assert page_url("index.md") == ""
+    assert page_url("ledger/patterns/index.md") == "ledger/patterns/"
+    assert page_url("ledger/patterns/x.md") == "ledger/patterns/x/"
+    assert slop_slugs(["aaaa1111-1", "aaaa1111-2", "bbbb2222-3"],
+                      ["aaaa1111", "aaaa1111", "bbbb2222"]) == {
+        "aaaa1111-1": "aaaa1111-1", "aaaa1111-2": "aaaa1111-2", "bbbb2222-3": "bbbb2222"}
+    assert task_slugs(["Fix login", "fix login!"]) == {"Fix login": "fix-login",
+                                                        "fix login!": "fix-login-2"}
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:  # noqa: ANN001
+    result = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("Site built (full) in ")
+    assert lines[1] == f"Site:     {project.root / '.toolkit' / 'site'}"
+    assert lines[3].startswith("View it:  toolkit serve")
+    again = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    assert again.output.startswith("Site built (incremental)")
+    assert ", 0 pages rendered," in again.output
+
+    from toolkit.site import make_server
+
+    server = make_server(project.root / ".toolkit" / "site", "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        with urllib.request.urlopen(f"http://{host}:{port}/ledger/patterns/") as resp:
+            assert resp.status == 200 and b"Grep the route table" in resp.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) -> None:  # noqa: ANN001
+    foreign = project.root / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    result = cli_run("build-site", "--out", str(foreign))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {foreign} is not empty and was not built by toolkit build-site; refusing to "
+        "overwrite it. Choose an empty or new --out folder")
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:  # noqa: ANN001
+    result = cli_run("build-site", "--build-time", "yesterday")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: --build-time: 'yesterday' is not a time; use "
+                                     "Unix seconds or YYYY-MM-DDTHH:MM:SS")
+    busy = project.root / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("x")
+    result = cli_run("build-site", "--demo", "--demo-dir", str(busy))
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: {busy} is not empty and is not a demo written by `toolkit build-site --demo`; "
+        "refusing to replace it. Choose another --demo-dir or remove the folder")
+
+
+def test_cli_serve_without_a_site(project, cli_run) -> None:  # noqa: ANN001
+    result = cli_run("serve", "--no-build", "--port", "0")
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"Error: no site at {project.root / '.toolkit' / 'site'}. "
+                                     "Run `toolkit build-site` first")
+
+
+def test_source_date_epoch_sets_the_build_time() -> None:
+    from toolkit.site import build_time_from
+
+    assert build_time_from(None, {"SOURCE_DATE_EPOCH": "1778414400"}) == BUILD_TIME
+    assert build_time_from("2026-05-10T12:00:00", {}) == BUILD_TIME
+    assert build_time_from("2026-05-10T14:00:00+02:00", {}) == BUILD_TIME
+    assert os.environ.get("SOURCE_DATE_EPOCH") is None

@@ -45,6 +45,13 @@ class ToolkitError(Exception):
         self.line = line
         self.hint = hint
 
+    @property
+    def detail(self) -> str:
+        """The message and hint without the location (for warnings that carry their own)."""
+        if not self.hint:
+            return self.message
+        return self.message.rstrip(".") + ". " + self.hint
+
     def __str__(self) -> str:
         where = ""
         if self.path:

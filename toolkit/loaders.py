@@ -51,7 +51,7 @@ class Loader:
         except ToolkitError as exc:
             result = SourceResult(self.name, location, True, f"error: {exc}",
                                   problems=[Problem(self.name, exc.path or location, exc.line,
-                                                    exc.message)])
+                                                    exc.detail)])
             result.error = exc  # type: ignore[attr-defined]
             with store.transaction():
                 store.replace_problems(self.name, result.problems)

@@ -439,7 +439,7 @@ QUERY_MEMORY = "1GB"
 
 
 def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOUT_S,
-                       max_rows: int = QUERY_MAX_ROWS
+                       max_rows: int = QUERY_MAX_ROWS, memory_limit: str = QUERY_MEMORY
                        ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
     """Run one SELECT on a locked-down, read-only connection.
 
@@ -454,11 +454,12 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
         "allow_community_extensions": False,
-        "memory_limit": QUERY_MEMORY,
+        "memory_limit": memory_limit,
         "threads": 2,
-        "lock_configuration": True,
     })
     try:
+        conn.execute("SET enable_progress_bar = false")
+        conn.execute("SET lock_configuration = true")
         try:
             statements = conn.extract_statements(sql)
         except duckdb.Error as exc:
@@ -476,7 +477,7 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
             raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
                                hint="Add a LIMIT or a tighter WHERE clause") from None
         except duckdb.OutOfMemoryException:
-            raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit",
+            raise ToolkitError(f"query stopped at the {memory_limit} memory limit",
                                hint="Add a LIMIT or aggregate first") from None
         except duckdb.PermissionException as exc:
             raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \

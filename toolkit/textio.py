@@ -20,6 +20,7 @@ from toolkit.errors import DataError
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILE_ENV = "TOOLKIT_MAX_FILE_MB"
 MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 100_000
 MAX_JSON_DEPTH = 200
 
 
@@ -90,7 +91,11 @@ def load_yaml(text: str, path: Path | str) -> Any:
                         f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible alias bomb",
                         path=path,
                     )
-        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - SafeLoader subclass
+        if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
+            raise DataError("YAML aliases expand to too many values; refusing a possible "
+                            "alias bomb", path=path)
+        return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -100,6 +105,21 @@ def load_yaml(text: str, path: Path | str) -> Any:
                         hint="Fix the YAML (spaces, not tabs; close every quote)") from None
     except yaml.YAMLError as exc:
         raise DataError(f"invalid YAML: {exc}", path=path) from None
+
+
+def _expanded_nodes(data: Any, limit: int) -> int:
+    """How many values ``data`` has once aliases are expanded, counting no further than limit."""
+    count = 0
+    stack = [data]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return count
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

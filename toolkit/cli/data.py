@@ -130,7 +130,9 @@ def schema(table: str | None) -> None:
               help="Stop after this many rows (a note says when rows were left out).")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds before the query is interrupted.")
-def query(sql: str, fmt: str, max_rows: int, timeout: float) -> None:
+@click.option("--memory-limit", default="1GB", show_default=True,
+              help="Memory the query may use (DuckDB size, e.g. 500MB).")
+def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) -> None:
     """Run one read-only SELECT against the store and print the rows.
 
     The query runs on a locked-down connection: no file access, no extensions, no settings
@@ -142,7 +144,7 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float) -> None:
     cfg = get_config()
     open_store(cfg, quiet=True).close()
     cols, rows, truncated = run_readonly_query(cfg.db_path, sql, timeout=timeout,
-                                               max_rows=max_rows)
+                                               max_rows=max_rows, memory_limit=memory_limit)
     click.echo(render_rows(cols, rows, fmt))
     if truncated:
         click.echo(f"(stopped after {max_rows} rows; use --max-rows or LIMIT)", err=True)

@@ -72,8 +72,9 @@ def _translate(exc: sqlite3.Error, path: Path) -> Exception:
     return DataError(f"cannot read the audit DB: {msg}", path=path)
 
 
-def connect_ro(path: Path, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def connect_ro(path: Path, timeout_ms: int | None = None) -> sqlite3.Connection:
     check_file(path)
+    timeout_ms = BUSY_TIMEOUT_MS if timeout_ms is None else timeout_ms
     try:
         conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout_ms / 1000,
                                check_same_thread=False)

@@ -67,9 +67,8 @@ def _val(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").strip()
 
 
-def _iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(offset, line-with-ending) for every line of ``data``."""
-    pos = 0
+def _iter_lines(data: bytes, pos: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(offset, line-with-ending) for every line of ``data`` from byte ``pos``."""
     n = len(data)
     find = data.find
     while pos < n:
@@ -92,7 +91,9 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
-    for i, (off, line) in enumerate(_iter_lines(data)):
+    # A BOM belongs to the header: the first line is read without it, so an entry (or fence)
+    # on the very first line of a BOM file is still seen.
+    for i, (off, line) in enumerate(_iter_lines(data, len(BOM) if bom else 0)):
         offsets.append(off)
         lines.append(line)
         first = line[:1]
@@ -271,7 +272,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None) -> Led
     except DataError as exc:
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
-                          problems=[Problem("smith", str(path), exc.line, exc.message)])
+                          problems=[Problem("smith", str(path), exc.line, exc.detail)])
     return parse_ledger_bytes(data, path, kind)
 
 
@@ -390,7 +391,7 @@ def read_reconcile_log(path: Path) -> tuple[list[ReconcileRun], list[Problem]]:
     try:
         text = decode_utf8(read_bytes(path), path)
     except DataError as exc:
-        return [], [Problem("smith", str(path), exc.line, exc.message)]
+        return [], [Problem("smith", str(path), exc.line, exc.detail)]
     runs: list[ReconcileRun] = []
     cur: dict[str, Any] | None = None
     section: str | None = None
@@ -477,7 +478,7 @@ def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]
     try:
         text = decode_utf8(read_bytes(path), path)
     except DataError as exc:
-        problems.append(Problem("smith", str(path), exc.line, exc.message))
+        problems.append(Problem("smith", str(path), exc.line, exc.detail))
         return (Session(str(path), name, None, None, None, None, None, None,
                         bool(_LEGACY_NAME.match(name)), (exc.message,)), [], problems)
     text = text.replace("\r\n", "\n")

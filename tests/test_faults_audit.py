@@ -1,0 +1,191 @@
+"""FAULTS.md C: the audit DB is read-only, never created, and bad or busy DBs fail clearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_audit_db, tree_digest
+
+
+def _last_error(result) -> str:
+    return [line for line in result.output.splitlines() if line.startswith("Error:")][-1]
+
+
+def _siblings(db: Path) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir())
+
+
+@pytest.mark.parametrize("content", [b"this is not a database\n" * 10,
+                                     b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_c1_junk_file_exit_65_unmodified(project, cli_run, content):
+    project.audit_db.unlink()
+    project.audit_db.write_bytes(content)
+    before = tree_digest(project.audit_db.parent)
+    result = cli_run("load")
+    assert result.exit_code == 65
+    err = _last_error(result)
+    assert err.startswith(f"Error: {project.audit_db}: ")
+    assert "not a valid SQLite database" in err or "damaged" in err
+    assert tree_digest(project.audit_db.parent) == before
+    assert _siblings(project.audit_db) == ["ledger.db"]  # no -wal/-shm created
+
+
+def test_c1_truncated_db_is_damaged(project, cli_run):
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.executemany("INSERT INTO actions (tier, category, description) VALUES (1, 'c', ?)",
+                     [("x" * 500,) for _ in range(200)])
+    conn.commit()
+    conn.close()
+    data = project.audit_db.read_bytes()
+    project.audit_db.write_bytes(data[: len(data) // 2])
+    result = cli_run("load")
+    assert result.exit_code == 65
+    assert "database is damaged" in _last_error(result)
+    assert "Restore the audit DB from a backup" in _last_error(result)
+
+
+def test_c2_missing_db_is_reported_and_not_created(project, cli_run):
+    project.audit_db.unlink()
+    result = cli_run("load")
+    assert result.exit_code == 0
+    assert "audit      not found  audit DB not found (set NAGI_LEDGER_DB or --audit-db)" \
+        in result.output
+    assert not project.audit_db.exists()
+    assert _siblings(project.audit_db) == []
+
+
+LOCKER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+conn.execute("INSERT INTO actions (tier, category, description) VALUES (2, 'late', 'committed')")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+print("committed", flush=True)
+"""
+
+
+def _rollback_journal_db(path: Path) -> None:
+    path.unlink()
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    make_audit_db(path, wal=False)
+
+
+def _start_locker(db: Path, hold: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), str(hold)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_c3_exclusive_lock_past_timeout_is_busy_75(project, cli_run, monkeypatch):
+    _rollback_journal_db(project.audit_db)
+    monkeypatch.setattr("toolkit.sources.audit.BUSY_TIMEOUT_MS", 300)
+    proc = _start_locker(project.audit_db, 5)
+    try:
+        result = cli_run("load")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result.exit_code == 75
+    assert _last_error(result) == (f"Error: {project.audit_db}: audit DB is busy (locked by a "
+                                   "writer); retry in a moment")
+
+
+def test_c3_writer_that_commits_in_time_is_waited_for(project, cli_run, monkeypatch):
+    _rollback_journal_db(project.audit_db)
+    monkeypatch.setattr("toolkit.sources.audit.BUSY_TIMEOUT_MS", 10_000)
+    proc = _start_locker(project.audit_db, 0.5)
+    try:
+        result = cli_run("load")
+    finally:
+        proc.wait()
+    assert result.exit_code == 0, result.output
+    out = cli_run("query", "SELECT count(*) AS n FROM actions WHERE category = 'late'",
+                  "--format", "csv").output
+    assert out.splitlines() == ["n", "1"]
+
+
+WAL_WRITER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO actions (tier, category, description) VALUES (2, 'uncommitted', 'x')")
+print("writing", flush=True)
+time.sleep(30)
+"""
+
+
+def test_c4_wal_writer_mid_transaction_reads_last_commit(project, cli_run):
+    proc = subprocess.Popen([sys.executable, "-c", WAL_WRITER, str(project.audit_db)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+        result = cli_run("load")
+        assert result.exit_code == 0, result.output
+        out = cli_run("query", "SELECT count(*) AS n FROM actions", "--format", "csv").output
+        assert out.splitlines() == ["n", "3"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_c5_wrong_types_nulls_and_huge_text_load_with_notes(project, cli_run):
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("PRAGMA ignore_check_constraints=ON")
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                 "('not a time', 'high', 'x', 'text in tier', NULL)")
+    conn.execute("INSERT INTO actions (ts, tier, category, description) VALUES "
+                 "('2026-05-05 00:00:00', 1, 'big', ?)", ("z" * 1_000_000,))
+    conn.commit()
+    conn.close()
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+    out = json.loads(cli_run("query", "SELECT id, ts, tier, length(description) AS n FROM "
+                             "actions WHERE id > 3 ORDER BY id", "--format", "json").output)
+    assert out == [{"id": 4, "ts": None, "tier": None, "n": 12},
+                   {"id": 5, "ts": "2026-05-05 00:00:00", "tier": 1, "n": 1_000_000}]
+    warnings = json.loads(cli_run("status", "--json").output)["warnings"]
+    assert any("actions.tier is 'high', not an integer (row id 4)" in w["message"]
+               for w in warnings)
+
+
+def test_c6_newer_schema_and_missing_table(project, cli_run):
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("ALTER TABLE actions ADD COLUMN session_id TEXT")
+    conn.execute("CREATE TABLE goals (id INTEGER PRIMARY KEY, goal TEXT)")
+    conn.execute("DROP TABLE approaches")
+    conn.commit()
+    conn.close()
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+    msgs = [w["message"] for w in json.loads(cli_run("status", "--json").output)["warnings"]]
+    assert "table approaches is missing; treated as empty" in msgs
+    assert "extra table goals ignored (newer nagi-ledger?)" in msgs
+    assert "extra column(s) session_id in actions ignored" in msgs
+    out = cli_run("query", "SELECT (SELECT count(*) FROM actions) AS a, "
+                  "(SELECT count(*) FROM approaches) AS b", "--format", "csv").output
+    assert out.splitlines() == ["a,b", "3,0"]
+
+
+def test_audit_db_is_never_written(project, cli_run):
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+    before = tree_digest(project.audit_db.parent)
+    mtime = os.stat(project.audit_db).st_mtime_ns
+    cli_run("load", "--full")
+    time.sleep(0.01)
+    assert tree_digest(project.audit_db.parent) == before
+    assert os.stat(project.audit_db).st_mtime_ns == mtime

@@ -1,0 +1,58 @@
+"""FAULTS.md D: `toolkit query` runs exactly one read-only SELECT, locked down."""
+
+from __future__ import annotations
+
+import pytest
+
+REFUSED = "Error: only one read-only SELECT is allowed"
+
+
+@pytest.mark.parametrize("sql", [
+    "COPY (SELECT 1) TO '{out}/copy.csv'",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('/etc/hostname')",
+    "ATTACH '{out}/other.duckdb' AS o",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET memory_limit = '100GB'",
+    "PRAGMA threads = 64",
+    "EXPORT DATABASE '{out}/dump'",
+    "SELECT 1; DROP TABLE actions",
+    "CREATE TABLE x AS SELECT 1",
+    "DELETE FROM actions",
+    "SELECT * FROM glob('/etc/*')",
+])
+def test_d1_anything_but_one_select_is_refused(project, cli_run, tmp_path, sql):
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cli_run("query", sql.format(out=out))
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1].startswith(REFUSED)
+    assert list(out.iterdir()) == []
+    # the store is intact
+    check = cli_run("query", "SELECT count(*) AS n FROM actions", "--format", "csv")
+    assert check.output.splitlines() == ["n", "3"]
+
+
+def test_d2_runaway_query_is_interrupted(project, cli_run):
+    result = cli_run("query", "SELECT count(*) FROM range(100000000) a, range(100000000) b",
+                     "--timeout", "0.5")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "Error: query interrupted after the 0.5 s timeout. Add a LIMIT or a tighter WHERE clause")
+
+
+def test_d2_memory_hog_is_stopped(project, cli_run):
+    result = cli_run("query", "SELECT list(range) FROM range(50000000)", "--timeout", "60",
+                     "--memory-limit", "100MB")
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "Error: query stopped at the 100MB memory limit. Add a LIMIT or aggregate first")
+
+
+def test_output_is_bounded(project, cli_run):
+    result = cli_run("query", "SELECT * FROM range(50)", "--max-rows", "10", "--format", "csv")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[1:11] == [str(i) for i in range(10)]
+    assert lines[-1] == "(stopped after 10 rows; use --max-rows or LIMIT)"

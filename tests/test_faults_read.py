@@ -1,0 +1,234 @@
+"""FAULTS.md A (reading side): bad ledger, meta and slop files are reported, never fatal, and
+nothing is written to the user's files."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import tree_digest
+from toolkit.sources.smith import parse_ledger_bytes
+
+
+def _entries(cli_run, where: str = "1=1") -> list[dict]:
+    out = cli_run("query", f"SELECT file, title, category, confidence, problems, line FROM "
+                  f"ledger_entries WHERE {where} ORDER BY file, position", "--format", "json")
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def _warnings(cli_run) -> list[str]:
+    data = json.loads(cli_run("status", "--json").output)
+    return [f"{w['path']}:{w['line']}: {w['message']}" for w in data["warnings"]]
+
+
+MALFORMED = """# Ledger: Patterns
+
+---
+
+**Title:** Good entry
+**Date:** 2026-05-01
+**Category:** testing
+**Confidence:** high
+**Source reflections:** 6
+
+**Context:** c
+
+**Pattern:** p
+
+---
+
+**Title:** Missing category and confidence
+**Date:** 2026-05-02
+**Source reflections:** 1
+
+**Pattern:** still here
+
+---
+
+**Title:**
+**Date:** 2026-05-03
+**Category:** audit
+**Confidence:** low
+
+## Heading with no fields
+
+---
+"""
+
+
+def test_a1_malformed_entries_are_kept_with_problems(project, cli_run):
+    before = tree_digest(project.root / ".smith")
+    (project.ledger / "patterns.md").write_text(MALFORMED)
+    rows = _entries(cli_run, "file = 'patterns'")
+    assert [r["title"] for r in rows] == ["Good entry", "Missing category and confidence", None,
+                                          "Heading with no fields"]
+    assert rows[0]["problems"] == []
+    assert rows[1]["problems"] == ["missing Category", "missing Confidence"]
+    assert rows[2]["problems"] == ["missing title"]
+    assert rows[3]["problems"] == ["missing Date", "missing Category", "missing Confidence"]
+    warnings = _warnings(cli_run)
+    path = project.ledger / "patterns.md"
+    assert f"{path}:17: missing Category" in warnings
+    assert f"{path}:25: missing title" in warnings
+    # other files unaffected
+    assert len(_entries(cli_run, "file <> 'patterns'")) == 2
+    after = tree_digest(project.root / ".smith")
+    del before["vault/ledger/patterns.md"], after["vault/ledger/patterns.md"]
+    assert before == after
+
+
+def test_a2_mixed_forms_and_meta_disagreement_is_a_warning(project, cli_run):
+    edge = project.ledger / "edge-cases.md"
+    edge.write_text(edge.read_text() + "\n**Title:** A form B entry among form A\n"
+                    "**Date:** 2026-05-04\n**Category:** testing\n**Confidence:** low\n")
+    meta_before = (project.ledger / "meta.yaml").read_bytes()
+    rows = _entries(cli_run, "file = 'edge-cases'")
+    assert [r["title"] for r in rows] == ["Redis client drops pipelined commands after a failover",
+                                          "A form B entry among form A"]
+    assert any("meta.yaml says edge-cases has 1 entries; edge-cases.md has 2" in w
+               for w in _warnings(cli_run))
+    assert (project.ledger / "meta.yaml").read_bytes() == meta_before  # never "fixed" on read
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "meta.yaml is missing"),
+    ("key:\n\t- tabbed\n", "meta.yaml:2: invalid YAML, column 1"),
+    ('last_updated: "2026-05-01\n', "invalid YAML"),
+])
+def test_a3_bad_meta_yaml_reads_proceed_with_a_warning(project, cli_run, content, expected):
+    meta = project.ledger / "meta.yaml"
+    if content is None:
+        meta.unlink()
+    else:
+        meta.write_text(content)
+    assert len(_entries(cli_run)) == 4
+    assert any(expected in w for w in _warnings(cli_run)), _warnings(cli_run)
+
+
+def test_a4_python_object_tag_is_rejected_not_executed(project, cli_run, tmp_path):
+    marker = tmp_path / "pwned"
+    (project.ledger / "meta.yaml").write_text(
+        f"x: !!python/object/apply:os.system ['touch {marker}']\n")
+    assert len(_entries(cli_run)) == 4
+    assert not marker.exists()
+    assert any("could not determine a constructor" in w for w in _warnings(cli_run))
+
+
+def test_a5_yaml_alias_bomb_rejected_fast(project, cli_run):
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 10):
+        prev = chr(ord("a") + i - 1)
+        cur = chr(ord("a") + i)
+        lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
+    (project.ledger / "meta.yaml").write_text("\n".join(lines) + "\n")
+    started = time.perf_counter()
+    warnings = _warnings(cli_run)
+    assert time.perf_counter() - started < 60  # generous: only "does not hang"
+    assert any("refusing a possible alias bomb" in w for w in warnings)
+
+
+@pytest.mark.parametrize("payload,message", [
+    ('{"entries": [{"id": "x", "title": "t", "severity": NaN}]}', "NaN is not valid JSON"),
+    ('{"entries": [], "entries": []}', "duplicate key 'entries'"),
+    ("[" * 100_000 + "]" * 100_000, "JSON nested deeper than 200 levels"),
+])
+def test_a5_bad_slop_json_is_exit_65_with_a_clear_message(project, cli_run, payload, message):
+    project.slop.write_text(payload)
+    before = tree_digest(project.slop.parent)
+    result = cli_run("load")
+    assert result.exit_code == 65
+    assert result.output.splitlines()[-1].startswith(f"Error: {project.slop}")
+    assert message in result.output.splitlines()[-1]
+    assert tree_digest(project.slop.parent) == before
+    # the other sources still loaded
+    assert len(_entries(cli_run)) == 4
+
+
+@pytest.mark.parametrize("junk,offset", [
+    (b"# Ledger\n\n**Title:** ok\n\xff\xfe broken\n", 24),
+    (b"# Ledger\n\x00\x00binary", 9),
+])
+def test_a6_junk_bytes_reported_by_offset_rest_loads(project, cli_run, junk, offset):
+    path = project.ledger / "patterns.md"
+    path.write_bytes(junk)
+    rows = _entries(cli_run)
+    assert {r["file"] for r in rows} == {"antipatterns", "edge-cases"}
+    assert any(w.startswith(f"{path}:None:") and f"byte offset {offset}" in w
+               for w in _warnings(cli_run))
+    assert path.read_bytes() == junk
+
+
+def test_a7_bom_and_crlf_parse(project, cli_run):
+    path = project.ledger / "patterns.md"
+    data = b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(data)
+    rows = _entries(cli_run, "file = 'patterns'")
+    assert [r["title"] for r in rows] == [
+        "Run the migration dry-run before applying schema changes",
+        "Grep the route table before adding a new endpoint"]
+    assert all(r["problems"] == [] for r in rows)
+    lf = parse_ledger_bytes(data, path, "patterns")
+    assert lf.bom and lf.newline == b"\r\n"
+
+
+def test_a8_oversized_file_refused_before_reading(project, cli_run, monkeypatch):
+    path = project.ledger / "patterns.md"
+    with open(path, "ab") as fh:
+        fh.write(b"x" * (3 * 1024 * 1024) + b"\n")  # one 3 MB line
+    monkeypatch.setenv("TOOLKIT_MAX_FILE_MB", "2")
+    warnings = _warnings(cli_run)
+    assert any("patterns.md" in w and "over the 2 MB limit" in w
+               and "Raise the limit with TOOLKIT_MAX_FILE_MB=<MB>" in w for w in warnings)
+    assert {r["file"] for r in _entries(cli_run)} == {"antipatterns", "edge-cases"}
+
+
+def test_a9_empty_and_whitespace_files_are_empty_ledgers(project, cli_run):
+    (project.ledger / "patterns.md").write_bytes(b"")
+    (project.ledger / "antipatterns.md").write_bytes(b"  \n\n\t\n")
+    rows = _entries(cli_run)
+    assert [r["file"] for r in rows] == ["edge-cases"]
+
+
+def test_a11_hostile_titles_stored_exact_and_escaped_in_terminal(project, cli_run):
+    title = "Evil \u202etxt.exe\u200b emoji 🚀 " + "é" * 120
+    (project.ledger / "patterns.md").write_text(
+        f"# P\n\n---\n\n**Title:** {title}\n**Date:** 2026-05-01\n**Category:** testing\n"
+        "**Confidence:** low\n")
+    rows = _entries(cli_run, "file = 'patterns'")
+    assert rows[0]["title"] == title
+    out = cli_run("query", "SELECT title FROM ledger_entries WHERE file = 'patterns'").output
+    assert "\u202e" not in out and "<U+202E>" in out and "<U+200B>" in out
+    ids = json.loads(cli_run("query", "SELECT entry_id FROM ledger_entries", "--format",
+                             "json").output)
+    for row in ids:
+        assert row["entry_id"].isascii() and ".." not in row["entry_id"]
+
+
+@pytest.mark.parametrize("title", ["../../etc/passwd", "/abs", "a/b", "CON", ".."])
+def test_a12_path_like_titles_become_safe_slugs(title):
+    from toolkit.slugs import slugify, unique_slugs
+
+    slug = slugify(title)
+    assert "/" not in slug and not slug.startswith(".") and slug.lower() != "con"
+    assert slug.isascii() and slug == slugify(title)  # deterministic
+    assert len(set(unique_slugs([title, title, title]))) == 3
+
+
+def test_a13_lenient_slop_read(project, cli_run):
+    entries = json.loads(project.slop.read_text())["entries"]
+    entries[0]["status"] = "InProgress"
+    entries[1]["severity"] = "Catastrophic"
+    entries[2]["reviewer"] = "sam"
+    project.slop.write_text(json.dumps(entries, indent=2))  # bare array
+    out = json.loads(cli_run("query", "SELECT short_id, status, severity, extra, problems FROM "
+                             "slop_entries ORDER BY position", "--format", "json").output)
+    assert out[0]["status"] == "in_progress"
+    assert out[1]["severity"] == "Catastrophic"
+    assert json.loads(out[2]["extra"]) == {"reviewer": "sam"}
+    warnings = _warnings(cli_run)
+    assert any("bare array" in w for w in warnings)
+    assert any("severity: unknown value 'Catastrophic'" in w for w in warnings)
+    assert any("unknown field(s) reviewer (kept)" in w for w in warnings)

@@ -1428,9 +1428,10 @@ def _fenced_spans(data: bytes) -> list[tuple[int, int]]:
     from toolkit.sources.smith import _FENCE
 
     hits = []
-    m0 = None if data.startswith(BOM) else _FENCE.match(data)
+    first = _first_line_offset(data)
+    m0 = _FENCE.match(data[first:first + 256])
     if m0 is not None:
-        hits.append((0, m0.group(1)))
+        hits.append((first, m0.group(1)))
     hits.extend((m.start() + 1, m.group(2)) for m in _FENCE_NL.finditer(data))
     spans = []
     open_at: int | None = None
@@ -1455,8 +1456,14 @@ def _in_spans(pos: int, spans: list[tuple[int, int]]) -> bool:
     return i >= 0 and spans[i][0] <= pos < spans[i][1]
 
 
+def _first_line_offset(data: bytes) -> int:
+    """Where the first line starts: after a BOM (the parser reads line 1 without it)."""
+    return len(BOM) if data.startswith(BOM) else 0
+
+
 def _line0_start(data: bytes) -> bool:
-    return not data.startswith(BOM) and _is_start(data[:16]) is not None
+    first = _first_line_offset(data)
+    return _is_start(data[first:first + 16]) is not None
 
 
 def _next_start(data: bytes, pos: int, spans: list[tuple[int, int]]) -> int | None:
@@ -1486,7 +1493,8 @@ def _prev_start(data: bytes, pos: int, spans: list[tuple[int, int]]) -> int | No
         if best is not None:
             return best
         if lo == 0:
-            return 0 if pos > 0 and _line0_start(data) else None
+            first = _first_line_offset(data)
+            return first if pos > first and _line0_start(data) else None
         hi = lo + 16  # overlap: a start marker may straddle the window edge
         window *= 2
 
@@ -1498,7 +1506,7 @@ def _entry_at(data: bytes, title_off: int, path: str, kind: str,
 
     prev = _prev_start(data, title_off, spans)
     nxt = _next_start(data, title_off, spans)
-    base_off = prev if prev is not None else 0
+    base_off = prev if prev is not None else _first_line_offset(data)
     stop = len(data) if nxt is None else (data.find(b"\n", nxt) + 1 or len(data))
     local = _lines_with_offsets(data, base_off, stop)
     offsets = [o for o, _ in local] + [stop]
@@ -1576,7 +1584,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
     spath = str(Path(path))
     titles = _TITLE_LINE_NL.findall(data)
     if _line0_start(data):
-        first = data.split(b"\n", 1)[0]
+        first = data[_first_line_offset(data):].split(b"\n", 1)[0]
         titles.insert(0, first)
     if not q:
         return [e for e in parse_ledger_bytes(data, path, kind).entries
@@ -1607,7 +1615,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
     for idx in hits:
         line = titles[idx]
         if idx == 0 and line0:
-            off = 0
+            off = _first_line_offset(data)
         else:
             # the j-th occurrence of this exact line, j = identical lines before it
             nth = titles[1 if line0 else 0:idx].count(line)

@@ -20,8 +20,8 @@ the slop ledger updater, reconcile). None of them knows about ledger formats.
 
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`` makes the
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
-(``after_read``, ``after_temp_write``, ``after_replace``) and wait there, so a test can SIGKILL it
-or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
+(``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
+one file only) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
 continues as soon as that file exists (default: 30 seconds).
 """
 
@@ -150,15 +150,19 @@ def _same_content(path: Path, data: bytes, chunk: int = 1 << 20) -> bool:
 # --------------------------------------------------------------------------- pause points
 
 
-def pause(point: str) -> None:
-    """Test-only: stop at a named point when ``TOOLKIT_EDITOR_PAUSE`` names it (see module doc)."""
+def pause(point: str, name: str | None = None) -> None:
+    """Test-only: stop at a named point when ``TOOLKIT_EDITOR_PAUSE`` names it (see module doc).
+
+    A point may name the file too: ``after_temp_write@patterns.md`` stops only when that file
+    is being written."""
     spec = os.environ.get(PAUSE_ENV)
     if not spec:
         return
     points, _, release = spec.partition(":")
-    if point not in {p.strip() for p in points.split(",")}:
+    wanted = {p.strip() for p in points.split(",")}
+    if point not in wanted and (name is None or f"{point}@{name}" not in wanted):
         return
-    sys.stderr.write(f"{PAUSE_ENV} {point} pid={os.getpid()}\n")
+    sys.stderr.write(f"{PAUSE_ENV} {point}{'@' + name if name else ''} pid={os.getpid()}\n")
     sys.stderr.flush()
     wait_s = 30.0
     release_file: Path | None = None
@@ -252,7 +256,7 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
             os.fchmod(fd, keep_mode)
         finally:
             os.close(fd)
-        pause("after_temp_write")
+        pause("after_temp_write", path.name)
         if expected is not None and changed_since(expected):
             raise ConflictError("changed on disk since it was read; nothing written",
                                 path=expected.given,
@@ -269,7 +273,7 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
             raise ToolkitError(f"cannot write: {exc.strerror}; nothing written", path=path) \
                 from None
         raise
-    pause("after_replace")
+    pause("after_replace", path.name)
     if fsync and fsync_dir:
         _fsync_dir(path.parent)
     return path

@@ -1,0 +1,365 @@
+"""FAULTS.md B1-B9: concurrency, crashes and disk faults of the ledger editor, with real second
+processes (``python -m toolkit ...``) stopped or killed at the editor's pause points."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FixtureProject, tree_digest
+
+TODAY = "2026-09-01"  # every fixture entry is then a prune candidate
+LEDGER_NAMES = ("patterns.md", "antipatterns.md", "tool-preferences.md", "edge-cases.md",
+                "project-quirks.md", "meta.yaml", ".meta.json")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TOOLKIT_EDITOR_PAUSE", None)
+    env.update(extra)
+    return env
+
+
+def _start(args: list[str], cwd: Path, today: str = TODAY, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "toolkit", "--today", today, *args],
+                            cwd=cwd, env=_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _run(args: list[str], cwd: Path, today: str = TODAY,
+         **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkit", "--today", today, *args], cwd=cwd,
+                          env=_env(**env), capture_output=True, text=True, timeout=60)
+
+
+def _wait_marker(proc: subprocess.Popen[str], point: str) -> None:
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point}"):
+            return
+    raise AssertionError(f"no pause marker {point}; exit {proc.poll()}")
+
+
+def _ledger_bytes(ledger: Path) -> dict[str, bytes]:
+    return {n: (ledger / n).read_bytes() for n in LEDGER_NAMES if (ledger / n).exists()}
+
+
+def _temps(ledger: Path) -> list[Path]:
+    return sorted(ledger.glob(".*toolkit-tmp-*"))
+
+
+def _error_line(stderr: str) -> str:
+    return [line for line in stderr.splitlines() if line.startswith("Error:")][-1]
+
+
+# --------------------------------------------------------------------------- B1
+
+
+@pytest.fixture
+def immutable(project: FixtureProject):  # type: ignore[no-untyped-def]
+    """Make a folder read-only in a way that also binds root (chattr +i), or chmod 0555."""
+    made: list[Path] = []
+
+    def make(folder: Path) -> None:
+        if os.geteuid() == 0:
+            if shutil.which("chattr") is None or subprocess.run(
+                    ["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+                pytest.skip("running as root without chattr +i: cannot make a folder read-only")
+        else:
+            folder.chmod(0o555)
+        made.append(folder)
+
+    yield make
+    for folder in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        else:
+            folder.chmod(0o755)
+
+
+def test_b1_read_only_vault_is_refused_before_anything_is_touched(
+        project: FixtureProject, immutable) -> None:  # type: ignore[no-untyped-def]
+    before = tree_digest(project.root)
+    immutable(project.ledger)
+    r = _run(["ledger", "promote", "route table"], project.root)
+    assert r.returncode == 1, r.stderr
+    assert _error_line(r.stderr) == (f"Error: {project.ledger}: folder is not writable; nothing "
+                                     "written. Make it writable (chmod u+w) and run again")
+    assert tree_digest(project.root) == before
+
+
+def test_b1_unwritable_backup_folder_is_refused_before_anything_is_touched(
+        project: FixtureProject) -> None:
+    backups = project.ledger / ".backups"
+    shutil.rmtree(backups)
+    backups.write_text("a file where the backup folder should be\n")
+    before = tree_digest(project.root)
+    r = _run(["ledger", "prune", "--yes"], project.root)
+    assert r.returncode == 1
+    assert _error_line(r.stderr) == (f"Error: {backups}: backup folder is not writable; nothing "
+                                     "written. Make it a writable folder and run again")
+    assert tree_digest(project.root) == before
+
+
+# --------------------------------------------------------------------------- B2
+
+
+_DISK_FULL = textwrap.dedent("""
+    import errno, os, sys
+    real_write = os.write
+    def write(fd, data):
+        if len(data) > 1000:  # patterns.md (not the small meta files): short write, then full
+            if getattr(write, "short", False):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            write.short = True
+            return real_write(fd, bytes(data[:100]))
+        return real_write(fd, data)
+    os.write = write
+    from toolkit.cli import cli
+    cli(sys.argv[1:], prog_name="toolkit")
+""")
+
+
+def test_b2_disk_full_during_temp_write_keeps_the_original(project: FixtureProject) -> None:
+    before = _ledger_bytes(project.ledger)
+    r = subprocess.run([sys.executable, "-c", _DISK_FULL, "--today", TODAY, "ledger", "promote",
+                        "route table"], cwd=project.root, env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1
+    assert _error_line(r.stderr) == (
+        f"Error: {project.ledger / 'patterns.md'}: no space left on device; nothing written. "
+        "Free some disk space and run the command again")
+    assert _ledger_bytes(project.ledger) == before  # .meta.json's lock field given back too
+    assert _temps(project.ledger) == []
+    assert [p.name for p in (project.ledger / ".backups").iterdir()] == [
+        "reconcile-2026-05-03-221504"]  # the unused backup was removed
+
+
+# --------------------------------------------------------------------------- B3, B4
+
+
+def test_b3_sigkill_after_temp_write_leaves_original_and_next_run_recovers(
+        project: FixtureProject) -> None:
+    before = _ledger_bytes(project.ledger)
+    proc = _start(["ledger", "promote", "route table"], project.root,
+                  TOOLKIT_EDITOR_PAUSE="after_temp_write@patterns.md")
+    _wait_marker(proc, "after_temp_write@patterns.md")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    patterns = project.ledger / "patterns.md"
+    assert patterns.read_bytes() == before["patterns.md"]  # byte-identical
+    assert len(_temps(project.ledger)) == 1  # the orphan
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is not None
+
+    t0 = time.monotonic()
+    r = _run(["ledger", "promote", "route table"], project.root, TOOLKIT_LOCK_TIMEOUT="30")
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 20  # the lock is taken at once, not after a timeout
+    assert r.stdout.strip() == ('Promoted "Grep the route table before adding a new endpoint" '
+                                "from low to medium confidence.")
+    assert "left by a run that was killed" in r.stderr
+    assert _temps(project.ledger) == []
+    assert patterns.stat().st_nlink == 1
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
+    # the killed run's backup (a hard link then) is now an independent copy of the original
+    killed_backup = sorted((project.ledger / ".backups").glob("edit-*"))[0] / "patterns.md"
+    assert killed_backup.read_bytes() == before["patterns.md"]
+
+
+def test_b4_sigkill_after_rename_gives_complete_file_and_rerun_is_noop(
+        project: FixtureProject) -> None:
+    # On 2026-06-15 the prune removes one low entry from patterns.md and one from
+    # antipatterns.md (no demotions: a demoted entry keeps its Date, as in the seed, so it
+    # would be a removal candidate at the next prune). Killed right after the last rename:
+    proc = _start(["ledger", "prune", "--auto"], project.root, today="2026-06-15",
+                  TOOLKIT_EDITOR_PAUSE="after_replace@antipatterns.md")
+    _wait_marker(proc, "after_replace@antipatterns.md")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    patterns = (project.ledger / "patterns.md").read_text()
+    assert "Grep the route table" not in patterns and patterns.count("**Title:**") == 1
+    assert "**Title:**" not in (project.ledger / "antipatterns.md").read_text()
+    assert _temps(project.ledger) == []
+    after_kill = tree_digest(project.ledger)
+
+    r = _run(["ledger", "prune", "--auto"], project.root, today="2026-06-15")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "No prune candidates found. Ledger is clean."
+    assert tree_digest(project.ledger) == after_kill  # a no-op: nothing written
+
+
+# --------------------------------------------------------------------------- B5
+
+
+def test_b5_two_prunes_one_waits_then_exits_75_result_equals_one_run(
+        project: FixtureProject, tmp_path: Path) -> None:
+    serial = tmp_path / "serial"
+    shutil.copytree(project.root, serial, symlinks=True)
+    r = _run(["ledger", "prune", "--auto"], serial)
+    assert r.returncode == 0, r.stderr
+    expected = _ledger_bytes(serial / ".smith" / "vault" / "ledger")
+
+    release = tmp_path / "go"
+    first = _start(["ledger", "prune", "--auto"], project.root,
+                   TOOLKIT_EDITOR_PAUSE=f"after_read:{release}")
+    _wait_marker(first, "after_read")
+    second = _run(["ledger", "prune", "--auto"], project.root, TOOLKIT_LOCK_TIMEOUT="0.5")
+    assert second.returncode == 75
+    assert _error_line(second.stderr) == (
+        f"Error: {project.vault}: the ledger is locked by another run (waited 0.5 s). "
+        "Wait for it to finish and try again")
+    release.touch()
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert out.startswith("Auto-prune complete: 2 removed, 2 demoted.")
+    assert _ledger_bytes(project.ledger) == expected
+
+
+def test_b5_two_prunes_started_together_equal_one_serial_run(
+        project: FixtureProject, tmp_path: Path) -> None:
+    args = ["ledger", "prune", "--auto"]
+    serial = tmp_path / "serial"
+    shutil.copytree(project.root, serial, symlinks=True)
+    _run(args, serial, today="2026-06-15")  # removals only: a second run is a no-op
+    expected = _ledger_bytes(serial / ".smith" / "vault" / "ledger")
+    procs = [_start(args, project.root, today="2026-06-15") for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes in ([0, 0], [0, 75]), outs
+    assert _ledger_bytes(project.ledger) == expected
+
+
+# --------------------------------------------------------------------------- B6, B7
+
+
+def test_b6_user_edit_in_place_during_the_write_is_kept(project: FixtureProject,
+                                                        tmp_path: Path) -> None:
+    release = tmp_path / "go"
+    proc = _start(["ledger", "promote", "route table"], project.root,
+                  TOOLKIT_EDITOR_PAUSE=f"after_temp_write@patterns.md:{release}")
+    _wait_marker(proc, "after_temp_write@patterns.md")
+    patterns = project.ledger / "patterns.md"
+    with open(patterns, "a", encoding="utf-8") as fh:
+        fh.write("\nThe user's own note.\n")
+    user_version = patterns.read_bytes()
+    release.touch()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert _error_line(err) == (
+        f"Error: {patterns}: changed on disk since it was read; nothing written. Run the "
+        "command again to work on the current version")
+    assert patterns.read_bytes() == user_version
+    assert _temps(project.ledger) == []
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
+
+
+def test_b6_save_via_rename_between_read_and_write_is_refused(project: FixtureProject,
+                                                              tmp_path: Path) -> None:
+    before = tree_digest(project.root)
+    release = tmp_path / "go"
+    proc = _start(["ledger", "demote", "dry-run"], project.root,
+                  TOOLKIT_EDITOR_PAUSE=f"after_read:{release}")
+    _wait_marker(proc, "after_read")
+    patterns = project.ledger / "patterns.md"
+    saved = project.ledger / ".patterns.md.swp"
+    saved.write_bytes(patterns.read_bytes())  # same bytes, saved by rename: a new inode
+    os.replace(saved, patterns)
+    digest_after_save = tree_digest(project.root)
+    release.touch()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "changed on disk since it was read; nothing written" in _error_line(err)
+    assert tree_digest(project.root) == digest_after_save
+    assert {k: v for k, v in before.items() if k != ".smith/vault/ledger/patterns.md"} == \
+        {k: v for k, v in digest_after_save.items() if k != ".smith/vault/ledger/patterns.md"}
+
+
+def test_b7_same_size_edit_in_the_same_mtime_tick_is_detected(project: FixtureProject,
+                                                              tmp_path: Path) -> None:
+    release = tmp_path / "go"
+    proc = _start(["ledger", "promote", "route table"], project.root,
+                  TOOLKIT_EDITOR_PAUSE=f"after_read:{release}")
+    _wait_marker(proc, "after_read")
+    patterns = project.ledger / "patterns.md"
+    st = patterns.stat()
+    data = patterns.read_bytes()
+    edited = data.replace(b"two index-name collisions", b"TWO index-name collisions")
+    assert len(edited) == len(data) and edited != data
+    with open(patterns, "r+b") as fh:  # in place: same inode, same size
+        fh.write(edited)
+    os.utime(patterns, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    release.touch()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "changed on disk since it was read; nothing written" in _error_line(err)
+    assert patterns.read_bytes() == edited
+
+
+# --------------------------------------------------------------------------- B8
+
+
+def _set_lock(project: FixtureProject, acquired: str) -> None:
+    path = project.ledger / ".meta.json"
+    data = json.loads(path.read_text())
+    data["lock"] = {"pid": "c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77", "acquired": acquired}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def test_b8_stale_meta_json_lock_is_taken_over_with_a_note(project: FixtureProject) -> None:
+    _set_lock(project, "2026-09-01T11:40:00Z")
+    r = _run(["ledger", "promote", "route table"], project.root,
+             TOOLKIT_NOW="2026-09-01T12:00:00Z")
+    assert r.returncode == 0, r.stderr
+    assert ("note: stale lock taken over: held by c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 "
+            "(acquired 2026-09-01T11:40:00Z, 20 min ago)") in r.stderr
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
+
+
+def test_b8_fresh_meta_json_lock_waits_then_exits_75_naming_the_holder(
+        project: FixtureProject) -> None:
+    _set_lock(project, "2026-09-01T11:58:00Z")
+    before = tree_digest(project.root)
+    r = _run(["ledger", "promote", "route table"], project.root,
+             TOOLKIT_NOW="2026-09-01T12:00:00Z", TOOLKIT_LOCK_TIMEOUT="0.3")
+    assert r.returncode == 75
+    assert _error_line(r.stderr) == (
+        f"Error: {project.ledger / '.meta.json'}: ledger is locked by another run: "
+        "c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 (acquired 2026-09-01T11:58:00Z, 2 min ago). "
+        "Wait for it to finish (the lock expires after 10 minutes), or use --force if that "
+        "run is dead")
+    assert tree_digest(project.root) == before
+
+
+# --------------------------------------------------------------------------- B9
+
+
+@pytest.mark.parametrize("args", [
+    ["ledger", "prune", "--dry-run"],
+    ["ledger", "promote", "route table", "--dry-run"],
+    ["ledger", "demote", "dry-run", "--dry-run"],
+    ["ledger", "reset", "--dry-run"],
+])
+def test_b9_dry_run_prints_a_diff_and_leaves_the_vault_identical(
+        project: FixtureProject, args: list[str]) -> None:
+    session = project.vault / "sessions" / "jane-doe_86e0b9_2026-05-04_141502.md"
+    (project.vault / ".current-session").write_text(f"{session}\n")  # logging is on
+    before = tree_digest(project.root)
+    r = _run(args, project.root)
+    assert r.returncode == 0, r.stderr
+    assert "--- a/" in r.stdout and "+++ b/" in r.stdout and "\n@@ -" in r.stdout
+    assert "Dry run: nothing written." in r.stdout
+    assert tree_digest(project.root) == before
+    assert _temps(project.ledger) == []

@@ -70,14 +70,19 @@ def entry_dict(e: LedgerEntry) -> dict[str, Any]:
 
 def entry_line(e: LedgerEntry) -> str:
     """``[confidence] Title — Category (N observations, last: YYYY-MM-DD)``, escaped."""
-    return (f"[{shown(e.confidence)}] {shown(e.title)} — {shown(e.category)} "
+    return (f"{_conf(e)} {shown(e.title)} — {shown(e.category)} "
             f"({e.reflections} observation{'s' if e.reflections != 1 else ''}, "
             f"last: {shown(e.date)})")
 
 
 def short_line(e: LedgerEntry) -> str:
     """``[confidence] Title — file.md`` (the seed's listing of several matches)."""
-    return f"[{shown(e.confidence)}] {shown(e.title)} — {e.file_name}"
+    return f"{_conf(e)} {shown(e.title)} — {e.file_name}"
+
+
+def _conf(e: LedgerEntry) -> str:
+    """``[high]``, or ``[???]`` when the entry has no Confidence."""
+    return f"[{shown(e.confidence)}]" if e.confidence else "[???]"
 
 
 def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False) -> Any:

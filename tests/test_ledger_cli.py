@@ -1,0 +1,421 @@
+"""``toolkit ledger ...``: the seed's /smith-ledger commands, their output, JSON and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FixtureProject, tree_digest
+
+SESSION = "jane-doe_86e0b9_2026-05-04_141502.md"
+NOW = {"TOOLKIT_NOW": "2026-06-15T09:30:05Z"}
+
+
+def _error(result) -> str:  # type: ignore[no-untyped-def]
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert lines, result.output
+    return lines[-1]
+
+
+def _add(project: FixtureProject, kind: str, text: str) -> None:
+    path = project.ledger / f"{kind}.md"
+    path.write_bytes(path.read_bytes() + text.encode("utf-8"))
+
+
+def _entry_b(title: str, conf: str = "low", date: str = "2026-05-20",
+             category: str = "testing") -> str:
+    return (f"\n---\n\n**Title:** {title}\n**Date:** {date}\n**Category:** {category}\n"
+            f"**Confidence:** {conf}\n**Source reflections:** 1\n\n**Pattern:** p.\n")
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def test_dashboard(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger")
+    assert r.exit_code == 0
+    assert r.stdout == (
+        "SMITH LEDGER — Dashboard\n"
+        "========================\n\n"
+        "Last reflection: 2026-05-02\n"
+        "Total reflections: 9\n"
+        "Total entries: 4\n\n"
+        "| File                | Entries | High | Medium | Low |\n"
+        "|---------------------|---------|------|--------|-----|\n"
+        "| patterns.md         |       2 |    0 |      1 |   1 |\n"
+        "| antipatterns.md     |       1 |    0 |      0 |   1 |\n"
+        "| tool-preferences.md |       0 |    0 |      0 |   0 |\n"
+        "| edge-cases.md       |       1 |    0 |      1 |   0 |\n"
+        "| project-quirks.md   |       0 |    0 |      0 |   0 |\n\n"
+        "No high-confidence entries yet.\n")
+
+
+def test_dashboard_top_high_and_json(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    _add(project, "antipatterns", _entry_b("Mocking the database", "high").replace(
+        "**Source reflections:** 1", "**Source reflections:** 7"))
+    r = cli_run("ledger")
+    assert "Top High-Confidence Patterns:\n1. Mocking the database — testing (7 observations)\n" \
+        in r.stdout
+    data = json.loads(cli_run("ledger", "--json").stdout)
+    assert data["total_entries"] == 5 and data["files"][1]["high"] == 1
+    assert data["top_high_confidence"][0]["title"] == "Mocking the database"
+    assert data["prune_limits_days"] == {"low": 30, "medium": 90}
+
+
+def test_no_ledger(tmp_path: Path, cli_run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / ".smith" / "vault").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    r = cli_run("ledger")
+    assert r.exit_code == 0
+    assert r.stdout == ("No Ledger found.\n"
+                        "Run `/smith-reflect` after a workflow to start building the Ledger,\n"
+                        "or run `/smith` to initialize the vault structure.\n")
+    r = cli_run("ledger", "list")
+    assert r.exit_code == 1
+    assert _error(r) == (f"Error: {tmp_path / '.smith/vault/ledger'}: No Ledger found. Run "
+                         "`/smith-reflect` after a workflow to start building the Ledger, or run "
+                         "`/smith` to initialize the vault structure")
+
+
+def test_help_lists_lazy_subcommands(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    out = cli_run("ledger", "--help").stdout
+    for name in ("list", "show", "search", "export", "prune", "promote", "demote", "reset"):
+        assert f"\n  {name} " in out
+    import importlib.util
+
+    for name in ("history", "reconcile"):
+        present = importlib.util.find_spec(f"toolkit.cli.{name}") is not None
+        assert (f"\n  {name} " in out) == present
+
+
+# --------------------------------------------------------------------------- list
+
+
+def test_list_grouped_and_filtered(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "list")
+    assert r.stdout == (
+        "--- patterns.md ---\n"
+        "[medium] Run the migration dry-run before applying schema changes — implementation "
+        "(3 observations, last: 2026-05-02)\n"
+        "[low] Grep the route table before adding a new endpoint — specification "
+        "(1 observation, last: 2026-04-29)\n\n"
+        "--- antipatterns.md ---\n"
+        "[low] Editing an applied migration in place — implementation (1 observation, "
+        "last: 2026-04-25)\n\n"
+        "--- edge-cases.md ---\n"
+        "[medium] Redis client drops pipelined commands after a failover — debugging "
+        "(2 observations, last: 2026-04-30)\n")
+    r = cli_run("ledger", "list", "--confidence", "low", "--category", "implementation")
+    assert r.stdout == ("--- antipatterns.md ---\n[low] Editing an applied migration in place — "
+                        "implementation (1 observation, last: 2026-04-25)\n")
+    assert cli_run("ledger", "list", "--file", "tools").stdout == \
+        "No entries match the given filters.\n"
+    _add(project, "project-quirks", _entry_b("Quirky build"))
+    assert "Quirky build" in cli_run("ledger", "list", "--file", "quirks").stdout
+    data = json.loads(cli_run("ledger", "list", "--json", "--file", "edge-cases").stdout)
+    assert data["count"] == 1 and data["files"][0]["matching"][0]["form"] == "A"
+    r = cli_run("ledger", "list", "--file", "nope")
+    assert r.exit_code == 2 and _error(r) == (
+        "Error: unknown ledger file 'nope'. Use patterns, antipatterns, tools, edge-cases or "
+        "quirks")
+
+
+def test_malformed_and_hostile_entries_listed_visibly(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    _add(project, "patterns", "\n---\n\n**Title:** \u202eevil\u200b title 🚀\n**Date:** 2026-01-01\n")
+    r = cli_run("ledger", "list", "--file", "patterns")
+    assert ("[???] <U+202E>evil<U+200B> title 🚀 — [???] (1 observation, last: 2026-01-01)"
+            in r.stdout)
+    r = cli_run("--today", "2026-12-01", "ledger", "prune", "--auto")
+    assert "\u202eevil" in (project.ledger / "patterns.md").read_text()  # never dropped
+
+
+# --------------------------------------------------------------------------- show
+
+
+def test_show_single_match(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "show", "REDIS client")
+    assert r.exit_code == 0
+    assert r.stdout.startswith(
+        "Redis client drops pipelined commands after a failover\n"
+        "edge-cases.md, line 5 (form A)\n\n"
+        "Date: 2026-04-30\nCategory: debugging\nConfidence: medium\nObservations: 2\n"
+        "Source reflections: 2026-04-22, 2026-04-30\n\nContext:\n  Integration tests")
+    assert "\nRelated:\n  patterns.md:" in r.stdout
+    data = json.loads(cli_run("ledger", "show", "redis", "--json").stdout)
+    assert data["text"].startswith("## Redis client") and data["file"] == "edge-cases.md"
+
+
+def test_show_several_matches_lists_them_and_shows_none(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "show", "migration")
+    assert r.exit_code == 1
+    assert r.stdout == (
+        'Multiple entries match "migration":\n\n'
+        "1. [medium] Run the migration dry-run before applying schema changes — patterns.md\n"
+        "2. [low] Editing an applied migration in place — antipatterns.md\n\n")
+    assert _error(r) == ('Error: 2 entries match "migration"; nothing was done. Choose one '
+                         "with --index N (1-2) or narrow with --file")
+    r = cli_run("ledger", "show", "migration", "--index", "2")
+    assert r.stdout.startswith("Editing an applied migration in place\nantipatterns.md")
+    r = cli_run("ledger", "show", "migration", "--file", "antipatterns")
+    assert r.exit_code == 0
+
+
+def test_show_not_found(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "show", "kubernetes")
+    assert r.exit_code == 1
+    assert _error(r) == ('Error: No entries found matching "kubernetes". Run `toolkit ledger '
+                         "list` to see available entries")
+
+
+# --------------------------------------------------------------------------- search
+
+
+def test_search_with_context(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "search", "INDEX-NAME")
+    assert r.stdout == (
+        '--- patterns.md: "Run the migration dry-run before applying schema changes" '
+        "[medium] ---\n"
+        "  ...\n"
+        "  **Context:** Any /smith-build task that adds or alters a Postgres table in the "
+        "billing service.\n"
+        "  \n"
+        "> **Pattern:** Run `alembic upgrade head --sql` first and read the generated DDL "
+        "before applying it. This caught two index-name collisions before they reached the "
+        "shared dev database.\n"
+        "  \n"
+        "  **Evidence:**\n"
+        "  ...\n")
+    assert cli_run("ledger", "search", "kubernetes").stdout == 'No results for "kubernetes".\n'
+    data = json.loads(cli_run("ledger", "search", "failover", "--json").stdout)
+    assert {(h["file"], h["title"]) for h in data["results"]} == {
+        ("edge-cases.md", "Redis client drops pipelined commands after a failover")}
+
+
+# --------------------------------------------------------------------------- export
+
+
+def test_export_order_output_and_redaction(project: FixtureProject, cli_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    _add(project, "tool-preferences", _entry_b(f"Token {token} leaked in a log"))
+    text = cli_run("ledger", "export").stdout
+    heads = [line for line in text.splitlines() if line.startswith("# ") and line.endswith(".md")]
+    assert heads == ["# patterns.md", "# antipatterns.md", "# tool-preferences.md",
+                     "# edge-cases.md", "# project-quirks.md"]
+    assert text.startswith("```yaml\nlast_updated: 2026-05-02\n")
+    assert token not in text and "[REDACTED]" in text
+    assert token in cli_run("ledger", "export", "--no-redact").stdout
+    out = tmp_path / "ledger-export.md"
+    r = cli_run("ledger", "export", "--output", str(out))
+    assert r.stdout == f"Exported the Ledger to {out}\n" and out.read_text() == text
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def test_prune_interactive_yes_no_and_auto(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    before = tree_digest(project.root)
+    r = cli_run("--today", "2026-09-01", "ledger", "prune", input="no\n")
+    assert r.exit_code == 0
+    assert "Entries to REMOVE (low confidence, older than 30 days):\n" \
+           '  1. "Grep the route table before adding a new endpoint" — patterns.md (dated ' \
+           "2026-04-29)\n" in r.stdout
+    assert "Total: 2 removals, 2 demotions\n" in r.stdout
+    assert "Remove 2 entries and demote 2 entries? (yes/no) " in r.stdout
+    assert r.stdout.endswith("Prune cancelled. No changes made.\n")
+    assert tree_digest(project.root) == before
+
+    r = cli_run("--today", "2026-09-01", "ledger", "prune", input="yes\n")
+    assert r.stdout.endswith("Pruned: 2 removed, 2 demoted. Total entries: 2\n")
+    text = (project.ledger / "patterns.md").read_text()
+    assert "**Date:** 2026-05-02\n**Category:** implementation\n**Confidence:** low\n" in text
+    assert "Grep the route table" not in text
+    meta = (project.ledger / "meta.yaml").read_text()
+    assert "  patterns: 1\n  antipatterns: 0\n" in meta and "  low: 2\n" in meta
+    assert len(list((project.ledger / ".backups").glob("edit-*"))) == 1
+
+    r = cli_run("--today", "2026-10-15", "ledger", "prune", "--auto")
+    assert r.stdout == "Auto-prune complete: 2 removed, 0 demoted. Total entries: 0\n"
+
+
+def test_prune_nothing_to_do_on_empty_files(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    for name in ("patterns.md", "antipatterns.md", "edge-cases.md"):
+        (project.ledger / name).write_text("" if name != "edge-cases.md" else "  \n\n \t\n")
+    before = tree_digest(project.root)
+    r = cli_run("--today", "2030-01-01", "ledger", "prune", "--auto")
+    assert r.stdout == "No prune candidates found. Ledger is clean.\n"
+    assert tree_digest(project.root) == before
+
+
+def test_prune_limits_from_meta_yaml_config(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    meta = (Path(__file__).parents[2] / "shared" / "formats" / "smith" / "ledger"
+            / "meta.smith-ledger-form.yaml").read_text()
+    (project.ledger / "meta.yaml").write_text(meta.replace("prune_days: 30", "prune_days: 40"))
+    r = cli_run("--today", "2026-06-05", "ledger", "prune", "--dry-run")
+    # 2026-04-25 is 41 days old (removed), 2026-04-29 only 37 (kept)
+    assert '"Editing an applied migration in place"' in r.stdout
+    assert "Grep the route table" not in r.stdout.split("---")[0]
+    assert "older than 40 days" in r.stdout
+
+
+def test_prune_json_needs_a_non_interactive_mode(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "prune", "--json")
+    assert r.exit_code == 2
+    assert _error(r) == "Error: --json needs --auto, --yes or --dry-run (it cannot ask)"
+    data = json.loads(cli_run("--today", "2026-09-01", "ledger", "prune", "--dry-run",
+                              "--json").stdout)
+    assert data["status"] == "dry-run" and len(data["removed"]) == 2
+    assert data["diff"].startswith("--- a/patterns.md\n+++ b/patterns.md\n@@ ")
+
+
+# --------------------------------------------------------------------------- promote / demote
+
+
+def test_promote_and_demote(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "promote", "route table")
+    assert r.stdout == ('Promoted "Grep the route table before adding a new endpoint" from low '
+                        "to medium confidence.\n")
+    r = cli_run("ledger", "promote", "route table")
+    assert "from medium to high" in r.stdout
+    before = tree_digest(project.root)
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 0
+    assert r.stdout == ('"Grep the route table before adding a new endpoint" is already at high '
+                        "confidence. No change.\n")
+    assert tree_digest(project.root) == before
+    r = cli_run("ledger", "demote", "redis")
+    assert r.stdout == ('Demoted "Redis client drops pipelined commands after a failover" from '
+                        "medium to low confidence.\n")
+    assert "- **Confidence:** low\n- **Observations:** 2" in \
+        (project.ledger / "edge-cases.md").read_text()
+    r = cli_run("ledger", "demote", "redis")
+    assert "is already at low confidence. No change." in r.stdout
+    data = json.loads(cli_run("ledger", "promote", "redis", "--json").stdout)
+    assert (data["from"], data["to"], data["changed"]) == ("low", "medium", True)
+
+
+def test_promote_not_found_and_bad_meta(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    r = cli_run("ledger", "promote", "nothing like it")
+    assert r.exit_code == 1
+    assert _error(r) == ('Error: No entries found matching "nothing like it". Run `toolkit '
+                         "ledger list` to see available entries")
+    (project.ledger / "meta.yaml").write_text("entries:\n\tpatterns: 2\n")
+    before = tree_digest(project.root)
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 65
+    assert _error(r) == (f"Error: {project.ledger / 'meta.yaml'}:2: invalid YAML, column 1: "
+                         "found character that cannot start any token. Fix the YAML (spaces, "
+                         "not tabs; close every quote) or restore it from a backup; nothing was "
+                         "written")
+    assert tree_digest(project.root) == before
+
+
+def test_duplicate_titles_nfc_nfd_act_on_none_without_a_choice(project: FixtureProject,
+                                                               cli_run) -> None:  # type: ignore[no-untyped-def]
+    _add(project, "patterns", _entry_b("Café naming"))
+    _add(project, "antipatterns", _entry_b("Cafe\u0301 naming"))
+    before = tree_digest(project.root)
+    r = cli_run("ledger", "promote", "CAFÉ NAMING")
+    assert r.exit_code == 1
+    assert r.stdout == ('Multiple entries match "CAFÉ NAMING":\n\n'
+                        "1. [low] Café naming — patterns.md\n"
+                        "2. [low] Cafe\u0301 naming — antipatterns.md\n\n")
+    assert tree_digest(project.root) == before
+    r = cli_run("ledger", "promote", "café naming", "--index", "2")
+    assert r.exit_code == 0
+    assert "**Title:** Cafe\u0301 naming\n**Date:** 2026-05-20\n**Category:** testing\n" \
+           "**Confidence:** medium" in (project.ledger / "antipatterns.md").read_text()
+    assert "**Confidence:** low\n**Source reflections:** 1\n\n**Pattern:** p.\n" in \
+        (project.ledger / "patterns.md").read_text()[-80:]
+
+
+def test_whole_title_wins_over_longer_titles(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    _add(project, "patterns", _entry_b("Docker"))
+    _add(project, "patterns", _entry_b("Docker layer caching"))
+    r = cli_run("ledger", "promote", "docker")
+    assert r.stdout == 'Promoted "Docker" from low to medium confidence.\n'
+
+
+def test_hostile_title_stored_byte_exact_and_shown_escaped(project: FixtureProject,
+                                                           cli_run) -> None:  # type: ignore[no-untyped-def]
+    title = "Evil \u202etxt.exe\u200b " + "x" * 280
+    _add(project, "patterns", _entry_b(title))
+    r = cli_run("ledger", "promote", "evil")
+    assert "Evil <U+202E>txt.exe<U+200B> x" in r.stdout
+    assert f"**Title:** {title}\n".encode() in (project.ledger / "patterns.md").read_bytes()
+
+
+# --------------------------------------------------------------------------- reset
+
+
+def test_reset_confirm_and_decline(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    before = tree_digest(project.root)
+    r = cli_run("ledger", "reset", input="no\n")
+    assert r.stdout == ("This will archive the current Ledger and start fresh.\n"
+                        "All existing entries will be preserved in the archive.\n"
+                        "Are you sure? (yes/no) no\nReset cancelled. Ledger unchanged.\n")
+    assert tree_digest(project.root) == before
+    old = (project.ledger / "patterns.md").read_bytes()
+    r = cli_run("ledger", "reset", input="yes\n", env=NOW)
+    assert r.stdout.endswith("Ledger archived to .smith/vault/ledger/archive/2026-06-15-093005/\n"
+                             "Fresh Ledger initialized with empty templates.\n")
+    archive = project.ledger / "archive" / "2026-06-15-093005"
+    assert sorted(p.name for p in archive.iterdir()) == [
+        "antipatterns.md", "edge-cases.md", "meta.yaml", "patterns.md", "project-quirks.md",
+        "tool-preferences.md"]
+    assert (archive / "patterns.md").read_bytes() == old
+    assert (project.ledger / "tool-preferences.md").read_text() == (
+        "# Tool Preferences\n\n<!-- Entries are added by /smith-reflect. Each entry starts "
+        "with ## heading. -->\n")
+    assert "Total entries: 0" in cli_run("ledger").stdout
+
+
+# --------------------------------------------------------------------------- session log
+
+
+def _point_session(project: FixtureProject) -> Path:
+    log = project.vault / "sessions" / SESSION
+    (project.vault / ".current-session").write_text(f"{log}\n")
+    return log
+
+
+def test_invocations_and_mutations_are_logged_in_the_seed_format(project: FixtureProject,
+                                                                 cli_run) -> None:  # type: ignore[no-untyped-def]
+    log = _point_session(project)
+    before = log.read_text()
+    cli_run("ledger", "promote", "route table", env=NOW)
+    added = log.read_text()[len(before):]
+    assert added.startswith("\n### [09:30:05] /smith-ledger promote applied\n\n"
+                            "**User Request:**\n> ")
+    assert ("**Subcommand:** promote\n"
+            '**Synthesized Input:** title "route table"\n'
+            '**Outcome:** Promoted "Grep the route table before adding a new endpoint" from '
+            "low to medium confidence.\n"
+            "**Artifacts:** .smith/vault/ledger/patterns.md, .smith/vault/ledger/meta.yaml, "
+            ".smith/vault/ledger/.meta.json, backup .smith/vault/ledger/.backups/"
+            "edit-2026-06-15-093005/\n"
+            "**Systems affected:** none\n\n"
+            "### [09:30:05] /smith-ledger invoked\n") in added
+    assert added.endswith("**Subcommand:** promote\n"
+                          '**Synthesized Input:** title "route table"\n'
+                          '**Outcome:** Promoted "Grep the route table before adding a new '
+                          'endpoint" from low to medium confidence.\n'
+                          "**Artifacts:** .smith/vault/ledger/\n"
+                          "**Systems affected:** none\n")
+    size = len(log.read_text())
+    cli_run("ledger", "list", env=NOW)
+    assert "**Subcommand:** list\n**Synthesized Input:** no filters\n" \
+           "**Outcome:** 4 entries listed\n" in log.read_text()[size:]
+
+
+def test_no_log_without_pointer_or_outside_sessions(project: FixtureProject, cli_run,
+                                                    tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    victim = tmp_path / "victim.md"
+    victim.write_text("keep me\n")
+    (project.vault / ".current-session").write_text(f"{victim}\n")
+    before = tree_digest(project.vault / "sessions")
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 0
+    assert victim.read_text() == "keep me\n"
+    assert tree_digest(project.vault / "sessions") == before

@@ -162,7 +162,8 @@ def pause(point: str, name: str | None = None) -> None:
     wanted = {p.strip() for p in points.split(",")}
     if point not in wanted and (name is None or f"{point}@{name}" not in wanted):
         return
-    sys.stderr.write(f"{PAUSE_ENV} {point}{'@' + name if name else ''} pid={os.getpid()}\n")
+    token = point if point in wanted else f"{point}@{name}"
+    sys.stderr.write(f"{PAUSE_ENV} {token} pid={os.getpid()}\n")
     sys.stderr.flush()
     wait_s = 30.0
     release_file: Path | None = None

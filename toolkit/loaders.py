@@ -11,6 +11,7 @@ must define ``LOADERS`` (a list of Loader) and ``MIGRATIONS`` (a list of (name, 
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import importlib
 import json
@@ -44,10 +45,15 @@ class Loader:
                                 state.get("note") or "", int(state.get("rows") or 0),
                                 skipped=True, problems=store.problems(self.name))
         try:
-            with store.transaction():
-                result = self.load(store, cfg, full, progress)
-                store.replace_problems(self.name, result.problems)
-                store.record_source(result, fp, getattr(result, "state", None))
+            try:
+                result = self._load_in_transaction(store, cfg, full, progress, fp)
+            except FastPathFailed:
+                # A failed statement aborts the whole DuckDB transaction: start again, careful.
+                token = _CAREFUL.set(True)
+                try:
+                    result = self._load_in_transaction(store, cfg, full, progress, fp)
+                finally:
+                    _CAREFUL.reset(token)
         except ToolkitError as exc:
             result = SourceResult(self.name, location, True, f"error: {exc}",
                                   problems=[Problem(self.name, exc.path or location, exc.line,
@@ -57,6 +63,22 @@ class Loader:
                 store.replace_problems(self.name, result.problems)
                 store.record_source(result, None)
         return result
+
+    def _load_in_transaction(self, store: Store, cfg: Config, full: bool, progress: Any,
+                             fp: str) -> SourceResult:
+        with store.transaction():
+            result = self.load(store, cfg, full, progress)
+            store.replace_problems(self.name, result.problems)
+            store.record_source(result, fp, getattr(result, "state", None))
+        return result
+
+
+class FastPathFailed(Exception):
+    """A loader's fast path hit data it cannot take; the load is redone the careful way."""
+
+
+# Set while a loader is redone after FastPathFailed: loaders then skip their fast path.
+_CAREFUL: contextvars.ContextVar[bool] = contextvars.ContextVar("careful", default=False)
 
 
 def _features() -> list[Any]:
@@ -240,9 +262,6 @@ SLOP = Loader("slop", _slop_fp, _load_slop)
 
 # --------------------------------------------------------------------------- audit DB
 
-_AUDIT_CASTS = {"ts": "TRY_CAST(ts AS TIMESTAMP)", "verdict_ts": "TRY_CAST(verdict_ts AS TIMESTAMP)"}
-
-
 def _audit_fp(cfg: Config) -> tuple[str, str]:
     db = cfg.audit_db
     paths = [db]
@@ -313,23 +332,22 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
 
 def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
                       after: int, problems: list[Problem], progress: Any) -> int:
+    """Copy rows with id > after: streamed Arrow batches (fast), or validated rows (careful)."""
     from toolkit.sources import audit
 
-    arrow_ok = all(c in present for c in ("id", "ts"))
-    if arrow_ok:
+    if not _CAREFUL.get() and all(c in present for c in ("id", "ts")):
+        before = store.scalar(f"SELECT count(*) FROM {table}")
         try:
-            tbl = audit.read_arrow(db, table, present, after)
-            types = {f.name: str(f.type) for f in tbl.schema}
-            ints_ok = all(types.get(c) in ("int64", "null") for c in audit.INT_COLUMNS
-                          if c in types)
-            if ints_ok:
-                return store.insert_arrow(table, tbl, _AUDIT_CASTS)
-        except Exception as exc:  # noqa: BLE001 - any ADBC trouble -> careful path
-            if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+            audit.stream_into(db, table, present, after, store.insert_stream)
+        except Exception as exc:  # noqa: BLE001 - wrong types mid-stream, driver trouble
+            text = str(exc).lower()
+            if "locked" in text or "busy" in text:
                 from toolkit.errors import BusyError
 
                 raise BusyError("audit DB is busy (locked by a writer); retry in a moment",
                                 path=db) from None
+            raise FastPathFailed(str(exc)) from None
+        return int(store.scalar(f"SELECT count(*) FROM {table}") - before)
     rows, bad = audit.read_rows(conn, db, table, present, after)
     for rid, note in bad:
         problems.append(Problem("audit", str(db), None,

@@ -86,13 +86,13 @@ CREATE TABLE slop_entries (
     created_at_raw VARCHAR, updated_at_raw VARCHAR, task_id VARCHAR, thread_id VARCHAR,
     extra JSON, problems VARCHAR[], path VARCHAR, position INTEGER, line INTEGER);
 CREATE TABLE actions (
-    id BIGINT PRIMARY KEY, ts TIMESTAMP, tier INTEGER, category VARCHAR, description VARCHAR,
+    id BIGINT, ts TIMESTAMP, tier INTEGER, category VARCHAR, description VARCHAR,
     project VARCHAR);
 CREATE TABLE dispatches (
-    id BIGINT PRIMARY KEY, ts TIMESTAMP, task VARCHAR, agent_type VARCHAR, model VARCHAR,
+    id BIGINT, ts TIMESTAMP, task VARCHAR, agent_type VARCHAR, model VARCHAR,
     brief_summary VARCHAR, verdict VARCHAR, verdict_ts TIMESTAMP, verdict_notes VARCHAR);
 CREATE TABLE approaches (
-    id BIGINT PRIMARY KEY, ts TIMESTAMP, task VARCHAR, approach VARCHAR, outcome VARCHAR,
+    id BIGINT, ts TIMESTAMP, task VARCHAR, approach VARCHAR, outcome VARCHAR,
     reason VARCHAR);
 CREATE TABLE snapshots (
     repo VARCHAR, position INTEGER, sha VARCHAR, parent VARCHAR, ts TIMESTAMP, label VARCHAR,
@@ -324,15 +324,11 @@ class Store:
         self.conn.execute(f'INSERT INTO "{table}" ({cols}) SELECT {sel} FROM batch')
         return len(rows)
 
-    def insert_arrow(self, table: str, arrow_table: Any, casts: dict[str, str]) -> int:
-        """Insert an Arrow table, casting columns as given (e.g. ts -> TIMESTAMP)."""
-        if arrow_table.num_rows == 0:
-            return 0
-        src = arrow_table  # noqa: F841 - referenced by name in SQL
-        cols = list(arrow_table.column_names)
-        sel = ", ".join(casts.get(c, f'"{c}"') for c in cols)
-        self.conn.execute(f'INSERT INTO "{table}" ({", ".join(cols)}) SELECT {sel} FROM src')
-        return int(arrow_table.num_rows)
+    def insert_stream(self, table: str, reader: Any, exprs: Sequence[str]) -> None:
+        """Insert from an Arrow RecordBatchReader, one expression per target column (streamed:
+        batches are consumed as they are read, never held whole)."""
+        src = reader  # noqa: F841 - referenced by name in SQL
+        self.conn.execute(f'INSERT INTO "{table}" SELECT {", ".join(exprs)} FROM src').fetchall()
 
     def replace_problems(self, source: str, problems: Sequence[Problem]) -> None:
         self.conn.execute("DELETE FROM _problems WHERE source = ?", [source])

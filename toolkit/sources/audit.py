@@ -131,16 +131,45 @@ def _select(table: str, present: list[str]) -> str:
     return f'SELECT {cols} FROM "{table}" WHERE id > ? ORDER BY id'
 
 
-def read_arrow(path: Path, table: str, present: list[str], after_id: int) -> Any:
-    """Rows with id > after_id as a pyarrow Table (fast path). Raises on type trouble."""
+# Nullable text columns: Arrow infers a column's type from the first batch, and a batch of
+# only NULLs would make it an integer column. Read them as (is_null, text) and rebuild.
+NULLABLE_TEXT = {"project", "verdict", "verdict_ts", "verdict_notes"}
+
+
+def stream_select(table: str, present: list[str]) -> tuple[str, list[str]]:
+    """(SQLite SELECT for the stream, DuckDB expressions that rebuild each column)."""
+    sel, rebuild = [], []
+    for c in TABLES[table]:
+        if c not in present:
+            sel.append(f'NULL AS "{c}"')
+            rebuild.append(f'CAST(NULL AS VARCHAR) AS "{c}"')
+        elif c in NULLABLE_TEXT:
+            sel.append(f'"{c}" IS NULL AS "{c}__null", coalesce(CAST("{c}" AS TEXT), \'\') AS "{c}"')
+            cast = "TRY_CAST({} AS TIMESTAMP)" if c.endswith("_ts") else "{}"
+            rebuild.append(f'CASE WHEN "{c}__null" = 1 THEN NULL ELSE '
+                           f'{cast.format(chr(34) + c + chr(34))} END AS "{c}"')
+        elif c == "ts":
+            sel.append('"ts"')
+            rebuild.append('TRY_CAST("ts" AS TIMESTAMP) AS "ts"')
+        else:
+            sel.append(f'"{c}"')
+            rebuild.append(f'"{c}"')
+    return (f'SELECT {", ".join(sel)} FROM "{table}" WHERE id > ? ORDER BY id', rebuild)
+
+
+def stream_into(path: Path, table: str, present: list[str], after_id: int,
+                sink: Any) -> None:
+    """Stream rows with id > after_id as Arrow record batches into ``sink(table, reader,
+    rebuild_exprs)``. Raises on type trouble (the caller then takes the careful path)."""
     import adbc_driver_sqlite.dbapi as adbc
 
+    sql, rebuild = stream_select(table, present)
     conn = adbc.connect(_uri(path))
     try:
         cur = conn.cursor()
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        cur.execute(_select(table, present), (after_id,))
-        return cur.fetch_arrow_table()
+        cur.execute(sql, (after_id,))
+        sink(table, cur.fetch_record_batch(), rebuild)
     finally:
         conn.close()
 

@@ -41,6 +41,10 @@ _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SECTION_NAMES = {"context", "pattern", "evidence", "related"}
+_FIELD_S = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)[ \t]*",
+                      re.MULTILINE)
+_SECTION_HEAD = re.compile(r"^### (.*)$", re.MULTILINE)
+_INTERESTING = frozenset(b"#*`~- \t")  # first bytes of lines that can matter in pass 1
 
 
 @dataclass
@@ -85,36 +89,49 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     crlf = data.count(b"\r\n")
     newline = b"\r\n" if crlf and crlf * 2 >= data.count(b"\n") else b"\n"
 
-    # Pass 1: line table and entry starts, outside fences.
+    # Pass 1: line table and entry starts, outside fences. A BOM belongs to the header: the
+    # first line is read without it, so an entry (or fence) on the first line is still seen.
+    begin = len(BOM) if bom else 0
+    lines = data[begin:].split(b"\n") if len(data) > begin else []
+    if lines and not lines[-1]:
+        lines.pop()  # the empty piece after a final newline is not a line
     offsets: list[int] = []
-    lines: list[bytes] = []
+    pos = begin
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
-    # A BOM belongs to the header: the first line is read without it, so an entry (or fence)
-    # on the very first line of a BOM file is still seen.
-    for i, (off, line) in enumerate(_iter_lines(data, len(BOM) if bom else 0)):
-        offsets.append(off)
-        lines.append(line)
-        first = line[:1]
-        if first not in b"#*`~- \t" or not first:
+    interesting = _INTERESTING
+    for i, line in enumerate(lines):
+        if not line:
             continue
+        c = line[0]
+        if c not in interesting:
+            continue
+        if c == 45:  # "-": a separator, or (mostly) a bullet
+            if fence is None and line.startswith(b"---") and _SEP.match(line):
+                seps.append(i)
+            continue
+        if c == 42:  # "*"
+            if fence is None and (line.startswith(b"**Title:**")
+                                  or line.startswith(b"**Title**:")):
+                starts.append((i, "B"))
+            continue
+        if c == 35:  # "#"
+            if fence is None and line.startswith(b"## "):
+                starts.append((i, "A"))
+            continue
+        # "`", "~", space or tab: fences, and indented separators
+        m = _FENCE.match(line)
         if fence is not None:
-            m = _FENCE.match(line)
             if m and m.group(1)[:1] == fence[:1] and len(m.group(1)) >= len(fence):
                 fence = None
             continue
-        m = _FENCE.match(line)
         if m:
             fence = m.group(1)
-            continue
-        if line.startswith(b"## "):
-            starts.append((i, "A"))
-        elif line.startswith(b"**Title:**") or line.startswith(b"**Title**:"):
-            starts.append((i, "B"))
-        elif first == b"-" and _SEP.match(line):
-            seps.append(i)
-        elif first != b"-" and first != b"#" and first != b"*" and _SEP.match(line):
+        elif _SEP.match(line):
             seps.append(i)
     offsets.append(len(data))
     nlines = len(lines)
@@ -172,52 +189,44 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
                       newline=newline, bom=bom, problems=problems)
 
 
-def _parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
+def _parse_entry(lines: Any, ti: int, end: int, form: str, path: str, kind: str,
                  start_off: int, end_off: int) -> LedgerEntry:
-    fields: dict[str, str] = {}
-    sections: dict[str, list[str]] = {}
     problems: list[str] = []
-    title_line = lines[ti]
+    fields: dict[str, str] = {}
+    texts: dict[str, str | None] = {}
+    # One decode and a few whole-block regex scans per entry (fast on big ledgers).
+    if isinstance(lines, list):
+        chunk = lines[ti:end]
+    else:  # a line view (the editor's fast title lookup); its lines may keep their endings
+        chunk = [lines[k].rstrip(b"\n") for k in range(ti, end)]
+    text = b"\n".join(chunk).decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "")
+    nl = text.find("\n")
+    first = text if nl < 0 else text[:nl]
     if form == "A":
-        title = _val(title_line[3:])
-        current: str | None = None
-        for k in range(ti + 1, end):
-            line = lines[k]
-            if line.startswith(b"### "):
-                name = _val(line[4:]).lower().rstrip(":")
-                current = name
-                sections.setdefault(name, [])
-                continue
-            if current is None:
-                m = _FIELD.match(line)
-                if m:
-                    fields[_val(m.group(1)).lower()] = _val(m.group(2))
-                continue
-            sections[current].append(line.decode("utf-8", "replace").rstrip("\r\n"))
-        texts = {k: "\n".join(v).strip() or None for k, v in sections.items()}
+        title = first[3:].strip()
+        heads = list(_SECTION_HEAD.finditer(text))
+        meta = text[: heads[0].start()] if heads else text
+        for m in _FIELD_S.finditer(meta):
+            eol = meta.find("\n", m.end())
+            fields[m.group(1).strip().lower()] = meta[m.end(): eol if eol >= 0 else None].strip()
+        for k, h in enumerate(heads):
+            stop = heads[k + 1].start() if k + 1 < len(heads) else len(text)
+            texts[h.group(1).strip().lower().rstrip(":")] = text[h.end():stop].strip() or None
     else:
-        m = _FIELD.match(title_line)
-        title = _val(m.group(2)) if m else ""
-        current = None
-        buf: dict[str, list[str]] = {}
-        for k in range(ti + 1, end):
-            line = lines[k]
-            m = _FIELD.match(line) if line[:1] in (b"*", b"-", b" ", b"\t", b"+") else None
-            if m:
-                name = _val(m.group(1)).lower()
-                if name in _SECTION_NAMES or name not in fields:
-                    current = name
-                    buf[name] = [m.group(2).decode("utf-8", "replace")]
-                    continue
-            if current is not None:
-                buf[current].append(line.decode("utf-8", "replace").rstrip("\r\n"))
-        texts = {}
-        for name, parts in buf.items():
-            text = "\n".join(parts).strip()
-            if name in _SECTION_NAMES:
-                texts[name] = text or None
+        matches = list(_FIELD_S.finditer(text))
+        title = ""
+        for k, m in enumerate(matches):
+            name = m.group(1).strip().lower()
+            stop = matches[k + 1].start() if k + 1 < len(matches) else len(text)
+            value = text[m.end():stop].strip()
+            if k == 0 and m.start() == 0:
+                title = value.split("\n", 1)[0].strip()
+            elif name in _SECTION_NAMES:
+                texts[name] = value or None
             else:
-                fields[name] = text.split("\n", 1)[0].strip()
+                fields[name] = value.split("\n", 1)[0].strip()
     date = fields.get("date") or None
     category = (fields.get("category") or "").lower() or None
     confidence = (fields.get("confidence") or "").lower() or None

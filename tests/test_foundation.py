@@ -245,3 +245,21 @@ def test_nagi_export_json_is_a_source(tmp_path, cli_run, monkeypatch):
     monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
     out = cli_run("query", "SELECT count(*) AS n FROM approaches", "--format", "csv").output
     assert out.splitlines() == ["n", "3"]
+
+
+def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_run, tmp_path):
+    import pyarrow.dataset as ds
+
+    out = tmp_path / "lake"
+    result = cli_run("export", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert (out / "project=acme-api" / "table=ledger_entries").is_dir()
+    data = ds.dataset(out / "project=acme-api" / "table=dispatches", format="parquet").to_table()
+    assert sorted(data.column("task").to_pylist()) == [
+        "Audit logging for admin endpoints", "Cap webhook retries at 5 attempts",
+        "Cap webhook retries at 5 attempts"]
+    # a second project shares the folder; re-exporting one project replaces only its own
+    cli_run("export", "--out", str(out), "--project-name", "other")
+    cli_run("export", "--out", str(out))
+    projects = sorted(p.name for p in out.iterdir())
+    assert projects == ["project=acme-api", "project=other"]

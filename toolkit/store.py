@@ -268,6 +268,33 @@ class Store:
         order = " ORDER BY ALL" if ordered else ""
         self.conn.execute(f"COPY (SELECT * FROM \"{table}\"{order}) TO '{escaped}' ({opts})")
 
+    def export_parquet(self, dest: Path, project: str) -> list[tuple[str, int]]:
+        """Write every table as hive-partitioned Parquet: ``dest/project=<p>/table=<t>/``.
+
+        Re-exporting a project replaces only that project's folders, so several projects can
+        share one ``dest`` that DuckDB, Spark or Trino query with hive partitioning.
+        """
+        import shutil
+
+        dest = Path(dest)
+        target = dest / f"project={project}"
+        if target.exists():
+            shutil.rmtree(target)
+        dest.mkdir(parents=True, exist_ok=True)
+        written = []
+        views = {t for t, kind, _c, _d in self.schema() if kind == "view"}
+        for table in self.tables():
+            if table in views:
+                continue
+            n = self.scalar(f'SELECT count(*) FROM "{table}"')
+            escaped = str(dest).replace("'", "''")
+            self.conn.execute(
+                f"COPY (SELECT ? AS project, ? AS \"table\", * FROM \"{table}\") TO '{escaped}' "
+                "(FORMAT PARQUET, PARTITION_BY (project, \"table\"), OVERWRITE_OR_IGNORE)",
+                [project, table]).fetchall()
+            written.append((table, int(n)))
+        return written
+
     def tables(self) -> list[str]:
         rows = self.conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("toolkit.cli.audit:audit", "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
     "build-site": ("toolkit.cli.site:build_site", "Build the browsable static site (MkDocs Material) of everything in the store."),
     "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
+    "export": ("toolkit.cli.data:export", "Export every table as hive-partitioned Parquet (by project and table)."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
     "ledger": ("toolkit.cli.ledger:ledger", "Smith Ledger: dashboard, list, show, search, export, prune, promote, demote, reset."),
     "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),

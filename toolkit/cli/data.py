@@ -148,3 +148,28 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
     click.echo(render_rows(cols, rows, fmt))
     if truncated:
         click.echo(f"(stopped after {max_rows} rows; use --max-rows or LIMIT)", err=True)
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
+              show_default=True)
+@click.option("--out", "out", type=click.Path(file_okay=False), required=True,
+              help="Folder to write into (shared by several projects).")
+@click.option("--project-name", default=None,
+              help="Partition name for this project (default: the project folder's name).")
+def export(fmt: str, out: str, project_name: str | None) -> None:
+    """Export every table as hive-partitioned Parquet (by project and table).
+
+    The layout OUT/project=<name>/table=<table>/*.parquet is what DuckDB, Spark or Trino read
+    directly, e.g. in DuckDB:
+    SELECT * FROM read_parquet('OUT/*/*/*.parquet', hive_partitioning = true).
+    """
+    from toolkit.cli._common import open_store
+
+    cfg = get_config()
+    name = project_name or cfg.project_root.name
+    with open_store(cfg) as store:
+        written = store.export_parquet(Path(out), name)
+    for table, rows in written:
+        click.echo(f"{table:<24} {rows:>9,} rows")
+    click.echo(f"Wrote {Path(out) / f'project={name}'}")

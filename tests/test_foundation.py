@@ -253,8 +253,8 @@ def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_ru
     out = tmp_path / "lake"
     result = cli_run("export", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert (out / "project=acme-api" / "table=ledger_entries").is_dir()
-    data = ds.dataset(out / "project=acme-api" / "table=dispatches", format="parquet").to_table()
+    assert (out / "project_name=acme-api" / "table_name=ledger_entries").is_dir()
+    data = ds.dataset(out / "project_name=acme-api" / "table_name=dispatches", format="parquet").to_table()
     assert sorted(data.column("task").to_pylist()) == [
         "Audit logging for admin endpoints", "Cap webhook retries at 5 attempts",
         "Cap webhook retries at 5 attempts"]
@@ -262,4 +262,4 @@ def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_ru
     cli_run("export", "--out", str(out), "--project-name", "other")
     cli_run("export", "--out", str(out))
     projects = sorted(p.name for p in out.iterdir())
-    assert projects == ["project=acme-api", "project=other"]
+    assert projects == ["project_name=acme-api", "project_name=other"]

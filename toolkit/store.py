@@ -269,7 +269,7 @@ class Store:
         self.conn.execute(f"COPY (SELECT * FROM \"{table}\"{order}) TO '{escaped}' ({opts})")
 
     def export_parquet(self, dest: Path, project: str) -> list[tuple[str, int]]:
-        """Write every table as hive-partitioned Parquet: ``dest/project=<p>/table=<t>/``.
+        """Write every table as hive-partitioned Parquet: ``dest/project_name=<p>/table_name=<t>/``.
 
         Re-exporting a project replaces only that project's folders, so several projects can
         share one ``dest`` that DuckDB, Spark or Trino query with hive partitioning.
@@ -277,7 +277,7 @@ class Store:
         import shutil
 
         dest = Path(dest)
-        target = dest / f"project={project}"
+        target = dest / f"project_name={project}"
         if target.exists():
             shutil.rmtree(target)
         dest.mkdir(parents=True, exist_ok=True)
@@ -289,8 +289,9 @@ class Store:
             n = self.scalar(f'SELECT count(*) FROM "{table}"')
             escaped = str(dest).replace("'", "''")
             self.conn.execute(
-                f"COPY (SELECT ? AS project, ? AS \"table\", * FROM \"{table}\") TO '{escaped}' "
-                "(FORMAT PARQUET, PARTITION_BY (project, \"table\"), OVERWRITE_OR_IGNORE)",
+                f"COPY (SELECT ? AS project_name, ? AS table_name, * FROM \"{table}\") TO "
+                f"'{escaped}' (FORMAT PARQUET, PARTITION_BY (project_name, table_name), "
+                "OVERWRITE_OR_IGNORE)",
                 [project, table]).fetchall()
             written.append((table, int(n)))
         return written

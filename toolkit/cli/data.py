@@ -160,7 +160,7 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
 def export(fmt: str, out: str, project_name: str | None) -> None:
     """Export every table as hive-partitioned Parquet (by project and table).
 
-    The layout OUT/project=<name>/table=<table>/*.parquet is what DuckDB, Spark or Trino read
+    The layout OUT/project_name=<name>/table_name=<table>/*.parquet is what DuckDB, Spark or Trino read
     directly, e.g. in DuckDB:
     SELECT * FROM read_parquet('OUT/*/*/*.parquet', hive_partitioning = true).
     """
@@ -172,4 +172,4 @@ def export(fmt: str, out: str, project_name: str | None) -> None:
         written = store.export_parquet(Path(out), name)
     for table, rows in written:
         click.echo(f"{table:<24} {rows:>9,} rows")
-    click.echo(f"Wrote {Path(out) / f'project={name}'}")
+    click.echo(f"Wrote {Path(out) / f'project_name={name}'}")

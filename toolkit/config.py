@@ -107,7 +107,7 @@ def load_file_settings(path: Path) -> dict[str, Any]:
     for key in _PATH_KEYS:
         if out.get(key) is not None:
             p = Path(os.path.expanduser(str(out[key])))
-            out[key] = p if p.is_absolute() else (path.parent / p)
+            out[key] = Path(os.path.normpath(p if p.is_absolute() else (path.parent / p)))
     return out
 
 

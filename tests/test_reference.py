@@ -1,0 +1,26 @@
+"""The generated reference (every --help, the store schema) matches the code."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_reference_is_current():
+    spec = importlib.util.spec_from_file_location("gen_reference",
+                                                  ROOT / "scripts" / "gen_reference.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    current = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    assert current == mod.render(), "docs/reference.md is stale: run python scripts/gen_reference.py"
+
+
+def test_every_command_is_in_the_readme():
+    from toolkit.cli import COMMANDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [name for name in COMMANDS if f"toolkit {name}" not in readme]
+    assert missing == []

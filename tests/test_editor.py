@@ -232,16 +232,31 @@ def test_hard_link_refused_without_force(tmp_path: Path) -> None:  # A14
     assert b"High" in path.read_bytes() and b"Medium" in (tmp_path / "other-name.md").read_bytes()
 
 
-def test_junk_file_is_never_rewritten(tmp_path: Path) -> None:  # A6
+def test_junk_file_is_never_rewritten(tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # A6
     vault = _vault(tmp_path)
     junk = vault / "ledger" / "antipatterns.md"
     junk.write_bytes(b"# Ledger\n\n**Title:** ok\n**Confidence:** low\n\xff\xfe junk\n")
     with _session(vault) as s:
-        assert s.doc("antipatterns").error and "byte offset" in s.doc("antipatterns").error
         assert s.find("ok", kinds=["antipatterns"]) == []
+        assert "byte offset 44" in (s.doc("antipatterns").error or "")
         s.set_confidence(s.find("alpha")[0], "high")  # the other files still work
         s.commit()
     assert junk.read_bytes().endswith(b"\xff\xfe junk\n")
+
+    # Found by the large-file lookup (which does not read the whole file): the commit checks
+    # the file before anything is renamed and refuses.
+    monkeypatch.setattr(editor, "FAST_FIND_BYTES", 0)
+    before = tree_digest(tmp_path)
+    with _session(vault) as s:
+        [e] = s.find("ok", kinds=["antipatterns"])
+        s.set_confidence(e, "high")
+        with pytest.raises(DataError) as err:
+            s.commit()
+    assert "invalid UTF-8 at byte offset 44" in str(err.value)
+    assert "never rewritten, nothing written" in str(err.value)
+    assert tree_digest(tmp_path) == before
+    assert not list((vault / "ledger").glob(".*toolkit-tmp-*"))
 
 
 def test_reset_archives_and_writes_templates(tmp_path: Path) -> None:

@@ -242,3 +242,18 @@ def test_sigkill_at_pause_points(tmp_path: Path, point: str) -> None:
     else:
         assert f.read_bytes() == b"new content\n"  # complete, never partial
         assert _temps(tmp_path) == []
+
+
+def test_check_during_fsync_that_fails_renames_nothing(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"old\n")
+
+    def check() -> None:
+        raise DataError("not what we expected")
+
+    with pytest.raises(DataError, match="not what we expected"):
+        atomic_replace(FileSnapshot.read(f), b"new\n", during_fsync=check)
+    assert f.read_bytes() == b"old\n" and _temps(tmp_path) == []
+    ran = []
+    atomic_replace(FileSnapshot.read(f), b"new\n", during_fsync=lambda: ran.append(1))
+    assert ran == [1] and f.read_bytes() == b"new\n"

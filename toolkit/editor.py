@@ -397,6 +397,7 @@ class _Doc:
         self._parsed: LedgerFile | None = None
         self.edits: list[_Edit] = []
         self._seq = 0
+        self._checked = False
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
@@ -404,11 +405,19 @@ class _Doc:
                 self.error = str(exc)
             except OSError as exc:
                 self.error = f"{self.path}: cannot read: {exc.strerror}"
-            if self.snapshot is not None:
+
+    def validate(self) -> bool:
+        """Is the file UTF-8 text (FAULTS A6)? Checked once, when first needed: before a full
+        parse, and before the commit writes it (a file with junk bytes is never rewritten)."""
+        if not self._checked:
+            self._checked = True
+            if self.snapshot is not None and self.error is None:
                 try:
                     check_utf8(self.snapshot.data, self.path)
                 except DataError as exc:
                     self.error = str(exc)
+                    self._parsed = None
+        return self.error is None
 
     @property
     def name(self) -> str:
@@ -428,6 +437,7 @@ class _Doc:
 
     def parse(self) -> LedgerFile:
         if self._parsed is None:
+            self.validate()
             self._parsed = parse_ledger_bytes(self.data, self.path, self.kind)
         return self._parsed
 
@@ -1130,7 +1140,10 @@ class EditorSession:
         json_change = next((c for c in meta if c.name == ".meta.json"), None)
         self._check_writable([c.path for c in changes], snaps)
         extra = [s for s in (self.meta_yaml, self.meta_json) if s is not None]
-        self._check_unchanged(snaps + extra)
+        # The first file written is checked right before its rename (and only the lock field,
+        # which a failure gives back, is written before it); the others are checked now so a
+        # conflict on them refuses before anything is written.
+        self._check_unchanged(snaps[1:] + extra)
         now = self.now()
         sources = list(snaps)
         if meta_yaml_change is not None and self.meta_yaml is not None:
@@ -1147,9 +1160,19 @@ class EditorSession:
         fsync_dir(dest)
         held = self._take_json_lock(now)
         folders = {self.ledger_dir}
+
+        def validate_changed() -> None:
+            for c in changes:
+                d = self.docs[_kind_of(c.name)]
+                if not d.validate():
+                    raise DataError(f"{d.error}; this file is never rewritten, nothing written")
+
         try:
-            for c, snap in zip(changes, snaps):
-                atomic_replace(snap, c.new, expected=snap, fsync_dir=False)
+            for n, (c, snap) in enumerate(zip(changes, snaps)):
+                # The UTF-8 check of the files (A6) runs while the disk flushes the first one;
+                # a failure removes that temp file before anything is renamed.
+                atomic_replace(snap, c.new, expected=snap, fsync_dir=False,
+                               during_fsync=validate_changed if n == 0 else None)
                 folders.add(snap.path.parent)
                 written.append(c.name)
             if meta_yaml_change is not None and self.meta_yaml is not None:

@@ -629,6 +629,11 @@ def prune(vault: Path, *, today: dt.date, dry_run: bool = False, force: bool = F
             log.outcome = "prune cancelled; no changes made"
             return PruneResult(plan, "cancelled", notes=list(s.notes))
         r = s.commit()
+        if plan.demotions:
+            r.notes.append(f"the {len(plan.demotions)} demoted entr"
+                           f"{'y keeps its' if len(plan.demotions) == 1 else 'ies keep their'} "
+                           "Date (as /smith-ledger prune does), so the next prune removes "
+                           f"{'it' if len(plan.demotions) == 1 else 'them'}")
         outcome = (f"Pruned: {len(plan.removals)} removed, {len(plan.demotions)} demoted. "
                    f"Total entries: {r.entries_total}")
         log.outcome = outcome

@@ -35,6 +35,7 @@ import secrets
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,6 +201,28 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _fsync_while(fd: int, work: Callable[[], None]) -> None:
+    """fsync ``fd`` in a thread (fsync releases the GIL) while ``work`` runs here."""
+    import threading
+
+    failure: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            os.fsync(fd)
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    t = threading.Thread(target=flush, name="toolkit-fsync")
+    t.start()
+    try:
+        work()
+    finally:
+        t.join()
+    if failure:
+        raise failure[0]
+
+
 def temp_path_for(path: Path) -> Path:
     return path.parent / f".{path.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
@@ -211,7 +234,8 @@ def _space_error(path: Path) -> NoSpaceError:
 
 def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
                    expected: FileSnapshot | None = None, mode: int | None = None,
-                   fsync: bool = True, fsync_dir: bool = True) -> Path:
+                   fsync: bool = True, fsync_dir: bool = True,
+                   during_fsync: Callable[[], None] | None = None) -> Path:
     """Replace a file's content atomically; return the path written.
 
     ``target`` is a snapshot (its real path and mode are used) or a path (a new file gets
@@ -220,6 +244,8 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     the rename. Readers see either the old or the new content, never a mix; after a crash the
     original is intact or the new content is complete. ``fsync_dir=False`` leaves the folder's
     fsync to the caller (one :func:`fsync_dir` after several replaces in the same folder).
+    ``during_fsync``: work (a check) to run while the disk flushes the temp file; when it raises,
+    nothing is renamed and the temp file is removed.
     """
     if isinstance(target, FileSnapshot):
         path = target.path
@@ -252,8 +278,12 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            if fsync:
+            if fsync and during_fsync is not None:
+                _fsync_while(fd, during_fsync)
+            elif fsync:
                 os.fsync(fd)
+            elif during_fsync is not None:
+                during_fsync()
             os.fchmod(fd, keep_mode)
         finally:
             os.close(fd)

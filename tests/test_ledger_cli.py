@@ -419,3 +419,42 @@ def test_no_log_without_pointer_or_outside_sessions(project: FixtureProject, cli
     assert r.exit_code == 0
     assert victim.read_text() == "keep me\n"
     assert tree_digest(project.vault / "sessions") == before
+
+
+def test_oversized_and_junk_files_are_skipped_with_a_note_and_never_touched(
+        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    big = project.ledger / "patterns.md"
+    big.write_bytes(big.read_bytes() + b"\n" + b"x" * 1_200_000 + b"\n")  # over a 1 MB limit
+    junk = project.ledger / "antipatterns.md"
+    offset = len(junk.read_bytes()) + 1
+    junk.write_bytes(junk.read_bytes() + b"\n\xff\xfe\n")
+    before = {p: p.read_bytes() for p in (big, junk)}
+    r = cli_run("--today", "2026-09-01", "ledger", "prune", "--auto",
+                env={"TOOLKIT_MAX_FILE_MB": "1"})
+    assert r.exit_code == 0
+    assert (f"note: skipped: {big}: file is 1.1 MB, over the 1 MB limit. Raise the limit with "
+            "TOOLKIT_MAX_FILE_MB=<MB> or `max_file_mb:` in toolkit.yaml") in r.output
+    assert (f"note: skipped (never rewritten): {junk}: invalid UTF-8 at byte offset {offset}. "
+            "Save the file as UTF-8 or restore it from a backup") in r.output
+    assert r.stdout.endswith("Auto-prune complete: 0 removed, 1 demoted. Total entries: 1\n")
+    assert {p: p.read_bytes() for p in (big, junk)} == before
+
+
+def test_bad_meta_json_or_alias_bomb_refuses_the_write(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    meta_json = project.ledger / ".meta.json"
+    meta_json.write_text('{"total_patterns": 4, "total_patterns": 5, "lock": null}\n')
+    before = tree_digest(project.root)
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 65
+    assert _error(r) == f"Error: {meta_json}: invalid JSON: duplicate key 'total_patterns'"
+    assert tree_digest(project.root) == before
+    meta_json.write_text('{"lock": null}\n')
+    bomb = "a: &a [x, x]\n" + "".join(f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i-1}'}, "
+                                      f"*{'a' if i == 0 else f'b{i-1}'}]\n" for i in range(60))
+    (project.ledger / "meta.yaml").write_text(bomb + "confidence_distribution: {low: 1}\n")
+    before = tree_digest(project.root)
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 65
+    assert _error(r) == (f"Error: {project.ledger / 'meta.yaml'}: more than 100 YAML aliases; "
+                         "refusing a possible alias bomb. Nothing was written")
+    assert tree_digest(project.root) == before

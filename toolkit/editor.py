@@ -388,7 +388,9 @@ class _Edit:
 class _Doc:
     """One of the five ledger files in a session: its snapshot, its parse, its pending edits."""
 
-    def __init__(self, ledger_dir: Path, kind: str, max_bytes: int | None) -> None:
+    def __init__(self, ledger_dir: Path, kind: str, max_bytes: int | None,
+                 notes: list[str] | None = None) -> None:
+        self.notes = notes if notes is not None else []
         self.kind = kind
         self.path = ledger_dir / f"{kind}.md"
         self.snapshot: FileSnapshot | None = None
@@ -417,6 +419,7 @@ class _Doc:
                 except DataError as exc:
                     self.error = str(exc)
                     self._parsed = None
+                    self.notes.append(f"skipped (never rewritten): {self.error}")
         return self.error is None
 
     @property
@@ -520,8 +523,15 @@ def compose_yaml(text: str, path: Path) -> Any:
     multiply; a tag the safe loader would refuse (``!!python/...``) is refused here too."""
     import yaml
 
+    from toolkit.textio import MAX_YAML_ALIASES
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        aliases = sum(1 for ev in yaml.parse(text, Loader=loader)
+                      if isinstance(ev, yaml.AliasEvent))
+        if aliases > MAX_YAML_ALIASES:
+            raise DataError(f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible "
+                            "alias bomb", path=path, hint="Nothing was written")
         root = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -793,7 +803,9 @@ class EditorSession:
                                           "run; made it a copy")
             self._wait_for_json_lock()
             for kind in LEDGER_FILES:
-                self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes)
+                d = self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes, self.notes)
+                if d.error:
+                    self.notes.append(f"skipped: {d.error}")
             self.meta_yaml = self._snap(self.ledger_dir / "meta.yaml")
             pause("after_read")
         except BaseException:

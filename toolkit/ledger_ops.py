@@ -410,6 +410,7 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
            request: str | None = None) -> list[SearchHit]:
     """Case-insensitive search of every ledger line; each hit names its entry (the nearest
     entry above it), file and confidence, with ``context`` lines before and after."""
+    import bisect
     import unicodedata
 
     vault = Path(vault)
@@ -425,18 +426,15 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
                 continue
             data = lf.data[3:] if lf.bom else lf.data
             lines = data.decode("utf-8", "replace").splitlines()
-            starts = sorted(((e.line, e) for e in lf.entries), key=lambda t: t[0])
+            starts = sorted(lf.entries, key=lambda e: e.line)
+            start_lines = [e.line for e in starts]
             groups: dict[int, list[int]] = {}
             owner: dict[int, LedgerEntry | None] = {}
             for i, line in enumerate(lines, 1):
                 if q not in unicodedata.normalize("NFC", line).casefold():
                     continue
-                e = None
-                for ln, cand in starts:
-                    if ln <= i:
-                        e = cand
-                    else:
-                        break
+                at = bisect.bisect_right(start_lines, i) - 1  # the nearest entry above
+                e = starts[at] if at >= 0 else None
                 key = e.line if e else 0
                 groups.setdefault(key, []).append(i)
                 owner[key] = e

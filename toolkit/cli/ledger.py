@@ -181,13 +181,11 @@ def _render_dashboard(d: Any) -> None:
     from rich.text import Text
 
     from toolkit.display import shown, visible
-    from toolkit.ledger_ops import NO_LEDGER_HINT
 
     if not d.found:
         click.echo("No Ledger found.")
         click.echo("Run `/smith-reflect` after a workflow to start building the Ledger,")
         click.echo("or run `/smith` to initialize the vault structure.")
-        del NO_LEDGER_HINT
         return
     click.echo("SMITH LEDGER — Dashboard")
     click.echo("========================\n")

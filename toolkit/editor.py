@@ -62,6 +62,16 @@ Edit operations (each takes entries returned by this session: :meth:`entries`, :
 :meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and writes
 the seed's fresh templates, under the same lock.
 
+Files the session cannot use are never rewritten: one over the size limit is skipped when
+read, one with invalid UTF-8 when it is first parsed, or -- if it was only searched by title
+-- when the commit checks it (before anything is renamed); each gives a note in ``notes``.
+
+Helpers other writers share: :func:`lock_path` (the folder every ledger writer flocks),
+:func:`holder_id` (this process in the ``.meta.json`` lock), :func:`count_words` /
+:func:`tokens_for_words` (the seed's token estimate), :func:`title_key` (how titles compare),
+:func:`sort_key` (Smith's file order), :func:`locate_entries` (entries by title without a
+full parse), :func:`update_meta_yaml` / :func:`update_meta_json` (in-place count edits).
+
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
 ``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``.
 """

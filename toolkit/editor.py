@@ -499,13 +499,14 @@ class _Doc:
         data = self.data
         if not self.edits:
             return data
-        parts: list[bytes] = []
+        view = memoryview(data)  # slices of a view are not copies: one copy, into the result
+        parts: list[Any] = []
         pos = 0
         for e in sorted(self.edits, key=lambda e: (e.start, e.end, e.seq)):
-            parts.append(data[pos:e.start])
+            parts.append(view[pos:e.start])
             parts.append(e.data)
             pos = max(pos, e.end)
-        parts.append(data[pos:])
+        parts.append(view[pos:])
         return b"".join(parts)
 
     def edit_at(self, start: int, end: int) -> _Edit | None:

@@ -27,7 +27,8 @@ CONFS = ("low", "medium", "high")
 
 
 def make_entry(i: int) -> str:
-    """One realistic Form B entry (reflect writer), with some non-ASCII text as real ones have."""
+    """One realistic Form B entry (reflect writer): inline code and non-ASCII text, as real
+    ones have."""
     return (
         f"---\n\n**Title:** Pattern {i:05d}: retry the webhook sender with a bounded budget\n"
         f"**Date:** 2026-04-{i % 28 + 1:02d}\n"
@@ -35,8 +36,8 @@ def make_entry(i: int) -> str:
         f"**Confidence:** {CONFS[i % 3]}\n"
         f"**Source reflections:** {i % 7 + 1}\n\n"
         f"**Context:** Billing service tasks that touch the webhook sender (case {i}).\n\n"
-        f"**Pattern:** Cap retries at five attempts and log the last error — never loop "
-        f"forever on a 5xx. Seen in session {i}.\n\n"
+        f"**Pattern:** Cap retries at five attempts in `send_webhook()` and log the last error "
+        f"— never loop forever on a 5xx. Seen in session {i}.\n\n"
         f"**Evidence:**\n- 2026-04-01 -- session jane-doe_86e0b9_2026-04-01_0900{i % 60:02d}: "
         f"capped retries, queue drained\n"
         f"- 2026-04-02 — reconcile merge: absorbed \"Retry budget {i}\"\n\n"
@@ -96,8 +97,10 @@ def main() -> None:
         floors, promotes = [], []
         for rep in range(args.reps):
             floors.append(floor_once(patterns))
-            # A different low entry each time, so every promote really changes the file.
-            title = f"Pattern {rep * 3:05d}:"
+            # A different low entry each time (so every promote changes the file), spread from
+            # the start to the end of the file.
+            i = int((rep + 0.5) * args.entries / args.reps) // 3 * 3
+            title = f"Pattern {i:05d}:"
             t0 = time.perf_counter()
             ledger_ops.promote(vault, title, today=dt.date(2026, 5, 10))
             promotes.append(time.perf_counter() - t0)

@@ -110,7 +110,7 @@ from toolkit.safewrite import (
     changed_since,
     check_editable,
     cleanup_orphan_temps,
-    fsync_dir,
+    replace_all,
     pause,
     pid_alive,
     unique_dir,
@@ -1176,13 +1176,7 @@ class EditorSession:
         dest = unique_dir(self.ledger_dir / ".backups",
                           f"{self.backup_prefix}-{now:%Y-%m-%d-%H%M%S}")
         backup_files(sources, dest, link=True, fsync_folder=False)
-        # The backups are hard links or fsynced copies; their folder entries become durable
-        # with the folder fsyncs below, backups first (a journaled filesystem also commits
-        # them with the first file fsync, which comes before any rename).
-        written: list[str] = []
-        fsync_dir(dest)
         held = self._take_json_lock(now)
-        folders = {self.ledger_dir}
 
         def validate_changed() -> None:
             for c in changes:
@@ -1190,27 +1184,27 @@ class EditorSession:
                 if not d.validate():
                     raise DataError(f"{d.error}; this file is never rewritten, nothing written")
 
+        items: list[tuple[Any, bytes, FileSnapshot | None]] = [
+            (snap, c.new, snap) for c, snap in zip(changes, snaps)]
+        if meta_yaml_change is not None and self.meta_yaml is not None:
+            items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
+        if held is not None and self.meta_json is not None:
+            final = json_change.new if json_change is not None else update_meta_json(
+                self.meta_json.data, self.meta_json.given, {"lock": None})
+            items.append((held, final, held))
         try:
-            for n, (c, snap) in enumerate(zip(changes, snaps)):
-                # The UTF-8 check of the files (A6) runs while the disk flushes the first one;
-                # a failure removes that temp file before anything is renamed.
-                atomic_replace(snap, c.new, expected=snap, fsync_dir=False,
-                               during_fsync=validate_changed if n == 0 else None)
-                folders.add(snap.path.parent)
-                written.append(c.name)
-            if meta_yaml_change is not None and self.meta_yaml is not None:
-                atomic_replace(self.meta_yaml, meta_yaml_change.new, expected=self.meta_yaml,
-                               fsync_dir=False)
-                folders.add(self.meta_yaml.path.parent)
-                written.append("meta.yaml")
-            self._release_json_lock(held, json_change.new if json_change else None)
-            held = None
-            for folder in sorted(folders):  # one folder fsync makes all the renames durable
-                fsync_dir(folder)
+            # All temp files are written, then flushed together with the backup folder while
+            # the files' UTF-8 is checked (A6); only then is anything renamed, each file right
+            # after its last check against the version read.
+            replace_all(items, during_fsync=validate_changed, also_fsync=[dest])
         except ToolkitError as exc:
-            self._release_json_lock(held, None, quiet=True)
-            if written:
-                raise type(exc)(f"{exc.message}; already written: {', '.join(written)}",
+            done = [Path(p).name for p in getattr(exc, "written", [])]
+            json_done = held is not None and any(Path(p) == held.path
+                                                 for p in getattr(exc, "written", []))
+            if not json_done:
+                self._release_json_lock(held, None, quiet=True)
+            if done:
+                raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
                                 path=exc.path, line=exc.line,
                                 hint=f"The files as they were are in {dest}") from None
             shutil.rmtree(dest, ignore_errors=True)
@@ -1494,6 +1488,53 @@ def _fenced_spans(data: bytes) -> list[tuple[int, int]]:
     return spans
 
 
+# Second bytes of the UTF-8 forms of the 21 characters whose NFC + case fold contains ASCII
+# (ß, İ, ŉ, ſ, ǰ, U+037E, U+1E96-1E9A, ẞ, U+1FEF, K, ﬀ-ﬆ): a file with none of these bytes holds
+# none of those characters, and an ASCII query can then be searched in ASCII-lowered bytes.
+_FOLD_TO_ASCII_BYTES = (b"\x9f", b"\xb0", b"\x89", b"\xbf", b"\xbe", b"\xba", b"\x84", b"\xac")
+MAX_QUICK_OCCURRENCES = 2000
+
+
+def _quick_title_lines(data: bytes, q: str) -> list[int] | None:
+    """Start offsets of the entry-start lines whose ASCII-lowered bytes contain ``q`` -- every
+    line whose title can match -- or None when this shortcut cannot be exact (a non-ASCII
+    query, a character that case-folds to ASCII somewhere in the file, too many occurrences).
+    Fenced lines are included; the caller filters them."""
+    if not q.isascii() or any(b in data for b in _FOLD_TO_ASCII_BYTES):
+        return None
+    lowered = data.lower()
+    found: list[int] = []
+    seen_line = -1
+    count = 0
+    for m in re.finditer(re.escape(q.encode("ascii")), lowered):
+        count += 1
+        if count > MAX_QUICK_OCCURRENCES:
+            return None
+        start = lowered.rfind(b"\n", 0, m.start()) + 1
+        if start == seen_line:
+            continue
+        seen_line = start
+        first = _first_line_offset(data)
+        if start == 0 and first:
+            start = first  # the BOM is not part of line 1
+        if _is_start(data[start:start + 16]) is not None:
+            found.append(start)
+        if len(found) > MAX_FAST_CANDIDATES:
+            return None
+    return found
+
+
+_BACKTICKS = re.compile(b"```")
+_TILDES = re.compile(b"~~~")
+
+
+def _may_have_fences(data: bytes) -> bool:
+    """Could the file hold a fence line? (re's literal search is faster than ``in`` here; inline
+    `code` has single backticks, so most ledgers answer no without the per-line scan.)"""
+    return (_BACKTICKS.search(data) is not None
+            or (b"~" in data and _TILDES.search(data) is not None))
+
+
 def _in_spans(pos: int, spans: list[tuple[int, int]]) -> bool:
     """Is the line starting at ``pos`` inside (or an opening/closing line of) a fence?"""
     import bisect
@@ -1628,6 +1669,20 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
     boundary rules (fenced code blocks are honoured). Falls back to the full parse when many
     lines match."""
     spath = str(Path(path))
+    if not q:
+        return [e for e in parse_ledger_bytes(data, path, kind).entries
+                if _title_matches(e.title, q, exact)]
+    quick = _quick_title_lines(data, q)
+    if quick is not None:
+        spans = _fenced_spans(data) if _may_have_fences(data) else []
+        out = []
+        for off in quick:
+            if spans and _in_spans(off, spans):
+                continue
+            entry = _entry_at(data, off, spath, kind, spans)
+            if _title_matches(entry.title, q, exact):
+                out.append(entry)
+        return out
     titles = _TITLE_LINE_NL.findall(data)
     if _line0_start(data):
         first = data[_first_line_offset(data):].split(b"\n", 1)[0]
@@ -1655,7 +1710,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
                     if _title_matches(e.title, q, exact)]
     if not hits:
         return []
-    spans = _fenced_spans(data) if (b"`" in data or b"~" in data) else []
+    spans = _fenced_spans(data) if _may_have_fences(data) else []
     line0 = _line0_start(data)
     out: list[LedgerEntry] = []
     for idx in hits:
@@ -1663,16 +1718,28 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
         if idx == 0 and line0:
             off = _first_line_offset(data)
         else:
-            # the j-th occurrence of this exact line, j = identical lines before it
-            nth = titles[1 if line0 else 0:idx].count(line)
+            # the j-th occurrence of this exact line (j = identical lines before it), searched
+            # from the nearer end of the file
+            before = titles[1 if line0 else 0:idx].count(line)
+            after = titles[idx + 1:].count(line)
+            needle = b"\n" + line
             off = -1
-            pos = 0
-            for _ in range(nth + 1):
-                found = data.find(b"\n" + line, pos)
-                if found < 0:
-                    break
-                off = found + 1
-                pos = off
+            if idx < len(titles) // 2:
+                pos = 0
+                for _ in range(before + 1):
+                    found = data.find(needle, pos)
+                    if found < 0:
+                        break
+                    off = found + 1
+                    pos = off
+            else:
+                end = len(data)
+                for _ in range(after + 1):
+                    found = data.rfind(needle, 0, end)
+                    if found < 0:
+                        break
+                    off = found + 1
+                    end = found + len(needle) - 1
             if off < 0:  # cannot happen: the line came from this data
                 return [e for e in parse_ledger_bytes(data, path, kind).entries
                         if _title_matches(e.title, q, exact)]

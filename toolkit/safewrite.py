@@ -201,28 +201,6 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _fsync_while(fd: int, work: Callable[[], None]) -> None:
-    """fsync ``fd`` in a thread (fsync releases the GIL) while ``work`` runs here."""
-    import threading
-
-    failure: list[BaseException] = []
-
-    def flush() -> None:
-        try:
-            os.fsync(fd)
-        except BaseException as exc:  # re-raised in the caller's thread
-            failure.append(exc)
-
-    t = threading.Thread(target=flush, name="toolkit-fsync")
-    t.start()
-    try:
-        work()
-    finally:
-        t.join()
-    if failure:
-        raise failure[0]
-
-
 def temp_path_for(path: Path) -> Path:
     return path.parent / f".{path.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
@@ -230,6 +208,131 @@ def temp_path_for(path: Path) -> Path:
 def _space_error(path: Path) -> NoSpaceError:
     return NoSpaceError("no space left on device; nothing written", path=path,
                         hint="Free some disk space and run the command again")
+
+
+def _os_error(exc: OSError, path: Path, what: str = "cannot write") -> ToolkitError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _space_error(path)
+    return ToolkitError(f"{what}: {exc.strerror}; nothing written", path=path,
+                        hint="Check that the folder is writable")
+
+
+class PreparedReplace:
+    """The first half of an atomic replace: the new content in a temp file beside the target.
+
+    :meth:`fsync`, then :meth:`finish` (re-check ``expected``, rename) or :meth:`abort`
+    (remove the temp file). :func:`atomic_replace` does one file; :func:`replace_all` several,
+    with their fsyncs at the same time."""
+
+    def __init__(self, target: FileSnapshot | str | Path, new_bytes: bytes, *,
+                 expected: FileSnapshot | None = None, mode: int | None = None) -> None:
+        if isinstance(target, FileSnapshot):
+            self.path = target.path
+            self.mode = target.mode if mode is None else mode
+            self.expected = expected if expected is not None else target
+        else:
+            self.path = Path(os.path.realpath(target))
+            self.expected = expected
+            if mode is None:
+                try:
+                    mode = os.stat(self.path).st_mode & 0o7777
+                except FileNotFoundError:
+                    umask = os.umask(0)
+                    os.umask(umask)
+                    mode = 0o666 & ~umask
+            self.mode = mode
+        self.tmp = temp_path_for(self.path)
+        try:
+            self.fd: int | None = os.open(
+                self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                0o600)
+        except OSError as exc:
+            raise _os_error(exc, self.path, "cannot create a temporary file beside it") \
+                from None
+        try:
+            view = memoryview(new_bytes)
+            while view:
+                view = view[os.write(self.fd, view):]
+            os.fchmod(self.fd, self.mode)
+        except BaseException as exc:
+            self.abort()
+            if isinstance(exc, OSError):
+                raise _os_error(exc, self.path) from None
+            raise
+
+    def fsync(self) -> None:
+        if self.fd is not None:
+            os.fsync(self.fd)
+
+    def finish(self) -> Path:
+        """Re-check the expected version, then rename the temp file over the target."""
+        try:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+            pause("after_temp_write", self.path.name)
+            if self.expected is not None and changed_since(self.expected):
+                raise ConflictError("changed on disk since it was read; nothing written",
+                                    path=self.expected.given,
+                                    hint="Run the command again to work on the current version")
+            os.replace(self.tmp, self.path)
+        except BaseException as exc:
+            self.abort()
+            if isinstance(exc, OSError):
+                raise _os_error(exc, self.path) from None
+            raise
+        pause("after_replace", self.path.name)
+        return self.path
+
+    def abort(self) -> None:
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
+               work: Callable[[], None] | None) -> None:
+    """fsync the temp files and folders at the same time (fsync releases the GIL, and a
+    journaling filesystem commits concurrent fsyncs together) while ``work`` runs here."""
+    import threading
+
+    failure: list[BaseException] = []
+
+    def run(func: Callable[[], None]) -> None:
+        try:
+            func()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    jobs: list[Callable[[], None]] = [p.fsync for p in prepared]
+    jobs += [lambda d=d: _fsync_dir(d) for d in dirs]
+    threads = [threading.Thread(target=run, args=(job,), name="toolkit-fsync")
+               for job in jobs[1:]]
+    for t in threads:
+        t.start()
+    try:
+        if work is not None and jobs:
+            first = threading.Thread(target=run, args=(jobs[0],), name="toolkit-fsync")
+            first.start()
+            threads.append(first)
+            work()
+        elif jobs:
+            run(jobs[0])
+    finally:
+        for t in threads:
+            t.join()
+    if failure:
+        exc = failure[0]
+        if isinstance(exc, OSError):
+            raise _os_error(exc, prepared[0].path if prepared else Path(".")) from None
+        raise exc
 
 
 def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
@@ -247,67 +350,52 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     ``during_fsync``: work (a check) to run while the disk flushes the temp file; when it raises,
     nothing is renamed and the temp file is removed.
     """
-    if isinstance(target, FileSnapshot):
-        path = target.path
-        keep_mode = target.mode if mode is None else mode
-        if expected is None:
-            expected = target
-    else:
-        path = Path(os.path.realpath(target))
-        keep_mode = mode
-        if keep_mode is None:
-            try:
-                keep_mode = os.stat(path).st_mode & 0o7777
-            except FileNotFoundError:
-                umask = os.umask(0)
-                os.umask(umask)
-                keep_mode = 0o666 & ~umask
-    tmp = temp_path_for(path)
+    p = PreparedReplace(target, new_bytes, expected=expected, mode=mode)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                     0o600)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _space_error(path) from None
-        raise ToolkitError(f"cannot create a temporary file beside it: {exc.strerror}; "
-                           "nothing written", path=path,
-                           hint="Check that the folder is writable") from None
-    try:
-        try:
-            view = memoryview(new_bytes)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if fsync and during_fsync is not None:
-                _fsync_while(fd, during_fsync)
-            elif fsync:
-                os.fsync(fd)
-            elif during_fsync is not None:
-                during_fsync()
-            os.fchmod(fd, keep_mode)
-        finally:
-            os.close(fd)
-        pause("after_temp_write", path.name)
-        if expected is not None and changed_since(expected):
-            raise ConflictError("changed on disk since it was read; nothing written",
-                                path=expected.given,
-                                hint="Run the command again to work on the current version")
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _space_error(path) from None
-        if isinstance(exc, OSError):
-            raise ToolkitError(f"cannot write: {exc.strerror}; nothing written", path=path) \
-                from None
+        if fsync:
+            _fsync_all([p], [], during_fsync)
+        elif during_fsync is not None:
+            during_fsync()
+    except BaseException:
+        p.abort()
         raise
-    pause("after_replace", path.name)
+    path = p.finish()
     if fsync and fsync_dir:
         _fsync_dir(path.parent)
     return path
+
+
+def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
+                during_fsync: Callable[[], None] | None = None,
+                also_fsync: list[Path] | None = None) -> list[Path]:
+    """Atomically replace several files: all temp files written, fsynced together (with the
+    folders in ``also_fsync``, while ``during_fsync`` runs), then each checked against its
+    expected version and renamed, in order, then each folder fsynced once.
+
+    When a check or rename fails, the files not yet renamed keep their old content, their temp
+    files are removed, and the error says which files were already replaced (``written``
+    attribute: their paths)."""
+    prepared: list[PreparedReplace] = []
+    try:
+        for target, data, expected in items:
+            prepared.append(PreparedReplace(target, data, expected=expected))
+        _fsync_all(prepared, list(also_fsync or []), during_fsync)
+    except BaseException:
+        for p in prepared:
+            p.abort()
+        raise
+    done: list[Path] = []
+    for i, p in enumerate(prepared):
+        try:
+            done.append(p.finish())
+        except BaseException as exc:
+            for rest in prepared[i + 1:]:
+                rest.abort()
+            exc.written = list(done)  # type: ignore[attr-defined]
+            raise
+    for folder in sorted({p.path.parent for p in prepared}):
+        _fsync_dir(folder)
+    return done
 
 
 # --------------------------------------------------------------------------- locks

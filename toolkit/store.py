@@ -133,8 +133,8 @@ TABLE_DOCS: dict[str, str] = {
     "approaches": "nagi-ledger approaches: DEAD_END, NO_GO, WORKS",
     "snapshots": "CodeSmith turn snapshots, newest first (position 1 = newest)",
     "snapshot_files": "files each snapshot changed against the previous one",
-    "task_status": "view: dispatches, retries, last verdict, over retry limit, per task",
-    "stats_by_tier": "view: actions per day and tier",
+    "task_status": "dispatches, retries, last verdict, over retry limit, per task",
+    "stats_by_tier": "actions per day and tier",
 }
 
 

@@ -50,33 +50,34 @@ TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 # nagi-ledger's schema (FORMATS.md §3.2, formats/nagi-ledger/audit_schema.sql): no indexes,
 # no foreign keys, no schema version. Kept to the letter so nagi-ledger sees its own tables.
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS actions (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts TEXT NOT NULL DEFAULT (datetime('now')),
-  tier INTEGER NOT NULL CHECK(tier IN (0,1,2)),
-  category TEXT NOT NULL,
+SCHEMA_SQL = """CREATE TABLE IF NOT EXISTS actions (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts          TEXT NOT NULL DEFAULT (datetime('now')),
+  tier        INTEGER NOT NULL CHECK (tier IN (0, 1, 2)),      -- 0=info, 1=notable, 2=high-impact
+  category    TEXT NOT NULL,                                   -- free text; hook uses 'tool_failure'
   description TEXT NOT NULL,
-  project TEXT
+  project     TEXT                                             -- nullable
 );
+
 CREATE TABLE IF NOT EXISTS dispatches (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts TEXT NOT NULL DEFAULT (datetime('now')),
-  task TEXT NOT NULL,
-  agent_type TEXT NOT NULL,
-  model TEXT NOT NULL,
-  brief_summary TEXT NOT NULL,
-  verdict TEXT CHECK(verdict IN ('CONFIRMED','REFUTED','PARTIAL') OR verdict IS NULL),
-  verdict_ts TEXT,
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts            TEXT NOT NULL DEFAULT (datetime('now')),
+  task          TEXT NOT NULL,                                 -- exact-match key for retry counting
+  agent_type    TEXT NOT NULL,
+  model         TEXT NOT NULL,
+  brief_summary TEXT NOT NULL,                                 -- hook rows are prefixed '[auto] '
+  verdict       TEXT CHECK (verdict IN ('CONFIRMED', 'REFUTED', 'PARTIAL') OR verdict IS NULL),
+  verdict_ts    TEXT,                                          -- set with datetime('now') by ledger_log_verdict
   verdict_notes TEXT
 );
+
 CREATE TABLE IF NOT EXISTS approaches (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts TEXT NOT NULL DEFAULT (datetime('now')),
-  task TEXT NOT NULL,
+  id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts       TEXT NOT NULL DEFAULT (datetime('now')),
+  task     TEXT NOT NULL,
   approach TEXT NOT NULL,
-  outcome TEXT NOT NULL CHECK(outcome IN ('DEAD_END','NO_GO','WORKS')),
-  reason TEXT NOT NULL
+  outcome  TEXT NOT NULL CHECK (outcome IN ('DEAD_END', 'NO_GO', 'WORKS')),
+  reason   TEXT NOT NULL
 );
 """
 

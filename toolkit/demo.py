@@ -2033,36 +2033,7 @@ def _slop_entries(seed: int, anchor: dt.date, count: int = 150) -> list[dict[str
 
 # The CREATE statements of nagi-ledger's ledger.py SCHEMA, verbatim
 # (shared/formats/nagi-ledger/audit_schema.sql), so sqlite_master holds the same text.
-AUDIT_DDL = """CREATE TABLE IF NOT EXISTS actions (
-  id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts          TEXT NOT NULL DEFAULT (datetime('now')),
-  tier        INTEGER NOT NULL CHECK (tier IN (0, 1, 2)),      -- 0=info, 1=notable, 2=high-impact
-  category    TEXT NOT NULL,                                   -- free text; hook uses 'tool_failure'
-  description TEXT NOT NULL,
-  project     TEXT                                             -- nullable
-);
-
-CREATE TABLE IF NOT EXISTS dispatches (
-  id            INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts            TEXT NOT NULL DEFAULT (datetime('now')),
-  task          TEXT NOT NULL,                                 -- exact-match key for retry counting
-  agent_type    TEXT NOT NULL,
-  model         TEXT NOT NULL,
-  brief_summary TEXT NOT NULL,                                 -- hook rows are prefixed '[auto] '
-  verdict       TEXT CHECK (verdict IN ('CONFIRMED', 'REFUTED', 'PARTIAL') OR verdict IS NULL),
-  verdict_ts    TEXT,                                          -- set with datetime('now') by ledger_log_verdict
-  verdict_notes TEXT
-);
-
-CREATE TABLE IF NOT EXISTS approaches (
-  id       INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts       TEXT NOT NULL DEFAULT (datetime('now')),
-  task     TEXT NOT NULL,
-  approach TEXT NOT NULL,
-  outcome  TEXT NOT NULL CHECK (outcome IN ('DEAD_END', 'NO_GO', 'WORKS')),
-  reason   TEXT NOT NULL
-);
-"""
+from toolkit.audit_ops import SCHEMA_SQL as AUDIT_DDL  # noqa: E402 - one copy of the DDL
 
 _FILES_API = ("acme_api/billing/webhooks.py", "acme_api/billing/invoices.py",
               "acme_api/billing/money.py", "acme_api/billing/refunds.py",

@@ -2,13 +2,13 @@
 
 ``write_demo(DIR)`` writes, for an invented billing / webhook API called "acme-api":
 
-* ``DIR/project/``: a real git repository with source files and a committed Smith vault whose
+* ``DIR/acme-api/``: a real git repository with source files and a committed Smith vault whose
   ledger evolves over a dozen commits (entries added, reinforced, promoted, demoted, pruned,
   merged by a reconcile), session logs, an ``archive/`` copy from an old reset and a
   ``.backups/`` copy from a reconcile, and a ``toolkit.yaml`` pointing at everything below;
 * ``DIR/codesmith/slop_ledger/slop_ledger.json``: a CodeSmith slop ledger;
 * ``DIR/codesmith/snapshots/<project_hash>/<worktree_hash>/.git``: CodeSmith turn snapshots of
-  ``DIR/project``, made with CodeSmith's own git plumbing while really editing the work tree;
+  ``DIR/acme-api``, made with CodeSmith's own git plumbing while really editing the work tree;
 * ``DIR/nagi/ledger.db``: a nagi-ledger audit DB (actions, dispatches, approaches).
 
 Everything follows ``FORMATS.md``. The same seed and anchor give the same bytes, rows and git
@@ -53,7 +53,7 @@ class DemoWorld:
     """Where ``write_demo`` put everything, and how much of each it wrote."""
 
     root: Path  # DIR
-    project: Path  # DIR/project (has .smith/ and toolkit.yaml)
+    project: Path  # DIR/acme-api (has .smith/ and toolkit.yaml)
     codesmith_home: Path  # DIR/codesmith
     slop_path: Path  # DIR/codesmith/slop_ledger/slop_ledger.json
     audit_db: Path  # DIR/nagi/ledger.db
@@ -2436,7 +2436,7 @@ class _World:
         self.audit_rows = audit_rows
         self.git = _Git(git_exe)
         self.say = say
-        self.project = root / "project"
+        self.project = root / "acme-api"
         self.vault = self.project / ".smith" / "vault"
         self.codesmith = root / "codesmith"
         self.snapshots_home = self.codesmith / "snapshots"

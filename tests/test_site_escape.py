@@ -186,3 +186,21 @@ def test_relative_links_between_generated_pages() -> None:
     for bad in ("../etc/passwd", "javascript:alert(1)", "a b.md", "x.md#a b"):
         with pytest.raises(ValueError):
             relative_link("index.md", bad)
+
+
+def test_relative_urls_in_pre_rendered_tables() -> None:
+    from toolkit.site import relative_url
+
+    assert relative_url("index.md", "ledger/patterns/index.md") == "ledger/patterns/"
+    assert relative_url("index.md", "audit/index.md#actions-per-day") == "audit/#actions-per-day"
+    assert relative_url("ledger/patterns/x.md", "ledger/category/testing.md") == \
+        "../../category/testing/"
+    assert relative_url("ledger/patterns/x.md", "ledger/patterns/index.md") == "../"
+    assert relative_url("ledger/patterns/index.md", "ledger/patterns/x.md") == "x/"
+    assert relative_url("ledger/patterns/x.md", "index.md") == "../../../"
+    assert relative_url("ledger/patterns/x.md", "ledger/patterns/x.md") == "./"
+    assert relative_url("data/index.md", "data/actions.csv") == "actions.csv"
+    assert relative_url("slop/ab.md", "charts/x.svg") == "../../charts/x.svg"
+    for bad in ("../etc/passwd", "javascript:alert(1)", "a b.md"):
+        with pytest.raises(ValueError):
+            relative_url("index.md", bad)

@@ -19,7 +19,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 MAX_LABEL = 32  # characters of a category label shown on an axis
@@ -119,3 +122,32 @@ def render_svg(spec: ChartSpec) -> bytes:
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     return buf.getvalue()
+
+
+def specs_to_json(specs: list[ChartSpec]) -> str:
+    return json.dumps([asdict(s) for s in specs])
+
+
+def specs_from_json(text: str) -> list[ChartSpec]:
+    out = []
+    for d in json.loads(text):
+        series = tuple(Series(x["name"], tuple(x["values"]), x["color"]) for x in d["series"])
+        out.append(ChartSpec(name=d["name"], title=d["title"], labels=tuple(d["labels"]),
+                             series=series, ylabel=d["ylabel"], horizontal=d["horizontal"]))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m toolkit.charts CACHE_DIR`` < specs JSON: write ``<digest>.svg`` for each
+    spec into CACHE_DIR (used by toolkit.site to draw charts in parallel with the pages)."""
+    cache = Path(argv[0])
+    for spec in specs_from_json(sys.stdin.read()):
+        target = cache / f"{spec.digest()}.svg"
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(render_svg(spec))
+        os.replace(tmp, target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

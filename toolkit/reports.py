@@ -23,6 +23,7 @@ URL scheme (other modules link to it; see ``page_url``):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import posixpath
 from collections import Counter, defaultdict
@@ -170,14 +171,11 @@ def display_path(path: str | None, roots: Sequence[tuple[Path, str]]) -> str:
     folder), never the machine's absolute path."""
     if not path:
         return ""
-    p = Path(path)
     for root, prefix in roots:
-        try:
-            rel = p.relative_to(root)
-        except ValueError:
-            continue
-        return prefix + rel.as_posix()
-    return ".../" + p.name
+        base = str(root).rstrip("/") + "/"
+        if path.startswith(base):
+            return prefix + path[len(base):]
+    return ".../" + path.rsplit("/", 1)[-1]
 
 
 # --------------------------------------------------------------------------- page kinds
@@ -546,6 +544,7 @@ def _ordered(values: Iterable[Any], known: Sequence[Any]) -> list[Any]:
     return [v for v in known if v in present] + rest + ([None] if None in present else [])
 
 
+@functools.lru_cache(maxsize=4096)
 def _value_slug(value: Any) -> str:
     return slugify(str(value), fallback="none") if value not in (None, "") else "none"
 

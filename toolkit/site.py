@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import html
 import json
@@ -57,6 +58,8 @@ TEMPLATES_DIR = REPO_ROOT / "site_templates"
 BASE_CONFIG = REPO_ROOT / "mkdocs.yml"
 MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfiles on clean)
 STATE = "state.json"
+TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
+HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
 
@@ -172,6 +175,50 @@ def relative_link(from_path: str, target: str) -> str:
     return rel + ("#" + anchor if anchor else "")
 
 
+def relative_url(from_path: str, target: str) -> str:
+    """The URL of a generated page (or static file) relative to the URL of the page at
+    ``from_path``, with directory URLs: what a browser needs, no MkDocs link rewriting."""
+    path, _, anchor = target.partition("#")
+    here = _url_parts(from_path)
+    there, is_dir = _target_parts(target if not anchor else path + "#" + anchor)
+    i = 0
+    n = min(len(here), len(there))
+    while i < n and here[i] == there[i]:
+        i += 1
+    rel = "../" * (len(here) - i) + "/".join(there[i:])
+    if is_dir and len(there) > i:
+        rel += "/"
+    rel = rel or "./"
+    return rel + ("#" + anchor if anchor else "")
+
+
+@functools.lru_cache(maxsize=65536)
+def _url_parts(path: str) -> tuple[str, ...]:
+    from toolkit.reports import page_url
+
+    return tuple(p for p in page_url(path).split("/") if p)
+
+
+@functools.lru_cache(maxsize=65536)
+def _target_parts(target: str) -> tuple[tuple[str, ...], bool]:
+    from toolkit.reports import page_url
+
+    if not _INTERNAL.match(target) or ".." in target.split("/"):
+        raise ValueError(f"not a generated page path: {target!r}")
+    path = target.partition("#")[0]
+    url = page_url(path) if path.endswith(".md") else path
+    return tuple(p for p in url.split("/") if p), url.endswith("/") or url == ""
+
+
+def _html_text(value: Any, limit: int = MAX_INLINE) -> str:
+    """One value as HTML text: invisible characters visible, escaped, one line."""
+    text = value if type(value) is str else str(value)
+    if not (text.isascii() and text.isprintable() and "  " not in text
+            and len(text) <= limit and text == text.strip()):
+        text = _visible(_cut(" ".join(text.replace("\r", "\n").split()), limit))
+    return html.escape(text, quote=True)
+
+
 # =========================================================================== templates
 
 class _Renderer:
@@ -187,7 +234,7 @@ class _Renderer:
                                hint="Reinstall the toolkit from its repository checkout")
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
-            autoescape=False, finalize=_finalize, keep_trailing_newline=True,
+            autoescape=True, finalize=_finalize, keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True, auto_reload=False)
         self.env.filters.update({
             "block": lambda v: Markup(md_block(v)),
@@ -199,25 +246,30 @@ class _Renderer:
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref,
         })
         self._cache: dict[str, jinja2.Template] = {}
+        self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
+        self.targets: set[str] = {"index.md"}  # pages and files the tables link to
 
     def render(self, page: Page, **extra: Any) -> str:
         name = type(page).template
         tpl = self._cache.get(name)
         if tpl is None:
             tpl = self._cache[name] = self.env.get_template(name)
-        return tpl.render(page=page, **extra)
+        return tpl.render(page=page, _r=self, **extra)
 
 
-def _finalize(value: Any) -> Any:
+def _finalize(value: Any) -> Markup:
+    """Jinja's autoescape, for Markdown and HTML at once: every printed value that is not
+    already ``Markup`` (made by the filters and functions here, or by a macro) goes through
+    ``md_escape``; Jinja's own HTML escaping then leaves the result alone."""
     if isinstance(value, Markup):
         return value
     if value is None:
-        return ""
+        return Markup("")
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return Markup("yes" if value else "no")
     if isinstance(value, (int, float)):
-        return str(value)
-    return md_escape(value)
+        return Markup(str(value))
+    return Markup(md_escape(value))
 
 
 def _from(ctx: Any) -> str:
@@ -266,26 +318,80 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
     return Markup(_cell(value, _from(ctx)))
 
 
+# Tables are rendered here, straight to HTML, and reach the page through a placeholder the
+# MkDocs hook in toolkit/site_hooks.py swaps for them (Python-Markdown spends most of a build on
+# large tables: every cell runs through every inline pattern). The placeholder holds an entity
+# (&#35;), which AI-written text can never produce (md_escape turns & into &amp;), and the hash
+# of the table's HTML, so a changed table changes the page's Markdown (incremental rebuilds).
+#
+# Tables that are not searchable (the default: entry fields, history, long listings) are put
+# in place after the search plugin has read the page, so they cost the search index nothing;
+# their pages are still found by their title, text and tags.
+TABLE_TOKEN = "&#35;tktable-{}"  # searchable: swapped in on_page_content
+POST_TOKEN = "&#35;tkpost-{}"  # not searchable: swapped in on_post_page
+
+
+def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
+    from toolkit.reports import Ref, Url
+
+    kind = type(value)
+    if kind is str:
+        return _html_text(value)
+    if kind is int:
+        return str(value)
+    if value is None:
+        return ""
+    if kind is Ref:
+        targets.add(value.path.partition("#")[0])
+        text = _html_text(value.text) or "[???]"
+        return f'<a href="{html.escape(relative_url(from_path, value.path))}">{text}</a>'
+    if isinstance(value, Url):
+        safe = safe_url(value.url)
+        text = _html_text(value.url)
+        return f'<a href="{html.escape(safe, quote=True)}">{text}</a>' if safe else text
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return _html_text(value)
+
+
+def _emit_table(ctx: Any, body: str, search: bool) -> Markup:
+    digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
+    ctx["_r"].tables[digest] = body
+    return Markup((TABLE_TOKEN if search else POST_TOKEN).format(digest))
+
+
 @_pass_context
-def _table(ctx: Any, tbl: Any) -> Markup:
-    """A Markdown table (or the table's ``empty`` line when it has no rows)."""
+def _table(ctx: Any, tbl: Any, search: bool = False) -> Markup:
+    """A table (or the table's ``empty`` line when it has no rows); ``search``: its text
+    goes into the search index."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
     src = _from(ctx)
-    lines = ["| " + " | ".join(md_escape(c) for c in tbl.columns) + " |",
-             "|" + "---|" * len(tbl.columns)]
+    targets = ctx["_r"].targets
+    parts = ["<table>\n<thead>\n<tr>"]
+    parts += [f"<th>{_html_text(c)}</th>" for c in tbl.columns]
+    parts.append("</tr>\n</thead>\n<tbody>")
     for row in tbl.rows:
-        lines.append("| " + " | ".join(_cell(v, src) for v in row) + " |")
-    return Markup("\n".join(lines))
+        parts.append("\n<tr>" + "".join(f"<td>{_html_cell(v, src, targets)}</td>"
+                                        for v in row) + "</tr>")
+    parts.append("\n</tbody>\n</table>")
+    return _emit_table(ctx, "".join(parts), search)
 
 
 @_pass_context
-def _fields(ctx: Any, fields: list[Any]) -> Markup:
+def _fields(ctx: Any, fields: list[Any], search: bool = False) -> Markup:
     src = _from(ctx)
-    lines = ["| Field | Value |", "|---|---|"]
-    for f in fields:
-        lines.append(f"| {md_escape(f.label)} | {_cell(f.value, src)} |")
-    return Markup("\n".join(lines))
+    targets = ctx["_r"].targets
+    rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td>"
+                   f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
+    return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th><th>Value</th></tr>\n"
+                            f"</thead>\n<tbody>{rows}\n</tbody>\n</table>", search)
 
 
 @_pass_context
@@ -327,6 +433,7 @@ class BuildResult:
     seconds: float
     charts_drawn: int
     warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
 
 
 def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
@@ -382,6 +489,14 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     from toolkit import reports
 
     started = time.perf_counter()
+    timings: dict[str, float] = {}
+    last = [started]
+
+    def mark(stage: str) -> None:
+        now = time.perf_counter()
+        timings[stage] = timings.get(stage, 0.0) + now - last[0]
+        last[0] = now
+
     site, build = build_paths(cfg, out)
     check_output_folder(site)
     build_time = build_time or build_time_from(None)
@@ -392,10 +507,14 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
                 shutil.rmtree(folder)
     docs = build / "docs"
     docs.mkdir(parents=True, exist_ok=True)
+    mark("clean")
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
     content = reports.build_site_content(store, today=today, site_name=site_name_for(cfg),
                                          roots=roots)
+    mark("queries")
+    chart_cache = build / "chart-cache"
+    charts_job = _start_charts(content.charts, chart_cache)
     renderer = _Renderer(templates)
     files: dict[str, bytes] = {}
     total = len(content.pages)
@@ -405,18 +524,16 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
             progress("Writing pages", i, total)
     if len(files) != total:
         raise ToolkitError("two pages of the site have the same path (a bug)")
-
-    written: list[str] = []
-    for rel, data in sorted(files.items()):
-        if _write_if_changed(docs / rel, data):
-            written.append(rel)
-    charts_drawn = 0
+    mark("templates")
+    written = [rel for rel, data in sorted(files.items()) if _write_if_changed(docs / rel, data)]
+    mark("writing")
+    charts_drawn = _finish_charts(charts_job)
     for spec in content.charts:
         rel = f"charts/{spec.name}.svg"
-        cache = build / "chart-cache" / f"{spec.digest()}.svg"
+        cache = chart_cache / f"{spec.digest()}.svg"
         if cache.is_file():
             svg = cache.read_bytes()
-        else:
+        else:  # the chart process could not draw it: draw it here
             from toolkit.charts import render_svg
 
             svg = render_svg(spec)
@@ -425,13 +542,20 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
         files[rel] = svg
         if _write_if_changed(docs / rel, svg):
             written.append(rel)
+    mark("charts")
     for d in content.downloads:
         for fmt in ("csv", "json"):
             rel = f"data/{d.table}.{fmt}"
             files[rel] = b""
             if _copy_table_if_changed(store, d.table, docs / rel, fmt):
                 written.append(rel)
-    _prune_cache(build / "chart-cache", {f"{s.digest()}.svg" for s in content.charts})
+    mark("downloads")
+    _prune_cache(chart_cache, {f"{s.digest()}.svg" for s in content.charts})
+    missing = sorted(renderer.targets - set(files))
+    if missing:
+        raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
+    _write_if_changed(build / TABLES, json.dumps(renderer.tables, sort_keys=True,
+                                                 ensure_ascii=False).encode("utf-8"))
 
     state_path = build / STATE
     previous = _read_state(state_path)
@@ -451,20 +575,54 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     old_index = index_path.read_bytes() if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
+    mark("writing")
 
     run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                       progress=progress, expected=len(written) if incremental else total)
+    mark("mkdocs")
     if incremental and old_index is not None:
         docs_count = _merge_search_index(index_path, old_index, run.order, run.rebuilt)
     else:
-        docs_count = len(json.loads(index_path.read_bytes())["docs"])
+        docs_count = index_path.read_bytes().count(b'{"location":')
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n",
                                encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files)})
+    mark("search index")
     return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
                        pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),
                        search_docs=docs_count, seconds=time.perf_counter() - started,
-                       charts_drawn=charts_drawn, warnings=run.warnings)
+                       charts_drawn=charts_drawn, warnings=run.warnings, timings=timings)
+
+
+def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
+    """Draw the charts missing from the cache in a separate process (matplotlib's import and
+    drawing overlap with rendering the pages); None when every chart is cached."""
+    import subprocess
+    import sys
+
+    todo = [s for s in specs if not (cache / f"{s.digest()}.svg").is_file()]
+    if not todo:
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    from toolkit.charts import specs_to_json
+
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit.charts", str(cache)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(specs_to_json(todo).encode("utf-8"))
+    proc.stdin.close()
+    return proc, len(todo)
+
+
+def _finish_charts(job: tuple[Any, int] | None) -> int:
+    """Wait for the chart process; charts it failed to draw are drawn in this process."""
+    if job is None:
+        return 0
+    proc, count = job
+    proc.stderr.read()  # drain, then wait: a failed chart is drawn again in this process
+    proc.stderr.close()
+    return count if proc.wait() == 0 else 0
 
 
 def _versions() -> str:
@@ -475,14 +633,21 @@ def _versions() -> str:
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:
+    """Write ``data`` unless the file already holds exactly it. Not atomic on purpose: the
+    build folder is ours, and a file cut short by a crash differs, so the next run rewrites
+    it."""
     try:
         if path.stat().st_size == len(data) and path.read_bytes() == data:
             return False
     except FileNotFoundError:
+        pass
+    try:
+        fh = open(path, "wb")  # noqa: SIM115
+    except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+        fh = open(path, "wb")  # noqa: SIM115
+    with fh:
+        fh.write(data)
     return True
 
 
@@ -504,12 +669,15 @@ def _prune_cache(folder: Path, keep: set[str]) -> None:
 
 def _remove_unexpected(docs: Path, expected: set[str]) -> None:
     """Files in the docs folder that no page produced (left by an older toolkit or a crash)."""
-    for p in sorted(docs.rglob("*"), reverse=True):
-        rel = p.relative_to(docs).as_posix()
-        if p.is_file() and rel not in expected:
-            p.unlink()
-        elif p.is_dir() and not any(p.iterdir()):
-            p.rmdir()
+    root = str(docs)
+    for folder, dirs, names in os.walk(root, topdown=False):
+        rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        for name in names:
+            if prefix + name not in expected:
+                os.unlink(os.path.join(folder, name))
+        if folder != root and not os.listdir(folder):
+            os.rmdir(folder)
 
 
 def _remove_output(site: Path, rel: str) -> None:
@@ -573,6 +741,7 @@ def _mkdocs_config(base: Path, pages: list[Page], site: Path, site_name: str) ->
             from None
     config.update({"site_name": site_name, "docs_dir": "docs", "site_dir": str(site),
                    "nav": make_nav(pages), "strict": True, "use_directory_urls": True})
+    config["hooks"] = [*(config.get("hooks") or []), str(HOOKS)]
     header = ("# Generated by toolkit build-site from the repository's mkdocs.yml; "
               "rebuilt on every run.\n")
     return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)

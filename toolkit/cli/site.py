@@ -76,14 +76,15 @@ def _demo_config(world: Any) -> Any:
               help="Build time (ISO date/time or Unix seconds) for a reproducible site "
                    "(default: $SOURCE_DATE_EPOCH, else now). Also 'today' for ages, unless "
                    "--today is given.")
+@click.option("--timings", is_flag=True, help="Also print how long each stage took.")
 @click.option("--demo", is_flag=True,
               help="Write a fresh demo world (see `toolkit demo`) and build its site.")
 @click.option("--demo-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("toolkit-demo"), show_default=True,
               help="Where --demo writes the demo world. A previous demo written there by "
                    "--demo is replaced; any other non-empty folder is refused.")
-def build_site(out: Path | None, clean: bool, build_time: str | None, demo: bool,
-               demo_dir: Path) -> None:
+def build_site(out: Path | None, clean: bool, build_time: str | None, timings: bool,
+               demo: bool, demo_dir: Path) -> None:
     """Build the browsable site: a static MkDocs Material site of everything in the store.
 
     The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
@@ -117,6 +118,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, demo: bool
     click.echo(f"Site built ({result.mode}) in {result.seconds:.1f} s: {result.pages} pages, "
                f"{len(result.written)} files written{removed}, {result.rebuilt} pages rendered, "
                f"{result.search_docs} search entries.")
+    if timings:
+        click.echo("Stages:   " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()))
     click.echo(f"Site:     {result.out}")
     click.echo(f"Markdown: {result.build_dir / 'docs'}")
     where = f" --project {cfg.project_root}" if demo else ""

@@ -1,0 +1,259 @@
+"""Benchmark: `toolkit build-site` on 5,000 ledger and slop entries, against a floor measured in
+the same run.
+
+The floor is a plain `mkdocs build` (same Material theme, `font: false`, same search plugin)
+of hand-written Markdown: one page per entry with the same text as the entry page (fields
+table, Context / Pattern / Evidence / Related or Description / Cleanup sections) plus as
+many short pages as the toolkit writes index pages, and a nav of the same size (index pages
+only: a nav entry per entry page would make both builds quadratic).
+
+Measured, each as a subprocess (interpreter start-up and imports included, as a user sees them):
+
+1. floor: ``python -m mkdocs build`` of the hand-written pages;
+2. full: ``toolkit build-site`` from nothing: the site and its build folder (Markdown, chart
+   cache) are deleted before the run, as the floor's output folder is (the store is loaded
+   beforehand by ``toolkit load``; that load is timed and printed separately);
+3. one change: one ledger entry's Pattern gets a new word, then ``toolkit build-site``
+   (refresh of the changed source + incremental build), and the search index is checked: every
+   page of the full build is still in it, and the new word is found.
+   For comparison, plain ``mkdocs build --dirty`` of the floor after one page changed, and the
+   number of documents its search index keeps.
+
+Run: ``python bench/bench_site.py [--entries 5000] [--reps 2]``. Prints the best of ``reps``
+for each measure and the ratios; no assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD_TIME = "2026-05-10T12:00:00"
+FILES = ("patterns", "antipatterns", "tool-preferences", "edge-cases", "project-quirks")
+CATEGORIES = ("implementation", "testing", "debugging", "specification", "audit")
+CONFS = ("low", "medium", "high")
+BUCKETS = ("retained_compatibility", "unmigrated_callers", "duplicate_concepts", "naming_drift",
+           "stale_docs", "stale_tests", "suspected_dead_code", "unverified_public_behavior",
+           "tool_gaps", "accepted_debt")
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+STATUSES = ("open", "in_progress", "resolved", "accepted", "wont_fix")
+WORDS = ("agent migration schema webhook retry budget invoice billing refund payment cursor "
+         "pagination fixture flaky test timeout provider client header token bearer legacy "
+         "shim caller naming drift docs stale dead code endpoint route handler queue outbox "
+         "worker deploy staging config rollback alembic postgres index collision dry-run "
+         "apply review session reflect ledger pattern antipattern evidence confidence "
+         "reconcile snapshot restore tool preference edge case quirk rounding currency").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    words = [rng.choice(WORDS) for _ in range(n)]
+    return (" ".join(words)).capitalize() + "."
+
+
+def paragraph(rng: random.Random, sentences: int) -> str:
+    return " ".join(sentence(rng, rng.randint(8, 16)) for _ in range(sentences))
+
+
+# --------------------------------------------------------------------------- the world
+
+def make_world(base: Path, entries: int) -> tuple[Path, dict[str, str], list[dict[str, str]]]:
+    """A project with entries//2 ledger entries and the rest slop entries, a modest audit DB.
+    Returns (project root, environment, the entries' texts for the floor pages)."""
+    rng = random.Random(7)
+    root = base / "project"
+    home = base / "home"
+    ledger = root / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    texts: list[dict[str, str]] = []
+    n_ledger = entries // 2
+    per_file: dict[str, list[str]] = {f: [] for f in FILES}
+    for i in range(n_ledger):
+        f = FILES[i % len(FILES)]
+        e = {"title": f"Entry {i:05d}: {sentence(rng, 6)[:-1]}",
+             "category": CATEGORIES[i % 5], "confidence": CONFS[i % 3],
+             "context": paragraph(rng, 2), "pattern": paragraph(rng, 3),
+             "evidence": "\n".join(f"- 2026-04-{d:02d} -- session s{i}-{d}: {sentence(rng, 9)}"
+                                   for d in range(1, 4)),
+             "related": "None", "kind": "ledger"}
+        texts.append(e)
+        per_file[f].append(
+            f"---\n\n**Title:** {e['title']}\n**Date:** 2026-04-{i % 28 + 1:02d}\n"
+            f"**Category:** {e['category']}\n**Confidence:** {e['confidence']}\n"
+            f"**Source reflections:** {i % 7 + 1}\n\n**Context:** {e['context']}\n\n"
+            f"**Pattern:** {e['pattern']}\n\n**Evidence:**\n{e['evidence']}\n\n"
+            f"**Related:** {e['related']}\n\n")
+    for f, chunks in per_file.items():
+        (ledger / f"{f}.md").write_text(f"# Ledger: {f}\n\n<!-- sorted -->\n\n" + "".join(chunks),
+                                        encoding="utf-8")
+    slop = []
+    for i in range(entries - n_ledger):
+        e = {"id": f"{i:08x}-0000-4000-8000-{i:012x}", "bucket": BUCKETS[i % 10],
+             "severity": SEVERITIES[i % 5], "confidence": ("certain", "high", "medium",
+                                                           "low")[i % 4],
+             "owner": ("auto", "team-billing", "jane", "omar")[i % 4],
+             "source_links": [f"src/module_{i % 50}.py:{i % 300}",
+                              f"https://github.com/example/acme-api/issues/{i}"],
+             "title": f"Slop {i:05d}: {sentence(rng, 7)[:-1]}",
+             "description": paragraph(rng, 3), "status": STATUSES[i % 5],
+             "cleanup_recommendation": paragraph(rng, 1),
+             "created_at": f"2026-0{i % 4 + 1}-{i % 28 + 1:02d}T10:00:00+00:00",
+             "updated_at": f"2026-0{i % 4 + 1}-{i % 28 + 1:02d}T12:00:00+00:00"}
+        slop.append(e)
+        texts.append({"title": e["title"], "context": e["description"],
+                      "pattern": e["cleanup_recommendation"], "evidence": "\n".join(
+                          f"- {s}" for s in e["source_links"]), "related": "", "kind": "slop",
+                      "category": e["bucket"], "confidence": e["severity"]})
+    slop_path = home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    slop_path.parent.mkdir(parents=True)
+    slop_path.write_text(json.dumps({"entries": slop}, indent=2), encoding="utf-8")
+    audit = home / ".nagi" / "ledger.db"
+    audit.parent.mkdir(parents=True)
+    sql = (REPO.parent / "shared" / "formats" / "nagi-ledger" / "audit_schema.sql")
+    conn = sqlite3.connect(audit)
+    conn.executescript(sql.read_text(encoding="utf-8").split("-- Example rows")[0])
+    conn.executemany("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                     "(?, ?, ?, ?, 'acme-api')",
+                     [(f"2026-05-{i % 9 + 1:02d} {i % 24:02d}:00:00", i % 3,
+                       ("git", "deploy", "tool_failure", "test", "edit")[i % 5],
+                       sentence(rng, 10)) for i in range(3000)])
+    conn.executemany("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, "
+                     "verdict) VALUES (?, ?, 'general-purpose', 'sonnet', ?, ?)",
+                     [(f"2026-05-{i % 9 + 1:02d} 10:{i % 60:02d}:00", f"Task {i % 150}: "
+                       f"{WORDS[i % len(WORDS)]}", sentence(rng, 12),
+                       (None, "CONFIRMED", "REFUTED", "PARTIAL")[i % 4]) for i in range(400)])
+    conn.executemany("INSERT INTO approaches (ts, task, approach, outcome, reason) VALUES "
+                     "(?, ?, ?, ?, ?)",
+                     [(f"2026-05-{i % 9 + 1:02d} 11:00:00", f"Task {i % 150}: "
+                       f"{WORDS[i % len(WORDS)]}", sentence(rng, 8),
+                       ("DEAD_END", "NO_GO", "WORKS")[i % 3], sentence(rng, 10))
+                      for i in range(300)])
+    conn.commit()
+    conn.close()
+    (root / "toolkit.yaml").write_text(f"slop: {slop_path}\naudit_db: {audit}\n"
+                                       f"today: '2026-05-10'\n", encoding="utf-8")
+    env = {**os.environ, "HOME": str(home), "NO_MKDOCS_2_WARNING": "1"}
+    env.pop("SOURCE_DATE_EPOCH", None)
+    return root, env, texts
+
+
+def make_floor(base: Path, texts: list[dict[str, str]], extra_pages: int) -> Path:
+    """Hand-written Markdown with the same text, one page per entry, plus short pages."""
+    floor = base / "floor"
+    docs = floor / "docs"
+    (docs / "entries").mkdir(parents=True)
+    (docs / "index.md").write_text("# Home\n\nThe floor site.\n", encoding="utf-8")
+    for i, t in enumerate(texts):
+        body = (f"---\ntitle: \"{t['title']}\"\n---\n\n| Field | Value |\n|---|---|\n"
+                f"| Kind | {t['kind']} |\n| Category | {t['category']} |\n"
+                f"| Confidence | {t['confidence']} |\n| Date | 2026-04-01 |\n\n"
+                f"## Context\n\n{t['context']}\n\n## Pattern\n\n{t['pattern']}\n\n"
+                f"## Evidence\n\n{t['evidence']}\n\n## Related\n\n{t['related'] or 'None'}\n")
+        (docs / "entries" / f"e{i:05d}.md").write_text(body, encoding="utf-8")
+    nav = ["  - Home: index.md"]
+    for j in range(extra_pages):
+        (docs / f"index-{j:03d}.md").write_text(f"# Index {j}\n\nA short page.\n",
+                                                encoding="utf-8")
+        if j < 40:
+            nav.append(f"  - Index {j}: index-{j:03d}.md")
+    (floor / "mkdocs.yml").write_text(
+        "site_name: Floor\ntheme:\n  name: material\n  font: false\nplugins:\n  - search\n"
+        "strict: true\nvalidation:\n  nav:\n    omitted_files: ignore\nnav:\n" + "\n".join(nav)
+        + "\n", encoding="utf-8")
+    return floor
+
+
+# --------------------------------------------------------------------------- timing
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return elapsed
+
+
+def search_locations(site: Path) -> set[str]:
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    return {d["location"].split("#")[0] for d in index["docs"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=5000)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--keep", action="store_true", help="keep the temp folder")
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="bench-site-"))
+    toolkit = [sys.executable, "-m", "toolkit"]
+    mkdocs = [sys.executable, "-m", "mkdocs"]
+    try:
+        root, env, texts = make_world(base, args.entries)
+        print(f"world: {args.entries} entries ({args.entries // 2} ledger, "
+              f"{args.entries - args.entries // 2} slop), 3,000 actions, 400 dispatches, "
+              f"300 approaches in {base}")
+        load = run([*toolkit, "load"], root, env)
+        print(f"toolkit load (not part of the ratios): {load:.1f} s")
+        site = root / ".toolkit" / "site"
+        # one full build to learn how many pages the site has
+        run([*toolkit, "build-site", "--clean", "--build-time", BUILD_TIME], root, env)
+        pages = len(list((site.parent / "site.build" / "docs").rglob("*.md")))
+        floor = make_floor(base, texts, pages - len(texts) - 1)
+        floor_pages = len(list((floor / "docs").rglob("*.md")))
+        print(f"site: {pages} pages; floor: {floor_pages} hand-written pages")
+
+        floor_times, full_times, incr_times, dirty_times = [], [], [], []
+        patterns = root / ".smith" / "vault" / "ledger" / "patterns.md"
+        for rep in range(args.reps):
+            for folder in (floor / "site", site, site.parent / "site.build"):
+                shutil.rmtree(folder, ignore_errors=True)
+            floor_times.append(run([*mkdocs, "build", "-q"], floor, env))
+            full_times.append(run([*toolkit, "build-site", "--build-time", BUILD_TIME],
+                                  root, env))
+            full_locations = search_locations(site)
+            word = f"zanzibarquux{rep}"
+            text = patterns.read_text(encoding="utf-8")
+            marker = "**Pattern:** "
+            at = text.index(marker) + len(marker)
+            patterns.write_text(text[:at] + word + " " + text[at:], encoding="utf-8")
+            incr_times.append(run([*toolkit, "build-site", "--build-time", BUILD_TIME],
+                                  root, env))
+            locations = search_locations(site)
+            index = json.loads((site / "search" / "search_index.json").read_text())
+            found = sum(word in d["text"] for d in index["docs"])
+            page = floor / "docs" / "entries" / "e00000.md"
+            page.write_text(page.read_text(encoding="utf-8") + f"\n{word}\n", encoding="utf-8")
+            dirty_times.append(run([*mkdocs, "build", "-q", "--dirty"], floor, env))
+            dirty_docs = len(search_locations(floor / "site"))
+            print(f"rep {rep + 1}: floor {floor_times[-1]:.1f} s, full {full_times[-1]:.1f} s, "
+                  f"one change {incr_times[-1]:.1f} s (search: {len(locations)} of "
+                  f"{len(full_locations)} pages, same set: {locations == full_locations}, "
+                  f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
+                  f"keeps {dirty_docs} of {floor_pages} pages in its search index")
+        f, full, incr = min(floor_times), min(full_times), min(incr_times)
+        print()
+        print(f"floor (plain mkdocs build, {floor_pages} pages): {f:.1f} s")
+        print(f"toolkit build-site, full:            {full:.1f} s  = {full / f:.2f} x floor "
+              "(target < 1.3)")
+        print(f"after one entry changed:              {incr:.1f} s  = {incr / full:.2f} x full "
+              "(target < 0.25)")
+    finally:
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

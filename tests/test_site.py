@@ -114,9 +114,14 @@ def test_downloads_hold_every_row_as_csv_and_json(built: tuple[World, Path]) -> 
 def test_same_inputs_give_byte_identical_sites_and_clean_starts_over(
         built: tuple[World, Path], tmp_path: Path) -> None:
     world, site = built
-    again = build(world, out=tmp_path / "elsewhere" / "site")
+    seen: list[tuple[str, int, int]] = []
+    again = build(world, out=tmp_path / "elsewhere" / "site", progress=lambda *a: seen.append(a))
     assert again.mode == "full"
     assert tree_bytes(again.out) == tree_bytes(site)
+    # progress was reported over the pages and over the MkDocs build
+    assert {s for s, _, _ in seen} == {"Writing pages", "Building HTML"}
+    assert ("Writing pages", again.pages, again.pages) in seen
+    assert ("Building HTML", again.pages, again.pages) in seen
     (again.out / "stray.html").write_text("left over")
     clean = build(world, out=again.out, clean=True)
     assert clean.mode == "full" and clean.rebuilt == clean.pages
@@ -261,3 +266,30 @@ def test_source_date_epoch_sets_the_build_time() -> None:
     assert build_time_from("2026-05-10T12:00:00", {}) == BUILD_TIME
     assert build_time_from("2026-05-10T14:00:00+02:00", {}) == BUILD_TIME
     assert os.environ.get("SOURCE_DATE_EPOCH") is None
+
+
+def test_every_page_kind_has_a_template_and_templates_are_strict(tmp_path: Path) -> None:
+    import dataclasses
+
+    import jinja2
+
+    from toolkit import reports
+    from toolkit.reports import Page, Table
+    from toolkit.site import TEMPLATES_DIR, _Renderer
+
+    kinds = [c for c in vars(reports).values()
+             if isinstance(c, type) and issubclass(c, Page) and c is not Page]
+    assert len(kinds) >= 15
+    for kind in kinds:
+        assert (TEMPLATES_DIR / kind.template).is_file(), kind.__name__
+        assert dataclasses.is_dataclass(kind)
+    # an undefined name in a template is an error, never an empty string
+    (tmp_path / "base.md.j2").write_text("{{ page.no_such_field }}")
+
+    @dataclasses.dataclass(kw_only=True)
+    class Probe(Page):
+        template = "base.md.j2"
+
+    with pytest.raises(jinja2.UndefinedError):
+        _Renderer(tmp_path).render(Probe(path="x.md", title="t"))
+    assert Table(("a",), []).empty == "Nothing to show."

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from toolkit import queries
 from toolkit.charts import ChartSpec, Series
 from toolkit.records import (
-    AUDIT_OUTCOMES,
     AUDIT_TIERS,
     AUDIT_VERDICTS,
     CATEGORIES,
@@ -102,6 +100,7 @@ class Page:
     search: bool = True  # False: left out of the search index (long listings)
     tags: tuple[str, ...] = ()
     intro: str = ""  # one line under the title (trusted text written by us)
+    wide: bool = False  # wide tables: the table of contents sidebar is hidden
 
 
 @dataclass(frozen=True)
@@ -220,6 +219,7 @@ class ListPage(Page):
     """A listing of entries (ledger or slop) sharing one value: a file, a category..."""
 
     template: ClassVar[str] = "list.md.j2"
+    wide: bool = True
     table: Table
     up: Ref | None = None
 
@@ -229,6 +229,7 @@ class GroupIndexPage(Page):
     """The values of one dimension (category, bucket, owner...) with counts and links."""
 
     template: ClassVar[str] = "group_index.md.j2"
+    wide: bool = True
     table: Table
     chart: str | None = None
 
@@ -300,6 +301,7 @@ class AuditStatsPage(Page):
 @dataclass(kw_only=True)
 class DispatchReportPage(Page):
     template: ClassVar[str] = "audit_dispatches.md.j2"
+    wide: bool = True
     over_limit: Table
     pending: Table
     tasks: Table
@@ -331,6 +333,7 @@ class TaskPage(Page):
 @dataclass(kw_only=True)
 class ActionsPage(Page):
     template: ClassVar[str] = "audit_actions.md.j2"
+    wide: bool = True
     table: Table
     page_no: int
     pages: list[Ref]
@@ -343,6 +346,7 @@ class ActionsPage(Page):
 @dataclass(kw_only=True)
 class SessionsPage(Page):
     template: ClassVar[str] = "sessions.md.j2"
+    wide: bool = True
     table: Table
 
 
@@ -378,12 +382,14 @@ class TurnView:
 @dataclass(kw_only=True)
 class DataPage(Page):
     template: ClassVar[str] = "data.md.j2"
+    wide: bool = True
     table: Table
 
 
 @dataclass(kw_only=True)
 class WarningsPage(Page):
     template: ClassVar[str] = "warnings.md.j2"
+    wide: bool = True
     table: Table
 
 
@@ -628,7 +634,7 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
          s.get("label"), s.get("files_changed")) for s in snaps],
         empty="No turn snapshots found for this workspace.")
     return HomePage(
-        path="index.md", title=d.site_name, nav=("Home",), site_name=d.site_name,
+        path="index.md", title="Dashboard", nav=("Dashboard",), site_name=d.site_name, wide=True,
         today=d.today.isoformat(), last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
         ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), ledger_rows + [totals]),

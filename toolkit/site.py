@@ -409,6 +409,8 @@ def _front_matter(page: Page) -> Markup:
         lines.append("tags: " + json.dumps(tags))
     if not page.search:
         lines.append("search:\n  exclude: true")
+    if page.wide:
+        lines.append("hide:\n  - toc")
     lines.append("---")
     return Markup("\n".join(lines))
 
@@ -707,7 +709,7 @@ def _write_state(path: Path, data: dict[str, Any]) -> None:
 
 # =========================================================================== config and nav
 
-_SECTIONS = ("Home", "Ledger", "Slop", "Audit", "Sessions", "Snapshots", "Data", "Warnings")
+_SECTIONS = ("Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Snapshots", "Data", "Warnings")
 
 
 def make_nav(pages: list[Page]) -> list[Any]:

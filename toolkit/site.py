@@ -420,6 +420,17 @@ def render_page(renderer: _Renderer, page: Page) -> bytes:
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 
+_ANY_TOKEN = re.compile(r"&#35;tk(?:table|post)-([0-9a-f]{20})")
+
+
+def render_page_text(page: Page) -> str:
+    """A page's Markdown with its tables put in place (as the HTML the site shows): what a
+    reader gets, for tests and debugging."""
+    renderer = _Renderer()
+    text = render_page(renderer, page).decode("utf-8")
+    return _ANY_TOKEN.sub(lambda m: renderer.tables[m.group(1)], text)
+
+
 # =========================================================================== build
 
 @dataclass

@@ -293,3 +293,36 @@ def test_every_page_kind_has_a_template_and_templates_are_strict(tmp_path: Path)
     with pytest.raises(jinja2.UndefinedError):
         _Renderer(tmp_path).render(Probe(path="x.md", title="t"))
     assert Table(("a",), []).empty == "Nothing to show."
+
+
+def test_every_internal_link_and_anchor_resolves(built: tuple[World, Path]) -> None:
+    """Tables are HTML the toolkit writes (MkDocs does not check their links): check them all,
+    with the anchors they point at."""
+    from urllib.parse import unquote, urljoin, urlsplit
+
+    _, site = built
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(page: Path) -> set[str]:
+        if page not in ids:
+            ids[page] = {dict(a).get("id") for _, a in scan(page).tags} - {None}
+        return ids[page]
+
+    checked = 0
+    for page in sorted(site.rglob("*.html")):
+        url = "http://site/" + page.relative_to(site).as_posix().removesuffix("index.html")
+        for tag, attrs in scan(page).tags:
+            href = dict(attrs).get("href") if tag == "a" else None
+            if not href or href.startswith(("http://", "https://", "mailto:")):
+                continue
+            target = urlsplit(urljoin(url, href))
+            if target.netloc != "site":
+                continue
+            path = site / unquote(target.path.lstrip("/"))
+            if path.is_dir():
+                path = path / "index.html"
+            assert path.is_file(), (page, href)
+            if target.fragment and path.suffix == ".html" and target.fragment != "__skip":
+                assert target.fragment in anchors(path), (page, href)
+            checked += 1
+    assert checked > 500

@@ -78,6 +78,15 @@ def read_text(path: Path, limit: int | None = None) -> str:
 class _SafeLoader(yaml.SafeLoader):
     """SafeLoader that refuses alias-heavy documents (billion-laughs) before building them."""
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A value the safe constructors cannot build (2026-13-45, `!!int twelve`) raises a
+        # plain ValueError (or worse) without a position: report it at the node instead.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, str(exc) or type(exc).__name__, node.start_mark) from None
+
 
 def load_yaml(text: str, path: Path | str) -> Any:
     """Parse YAML with the safe loader; errors name the line and column."""
@@ -105,6 +114,9 @@ def load_yaml(text: str, path: Path | str) -> Any:
                         hint="Fix the YAML (spaces, not tabs; close every quote)") from None
     except yaml.YAMLError as exc:
         raise DataError(f"invalid YAML: {exc}", path=path) from None
+    except RecursionError:
+        raise DataError("invalid YAML: nested too deeply", path=path,
+                        hint="Flatten the nested lists or mappings") from None
 
 
 def _expanded_nodes(data: Any, limit: int) -> int:

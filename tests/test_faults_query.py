@@ -56,3 +56,33 @@ def test_output_is_bounded(project, cli_run):
     lines = result.output.splitlines()
     assert lines[1:11] == [str(i) for i in range(10)]
     assert lines[-1] == "(stopped after 10 rows; use --max-rows or LIMIT)"
+
+
+def test_a_bad_memory_limit_is_a_usage_error(project, cli_run):
+    result = cli_run("query", "SELECT 1", "--memory-limit", "lots")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: --memory-limit 'lots' is not a size. Use a number and a unit, e.g. 500MB or 2GB")
+
+
+def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_run):
+    import subprocess
+    import sys
+
+    from toolkit.errors import BusyError
+    from toolkit.store import run_readonly_query
+
+    assert cli_run("load").exit_code == 0
+    db = project.root / ".toolkit" / "ledger.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); sys.stdin.read()", str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(BusyError) as err:
+            run_readonly_query(db, "SELECT 1")
+        assert str(err.value) == (f"{db}: the store is in use by another toolkit process; "
+                                  "retry when it finishes")
+    finally:
+        holder.communicate("")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError
+from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
 from toolkit.records import Problem
 
 if TYPE_CHECKING:
@@ -190,14 +190,7 @@ class Store:
                                hint="Run `toolkit load` first")
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise BusyError("the store is in use by another toolkit process; retry when it "
-                                "finishes", path=path) from None
-            raise DataError(f"cannot open the store: {exc}", path=path,
-                            hint="Delete it; `toolkit load` rebuilds it from the sources") from None
+        conn = _connect(path, read_only=read_only)
         store = cls(conn, path, read_only)
         if migrate and not read_only:
             store.migrate()
@@ -443,6 +436,19 @@ def _cast(column: str, duck_type: str) -> str:
     return f'"{column}"'
 
 
+def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None
+             ) -> duckdb.DuckDBPyConnection:
+    """Open the store's DuckDB file; another process's lock is "busy", a bad file "bad data"."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=config or {})
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise BusyError("the store is in use by another toolkit process; retry when it "
+                            "finishes", path=path) from None
+        raise DataError(f"cannot open the store: {_first_line(exc).rstrip('!')}", path=path,
+                        hint="Delete it; `toolkit load` rebuilds it from the sources") from None
+
+
 def fingerprint_paths(paths: Sequence[Path]) -> str:
     """Cheap change detector: size, mtime_ns and inode of each path (missing -> '-')."""
     h = hashlib.sha256()
@@ -473,14 +479,18 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
     if not Path(db_path).exists():
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
-    conn = duckdb.connect(str(db_path), read_only=True, config={
-        "enable_external_access": False,
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-        "allow_community_extensions": False,
-        "memory_limit": memory_limit,
-        "threads": 2,
-    })
+    try:
+        conn = _connect(Path(db_path), read_only=True, config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "allow_community_extensions": False,
+            "memory_limit": memory_limit,
+            "threads": 2,
+        })
+    except duckdb.ParserException:  # the only value here a user gives: the memory limit
+        raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
+                         hint="Use a number and a unit, e.g. 500MB or 2GB") from None
     try:
         conn.execute("SET enable_progress_bar = false")
         conn.execute("SET lock_configuration = true")

@@ -58,7 +58,8 @@ def test_every_commit_that_changed_the_ledger_is_a_version(project, isolated_env
     assert [r[0] for r in rows] == project.commits[:4]  # the meta-only commit is no version
     assert [r[2:6] for r in rows] == [(2, 0, 0, 2), (3, 0, 1, 2), (3, 0, 0, 3), (2, 0, 0, 2)]
     assert [r[6] for r in rows] == [None] + [f"git:{c}" for c in project.commits[:3]]
-    assert res["history"].note == "4 versions (4 git); 4 new commits read"
+    assert res["history"].note == "4 versions (4 git)"
+    assert res["history"].change == "4 new commits read"
     # the working files equal HEAD: no extra version
     assert store.scalar("SELECT count(*) FROM ledger_versions WHERE source = 'working'") == 0
 
@@ -116,7 +117,8 @@ def test_a_commit_already_read_is_not_read_again(project, isolated_env, monkeypa
     new_blob = run(["git", "rev-parse", f"{sha}:.smith/vault/ledger/patterns.md"],
                    cwd=project.root)
     assert requested == [[new_blob]]  # only the one file content never seen before
-    assert res["history"].note == "5 versions (5 git); 1 new commit read"
+    assert res["history"].note == "5 versions (5 git)"
+    assert res["history"].change == "1 new commit read"
     assert _changes(store)[-1] == (5, "added", "patterns/feature flags")
     store.close()
     # unchanged: skipped by fingerprint; --full: everything again
@@ -313,6 +315,29 @@ def test_history_command_all_sources_and_file_filter(project, cli_with_history, 
     assert result.output.splitlines()[-1].startswith(
         "Error: no ledger entry titled 'retry budget' in any version.")
     result = cli_with_history("retry budget", "--file", "nonsense")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: unknown ledger file 'nonsense'. Use patterns, antipatterns, tool-preferences "
+        "(tools), edge-cases or project-quirks (quirks)")
+
+
+def test_history_command_file_filter_without_title_counts_that_file(project, cli_with_history,
+                                                                    monkeypatch):
+    monkeypatch.chdir(project.root)
+    result = cli_with_history("--file", "patterns", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == [
+        f"2026-04-01 00:33,git,{project.commits[0][:8]},0,0,2,2,2 added",
+        f"2026-04-01 01:33,git,{project.commits[1][:8]},0,1,1,2,"
+        "\"1 promoted, 1 reinforced\"",
+        f"2026-04-01 02:33,git,{project.commits[2][:8]},0,0,2,2,\"1 demoted, 1 edited\"",
+        f"2026-04-01 03:33,git,{project.commits[3][:8]},0,0,1,1,1 removed"]
+    result = cli_with_history("--file", "edge-cases")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == "Ledger history of edge-cases.md: 1 version(s), " \
+        "oldest first"
+    assert result.output.splitlines()[3].split()[3:] == ["0", "0", "1", "1", "1", "added"]
+    result = cli_with_history("--file", "nonsense")
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == (
         "Error: unknown ledger file 'nonsense'. Use patterns, antipatterns, tool-preferences "

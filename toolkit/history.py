@@ -517,14 +517,14 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     parts = [f"{counts.get(s, 0)} {s}" for s in ("git", "working", "archive", "backup",
                                                    "snapshot") if counts.get(s)]
     note = f"{total} versions" + (f" ({', '.join(parts)})" if parts else "")
-    if repo is not None:
-        note += f"; {len(commits_read)} new commit{'s' if len(commits_read) != 1 else ''} read"
+    change = (f"{len(commits_read)} new commit{'s' if len(commits_read) != 1 else ''} read"
+              if repo is not None else "")
     if notes:
         note += "; " + "; ".join(notes)
     if not found:
         note = "no Smith ledger and no past versions of it"
     result = _HistoryResult("history", str(cfg.ledger_dir), found, note, total,
-                            problems=problems)
+                            problems=problems, change=change)
     result.state = {"repo": repo_key, "head": repo.head if repo else None,
                     "commits_read": commits_read[:200], "commits_read_count": len(commits_read),
                     "versions": total}

@@ -324,8 +324,8 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
     finally:
         conn.close()
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
-    res = _AuditResult("audit", str(db), True, f"{total} rows ({added} new)", total,
-                       problems=problems)
+    res = _AuditResult("audit", str(db), True, f"{total} rows", total, problems=problems,
+                       change=f"{added} new")
     res.state = {"max_ids": ids}
     return res
 

@@ -147,9 +147,10 @@ class SourceResult:
     source: str
     location: str
     found: bool
-    note: str = ""
+    note: str = ""  # what the source holds (shown by status)
     rows: int = 0
     skipped: bool = False  # fingerprint unchanged
+    change: str = ""  # what this load did ("12 new rows"); empty when skipped
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
 

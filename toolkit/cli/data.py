@@ -50,7 +50,8 @@ def load(full: bool) -> None:
         report = store.refresh(cfg, full=full, progress=progress_printer())
     for r in report.results:
         state = "unchanged" if r.skipped else ("loaded" if r.found else "not found")
-        click.echo(f"{r.source:<10} {state:<10} {r.note}")
+        change = f" ({r.change})" if r.change and not r.skipped else ""
+        click.echo(f"{r.source:<10} {state:<10} {r.note}{change}")
     click.echo(f"Store: {cfg.db_path}")
     if report.errors:
         raise report.errors[0]

@@ -336,7 +336,7 @@ def test_history_command_file_filter_without_title_counts_that_file(project, cli
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == "Ledger history of edge-cases.md: 1 version(s), " \
         "oldest first"
-    assert result.output.splitlines()[3].split()[3:] == ["0", "0", "1", "1", "1", "added"]
+    assert result.output.splitlines()[3].split()[4:] == ["0", "0", "1", "1", "1", "added"]
     result = cli_with_history("--file", "nonsense")
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == (

@@ -694,17 +694,41 @@ def timelines_for(all_sources: bool) -> tuple[str, ...]:
     return ("main", "copies", "snapshots") if all_sources else ("main",)
 
 
-def growth(store: Store, *, timelines: tuple[str, ...] = ("main",)) -> list[VersionCounts]:
+def growth(store: Store, *, timelines: tuple[str, ...] = ("main",), file: str | None = None
+           ) -> list[VersionCounts]:
     """Every version of the given timelines, oldest first, with counts by confidence and the
-    number of changes of each kind that led to it."""
-    rows = store.fetch_dicts(
-        "SELECT v.*, (SELECT list(struct_pack(change := c.change, n := c.n)) FROM "
-        "  (SELECT change, count(*) AS n FROM ledger_changes ch "
-        "   WHERE ch.version_id = v.version_id GROUP BY change) c) AS changes "
-        "FROM ledger_versions v WHERE v.source <> 'base' "
-        "AND v.timeline IN (SELECT unnest(?::VARCHAR[])) "
-        "ORDER BY CASE v.timeline WHEN 'main' THEN 0 WHEN 'copies' THEN 1 ELSE 2 END, v.seq",
-        [list(timelines)])
+    number of changes of each kind that led to it. With ``file`` (a ledger file name or
+    alias): that file's counts and changes, in the versions that changed it."""
+    kind = _ledger_kind(file)
+    if kind is None:
+        rows = store.fetch_dicts(
+            "SELECT v.*, (SELECT list(struct_pack(change := c.change, n := c.n)) FROM "
+            "  (SELECT change, count(*) AS n FROM ledger_changes ch "
+            "   WHERE ch.version_id = v.version_id GROUP BY change) c) AS changes "
+            "FROM ledger_versions v WHERE v.source <> 'base' "
+            "AND v.timeline IN (SELECT unnest(?::VARCHAR[])) "
+            "ORDER BY CASE v.timeline WHEN 'main' THEN 0 WHEN 'copies' THEN 1 ELSE 2 END, "
+            "v.seq", [list(timelines)])
+    else:
+        rows = store.fetch_dicts(
+            "SELECT v.version_id, v.source, v.timeline, v.ref, v.ts, v.subject, v.seq, "
+            "  e.n AS entries, e.h AS high, e.m AS medium, e.l AS low, e.u AS unrated, "
+            "  (SELECT list(struct_pack(change := c.change, n := c.n)) FROM "
+            "    (SELECT change, count(*) AS n FROM ledger_changes ch WHERE ch.version_id = "
+            "     v.version_id AND ch.file = ? GROUP BY change) c) AS changes "
+            "FROM ledger_versions v LEFT JOIN (SELECT version_id, count(*) AS n, "
+            "  count(*) FILTER (WHERE confidence = 'high') AS h, "
+            "  count(*) FILTER (WHERE confidence = 'medium') AS m, "
+            "  count(*) FILTER (WHERE confidence = 'low') AS l, "
+            "  count(*) FILTER (WHERE confidence IS NULL OR confidence NOT IN "
+            "    ('high', 'medium', 'low')) AS u "
+            "  FROM ledger_entry_versions WHERE file = ? GROUP BY version_id) e "
+            "  ON e.version_id = v.version_id "
+            "WHERE v.source <> 'base' AND v.timeline IN (SELECT unnest(?::VARCHAR[])) "
+            "AND EXISTS (SELECT 1 FROM ledger_changes ch WHERE ch.version_id = v.version_id "
+            "  AND ch.file = ?) "
+            "ORDER BY CASE v.timeline WHEN 'main' THEN 0 WHEN 'copies' THEN 1 ELSE 2 END, "
+            "v.seq", [kind, kind, list(timelines), kind])
     return [VersionCounts(
         version_id=r["version_id"], source=r["source"], timeline=r["timeline"], ref=r["ref"],
         ts=r["ts"], subject=r["subject"], seq=r["seq"], high=r["high"] or 0,
@@ -733,22 +757,29 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
     return [_change(r) for r in store.fetch_dicts(sql, params)]
 
 
+def _ledger_kind(file: str | None) -> str | None:
+    """The ledger file kind a user named (``tools``, ``patterns.md``...), None for all files."""
+    from toolkit.records import resolve_ledger_file
+
+    if not file:
+        return None
+    kind = resolve_ledger_file(file)
+    if kind is None:
+        from toolkit.errors import UsageError
+
+        raise UsageError(f"unknown ledger file {file!r}",
+                         hint="Use patterns, antipatterns, tool-preferences (tools), "
+                              "edge-cases or project-quirks (quirks)")
+    return kind
+
+
 def find_entries(store: Store, title: str, file: str | None = None
                  ) -> list[tuple[str, str, str | None]]:
     """(entry_key, file, title) of entries whose title matches in any version: exact (NFC,
     case-folded) matches if any, otherwise titles containing the text."""
-    from toolkit.records import resolve_ledger_file
     from toolkit.sources.history import title_key
 
-    kind = None
-    if file:
-        kind = resolve_ledger_file(file)
-        if kind is None:
-            from toolkit.errors import UsageError
-
-            raise UsageError(f"unknown ledger file {file!r}",
-                             hint="Use patterns, antipatterns, tool-preferences (tools), "
-                                  "edge-cases or project-quirks (quirks)")
+    kind = _ledger_kind(file)
     rows = store.fetch(
         "SELECT entry_key, file, arg_max(title, version_id) FROM ledger_entry_versions "
         "GROUP BY entry_key, file ORDER BY file, entry_key")[1]

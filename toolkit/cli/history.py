@@ -51,7 +51,7 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
                        "with commits, and there are no archive, backup or snapshot copies.")
             return
         if title is None:
-            versions = growth(store, timelines=timelines)
+            versions = growth(store, timelines=timelines, file=file_)
             histories = None
         else:
             histories = history_for_title(store, title, file=file_, all_sources=all_sources)
@@ -68,7 +68,10 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
                 row.insert(1, v.timeline)
             rows.append(row)
         if fmt == "table":
-            click.echo(f"Ledger history: {len(versions)} version(s), oldest first")
+            from toolkit.records import resolve_ledger_file
+
+            of = f" of {resolve_ledger_file(file_)}.md" if file_ else ""
+            click.echo(f"Ledger history{of}: {len(versions)} version(s), oldest first")
         click.echo(render_rows(cols, rows, fmt))
         return
     from toolkit.display import shown

@@ -53,8 +53,19 @@ def progress_printer():  # type: ignore[no-untyped-def]
     return Progress(transient=True)
 
 
+def echo_text(text: str, *, nl: bool = True) -> None:
+    """Print output that holds untrusted text in a machine format (CSV, JSON, a Markdown
+    export): as it is when piped, with escape codes and bidi controls made visible
+    (toolkit.display.visible) on a terminal, where they would otherwise act."""
+    import sys
+
+    from toolkit.display import visible
+
+    click.echo(visible(text) if sys.stdout.isatty() else text, nl=nl)
+
+
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    echo_text(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str) -> str:

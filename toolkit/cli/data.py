@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from toolkit.cli._common import get_config, render_rows
+from toolkit.cli._common import echo_text, get_config, render_rows
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
@@ -146,7 +146,7 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
     open_store(cfg, quiet=True).close()
     cols, rows, truncated = run_readonly_query(cfg.db_path, sql, timeout=timeout,
                                                max_rows=max_rows, memory_limit=memory_limit)
-    click.echo(render_rows(cols, rows, fmt))
+    echo_text(render_rows(cols, rows, fmt))
     if truncated:
         click.echo(f"(stopped after {max_rows} rows; use --max-rows or LIMIT)", err=True)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import get_config, render_rows
+from toolkit.cli._common import echo_text, get_config, render_rows
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
@@ -72,7 +72,7 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
 
             of = f" of {resolve_ledger_file(file_)}.md" if file_ else ""
             click.echo(f"Ledger history{of}: {len(versions)} version(s), oldest first")
-        click.echo(render_rows(cols, rows, fmt))
+        echo_text(render_rows(cols, rows, fmt))
         return
     from toolkit.display import shown
 
@@ -81,7 +81,7 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
         cols.insert(0, "entry")
         rows = [[h.entry_key, _ts(s.ts), s.source, s.short_ref, ", ".join(s.changes),
                  s.confidence, s.reflections, s.subject] for h in histories for s in h.states]
-        click.echo(render_rows(cols, rows, fmt))
+        echo_text(render_rows(cols, rows, fmt))
         return
     for i, h in enumerate(histories):
         if i:
@@ -91,6 +91,6 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
                  s.confidence if s.present else "", s.reflections if s.present else "",
                  s.subject or ""] for s in h.states]
         if rows:
-            click.echo(render_rows(cols, rows, fmt))
+            echo_text(render_rows(cols, rows, fmt))
         else:
             click.echo("  (no change recorded in the selected history; try --all)")

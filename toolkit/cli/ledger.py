@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import echo_json, get_config
+from toolkit.cli._common import echo_json, echo_text, get_config
 from toolkit.records import CATEGORIES, CONFIDENCES
 
 # Subcommands written in other modules, imported on first use; listed only when their module
@@ -349,7 +349,6 @@ def export(output: str | None, no_redact: bool, as_json: bool) -> None:
     patterns, antipatterns, tool-preferences, edge-cases and project-quirks."""
     from pathlib import Path
 
-    from toolkit.display import visible
     from toolkit.ledger_ops import export as export_ledger
 
     cfg = get_config()
@@ -361,7 +360,7 @@ def export(output: str | None, no_redact: bool, as_json: bool) -> None:
     elif output:
         click.echo(f"Exported the Ledger to {output}")
     else:
-        click.echo(visible(text) if sys.stdout.isatty() else text, nl=False)
+        echo_text(text, nl=False)
 
 
 # --------------------------------------------------------------------------- mutations

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import echo_json, get_config
+from toolkit.cli._common import echo_json, echo_text, get_config
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -197,7 +197,7 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
         elif not result.entries and fmt == "table":
             click.echo("No matching slop ledger entries.")
         else:
-            click.echo(render_rows(columns, rows, fmt))
+            echo_text(render_rows(columns, rows, fmt))
     if result.matched > len(result.entries):
         click.echo(f"Showing {len(result.entries)} of {result.matched} matching entries "
                    "(--limit 0 shows all).", err=True)
@@ -345,4 +345,4 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     elif output is not None:
         click.echo(f"Wrote {len(entries)} entries to {output}")
     else:
-        click.echo(text, nl=False)
+        echo_text(text, nl=False)

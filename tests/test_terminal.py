@@ -1,0 +1,67 @@
+"""AI-written text printed to a terminal: escape codes and bidi controls are shown, not obeyed.
+
+Machine formats (CSV, JSON, a Markdown export) stay byte-faithful when piped; on a terminal
+they go through toolkit.display.visible like every table does. Each case runs the real
+`toolkit` in a subprocess whose standard output is a pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+HOSTILE = "Legacy \x1b[31mred\x1b]0;pwned\x07 \u202eRTL"
+
+
+def _run_on_a_terminal(args: list[str], cwd) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd,
+                            stdout=secondary, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(primary)
+    proc.wait(timeout=60)
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    return proc.returncode, b"".join(chunks).decode("utf-8")
+
+
+@pytest.fixture
+def hostile_slop(project):  # type: ignore[no-untyped-def]
+    doc = json.loads(project.slop.read_text(encoding="utf-8"))
+    doc["entries"][0]["title"] = HOSTILE
+    project.slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return project
+
+
+@pytest.mark.parametrize("args", [
+    ["slop", "export", "--search", "Legacy"],
+    ["slop", "query", "--search", "Legacy", "--format", "csv"],
+    ["query", "SELECT title FROM slop_entries WHERE title LIKE 'Legacy%'", "--format", "csv"],
+    ["query", "SELECT title FROM slop_entries WHERE title LIKE 'Legacy%'", "--format", "json"],
+])
+def test_machine_formats_on_a_terminal_show_escape_codes(hostile_slop, args):
+    _, out = _run_on_a_terminal(args, hostile_slop.root)
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    if "json" in args:  # JSON escapes control characters itself
+        assert "Legacy \\u001b[31mred\\u001b]0;pwned\\u0007 <U+202E>RTL" in out
+    else:
+        assert "Legacy <U+001B>[31mred<U+001B>]0;pwned<U+0007> <U+202E>RTL" in out
+
+
+def test_piped_csv_keeps_the_text_as_stored(hostile_slop, cli_run):
+    result = cli_run("slop", "query", "--search", "Legacy", "--format", "csv")
+    assert result.exit_code == 0
+    assert "\u202eRTL" in result.output  # not rewritten when it is data for another program

@@ -500,8 +500,6 @@ def export(vault: Path, *, output: Path | None = None, redact: bool = True,
             out = Path(output)
             if out.is_dir():
                 raise UsageError(f"{out} is a folder; give a file name for --output")
-            if not out.parent.is_dir():
-                raise UsageError(f"folder {out.parent} does not exist")
             atomic_replace(out, text.encode("utf-8"))
             log.outcome = f"exported to {out}"
         else:

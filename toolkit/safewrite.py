@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.errors import BusyError, ConflictError, RefusedError, ToolkitError
+from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError, ToolkitError
 from toolkit.textio import max_file_bytes
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
@@ -247,6 +247,10 @@ class PreparedReplace:
                 self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                 0o600)
         except OSError as exc:
+            if exc.errno == errno.ENOENT and not self.path.parent.is_dir():
+                raise NotFoundError(f"folder {self.path.parent} does not exist; nothing "
+                                    "written", path=self.path,
+                                    hint="Create it first, or write somewhere else") from None
             raise _os_error(exc, self.path, "cannot create a temporary file beside it") \
                 from None
         try:

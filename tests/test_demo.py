@@ -359,3 +359,29 @@ def test_a_failure_removes_the_half_written_world(tmp_path: Path,
     with pytest.raises(ToolkitError):
         write_demo(tmp_path / "empty")
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_cli_a_folder_that_cannot_be_created_is_an_error_not_a_traceback(tmp_path: Path,
+                                                                          cli_run) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    target = tmp_path / "notes.txt" / "demo"
+    result = cli_run("demo", str(target))
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {target}: cannot create the folder: Not a directory. "
+        "Name a folder you can write to")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_an_os_error_while_writing_is_an_error_and_removes_the_half_written_world(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_run) -> None:
+    def disk_full(self: _World) -> None:
+        raise OSError(28, "No space left on device", str(self.root / "x"))
+
+    monkeypatch.setattr(_World, "run_turns", disk_full)
+    result = cli_run("demo", str(tmp_path / "demo"))
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {tmp_path / 'demo' / 'x'}: cannot write the demo world: No space left on "
+        "device; nothing kept")
+    assert not (tmp_path / "demo").exists()

@@ -86,20 +86,33 @@ def write_demo(dest: Path, *, seed: int = 7, anchor: dt.date = DEFAULT_ANCHOR,
                            "and the turn snapshots")
     say = progress or (lambda _msg: None)
     created = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolkitError(f"cannot create the folder: {exc.strerror}", path=dest,
+                           hint="Name a folder you can write to") from None
     root = dest.resolve()
     try:
         return _World(root, seed, anchor, audit_rows, git_exe, say).build()
+    except OSError as exc:
+        _remove_partial(root, created)
+        raise ToolkitError(f"cannot write the demo world: {exc.strerror}; nothing kept",
+                           path=exc.filename or root) from None
     except BaseException:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            for child in root.iterdir():
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink(missing_ok=True)
+        _remove_partial(root, created)
         raise
+
+
+def _remove_partial(root: Path, created: bool) -> None:
+    """Remove a half-written world: the folder we created, or what we put in an empty one."""
+    if created:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        for child in root.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 # =========================================================================== small helpers

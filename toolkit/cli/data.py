@@ -16,7 +16,7 @@ FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 @click.option("--seed", type=int, default=7, show_default=True,
               help="Random seed: the same seed writes the same world.")
 @click.option("--audit-rows", type=int, default=3000, show_default=True,
-              help="Rows to write into the demo audit DB.")
+              help="Rows to write into the demo audit DB (at least 100).")
 def demo(directory: str, seed: int, audit_rows: int) -> None:
     """Write a realistic demo world into DIRECTORY (which must be empty or absent).
 

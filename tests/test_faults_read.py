@@ -166,6 +166,24 @@ def test_a6_junk_bytes_reported_by_offset_rest_loads(project, cli_run, junk, off
     assert path.read_bytes() == junk
 
 
+def test_a6_a_folder_where_a_ledger_file_belongs_is_reported_rest_loads(project, cli_run):
+    path = project.ledger / "patterns.md"
+    path.unlink()
+    path.mkdir()
+    assert {r["file"] for r in _entries(cli_run)} == {"antipatterns", "edge-cases"}
+    assert f"{path}:None: is a folder, not a file" in _warnings(cli_run)
+    result = cli_run("ledger", "list")
+    assert result.exit_code == 0, result.output
+
+
+def test_a6_a_folder_where_the_slop_ledger_belongs_is_bad_data(project, cli_run):
+    project.slop.unlink()
+    project.slop.mkdir()
+    result = cli_run("slop")
+    assert result.exit_code == 65
+    assert result.output.splitlines()[-1] == f"Error: {project.slop}: is a folder, not a file"
+
+
 def test_a7_bom_and_crlf_parse(project, cli_run):
     path = project.ledger / "patterns.md"
     data = b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n")

@@ -39,15 +39,23 @@ def max_file_bytes(override: int | None = None) -> int:
 def read_bytes(path: Path, limit: int | None = None) -> bytes:
     """Read a whole file, refusing it before reading when it is larger than the limit."""
     limit = max_file_bytes(limit)
-    size = path.stat().st_size
+    if Path(path).is_dir():
+        raise DataError("is a folder, not a file", path=path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
     if size > limit:
         raise DataError(
             f"file is {size / 1024 / 1024:.1f} MB, over the {limit / 1024 / 1024:.0f} MB limit",
             path=path,
             hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
         )
-    with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:  # unreadable (permissions), or gone since the stat
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
     if len(data) > limit:  # grew while we read it
         raise DataError("file grew past the size limit while being read", path=path)
     return data

@@ -209,6 +209,19 @@ def test_dry_run_lists_and_changes_nothing(world, cli_run):
     assert tree_digest(ws) == before and side.head() == head and index_digest(side) == index
 
 
+def test_dry_run_notes_uncommitted_changes_only_without_force(world, cli_run):
+    ws, _ = world
+    (ws / "src" / "app.py").write_text("my unsaved work\n")
+    note = (f"Note: {ws} has 1 uncommitted change(s); a real restore needs --force.")
+    result = cli_run("snapshots", "restore", "5", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-2:] == [note, "Dry run: nothing changed."]
+    result = cli_run("snapshots", "restore", "5", "--dry-run", "--force")
+    assert result.exit_code == 0, result.output
+    assert note not in result.output.splitlines()
+    assert result.output.splitlines()[-1] == "Dry run: nothing changed."
+
+
 def test_restore_asks_first(world, cli_run):
     ws, _ = world
     before = tree_digest(ws)

@@ -184,7 +184,7 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
         for p in paths:
             click.echo(f"  {word:<6}  {_label(p)}")
     if dry_run:
-        if plan.user_changes:
+        if plan.user_changes and not force:
             click.echo(f"Note: {plan.user_repo} has {len(plan.user_changes)} uncommitted "
                        "change(s); a real restore needs --force.")
         click.echo("Dry run: nothing changed.")

@@ -264,3 +264,21 @@ def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_ru
     cli_run("export", "--out", str(out))
     projects = sorted(p.name for p in out.iterdir())
     assert projects == ["project_name=acme-api", "project_name=other"]
+
+
+def test_export_parquet_reexport_replaces_a_project_whose_name_is_escaped(project, cli_run,
+                                                                          tmp_path):
+    # DuckDB writes 'my project' as project_name=my%20project: a re-export must replace that
+    # folder (a table gone from the store must not linger) and leave no staging folder.
+    out = tmp_path / "lake"
+    assert cli_run("export", "--out", str(out), "--project-name", "my project").exit_code == 0
+    folder = out / "project_name=my%20project"
+    stale = folder / "table_name=gone" / "data_0.parquet"
+    stale.parent.mkdir()
+    stale.write_bytes((folder / "table_name=actions" / "data_0.parquet").read_bytes())
+    result = cli_run("export", "--out", str(out), "--project-name", "my project")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == f"Wrote {folder}"
+    assert sorted(p.name for p in out.iterdir()) == ["project_name=my%20project"]
+    assert not stale.parent.exists()
+    assert (folder / "table_name=actions" / "data_0.parquet").is_file()

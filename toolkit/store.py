@@ -262,33 +262,43 @@ class Store:
         order = " ORDER BY ALL" if ordered else ""
         self.conn.execute(f"COPY (SELECT * FROM \"{table}\"{order}) TO '{escaped}' ({opts})")
 
-    def export_parquet(self, dest: Path, project: str) -> list[tuple[str, int]]:
+    def export_parquet(self, dest: Path, project: str) -> tuple[Path, list[tuple[str, int]]]:
         """Write every table as hive-partitioned Parquet: ``dest/project_name=<p>/table_name=<t>/``.
 
-        Re-exporting a project replaces only that project's folders, so several projects can
-        share one ``dest`` that DuckDB, Spark or Trino query with hive partitioning.
+        Returns the project's folder (DuckDB escapes the name in it: ``my%20project``) and the
+        rows per table. The export is written into a staging folder inside ``dest`` and then
+        replaces that project's previous folder whole, so several projects can share one
+        ``dest`` that DuckDB, Spark or Trino query with hive partitioning, a re-export leaves
+        no table of the old one behind, and a failed export leaves the old one in place.
         """
         import shutil
+        import tempfile
 
         dest = Path(dest)
-        target = dest / f"project_name={project}"
-        if target.exists():
-            shutil.rmtree(target)
         dest.mkdir(parents=True, exist_ok=True)
-        written = []
-        views = {t for t, kind, _c, _d in self.schema() if kind == "view"}
-        for table in self.tables():
-            if table in views:
-                continue
-            n = self.scalar(f'SELECT count(*) FROM "{table}"')
-            escaped = str(dest).replace("'", "''")
-            self.conn.execute(
-                f"COPY (SELECT ? AS project_name, ? AS table_name, * FROM \"{table}\") TO "
-                f"'{escaped}' (FORMAT PARQUET, PARTITION_BY (project_name, table_name), "
-                "OVERWRITE_OR_IGNORE)",
-                [project, table]).fetchall()
-            written.append((table, int(n)))
-        return written
+        staging = Path(tempfile.mkdtemp(prefix=".toolkit-export-", dir=dest))
+        try:
+            written = []
+            views = {t for t, kind, _c, _d in self.schema() if kind == "view"}
+            escaped = str(staging).replace("'", "''")
+            for table in self.tables():
+                if table in views:
+                    continue
+                n = self.scalar(f'SELECT count(*) FROM "{table}"')
+                self.conn.execute(
+                    f"COPY (SELECT ? AS project_name, ? AS table_name, * FROM \"{table}\") TO "
+                    f"'{escaped}' (FORMAT PARQUET, PARTITION_BY (project_name, table_name), "
+                    "OVERWRITE_OR_IGNORE)",
+                    [project, table]).fetchall()
+                written.append((table, int(n)))
+            [made] = list(staging.iterdir())  # the one project_name=<escaped> folder
+            target = dest / made.name
+            if target.exists():
+                os.rename(target, staging / ".previous")
+            os.rename(made, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target, written
 
     def tables(self) -> list[str]:
         rows = self.conn.execute(

@@ -170,7 +170,7 @@ def export(fmt: str, out: str, project_name: str | None) -> None:
     cfg = get_config()
     name = project_name or cfg.project_root.name
     with open_store(cfg) as store:
-        written = store.export_parquet(Path(out), name)
+        folder, written = store.export_parquet(Path(out), name)
     for table, rows in written:
         click.echo(f"{table:<24} {rows:>9,} rows")
-    click.echo(f"Wrote {Path(out) / f'project_name={name}'}")
+    click.echo(f"Wrote {folder}")

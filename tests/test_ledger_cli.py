@@ -118,8 +118,8 @@ def test_list_grouped_and_filtered(project: FixtureProject, cli_run) -> None:  #
     assert data["count"] == 1 and data["files"][0]["matching"][0]["form"] == "A"
     r = cli_run("ledger", "list", "--file", "nope")
     assert r.exit_code == 2 and _error(r) == (
-        "Error: unknown ledger file 'nope'. Use patterns, antipatterns, tools, edge-cases or "
-        "quirks")
+        "Error: unknown ledger file 'nope'. Use patterns, antipatterns, tool-preferences "
+        "(tools), edge-cases or project-quirks (quirks)")
 
 
 def test_malformed_and_hostile_entries_listed_visibly(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]

@@ -237,8 +237,9 @@ def test_category_reconciles_one_file_only(busy: Path) -> None:
 def test_bad_category_is_a_usage_error(busy: Path) -> None:
     result = invoke("--category", "recipes")
     assert result.exit_code == 2
-    assert result.stderr == ("Error: --category: unknown ledger file 'recipes'. Use one of "
-                             "patterns, antipatterns, tools, edge-cases, quirks\n")
+    assert result.stderr == ("Error: --category: unknown ledger file 'recipes'. Use patterns, "
+                             "antipatterns, tool-preferences (tools), edge-cases or "
+                             "project-quirks (quirks)\n")
 
 
 def test_invalid_config_json_is_bad_data_and_nothing_is_written(busy: Path) -> None:

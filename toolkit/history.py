@@ -759,18 +759,9 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
 
 def _ledger_kind(file: str | None) -> str | None:
     """The ledger file kind a user named (``tools``, ``patterns.md``...), None for all files."""
-    from toolkit.records import resolve_ledger_file
+    from toolkit.records import ledger_kind
 
-    if not file:
-        return None
-    kind = resolve_ledger_file(file)
-    if kind is None:
-        from toolkit.errors import UsageError
-
-        raise UsageError(f"unknown ledger file {file!r}",
-                         hint="Use patterns, antipatterns, tool-preferences (tools), "
-                              "edge-cases or project-quirks (quirks)")
-    return kind
+    return ledger_kind(file) if file else None
 
 
 def find_entries(store: Store, title: str, file: str | None = None

@@ -34,7 +34,7 @@ from toolkit.records import (
     LEDGER_FILES,
     LedgerEntry,
     Problem,
-    resolve_ledger_file,
+    ledger_kind,
 )
 
 NO_LEDGER_HINT = ("Run `/smith-reflect` after a workflow to start building the Ledger, "
@@ -298,13 +298,7 @@ class ListResult:
 
 
 def _file_kind(file: str | None) -> str | None:
-    if file is None:
-        return None
-    kind = resolve_ledger_file(file)
-    if kind is None:
-        raise UsageError(f"unknown ledger file {file!r}",
-                         hint="Use patterns, antipatterns, tools, edge-cases or quirks")
-    return kind
+    return None if file is None else ledger_kind(file)
 
 
 def list_entries(vault: Path, *, category: str | None = None, confidence: str | None = None,

@@ -64,7 +64,7 @@ from toolkit.editor import (
     update_meta_json,
 )
 from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
-from toolkit.records import LEDGER_FILES, LedgerEntry, resolve_ledger_file
+from toolkit.records import LEDGER_FILES, LedgerEntry, ledger_kind
 
 # --------------------------------------------------------------------------- settings
 
@@ -1406,11 +1406,7 @@ class Status:
 def _scope(category: str | None) -> tuple[str, ...]:
     if category is None:
         return LEDGER_FILES
-    kind = resolve_ledger_file(category)
-    if kind is None:
-        raise UsageError(f"--category: unknown ledger file {category!r}",
-                         hint="Use one of patterns, antipatterns, tools, edge-cases, quirks")
-    return (kind,)
+    return (ledger_kind(category, option="--category"),)
 
 
 def _require_ledger(ledger_dir: Path) -> None:

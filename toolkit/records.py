@@ -60,6 +60,22 @@ def resolve_ledger_file(name: str) -> str | None:
     return key if key in LEDGER_FILES else None
 
 
+LEDGER_FILE_NAMES_HINT = ("Use patterns, antipatterns, tool-preferences (tools), edge-cases or "
+                          "project-quirks (quirks)")
+
+
+def ledger_kind(name: str, *, option: str | None = None) -> str:
+    """:func:`resolve_ledger_file`, or a usage error naming the valid files (``option``, e.g.
+    ``--category``, starts the message when the option's name is not obvious)."""
+    from toolkit.errors import UsageError
+
+    kind = resolve_ledger_file(name)
+    if kind is None:
+        raise UsageError(f"{option + ': ' if option else ''}unknown ledger file {name!r}",
+                         hint=LEDGER_FILE_NAMES_HINT)
+    return kind
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A warning about a source: where it is and what is wrong. Never fatal on read."""

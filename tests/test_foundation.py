@@ -49,6 +49,21 @@ def test_unknown_toolkit_yaml_key_is_a_usage_error(project, cli_run):
         "workspace")
 
 
+@pytest.mark.parametrize("setting", ["yaml", "env"])
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_file_size_limit_of_zero_or_less_is_a_usage_error(project, cli_run, monkeypatch,
+                                                           setting, value):
+    if setting == "yaml":
+        (project.root / "toolkit.yaml").write_text(f"max_file_mb: {value}\n")
+    else:
+        monkeypatch.setenv("TOOLKIT_MAX_FILE_MB", value)
+    result = cli_run("ledger", "list")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        f"Error: max_file_mb: {value} MB is not a size limit. Give a number of MB above 0 "
+        "(toolkit.yaml max_file_mb or TOOLKIT_MAX_FILE_MB)")
+
+
 def test_slop_default_follows_codesmith_home(project):
     cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home),
                                                     "CODESMITH_HOME": "/opt/cs"})

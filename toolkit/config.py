@@ -178,6 +178,10 @@ def resolve(
             max_bytes = int(float(max_mb) * 1024 * 1024)
         except (TypeError, ValueError):
             raise UsageError(f"max_file_mb: {max_mb!r} is not a number") from None
+        if max_bytes <= 0:
+            raise UsageError(f"max_file_mb: {max_mb} MB is not a size limit",
+                             hint="Give a number of MB above 0 (toolkit.yaml max_file_mb or "
+                                  "TOOLKIT_MAX_FILE_MB)")
 
     today_raw = pick("today", env.get("TOOLKIT_TODAY"), None)
     today = _parse_today(today_raw, "today") if today_raw is not None else None

@@ -30,9 +30,11 @@ def max_file_bytes(override: int | None = None) -> int:
     env = os.environ.get(MAX_FILE_ENV)
     if env:
         try:
-            return int(float(env) * 1024 * 1024)
+            limit = int(float(env) * 1024 * 1024)
         except ValueError:
-            pass
+            limit = 0
+        if limit > 0:  # a bad value is reported by toolkit.config, with what to do
+            return limit
     return DEFAULT_MAX_FILE_BYTES
 
 

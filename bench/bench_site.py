@@ -20,7 +20,8 @@ Measured, each as a subprocess (interpreter start-up and imports included, as a 
    number of documents its search index keeps.
 
 Run: ``python bench/bench_site.py [--entries 5000] [--reps 2]``. Prints the best of ``reps``
-for each measure and the ratios; no assertions.
+for each measure, their ratios, and the median of the per-rep ratios (the machine may be
+shared: the best-of and the median say how noisy the run was); no assertions.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import random
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -242,7 +244,11 @@ def main() -> None:
                   f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
                   f"keeps {dirty_docs} of {floor_pages} pages in its search index")
         f, full, incr = min(floor_times), min(full_times), min(incr_times)
+        ratios = sorted(b / a for a, b in zip(floor_times, full_times))
         print()
+        print("full / floor per rep (each pair run back to back): "
+              + ", ".join(f"{r:.2f}" for r in ratios)
+              + f"; median {statistics.median(ratios):.2f}")
         print(f"floor (plain mkdocs build, {floor_pages} pages): {f:.1f} s")
         print(f"toolkit build-site, full:            {full:.1f} s  = {full / f:.2f} x floor "
               "(target < 1.3)")

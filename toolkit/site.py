@@ -37,6 +37,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -344,7 +345,8 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
     if kind is Ref:
         targets.add(value.path.partition("#")[0])
         text = _html_text(value.text) or "[???]"
-        return f'<a href="{html.escape(relative_url(from_path, value.path))}">{text}</a>'
+        # no escaping needed: relative_url only accepts [A-Za-z0-9._/#-]
+        return f'<a href="{relative_url(from_path, value.path)}">{text}</a>'
     if isinstance(value, Url):
         safe = safe_url(value.url)
         text = _html_text(value.url)
@@ -528,6 +530,10 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     mark("queries")
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)
+    # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
+    worker = ThreadPoolExecutor(max_workers=1)
+    downloads = worker.submit(_write_downloads, store, content.downloads, docs)
+    worker.shutdown(wait=False)
     renderer = _Renderer(templates)
     files: dict[str, bytes] = {}
     total = len(content.pages)
@@ -558,10 +564,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     mark("charts")
     for d in content.downloads:
         for fmt in ("csv", "json"):
-            rel = f"data/{d.table}.{fmt}"
-            files[rel] = b""
-            if _copy_table_if_changed(store, d.table, docs / rel, fmt):
-                written.append(rel)
+            files[f"data/{d.table}.{fmt}"] = b""
+    written += downloads.result()
     mark("downloads")
     _prune_cache(chart_cache, {f"{s.digest()}.svg" for s in content.charts})
     missing = sorted(renderer.targets - set(files))
@@ -662,6 +666,16 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     with fh:
         fh.write(data)
     return True
+
+
+def _write_downloads(store: Store, downloads: list[Any], docs: Path) -> list[str]:
+    written = []
+    for d in downloads:
+        for fmt in ("csv", "json"):
+            rel = f"data/{d.table}.{fmt}"
+            if _copy_table_if_changed(store, d.table, docs / rel, fmt):
+                written.append(rel)
+    return written
 
 
 def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bool:

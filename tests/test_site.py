@@ -235,6 +235,17 @@ def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) ->
         f"Error: {foreign} is not empty and was not built by toolkit build-site; refusing to "
         "overwrite it. Choose an empty or new --out folder")
     assert (foreign / "notes.txt").read_text() == "keep me"
+    # nor next to a folder it did not make, which would hold its Markdown
+    out = project.root / "site"
+    (project.root / "site.build").mkdir()
+    (project.root / "site.build" / "draft.md").write_text("mine")
+    result = cli_run("build-site", "--out", str(out))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {project.root / 'site.build'} is not empty and was not made by toolkit "
+        "build-site; refusing to write the site's Markdown there. Choose another --out, or "
+        "move that folder")
+    assert (project.root / "site.build" / "draft.md").read_text() == "mine"
 
 
 def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:  # noqa: ANN001

@@ -58,6 +58,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = REPO_ROOT / "site_templates"
 BASE_CONFIG = REPO_ROOT / "mkdocs.yml"
 MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfiles on clean)
+BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
@@ -495,6 +496,13 @@ def check_output_folder(out: Path) -> None:
             if out.resolve() == danger.resolve():
                 raise UsageError(f"refusing to build the site into {out}",
                                  hint="Choose an empty or new --out folder")
+    build = out.parent / (out.name + ".build")
+    if build.exists() and not build.is_dir():
+        raise UsageError(f"{build} is a file, not a folder", hint="Choose another --out")
+    if build.is_dir() and any(build.iterdir()) and not (build / BUILD_MARKER).is_file():
+        raise UsageError(f"{build} is not empty and was not made by toolkit build-site; "
+                         "refusing to write the site's Markdown there",
+                         hint="Choose another --out, or move that folder")
 
 
 def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: bool = False,
@@ -522,6 +530,7 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
                 shutil.rmtree(folder)
     docs = build / "docs"
     docs.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(build / BUILD_MARKER, b"Made by toolkit build-site; safe to delete.\n")
     mark("clean")
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]

@@ -65,3 +65,15 @@ def test_piped_csv_keeps_the_text_as_stored(hostile_slop, cli_run):
     result = cli_run("slop", "query", "--search", "Legacy", "--format", "csv")
     assert result.exit_code == 0
     assert "\u202eRTL" in result.output  # not rewritten when it is data for another program
+
+
+def test_error_lines_show_escape_codes_of_ai_written_titles(hostile_slop, cli_run):
+    # an ambiguous id prefix lists the matching entries' titles in the Error: line
+    doc = json.loads(hostile_slop.slop.read_text(encoding="utf-8"))
+    doc["entries"][1]["id"] = doc["entries"][0]["id"][:8] + "-0000-4000-8000-000000000000"
+    hostile_slop.slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    result = cli_run("slop", "update", doc["entries"][0]["id"][:8], "--status", "resolved")
+    assert result.exit_code == 1
+    [line] = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
+    assert "\x1b" not in line and "\u202e" not in line
+    assert "Legacy <U+001B>[31mred<U+001B>]0;pwned<U+0007> <U+202E>RTL" in line

@@ -59,7 +59,10 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ToolkitError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            from toolkit.display import visible
+
+            # messages may quote AI-written text (titles of ambiguous matches...)
+            click.echo(f"Error: {visible(str(exc))}", err=True)
             sys.exit(exc.exit_code)
         except BrokenPipeError:
             sys.exit(EXIT_FAILURE)

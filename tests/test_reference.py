@@ -24,3 +24,15 @@ def test_every_command_is_in_the_readme():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     missing = [name for name in COMMANDS if f"toolkit {name}" not in readme]
     assert missing == []
+
+
+def test_no_short_help_is_cut_off(cli_run):
+    from toolkit.cli import COMMANDS
+
+    groups = [name for name in COMMANDS
+              if "Commands:" in cli_run(name, "--help").output]
+    assert groups == ["audit", "ledger", "slop", "snapshots"]
+    for name in ["", *groups]:
+        out = cli_run(*([name] if name else []), "--help").output
+        listing = out.split("Commands:", 1)[1]
+        assert "..." not in listing, f"toolkit {name} --help: {listing}"

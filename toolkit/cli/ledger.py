@@ -23,7 +23,7 @@ from toolkit.records import CATEGORIES, CONFIDENCES
 # exists, so `toolkit ledger --help` works before they land.
 LAZY: dict[str, tuple[str, str]] = {
     "history": ("toolkit.cli.history:history",
-                "How entries changed over time (git history, archive/, .backups/)."),
+                "How entries changed over time (the vault's git history; --all: copies)."),
     "reconcile": ("toolkit.cli.reconcile:reconcile",
                   "Merge duplicates, prune stale entries, enforce token budgets."),
 }
@@ -228,7 +228,8 @@ def _render_dashboard(d: Any) -> None:
 # --------------------------------------------------------------------------- read commands
 
 
-@ledger.command("list")
+@ledger.command("list",
+                short_help="List entries by file: [confidence] title, category, observations.")
 @click.option("--category", type=click.Choice(CATEGORIES, case_sensitive=False),
               help="Only entries of this category.")
 @click.option("--confidence", type=click.Choice(CONFIDENCES, case_sensitive=False),
@@ -266,7 +267,7 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
             click.echo(entry_line(e))
 
 
-@ledger.command()
+@ledger.command(short_help="Show one entry in full.")
 @click.argument("title")
 @_pick_options
 @_json_option
@@ -308,7 +309,7 @@ def _render_entry(e: Any) -> None:
         click.echo("\nProblems: " + "; ".join(visible(p, single_line=True) for p in e.problems))
 
 
-@ledger.command()
+@ledger.command(short_help="Search every ledger line; each match shown with its entry.")
 @click.argument("query")
 @_json_option
 def search(query: str, as_json: bool) -> None:
@@ -338,7 +339,8 @@ def search(query: str, as_json: bool) -> None:
         click.echo("  ...")
 
 
-@ledger.command()
+@ledger.command(
+    short_help="Export the whole ledger (meta.yaml and the five files) as Markdown.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the export to FILE (atomically) instead of printing it.")
 @click.option("--no-redact", is_flag=True,
@@ -375,7 +377,7 @@ def _mutation_options(func: Any) -> Any:
     return func
 
 
-@ledger.command()
+@ledger.command(short_help="Remove stale low-confidence entries, demote stale medium ones.")
 @click.option("--auto", is_flag=True, help="Prune without asking and report the result.")
 @click.option("--yes", "-y", is_flag=True, help="Show the candidates, then prune without asking.")
 @_mutation_options
@@ -499,7 +501,7 @@ ledger.command("promote")(_confidence_command("promote"))
 ledger.command("demote")(_confidence_command("demote"))
 
 
-@ledger.command()
+@ledger.command(short_help="Archive the ledger and start again from empty templates.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @_mutation_options
 @_json_option

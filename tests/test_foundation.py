@@ -297,3 +297,46 @@ def test_export_parquet_reexport_replaces_a_project_whose_name_is_escaped(projec
     assert sorted(p.name for p in out.iterdir()) == ["project_name=my%20project"]
     assert not stale.parent.exists()
     assert (folder / "table_name=actions" / "data_0.parquet").is_file()
+
+
+def test_load_shows_a_progress_bar_on_a_terminal_and_none_when_piped(project):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "load"], cwd=project.root,
+                            stdout=subprocess.PIPE, stderr=secondary, stdin=subprocess.DEVNULL)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(primary)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    terminal = b"".join(chunks).decode("utf-8", "replace")
+    assert "Loading ledger" in terminal and "Loading audit" in terminal
+    assert b"Loading" not in out  # stdout (piped) carries only the results
+    piped = subprocess.run([sys.executable, "-m", "toolkit", "load", "--full"],
+                           cwd=project.root, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and "Loading" not in piped.stderr
+
+
+def test_commands_outside_any_project_leave_no_trace_in_the_folder(tmp_path, cli_run,
+                                                                  monkeypatch, isolated_env):
+    folder = tmp_path / "somewhere"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    result = cli_run("status", "--json")
+    assert result.exit_code == 0, result.output
+    assert list(folder.iterdir()) == []
+    store = Path(json.loads(result.output)["store"])
+    assert store.is_relative_to(isolated_env / ".cache" / "agent-ledger-toolkit")
+    assert store.name == "ledger.duckdb" and store.parent.name.startswith("somewhere-")

@@ -76,6 +76,16 @@ class Config:
         return replace(self, **kwargs)
 
 
+def _folder_key(folder: Path) -> str:
+    """A readable, unique cache folder name for a working folder."""
+    import hashlib
+    import re
+
+    digest = hashlib.sha256(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.name).strip("-.") or "root"
+    return f"{name}-{digest}"
+
+
 def _home(env: dict[str, str]) -> Path:
     return Path(env.get("HOME") or os.path.expanduser("~"))
 
@@ -133,7 +143,8 @@ def resolve(
         if not root.is_dir():
             raise UsageError(f"project folder {root} does not exist")
     else:
-        root = find_project_root(cwd) or cwd
+        found = find_project_root(cwd)
+        root = found or cwd
 
     settings: dict[str, Any] = {}
     cfg_path: Path | None = None
@@ -167,8 +178,14 @@ def resolve(
     snapshots_home = pick("snapshots_home", env.get("CODESMITH_SNAPSHOTS"),
                           home / ".codesmith" / "snapshots")
     workspace = pick("workspace", None, root)
-    db = pick("db", env.get("TOOLKIT_DB"), root / ".toolkit" / "ledger.duckdb")
-    site_dir = pick("site_dir", None, root / ".toolkit" / "site")
+    # A project keeps its store in .toolkit/; a folder that is no project (no vault, no
+    # toolkit.yaml) gets one in the user's cache, so running a command there leaves no trace.
+    state = root / ".toolkit"
+    if project is None and found is None:
+        cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+        state = cache / "agent-ledger-toolkit" / _folder_key(root)
+    db = pick("db", env.get("TOOLKIT_DB"), state / "ledger.duckdb")
+    site_dir = pick("site_dir", None, state / "site")
     site_url = pick("site_url", env.get("TOOLKIT_SITE_URL"), None)
 
     max_mb = pick("max_file_mb", env.get("TOOLKIT_MAX_FILE_MB"), None)

@@ -384,21 +384,27 @@ class Store:
              result.rows, json.dumps(state or {})])
 
     # -- refresh -------------------------------------------------------------
-    def refresh(self, cfg: Config, *, full: bool = False, progress: Any = None,
+    def refresh(self, cfg: Config, *, full: bool = False, progress: Progress | None = None,
                 only: Sequence[str] | None = None) -> LoadReport:
-        """Bring every source up to date; sources whose fingerprint is unchanged are skipped."""
+        """Bring every source up to date; sources whose fingerprint is unchanged are skipped.
+
+        ``progress(label, done, total)`` is called before each source and once at the end.
+        """
         from toolkit import loaders
 
         if self.read_only:
             raise ToolkitError("the store is open read-only; cannot refresh")
+        todo = [ld for ld in loaders.all_loaders() if not only or ld.name in only]
         results = []
-        for loader in loaders.all_loaders():
-            if only and loader.name not in only:
-                continue
+        for i, loader in enumerate(todo):
+            if progress is not None:
+                progress(f"Loading {loader.name}", i, len(todo))
             started = time.perf_counter()
             result = loader.run(self, cfg, full=full, progress=progress)
             result.seconds = time.perf_counter() - started
             results.append(result)
+        if progress is not None:
+            progress("Loaded", len(todo), len(todo))
         self.conn.execute("CHECKPOINT")
         return LoadReport(results)
 

@@ -42,15 +42,30 @@ def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Sto
     return store
 
 
-def progress_printer():  # type: ignore[no-untyped-def]
+class _ProgressBar:
+    """``progress(label, done, total)`` drawn as a rich bar on stderr; gone when done."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._bar = Progress(transient=True, console=Console(stderr=True))
+        self._task: Any = None
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if self._task is None:
+            self._bar.start()
+            self._task = self._bar.add_task(label, total=total)
+        self._bar.update(self._task, description=label, completed=done, total=total)
+        if done >= total:
+            self._bar.stop()
+
+
+def progress_printer() -> _ProgressBar | None:
     """A progress callback for long loads: a bar on a terminal, nothing when piped."""
     import sys
 
-    if not sys.stderr.isatty():
-        return None
-    from rich.progress import Progress
-
-    return Progress(transient=True)
+    return _ProgressBar() if sys.stderr.isatty() else None
 
 
 def echo_text(text: str, *, nl: bool = True) -> None:

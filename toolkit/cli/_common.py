@@ -56,7 +56,8 @@ class _ProgressBar:
         if self._task is None:
             self._bar.start()
             self._task = self._bar.add_task(label, total=total)
-        self._bar.update(self._task, description=label, completed=done, total=total)
+        self._bar.update(self._task, description=label, completed=done, total=total,
+                         refresh=True)
         if done >= total:
             self._bar.stop()
 

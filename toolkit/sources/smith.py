@@ -17,6 +17,7 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 from __future__ import annotations
 
 import datetime as dt
+from itertools import accumulate
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -95,11 +96,8 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     lines = data[begin:].split(b"\n") if len(data) > begin else []
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after a final newline is not a line
-    offsets: list[int] = []
-    pos = begin
-    for line in lines:
-        offsets.append(pos)
-        pos += len(line) + 1
+    offsets = list(accumulate((len(line) + 1 for line in lines), initial=begin))
+    offsets.pop()  # accumulate's last value is past the end; re-added below as len(data)
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
@@ -222,11 +220,11 @@ def _parse_entry(lines: Any, ti: int, end: int, form: str, path: str, kind: str,
             stop = matches[k + 1].start() if k + 1 < len(matches) else len(text)
             value = text[m.end():stop].strip()
             if k == 0 and m.start() == 0:
-                title = value.split("\n", 1)[0].strip()
+                title = value.partition("\n")[0].strip()
             elif name in _SECTION_NAMES:
                 texts[name] = value or None
             else:
-                fields[name] = value.split("\n", 1)[0].strip()
+                fields[name] = value.partition("\n")[0].strip()
     date = fields.get("date") or None
     category = (fields.get("category") or "").lower() or None
     confidence = (fields.get("confidence") or "").lower() or None
@@ -239,34 +237,23 @@ def _parse_entry(lines: Any, ti: int, end: int, form: str, path: str, kind: str,
             problems.append(f"Observations is not a number: {obs_raw!r}")
     if not title:
         problems.append("missing title")
-    for name, value in (("Date", date), ("Category", category), ("Confidence", confidence)):
-        if value is None:
-            problems.append(f"missing {name}")
-    if date and not _DATE.match(date):
+    if date is None:
+        problems.append("missing Date")
+    elif not _DATE.match(date):
         problems.append(f"Date is not YYYY-MM-DD: {date!r}")
-    if category and category not in CATEGORIES:
+    if category is None:
+        problems.append("missing Category")
+    elif category not in CATEGORIES:
         problems.append(f"unknown Category {category!r}")
-    if confidence and confidence not in CONFIDENCES:
+    if confidence is None:
+        problems.append("missing Confidence")
+    elif confidence not in CONFIDENCES:
         problems.append(f"unknown Confidence {confidence!r}")
-    return LedgerEntry(
-        path=path,
-        file=kind,
-        title=title or None,
-        date=date,
-        category=category,
-        confidence=confidence,
-        observations=observations,
-        source_reflections=fields.get("source reflections") or None,
-        context=texts.get("context"),
-        pattern=texts.get("pattern"),
-        evidence=texts.get("evidence"),
-        related=texts.get("related"),
-        form=form,
-        line=ti + 1,
-        start=start_off,
-        end=end_off,
-        problems=tuple(problems),
-    )
+    get = texts.get
+    return LedgerEntry(path, kind, title or None, date, category, confidence, observations,
+                       fields.get("source reflections") or None, get("context"), get("pattern"),
+                       get("evidence"), get("related"), form, ti + 1, start_off, end_off,
+                       tuple(problems))
 
 
 def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None) -> LedgerFile:

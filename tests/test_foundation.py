@@ -340,3 +340,13 @@ def test_commands_outside_any_project_leave_no_trace_in_the_folder(tmp_path, cli
     store = Path(json.loads(result.output)["store"])
     assert store.is_relative_to(isolated_env / ".cache" / "agent-ledger-toolkit")
     assert store.name == "ledger.duckdb" and store.parent.name.startswith("somewhere-")
+
+
+def test_snapshot_paths_can_be_given_as_flags(project, cli_run, tmp_path):
+    home = tmp_path / "elsewhere"
+    result = cli_run("--snapshots-home", str(home), "--workspace", str(tmp_path), "status",
+                     "--json")
+    assert result.exit_code == 0, result.output
+    snaps = {s["source"]: s for s in json.loads(result.output)["sources"]}["snapshots"]
+    assert snaps["location"].startswith(str(home))
+    assert str(tmp_path) in snaps["note"]

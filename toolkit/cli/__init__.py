@@ -86,11 +86,18 @@ class LazyGroup(click.Group):
               help="CodeSmith slop ledger JSON (default: $CODESMITH_HOME/slop_ledger/slop_ledger.json).")
 @click.option("--audit-db", type=click.Path(dir_okay=False), default=None,
               help="nagi-ledger audit DB (default: $NAGI_LEDGER_DB or ~/.nagi/ledger.db).")
+@click.option("--audit-json", type=click.Path(dir_okay=False), default=None,
+              help="nagi-ledger JSON export to read when there is no audit DB.")
+@click.option("--snapshots-home", type=click.Path(file_okay=False), default=None,
+              help="CodeSmith snapshots folder (default: ~/.codesmith/snapshots).")
+@click.option("--workspace", type=click.Path(file_okay=False), default=None,
+              help="Workspace whose turn snapshots are read (default: the project root).")
 @click.option("--today", default=None, metavar="YYYY-MM-DD",
               help="Date to treat as today for ages and pruning (default: today, UTC).")
 @click.pass_context
 def cli(ctx: click.Context, project: str | None, config_file: str | None, db: str | None,
-        vault: str | None, slop: str | None, audit_db: str | None, today: str | None) -> None:
+        vault: str | None, slop: str | None, audit_db: str | None, audit_json: str | None,
+        snapshots_home: str | None, workspace: str | None, today: str | None) -> None:
     """Agent Ledger Toolkit: query, browse, curate and hand over what AI coding agents
     learned (Smith Ledger), left behind (CodeSmith slop ledger) and did (nagi-ledger audit DB,
     turn snapshots).
@@ -98,4 +105,5 @@ def cli(ctx: click.Context, project: str | None, config_file: str | None, db: st
     Exit codes: 0 ok, 1 failure, 2 usage, 65 bad data, 75 busy or locked.
     """
     ctx.obj = {"project": project, "config_file": config_file, "db": db, "vault": vault,
-               "slop": slop, "audit_db": audit_db, "today": today}
+               "slop": slop, "audit_db": audit_db, "audit_json": audit_json,
+               "snapshots_home": snapshots_home, "workspace": workspace, "today": today}

@@ -23,7 +23,9 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     cached = opts.get("_config")
     if cached is not None and not overrides:
         return cached
-    flags = {k: v for k, v in opts.items() if k in ("db", "vault", "slop", "audit_db", "today")}
+    flags = {k: v for k, v in opts.items()
+             if k in ("db", "vault", "slop", "audit_db", "audit_json", "snapshots_home",
+                      "workspace", "today")}
     flags.update({k: v for k, v in overrides.items() if v is not None})
     cfg = config_mod.resolve(project=opts.get("project"), config_file=opts.get("config_file"),
                              **flags)

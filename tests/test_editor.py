@@ -275,6 +275,30 @@ def test_reset_archives_and_writes_templates(tmp_path: Path) -> None:
     assert data["total_patterns"] == 0 and data["total_reinforcements"] == 7
 
 
+def test_reset_that_fails_midway_puts_every_file_back(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    vault = _vault(tmp_path)
+    ledger = vault / "ledger"
+    before = {p.name: p.read_bytes() for p in ledger.iterdir() if p.is_file()
+              and p.name != ".meta.json"}
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src, dst):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 3:  # the third file fails to move into the archive
+            raise OSError(5, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(editor.os, "replace", flaky_replace)
+    with _session(vault) as s, pytest.raises(OSError):
+        s.reset()
+    monkeypatch.setattr(editor.os, "replace", real_replace)
+    after = {p.name: p.read_bytes() for p in ledger.iterdir() if p.is_file()
+             and p.name != ".meta.json"}
+    assert after == before
+    assert not (ledger / "archive" / "2026-06-01-120000").exists()
+
+
 def test_resort_insert_and_replace_for_reconcile(tmp_path: Path) -> None:
     vault = _vault(tmp_path)
     path = vault / "ledger" / "patterns.md"

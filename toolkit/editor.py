@@ -78,6 +78,7 @@ Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import json
@@ -1305,14 +1306,25 @@ class EditorSession:
             except OSError as exc:
                 raise ToolkitError(f"cannot create the archive folder: {exc.strerror}; "
                                    "nothing written", path=archive) from None
-            for name in moved:
-                os.replace(self.ledger_dir / name, archive / name)
-            for name in moved:
-                snap = snaps[name]
-                assert snap is not None
-                if (archive / name).read_bytes() != snap.data:
-                    raise DataError("archive verification failed: the archived copy differs "
-                                    "from what was read", path=archive / name)
+            archived: list[str] = []
+            try:
+                for name in moved:
+                    os.replace(self.ledger_dir / name, archive / name)
+                    archived.append(name)
+                for name in moved:
+                    snap = snaps[name]
+                    assert snap is not None
+                    if (archive / name).read_bytes() != snap.data:
+                        raise DataError("archive verification failed: the archived copy "
+                                        "differs from what was read", path=archive / name)
+            except BaseException:
+                # Put back what was moved, so a failed reset leaves the ledger as it was.
+                for name in archived:
+                    if not (self.ledger_dir / name).exists():
+                        os.replace(archive / name, self.ledger_dir / name)
+                with contextlib.suppress(OSError):
+                    archive.rmdir()
+                raise
             for name in names:
                 snap = snaps[name]
                 atomic_replace(self.ledger_dir / name, fresh[name],

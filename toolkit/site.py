@@ -54,7 +54,18 @@ if TYPE_CHECKING:
     from toolkit.reports import Page, SiteContent
     from toolkit.store import Store
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+def _resources() -> Path:
+    """Where mkdocs.yml and site_templates/ are: the repository checkout (editable install),
+    else the copy a regular install puts in <prefix>/share/agent-ledger-toolkit/."""
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    if (repo / "site_templates").is_dir():
+        return repo
+    return Path(sys.prefix) / "share" / "agent-ledger-toolkit"
+
+
+REPO_ROOT = _resources()
 TEMPLATES_DIR = REPO_ROOT / "site_templates"
 BASE_CONFIG = REPO_ROOT / "mkdocs.yml"
 MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfiles on clean)

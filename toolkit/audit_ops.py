@@ -379,7 +379,7 @@ def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
     try:
         report = store.refresh(cfg, only=["audit"])
         for r in report.results:
-            err = getattr(r, "error", None)
+            err = r.error
             if err is not None:
                 raise err
             if not r.found and not missing_ok:

@@ -523,7 +523,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         note += "; " + "; ".join(notes)
     if not found:
         note = "no Smith ledger and no past versions of it"
-    result = _HistoryResult("history", str(cfg.ledger_dir), found, note, total,
+    result = SourceResult("history", str(cfg.ledger_dir), found, note, total,
                             problems=problems, change=change)
     result.state = {"repo": repo_key, "head": repo.head if repo else None,
                     "commits_read": commits_read[:200], "commits_read_count": len(commits_read),
@@ -554,10 +554,6 @@ def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None
         if oid and (kind, oid) in missing:
             missing.discard((kind, oid))
             cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
-
-
-class _HistoryResult(SourceResult):
-    state: dict[str, Any]
 
 
 def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]

@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextvars
 import datetime as dt
 import importlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import NotFoundError, ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.records import Problem
 from toolkit.store import SourceResult, fingerprint_paths
 
@@ -57,8 +56,7 @@ class Loader:
         except ToolkitError as exc:
             result = SourceResult(self.name, location, True, f"error: {exc}",
                                   problems=[Problem(self.name, exc.path or location, exc.line,
-                                                    exc.detail)])
-            result.error = exc  # type: ignore[attr-defined]
+                                                    exc.detail)], error=exc)
             with store.transaction():
                 store.replace_problems(self.name, result.problems)
                 store.record_source(result, None)
@@ -69,7 +67,7 @@ class Loader:
         with store.transaction():
             result = self.load(store, cfg, full, progress)
             store.replace_problems(self.name, result.problems)
-            store.record_source(result, fp, getattr(result, "state", None))
+            store.record_source(result, fp)
         return result
 
 
@@ -276,10 +274,6 @@ def _audit_fp(cfg: Config) -> tuple[str, str]:
     return str(db), fingerprint_paths(paths)
 
 
-class _AuditResult(SourceResult):
-    state: dict[str, Any]
-
-
 def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
     from toolkit.sources import audit
 
@@ -324,7 +318,7 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
     finally:
         conn.close()
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
-    res = _AuditResult("audit", str(db), True, f"{total} rows", total, problems=problems,
+    res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
                        change=f"{added} new")
     res.state = {"max_ids": ids}
     return res
@@ -508,8 +502,4 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
 SNAPSHOTS = Loader("snapshots", _snap_fp, _load_snapshots)
 
 
-def check_not_found(exc: Exception) -> bool:
-    return isinstance(exc, NotFoundError)
-
-
-__all__ = ["Loader", "all_loaders", "extra_migrations", "entry_ids", "json"]
+__all__ = ["Loader", "all_loaders", "extra_migrations", "entry_ids"]

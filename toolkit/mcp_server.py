@@ -86,7 +86,7 @@ class LedgerTools:
                 try:
                     report = store.refresh(self.cfg, only=[source])
                     for r in report.results:
-                        if getattr(r, "error", None) is not None:
+                        if r.error is not None:
                             raise r.error  # type: ignore[attr-defined]
                 except BaseException:
                     store.close()

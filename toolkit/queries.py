@@ -92,7 +92,7 @@ def audit_verdict_counts(store: Store, since: dt.datetime, until: dt.datetime | 
         "ORDER BY verdict NULLS LAST", [since, until])[1]]
 
 
-_AUDIT_INDEX = f"""
+_AUDIT_INDEX = """
 SELECT id, 'actions' AS kind, ts, description AS title, 'Tier ' || tier AS status,
        lower(concat_ws(' ', description, category, project)) AS hay FROM actions
 UNION ALL

@@ -151,6 +151,8 @@ class SourceResult:
     rows: int = 0
     skipped: bool = False  # fingerprint unchanged
     change: str = ""  # what this load did ("12 new rows"); empty when skipped
+    state: dict[str, Any] = field(default_factory=dict)  # kept for the next refresh
+    error: ToolkitError | None = None  # the source is present but could not be read
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -166,7 +168,7 @@ class LoadReport:
     @property
     def errors(self) -> list[ToolkitError]:
         """Sources that were present but could not be read (bad data, busy)."""
-        return [e for r in self.results if (e := getattr(r, "error", None)) is not None]
+        return [r.error for r in self.results if r.error is not None]
 
 
 Progress = Callable[[str, int, int], None]  # (label, done, total)
@@ -375,13 +377,12 @@ class Store:
         row["state"] = json.loads(row["state"]) if row.get("state") else {}
         return row
 
-    def record_source(self, result: SourceResult, fingerprint: str | None,
-                      state: dict[str, Any] | None = None) -> None:
+    def record_source(self, result: SourceResult, fingerprint: str | None) -> None:
         self.conn.execute("DELETE FROM _sources WHERE source = ?", [result.source])
         self.conn.execute(
             "INSERT INTO _sources VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
             [result.source, result.location, result.found, result.note, fingerprint,
-             result.rows, json.dumps(state or {})])
+             result.rows, json.dumps(result.state)])
 
     # -- refresh -------------------------------------------------------------
     def refresh(self, cfg: Config, *, full: bool = False, progress: Progress | None = None,

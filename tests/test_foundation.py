@@ -350,3 +350,15 @@ def test_snapshot_paths_can_be_given_as_flags(project, cli_run, tmp_path):
     snaps = {s["source"]: s for s in json.loads(result.output)["sources"]}["snapshots"]
     assert snaps["location"].startswith(str(home))
     assert str(tmp_path) in snaps["note"]
+
+
+def test_table_columns_line_up_with_wide_characters():
+    from rich.cells import cell_len
+
+    from toolkit.cli._common import render_rows
+
+    out = render_rows(["task", "n"], [("自律実行リスト", 1), ("ascii task", 22)], "table")
+    lines = out.splitlines()
+    # the second column starts at the same terminal column on every line
+    starts = [cell_len(line[: line.rindex(" ") + 1]) for line in (lines[0], lines[2], lines[3])]
+    assert len(set(starts)) == 1, out

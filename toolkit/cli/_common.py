@@ -110,12 +110,17 @@ def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str)
                "|" + "|".join("---" for _ in columns) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells]
         return "\n".join(out)
-    widths = [len(c) for c in columns]
+    from rich.cells import cell_len  # terminal columns: CJK and emoji take two
+
+    def pad(text: str, width: int) -> str:
+        return text + " " * (width - cell_len(text))
+
+    widths = [cell_len(c) for c in columns]
     for r in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, r)]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+        widths = [max(w, cell_len(c)) for w, c in zip(widths, r)]
+    line = "  ".join(pad(c, w) for c, w in zip(columns, widths))
     sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    body = ["  ".join(pad(c, w) for c, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join([line.rstrip(), sep, *body])
 
 

@@ -1455,17 +1455,6 @@ _FENCE_NL = re.compile(rb"\n([ \t]{0,3})(`{3,}|~{3,})")
 MAX_FAST_CANDIDATES = 64
 
 
-class _Lines:
-    """Global line indexes over a local slice of lines (what ``_parse_entry`` reads)."""
-
-    def __init__(self, base: int, lines: list[bytes]) -> None:
-        self.base = base
-        self.lines = lines
-
-    def __getitem__(self, i: int) -> bytes:
-        return self.lines[i - self.base]
-
-
 def _is_start(line: bytes) -> str | None:
     if line.startswith(b"## "):
         return "A"
@@ -1600,75 +1589,25 @@ def _prev_start(data: bytes, pos: int, spans: list[tuple[int, int]]) -> int | No
 
 def _entry_at(data: bytes, title_off: int, path: str, kind: str,
               spans: list[tuple[int, int]]) -> LedgerEntry:
-    """The entry whose title line starts at ``title_off``, exactly as the parser builds it."""
-    from toolkit.sources.smith import _SEP, _parse_entry
+    """The entry whose title line starts at ``title_off``, exactly as the parser builds it.
+
+    The parser runs on a window from the previous entry's title (which decides whether the
+    separator above this entry is claimed) to the end of the next entry's title line (where
+    this entry's block ends); neither window edge can be inside a fence.
+    """
+    import dataclasses
+
+    from toolkit.sources.smith import parse_ledger_bytes
 
     prev = _prev_start(data, title_off, spans)
     nxt = _next_start(data, title_off, spans)
-    base_off = prev if prev is not None else _first_line_offset(data)
+    base = prev if prev is not None else _first_line_offset(data)
     stop = len(data) if nxt is None else (data.find(b"\n", nxt) + 1 or len(data))
-    local = _lines_with_offsets(data, base_off, stop)
-    offsets = [o for o, _ in local] + [stop]
-    lines = [ln for _, ln in local]
-    index = {o: i for i, o in enumerate(offsets)}
-    t = index[title_off]
-    p = index[prev] if prev is not None else -1
-    n = index[nxt] if nxt is not None else len(lines)
-    nlines_local = len(lines)
-
-    def is_sep(i: int) -> bool:
-        line = lines[i]
-        first = line[:1]
-        if first not in (b"-", b" ", b"\t"):
-            return False
-        if spans and _in_spans(offsets[i], spans):
-            return False
-        return bool(_SEP.match(line))
-
-    def blank(i: int) -> bool:
-        return not lines[i].strip()
-
-    form_l = _is_start(lines[t]) or "B"
-    prev_claimed = -1
-    if p >= 0 and _is_start(lines[p]) == "A":
-        for k in range(p + 1, t):
-            if is_sep(k):
-                prev_claimed = k
-                break
-    start = t
-    j = t - 1
-    while j > p and blank(j):
-        j -= 1
-    if j > p and is_sep(j) and j > prev_claimed:
-        start = j
-    end_hint = None
-    claimed = prev_claimed
-    if form_l == "A":
-        for k in range(t + 1, n):
-            if is_sep(k):
-                end = k + 1
-                while end < n and blank(end):
-                    end += 1
-                end_hint = end
-                claimed = k
-                break
-    if nxt is not None:
-        nstart = n
-        j = n - 1
-        while j > t and blank(j):
-            j -= 1
-        if j > t and is_sep(j) and j > claimed:
-            nstart = j
-    else:
-        nstart = nlines_local
-    end_line = min(end_hint, nstart) if end_hint is not None else nstart
-    body_end = end_line
-    while body_end > t + 1 and (blank(body_end - 1) or is_sep(body_end - 1)):
-        body_end -= 1
-    first_line = data.count(b"\n", 0, base_off)  # global index of local line 0
-    view = _Lines(first_line, lines)
-    return _parse_entry(view, first_line + t, first_line + body_end, form_l, path, kind,  # type: ignore[arg-type]
-                        offsets[start], offsets[end_line])
+    window = parse_ledger_bytes(data[base:stop], path, kind)
+    title_line = data.count(b"\n", base, title_off) + 1  # within the window
+    entry = next(e for e in window.entries if e.line == title_line)
+    return dataclasses.replace(entry, start=entry.start + base, end=entry.end + base,
+                               line=entry.line + data.count(b"\n", 0, base))
 
 
 def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,

@@ -187,17 +187,13 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
                       newline=newline, bom=bom, problems=problems)
 
 
-def _parse_entry(lines: Any, ti: int, end: int, form: str, path: str, kind: str,
+def _parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
                  start_off: int, end_off: int) -> LedgerEntry:
     problems: list[str] = []
     fields: dict[str, str] = {}
     texts: dict[str, str | None] = {}
     # One decode and a few whole-block regex scans per entry (fast on big ledgers).
-    if isinstance(lines, list):
-        chunk = lines[ti:end]
-    else:  # a line view (the editor's fast title lookup); its lines may keep their endings
-        chunk = [lines[k].rstrip(b"\n") for k in range(ti, end)]
-    text = b"\n".join(chunk).decode("utf-8", "replace")
+    text = b"\n".join(lines[ti:end]).decode("utf-8", "replace")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "")
     nl = text.find("\n")

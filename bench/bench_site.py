@@ -120,9 +120,10 @@ def make_world(base: Path, entries: int) -> tuple[Path, dict[str, str], list[dic
     slop_path.write_text(json.dumps({"entries": slop}, indent=2), encoding="utf-8")
     audit = home / ".nagi" / "ledger.db"
     audit.parent.mkdir(parents=True)
-    sql = (REPO.parent / "shared" / "formats" / "nagi-ledger" / "audit_schema.sql")
+    from toolkit.audit_ops import SCHEMA_SQL
+
     conn = sqlite3.connect(audit)
-    conn.executescript(sql.read_text(encoding="utf-8").split("-- Example rows")[0])
+    conn.executescript(SCHEMA_SQL)
     conn.executemany("INSERT INTO actions (ts, tier, category, description, project) VALUES "
                      "(?, ?, ?, ?, 'acme-api')",
                      [(f"2026-05-{i % 9 + 1:02d} {i % 24:02d}:00:00", i % 3,

@@ -106,7 +106,7 @@ def make_vault(root: Path, files: dict[str, bytes], *, meta_yaml: str | None = N
 
 
 def fixture_vault(root: Path) -> Path:
-    """shared/formats/smith laid out as a writable vault (no sessions pointer)."""
+    """tests/fixtures/formats/smith laid out as a writable vault (no sessions pointer)."""
     vault = root / ".smith" / "vault"
     shutil.copytree(FORMATS / "smith" / "ledger", vault / "ledger")
     shutil.copytree(FORMATS / "smith" / "sessions", vault / "sessions")

@@ -1,4 +1,4 @@
-"""Worlds for the site tests: the shared/formats project, and the same with hostile entries
+"""Worlds for the site tests: the tests/fixtures/formats project, and the same with hostile entries
 (FAULTS.md E1) in every source: vault, session log, slop ledger, audit DB."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class World:
 
 
 def make_world(base: Path, *, hostile: bool = False) -> World:
-    """A project from shared/formats under ``base`` (HOME is ``base/home``)."""
+    """A project from tests/fixtures/formats under ``base`` (HOME is ``base/home``)."""
     home = base / "home"
     root = base / "acme-api"
     vault = root / ".smith" / "vault"

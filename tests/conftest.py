@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-FORMATS = SHARED / "formats"
+# The source systems' example files, kept inside the repository (a fresh clone has no ../shared).
+FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
 
 _ENV_VARS = ("NAGI_LEDGER_DB", "NAGI_LEDGER_EXPORT", "CODESMITH_HOME", "CODESMITH_SLOP_LEDGER",
              "CODESMITH_SNAPSHOTS", "SMITH_VAULT", "TOOLKIT_DB", "TOOLKIT_MAX_FILE_MB",
@@ -38,7 +38,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 
 def copy_tree_writable(src: Path, dest: Path) -> Path:
-    """Copy a read-only fixture tree (shared/ is read-only in CI) and make it writable."""
+    """Copy a fixture tree (its files may be read-only) and make the copy writable."""
     shutil.copytree(src, dest, dirs_exist_ok=True)
     for p in [dest, *dest.rglob("*")]:
         mode = p.stat().st_mode
@@ -48,7 +48,7 @@ def copy_tree_writable(src: Path, dest: Path) -> Path:
 
 @dataclass
 class FixtureProject:
-    """A project built from shared/formats: vault, slop ledger, audit DB, under one tmp dir."""
+    """A project built from tests/fixtures/formats: vault, slop ledger, audit DB, under one tmp dir."""
 
     root: Path  # the project root (has .smith/vault)
     vault: Path
@@ -79,7 +79,7 @@ def make_audit_db(path: Path, *, samples: bool = True, wal: bool = True) -> Path
 
 @pytest.fixture
 def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
-    """The shared/formats example files laid out as a real project, HOME and env pointing at
+    """The tests/fixtures/formats example files laid out as a real project, HOME and env pointing at
     them; the current directory is the project root."""
     root = tmp_path / "acme-api"
     vault = root / ".smith" / "vault"

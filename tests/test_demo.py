@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FORMATS
 from toolkit.config import resolve
 from toolkit.demo import DemoWorld, _World, fnv1a64_hex, side_repo_for, write_demo
 from toolkit.errors import ToolkitError, UsageError
@@ -27,8 +28,7 @@ from toolkit.records import (
 from toolkit.sources.slop import read_slop
 from toolkit.sources.smith import parse_ledger_bytes, read_meta, read_vault
 
-SHARED_SQL = Path(__file__).resolve().parents[2] / "shared" / "formats" / "nagi-ledger" / \
-    "audit_schema.sql"
+SHARED_SQL = FORMATS / "nagi-ledger" / "audit_schema.sql"
 ANCHOR = dt.date(2026, 11, 27)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FixtureProject, tree_digest
+from tests.conftest import FORMATS, FixtureProject, tree_digest
 
 SESSION = "jane-doe_86e0b9_2026-05-04_141502.md"
 NOW = {"TOOLKIT_NOW": "2026-06-15T09:30:05Z"}
@@ -249,8 +249,7 @@ def test_prune_nothing_to_do_on_empty_files(project: FixtureProject, cli_run) ->
 
 
 def test_prune_limits_from_meta_yaml_config(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
-    meta = (Path(__file__).parents[2] / "shared" / "formats" / "smith" / "ledger"
-            / "meta.smith-ledger-form.yaml").read_text()
+    meta = (FORMATS / "smith" / "ledger" / "meta.smith-ledger-form.yaml").read_text()
     (project.ledger / "meta.yaml").write_text(meta.replace("prune_days: 30", "prune_days: 40"))
     r = cli_run("--today", "2026-06-05", "ledger", "prune", "--dry-run")
     # 2026-04-25 is 41 days old (removed), 2026-04-29 only 37 (kept)

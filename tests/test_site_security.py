@@ -1,6 +1,6 @@
 """FAULTS.md E1: a site built from hostile entries renders them as literal text.
 
-One site is built from the shared/formats project plus hostile entries in the vault, a session
+One site is built from the tests/fixtures/formats project plus hostile entries in the vault, a session
 log, the slop ledger and the audit DB; the tests inspect the HTML MkDocs wrote.
 """
 

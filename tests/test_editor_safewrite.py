@@ -84,6 +84,30 @@ def test_atomic_replace_keeps_mode_and_leaves_no_temp(tmp_path: Path) -> None:
     assert _temps(tmp_path) == []
 
 
+def test_temp_file_starts_private_then_takes_the_files_mode(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "a.md"
+    f.write_bytes(b"old\n")
+    f.chmod(0o640)
+    snap = FileSnapshot.read(f)
+    real_write = os.write
+    modes: list[int] = []
+
+    def watching_write(fd: int, data: bytes) -> int:
+        modes.append(os.fstat(fd).st_mode & 0o7777)  # the temp file's mode while it fills
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", watching_write)
+    old_umask = os.umask(0)  # a permissive umask must not widen the temp file
+    try:
+        atomic_replace(snap, b"new content\n")
+    finally:
+        os.umask(old_umask)
+    monkeypatch.undo()
+    assert modes and set(modes) == {0o600}
+    assert f.read_bytes() == b"new content\n" and f.stat().st_mode & 0o7777 == 0o640
+
+
 def test_atomic_replace_refuses_when_file_changed_and_keeps_users_edit(tmp_path: Path) -> None:
     f = tmp_path / "a.md"
     f.write_bytes(b"old\n")

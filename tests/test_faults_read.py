@@ -227,6 +227,27 @@ def test_a11_hostile_titles_stored_exact_and_escaped_in_terminal(project, cli_ru
         assert row["entry_id"].isascii() and ".." not in row["entry_id"]
 
 
+def test_a11_entry_ids_of_hostile_titles_are_ascii_stable_and_unique(project, cli_run):
+    titles = ["Evil \u202etxt.exe", "Evil txt.exe", "Evil \u200btxt.exe", "emoji 🚀 deploy",
+              "emoji 🚀 deploy", "é" * 150, "e" * 150]
+    (project.ledger / "patterns.md").write_text("# P\n" + "".join(
+        f"\n---\n\n**Title:** {t}\n**Date:** 2026-05-01\n**Category:** testing\n"
+        "**Confidence:** low\n" for t in titles), encoding="utf-8")
+    sql = "SELECT title, entry_id FROM ledger_entries WHERE file = 'patterns' ORDER BY position"
+
+    def ids() -> list[str]:
+        rows = json.loads(cli_run("query", sql, "--format", "json").output)
+        assert [r["title"] for r in rows] == titles  # stored exact
+        return [r["entry_id"] for r in rows]
+
+    first = ids()
+    assert all(i.isascii() and i.startswith("patterns/") and "/" not in i[len("patterns/"):]
+               for i in first), first
+    assert len(set(first)) == len(titles), first
+    assert cli_run("load", "--full").exit_code == 0
+    assert ids() == first
+
+
 @pytest.mark.parametrize("title", ["../../etc/passwd", "/abs", "a/b", "CON", ".."])
 def test_a12_path_like_titles_become_safe_slugs(title):
     from toolkit.slugs import slugify, unique_slugs

@@ -329,6 +329,29 @@ def test_duplicate_titles_nfc_nfd_act_on_none_without_a_choice(project: FixtureP
         (project.ledger / "patterns.md").read_text()[-80:]
 
 
+def test_same_title_twice_show_promote_demote_list_all_and_act_on_none(
+        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    _add(project, "patterns", _entry_b("Same title", "medium"))
+    _add(project, "antipatterns", _entry_b("Same title", "medium"))
+    _add(project, "antipatterns", _entry_b("Same title", "medium", date="2026-05-21"))
+    before = tree_digest(project.root)
+    for command in ("show", "promote", "demote"):
+        r = cli_run("ledger", command, "same title")
+        assert r.exit_code == 1, command
+        assert r.stdout == ('Multiple entries match "same title":\n\n'
+                            "1. [medium] Same title — patterns.md\n"
+                            "2. [medium] Same title — antipatterns.md\n"
+                            "3. [medium] Same title — antipatterns.md\n\n"), command
+        assert _error(r) == ('Error: 3 entries match "same title"; nothing was done. Choose one '
+                             "with --index N (1-3) or narrow with --file"), command
+    assert tree_digest(project.root) == before
+    r = cli_run("ledger", "demote", "same title", "--index", "3")
+    assert r.exit_code == 0
+    text = (project.ledger / "antipatterns.md").read_text()
+    assert "**Date:** 2026-05-20\n**Category:** testing\n**Confidence:** medium" in text
+    assert "**Date:** 2026-05-21\n**Category:** testing\n**Confidence:** low" in text
+
+
 def test_whole_title_wins_over_longer_titles(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     _add(project, "patterns", _entry_b("Docker"))
     _add(project, "patterns", _entry_b("Docker layer caching"))

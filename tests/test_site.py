@@ -198,6 +198,42 @@ def test_page_url_and_slugs() -> None:
                                                         "fix login!": "fix-login-2"}
 
 
+def test_path_like_titles_and_tasks_get_pages_inside_the_site_only(tmp_path: Path) -> None:
+    """FAULTS.md A12: a title or task that looks like a path is slugged; every file the build
+    writes is inside the output folder (its .build sibling, and the project's store)."""
+    import sqlite3
+
+    titles = ["../../etc/passwd", "/abs", "a/b", "CON", ".."]
+    world = make_world(tmp_path / "w")
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    patterns.write_text(patterns.read_text(encoding="utf-8") + "".join(
+        f"\n---\n\n**Title:** {t}\n**Date:** 2026-05-01\n**Category:** testing\n"
+        "**Confidence:** low\n" for t in titles), encoding="utf-8")
+    conn = sqlite3.connect(world.cfg.audit_db)
+    conn.execute("PRAGMA journal_mode=DELETE")  # a WAL DB's readers make -wal/-shm beside it
+    conn.executemany("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary) "
+                     "VALUES ('2026-05-09 10:00:00', ?, 'fork', 'opus', 's')",
+                     [(t,) for t in titles])
+    conn.commit()
+    conn.close()
+    before = set(tmp_path.rglob("*"))
+    out = tmp_path / "w" / "out" / "site"
+    result = build(world, out=out)
+    assert result.warnings == []
+    allowed = (out, out.parent / "site.build", world.cfg.db_path.parent)
+    outside = [p for p in set(tmp_path.rglob("*")) - before - {out.parent}
+               if not any(p == a or p.is_relative_to(a) for a in allowed)]
+    assert outside == []
+    suffix = " - Agent Ledger: acme-api"
+    for folder in ("ledger/patterns", "audit/tasks"):
+        pages = {scan(p).title.strip().removesuffix(suffix).removeprefix("Task: "): p
+                 for p in (out / folder).glob("*/index.html")}
+        for title in titles:
+            slug = pages[title].parent.name
+            assert slug.isascii() and not slug.startswith("."), (title, slug)
+            assert pages[title].parent.parent == out / folder
+
+
 # --------------------------------------------------------------------------- CLI
 
 def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:  # noqa: ANN001

@@ -123,7 +123,7 @@ FROM actions GROUP BY ALL;
 # Every user-facing table and view with a one-line description (`toolkit schema`, README).
 TABLE_DOCS: dict[str, str] = {
     "ledger_entries": "Smith Ledger entries, both forms, malformed ones included (problems)",
-    "ledger_meta": "meta.yaml (either schema), .meta.json and config.json, one row",
+    "ledger_meta": "meta.yaml (any of its three schemas), .meta.json and config.json, one row",
     "reconcile_runs": "runs recorded in reconcile-log.md",
     "sessions": "vault session logs (frontmatter)",
     "session_events": "events of each session log: prompts, tool metrics, edits, skills, subagents",

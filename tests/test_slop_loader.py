@@ -283,3 +283,20 @@ def test_data_error_is_raised_for_the_api_too(tmp_path) -> None:
     path = write_ledger(tmp_path / "s.json", [_drop(created_at=None)])
     with pytest.raises(DataError, match=r"entry 1 \(00000001\): created_at is null"):
         slop_ops.append(path, [slop_ops.NewEntry("tool_gaps", "low", "low", "T", "D")], now=NOW)
+
+
+def test_lone_surrogates_in_the_file_are_shown_as_replacement_chars(project, cli_run,
+                                                                     tmp_path) -> None:
+    # the reader hands on text: --json output and the store get U+FFFD, the file is unchanged
+    raw = serde_pretty({"entries": [entry(1, title="bad \ud800 title", note="x\udc00")]})
+    project.slop.write_text(json.dumps(json.loads(raw), indent=2), encoding="utf-8")
+    before = project.slop.read_bytes()
+    result = cli_run("slop", "query", "--json")
+    assert result.exit_code == 0
+    [row] = json.loads(result.stdout)["entries"]
+    assert row["title"] == "bad \ufffd title" and row["extra"] == {"note": "x\ufffd"}
+    db = tmp_path / "store.duckdb"
+    assert cli_run("--db", str(db), "load").exit_code == 0
+    out = cli_run("--db", str(db), "query", "SELECT title FROM slop_entries", "--format", "json")
+    assert json.loads(out.stdout) == [{"title": "bad \ufffd title"}]
+    assert project.slop.read_bytes() == before

@@ -52,12 +52,11 @@ from toolkit.sources.slop import (
     LoadProblem,
     SlopFile,
     load_problems,
-    lone_surrogate,
     normalise_enum,
     parse_slop,
     read_slop,
 )
-from toolkit.textio import decode_utf8, load_json
+from toolkit.textio import decode_utf8, load_json, lone_surrogate
 
 DEFAULT_LIMIT = 50
 LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75

@@ -23,7 +23,7 @@ from toolkit.records import (
     Problem,
     SlopEntry,
 )
-from toolkit.textio import decode_utf8, load_json, read_bytes
+from toolkit.textio import as_text, decode_utf8, load_json, lone_surrogate, read_bytes
 
 KNOWN_FIELDS = ("id", "bucket", "severity", "confidence", "owner", "source_links", "title",
                 "description", "status", "cleanup_recommendation", "created_at", "updated_at",
@@ -34,7 +34,6 @@ LOAD_PREFIX = "CodeSmith will not load this file: "
 _ALIASES = {"done": "resolved", "wontfix": "wont_fix", "inprogress": "in_progress",
             "won't_fix": "wont_fix", "won_t_fix": "wont_fix"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # serde's view of SlopEntry (slop_ledger.rs): required strings, required snake_case enums,
 # optional strings (absent or null is fine, another type is not) and the one optional list.
@@ -57,15 +56,6 @@ def normalise_enum(value: Any, allowed: tuple[str, ...]) -> tuple[str | None, st
     if snake in allowed:
         return snake, f"non-canonical value {value!r} read as {snake!r}"
     return None, f"unknown value {value!r} (expected one of {', '.join(allowed)})"
-
-
-def lone_surrogate(text: str) -> str | None:
-    """The first lone UTF-16 surrogate in ``text`` as a JSON escape (``\\ud800``), or None.
-
-    JSON text can carry one (``"\\ud800"``) and Python reads it, but it has no UTF-8 form:
-    CodeSmith's loader refuses it, and no file may be written with it."""
-    m = _LONE_SURROGATE.search(text)
-    return None if m is None else f"\\u{ord(m.group()):04x}"
 
 
 @dataclass(frozen=True)
@@ -236,7 +226,7 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
     elif isinstance(data, dict):
         form = "object"
         raw_entries = data.get("entries") or []
-        top_extra = {k: v for k, v in data.items() if k != "entries"}
+        top_extra = as_text({k: v for k, v in data.items() if k != "entries"})
         if not isinstance(raw_entries, list):
             raise DataError('"entries" is not a list', path=path)
     else:
@@ -268,7 +258,7 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
         links = raw.get("source_links") or []
         if not isinstance(links, list):
             links = [str(links)]
-        extra = {k: v for k, v in raw.items() if k not in KNOWN_FIELDS}
+        extra = as_text({k: v for k, v in raw.items() if k not in KNOWN_FIELDS})
         if extra:
             note = "unknown field(s) " + ", ".join(sorted(extra)) + " (kept)"
             notes.append(note)
@@ -276,7 +266,7 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
         def text_field(name: str, raw: dict[str, Any] = raw) -> str | None:
             # a lone surrogate (reported above) is shown as U+FFFD: it has no UTF-8 form
             v = raw.get(name)
-            return None if v is None else _LONE_SURROGATE.sub("\ufffd", str(v))
+            return None if v is None else as_text(str(v))
 
         entry_id = text_field("id") if isinstance(raw.get("id"), str) else None
         if not entry_id:
@@ -288,7 +278,7 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
             path=spath, index=index, line=line, id=entry_id,
             bucket=values["bucket"], severity=values["severity"],
             confidence=values["confidence"], owner=text_field("owner"),
-            source_links=tuple(_LONE_SURROGATE.sub("\ufffd", str(x)) for x in links),
+            source_links=tuple(as_text(str(x)) for x in links),
             title=text_field("title") or "", description=text_field("description") or "",
             status=values["status"],
             cleanup_recommendation=text_field("cleanup_recommendation"),

@@ -88,6 +88,9 @@ def test_what_codesmith_loads_has_no_problems() -> None:
     (None, True, False, 'the file is empty; CodeSmith needs {"entries": []}', "empty"),
     ({"entries": []}, False, True, "the file starts with a UTF-8 byte order mark", "bom"),
     ({"entries": ["x"]}, False, False, "entry 1: is a string, not an object", None),
+    ({"entries": [None]}, False, False, "entry 1: is null, not an object", None),
+    ({"entries": 3}, False, False, '"entries" is a number, not a list', None),
+    ("x", False, False, "top level is a string, not an object", None),
 ])
 def test_file_level_rules(data, empty, bom, text, fix) -> None:
     [problem] = load_problems(data, empty=empty, bom=bom)

@@ -61,7 +61,7 @@ CREATE TABLE ledger_entries (
     path VARCHAR, line INTEGER,   -- where the entry's title is
     position INTEGER);            -- order within its file, from 0
 CREATE TABLE ledger_meta (
-    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger' or NULL (missing/unreadable)
+    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger', 'smith-init' or NULL (missing/unreadable)
     last_reflection VARCHAR, total_reflections INTEGER,
     meta_yaml JSON, meta_json JSON, smith_config JSON,
     estimated_tokens INTEGER, total_patterns INTEGER, last_reconcile VARCHAR,

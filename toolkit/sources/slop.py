@@ -89,6 +89,8 @@ class LoadProblem:
 
 
 def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, (int, float)):

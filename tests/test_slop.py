@@ -13,6 +13,7 @@ import pytest
 from tests._slop_helpers import NOW, RFC3339, UUID4, entry, read_entries, serde_pretty, write_ledger
 from tests.conftest import FORMATS, tree_digest
 from toolkit import slop_ops
+from toolkit.errors import DataError
 from toolkit.slop_ops import NewEntry, SlopFilter
 
 EXAMPLE_EXPORT = (FORMATS / "codesmith" / "slop_export.md").read_text(encoding="utf-8")
@@ -260,9 +261,10 @@ def test_append_into_empty_array_and_bare_array(tmp_path) -> None:
     text = empty.read_text(encoding="utf-8")
     assert text.startswith('{\n  "entries": [\n    {\n      "id": ') and text.endswith("]\n}\n")
     bare = write_ledger(tmp_path / "b.json", [entry(1)], bare=True)
-    slop_ops.append(bare, [NewEntry("tool_gaps", "low", "low", "T", "D")], now=NOW)
-    data = json.loads(bare.read_text(encoding="utf-8"))
-    assert isinstance(data, list) and len(data) == 2 and data[0] == entry(1)
+    before = bare.read_bytes()
+    with pytest.raises(DataError, match="top level is a bare array"):
+        slop_ops.append(bare, [NewEntry("tool_gaps", "low", "low", "T", "D")], now=NOW)
+    assert bare.read_bytes() == before
 
 
 def test_append_from_json_codesmith_tool_input(project, cli_run, tmp_path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from tests._slop_helpers import NOW, entry, read_entries, serde_pretty, write_ledger
 from tests.conftest import tree_digest
 from toolkit import slop_ops
-from toolkit.errors import BusyError
+from toolkit.errors import BusyError, DataError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,19 +43,29 @@ PASCAL = [
 ]
 
 
-def test_a13_bare_array_is_read_with_a_warning_and_stays_bare(project, cli_run) -> None:
+def test_a13_bare_array_is_read_with_a_warning_and_writes_are_refused(project, cli_run) -> None:
     write_ledger(project.slop, [entry(1), entry(2)], bare=True)
     result = cli_run("slop")
     assert result.exit_code == 0
     assert "Slop Ledger: 2 total | 2 open | 0 resolved | 0 accepted" in result.stdout
-    assert result.stderr.splitlines() == [
-        f'Warning: {project.slop}:1: top level is a bare array; CodeSmith expects '
-        '{"entries": [...]} (read anyway)']
+    assert result.stderr.splitlines() == [(
+        f'Warning: {project.slop}:1: CodeSmith will not load this file: top level is a bare '
+        'array, not {"entries": [...]}')]
+    digest = tree_digest(project.home)
+    for args in (("update", "00000002", "--status", "resolved"),
+                 ("append", "--bucket", "tool_gaps", "--severity", "low", "--confidence", "low",
+                  "--title", "t", "--description", "d")):
+        result = cli_run("slop", *args)
+        assert result.exit_code == 65
+        assert _last_error(result) == (
+            f"Error: {project.slop}: CodeSmith will not load this file (1 problem(s)): top level "
+            'is a bare array, not {"entries": [...]}. Run `toolkit slop repair` to see the safe '
+            "fixes; nothing was written")
+    assert tree_digest(project.home) == digest
+    assert cli_run("slop", "repair", "--yes").exit_code == 0
     assert cli_run("slop", "update", "00000002", "--status", "resolved").exit_code == 0
-    assert cli_run("slop", "append", "--bucket", "tool_gaps", "--severity", "low",
-                   "--confidence", "low", "--title", "t", "--description", "d").exit_code == 0
     data = json.loads(project.slop.read_text(encoding="utf-8"))
-    assert isinstance(data, list) and [e["status"] for e in data] == ["open", "resolved", "open"]
+    assert [e["status"] for e in data["entries"]] == ["open", "resolved"]
 
 
 def test_a13_pascalcase_and_unknown_enums_are_read_with_warnings(project, cli_run) -> None:
@@ -67,9 +77,10 @@ def test_a13_pascalcase_and_unknown_enums_are_read_with_warnings(project, cli_ru
     assert data["by_bucket"] == {"legacy_bucket": 1, "stale_docs": 3}
     assert data["by_status"] == {"open": 1, "in_progress": 1, "wont_fix": 1, "blocked": 1}
     messages = [w["message"] for w in data["warnings"]]
-    assert "entry 00000001: bucket: non-canonical value 'StaleDocs' read as 'stale_docs'" \
-        in messages
-    assert any("status: unknown value 'blocked'" in m for m in messages)
+    assert ("CodeSmith will not load this file: entry 1 (00000001): bucket 'StaleDocs' is not "
+            "CodeSmith's spelling 'stale_docs'") in messages
+    assert ("CodeSmith will not load this file: entry 4 (00000004): status 'blocked' is not one "
+            "of open, in_progress, resolved, accepted, wont_fix") in messages
     assert all(w["line"] for w in data["warnings"])
     ids = [e["id"][:8] for e in json.loads(cli_run(
         "slop", "query", "--json", "--status", "in_progress").stdout)["entries"]]
@@ -103,12 +114,23 @@ def test_a13_rewrite_preserves_unknown_fields_in_place(project, cli_run) -> None
     assert json.loads(project.slop.read_text(encoding="utf-8"))["entries"][1] == got
 
 
-def test_a13_update_of_an_entry_with_odd_values_keeps_them(project, cli_run) -> None:
+def test_a13_update_in_a_file_with_odd_values_is_refused_naming_every_problem(
+        project, cli_run) -> None:
     write_ledger(project.slop, PASCAL)
-    assert cli_run("slop", "update", "00000003", "--status", "open").exit_code == 0
-    got = read_entries(project.slop)
-    assert got[2]["bucket"] == "legacy_bucket" and got[2]["status"] == "open"
-    assert got[0] == PASCAL[0] and got[1] == PASCAL[1] and got[3] == PASCAL[3]
+    digest = tree_digest(project.home)
+    result = cli_run("slop", "update", "00000003", "--status", "open")
+    assert result.exit_code == 65
+    error = _last_error(result)
+    assert error.startswith(f"Error: {project.slop}: CodeSmith will not load this file "
+                            "(7 problem(s)): entry 1 (00000001): bucket 'StaleDocs' is not ")
+    for problem in ("entry 1 (00000001): status 'InProgress'",
+                    "entry 2 (00000002): severity 'HIGH'",
+                    "entry 2 (00000002): status 'Open'",
+                    "entry 3 (00000003): bucket 'legacy_bucket' is not one of",
+                    "entry 3 (00000003): status 'wontfix'",
+                    "entry 4 (00000004): status 'blocked' is not one of"):
+        assert problem in error
+    assert tree_digest(project.home) == digest
 
 
 def test_only_the_changed_entry_bytes_change(project, cli_run) -> None:
@@ -195,16 +217,27 @@ def test_missing_ledger_update_is_an_error_and_creates_nothing(project, cli_run)
 # --------------------------------------------------------------------------- A7, A14, A15
 
 
-def test_bom_and_crlf_are_kept(project) -> None:
+def test_crlf_is_kept(project) -> None:
     text = serde_pretty({"entries": [entry(1), entry(2)]}).replace("\n", "\r\n") + "\r\n"
-    project.slop.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    project.slop.write_bytes(text.encode())
     slop_ops.update(project.slop, "00000002", "resolved", now=NOW)
     slop_ops.append(project.slop, [slop_ops.NewEntry("tool_gaps", "low", "low", "T", "D")],
                     now=NOW)
     raw = project.slop.read_bytes()
-    assert raw.startswith(b"\xef\xbb\xbf{\r\n") and raw.endswith(b"}\r\n")
+    assert raw.startswith(b"{\r\n") and raw.endswith(b"}\r\n")
     assert b"\n" not in raw.replace(b"\r\n", b"")
-    assert [e["status"] for e in json.loads(raw[3:])["entries"]] == ["open", "resolved", "open"]
+    assert [e["status"] for e in json.loads(raw)["entries"]] == ["open", "resolved", "open"]
+
+
+def test_bom_is_refused_by_writers_and_removed_by_repair(project) -> None:
+    text = serde_pretty({"entries": [entry(1), entry(2)]}).replace("\n", "\r\n") + "\r\n"
+    project.slop.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    with pytest.raises(DataError, match="the file starts with a UTF-8 byte order mark"):
+        slop_ops.update(project.slop, "00000002", "resolved", now=NOW)
+    result = slop_ops.repair(project.slop, dry_run=False)
+    assert [p.fix for p in result.fixed] == ["bom"] and result.diff == ""
+    assert project.slop.read_bytes() == text.encode()  # the BOM only: CRLF and all else kept
+    assert result.backup is not None and result.backup.read_bytes()[:3] == b"\xef\xbb\xbf"
 
 
 def test_mode_is_kept(project, cli_run) -> None:

@@ -116,7 +116,7 @@ from toolkit.safewrite import (
     pid_alive,
     unique_dir,
 )
-from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes
+from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes, recorded_key
 
 LOCK_EXPIRY = dt.timedelta(minutes=10)
 DEFAULT_LOCK_TIMEOUT = 10.0
@@ -578,10 +578,11 @@ def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] 
                      notes: list[str] | None = None) -> bytes:
     """``meta.yaml`` with its count values replaced in place (comments and format kept).
 
-    Count keys of both schemas are updated where present: ``total_entries`` and
+    Count keys of the three schemas are updated where present: ``total_entries`` and
     ``entries_by_file.<file>`` (smith-ledger), ``entries.<file_with_underscores>`` and
-    ``confidence_distribution.{high,medium,low}`` (smith-reflect); a missing per-file key is
-    added to a block mapping that exists. ``entries``: exact per-file counts (None for a file
+    ``confidence_distribution.{high,medium,low}`` (smith-reflect), ``<file>_recorded``
+    (smith-init, what ``/smith`` scaffolds); a missing per-file key is added to a block
+    mapping that exists (to the top level for smith-init). ``entries``: exact per-file counts (None for a file
     whose count is unknown) or None to leave entry counts alone; ``confidences``: exact totals,
     or None and ``deltas`` to move the recorded ones. Raises :class:`DataError` with line and
     column for invalid YAML (nothing is written then).
@@ -639,6 +640,13 @@ def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] 
         for kind, count in entries.items():
             set_in(by_file, kind, count, add=True)
             set_in(reflect_entries, kind.replace("-", "_"), count, add=True)
+        # the smith-init schema (what /smith scaffolds): one `<kind>_recorded` count per file
+        # at the top level; Smith's prune "updates meta.yaml counts", so these are kept true
+        keys = [k.value for k, _v in root.value if isinstance(k, yaml.ScalarNode)]
+        if any(k.endswith("_recorded") or k in ("workflows_completed", "created")
+               for k in keys):
+            for kind, count in entries.items():
+                set_in(root, recorded_key(kind), count, add=True)
         total_node = child(root, "total_entries")
         if isinstance(total_node, yaml.ScalarNode):
             total = 0
@@ -669,7 +677,10 @@ def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] 
     if not edits:
         return data
     out = text
-    for start, end, new in sorted(edits, key=lambda x: (x[0], x[1]), reverse=True):
+    # from the end backwards; insertions at one spot go in the order they were made
+    order = sorted(range(len(edits)), key=lambda n: (edits[n][0], edits[n][1], n), reverse=True)
+    for n in order:
+        start, end, new = edits[n]
         out = out[:start] + new + out[end:]
     return (BOM if bom else b"") + out.encode("utf-8")
 

@@ -232,6 +232,7 @@ class Dashboard:
     found: bool
     ledger_dir: Path
     last_reflection: str | None = None
+    never_reflected: bool = False  # meta.yaml says last_reflection: null
     total_reflections: int | None = None
     total_entries: int = 0
     meta_total_entries: int | None = None
@@ -243,7 +244,8 @@ class Dashboard:
     def to_dict(self) -> dict[str, Any]:
         return {
             "found": self.found, "ledger_dir": str(self.ledger_dir),
-            "last_reflection": self.last_reflection, "total_reflections": self.total_reflections,
+            "last_reflection": self.last_reflection, "never_reflected": self.never_reflected,
+            "total_reflections": self.total_reflections,
             "total_entries": self.total_entries, "meta_total_entries": self.meta_total_entries,
             "files": [f.to_dict() for f in self.files],
             "top_high_confidence": [entry_dict(e) for e in self.top],
@@ -267,12 +269,12 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
         highs = [e for e in v.entries if e.confidence == "high"]
         order = {id(e): i for i, e in enumerate(highs)}
         highs.sort(key=lambda e: (-e.reflections, order[id(e)]))
-        meta_total = v.meta.data.get("total_entries") if v.meta.data else None
         d = Dashboard(
             True, v.ledger_dir, last_reflection=v.meta.last_reflection,
+            never_reflected=v.meta.never_reflected,
             total_reflections=v.meta.total_reflections,
             total_entries=sum(f.entries for f in files),
-            meta_total_entries=meta_total if isinstance(meta_total, int) else None,
+            meta_total_entries=v.meta.total_entries,
             files=files, top=highs[:top], warnings=list(v.problems),
             limits=prune_limits(v.meta, v.smith_config))
         log.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"

@@ -271,9 +271,25 @@ def site_ledger_entries(store: Store) -> list[dict[str, Any]]:
 
 
 def site_ledger_meta(store: Store) -> dict[str, Any] | None:
+    """The ledger's meta row; ``last_reflection`` is ``never`` when meta.yaml says null."""
+    import json
+
+    from toolkit.sources.smith import last_reflection_text
+
     rows = store.fetch_dicts("SELECT last_reflection, total_reflections, meta_schema, "
-                             "last_reconcile, total_patterns FROM ledger_meta LIMIT 1")
-    return rows[0] if rows else None
+                             "last_reconcile, total_patterns, CAST(meta_yaml AS VARCHAR) "
+                             "AS meta_yaml FROM ledger_meta LIMIT 1")
+    if not rows:
+        return None
+    row = rows[0]
+    raw = row.pop("meta_yaml")
+    if row["last_reflection"] is None and raw:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        row["last_reflection"] = last_reflection_text(data if isinstance(data, dict) else None)
+    return row
 
 
 _UTC_CREATED = "timezone('UTC', created_at)"

@@ -17,11 +17,13 @@ and differences, each on purpose:
   cannot break the table; otherwise it is CodeSmith's layout byte for byte. It is passed through
   ``toolkit.redact.redact`` (a superset of CodeSmith's own redaction; see that module).
 
-Writes keep everything CodeSmith's own rewrite would lose: unknown top-level and entry fields
-stay where they are, a bare-array file stays a bare array, and only the bytes of the changed or
-added entries change (the rest of the file, its indent, line endings, BOM and trailing newline
-are spliced through untouched). Every write is locked, backed up, atomic, and refused when the
-file changed on disk since it was read (``toolkit.safewrite``).
+Writes refuse a file CodeSmith cannot load (``toolkit.sources.slop.load_problems``: exit 65,
+every problem named) and check their own result by the same rules, so they never write one;
+``repair`` applies the fixes those rules name. Writes keep everything CodeSmith's own rewrite
+would lose: unknown top-level and entry fields stay where they are, and only the bytes of the
+changed or added entries change (the rest of the file, its indent, line endings and trailing
+newline are spliced through untouched). Every write is locked, backed up, atomic, and refused
+when the file changed on disk since it was read (``toolkit.safewrite``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +47,16 @@ from toolkit.records import (
     SLOP_STATUSES,
     SlopEntry,
 )
-from toolkit.sources.slop import SlopFile, normalise_enum, parse_slop, read_slop
-from toolkit.textio import decode_utf8, load_json
+from toolkit.sources.slop import (
+    LOAD_PREFIX,
+    LoadProblem,
+    SlopFile,
+    load_problems,
+    normalise_enum,
+    parse_slop,
+    read_slop,
+)
+from toolkit.textio import decode_utf8, load_json, lone_surrogate
 
 DEFAULT_LIMIT = 50
 LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75
@@ -342,11 +352,34 @@ def _parse_doc(path: Path, raw: bytes | None) -> tuple[_Doc, SlopFile]:
         doc = _Doc(path, None, "", None, False, "\n")
         return doc, SlopFile(path=path, exists=False, form="object", entries=[])
     text = decode_utf8(raw, path)
-    sf = parse_slop(text, path)  # validates (NaN, duplicates, depth, shape) and builds entries
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    # validates (NaN, duplicates, depth, shape), builds entries, finds CodeSmith's refusals
+    sf = parse_slop(text, path, bom=bom)
     data = load_json(text, path) if text.strip() else None
-    doc = _Doc(path, raw, text, data, raw.startswith(b"\xef\xbb\xbf"),
-               "\r\n" if "\r\n" in text else "\n")
+    doc = _Doc(path, raw, text, data, bom, "\r\n" if "\r\n" in text else "\n")
     return doc, sf
+
+
+def _refusal(path: Path, problems: Sequence[LoadProblem], what: str, hint: str) -> DataError:
+    """One error naming every reason CodeSmith's loader refuses the file."""
+    listing = "; ".join(str(p) for p in problems)
+    return DataError(f"{what}: {listing}", path=path, hint=hint)
+
+
+def refuse_unloadable(sf: SlopFile) -> None:
+    """Refuse to write into a file CodeSmith cannot load (exit 65, every problem named)."""
+    if sf.load_problems:
+        raise _refusal(sf.path, sf.load_problems,
+                       LOAD_PREFIX.rstrip(": ") + f" ({len(sf.load_problems)} problem(s))",
+                       "Run `toolkit slop repair` to see the safe fixes; nothing was written")
+
+
+def _check_result(path: Path, text: str) -> None:
+    """The writers' last check: the text about to be written loads in CodeSmith."""
+    problems = load_problems(json.loads(text), empty=not text.strip())
+    if problems:
+        raise _refusal(path, problems, "the result would not load in CodeSmith",
+                       "Nothing was written")
 
 
 class _WriteSession:
@@ -536,11 +569,20 @@ def _indent_unit(t: str) -> str | None:
     return None if "\n" not in t.strip() else "  "
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """JSON text with each lone surrogate written as its ``\\udXXX`` escape (as it was read):
+    the only form it has in a UTF-8 file."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _dump(obj: Any, unit: str | None, indent: str, newline: str) -> str:
     """Serialize like serde_json: pretty with the file's indent, or compact."""
     if unit is None:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    text = json.dumps(obj, ensure_ascii=False, indent=unit)
+        return _escape_surrogates(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+    text = _escape_surrogates(json.dumps(obj, ensure_ascii=False, indent=unit))
     text = text.replace("\n", "\n" + indent)
     return text.replace("\n", newline) if newline != "\n" else text
 
@@ -648,6 +690,13 @@ def new_entries_from_json(data: Any, origin: str = "input") -> list[NewEntry]:
         links = item.get("source_links") or []
         if not isinstance(links, list):
             raise UsageError(f"{origin}: entry {n}: source_links must be a list of strings")
+        for key, value in item.items():
+            texts = value if key == "source_links" and isinstance(value, list) else [value]
+            for text in texts:
+                bad = lone_surrogate(text) if isinstance(text, str) else None
+                if bad:
+                    raise DataError(f"{origin}: entry {n}: {key} holds a lone surrogate ({bad}), "
+                                    "which is not text and cannot be written as UTF-8")
         owner = item.get("owner")
         out.append(NewEntry(
             bucket=item["bucket"], severity=item["severity"], confidence=item["confidence"],
@@ -659,7 +708,22 @@ def new_entries_from_json(data: Any, origin: str = "input") -> list[NewEntry]:
     return out
 
 
+def require_text(value: str | None, what: str) -> None:
+    """Refuse text that holds a lone surrogate (undecodable bytes in an argument, or a
+    ``\\ud800`` escape): it has no UTF-8 form, and CodeSmith refuses it."""
+    bad = lone_surrogate(value) if value is not None else None
+    if bad:
+        raise UsageError(f"{what} holds a lone surrogate ({bad}), which is not text; "
+                         "give valid UTF-8 text")
+
+
 def _build_entry(e: NewEntry, entry_id: str, stamp: str) -> dict[str, Any]:
+    for what, value in (("the bucket", e.bucket), ("the severity", e.severity),
+                        ("the confidence", e.confidence), ("the title", e.title),
+                        ("the description", e.description), ("the owner", e.owner),
+                        ("the task id", e.task_id), ("the thread id", e.thread_id),
+                        *(("a source link", link) for link in e.source_links)):
+        require_text(value, what)
     if not e.title.strip():
         raise UsageError("the title is empty; give a one-line title")
     if not e.description.strip():
@@ -725,7 +789,8 @@ def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None =
     stamp = rfc3339(now)
     new = [_build_entry(e, new_id(), stamp) for e in entries]
     with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
-        doc, _sf = session.read()
+        doc, sf = session.read()
+        refuse_unloadable(sf)
         if doc.data is None:
             expected: Any = {"entries": new}
             text = _full_dump(doc, expected)
@@ -737,6 +802,7 @@ def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None =
                 expected.setdefault("entries", []).extend(new)
             text = _checked(doc, _splice_append(doc, new), expected)
         total = len(expected) if isinstance(expected, list) else len(expected["entries"])
+        _check_result(path, text)
         result = AppendResult(path=path, written=False, diff=_diff(doc, text), total=total,
                               short_ids=[o["id"][:8] for o in new], ids=[o["id"] for o in new])
         if not dry_run:
@@ -795,12 +861,16 @@ def update(path: Path, id_prefix: str, status: str, cleanup: str | None = None, 
            now: dt.datetime | None = None, dry_run: bool = False, max_bytes: int | None = None,
            force: bool = False, lock_timeout: float | None = None) -> UpdateResult:
     """Set an entry's status (and cleanup recommendation when given) and ``updated_at``."""
+    require_text(status, "the status")
+    require_text(cleanup, "the cleanup recommendation")
+    require_text(id_prefix, "the id")
     status = parse_enum("status", status)
     if not path.exists():
         raise NotFoundError("slop ledger not found; nothing to update", path=path,
                             hint="Check --slop or CODESMITH_HOME")
     with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
-        doc, _sf = session.read()
+        doc, sf = session.read()
+        refuse_unloadable(sf)
         entries = doc.entries
         index = find_entry(entries, id_prefix, path)
         old = entries[index]
@@ -819,8 +889,82 @@ def update(path: Path, id_prefix: str, status: str, cleanup: str | None = None, 
         target = expected if isinstance(expected, list) else expected["entries"]
         target[index] = obj
         text = _checked(doc, _splice_replace(doc, index, obj), expected)
+        _check_result(path, text)
         result.diff = _diff(doc, text)
         if not dry_run:
             result.backup = session.write(_encode(doc, text))
+            result.written = True
+    return result
+
+
+# --------------------------------------------------------------------------- repair
+
+@dataclass
+class RepairResult(WriteResult):
+    fixed: list[LoadProblem] = field(default_factory=list)  # what the new text fixes
+    unfixable: list[LoadProblem] = field(default_factory=list)  # left for a person
+
+
+def _fix_entry(obj: dict[str, Any], fix: LoadProblem) -> dict[str, Any]:
+    if fix.fix == "updated_at" and fix.value is not None:
+        return _set_in_place(obj, "updated_at", fix.value)
+    if fix.fix == "drop" and fix.field is not None:
+        return {k: v for k, v in obj.items() if k != fix.field}
+    if fix.fix == "enum" and fix.field is not None:
+        return {**obj, fix.field: fix.value}
+    return obj
+
+
+def _repaired_text(doc: _Doc, fixes: Sequence[LoadProblem]) -> str:
+    """The file's text with every fix applied, keeping all other bytes where it can."""
+    kinds = {f.fix for f in fixes}
+    if "empty" in kinds:
+        return (_dump({"entries": []}, "  ", "", doc.newline)
+                + (doc.newline if doc.text.endswith("\n") else ""))
+    data = json.loads(json.dumps(doc.data))
+    if "wrap" in kinds and isinstance(data, list):
+        data = {"entries": data}
+    if "entries" in kinds and isinstance(data, dict):
+        data["entries"] = []
+    entries = data["entries"] if isinstance(data, dict) else data
+    changed: list[int] = []
+    for fix in fixes:
+        if fix.index is not None and isinstance(entries[fix.index], dict):
+            entries[fix.index] = _fix_entry(entries[fix.index], fix)
+            changed.append(fix.index)
+    if kinds & {"wrap", "entries"}:
+        return _full_dump(doc, data)
+    candidate: str | None = doc.text
+    for index in sorted(set(changed)):
+        if candidate is None:
+            break
+        candidate = _splice_replace(replace(doc, text=candidate), index, entries[index])
+    return _checked(doc, candidate, data)
+
+
+def repair(path: Path, *, dry_run: bool = True, max_bytes: int | None = None,
+           force: bool = False, lock_timeout: float | None = None) -> RepairResult:
+    """Apply every fix :func:`load_problems` names (BOM, bare array, empty file, null or
+    missing ``entries``, null ``source_links``, missing ``updated_at``, a non-canonical enum
+    spelling) and list the problems no safe fix exists for. ``dry_run``: only the diff."""
+    if not path.exists():
+        return RepairResult(path=path, written=False, diff="")
+    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
+        doc, sf = session.read()
+        fixes = [p for p in sf.load_problems if p.fix]
+        result = RepairResult(path=path, written=False, diff="", fixed=fixes,
+                              unfixable=[p for p in sf.load_problems if not p.fix])
+        if not fixes:
+            return result
+        text = _repaired_text(doc, fixes)
+        after = load_problems(json.loads(text), empty=not text.strip())
+        if any(p.fix for p in after):  # a fix that did not take: never write half a repair
+            raise DataError("repair could not apply every fix: "
+                            + "; ".join(str(p) for p in after if p.fix), path=path,
+                            hint="Nothing was written; fix the file by hand")
+        new_doc = replace(doc, bom=False)
+        result.diff = _diff(doc, text)  # the BOM's removal is in ``fixed``, not in the diff
+        if not dry_run:
+            result.backup = session.write(_encode(new_doc, text))
             result.written = True
     return result

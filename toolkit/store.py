@@ -61,7 +61,7 @@ CREATE TABLE ledger_entries (
     path VARCHAR, line INTEGER,   -- where the entry's title is
     position INTEGER);            -- order within its file, from 0
 CREATE TABLE ledger_meta (
-    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger' or NULL (missing/unreadable)
+    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger', 'smith-init' or NULL (missing/unreadable)
     last_reflection VARCHAR, total_reflections INTEGER,
     meta_yaml JSON, meta_json JSON, smith_config JSON,
     estimated_tokens INTEGER, total_patterns INTEGER, last_reconcile VARCHAR,
@@ -123,7 +123,7 @@ FROM actions GROUP BY ALL;
 # Every user-facing table and view with a one-line description (`toolkit schema`, README).
 TABLE_DOCS: dict[str, str] = {
     "ledger_entries": "Smith Ledger entries, both forms, malformed ones included (problems)",
-    "ledger_meta": "meta.yaml (either schema), .meta.json and config.json, one row",
+    "ledger_meta": "meta.yaml (any of its three schemas), .meta.json and config.json, one row",
     "reconcile_runs": "runs recorded in reconcile-log.md",
     "sessions": "vault session logs (frontmatter)",
     "session_events": "events of each session log: prompts, tool metrics, edits, skills, subagents",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,31 @@ def decode_utf8(data: bytes, path: Path | str) -> str:
             path=path,
             hint="Save the file as UTF-8 or restore it from a backup",
         ) from None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first lone UTF-16 surrogate in ``text`` as a JSON escape (``\\ud800``), or None.
+
+    JSON text can carry one (``"\\ud800"``) and Python reads it, and undecodable bytes in an
+    argument arrive as one; it has no UTF-8 form, so nothing can write it."""
+    m = _LONE_SURROGATE.search(text)
+    return None if m is None else f"\\u{ord(m.group()):04x}"
+
+
+def as_text(value: Any) -> Any:
+    """``value`` with every lone surrogate (in strings and keys, at any depth) shown as U+FFFD:
+    what a reader hands on (display, the store, JSON output) must be text. Files are not
+    changed; readers that must report the surrogate look for it first (``lone_surrogate``)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [as_text(v) for v in value]
+    if isinstance(value, dict):
+        return {as_text(k): as_text(v) for k, v in value.items()}
+    return value
 
 
 def read_text(path: Path, limit: int | None = None) -> str:

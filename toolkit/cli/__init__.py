@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from toolkit.errors import EXIT_FAILURE, ToolkitError
+from toolkit.errors import EXIT_FAILURE, EXIT_USAGE, ToolkitError
 
 # name -> "module:attribute". Keep sorted by name; one line per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
     "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
     "serve": ("toolkit.cli.site:serve", "Preview the built site on a local web server."),
-    "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, redacted export."),
+    "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, repair, redacted export."),
     "snapshots": ("toolkit.cli.snapshots:snapshots", "CodeSmith turn snapshots: list, what a turn changed, restore."),
     "status": ("toolkit.cli.data:status", "What was found, rows per table, warnings with file:line."),
 }
@@ -64,6 +64,16 @@ class LazyGroup(click.Group):
             # messages may quote AI-written text (titles of ambiguous matches...)
             click.echo(f"Error: {visible(str(exc))}", err=True)
             sys.exit(exc.exit_code)
+        except UnicodeEncodeError as exc:
+            if "surrogate" not in exc.reason:
+                raise
+            # A lone surrogate (undecodable bytes in an argument, or a "\ud800" escape in
+            # JSON input) has no UTF-8 form: every writer refuses it rather than crash.
+            bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
+            shown = "".join(f"\\u{ord(c):04x}" for c in bad)
+            click.echo(f"Error: the input holds a lone surrogate ({shown}), which is not text "
+                       "and cannot be written as UTF-8. Give valid UTF-8 text", err=True)
+            sys.exit(EXIT_USAGE)
         except BrokenPipeError:
             sys.exit(EXIT_FAILURE)
         except KeyboardInterrupt:

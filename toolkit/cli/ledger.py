@@ -189,7 +189,8 @@ def _render_dashboard(d: Any) -> None:
         return
     click.echo("SMITH LEDGER — Dashboard")
     click.echo("========================\n")
-    click.echo(f"Last reflection: {shown(d.last_reflection)}")
+    click.echo("Last reflection: "
+               + ("never" if d.never_reflected else shown(d.last_reflection)))
     click.echo(f"Total reflections: {shown(d.total_reflections)}")
     total = f"Total entries: {d.total_entries}"
     if d.meta_total_entries is not None and d.meta_total_entries != d.total_entries:

@@ -230,8 +230,9 @@ def append_cmd(bucket: str | None, severity: str | None, confidence: str | None,
 
     Give one entry with the options, or many with --from-json. The file is rewritten as
     CodeSmith writes it (2-space JSON), but only the new entries' bytes are added: unknown
-    fields, a bare-array top level and the trailing newline are kept. The write is locked,
-    backed up to .backups/ beside the file and refused if the file changed meanwhile.
+    fields and the trailing newline are kept. A file CodeSmith cannot load is refused (exit 65,
+    see `toolkit slop repair`). The write is locked, backed up to .backups/ beside the file and
+    refused if the file changed meanwhile.
     """
     from toolkit.errors import UsageError
     from toolkit.slop_ops import NewEntry, append, new_entries_from_json
@@ -241,10 +242,16 @@ def append_cmd(bucket: str | None, severity: str | None, confidence: str | None,
     if from_json is not None:
         if any(v is not None for v in (*singles.values(), owner, task_id, thread_id)) or sources:
             raise UsageError("give either --from-json or the entry options, not both")
+        from toolkit.errors import DataError
         from toolkit.textio import load_json
 
         name = getattr(from_json, "name", "input")
-        entries = new_entries_from_json(load_json(from_json.read(), name), name)
+        try:
+            payload = from_json.read()
+        except UnicodeDecodeError as exc:
+            raise DataError(f"invalid UTF-8 at byte offset {exc.start}", path=name,
+                            hint="Give the entries as UTF-8 JSON") from None
+        entries = new_entries_from_json(load_json(payload, name), name)
     else:
         missing = [k for k, v in singles.items() if v is None]
         if missing:
@@ -307,6 +314,59 @@ def _report_write(result: Any, message: str, as_json: bool, extra: dict[str, Any
     click.echo(visible(message, single_line=True))
     if result.backup:
         click.echo(f"Backup: {result.backup}")
+
+
+@slop.command("repair",
+              short_help="Fix what keeps CodeSmith from loading the file (diff; --yes writes).")
+@click.option("--yes", is_flag=True, help="Write the repaired file (locked, backed up, atomic).")
+@click.option("--force", is_flag=True, help="Edit the file even if it has other hard links.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
+def repair_cmd(yes: bool, force: bool, as_json: bool) -> None:
+    """Fix what keeps CodeSmith's strict loader from loading the slop ledger.
+
+    Without --yes, prints the diff and the problems; nothing is written. Only problems with
+    one safe fix are fixed: a UTF-8 BOM, a bare array top level, an empty file, a null or
+    missing "entries", a null source_links, a missing or null updated_at (copied from
+    created_at), and an enum value CodeSmith's tools would read one way (Open -> open,
+    wontfix -> wont_fix). The rest (a missing title, an unknown status, a non-string owner...)
+    is listed for a person to fix. Exit 65 while the file on disk still cannot be loaded
+    (a dry run that found problems, or problems only a person can fix).
+    """
+    import sys
+
+    from toolkit.display import visible
+    from toolkit.errors import EXIT_DATA
+    from toolkit.slop_ops import repair
+
+    cfg = get_config()
+    result = repair(cfg.slop_path, dry_run=not yes, max_bytes=cfg.max_file_bytes, force=force)
+    left = result.unfixable + ([] if result.written else result.fixed)  # still on disk
+    if as_json:
+        echo_json({"path": str(result.path), "written": result.written,
+                   "backup": str(result.backup) if result.backup else None,
+                   "diff": result.diff, "fixes": [str(p) for p in result.fixed],
+                   "cannot_fix": [str(p) for p in result.unfixable]})
+    else:
+        if not result.fixed and not result.unfixable:
+            click.echo(f"CodeSmith loads {result.path}: nothing to repair.")
+        if result.diff and not result.written:
+            click.echo(visible(result.diff).rstrip("\n"))
+        if result.fixed:
+            verb = "Fixed" if result.written else "Would fix"
+            click.echo(f"{verb} {len(result.fixed)} problem(s):")
+            for p in result.fixed:
+                click.echo("  - " + visible(str(p), single_line=True))
+        if result.unfixable:
+            click.echo(f"Cannot fix {len(result.unfixable)} problem(s); edit the file by hand:")
+            for p in result.unfixable:
+                click.echo("  - " + visible(str(p), single_line=True))
+        if result.fixed and not result.written:
+            click.echo("Dry run: nothing written. Run again with --yes to write "
+                       "(the current file is backed up first).")
+        if result.backup:
+            click.echo(f"Backup: {result.backup}")
+    if left:
+        sys.exit(EXIT_DATA)
 
 
 @slop.command("export", short_help="CodeSmith's Markdown handoff, redacted.")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import BusyError, DataError, NotFoundError
-from toolkit.textio import decode_utf8, load_json, read_bytes
+from toolkit.textio import as_text, decode_utf8, load_json, read_bytes
 
 TABLES: dict[str, tuple[str, ...]] = {
     "actions": ("id", "ts", "tier", "category", "description", "project"),
@@ -205,7 +205,8 @@ def read_rows(conn: sqlite3.Connection, path: Path, table: str, present: list[st
 
 def read_export(path: Path, max_bytes: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """nagi-ledger's JSON export: {"actions": [...], "dispatches": [...], "approaches": [...]}."""
-    data = load_json(decode_utf8(read_bytes(path, max_bytes), path), path)
+    # a lone surrogate ("\ud800", only from a hand edit) is shown as U+FFFD, like every reader
+    data = as_text(load_json(decode_utf8(read_bytes(path, max_bytes), path), path))
     if not isinstance(data, dict) or data.get("schema") != "nagi-ledger-export/1":
         raise DataError('not a nagi-ledger export (expected "schema": "nagi-ledger-export/1")',
                         path=path)

@@ -182,9 +182,80 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
         for note in entry.problems:
             problems.append(Problem("smith", spath, entry.line, note))
 
+    # Text that belongs to no entry: in the header, anything that looks like entry content;
+    # after an entry's closing separator, anything at all (blank lines, separators and HTML
+    # comments aside). Reported once per file.
+    stray: list[int] = _stray_lines(lines, 0, block_start[0] if starts else nlines, header=True)
+    for idx in range(len(starts)):
+        if block_end_hint[idx] is None:
+            continue  # a Form B entry (or an unclosed Form A one) runs to the next entry
+        nxt = block_start[idx + 1] if idx + 1 < len(starts) else nlines
+        stray += _stray_lines(lines, block_end_hint[idx] or nxt, nxt, header=False)
+    if stray:
+        problems.append(Problem("smith", spath, stray[0] + 1,
+                                "not part of any entry: " + _line_ranges(stray)))
+
     header_end = offsets[block_start[0]] if starts else len(data)
     return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
                       newline=newline, bom=bom, problems=problems)
+
+
+_LIST_ITEM = re.compile(rb"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t])")
+_DATA_LINE = re.compile(rb"^[ \t]*(?:\*\*|###|\|)")
+
+
+def _stray_lines(lines: list[bytes], start: int, end: int, *, header: bool) -> list[int]:
+    """Indexes of lines in [start, end) that hold text outside any entry.
+
+    Always allowed: blank lines, ``---`` separators and HTML comments. In the header (before
+    the first entry) also the file's title (``# ...``) and plain prose such as its one-line
+    description or the "No patterns recorded yet." of a new vault; list items, ``**Label:**``
+    fields, sub-headings, tables and code there look like entry content and are reported.
+    """
+    out: list[int] = []
+    in_comment = False
+    fence: bytes | None = None
+    for i in range(start, end):
+        line = lines[i].rstrip(b"\r")
+        stripped = line.strip()
+        if fence is not None:
+            out.append(i)
+            m = _FENCE.match(line)
+            if m and m.group(1)[:1] == fence[:1] and len(m.group(1)) >= len(fence):
+                fence = None
+            continue
+        if in_comment:
+            in_comment = b"-->" not in stripped
+            continue
+        if not stripped or _SEP.match(line):
+            continue
+        if stripped.startswith(b"<!--"):
+            in_comment = b"-->" not in stripped[4:]
+            continue
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1)
+            out.append(i)
+            continue
+        if header and (stripped.startswith(b"# ") or not (_LIST_ITEM.match(line)
+                                                         or _DATA_LINE.match(line))):
+            continue
+        out.append(i)
+    return out
+
+
+def _line_ranges(indexes: list[int]) -> str:
+    """``lines 7–9, 12`` from 0-based line indexes (shown 1-based)."""
+    parts: list[str] = []
+    first = prev = indexes[0]
+    for i in [*indexes[1:], -2]:
+        if i == prev + 1:
+            prev = i
+            continue
+        parts.append(f"{first + 1}" if first == prev else f"{first + 1}–{prev + 1}")
+        first = prev = i
+    word = "line" if len(indexes) == 1 else "lines"
+    return f"{word} " + ", ".join(parts)
 
 
 def _parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
@@ -270,13 +341,32 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None) -> Led
 
 # --------------------------------------------------------------------------- meta files
 
+# The three meta.yaml schemas (FORMATS.md §1.3) and the keys each one writes.
+META_KEYS = {
+    # smith-reflect Phase 0 and 7
+    "reflect": ("last_updated", "total_reflections", "entries", "confidence_distribution"),
+    # /smith-ledger's documented form, written by `/smith-ledger reset`
+    "smith-ledger": ("last_reflection", "total_reflections", "total_entries", "config",
+                     "entries_by_file"),
+    # what /smith scaffolds in a new project ("creation date and zero counters")
+    "smith-init": ("created", "workflows_completed", "last_reflection",
+                   *(f"{kind.replace('-', '_')}_recorded" for kind in LEDGER_FILES)),
+}
+_ALL_META_KEYS = frozenset(k for keys in META_KEYS.values() for k in keys)
+
+
+def recorded_key(kind: str) -> str:
+    """The smith-init schema's count key of a ledger file: ``project_quirks_recorded``."""
+    return f"{kind.replace('-', '_')}_recorded"
+
+
 @dataclass
 class LedgerMeta:
     """meta.yaml as found: which schema it uses, its counts, its prune limits."""
 
     path: Path
     exists: bool
-    schema: str | None  # "reflect", "smith-ledger", or None (missing/empty/unknown)
+    schema: str | None  # "reflect", "smith-ledger", "smith-init", or None (missing/unknown)
     data: dict[str, Any]
     error: str | None = None
     error_line: int | None = None
@@ -290,16 +380,52 @@ class LedgerMeta:
         return None
 
     @property
+    def never_reflected(self) -> bool:
+        """meta.yaml records that no reflection ran yet (``last_reflection: null``)."""
+        return last_reflection_text(self.data) == "never"
+
+    @property
     def total_reflections(self) -> int | None:
+        """``total_reflections``; 0 when it is absent and no reflection ever ran."""
         value = self.data.get("total_reflections")
-        return value if isinstance(value, int) else None
+        if value is None and "total_reflections" not in self.data and self.never_reflected:
+            return 0
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def count_for(self, kind: str) -> int | None:
         if self.schema == "reflect":
             value = (self.data.get("entries") or {}).get(kind.replace("-", "_"))
+        elif self.schema == "smith-init":
+            value = self.data.get(recorded_key(kind))
         else:
             value = (self.data.get("entries_by_file") or {}).get(kind)
-        return value if isinstance(value, int) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def total_entries(self) -> int | None:
+        """The entry total meta.yaml claims: ``total_entries``, or the sum of the smith-init
+        ``<kind>_recorded`` counts when every one is there."""
+        if self.schema == "smith-init":
+            counts = [self.count_for(kind) for kind in LEDGER_FILES]
+            return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        value = self.data.get("total_entries")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def unknown_keys(self) -> list[str]:
+        """Top-level keys no Smith schema writes (shown as a warning, otherwise ignored)."""
+        return [str(k) for k in self.data if k not in _ALL_META_KEYS]
+
+
+def last_reflection_text(data: dict[str, Any] | None) -> str | None:
+    """The last reflection for display: its date; ``never`` when meta.yaml says
+    ``last_reflection: null`` (a new vault, or one just reset); None when it does not say."""
+    if not data:
+        return None
+    for key in ("last_reflection", "last_updated"):
+        value = data.get(key)
+        if value:
+            return str(value)
+    return "never" if "last_reflection" in data and data["last_reflection"] is None else None
 
 
 def read_meta(ledger_dir: Path) -> LedgerMeta:
@@ -314,7 +440,11 @@ def read_meta(ledger_dir: Path) -> LedgerMeta:
         return LedgerMeta(path, True, None, {})
     if not isinstance(data, dict):
         return LedgerMeta(path, True, None, {}, error="meta.yaml is not a mapping")
-    if "entries_by_file" in data or "total_entries" in data or "last_reflection" in data:
+    schema: str | None
+    if "workflows_completed" in data or "created" in data \
+            or any(str(k).endswith("_recorded") for k in data):
+        schema = "smith-init"  # has last_reflection too: test it first
+    elif "entries_by_file" in data or "total_entries" in data or "last_reflection" in data:
         schema = "smith-ledger"
     elif "entries" in data or "confidence_distribution" in data or "last_updated" in data:
         schema = "reflect"
@@ -628,6 +758,11 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
         problems.append(Problem("smith", str(meta.path), meta.error_line, meta.error))
     elif exists and not meta.exists:
         problems.append(Problem("smith", str(meta.path), None, "meta.yaml is missing"))
+    unknown = meta.unknown_keys()
+    if unknown:
+        problems.append(Problem("smith", str(meta.path), None,
+                                "unknown key(s) " + ", ".join(unknown) + " (ignored; no Smith "
+                                "meta.yaml schema writes them)"))
     problems.extend(meta_disagreements(meta, files))
     meta_json, err = read_json_file(ledger_dir / ".meta.json")
     if err:

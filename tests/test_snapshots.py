@@ -612,3 +612,26 @@ def test_a_snapshot_with_a_link_and_a_file_below_it_is_refused(world, cli_run, o
         "  refuse  door/x  (git refuses this path: both a file and a folder in the snapshot)"]
     assert tree_digest(outside) == before
     assert not os.path.lexists(ws / "door")
+
+
+def test_a_link_made_after_planning_cannot_redirect_a_delete(world, outside, isolated_env):
+    from toolkit.snapshot_ops import apply_restore, plan_restore
+
+    ws, side = world
+    (ws / "data").mkdir()
+    (ws / "data" / "b.txt").write_text("inside\n")
+    side.snapshot("post-turn:3: data/b.txt")
+    commit_all(ws)
+    cfg = config_mod.resolve(cwd=ws, env={"HOME": str(isolated_env)})
+    plan = plan_restore(cfg, 2)  # the snapshot before: no data/b.txt
+    assert plan.delete == ["data/b.txt"] and plan.refused == []
+    (ws / "data" / "b.txt").unlink()  # between the plan and the answer to "Restore?"
+    (ws / "data").rmdir()
+    (ws / "data").symlink_to(outside)
+    before = tree_digest(outside)
+    result = apply_restore(plan, force=True)
+    assert tree_digest(outside) == before
+    assert (result.deleted, result.dirs_removed) == (0, [])
+    assert result.refused == [("data/b.txt", "a symlink appeared above it since the plan; "
+                                             "restore never deletes through a link")]
+    assert os.readlink(ws / "data") == str(outside)

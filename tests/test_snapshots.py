@@ -632,6 +632,6 @@ def test_a_link_made_after_planning_cannot_redirect_a_delete(world, outside, iso
     result = apply_restore(plan, force=True)
     assert tree_digest(outside) == before
     assert (result.deleted, result.dirs_removed) == (0, [])
-    assert result.refused == [("data/b.txt", "a symlink appeared above it since the plan; "
-                                             "restore never deletes through a link")]
+    assert result.refused == [("data/b.txt", ("a symlink appeared above it since the plan; "
+                                              "restore never deletes through a link"))]
     assert os.readlink(ws / "data") == str(outside)

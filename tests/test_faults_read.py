@@ -97,10 +97,10 @@ def test_a2_mixed_forms_and_meta_disagreement_is_a_warning(project, cli_run):
     ("key:\n\t- tabbed\n", "meta.yaml:2: invalid YAML, column 1"),
     ('last_updated: "2026-05-01\n', "invalid YAML"),
     # values the safe loader cannot build (an impossible date, a bad tagged scalar), and
-    # nesting deeper than Python's recursion limit: a warning, never a traceback
+    # nesting deeper than the pre-scan's limit: a warning, never a traceback
     ("last_updated: 2026-13-45\n", "meta.yaml:1: invalid YAML, column 15: month must be in 1..12"),
     ("total_reflections: !!int twelve\n", "meta.yaml:1: invalid YAML, column 20"),
-    ("x: " + "[" * 5000 + "]" * 5000 + "\n", "invalid YAML: nested too deeply"),
+    ("x: " + "[" * 5000 + "]" * 5000 + "\n", "meta.yaml:1: YAML nested deeper than 200 levels"),
 ])
 def test_a3_bad_meta_yaml_reads_proceed_with_a_warning(project, cli_run, content, expected):
     meta = project.ledger / "meta.yaml"

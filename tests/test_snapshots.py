@@ -4,6 +4,7 @@ snapshot tables surviving CodeSmith's pruning. Side repos are built with CodeSmi
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -340,3 +341,297 @@ def test_restore_leaves_the_toolkit_state_folder_alone(world, cli_run):
     assert (ws / "README.md").read_text() == "# acme\n"
     assert (ws / ".toolkit" / "keep.txt").read_text() == "v2\n"
     assert (ws / ".toolkit" / "new.txt").exists()
+
+
+# --------------------------------------------------------------------------- restore stays inside
+# FAULTS G1/G2: nothing outside the workspace is written or deleted; a path git refuses, or one
+# below a symlinked folder that stays, is refused and listed; the counts are what was done.
+
+def blob(side: SideRepo, data: bytes) -> str:
+    return run(["git", f"--git-dir={side.git_dir}", "hash-object", "-w", "--stdin"], input=data)
+
+
+def raw_tree(side: SideRepo, entries: list[tuple[str, bytes, str]]) -> str:
+    """A tree object exactly as given (mode, name, object id), as ``git mktree`` would write
+    it but without its checks (``hash-object --literally``), entries in git's order."""
+    def key(e: tuple[str, bytes, str]) -> bytes:
+        return e[1] + (b"/" if e[0] == "40000" else b"")
+
+    body = b"".join(mode.encode() + b" " + name + b"\0" + bytes.fromhex(oid)
+                    for mode, name, oid in sorted(entries, key=key))
+    return run(["git", f"--git-dir={side.git_dir}", "hash-object", "-t", "tree", "--literally",
+                "-w", "--stdin"], input=body)
+
+
+def root_entries(side: SideRepo, sha: str) -> list[tuple[str, bytes, str]]:
+    out = subprocess.run(["git", f"--git-dir={side.git_dir}", "ls-tree", "-z", sha],
+                         capture_output=True, env=git_env(), check=True).stdout
+    entries = []
+    for rec in out.split(b"\0"):
+        if rec:
+            meta, name = rec.split(b"\t", 1)
+            mode, _, oid = meta.decode().split()
+            entries.append(("40000" if mode == "040000" else mode, name, oid))
+    return entries
+
+
+def crafted_snapshot(side: SideRepo, tree: str, label: str) -> str:
+    side.clock += 60
+    sha = side.git("commit-tree", tree, "-p", "HEAD", "-m", label, when=side.clock)
+    side.git("update-ref", "HEAD", sha)
+    return sha
+
+
+def with_entry(side: SideRepo, name: bytes, content: bytes = b"evil\n",
+               inner: bytes | None = b"victim.txt", mode: str = "100644") -> str:
+    """The newest snapshot's root tree plus one entry: a file ``name``, or a folder ``name``
+    holding the file ``inner``."""
+    oid = blob(side, content)
+    if inner is not None:
+        oid, mode = raw_tree(side, [(mode, inner, oid)]), "40000"
+    return raw_tree(side, root_entries(side, "HEAD") + [(mode, name, oid)])
+
+
+def refused_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("  refuse  ")]
+
+
+def test_a_dotdot_entry_in_the_newest_snapshot_deletes_nothing_outside(world, cli_run, tmp_path):
+    ws, side = world
+    victim = tmp_path / "victim.txt"  # beside the workspace: what ../victim.txt names
+    victim.write_text("the user's file\n")
+    crafted_snapshot(side, with_entry(side, b".."), "post-turn:3: hostile")
+    (ws / "README.md").write_text("# changed\n")
+    commit_all(ws)
+    result = cli_run("snapshots", "restore", "2", "--yes")  # #2 has no ../victim.txt
+    assert result.exit_code == 1, result.output
+    assert victim.read_text() == "the user's file\n"
+    assert refused_lines(result.output) == [
+        "  refuse  ../victim.txt  (git refuses this path: a '..' component)"]
+    assert result.output.splitlines()[-2:] == [
+        ("Restored snapshot #2: 1 file(s) written, 0 deleted, 0 empty folder(s) removed, "
+         "1 refused. The snapshot repo's HEAD is unchanged."),
+        ("Error: 1 path of snapshot #2 refused (listed above); the rest was restored. Nothing "
+         "outside the workspace was touched; each reason is listed above")]
+    assert (ws / "README.md").read_text() == "# acme\n"
+
+
+BAD_NAMES = [
+    (b"..", "a '..' component"),
+    (b".", "a '.' component"),
+    (b".git", "a '.git' component"),
+    (b".GIT", "a '.git' component"),
+    (b".Git. ", "a '.git' component"),  # NTFS drops trailing dots and spaces
+    (b"GIT~1", "a '.git' component"),  # NTFS short name
+    (".g\u200cit".encode(), "a '.git' component"),  # HFS+ ignores U+200C
+    (b"sub/x", "a slash inside a name"),
+]
+
+
+@pytest.mark.parametrize("name, why", BAD_NAMES, ids=[repr(n) for n, _ in BAD_NAMES])
+def test_a_snapshot_path_git_refuses_is_refused_and_not_counted(world, cli_run, tmp_path,
+                                                                 name, why):
+    _, side = world
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    digest = tree_digest(tmp_path)
+    crafted_snapshot(side, with_entry(side, name, inner=b"victim.txt" if name != b"sub/x"
+                                      else None), "post-turn:3: hostile")
+    shown = (name.decode().replace("\u200c", "<U+200C>") + ("/victim.txt" if name != b"sub/x"
+                                                              else ""))
+    expected = [f"  refuse  {shown}  (git refuses this path: {why})"]
+    dry = cli_run("snapshots", "restore", "1", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert refused_lines(dry.output) == expected
+    result = cli_run("snapshots", "restore", "1", "--yes")
+    assert result.exit_code == 1, result.output
+    assert refused_lines(result.output) == expected
+    assert result.output.splitlines()[-1].startswith(
+        "Error: 1 path of snapshot #1 refused (listed above); nothing restored.")
+    assert tree_digest(tmp_path) == digest  # nothing written anywhere, inside or out
+    assert victim.read_text() == "the user's file\n"
+
+
+def test_an_absolute_name_is_refused(world, cli_run, tmp_path):
+    ws, side = world
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's file\n")
+    oid = blob(side, b"evil\n")
+    tree = raw_tree(side, root_entries(side, "HEAD") + [("100644", os.fsencode(outside), oid)])
+    crafted_snapshot(side, tree, "post-turn:3: hostile")
+    (ws / "README.md").write_text("# changed\n")
+    commit_all(ws)
+    result = cli_run("snapshots", "restore", "1", "--yes")
+    assert result.exit_code == 1, result.output
+    assert refused_lines(result.output) == [
+        f"  refuse  {outside}  (git refuses this path: an absolute name)"]
+    assert "1 file(s) written, 0 deleted" in result.output  # README.md, not the refused one
+    assert outside.read_text() == "the user's file\n"
+
+
+@pytest.mark.parametrize("entry", [b"100644 ok\0x", b"100644 \0"], ids=["NUL", "empty"])
+def test_a_tree_with_a_nul_in_a_name_is_a_one_line_error(world, cli_run, tmp_path, entry):
+    _, side = world
+    oid = blob(side, b"evil\n")
+    body = entry + bytes.fromhex(oid)  # a NUL ends a name: "ok\0x" breaks the tree
+    tree = run(["git", f"--git-dir={side.git_dir}", "hash-object", "-t", "tree", "--literally",
+                "-w", "--stdin"], input=body)
+    crafted_snapshot(side, tree, "post-turn:3: broken")
+    before = tree_digest(tmp_path)
+    result = cli_run("snapshots", "restore", "1", "--yes")
+    assert result.exit_code == 65
+    assert result.output.splitlines()[-1].startswith("Error: ")
+    assert "git ls-tree failed: fatal: " in result.output.splitlines()[-1]
+    assert "Traceback" not in result.output
+    assert tree_digest(tmp_path) == before
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace with the user's own files."""
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    (out / "b.txt").write_text("outside: keep me\n")
+    (out / "other.txt").write_text("outside too\n")
+    return out
+
+
+def test_a_folder_that_was_a_symlink_in_the_snapshot_carries_no_delete_outside(
+        world, cli_run, outside):
+    ws, side = world
+    (ws / "shared").symlink_to(outside)  # the target: shared is a link
+    side.snapshot("pre-turn:3: shared is a link")
+    (ws / "shared").unlink()
+    (ws / "shared").mkdir()
+    (ws / "shared" / "b.txt").write_text("inside\n")
+    side.snapshot("post-turn:3: shared is a folder")  # the newest: shared/b.txt tracked
+    (ws / "shared" / "b.txt").unlink()
+    (ws / "shared").rmdir()
+    (ws / "shared").symlink_to(outside)  # and the user links it again
+    commit_all(ws)
+    before = tree_digest(outside)
+    reason = (f"below the symlink shared -> {outside} (outside the workspace); restore never "
+              "deletes through a link")
+    dry = cli_run("snapshots", "restore", "2", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert refused_lines(dry.output) == [f"  refuse  shared/b.txt  ({reason})"]
+    result = cli_run("snapshots", "restore", "2", "--yes")
+    assert result.exit_code == 1, result.output
+    assert refused_lines(result.output) == [f"  refuse  shared/b.txt  ({reason})"]
+    assert tree_digest(outside) == before
+    assert os.readlink(ws / "shared") == str(outside)
+
+
+@pytest.mark.parametrize("ignored", [True, False], ids=["link kept", "link tracked"])
+def test_a_symlinked_workspace_folder_carries_no_write_or_delete_outside(
+        world, cli_run, outside, ignored):
+    ws, side = world
+    (ws / "shared").mkdir()
+    (ws / "shared" / "a.txt").write_text("from the snapshot\n")
+    side.snapshot("pre-turn:3: shared/a.txt")  # the target: a real folder
+    (ws / "shared" / "a.txt").unlink()
+    (ws / "shared" / "b.txt").write_text("newer\n")
+    side.snapshot("post-turn:3: shared/b.txt")  # the newest: shared/b.txt
+    (ws / "shared" / "b.txt").unlink()
+    (ws / "shared").rmdir()
+    (ws / "shared").symlink_to(outside)  # now shared/ leads outside, holding a b.txt
+    if ignored:  # the side repo does not snapshot it, so the restore leaves the link alone
+        with open(side.git_dir / "info" / "exclude", "a") as fh:
+            fh.write("/shared\n")
+    commit_all(ws)
+    before = tree_digest(outside)
+    result = cli_run("snapshots", "restore", "2", "--yes")
+    assert tree_digest(outside) == before  # no b.txt deleted, no a.txt written there
+    if ignored:  # the restore keeps the user's link, so both paths are refused
+        assert result.exit_code == 1, result.output
+        link = f"below the symlink shared -> {outside} (outside the workspace)"
+        assert refused_lines(result.output) == [
+            f"  refuse  shared/a.txt  ({link}; restore never writes through a link)",
+            f"  refuse  shared/b.txt  ({link}; restore never deletes through a link)"]
+        assert os.readlink(ws / "shared") == str(outside)
+        assert result.output.splitlines()[-1].startswith(
+            "Error: 2 paths of snapshot #2 refused (listed above); nothing restored.")
+    else:  # the link is a tracked file: deleted itself, then the real folder comes back
+        assert result.exit_code == 0, result.output
+        assert refused_lines(result.output) == []
+        assert "  delete  shared" in result.output.splitlines()
+        assert "1 file(s) written, 1 deleted" in result.output
+        assert not (ws / "shared").is_symlink()
+        assert (ws / "shared" / "a.txt").read_text() == "from the snapshot\n"
+
+
+def test_a_file_that_is_a_symlink_outside_is_replaced_not_written_through(
+        world, cli_run, outside):
+    ws, _ = world
+    (ws / "README.md").unlink()
+    (ws / "README.md").symlink_to(outside / "b.txt")
+    commit_all(ws)
+    before = tree_digest(outside)
+    result = cli_run("snapshots", "restore", "1", "--yes", "--force")
+    assert result.exit_code == 0, result.output
+    assert "  change  README.md" in result.output.splitlines()
+    assert "1 file(s) written, 0 deleted" in result.output
+    assert tree_digest(outside) == before
+    assert not (ws / "README.md").is_symlink()
+    assert (ws / "README.md").read_text() == "# acme\n"
+
+
+def test_a_symlink_to_a_folder_inside_the_workspace_is_not_deleted_through(world, cli_run):
+    ws, side = world
+    (ws / "alias").symlink_to("src")
+    side.snapshot("pre-turn:3: alias links to src")  # the target: alias is a link
+    (ws / "alias").unlink()
+    (ws / "alias").mkdir()
+    (ws / "alias" / "app.py").write_text("a copy\n")
+    side.snapshot("post-turn:3: alias is a folder")  # the newest: alias/app.py tracked
+    (ws / "alias" / "app.py").unlink()
+    (ws / "alias").rmdir()
+    (ws / "alias").symlink_to("src")
+    commit_all(ws)
+    app = (ws / "src" / "app.py").read_bytes()
+    result = cli_run("snapshots", "restore", "2", "--yes")
+    assert result.exit_code == 1, result.output
+    assert refused_lines(result.output) == [
+        (f"  refuse  alias/app.py  (below the symlink alias -> {ws / 'src'} (inside the "
+         "workspace); restore never deletes through a link)")]
+    assert (ws / "src" / "app.py").read_bytes() == app  # alias/app.py is src/app.py
+
+
+def test_a_snapshot_with_a_link_and_a_file_below_it_is_refused(world, cli_run, outside):
+    ws, side = world
+    link = blob(side, os.fsencode(outside))
+    x = raw_tree(side, [("100644", b"x", blob(side, b"evil\n"))])
+    tree = raw_tree(side, root_entries(side, "HEAD") + [("120000", b"door", link),
+                                                        ("40000", b"door", x)])
+    crafted_snapshot(side, tree, "post-turn:3: hostile")
+    before = tree_digest(outside)
+    result = cli_run("snapshots", "restore", "1", "--yes")
+    assert result.exit_code == 1, result.output
+    assert refused_lines(result.output) == [
+        "  refuse  door  (git refuses this path: both a file and a folder in the snapshot)",
+        "  refuse  door/x  (git refuses this path: both a file and a folder in the snapshot)"]
+    assert tree_digest(outside) == before
+    assert not os.path.lexists(ws / "door")
+
+
+def test_a_link_made_after_planning_cannot_redirect_a_delete(world, outside, isolated_env):
+    from toolkit.snapshot_ops import apply_restore, plan_restore
+
+    ws, side = world
+    (ws / "data").mkdir()
+    (ws / "data" / "b.txt").write_text("inside\n")
+    side.snapshot("post-turn:3: data/b.txt")
+    commit_all(ws)
+    cfg = config_mod.resolve(cwd=ws, env={"HOME": str(isolated_env)})
+    plan = plan_restore(cfg, 2)  # the snapshot before: no data/b.txt
+    assert plan.delete == ["data/b.txt"] and plan.refused == []
+    (ws / "data" / "b.txt").unlink()  # between the plan and the answer to "Restore?"
+    (ws / "data").rmdir()
+    (ws / "data").symlink_to(outside)
+    before = tree_digest(outside)
+    result = apply_restore(plan, force=True)
+    assert tree_digest(outside) == before
+    assert (result.deleted, result.dirs_removed) == (0, [])
+    assert result.refused == [("data/b.txt", ("a symlink appeared above it since the plan; "
+                                              "restore never deletes through a link"))]
+    assert os.readlink(ws / "data") == str(outside)

@@ -535,8 +535,9 @@ def compose_yaml(text: str, path: Path) -> Any:
     multiply; a tag the safe loader would refuse (``!!python/...``) is refused here too."""
     import yaml
 
-    from toolkit.textio import MAX_YAML_ALIASES
+    from toolkit.textio import MAX_YAML_ALIASES, check_yaml_depth
 
+    check_yaml_depth(text, path, hint="Flatten the nested lists or mappings; nothing was written")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         aliases = sum(1 for ev in yaml.parse(text, Loader=loader)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import DataError, ToolkitError
 
 if TYPE_CHECKING:
     from toolkit.config import Config
@@ -209,9 +209,13 @@ def _fmt_time(value: dt.datetime) -> str:
 
 def load_state(path: Path) -> dict[str, Any]:
     """The saved handoff state, or an empty one (a damaged file counts as no earlier handoff)."""
+    from toolkit.textio import check_json_depth
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+        check_json_depth(text, path)
+        data = json.loads(text)
+    except (OSError, ValueError, DataError):
         return {}
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return {}

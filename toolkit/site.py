@@ -45,7 +45,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit.errors import ToolkitError, UsageError
+from toolkit.errors import DataError, ToolkitError, UsageError
 
 if TYPE_CHECKING:
     import jinja2
@@ -741,10 +741,14 @@ def _remove_output(site: Path, rel: str) -> None:
 
 
 def _read_state(path: Path) -> dict[str, Any]:
+    from toolkit.textio import check_json_depth
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_json_depth(text, path)
+        data = json.loads(text)
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, DataError):
         return {}
 
 
@@ -781,9 +785,13 @@ def make_nav(pages: list[Page]) -> list[Any]:
 def _mkdocs_config(base: Path, pages: list[Page], site: Path, site_name: str) -> str:
     import yaml
 
+    from toolkit.textio import check_yaml_depth
+
     try:
-        config = yaml.safe_load(base.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        text = base.read_text(encoding="utf-8")
+        check_yaml_depth(text, base)
+        config = yaml.safe_load(text) or {}
+    except (OSError, yaml.YAMLError, DataError) as exc:
         raise ToolkitError(f"cannot read the base site configuration: {exc}", path=base) \
             from None
     config.update({"site_name": site_name, "docs_dir": "docs", "site_dir": str(site),

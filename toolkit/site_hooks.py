@@ -24,9 +24,14 @@ _tables: dict[str, str] = {}
 def on_config(config: Any) -> Any:
     global _tables
     path = Path(config.config_file_path).parent / "tables.json"
+    from toolkit.errors import DataError
+    from toolkit.textio import check_json_depth
+
     try:
-        _tables = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except ValueError as exc:
+        text = path.read_text(encoding="utf-8") if path.is_file() else "{}"
+        check_json_depth(text, path)
+        _tables = json.loads(text)
+    except (ValueError, DataError) as exc:
         raise PluginError(f"{path} is damaged ({exc}); run toolkit build-site --clean") from None
     return config
 

@@ -15,14 +15,25 @@ index, so the side repo's index is left as CodeSmith wrote it.
 Safety the toolkit adds: the restore is refused when the user's own git repository (the one
 holding the workspace, if any) has uncommitted changes or untracked files, unless forced; a
 dry run lists what would change; the CLI asks before acting.
+
+Nothing outside the workspace is ever written or deleted. A snapshot path git's own
+``verify_path`` refuses (an empty, ``.`` or ``..`` component, an absolute name, a ``.git``
+component in any case or in its HFS/NTFS disguises, a NUL) or that is both a file and a folder
+in the snapshot is refused, never restored or deleted. A symlink in the workspace is a file:
+it is replaced or deleted itself, never followed; a path below a symlinked folder that the
+restore keeps is refused, wherever the link leads. Deletions walk the workspace with folder
+handles that refuse symlinks, so a link made after planning cannot redirect them either.
+Refused paths are listed with their reason, and the counts are what was really done.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -165,6 +176,7 @@ class RestorePlan:
     user_repo: Path | None
     user_changes: list[str]  # `git status --porcelain` lines of the user's repo
     protected: list[str]  # workspace folders restore leaves alone (the toolkit's state)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (path, why), never touched
 
     @property
     def nothing_to_do(self) -> bool:
@@ -177,20 +189,107 @@ class RestoreResult:
     written: int
     deleted: int
     dirs_removed: list[str]
+    refused: list[tuple[str, str]] = field(default_factory=list)  # the plan's, and any new
 
 
-def _ls_tree(repo: Path, sha: str) -> dict[str, tuple[str, str, int | None]]:
-    """path -> (mode, blob id, size) of every file in a snapshot's tree."""
-    out = snap.git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
-    files = {}
-    for rec in out.split("\0"):
-        if not rec:
+# --------------------------------------------------------------------------- path rules
+
+# Code points HFS+ ignores in names, so ".g\u200cit" is ".git" there (git's is_hfs_dotgit).
+_HFS_IGNORED = frozenset([*range(0x200C, 0x2010), *range(0x202A, 0x202F),
+                          *range(0x206A, 0x2070), 0xFEFF])
+
+
+def _dotgit_like(name: str, want: str, short: str) -> bool:
+    """Whether a path component names ``want`` (".git", ".gitmodules") on some file system
+    git protects: any case, HFS+ ignorable code points, NTFS trailing dots and spaces, the
+    8.3 short name (``git~1``), or a backslash-separated part on NTFS."""
+    for part in name.split("\\"):
+        folded = "".join(ch for ch in part if ord(ch) not in _HFS_IGNORED)
+        folded = unicodedata.normalize("NFC", folded).casefold().rstrip(". ")
+        if folded == want or folded == short or folded.startswith(want + ":"):
+            return True
+    return False
+
+
+def tree_path_problem(path: str, mode: str) -> str | None:
+    """Why git's ``verify_path`` (with its HFS and NTFS protections) refuses a snapshot path,
+    or None when it is a plain relative path."""
+    if "\0" in path:
+        return "a NUL in its name"
+    if path.startswith("/"):
+        return "an absolute name"
+    for part in path.split("/"):
+        if part == "":
+            return "an empty name or a slash inside a name"
+        if part in (".", ".."):
+            return f"a '{part}' component"
+        if _dotgit_like(part, ".git", "git~1"):
+            return "a '.git' component"
+    last = path.rsplit("/", 1)[-1]
+    if mode == "120000" and _dotgit_like(last, ".gitmodules", "gitmod~1"):
+        return "a symlink named .gitmodules"
+    return None
+
+
+def _link_above(ws: Path, rel: str) -> tuple[str, str] | None:
+    """The first folder above ``rel`` in the workspace that is a symlink, as (its workspace
+    path, what it points at shown with where it resolves), or None when every existing folder
+    above is a real folder. A missing folder, or a file where the path needs a folder, ends
+    the walk: the restore makes a real folder there."""
+    parts = rel.split("/")[:-1]
+    cur = ws
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            real = Path(os.path.realpath(cur))
+            inside = real == ws or ws in real.parents
+            where = "inside" if inside else "outside"
+            return "/".join(parts[:i + 1]), f"{real} ({where} the workspace)"
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+    return None
+
+
+def _ls_tree(repo: Path, sha: str) -> tuple[dict[str, tuple[str, str, int | None]],
+                                             list[tuple[str, str]]]:
+    """path -> (mode, blob id, size) of every file in a snapshot's tree, and the paths git
+    would refuse, with why (see :func:`tree_path_problem`; a path that is both a file and a
+    folder, or listed twice, is refused too)."""
+    proc = snap.run_git([f"--git-dir={repo}", "ls-tree", "-r", "-t", "-l", "-z", "--full-tree",
+                         sha], what=repo)
+    out = proc.stdout.decode("utf-8", "surrogateescape")
+    files: dict[str, tuple[str, str, int | None]] = {}
+    bad: dict[str, str] = {}
+    records = [(*rec.split("\t", 1)[0].split(), rec.split("\t", 1)[1])
+               for rec in out.split("\0") if rec]
+    trees = {""} | {path for _, kind, _, _, path in records if kind == "tree"}
+    for mode, kind, oid, size, path in records:
+        if kind not in ("blob", "commit"):
             continue
-        meta, path = rec.split("\t", 1)
-        mode, kind, oid, size = meta.split()
+        problem = tree_path_problem(path, mode)
+        if problem is None and path.rpartition("/")[0] not in trees:
+            problem = "a slash inside a name"  # one entry named "a/b", not a folder "a"
+        if problem is None and path in files:
+            problem = "listed twice in the snapshot"
+        if problem is not None:
+            bad[path] = problem
+            files.pop(path, None)
+            continue
         if kind == "blob":
             files[path] = (mode, oid, int(size) if size.isdigit() else None)
-    return files
+    folders = {p.rsplit("/", 1)[0] for p in files if "/" in p}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    for path in [p for p in files if p in folders]:
+        bad[path] = "both a file and a folder in the snapshot"
+        del files[path]
+        for other in [q for q in files if q.startswith(path + "/")]:
+            bad[other] = "both a file and a folder in the snapshot"
+            del files[other]
+    return files, sorted(bad.items())
 
 
 def _would_track(repo: Path, workspace: Path) -> list[str]:
@@ -273,16 +372,48 @@ def plan_restore(cfg: Config, n: int) -> RestorePlan:
     def guarded(p: str) -> bool:
         return p == ".git" or p.startswith(".git/") or any(p.startswith(x) for x in protected)
 
-    want = {p: v for p, v in _ls_tree(repo, target.sha).items() if not guarded(p)}
+    refused: dict[str, str] = {}
+    tree, bad = _ls_tree(repo, target.sha)
+    head_tree, head_bad = _ls_tree(repo, head)
+    for path, why in bad + head_bad:
+        refused.setdefault(path, f"git refuses this path: {why}")
+    want = {p: v for p, v in tree.items() if not guarded(p)}
     now = set(_would_track(repo, workspace))
-    now |= {p for p in _ls_tree(repo, head) if os.path.lexists(workspace / p)}
-    now = {p for p in now if not guarded(p)}
+    now |= {p for p in head_tree if os.path.lexists(workspace / p)}
+    now = {p for p in now if not guarded(p) and p not in refused}
+    delete = {p for p in now if p not in want}
+    # A path below a symlinked folder is not a workspace file (git never follows a link);
+    # it is restored only when the restore deletes that link first.
+    links: dict[str, tuple[str, str] | None] = {}
+
+    def link_kept(path: str) -> tuple[str, str] | None:
+        if path not in links:
+            found = _link_above(workspace, path)
+            links[path] = found if found and found[0] not in delete else None
+        return links[path]
+
+    for path in sorted(delete):
+        if _link_above(workspace, path) is None:
+            continue
+        delete.discard(path)  # it goes with its link, or the link stays and so does it
+        found = link_kept(path)
+        if found is not None:
+            refused[path] = (f"below the symlink {found[0]} -> {found[1]}; restore never "
+                             "deletes through a link")
     change, create = [], []
     unchanged = 0
     for path, (mode, oid, size) in sorted(want.items()):
         if mode == "160000":
             continue
+        found = link_kept(path)
+        if found is not None:
+            refused[path] = (f"below the symlink {found[0]} -> {found[1]}; restore never "
+                             "writes through a link")
+            continue
         full = workspace / path
+        if _link_above(workspace, path) is not None:  # its link is deleted first
+            create.append(path)
+            continue
         try:
             st = os.lstat(full)
         except OSError:
@@ -296,10 +427,9 @@ def plan_restore(cfg: Config, n: int) -> RestorePlan:
             unchanged += 1
         else:
             change.append(path)
-    delete = sorted(p for p in now if p not in want)
     user_repo, user_changes = user_repo_changes(workspace, protected)
-    return RestorePlan(workspace, repo, target, head, change, create, delete, unchanged,
-                       user_repo, user_changes, protected)
+    return RestorePlan(workspace, repo, target, head, change, create, sorted(delete), unchanged,
+                       user_repo, user_changes, protected, sorted(refused.items()))
 
 
 def refuse_if_dirty(plan: RestorePlan, force: bool) -> None:
@@ -312,46 +442,114 @@ def refuse_if_dirty(plan: RestorePlan, force: bool) -> None:
             hint="Commit or stash them first, or pass --force to restore anyway")
 
 
+def _open_folder(ws_fd: int, parts: list[str]) -> int:
+    """A handle on the workspace folder ``parts``, opened one name at a time without following
+    a symlink (OSError ELOOP or ENOTDIR when one is on the way)."""
+    fd = os.dup(ws_fd)
+    try:
+        for part in parts:
+            nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _delete(ws_fd: int, rel: str) -> bool:
+    """Delete a workspace file (a symlink itself, a folder with what is in it) without
+    following any link; False when it is gone already."""
+    *parents, name = rel.split("/")
+    try:
+        fd = _open_folder(ws_fd, parents)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _written(ws: Path, rel: str, mode: str) -> bool:
+    """Whether the checkout left ``rel`` in the workspace as the kind of file ``mode`` says."""
+    if _link_above(ws, rel) is not None:
+        return False
+    try:
+        st = os.lstat(ws / rel)
+    except OSError:
+        return False
+    return stat.S_ISLNK(st.st_mode) if mode == "120000" else stat.S_ISREG(st.st_mode)
+
+
 def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
-    """Carry out a plan: check out the snapshot's tree, delete what it does not have."""
+    """Carry out a plan: delete what the snapshot does not have, then check out its files.
+
+    Only the plan's paths are touched; refused paths are left alone. A deletion that would
+    now have to pass a symlink (one made since planning) is refused instead."""
     refuse_if_dirty(plan, force)
     if snap.head_sha(plan.repo) != plan.head:
         raise ConflictError("a new snapshot was taken since the restore was planned; "
                             "nothing restored", path=plan.repo,
                             hint="Run the command again")
     ws = plan.workspace
+    refused = list(plan.refused)
     # Delete first (then check out): a path that is a file now and a folder in the snapshot,
     # or the other way round, is then free for the checkout.
     deleted = 0
-    parents: set[Path] = set()
-    for rel in plan.delete:
-        p = ws / rel
-        try:
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            else:
-                p.unlink()
+    parents: set[str] = set()
+    ws_fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for rel in plan.delete:
+            try:
+                if not _delete(ws_fd, rel):
+                    continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                refused.append((rel, ("a symlink appeared above it since the plan; restore "
+                                      "never deletes through a link")))
+                continue
             deleted += 1
-        except FileNotFoundError:
-            continue
-        parents.update(q for q in p.parents if q != ws and ws in q.parents)
-    removed = []
-    for d in sorted(parents, key=lambda q: len(q.parts), reverse=True):
-        try:
-            d.rmdir()  # only succeeds when empty
-            removed.append(d.relative_to(ws).as_posix())
-        except OSError:
-            pass
+            parts = rel.split("/")[:-1]
+            parents.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        removed = []
+        for d in sorted(parents, key=lambda q: q.count("/"), reverse=True):
+            *up, name = d.split("/")
+            try:
+                fd = _open_folder(ws_fd, up)
+            except OSError:
+                continue
+            try:
+                os.rmdir(name, dir_fd=fd)  # only succeeds when empty (and not a link)
+                removed.append(d)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        os.close(ws_fd)
     written = 0
-    if plan.change or plan.create:
-        pathspec = [":/", *(f":(top,exclude){p.rstrip('/')}" for p in plan.protected)]
+    paths = plan.change + plan.create
+    if paths:
         with tempfile.TemporaryDirectory(prefix="toolkit-idx-") as tmp:
-            snap.run_git([f"--git-dir={plan.repo}", f"--work-tree={ws}", "checkout",
-                          plan.target.sha, "--", *pathspec], cwd=ws,
+            snap.run_git(["--literal-pathspecs", f"--git-dir={plan.repo}", f"--work-tree={ws}",
+                          "checkout", plan.target.sha, "--pathspec-from-file=-",
+                          "--pathspec-file-nul"], cwd=ws,
+                         input=b"\0".join(os.fsencode(p) for p in paths),
                          extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")},
                          what=plan.repo)
-        written = len(plan.change) + len(plan.create)
+        modes, _ = _ls_tree(plan.repo, plan.target.sha)
+        written = sum(1 for p in paths if _written(ws, p, modes[p][0]))
         removed = [d for d in removed if not (ws / d).is_dir()]  # the checkout refilled it
     if snap.head_sha(plan.repo) != plan.head:  # we never move it; someone else did
         raise ConflictError("the side repo's HEAD moved during the restore", path=plan.repo)
-    return RestoreResult(plan, written, deleted, sorted(removed))
+    return RestoreResult(plan, written, deleted, sorted(removed), refused)

@@ -23,6 +23,7 @@ MAX_FILE_ENV = "TOOLKIT_MAX_FILE_MB"
 MAX_YAML_ALIASES = 100
 MAX_YAML_NODES = 100_000
 MAX_JSON_DEPTH = 200
+MAX_YAML_DEPTH = 200
 
 
 def max_file_bytes(override: int | None = None) -> int:
@@ -111,6 +112,200 @@ def read_text(path: Path, limit: int | None = None) -> str:
     return decode_utf8(read_bytes(path, limit), path)
 
 
+_YAML_BREAKS = re.compile("\r\n?|[\x85\u2028\u2029]")
+_YAML_QUOTED = {'"': re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL),
+                "'": re.compile(r"'[^']*(?:''[^']*)*'")}
+_WS = " \t\r\n"
+
+
+def _yaml_open(blocks: list[tuple[int, str]], col: int, kind: str) -> None:
+    """Open a block collection of ``kind`` at ``col`` unless it continues the innermost one
+    (PyYAML's indents, plus a sequence written at its mapping's own column)."""
+    if blocks and blocks[-1][0] == col:
+        if blocks[-1][1] == kind:
+            return
+        if kind == "map":  # a key after an indentless sequence: back in its mapping
+            blocks.pop()
+            if blocks and blocks[-1] == (col, "map"):
+                return
+    blocks.append((col, kind))
+
+
+def _yaml_plain_end(text: str, i: int, line: int, flow: int,
+                    indent: int) -> tuple[int, int, bool]:
+    """Where the plain scalar starting at ``i`` (on the line starting at ``line``) ends, as
+    PyYAML's ``scan_plain`` decides: (offset, start of its line, whether only spaces precede
+    it on that line)."""
+    n = len(text)
+    while True:
+        while i < n and text[i] not in _WS:
+            ch = text[i]
+            if ch == ":" and (i + 1 >= n or text[i + 1] in _WS
+                              or (flow and text[i + 1] in ",[]{}")):
+                return i, line, False
+            if flow and ch in ",?[]{}":
+                return i, line, False
+            i += 1
+        while i < n and text[i] in " \t\r":
+            i += 1
+        if i >= n or text[i] == "#":
+            return i, line, False
+        if text[i] != "\n":
+            continue
+        while i < n and text[i] == "\n":  # line breaks: the scalar may go on below
+            line = i + 1
+            i = line
+            while i < n and text[i] in " \t\r":
+                i += 1
+        if i >= n:
+            return i, line, True
+        if (text[i] == "#" or (not flow and i - line <= indent)
+                or (i == line and text.startswith(("---", "..."), i)
+                    and text[i + 3:i + 4] in ("", " ", "\t", "\n"))):
+            return i, line, True
+
+
+def _yaml_block_scalar_end(text: str, i: int, indent: int) -> int:
+    """The start of the first line after the block scalar (``|`` or ``>``) at ``i``."""
+    n = len(text)
+    j = i + 1
+    step = 0
+    while j < n and text[j] in "+-123456789":
+        if text[j].isdigit():
+            step = int(text[j])
+        j += 1
+    k = text.find("\n", j)
+    if k < 0:
+        return n
+    k += 1
+    if step:
+        body = indent + step if indent >= 0 else step
+    else:  # PyYAML: the most spaces on the leading blank lines and the first content line
+        body, p = max(indent + 1, 1), k
+        while p < n:
+            s = p
+            while p < n and text[p] == " ":
+                p += 1
+            body = max(body, p - s)
+            if p < n and text[p] == "\n":
+                p += 1
+                continue
+            break
+    while k < n:
+        s = k
+        while k < n and text[k] == " ":
+            k += 1
+        if k < n and text[k] not in "\r\n" and k - s < body:
+            return s
+        nl = text.find("\n", k)
+        k = n if nl < 0 else nl + 1
+    return n
+
+
+def _yaml_too_deep(text: str, limit: int = MAX_YAML_DEPTH) -> int | None:
+    """The offset where YAML collections first nest deeper than ``limit``, else None.
+
+    One pass, linear in the text, reading it the way PyYAML's scanner does (flow collections,
+    block collections by indentation and their ``-``/``?``/``:`` indicators; quoted, plain
+    and block scalars and comments skipped), so deep input is refused before the parser,
+    which slows down quadratically and recurses, ever sees it. ``text`` has ``\n`` breaks.
+    """
+    n = len(text)
+    flow = 0
+    blocks: list[tuple[int, str]] = []  # (column, "map" | "seq") of open block collections
+    key = -1  # column of the token that would be a simple key, if a ":" follows
+    line = 0  # offset where the current line starts
+    fresh = True  # no token yet on this line
+    i = 1 if text.startswith("\ufeff") else 0
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            i += 1
+            line, fresh, key = i, True, -1
+            continue
+        if ch in " \t\r":
+            i += 1
+            continue
+        if ch == "#":
+            nl = text.find("\n", i)
+            i = n if nl < 0 else nl
+            continue
+        col = i - line
+        nxt = text[i + 1] if i + 1 < n else "\n"
+        if fresh and not flow:
+            if col == 0 and ch == "%":
+                nl = text.find("\n", i)
+                i = n if nl < 0 else nl
+                continue
+            if col == 0 and text.startswith(("---", "..."), i) and text[i + 3:i + 4] in (
+                    "", " ", "\t", "\r", "\n"):
+                blocks.clear()
+                i += 3
+                continue
+            while blocks and blocks[-1][0] > col:
+                blocks.pop()
+        fresh = False
+        start = i
+        if ch in "[{":
+            if not flow:
+                key = col
+            flow += 1
+            i += 1
+        elif ch in "]},":
+            if ch != "," and flow:
+                flow -= 1
+            i += 1
+        elif ch == "-" and nxt in _WS:
+            if not flow:
+                _yaml_open(blocks, col, "seq")
+            i += 1
+        elif ch in "?:" and (flow or nxt in _WS):
+            if not flow:
+                _yaml_open(blocks, key if ch == ":" and key >= 0 else col, "map")
+                key = -1
+            i += 1
+        elif ch in "&!*":  # an anchor, tag or alias: up to the next space or flow indicator
+            if not flow:
+                key = col
+            while i < n and text[i] not in _WS and not (flow and text[i] in ",[]{}"):
+                i += 1
+        elif ch in "|>" and not flow:
+            i = _yaml_block_scalar_end(text, i, blocks[-1][0] if blocks else -1)
+            line, fresh, key = i, True, -1
+        elif ch in "\"'":
+            if not flow:
+                key = col
+            m = _YAML_QUOTED[ch].match(text, i)
+            end = m.end() if m else n
+            nl = text.rfind("\n", i, end)
+            if nl >= 0:
+                line = nl + 1
+            i = end
+        else:
+            if not flow:
+                key = col
+            i, line, fresh = _yaml_plain_end(text, i, line, flow,
+                                             blocks[-1][0] if blocks else -1)
+            if fresh:
+                key = -1
+        if len(blocks) + flow > limit:
+            return start
+    return None
+
+
+def check_yaml_depth(text: str, path: Path | str,
+                     hint: str = "Flatten the nested lists or mappings") -> None:
+    """DataError (with the line) when YAML nests deeper than MAX_YAML_DEPTH; linear time."""
+    if sum(text.count(c) for c in "[{-?:") <= MAX_YAML_DEPTH:  # each level needs one
+        return
+    text = _YAML_BREAKS.sub("\n", text)  # PyYAML's line breaks; the lines stay the same
+    deep = _yaml_too_deep(text)
+    if deep is not None:
+        line = text.count("\n", 0, deep) + 1
+        raise DataError(f"YAML nested deeper than {MAX_YAML_DEPTH} levels", path=path, line=line,
+                        hint=hint)
+
+
 class _SafeLoader(yaml.SafeLoader):
     """SafeLoader that refuses alias-heavy documents (billion-laughs) before building them."""
 
@@ -126,6 +321,7 @@ class _SafeLoader(yaml.SafeLoader):
 
 def load_yaml(text: str, path: Path | str) -> Any:
     """Parse YAML with the safe loader; errors name the line and column."""
+    check_yaml_depth(text, path)
     try:
         aliases = 0
         for event in yaml.parse(text, Loader=_SafeLoader):
@@ -183,37 +379,35 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
+
+
 def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
     """Return the offset where nesting first exceeds the limit (outside strings), else None."""
     depth = 0
-    in_str = False
-    escape = False
-    for i, ch in enumerate(text):
-        if in_str:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
+    for m in _JSON_TOKENS.finditer(text):
+        ch = text[m.start()]
+        if ch in "[{":
             depth += 1
             if depth > limit:
-                return i
+                return m.start()
         elif ch in "]}":
             depth -= 1
     return None
 
 
-def load_json(text: str, path: Path | str) -> Any:
-    """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line."""
-    if ("[" * 64) in text or ("{" * 64) in text or text.count("[") + text.count("{") > 10_000:
+def check_json_depth(text: str, path: Path | str) -> None:
+    """DataError (with the line) when JSON nests deeper than MAX_JSON_DEPTH; linear time."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # else it cannot nest that deep
         deep = _depth_ok(text)
         if deep is not None:
             line = text.count("\n", 0, deep) + 1
             raise DataError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", path=path, line=line)
+
+
+def load_json(text: str, path: Path | str) -> Any:
+    """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line."""
+    check_json_depth(text, path)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:

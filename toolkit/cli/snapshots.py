@@ -167,22 +167,46 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
     are honoured; .git is never touched) and folders left empty are removed. The snapshot
     repo's HEAD does not move, so every snapshot stays restorable. Refused when your own git
     repository has uncommitted changes, unless --force.
+
+    Nothing outside the workspace is touched: a symlink is replaced or deleted, never
+    followed; a path below a symlinked folder that stays, or one git itself refuses (`..`,
+    `.git`, an absolute name), is refused and listed, and the command then exits 1.
     """
+    from toolkit.errors import RefusedError
     from toolkit.snapshot_ops import apply_restore, plan_restore, refuse_if_dirty
 
     plan = plan_restore(_cfg(ctx), number)
     t = plan.target
     click.echo(f"Restore {plan.workspace} to snapshot #{t.position} ({t.sha[:8]} "
                f"{_label(t.label)}, {_when(t.time)})")
+
+    def refusals(items: list[tuple[str, str]]) -> None:
+        for p, why in items:
+            click.echo(f"  refuse  {_label(p)}  ({_label(why)})")
+
+    def refused_error(n: int, done: bool) -> RefusedError:
+        return RefusedError(
+            f"{n} path{'s' if n != 1 else ''} of snapshot #{t.position} refused (listed "
+            "above); " + ("the rest was restored" if done else "nothing restored"),
+            hint="Nothing outside the workspace was touched; each reason is listed above")
+
     if plan.nothing_to_do:
+        if plan.refused:
+            refusals(plan.refused)
+            if dry_run:
+                click.echo("Dry run: nothing changed.")
+                return
+            raise refused_error(len(plan.refused), False)
         click.echo("The workspace already matches this snapshot; nothing to do.")
         return
+    refused_part = f", {len(plan.refused)} refused" if plan.refused else ""
     click.echo(f"  {len(plan.change)} to change, {len(plan.create)} to create, "
-               f"{len(plan.delete)} to delete ({plan.unchanged} unchanged)")
+               f"{len(plan.delete)} to delete{refused_part} ({plan.unchanged} unchanged)")
     for word, paths in (("change", plan.change), ("create", plan.create),
                         ("delete", plan.delete)):
         for p in paths:
             click.echo(f"  {word:<6}  {_label(p)}")
+    refusals(plan.refused)
     if dry_run:
         if plan.user_changes and not force:
             click.echo(f"Note: {plan.user_repo} has {len(plan.user_changes)} uncommitted "
@@ -193,6 +217,10 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
     if not yes:
         click.confirm("Restore these files?", abort=True)
     result = apply_restore(plan, force=force)
+    refusals(result.refused[len(plan.refused):])
+    refused_part = f", {len(result.refused)} refused" if result.refused else ""
     click.echo(f"Restored snapshot #{t.position}: {result.written} file(s) written, "
-               f"{result.deleted} deleted, {len(result.dirs_removed)} empty folder(s) removed. "
-               "The snapshot repo's HEAD is unchanged.")
+               f"{result.deleted} deleted, {len(result.dirs_removed)} empty folder(s) removed"
+               f"{refused_part}. The snapshot repo's HEAD is unchanged.")
+    if result.refused:
+        raise refused_error(len(result.refused), True)

@@ -94,6 +94,8 @@ def test_a2_mixed_forms_and_meta_disagreement_is_a_warning(project, cli_run):
 
 @pytest.mark.parametrize("content,expected", [
     (None, "meta.yaml is missing"),
+    ("", "meta.yaml is empty: its counts are unknown"),
+    ("  \n\n", "meta.yaml is empty: its counts are unknown"),
     ("key:\n\t- tabbed\n", "meta.yaml:2: invalid YAML, column 1"),
     ('last_updated: "2026-05-01\n', "invalid YAML"),
     # values the safe loader cannot build (an impossible date, a bad tagged scalar), and

@@ -758,6 +758,10 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
         problems.append(Problem("smith", str(meta.path), meta.error_line, meta.error))
     elif exists and not meta.exists:
         problems.append(Problem("smith", str(meta.path), None, "meta.yaml is missing"))
+    elif meta.exists and not meta.data:
+        problems.append(Problem("smith", str(meta.path), None,
+                                "meta.yaml is empty: its counts are unknown (the next promote "
+                                "or prune writes them)"))
     unknown = meta.unknown_keys()
     if unknown:
         problems.append(Problem("smith", str(meta.path), None,

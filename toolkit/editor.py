@@ -62,9 +62,11 @@ Edit operations (each takes entries returned by this session: :meth:`entries`, :
 :meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and writes
 the seed's fresh templates, under the same lock.
 
-Files the session cannot use are never rewritten: one over the size limit is skipped when
-read, one with invalid UTF-8 when it is first parsed, or -- if it was only searched by title
--- when the commit checks it (before anything is renamed); each gives a note in ``notes``.
+A file over the size limit makes :meth:`EditorSession.open` raise
+:class:`toolkit.errors.TooLargeError` (exit 65, the file and the limit): a command never acts
+as if it were empty. Files the session cannot use are never rewritten: one with invalid UTF-8
+is skipped when it is first parsed, or -- if it was only searched by title -- when the commit
+checks it (before anything is renamed); each gives a note in ``notes``.
 
 Helpers other writers share: :func:`lock_path` (the folder every ledger writer flocks),
 :func:`holder_id` (this process in the ``.meta.json`` lock), :func:`count_words` /
@@ -98,6 +100,7 @@ from toolkit.errors import (
     DataError,
     NotFoundError,
     RefusedError,
+    TooLargeError,
     ToolkitError,
     UsageError,
 )
@@ -105,6 +108,7 @@ from toolkit.records import CONFIDENCES, LEDGER_FILES, LEDGER_TITLES, LedgerEntr
 from toolkit.safewrite import (
     FileLock,
     FileSnapshot,
+    Journal,
     atomic_replace,
     backup_files,
     break_backup_links,
@@ -114,6 +118,7 @@ from toolkit.safewrite import (
     replace_all,
     pause,
     pid_alive,
+    recover_journal,
     unique_dir,
 )
 from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes
@@ -136,6 +141,110 @@ def lock_path(ledger_dir: Path) -> Path:
 
     Locking a folder leaves no lock file behind in the user's tree."""
     return Path(ledger_dir).parent
+
+
+def _inside(real: Path, root_real: Path) -> bool:
+    return real == root_real or root_real in real.parents
+
+
+def _walk_out(path: Path, base: Path, root_real: Path) -> Path:
+    """The first component of ``path`` below ``base`` whose real location leaves ``root_real``
+    (the symlink to blame), or ``path`` itself."""
+    try:
+        parts = path.relative_to(base).parts
+    except ValueError:
+        return path
+    current = base
+    for part in parts:
+        current = current / part
+        if not _inside(Path(os.path.realpath(current)), root_real):
+            return current
+    return path
+
+
+def vault_roots(vault: str | Path) -> tuple[Path, Path]:
+    """(the folder the user named, the vault as named). The named folder is the project root
+    when the vault is ``<project>/.smith/vault``, else the vault itself."""
+    vault = Path(os.path.abspath(vault))
+    if vault.name == "vault" and vault.parent.name == ".smith":
+        return vault.parent.parent, vault
+    return vault, vault
+
+
+def check_inside(vault: str | Path) -> None:
+    """Refuse (:class:`RefusedError`, before anything is read or written) when a folder the
+    editor writes in resolves outside the root the user gave (FAULTS G3).
+
+    "Inside" is decided on real paths (every parent resolved, so a link anywhere on the way
+    counts): ``.smith`` and the vault must stay inside the project folder (the folder holding
+    ``.smith``; links above it are the user's business), and ``ledger/``, ``ledger/.backups``
+    and ``ledger/archive`` inside the vault. A link that stays inside is followed. The ledger
+    files themselves follow the same rule in :func:`toolkit.safewrite.check_editable`."""
+    root, vault = vault_roots(vault)
+    root_real = Path(os.path.realpath(root))
+    vault_real = Path(os.path.realpath(vault))
+    ledger = vault / "ledger"
+    checks = [(vault, root, root_real, "the project folder"),
+              (ledger, vault, vault_real, "the vault"),
+              (ledger / ".backups", vault, vault_real, "the vault"),
+              (ledger / "archive", vault, vault_real, "the vault")]
+    for path, base, base_real, what in checks:
+        if not (path.exists() or path.is_symlink()):
+            continue
+        real = Path(os.path.realpath(path))
+        if _inside(real, base_real):
+            continue
+        culprit = _walk_out(path, base if path != base else root, base_real)
+        target = Path(os.path.realpath(culprit))
+        raise RefusedError(
+            f"is a symlink to {target}, outside {what} ({base_real}); refusing to edit the "
+            "ledger through it", path=culprit,
+            hint="Replace the link with the folder itself; nothing was written")
+
+
+JOURNAL_NAME = ".toolkit-journal.json"
+
+
+def journal_path(vault: str | Path) -> Path:
+    """Where a multi-file edit of this vault's ledger keeps its intent journal."""
+    return Path(vault) / "ledger" / JOURNAL_NAME
+
+
+def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | None:
+    """Finish or undo a multi-file edit of the ledger that was killed half-way (FAULTS G4).
+
+    Every entry point that opens the vault calls this (the readers in
+    :mod:`toolkit.sources.smith`, :meth:`EditorSession.open`). When ``ledger/`` holds a
+    journal and no run holds the ledger lock (``locked``: the caller holds it), the edit is
+    completed or rolled back (:func:`toolkit.safewrite.recover_journal`) and a one-line note
+    saying which is written to stderr and returned (readers add it to their warnings). A
+    journal of a run still holding the lock is left alone; a reader then returns None."""
+    import sys
+
+    path = journal_path(vault)
+    if not (path.exists() or path.is_symlink()):
+        return None
+    lock: FileLock | None = None
+    if not locked:
+        try:
+            check_inside(vault)
+        except RefusedError:
+            return None  # the editor refuses this vault; a reader only reads
+        lock = FileLock(lock_path(path.parent), 0, what="the ledger")
+        try:
+            lock.acquire()
+        except BusyError:
+            return None  # a live edit: its own run finishes it
+    try:
+        if not path.exists():
+            return None
+        msg = recover_journal(path, Path(vault)).message(path.parent)
+    finally:
+        if lock is not None:
+            lock.release()
+    sys.stderr.write(f"note: {msg}\n")
+    sys.stderr.flush()
+    return msg
 
 
 def lock_timeout() -> float:
@@ -414,6 +523,8 @@ class _Doc:
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
+            except TooLargeError:
+                raise  # never treated as empty (FAULTS I4): the command names it, exit 65
             except DataError as exc:
                 self.error = str(exc)
             except OSError as exc:
@@ -764,8 +875,9 @@ class EditorSession:
     def __init__(self, vault_dir: str | Path, *, today: dt.date | None = None,
                  dry_run: bool = False, force: bool = False, timeout: float | None = None,
                  max_bytes: int | None = None, now: dt.datetime | None = None,
-                 backup_prefix: str = "edit") -> None:
+                 backup_prefix: str = "edit", operation: str = "edit") -> None:
         self.vault = Path(vault_dir)
+        self.operation = operation  # named in the journal's recovery message
         self.ledger_dir = self.vault / "ledger"
         self.today = today
         self.dry_run = dry_run
@@ -798,6 +910,7 @@ class EditorSession:
         self.close()
 
     def open(self) -> None:
+        check_inside(self.vault)
         if not self.ledger_dir.is_dir():
             raise NotFoundError("No Ledger found.", path=self.ledger_dir,
                                 hint="Run `/smith-reflect` after a workflow to start building "
@@ -805,6 +918,7 @@ class EditorSession:
         self._lock = FileLock(lock_path(self.ledger_dir), self.timeout, what="the ledger")
         self._lock.acquire()
         try:
+            recover_interrupted(self.vault, locked=True)  # before its temp files look orphaned
             if not self.dry_run:
                 for orphan in cleanup_orphan_temps(self.ledger_dir):
                     self.notes.append(f"removed {orphan.name}, left by a run that was killed")
@@ -1187,17 +1301,23 @@ class EditorSession:
 
         items: list[tuple[Any, bytes, FileSnapshot | None]] = [
             (snap, c.new, snap) for c, snap in zip(changes, snaps)]
+        backups: list[Path | None] = [dest / snap.given.name for snap in snaps]
         if meta_yaml_change is not None and self.meta_yaml is not None:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
+            backups.append(dest / "meta.yaml")
         if held is not None and self.meta_json is not None:
             final = json_change.new if json_change is not None else update_meta_json(
                 self.meta_json.data, self.meta_json.given, {"lock": None})
             items.append((held, final, held))
+            backups.append(dest / ".meta.json")  # the version before the lock was taken
+        journal = Journal(journal_path(self.vault), self.vault, self.operation, backups)
         try:
             # All temp files are written, then flushed together with the backup folder while
-            # the files' UTF-8 is checked (A6); only then is anything renamed, each file right
-            # after its last check against the version read.
-            replace_all(items, during_fsync=validate_changed, also_fsync=[dest])
+            # the files' UTF-8 is checked (A6); then the journal names them all (G4), and only
+            # then is anything renamed, each file right after its last check against the
+            # version read.
+            replace_all(items, during_fsync=validate_changed, also_fsync=[dest],
+                        journal=journal)
         except ToolkitError as exc:
             done = [Path(p).name for p in getattr(exc, "written", [])]
             json_done = held is not None and any(Path(p) == held.path
@@ -1208,6 +1328,11 @@ class EditorSession:
                 raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
                                 path=exc.path, line=exc.line,
                                 hint=f"The files as they were are in {dest}") from None
+            undone = getattr(exc, "rolled_back", [])
+            if undone:  # all-or-nothing: the files already replaced were put back
+                raise type(exc)(f"{exc.message} (the files already replaced were put back: "
+                                f"{', '.join(undone)})", path=exc.path, line=exc.line,
+                                hint=exc.hint) from None
             shutil.rmtree(dest, ignore_errors=True)
             raise
         return CommitResult(all_changes, False, backup_dir=dest, notes=list(self.notes),

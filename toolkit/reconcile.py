@@ -1603,11 +1603,12 @@ def _counts(r: Report) -> str:
 
 def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
          max_judge_calls: int, now: dt.datetime, lock_wait: float | None) -> Report:
-    from toolkit.editor import EditorSession
+    from toolkit.editor import EditorSession, check_inside
     from toolkit.sources.smith import read_json_file, read_ledger
 
     ledger_dir = cfg.ledger_dir
     _require_ledger(ledger_dir)
+    check_inside(cfg.vault)  # before the .meta.json lock is written (FAULTS G3)
     scope = _scope(category)
     today = cfg.today or now.date()
     wait = lock_timeout() if lock_wait is None else lock_wait
@@ -1646,7 +1647,8 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
     written: list[_Written] = []
     failure: BaseException | None = None
     try:
-        with EditorSession(cfg.vault, backup_prefix="pending", **session_args) as s:
+        with EditorSession(cfg.vault, backup_prefix="pending", operation="reconcile",
+                           **session_args) as s:
             try:
                 _checkpoint("after_lock")
                 # Phase 1 again, on what the session read under the lock.

@@ -27,6 +27,7 @@ continues as soon as that file exists (default: 30 seconds).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -86,7 +87,7 @@ class FileSnapshot:
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
         """Read a whole file, refusing it before reading when it is over the size limit."""
-        from toolkit.errors import DataError
+        from toolkit.errors import TooLargeError
         from toolkit.textio import MAX_FILE_ENV
 
         given = Path(path)
@@ -95,7 +96,7 @@ class FileSnapshot:
         with open(real, "rb") as fh:
             st = os.fstat(fh.fileno())
             if st.st_size > limit:
-                raise DataError(
+                raise TooLargeError(
                     f"file is {st.st_size / 1024 / 1024:.1f} MB, over the "
                     f"{limit / 1024 / 1024:.0f} MB limit",
                     path=given,
@@ -106,7 +107,7 @@ class FileSnapshot:
             if len(data) > st.st_size:
                 data += fh.read(limit + 1 - len(data))
         if len(data) > limit:
-            raise DataError("file grew past the size limit while being read", path=given)
+            raise TooLargeError("file grew past the size limit while being read", path=given)
         return cls(path=real, data=data, st_size=st.st_size, st_mtime_ns=st.st_mtime_ns,
                    st_ino=st.st_ino, st_dev=st.st_dev, mode=st.st_mode & 0o7777,
                    st_nlink=st.st_nlink, given=given)
@@ -369,25 +370,82 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     return path
 
 
+@dataclass
+class Journal:
+    """An intent journal for one multi-file replace (git's lockfile idea, for a set of files).
+
+    ``path``: where the journal goes (beside the files); ``root``: every path it names must be
+    inside this folder; ``operation``: what the edit is, for the recovery message;
+    ``backups``: per item, the verified backup of the file's old version (None: the file did
+    not exist); ``undo_remove``: folders the edit created that a rollback removes."""
+
+    path: Path
+    root: Path
+    operation: str
+    backups: list[Path | None]
+    undo_remove: list[Path] = field(default_factory=list)
+
+
+def _sha256_of(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _write_journal(journal: Journal, prepared: list[PreparedReplace],
+                   items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]]
+                   ) -> None:
+    """Write the journal (temp, fsync, rename, fsync the folder) before the first rename."""
+    import json
+    import socket
+
+    files = []
+    for p, (target, data, expected), backup in zip(prepared, items, journal.backups):
+        old = expected.sha256 if expected is not None else _sha256_of(p.path)
+        files.append({"target": str(p.path), "temp": str(p.tmp),
+                      "backup": None if backup is None else str(backup),
+                      "backup_sha256": None if backup is None else _sha256_of(backup),
+                      "old_sha256": old, "new_sha256": hashlib.sha256(data).hexdigest()})
+    body = {"toolkit_journal": 1, "operation": journal.operation,
+            "writer": f"{socket.gethostname()}:{os.getpid()}",
+            "undo_remove": [str(d) for d in journal.undo_remove], "files": files}
+    atomic_replace(journal.path, (json.dumps(body, indent=2) + "\n").encode(), mode=0o600)
+
+
 def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
                 during_fsync: Callable[[], None] | None = None,
-                also_fsync: list[Path] | None = None) -> list[Path]:
+                also_fsync: list[Path] | None = None,
+                journal: Journal | None = None) -> list[Path]:
     """Atomically replace several files: all temp files written, fsynced together (with the
     folders in ``also_fsync``, while ``during_fsync`` runs), then each checked against its
     expected version and renamed, in order, then each folder fsynced once.
 
     When a check or rename fails, the files not yet renamed keep their old content, their temp
     files are removed, and the error says which files were already replaced (``written``
-    attribute: their paths)."""
+    attribute: their paths).
+
+    With a ``journal``, the set is all-or-nothing, also across a crash: the journal (every
+    target, its temp file, its backup, old and new SHA-256) is made durable before the first
+    rename and removed after the last; a failure after some renames puts those files back
+    from their backups (``written`` is then empty, ``rolled_back`` names them); a killed run
+    is finished or undone by :func:`recover_journal` in the next run."""
+    if journal is not None and len(journal.backups) != len(items):
+        raise ValueError("a journal needs one backup entry per item")
     prepared: list[PreparedReplace] = []
     try:
         for target, data, expected in items:
             prepared.append(PreparedReplace(target, data, expected=expected))
         _fsync_all(prepared, list(also_fsync or []), during_fsync)
+        if journal is not None:
+            _write_journal(journal, prepared, items)
     except BaseException:
         for p in prepared:
             p.abort()
         raise
+    if journal is not None:
+        pause("after_journal")
     done: list[Path] = []
     for i, p in enumerate(prepared):
         try:
@@ -395,11 +453,141 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
         except BaseException as exc:
             for rest in prepared[i + 1:]:
                 rest.abort()
+            if journal is not None and done:
+                try:
+                    for j, path in enumerate(done):
+                        backup = journal.backups[j]
+                        if backup is None:
+                            os.unlink(path)  # this edit created it
+                        else:
+                            atomic_replace(path, backup.read_bytes(), fsync_dir=False,
+                                           mode=os.stat(backup).st_mode & 0o7777)
+                except OSError:
+                    pass  # the journal stays: the next run finishes the undo
+                else:
+                    exc.rolled_back = [d.name for d in done]  # type: ignore[attr-defined]
+                    done = []
+            if journal is not None and not done:
+                for folder in sorted({p.path.parent for p in prepared}):
+                    _fsync_dir(folder)
+                _remove_journal(journal.path)
             exc.written = list(done)  # type: ignore[attr-defined]
             raise
     for folder in sorted({p.path.parent for p in prepared}):
         _fsync_dir(folder)
+    if journal is not None:
+        _remove_journal(journal.path)
     return done
+
+
+def _remove_journal(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    _fsync_dir(path.parent)
+
+
+@dataclass
+class Recovery:
+    """What :func:`recover_journal` did: ``action`` is "completed" or "rolled back";
+    ``replaced``: the targets that had been renamed when the run stopped."""
+
+    action: str
+    operation: str
+    replaced: list[str]
+    total: int
+
+    def message(self, where: Path) -> str:
+        n, m = len(self.replaced), self.total
+        if self.action == "completed":
+            return (f"{where}: an interrupted {self.operation} ({n} of {m} files replaced "
+                    "when it stopped) was completed from its journal")
+        return (f"{where}: an interrupted {self.operation} ({n} of {m} files replaced when it "
+                "stopped) was rolled back from its journal; the files are as before it")
+
+
+def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recovery:
+    """Finish or undo the multi-file replace that ``path`` (a journal) describes; the caller
+    holds the lock every writer of these files takes. Then the journal is removed.
+
+    Each target is either at its new version (renamed), at its old one, or something else.
+    Nothing renamed yet: undone (the temp files removed). Some renamed and every other temp
+    file whole: completed (the rest renamed, in order). Otherwise (or ``rollback``): undone,
+    each renamed file put back from its verified backup. A file at neither version (edited
+    since), a path outside ``root`` or an unreadable journal is a :class:`ConflictError` /
+    :class:`toolkit.errors.DataError` that leaves everything, the journal included, as found.
+    """
+    import json
+
+    from toolkit.errors import DataError
+
+    root_real = Path(os.path.realpath(root))
+    hint = (f"Compare the files with the backups it names, then delete {path.name}; nothing "
+            "was changed")
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        op = str(body.get("operation") or "edit")
+        files = [(Path(f["target"]), Path(f["temp"]),
+                  Path(f["backup"]) if f.get("backup") else None,
+                  f.get("old_sha256"), str(f["new_sha256"])) for f in body["files"]]
+        backup_sums = [f.get("backup_sha256") for f in body["files"]]
+        undo_remove = [Path(d) for d in body.get("undo_remove") or []]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise DataError(f"the journal of an interrupted edit is unreadable ({exc})", path=path,
+                        hint=hint) from None
+
+    def inside(p: Path) -> bool:
+        real = Path(os.path.realpath(p))
+        return root_real == real or root_real in real.parents
+
+    for target, temp, backup, _, _ in files:
+        if not (inside(target) and inside(temp) and (backup is None or inside(backup))
+                and temp.parent == target.parent and TEMP_MARK in temp.name):
+            raise DataError(f"the journal names a path outside {root_real}", path=path,
+                            hint=hint)
+    undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
+    states = []
+    for target, _, _, old, new in files:
+        cur = _sha256_of(target)
+        if cur == new:
+            states.append("new")
+        elif cur == old:
+            states.append("old")
+        else:
+            raise ConflictError("an interrupted edit cannot be finished or undone: this file "
+                                "changed since", path=target, hint=hint)
+    replaced = [str(f[0]) for f, st in zip(files, states) if st == "new"]
+    temps_whole = all(_sha256_of(temp) == new for (_, temp, _, _, new), st in zip(files, states)
+                      if st == "old")
+    complete = not rollback and bool(replaced) and temps_whole
+    if complete:
+        for (target, temp, _, _, _), st in zip(files, states):
+            if st == "old":
+                os.replace(temp, target)
+    else:
+        undo = [(target, backup, old) for (target, _, backup, old, _), st, bsum
+                in zip(files, states, backup_sums) if st == "new"]
+        for (target, _, backup, old, _), st, bsum in zip(files, states, backup_sums):
+            if st == "new" and old is not None and (
+                    backup is None or bsum is None or _sha256_of(backup) != bsum):
+                raise ConflictError("an interrupted edit cannot be undone: the backup of this "
+                                    "file is missing or differs", path=target, hint=hint)
+        for target, backup, old in undo:
+            if old is None or backup is None:
+                os.unlink(target)  # the edit created it
+            else:
+                atomic_replace(target, backup.read_bytes(),
+                               mode=os.stat(backup).st_mode & 0o7777, fsync_dir=False)
+        for _, temp, _, _, _ in files:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        for folder in undo_remove:
+            shutil.rmtree(folder, ignore_errors=True)
+    for folder in sorted({f[0].parent for f in files}):
+        _fsync_dir(folder)
+    _remove_journal(path)
+    return Recovery("completed" if complete else "rolled back", op, replaced, len(files))
 
 
 # --------------------------------------------------------------------------- locks

@@ -74,8 +74,19 @@ Helpers other writers share: :func:`lock_path` (the folder every ledger writer f
 :func:`sort_key` (Smith's file order), :func:`locate_entries` (entries by title without a
 full parse), :func:`update_meta_yaml` / :func:`update_meta_json` (in-place count edits).
 
+* **All or nothing.** A commit (and a reset) replaces its files as one set: the intent
+  journal ``ledger/.toolkit-journal.json`` names every target, its temp file and its backup
+  before the first rename. A run killed between two renames is completed (when its other
+  temp files are whole) or rolled back from the backups by the next command that opens the
+  vault -- any reader or editor entry point, :func:`recover_interrupted` -- with a one-line
+  note saying which.
+* **Inside.** :func:`check_inside`: the vault must resolve inside the project folder and
+  ``ledger/``, ``.backups`` and ``archive`` inside the vault; a folder linked outside is
+  refused like a ledger file linked outside.
+
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
-``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``.
+``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``,
+``after_journal`` (journal written, nothing renamed), ``after_rename@<n>`` (n files renamed).
 """
 
 from __future__ import annotations
@@ -217,7 +228,8 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
     :mod:`toolkit.sources.smith`, :meth:`EditorSession.open`). When ``ledger/`` holds a
     journal and no run holds the ledger lock (``locked``: the caller holds it), the edit is
     completed or rolled back (:func:`toolkit.safewrite.recover_journal`) and a one-line note
-    saying which is written to stderr and returned (readers add it to their warnings). A
+    saying which is written to stderr (``note: <ledger folder>: ...``) and returned (readers
+    add it to their warnings). A
     journal of a run still holding the lock is left alone; a reader then returns None."""
     import sys
 
@@ -238,11 +250,11 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
     try:
         if not path.exists():
             return None
-        msg = recover_journal(path, Path(vault)).message(path.parent)
+        msg = recover_journal(path, Path(vault)).message()
     finally:
         if lock is not None:
             lock.release()
-    sys.stderr.write(f"note: {msg}\n")
+    sys.stderr.write(f"note: {path.parent}: {msg}\n")
     sys.stderr.flush()
     return msg
 
@@ -1421,43 +1433,48 @@ class EditorSession:
         present = [s for s in snaps.values() if s is not None]
         self._check_writable([self.ledger_dir / n for n in names], present)
         self._check_unchanged(present + ([self.meta_json] if self.meta_json else []))
-        if self.meta_json is not None and json_new != self.meta_json.data:
-            backup_files([self.meta_json], unique_dir(self.ledger_dir / ".backups",
-                                                      f"reset-{now:%Y-%m-%d-%H%M%S}"))
+        json_backup: Path | None = None
+        if self.meta_json is not None:  # the version before the lock, for an undo
+            rdir = unique_dir(self.ledger_dir / ".backups", f"reset-{now:%Y-%m-%d-%H%M%S}")
+            backup_files([self.meta_json], rdir)
+            json_backup = rdir / ".meta.json"
         held = self._take_json_lock(now)
         try:
-            try:
-                archive.mkdir(parents=True)
-            except OSError as exc:
-                raise ToolkitError(f"cannot create the archive folder: {exc.strerror}; "
-                                   "nothing written", path=archive) from None
-            archived: list[str] = []
-            try:
-                for name in moved:
-                    os.replace(self.ledger_dir / name, archive / name)
-                    archived.append(name)
-                for name in moved:
-                    snap = snaps[name]
-                    assert snap is not None
-                    if (archive / name).read_bytes() != snap.data:
-                        raise DataError("archive verification failed: the archived copy "
-                                        "differs from what was read", path=archive / name)
-            except BaseException:
-                # Put back what was moved, so a failed reset leaves the ledger as it was.
-                for name in archived:
-                    if not (self.ledger_dir / name).exists():
-                        os.replace(archive / name, self.ledger_dir / name)
-                with contextlib.suppress(OSError):
-                    archive.rmdir()
-                raise
-            for name in names:
-                snap = snaps[name]
-                atomic_replace(self.ledger_dir / name, fresh[name],
-                               mode=snap.mode if snap is not None else None)
+            # The archive holds the files as read (hard links where possible, verified);
+            # then the fresh templates replace the six files as one journaled set (G4).
+            backup_files([s for s in (snaps[n] for n in moved) if s is not None], archive,
+                         link=True)
         except BaseException:
             self._release_json_lock(held, None, quiet=True)
             raise
-        self._release_json_lock(held, json_new)
+        items: list[tuple[Any, bytes, FileSnapshot | None]] = []
+        backups: list[Path | None] = []
+        for name in names:
+            snap = snaps[name]
+            items.append((snap if snap is not None else self.ledger_dir / name, fresh[name],
+                          snap))
+            backups.append(archive / name if snap is not None else None)
+        if held is not None and json_new is not None:
+            items.append((held, json_new, held))
+            backups.append(json_backup)
+        journal = Journal(journal_path(self.vault), self.vault, "reset", backups,
+                          undo_remove=[archive])
+        try:
+            replace_all(items, journal=journal)
+        except ToolkitError as exc:
+            done = [Path(p).name for p in getattr(exc, "written", [])]
+            if not done:  # nothing replaced, or all put back: no archive, lock given back
+                shutil.rmtree(archive, ignore_errors=True)
+                self._release_json_lock(held, None, quiet=True)
+                undone = getattr(exc, "rolled_back", [])
+                if undone:
+                    raise type(exc)(f"{exc.message} (the files already replaced were put "
+                                    f"back: {', '.join(undone)})", path=exc.path,
+                                    line=exc.line, hint=exc.hint) from None
+                raise
+            raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
+                            path=exc.path, line=exc.line,
+                            hint=f"The files as they were are in {archive}") from None
         plan.notes = list(self.notes)
         return plan
 

@@ -16,12 +16,15 @@ the slop ledger updater, reconcile). None of them knows about ledger formats.
 * :func:`backup_files` -- copies verified by count and content hash.
 * :func:`cleanup_orphan_temps` -- removes temp files left by a killed writer (FAULTS B3).
 * :func:`check_editable` -- the symlink and hard-link rules (FAULTS A14).
+* :class:`Journal` / :func:`recover_journal` -- an intent journal that makes a multi-file
+  :func:`replace_all` all-or-nothing across a crash (FAULTS G4).
 * :func:`pause` -- the test-only pause points (``TOOLKIT_EDITOR_PAUSE``).
 
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`` makes the
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
-one file only) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
+one file only; in a journaled set, ``after_journal`` before the first rename and
+``after_rename@<n>`` after the n-th) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
 continues as soon as that file exists (default: 30 seconds).
 """
 
@@ -44,7 +47,8 @@ from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError
 from toolkit.textio import max_file_bytes
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
-PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace")
+PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
+                "after_rename")
 TEMP_MARK = ".toolkit-tmp-"
 
 
@@ -450,6 +454,8 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     for i, p in enumerate(prepared):
         try:
             done.append(p.finish())
+            if journal is not None:
+                pause("after_rename", str(i + 1))
         except BaseException as exc:
             for rest in prepared[i + 1:]:
                 rest.abort()
@@ -498,12 +504,12 @@ class Recovery:
     replaced: list[str]
     total: int
 
-    def message(self, where: Path) -> str:
+    def message(self) -> str:
         n, m = len(self.replaced), self.total
         if self.action == "completed":
-            return (f"{where}: an interrupted {self.operation} ({n} of {m} files replaced "
-                    "when it stopped) was completed from its journal")
-        return (f"{where}: an interrupted {self.operation} ({n} of {m} files replaced when it "
+            return (f"an interrupted {self.operation} ({n} of {m} files replaced when it "
+                    "stopped) was completed from its journal")
+        return (f"an interrupted {self.operation} ({n} of {m} files replaced when it "
                 "stopped) was rolled back from its journal; the files are as before it")
 
 

@@ -908,6 +908,9 @@ class EditorSession:
         self._entries_total: int | None = None
         self._meta_json_error: DataError | None = None
         self._meta_json_data: dict[str, Any] | None = None
+        # More .meta.json values a commit writes with the ledger files, from the file's data
+        # (reconcile's last_reconcile and counters); they override the editor's own counts.
+        self.meta_json_updates: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None
 
     # ----------------------------------------------------------- lifecycle
 
@@ -1245,6 +1248,8 @@ class EditorSession:
                 updates["estimated_tokens"] = tokens_for_words(words)
             if read_lock_field(self._meta_json_data) is not None:
                 updates["lock"] = None  # released (or a stale lock cleared) by the commit
+            if self.meta_json_updates is not None:
+                updates.update(self.meta_json_updates(self._meta_json_data))
             if updates:
                 new = update_meta_json(snap.data, snap.given, updates)
                 if new != snap.data:

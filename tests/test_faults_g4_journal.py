@@ -209,3 +209,34 @@ def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tm
         assert {p.name: p.read_bytes() for p in archive.iterdir()} == {
             n: b for n, b in old.items() if b is not None and n != ".meta.json"}
     assert not (project.ledger / JOURNAL).exists() and _temps(project.ledger) == []
+
+
+def test_g4_a_journal_of_a_run_that_holds_the_lock_is_left_to_it(project: FixtureProject) -> None:
+    """A reader never finishes an edit whose run is alive (it holds the ledger lock)."""
+    from toolkit.safewrite import FileLock
+
+    _kill_at(PRUNE, project.root, "after_rename@1")
+    killed = _state(project.ledger)
+    with FileLock(project.vault, 0):  # as a live writer would hold it
+        r = _run(["ledger", "list"], project.root)
+        assert r.returncode == 0 and "interrupted" not in r.stderr
+        assert _state(project.ledger) == killed and (project.ledger / JOURNAL).exists()
+    r = _run(["ledger", "list"], project.root)
+    assert "was completed from its journal" in _note(r.stderr)
+
+
+def test_g4_a_journal_naming_paths_outside_the_vault_is_refused(project: FixtureProject,
+                                                                tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    temp = project.ledger / ".patterns.md.toolkit-tmp-1-abcd"
+    temp.write_text("evil\n")
+    journal = {"toolkit_journal": 1, "operation": "prune", "files": [
+        {"target": str(victim), "temp": str(temp), "backup": None, "backup_sha256": None,
+         "old_sha256": None, "new_sha256": "0" * 64}]}
+    (project.ledger / JOURNAL).write_text(json.dumps(journal))
+    r = _run(["ledger", "promote", "route table"], project.root)
+    assert r.returncode == 65
+    assert r.stderr.startswith(f"Error: {project.ledger / JOURNAL}: the journal names a path "
+                               f"outside {project.vault}")
+    assert victim.read_text() == "keep me\n" and temp.exists()

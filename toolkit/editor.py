@@ -42,7 +42,8 @@ What the session guarantees (DESIGN.md "The editor"):
   the confidence counts by exactly what it changed and leaves entry counts as they are --
   a field edit cannot change how many entries a file has.
 * **Dry run.** ``dry_run=True``: the same plan and diff, nothing written, no lock field, no
-  temp-file cleanup: the vault tree stays byte-identical.
+  temp-file cleanup: the vault tree stays byte-identical (except that, like every command, it
+  first finishes or undoes an edit a killed run left half-done: the plan must see whole files).
 
 Edit operations (each takes entries returned by this session: :meth:`entries`, :meth:`file`,
 :meth:`find`):
@@ -91,7 +92,6 @@ Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import difflib
 import json
@@ -250,7 +250,12 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
     try:
         if not path.exists():
             return None
-        msg = recover_journal(path, Path(vault)).message()
+        try:
+            msg = recover_journal(path, Path(vault)).message()
+        except OSError as exc:
+            raise ToolkitError(f"cannot finish or undo an interrupted edit: {exc.strerror}",
+                               path=path, hint="Make the ledger folder writable and run the "
+                                               "command again") from None
     finally:
         if lock is not None:
             lock.release()

@@ -39,7 +39,7 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -655,7 +655,7 @@ class FileLock:
 # --------------------------------------------------------------------------- backups
 
 
-def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path, *,
+def backup_files(sources: Sequence[FileSnapshot | Path], dest_dir: Path, *,
                  link: bool = False, fsync_folder: bool = True) -> list[Path]:
     """Copy each source into ``dest_dir`` (created; must not exist yet) and verify the copies.
 

@@ -1323,16 +1323,21 @@ class EditorSession:
 
         items: list[tuple[Any, bytes, FileSnapshot | None]] = [
             (snap, c.new, snap) for c, snap in zip(changes, snaps)]
+        # the backups hold the bytes read (copies of them, or links verified by inode)
         backups: list[Path | None] = [dest / snap.given.name for snap in snaps]
+        sums: list[str | None] = [snap.sha256 for snap in snaps]
         if meta_yaml_change is not None and self.meta_yaml is not None:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
             backups.append(dest / "meta.yaml")
+            sums.append(self.meta_yaml.sha256)
         if held is not None and self.meta_json is not None:
             final = json_change.new if json_change is not None else update_meta_json(
                 self.meta_json.data, self.meta_json.given, {"lock": None})
             items.append((held, final, held))
             backups.append(dest / ".meta.json")  # the version before the lock was taken
-        journal = Journal(journal_path(self.vault), self.vault, self.operation, backups)
+            sums.append(self.meta_json.sha256)
+        journal = Journal(journal_path(self.vault), self.vault, self.operation, backups,
+                          backup_sums=sums)
         try:
             # All temp files are written, then flushed together with the backup folder while
             # the files' UTF-8 is checked (A6); then the journal names them all (G4), and only

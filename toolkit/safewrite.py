@@ -381,13 +381,15 @@ class Journal:
     ``path``: where the journal goes (beside the files); ``root``: every path it names must be
     inside this folder; ``operation``: what the edit is, for the recovery message;
     ``backups``: per item, the verified backup of the file's old version (None: the file did
-    not exist); ``undo_remove``: folders the edit created that a rollback removes."""
+    not exist); ``undo_remove``: folders the edit created that a rollback removes;
+    ``backup_sums``: their SHA-256 when the caller knows them (else they are read)."""
 
     path: Path
     root: Path
     operation: str
     backups: list[Path | None]
     undo_remove: list[Path] = field(default_factory=list)
+    backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
 
 
 def _sha256_of(path: Path) -> str | None:
@@ -398,24 +400,27 @@ def _sha256_of(path: Path) -> str | None:
         return None
 
 
-def _write_journal(journal: Journal, prepared: list[PreparedReplace],
+def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
                    items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]]
-                   ) -> None:
-    """Write the journal (temp, fsync, rename, fsync the folder) before the first rename."""
+                   ) -> bytes:
+    """The journal's content: every target, its temp file, its backup, the SHA-256 of each."""
     import json
     import socket
 
     files = []
-    for p, (target, data, expected), backup in zip(prepared, items, journal.backups):
+    sums = journal.backup_sums or [None] * len(items)
+    for p, (_, data, expected), backup, bsum in zip(prepared, items, journal.backups, sums):
         old = expected.sha256 if expected is not None else _sha256_of(p.path)
+        if backup is not None and bsum is None:
+            bsum = _sha256_of(backup)
         files.append({"target": str(p.path), "temp": str(p.tmp),
                       "backup": None if backup is None else str(backup),
-                      "backup_sha256": None if backup is None else _sha256_of(backup),
+                      "backup_sha256": bsum if backup is not None else None,
                       "old_sha256": old, "new_sha256": hashlib.sha256(data).hexdigest()})
     body = {"toolkit_journal": 1, "operation": journal.operation,
             "writer": f"{socket.gethostname()}:{os.getpid()}",
             "undo_remove": [str(d) for d in journal.undo_remove], "files": files}
-    atomic_replace(journal.path, (json.dumps(body, indent=2) + "\n").encode(), mode=0o600)
+    return (json.dumps(body, indent=2) + "\n").encode()
 
 
 def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
@@ -438,15 +443,22 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     if journal is not None and len(journal.backups) != len(items):
         raise ValueError("a journal needs one backup entry per item")
     prepared: list[PreparedReplace] = []
+    journal_file: PreparedReplace | None = None
     try:
         for target, data, expected in items:
             prepared.append(PreparedReplace(target, data, expected=expected))
-        _fsync_all(prepared, list(also_fsync or []), during_fsync)
-        if journal is not None:
-            _write_journal(journal, prepared, items)
+        if journal is not None:  # its temp file is flushed together with the others
+            journal_file = PreparedReplace(journal.path, _journal_bytes(journal, prepared, items),
+                                           mode=0o600)
+        _fsync_all(prepared + ([journal_file] if journal_file else []),
+                   list(also_fsync or []), during_fsync)
+        if journal_file is not None:  # in place (and durable) before the first rename
+            _fsync_dir(journal_file.finish().parent)
     except BaseException:
         for p in prepared:
             p.abort()
+        if journal_file is not None:
+            journal_file.abort()
         raise
     if journal is not None:
         pause("after_journal")
@@ -487,11 +499,10 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
 
 
 def _remove_journal(path: Path) -> None:
-    try:
+    """Remove a finished journal. Not fsynced: a journal that comes back after a power loss
+    finds every file at its new version and is only removed again."""
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        return
-    _fsync_dir(path.parent)
 
 
 @dataclass

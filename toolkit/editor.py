@@ -224,8 +224,8 @@ def journal_path(vault: str | Path) -> Path:
 def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | None:
     """Finish or undo a multi-file edit of the ledger that was killed half-way (FAULTS G4).
 
-    Every entry point that opens the vault calls this (the readers in
-    :mod:`toolkit.sources.smith`, :meth:`EditorSession.open`). When ``ledger/`` holds a
+    Every entry point that opens the vault calls this (:func:`open_vault`, which the ledger
+    commands and the loader read through; reconcile; :meth:`EditorSession.open`). When ``ledger/`` holds a
     journal and no run holds the ledger lock (``locked``: the caller holds it), the edit is
     completed or rolled back (:func:`toolkit.safewrite.recover_journal`) and a one-line note
     saying which is written to stderr (``note: <ledger folder>: ...``) and returned (readers
@@ -262,6 +262,21 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
     sys.stderr.write(f"note: {path.parent}: {msg}\n")
     sys.stderr.flush()
     return msg
+
+
+def open_vault(vault: str | Path, **kwargs: Any) -> Any:
+    """:func:`toolkit.sources.smith.read_vault` after :func:`recover_interrupted`: how every
+    command reads a vault (the readers themselves never write). A recovery note heads the
+    vault's ``problems``."""
+    from toolkit.records import Problem
+    from toolkit.sources.smith import read_vault
+
+    vault = Path(vault)
+    note = recover_interrupted(vault) if (vault / "ledger").is_dir() else None
+    v = read_vault(vault, **kwargs)
+    if note:
+        v.problems.insert(0, Problem("smith", str(vault / "ledger"), None, note))
+    return v
 
 
 def lock_timeout() -> float:

@@ -86,9 +86,9 @@ def _conf(e: LedgerEntry) -> str:
 
 
 def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False) -> Any:
-    from toolkit.sources.smith import read_vault
+    from toolkit.editor import open_vault
 
-    v = read_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
+    v = open_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
     if not v.exists:
         raise NotFoundError("No Ledger found.", path=Path(vault) / "ledger", hint=NO_LEDGER_HINT)
     return v
@@ -256,10 +256,11 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
               top: int = 5) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
     to ``top`` high-confidence entries by observation count (all files)."""
-    from toolkit.sources.smith import prune_limits, read_vault
+    from toolkit.editor import open_vault
+    from toolkit.sources.smith import prune_limits
 
     vault = Path(vault)
-    v = read_vault(vault, max_bytes=max_bytes, sessions=False)
+    v = open_vault(vault, max_bytes=max_bytes, sessions=False)
     if not v.exists:
         return Dashboard(False, vault / "ledger")
     with _Log(vault, "dashboard", request, "no arguments") as log:

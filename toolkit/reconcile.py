@@ -1444,7 +1444,10 @@ def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
     """Read-only: what the threshold check sees right now. Creates and changes nothing."""
     from toolkit.sources.smith import read_ledger
 
+    from toolkit.editor import recover_interrupted
+
     _require_ledger(cfg.ledger_dir)
+    recover_interrupted(cfg.vault)  # a killed edit is finished or undone first (G4)
     now = now or now_for(cfg.today)
     settings = _settings(cfg)
     signals = _signals(cfg, read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
@@ -1613,12 +1616,13 @@ def _counts(r: Report) -> str:
 
 def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
          max_judge_calls: int, now: dt.datetime, lock_wait: float | None) -> Report:
-    from toolkit.editor import EditorSession, check_inside
+    from toolkit.editor import EditorSession, check_inside, recover_interrupted
     from toolkit.sources.smith import read_json_file, read_ledger
 
     ledger_dir = cfg.ledger_dir
     _require_ledger(ledger_dir)
     check_inside(cfg.vault)  # before the .meta.json lock is written (FAULTS G3)
+    recover_interrupted(cfg.vault)  # a killed edit is finished or undone first (G4)
     scope = _scope(category)
     today = cfg.today or now.date()
     wait = lock_timeout() if lock_wait is None else lock_wait

@@ -601,20 +601,9 @@ class Vault:
         return [e for kind in LEDGER_FILES for e in self.files[kind].entries]
 
 
-def _recover(vault: Path) -> str | None:
-    """The one write a reader makes: finishing or undoing a killed multi-file edit."""
-    from toolkit.editor import recover_interrupted
-
-    return recover_interrupted(vault)
-
-
 def read_ledger(ledger_dir: Path, max_bytes: int | None = None, *,
                 tolerate_large: bool = False) -> dict[str, LedgerFile]:
-    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large``).
-
-    A multi-file edit that was killed half-way is first finished or undone from its journal
-    (:func:`toolkit.editor.recover_interrupted`, FAULTS G4), so no reader sees half of it."""
-    _recover(ledger_dir.parent)
+    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large``)."""
     return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes,
                                    tolerate_large=tolerate_large)
             for kind in LEDGER_FILES}
@@ -643,9 +632,6 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
     ledger_dir = vault / "ledger"
     problems: list[Problem] = []
     exists = ledger_dir.is_dir()
-    recovered = _recover(vault) if exists else None
-    if recovered:
-        problems.append(Problem("smith", str(ledger_dir), None, recovered))
     files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large) if exists else {
         kind: LedgerFile(ledger_dir / f"{kind}.md", kind, b"", [], 0, b"\n", False, exists=False)
         for kind in LEDGER_FILES}

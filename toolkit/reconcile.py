@@ -1441,10 +1441,10 @@ def _signals(cfg: Any, files: dict[str, Any]) -> Signals:
 
 
 def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
-    """Read-only: what the threshold check sees right now. Creates and changes nothing."""
-    from toolkit.sources.smith import read_ledger
-
+    """Read-only: what the threshold check sees right now. Creates and changes nothing (but,
+    like every command, first finishes or undoes an edit a killed run left half-done)."""
     from toolkit.editor import recover_interrupted
+    from toolkit.sources.smith import read_ledger
 
     _require_ledger(cfg.ledger_dir)
     recover_interrupted(cfg.vault)  # a killed edit is finished or undone first (G4)

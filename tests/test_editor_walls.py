@@ -115,17 +115,21 @@ def test_g3_ledger_folder_linked_outside_the_vault_is_refused(
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("link", [".smith", ".smith/vault"])
 def test_g3_vault_linked_outside_the_project_is_refused(
-        project: FixtureProject, cli_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    smith = project.root / ".smith"
-    outside = tmp_path / "elsewhere" / ".smith"
+        project: FixtureProject, cli_run, tmp_path: Path, link: str) -> None:  # type: ignore[no-untyped-def]
+    folder = project.root / link
+    outside = tmp_path / "elsewhere" / Path(link).name
     outside.parent.mkdir()
-    smith.rename(outside)
-    smith.symlink_to(outside, target_is_directory=True)
+    folder.rename(outside)
+    folder.symlink_to(outside, target_is_directory=True)
     before = tree_digest(outside)
-    r = cli_run("ledger", "promote", "route table")
-    assert r.exit_code == 1
-    assert f"Error: {smith}: is a symlink to {outside}, outside the project folder" in r.stderr
+    for args in (("ledger", "promote", "route table"), ("ledger", "reset", "--yes"),
+                 ("ledger", "reconcile", "--force")):
+        r = cli_run(*args)
+        assert r.exit_code == 1
+        assert f"Error: {folder}: is a symlink to {outside}, outside the project folder" \
+            in r.stderr
     assert tree_digest(outside) == before
 
 

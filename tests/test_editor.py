@@ -14,7 +14,7 @@ from tests._editor_helpers import fixture_vault, make_vault, random_ledger
 from tests.conftest import FORMATS, tree_digest
 from toolkit import editor
 from toolkit.editor import EditorSession, locate_entries, title_key
-from toolkit.errors import DataError, RefusedError, UsageError
+from toolkit.errors import DataError, RefusedError, ToolkitError, UsageError
 from toolkit.sources.smith import parse_ledger_bytes
 
 TODAY = dt.date(2026, 6, 1)
@@ -285,13 +285,17 @@ def test_reset_that_fails_midway_puts_every_file_back(tmp_path: Path, monkeypatc
 
     def flaky_replace(src, dst):  # type: ignore[no-untyped-def]
         calls["n"] += 1
-        if calls["n"] == 3:  # the third file fails to move into the archive
+        # renames: the .meta.json lock, the journal, meta.yaml, patterns.md, then the
+        # third ledger file fails to be replaced by its fresh template
+        if calls["n"] == 5:
             raise OSError(5, "Input/output error")
         return real_replace(src, dst)
 
     monkeypatch.setattr(editor.os, "replace", flaky_replace)
-    with _session(vault) as s, pytest.raises(OSError):
+    with _session(vault) as s, pytest.raises(ToolkitError, match="Input/output error") as err:
         s.reset()
+    assert "(the files already replaced were put back: meta.yaml, patterns.md)" in str(err.value)
+    assert not (ledger / ".toolkit-journal.json").exists()
     monkeypatch.setattr(editor.os, "replace", real_replace)
     after = {p.name: p.read_bytes() for p in ledger.iterdir() if p.is_file()
              and p.name != ".meta.json"}

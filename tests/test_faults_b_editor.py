@@ -180,10 +180,15 @@ def test_b3_sigkill_after_temp_write_leaves_original_and_next_run_recovers(
 
 
 def test_b4_sigkill_after_rename_gives_complete_file_and_rerun_is_noop(
-        project: FixtureProject) -> None:
+        project: FixtureProject, tmp_path: Path) -> None:
+    serial = tmp_path / "serial"
+    shutil.copytree(project.root, serial, symlinks=True)
+    assert _run(["ledger", "prune", "--auto"], serial, today="2026-06-15").returncode == 0
+    expected = _ledger_bytes(serial / ".smith" / "vault" / "ledger")
     # On 2026-06-15 the prune removes one low entry from patterns.md and one from
     # antipatterns.md (no demotions: a demoted entry keeps its Date, as in the seed, so it
-    # would be a removal candidate at the next prune). Killed right after the last rename:
+    # would be a removal candidate at the next prune). Killed right after the last ledger
+    # file's rename (meta.yaml and .meta.json not yet renamed):
     proc = _start(["ledger", "prune", "--auto"], project.root, today="2026-06-15",
                   TOOLKIT_EDITOR_PAUSE="after_replace@antipatterns.md")
     _wait_marker(proc, "after_replace@antipatterns.md")
@@ -195,12 +200,15 @@ def test_b4_sigkill_after_rename_gives_complete_file_and_rerun_is_noop(
     # meta.yaml's and .meta.json's new versions were waiting, complete, in temp files
     orphans = {p.name.split(".toolkit-tmp-")[0] for p in _temps(project.ledger)}
     assert orphans <= {".meta.yaml", "..meta.json"}
-    after_kill = {k: v for k, v in tree_digest(project.ledger).items() if "toolkit-tmp" not in k}
 
+    # The next run finishes the killed edit from its journal (G4), then has nothing to do.
     r = _run(["ledger", "prune", "--auto"], project.root, today="2026-06-15")
     assert r.returncode == 0, r.stderr
+    assert "an interrupted prune (2 of 4 files replaced when it stopped) was completed" \
+        in r.stderr
     assert r.stdout.strip() == "No prune candidates found. Ledger is clean."
-    assert tree_digest(project.ledger) == after_kill  # a no-op; the orphans cleaned
+    assert _temps(project.ledger) == [] and not (project.ledger / ".toolkit-journal.json").exists()
+    assert _ledger_bytes(project.ledger) == expected
 
 
 # --------------------------------------------------------------------------- B5

@@ -443,23 +443,30 @@ def test_no_log_without_pointer_or_outside_sessions(project: FixtureProject, cli
     assert tree_digest(project.vault / "sessions") == before
 
 
-def test_oversized_and_junk_files_are_skipped_with_a_note_and_never_touched(
+def test_oversized_file_refuses_and_junk_file_is_skipped_never_touched(
         project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     big = project.ledger / "patterns.md"
-    big.write_bytes(big.read_bytes() + b"\n" + b"x" * 1_200_000 + b"\n")  # over a 1 MB limit
+    original = big.read_bytes()
+    big.write_bytes(original + b"\n" + b"x" * 1_200_000 + b"\n")  # over a 1 MB limit
     junk = project.ledger / "antipatterns.md"
     offset = len(junk.read_bytes()) + 1
     junk.write_bytes(junk.read_bytes() + b"\n\xff\xfe\n")
     before = {p: p.read_bytes() for p in (big, junk)}
+    # A file over the limit is never read as empty (FAULTS I4): the prune names it, exit 65.
     r = cli_run("--today", "2026-09-01", "ledger", "prune", "--auto",
                 env={"TOOLKIT_MAX_FILE_MB": "1"})
+    assert r.exit_code == 65
+    assert r.stderr == (f"Error: {big}: file is 1.1 MB, over the 1 MB limit. Raise the limit "
+                        "with TOOLKIT_MAX_FILE_MB=<MB> or `max_file_mb:` in toolkit.yaml\n")
+    assert {p: p.read_bytes() for p in (big, junk)} == before
+    # A file with junk bytes is skipped with a note and never rewritten (FAULTS A6).
+    big.write_bytes(original)
+    r = cli_run("--today", "2026-09-01", "ledger", "prune", "--auto")
     assert r.exit_code == 0
-    assert (f"note: skipped: {big}: file is 1.1 MB, over the 1 MB limit. Raise the limit with "
-            "TOOLKIT_MAX_FILE_MB=<MB> or `max_file_mb:` in toolkit.yaml") in r.output
     assert (f"note: skipped (never rewritten): {junk}: invalid UTF-8 at byte offset {offset}. "
             "Save the file as UTF-8 or restore it from a backup") in r.output
-    assert r.stdout.endswith("Auto-prune complete: 0 removed, 1 demoted. Total entries: 1\n")
-    assert {p: p.read_bytes() for p in (big, junk)} == before
+    assert r.stdout.startswith("Auto-prune complete:")
+    assert junk.read_bytes() == before[junk]
 
 
 def test_bad_meta_json_or_alias_bomb_refuses_the_write(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]

@@ -577,8 +577,9 @@ def test_a_killed_run_leaves_whole_files_and_its_lock_is_taken_over(busy: Path,
 
 def test_sigkill_between_phases_leaves_whole_files_and_a_clean_rerun(busy: Path,
                                                                     tmp_path: Path) -> None:
-    """SIGKILL after the ledger write, before .meta.json and the log: every file is whole (the
-    new content), no temp file is left, and the next run finishes without merging twice."""
+    """SIGKILL after the ledger write, before the log: every file is whole (the new content;
+    .meta.json's last_reconcile came in the same journaled set as the ledger files), no temp
+    file is left, and the next run does not merge twice."""
     proc = _start(busy, TOOLKIT_RECONCILE_PAUSE=f"after_ledger_write:{tmp_path / 'never'}")
     _wait_for_pause(proc)
     os.kill(proc.pid, signal.SIGKILL)
@@ -588,8 +589,57 @@ def test_sigkill_between_phases_leaves_whole_files_and_a_clean_rerun(busy: Path,
                       "Run the migration dry-run before applying schema changes",
                       "Warm the cache before load tests", "Check the feature flag service"]
     assert no_temp_files(busy) and last_run(busy) is None
+    meta = json.loads((ledger_of(busy) / ".meta.json").read_text())
+    assert meta["last_reconcile"] == NOW and meta["lock"] is None
     result = invoke()
     assert result.exit_code == 0, result.output
-    assert "- Merged: 0 entries\n- Pruned: 0 stale entries\n" in result.stdout
+    assert result.stdout.startswith("No reconciliation needed: the last one ran 0.0 hours ago")
     assert [e.title for e in entries(busy)] == titles
-    assert json.loads((ledger_of(busy) / ".meta.json").read_text())["lock"] is None
+
+
+def _wait_for_editor_pause(proc: subprocess.Popen[str], point: str) -> None:
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
+            return
+    raise AssertionError(f"the run ended without reaching {point}")
+
+
+@pytest.mark.parametrize("point", ["after_journal", "after_rename@1", "after_rename@2"])
+def test_sigkill_between_two_renames_of_the_reconcile_set(busy: Path, tmp_path: Path,
+                                                          point: str) -> None:
+    """FAULTS G4: reconcile's writes (ledger files, meta.yaml, .meta.json with last_reconcile)
+    are one journaled set; killed between two renames, the next command (here a read-only
+    `--status`) finishes or undoes it as a set and says which."""
+    serial = tmp_path / "serial"
+    shutil.copytree(busy, serial, symlinks=True)
+    assert subprocess.run(toolkit_argv(), cwd=serial, env=subprocess_env(serial),
+                          capture_output=True, check=False).returncode == 0
+    names = [*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json"]
+
+    def state(root: Path) -> dict[str, bytes | None]:
+        d = ledger_of(root)
+        return {n: (d / n).read_bytes() if (d / n).exists() else None for n in names}
+
+    old, new = state(busy), state(serial)
+    proc = _start(busy, TOOLKIT_EDITOR_PAUSE=point)
+    _wait_for_editor_pause(proc, point)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert (ledger_of(busy) / ".toolkit-journal.json").exists()
+    r = subprocess.run(toolkit_argv("--status"), cwd=busy, env=subprocess_env(busy),
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    after = state(busy)
+    if point == "after_journal":
+        assert "an interrupted reconcile (0 of " in r.stderr and "rolled back" in r.stderr
+        restored = json.loads(after[".meta.json"] or b"{}")
+        restored.pop("lock")
+        original = json.loads(old[".meta.json"] or b"{}")
+        original.pop("lock")
+        assert {n: b for n, b in after.items() if n != ".meta.json"} == \
+            {n: b for n, b in old.items() if n != ".meta.json"} and restored == original
+    else:
+        assert "was completed from its journal" in r.stderr
+        assert after == new
+    assert not (ledger_of(busy) / ".toolkit-journal.json").exists()

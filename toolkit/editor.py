@@ -42,7 +42,8 @@ What the session guarantees (DESIGN.md "The editor"):
   the confidence counts by exactly what it changed and leaves entry counts as they are --
   a field edit cannot change how many entries a file has.
 * **Dry run.** ``dry_run=True``: the same plan and diff, nothing written, no lock field, no
-  temp-file cleanup: the vault tree stays byte-identical.
+  temp-file cleanup: the vault tree stays byte-identical (except that, like every command, it
+  first finishes or undoes an edit a killed run left half-done: the plan must see whole files).
 
 Edit operations (each takes entries returned by this session: :meth:`entries`, :meth:`file`,
 :meth:`find`):
@@ -62,9 +63,11 @@ Edit operations (each takes entries returned by this session: :meth:`entries`, :
 :meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and writes
 the seed's fresh templates, under the same lock.
 
-Files the session cannot use are never rewritten: one over the size limit is skipped when
-read, one with invalid UTF-8 when it is first parsed, or -- if it was only searched by title
--- when the commit checks it (before anything is renamed); each gives a note in ``notes``.
+A file over the size limit makes :meth:`EditorSession.open` raise
+:class:`toolkit.errors.TooLargeError` (exit 65, the file and the limit): a command never acts
+as if it were empty. Files the session cannot use are never rewritten: one with invalid UTF-8
+is skipped when it is first parsed, or -- if it was only searched by title -- when the commit
+checks it (before anything is renamed); each gives a note in ``notes``.
 
 Helpers other writers share: :func:`lock_path` (the folder every ledger writer flocks),
 :func:`holder_id` (this process in the ``.meta.json`` lock), :func:`count_words` /
@@ -72,13 +75,23 @@ Helpers other writers share: :func:`lock_path` (the folder every ledger writer f
 :func:`sort_key` (Smith's file order), :func:`locate_entries` (entries by title without a
 full parse), :func:`update_meta_yaml` / :func:`update_meta_json` (in-place count edits).
 
+* **All or nothing.** A commit (and a reset) replaces its files as one set: the intent
+  journal ``ledger/.toolkit-journal.json`` names every target, its temp file and its backup
+  before the first rename. A run killed between two renames is completed (when its other
+  temp files are whole) or rolled back from the backups by the next command that opens the
+  vault -- any reader or editor entry point, :func:`recover_interrupted` -- with a one-line
+  note saying which.
+* **Inside.** :func:`check_inside`: the vault must resolve inside the project folder and
+  ``ledger/``, ``.backups`` and ``archive`` inside the vault; a folder linked outside is
+  refused like a ledger file linked outside.
+
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
-``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``.
+``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``,
+``after_journal`` (journal written, nothing renamed), ``after_rename@<n>`` (n files renamed).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import difflib
 import json
@@ -98,6 +111,7 @@ from toolkit.errors import (
     DataError,
     NotFoundError,
     RefusedError,
+    TooLargeError,
     ToolkitError,
     UsageError,
 )
@@ -105,6 +119,7 @@ from toolkit.records import CONFIDENCES, LEDGER_FILES, LEDGER_TITLES, LedgerEntr
 from toolkit.safewrite import (
     FileLock,
     FileSnapshot,
+    Journal,
     atomic_replace,
     backup_files,
     break_backup_links,
@@ -114,6 +129,7 @@ from toolkit.safewrite import (
     replace_all,
     pause,
     pid_alive,
+    recover_journal,
     unique_dir,
 )
 from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes, recorded_key
@@ -136,6 +152,131 @@ def lock_path(ledger_dir: Path) -> Path:
 
     Locking a folder leaves no lock file behind in the user's tree."""
     return Path(ledger_dir).parent
+
+
+def _inside(real: Path, root_real: Path) -> bool:
+    return real == root_real or root_real in real.parents
+
+
+def _walk_out(path: Path, base: Path, root_real: Path) -> Path:
+    """The first component of ``path`` below ``base`` whose real location leaves ``root_real``
+    (the symlink to blame), or ``path`` itself."""
+    try:
+        parts = path.relative_to(base).parts
+    except ValueError:
+        return path
+    current = base
+    for part in parts:
+        current = current / part
+        if not _inside(Path(os.path.realpath(current)), root_real):
+            return current
+    return path
+
+
+def vault_roots(vault: str | Path) -> tuple[Path, Path]:
+    """(the folder the user named, the vault as named). The named folder is the project root
+    when the vault is ``<project>/.smith/vault``, else the vault itself."""
+    vault = Path(os.path.abspath(vault))
+    if vault.name == "vault" and vault.parent.name == ".smith":
+        return vault.parent.parent, vault
+    return vault, vault
+
+
+def check_inside(vault: str | Path) -> None:
+    """Refuse (:class:`RefusedError`, before anything is read or written) when a folder the
+    editor writes in resolves outside the root the user gave (FAULTS G3).
+
+    "Inside" is decided on real paths (every parent resolved, so a link anywhere on the way
+    counts): ``.smith`` and the vault must stay inside the project folder (the folder holding
+    ``.smith``; links above it are the user's business), and ``ledger/``, ``ledger/.backups``
+    and ``ledger/archive`` inside the vault. A link that stays inside is followed. The ledger
+    files themselves follow the same rule in :func:`toolkit.safewrite.check_editable`."""
+    root, vault = vault_roots(vault)
+    root_real = Path(os.path.realpath(root))
+    vault_real = Path(os.path.realpath(vault))
+    ledger = vault / "ledger"
+    checks = [(vault, root, root_real, "the project folder"),
+              (ledger, vault, vault_real, "the vault"),
+              (ledger / ".backups", vault, vault_real, "the vault"),
+              (ledger / "archive", vault, vault_real, "the vault")]
+    for path, base, base_real, what in checks:
+        if not (path.exists() or path.is_symlink()):
+            continue
+        real = Path(os.path.realpath(path))
+        if _inside(real, base_real):
+            continue
+        culprit = _walk_out(path, base if path != base else root, base_real)
+        target = Path(os.path.realpath(culprit))
+        raise RefusedError(
+            f"is a symlink to {target}, outside {what} ({base_real}); refusing to edit the "
+            "ledger through it", path=culprit,
+            hint="Replace the link with the folder itself; nothing was written")
+
+
+JOURNAL_NAME = ".toolkit-journal.json"
+
+
+def journal_path(vault: str | Path) -> Path:
+    """Where a multi-file edit of this vault's ledger keeps its intent journal."""
+    return Path(vault) / "ledger" / JOURNAL_NAME
+
+
+def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | None:
+    """Finish or undo a multi-file edit of the ledger that was killed half-way (FAULTS G4).
+
+    Every entry point that opens the vault calls this (:func:`open_vault`, which the ledger
+    commands and the loader read through; reconcile; :meth:`EditorSession.open`). When ``ledger/`` holds a
+    journal and no run holds the ledger lock (``locked``: the caller holds it), the edit is
+    completed or rolled back (:func:`toolkit.safewrite.recover_journal`) and a one-line note
+    saying which is written to stderr (``note: <ledger folder>: ...``) and returned (readers
+    add it to their warnings). A
+    journal of a run still holding the lock is left alone; a reader then returns None."""
+    import sys
+
+    path = journal_path(vault)
+    if not (path.exists() or path.is_symlink()):
+        return None
+    lock: FileLock | None = None
+    if not locked:
+        try:
+            check_inside(vault)
+        except RefusedError:
+            return None  # the editor refuses this vault; a reader only reads
+        lock = FileLock(lock_path(path.parent), 0, what="the ledger")
+        try:
+            lock.acquire()
+        except BusyError:
+            return None  # a live edit: its own run finishes it
+    try:
+        if not path.exists():
+            return None
+        try:
+            msg = recover_journal(path, Path(vault)).message()
+        except OSError as exc:
+            raise ToolkitError(f"cannot finish or undo an interrupted edit: {exc.strerror}",
+                               path=path, hint="Make the ledger folder writable and run the "
+                                               "command again") from None
+    finally:
+        if lock is not None:
+            lock.release()
+    sys.stderr.write(f"note: {path.parent}: {msg}\n")
+    sys.stderr.flush()
+    return msg
+
+
+def open_vault(vault: str | Path, **kwargs: Any) -> Any:
+    """:func:`toolkit.sources.smith.read_vault` after :func:`recover_interrupted`: how every
+    command reads a vault (the readers themselves never write). A recovery note heads the
+    vault's ``problems``."""
+    from toolkit.records import Problem
+    from toolkit.sources.smith import read_vault
+
+    vault = Path(vault)
+    note = recover_interrupted(vault) if (vault / "ledger").is_dir() else None
+    v = read_vault(vault, **kwargs)
+    if note:
+        v.problems.insert(0, Problem("smith", str(vault / "ledger"), None, note))
+    return v
 
 
 def lock_timeout() -> float:
@@ -414,6 +555,8 @@ class _Doc:
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
+            except TooLargeError:
+                raise  # never treated as empty (FAULTS I4): the command names it, exit 65
             except DataError as exc:
                 self.error = str(exc)
             except OSError as exc:
@@ -776,8 +919,9 @@ class EditorSession:
     def __init__(self, vault_dir: str | Path, *, today: dt.date | None = None,
                  dry_run: bool = False, force: bool = False, timeout: float | None = None,
                  max_bytes: int | None = None, now: dt.datetime | None = None,
-                 backup_prefix: str = "edit") -> None:
+                 backup_prefix: str = "edit", operation: str = "edit") -> None:
         self.vault = Path(vault_dir)
+        self.operation = operation  # named in the journal's recovery message
         self.ledger_dir = self.vault / "ledger"
         self.today = today
         self.dry_run = dry_run
@@ -796,6 +940,9 @@ class EditorSession:
         self._entries_total: int | None = None
         self._meta_json_error: DataError | None = None
         self._meta_json_data: dict[str, Any] | None = None
+        # More .meta.json values a commit writes with the ledger files, from the file's data
+        # (reconcile's last_reconcile and counters); they override the editor's own counts.
+        self.meta_json_updates: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None
 
     # ----------------------------------------------------------- lifecycle
 
@@ -810,6 +957,7 @@ class EditorSession:
         self.close()
 
     def open(self) -> None:
+        check_inside(self.vault)
         if not self.ledger_dir.is_dir():
             raise NotFoundError("No Ledger found.", path=self.ledger_dir,
                                 hint="Run `/smith-reflect` after a workflow to start building "
@@ -817,6 +965,7 @@ class EditorSession:
         self._lock = FileLock(lock_path(self.ledger_dir), self.timeout, what="the ledger")
         self._lock.acquire()
         try:
+            recover_interrupted(self.vault, locked=True)  # before its temp files look orphaned
             if not self.dry_run:
                 for orphan in cleanup_orphan_temps(self.ledger_dir):
                     self.notes.append(f"removed {orphan.name}, left by a run that was killed")
@@ -1131,6 +1280,8 @@ class EditorSession:
                 updates["estimated_tokens"] = tokens_for_words(words)
             if read_lock_field(self._meta_json_data) is not None:
                 updates["lock"] = None  # released (or a stale lock cleared) by the commit
+            if self.meta_json_updates is not None:
+                updates.update(self.meta_json_updates(self._meta_json_data))
             if updates:
                 new = update_meta_json(snap.data, snap.given, updates)
                 if new != snap.data:
@@ -1199,17 +1350,28 @@ class EditorSession:
 
         items: list[tuple[Any, bytes, FileSnapshot | None]] = [
             (snap, c.new, snap) for c, snap in zip(changes, snaps)]
+        # the backups hold the bytes read (copies of them, or links verified by inode)
+        backups: list[Path | None] = [dest / snap.given.name for snap in snaps]
+        sums: list[str | None] = [snap.sha256 for snap in snaps]
         if meta_yaml_change is not None and self.meta_yaml is not None:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
+            backups.append(dest / "meta.yaml")
+            sums.append(self.meta_yaml.sha256)
         if held is not None and self.meta_json is not None:
             final = json_change.new if json_change is not None else update_meta_json(
                 self.meta_json.data, self.meta_json.given, {"lock": None})
             items.append((held, final, held))
+            backups.append(dest / ".meta.json")  # the version before the lock was taken
+            sums.append(self.meta_json.sha256)
+        journal = Journal(journal_path(self.vault), self.vault, self.operation, backups,
+                          backup_sums=sums)
         try:
             # All temp files are written, then flushed together with the backup folder while
-            # the files' UTF-8 is checked (A6); only then is anything renamed, each file right
-            # after its last check against the version read.
-            replace_all(items, during_fsync=validate_changed, also_fsync=[dest])
+            # the files' UTF-8 is checked (A6); then the journal names them all (G4), and only
+            # then is anything renamed, each file right after its last check against the
+            # version read.
+            replace_all(items, during_fsync=validate_changed, also_fsync=[dest],
+                        journal=journal)
         except ToolkitError as exc:
             done = [Path(p).name for p in getattr(exc, "written", [])]
             json_done = held is not None and any(Path(p) == held.path
@@ -1220,6 +1382,11 @@ class EditorSession:
                 raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
                                 path=exc.path, line=exc.line,
                                 hint=f"The files as they were are in {dest}") from None
+            undone = getattr(exc, "rolled_back", [])
+            if undone:  # all-or-nothing: the files already replaced were put back
+                raise type(exc)(f"{exc.message} (the files already replaced were put back: "
+                                f"{', '.join(undone)})", path=exc.path, line=exc.line,
+                                hint=exc.hint) from None
             shutil.rmtree(dest, ignore_errors=True)
             raise
         return CommitResult(all_changes, False, backup_dir=dest, notes=list(self.notes),
@@ -1308,43 +1475,48 @@ class EditorSession:
         present = [s for s in snaps.values() if s is not None]
         self._check_writable([self.ledger_dir / n for n in names], present)
         self._check_unchanged(present + ([self.meta_json] if self.meta_json else []))
-        if self.meta_json is not None and json_new != self.meta_json.data:
-            backup_files([self.meta_json], unique_dir(self.ledger_dir / ".backups",
-                                                      f"reset-{now:%Y-%m-%d-%H%M%S}"))
+        json_backup: Path | None = None
+        if self.meta_json is not None:  # the version before the lock, for an undo
+            rdir = unique_dir(self.ledger_dir / ".backups", f"reset-{now:%Y-%m-%d-%H%M%S}")
+            backup_files([self.meta_json], rdir)
+            json_backup = rdir / ".meta.json"
         held = self._take_json_lock(now)
         try:
-            try:
-                archive.mkdir(parents=True)
-            except OSError as exc:
-                raise ToolkitError(f"cannot create the archive folder: {exc.strerror}; "
-                                   "nothing written", path=archive) from None
-            archived: list[str] = []
-            try:
-                for name in moved:
-                    os.replace(self.ledger_dir / name, archive / name)
-                    archived.append(name)
-                for name in moved:
-                    snap = snaps[name]
-                    assert snap is not None
-                    if (archive / name).read_bytes() != snap.data:
-                        raise DataError("archive verification failed: the archived copy "
-                                        "differs from what was read", path=archive / name)
-            except BaseException:
-                # Put back what was moved, so a failed reset leaves the ledger as it was.
-                for name in archived:
-                    if not (self.ledger_dir / name).exists():
-                        os.replace(archive / name, self.ledger_dir / name)
-                with contextlib.suppress(OSError):
-                    archive.rmdir()
-                raise
-            for name in names:
-                snap = snaps[name]
-                atomic_replace(self.ledger_dir / name, fresh[name],
-                               mode=snap.mode if snap is not None else None)
+            # The archive holds the files as read (hard links where possible, verified);
+            # then the fresh templates replace the six files as one journaled set (G4).
+            backup_files([s for s in (snaps[n] for n in moved) if s is not None], archive,
+                         link=True)
         except BaseException:
             self._release_json_lock(held, None, quiet=True)
             raise
-        self._release_json_lock(held, json_new)
+        items: list[tuple[Any, bytes, FileSnapshot | None]] = []
+        backups: list[Path | None] = []
+        for name in names:
+            snap = snaps[name]
+            items.append((snap if snap is not None else self.ledger_dir / name, fresh[name],
+                          snap))
+            backups.append(archive / name if snap is not None else None)
+        if held is not None and json_new is not None:
+            items.append((held, json_new, held))
+            backups.append(json_backup)
+        journal = Journal(journal_path(self.vault), self.vault, "reset", backups,
+                          undo_remove=[archive])
+        try:
+            replace_all(items, journal=journal)
+        except ToolkitError as exc:
+            done = [Path(p).name for p in getattr(exc, "written", [])]
+            if not done:  # nothing replaced, or all put back: no archive, lock given back
+                shutil.rmtree(archive, ignore_errors=True)
+                self._release_json_lock(held, None, quiet=True)
+                undone = getattr(exc, "rolled_back", [])
+                if undone:
+                    raise type(exc)(f"{exc.message} (the files already replaced were put "
+                                    f"back: {', '.join(undone)})", path=exc.path,
+                                    line=exc.line, hint=exc.hint) from None
+                raise
+            raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
+                            path=exc.path, line=exc.line,
+                            hint=f"The files as they were are in {archive}") from None
         plan.notes = list(self.notes)
         return plan
 

@@ -79,6 +79,11 @@ class DataError(ToolkitError):
     exit_code = EXIT_DATA
 
 
+class TooLargeError(DataError):
+    """A file over the size limit (``max_file_mb``); it was not read. A command that needs the
+    file refuses with this error (exit 65) rather than acting as if the file were empty."""
+
+
 class BusyError(ToolkitError):
     """Another run or process holds a lock we need; retrying later may work."""
 

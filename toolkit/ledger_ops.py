@@ -86,9 +86,9 @@ def _conf(e: LedgerEntry) -> str:
 
 
 def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False) -> Any:
-    from toolkit.sources.smith import read_vault
+    from toolkit.editor import open_vault
 
-    v = read_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
+    v = open_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
     if not v.exists:
         raise NotFoundError("No Ledger found.", path=Path(vault) / "ledger", hint=NO_LEDGER_HINT)
     return v
@@ -258,10 +258,11 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
               top: int = 5) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
     to ``top`` high-confidence entries by observation count (all files)."""
-    from toolkit.sources.smith import prune_limits, read_vault
+    from toolkit.editor import open_vault
+    from toolkit.sources.smith import prune_limits
 
     vault = Path(vault)
-    v = read_vault(vault, max_bytes=max_bytes, sessions=False)
+    v = open_vault(vault, max_bytes=max_bytes, sessions=False)
     if not v.exists:
         return Dashboard(False, vault / "ledger")
     with _Log(vault, "dashboard", request, "no arguments") as log:
@@ -603,7 +604,7 @@ def prune(vault: Path, *, today: dt.date, dry_run: bool = False, force: bool = F
                    f"days, demote medium older than {limits['medium']} days")
     with _Log(vault, subcommand, request, synthesized, enabled=not dry_run) as log, \
             EditorSession(vault, today=today, dry_run=dry_run, force=force,
-                          max_bytes=max_bytes) as s:
+                          max_bytes=max_bytes, operation=subcommand) as s:
         plan = prune_candidates(s.entries(), today, limits)
         if plan.empty:
             log.outcome = "no prune candidates; nothing to do"
@@ -679,7 +680,7 @@ def _change_confidence(vault: Path, title: str, direction: str, *, today: dt.dat
               + (f", --index {index}" if index else "") + (f", --file {kind}" if kind else "")
               + (", dry run" if dry_run else ""), enabled=not dry_run) as log, \
             EditorSession(vault, today=today, dry_run=dry_run, force=force,
-                          max_bytes=max_bytes) as s:
+                          max_bytes=max_bytes, operation=direction) as s:
         matches = s.find(title, kinds=[kind] if kind else None)
         exact = [e for e in matches if _whole(e, title)]
         entry = pick(exact if len(exact) == 1 else matches, title, index)
@@ -748,15 +749,16 @@ class ResetResult:
 
 def reset(vault: Path, *, today: dt.date | None = None, dry_run: bool = False,
           force: bool = False, confirm: Callable[[Any], bool] | None = None,
-          request: str | None = None) -> ResetResult:
+          max_bytes: int | None = None, request: str | None = None) -> ResetResult:
     """Archive meta.yaml and the five files to ``ledger/archive/YYYY-MM-DD-HHMMSS/`` and write
     the seed's fresh templates."""
-    from toolkit.editor import EditorSession
+    from toolkit.editor import EditorSession, check_inside
 
     vault = Path(vault)
     if not vault.is_dir():
         raise NotFoundError("No vault found.", path=vault,
                             hint="Run `/smith` to initialize the vault structure")
+    check_inside(vault)  # before the ledger folder may be created
     ledger = vault / "ledger"
     if not ledger.is_dir():
         if dry_run:
@@ -764,7 +766,8 @@ def reset(vault: Path, *, today: dt.date | None = None, dry_run: bool = False,
                                                            "fresh templates"])
         ledger.mkdir()
     with _Log(vault, "reset", request, "archive and start fresh", enabled=not dry_run) as log, \
-            EditorSession(vault, today=today, dry_run=dry_run, force=force) as s:
+            EditorSession(vault, today=today, dry_run=dry_run, force=force,
+                          max_bytes=max_bytes, operation="reset") as s:
         plan = s.reset(confirm)
         if plan is None:
             log.outcome = "reset cancelled; Ledger unchanged"

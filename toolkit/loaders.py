@@ -130,9 +130,11 @@ def entry_ids(entries: list[Any]) -> list[str]:
 
 
 def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
-    from toolkit.sources.smith import prune_limits, read_vault
+    from toolkit.editor import open_vault
+    from toolkit.sources.smith import prune_limits
 
-    vault = read_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False)
+    vault = open_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False,
+                       tolerate_large=True)  # a big file: a warning in status and on the site
     store.conn.execute("DELETE FROM ledger_entries")
     store.conn.execute("DELETE FROM ledger_meta")
     store.conn.execute("DELETE FROM reconcile_runs")

@@ -1317,12 +1317,10 @@ def give_back_lock(ticket: LockTicket) -> str | None:
     return None
 
 
-def finish_meta_json(ticket: LockTicket, now: dt.datetime, tokens: int, patterns: int) -> bytes:
-    """Post-reconciliation ``.meta.json`` (the caller holds the OS lock): last_reconcile, fresh
-    counts, counters reset, lock released; every other field and the layout kept."""
-    from toolkit.safewrite import atomic_replace
-
-    snap, data = _read_meta_json(ticket.path)
+def finish_updates(data: dict[str, Any] | None, holder_pid: str, now: dt.datetime, tokens: int,
+                   patterns: int) -> dict[str, Any]:
+    """The post-reconciliation values of ``.meta.json`` (``data``: the file as it stands):
+    last_reconcile, fresh counts, counters reset, the lock released when it is ours."""
     updates: dict[str, Any] = {"last_reconcile": iso_z(now), "estimated_tokens": tokens,
                                "total_patterns": patterns, "context_budget_violations": 0,
                                "reinforcements_since_reconcile": 0}
@@ -1331,10 +1329,22 @@ def finish_meta_json(ticket: LockTicket, now: dt.datetime, tokens: int, patterns
     if data is not None and "total_reinforcements" not in data:
         updates["total_reinforcements"] = 0
     holder = read_lock_field(data)
-    if holder is None or holder.pid == ticket.holder:
+    if holder is None or holder.pid == holder_pid:
         updates["lock"] = None
-    new = _json_bytes(snap, updates)
-    atomic_replace(snap if snap is not None else ticket.path, new, expected=snap)
+    return updates
+
+
+def finish_meta_json(ticket: LockTicket, now: dt.datetime, tokens: int, patterns: int) -> bytes:
+    """Post-reconciliation ``.meta.json`` (the caller holds the OS lock): last_reconcile, fresh
+    counts, counters reset, lock released; every other field and the layout kept. Written
+    only when it differs: a commit that changed the ledger already wrote these values in the
+    same journaled set as the ledger files (FAULTS G4)."""
+    from toolkit.safewrite import atomic_replace
+
+    snap, data = _read_meta_json(ticket.path)
+    new = _json_bytes(snap, finish_updates(data, ticket.holder, now, tokens, patterns))
+    if snap is None or new != snap.data:
+        atomic_replace(snap if snap is not None else ticket.path, new, expected=snap)
     return new
 
 
@@ -1431,10 +1441,13 @@ def _signals(cfg: Any, files: dict[str, Any]) -> Signals:
 
 
 def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
-    """Read-only: what the threshold check sees right now. Creates and changes nothing."""
+    """Read-only: what the threshold check sees right now. Creates and changes nothing (but,
+    like every command, first finishes or undoes an edit a killed run left half-done)."""
+    from toolkit.editor import recover_interrupted
     from toolkit.sources.smith import read_ledger
 
     _require_ledger(cfg.ledger_dir)
+    recover_interrupted(cfg.vault)  # a killed edit is finished or undone first (G4)
     now = now or now_for(cfg.today)
     settings = _settings(cfg)
     signals = _signals(cfg, read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
@@ -1603,11 +1616,13 @@ def _counts(r: Report) -> str:
 
 def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
          max_judge_calls: int, now: dt.datetime, lock_wait: float | None) -> Report:
-    from toolkit.editor import EditorSession
+    from toolkit.editor import EditorSession, check_inside, recover_interrupted
     from toolkit.sources.smith import read_json_file, read_ledger
 
     ledger_dir = cfg.ledger_dir
     _require_ledger(ledger_dir)
+    check_inside(cfg.vault)  # before the .meta.json lock is written (FAULTS G3)
+    recover_interrupted(cfg.vault)  # a killed edit is finished or undone first (G4)
     scope = _scope(category)
     today = cfg.today or now.date()
     wait = lock_timeout() if lock_wait is None else lock_wait
@@ -1646,7 +1661,8 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
     written: list[_Written] = []
     failure: BaseException | None = None
     try:
-        with EditorSession(cfg.vault, backup_prefix="pending", **session_args) as s:
+        with EditorSession(cfg.vault, backup_prefix="pending", operation="reconcile",
+                           **session_args) as s:
             try:
                 _checkpoint("after_lock")
                 # Phase 1 again, on what the session read under the lock.
@@ -1678,6 +1694,10 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
                                   max_judge_calls=max_judge_calls, notes=report.notes)
                 _fill(report, plan)
                 apply_plan(s, plan)
+                # .meta.json's post-reconciliation values go into the commit, so the ledger
+                # files, meta.yaml and .meta.json are replaced as one journaled set (G4).
+                s.meta_json_updates = lambda data: finish_updates(
+                    data, ticket.holder, now, plan.tokens, _pattern_total(files, plan))
                 written += [_Written(c.path, c.old, c.new) for c in s.plan()]
                 result = s.commit()
                 report.notes += [n for n in result.notes if n not in report.notes]

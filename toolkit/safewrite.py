@@ -16,17 +16,21 @@ the slop ledger updater, reconcile). None of them knows about ledger formats.
 * :func:`backup_files` -- copies verified by count and content hash.
 * :func:`cleanup_orphan_temps` -- removes temp files left by a killed writer (FAULTS B3).
 * :func:`check_editable` -- the symlink and hard-link rules (FAULTS A14).
+* :class:`Journal` / :func:`recover_journal` -- an intent journal that makes a multi-file
+  :func:`replace_all` all-or-nothing across a crash (FAULTS G4).
 * :func:`pause` -- the test-only pause points (``TOOLKIT_EDITOR_PAUSE``).
 
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`` makes the
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
-one file only) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
+one file only; in a journaled set, ``after_journal`` before the first rename and
+``after_rename@<n>`` after the n-th) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
 continues as soon as that file exists (default: 30 seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -35,7 +39,7 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +47,8 @@ from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError
 from toolkit.textio import max_file_bytes
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
-PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace")
+PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
+                "after_rename")
 TEMP_MARK = ".toolkit-tmp-"
 
 
@@ -86,7 +91,7 @@ class FileSnapshot:
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
         """Read a whole file, refusing it before reading when it is over the size limit."""
-        from toolkit.errors import DataError
+        from toolkit.errors import TooLargeError
         from toolkit.textio import MAX_FILE_ENV
 
         given = Path(path)
@@ -95,7 +100,7 @@ class FileSnapshot:
         with open(real, "rb") as fh:
             st = os.fstat(fh.fileno())
             if st.st_size > limit:
-                raise DataError(
+                raise TooLargeError(
                     f"file is {st.st_size / 1024 / 1024:.1f} MB, over the "
                     f"{limit / 1024 / 1024:.0f} MB limit",
                     path=given,
@@ -106,7 +111,7 @@ class FileSnapshot:
             if len(data) > st.st_size:
                 data += fh.read(limit + 1 - len(data))
         if len(data) > limit:
-            raise DataError("file grew past the size limit while being read", path=given)
+            raise TooLargeError("file grew past the size limit while being read", path=given)
         return cls(path=real, data=data, st_size=st.st_size, st_mtime_ns=st.st_mtime_ns,
                    st_ino=st.st_ino, st_dev=st.st_dev, mode=st.st_mode & 0o7777,
                    st_nlink=st.st_nlink, given=given)
@@ -369,37 +374,237 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     return path
 
 
+@dataclass
+class Journal:
+    """An intent journal for one multi-file replace (git's lockfile idea, for a set of files).
+
+    ``path``: where the journal goes (beside the files); ``root``: every path it names must be
+    inside this folder; ``operation``: what the edit is, for the recovery message;
+    ``backups``: per item, the verified backup of the file's old version (None: the file did
+    not exist); ``undo_remove``: folders the edit created that a rollback removes;
+    ``backup_sums``: their SHA-256 when the caller knows them (else they are read)."""
+
+    path: Path
+    root: Path
+    operation: str
+    backups: list[Path | None]
+    undo_remove: list[Path] = field(default_factory=list)
+    backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
+
+
+def _sha256_of(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
+                   items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]]
+                   ) -> bytes:
+    """The journal's content: every target, its temp file, its backup, the SHA-256 of each."""
+    import json
+    import socket
+
+    files = []
+    sums = journal.backup_sums or [None] * len(items)
+    for p, (_, data, expected), backup, bsum in zip(prepared, items, journal.backups, sums):
+        old = expected.sha256 if expected is not None else _sha256_of(p.path)
+        if backup is not None and bsum is None:
+            bsum = _sha256_of(backup)
+        files.append({"target": str(p.path), "temp": str(p.tmp),
+                      "backup": None if backup is None else str(backup),
+                      "backup_sha256": bsum if backup is not None else None,
+                      "old_sha256": old, "new_sha256": hashlib.sha256(data).hexdigest()})
+    body = {"toolkit_journal": 1, "operation": journal.operation,
+            "writer": f"{socket.gethostname()}:{os.getpid()}",
+            "undo_remove": [str(d) for d in journal.undo_remove], "files": files}
+    return (json.dumps(body, indent=2) + "\n").encode()
+
+
 def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
                 during_fsync: Callable[[], None] | None = None,
-                also_fsync: list[Path] | None = None) -> list[Path]:
+                also_fsync: list[Path] | None = None,
+                journal: Journal | None = None) -> list[Path]:
     """Atomically replace several files: all temp files written, fsynced together (with the
     folders in ``also_fsync``, while ``during_fsync`` runs), then each checked against its
     expected version and renamed, in order, then each folder fsynced once.
 
     When a check or rename fails, the files not yet renamed keep their old content, their temp
     files are removed, and the error says which files were already replaced (``written``
-    attribute: their paths)."""
+    attribute: their paths).
+
+    With a ``journal``, the set is all-or-nothing, also across a crash: the journal (every
+    target, its temp file, its backup, old and new SHA-256) is made durable before the first
+    rename and removed after the last; a failure after some renames puts those files back
+    from their backups (``written`` is then empty, ``rolled_back`` names them); a killed run
+    is finished or undone by :func:`recover_journal` in the next run."""
+    if journal is not None and len(journal.backups) != len(items):
+        raise ValueError("a journal needs one backup entry per item")
     prepared: list[PreparedReplace] = []
+    journal_file: PreparedReplace | None = None
     try:
         for target, data, expected in items:
             prepared.append(PreparedReplace(target, data, expected=expected))
-        _fsync_all(prepared, list(also_fsync or []), during_fsync)
+        if journal is not None:  # its temp file is flushed together with the others
+            journal_file = PreparedReplace(journal.path, _journal_bytes(journal, prepared, items),
+                                           mode=0o600)
+        _fsync_all(prepared + ([journal_file] if journal_file else []),
+                   list(also_fsync or []), during_fsync)
+        if journal_file is not None:  # in place (and durable) before the first rename
+            _fsync_dir(journal_file.finish().parent)
     except BaseException:
         for p in prepared:
             p.abort()
+        if journal_file is not None:
+            journal_file.abort()
         raise
+    if journal is not None:
+        pause("after_journal")
     done: list[Path] = []
     for i, p in enumerate(prepared):
         try:
             done.append(p.finish())
+            if journal is not None:
+                pause("after_rename", str(i + 1))
         except BaseException as exc:
             for rest in prepared[i + 1:]:
                 rest.abort()
+            if journal is not None and done:
+                try:
+                    for j, path in enumerate(done):
+                        backup = journal.backups[j]
+                        if backup is None:
+                            os.unlink(path)  # this edit created it
+                        else:
+                            atomic_replace(path, backup.read_bytes(), fsync_dir=False,
+                                           mode=os.stat(backup).st_mode & 0o7777)
+                except OSError:
+                    pass  # the journal stays: the next run finishes the undo
+                else:
+                    exc.rolled_back = [d.name for d in done]  # type: ignore[attr-defined]
+                    done = []
+            if journal is not None and not done:
+                for folder in sorted({p.path.parent for p in prepared}):
+                    _fsync_dir(folder)
+                _remove_journal(journal.path)
             exc.written = list(done)  # type: ignore[attr-defined]
             raise
     for folder in sorted({p.path.parent for p in prepared}):
         _fsync_dir(folder)
+    if journal is not None:
+        _remove_journal(journal.path)
     return done
+
+
+def _remove_journal(path: Path) -> None:
+    """Remove a finished journal. Not fsynced: a journal that comes back after a power loss
+    finds every file at its new version and is only removed again."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+@dataclass
+class Recovery:
+    """What :func:`recover_journal` did: ``action`` is "completed" or "rolled back";
+    ``replaced``: the targets that had been renamed when the run stopped."""
+
+    action: str
+    operation: str
+    replaced: list[str]
+    total: int
+
+    def message(self) -> str:
+        n, m = len(self.replaced), self.total
+        if self.action == "completed":
+            return (f"an interrupted {self.operation} ({n} of {m} files replaced when it "
+                    "stopped) was completed from its journal")
+        return (f"an interrupted {self.operation} ({n} of {m} files replaced when it "
+                "stopped) was rolled back from its journal; the files are as before it")
+
+
+def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recovery:
+    """Finish or undo the multi-file replace that ``path`` (a journal) describes; the caller
+    holds the lock every writer of these files takes. Then the journal is removed.
+
+    Each target is either at its new version (renamed), at its old one, or something else.
+    Nothing renamed yet: undone (the temp files removed). Some renamed and every other temp
+    file whole: completed (the rest renamed, in order). Otherwise (or ``rollback``): undone,
+    each renamed file put back from its verified backup. A file at neither version (edited
+    since), a path outside ``root`` or an unreadable journal is a :class:`ConflictError` /
+    :class:`toolkit.errors.DataError` that leaves everything, the journal included, as found.
+    """
+    import json
+
+    from toolkit.errors import DataError
+
+    root_real = Path(os.path.realpath(root))
+    hint = (f"Compare the files with the backups it names, then delete {path.name}; nothing "
+            "was changed")
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        op = str(body.get("operation") or "edit")
+        files = [(Path(f["target"]), Path(f["temp"]),
+                  Path(f["backup"]) if f.get("backup") else None,
+                  f.get("old_sha256"), str(f["new_sha256"])) for f in body["files"]]
+        backup_sums = [f.get("backup_sha256") for f in body["files"]]
+        undo_remove = [Path(d) for d in body.get("undo_remove") or []]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise DataError(f"the journal of an interrupted edit is unreadable ({exc})", path=path,
+                        hint=hint) from None
+
+    def inside(p: Path) -> bool:
+        real = Path(os.path.realpath(p))
+        return root_real == real or root_real in real.parents
+
+    for target, temp, backup, _, _ in files:
+        if not (inside(target) and inside(temp) and (backup is None or inside(backup))
+                and temp.parent == target.parent and TEMP_MARK in temp.name):
+            raise DataError(f"the journal names a path outside {root_real}", path=path,
+                            hint=hint)
+    undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
+    states = []
+    for target, _, _, old, new in files:
+        cur = _sha256_of(target)
+        if cur == new:
+            states.append("new")
+        elif cur == old:
+            states.append("old")
+        else:
+            raise ConflictError("an interrupted edit cannot be finished or undone: this file "
+                                "changed since", path=target, hint=hint)
+    replaced = [str(f[0]) for f, st in zip(files, states) if st == "new"]
+    temps_whole = all(_sha256_of(temp) == new for (_, temp, _, _, new), st in zip(files, states)
+                      if st == "old")
+    complete = not rollback and bool(replaced) and temps_whole
+    if complete:
+        for (target, temp, _, _, _), st in zip(files, states):
+            if st == "old":
+                os.replace(temp, target)
+    else:
+        undo = [(target, backup, old) for (target, _, backup, old, _), st, bsum
+                in zip(files, states, backup_sums) if st == "new"]
+        for (target, _, backup, old, _), st, bsum in zip(files, states, backup_sums):
+            if st == "new" and old is not None and (
+                    backup is None or bsum is None or _sha256_of(backup) != bsum):
+                raise ConflictError("an interrupted edit cannot be undone: the backup of this "
+                                    "file is missing or differs", path=target, hint=hint)
+        for target, backup, old in undo:
+            if old is None or backup is None:
+                os.unlink(target)  # the edit created it
+            else:
+                atomic_replace(target, backup.read_bytes(),
+                               mode=os.stat(backup).st_mode & 0o7777, fsync_dir=False)
+        for _, temp, _, _, _ in files:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        for folder in undo_remove:
+            shutil.rmtree(folder, ignore_errors=True)
+    for folder in sorted({f[0].parent for f in files}):
+        _fsync_dir(folder)
+    _remove_journal(path)
+    return Recovery("completed" if complete else "rolled back", op, replaced, len(files))
 
 
 # --------------------------------------------------------------------------- locks
@@ -461,7 +666,7 @@ class FileLock:
 # --------------------------------------------------------------------------- backups
 
 
-def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path, *,
+def backup_files(sources: Sequence[FileSnapshot | Path], dest_dir: Path, *,
                  link: bool = False, fsync_folder: bool = True) -> list[Path]:
     """Copy each source into ``dest_dir`` (created; must not exist yet) and verify the copies.
 

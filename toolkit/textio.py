@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from toolkit.errors import DataError
+from toolkit.errors import DataError, TooLargeError
 
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILE_ENV = "TOOLKIT_MAX_FILE_MB"
@@ -50,7 +50,7 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror}", path=path) from None
     if size > limit:
-        raise DataError(
+        raise TooLargeError(
             f"file is {size / 1024 / 1024:.1f} MB, over the {limit / 1024 / 1024:.0f} MB limit",
             path=path,
             hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
@@ -61,7 +61,7 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
     except OSError as exc:  # unreadable (permissions), or gone since the stat
         raise DataError(f"cannot read: {exc.strerror}", path=path) from None
     if len(data) > limit:  # grew while we read it
-        raise DataError("file grew past the size limit while being read", path=path)
+        raise TooLargeError("file grew past the size limit while being read", path=path)
     return data
 
 

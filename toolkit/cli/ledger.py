@@ -528,7 +528,7 @@ def reset(yes: bool, dry_run: bool, force: bool, as_json: bool) -> None:
         return answer.strip().lower() in ("yes", "y")
 
     result = reset_ledger(cfg.vault, today=cfg.today_date(), dry_run=dry_run, force=force,
-                          confirm=confirm, request=_request())
+                          confirm=confirm, max_bytes=cfg.max_file_bytes, request=_request())
     _notes(result.notes)
     if as_json:
         echo_json(result.to_dict())

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import DataError
+from toolkit.errors import DataError, TooLargeError
 from toolkit.records import (
     CATEGORIES,
     CONFIDENCES,
@@ -323,9 +323,15 @@ def _parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, ki
                        tuple(problems))
 
 
-def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None) -> LedgerFile:
+def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
+                     tolerate_large: bool = False) -> LedgerFile:
     """Read and parse one ledger file. A missing or unreadable file gives an empty LedgerFile
-    with ``exists``/``error`` set and a problem note; it never raises for content."""
+    with ``exists``/``error`` set and a problem note.
+
+    A file over the size limit (FAULTS A8/I4) raises :class:`TooLargeError` (exit 65, naming
+    the file and the limit): a command that reads the ledger must not act as if the file were
+    empty. ``tolerate_large=True`` (the loader, whose warnings ``toolkit status`` and the
+    site show) turns it into a problem note like any other unreadable file."""
     if not path.exists():
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0, newline=b"\n",
                           bom=False, exists=False)
@@ -333,6 +339,8 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None) -> Led
         data = read_bytes(path, max_bytes)
         decode_utf8(data, path)  # junk bytes: report by offset, parse nothing
     except DataError as exc:
+        if isinstance(exc, TooLargeError) and not tolerate_large:
+            raise
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
                           problems=[Problem("smith", str(path), exc.line, exc.detail)])
@@ -723,8 +731,11 @@ class Vault:
         return [e for kind in LEDGER_FILES for e in self.files[kind].entries]
 
 
-def read_ledger(ledger_dir: Path, max_bytes: int | None = None) -> dict[str, LedgerFile]:
-    return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes)
+def read_ledger(ledger_dir: Path, max_bytes: int | None = None, *,
+                tolerate_large: bool = False) -> dict[str, LedgerFile]:
+    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large``)."""
+    return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes,
+                                   tolerate_large=tolerate_large)
             for kind in LEDGER_FILES}
 
 
@@ -744,11 +755,14 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
     return out
 
 
-def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = True) -> Vault:
+def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = True,
+               tolerate_large: bool = False) -> Vault:
+    """Everything in one vault. A ledger file over the size limit raises
+    :class:`TooLargeError` unless ``tolerate_large`` (see :func:`read_ledger_file`)."""
     ledger_dir = vault / "ledger"
     problems: list[Problem] = []
     exists = ledger_dir.is_dir()
-    files = read_ledger(ledger_dir, max_bytes) if exists else {
+    files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large) if exists else {
         kind: LedgerFile(ledger_dir / f"{kind}.md", kind, b"", [], 0, b"\n", False, exists=False)
         for kind in LEDGER_FILES}
     for lf in files.values():

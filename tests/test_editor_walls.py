@@ -1,0 +1,166 @@
+"""The editor's rules cannot be walked around (issue 11, item 6; FAULTS A8/I4, A14/G3).
+
+* a ledger file over ``max_file_mb`` is never read as empty: every ledger command names the
+  file and the limit (exit 65);
+* a ``ledger/`` folder (or the vault, ``.smith``, ``.backups``, ``archive``) that is a symlink
+  to a folder outside is refused like a symlinked file, and nothing outside is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FixtureProject, tree_digest
+
+BIG_LIMIT_ENV = {"TOOLKIT_MAX_FILE_MB": "1"}
+
+# Every command that reads or edits the ledger (the dashboard is `toolkit ledger`).
+LEDGER_COMMANDS = [
+    ("ledger",),
+    ("ledger", "list"),
+    ("ledger", "list", "--file", "antipatterns"),
+    ("ledger", "show", "route table"),
+    ("ledger", "search", "migration"),
+    ("ledger", "prune", "--auto"),
+    ("ledger", "prune", "--dry-run"),
+    ("ledger", "promote", "route table"),
+    ("ledger", "demote", "route table"),
+    ("ledger", "export"),
+    ("ledger", "reset", "--yes"),
+    ("ledger", "reconcile"),
+    ("ledger", "reconcile", "--force"),
+    ("ledger", "reconcile", "--status"),
+]
+
+
+def _grow(path: Path, size: int = 1_200_000) -> None:
+    """Push a ledger file over a 1 MB limit with one long line at its end."""
+    path.write_bytes(path.read_bytes() + b"\n" + b"x" * size + b"\n")
+
+
+@pytest.mark.parametrize("args", LEDGER_COMMANDS, ids=" ".join)
+def test_i4_a_file_over_the_limit_is_named_never_read_as_empty(
+        project: FixtureProject, cli_run, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    big = project.ledger / "patterns.md"
+    _grow(big)
+    before = tree_digest(project.root)
+    r = cli_run("--today", "2026-09-01", *args, env=BIG_LIMIT_ENV)
+    assert r.exit_code == 65, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("Error:")]
+    assert len(lines) == 1 and str(big) in lines[0] and "over the 1 MB limit" in lines[0] \
+        and "TOOLKIT_MAX_FILE_MB" in lines[0], r.output
+    assert "No entries" not in r.output and "Traceback" not in r.output
+    assert tree_digest(project.root) == before
+
+
+def test_i4_the_limit_from_toolkit_yaml_counts_too(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    big = project.ledger / "antipatterns.md"
+    _grow(big)
+    (project.root / "toolkit.yaml").write_text("max_file_mb: 1\n")
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 65
+    assert f"{big}: file is 1.1 MB, over the 1 MB limit" in r.stderr
+    # raising the limit reads the file: the command works again
+    (project.root / "toolkit.yaml").write_text("max_file_mb: 5\n")
+    r = cli_run("ledger", "list", "--file", "antipatterns")
+    assert r.exit_code == 0 and "No entries match" not in r.output
+    assert "Editing an applied migration in place" in r.output
+
+
+def test_i4_the_loader_keeps_loading_and_warns(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    """`toolkit load`/`status` read every source: the big file is a warning there (shown by
+    status and the site), the other files load."""
+    big = project.ledger / "patterns.md"
+    _grow(big)
+    r = cli_run("status", env=BIG_LIMIT_ENV)
+    assert r.exit_code == 0
+    assert "over the 1 MB limit" in r.output and "patterns.md" in r.output
+
+
+# --------------------------------------------------------------------------- G3: symlinked folders
+
+
+def _outside_ledger(project: FixtureProject, tmp_path: Path) -> Path:
+    """Move ledger/ out of the vault and leave a symlink to it in its place."""
+    outside = tmp_path / "elsewhere" / "ledger"
+    outside.parent.mkdir()
+    project.ledger.rename(outside)
+    project.ledger.symlink_to(outside, target_is_directory=True)
+    return outside
+
+
+MUTATIONS = [
+    ("ledger", "promote", "route table"),
+    ("ledger", "demote", "route table"),
+    ("ledger", "prune", "--auto"),
+    ("ledger", "prune", "--dry-run"),
+    ("ledger", "reset", "--yes"),
+    ("ledger", "reconcile", "--force"),
+]
+
+
+@pytest.mark.parametrize("args", MUTATIONS, ids=" ".join)
+def test_g3_ledger_folder_linked_outside_the_vault_is_refused(
+        project: FixtureProject, cli_run, tmp_path: Path, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    outside = _outside_ledger(project, tmp_path)
+    before = tree_digest(outside.parent)
+    r = cli_run("--today", "2026-09-01", *args)
+    assert r.exit_code == 1, r.output
+    [err] = [ln for ln in r.stderr.splitlines() if ln.startswith("Error:")]
+    assert err.startswith(f"Error: {project.ledger}: is a symlink to {outside}, outside the "
+                          "vault"), err
+    assert tree_digest(outside.parent) == before  # no edit, no .backups, no archive out there
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("link", [".smith", ".smith/vault"])
+def test_g3_vault_linked_outside_the_project_is_refused(
+        project: FixtureProject, cli_run, tmp_path: Path, link: str) -> None:  # type: ignore[no-untyped-def]
+    folder = project.root / link
+    outside = tmp_path / "elsewhere" / Path(link).name
+    outside.parent.mkdir()
+    folder.rename(outside)
+    folder.symlink_to(outside, target_is_directory=True)
+    before = tree_digest(outside)
+    for args in (("ledger", "promote", "route table"), ("ledger", "reset", "--yes"),
+                 ("ledger", "reconcile", "--force")):
+        r = cli_run(*args)
+        assert r.exit_code == 1
+        assert f"Error: {folder}: is a symlink to {outside}, outside the project folder" \
+            in r.stderr
+    assert tree_digest(outside) == before
+
+
+@pytest.mark.parametrize("name,args", [(".backups", ("ledger", "promote", "route table")),
+                                       (".backups", ("ledger", "reconcile", "--force")),
+                                       ("archive", ("ledger", "reset", "--yes"))])
+def test_g3_backups_or_archive_linked_outside_is_refused(
+        project: FixtureProject, cli_run, tmp_path: Path, name: str,
+        args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    folder = project.ledger / name
+    outside = tmp_path / "elsewhere" / name
+    outside.parent.mkdir()
+    if folder.exists():
+        folder.rename(outside)
+    else:
+        outside.mkdir()
+    folder.symlink_to(outside, target_is_directory=True)
+    before_out, before_in = tree_digest(outside), tree_digest(project.root)
+    r = cli_run(*args)
+    assert r.exit_code == 1
+    assert f"Error: {folder}: is a symlink to {outside}, outside the vault" in r.stderr
+    assert tree_digest(outside) == before_out
+    assert tree_digest(project.root) == before_in
+
+
+def test_g3_a_link_that_stays_inside_the_vault_is_followed(
+        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    real = project.vault / "ledger-real"
+    project.ledger.rename(real)
+    project.ledger.symlink_to("ledger-real", target_is_directory=True)
+    r = cli_run("ledger", "promote", "route table")
+    assert r.exit_code == 0, r.output
+    assert project.ledger.is_symlink()
+    assert any((real / ".backups").iterdir())

@@ -1,0 +1,242 @@
+"""FAULTS G4: a multi-file edit is all-or-nothing across a crash.
+
+A real ``python -m toolkit`` child is SIGKILLed at every point of a journaled set of renames
+(``after_journal``: none renamed; ``after_rename@<n>``: n renamed). Right after the kill the
+ledger is half-applied; the next command that opens the vault (a reader or an editor) finishes
+or undoes the edit from the journal, says which on stderr, and the files are then all-new or
+all-old as a set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FixtureProject
+
+NOW = "2026-06-15T12:00:00Z"
+NAMES = ("patterns.md", "antipatterns.md", "tool-preferences.md", "edge-cases.md",
+         "project-quirks.md", "meta.yaml", ".meta.json")
+JOURNAL = ".toolkit-journal.json"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TOOLKIT_EDITOR_PAUSE", None)
+    env["TOOLKIT_NOW"] = NOW
+    env.update(extra)
+    return env
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkit", "--today", NOW[:10], *args],
+                          cwd=cwd, env=_env(), capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def _kill_at(args: list[str], cwd: Path, point: str) -> None:
+    """Start the command, wait for it to reach ``point``, SIGKILL it there."""
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "--today", NOW[:10], *args],
+                            cwd=cwd, env=_env(TOOLKIT_EDITOR_PAUSE=point),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return
+        raise AssertionError(f"never reached {point}; exit {proc.poll()}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _state(ledger: Path) -> dict[str, bytes | None]:
+    return {n: (ledger / n).read_bytes() if (ledger / n).exists() else None for n in NAMES}
+
+
+def _without_lock(state: dict[str, bytes | None]) -> dict[str, object]:
+    """The set with .meta.json's lock field left out: a run killed before its first rename
+    leaves its (dead) lock there, which the next editor run takes over (FAULTS B3/B8)."""
+    out: dict[str, object] = dict(state)
+    raw = state[".meta.json"]
+    if raw is not None:
+        data = json.loads(raw)
+        data.pop("lock", None)
+        out[".meta.json"] = data
+    return out
+
+
+def _temps(ledger: Path) -> list[str]:
+    return sorted(p.name for p in ledger.iterdir() if ".toolkit-tmp-" in p.name)
+
+
+def _before_and_after(project: FixtureProject, tmp_path: Path,
+                      args: list[str]) -> tuple[dict[str, bytes | None], dict[str, bytes | None]]:
+    """The ledger as it is, and as one uninterrupted run of ``args`` leaves it (on a copy)."""
+    serial = tmp_path / "serial"
+    shutil.copytree(project.root, serial, symlinks=True)
+    r = _run(args, serial)
+    assert r.returncode == 0, r.stderr
+    return _state(project.ledger), _state(serial / ".smith" / "vault" / "ledger")
+
+
+def _note(stderr: str) -> str:
+    [line] = [ln for ln in stderr.splitlines() if ln.startswith("note:") and "interrupted" in ln]
+    return line
+
+
+# prune on 2026-06-15: one entry removed from patterns.md and one from antipatterns.md, so the
+# set is patterns.md, antipatterns.md, meta.yaml, .meta.json (4 renames).
+PRUNE = ["ledger", "prune", "--auto"]
+PRUNE_POINTS = ["after_journal", "after_rename@1", "after_rename@2", "after_rename@3",
+                "after_rename@4"]
+
+
+@pytest.mark.parametrize("point", PRUNE_POINTS)
+@pytest.mark.parametrize("reader", [["ledger", "list"], ["ledger"], ["status"],
+                                    ["ledger", "prune", "--auto"]], ids=" ".join)
+def test_g4_killed_prune_is_completed_or_rolled_back_by_the_next_command(
+        project: FixtureProject, tmp_path: Path, point: str, reader: list[str]) -> None:
+    old, new = _before_and_after(project, tmp_path, PRUNE)
+    _kill_at(PRUNE, project.root, point)
+    renamed = 0 if point == "after_journal" else int(point.split("@")[1])
+    killed = _state(project.ledger)
+    assert (project.ledger / JOURNAL).exists()
+    if 0 < renamed < 4:  # really half-applied: some files new, some old
+        assert killed != new and _without_lock(killed) != _without_lock(old)
+
+    r = _run(reader, project.root)
+    assert r.returncode == 0, r.stderr
+    note = _note(r.stderr)
+    after = _state(project.ledger)
+    if renamed == 0:
+        assert note == (f"note: {project.ledger}: an interrupted prune (0 of 4 files replaced "
+                        "when it stopped) was rolled back from its journal; the files are as "
+                        "before it")
+        if reader[1:] == ["prune", "--auto"]:  # rolled back, then pruned for real
+            assert after == new
+        else:
+            assert _without_lock(after) == _without_lock(old)
+    else:
+        assert note == (f"note: {project.ledger}: an interrupted prune ({renamed} of 4 files "
+                        "replaced when it stopped) was completed from its journal")
+        assert after == new
+    assert not (project.ledger / JOURNAL).exists()
+    assert _temps(project.ledger) == []
+    # the next command has nothing left to say
+    again = _run(["ledger", "list"], project.root)
+    assert "interrupted" not in again.stderr
+
+
+def test_g4_the_reader_warnings_name_the_recovery(project: FixtureProject, tmp_path: Path) -> None:
+    _, new = _before_and_after(project, tmp_path, PRUNE)
+    _kill_at(PRUNE, project.root, "after_rename@2")
+    r = _run(["ledger", "--json"], project.root)
+    assert r.returncode == 0, r.stderr
+    warnings = json.loads(r.stdout)["warnings"]
+    assert any("an interrupted prune (2 of 4 files replaced when it stopped) was completed"
+               in w for w in warnings)
+    assert _state(project.ledger) == new
+
+
+def test_g4_lost_temp_files_roll_the_edit_back(project: FixtureProject, tmp_path: Path) -> None:
+    old, _ = _before_and_after(project, tmp_path, PRUNE)
+    _kill_at(PRUNE, project.root, "after_rename@1")
+    for name in _temps(project.ledger):  # the rest of the edit cannot be finished
+        (project.ledger / name).unlink()
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert _note(r.stderr).endswith("an interrupted prune (1 of 4 files replaced when it "
+                                    "stopped) was rolled back from its journal; the files are "
+                                    "as before it")
+    assert _without_lock(_state(project.ledger)) == _without_lock(old)
+    assert not (project.ledger / JOURNAL).exists()
+
+
+def test_g4_a_file_edited_since_the_kill_stops_the_recovery(project: FixtureProject) -> None:
+    _kill_at(PRUNE, project.root, "after_rename@1")
+    edited = project.ledger / "antipatterns.md"
+    edited.write_bytes(edited.read_bytes() + b"\nmy own note\n")
+    mine = edited.read_bytes()
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 1
+    assert r.stderr == (f"Error: {edited}: an interrupted edit cannot be finished or undone: "
+                        "this file changed since. Compare the files with the backups it names, "
+                        f"then delete {JOURNAL}; nothing was changed\n")
+    assert edited.read_bytes() == mine and (project.ledger / JOURNAL).exists()
+
+
+# reset: meta.yaml, the five files, .meta.json (7 renames); the archive is removed on undo.
+RESET = ["ledger", "reset", "--yes"]
+
+
+@pytest.mark.parametrize("point", ["after_journal", "after_rename@1", "after_rename@3",
+                                   "after_rename@6", "after_rename@7"])
+def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tmp_path: Path,
+                                                     point: str) -> None:
+    old, new = _before_and_after(project, tmp_path, RESET)
+    archive = project.ledger / "archive" / "2026-06-15-120000"
+    _kill_at(RESET, project.root, point)
+    renamed = 0 if point == "after_journal" else int(point.split("@")[1])
+    assert archive.is_dir()
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0, r.stderr
+    note = _note(r.stderr)
+    if renamed == 0:
+        assert note.endswith("an interrupted reset (0 of 7 files replaced when it stopped) was "
+                             "rolled back from its journal; the files are as before it")
+        assert _without_lock(_state(project.ledger)) == _without_lock(old)
+        assert not archive.exists()
+    else:
+        assert note.endswith(f"an interrupted reset ({renamed} of 7 files replaced when it "
+                             "stopped) was completed from its journal")
+        assert _state(project.ledger) == new
+        assert {p.name: p.read_bytes() for p in archive.iterdir()} == {
+            n: b for n, b in old.items() if b is not None and n != ".meta.json"}
+    assert not (project.ledger / JOURNAL).exists() and _temps(project.ledger) == []
+
+
+def test_g4_a_journal_of_a_run_that_holds_the_lock_is_left_to_it(project: FixtureProject) -> None:
+    """A reader never finishes an edit whose run is alive (it holds the ledger lock)."""
+    from toolkit.safewrite import FileLock
+
+    _kill_at(PRUNE, project.root, "after_rename@1")
+    killed = _state(project.ledger)
+    with FileLock(project.vault, 0):  # as a live writer would hold it
+        r = _run(["ledger", "list"], project.root)
+        assert r.returncode == 0 and "interrupted" not in r.stderr
+        assert _state(project.ledger) == killed and (project.ledger / JOURNAL).exists()
+    r = _run(["ledger", "list"], project.root)
+    assert "was completed from its journal" in _note(r.stderr)
+
+
+def test_g4_a_journal_naming_paths_outside_the_vault_is_refused(project: FixtureProject,
+                                                                tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    temp = project.ledger / ".patterns.md.toolkit-tmp-1-abcd"
+    temp.write_text("evil\n")
+    journal = {"toolkit_journal": 1, "operation": "prune", "files": [
+        {"target": str(victim), "temp": str(temp), "backup": None, "backup_sha256": None,
+         "old_sha256": None, "new_sha256": "0" * 64}]}
+    (project.ledger / JOURNAL).write_text(json.dumps(journal))
+    r = _run(["ledger", "promote", "route table"], project.root)
+    assert r.returncode == 65
+    assert r.stderr.startswith(f"Error: {project.ledger / JOURNAL}: the journal names a path "
+                               f"outside {project.vault}")
+    assert victim.read_text() == "keep me\n" and temp.exists()

@@ -424,3 +424,57 @@ def test_the_brief_writes_nothing(cli_run, world):
              if p.name in before}
     assert before == after
     assert not (world["root"] / ".toolkit").exists()  # no store either
+
+
+# =========================================================================== site and handoff
+
+HOSTILE_GOAL = "<script>alert('goal')</script> ship {{ 7*7 }}"
+
+
+def _goal_world(base: Path):  # type: ignore[no-untyped-def]
+    from tests._site_helpers import make_world
+
+    world = make_world(base)
+    nagi = world.home / ".nagi"
+    write_goal(nagi / "goal.json", HOSTILE_GOAL, remaining=4, max_turns=10, extensions=1)
+    (nagi / "goal_history.jsonl").write_text(
+        history_line("write the docs", "done", "README updated in a1b2c3d", 2,
+                     "2026-05-08T10:00:00+00:00")
+        + history_line("port the parser", "aborted", "blocked upstream", 5,
+                       "2026-05-09T10:00:00+00:00")
+        + '{"goal": "torn', encoding="utf-8")
+    return world
+
+
+def test_site_has_a_goals_page_linked_from_the_dashboard(tmp_path):
+    from tests._site_helpers import build, scan
+
+    world = _goal_world(tmp_path)
+    result = build(world)
+    assert result.warnings == []
+    page = scan(result.out / "audit" / "goals" / "index.html")
+    text = page.body_text
+    assert HOSTILE_GOAL in text  # shown as text ...
+    assert "alert('goal')</script>" not in (result.out / "audit" / "goals" / "index.html") \
+        .read_text(encoding="utf-8")  # ... never as markup
+    assert "4 of 10 turns left" in text
+    # the history, newest first, and the outcomes
+    assert text.index("port the parser") < text.index("write the docs")
+    assert "README updated in a1b2c3d" in text and "blocked upstream" in text
+    assert "2026-05-09 10:00:00" in text
+    home = scan(result.out / "index.html")
+    hrefs = {dict(a).get("href") for t, a in home.tags if t == "a"}
+    assert "audit/goals/" in hrefs
+    assert HOSTILE_GOAL in home.body_text and "2 closed goals" in home.body_text
+    # the torn line is a warning of the build's sources
+    warnings = scan(result.out / "warnings" / "index.html").body_text
+    assert "torn last line" in warnings
+
+
+def test_site_without_goal_files_says_so(tmp_path):
+    from tests._site_helpers import build, make_world, scan
+
+    result = build(make_world(tmp_path))
+    assert "No active goal." in scan(result.out / "index.html").body_text
+    goals = scan(result.out / "audit" / "goals" / "index.html").body_text
+    assert "No active goal." in goals and "No goal has closed yet." in goals

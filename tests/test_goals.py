@@ -478,3 +478,36 @@ def test_site_without_goal_files_says_so(tmp_path):
     assert "No active goal." in scan(result.out / "index.html").body_text
     goals = scan(result.out / "audit" / "goals" / "index.html").body_text
     assert "No active goal." in goals and "No goal has closed yet." in goals
+
+
+def _handoff(monkeypatch):  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    from toolkit import config
+    from toolkit.handoff import export_report
+    from toolkit.store import Store
+
+    cfg = config.resolve()
+    with Store.open(cfg.db_path) as store:
+        store.refresh(cfg)
+        return export_report(store, cfg, now=dt.datetime(2026, 5, 6, 9, 30))
+
+
+def test_handoff_shows_the_active_goal_before_everything_else(project, monkeypatch):
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    write_goal(project.home / ".nagi" / "goal.json", f"ship *it* with {token}", remaining=3,
+               max_turns=20)
+    text = _handoff(monkeypatch)
+    lines = text.splitlines()
+    goal = next(i for i, line in enumerate(lines) if line.startswith("**Active goal:**"))
+    assert "open slop" in lines[goal + 2]  # just above the summary line ...
+    assert goal < next(i for i, line in enumerate(lines) if line.startswith("## "))
+    assert lines[goal] == ("**Active goal:** ship \\*it\\* with \\[REDACTED\\] (3 of 20 turns "
+                           "left, set 2026-08-01 00:00 UTC)")  # ... escaped and redacted
+    assert token not in text
+
+
+def test_handoff_without_an_active_goal_has_no_goal_line(project, monkeypatch):
+    (project.home / ".nagi" / "goal_history.jsonl").write_text(history_line("old", "done"),
+                                                                encoding="utf-8")
+    assert "Active goal" not in _handoff(monkeypatch)

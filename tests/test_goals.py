@@ -158,7 +158,9 @@ def test_goal_with_a_non_numeric_budget_is_kept_and_warned(cli_run, world):
     assert row["goal"] == "ship the widget"
     assert row["remaining"] is None
     assert row["problems"] == ['remaining is not a whole number: "four"']
-    assert 'remaining is not a whole number: "four"' in cli_run("status").output
+    status = cli_run("status").output
+    assert 'remaining is not a whole number: "four"' in status
+    assert "active goal (?/10 turns left), 0 closed goals" in status
 
 
 def test_torn_last_line_of_the_history_is_ignored_with_a_warning(cli_run, world):

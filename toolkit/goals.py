@@ -113,6 +113,7 @@ def _load(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
     state, problems = src.read_goal_file(goal_path, cfg.max_file_bytes)
     events, more = src.read_goal_history(history_path, cfg.max_file_bytes)
     problems = problems + more
+    remaining = max_turns = None
     if state is not None:
         remaining = src.whole_number(state.remaining)
         max_turns = src.whole_number(state.max_turns)
@@ -135,8 +136,9 @@ def _load(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
          _timestamp(e.closed), _text(e.created), _text(e.closed), src.whole_number(e.turns_used),
          e.extra or None, e.problems, e.path) for e in events])
     active = "no active goal"
-    if state is not None:
-        active = f"active goal ({state.remaining}/{state.max_turns} turns left)"
+    if state is not None:  # only numbers: the note is printed as it is (no file text)
+        shown = ["?" if n is None else str(n) for n in (remaining, max_turns)]
+        active = f"active goal ({shown[0]}/{shown[1]} turns left)"
     closed = f"{len(events)} closed goal{'s' if len(events) != 1 else ''}"
     return SourceResult("goals", str(goal_path), True, f"{active}, {closed}",
                         len(events) + (state is not None), problems=problems)

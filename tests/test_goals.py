@@ -513,3 +513,16 @@ def test_handoff_without_an_active_goal_has_no_goal_line(project, monkeypatch):
     (project.home / ".nagi" / "goal_history.jsonl").write_text(history_line("old", "done"),
                                                                 encoding="utf-8")
     assert "Active goal" not in _handoff(monkeypatch)
+
+
+@pytest.mark.parametrize(("option", "value", "shown"), [
+    ("--max-items", str(10**20), False),  # too large for SQLite: nagi-ledger prints nothing
+    ("--days", str(10**20), True),  # SQLite has no such date: no rows, the goal stays
+])
+def test_huge_numbers_are_answered_as_nagi_ledger_answers_them(cli_run, world, option, value,
+                                                              shown):
+    write_goal(world["goal"])
+    audit_ops.log_dispatch(world["db"], "pending", "fork", "opus", "x")
+    result = brief(cli_run, option, value)
+    goal_only = f"{HEADER}\n\n### アクティブ goal\n- ship the widget (remaining 4/10)\n"
+    assert result.stdout == (goal_only if shown else "")

@@ -246,7 +246,7 @@ def _rows(conn: sqlite3.Connection, sql: str, table: str, days: int, max_items: 
         if str(exc) == f"no such table: {table}":  # nagi-ledger creates it, empty
             return []
         raise _QueryFailed(str(exc)) from None
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OverflowError) as exc:  # OverflowError: --max-items past 2**63
         raise _QueryFailed(str(exc)) from None
 
 

@@ -58,10 +58,11 @@ def audit() -> None:
     The log-* commands write the SQLite DB itself ($NAGI_LEDGER_DB, ~/.nagi/ledger.db or
     --audit-db) exactly as nagi-ledger does, creating it when missing; nagi-ledger and its
     hooks keep working on the same file. The other commands read through the toolkit's store
-    (refreshed first) and never create or change the DB.
+    (refreshed first) and never create or change the DB; `brief` reads the goal file and the
+    DB directly, as nagi-ledger's session-start hook does.
 
-    Every command has --json, which prints the value nagi-ledger's MCP tool of the same job
-    returns. Exit codes: 2 invalid value (the message names the valid ones), 1 unknown
+    Every command but brief (nagi-ledger has no MCP tool for it) has --json, which prints the
+    value nagi-ledger's MCP tool of the same job returns. Exit codes: 2 invalid value (the message names the valid ones), 1 unknown
     dispatch id or missing DB, 65 damaged DB, 75 DB locked by another process (nothing
     written; retry).
     """

@@ -62,9 +62,9 @@ def audit() -> None:
     DB directly, as nagi-ledger's session-start hook does.
 
     Every command but brief (nagi-ledger has no MCP tool for it) has --json, which prints the
-    value nagi-ledger's MCP tool of the same job returns. Exit codes: 2 invalid value (the message names the valid ones), 1 unknown
-    dispatch id or missing DB, 65 damaged DB, 75 DB locked by another process (nothing
-    written; retry).
+    value nagi-ledger's MCP tool of the same job returns. Exit codes: 2 invalid value (the
+    message names the valid ones), 1 unknown dispatch id or missing DB, 65 damaged DB, 75 DB
+    locked by another process (nothing written; retry).
     """
 
 

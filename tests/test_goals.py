@@ -526,3 +526,51 @@ def test_huge_numbers_are_answered_as_nagi_ledger_answers_them(cli_run, world, o
     result = brief(cli_run, option, value)
     goal_only = f"{HEADER}\n\n### アクティブ goal\n- ship the widget (remaining 4/10)\n"
     assert result.stdout == (goal_only if shown else "")
+
+
+def _load_goals(cli_run) -> str:  # type: ignore[no-untyped-def]
+    out = cli_run("load").output
+    return next(line for line in out.splitlines() if line.startswith("goals "))
+
+
+def test_an_appended_history_is_read_from_where_the_last_load_stopped(cli_run, world):
+    world["history"].write_text(history_line("first", "done") + "not json\n"
+                                + history_line("second", "aborted"), encoding="utf-8")
+    assert "(2 new)" in _load_goals(cli_run)
+    with world["history"].open("a", encoding="utf-8") as fh:
+        fh.write(history_line("third", "superseded"))
+    assert "(1 new)" in _load_goals(cli_run)  # only the appended line was read
+    out = cli_run("query", "--format", "csv", "SELECT line, goal FROM goal_events ORDER BY line")
+    assert out.output.splitlines()[1:] == ["1,first", "3,second", "4,third"]
+    # the warning about line 2 is kept although line 2 was not read again
+    assert f"{world['history']}:2: not a JSON object" in cli_run("status").output
+
+
+def test_a_torn_tail_is_read_again_once_the_next_append_completes_it(cli_run, world):
+    world["history"].write_text(history_line("first", "done") + '{"goal": "torn',
+                                encoding="utf-8")
+    _load_goals(cli_run)
+    assert "torn last line" in cli_run("status").output
+    with world["history"].open("a", encoding="utf-8") as fh:
+        fh.write(history_line("after", "aborted"))
+    assert "(1 new)" in _load_goals(cli_run)
+    out = cli_run("query", "--format", "csv", "SELECT line, goal FROM goal_events ORDER BY line")
+    assert out.output.splitlines()[1:] == ["1,first", "2,after"]
+    status = cli_run("status").output
+    assert "torn last line" not in status
+    assert "2: a torn entry (an interrupted write) ran into the next one" in status
+
+
+def test_a_rewritten_history_is_read_whole(cli_run, world):
+    world["history"].write_text(history_line("a", "done") + history_line("b", "done"),
+                                encoding="utf-8")
+    _load_goals(cli_run)
+    world["history"].write_text(history_line("c", "aborted") + history_line("d", "done")
+                                + history_line("e", "done"), encoding="utf-8")
+    assert "(3 new)" in _load_goals(cli_run)
+    out = cli_run("query", "--format", "csv", "SELECT line, goal FROM goal_events ORDER BY line")
+    assert out.output.splitlines()[1:] == ["1,c", "2,d", "3,e"]
+    world["history"].write_text(history_line("f", "done"), encoding="utf-8")  # shorter
+    _load_goals(cli_run)
+    out = cli_run("query", "--format", "csv", "SELECT line, goal FROM goal_events ORDER BY line")
+    assert out.output.splitlines()[1:] == ["1,f"]

@@ -1,14 +1,16 @@
 """nagi-ledger's goal gate as a source (tables ``goals`` and ``goal_events``), and its
 session-start "open loops" brief (``toolkit audit brief``).
 
-The loader reads ``goal.json`` and ``goal_history.jsonl`` (``toolkit.sources.goals``) whole
-whenever either file's fingerprint changes; both files are only read. ``brief`` prints what
+The loader reads ``goal.json`` and ``goal_history.jsonl`` (``toolkit.sources.goals``) when
+either file's fingerprint changes: goal.json whole, the append-only history from where the
+last load stopped (whole when it was rewritten); both files are only read. ``brief`` prints what
 nagi-ledger's ``session_brief.py`` prints for the same goal file, audit DB and repositories.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import sqlite3
@@ -105,13 +107,15 @@ def _load(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
 
     goal_path, history_path = goal_paths(cfg)
     store.conn.execute("DELETE FROM goals")
-    store.conn.execute("DELETE FROM goal_events")
     if not goal_path.exists() and not history_path.exists():
+        store.conn.execute("DELETE FROM goal_events")
         return SourceResult("goals", str(goal_path), False,
                             "no nagi-ledger goal files (set NAGI_GOAL_FILE and "
                             "NAGI_GOAL_HISTORY, or --goal-file and --goal-history)")
     state, problems = src.read_goal_file(goal_path, cfg.max_file_bytes)
-    events, more = src.read_goal_history(history_path, cfg.max_file_bytes)
+    prev = {} if full else ((store.source_state("goals") or {}).get("state") or {})
+    events, more, history = _read_history(store, history_path, cfg.max_file_bytes,
+                                          prev.get("history") or {})
     problems = problems + more
     remaining = max_turns = None
     if state is not None:
@@ -129,19 +133,109 @@ def _load(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
                  "max_turns": state.max_turns, "created": state.created,
                  **({"extensions": state.extensions} if state.extensions is not None else {}),
                  **state.extra}, state.problems, state.path)])
-    store.insert_rows("goal_events", (
-        "line", "goal", "outcome", "note", "created", "closed", "created_raw", "closed_raw",
-        "turns_used", "extra", "problems", "path"), [
-        (e.line, _text(e.goal), _text(e.outcome), _text(e.note), _timestamp(e.created),
-         _timestamp(e.closed), _text(e.created), _text(e.closed), src.whole_number(e.turns_used),
-         e.extra or None, e.problems, e.path) for e in events])
     active = "no active goal"
     if state is not None:  # only numbers: the note is printed as it is (no file text)
         shown = ["?" if n is None else str(n) for n in (remaining, max_turns)]
         active = f"active goal ({shown[0]}/{shown[1]} turns left)"
-    closed = f"{len(events)} closed goal{'s' if len(events) != 1 else ''}"
-    return SourceResult("goals", str(goal_path), True, f"{active}, {closed}",
-                        len(events) + (state is not None), problems=problems)
+    total = int(store.scalar("SELECT count(*) FROM goal_events"))
+    history["rows"] = int(store.scalar("SELECT count(*) FROM goal_events WHERE line <= ?",
+                                       [history.get("lines", 0)]))
+    closed = f"{total} closed goal{'s' if total != 1 else ''}"
+    result = SourceResult("goals", str(goal_path), True, f"{active}, {closed}",
+                          total + (state is not None), problems=problems,
+                          change=f"{len(events)} new")
+    result.state = {"history": history}
+    return result
+
+
+_TAIL = 4096  # bytes before the last line read whose hash says "the file only grew"
+
+
+def _tail_digest(path: Path, end: int) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, end - _TAIL))
+            return hashlib.sha256(fh.read(min(end, _TAIL))).hexdigest()
+    except OSError:
+        return None
+
+
+def _read_history(store: Store, path: Path, max_bytes: int | None, prev: dict[str, Any]
+                  ) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """Closed goals added since the last load, and what was wrong with them.
+
+    The history is append-only: when the file still holds what was read last time (its size
+    did not shrink and the bytes before the last whole line read are unchanged), only the
+    lines after it are read, and the rows and warnings of the lines before are kept. Anything
+    else (rewritten, truncated, first load, ``--full``) reads it whole. Returns (new events,
+    warnings of the history, state for the next load).
+    """
+    from toolkit.errors import DataError
+    from toolkit.records import Problem
+    from toolkit.sources import goals as src
+    from toolkit.textio import max_file_bytes, read_bytes
+
+    where = str(path)
+    start = lines = 0
+    try:
+        size = path.stat().st_size if path.is_file() else None
+    except OSError:
+        size = None
+    end = prev.get("end")
+    if (size is not None and prev.get("path") == where and isinstance(end, int)
+            and 0 < end <= size <= max_file_bytes(max_bytes)
+            and _tail_digest(path, end) == prev.get("digest")
+            and store.scalar("SELECT count(*) FROM goal_events WHERE line <= ?",
+                             [prev.get("lines", 0)]) == prev.get("rows")):
+        start, lines = end, int(prev.get("lines", 0))
+    data = b""
+    limit = max_file_bytes(max_bytes)
+    if start:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read(limit - start + 1)
+        except OSError:
+            start = lines = 0
+        if start + len(data) > limit:  # grew past the limit: the whole read says so
+            start = lines = 0
+    if start:
+        kept = [p for p in store.problems("goals")
+                if p.path == where and p.line is not None and p.line <= lines]
+        events, problems = src.parse_goal_history(data, where, lines + 1)
+        problems = kept + problems
+        store.conn.execute("DELETE FROM goal_events WHERE line > ?", [lines])
+    else:
+        store.conn.execute("DELETE FROM goal_events")
+        data, events, problems = b"", [], []
+        if path.exists():
+            try:
+                data = read_bytes(path, max_bytes)
+            except DataError as exc:
+                problems = [Problem("goals", where, None,
+                                    f"{exc.detail}; goal history not read")]
+            else:
+                events, problems = src.parse_goal_history(data, where)
+    whole = data.rfind(b"\n") + 1  # the bytes of whole lines read; a torn tail is re-read
+    state: dict[str, Any] = {"path": where, "end": start + whole,
+                             "lines": lines + data[:whole].count(b"\n")}
+    if whole >= _TAIL or (start == 0 and whole):  # the bytes just read, not the file again
+        state["digest"] = hashlib.sha256(data[max(0, whole - _TAIL):whole]).hexdigest()
+    else:
+        state["digest"] = _tail_digest(path, state["end"]) if state["end"] else None
+    store.insert_rows("goal_events", (
+        "line", "goal", "outcome", "note", "created", "closed", "created_raw", "closed_raw",
+        "turns_used", "extra", "problems", "path"), [
+        (e.line, _text(e.goal), _text(e.outcome), _text(e.note), _timestamp(e.created),
+         _timestamp(e.closed), _text(e.created), _text(e.closed), _whole(e.turns_used),
+         e.extra or None, e.problems, e.path) for e in events])
+    return events, problems, state
+
+
+def _whole(value: Any) -> int | None:
+    from toolkit.sources.goals import whole_number
+
+    return whole_number(value)
 
 
 def _loaders() -> list[Any]:

@@ -119,14 +119,20 @@ def read_goal_history(path: Path, max_bytes: int | None = None
         data = read_bytes(path, max_bytes)
     except DataError as exc:
         return [], [Problem(SOURCE, where, None, f"{exc.detail}; goal history not read")]
+    return parse_goal_history(data, where)
+
+
+def parse_goal_history(data: bytes, where: str, first_line: int = 1
+                       ) -> tuple[list[GoalEvent], list[Problem]]:
+    """The closed goals in ``data``, lines of the history file from ``first_line`` on."""
     lines = data.split(b"\n")
     torn_tail = not data.endswith(b"\n")
     events: list[GoalEvent] = []
     problems: list[Problem] = []
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first_line):
         if not raw.strip():
             continue
-        last = torn_tail and number == len(lines)
+        last = torn_tail and number == first_line + len(lines) - 1
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -185,5 +191,5 @@ def _parse_line(text: str) -> tuple[dict[str, Any] | None, str]:
     return obj, ""
 
 
-__all__ = ["OUTCOMES", "REQUIRED_KEYS", "GoalEvent", "GoalState", "read_goal_file",
-           "read_goal_history", "whole_number"]
+__all__ = ["OUTCOMES", "REQUIRED_KEYS", "GoalEvent", "GoalState", "parse_goal_history",
+           "read_goal_file", "read_goal_history", "whole_number"]

@@ -285,7 +285,7 @@ def _goal_line(goal: dict[str, Any], r: Redactor) -> str:
     when = (created.strftime("%Y-%m-%d %H:%M UTC") if isinstance(created, dt.datetime)
             else goal.get("created_raw"))
     text = md_text(r(str(goal["goal"])) if goal.get("goal") is not None else "(no text)")
-    return (f"**Active goal:** {text} ({budget(goal)}"
+    return (f"**Active goal:** {text} ({md_text(r(budget(goal)))}"
             + (f", set {md_text(r(str(when)))}" if when else "") + ")")
 
 

@@ -325,6 +325,38 @@ def test_audit_db_has_nagi_ledger_schema_in_wal_mode(world: DemoWorld) -> None:
 
 # --------------------------------------------------------------------------- refusals
 
+def test_goal_gate_files_are_as_goal_gate_writes_them(world: DemoWorld, cli_run,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.sources.goals import OUTCOMES
+
+    raw = world.goal_file.read_text(encoding="utf-8")
+    state = json.loads(raw)
+    assert not raw.endswith("\n") and raw == json.dumps(state)
+    assert list(state)[:4] == ["goal", "remaining", "max_turns", "created"]
+    assert 0 < state["remaining"] <= state["max_turns"]
+    lines = world.goal_history.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert len(lines) == world.counts["goal_events"] >= 5
+    outcomes = set()
+    for line in lines:
+        entry = json.loads(line)
+        assert line == json.dumps(entry) + "\n"
+        assert list(entry) == ["goal", "outcome", "note", "created", "closed", "turns_used"]
+        assert entry["created"] < entry["closed"] < state["created"]
+        outcomes.add(entry["outcome"])
+    assert outcomes <= set(OUTCOMES) and len(outcomes) >= 4
+    # the project's toolkit.yaml points at them: status reads them with no warning
+    monkeypatch.chdir(world.project)
+    status = json.loads(cli_run("--db", str(world.root / "goals.duckdb"), "status",
+                                "--json").output)
+    goals = next(s for s in status["sources"] if s["source"] == "goals")
+    assert goals["found"] and goals["location"] == str(world.goal_file)
+    assert status["tables"]["goal_events"] == len(lines) and status["tables"]["goals"] == 1
+    assert not [w for w in status["warnings"] if w["source"] == "goals"]
+    brief = cli_run("audit", "brief", "--now", "2026-11-27 23:00:00").stdout
+    assert brief.startswith("## 開いてるループ\n\n### アクティブ goal\n"
+                            f"- {state['goal']} (remaining 6/20)\n\n### 直近の dead-end\n")
+
+
 def test_refuses_a_non_empty_destination_and_leaves_it_alone(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="is not empty"):

@@ -45,7 +45,7 @@ def test_unknown_toolkit_yaml_key_is_a_usage_error(project, cli_run):
     assert result.exit_code == 2
     assert result.output.strip().endswith(
         "toolkit.yaml: unknown setting(s) audti_db. Known settings: audit_db, audit_json, db, "
-        "max_file_mb, publish, site_dir, site_url, slop, snapshots_home, today, vault, "
+        "goal_file, goal_history, max_file_mb, publish, site_dir, site_url, slop, snapshots_home, today, vault, "
         "workspace")
 
 
@@ -146,8 +146,8 @@ def test_load_then_status_lists_every_source(project, cli_run):
     assert data["tables"]["slop_entries"] == 3
     assert data["tables"]["session_events"] == 12
     assert {s["source"]: s["found"] for s in data["sources"]} == {
-        "audit": True, "history": True, "ledger": True, "sessions": True, "slop": True,
-        "snapshots": False}
+        "audit": True, "goals": False, "history": True, "ledger": True, "sessions": True,
+        "slop": True, "snapshots": False}
 
 
 def test_every_data_command_refreshes_first(project, cli_run):

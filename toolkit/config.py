@@ -20,7 +20,7 @@ CONFIG_NAME = "toolkit.yaml"
 
 # toolkit.yaml keys that hold paths (relative paths are relative to the file's folder).
 _PATH_KEYS = ("vault", "slop", "audit_db", "audit_json", "snapshots_home", "workspace", "db",
-              "site_dir")
+              "site_dir", "goal_file", "goal_history")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish"}
 
 
@@ -47,6 +47,8 @@ class Config:
     db_path: Path  # the DuckDB store
     site_dir: Path  # where build-site writes the HTML site
     site_url: str | None = None
+    goal_file: Path | None = None  # nagi-ledger's active goal (goal.json); None: not configured
+    goal_history: Path | None = None  # nagi-ledger's goal_history.jsonl
     max_file_bytes: int | None = None
     today: dt.date | None = None  # injected "today" (pruning, ages); None = the real date
     config_file: Path | None = None
@@ -174,6 +176,9 @@ def resolve(
                 codesmith_home / "slop_ledger" / "slop_ledger.json")
     audit_db = pick("audit_db", env.get("NAGI_LEDGER_DB"), home / ".nagi" / "ledger.db")
     audit_json = pick("audit_json", env.get("NAGI_LEDGER_EXPORT"), None)
+    goal_file = pick("goal_file", env.get("NAGI_GOAL_FILE"), home / ".nagi" / "goal.json")
+    goal_history = pick("goal_history", env.get("NAGI_GOAL_HISTORY"),
+                        home / ".nagi" / "goal_history.jsonl")
     # CodeSmith's snapshot path ignores CODESMITH_HOME (FORMATS.md §2.5): always ~/.codesmith.
     snapshots_home = pick("snapshots_home", env.get("CODESMITH_SNAPSHOTS"),
                           home / ".codesmith" / "snapshots")
@@ -218,6 +223,8 @@ def resolve(
         db_path=Path(db),
         site_dir=Path(site_dir),
         site_url=str(site_url) if site_url else None,
+        goal_file=Path(goal_file),
+        goal_history=Path(goal_history),
         max_file_bytes=max_bytes,
         today=today,
         config_file=cfg_path,

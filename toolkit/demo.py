@@ -9,7 +9,9 @@
 * ``DIR/codesmith/slop_ledger/slop_ledger.json``: a CodeSmith slop ledger;
 * ``DIR/codesmith/snapshots/<project_hash>/<worktree_hash>/.git``: CodeSmith turn snapshots of
   ``DIR/acme-api``, made with CodeSmith's own git plumbing while really editing the work tree;
-* ``DIR/nagi/ledger.db``: a nagi-ledger audit DB (actions, dispatches, approaches).
+* ``DIR/nagi/ledger.db``: a nagi-ledger audit DB (actions, dispatches, approaches);
+* ``DIR/nagi/goal.json`` and ``DIR/nagi/goal_history.jsonl``: nagi-ledger's goal gate, an
+  active goal and the goals closed before it, as ``goal_gate.py`` writes them.
 
 Everything follows ``FORMATS.md``. The same seed and anchor give the same bytes, rows and git
 commit SHAs: all randomness comes from ``random.Random`` streams seeded from the seed, every
@@ -57,6 +59,8 @@ class DemoWorld:
     codesmith_home: Path  # DIR/codesmith
     slop_path: Path  # DIR/codesmith/slop_ledger/slop_ledger.json
     audit_db: Path  # DIR/nagi/ledger.db
+    goal_file: Path  # DIR/nagi/goal.json
+    goal_history: Path  # DIR/nagi/goal_history.jsonl
     snapshots_home: Path  # DIR/codesmith/snapshots
     side_repo: Path  # the side repo's .git dir for the project workspace
     today: dt.date  # the demo's pinned "today" (anchor + 1 day)
@@ -2418,6 +2422,39 @@ def _audit_rows(seed: int, anchor: dt.date, total: int,
     return rows
 
 
+# (goal, outcome, note, day set, time set, hours open, turns used, max turns)
+_GOALS: tuple[tuple[str, str, str | None, int, str, int, int, int], ...] = (
+    ("Cap webhook retries at 5 attempts, tests green", "done",
+     "tests/test_retry.py 3 passed; outbox attempts column stops at 5", -30, "09:12:40", 3, 6,
+     10),
+    ("Remove the legacy X-Api-Token auth path", "superseded", None, -24, "14:03:11", 1, 2, 10),
+    ("Remove the X-Api-Token path and update docs/auth.md", "done",
+     "module deleted, docs/auth.md updated, 412 tests green", -24, "15:20:05", 2, 4, 10),
+    ("Fix JPY invoice total rounding for every sampled invoice", "budget_exhausted", None, -17,
+     "10:41:52", 5, 15, 15),
+    ("Fix JPY rounding: round tax per line in minor units", "done",
+     "PDF totals match for all 40 sampled invoices", -16, "09:05:30", 4, 7, 10),
+    ("Deduplicate provider invoice.paid events in Redis", "aborted",
+     "events come back hours later during provider incidents; needs a DB constraint", -9,
+     "11:17:09", 2, 3, 10),
+)
+
+
+def _goals(anchor: dt.date) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The active goal and the history of closed ones, with goal_gate.py's keys and times."""
+    closed = []
+    for goal, outcome, note, day, hms, hours, used, _max in _GOALS:
+        start = _moment(anchor, day, hms)
+        closed.append({"goal": goal, "outcome": outcome, "note": note,
+                       "created": start.isoformat(),
+                       "closed": (start + dt.timedelta(hours=hours, minutes=7)).isoformat(),
+                       "turns_used": used})
+    state = {"goal": "Deduplicate provider invoice.paid events with a unique index",
+             "remaining": 6, "max_turns": 20,
+             "created": _moment(anchor, 0, "16:02:44").isoformat(), "extensions": 1}
+    return state, closed
+
+
 def _write_audit_db(path: Path, rows: _AuditRows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, isolation_level=None)
@@ -2477,11 +2514,19 @@ class _World:
         audit_db = self.root / "nagi" / "ledger.db"
         rows = _audit_rows(self.seed, self.anchor, self.audit_rows, self.turn_actions)
         _write_audit_db(audit_db, rows)
+        self.say("Writing the nagi-ledger goal gate (goal.json, goal_history.jsonl)")
+        goal_file, goal_history = self.root / "nagi" / "goal.json", \
+            self.root / "nagi" / "goal_history.jsonl"
+        state, closed = _goals(self.anchor)
+        _write(goal_file, json.dumps(state))  # as goal_gate.py writes: no newline, ASCII
+        _write(goal_history, "".join(json.dumps(e) + "\n" for e in closed))
         today = self.anchor + dt.timedelta(days=1)
         _write(self.project / "toolkit.yaml", _d(f"""
             # Agent Ledger Toolkit settings for this demo checkout (written by `toolkit demo`).
             slop: ../codesmith/slop_ledger/slop_ledger.json
             audit_db: ../nagi/ledger.db
+            goal_file: ../nagi/goal.json
+            goal_history: ../nagi/goal_history.jsonl
             snapshots_home: ../codesmith/snapshots
             today: "{today:%Y-%m-%d}"
             """))
@@ -2493,12 +2538,13 @@ class _World:
             "actions": len(rows.actions),
             "dispatches": len(rows.dispatches),
             "approaches": len(rows.approaches),
+            "goal_events": len(closed),
             "snapshots": self.snapshot_count,
             "vault_commits": self.vault_commits,
         }
         return DemoWorld(root=self.root, project=self.project, codesmith_home=self.codesmith,
-                         slop_path=slop_path, audit_db=audit_db,
-                         snapshots_home=self.snapshots_home,
+                         slop_path=slop_path, audit_db=audit_db, goal_file=goal_file,
+                         goal_history=goal_history, snapshots_home=self.snapshots_home,
                          side_repo=side_repo_for(self.project, self.snapshots_home),
                          today=today, counts=counts)
 

@@ -180,6 +180,7 @@ class HandoffReport:
     approaches_total: int
     state_path: Path
     next_state: dict[str, Any] = field(repr=False, default_factory=dict)
+    goal: dict[str, Any] | None = None  # nagi-ledger's active goal (a ``goals`` row)
 
     @property
     def as_of(self) -> str | None:
@@ -270,7 +271,26 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         approaches_total=queries.handoff_dead_end_total(store),
         state_path=state_path,
         next_state=next_state,
+        goal=_active_goal(store),
     )
+
+
+def _active_goal(store: Store) -> dict[str, Any] | None:
+    from toolkit.goals import active_goal
+
+    return active_goal(store)
+
+
+def _goal_line(goal: dict[str, Any], r: Redactor) -> str:
+    """The active goal, its turn budget and when it was set: the report's first fact."""
+    from toolkit.goals_report import budget
+
+    created = goal.get("created")
+    when = (created.strftime("%Y-%m-%d %H:%M UTC") if isinstance(created, dt.datetime)
+            else goal.get("created_raw"))
+    text = md_text(r(str(goal["goal"])) if goal.get("goal") is not None else "(no text)")
+    return (f"**Active goal:** {text} ({md_text(r(budget(goal)))}"
+            + (f", set {md_text(r(str(when)))}" if when else "") + ")")
 
 
 def _confidences(ledger: Any) -> dict[str, Any]:
@@ -648,6 +668,8 @@ def _header(report: HandoffReport, r: Redactor, *, for_issue: bool) -> list[str]
         lines.append(f"_Browse {md_link('the full report on the site', link)}._")
     if for_issue:
         lines.append("_Kept up to date by `toolkit publish`; edits here are overwritten._")
+    if report.goal is not None:
+        lines += ["", _goal_line(report.goal, r)]
     lines += ["", _summary(report), ""]
     return lines
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.store import Store
 
-_FEATURES: list[str] = ["toolkit.history"]
+_FEATURES: list[str] = ["toolkit.history", "toolkit.goals"]
 
 
 @dataclass

@@ -200,6 +200,8 @@ class HomePage(Page):
     over_limit: Table
     snapshots: Table
     warnings: int
+    goal: Table | None = None  # nagi-ledger's active goal (toolkit.goals_report)
+    goals_closed: int = 0
 
 
 @dataclass(kw_only=True)
@@ -510,13 +512,18 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     data = load_site_data(store, today=today, site_name=site_name, roots=roots)
     charts: list[ChartSpec] = []
     pages: list[Page] = []
-    pages.append(_home(data, charts))
+    home = _home(data, charts)
+    from toolkit.goals_report import goal_pages, goal_summary  # nagi-ledger's goal gate
+
+    home.goal, home.goals_closed = goal_summary(store)
+    pages.append(home)
     pages += _ledger_pages(data, charts)
     from toolkit.history_report import history_pages  # history feature: ledger/history.md
 
     pages += history_pages(store, data, charts)
     pages += _slop_pages(data, charts)
     pages += _audit_pages(store, data, charts)
+    pages += goal_pages(store)
     pages += _session_pages(data)
     pages.append(_snapshots_page(data))
     downloads = [Download(t, _table_doc(t), data.counts.get(t, 0)) for t in data.tables]

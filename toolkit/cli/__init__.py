@@ -98,6 +98,10 @@ class LazyGroup(click.Group):
               help="nagi-ledger audit DB (default: $NAGI_LEDGER_DB or ~/.nagi/ledger.db).")
 @click.option("--audit-json", type=click.Path(dir_okay=False), default=None,
               help="nagi-ledger JSON export to read when there is no audit DB.")
+@click.option("--goal-file", type=click.Path(dir_okay=False), default=None,
+              help="nagi-ledger's active goal (default: $NAGI_GOAL_FILE or ~/.nagi/goal.json).")
+@click.option("--goal-history", type=click.Path(dir_okay=False), default=None,
+              help="nagi-ledger's goal history (default: $NAGI_GOAL_HISTORY or ~/.nagi/goal_history.jsonl).")
 @click.option("--snapshots-home", type=click.Path(file_okay=False), default=None,
               help="CodeSmith snapshots folder (default: ~/.codesmith/snapshots).")
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
@@ -107,7 +111,8 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, project: str | None, config_file: str | None, db: str | None,
         vault: str | None, slop: str | None, audit_db: str | None, audit_json: str | None,
-        snapshots_home: str | None, workspace: str | None, today: str | None) -> None:
+        goal_file: str | None, goal_history: str | None, snapshots_home: str | None,
+        workspace: str | None, today: str | None) -> None:
     """Agent Ledger Toolkit: query, browse, curate and hand over what AI coding agents
     learned (Smith Ledger), left behind (CodeSmith slop ledger) and did (nagi-ledger audit DB,
     turn snapshots).
@@ -116,4 +121,5 @@ def cli(ctx: click.Context, project: str | None, config_file: str | None, db: st
     """
     ctx.obj = {"project": project, "config_file": config_file, "db": db, "vault": vault,
                "slop": slop, "audit_db": audit_db, "audit_json": audit_json,
+               "goal_file": goal_file, "goal_history": goal_history,
                "snapshots_home": snapshots_home, "workspace": workspace, "today": today}

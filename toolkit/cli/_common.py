@@ -24,8 +24,8 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     if cached is not None and not overrides:
         return cached
     flags = {k: v for k, v in opts.items()
-             if k in ("db", "vault", "slop", "audit_db", "audit_json", "snapshots_home",
-                      "workspace", "today")}
+             if k in ("db", "vault", "slop", "audit_db", "audit_json", "goal_file",
+                      "goal_history", "snapshots_home", "workspace", "today")}
     flags.update({k: v for k, v in overrides.items() if v is not None})
     cfg = config_mod.resolve(project=opts.get("project"), config_file=opts.get("config_file"),
                              **flags)

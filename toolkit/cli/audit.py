@@ -58,12 +58,13 @@ def audit() -> None:
     The log-* commands write the SQLite DB itself ($NAGI_LEDGER_DB, ~/.nagi/ledger.db or
     --audit-db) exactly as nagi-ledger does, creating it when missing; nagi-ledger and its
     hooks keep working on the same file. The other commands read through the toolkit's store
-    (refreshed first) and never create or change the DB.
+    (refreshed first) and never create or change the DB; `brief` reads the goal file and the
+    DB directly, as nagi-ledger's session-start hook does.
 
-    Every command has --json, which prints the value nagi-ledger's MCP tool of the same job
-    returns. Exit codes: 2 invalid value (the message names the valid ones), 1 unknown
-    dispatch id or missing DB, 65 damaged DB, 75 DB locked by another process (nothing
-    written; retry).
+    Every command but brief (nagi-ledger has no MCP tool for it) has --json, which prints the
+    value nagi-ledger's MCP tool of the same job returns. Exit codes: 2 invalid value (the
+    message names the valid ones), 1 unknown dispatch id or missing DB, 65 damaged DB, 75 DB
+    locked by another process (nothing written; retry).
     """
 
 
@@ -329,3 +330,38 @@ def _similar_table(rows: list[dict[str, Any]]) -> str:
     return render_rows(["score", "kind", "id", "ts", "task", "verdict"],
                        [(f"{r['score']:.3f}", r["kind"], r["id"], r["ts"], r["task"],
                          r["verdict"]) for r in rows], "table")
+
+
+@audit.command("brief", short_help="nagi-ledger's session-start brief of open loops.")
+@click.option("--days", type=int, default=3, show_default=True,
+              help="How many days back dispatches and dead ends count (0 or less: 3).")
+@click.option("--max-items", type=int, default=5, show_default=True,
+              help="Lines per section at most (0 or less: 5).")
+@_now_option
+def brief(days: int, max_items: int, now: str | None) -> None:
+    """Print what nagi-ledger's session_brief.py prints at session start, byte for byte:
+    the active goal, dispatches waiting for a verdict, recent dead ends and no-gos, and
+    repositories with uncommitted changes, in at most 1500 characters; nothing at all when
+    nothing is open.
+
+    Reads the goal file (--goal-file, $NAGI_GOAL_FILE, ~/.nagi/goal.json) and the audit DB
+    directly, read-only, without the store. Repositories: $NAGI_BRIEF_REPOS (separated by
+    the path separator), else the git repository of the working folder. As in nagi-ledger,
+    nothing unreadable stops it: what cannot be read is left out (a warning on stderr says
+    what) and the exit code is 0 (2 only for a bad option). Usable as a SessionStart hook
+    command; --now ends the time window there (nagi-ledger has no such option).
+    """
+    from toolkit.audit_ops import parse_now
+    from toolkit.cli._common import echo_text
+    from toolkit.display import visible
+    from toolkit.goals import brief as build
+    from toolkit.goals import brief_repos, goal_paths
+
+    when = parse_now(now)
+    cfg = get_config()
+    result = build(goal_paths(cfg)[0], cfg.audit_db, brief_repos(), days=days,
+                   max_items=max_items, now=when)
+    for w in result.warnings:
+        click.echo(f"Warning: {visible(w, single_line=True)}", err=True)
+    if result.text:
+        echo_text(result.text)

@@ -482,3 +482,28 @@ def test_hostile_text_is_made_visible_in_tables(cli_run, project):
     assert "<U+001B>[2J task <U+202E>txt" in out
     assert _json(cli_run("audit", "search", "evil", "--json"))[0]["title"] == \
         "evil\x1b[2J task \u202etxt"  # JSON keeps the exact text
+
+
+def test_switching_to_another_audit_db_never_answers_from_the_first(cli_run, project, tmp_path):
+    """The store copies audit rows by id; a second DB with the same ids must replace them."""
+    assert _keys(_json(cli_run("audit", "search", "jitter", "--json"))) == [("dispatches", 1)]
+    other = tmp_path / "other" / "ledger.db"
+    out = _json(cli_run("--audit-db", str(other), "audit", "log-action", "beta rollout",
+                        "--tier", "1", "--category", "deploy", "--json"))
+    assert out == {"id": 1}
+    assert _json(cli_run("--audit-db", str(other), "audit", "search", "jitter", "--json")) == []
+    assert [h["title"] for h in _json(cli_run("--audit-db", str(other), "audit", "search",
+                                              "beta", "--json"))] == ["beta rollout"]
+    # and back: the first DB's rows again, not the second's
+    assert _json(cli_run("audit", "search", "beta", "--json")) == []
+    # a file put in place of the DB (the old one moved aside) starts over too, even when it
+    # has as many rows as the store already holds
+    project.audit_db.rename(tmp_path / "moved-aside.db")
+    for extra in ("-wal", "-shm"):
+        project.audit_db.with_name(project.audit_db.name + extra).unlink(missing_ok=True)
+    make_audit_db(project.audit_db, samples=False)
+    for n in range(4):
+        insert(project.audit_db, "actions", ts=f"2026-05-04 05:0{n}:00", tier=0, category="c",
+               description=f"gamma {n}")
+    assert [h["title"] for h in _json(cli_run("audit", "search", "gamma rebased", "--json"))] \
+        == ["gamma 3", "gamma 2", "gamma 1", "gamma 0"]

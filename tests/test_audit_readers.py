@@ -101,8 +101,8 @@ def test_now_comes_from_toolkit_now_and_accepts_iso_with_offset(cli_run, project
     (["approaches", ""], "Error: 'task' must be a non-empty string."),
     (["search", " "], "Error: 'query' must be a non-empty string."),
     (["search", "x", "--kind", "bogus", "--kind", "actions", "--kind", "zzz"],
-     "Error: Invalid kinds ['bogus', 'zzz']: must be a subset of ('actions', 'dispatches', "
-     "'approaches')."),
+     ("Error: Invalid kinds ['bogus', 'zzz']: must be a subset of ('actions', 'dispatches', "
+      "'approaches').")),
     (["search", "x", "--limit", "0"], "Error: 'limit' must be a positive integer."),
     (["search", "x", "--offset", "-1"], "Error: 'offset' must be non-negative."),
     (["search", "x", "--since-days", "0"], "Error: 'since_days' must be a positive number."),

@@ -217,6 +217,19 @@ def test_similar_tasks_respects_limit(ledger):
     assert [r["id"] for r in results] == [1, 2, 3]  # equal scores keep dispatch id order
 
 
+def test_similar_tasks_orders_by_the_rounded_score(ledger):
+    """nagi-ledger sorts on the score it returns (rounded to 4 places), so two rows whose
+    scores differ only past the 4th place keep their id order."""
+    first = "mu   beta  epsilon  delta iota   zeta   theta alpha   eta  lambda   gamma kappa"
+    second = "kappa   iota  alpha   beta   zeta  mu  theta   epsilon   gamma delta   eta   lambda"
+    ledger.log_dispatch(first, "fork", "sonnet", "s")
+    ledger.log_dispatch(second, "fork", "sonnet", "s")
+    query = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+    assert audit_ops.similarity(query, first) < audit_ops.similarity(query, second)
+    assert [(r["id"], r["score"]) for r in ledger.similar_tasks(query)] == [
+        (1, 0.4966), (2, 0.4966)]
+
+
 def test_similar_tasks_verdict_field_reflects_kind(ledger):
     d_id, _ = ledger.log_dispatch("Build the YouTube knowledge intake PoC", "fork", "sonnet",
                                   "s")

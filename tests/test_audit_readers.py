@@ -507,3 +507,27 @@ def test_switching_to_another_audit_db_never_answers_from_the_first(cli_run, pro
                description=f"gamma {n}")
     assert [h["title"] for h in _json(cli_run("audit", "search", "gamma rebased", "--json"))] \
         == ["gamma 3", "gamma 2", "gamma 1", "gamma 0"]
+
+
+def test_windows_nagi_ledgers_sqlite_cannot_compute_match_nothing(cli_run, project):
+    """nagi-ledger's window start is SQLite's datetime('now', '-N days'): NULL (no row) when
+    not a number or before Julian day 0, a negative year (every row) before year 1."""
+    for value in ("nan", "inf", "1e300", "3000000"):
+        result = cli_run("audit", "search", "webhook", "--since-days", value, "--now", NOW,
+                         "--json")
+        assert (result.exit_code, json.loads(result.stdout)) == (0, []), value
+    everything = _keys(_json(cli_run("audit", "search", "webhook", "--json")))
+    for value in ("800000", "2000000"):  # starts in year -164 and -3449
+        assert _keys(_json(cli_run("audit", "search", "webhook", "--since-days", value,
+                                   "--now", NOW, "--json"))) == everything
+    stats = _json(cli_run("audit", "stats", "--days", "100000000", "--now", NOW, "--json"))
+    assert stats["dispatch_count"] == 0 and stats["actions_by_tier"] == {"0": 0, "1": 0, "2": 0}
+    result = cli_run("audit", "report", "--since-hours", "99999999999", "--now", NOW)
+    assert (result.exit_code, result.stdout) == (0, "No entries in the last 99999999999h.\n")
+
+
+def test_window_start_is_cut_to_the_whole_second_as_sqlite_does(cli_run, project):
+    # one hour before 07:02:44.6 starts at 06:02:44, the second dispatch 3 was written in
+    assert _json(cli_run("audit", "report", "--since-hours", "1",
+                         "--now", "2026-05-04 07:02:44.6", "--json")).endswith(
+        "- Audit logging for admin endpoints → fork/opus → PENDING")

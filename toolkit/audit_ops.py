@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import math
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -354,16 +355,29 @@ def parse_now(value: str | None) -> dt.datetime | None:
     return when
 
 
-def _window(now: dt.datetime | None, back: dt.timedelta
+# SQLite's datetime() answers for Julian day 0 (4714 BC, November 24, noon) onwards and NULL
+# before; Python's datetime starts at 0001-01-01, Julian day 1721425.5.
+_JULIAN_DAYS_BEFORE_YEAR_1 = 1721425.5
+
+
+def _window(now: dt.datetime | None, amount: float, unit: str
             ) -> tuple[dt.datetime, dt.datetime | None]:
-    """(since, until) of a window reaching ``back`` before now.
+    """(since, until) of a window reaching ``amount`` ``unit`` (hours or days) before now.
 
     Without an injected now this is nagi-ledger's ``ts >= datetime('now', '-N ...')`` (no end);
     with one the window also ends there, so "the 24 hours before 2026-05-04 12:00" means that.
+    As SQLite's ``datetime()``, the start is cut to the whole second; a start before Julian day
+    0 (or not a number) is NULL there, so nagi-ledger matches no row, and neither does this
+    window; a start between that and year 1 matches every row.
     """
-    if now is None:
-        return dt.datetime.now(dt.UTC).replace(tzinfo=None) - back, None
-    return now - back, now
+    base = now if now is not None else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    try:
+        since = (base - dt.timedelta(**{unit: amount})).replace(microsecond=0)
+    except (OverflowError, ValueError):
+        days = amount / 24 if unit == "hours" else amount
+        reach = (base - dt.datetime.min).total_seconds() / 86400 + _JULIAN_DAYS_BEFORE_YEAR_1
+        since = dt.datetime.min if math.isfinite(days) and days <= reach else dt.datetime.max
+    return since, now
 
 
 def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
@@ -424,7 +438,7 @@ def session_report(store: Store, since_hours: Any = 24, *, now: dt.datetime | No
     from toolkit import queries
 
     since_hours = _positive(since_hours, "since_hours")
-    since, until = _window(now, dt.timedelta(hours=since_hours))
+    since, until = _window(now, since_hours, "hours")
     actions = queries.audit_actions_since(store, since, until)
     dispatches = queries.audit_dispatches_since(store, since, until)
     if not actions and not dispatches:
@@ -459,7 +473,7 @@ def stats(store: Store, days: Any = 7, *, now: dt.datetime | None = None) -> dic
     from toolkit import queries
 
     days = _positive(days, "days")
-    since, until = _window(now, dt.timedelta(days=days))
+    since, until = _window(now, days, "days")
     by_tier = {str(t): 0 for t in AUDIT_TIERS}
     for tier, n in queries.audit_action_counts_by_tier(store, since, until):
         if tier is not None:
@@ -500,7 +514,7 @@ def search(store: Store, query: Any, kinds: Sequence[str] | None = None, limit: 
         raise UsageError("'offset' must be non-negative.")
     since = until = None
     if since_days is not None:
-        since, until = _window(now, dt.timedelta(days=_positive(since_days, "since_days")))
+        since, until = _window(now, _positive(since_days, "since_days"), "days")
     units = token_set(query)
     if not units:
         return []  # nothing can score above 0

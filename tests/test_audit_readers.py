@@ -531,3 +531,33 @@ def test_window_start_is_cut_to_the_whole_second_as_sqlite_does(cli_run, project
     assert _json(cli_run("audit", "report", "--since-hours", "1",
                          "--now", "2026-05-04 07:02:44.6", "--json")).endswith(
         "- Audit logging for admin endpoints → fork/opus → PENDING")
+
+
+def test_search_on_damaged_rows_answers_without_crashing(cli_run, project, tmp_path):
+    """FAULTS.md C5 for search and similar: NULLs and wrong types are read, not a crash."""
+    db = tmp_path / "loose.db"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE actions (id INTEGER PRIMARY KEY, ts TEXT, tier, category TEXT,
+                              description TEXT, project TEXT);
+        CREATE TABLE dispatches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, agent_type TEXT,
+                                 model TEXT, brief_summary TEXT, verdict TEXT, verdict_ts TEXT,
+                                 verdict_notes TEXT);
+        CREATE TABLE approaches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, approach TEXT,
+                                 outcome TEXT, reason TEXT);
+        INSERT INTO actions VALUES (1, '2026-05-04 05:00:00', NULL, 'deploy', 'webhook x', NULL);
+        INSERT INTO dispatches VALUES (1, '2026-05-04 05:01:00', NULL, 'a', 'm', NULL, NULL,
+                                       NULL, 'webhook notes');
+        INSERT INTO approaches VALUES (1, '2026-05-04 05:02:00', 'webhook task', 'a', 'WORKS',
+                                       NULL);
+    """)
+    conn.commit()
+    conn.close()
+    result = cli_run("--audit-db", str(db), "audit", "search", "webhook")
+    assert result.exit_code == 0, result.output
+    assert "Tier ???" in result.stdout and "Traceback" not in result.output
+    hits = _json(cli_run("--audit-db", str(db), "audit", "search", "webhook", "--json"))
+    assert [(h["kind"], h["id"], h["status"]) for h in hits] == [
+        ("approaches", 1, "WORKS"), ("dispatches", 1, "PENDING"), ("actions", 1, None)]
+    hits = _json(cli_run("--audit-db", str(db), "audit", "similar", "webhook task", "--json"))
+    assert [(h["kind"], h["id"]) for h in hits] == [("approaches", 1)]  # a NULL task: no row

@@ -302,7 +302,7 @@ def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
         return
     click.echo(render_rows(["id", "kind", "ts", "title", "status"],
                            [(r["id"], r["kind"], r["ts"], r["title"],
-                             f"Tier {r['status']}" if r["kind"] == "actions" else r["status"])
+                             _tier(r["status"]) if r["kind"] == "actions" else r["status"])
                             for r in rows], "table"))
 
 
@@ -330,6 +330,11 @@ def similar(task: str, limit: int, min_score: float, as_json: bool) -> None:
         click.echo(f"No similar tasks (min score {min_score:g}).")
         return
     click.echo(_similar_table(rows))
+
+
+def _tier(tier: Any) -> str:
+    """An action's status in the table: ``Tier n`` (``Tier ???`` for a damaged row)."""
+    return f"Tier {'???' if tier is None else tier}"
 
 
 def _similar_table(rows: list[dict[str, Any]]) -> str:

@@ -100,15 +100,13 @@ def test_now_comes_from_toolkit_now_and_accepts_iso_with_offset(cli_run, project
     (["task-status", "  "], "Error: 'task' must be a non-empty string."),
     (["approaches", ""], "Error: 'task' must be a non-empty string."),
     (["search", " "], "Error: 'query' must be a non-empty string."),
-    (["search", "--", "--- !!"], "Error: 'query' must contain at least one word."),
-    (["search", "x", "--kind", "bogus"],
-     "Error: Invalid kinds ['bogus']: each must be one of ('actions', 'dispatches', "
-     "'approaches')."),
+    (["search", "x", "--kind", "bogus", "--kind", "actions", "--kind", "zzz"],
+     ("Error: Invalid kinds ['bogus', 'zzz']: must be a subset of ('actions', 'dispatches', "
+      "'approaches').")),
     (["search", "x", "--limit", "0"], "Error: 'limit' must be a positive integer."),
-    (["search", "x", "--offset", "-1"], "Error: 'offset' must be zero or a positive integer."),
+    (["search", "x", "--offset", "-1"], "Error: 'offset' must be non-negative."),
     (["search", "x", "--since-days", "0"], "Error: 'since_days' must be a positive number."),
-    (["similar", "x", "--min-score", "1.5"],
-     "Error: 'min_score' must be a number between 0 and 1."),
+    (["similar", "x", "--limit", "0"], "Error: 'limit' must be a positive integer."),
 ])
 def test_reader_arguments_are_validated(cli_run, project, args, error):
     result = cli_run("audit", *args)
@@ -180,28 +178,77 @@ def test_approaches_newest_first_by_outcome(cli_run, project):
 
 
 # --------------------------------------------------------------------------- search
+# Expected rows are what nagi-ledger's ledger.search answers on the same DB.
 
-def test_search_needs_every_word_and_returns_index_rows_only(cli_run, project):
+WEBHOOK_HITS = [
+    {"id": 3, "kind": "actions", "ts": "2026-05-04 05:40:55",
+     "title": "Pushed staging config change enabling webhook retries", "status": 2},
+    {"id": 2, "kind": "approaches", "ts": "2026-05-04 05:38:40",
+     "title": "Cap webhook retries at 5 attempts: Track attempts in the outbox row and stop at 5",
+     "status": "WORKS"},
+    {"id": 2, "kind": "dispatches", "ts": "2026-05-04 05:33:10",
+     "title": "Cap webhook retries at 5 attempts", "status": "CONFIRMED"},
+    {"id": 1, "kind": "approaches", "ts": "2026-05-04 05:30:12",
+     "title": "Cap webhook retries at 5 attempts: Use the HTTP client's built-in retry adapter",
+     "status": "DEAD_END"},
+    {"id": 1, "kind": "dispatches", "ts": "2026-05-04 05:15:02",
+     "title": "Cap webhook retries at 5 attempts", "status": "PARTIAL"},
+]
+
+
+def _keys(hits: object) -> list[tuple[str, int]]:
+    return [(h["kind"], h["id"]) for h in hits]  # type: ignore[attr-defined]
+
+
+def test_search_rows_are_nagi_ledgers_index_rows(cli_run, project):
+    # equal scores: newest first; titles "task: approach" for approaches; tier as an integer
+    assert _json(cli_run("audit", "search", "webhook", "--json")) == WEBHOOK_HITS
+    out = cli_run("audit", "search", "webhook").stdout  # the human table keeps "Tier n"
+    assert "Tier 2" in out and "Cap webhook retries at 5 attempts: Track attempts" in out
+
+
+def test_search_scores_the_fraction_of_query_words_per_field(cli_run, project):
+    # "webhook cap": dispatch 1 scores 1.0 (task) + 0.5 (notes "Cap works..."), the approaches
+    # and dispatch 2 score 1.0 from the task, the action 0.5 from its description
+    assert _keys(_json(cli_run("audit", "search", "webhook cap", "--json"))) == [
+        ("dispatches", 1), ("approaches", 2), ("dispatches", 2), ("approaches", 1),
+        ("actions", 3)]
+    # any word is enough (score above 0), and words are whole: "port" is not in "export"
+    assert _keys(_json(cli_run("audit", "search", "retries 5", "--json"))) == [
+        ("approaches", 2), ("approaches", 1), ("dispatches", 2), ("dispatches", 1),
+        ("actions", 3)]
+    assert _json(cli_run("audit", "search", "port", "--json")) == []
+
+
+def test_search_scores_bodies_but_never_returns_them(cli_run, project):
+    # "jitter" is only in dispatch 1's verdict_notes ("backoff jitter missing")
+    assert _keys(_json(cli_run("audit", "search", "jitter", "--json"))) == [("dispatches", 1)]
+    # "budget" only in an approach's reason and a dispatch's brief_summary
+    assert _keys(_json(cli_run("audit", "search", "budget", "--json"))) == [
+        ("approaches", 1), ("dispatches", 1)]
     insert(project.audit_db, "dispatches", ts="2026-05-04 08:00:00", task="fix-bug-42",
            agent_type="fork", model="sonnet", brief_summary="SECRET_BODY_MUST_NOT_LEAK")
-    hits = _json(cli_run("audit", "search", "fix bug", "--json"))
+    hits = _json(cli_run("audit", "search", "leak", "--json"))
     assert hits == [{"id": 4, "kind": "dispatches", "ts": "2026-05-04 08:00:00",
                      "title": "fix-bug-42", "status": "PENDING"}]
-    assert _json(cli_run("audit", "search", "secret body", "--json")) == []  # bodies unsearched
-    hits = _json(cli_run("audit", "search", "webhook", "--json"))
-    assert [(h["kind"], h["id"], h["status"]) for h in hits] == [
-        ("actions", 3, "Tier 2"), ("approaches", 2, "WORKS"), ("dispatches", 2, "CONFIRMED"),
-        ("approaches", 1, "DEAD_END"), ("dispatches", 1, "PARTIAL")]
-    assert _json(cli_run("audit", "search", "webhook cap", "--json"))[0]["kind"] == "approaches"
+    # agent_type and model are not searched
+    assert _json(cli_run("audit", "search", "sonnet inherit", "--json")) == []
+
+
+def test_search_punctuation_queries_follow_nagis_tokenizer(cli_run, project):
+    # nothing to match: a one-character punctuation query is no error, just no rows
+    assert _json(cli_run("audit", "search", "!", "--json")) == []
+    # "--" is a unit of its own: found in "per-connection ... per-invoice" once spaces go
+    assert _keys(_json(cli_run("audit", "search", "--json", "--", "--- !!"))) == [
+        ("approaches", 1)]
 
 
 def test_search_kinds_limit_offset_and_since_days(cli_run, project):
     def ids(*args: str) -> list[tuple[str, int]]:
-        return [(h["kind"], h["id"]) for h in
-                _json(cli_run("audit", "search", "webhook", *args, "--json"))]
+        return _keys(_json(cli_run("audit", "search", "webhook", *args, "--json")))
 
     assert ids("--kind", "dispatches") == [("dispatches", 2), ("dispatches", 1)]
-    assert ids("--kind", "actions", "--kind", "approaches") == [
+    assert ids("--kind", "approaches", "--kind", "actions") == [
         ("actions", 3), ("approaches", 2), ("approaches", 1)]
     page1, page2 = ids("--limit", "2"), ids("--limit", "2", "--offset", "2")
     assert page1 + page2 == ids()[:4]
@@ -209,6 +256,9 @@ def test_search_kinds_limit_offset_and_since_days(cli_run, project):
            description="ancient webhook change")
     assert ("actions", 4) in ids()
     assert ("actions", 4) not in ids("--since-days", "7", "--now", NOW)
+    # since_days is a number, as in nagi-ledger: half a day back from 17:35 is 05:35
+    assert ids("--since-days", "0.5", "--now", "2026-05-04 17:35:00") == [
+        ("actions", 3), ("approaches", 2)]
 
 
 def test_search_japanese_without_word_boundaries(cli_run, project):
@@ -225,31 +275,58 @@ def test_search_japanese_without_word_boundaries(cli_run, project):
 # --------------------------------------------------------------------------- similarity
 
 @pytest.mark.parametrize("a, b, score", [
-    ("smoke task", "smoke-task", 0.9),  # Jaccard 1, difflib 18/20
-    ("Build YouTube-to-Markdown intake PoC", "Build the YouTube knowledge intake PoC", 0.5),
+    # nagi-ledger's documented calibration pairs
+    ("Review PR #42 (billing)", "Review PR #57 (webhooks)", 0.5),
+    ("Build YouTube-to-Markdown intake PoC", "Build the YouTube knowledge intake PoC", 0.4444),
+    ("Build YouTube-to-Markdown intake PoC", "Build accounts domain and fake provider", 0.0833),
+    ("smoke task", "smoke-task", 0.9),  # same units (a lone "-" is no 2-gram); difflib 18/20
     ("大規模ログの調査", "大規模ログ調査", 0.625),  # 2-grams: 5 shared of 8; difflib 14/15
     ("Refactor the invoicing export CSV writer", "Build the YouTube knowledge intake PoC",
-     1 / 11),
+     0.0909),
     ("ログ調査", "log audit", 0.0),
-    ("Same Task", "same   task", 1.0),
+    ("Same Task", "same task", 1.0),
 ])
 def test_similarity_of_known_pairs(a, b, score):
     from toolkit.audit_ops import similarity
 
-    assert similarity(a, b) == pytest.approx(score, abs=1e-9)
-    assert similarity(b, a) == pytest.approx(score, abs=1e-9)
+    assert round(similarity(a, b), 4) == score
 
 
-def test_tokens_are_words_with_cjk_2gram_fallback():
-    from toolkit.audit_ops import tokens
+def test_match_units_are_ascii_words_plus_2grams_of_the_rest():
+    from toolkit.audit_ops import token_set
 
-    assert tokens("fix-bug-42") == (["fix", "bug", "42"], [])
-    assert tokens("大規模ログ2(5MB)のgrep") == (["2", "5mb", "grep"],
-                                              ["大規", "規模", "模ロ", "ログ", "の"])
-    assert tokens("Café überall") == (["café", "überall"], [])
+    assert token_set("fix-bug-42") == {"fix", "bug", "42", "--"}
+    assert token_set("大規模ログ") == {"大規", "規模", "模ロ", "ログ"}
+    assert token_set("Review PR #42 (billing)") == {"review", "pr", "42", "billing", "#(", "()"}
+    assert token_set("Café") == {"caf"}  # é is left over alone: no 2-gram
+    assert token_set("?") == frozenset()
 
 
-def test_similar_finds_reworded_tasks_among_dispatches_and_approaches(cli_run, project):
+SIMILAR_CAP = [
+    {"kind": "dispatches", "id": 1, "task": "Cap webhook retries at 5 attempts",
+     "score": 0.8571, "ts": "2026-05-04 05:15:02", "verdict": "PARTIAL"},
+    {"kind": "dispatches", "id": 2, "task": "Cap webhook retries at 5 attempts",
+     "score": 0.8571, "ts": "2026-05-04 05:33:10", "verdict": "CONFIRMED"},
+    {"kind": "approaches", "id": 1, "task": "Cap webhook retries at 5 attempts",
+     "score": 0.8571, "ts": "2026-05-04 05:30:12", "verdict": "DEAD_END"},
+    {"kind": "approaches", "id": 2, "task": "Cap webhook retries at 5 attempts",
+     "score": 0.8571, "ts": "2026-05-04 05:38:40", "verdict": "WORKS"},
+]
+
+
+def test_similar_lists_every_matching_row_in_nagis_order(cli_run, project):
+    # every row (not one per task), equal scores: dispatches by id, then approaches by id
+    hits = _json(cli_run("audit", "similar", "cap the webhook retries at 5 attempts", "--json"))
+    assert hits == SIMILAR_CAP
+    # a dispatch without a verdict has verdict null
+    hits = _json(cli_run("audit", "similar", "Audit logging", "--json"))
+    assert [(h["kind"], h["id"], h["score"], h["verdict"]) for h in hits] == [
+        ("dispatches", 3, 0.4, None), ("approaches", 3, 0.4, "NO_GO")]
+    out = cli_run("audit", "similar", "Audit logging").stdout  # the human table: PENDING
+    assert "PENDING" in out and "NO_GO" in out
+
+
+def test_similar_reworded_duplicate_and_distractors(cli_run, project):
     insert(project.audit_db, "dispatches", ts="2026-05-04 08:00:00",
            task="Build the YouTube knowledge intake PoC", agent_type="nagi-implementer",
            model="sonnet", brief_summary="PoC")
@@ -257,15 +334,23 @@ def test_similar_finds_reworded_tasks_among_dispatches_and_approaches(cli_run, p
            task="Build accounts domain and fake provider", agent_type="fork", model="sonnet",
            brief_summary="s")
     hits = _json(cli_run("audit", "similar", "Build YouTube-to-Markdown intake PoC", "--json"))
-    assert hits == [{"id": 4, "kind": "dispatches", "task": "Build the YouTube knowledge "
-                     "intake PoC", "score": 0.5, "verdict": "PENDING", "ts": "2026-05-04 08:00:00"}]
-    hits = _json(cli_run("audit", "similar", "cap the webhook retries at 5 attempts", "--json"))
-    # one row per task and kind, the newest, verdict or outcome as status
-    assert [(h["kind"], h["id"], h["verdict"]) for h in hits] == [
-        ("approaches", 2, "WORKS"), ("dispatches", 2, "CONFIRMED")]  # equal score: newest first
-    assert hits[0]["score"] == hits[1]["score"] > 0.8
+    assert hits == [{"kind": "dispatches", "id": 4, "task": "Build the YouTube knowledge "
+                     "intake PoC", "score": 0.4444, "ts": "2026-05-04 08:00:00",
+                     "verdict": None}]
     out = cli_run("audit", "similar", "Refactor the invoicing export CSV writer").stdout
     assert out == "No similar tasks (min score 0.35).\n"
+
+
+def test_similar_limit_and_min_score_as_nagi(cli_run, project):
+    def sim(*args: str) -> list[tuple[str, int]]:
+        return _keys(_json(cli_run("audit", "similar", "Cap webhook retries", *args, "--json")))
+
+    assert sim() == [("dispatches", 1), ("dispatches", 2), ("approaches", 1), ("approaches", 2)]
+    assert sim("--limit", "2") == [("dispatches", 1), ("dispatches", 2)]
+    assert sim("--min-score", "0.5") == sim()  # score 0.5 is kept: at least min_score
+    assert sim("--min-score", "0.5001") == []
+    assert sim("--min-score", "1.5") == []  # above 1: no row, no error
+    assert len(sim("--min-score", "-1", "--limit", "50")) == 6  # every dispatch and approach
 
 
 # --------------------------------------------------------------------------- FAULTS.md C
@@ -397,3 +482,82 @@ def test_hostile_text_is_made_visible_in_tables(cli_run, project):
     assert "<U+001B>[2J task <U+202E>txt" in out
     assert _json(cli_run("audit", "search", "evil", "--json"))[0]["title"] == \
         "evil\x1b[2J task \u202etxt"  # JSON keeps the exact text
+
+
+def test_switching_to_another_audit_db_never_answers_from_the_first(cli_run, project, tmp_path):
+    """The store copies audit rows by id; a second DB with the same ids must replace them."""
+    assert _keys(_json(cli_run("audit", "search", "jitter", "--json"))) == [("dispatches", 1)]
+    other = tmp_path / "other" / "ledger.db"
+    out = _json(cli_run("--audit-db", str(other), "audit", "log-action", "beta rollout",
+                        "--tier", "1", "--category", "deploy", "--json"))
+    assert out == {"id": 1}
+    assert _json(cli_run("--audit-db", str(other), "audit", "search", "jitter", "--json")) == []
+    assert [h["title"] for h in _json(cli_run("--audit-db", str(other), "audit", "search",
+                                              "beta", "--json"))] == ["beta rollout"]
+    # and back: the first DB's rows again, not the second's
+    assert _json(cli_run("audit", "search", "beta", "--json")) == []
+    # a file put in place of the DB (the old one moved aside) starts over too, even when it
+    # has as many rows as the store already holds
+    project.audit_db.rename(tmp_path / "moved-aside.db")
+    for extra in ("-wal", "-shm"):
+        project.audit_db.with_name(project.audit_db.name + extra).unlink(missing_ok=True)
+    make_audit_db(project.audit_db, samples=False)
+    for n in range(4):
+        insert(project.audit_db, "actions", ts=f"2026-05-04 05:0{n}:00", tier=0, category="c",
+               description=f"gamma {n}")
+    assert [h["title"] for h in _json(cli_run("audit", "search", "gamma rebased", "--json"))] \
+        == ["gamma 3", "gamma 2", "gamma 1", "gamma 0"]
+
+
+def test_windows_nagi_ledgers_sqlite_cannot_compute_match_nothing(cli_run, project):
+    """nagi-ledger's window start is SQLite's datetime('now', '-N days'): NULL (no row) when
+    not a number or before Julian day 0, a negative year (every row) before year 1."""
+    for value in ("nan", "inf", "1e300", "3000000"):
+        result = cli_run("audit", "search", "webhook", "--since-days", value, "--now", NOW,
+                         "--json")
+        assert (result.exit_code, json.loads(result.stdout)) == (0, []), value
+    everything = _keys(_json(cli_run("audit", "search", "webhook", "--json")))
+    for value in ("800000", "2000000"):  # starts in year -164 and -3449
+        assert _keys(_json(cli_run("audit", "search", "webhook", "--since-days", value,
+                                   "--now", NOW, "--json"))) == everything
+    stats = _json(cli_run("audit", "stats", "--days", "100000000", "--now", NOW, "--json"))
+    assert stats["dispatch_count"] == 0 and stats["actions_by_tier"] == {"0": 0, "1": 0, "2": 0}
+    result = cli_run("audit", "report", "--since-hours", "99999999999", "--now", NOW)
+    assert (result.exit_code, result.stdout) == (0, "No entries in the last 99999999999h.\n")
+
+
+def test_window_start_is_cut_to_the_whole_second_as_sqlite_does(cli_run, project):
+    # one hour before 07:02:44.6 starts at 06:02:44, the second dispatch 3 was written in
+    assert _json(cli_run("audit", "report", "--since-hours", "1",
+                         "--now", "2026-05-04 07:02:44.6", "--json")).endswith(
+        "- Audit logging for admin endpoints → fork/opus → PENDING")
+
+
+def test_search_on_damaged_rows_answers_without_crashing(cli_run, project, tmp_path):
+    """FAULTS.md C5 for search and similar: NULLs and wrong types are read, not a crash."""
+    db = tmp_path / "loose.db"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE actions (id INTEGER PRIMARY KEY, ts TEXT, tier, category TEXT,
+                              description TEXT, project TEXT);
+        CREATE TABLE dispatches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, agent_type TEXT,
+                                 model TEXT, brief_summary TEXT, verdict TEXT, verdict_ts TEXT,
+                                 verdict_notes TEXT);
+        CREATE TABLE approaches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, approach TEXT,
+                                 outcome TEXT, reason TEXT);
+        INSERT INTO actions VALUES (1, '2026-05-04 05:00:00', NULL, 'deploy', 'webhook x', NULL);
+        INSERT INTO dispatches VALUES (1, '2026-05-04 05:01:00', NULL, 'a', 'm', NULL, NULL,
+                                       NULL, 'webhook notes');
+        INSERT INTO approaches VALUES (1, '2026-05-04 05:02:00', 'webhook task', 'a', 'WORKS',
+                                       NULL);
+    """)
+    conn.commit()
+    conn.close()
+    result = cli_run("--audit-db", str(db), "audit", "search", "webhook")
+    assert result.exit_code == 0, result.output
+    assert "Tier ???" in result.stdout and "Traceback" not in result.output
+    hits = _json(cli_run("--audit-db", str(db), "audit", "search", "webhook", "--json"))
+    assert [(h["kind"], h["id"], h["status"]) for h in hits] == [
+        ("approaches", 1, "WORKS"), ("dispatches", 1, "PENDING"), ("actions", 1, None)]
+    hits = _json(cli_run("--audit-db", str(db), "audit", "similar", "webhook task", "--json"))
+    assert [(h["kind"], h["id"]) for h in hits] == [("approaches", 1)]  # a NULL task: no row

@@ -134,10 +134,19 @@ def test_writers_append_to_an_existing_nagi_ledger_db(cli_run, project):
     out = _json(cli_run("audit", "log-dispatch", "Cap webhook retries at 5 attempts",
                         "--agent-type", "general-purpose", "--model", "opus",
                         "--summary", "third try", "--json"))
-    # the two earlier dispatches are retries; the approaches under the same task are listed
+    # as nagi-ledger: `similar` is taken before the insert and lists every earlier row of the
+    # task, the two earlier dispatches (the retries) as well as the approaches
     assert out == {"id": 4, "retry_count": 2, "similar": [
-        {"id": 2, "kind": "approaches", "task": "Cap webhook retries at 5 attempts",
-         "score": 1.0, "verdict": "WORKS", "ts": "2026-05-04 05:38:40"}]}
+        {"kind": "dispatches", "id": 1, "task": "Cap webhook retries at 5 attempts",
+         "score": 1.0, "ts": "2026-05-04 05:15:02", "verdict": "PARTIAL"},
+        {"kind": "dispatches", "id": 2, "task": "Cap webhook retries at 5 attempts",
+         "score": 1.0, "ts": "2026-05-04 05:33:10", "verdict": "CONFIRMED"},
+        {"kind": "approaches", "id": 1, "task": "Cap webhook retries at 5 attempts",
+         "score": 1.0, "ts": "2026-05-04 05:30:12", "verdict": "DEAD_END"},
+        {"kind": "approaches", "id": 2, "task": "Cap webhook retries at 5 attempts",
+         "score": 1.0, "ts": "2026-05-04 05:38:40", "verdict": "WORKS"}]}
+    # the JSON is nagi-ledger's, key order included
+    assert list(out["similar"][0]) == ["kind", "id", "task", "score", "ts", "verdict"]
     out = _json(cli_run("audit", "log-verdict", "4", "REFUTED", "--notes", "still flaky",
                         "--json"))
     assert out == {"ok": True, "task": "Cap webhook retries at 5 attempts"}
@@ -159,7 +168,7 @@ def test_retry_count_counts_earlier_dispatches_of_exactly_that_task(cli_run, fre
     assert dispatch("  fix-bug-42 ")["retry_count"] == 3  # stripped, as nagi-ledger does
 
 
-def test_log_dispatch_lists_reworded_duplicates_not_exact_retries(cli_run, fresh):
+def test_log_dispatch_lists_reworded_duplicates_and_earlier_retries(cli_run, fresh):
     cli_run("audit", "log-dispatch", "Build the YouTube knowledge intake PoC",
             "--agent-type", "nagi-implementer", "--model", "sonnet", "--summary", "PoC")
     cli_run("audit", "log-dispatch", "Build the tana CLI", "--agent-type", "fork",
@@ -172,11 +181,19 @@ def test_log_dispatch_lists_reworded_duplicates_not_exact_retries(cli_run, fresh
     assert out["retry_count"] == 0
     assert [(s["kind"], s["id"], s["task"], s["score"], s["verdict"]) for s in out["similar"]] \
         == [("approaches", 1, "Build YouTube-to-Markdown intake PoC", 1.0, "WORKS"),
-            ("dispatches", 1, "Build the YouTube knowledge intake PoC", 0.5, "PENDING")]
+            ("dispatches", 1, "Build the YouTube knowledge intake PoC", 0.4444, None)]
+    retry = _json(cli_run("audit", "log-dispatch", "Build YouTube-to-Markdown intake PoC",
+                          "--agent-type", "fork", "--model", "sonnet", "--summary", "s",
+                          "--json"))
+    assert retry["retry_count"] == 1
+    # the earlier dispatch of this very task comes first: dispatches before approaches
+    assert [(s["kind"], s["id"], s["score"]) for s in retry["similar"]] == [
+        ("dispatches", 3, 1.0), ("approaches", 1, 1.0), ("dispatches", 1, 0.4444)]
     text = cli_run("audit", "log-dispatch", "Build YouTube-to-Markdown intake PoC",
                    "--agent-type", "fork", "--model", "sonnet", "--summary", "s").stdout
-    assert text.startswith("Logged dispatch #4 (retry 1) in ")
+    assert text.startswith("Logged dispatch #5 (retry 2) in ")
     assert "Similar earlier tasks:" in text and "Build the YouTube knowledge intake PoC" in text
+    assert "PENDING" in text  # the human table names a missing verdict
 
 
 def test_verdict_change_is_seen_by_the_next_reader(cli_run, project):

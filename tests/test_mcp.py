@@ -34,11 +34,13 @@ class Session:
         return False, data
 
 
-def run_session(project_root: Path, env: dict[str, str], errlog: Path, script) -> Any:
+def run_session(project_root: Path, env: dict[str, str], errlog: Path, script,
+                *server_args: str) -> Any:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "toolkit", "mcp"],
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "toolkit", "mcp", *server_args],
                                    env=env, cwd=str(project_root))
 
     async def main() -> Any:
@@ -119,6 +121,7 @@ def test_mcp_server_speaks_nagi_ledgers_tools_over_stdio(project, tmp_path):
     assert set(tools["ledger_search"].input_schema["properties"]) == \
         {"query", "kinds", "limit", "offset", "since_days"}
     assert tools["ledger_search"].input_schema["required"] == ["query"]
+    assert tools["ledger_search"].annotations.title == "Search Ledger"
     assert tools["ledger_similar_tasks"].input_schema["properties"]["min_score"]["default"] \
         == 0.35
     assert tools["ledger_session_report"].input_schema["properties"]["since_hours"]["default"] \
@@ -134,11 +137,15 @@ def test_mcp_server_speaks_nagi_ledgers_tools_over_stdio(project, tmp_path):
     assert out["bad_tier"] == (True, "Error executing tool ledger_log_action: Invalid tier 9: "
                                "must be one of (0, 1, 2) (0=info, 1=notable, 2=high-impact).")
     assert out["d1"] == (False, {"id": 1, "retry_count": 0, "similar": []})
-    assert out["d2"] == (False, {"id": 2, "retry_count": 1, "similar": []})
+    # similar is taken before the insert and lists the earlier dispatch of this very task
+    d2 = out["d2"][1]
+    assert (d2["id"], d2["retry_count"]) == (2, 1)
+    assert [(x["kind"], x["id"], x["score"], x["verdict"]) for x in d2["similar"]] == \
+        [("dispatches", 1, 1.0, None)]
     d3 = out["d3"][1]
     assert d3["retry_count"] == 0
-    assert [(x["task"], x["kind"], x["id"]) for x in d3["similar"]] == \
-        [("smoke-task", "dispatches", 2)]
+    assert [(x["task"], x["kind"], x["id"], x["score"]) for x in d3["similar"]] == \
+        [("smoke-task", "dispatches", 1, 0.8571), ("smoke-task", "dispatches", 2, 0.8571)]
     assert out["v1"] == (False, {"ok": True, "task": "smoke-task"})
     assert out["v_unknown"] == (True, "Error executing tool ledger_log_verdict: No dispatch "
                                 "found with id=999. Call ledger_log_dispatch first, or check "
@@ -170,8 +177,9 @@ def test_mcp_server_speaks_nagi_ledgers_tools_over_stdio(project, tmp_path):
     assert all(set(r) == {"id", "kind", "ts", "title", "status"} for r in search)
     assert [r["kind"] for r in out["search_kinds"][1]] == ["approaches"]
     similar = out["similar"][1]
-    assert similar[0]["task"] in ("smoke-task", "Smoke task!") and similar[0]["score"] >= 0.9
-    assert {r["task"] for r in similar} == {"smoke-task", "Smoke task!"}
+    assert [(r["kind"], r["id"], r["score"]) for r in similar] == [
+        ("dispatches", 3, 0.9524), ("dispatches", 1, 0.9), ("dispatches", 2, 0.9),
+        ("approaches", 1, 0.9)]
     smith = out["smith"][1]
     assert {r["title"] for r in smith} >= {"Editing an applied migration in place",
                                           "Run the migration dry-run before applying schema "
@@ -203,3 +211,164 @@ def test_mcp_readers_honour_an_injected_now(project, tmp_path):
     assert report[1] == ("## 自律実行リスト (last 6h)\n\n(no actions)\n\n## Dispatches\n"
                          "- Audit logging for admin endpoints → fork/opus → PENDING")
     assert rows(project.audit_db, "SELECT count(*) FROM actions") == [(3,)]  # readers only
+
+
+# --------------------------------------------------------------------------- --tools nagi
+
+NAGI_SCHEMAS = Path(__file__).parent / "fixtures" / "mcp" / "nagi_ledger_tools.json"
+
+
+def test_tools_nagi_serves_exactly_nagi_ledgers_tools_and_schemas(project, tmp_path):
+    """`--tools nagi` is a drop-in for nagi-ledger's server: its ten tools and nothing else,
+    with the input schemas and annotations nagi-ledger's own server lists (recorded from it
+    in tests/fixtures/mcp/nagi_ledger_tools.json)."""
+    import json
+
+    expected = json.loads(NAGI_SCHEMAS.read_text(encoding="utf-8"))
+
+    async def script(raw, s: Session) -> Any:
+        tools = (await raw.list_tools()).tools
+        return {t.name: {"inputSchema": t.input_schema,
+                         "annotations": t.annotations.model_dump(by_alias=True,
+                                                                 exclude_none=True)}
+                for t in tools}
+
+    listed = run_session(project.root, _env(project), tmp_path / "server.log", script,
+                         "--tools", "nagi")
+    assert set(listed) == NAGI_TOOLS
+    assert listed == expected
+    assert listed["ledger_search"]["inputSchema"]["properties"]["since_days"]["anyOf"] == [
+        {"type": "number"}, {"type": "null"}]
+
+
+def test_nagi_ledgers_smoke_checks_pass_against_tools_nagi(project, tmp_path):
+    """The checks of nagi-ledger's tests/smoke_stdio.py, over real stdio, on a new DB."""
+    env = _env(project)
+    db = tmp_path / "smoke" / "smoke_ledger.db"
+    env["NAGI_LEDGER_DB"] = str(db)
+
+    async def script(raw, s: Session) -> dict[str, Any]:
+        out: dict[str, Any] = {"names": {t.name for t in (await raw.list_tools()).tools}}
+
+        async def call(name: str, **args: Any) -> Any:
+            return await raw.call_tool(name, args)
+
+        out["action"] = await call("ledger_log_action", tier=1, category="smoke_test",
+                                   description="stdio smoke test action",
+                                   project="nagi-ledger-mcp")
+        out["dispatch"] = await call("ledger_log_dispatch", task="smoke-task",
+                                     agent_type="fork", model="sonnet",
+                                     brief_summary="smoke test dispatch")
+        out["status"] = await call("ledger_task_status", task="smoke-task")
+        out["bad_tier"] = await call("ledger_log_action", tier=9, category="x", description="y")
+        out["approach"] = await call("ledger_log_approach", task="smoke-approach-task",
+                                     approach="tried rm -rf on the venv", outcome="DEAD_END",
+                                     reason="broke unrelated deps")
+        out["check"] = await call("ledger_check_approaches", task="smoke-approach-task")
+        out["search"] = await call("ledger_search", query="smoke")
+        out["similar"] = await call("ledger_similar_tasks", task="smoke task")
+        out["half_day"] = await call("ledger_search", query="smoke", since_days=0.5)
+        return out
+
+    out = run_session(project.root, env, tmp_path / "server.log", script, "--tools", "nagi")
+    assert out["names"] == NAGI_TOOLS  # no tool the smoke test does not know
+    for key in ("action", "dispatch", "status", "approach", "check", "search", "similar",
+                "half_day"):
+        assert out[key].is_error is False, (key, out[key])
+    assert "id" in out["action"].structured_content
+    assert out["dispatch"].structured_content["retry_count"] == 0
+    assert out["status"].structured_content["dispatch_count"] == 1
+    assert out["bad_tier"].is_error is True
+    assert "id" in out["approach"].structured_content
+    check = out["check"].structured_content
+    assert check["total"] == 1 and not check["no_gos"] and not check["works"]
+    assert [d["approach"] for d in check["dead_ends"]] == ["tried rm -rf on the venv"]
+    rows_ = out["search"].structured_content["result"]
+    assert any(r["title"] == "smoke-task" for r in rows_)
+    assert any(r["task"] == "smoke-task" for r in out["similar"].structured_content["result"])
+    assert len(out["half_day"].structured_content["result"]) == len(rows_)  # all just written
+    assert db.exists()
+
+
+def _rpc(proc: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+    import json
+
+    proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+    if "id" not in message:
+        return None
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the server closed its output"
+        reply = json.loads(line)
+        if reply.get("id") == message["id"]:
+            return reply
+
+
+def test_results_on_the_wire_are_what_both_sdk_generations_read(project, tmp_path):
+    """MCP SDK 1.x clients read camelCase ``isError``/``structuredContent`` from the JSON-RPC
+    result; 2.x reads the same wire fields (as ``is_error``/``structured_content``). Checked
+    on the raw stdio stream, with a 1.x client's protocol version."""
+    import subprocess
+
+    env = _env(project)
+    env["NAGI_LEDGER_DB"] = str(tmp_path / "wire.db")
+    with open(tmp_path / "server.log", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "toolkit", "mcp", "--tools", "nagi"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                env=env, cwd=str(project.root), text=True, encoding="utf-8")
+        try:
+            init = _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "sdk-1.x-like", "version": "0"}}})
+            _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+            def call(i: int, name: str, **args: Any) -> dict[str, Any]:
+                reply = _rpc(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                    "params": {"name": name, "arguments": args}})
+                assert reply is not None and "result" in reply, reply
+                return reply["result"]
+
+            ok = call(2, "ledger_log_action", tier=1, category="c", description="wire test")
+            bad = call(3, "ledger_log_action", tier=9, category="c", description="d")
+            listed = call(4, "ledger_search", query="wire")
+            text = call(5, "ledger_session_report", since_hours=24)
+            bad_type = call(6, "ledger_search", query="wire", since_days="soon")
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+    assert init is not None and init["result"]["protocolVersion"] == "2025-06-18"
+    assert ok["isError"] is False and ok["structuredContent"] == {"id": 1}
+    assert ok["content"] == [{"type": "text", "text": '{\n  "id": 1\n}'}]
+    assert bad["isError"] is True and "structuredContent" not in bad
+    assert bad["content"][0]["text"] == (
+        "Error executing tool ledger_log_action: Invalid tier 9: must be one of (0, 1, 2) "
+        "(0=info, 1=notable, 2=high-impact).")
+    # a list result: {"result": [...]} as structured content, one text block per row
+    rows_ = listed["structuredContent"]["result"]
+    assert [(r["kind"], r["id"], r["title"], r["status"]) for r in rows_] == [
+        ("actions", 1, "wire test", 1)]
+    assert len(listed["content"]) == 1 and listed["isError"] is False
+    assert text["structuredContent"]["result"].startswith("## 自律実行リスト (last 24h)")
+    assert bad_type["isError"] is True and "since_days" in bad_type["content"][0]["text"]
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+def test_default_tool_set_is_all_and_unknown_sets_are_refused(cli_run, project):
+    from toolkit.config import resolve
+    from toolkit.errors import UsageError
+    from toolkit.mcp_server import build_server
+
+    cfg = resolve(project=project.root)
+    names = {t.name for t in asyncio.run(build_server(cfg).list_tools())}
+    assert names == NAGI_TOOLS | EXTRA_TOOLS
+    names = {t.name for t in asyncio.run(build_server(cfg, tool_set="nagi").list_tools())}
+    assert names == NAGI_TOOLS
+    try:
+        build_server(cfg, tool_set="some")
+    except UsageError as exc:
+        assert "Invalid tool set 'some'" in str(exc)
+    else:
+        raise AssertionError("an unknown tool set was accepted")
+    result = cli_run("mcp", "--tools", "some")
+    assert result.exit_code == 2 and "'some' is not one of 'all', 'nagi'" in result.stderr

@@ -186,21 +186,20 @@ def log_action(db: Path, tier: Any, category: Any, description: Any,
         return {"id": int(cur.lastrowid or 0)}
 
 
-def log_dispatch(db: Path, task: Any, agent_type: Any, model: Any, brief_summary: Any, *,
-                 similar_limit: int = 5, min_score: float = 0.35) -> dict[str, Any]:
+def log_dispatch(db: Path, task: Any, agent_type: Any, model: Any, brief_summary: Any
+                 ) -> dict[str, Any]:
     """Record a subagent dispatch (ledger_log_dispatch).
 
     Returns ``{"id", "retry_count", "similar"}``: ``retry_count`` counts the EARLIER dispatches
-    with exactly this task; ``similar`` lists reworded near-duplicates among earlier dispatches
-    and approaches (earlier dispatches of exactly this task are retries, not listed; an
-    approach recorded under exactly this task is, with score 1.0).
+    with exactly this task; ``similar`` is ``ledger_similar_tasks`` with its defaults, taken
+    before the insert, so it lists earlier dispatches of this very task too (score 1.0).
     """
     task = _nonempty(task, "task")
     agent_type = _nonempty(agent_type, "agent_type")
     model = _nonempty(model, "model")
     brief_summary = _nonempty(brief_summary, "brief_summary")
     with _writer(db) as conn:
-        conn.execute("BEGIN IMMEDIATE")  # the count and the insert see the same DB
+        conn.execute("BEGIN IMMEDIATE")  # the count, the similar rows and the insert agree
         prior = conn.execute("SELECT COUNT(*) FROM dispatches WHERE task = ?",
                              (task,)).fetchone()[0]
         candidates = _sqlite_candidates(conn)
@@ -209,10 +208,7 @@ def log_dispatch(db: Path, task: Any, agent_type: Any, model: Any, brief_summary
             (task, agent_type, model, brief_summary))
         conn.execute("COMMIT")
         new_id = int(cur.lastrowid or 0)
-    similar = rank_similar(task, (c for c in candidates
-                                  if not (c.kind == "dispatches" and c.task == task)),
-                           limit=similar_limit, min_score=min_score)
-    return {"id": new_id, "retry_count": int(prior), "similar": similar}
+    return {"id": new_id, "retry_count": int(prior), "similar": rank_similar(task, candidates)}
 
 
 def log_verdict(db: Path, dispatch_id: Any, verdict: Any, notes: Any = None) -> dict[str, Any]:
@@ -250,52 +246,56 @@ def log_approach(db: Path, task: Any, approach: Any, outcome: Any, reason: Any
 
 
 # --------------------------------------------------------------------------- similarity
+#
+# nagi-ledger's matching rules (ledger.py ``_tokenize``, ``_score``, ``_similarity``), kept to
+# the letter so ``ledger_search`` and ``ledger_similar_tasks`` answer as nagi-ledger does.
 
-# Han (with extensions and compatibility forms), kana, Hangul, CJK punctuation-free letters.
-_CJK = ("\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-        "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0003134f")
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(f"[^\\W_{_CJK}]+")
-
-
-def tokens(text: str) -> tuple[list[str], list[str]]:
-    """(words, cjk_grams): lowercased words; character 2-grams of each CJK run.
-
-    A CJK run of one character is its own gram. Words are runs of letters and digits outside
-    CJK scripts, so ``fix-bug-42`` gives ``fix``, ``bug``, ``42``.
-    """
-    low = text.lower()
-    words = _WORD.findall(low)
-    grams: list[str] = []
-    for run in _CJK_RUN.findall(low):
-        grams.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
-    return words, grams
+_NAGI_WORD = re.compile(r"[a-z0-9]+")
+_SPACE = re.compile(r"\s+")
 
 
 def token_set(text: str) -> frozenset[str]:
-    words, grams = tokens(text)
-    return frozenset(words) | frozenset(grams)
+    """nagi-ledger's match units: lowercase ASCII words (``[a-z0-9]+``), plus the character
+    2-grams of whatever text is left once the words are cut out and whitespace removed.
+
+    The leftover holds CJK text (so "大規模ログ" gives 大規, 規模, 模ロ, ログ) and also
+    punctuation and non-ASCII letters: "Review PR #42 (billing)" leaves "#()" and so has the
+    units ``#(`` and ``()`` besides review, pr, 42, billing.
+    """
+    low = text.lower()
+    units = set(_NAGI_WORD.findall(low))
+    rest = _SPACE.sub("", _NAGI_WORD.sub(" ", low))
+    units.update(rest[i:i + 2] for i in range(len(rest) - 1))
+    return frozenset(units)
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
+def match_score(query_units: frozenset[str], text: str | None) -> float:
+    """The fraction of the query's units that ``text`` holds (0.0 for an empty side)."""
+    if not query_units or not text:
+        return 0.0
+    units = token_set(text)
+    if not units:
+        return 0.0
+    return len(query_units & units) / len(query_units)
 
 
 def similarity(a: str, b: str) -> float:
-    """nagi-ledger's task similarity: min(difflib ratio, token Jaccard), in [0, 1]."""
-    return _similarity(_norm(a), token_set(a), _norm(b), token_set(b), 0.0)
+    """nagi-ledger's task similarity: min(difflib ratio of the lowercased strings, Jaccard of
+    their match units), in [0, 1]. ``a`` is the task asked about, ``b`` the recorded one."""
+    return _similarity(a, token_set(a), b, token_set(b), 0.0)
 
 
-def _similarity(na: str, ta: frozenset[str], nb: str, tb: frozenset[str], floor: float
+def _similarity(a: str, ta: frozenset[str], b: str, tb: frozenset[str], floor: float
                 ) -> float:
+    """``similarity``; a result below ``floor`` may be a cheaper upper bound of the score."""
     union = ta | tb
     jaccard = len(ta & tb) / len(union) if union else 0.0
     if jaccard < floor:
         return jaccard  # the min cannot reach the floor: skip the costly ratio
-    sm = difflib.SequenceMatcher(None, na, nb, autojunk=False)
+    sm = difflib.SequenceMatcher(None, a.lower(), b.lower())
     if sm.real_quick_ratio() < floor or sm.quick_ratio() < floor:
-        return min(jaccard, sm.quick_ratio())
-    return min(jaccard, sm.ratio())
+        return min(jaccard, sm.quick_ratio())  # both bound ratio() from above
+    return min(sm.ratio(), jaccard)
 
 
 @dataclass(frozen=True)
@@ -304,36 +304,37 @@ class Candidate:
     id: int
     task: str
     ts: str | None
-    status: str | None  # verdict or PENDING for dispatches, outcome for approaches
+    verdict: str | None  # the dispatch's verdict (None when not given yet) or the outcome
 
 
 def rank_similar(task: str, candidates: Iterable[Candidate], *, limit: int = 5,
                  min_score: float = 0.35) -> list[dict[str, Any]]:
-    """The candidates scoring at least ``min_score`` against ``task``, best first."""
-    nt, tt = _norm(task), token_set(task)
-    scored = []
+    """nagi-ledger's ``similar_tasks`` over ``candidates`` (dispatches by id, then approaches
+    by id): every row scoring at least ``min_score``, score rounded to 4 places, best first;
+    equal rounded scores keep the candidates' order."""
+    units = token_set(task)
+    cache: dict[str, float] = {}
+    scored: list[tuple[float, dict[str, Any]]] = []
     for c in candidates:
-        score = _similarity(nt, tt, _norm(c.task), token_set(c.task), min_score)
+        score = cache.get(c.task)
+        if score is None:
+            score = cache[c.task] = _similarity(task, units, c.task, token_set(c.task),
+                                                min_score)
         if score >= min_score:
-            scored.append((score, c))
-    # best score first; among equal scores the newest row (ts, then id), then by kind
-    scored.sort(key=lambda sc: sc[1].kind)
-    scored.sort(key=lambda sc: sc[1].id, reverse=True)
-    scored.sort(key=lambda sc: sc[1].ts or "", reverse=True)
-    scored.sort(key=lambda sc: sc[0], reverse=True)
-    return [{"id": c.id, "kind": c.kind, "task": c.task, "score": round(score, 3),
-             "verdict": c.status, "ts": c.ts} for score, c in scored[:limit]]
+            rounded = round(score, 4)
+            scored.append((rounded, {"kind": c.kind, "id": c.id, "task": c.task,
+                                     "score": rounded, "ts": c.ts, "verdict": c.verdict}))
+    scored.sort(key=lambda sr: sr[0], reverse=True)
+    return [row for _, row in scored[:limit]]
 
 
 def _sqlite_candidates(conn: sqlite3.Connection) -> list[Candidate]:
-    """The newest row of each distinct task among dispatches and approaches (writer side)."""
-    rows = conn.execute(
-        "SELECT 'dispatches', d.id, d.task, d.ts, COALESCE(d.verdict, 'PENDING') FROM dispatches d "
-        "JOIN (SELECT MAX(id) AS id FROM dispatches GROUP BY task) m ON m.id = d.id "
-        "UNION ALL "
-        "SELECT 'approaches', a.id, a.task, a.ts, a.outcome FROM approaches a "
-        "JOIN (SELECT MAX(id) AS id FROM approaches GROUP BY task) m ON m.id = a.id").fetchall()
-    return [Candidate(k, int(i), str(t), ts, s) for k, i, t, ts, s in rows
+    """Every dispatch by id, then every approach by id (writer side)."""
+    rows = conn.execute("SELECT 'dispatches', id, task, ts, verdict FROM dispatches "
+                        "ORDER BY id").fetchall()
+    rows += conn.execute("SELECT 'approaches', id, task, ts, outcome FROM approaches "
+                         "ORDER BY id").fetchall()
+    return [Candidate(k, int(i), str(t), ts, v) for k, i, t, ts, v in rows
             if isinstance(i, int) and t is not None]
 
 
@@ -350,20 +351,33 @@ def parse_now(value: str | None) -> dt.datetime | None:
         raise UsageError(f"--now: {text!r} is not a date-time; use 'YYYY-MM-DD HH:MM:SS' (UTC)"
                          ) from None
     if when.tzinfo is not None:
-        when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        when = when.astimezone(dt.UTC).replace(tzinfo=None)
     return when
 
 
-def _window(now: dt.datetime | None, back: dt.timedelta
+# SQLite's datetime() answers for Julian day 0 (4714 BC, November 24, noon) onwards and NULL
+# before; Python's datetime starts at 0001-01-01, Julian day 1721425.5.
+_JULIAN_DAYS_BEFORE_YEAR_1 = 1721425.5
+
+
+def _window(now: dt.datetime | None, amount: float, unit: str
             ) -> tuple[dt.datetime, dt.datetime | None]:
-    """(since, until) of a window reaching ``back`` before now.
+    """(since, until) of a window reaching ``amount`` ``unit`` (hours or days) before now.
 
     Without an injected now this is nagi-ledger's ``ts >= datetime('now', '-N ...')`` (no end);
     with one the window also ends there, so "the 24 hours before 2026-05-04 12:00" means that.
+    As SQLite's ``datetime()``, the start is cut to the whole second; a start before Julian day
+    0 (or not a number) is NULL there, so nagi-ledger matches no row, and neither does this
+    window; a start between that and year 1 matches every row.
     """
-    if now is None:
-        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - back, None
-    return now - back, now
+    base = now if now is not None else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    try:
+        since = (base - dt.timedelta(**{unit: amount})).replace(microsecond=0)
+    except (OverflowError, ValueError):
+        days = amount / 24 if unit == "hours" else amount
+        reach = (base - dt.datetime.min).total_seconds() / 86400 + _JULIAN_DAYS_BEFORE_YEAR_1
+        since = dt.datetime.min if math.isfinite(days) and days <= reach else dt.datetime.max
+    return since, now
 
 
 def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
@@ -424,7 +438,7 @@ def session_report(store: Store, since_hours: Any = 24, *, now: dt.datetime | No
     from toolkit import queries
 
     since_hours = _positive(since_hours, "since_hours")
-    since, until = _window(now, dt.timedelta(hours=since_hours))
+    since, until = _window(now, since_hours, "hours")
     actions = queries.audit_actions_since(store, since, until)
     dispatches = queries.audit_dispatches_since(store, since, until)
     if not actions and not dispatches:
@@ -459,7 +473,7 @@ def stats(store: Store, days: Any = 7, *, now: dt.datetime | None = None) -> dic
     from toolkit import queries
 
     days = _positive(days, "days")
-    since, until = _window(now, dt.timedelta(days=days))
+    since, until = _window(now, days, "days")
     by_tier = {str(t): 0 for t in AUDIT_TIERS}
     for tier, n in queries.audit_action_counts_by_tier(store, since, until):
         if tier is not None:
@@ -477,51 +491,63 @@ def stats(store: Store, days: Any = 7, *, now: dt.datetime | None = None) -> dic
 def search(store: Store, query: Any, kinds: Sequence[str] | None = None, limit: Any = 20,
            offset: Any = 0, since_days: Any = None, *, now: dt.datetime | None = None
            ) -> list[dict[str, Any]]:
-    """ledger_search: index rows ``{id, kind, ts, title, status}``, newest first.
+    """ledger_search: index rows ``{id, kind, ts, title, status}``, best match first.
 
-    Every word of the query must appear (case-insensitive substring) in the row's title
-    fields; for CJK text, at least half of the query's character 2-grams must. Body text
-    (brief_summary, verdict_notes, reason) is neither searched nor returned. ``status`` is
-    ``Tier n`` for actions, the verdict or PENDING for dispatches, the outcome for approaches.
+    nagi-ledger's rules: a row's score is the sum over three fields of the fraction of the
+    query's match units (``token_set``) the field holds: an action's description, category
+    and project; a dispatch's task, brief_summary and verdict_notes; an approach's task,
+    approach and reason. Rows scoring above 0 come back by score, then newest ``ts``, then
+    actions, dispatches, approaches by id. Titles: the description, the task, or
+    ``task: approach``; status: the tier (an integer), the verdict or PENDING, the outcome.
+    Bodies are scored but never returned.
     """
     from toolkit import queries
 
     query = _nonempty(query, "query")
-    if kinds:
-        bad = [k for k in kinds if k not in SEARCH_KINDS]
-        if bad:
-            raise UsageError(f"Invalid kinds {bad!r}: each must be one of {SEARCH_KINDS}.")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    selected = set(kinds) if kinds else set(SEARCH_KINDS)
+    unknown = selected - set(SEARCH_KINDS)
+    if unknown:
+        raise UsageError(f"Invalid kinds {sorted(unknown)}: must be a subset of {SEARCH_KINDS}.")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         raise UsageError("'limit' must be a positive integer.")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise UsageError("'offset' must be zero or a positive integer.")
+        raise UsageError("'offset' must be non-negative.")
     since = until = None
     if since_days is not None:
-        since, until = _window(now, dt.timedelta(days=_positive(since_days, "since_days")))
-    words, grams = tokens(query)
-    if not words and not grams:
-        raise UsageError("'query' must contain at least one word.")
-    min_grams = math.ceil(len(set(grams)) / 2)
-    return queries.audit_search(store, words=sorted(set(words)), grams=sorted(set(grams)),
-                                min_grams=min_grams, kinds=list(kinds or SEARCH_KINDS),
-                                since=since, until=until, limit=limit, offset=offset)
+        since, until = _window(now, _positive(since_days, "since_days"), "days")
+    units = token_set(query)
+    if not units:
+        return []  # nothing can score above 0
+    scored: list[tuple[float, dict[str, Any]]] = []
+    for kind in SEARCH_KINDS:
+        if kind not in selected:
+            continue
+        for r in queries.audit_search_rows(store, kind, since, until):
+            score = (match_score(units, r["f1"]) + match_score(units, r["f2"])
+                     + match_score(units, r["f3"]))
+            if score > 0:
+                scored.append((score, {"id": r["id"], "kind": kind, "ts": r["ts"],
+                                       "title": r["title"], "status": r["status"]}))
+    scored.sort(key=lambda sr: sr[1]["ts"] or "", reverse=True)
+    scored.sort(key=lambda sr: sr[0], reverse=True)
+    return [row for _, row in scored[offset:offset + limit]]
 
 
 def similar_tasks(store: Store, task: Any, limit: Any = 5, min_score: Any = 0.35
                   ) -> list[dict[str, Any]]:
-    """ledger_similar_tasks: dispatched or approached tasks worded like ``task``, best first.
+    """ledger_similar_tasks: every dispatch and approach whose task scores at least
+    ``min_score`` against ``task`` (see ``similarity``), best first, at most ``limit``.
 
-    Each row: ``{id, kind, task, score, verdict, ts}`` for the newest row of that task;
-    ``verdict`` is the verdict (or PENDING) for dispatches and the outcome for approaches.
+    Rows ``{kind, id, task, score, ts, verdict}``: ``verdict`` is the dispatch's verdict
+    (null before one is attached) or the approach's outcome.
     """
     from toolkit import queries
 
     task = _nonempty(task, "task")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         raise UsageError("'limit' must be a positive integer.")
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
-            or not 0 <= min_score <= 1:
-        raise UsageError("'min_score' must be a number between 0 and 1.")
-    candidates = [Candidate(r["kind"], r["id"], r["task"], r["ts"], r["status"])
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)):
+        raise UsageError("'min_score' must be a number.")
+    candidates = [Candidate(r["kind"], r["id"], r["task"], r["ts"], r["verdict"])
                   for r in queries.audit_task_candidates(store)]
     return rank_similar(task, candidates, limit=limit, min_score=float(min_score))

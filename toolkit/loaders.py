@@ -302,7 +302,11 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
             problems.append(Problem("audit", str(db), None,
                                     f"extra column(s) {', '.join(cols)} in {t} ignored"))
         ids = audit.max_ids(conn, schema, db)
-        old_ids: dict[str, int] = prev.get("max_ids", {}) if not full else {}
+        # rows are copied by id, so they only continue the rows of the same file: another
+        # DB (--audit-db, NAGI_LEDGER_DB) or a file put in its place starts over
+        ident = _file_identity(db)
+        same_file = prev.get("file") == ident
+        old_ids: dict[str, int] = prev.get("max_ids", {}) if not full and same_file else {}
         added = 0
         for t in audit.TABLES:
             if t not in schema.tables:
@@ -310,7 +314,7 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
                 continue
             after = old_ids.get(t, 0)
             have = store.scalar(f"SELECT coalesce(max(id), 0) FROM {t}") or 0
-            if full or ids.get(t, 0) < after or have != after:
+            if full or not same_file or ids.get(t, 0) < after or have != after:
                 store.conn.execute(f"DELETE FROM {t}")  # replaced, reset or first load
                 after = 0
             added += _copy_audit_table(store, conn, db, t, schema.tables[t], after, problems,
@@ -322,8 +326,14 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
     res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
                        change=f"{added} new")
-    res.state = {"max_ids": ids}
+    res.state = {"max_ids": ids, "file": ident}
     return res
+
+
+def _file_identity(path: Path) -> list[Any]:
+    """The resolved path, device and inode of a file: which file the copied rows came from."""
+    st = path.stat()
+    return [str(path.resolve()), st.st_dev, st.st_ino]
 
 
 def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],

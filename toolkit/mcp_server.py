@@ -21,7 +21,10 @@ ledger_similar_tasks        task, limit=5, min_score=0.35 -> rows
 ==========================  ===============================================================
 
 plus ``smith_ledger_search(query, limit=20)`` and ``slop_ledger_query(bucket=None,
-severity=None, status=None, search=None, limit=50)``, both read-only.
+severity=None, status=None, search=None, limit=50)``, both read-only, unless the server is
+built with ``tool_set="nagi"`` (``toolkit mcp --tools nagi``): then it serves nagi-ledger's
+ten tools and nothing else. Input schemas (names, types, defaults) and annotation titles are
+nagi-ledger's.
 
 Writers go to the audit DB directly (``toolkit.audit_ops``); readers go through the DuckDB
 store, opened per call and closed again so the CLI can use it between calls. A missing audit
@@ -147,7 +150,7 @@ class LedgerTools:
             return audit_ops.stats(store, days, now=self.now)
 
     def search(self, query: str, kinds: list[str] | None = None, limit: int = 20,
-               offset: int = 0, since_days: int | None = None) -> list[dict[str, Any]]:
+               offset: int = 0, since_days: float | None = None) -> list[dict[str, Any]]:
         from toolkit import audit_ops
 
         with self._store("audit") as store:
@@ -201,8 +204,14 @@ def _call(fn: Callable[..., T], *args: Any) -> T:
         raise ToolError(str(exc)) from None
 
 
-def build_server(cfg: Config, now: dt.datetime | None = None) -> Any:
-    """The MCP server with all twelve tools registered."""
+TOOL_SETS = ("all", "nagi")
+
+
+def build_server(cfg: Config, now: dt.datetime | None = None, tool_set: str = "all") -> Any:
+    """The MCP server: nagi-ledger's ten tools, plus the toolkit's own two unless
+    ``tool_set`` is ``"nagi"``."""
+    if tool_set not in TOOL_SETS:
+        raise UsageError(f"Invalid tool set {tool_set!r}: must be one of {TOOL_SETS}.")
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
@@ -316,21 +325,51 @@ def build_server(cfg: Config, now: dt.datetime | None = None) -> Any:
         """
         return _call(tools.check_approaches, task)
 
-    @server.tool(name="ledger_search", annotations=ann("Search the Ledger", True))
+    @server.tool(name="ledger_search", annotations=ann("Search Ledger", True))
     def ledger_search(query: str, kinds: list[str] | None = None, limit: int = 20,
-                      offset: int = 0, since_days: int | None = None) -> list[dict[str, Any]]:
-        """Keyword search across actions, dispatches and approaches. Returns index rows only
-        ({id, kind, ts, title, status}), never summaries, notes or reasons. kinds: any of
-        "actions", "dispatches", "approaches". CJK queries match by character pairs."""
+                      offset: int = 0, since_days: float | None = None
+                      ) -> list[dict[str, Any]]:
+        """Keyword search across actions/dispatches/approaches. Returns index rows only
+        ({"id","kind","ts","title","status"}), never brief_summary, verdict_notes or reason.
+
+        A row's score is the fraction of the query's words (character pairs for Japanese and
+        other text without spaces) found in each of its fields, summed; rows scoring above 0
+        come back by score, then newest first. Fetch detail afterwards with
+        ledger_task_status(task) or ledger_check_approaches(task).
+
+        Args:
+            query: search text. Must be non-empty.
+            kinds: subset of ["actions","dispatches","approaches"]. Omit to search all three.
+            limit: max rows to return. Defaults to 20.
+            offset: rows to skip, for paging. Defaults to 0.
+            since_days: if set, only rows from the last N days.
+
+        Returns rows {"id": int, "kind": str, "ts": str, "title": str, "status": str|int}:
+        title is the description, the task, or "task: approach"; status the tier, the
+        verdict (PENDING before one) or the outcome.
+        """
         return _call(tools.search, query, kinds, limit, offset, since_days)
 
     @server.tool(name="ledger_similar_tasks", annotations=ann("Find Similar Tasks", True))
     def ledger_similar_tasks(task: str, limit: int = 5,
                              min_score: float = 0.35) -> list[dict[str, Any]]:
-        """Find reworded duplicate tasks that an exact-string match would miss, among
-        dispatches and approaches. Score = min(difflib ratio, token Jaccard); rows
-        {id, kind, task, score, verdict, ts}, best first."""
+        """Find previously dispatched/attempted tasks textually similar to `task`: reworded
+        duplicates that an exact-string match (ledger_task_status) misses.
+
+        Score = min(difflib ratio, token Jaccard), 0.0-1.0, rounded to 4 places.
+
+        Args:
+            task: the task string to compare against. Must be non-empty.
+            limit: max results. Defaults to 5.
+            min_score: minimum similarity to include. Defaults to 0.35.
+
+        Returns rows {"kind","id","task","score","ts","verdict"} sorted by score desc;
+        verdict is the dispatch's verdict (null before one) or the approach's outcome.
+        """
         return _call(tools.similar_tasks, task, limit, min_score)
+
+    if tool_set == "nagi":
+        return server
 
     @server.tool(name="smith_ledger_search", annotations=ann("Search the Smith Ledger", True))
     def smith_ledger_search(query: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -353,6 +392,6 @@ def build_server(cfg: Config, now: dt.datetime | None = None) -> Any:
     return server
 
 
-def serve_stdio(cfg: Config, now: dt.datetime | None = None) -> None:
+def serve_stdio(cfg: Config, now: dt.datetime | None = None, tool_set: str = "all") -> None:
     """Serve the tools over stdin/stdout until the client disconnects."""
-    build_server(cfg, now).run("stdio")
+    build_server(cfg, now, tool_set).run("stdio")

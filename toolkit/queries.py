@@ -11,7 +11,6 @@ Sections are owned by feature areas; add yours under its own ``# --- <area> ---`
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -92,56 +91,38 @@ def audit_verdict_counts(store: Store, since: dt.datetime, until: dt.datetime | 
         "ORDER BY verdict NULLS LAST", [since, until])[1]]
 
 
-_AUDIT_INDEX = """
-SELECT id, 'actions' AS kind, ts, description AS title, 'Tier ' || tier AS status,
-       lower(concat_ws(' ', description, category, project)) AS hay FROM actions
-UNION ALL
-SELECT id, 'dispatches', ts, task, coalesce(verdict, 'PENDING'),
-       lower(concat_ws(' ', task, agent_type, model)) FROM dispatches
-UNION ALL
-SELECT id, 'approaches', ts, task, outcome, lower(concat_ws(' ', task, approach))
-FROM approaches
-"""
+# kind -> (title, status, the three scored fields): nagi-ledger's ledger_search columns.
+_AUDIT_SEARCH = {
+    "actions": ("description", "tier", "description", "category", "project"),
+    "dispatches": ("task", "coalesce(verdict, 'PENDING')", "task", "brief_summary",
+                   "verdict_notes"),
+    "approaches": ("concat(task, ': ', approach)", "outcome", "task", "approach", "reason"),
+}
 
 
-def audit_search(store: Store, *, words: Sequence[str], grams: Sequence[str], min_grams: int,
-                 kinds: Sequence[str], since: dt.datetime | None, limit: int, offset: int,
-                 until: dt.datetime | None = None) -> list[dict[str, Any]]:
-    """Index rows ``{id, kind, ts, title, status}`` whose title fields hold every word and at
-    least ``min_grams`` of the CJK grams (all lowercase), newest first."""
-    where = ["kind IN (" + ", ".join("?" for _ in kinds) + ")"]
-    params: list[Any] = list(kinds)
+def audit_search_rows(store: Store, kind: str, since: dt.datetime | None,
+                      until: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Every row of one audit table (in the window, if any), by id: ``{id, ts, title, status,
+    f1, f2, f3}`` where f1-f3 are the fields ledger_search scores."""
+    title, status, f1, f2, f3 = _AUDIT_SEARCH[kind]
+    where, params = "", []
     if since is not None:
-        where.append(_WINDOW)
-        params += [since, until]
-    for w in words:
-        where.append("contains(hay, ?)")
-        params.append(w)
-    if grams:
-        where.append("(" + " + ".join("CAST(contains(hay, ?) AS INTEGER)" for _ in grams)
-                     + ") >= ?")
-        params.extend(grams)
-        params.append(min_grams)
-    params += [limit, offset]
+        where, params = f"WHERE {_WINDOW}", [since, until]
     return store.fetch_dicts(
-        f"SELECT id, kind, {_ts('ts')} AS ts, title, status FROM ({_AUDIT_INDEX}) "
-        f"WHERE {' AND '.join(where)} "
-        "ORDER BY ts DESC NULLS LAST, id DESC, kind LIMIT ? OFFSET ?", params)
+        f"SELECT id, {_ts('ts')} AS ts, {title} AS title, {status} AS status, "
+        f"{f1} AS f1, {f2} AS f2, {f3} AS f3 FROM {kind} {where} ORDER BY id", params)
 
 
 def audit_task_candidates(store: Store) -> list[dict[str, Any]]:
-    """The newest row of each distinct task among dispatches and approaches:
-    ``{kind, id, task, ts, status}`` (status: verdict or PENDING, or the outcome)."""
+    """Every dispatch by id, then every approach by id: ``{kind, id, task, ts, verdict}``
+    (verdict: the dispatch's verdict or NULL, or the approach's outcome)."""
     return store.fetch_dicts(f"""
-SELECT kind, id, task, {_ts('ts')} AS ts, status FROM (
-  SELECT 'dispatches' AS kind, id, task, ts, coalesce(verdict, 'PENDING') AS status,
-         row_number() OVER (PARTITION BY task ORDER BY id DESC) AS rn
-  FROM dispatches WHERE task IS NOT NULL
+SELECT kind, id, task, {_ts('ts')} AS ts, verdict FROM (
+  SELECT 0 AS k, 'dispatches' AS kind, id, task, ts, verdict FROM dispatches
+  WHERE task IS NOT NULL
   UNION ALL
-  SELECT 'approaches', id, task, ts, outcome,
-         row_number() OVER (PARTITION BY task ORDER BY id DESC)
-  FROM approaches WHERE task IS NOT NULL)
-WHERE rn = 1 ORDER BY id DESC, kind""")
+  SELECT 1, 'approaches', id, task, ts, outcome FROM approaches WHERE task IS NOT NULL)
+ORDER BY k, id""")
 
 
 # --- mcp read-only tools: Smith Ledger search, slop ledger query -----------------------------

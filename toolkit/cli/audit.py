@@ -274,15 +274,20 @@ def stats(days: int, now: str | None, as_json: bool) -> None:
               help="Only actions, dispatches or approaches (repeatable).")
 @click.option("--limit", type=int, default=20, show_default=True, help="Rows to show.")
 @click.option("--offset", type=int, default=0, show_default=True, help="Rows to skip.")
-@click.option("--since-days", type=int, default=None, help="Only the last N days.")
+@click.option("--since-days", type=float, default=None,
+              help="Only the last N days (fractions allowed, e.g. 0.5).")
 @_now_option
 @_json_option
 def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
-           since_days: int | None, now: str | None, as_json: bool) -> None:
-    """Find actions, dispatches and approaches by words in their titles (ledger_search).
+           since_days: float | None, now: str | None, as_json: bool) -> None:
+    """Find actions, dispatches and approaches by words (ledger_search).
 
-    Every word of QUERY must appear; Japanese/Chinese/Korean text matches by character pairs.
-    Shows index rows only (id, kind, time, title, status), never summaries, notes or reasons.
+    As nagi-ledger: a row scores the fraction of QUERY's words found in each of its fields
+    (an action's description, category and project; a dispatch's task, summary and verdict
+    notes; an approach's task, approach and reason), summed; Japanese and other text without
+    spaces matches by character pairs. Rows scoring above 0 are shown best first, then
+    newest. Shows index rows only (id, kind, time, title, status), never summaries, notes or
+    reasons.
     """
     from toolkit.audit_ops import parse_now
     from toolkit.audit_ops import search as do
@@ -297,8 +302,9 @@ def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
         click.echo(f'No results for "{_line(query)}".')
         return
     click.echo(render_rows(["id", "kind", "ts", "title", "status"],
-                           [(r["id"], r["kind"], r["ts"], r["title"], r["status"]) for r in rows],
-                           "table"))
+                           [(r["id"], r["kind"], r["ts"], r["title"],
+                             _tier(r["status"]) if r["kind"] == "actions" else r["status"])
+                            for r in rows], "table"))
 
 
 @audit.command("similar", short_help="Earlier tasks worded like this one.")
@@ -310,8 +316,9 @@ def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
 def similar(task: str, limit: int, min_score: float, as_json: bool) -> None:
     """Earlier tasks worded like TASK, among dispatches and approaches (ledger_similar_tasks).
 
-    Score = the smaller of difflib's ratio and the Jaccard overlap of words (character pairs
-    for CJK text); catches reworded duplicates that the exact-match retry count misses.
+    Score = the smaller of difflib's ratio and the Jaccard overlap of nagi-ledger's match
+    units (words, and character pairs of the rest); catches reworded duplicates that the
+    exact-match retry count misses. Every matching row is listed, best first.
     """
     from toolkit.audit_ops import similar_tasks
 
@@ -326,10 +333,15 @@ def similar(task: str, limit: int, min_score: float, as_json: bool) -> None:
     click.echo(_similar_table(rows))
 
 
+def _tier(tier: Any) -> str:
+    """An action's status in the table: ``Tier n`` (``Tier ???`` for a damaged row)."""
+    return f"Tier {'???' if tier is None else tier}"
+
+
 def _similar_table(rows: list[dict[str, Any]]) -> str:
     return render_rows(["score", "kind", "id", "ts", "task", "verdict"],
                        [(f"{r['score']:.3f}", r["kind"], r["id"], r["ts"], r["task"],
-                         r["verdict"]) for r in rows], "table")
+                         r["verdict"] or "PENDING") for r in rows], "table")
 
 
 @audit.command("brief", short_help="nagi-ledger's session-start brief of open loops.")

@@ -67,7 +67,8 @@ from dataclasses import dataclass
 
 MARKER = "[REDACTED]"
 
-__all__ = ["MARKER", "Finding", "find_secrets", "redact"]
+__all__ = ["MARKER", "Finding", "find_secrets", "find_secrets_anywhere", "redact",
+           "scan_variants"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +180,14 @@ def _starts_line(text: str, keyword_start: int) -> bool:
     return _LINE_START.search(text, max(0, keyword_start - 200), keyword_start) is not None
 
 
+def _is_marker(value: str) -> bool:
+    """Starts with ``[REDACTED]`` (in any case: the final scan reads a case-folded copy)."""
+    return value[:len(MARKER)].upper() == MARKER
+
+
 def _value_is_secret(value: str) -> bool:
     v = value.strip()
-    if not v or v.startswith(MARKER) or v == "~":
+    if not v or _is_marker(v) or v == "~":
         return False
     low = v.lower()
     first = re.split(r"[\s|\[]", low, maxsplit=1)[0].rstrip(",;")
@@ -279,9 +285,14 @@ _SIMPLE_GATES: dict[str, tuple[str, ...]] = {
 _ASSIGN_GATES = ("pass", "secret", "token", "key", "credential")
 
 
-def _detect(text: str, home: str | None) -> Iterator[_Hit]:
+# The simple families with the case of their prefix ignored: for scanning a case-folded copy
+# (a slug or a URL path lowercases a key id or token; it must still be found).
+_SIMPLE_FOLDED = tuple((kind, re.compile(p.pattern, p.flags | _I)) for kind, p in _SIMPLE)
+
+
+def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
     low = text.lower()
-    for kind, pattern in _SIMPLE:
+    for kind, pattern in _SIMPLE_FOLDED if fold else _SIMPLE:
         if any(g in low for g in _SIMPLE_GATES[kind]):
             for m in pattern.finditer(text):
                 yield _Hit(kind, m.start(), m.end(), MARKER)
@@ -291,11 +302,11 @@ def _detect(text: str, home: str | None) -> Iterator[_Hit]:
                 yield _Hit("api_key", m.start(), m.end(), MARKER)
     if "bearer" in low:
         for m in _BEARER.finditer(text):
-            if _tokenish(m.group("body"), 8, 20) and not m.group("body").startswith(MARKER):
+            if _tokenish(m.group("body"), 8, 20) and not _is_marker(m.group("body")):
                 yield _Hit("bearer_token", m.start(), m.end(), MARKER)
     if "://" in text:
         for m in _URL_CREDS.finditer(text):
-            if not m.group("creds").startswith(MARKER):
+            if not _is_marker(m.group("creds")):
                 yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
     if "authorization" in low:
         for m in _AUTH_HEADER.finditer(text):
@@ -368,16 +379,18 @@ def _merge(hits: list[_Hit]) -> list[_Hit]:
     return out
 
 
-def _collect(text: str, home: str | None) -> list[_Hit]:
-    return _merge(list(_detect(text, home)))
+def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
+    return _merge(list(_detect(text, home, fold)))
 
 
-def find_secrets(text: str, *, home: str | None = None) -> list[Finding]:
+def find_secrets(text: str, *, home: str | None = None, fold: bool = False) -> list[Finding]:
     """Every secret (and home path) ``redact`` would replace, in text order.
 
     Used as the final scan before anything leaves the machine: an empty list means safe.
+    ``fold``: also find the families whose prefix has a fixed case (``AKIA…``, ``ghp_…``)
+    when they were lowercased, as in a slug; for scanning ``text.casefold()``.
     """
-    hits = _collect(text, home)
+    hits = _collect(text, home, fold)
     return [Finding(h.kind, h.start, h.end, text.count("\n", 0, h.start) + 1) for h in hits]
 
 
@@ -402,6 +415,32 @@ def _apply(text: str, hits: list[_Hit]) -> str:
         pos = h.end
     parts.append(text[pos:])
     return "".join(parts)
+
+
+def scan_variants(text: str) -> list[str]:
+    """The copies of outgoing text a final scan looks at: as written, with percent-escapes
+    decoded (a URL), with HTML entities decoded, each also case-folded. A secret that became
+    part of a link or was lowercased is still seen."""
+    import html
+    from urllib.parse import unquote
+
+    out = [text]
+    for variant in (unquote(text), html.unescape(text), html.unescape(unquote(text))):
+        if variant not in out:
+            out.append(variant)
+    return out
+
+
+def find_secrets_anywhere(text: str, *, home: str | None = None) -> list[Finding]:
+    """``find_secrets`` over every :func:`scan_variants` copy of ``text``, also case-folded;
+    the findings of the first copy that has any (offsets are into that copy)."""
+    for variant in scan_variants(text):
+        found = find_secrets(variant, home=home)
+        if not found:
+            found = find_secrets(variant.casefold(), home=home, fold=True)
+        if found:
+            return found
+    return []
 
 
 def redactor(home: str | None = None) -> Callable[[str], str]:

@@ -2,14 +2,22 @@
 
 A slug never contains a path separator or dot-segment, never names a reserved Windows device,
 and stays short. When the title had characters that ASCII folding dropped (CJK, emoji, bidi
-controls), a short hash of the exact title is appended so different titles stay different.
+controls), a short hash of the title is appended so different titles stay different.
+
+A slug is made from the *redacted* title (``toolkit.redact``, home paths folded whatever the
+machine's home is): slugs become file names, URLs and anchors, and handoff reports and GitHub
+issues link to them, so a secret in a title or task name must not survive in its slug, in any
+case (FAULTS H1). The site and the links to it use this one function, so links still resolve.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
+
+from toolkit.redact import redact
 
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
              *(f"lpt{i}" for i in range(10)), "index", "assets", "search"}
@@ -17,8 +25,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 MAX_LEN = 60
 
 
+@functools.lru_cache(maxsize=65536)
 def slugify(title: str | None, *, fallback: str = "untitled") -> str:
-    text = title or ""
+    text = redact(title, home="") if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     slug = _NON_ALNUM.sub("-", folded.lower()).strip("-")[:MAX_LEN].strip("-")
     lossy = any(ord(ch) > 127 and not unicodedata.combining(ch)

@@ -339,3 +339,17 @@ def test_h2_keeps_what_is_not_the_secret() -> None:
     assert redact("The password is hunter2.") == "The password is [REDACTED]."
     assert redact(f"aws configure set aws_secret_access_key {AWS_SECRET}") == \
         "aws configure set aws_secret_access_key [REDACTED]"
+
+
+def test_fold_finds_lowercased_families_and_keeps_decoys() -> None:
+    """Loaders lowercase some values and slugs lowercase everything: with ``fold`` a
+    lowercased key id or token is still redacted; the decoys still pass."""
+    for secret in (AKIA, ASIA, GHP, XOXB, JWT, "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"):
+        low = f"category sec {secret.lower()}"
+        assert secret.lower() not in redact(low, home=HOME, fold=True), secret
+        assert find_secrets(low, home=HOME, fold=True)
+    assert AKIA.lower() in redact(f"x {AKIA.lower()}", home=HOME)  # exact case without fold
+    for decoy in DECOYS + H2_DECOYS:
+        assert redact(decoy, home=HOME, fold=True) == decoy
+        if "-P" not in decoy:  # mysql -P3306 (a port) lowercased is -p3306 (a password)
+            assert redact(decoy.lower(), home=HOME, fold=True) == decoy.lower()

@@ -394,12 +394,15 @@ def find_secrets(text: str, *, home: str | None = None, fold: bool = False) -> l
     return [Finding(h.kind, h.start, h.end, text.count("\n", 0, h.start) + 1) for h in hits]
 
 
-def redact(text: str, *, home: str | None = None) -> str:
-    """``text`` with every secret replaced by ``[REDACTED]`` and home paths folded to ``~``."""
+def redact(text: str, *, home: str | None = None, fold: bool = False) -> str:
+    """``text`` with every secret replaced by ``[REDACTED]`` and home paths folded to ``~``.
+
+    ``fold``: also the families whose prefix has a fixed case when they were lowercased
+    (``akiaiosfodnn7example``), for text a loader lowercased (categories, enums) and slugs."""
     # Redaction can expose a new match at a seam (rare); repeat until stable so that
     # redact(redact(x)) == redact(x). Two passes are enough in practice; three is the bound.
     for _ in range(3):
-        hits = _collect(text, home)
+        hits = _collect(text, home, fold)
         if not hits:
             return text
         text = _apply(text, hits)
@@ -443,6 +446,6 @@ def find_secrets_anywhere(text: str, *, home: str | None = None) -> list[Finding
     return []
 
 
-def redactor(home: str | None = None) -> Callable[[str], str]:
+def redactor(home: str | None = None, *, fold: bool = False) -> Callable[[str], str]:
     """A one-argument redact function with ``home`` bound (handy for templates and maps)."""
-    return lambda text: redact(text, home=home)
+    return lambda text: redact(text, home=home, fold=fold)

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from toolkit.redact import redact
 
@@ -27,7 +28,7 @@ MAX_LEN = 60
 
 @functools.lru_cache(maxsize=65536)
 def slugify(title: str | None, *, fallback: str = "untitled") -> str:
-    text = redact(title, home="") if title else ""
+    text = redact(title, home="", fold=True) if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     slug = _NON_ALNUM.sub("-", folded.lower()).strip("-")[:MAX_LEN].strip("-")
     lossy = any(ord(ch) > 127 and not unicodedata.combining(ch)
@@ -39,7 +40,7 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
     return slug
 
 
-def unique_slugs(titles: list[str | None], *, fallback: str = "untitled") -> list[str]:
+def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled") -> list[str]:
     """Slugs for titles in order, made unique with -2, -3... in order of appearance."""
     bases = [slugify(t, fallback=fallback) for t in titles]
     used: set[str] = set()

@@ -238,3 +238,18 @@ def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
     assert run("build-site", "--no-redact").exit_code == 0
     dry = run("publish", "--repo", "acme/api", "--dry-run")
     assert "which was last built without redaction" in dry.stderr
+
+
+def test_query_csv_stays_faithful_for_programs(tmp_path: Path) -> None:
+    """`toolkit query --format csv` is data for other programs: a formula-like value is
+    printed exactly (the spreadsheet-safe CSVs are the site's downloads)."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    world = make_world(tmp_path)
+    result = CliRunner().invoke(
+        cli, ["--project", str(world.root), "query", "SELECT '=1+1' AS f, -2 AS n",
+              "--format", "csv"], env=_env(world), catch_exceptions=False)
+    assert result.exit_code == 0
+    assert list(csv.reader(result.stdout.splitlines())) == [["f", "n"], ["=1+1", "-2"]]

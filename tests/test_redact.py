@@ -353,3 +353,9 @@ def test_fold_finds_lowercased_families_and_keeps_decoys() -> None:
         assert redact(decoy, home=HOME, fold=True) == decoy
         if "-P" not in decoy:  # mysql -P3306 (a port) lowercased is -p3306 (a password)
             assert redact(decoy.lower(), home=HOME, fold=True) == decoy.lower()
+
+
+def test_fold_leaves_hex_digests_alone() -> None:
+    digest = "acca0123456789abcdef"  # 20 hex characters that happen to start like an AWS id
+    assert redact(f"table {digest} done", home=HOME, fold=True) == f"table {digest} done"
+    assert find_secrets(f"id {digest}", home=HOME, fold=True) == []

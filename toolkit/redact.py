@@ -287,7 +287,12 @@ _ASSIGN_GATES = ("pass", "secret", "token", "key", "credential")
 
 # The simple families with the case of their prefix ignored: for scanning a case-folded copy
 # (a slug or a URL path lowercases a key id or token; it must still be found).
-_SIMPLE_FOLDED = tuple((kind, re.compile(p.pattern, p.flags | _I)) for kind, p in _SIMPLE)
+# AWS ids folded: only the key prefixes (AKIA, ASIA), not ACCA/ABIA, which a hex digest can
+# start with.
+_AWS_KEY_FOLDED = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _I)
+_SIMPLE_FOLDED = tuple(
+    (kind, _AWS_KEY_FOLDED if kind == "aws_access_key_id" else re.compile(p.pattern, p.flags | _I))
+    for kind, p in _SIMPLE)
 
 
 def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:

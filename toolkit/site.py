@@ -15,6 +15,12 @@ here (links, tables, blocks), which escape their own parts. Links are only http(
 relative links between generated pages. Titles go to the front matter already HTML-escaped,
 because the theme prints ``page.title`` unescaped in ``<title>``, the header and the nav.
 
+Redaction. With ``--redact`` (``redact: true``) steps 1-3 read a redacted copy of the store
+(``Store.redacted_copy``), so every page, file name, nav title, download and search entry is
+made from redacted text; the build records whether it was redacted (``site-build.json`` in the
+state folder, read by :func:`site_redaction_warning` for handoff and publish). CSV downloads
+are spreadsheet-safe either way (``Store.copy_to(spreadsheet_safe=True)``).
+
 Rebuilds. A full MkDocs build runs when the configuration or nav changed, on ``--clean`` or
 when there is no previous build; otherwise MkDocs runs ``dirty`` (it renders only pages whose
 Markdown is newer than their HTML: exactly the files rewritten in step 2), and the search
@@ -586,7 +592,7 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     if redact:
         from toolkit.redact import redact as redact_text
 
-        site_name = redact_text(site_name)
+        site_name = redact_text(site_name, fold=True)
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
     content = reports.build_site_content(store, today=today, site_name=site_name,

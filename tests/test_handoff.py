@@ -188,7 +188,9 @@ def test_ai_written_text_renders_as_literal_text(project):
     report = run_handoff(project)
 
     assert "<script" not in report and "<img" not in report
-    assert "@octocat" not in report and "@&#8203;octocat" in report
+    # a would-be mention sits in a code span (GitHub notifies no one; the text copies intact)
+    assert "`@octocat`" in report and "`@team`" in report
+    assert not re.search(r"(?<![A-Za-z0-9`])@[A-Za-z0-9]", report)
     assert not re.search(r"(?<!\\)\]\(javascript:", report)
     lines = report.splitlines()
     assert "# Not a heading" not in lines and "```" not in lines and "---" in lines
@@ -196,6 +198,15 @@ def test_ai_written_text_renders_as_literal_text(project):
     # the title's pipe does not break the CodeSmith table row
     row = next(line for line in lines if line.startswith("| ") and "script" in line)
     assert row.count(" | ") == 5
+
+
+def test_addresses_stay_copyable_and_only_mentions_are_wrapped():
+    text = "mail jane.doe@example.com, clone ssh://git@github.com/acme/api.git, ask @octocat"
+    out = md_text(text)
+    assert "jane.doe@example.com" in out and "ssh://git@github.com/acme/api.git" in out
+    assert "`@octocat`" in out
+    assert "\u200b" not in out and "&#8203;" not in out
+    assert md_text("@ alone, a@b") == "@ alone, a@b"
 
 
 def test_escaping_round_trips_for_the_secret_scan():

@@ -258,3 +258,104 @@ def test_large_text_is_fast_enough_and_linear() -> None:
     blob = ("a-b.c_" * 50_000) + " password: x1"
     out = redact(blob, home=HOME)
     assert out.endswith("password: [REDACTED]")
+
+
+# --------------------------------------------------------------------------- FAULTS.md H2
+# Secrets written without the usual prefix or "=": each family with its realistic forms.
+WHSEC = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+SENDGRID = "SG." + "ngeVfQFYQlKU0ufo8x5d1A" + "." + "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc-1s5cr"
+AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+H2_SECRETS: list[tuple[str, str]] = [
+    (f"aws configure set aws_secret_access_key {AWS_SECRET}", AWS_SECRET),
+    (f"aws configure set aws_secret_access_key '{AWS_SECRET}' --profile ci", AWS_SECRET),
+    ("aws configure set aws_session_token IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJGMEQCIBq",
+     "IQoJb3JpZ2luX2VjEJr"),
+    ("REDIS_URL=redis://:Sup3rS3cret@cache.internal:6379/0", "Sup3rS3cret"),
+    ('{"cache": "rediss://:p4ssw0rd-x@redis.example.com:6380"}', "p4ssw0rd-x"),
+    (f"STRIPE_WEBHOOK_SECRET is {WHSEC} in prod", WHSEC),
+    (f"stripe listen printed: Ready! Your webhook signing secret is {WHSEC} (^C to quit)",
+     WHSEC),
+    (f"SENDGRID={SENDGRID}", SENDGRID),
+    (f"the mailer used {SENDGRID}.", SENDGRID),
+    (("DefaultEndpointsProtocol=https;AccountName=acmestore;"
+      f"AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net"), AZURE_KEY),
+    (("Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+      "SharedAccessKey=q8R9s0T1u2V3w4X5y6Z7a8B9c0D1e2F3g4H5i6J7k8L="), "q8R9s0T1u2V3w4X5y6Z7a8B9"),
+    ("curl -u admin:Wint3r-2026 https://ci.example.com/api/json", "Wint3r-2026"),
+    ("curl -s --user 'deploy:hunter22' -X POST https://registry/api", "hunter22"),
+    ("curl --user=bot:xyzzy42 https://h/x", "xyzzy42"),
+    ("machine api.github.com login octo password s3cret-netrc-pw", "s3cret-netrc-pw"),
+    ("machine bitbucket.org\n  login jane\n  password Tr0ub4dor&3\n", "Tr0ub4dor&3"),
+    ("mysql -u root -pS3cure!pw -h db.internal app", "S3cure!pw"),
+    ("mysqldump -uroot -p'dump-pa55' shop > shop.sql", "dump-pa55"),
+    ("The password is hunter2.", "hunter2"),
+    ("fyi the password for the staging db is swordfish, rotate it", "swordfish"),
+    ("Passphrase was `correct-horse-42` on the old laptop", "correct-horse-42"),
+]
+H2_DECOYS: list[str] = [
+    "sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709 and md5 d41d8cd98f00b204e9800998ecf8427e",
+    "request 123e4567-e89b-12d3-a456-426614174000 timed out",
+    "logo.png is iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+    "mysql -u root -p app_db",
+    "mysql -u root -p",
+    "mysql -P3306 -h db app",
+    "mysql -p\"$MYSQL_PWD\" app",
+    "Handle the password reset e-mail before Friday.",
+    "The password is wrong on staging; the password was rotated yesterday.",
+    "the password is stored in the vault, and the password is required",
+    "curl -u $USER:$API_PASS https://h/x",
+    "curl -u jane https://h/x prompts for the password",
+    "aws configure set region eu-west-1",
+    "aws configure set aws_secret_access_key $AWS_SECRET_ACCESS_KEY",
+    "redis://cache.internal:6379/0 and ssh://git@github.com/acme/api.git",
+    "machine example.com login jane",
+    "The SG.1 signal group and whsec_ are documented in the wiki",
+    "AccountName=acmestore;EndpointSuffix=core.windows.net",
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), H2_SECRETS,
+                         ids=[f"h2-{i}" for i in range(len(H2_SECRETS))])
+def test_secrets_without_prefix_or_equals_are_redacted(text: str, secret: str) -> None:
+    out = redact(text, home=HOME)
+    assert secret not in out and secret.lower() not in out.lower()
+    assert MARKER in out
+    assert find_secrets(text, home=HOME), "the final scan must see the secret too"
+    assert find_secrets(out, home=HOME) == []
+    assert redact(out, home=HOME) == out
+
+
+@pytest.mark.parametrize("text", H2_DECOYS, ids=[f"h2-decoy{i}" for i in range(len(H2_DECOYS))])
+def test_h2_decoys_pass_unchanged(text: str) -> None:
+    assert redact(text, home=HOME) == text
+    assert find_secrets(text, home=HOME) == []
+
+
+def test_h2_keeps_what_is_not_the_secret() -> None:
+    assert redact("redis://:pw-9x@cache:6379") == "redis://[REDACTED]@cache:6379"
+    assert redact("curl -u admin:Wint3r-2026 https://h") == "curl -u admin:[REDACTED] https://h"
+    assert redact("mysql -uroot -pS3cure!pw app") == "mysql -uroot -p[REDACTED] app"
+    assert redact("machine h login u password p4ss") == "machine h login u password [REDACTED]"
+    assert redact("The password is hunter2.") == "The password is [REDACTED]."
+    assert redact(f"aws configure set aws_secret_access_key {AWS_SECRET}") == \
+        "aws configure set aws_secret_access_key [REDACTED]"
+
+
+def test_fold_finds_lowercased_families_and_keeps_decoys() -> None:
+    """Loaders lowercase some values and slugs lowercase everything: with ``fold`` a
+    lowercased key id or token is still redacted; the decoys still pass."""
+    for secret in (AKIA, ASIA, GHP, XOXB, JWT, "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"):
+        low = f"category sec {secret.lower()}"
+        assert secret.lower() not in redact(low, home=HOME, fold=True), secret
+        assert find_secrets(low, home=HOME, fold=True)
+    assert AKIA.lower() in redact(f"x {AKIA.lower()}", home=HOME)  # exact case without fold
+    for decoy in DECOYS + H2_DECOYS:
+        assert redact(decoy, home=HOME, fold=True) == decoy
+        if "-P" not in decoy:  # mysql -P3306 (a port) lowercased is -p3306 (a password)
+            assert redact(decoy.lower(), home=HOME, fold=True) == decoy.lower()
+
+
+def test_fold_leaves_hex_digests_alone() -> None:
+    digest = "acca0123456789abcdef"  # 20 hex characters that happen to start like an AWS id
+    assert redact(f"table {digest} done", home=HOME, fold=True) == f"table {digest} done"
+    assert find_secrets(f"id {digest}", home=HOME, fold=True) == []

@@ -21,7 +21,7 @@ CONFIG_NAME = "toolkit.yaml"
 # toolkit.yaml keys that hold paths (relative paths are relative to the file's folder).
 _PATH_KEYS = ("vault", "slop", "audit_db", "audit_json", "snapshots_home", "workspace", "db",
               "site_dir", "goal_file", "goal_history")
-_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish"}
+_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact"}
 
 
 def find_project_root(start: Path) -> Path | None:
@@ -53,6 +53,7 @@ class Config:
     today: dt.date | None = None  # injected "today" (pruning, ages); None = the real date
     config_file: Path | None = None
     publish: dict[str, Any] = field(default_factory=dict)
+    redact: bool = False  # build-site redacts the site (toolkit.yaml ``redact: true``)
 
     @property
     def ledger_dir(self) -> Path:
@@ -212,6 +213,13 @@ def resolve(
     if not isinstance(publish, dict):
         raise UsageError("publish: must be a mapping", path=cfg_path)
 
+    redact = settings.get("redact", False)
+    if redact is None:
+        redact = False
+    if not isinstance(redact, bool):
+        raise UsageError(f"redact: {redact!r} is not true or false", path=cfg_path,
+                         hint="Write `redact: true` or `redact: false` in toolkit.yaml")
+
     return Config(
         project_root=root,
         vault=Path(vault),
@@ -229,4 +237,5 @@ def resolve(
         today=today,
         config_file=cfg_path,
         publish=publish,
+        redact=redact,
     )

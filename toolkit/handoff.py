@@ -85,11 +85,16 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
 # --------------------------------------------------------------------------- Markdown text
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!{}])")
-_ZWSP = "&#8203;"  # after "@": GitHub shows the text but does not notify anyone
+# An "@name" that GitHub would turn into a mention: "@" not after a letter or digit (so not in
+# an e-mail address or ssh://git@host) and followed by a user name. It goes in a code span,
+# where GitHub notifies no one and a copy-paste still yields the same text.
+_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9]))*")
+_MENTION_SPAN = re.compile(r"`(@[A-Za-z0-9-]+)`")
 
 
 def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
-    """Untrusted text as literal inline Markdown: one line, specials escaped, no mentions."""
+    """Untrusted text as literal inline Markdown: one line, specials escaped, a would-be
+    @-mention in a code span (no notification; e-mail addresses and ``git@host`` untouched)."""
     text = "" if value is None else str(value)
     text = " ".join(text.split())
     text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf")
@@ -98,7 +103,7 @@ def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
         text = text[: limit - 1].rstrip() + "…"
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
-    return text.replace("@", "@" + _ZWSP)
+    return _MENTION.sub(lambda m: f"`{m.group(0)}`", text)
 
 
 def md_link(label: str, url: str | None) -> str:
@@ -125,7 +130,7 @@ def md_block(value: Any, limit: int | None = None) -> str:
 
 def unescape_markdown(text: str) -> str:
     """Undo the escapes of :func:`md_text` and :func:`md_block` (for the final secret scan)."""
-    text = text.replace(_ZWSP, "").replace("&#124;", "|")
+    text = _MENTION_SPAN.sub(r"\1", text).replace("&#124;", "|")
     text = re.sub(r"\\([\\`*_\[\]|~#!{}\-+=.)])", r"\1", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 

@@ -455,16 +455,24 @@ class PublishResult:
 
 
 def final_scan(title: str, body: str, scanner: Callable[[str], list[Any]] | None = None) -> None:
-    """Refuse (exit 1) when a secret is still present in what would be sent."""
+    """Refuse (exit 1) when a secret is still present in what would be sent: in the text as
+    written, with Markdown escapes undone, URL-decoded, entity-decoded, and case-folded
+    (a slug or a link lowercases a key; FAULTS H1)."""
     from toolkit.handoff import unescape_markdown
+    from toolkit.redact import find_secrets_anywhere, scan_variants
 
-    if scanner is None:
-        from toolkit.redact import find_secrets as scanner
     for part, text in (("title", title), ("body", body)):
-        findings = list(scanner(text))
-        plain = unescape_markdown(text)
-        if not findings and plain != text:
-            findings = list(scanner(plain))  # a secret hidden by Markdown escapes
+        findings: list[Any] = []
+        for plain in dict.fromkeys((text, unescape_markdown(text))):
+            if scanner is None:
+                findings = find_secrets_anywhere(plain)
+            else:
+                for variant in scan_variants(plain):
+                    findings = list(scanner(variant)) or list(scanner(variant.casefold()))
+                    if findings:
+                        break
+            if findings:
+                break
         if findings:
             first = findings[0]
             kinds = sorted({f.kind for f in findings})

@@ -26,11 +26,20 @@ What is redacted
   line (also with ``\\n`` escapes inside JSON strings; a block with no END line is redacted to
   the end of its base64).
 - JWTs: three base64url parts separated by dots, the header starting ``eyJ``.
-- Credentials in URLs: ``scheme://user:pass@host`` becomes ``scheme://[REDACTED]@host``
-  (scheme and host kept; ``ssh://git@host`` has no password and is left alone).
+- Credentials in URLs: ``scheme://user:pass@host`` (also with an empty user,
+  ``redis://:pass@host``) becomes ``scheme://[REDACTED]@host`` (scheme and host kept;
+  ``ssh://git@host`` has no password and is left alone).
+- Stripe webhook signing secrets (``whsec_…``) and SendGrid keys (``SG.<id>.<secret>``).
+- Secrets written without ``=``, only the value replaced: ``aws configure set
+  aws_secret_access_key …`` (and ``aws_session_token``), ``curl -u user:pw`` /
+  ``--user``, a ``.netrc`` ``machine … login … password …`` (one line or several),
+  ``mysql -p<pw>`` (``-p`` followed by a space prompts and is left alone), and a password
+  stated in prose ("the password is …", "password for the db was …"; ordinary words after
+  "is", such as "wrong", "required" or "stored", are not passwords).
 - Assignments whose key ends in ``password``, ``passwd``, ``passphrase``, ``secret``,
   ``token``, ``api_key``/``apikey``/``api-key``, ``access_key``, ``secret_key``,
-  ``private_key``, ``credential(s)``, in prose, JSON, YAML, env files, URLs' query strings and
+  ``private_key``, ``account_key`` (Azure ``AccountKey=``; ``SharedAccessKey=`` matches
+  ``access_key``), ``credential(s)``, in prose, JSON, YAML, env files, URLs' query strings and
   ``Authorization: Basic|Token|Bearer …`` headers: only the value is replaced
   (``"password": "[REDACTED]"``). Values that are clearly not secrets are left alone: empty,
   ``null``/``None``/``true``/``false``, type names (``password: str``), variable references
@@ -50,6 +59,7 @@ addresses, model names (``deepseek-v4-pro``), ``sk-learn``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -57,7 +67,8 @@ from dataclasses import dataclass
 
 MARKER = "[REDACTED]"
 
-__all__ = ["MARKER", "Finding", "find_secrets", "redact"]
+__all__ = ["MARKER", "Finding", "find_secrets", "find_secrets_anywhere", "redact",
+           "scan_variants"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,10 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"[A-Za-z0-9_/-]{8,}")),
     ("jwt", re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
                        r"\.[A-Za-z0-9_-]*")),
+    ("stripe_webhook_secret", re.compile(
+        r"(?<![A-Za-z0-9_])whsec_[A-Za-z0-9+/=]{24,}(?![A-Za-z0-9+/=])")),
+    ("sendgrid_key", re.compile(
+        r"(?<![A-Za-z0-9_.-])SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{30,}(?![A-Za-z0-9_-])")),
     ("private_key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -116,14 +131,14 @@ _BEARER = re.compile(r"(?<![A-Za-z0-9_-])bearer[ \t]+(?P<body>[^\s,;\"'`()\[\]{}
 
 # The password may itself hold "@": the credentials run to the last "@" before the path.
 _URL_CREDS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
-                        r"(?P<creds>[^\s/?#@:\"'<>\[\]]+:[^\s/?#\"'<>\[\]]+)@")
+                        r"(?P<creds>[^\s/?#@:\"'<>\[\]]*:[^\s/?#\"'<>\[\]]+)@")
 
 _AUTH_HEADER = re.compile(r"authorization[\"'*]*[ \t]*[:=][ \t]*[\"']?"
                           r"(?P<scheme>(?:basic|token|digest)[ \t]+)?"
                           r"(?P<value>[A-Za-z0-9._~+/=-]{8,})", _I)
 
 _KEYWORDS = (r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key"
-             r"|secret[_-]?key|private[_-]?key|credentials?")
+             r"|secret[_-]?key|private[_-]?key|account[_-]?key|credentials?")
 _ASSIGN = re.compile(
     r"(?:" + _KEYWORDS + r")[\"'*]*[ \t]*(?:=>|:=|[:=])(?![=:])[ \t]*"
     r"(?:\"(?P<dq>(?:[^\"\\\n]|\\.)*)\""
@@ -165,9 +180,14 @@ def _starts_line(text: str, keyword_start: int) -> bool:
     return _LINE_START.search(text, max(0, keyword_start - 200), keyword_start) is not None
 
 
+def _is_marker(value: str) -> bool:
+    """Starts with ``[REDACTED]`` (in any case: the final scan reads a case-folded copy)."""
+    return value[:len(MARKER)].upper() == MARKER
+
+
 def _value_is_secret(value: str) -> bool:
     v = value.strip()
-    if not v or v.startswith(MARKER) or v == "~":
+    if not v or _is_marker(v) or v == "~":
         return False
     low = v.lower()
     first = re.split(r"[\s|\[]", low, maxsplit=1)[0].rstrip(",;")
@@ -182,23 +202,129 @@ def _value_is_secret(value: str) -> bool:
     return not set(v) <= set("*x.X-_")  # ****, xxxx placeholders
 
 
-def _detect(text: str, home: str | None) -> Iterator[_Hit]:
-    for kind, pattern in _SIMPLE:
+# Secrets written without "=" or a known prefix: only the value is replaced. Each pattern
+# names its value ``dq``/``sq``/``bq`` (quoted) or ``bare``; ``_value_is_secret`` then drops
+# variable references and placeholders, and ``_PROSE_WORDS`` ordinary words after "is".
+_VALUE = (r"(?:\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`"
+          r"|(?P<bare>[^\s\"'`,;|&<>()\[\]{}]+))")
+_CONTEXTUAL: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    # aws configure set aws_secret_access_key wJalr… (the CLI takes the value after a space)
+    ("aws_secret_cli", "aws_", re.compile(
+        r"(?<![A-Za-z0-9_])aws_(?:secret_access_key|session_token)[\"']?[ \t]+" + _VALUE, _I)),
+    # curl -u user:pw, curl --user 'user:pw' (the user name is kept)
+    ("curl_user_password", "curl", re.compile(
+        r"(?<![\w-])curl\b[^\n]{0,300}?[ \t](?:-u|--user)(?:[ \t]+|=|(?=[^\s-]))"
+        r"[\"']?[^\s:\"']*:" + _VALUE, _I)),
+    # .netrc: machine host login user password pw (on one line or several)
+    ("netrc_password", "password", re.compile(
+        r"(?<![\w-])(?:machine[ \t]+\S+|default)(?:\s+(?:login|account|port)\s+\S+)*"
+        r"\s+password\s+" + _VALUE)),
+    # mysql -p<pw> / mysqldump -p'pw' (-p with a space after it prompts: nothing to hide)
+    ("mysql_password", "mysql", re.compile(
+        r"(?<![\w-])mysql(?:dump|admin|import|show|check)?\b[^\n]{0,300}?[ \t]-p" + _VALUE)),
+    # prose: "the password is hunter2", "password for the db was 'x'"
+    ("password_in_prose", "pass", re.compile(
+        r"(?<![\w-])(?:password|passphrase|passwd|passcode)"
+        r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[\w.@:/-]+){1,4}?)?[ \t]+(?:is|was|remains)[ \t]+(?:now[ \t]+|still[ \t]+|just[ \t]+)?"
+        + _VALUE, _I)),
+)
+
+# Words that follow "the password is" in ordinary prose (not a password).
+_PROSE_TEXT = """
+a an the this that it its not no never now still only just also always usually wrong
+incorrect invalid correct valid required mandatory optional missing empty blank unset set
+stored saved kept hashed salted encrypted expired changed reset rotated too very case
+case-sensitive known unknown available needed sent shown printed logged visible hidden
+displayed generated random provided given managed handled entered accepted rejected checked
+verified used same different weak strong long short secure insecure fine ok okay in on at
+from of for to by with without there here being been leaked compromised protected asked
+prompted requested read taken ignored enforced same-as at-least longer shorter
+"""
+_PROSE_WORDS = frozenset(_PROSE_TEXT.split())
+
+
+def _prose_value_is_secret(value: str) -> bool:
+    v = value.rstrip(".,;:!?")
+    low = v.lower()
+    if low in _PROSE_WORDS or low.startswith(MARKER.lower()):
+        return False
+    # a lowercase English participle or adverb ("hashed", "securely", "expiring")
+    return not (v.isalpha() and v.islower() and low.endswith(("ed", "ly", "ing")))
+
+
+def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
+    for kind, gate, pattern in _CONTEXTUAL:
+        if gate not in low:
+            continue
         for m in pattern.finditer(text):
-            yield _Hit(kind, m.start(), m.end(), MARKER)
-    for m in _PREFIX.finditer(text):
-        if _keyish(m.group("body")):
-            yield _Hit("api_key", m.start(), m.end(), MARKER)
-    for m in _BEARER.finditer(text):
-        if _tokenish(m.group("body"), 8, 20) and not m.group("body").startswith(MARKER):
-            yield _Hit("bearer_token", m.start(), m.end(), MARKER)
-    for m in _URL_CREDS.finditer(text):
-        if not m.group("creds").startswith(MARKER):
-            yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
-    for m in _AUTH_HEADER.finditer(text):
-        value = m.group("value")
-        if m.group("scheme") or _tokenish(value, 8, 20):
-            yield _Hit("authorization_header", m.start("value"), m.end("value"), MARKER)
+            group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
+            start, end = m.start(group), m.end(group)
+            value = text[start:end]
+            if group == "bare":
+                trimmed = value.rstrip(".,;:!?")
+                end -= len(value) - len(trimmed)
+                value = trimmed
+            if not _value_is_secret(value):
+                continue
+            if kind == "password_in_prose" and group == "bare" \
+                    and not _prose_value_is_secret(value):
+                continue
+            yield _Hit(kind, start, end, MARKER)
+
+
+# Literal text each detector needs (lowercased): a detector whose text is absent cannot match,
+# so it is skipped (most values hold none of these; redaction of a short title stays cheap).
+_SIMPLE_GATES: dict[str, tuple[str, ...]] = {
+    "github_token": ("gh", "github_pat_"), "gitlab_token": ("glpat-",), "npm_token": ("npm_",),
+    "huggingface_token": ("hf_",), "stripe_key": ("k_live_", "k_test_"),
+    "google_api_key": ("aiza",), "aws_access_key_id": ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva",
+                          "abia", "acca"), "slack_token": ("xox", "xapp-"),
+    "slack_webhook": ("hooks.slack.com",), "jwt": ("eyj",), "stripe_webhook_secret": ("whsec_",),
+    "sendgrid_key": ("sg.",), "private_key": ("-----begin",),
+}
+_ASSIGN_GATES = ("pass", "secret", "token", "key", "credential")
+
+
+# The simple families with the case of their prefix ignored: for scanning a case-folded copy
+# (a slug or a URL path lowercases a key id or token; it must still be found).
+# AWS ids folded: only the key prefixes (AKIA, ASIA), not ACCA/ABIA, which a hex digest can
+# start with.
+_AWS_KEY_FOLDED = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _I)
+_SIMPLE_FOLDED = tuple(
+    (kind, _AWS_KEY_FOLDED if kind == "aws_access_key_id" else re.compile(p.pattern, p.flags | _I))
+    for kind, p in _SIMPLE)
+
+
+def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
+    low = text.lower()
+    for kind, pattern in _SIMPLE_FOLDED if fold else _SIMPLE:
+        if any(g in low for g in _SIMPLE_GATES[kind]):
+            for m in pattern.finditer(text):
+                yield _Hit(kind, m.start(), m.end(), MARKER)
+    if "sk-" in low or "deepseek-" in low:
+        for m in _PREFIX.finditer(text):
+            if _keyish(m.group("body")):
+                yield _Hit("api_key", m.start(), m.end(), MARKER)
+    if "bearer" in low:
+        for m in _BEARER.finditer(text):
+            if _tokenish(m.group("body"), 8, 20) and not _is_marker(m.group("body")):
+                yield _Hit("bearer_token", m.start(), m.end(), MARKER)
+    if "://" in text:
+        for m in _URL_CREDS.finditer(text):
+            if not _is_marker(m.group("creds")):
+                yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
+    if "authorization" in low:
+        for m in _AUTH_HEADER.finditer(text):
+            value = m.group("value")
+            if m.group("scheme") or _tokenish(value, 8, 20):
+                yield _Hit("authorization_header", m.start("value"), m.end("value"), MARKER)
+    if any(g in low for g in _ASSIGN_GATES):
+        yield from _assignment_hits(text)
+    yield from _contextual_hits(text, low)
+    yield from _home_hits(text, home)
+
+
+def _assignment_hits(text: str) -> Iterator[_Hit]:
     for m in _ASSIGN.finditer(text):
         group = next(g for g in ("dq", "eq", "sq", "bare") if m.group(g) is not None)
         start, end = m.start(group), m.end(group)
@@ -211,22 +337,31 @@ def _detect(text: str, home: str | None) -> Iterator[_Hit]:
                 end -= 1
         if _value_is_secret(text[start:end]):
             yield _Hit("secret_assignment", start, end, MARKER)
-    yield from _home_hits(text, home)
 
 
 def _home_hits(text: str, home: str | None) -> Iterator[_Hit]:
     if home is None:
         home = os.path.expanduser("~")
     home = home.rstrip("/\\")
-    end = r"(?=[/\\]|$|[^\w.-])"
-    patterns: list[tuple[re.Pattern[str], str]] = []
-    if home and home not in ("~", "/") and len(home) > 1:
-        patterns.append((re.compile(r"(?<![\w.~-])" + re.escape(home) + end), "~"))
-    patterns.append((re.compile(r"(?<![\w.~/-])/(?:home|Users)/[A-Za-z0-9._-]+(?=/)"), "~"))
-    patterns.append((re.compile(r"(?<![\w.~-])[A-Za-z]:\\Users\\[A-Za-z0-9._ -]+?(?=\\)"), "~"))
-    for pattern, replacement in patterns:
+    if home and home not in ("~", "/") and len(home) > 1 and home in text:
+        pattern = _home_pattern(home)
         for m in pattern.finditer(text):
-            yield _Hit("home_path", m.start(), m.end(), replacement)
+            yield _Hit("home_path", m.start(), m.end(), "~")
+    if "/home/" in text or "/Users/" in text:
+        for m in _OTHER_HOME.finditer(text):
+            yield _Hit("home_path", m.start(), m.end(), "~")
+    if ":\\Users\\" in text:
+        for m in _WINDOWS_HOME.finditer(text):
+            yield _Hit("home_path", m.start(), m.end(), "~")
+
+
+_OTHER_HOME = re.compile(r"(?<![\w.~/-])/(?:home|Users)/[A-Za-z0-9._-]+(?=/)")
+_WINDOWS_HOME = re.compile(r"(?<![\w.~-])[A-Za-z]:\\Users\\[A-Za-z0-9._ -]+?(?=\\)")
+
+
+@functools.lru_cache(maxsize=16)
+def _home_pattern(home: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.~-])" + re.escape(home) + r"(?=[/\\]|$|[^\w.-])")
 
 
 def _merge(hits: list[_Hit]) -> list[_Hit]:
@@ -249,25 +384,30 @@ def _merge(hits: list[_Hit]) -> list[_Hit]:
     return out
 
 
-def _collect(text: str, home: str | None) -> list[_Hit]:
-    return _merge(list(_detect(text, home)))
+def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
+    return _merge(list(_detect(text, home, fold)))
 
 
-def find_secrets(text: str, *, home: str | None = None) -> list[Finding]:
+def find_secrets(text: str, *, home: str | None = None, fold: bool = False) -> list[Finding]:
     """Every secret (and home path) ``redact`` would replace, in text order.
 
     Used as the final scan before anything leaves the machine: an empty list means safe.
+    ``fold``: also find the families whose prefix has a fixed case (``AKIA…``, ``ghp_…``)
+    when they were lowercased, as in a slug; for scanning ``text.casefold()``.
     """
-    hits = _collect(text, home)
+    hits = _collect(text, home, fold)
     return [Finding(h.kind, h.start, h.end, text.count("\n", 0, h.start) + 1) for h in hits]
 
 
-def redact(text: str, *, home: str | None = None) -> str:
-    """``text`` with every secret replaced by ``[REDACTED]`` and home paths folded to ``~``."""
+def redact(text: str, *, home: str | None = None, fold: bool = False) -> str:
+    """``text`` with every secret replaced by ``[REDACTED]`` and home paths folded to ``~``.
+
+    ``fold``: also the families whose prefix has a fixed case when they were lowercased
+    (``akiaiosfodnn7example``), for text a loader lowercased (categories, enums) and slugs."""
     # Redaction can expose a new match at a seam (rare); repeat until stable so that
     # redact(redact(x)) == redact(x). Two passes are enough in practice; three is the bound.
     for _ in range(3):
-        hits = _collect(text, home)
+        hits = _collect(text, home, fold)
         if not hits:
             return text
         text = _apply(text, hits)
@@ -285,6 +425,32 @@ def _apply(text: str, hits: list[_Hit]) -> str:
     return "".join(parts)
 
 
-def redactor(home: str | None = None) -> Callable[[str], str]:
+def scan_variants(text: str) -> list[str]:
+    """The copies of outgoing text a final scan looks at: as written, with percent-escapes
+    decoded (a URL), with HTML entities decoded, each also case-folded. A secret that became
+    part of a link or was lowercased is still seen."""
+    import html
+    from urllib.parse import unquote
+
+    out = [text]
+    for variant in (unquote(text), html.unescape(text), html.unescape(unquote(text))):
+        if variant not in out:
+            out.append(variant)
+    return out
+
+
+def find_secrets_anywhere(text: str, *, home: str | None = None) -> list[Finding]:
+    """``find_secrets`` over every :func:`scan_variants` copy of ``text``, also case-folded;
+    the findings of the first copy that has any (offsets are into that copy)."""
+    for variant in scan_variants(text):
+        found = find_secrets(variant, home=home)
+        if not found:
+            found = find_secrets(variant.casefold(), home=home, fold=True)
+        if found:
+            return found
+    return []
+
+
+def redactor(home: str | None = None, *, fold: bool = False) -> Callable[[str], str]:
     """A one-argument redact function with ``home`` bound (handy for templates and maps)."""
-    return lambda text: redact(text, home=home)
+    return lambda text: redact(text, home=home, fold=fold)

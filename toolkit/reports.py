@@ -23,7 +23,6 @@ URL scheme (other modules link to it; see ``page_url``):
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -454,6 +453,11 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
     data.task_slug = task_slugs(t for t in all_tasks if t is not None)
+    _VALUE_SLUGS.clear()
+    for dim in ("category", "confidence"):
+        _VALUE_SLUGS.update(value_slugs(dim, (e.get(dim) for e in data.ledger)))
+    for dim in ("bucket", "severity", "status", "owner"):
+        _VALUE_SLUGS.update(value_slugs(dim, (s.get(dim) for s in data.slop)))
     from toolkit.history_report import turn_activity  # history feature: per-turn activity
 
     data.turn_activity = turn_activity(store, data)
@@ -557,8 +561,27 @@ def _ordered(values: Iterable[Any], known: Sequence[Any]) -> list[Any]:
     return [v for v in known if v in present] + rest + ([None] if None in present else [])
 
 
-@functools.lru_cache(maxsize=4096)
-def _value_slug(value: Any) -> str:
+# The slug of each value's index page, per dimension (``category``, ``bucket``...), unique
+# within its dimension: two values can share a slug ("Ops" and "ops", or two categories that
+# differ only in a secret, which slugs redact), so the later one in sorted order gets -2, -3...
+# Set by load_site_data for the site being built.
+_VALUE_SLUGS: dict[tuple[str, Any], str] = {}
+
+
+def value_slugs(dim: str, values: Iterable[Any]) -> dict[tuple[str, Any], str]:
+    """``(dim, value) -> slug`` for a dimension's values; None and "" are ``none``."""
+    ordered = sorted({v for v in values if v not in (None, "")}, key=str)
+    names = ["none", *(str(v) for v in ordered)]
+    slugs = unique_slugs(names, fallback="none")
+    out = {(dim, v): s for v, s in zip(ordered, slugs[1:])}
+    out[(dim, None)] = out[(dim, "")] = "none"
+    return out
+
+
+def _value_slug(dim: str, value: Any) -> str:
+    found = _VALUE_SLUGS.get((dim, value))
+    if found is not None:
+        return found
     return slugify(str(value), fallback="none") if value not in (None, "") else "none"
 
 
@@ -667,12 +690,12 @@ def _file_path(file: str) -> str:
 
 def _category_ref(e: dict[str, Any]) -> Cell:
     c = e.get("category")
-    return Ref(c, f"ledger/category/{_value_slug(c)}.md") if c else "[???]"
+    return Ref(c, f"ledger/category/{_value_slug('category', c)}.md") if c else "[???]"
 
 
 def _confidence_ref(e: dict[str, Any]) -> Cell:
     c = e.get("confidence")
-    return Ref(c, f"ledger/confidence/{_value_slug(c)}.md") if c else "[???]"
+    return Ref(c, f"ledger/confidence/{_value_slug('confidence', c)}.md") if c else "[???]"
 
 
 def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
@@ -708,10 +731,10 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
             series=tuple(Series(k, tuple(per[f][k] for f in LEDGER_FILES), CONFIDENCE_COLORS[k])
                          for k in reversed(CONFIDENCES)), ylabel="entries"))
     cat_table = Table(("Category", "Entries"), [
-        (Ref(_shown(c), f"ledger/category/{_value_slug(c)}.md"), cats[c])
+        (Ref(_shown(c), f"ledger/category/{_value_slug('category', c)}.md"), cats[c])
         for c in _ordered(cats, CATEGORIES)])
     conf_table = Table(("Confidence", "Entries"), [
-        (Ref(_shown(c), f"ledger/confidence/{_value_slug(c)}.md"), confs[c])
+        (Ref(_shown(c), f"ledger/confidence/{_value_slug('confidence', c)}.md"), confs[c])
         for c in _ordered(confs, CONFIDENCES)])
     meta = d.ledger_meta or {}
     pages.append(LedgerOverviewPage(
@@ -748,7 +771,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                                 nav=("Ledger", "By category"), table=cat_table, search=False))
     for c in _ordered(cats, CATEGORIES):
         entries = sorted((e for e in d.ledger if e.get("category") == c), key=by_rank)
-        pages.append(ListPage(path=f"ledger/category/{_value_slug(c)}.md",
+        pages.append(ListPage(path=f"ledger/category/{_value_slug('category', c)}.md",
                               title=f"Category: {_shown(c)}", search=False,
                               intro="Highest confidence first, newest first.",
                               table=listing(entries),
@@ -757,7 +780,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                                 nav=("Ledger", "By confidence"), table=conf_table, search=False))
     for c in _ordered(confs, CONFIDENCES):
         entries = sorted((e for e in d.ledger if e.get("confidence") == c), key=by_rank)
-        pages.append(ListPage(path=f"ledger/confidence/{_value_slug(c)}.md",
+        pages.append(ListPage(path=f"ledger/confidence/{_value_slug('confidence', c)}.md",
                               title=f"Confidence: {_shown(c)}", search=False,
                               intro="Newest first.", table=listing(entries),
                               up=Ref("Ledger by confidence", "ledger/confidence/index.md")))
@@ -841,7 +864,7 @@ def _slop_ref(d: SiteData, s: dict[str, Any]) -> Ref:
 
 
 def _dim_path(dim: str, value: Any) -> str:
-    return f"slop/{dim}/{_value_slug(value)}.md"
+    return f"slop/{dim}/{_value_slug(dim, value)}.md"
 
 
 def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartSpec],

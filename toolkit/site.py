@@ -15,6 +15,12 @@ here (links, tables, blocks), which escape their own parts. Links are only http(
 relative links between generated pages. Titles go to the front matter already HTML-escaped,
 because the theme prints ``page.title`` unescaped in ``<title>``, the header and the nav.
 
+Redaction. With ``--redact`` (``redact: true``) steps 1-3 read a redacted copy of the store
+(``Store.redacted_copy``), so every page, file name, nav title, download and search entry is
+made from redacted text; the build records whether it was redacted (``site-build.json`` in the
+state folder, read by :func:`site_redaction_warning` for handoff and publish). CSV downloads
+are spreadsheet-safe either way (``Store.copy_to(spreadsheet_safe=True)``).
+
 Rebuilds. A full MkDocs build runs when the configuration or nav changed, on ``--clean`` or
 when there is no previous build; otherwise MkDocs runs ``dirty`` (it renders only pages whose
 Markdown is newer than their HTML: exactly the files rewritten in step 2), and the search
@@ -69,6 +75,8 @@ REPO_ROOT = _resources()
 TEMPLATES_DIR = REPO_ROOT / "site_templates"
 BASE_CONFIG = REPO_ROOT / "mkdocs.yml"
 MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfiles on clean)
+REDACTED_COPY = "redacted.duckdb"  # the redacted copy of the store a --redact build reads
+BUILD_RECORD = "site-build.json"  # in the state folder: where the site was built, redacted?
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
@@ -461,6 +469,7 @@ class BuildResult:
     charts_drawn: int
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    redacted: bool = False  # built with --redact
 
 
 def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
@@ -518,10 +527,14 @@ def check_output_folder(out: Path) -> None:
 
 def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: bool = False,
                build_time: dt.datetime | None = None, progress: Progress | None = None,
-               templates: Path = TEMPLATES_DIR, base_config: Path = BASE_CONFIG) -> BuildResult:
-    """Build (or incrementally rebuild) the site from the store. See the module docstring."""
-    from toolkit import reports
+               templates: Path = TEMPLATES_DIR, base_config: Path = BASE_CONFIG,
+               redact: bool | None = None) -> BuildResult:
+    """Build (or incrementally rebuild) the site from the store. See the module docstring.
 
+    ``redact`` (default: ``redact:`` in toolkit.yaml): build from a redacted copy of the store
+    (``Store.redacted_copy``), so every page, file name, nav title, download and search entry
+    is made from text that went through ``toolkit.redact``."""
+    redact = cfg.redact if redact is None else redact
     started = time.perf_counter()
     timings: dict[str, float] = {}
     last = [started]
@@ -543,9 +556,46 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     docs.mkdir(parents=True, exist_ok=True)
     _write_if_changed(build / BUILD_MARKER, b"Made by toolkit build-site; safe to delete.\n")
     mark("clean")
+    copy_path = build / REDACTED_COPY
+    source = store
+    if redact:
+        from toolkit.redact import redactor
+
+        # fold: loaders lowercase some values (categories, enums), and a lowercased key id
+        # is still a key id
+        source = store.redacted_copy(copy_path, redactor(fold=True))
+        mark("redaction")
+    try:
+        result = _build_from(cfg, source, site=site, build=build, docs=docs, clean=clean,
+                             build_time=build_time, today=today, progress=progress,
+                             templates=templates, base_config=base_config, redact=redact,
+                             mark=mark)
+    finally:
+        if source is not store:
+            source.close()
+            for p in (copy_path, copy_path.with_name(copy_path.name + ".wal")):
+                p.unlink(missing_ok=True)
+    _record_build(cfg, site, redact)
+    result.seconds = time.perf_counter() - started
+    result.timings = timings
+    return result
+
+
+def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Path, clean: bool,
+                build_time: dt.datetime, today: dt.date, progress: Progress | None,
+                templates: Path, base_config: Path, redact: bool,
+                mark: Callable[[str], None]) -> BuildResult:
+    """Steps 1-3 of the module docstring, from ``store`` (the redacted copy with --redact)."""
+    from toolkit import reports
+
+    site_name = site_name_for(cfg)
+    if redact:
+        from toolkit.redact import redact as redact_text
+
+        site_name = redact_text(site_name, fold=True)
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
-    content = reports.build_site_content(store, today=today, site_name=site_name_for(cfg),
+    content = reports.build_site_content(store, today=today, site_name=site_name,
                                          roots=roots)
     mark("queries")
     chart_cache = build / "chart-cache"
@@ -603,9 +653,10 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
         _remove_output(site, rel)
     _remove_unexpected(docs, set(files))
 
-    config_text = _mkdocs_config(base_config, content.pages, site, site_name_for(cfg))
+    config_text = _mkdocs_config(base_config, content.pages, site, site_name)
     (build / "mkdocs.yml").write_text(config_text, encoding="utf-8")
-    signature = hashlib.sha256((config_text + _versions()).encode("utf-8")).hexdigest()
+    signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
+                                ).encode("utf-8")).hexdigest()
     index_path = site / "search" / "search_index.json"
     incremental = (not clean and previous.get("signature") == signature
                    and (site / MARKER).is_file() and index_path.is_file())
@@ -621,14 +672,50 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
         docs_count = _merge_search_index(index_path, old_index, run.order, run.rebuilt)
     else:
         docs_count = index_path.read_bytes().count(b'{"location":')
-    (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n",
-                               encoding="utf-8")
+    (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
+                               f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files)})
     mark("search index")
     return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
                        pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),
-                       search_docs=docs_count, seconds=time.perf_counter() - started,
-                       charts_drawn=charts_drawn, warnings=run.warnings, timings=timings)
+                       search_docs=docs_count, seconds=0.0, charts_drawn=charts_drawn,
+                       warnings=run.warnings, redacted=redact)
+
+
+def _record_build(cfg: Config, site: Path, redacted: bool) -> None:
+    """Remember where the site was built and whether it was redacted (in the state folder,
+    next to the store), for ``handoff`` and ``publish``, which link to it."""
+    from toolkit.safewrite import atomic_replace
+
+    data = {"site": str(site), "redacted": redacted}
+    text = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    path = cfg.state_dir / BUILD_RECORD
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == text:
+            return
+    try:
+        atomic_replace(path, text)
+    except (OSError, ToolkitError):
+        pass  # the site is built; only the warning in handoff/publish depends on the record
+
+
+def site_redaction_warning(cfg: Config) -> str | None:
+    """A warning for a report that links to the site (``site_url`` set) when the site the
+    toolkit last built for this project was not redacted, or no build is recorded."""
+    if not cfg.site_url:
+        return None
+    try:
+        data = json.loads((cfg.state_dir / BUILD_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    fix = "build it with `toolkit build-site --redact` (or `redact: true` in toolkit.yaml)"
+    if not isinstance(data, dict) or not isinstance(data.get("redacted"), bool):
+        return ("the report links to the site at site_url, and no site build is recorded "
+                f"for this project, so it may show secrets the report redacts; {fix}")
+    if not data["redacted"]:
+        return ("the report links to the site at site_url, which was last built without "
+                f"redaction: its pages show secrets the report redacts; {fix}")
+    return None
 
 
 def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
@@ -701,7 +788,7 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path) -> list[str
 def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bool:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".new")
-    store.copy_to(table, tmp, fmt, ordered=True)
+    store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True)
     data = tmp.read_bytes()
     tmp.unlink()
     return _write_if_changed(dest, data)
@@ -955,5 +1042,5 @@ def content_dataclasses(content: SiteContent) -> list[type]:
     return sorted({type(p) for p in content.pages}, key=lambda t: t.__name__)
 
 
-__all__ = ["BuildResult", "build_site", "md_escape", "md_block", "safe_url", "html_title",
+__all__ = ["BuildResult", "build_site", "site_redaction_warning", "md_escape", "md_block", "safe_url", "html_title",
            "relative_link", "make_nav", "make_server", "build_time_from"]

@@ -2,14 +2,23 @@
 
 A slug never contains a path separator or dot-segment, never names a reserved Windows device,
 and stays short. When the title had characters that ASCII folding dropped (CJK, emoji, bidi
-controls), a short hash of the exact title is appended so different titles stay different.
+controls), a short hash of the title is appended so different titles stay different.
+
+A slug is made from the *redacted* title (``toolkit.redact``, home paths folded whatever the
+machine's home is): slugs become file names, URLs and anchors, and handoff reports and GitHub
+issues link to them, so a secret in a title or task name must not survive in its slug, in any
+case (FAULTS H1). The site and the links to it use this one function, so links still resolve.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
+
+from toolkit.redact import redact
 
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
              *(f"lpt{i}" for i in range(10)), "index", "assets", "search"}
@@ -17,8 +26,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 MAX_LEN = 60
 
 
+@functools.lru_cache(maxsize=65536)
 def slugify(title: str | None, *, fallback: str = "untitled") -> str:
-    text = title or ""
+    text = redact(title, home="", fold=True) if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     slug = _NON_ALNUM.sub("-", folded.lower()).strip("-")[:MAX_LEN].strip("-")
     lossy = any(ord(ch) > 127 and not unicodedata.combining(ch)
@@ -30,7 +40,7 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
     return slug
 
 
-def unique_slugs(titles: list[str | None], *, fallback: str = "untitled") -> list[str]:
+def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled") -> list[str]:
     """Slugs for titles in order, made unique with -2, -3... in order of appearance."""
     bases = [slugify(t, fallback=fallback) for t in titles]
     used: set[str] = set()

@@ -17,6 +17,7 @@ with its record.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -252,17 +253,75 @@ class Store:
         rows = self.conn.execute(sql, params or []).fetchall()  # drain: DuckDB 2 keeps
         return rows[0][0] if rows else None  # a half-read result open on the connection
 
-    def copy_to(self, table: str, dest: Path, fmt: str, *, ordered: bool = False) -> None:
+    def copy_to(self, table: str, dest: Path, fmt: str, *, ordered: bool = False,
+                spreadsheet_safe: bool = False) -> None:
         """Write a table or view to a CSV or JSON file (site downloads, exports).
 
         ``ordered``: rows in a total order (``ORDER BY ALL``), so the same content always
-        gives the same bytes (views such as task_status have no order of their own)."""
+        gives the same bytes (views such as task_status have no order of their own).
+        ``spreadsheet_safe`` (CSV): a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab
+        or a carriage return gets a leading ``'``, so a spreadsheet shows it instead of
+        evaluating it as a formula (OWASP "CSV injection"; FAULTS I6)."""
         if table not in self.tables():
             raise ToolkitError(f"no table {table!r}")
         opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
         escaped = str(dest).replace("'", "''")
         order = " ORDER BY ALL" if ordered else ""
-        self.conn.execute(f"COPY (SELECT * FROM \"{table}\"{order}) TO '{escaped}' ({opts})")
+        select = "*"
+        if fmt == "csv" and spreadsheet_safe:
+            select = ", ".join(_spreadsheet_safe(c, t) for c, t in self._columns(table))
+        inner = f'SELECT * FROM "{table}"{order}'
+        self.conn.execute(f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
+
+    def _columns(self, table: str) -> list[tuple[str, str]]:
+        """(name, type) of a table's (or view's) columns, in order."""
+        return [(c, t) for c, t in self.conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE "
+            "table_catalog = current_database() AND table_schema = 'main' AND table_name = ? "
+            "ORDER BY ordinal_position", [table]).fetchall()]
+
+    def redacted_copy(self, dest: Path, redact: Callable[[str], str]) -> Store:
+        """A copy of the whole store at ``dest`` (replaced) with every text value, list item and
+        JSON document passed through ``redact``; views are re-created over the copy. The
+        redacted site is built from it, so every page, slug, download and search entry is
+        made from redacted text. Returns the copy, open; the caller closes and deletes it."""
+        dest = Path(dest)
+        for p in (dest, dest.with_name(dest.name + ".wal")):
+            p.unlink(missing_ok=True)
+        cached = functools.lru_cache(maxsize=65536)(redact)
+        text = duckdb.sqltype("VARCHAR")
+        self.conn.create_function("_toolkit_redact", cached, [text], text, side_effects=False)
+        escaped = str(dest).replace("'", "''")
+        self.conn.execute(f"ATTACH '{escaped}' AS _toolkit_redacted")
+        try:
+            kinds = dict(self.conn.execute(
+                "SELECT table_name, table_type FROM information_schema.tables "
+                "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall())
+            for table, kind in sorted(kinds.items()):
+                if kind != "BASE TABLE":
+                    continue
+                exprs = ", ".join(_redacted(c, t) for c, t in self._columns(table))
+                self.conn.execute(f'CREATE TABLE _toolkit_redacted.main."{table}" AS '
+                                  f'SELECT {exprs} FROM "{table}"')
+            views = self.conn.execute(
+                "SELECT sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
+                "AND database_name = current_database() ORDER BY view_name").fetchall()
+        finally:
+            self.conn.execute("DETACH _toolkit_redacted")
+            self.conn.remove_function("_toolkit_redact")
+        copy = Store(_connect(dest, read_only=False), dest, False)
+        pending = [sql for (sql,) in views]
+        while pending:  # a view may use another view: create in whatever order works
+            failed = []
+            for sql in pending:
+                try:
+                    copy.conn.execute(sql)
+                except duckdb.CatalogException:
+                    failed.append(sql)
+            if len(failed) == len(pending):
+                copy.conn.execute(failed[0])  # raises the real error
+            pending = failed
+        return copy
 
     def export_parquet(self, dest: Path, project: str) -> tuple[Path, list[tuple[str, int]]]:
         """Write every table as hive-partitioned Parquet: ``dest/project_name=<p>/table_name=<t>/``.
@@ -445,6 +504,35 @@ def _arrow_type(duck_type: str) -> Any:
     if t in ("DOUBLE", "FLOAT"):
         return pa.float64()
     return pa.string()  # VARCHAR, JSON, DATE, TIMESTAMP*: cast in SQL (TRY_CAST)
+
+
+_FORMULA_START = "['=', '+', '-', '@', chr(9), chr(13)]"
+
+
+def _spreadsheet_safe(column: str, duck_type: str) -> str:
+    """A SELECT expression for one CSV column: text starting like a formula gets a ``'``."""
+    name = '"' + column.replace('"', '""') + '"'
+    if duck_type.upper() not in ("VARCHAR", "JSON"):
+        return name
+    text = f"CAST({name} AS VARCHAR)"
+    return (f"CASE WHEN list_contains({_FORMULA_START}, left({text}, 1)) "
+            f"THEN '''' || {text} ELSE {text} END AS {name}")
+
+
+def _redacted(column: str, duck_type: str) -> str:
+    """A SELECT expression for one column of the redacted copy (same name and type)."""
+    name = '"' + column.replace('"', '""') + '"'
+    t = duck_type.upper()
+    if t == "VARCHAR":
+        return f"_toolkit_redact({name}) AS {name}"
+    if t == "VARCHAR[]":
+        return f"list_transform({name}, lambda x: _toolkit_redact(x)) AS {name}"
+    if t == "JSON":
+        return f"TRY_CAST(_toolkit_redact(CAST({name} AS VARCHAR)) AS JSON) AS {name}"
+    if any(k in t for k in ("VARCHAR", "STRUCT", "MAP", "UNION")):
+        raise ToolkitError(f"cannot redact a column of type {duck_type} ({column}); "
+                           "toolkit.store must learn it (a bug)")
+    return name
 
 
 def _cast(column: str, duck_type: str) -> str:

@@ -126,7 +126,9 @@ def schema(table: str | None) -> None:
 
 @click.command()
 @click.argument("sql")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Output format. csv holds the values exactly, for other programs; it is not "
+                   "made spreadsheet-safe (the site's CSV downloads are).")
 @click.option("--max-rows", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
               help="Stop after this many rows (a note says when rows were left out).")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,

@@ -42,8 +42,12 @@ def handoff(since: str | None, output: str | None) -> None:
 
     from toolkit.cli._common import open_store
     from toolkit.handoff import export_report
+    from toolkit.site import site_redaction_warning
 
     cfg = get_config()
+    warning = site_redaction_warning(cfg)
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
     with open_store(cfg) as store:
         text = export_report(store, cfg, since=_since(since),
                              output=Path(output) if output else None)
@@ -86,7 +90,9 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     """
     from toolkit.cli._common import open_store
     from toolkit.errors import UsageError
-    from toolkit.publish import BODY_LIMIT, publish as run_publish
+    from toolkit.publish import BODY_LIMIT
+    from toolkit.publish import publish as run_publish
+    from toolkit.site import site_redaction_warning
 
     cfg = get_config()
     repo = repo or cfg.publish.get("repo")
@@ -96,6 +102,10 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
 
     def notify(message: str) -> None:
         click.echo(message, err=True)
+
+    warning = site_redaction_warning(cfg)
+    if warning:
+        notify(f"Warning: {warning}")
 
     with open_store(cfg) as store:
         result = run_publish(store, cfg, repo=str(repo), labels=labels, title=title,

@@ -77,6 +77,11 @@ def _demo_config(world: Any) -> Any:
                    "(default: $SOURCE_DATE_EPOCH, else now). Also 'today' for ages, unless "
                    "--today is given.")
 @click.option("--timings", is_flag=True, help="Also print how long each stage took.")
+@click.option("--redact/--no-redact", "redact", default=None,
+              help="Build from a redacted copy of the store: every page, file name, nav title, "
+                   "download and search entry goes through the same redaction as handoff "
+                   "reports (default: redact in toolkit.yaml, else no). Use it for a site "
+                   "that others can read.")
 @click.option("--demo", is_flag=True,
               help="Write a fresh demo world (see `toolkit demo`) and build its site.")
 @click.option("--demo-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -84,13 +89,17 @@ def _demo_config(world: Any) -> Any:
               help="Where --demo writes the demo world. A previous demo written there by "
                    "--demo is replaced; any other non-empty folder is refused.")
 def build_site(out: Path | None, clean: bool, build_time: str | None, timings: bool,
-               demo: bool, demo_dir: Path) -> None:
+               redact: bool | None, demo: bool, demo_dir: Path) -> None:
     """Build the browsable site: a static MkDocs Material site of everything in the store.
 
     The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
     index pages by file, category, confidence, bucket, severity, status and owner; audit stats,
     the dispatch report, approaches and one page per task; recent actions; sessions; the turn
     snapshot timeline; warnings; and every table as CSV and JSON.
+
+    With --redact (or redact: true in toolkit.yaml) the site is built from a redacted copy
+    of the store, so it can be shared like a handoff report; handoff and publish warn when
+    the site they link to (site_url) was built without it.
 
     Only pages whose Markdown changed are rebuilt (the search index keeps every page); the
     same inputs and build time give byte-identical output. View it with `toolkit serve` or
@@ -111,11 +120,13 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
         if bar is not None:
             with bar:
                 result = build(cfg, store, out=out, clean=clean, build_time=when,
-                               progress=update)
+                               progress=update, redact=redact)
         else:
-            result = build(cfg, store, out=out, clean=clean, build_time=when)
+            result = build(cfg, store, out=out, clean=clean, build_time=when, redact=redact)
     removed = f", {len(result.removed)} removed" if result.removed else ""
-    click.echo(f"Site built ({result.mode}) in {result.seconds:.1f} s: {result.pages} pages, "
+    redacted = ", secrets redacted" if result.redacted else ""
+    click.echo(f"Site built ({result.mode}{redacted}) in {result.seconds:.1f} s: "
+               f"{result.pages} pages, "
                f"{len(result.written)} files written{removed}, {result.rebuilt} pages rendered, "
                f"{result.search_docs} search entries.")
     if timings:

@@ -1,0 +1,255 @@
+"""`toolkit build-site --redact` (FAULTS.md H1): a site built from a world with secrets in
+titles, task names, slop, sessions and audit rows holds none of them in any file (HTML, search
+index, CSV/JSON downloads, file names), in any case; the handoff's links still resolve; and
+handoff/publish warn when the site they link to was not redacted. CSV downloads cannot run a
+formula in a spreadsheet (FAULTS.md I6)."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from tests._site_helpers import BUILD_TIME, World, build, make_world
+from tests.test_secrets_in_links import STANDARD, _flat, _secret_part
+from toolkit.config import resolve
+
+# One secret per place a value can come from; all twenty families appear somewhere.
+SESSION_SECRET = "mysql -u root -pS3cure!pw9x app"
+PROSE_SECRET = "the password is hunter2hunter2"
+
+
+def _secrets() -> list[str]:
+    return [_secret_part(s) for s in STANDARD] + ["S3cure!pw9x", "hunter2hunter2"]
+
+
+def _plant(world: World) -> None:
+    vault = world.cfg.vault
+    patterns = vault / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    for i, secret in enumerate(STANDARD[:7]):
+        text += (f"\n---\n\n**Title:** Never log {secret}\n**Date:** 2026-05-03\n"
+                 f"**Category:** sec {STANDARD[7 + i]}\n**Confidence:** high\n"
+                 "**Source reflections:** 1\n\n"
+                 f"**Context:** {PROSE_SECRET}\n\n**Pattern:** use {STANDARD[14 + i % 6]}\n")
+    patterns.write_text(text, encoding="utf-8")
+    session = next((vault / "sessions").glob("*.md"))
+    session.write_text(session.read_text(encoding="utf-8") + (
+        f"\n### [15:00:00] User prompt\n\n> run {SESSION_SECRET}\n> and {STANDARD[8]}\n"),
+        encoding="utf-8")
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    data = json.loads(slop.read_text(encoding="utf-8"))
+    for i, secret in enumerate(STANDARD):
+        data["entries"].append({
+            "id": f"5ec{i:05d}-0000-4000-8000-000000000000", "bucket": "stale_docs",
+            "severity": "high", "confidence": "high", "owner": f"bot {STANDARD[-1 - i]}",
+            "source_links": [f"https://ci.example.com/?token={secret}", "src/x.py:1"],
+            "title": f"Leaked {secret}", "description": f"found {secret}\n{PROSE_SECRET}",
+            "status": "open", "cleanup_recommendation": f"rotate {secret}",
+            "created_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-01T00:00:00+00:00",
+            "task_id": f"Rotate {secret}"})
+    slop.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    conn = sqlite3.connect(world.cfg.audit_db)
+    for i, secret in enumerate(STANDARD):
+        task = f"Rotate {secret} now"
+        conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                     "('2026-05-09 10:00:00', 2, ?, ?, ?)", [f"cat {secret}", f"used {secret}",
+                                                            f"proj {secret}"])
+        conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, "
+                     "verdict, verdict_ts, verdict_notes) VALUES ('2026-05-09 10:01:00', ?, "
+                     "'general-purpose', 'inherit', ?, 'REFUTED', '2026-05-09 10:05:00', ?)",
+                     [task, f"brief {secret}", f"notes {secret}"])
+        conn.execute("INSERT INTO approaches (ts, task, approach, outcome, reason) VALUES "
+                     "('2026-05-09 10:02:00', ?, ?, 'DEAD_END', ?)",
+                     [task, f"try {secret}", f"because {secret}"])
+    conn.commit()
+    conn.close()
+
+
+def _leaks(out: Path) -> list[tuple[str, str]]:
+    """(file, secret) for every secret found in any file's name or content, in any case,
+    also URL- and entity-decoded and spelled as a slug."""
+    secrets = _secrets()
+    found = []
+    for path in sorted(out.rglob("*")):
+        rel = path.relative_to(out).as_posix()
+        texts = [rel]
+        if path.is_file():
+            raw = path.read_bytes().decode("utf-8", "replace")
+            texts += [raw, html.unescape(raw), unquote(raw)]
+        folded = [t.casefold() for t in texts]
+        flat = [_flat(t) for t in texts]
+        for secret in secrets:
+            if any(secret.casefold() in t for t in folded) or \
+                    any(_flat(secret).strip("-") in t for t in flat):
+                found.append((rel, secret))
+    return found
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> World:
+    world = make_world(tmp_path_factory.mktemp("secrets"))
+    _plant(world)
+    return world
+
+
+def test_plain_site_shows_the_secrets(planted: World, tmp_path: Path) -> None:
+    """The test world really puts the secrets on pages (so the redacted check means something)."""
+    result = build(planted, out=tmp_path / "plain")
+    assert not result.redacted
+    leaked = {secret for _, secret in _leaks(result.out)}
+    assert len(leaked) >= 20
+    assert (result.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: no\n")
+
+
+def test_redacted_site_holds_no_secret_in_any_file(planted: World, tmp_path: Path) -> None:
+    result = build(planted, out=tmp_path / "site", redact=True)
+
+    assert result.redacted and result.warnings == []
+    assert _leaks(result.out) == []
+    assert (tmp_path / "site.build" / "redacted.duckdb").exists() is False
+    # everything is still there, redacted: pages, downloads, search entries
+    index = json.loads((result.out / "search" / "search_index.json").read_text("utf-8"))
+    assert any("[REDACTED]" in d["text"] or "[REDACTED]" in d["title"] for d in index["docs"])
+    rows = list(csv.DictReader((result.out / "data" / "dispatches.csv").open(encoding="utf-8")))
+    assert len(rows) >= len(STANDARD)
+    assert "Rotate [REDACTED] now" in {r["task"] for r in rows}
+    assert (result.out / "audit" / "tasks" / "rotate-redacted-now" / "index.html").is_file()
+    assert (result.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: yes\n")
+
+
+def test_redact_setting_in_toolkit_yaml(planted: World, tmp_path: Path) -> None:
+    (planted.root / "toolkit.yaml").write_text("redact: true\n", encoding="utf-8")
+    try:
+        cfg = resolve(project=planted.root, env={"HOME": str(planted.home), "NAGI_LEDGER_DB": str(
+            planted.cfg.audit_db), "CODESMITH_HOME": str(planted.home / ".codesmith")},
+                      cwd=planted.root, today=planted.cfg.today.isoformat())  # type: ignore[union-attr]
+        assert cfg.redact is True
+        result = build(World(planted.root, planted.home, cfg), out=tmp_path / "site")
+        assert result.redacted
+        assert _leaks(result.out) == []
+    finally:
+        (planted.root / "toolkit.yaml").unlink()
+
+
+@pytest.mark.parametrize("value", ["maybe", "1", "{a: 1}", "[true]", "'true'"])
+def test_redact_setting_must_be_a_boolean(tmp_path: Path, value: str) -> None:
+    from toolkit.errors import UsageError
+
+    (tmp_path / "toolkit.yaml").write_text(f"redact: {value}\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="redact: .* is not true or false"):
+        resolve(project=tmp_path, env={"HOME": str(tmp_path)}, cwd=tmp_path)
+
+
+# --------------------------------------------------------------------------- I6: downloads
+
+FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3",
+            "@SUM(1+1)*cmd|' /C calc'!A0", "\tTAB=1+1", "\rCR=1+1"]
+
+
+def test_csv_downloads_cannot_run_a_formula(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    conn = sqlite3.connect(world.cfg.audit_db)
+    for f in FORMULAS:
+        conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                     "('2026-05-09 10:00:00', 2, ?, ?, 'acme')", [f, f])
+        conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary) "
+                     "VALUES ('2026-05-09 10:01:00', ?, 'general-purpose', 'inherit', 'b')", [f])
+    conn.commit()
+    conn.close()
+    result = build(world, out=tmp_path / "site")
+
+    checked = 0
+    for path in sorted((result.out / "data").glob("*.csv")):
+        with path.open(encoding="utf-8", newline="") as fh:
+            for row in csv.reader(fh):
+                for cell in row:
+                    assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r"), (path.name, cell)
+                    checked += 1
+    assert checked > 100
+    with (result.out / "data" / "actions.csv").open(encoding="utf-8", newline="") as fh:
+        descriptions = {r["description"] for r in csv.DictReader(fh)}
+    assert {"'" + f for f in FORMULAS} <= descriptions  # shown as text, nothing lost
+    with (result.out / "data" / "task_status.csv").open(encoding="utf-8", newline="") as fh:
+        tasks = {r["task"]: r for r in csv.DictReader(fh)}
+    assert "'-2+3" in tasks and tasks["'-2+3"]["dispatch_count"] == "1"  # numbers stay numbers
+    # the JSON downloads are data for programs: values exactly as stored
+    actions = json.loads((result.out / "data" / "actions.json").read_text(encoding="utf-8"))
+    assert set(FORMULAS) <= {a["description"] for a in actions}
+
+
+# --------------------------------------------------------------------------- links and warnings
+
+def _env(world: World) -> dict[str, str]:
+    return {"HOME": str(world.home), "NAGI_LEDGER_DB": str(world.cfg.audit_db),
+            "CODESMITH_HOME": str(world.home / ".codesmith"), "TOOLKIT_TODAY": "2026-05-10",
+            "SOURCE_DATE_EPOCH": str(int(BUILD_TIME.timestamp()))}
+
+
+def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
+                                                                 tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    root = tmp_path / "proj"
+    shutil.copytree(planted.root, root, ignore=shutil.ignore_patterns(".toolkit"))
+    site = tmp_path / "public"
+    (root / "toolkit.yaml").write_text(
+        f"site_url: https://site.example/acme\nsite_dir: {site}\n", encoding="utf-8")
+    runner = CliRunner()
+
+    def run(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(cli, ["--project", str(root), *args], env=_env(planted),
+                             catch_exceptions=False)
+
+    first = run("handoff")
+    assert first.exit_code == 0
+    assert "Warning: the report links to the site at site_url, and no site build is recorded" \
+        in first.stderr
+
+    assert run("build-site").exit_code == 0
+    plain = run("handoff")
+    assert "which was last built without redaction" in plain.stderr
+    assert "toolkit build-site --redact" in plain.stderr
+
+    built = run("build-site", "--redact")
+    assert built.exit_code == 0 and "secrets redacted" in built.stdout
+    report = run("handoff")
+    assert report.exit_code == 0
+    assert "Warning" not in report.stderr
+    links = re.findall(r"\(https://site\.example/acme/([^)]*)\)", report.stdout)
+    assert any(link.startswith("audit/tasks/rotate-redacted-now") for link in links)
+    for link in links:  # every link from the report is a page of the site
+        if link == "handoff/":  # the report itself, where the user publishes it
+            continue
+        assert (site / link / "index.html").is_file() or (site / link).is_file(), link
+    assert _leaks(site) == []
+
+    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    assert dry.exit_code == 0 and "Warning" not in dry.stderr
+    assert run("build-site", "--no-redact").exit_code == 0
+    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    assert "which was last built without redaction" in dry.stderr
+
+
+def test_query_csv_stays_faithful_for_programs(tmp_path: Path) -> None:
+    """`toolkit query --format csv` is data for other programs: a formula-like value is
+    printed exactly (the spreadsheet-safe CSVs are the site's downloads)."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    world = make_world(tmp_path)
+    result = CliRunner().invoke(
+        cli, ["--project", str(world.root), "query", "SELECT '=1+1' AS f, -2 AS n",
+              "--format", "csv"], env=_env(world), catch_exceptions=False)
+    assert result.exit_code == 0
+    assert list(csv.reader(result.stdout.splitlines())) == [["f", "n"], ["=1+1", "-2"]]

@@ -512,7 +512,8 @@ def test_handoff_shows_the_active_goal_before_everything_else(project, monkeypat
 def test_handoff_escapes_a_budget_that_is_not_a_number(project, monkeypatch):
     write_goal(project.home / ".nagi" / "goal.json", "g", remaining="<b>@team</b> *x*")
     line = next(x for x in _handoff(monkeypatch).splitlines() if x.startswith("**Active"))
-    assert "<b>" not in line and "*x*" not in line and "@team" not in line
+    assert "<b>" not in line and "\\*x\\*" in line
+    assert "`@team`" in line  # a code span: GitHub makes no mention of it, and it copies intact
 
 
 def test_handoff_without_an_active_goal_has_no_goal_line(project, monkeypatch):

@@ -23,6 +23,43 @@ _PATH_KEYS = ("vault", "slop", "audit_db", "audit_json", "snapshots_home", "work
               "site_dir")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish"}
 
+# What each toolkit.yaml value must be: (accepted Python types, how the error names it).
+# YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
+_TEXT = ((str,), "text (a path)")
+_KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    **{key: _TEXT for key in _PATH_KEYS},
+    "site_url": ((str,), "text (a URL)"),
+    "max_file_mb": ((int, float, str), "a number of MB"),
+    "today": ((dt.date, str), "a date (YYYY-MM-DD)"),
+    "publish": ((dict,), "a mapping (repo, labels, title, api_url, key)"),
+}
+_PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "repo": ((str,), "text (OWNER/NAME)"),
+    "title": ((str,), "text"),
+    "api_url": ((str,), "text (a URL)"),
+    "key": ((str, int), "text"),
+    "labels": ((list, str), "a list of labels"),
+}
+
+
+def _check_types(data: dict[str, Any], types: dict[str, tuple[tuple[type, ...], str]],
+                 path: Path, prefix: str = "") -> None:
+    """A usage error naming the first key whose value has the wrong type."""
+    for key, value in data.items():
+        if value is None or key not in types:
+            continue
+        accepted, expected = types[key]
+        ok = isinstance(value, accepted) and not isinstance(value, bool)
+        if ok and isinstance(value, list):
+            ok = all(isinstance(v, str) for v in value)
+        if not ok:
+            got = {dict: "a mapping", list: "a list", bool: "true/false", int: "a number",
+                   float: "a number", dt.date: "a date"}.get(
+                type(value), type(value).__name__)
+            if isinstance(value, list) and list in accepted:
+                got = "a list with a value that is not text"
+            raise UsageError(f"setting {prefix}{key} must be {expected}, not {got}", path=path)
+
 
 def find_project_root(start: Path) -> Path | None:
     """The nearest folder at or above ``start`` with ``.smith/vault`` or ``toolkit.yaml``."""
@@ -106,13 +143,20 @@ def load_file_settings(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise UsageError("toolkit.yaml must be a mapping of settings", path=path)
-    unknown = sorted(set(data) - _KNOWN_KEYS)
+    unknown = sorted(str(k) for k in set(data) - _KNOWN_KEYS)
     if unknown:
         raise UsageError(
             f"unknown setting(s) {', '.join(unknown)}",
             path=path,
             hint=f"Known settings: {', '.join(sorted(_KNOWN_KEYS))}",
         )
+    _check_types(data, _KEY_TYPES, path)
+    if isinstance(data.get("publish"), dict):
+        unknown = sorted(str(k) for k in set(data["publish"]) - set(_PUBLISH_TYPES))
+        if unknown:
+            raise UsageError(f"unknown setting(s) publish.{', publish.'.join(unknown)}",
+                             path=path, hint=f"Known: {', '.join(sorted(_PUBLISH_TYPES))}")
+        _check_types(data["publish"], _PUBLISH_TYPES, path, prefix="publish.")
     out = dict(data)
     for key in _PATH_KEYS:
         if out.get(key) is not None:

@@ -354,16 +354,28 @@ def parse_now(value: str | None) -> dt.datetime | None:
     return when
 
 
-def _window(now: dt.datetime | None, back: dt.timedelta
-            ) -> tuple[dt.datetime, dt.datetime | None]:
-    """(since, until) of a window reaching ``back`` before now.
+def _window(now: dt.datetime | None, amount: float, unit: str
+            ) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """(since, until) of the window reaching ``amount`` ``unit`` (hours, days) before now.
 
-    Without an injected now this is nagi-ledger's ``ts >= datetime('now', '-N ...')`` (no end);
-    with one the window also ends there, so "the 24 hours before 2026-05-04 12:00" means that.
+    The start is computed as nagi-ledger computes it, by SQLite's ``datetime(now, '-N
+    unit')``, so every number gets nagi-ledger's answer, however large: a start before year 1
+    (SQLite answers a negative year, which sorts before every timestamp) keeps every row;
+    a number SQLite cannot apply (it answers NULL, and ``ts >= NULL`` holds for no row) gives
+    ``since`` None: an empty window. Without an injected now this is nagi-ledger's
+    ``ts >= datetime('now', '-N ...')`` (no end); with one the window also ends there.
     """
-    if now is None:
-        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - back, None
-    return now - back, now
+    base = "now" if now is None else now.strftime("%Y-%m-%d %H:%M:%S.%f")
+    conn = sqlite3.connect(":memory:")
+    try:
+        [(start,)] = conn.execute("SELECT datetime(?, ?)", (base, f"-{amount} {unit}"))
+    finally:
+        conn.close()
+    if start is None:
+        return None, now
+    if start.startswith("-") or start < "0001":
+        return dt.datetime.min, now
+    return dt.datetime.fromisoformat(start), now
 
 
 def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
@@ -424,7 +436,7 @@ def session_report(store: Store, since_hours: Any = 24, *, now: dt.datetime | No
     from toolkit import queries
 
     since_hours = _positive(since_hours, "since_hours")
-    since, until = _window(now, dt.timedelta(hours=since_hours))
+    since, until = _window(now, since_hours, "hours")
     actions = queries.audit_actions_since(store, since, until)
     dispatches = queries.audit_dispatches_since(store, since, until)
     if not actions and not dispatches:
@@ -459,7 +471,7 @@ def stats(store: Store, days: Any = 7, *, now: dt.datetime | None = None) -> dic
     from toolkit import queries
 
     days = _positive(days, "days")
-    since, until = _window(now, dt.timedelta(days=days))
+    since, until = _window(now, days, "days")
     by_tier = {str(t): 0 for t in AUDIT_TIERS}
     for tier, n in queries.audit_action_counts_by_tier(store, since, until):
         if tier is not None:
@@ -497,10 +509,12 @@ def search(store: Store, query: Any, kinds: Sequence[str] | None = None, limit: 
         raise UsageError("'offset' must be zero or a positive integer.")
     since = until = None
     if since_days is not None:
-        since, until = _window(now, dt.timedelta(days=_positive(since_days, "since_days")))
+        since, until = _window(now, _positive(since_days, "since_days"), "days")
     words, grams = tokens(query)
     if not words and not grams:
         raise UsageError("'query' must contain at least one word.")
+    if since_days is not None and since is None:
+        return []  # SQLite could not compute the window's start: no row is in it
     min_grams = math.ceil(len(set(grams)) / 2)
     return queries.audit_search(store, words=sorted(set(words)), grams=sorted(set(grams)),
                                 min_grams=min_grams, kinds=list(kinds or SEARCH_KINDS),

@@ -53,7 +53,7 @@ def test_i1_another_programs_sqlite_db_is_refused_and_no_extension_is_fetched(pr
     env = {**os.environ, "TOOLKIT_DB": str(db), "HOME": str(tmp_path / "home")}
     for command in (["status"], ["query", "SELECT 1"]):
         proc = subprocess.run([sys.executable, "-m", "toolkit", *command], env=env,
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 65
         assert proc.stderr.splitlines() == [
             f"Error: {db}: is a SQLite database, {NOTHING_CHANGED}"]
@@ -71,8 +71,8 @@ def test_i1_another_programs_duckdb_file_is_not_migrated_into(project, cli_run, 
     result = cli_run("--db", str(db), "load")
     assert result.exit_code == 65
     assert result.stderr.splitlines() == [
-        f"Error: {db}: is a DuckDB database of another program, not a toolkit store; nothing "
-        "was changed in it. Point --db (or TOOLKIT_DB, or `db:` in toolkit.yaml) at a new file"]
+        (f"Error: {db}: is a DuckDB database of another program, not a toolkit store; nothing "
+        "was changed in it. Point --db (or TOOLKIT_DB, or `db:` in toolkit.yaml) at a new file")]
     conn = duckdb.connect(str(db), read_only=True)
     tables = conn.execute("SELECT table_name FROM information_schema.tables").fetchall()
     conn.close()
@@ -85,12 +85,12 @@ def test_i1_a_fifo_store_is_refused_without_opening_it(project, tmp_path):
     os.mkfifo(fifo)
     env = {**os.environ, "HOME": str(project.home)}
     proc = subprocess.run([sys.executable, "-m", "toolkit", "--db", str(fifo), "status"],
-                          env=env, capture_output=True, text=True, timeout=120,
+                          env=env, capture_output=True, text=True, timeout=120, check=False,
                           cwd=project.root)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"Error: {fifo}: is not a regular file (a FIFO, socket or device); the store must be "
-        "a DuckDB file"]
+        (f"Error: {fifo}: is not a regular file (a FIFO, socket or device); the store must be "
+        "a DuckDB file")]
 
 
 def test_i1_a_folder_as_store_from_the_environment_is_refused(project, cli_run, tmp_path):
@@ -99,8 +99,8 @@ def test_i1_a_folder_as_store_from_the_environment_is_refused(project, cli_run, 
     result = cli_run("status", env={"TOOLKIT_DB": str(folder)})
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"Error: {folder}: is a folder; the store must be a DuckDB file. Give a file path, "
-        f"e.g. {folder / 'ledger.duckdb'}"]
+        (f"Error: {folder}: is a folder; the store must be a DuckDB file. Give a file path, "
+        f"e.g. {folder / 'ledger.duckdb'}")]
     assert list(folder.iterdir()) == []
 
 
@@ -159,5 +159,5 @@ def test_i2_unknown_keys_that_are_not_text_and_typos_under_publish(project, cli_
     result = cli_run("status")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"Error: {cfg}: unknown setting(s) publish.lables. Known: api_url, key, labels, repo, "
-        "title"]
+        (f"Error: {cfg}: unknown setting(s) publish.lables. Known: api_url, key, labels, repo, "
+        "title")]

@@ -310,7 +310,11 @@ class Store:
                     "OVERWRITE_OR_IGNORE)",
                     [project, table]).fetchall()
                 written.append((table, int(n)))
-            [made] = list(staging.iterdir())  # the one project_name=<escaped> folder
+            made_folders = list(staging.iterdir())  # the one project_name=<escaped> folder
+            if not made_folders:  # DuckDB writes no partition for no rows
+                raise ToolkitError("the store has no rows to export; nothing was written",
+                                   hint="Run `toolkit load` first")
+            [made] = made_folders
             target = dest / made.name
             if target.exists():
                 os.rename(target, staging / ".previous")

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from toolkit.errors import EXIT_FAILURE, ToolkitError
+from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
 
 # name -> "module:attribute". Keep sorted by name; one line per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,16 +59,27 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ToolkitError as exc:
-            from toolkit.display import visible
-
-            # messages may quote AI-written text (titles of ambiguous matches...)
-            click.echo(f"Error: {visible(str(exc))}", err=True)
-            sys.exit(exc.exit_code)
+            _fail(exc)
         except BrokenPipeError:
             sys.exit(EXIT_FAILURE)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
+        except click.exceptions.ClickException:
+            raise
+        except Exception as exc:  # what a user can cause becomes one line; a bug stays loud
+            translated = from_exception(exc)
+            if translated is None:
+                raise
+            _fail(translated)
+
+
+def _fail(exc: ToolkitError) -> None:
+    from toolkit.display import visible
+
+    # messages may quote AI-written text (titles of ambiguous matches...); one line always
+    click.echo(f"Error: {visible(str(exc), single_line=True)}", err=True)
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],

@@ -437,3 +437,13 @@ def test_i3_counts_that_are_not_whole_numbers_are_usage_errors(cli_run, project,
     result = cli_run("audit", *args)
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].endswith(error)
+
+
+def test_i3_a_huge_limit_or_offset_is_answered_as_a_python_slice(cli_run, project):
+    """nagi-ledger slices its result list: a limit past the end is every row, an offset past
+    it none; the store's LIMIT takes at most 2**63 - 1, so larger numbers are clamped."""
+    everything = _json(cli_run("audit", "search", "webhook", "--json"))
+    assert _json(cli_run("audit", "search", "webhook", "--limit", str(10**20),
+                         "--json")) == everything
+    assert _json(cli_run("audit", "search", "webhook", "--offset", str(10**20),
+                         "--json")) == []

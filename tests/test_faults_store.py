@@ -161,3 +161,27 @@ def test_i2_unknown_keys_that_are_not_text_and_typos_under_publish(project, cli_
     assert result.stderr.splitlines() == [
         (f"Error: {cfg}: unknown setting(s) publish.lables. Known: api_url, key, labels, repo, "
         "title")]
+
+
+def test_no_connection_installs_or_autoloads_an_extension(project, cli_run):
+    """The store's own connection and the locked-down query connection both say so."""
+    from toolkit.store import Store
+
+    assert cli_run("load").exit_code == 0
+    settings = ("SELECT current_setting('autoinstall_known_extensions') AS install, "
+                "current_setting('autoload_known_extensions') AS autoload")
+    result = cli_run("query", settings, "--format", "csv")
+    assert result.output.splitlines() == ["install,autoload", "False,False"]
+    with Store.open(project.root / ".toolkit" / "ledger.duckdb") as store:
+        assert store.fetch(settings)[1] == [(False, False)]
+
+
+def test_i1_a_config_fifo_is_refused_without_opening_it(project, tmp_path):
+    fifo = tmp_path / "toolkit.yaml"
+    os.mkfifo(fifo)
+    env = {**os.environ, "HOME": str(project.home)}
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "--config", str(fifo), "status"],
+                          env=env, capture_output=True, text=True, timeout=120, check=False,
+                          cwd=project.root)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"Error: {fifo}: the config file is not a regular file"]

@@ -354,6 +354,9 @@ def parse_now(value: str | None) -> dt.datetime | None:
     return when
 
 
+_INT64_MAX = 2**63 - 1  # the largest LIMIT/OFFSET the store takes
+
+
 def _window(now: dt.datetime | None, amount: float, unit: str
             ) -> tuple[dt.datetime | None, dt.datetime | None]:
     """(since, until) of the window reaching ``amount`` ``unit`` (hours, days) before now.
@@ -515,6 +518,9 @@ def search(store: Store, query: Any, kinds: Sequence[str] | None = None, limit: 
         raise UsageError("'query' must contain at least one word.")
     if since_days is not None and since is None:
         return []  # SQLite could not compute the window's start: no row is in it
+    if offset > _INT64_MAX:  # nagi-ledger slices a Python list: past the end is empty
+        return []
+    limit = min(limit, _INT64_MAX)  # and a longer slice than the list is the whole list
     min_grams = math.ceil(len(set(grams)) / 2)
     return queries.audit_search(store, words=sorted(set(words)), grams=sorted(set(grams)),
                                 min_grams=min_grams, kinds=list(kinds or SEARCH_KINDS),

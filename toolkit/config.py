@@ -194,8 +194,10 @@ def resolve(
     cfg_path: Path | None = None
     if config_file is not None:
         cfg_path = Path(config_file).expanduser().resolve()
-        if not cfg_path.is_file():
+        if not cfg_path.exists():
             raise UsageError(f"config file {cfg_path} not found")
+        if not cfg_path.is_file():  # a folder, a FIFO (never opened), a device
+            raise UsageError("the config file is not a regular file", path=cfg_path)
     elif (root / CONFIG_NAME).is_file():
         cfg_path = root / CONFIG_NAME
     if cfg_path is not None:

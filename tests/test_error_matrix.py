@@ -222,17 +222,41 @@ def test_every_bad_path_setting(world, tmp_path, option, how):
     _run_cells(jobs)
 
 
-@pytest.mark.parametrize("cell", [c for c in CELLS if c != "folder-for-file"])
-def test_every_bad_out_folder_for_export(world, tmp_path, cell):
+@pytest.mark.parametrize("command", [["export"], ["build-site"]])
+@pytest.mark.parametrize("cell", [c for c in CELLS if c not in ("folder-for-file",
+                                                                 "missing-parent")])
+def test_every_bad_out_folder(world, tmp_path, cell, command):
     runner = CliRunner()
     path = bad_path(tmp_path / "bad" / cell, cell, want_folder=True)
     if cell == "unreadable":
-        code, out, err = _run_subprocess(["export", "--out", str(path / "x")],
+        code, out, err = _run_subprocess([*command, "--out", str(path / "x")],
                                          dict(os.environ), world, drop=os.geteuid() == 0)
     else:
-        result = runner.invoke(cli, ["export", "--out", str(path)], catch_exceptions=True)
+        result = runner.invoke(cli, [*command, "--out", str(path)], catch_exceptions=True)
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise AssertionError(f"--out {cell}: traceback") from result.exception
         code, out, err = result.exit_code, result.stdout, result.stderr
     assert code != 0
+    check_outcome(code, out, err, str(path))
+
+
+@pytest.mark.parametrize("command", [["ledger", "export"], ["slop", "export"], ["handoff"]])
+@pytest.mark.parametrize("cell", [c for c in CELLS if c not in ("fifo", "missing-parent")])
+def test_every_bad_output_file(world, tmp_path, cell, command):
+    """--output FILE of the exports (a FIFO there is replaced by the written file, so it is
+    not a failure; a missing parent folder is refused and named)."""
+    path = bad_path(tmp_path / "bad" / cell, cell, want_folder=False)
+    if cell == "unreadable":  # a file in a folder the toolkit may not enter
+        folder = tmp_path / "bad" / "locked-out"
+        folder.mkdir()
+        folder.chmod(0)
+        code, out, err = _run_subprocess([*command, "--output", str(folder / "x.md")],
+                                         dict(os.environ), world, drop=os.geteuid() == 0)
+    else:
+        result = CliRunner().invoke(cli, [*command, "--output", str(path)],
+                                    catch_exceptions=True)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"--output {cell}: traceback") from result.exception
+        code, out, err = result.exit_code, result.stdout, result.stderr
+    assert code != 0, out
     check_outcome(code, out, err, str(path))

@@ -107,8 +107,8 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
     ToolkitError: a file system error on a path they gave, a DuckDB or SQLite error, a
     number too big to compute with. None for anything else (a bug: keep the traceback).
 
-    The CLI's error boundary is the only caller; commands raise ToolkitError themselves
-    where they can say more.
+    Called only at the two boundaries, the CLI's (``toolkit/cli/__init__.py``) and the MCP
+    server's tool wrapper; commands raise ToolkitError themselves where they can say more.
     """
     import errno
     import sqlite3

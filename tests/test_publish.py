@@ -569,8 +569,8 @@ class _OtherPortGitHub(FakeGitHub):
         return f"http://127.0.0.1:{self.port + 1}{self.prefix}"
 
 
-def test_a_malformed_answer_from_github_is_one_line_not_a_traceback(project, cli_run, clock):
-    with _OtherPortGitHub(token=TOKEN, clock=clock.now) as fake:
+def test_a_malformed_answer_from_github_is_one_line_not_a_traceback(project, cli_run):
+    with _OtherPortGitHub(token=TOKEN, clock=FakeClock().now) as fake:
         fake.add_repo(REPO)
         api = f"http://127.0.0.1:{fake.port}"
         result = cli_run("publish", "--repo", REPO, "--api-url", api, env={"GH_TOKEN": TOKEN})

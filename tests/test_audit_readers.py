@@ -561,3 +561,53 @@ def test_search_on_damaged_rows_answers_without_crashing(cli_run, project, tmp_p
         ("approaches", 1, "WORKS"), ("dispatches", 1, "PENDING"), ("actions", 1, None)]
     hits = _json(cli_run("--audit-db", str(db), "audit", "similar", "webhook task", "--json"))
     assert [(h["kind"], h["id"]) for h in hits] == [("approaches", 1)]  # a NULL task: no row
+
+
+# --------------------------------------------------------------------------- I3: huge numbers
+
+def test_i3_huge_windows_get_nagi_ledgers_answers_not_overflow_error(cli_run, project):
+    """nagi-ledger computes the start as SQLite's datetime(now, '-N days'): a start in a
+    negative year sorts before every row (all rows count), and a number SQLite cannot apply
+    gives NULL (no row counts). The toolkit answers the same, never OverflowError."""
+    everything = _json(cli_run("audit", "stats", "--days", "36500", "--now", NOW, "--json"))
+    assert everything["dispatch_count"] == 3
+    for days in ("800000", "700000"):  # the start is in year -164 / year 110
+        assert _json(cli_run("audit", "stats", "--days", days, "--now", NOW,
+                             "--json")) == everything
+    assert _json(cli_run("audit", "stats", "--days", "100000000", "--now", NOW, "--json")) == {
+        "actions_by_tier": {"0": 0, "1": 0, "2": 0}, "actions_by_category": {},
+        "dispatch_count": 0,
+        "verdicts": {"CONFIRMED": 0, "REFUTED": 0, "PARTIAL": 0, "PENDING": 0}}
+    result = cli_run("audit", "stats", "--days", "800000", "--now", NOW)
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Last 800000 days\n")
+    # 1e11 is a whole number of hours, as nagi-ledger's MCP tool takes it; SQLite answers NULL
+    result = cli_run("audit", "report", "--since-hours", "1e11", "--now", NOW)
+    assert (result.exit_code, result.stdout) == (0, "No entries in the last 100000000000h.\n")
+    assert _json(cli_run("audit", "report", "--since-hours", "800000", "--now", NOW,
+                         "--json")) == REPORT_24H.replace("last 24h", "last 800000h")
+    assert _json(cli_run("audit", "search", "webhook", "--since-days", "1e8", "--json")) == []
+    assert len(_json(cli_run("audit", "search", "webhook", "--since-days", "800000",
+                             "--json"))) == len(_json(cli_run("audit", "search", "webhook",
+                                                              "--json")))
+
+
+@pytest.mark.parametrize("args, error", [
+    (["report", "--since-hours", "1.5"], "'1.5' is not a whole number"),
+    (["stats", "--days", "1e400"], "'1e400' is not a whole number"),
+    (["stats", "--days", "many"], "'many' is not a number"),
+])
+def test_i3_counts_that_are_not_whole_numbers_are_usage_errors(cli_run, project, args, error):
+    result = cli_run("audit", *args)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].endswith(error)
+
+
+def test_i3_a_huge_limit_or_offset_is_answered_as_a_python_slice(cli_run, project):
+    """nagi-ledger slices its result list: a limit past the end is every row, an offset past
+    it none; the store's LIMIT takes at most 2**63 - 1, so larger numbers are clamped."""
+    everything = _json(cli_run("audit", "search", "webhook", "--json"))
+    assert _json(cli_run("audit", "search", "webhook", "--limit", str(10**20),
+                         "--json")) == everything
+    assert _json(cli_run("audit", "search", "webhook", "--offset", str(10**20),
+                         "--json")) == []

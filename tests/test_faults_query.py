@@ -86,3 +86,28 @@ def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_
                                   "retry when it finishes")
     finally:
         holder.communicate("")
+
+
+@pytest.mark.parametrize("sql", ["UPDATE EXTENSIONS", "UPDATE EXTENSIONS (httpfs)",
+                                 "CHECKPOINT", "VACUUM", "DETACH x", "USE memory"])
+def test_d1_statements_the_python_enum_does_not_know_are_refused_in_one_line(project, cli_run,
+                                                                             sql):
+    result = cli_run("query", sql)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"{REFUSED}. Write a single SELECT (or WITH ... SELECT) statement"]
+
+
+def test_d2_a_query_needing_more_than_the_memory_limit_does_not_spill_to_disk(project, cli_run):
+    """Sorting 20M rows under 100MB used to spill gigabytes of temp files beside the store;
+    now nothing is written and the query stops at the limit."""
+    assert cli_run("load").exit_code == 0
+    state = project.root / ".toolkit"
+    before = sorted(p.name for p in state.iterdir())
+    result = cli_run("query", "SELECT count(*) FROM (SELECT range AS r, random() AS x "
+                     "FROM range(20000000) ORDER BY x)", "--memory-limit", "100MB",
+                     "--timeout", "120")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "Error: query stopped at the 100MB memory limit. Add a LIMIT or aggregate first"]
+    assert sorted(p.name for p in state.iterdir()) == before

@@ -372,3 +372,28 @@ def test_default_tool_set_is_all_and_unknown_sets_are_refused(cli_run, project):
         raise AssertionError("an unknown tool set was accepted")
     result = cli_run("mcp", "--tools", "some")
     assert result.exit_code == 2 and "'some' is not one of 'all', 'nagi'" in result.stderr
+
+
+def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, tmp_path):
+    """FAULTS I3 and the error boundary over MCP: nagi-ledger's answer for a window SQLite
+    cannot compute, and a path error as a one-line tool error, not a crashed server."""
+    errlog = tmp_path / "server.log"
+
+    async def script(raw, s: Session) -> dict[str, Any]:
+        return {"report": await s.call("ledger_session_report", since_hours=10**11),
+                "stats": await s.call("ledger_stats", days=800000),
+                "search": await s.call("ledger_search", query="webhook", since_days=1e8)}
+
+    out = run_session(project.root, _env(project), errlog, script)
+    assert out["report"] == (False, "No entries in the last 100000000000h.")
+    assert out["stats"][0] is False
+    assert out["stats"][1]["dispatch_count"] == 3  # a start in year -164: every row
+    assert out["search"] == (False, [])
+
+    async def read(raw, s: Session) -> Any:
+        return await s.call("ledger_stats")
+
+    env = {**_env(project), "TOOLKIT_DB": "/dev/null/x/ledger.duckdb"}
+    expected = ("Error executing tool ledger_stats: /dev/null/x/ledger.duckdb: a part of "
+                "this path is a file, not a folder")
+    assert run_session(project.root, env, errlog, read) == (True, expected)

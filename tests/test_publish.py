@@ -558,3 +558,28 @@ def test_fake_clock_counts_waits():
     fake = FakeClock(10.0)
     fake.sleep(2.5)
     assert fake.now() == 12.5 and fake.sleeps == [2.5]
+
+
+class _OtherPortGitHub(FakeGitHub):
+    """A fake whose answers point at another port (a misconfigured proxy or enterprise
+    server): PyGithub asserts on such URLs."""
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port + 1}{self.prefix}"
+
+
+def test_a_malformed_answer_from_github_is_one_line_not_a_traceback(project, cli_run):
+    with _OtherPortGitHub(token=TOKEN, clock=FakeClock().now) as fake:
+        fake.add_repo(REPO)
+        api = f"http://127.0.0.1:{fake.port}"
+        result = cli_run("publish", "--repo", REPO, "--api-url", api, env={"GH_TOKEN": TOKEN})
+        writes = fake.writes
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"Error: listing issues labelled {TOOLKIT_LABEL} in {REPO}: GitHub "
+                           "answered something unexpected (a URL that is not on the API's host, "
+                           "port and path)")
+    assert line.endswith(f"Check that --api-url {api} is the GitHub API (a proxy in between "
+                         "may rewrite its answers)")
+    assert writes == []

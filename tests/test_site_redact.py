@@ -144,7 +144,7 @@ def test_redact_setting_must_be_a_boolean(tmp_path: Path, value: str) -> None:
     from toolkit.errors import UsageError
 
     (tmp_path / "toolkit.yaml").write_text(f"redact: {value}\n", encoding="utf-8")
-    with pytest.raises(UsageError, match="redact: .* is not true or false"):
+    with pytest.raises(UsageError, match="setting redact must be true or false, not "):
         resolve(project=tmp_path, env={"HOME": str(tmp_path)}, cwd=tmp_path)
 
 

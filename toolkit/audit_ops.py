@@ -355,29 +355,28 @@ def parse_now(value: str | None) -> dt.datetime | None:
     return when
 
 
-# SQLite's datetime() answers for Julian day 0 (4714 BC, November 24, noon) onwards and NULL
-# before; Python's datetime starts at 0001-01-01, Julian day 1721425.5.
-_JULIAN_DAYS_BEFORE_YEAR_1 = 1721425.5
-
-
 def _window(now: dt.datetime | None, amount: float, unit: str
-            ) -> tuple[dt.datetime, dt.datetime | None]:
-    """(since, until) of a window reaching ``amount`` ``unit`` (hours or days) before now.
+            ) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """(since, until) of the window reaching ``amount`` ``unit`` (hours, days) before now.
 
-    Without an injected now this is nagi-ledger's ``ts >= datetime('now', '-N ...')`` (no end);
-    with one the window also ends there, so "the 24 hours before 2026-05-04 12:00" means that.
-    As SQLite's ``datetime()``, the start is cut to the whole second; a start before Julian day
-    0 (or not a number) is NULL there, so nagi-ledger matches no row, and neither does this
-    window; a start between that and year 1 matches every row.
+    The start is computed as nagi-ledger computes it, by SQLite's ``datetime(now, '-N
+    unit')``, so every number gets nagi-ledger's answer, however large: a start before year 1
+    (SQLite answers a negative year, which sorts before every timestamp) keeps every row;
+    a number SQLite cannot apply (it answers NULL, and ``ts >= NULL`` holds for no row) gives
+    ``since`` None: an empty window. Without an injected now this is nagi-ledger's
+    ``ts >= datetime('now', '-N ...')`` (no end); with one the window also ends there.
     """
-    base = now if now is not None else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    base = "now" if now is None else now.strftime("%Y-%m-%d %H:%M:%S.%f")
+    conn = sqlite3.connect(":memory:")
     try:
-        since = (base - dt.timedelta(**{unit: amount})).replace(microsecond=0)
-    except (OverflowError, ValueError):
-        days = amount / 24 if unit == "hours" else amount
-        reach = (base - dt.datetime.min).total_seconds() / 86400 + _JULIAN_DAYS_BEFORE_YEAR_1
-        since = dt.datetime.min if math.isfinite(days) and days <= reach else dt.datetime.max
-    return since, now
+        [(start,)] = conn.execute("SELECT datetime(?, ?)", (base, f"-{amount} {unit}"))
+    finally:
+        conn.close()
+    if start is None:
+        return None, now
+    if start.startswith("-") or start < "0001":
+        return dt.datetime.min, now
+    return dt.datetime.fromisoformat(start), now
 
 
 def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
@@ -515,6 +514,8 @@ def search(store: Store, query: Any, kinds: Sequence[str] | None = None, limit: 
     since = until = None
     if since_days is not None:
         since, until = _window(now, _positive(since_days, "since_days"), "days")
+    if since_days is not None and since is None:
+        return []  # SQLite could not compute the window's start: no row is in it
     units = token_set(query)
     if not units:
         return []  # nothing can score above 0

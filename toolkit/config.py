@@ -23,6 +23,44 @@ _PATH_KEYS = ("vault", "slop", "audit_db", "audit_json", "snapshots_home", "work
               "site_dir", "goal_file", "goal_history")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact"}
 
+# What each toolkit.yaml value must be: (accepted Python types, how the error names it).
+# YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
+_TEXT = ((str,), "text (a path)")
+_KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    **{key: _TEXT for key in _PATH_KEYS},
+    "site_url": ((str,), "text (a URL)"),
+    "max_file_mb": ((int, float, str), "a number of MB"),
+    "today": ((dt.date, str), "a date (YYYY-MM-DD)"),
+    "publish": ((dict,), "a mapping (repo, labels, title, api_url, key)"),
+    "redact": ((bool,), "true or false"),
+}
+_PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "repo": ((str,), "text (OWNER/NAME)"),
+    "title": ((str,), "text"),
+    "api_url": ((str,), "text (a URL)"),
+    "key": ((str, int), "text"),
+    "labels": ((list, str), "a list of labels"),
+}
+
+
+def _check_types(data: dict[str, Any], types: dict[str, tuple[tuple[type, ...], str]],
+                 path: Path, prefix: str = "") -> None:
+    """A usage error naming the first key whose value has the wrong type."""
+    for key, value in data.items():
+        if value is None or key not in types:
+            continue
+        accepted, expected = types[key]
+        ok = isinstance(value, accepted) and (bool in accepted or not isinstance(value, bool))
+        if ok and isinstance(value, list):
+            ok = all(isinstance(v, str) for v in value)
+        if not ok:
+            got = {dict: "a mapping", list: "a list", bool: "true/false", int: "a number",
+                   float: "a number", dt.date: "a date"}.get(
+                type(value), type(value).__name__)
+            if isinstance(value, list) and list in accepted:
+                got = "a list with a value that is not text"
+            raise UsageError(f"setting {prefix}{key} must be {expected}, not {got}", path=path)
+
 
 def find_project_root(start: Path) -> Path | None:
     """The nearest folder at or above ``start`` with ``.smith/vault`` or ``toolkit.yaml``."""
@@ -109,13 +147,20 @@ def load_file_settings(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise UsageError("toolkit.yaml must be a mapping of settings", path=path)
-    unknown = sorted(set(data) - _KNOWN_KEYS)
+    unknown = sorted(str(k) for k in set(data) - _KNOWN_KEYS)
     if unknown:
         raise UsageError(
             f"unknown setting(s) {', '.join(unknown)}",
             path=path,
             hint=f"Known settings: {', '.join(sorted(_KNOWN_KEYS))}",
         )
+    _check_types(data, _KEY_TYPES, path)
+    if isinstance(data.get("publish"), dict):
+        unknown = sorted(str(k) for k in set(data["publish"]) - set(_PUBLISH_TYPES))
+        if unknown:
+            raise UsageError(f"unknown setting(s) publish.{', publish.'.join(unknown)}",
+                             path=path, hint=f"Known: {', '.join(sorted(_PUBLISH_TYPES))}")
+        _check_types(data["publish"], _PUBLISH_TYPES, path, prefix="publish.")
     out = dict(data)
     for key in _PATH_KEYS:
         if out.get(key) is not None:
@@ -153,8 +198,10 @@ def resolve(
     cfg_path: Path | None = None
     if config_file is not None:
         cfg_path = Path(config_file).expanduser().resolve()
-        if not cfg_path.is_file():
+        if not cfg_path.exists():
             raise UsageError(f"config file {cfg_path} not found")
+        if not cfg_path.is_file():  # a folder, a FIFO (never opened), a device
+            raise UsageError("the config file is not a regular file", path=cfg_path)
     elif (root / CONFIG_NAME).is_file():
         cfg_path = root / CONFIG_NAME
     if cfg_path is not None:
@@ -213,12 +260,7 @@ def resolve(
     if not isinstance(publish, dict):
         raise UsageError("publish: must be a mapping", path=cfg_path)
 
-    redact = settings.get("redact", False)
-    if redact is None:
-        redact = False
-    if not isinstance(redact, bool):
-        raise UsageError(f"redact: {redact!r} is not true or false", path=cfg_path,
-                         hint="Write `redact: true` or `redact: false` in toolkit.yaml")
+    redact = bool(settings.get("redact"))  # type-checked with every key by _check_types
 
     return Config(
         project_root=root,

@@ -96,3 +96,66 @@ class ConflictError(ToolkitError):
 
 class RefusedError(ToolkitError):
     """A request the toolkit will not carry out (unsafe query, secret in a report...)."""
+
+
+# OSError numbers whose strerror reads badly in a one-line error.
+_OS_PHRASES = {
+    "EEXIST": "is in the way: it exists, and a folder was needed here",
+    "ENOTDIR": "a part of this path is a file, not a folder",
+    "ELOOP": "too many levels of symbolic links (a symlink loop)",
+    "EISDIR": "is a folder, not a file",
+}
+
+
+def from_exception(exc: BaseException) -> ToolkitError | None:
+    """The one-line error for an exception a user can cause that no command turned into a
+    ToolkitError: a file system error on a path they gave, a DuckDB or SQLite error, a
+    number too big to compute with. None for anything else (a bug: keep the traceback).
+
+    Called only at the two boundaries, the CLI's (``toolkit/cli/__init__.py``) and the MCP
+    server's tool wrapper; commands raise ToolkitError themselves where they can say more.
+    """
+    import errno
+    import sqlite3
+
+    if isinstance(exc, OSError):
+        name = errno.errorcode.get(exc.errno or 0, "")
+        what = _OS_PHRASES.get(name) or exc.strerror or str(exc) or type(exc).__name__
+        if name == "EEXIST" and exc.filename is not None and Path(str(exc.filename)).is_dir():
+            what = exc.strerror or "already exists"
+        where = exc.filename if exc.filename is not None else None
+        if exc.filename2 is not None:
+            what = f"{what} (with {exc.filename2})"
+        if name in ("EAGAIN", "EBUSY", "ETXTBSY"):
+            return BusyError(what, path=where, hint="Retry when the other process finishes")
+        return ToolkitError(what, path=where)
+    if isinstance(exc, sqlite3.Error):
+        msg = str(exc) or type(exc).__name__
+        low = msg.lower()
+        if "locked" in low or "busy" in low:
+            return BusyError(f"SQLite database is busy: {msg}", hint="Retry in a moment")
+        if "not a database" in low or "malformed" in low or "disk image" in low:
+            return DataError(f"SQLite database is damaged: {msg}")
+        return ToolkitError(f"SQLite failed: {msg}")
+    if type(exc).__module__ in ("duckdb", "_duckdb"):  # without importing duckdb here
+        msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if type(exc).__name__ == "IOException" and "lock" in msg.lower():
+            return BusyError(f"the store is in use by another process: {msg}",
+                             hint="Retry when it finishes")
+        if type(exc).__name__ == "OutOfMemoryException":
+            return ToolkitError(f"the store ran out of memory: {msg}")
+        return ToolkitError(f"the store failed: {msg}")
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from "):
+        # pathlib's resolve() before Python 3.13; 3.13 raises OSError(ELOOP) instead
+        return ToolkitError(_OS_PHRASES["ELOOP"], path=str(exc)[len("Symlink loop from "):]
+                            .strip("'\""))
+    if isinstance(exc, OverflowError):
+        return UsageError(f"a number is too large: {exc}")
+    if isinstance(exc, UnicodeEncodeError) and "surrogate" in exc.reason:
+        # A lone surrogate (undecodable bytes in an argument, or a "\ud800" escape in JSON
+        # input) has no UTF-8 form: every writer refuses it rather than crash.
+        bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
+        shown = "".join(f"\\u{ord(c):04x}" for c in bad)
+        return UsageError(f"the input holds a lone surrogate ({shown}), which is not text and "
+                          "cannot be written as UTF-8. Give valid UTF-8 text")
+    return None

@@ -195,13 +195,21 @@ class LedgerTools:
 
 
 def _call(fn: Callable[..., T], *args: Any) -> T:
-    """Run a tool body; a ToolkitError reaches the client as a tool error with its message."""
+    """Run a tool body; a ToolkitError (or an error errors.from_exception translates) reaches
+    the client as a tool error with its message."""
     from mcp.server.mcpserver.exceptions import ToolError
+
+    from toolkit.errors import from_exception
 
     try:
         return fn(*args)
     except ToolkitError as exc:
         raise ToolError(str(exc)) from None
+    except Exception as exc:  # the same translation as the CLI's boundary; a bug stays one
+        translated = from_exception(exc)
+        if translated is None:
+            raise
+        raise ToolError(str(translated)) from None
 
 
 TOOL_SETS = ("all", "nagi")

@@ -276,6 +276,12 @@ class GitHubClient:
                 if write:
                     self._last_write = self.clock.now()
                 wait, why = self._classify(exc, what, repo, create=create, attempt=attempt)
+            except (AssertionError, ValueError, KeyError, TypeError) as exc:
+                # PyGithub asserts that URLs in an answer point at the API it was given
+                # (another port, another host), and parses JSON bodies: a malformed answer
+                if create:
+                    raise _Ambiguous(_unexpected_reason(exc)) from None
+                raise _unexpected(what, exc, self.api_url) from None
             except requests.exceptions.RequestException as exc:
                 if write:
                     self._last_write = self.clock.now()
@@ -367,14 +373,9 @@ class GitHubClient:
                              repo=repo.full_name)
             for issue in page:
                 raw = issue._rawData  # list data as sent; attribute access could refetch
-                if raw.get("pull_request"):
+                if isinstance(raw, dict) and raw.get("pull_request"):
                     continue
-                out.append(IssueView(
-                    number=int(raw["number"]), title=raw.get("title") or "",
-                    body=raw.get("body") or "", state=raw.get("state") or "open",
-                    labels=[lab.get("name", "") for lab in raw.get("labels") or []
-                            if isinstance(lab, dict)],
-                    url=raw.get("html_url") or "", obj=issue))
+                out.append(_view(issue))
         return out
 
     def create(self, repo: Any, *, title: str, body: str, labels: Sequence[str]) -> IssueView:
@@ -391,7 +392,30 @@ class GitHubClient:
         return _view(obj)
 
 
+def _unexpected_reason(exc: BaseException) -> str:
+    if isinstance(exc, AssertionError):  # PyGithub's check of the URLs in an answer
+        detail = "a URL that is not on the API's host, port and path"
+    else:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"GitHub answered something unexpected ({detail})"
+
+
+def _unexpected(what: str, exc: BaseException, api_url: str | None = None) -> ToolkitError:
+    """A malformed answer from the API (a URL on another host or port, a broken body)."""
+    where = f"--api-url {api_url}" if api_url else "--api-url"
+    return ToolkitError(f"{what}: {_unexpected_reason(exc)}",
+                        hint=f"Check that {where} is the GitHub API (a proxy in between may "
+                             "rewrite its answers)")
+
+
 def _view(issue: Any) -> IssueView:
+    try:
+        return _parse_view(issue)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _unexpected("reading an issue", exc) from None
+
+
+def _parse_view(issue: Any) -> IssueView:
     raw = issue._rawData
     return IssueView(number=int(raw["number"]), title=raw.get("title") or "",
                      body=raw.get("body") or "", state=raw.get("state") or "open",

@@ -26,7 +26,9 @@ def _ts(col: str) -> str:
 # --- audit ---------------------------------------------------------------------------------
 # The nagi-ledger tables (actions, dispatches, approaches). Used by toolkit.audit_ops, which
 # shapes the rows into nagi-ledger's return values. A time window is ``ts >= since`` (as in
-# nagi-ledger) and, when ``until`` is given (an injected "now"), also ``ts <= until``.
+# nagi-ledger) and, when ``until`` is given (an injected "now"), also ``ts <= until``. A
+# ``since`` of None is SQLite's NULL start (a number too large to apply): ``ts >= NULL`` holds
+# for no row, as in nagi-ledger.
 
 _WINDOW = "ts >= ? AND ts <= coalesce(CAST(? AS TIMESTAMP), ts)"
 
@@ -45,7 +47,7 @@ def audit_task_approaches(store: Store, task: str) -> list[dict[str, Any]]:
         "WHERE task = ? ORDER BY id DESC", [task])
 
 
-def audit_actions_since(store: Store, since: dt.datetime, until: dt.datetime | None = None
+def audit_actions_since(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
                         ) -> list[dict[str, Any]]:
     """Actions in the window, by category then id (the session report's order)."""
     return store.fetch_dicts(
@@ -53,7 +55,7 @@ def audit_actions_since(store: Store, since: dt.datetime, until: dt.datetime | N
         f"WHERE {_WINDOW} ORDER BY category, id", [since, until])
 
 
-def audit_dispatches_since(store: Store, since: dt.datetime, until: dt.datetime | None = None
+def audit_dispatches_since(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
                            ) -> list[dict[str, Any]]:
     """Dispatches in the window, oldest first."""
     return store.fetch_dicts(
@@ -61,7 +63,7 @@ def audit_dispatches_since(store: Store, since: dt.datetime, until: dt.datetime 
         f"WHERE {_WINDOW} ORDER BY id", [since, until])
 
 
-def audit_action_counts_by_tier(store: Store, since: dt.datetime,
+def audit_action_counts_by_tier(store: Store, since: dt.datetime | None,
                                 until: dt.datetime | None = None
                                 ) -> list[tuple[int | None, int]]:
     return [(r[0], int(r[1])) for r in store.fetch(
@@ -69,7 +71,7 @@ def audit_action_counts_by_tier(store: Store, since: dt.datetime,
         [since, until])[1]]
 
 
-def audit_action_counts_by_category(store: Store, since: dt.datetime,
+def audit_action_counts_by_category(store: Store, since: dt.datetime | None,
                                     until: dt.datetime | None = None
                                     ) -> list[tuple[str | None, int]]:
     return [(r[0], int(r[1])) for r in store.fetch(
@@ -77,13 +79,13 @@ def audit_action_counts_by_category(store: Store, since: dt.datetime,
         "ORDER BY category", [since, until])[1]]
 
 
-def audit_dispatch_count(store: Store, since: dt.datetime, until: dt.datetime | None = None
+def audit_dispatch_count(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
                          ) -> int:
     return int(store.scalar(f"SELECT count(*) FROM dispatches WHERE {_WINDOW}",
                             [since, until]) or 0)
 
 
-def audit_verdict_counts(store: Store, since: dt.datetime, until: dt.datetime | None = None
+def audit_verdict_counts(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
                          ) -> list[tuple[str | None, int]]:
     """(verdict or None, dispatches) for the dispatches in the window."""
     return [(r[0], int(r[1])) for r in store.fetch(

@@ -189,16 +189,33 @@ class Store:
     @classmethod
     def open(cls, path: Path, *, read_only: bool = False, migrate: bool = True) -> Store:
         path = Path(path)
-        if read_only and not path.exists():
+        exists = check_store_path(path)
+        if read_only and not exists:
             raise ToolkitError("the store does not exist yet", path=path,
                                hint="Run `toolkit load` first")
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(path, read_only=read_only)
         store = cls(conn, path, read_only)
-        if migrate and not read_only:
-            store.migrate()
+        try:
+            if exists:
+                store._check_is_ours()
+            if migrate and not read_only:
+                store.migrate()
+        except BaseException:
+            store.close()
+            raise
         return store
+
+    def _check_is_ours(self) -> None:
+        """Refuse a DuckDB file another program made: tables, none of them our bookkeeping."""
+        names = {r[0] for r in self.conn.execute(
+            "SELECT table_name FROM information_schema.tables").fetchall()}
+        if names and "_migrations" not in names:
+            raise DataError("is a DuckDB database of another program, not a toolkit store; "
+                            "nothing was changed in it", path=self.path,
+                            hint="Point --db (or TOOLKIT_DB, or `db:` in toolkit.yaml) at a "
+                                 "new file")
 
     def close(self) -> None:
         self.conn.close()
@@ -352,7 +369,11 @@ class Store:
                     "OVERWRITE_OR_IGNORE)",
                     [project, table]).fetchall()
                 written.append((table, int(n)))
-            [made] = list(staging.iterdir())  # the one project_name=<escaped> folder
+            made_folders = list(staging.iterdir())  # the one project_name=<escaped> folder
+            if not made_folders:  # DuckDB writes no partition for no rows
+                raise ToolkitError("the store has no rows to export; nothing was written",
+                                   hint="Run `toolkit load` first")
+            [made] = made_folders
             target = dest / made.name
             if target.exists():
                 os.rename(target, staging / ".previous")
@@ -542,17 +563,78 @@ def _cast(column: str, duck_type: str) -> str:
     return f'"{column}"'
 
 
+# Every connection the toolkit opens: DuckDB never downloads nor loads an extension by itself
+# (a store path that is a SQLite file would otherwise fetch ``sqlite_scanner``).
+_NO_EXTENSIONS: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+# The first bytes of files that are not a store, as named in the error.
+_OTHER_FORMATS: tuple[tuple[bytes, str], ...] = (
+    (b"SQLite format 3\x00", "a SQLite database"),
+    (b"PAR1", "a Parquet file"),
+    (b"PK\x03\x04", "a ZIP archive (or a spreadsheet)"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+
+
+def check_store_path(path: Path) -> bool:
+    """Whether a DuckDB store is at ``path`` (False: nothing there yet, it may be created).
+
+    Anything else there is refused before DuckDB sees it (DuckDB would open a CSV or JSON
+    file as an in-memory database, and try to download an extension for a SQLite file): a
+    folder, a FIFO or a device (never opened, so nothing hangs), or a file without DuckDB's
+    header. Only a file with that header is "one of our stores", so only a damaged one of
+    those gets the hint to delete it (``_connect``).
+    """
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError("is a folder; the store must be a DuckDB file", path=path,
+                         hint="Give a file path, e.g. " + str(Path(path) / "ledger.duckdb"))
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError("is not a regular file (a FIFO, socket or device); the store must be "
+                         "a DuckDB file", path=path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the stat
+            raise UsageError("is not a regular file; the store must be a DuckDB file",
+                             path=path)
+        head = os.read(fd, 16)
+    finally:
+        os.close(fd)
+    if head[8:12] == b"DUCK":
+        return True
+    kind = next((name for magic, name in _OTHER_FORMATS if head.startswith(magic)),
+                "an empty file" if not head else "a file without DuckDB's header")
+    raise DataError(f"is {kind}, not a toolkit store; nothing was changed in it", path=path,
+                    hint="Point --db (or TOOLKIT_DB, or `db:` in toolkit.yaml) at a DuckDB "
+                         "file or a new path")
+
+
 def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None
              ) -> duckdb.DuckDBPyConnection:
-    """Open the store's DuckDB file; another process's lock is "busy", a bad file "bad data"."""
+    """Open the store's DuckDB file; another process's lock is "busy", a bad file "bad data".
+
+    Call ``check_store_path`` first: only a file with DuckDB's header gets here."""
     try:
-        return duckdb.connect(str(path), read_only=read_only, config=config or {})
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
+        return duckdb.connect(str(path), read_only=read_only,
+                              config={**_NO_EXTENSIONS, **(config or {})})
+    except (duckdb.ParserException, duckdb.InvalidInputException):
+        raise  # a bad setting in ``config`` (the caller names it), not a bad file
+    except duckdb.Error as exc:  # IOException, or a plain Error for a corrupt block
+        if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
             raise BusyError("the store is in use by another toolkit process; retry when it "
                             "finishes", path=path) from None
+        ours = path.is_file()  # a file with DuckDB's header (check_store_path)
         raise DataError(f"cannot open the store: {_first_line(exc).rstrip('!')}", path=path,
-                        hint="Delete it; `toolkit load` rebuilds it from the sources") from None
+                        hint="Delete it; `toolkit load` rebuilds it from the sources" if ours
+                        else None) from None
 
 
 def fingerprint_paths(paths: Sequence[Path]) -> str:
@@ -580,18 +662,19 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
     """Run one SELECT on a locked-down, read-only connection.
 
     No file access, no extensions, no settings changes (configuration locked), a memory limit
-    and a timeout. Returns (columns, rows, truncated).
+    and a timeout. Nothing spills to disk (``max_temp_directory_size`` 0): a query that needs
+    more than the memory limit stops with an error instead of filling the disk with temp
+    files. Returns (columns, rows, truncated).
     """
-    if not Path(db_path).exists():
+    if not check_store_path(Path(db_path)):
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
     try:
         conn = _connect(Path(db_path), read_only=True, config={
             "enable_external_access": False,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
             "allow_community_extensions": False,
             "memory_limit": memory_limit,
+            "max_temp_directory_size": "0KB",
             "threads": 2,
         })
     except duckdb.ParserException:  # the only value here a user gives: the memory limit
@@ -604,7 +687,7 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
             statements = conn.extract_statements(sql)
         except duckdb.Error as exc:
             raise RefusedError(f"the query does not parse: {_first_line(exc)}") from None
-        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        if len(statements) != 1 or not _is_select(statements[0]):
             raise RefusedError("only one read-only SELECT is allowed",
                                hint="Write a single SELECT (or WITH ... SELECT) statement")
         timer = threading.Timer(timeout, conn.interrupt)
@@ -630,6 +713,15 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
         conn.close()
     truncated = len(rows) > max_rows
     return cols, rows[:max_rows], truncated
+
+
+def _is_select(statement: duckdb.Statement) -> bool:
+    """Whether a parsed statement is a plain SELECT (types the Python enum does not know,
+    such as UPDATE EXTENSIONS, raise ValueError: they are not SELECTs)."""
+    try:
+        return statement.type == duckdb.StatementType.SELECT
+    except ValueError:
+        return False
 
 
 def _first_line(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,12 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
     if Path(path).is_dir():
         raise DataError("is a folder, not a file", path=path)
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    if not stat.S_ISREG(st.st_mode):  # opening a FIFO would wait for a writer forever
+        raise DataError("is not a regular file (a FIFO, socket or device)", path=path)
+    size = st.st_size
     if size > limit:
         raise TooLargeError(
             f"file is {size / 1024 / 1024:.1f} MB, over the {limit / 1024 / 1024:.0f} MB limit",

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from toolkit.errors import EXIT_FAILURE, EXIT_USAGE, ToolkitError
+from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
 
 # name -> "module:attribute". Keep sorted by name; one line per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,26 +59,27 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ToolkitError as exc:
-            from toolkit.display import visible
-
-            # messages may quote AI-written text (titles of ambiguous matches...)
-            click.echo(f"Error: {visible(str(exc))}", err=True)
-            sys.exit(exc.exit_code)
-        except UnicodeEncodeError as exc:
-            if "surrogate" not in exc.reason:
-                raise
-            # A lone surrogate (undecodable bytes in an argument, or a "\ud800" escape in
-            # JSON input) has no UTF-8 form: every writer refuses it rather than crash.
-            bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
-            shown = "".join(f"\\u{ord(c):04x}" for c in bad)
-            click.echo(f"Error: the input holds a lone surrogate ({shown}), which is not text "
-                       "and cannot be written as UTF-8. Give valid UTF-8 text", err=True)
-            sys.exit(EXIT_USAGE)
+            _fail(exc)
         except BrokenPipeError:
             sys.exit(EXIT_FAILURE)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
+        except click.exceptions.ClickException:
+            raise
+        except Exception as exc:  # what a user can cause becomes one line; a bug stays loud
+            translated = from_exception(exc)
+            if translated is None:
+                raise
+            _fail(translated)
+
+
+def _fail(exc: ToolkitError) -> None:
+    from toolkit.display import visible
+
+    # messages may quote AI-written text (titles of ambiguous matches...); one line always
+    click.echo(f"Error: {visible(str(exc), single_line=True)}", err=True)
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],

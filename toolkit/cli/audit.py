@@ -15,6 +15,37 @@ NOW_HELP = ("Take the time window as of this UTC date-time, e.g. '2026-05-04 12:
             "with no end, as nagi-ledger).")
 
 
+class _Number(click.ParamType):
+    """A count of hours or days as nagi-ledger's MCP tools take it: ``1e11`` is the whole
+    number 100000000000 (``whole``), and any size is allowed (nagi-ledger answers them all:
+    see toolkit.audit_ops._window)."""
+
+    def __init__(self, whole: bool) -> None:
+        self.whole = whole
+        self.name = "integer" if whole else "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Any:
+        import math
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not self.whole:
+            return int(number) if number.is_integer() else number
+        if not math.isfinite(number) or not number.is_integer():
+            self.fail(f"{value!r} is not a whole number", param, ctx)
+        return int(number)
+
+
 def _now_option(fn: Any) -> Any:
     return click.option("--now", "now", envvar="TOOLKIT_NOW", default=None,
                         metavar="DATETIME", help=NOW_HELP)(fn)
@@ -215,7 +246,7 @@ def approaches(task: str, as_json: bool) -> None:
 
 
 @audit.command("report", short_help="Markdown report of the last N hours.")
-@click.option("--since-hours", type=int, default=24, show_default=True,
+@click.option("--since-hours", type=_Number(whole=True), default=24, show_default=True,
               help="How many hours back to include.")
 @_now_option
 @_json_option
@@ -236,7 +267,7 @@ def report(since_hours: int, now: str | None, as_json: bool) -> None:
 
 
 @audit.command("stats", short_help="Counts by tier, category and verdict over N days.")
-@click.option("--days", type=int, default=7, show_default=True,
+@click.option("--days", type=_Number(whole=True), default=7, show_default=True,
               help="How many days back to include.")
 @_now_option
 @_json_option
@@ -274,7 +305,7 @@ def stats(days: int, now: str | None, as_json: bool) -> None:
               help="Only actions, dispatches or approaches (repeatable).")
 @click.option("--limit", type=int, default=20, show_default=True, help="Rows to show.")
 @click.option("--offset", type=int, default=0, show_default=True, help="Rows to skip.")
-@click.option("--since-days", type=float, default=None,
+@click.option("--since-days", type=_Number(whole=False), default=None,
               help="Only the last N days (fractions allowed, e.g. 0.5).")
 @_now_option
 @_json_option

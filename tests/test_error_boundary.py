@@ -1,0 +1,83 @@
+"""The CLI's one error boundary (toolkit.errors.from_exception, called by LazyGroup.invoke):
+real DuckDB, SQLite, OSError and overflow errors that no command translated end as one
+`Error:` line with a documented exit code; anything else (a bug) keeps its traceback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
+import click
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from toolkit import cli as cli_mod
+from toolkit.cli import cli
+
+_ACTIONS: dict[str, object] = {}
+
+
+@click.command()
+@click.argument("what")
+def boom(what: str) -> None:
+    """Run one real failing operation, as a command that forgot to translate it would."""
+    action = _ACTIONS[what]
+    assert callable(action)
+    action()
+
+
+def _locked_sqlite(tmp: Path) -> None:
+    db = tmp / "audit.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        sqlite3.connect(db, timeout=0).execute("INSERT INTO t VALUES (1)")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def _damaged_sqlite(tmp: Path) -> None:
+    db = tmp / "junk.db"
+    db.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    sqlite3.connect(db).execute("SELECT * FROM sqlite_master").fetchall()
+
+
+def _duckdb_failure(tmp: Path) -> None:
+    duckdb.connect(str(tmp / "s.duckdb")).execute("SELECT no_such_column FROM range(1)")
+
+
+def _overflow(tmp: Path) -> None:
+    print(dt.date(9999, 12, 31) + dt.timedelta(days=1))
+
+
+def _bug(tmp: Path) -> None:
+    raise KeyError("a bug")
+
+
+@pytest.mark.parametrize("what, code, line", [
+    ("locked", 75, "Error: SQLite database is busy: database is locked. Retry in a moment"),
+    ("damaged", 65, "Error: SQLite database is damaged: file is not a database"),
+    ("duckdb", 1, ("Error: the store failed: Binder Error: Referenced column \"no_such_column\" "
+                  "not found in FROM clause!")),
+    ("overflow", 2, "Error: a number is too large: date value out of range"),
+])
+def test_unexpected_errors_end_as_one_line(tmp_path, monkeypatch, what, code, line):
+    monkeypatch.setitem(cli_mod.COMMANDS, "boom", ("tests.test_error_boundary:boom", ""))
+    actions = {"locked": _locked_sqlite, "damaged": _damaged_sqlite,
+               "duckdb": _duckdb_failure, "overflow": _overflow, "bug": _bug}
+    monkeypatch.setattr(f"{__name__}._ACTIONS",
+                        {k: (lambda f=f: f(tmp_path)) for k, f in actions.items()})
+    result = CliRunner().invoke(cli, ["boom", what])
+    assert result.exit_code == code
+    assert result.stderr.splitlines() == [line]
+
+
+def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
+    monkeypatch.setitem(cli_mod.COMMANDS, "boom", ("tests.test_error_boundary:boom", ""))
+    monkeypatch.setattr(f"{__name__}._ACTIONS", {"bug": lambda: _bug(tmp_path)})
+    result = CliRunner().invoke(cli, ["boom", "bug"])
+    assert isinstance(result.exception, KeyError)

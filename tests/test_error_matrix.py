@@ -1,0 +1,262 @@
+"""FAULTS.md I: one error boundary. Every path option and setting, given a path that cannot
+work, ends as one `Error:` line with a documented exit code, never a traceback or a hang.
+
+Rows: each path option (and its toolkit.yaml key and environment variable). Columns: a
+missing parent folder, a file where a folder belongs, a folder where a file belongs,
+``/dev/null/x``, a FIFO, a symlink loop and an unreadable file. ``status``, ``load`` and
+``query`` run through the real ``toolkit`` console script in a subprocess (a hang is a
+timeout); the other commands run in-process for speed. Unreadable cells always run in a
+subprocess: the suite runs as root, which ignores mode bits, so the child drops
+CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its capability bounding set before it execs
+the toolkit, and the kernel then refuses the mode-000 file to it as to anyone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from toolkit.cli import cli
+
+EXIT_CODES = {0, 1, 2, 65, 75}  # documented in the README and toolkit/errors.py
+TOOLKIT = shutil.which("toolkit", path=str(Path(sys.executable).parent))
+CLICK_USAGE_LINES = ("Usage: ", "Try '")
+
+FILE_OPTIONS = ("--db", "--slop", "--audit-db", "--audit-json", "--config")
+FOLDER_OPTIONS = ("--vault", "--snapshots-home")
+CELLS = ("missing-parent", "file-for-folder", "folder-for-file", "dev-null", "fifo",
+         "symlink-loop", "unreadable")
+
+# (yaml key, environment variable) of each path option
+SETTINGS = {"--db": ("db", "TOOLKIT_DB"), "--vault": ("vault", "SMITH_VAULT"),
+            "--slop": ("slop", "CODESMITH_SLOP_LEDGER"), "--audit-db": ("audit_db", "NAGI_LEDGER_DB"),
+            "--audit-json": ("audit_json", "NAGI_LEDGER_EXPORT"),
+            "--snapshots-home": ("snapshots_home", "CODESMITH_SNAPSHOTS")}
+
+# the in-process commands each option meets
+IN_PROCESS = {
+    "--db": [["schema"], ["audit", "stats"], ["ledger", "list"], ["slop", "query"],
+             ["snapshots", "list"]],
+    "--vault": [["ledger", "list"], ["ledger", "prune", "--dry-run"]],
+    "--slop": [["slop", "query"], ["slop", "append", "--title", "x", "--bucket",
+                                   "suspected_dead_code"]],
+    "--audit-db": [["audit", "stats"], ["audit", "log-action", "did x", "--tier", "0",
+                                        "--category", "test"]],
+    "--audit-json": [["audit", "stats"]],
+    "--snapshots-home": [["snapshots", "list"]],
+    "--config": [["schema"], ["audit", "stats"]],
+}
+SUBPROCESS_COMMANDS = (["status"], ["load"], ["query", "SELECT 1"])
+
+
+def bad_path(root: Path, cell: str, want_folder: bool) -> Path:
+    """A path of kind ``cell`` under ``root`` for an option that wants a folder or a file."""
+    root.mkdir(parents=True, exist_ok=True)
+    a_file = root / "a-file.txt"
+    a_file.write_text("not a folder\n", encoding="utf-8")
+    if cell == "missing-parent":
+        return root / "no" / "such" / "folder" / "x.json"
+    if cell == "file-for-folder":
+        return a_file if want_folder else a_file / "x.json"
+    if cell == "folder-for-file":
+        folder = root / "a-folder"
+        folder.mkdir(exist_ok=True)
+        return folder / "sub" if want_folder else folder
+    if cell == "dev-null":
+        return Path("/dev/null/x")
+    if cell == "fifo":
+        fifo = root / "a-fifo"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        return fifo
+    if cell == "symlink-loop":
+        (root / "loop-a").unlink(missing_ok=True)
+        (root / "loop-b").unlink(missing_ok=True)
+        (root / "loop-a").symlink_to(root / "loop-b")
+        (root / "loop-b").symlink_to(root / "loop-a")
+        return root / "loop-a"
+    assert cell == "unreadable"
+    target = root / ("locked-folder" if want_folder else "locked.json")
+    if want_folder:
+        target.mkdir(exist_ok=True)
+        (target / "ledger").mkdir(exist_ok=True)
+    else:
+        target.write_text("{}\n", encoding="utf-8")
+    target.chmod(0)
+    return target
+
+
+def _drop_root_read_override() -> None:
+    """In the child before exec: root without the capabilities that skip mode bits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
+
+
+def _can_drop_capabilities() -> bool:
+    if os.geteuid() != 0:
+        return True  # mode bits already apply
+    probe = subprocess.run([sys.executable, "-c", "pass"], preexec_fn=_drop_root_read_override,
+                           check=False)
+    return probe.returncode == 0
+
+
+def check_outcome(code: int, stdout: str, stderr: str, shown: str) -> None:
+    """One documented exit code, no traceback; on failure one `Error:` line, last."""
+    assert "Traceback" not in stdout + stderr, stderr
+    assert code in EXIT_CODES, (code, stderr)
+    if code == 0:
+        # a source is optional: one that is not there (or cannot be read, for status) is
+        # reported under its name, and the command still answers from the others
+        assert shown not in stderr or "Warning" in stderr, stderr
+        return
+    lines = stderr.splitlines()
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], stderr
+    others = [line for line in lines[:-1] if line.strip()]
+    assert all(line.startswith(CLICK_USAGE_LINES) for line in others), stderr
+
+
+@pytest.fixture
+def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project (a toolkit.yaml makes the folder one) with HOME isolated."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "toolkit.yaml").write_text("", encoding="utf-8")
+    monkeypatch.chdir(project)
+    return project
+
+
+def _run_subprocess(args: list[str], env: dict[str, str], cwd: Path, drop: bool
+                    ) -> tuple[int, str, str]:
+    assert TOOLKIT is not None, "the toolkit console script is installed with the package"
+    proc = subprocess.run([TOOLKIT, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False,
+                          preexec_fn=_drop_root_read_override if drop else None)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _run_cells(jobs: list[tuple[str, Callable[[], tuple[int, str, str]], str]]) -> None:
+    failures = []
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda job: (job[0], job[1](), job[2]), jobs))
+    for name, (code, out, err), shown in results:
+        try:
+            check_outcome(code, out, err, shown)
+        except AssertionError as exc:
+            failures.append(f"{name}: exit {code}\n{err or out}\n{exc}")
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
+def test_every_bad_path_through_the_console_script(world, tmp_path, option):
+    env = {**os.environ, "HOME": os.environ["HOME"]}
+    drop_ok = _can_drop_capabilities()
+    jobs = []
+    for cell in CELLS:
+        if cell == "unreadable" and not drop_ok:
+            continue
+        path = bad_path(tmp_path / "bad" / cell, cell, option in FOLDER_OPTIONS)
+        for command in SUBPROCESS_COMMANDS:
+            args = [option, str(path), *command]
+            jobs.append((f"{option} {cell} {' '.join(command)}",
+                         lambda args=args, cell=cell: _run_subprocess(
+                             args, env, world, drop=cell == "unreadable" and os.geteuid() == 0),
+                         str(path)))
+    _run_cells(jobs)
+    if not drop_ok:
+        pytest.skip("the unreadable cell needs PR_CAPBSET_DROP (CAP_SETPCAP) when run as root")
+
+
+@pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
+def test_every_bad_path_in_the_other_commands(world, tmp_path, option):
+    runner = CliRunner()
+    jobs = []
+    for cell in CELLS:
+        if cell == "unreadable":
+            continue  # run by the console-script test above (it needs a child process)
+        path = bad_path(tmp_path / "bad" / cell, cell, option in FOLDER_OPTIONS)
+        for command in IN_PROCESS[option]:
+            result = runner.invoke(cli, [option, str(path), *command], catch_exceptions=True)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                raise AssertionError(f"{option} {cell} {command}: traceback") \
+                    from result.exception
+            jobs.append((f"{option} {cell} {' '.join(command)}",
+                         lambda r=result: (r.exit_code, r.stdout, r.stderr), str(path)))
+    _run_cells(jobs)
+
+
+@pytest.mark.parametrize("option", list(SETTINGS))
+@pytest.mark.parametrize("how", ["toolkit.yaml", "environment"])
+def test_every_bad_path_setting(world, tmp_path, option, how):
+    key, var = SETTINGS[option]
+    runner = CliRunner()
+    jobs = []
+    for cell in CELLS:
+        if cell == "unreadable":
+            continue
+        path = bad_path(tmp_path / "bad" / cell, cell, option in FOLDER_OPTIONS)
+        env = None
+        if how == "toolkit.yaml":
+            (world / "toolkit.yaml").write_text(f"{key}: '{path}'\n", encoding="utf-8")
+        else:
+            (world / "toolkit.yaml").write_text("", encoding="utf-8")
+            env = {var: str(path)}
+        for command in (["status"], ["load"], *IN_PROCESS[option]):
+            result = runner.invoke(cli, command, env=env, catch_exceptions=True)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                raise AssertionError(f"{how} {key} {cell} {command}: traceback") \
+                    from result.exception
+            jobs.append((f"{how} {key} {cell} {' '.join(command)}",
+                         lambda r=result: (r.exit_code, r.stdout, r.stderr), str(path)))
+    _run_cells(jobs)
+
+
+@pytest.mark.parametrize("command", [["export"], ["build-site"]])
+@pytest.mark.parametrize("cell", [c for c in CELLS if c not in ("folder-for-file",
+                                                                 "missing-parent")])
+def test_every_bad_out_folder(world, tmp_path, cell, command):
+    runner = CliRunner()
+    path = bad_path(tmp_path / "bad" / cell, cell, want_folder=True)
+    if cell == "unreadable":
+        code, out, err = _run_subprocess([*command, "--out", str(path / "x")],
+                                         dict(os.environ), world, drop=os.geteuid() == 0)
+    else:
+        result = runner.invoke(cli, [*command, "--out", str(path)], catch_exceptions=True)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"--out {cell}: traceback") from result.exception
+        code, out, err = result.exit_code, result.stdout, result.stderr
+    assert code != 0
+    check_outcome(code, out, err, str(path))
+
+
+@pytest.mark.parametrize("command", [["ledger", "export"], ["slop", "export"], ["handoff"]])
+@pytest.mark.parametrize("cell", [c for c in CELLS if c not in ("fifo", "missing-parent")])
+def test_every_bad_output_file(world, tmp_path, cell, command):
+    """--output FILE of the exports (a FIFO there is replaced by the written file, so it is
+    not a failure; a missing parent folder is refused and named)."""
+    path = bad_path(tmp_path / "bad" / cell, cell, want_folder=False)
+    if cell == "unreadable":  # a file in a folder the toolkit may not enter
+        folder = tmp_path / "bad" / "locked-out"
+        folder.mkdir()
+        folder.chmod(0)
+        code, out, err = _run_subprocess([*command, "--output", str(folder / "x.md")],
+                                         dict(os.environ), world, drop=os.geteuid() == 0)
+    else:
+        result = CliRunner().invoke(cli, [*command, "--output", str(path)],
+                                    catch_exceptions=True)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"--output {cell}: traceback") from result.exception
+        code, out, err = result.exit_code, result.stdout, result.stderr
+    assert code != 0, out
+    check_outcome(code, out, err, str(path))

@@ -201,14 +201,14 @@ class FakeGitHub:
 
 
 def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGitHub
     server_version = "FakeGitHub/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence
+    def log_message(self, format: str, *args: Any) -> None:  # silence
         pass
 
     def handle(self) -> None:

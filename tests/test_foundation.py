@@ -14,7 +14,6 @@ from toolkit.sources.smith import parse_ledger_bytes, read_vault
 from toolkit.sources.snapshots import fnv1a64_hex, parse_label, side_repo_for
 from toolkit.store import Store
 
-
 # --------------------------------------------------------------------------- config
 
 def test_project_root_found_upwards_like_git(project, tmp_path):

@@ -14,7 +14,7 @@ from toolkit import reconcile as rc
 from toolkit.errors import BusyError, DataError, UsageError
 from toolkit.sources.smith import parse_ledger_bytes, read_ledger, read_reconcile_log
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 NOW = dt.datetime(2026, 5, 10, 12, 0, 0, tzinfo=UTC)
 TODAY = NOW.date()
 
@@ -471,8 +471,8 @@ def test_log_entry_has_the_seeds_format_and_goes_newest_first(tmp_path: Path) ->
 
 
 def test_log_insertion_keeps_crlf_and_existing_entries_byte_exact() -> None:
-    old = ("# Reconcile Log\r\n\r\nKept by hand.\r\n\r\n---\r\n\r\n## Reconcile: 2026-05-03 "
-           "22:15:04\r\n\r\n**Result**: OK\r\n").encode()
+    old = (b"# Reconcile Log\r\n\r\nKept by hand.\r\n\r\n---\r\n\r\n## Reconcile: 2026-05-03 "
+           b"22:15:04\r\n\r\n**Result**: OK\r\n")
     new = rc.insert_log_entry(old, "---\n\n## Reconcile: 2026-05-10 12:00:00\n\n**Result**: OK\n")
     assert new.startswith(b"# Reconcile Log\r\n\r\nKept by hand.\r\n\r\n---\r\n\r\n"
                           b"## Reconcile: 2026-05-10 12:00:00\r\n")

@@ -350,7 +350,7 @@ def parse_now(value: str | None) -> dt.datetime | None:
         raise UsageError(f"--now: {text!r} is not a date-time; use 'YYYY-MM-DD HH:MM:SS' (UTC)"
                          ) from None
     if when.tzinfo is not None:
-        when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        when = when.astimezone(dt.UTC).replace(tzinfo=None)
     return when
 
 
@@ -362,7 +362,7 @@ def _window(now: dt.datetime | None, back: dt.timedelta
     with one the window also ends there, so "the 24 hours before 2026-05-04 12:00" means that.
     """
     if now is None:
-        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - back, None
+        return dt.datetime.now(dt.UTC).replace(tzinfo=None) - back, None
     return now - back, now
 
 

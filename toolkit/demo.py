@@ -42,7 +42,7 @@ from toolkit.sources.snapshots import fnv1a64_hex, side_repo_for
 
 __all__ = ["DemoWorld", "fnv1a64_hex", "side_repo_for", "write_demo"]
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 PROJECT = "acme-api"
 DEFAULT_ANCHOR = dt.date(2026, 11, 27)
 MIN_AUDIT_ROWS = 100

@@ -111,12 +111,12 @@ from toolkit.safewrite import (
     changed_since,
     check_editable,
     cleanup_orphan_temps,
-    replace_all,
     pause,
     pid_alive,
+    replace_all,
     unique_dir,
 )
-from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes, recorded_key
+from toolkit.sources.smith import _FIELD, BOM, LedgerFile, parse_ledger_bytes, recorded_key
 
 LOCK_EXPIRY = dt.timedelta(minutes=10)
 DEFAULT_LOCK_TIMEOUT = 10.0
@@ -176,12 +176,12 @@ def parse_instant(value: Any) -> dt.datetime | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC)
 
 
 def iso_z(when: dt.datetime) -> str:
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_for(today: dt.date | None = None) -> dt.datetime:
@@ -193,9 +193,9 @@ def now_for(today: dt.date | None = None) -> dt.datetime:
             raise UsageError(f"{NOW_ENV}={fixed!r} is not an ISO-8601 time",
                              hint="Use e.g. 2026-05-10T12:00:00Z or unset it")
         return when
-    real = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    real = dt.datetime.now(dt.UTC).replace(microsecond=0)
     if today is not None and today != real.date():
-        return dt.datetime.combine(today, real.time(), dt.timezone.utc)
+        return dt.datetime.combine(today, real.time(), dt.UTC)
     return real
 
 
@@ -1015,8 +1015,8 @@ class EditorSession:
         data = text.encode("utf-8") if isinstance(text, str) else text
         data = data.replace(b"\r\n", b"\n").strip(b"\n") + b"\n"
         check = parse_ledger_bytes(data, d.path, kind)
-        if len(check.entries) != 1 or check.header_end > 0 and data[:check.header_end].strip() \
-                not in (b"", b"---"):
+        if len(check.entries) != 1 or (check.header_end > 0 and data[:check.header_end].strip()
+                not in (b"", b"---")):
             raise UsageError("inserted text must hold exactly one entry")
         if check.entries[0].form == "B" and not data.lstrip().startswith(b"---"):
             data = b"---\n\n" + data

@@ -227,7 +227,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     """Run the handoff queries and compare the ledger with the last handoff (or ``since``)."""
     from toolkit import queries
 
-    now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
     state_path = cfg.state_dir / STATE_FILE
     state = load_state(state_path)
 
@@ -478,7 +478,7 @@ def _links(links: Sequence[Any], r: Redactor, text_limit: int | None) -> tuple[s
     return tuple(out)
 
 
-_FIXED_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+_FIXED_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
 def render_slop_layout(entries: Sequence[Any], site_url: str | None = None) -> str:

@@ -394,7 +394,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                              for i, oid in enumerate(pst) if oid)
             new_versions.append(_Version(
                 f"git:{c.sha}", "git", "main", c.sha,
-                dt.datetime.fromtimestamp(c.commit_time, dt.timezone.utc).replace(tzinfo=None),
+                dt.datetime.fromtimestamp(c.commit_time, dt.UTC).replace(tzinfo=None),
                 st, str(repo.top), c.author, c.subject, 0, base))
         new_versions.extend(v for v in base_versions.values()
                             if store.scalar("SELECT count(*) FROM ledger_versions WHERE "
@@ -584,7 +584,7 @@ def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str
         prev = st
         vid = f"snapshot:{s.key}"
         ts = stored_ts.get(s.key) or dt.datetime.fromtimestamp(
-            s.time, dt.timezone.utc).replace(tzinfo=None)
+            s.time, dt.UTC).replace(tzinfo=None)
         out.append(_Version(vid, "snapshot", "snapshots", s.label, ts, st, str(side),
                             subject=s.label, seq=len(out) + 1, base=prev_id))
         git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
@@ -865,6 +865,6 @@ def has_history(store: Store) -> bool:
 
 LOADERS = _loaders()
 
-__all__ = ["CHANGE_KINDS", "Change", "EntryHistory", "EntryState", "LOADERS", "MIGRATIONS",
-           "TABLE_DOCS", "VersionCounts", "change_log", "entry_history", "entry_key_for",
+__all__ = ["CHANGE_KINDS", "LOADERS", "MIGRATIONS", "TABLE_DOCS", "Change", "EntryHistory",
+           "EntryState", "VersionCounts", "change_log", "entry_history", "entry_key_for",
            "find_entries", "growth", "has_history", "history_for_title"]

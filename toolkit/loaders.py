@@ -333,7 +333,7 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
         before = store.scalar(f"SELECT count(*) FROM {table}")
         try:
             audit.stream_into(db, table, present, after, store.insert_stream)
-        except Exception as exc:  # noqa: BLE001 - wrong types mid-stream, driver trouble
+        except Exception as exc:  # wrong types mid-stream, driver trouble
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
                 from toolkit.errors import BusyError
@@ -410,7 +410,7 @@ def _snap_fp(cfg: Config) -> tuple[str, str]:
 
 
 def _fmt_ts(unix: int) -> str:
-    return dt.datetime.fromtimestamp(unix, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
@@ -502,4 +502,4 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
 SNAPSHOTS = Loader("snapshots", _snap_fp, _load_snapshots)
 
 
-__all__ = ["Loader", "all_loaders", "extra_migrations", "entry_ids"]
+__all__ = ["Loader", "all_loaders", "entry_ids", "extra_migrations"]

@@ -240,7 +240,7 @@ class GitHubClient:
         if seconds <= 0:
             return
         if seconds > self.policy.max_wait:
-            until = dt.datetime.fromtimestamp(self.clock.now() + seconds, dt.timezone.utc)
+            until = dt.datetime.fromtimestamp(self.clock.now() + seconds, dt.UTC)
             raise BusyError(f"GitHub asks to wait {seconds / 60:.0f} minutes: {why}",
                             hint=f"Run again after {until:%Y-%m-%d %H:%M} UTC")
         self.notify(f"Waiting {seconds:.0f} s: {why}")

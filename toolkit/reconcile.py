@@ -783,7 +783,7 @@ def _evidence_span(lines: list[bytes], form: str) -> tuple[int, int] | None:
         ln = lines[k]
         if form == "A" and (ln.startswith(b"#") or re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n?$", ln)):
             break
-        if form == "B" and (_FIELD_LINE.match(ln) and ln.startswith(b"**")
+        if form == "B" and ((_FIELD_LINE.match(ln) and ln.startswith(b"**"))
                             or re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n?$", ln)):
             break
         if ln.strip():
@@ -1112,7 +1112,7 @@ class Report:
 def render_log_entry(r: Report) -> str:
     """One ``reconcile-log.md`` entry in the seed's format (FORMATS.md §1.6)."""
     s = r.signals
-    out = ["---", "", f"## Reconcile: {r.ran_at.astimezone(dt.timezone.utc):%Y-%m-%d %H:%M:%S}",
+    out = ["---", "", f"## Reconcile: {r.ran_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}",
            "", f"**Trigger**: {r.trigger}",
            f"**Signal values**: tokens={s.estimated_tokens}, patterns={s.total_patterns}, "
            f"violations={s.context_budget_violations}, "
@@ -1362,7 +1362,7 @@ def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> 
     if parent.exists() and not parent.is_dir():
         raise ToolkitError("is not a folder, so no backup can be made there", path=parent,
                            hint="Move it away so reconcile can create the .backups folder")
-    dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.timezone.utc):%Y-%m-%d-%H%M%S}")
+    dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.UTC):%Y-%m-%d-%H%M%S}")
     backup_files(sources, dest)
     return dest
 
@@ -1376,7 +1376,7 @@ def prune_backups(ledger_dir: Path, keep: Path, now: dt.datetime, settings: Sett
         m = _BACKUP_NAME.match(p.name)
         if not m or p.is_symlink() or not p.is_dir() or p == keep:
             continue
-        when = dt.datetime.strptime(m.group(1), "%Y-%m-%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
+        when = dt.datetime.strptime(m.group(1), "%Y-%m-%d-%H%M%S").replace(tzinfo=dt.UTC)
         found.append((when, p.name, p))
     found.sort(key=lambda f: (f[0], f[1]), reverse=True)
     removed: list[str] = []
@@ -1728,14 +1728,14 @@ def _fail(report: Report, exc: BaseException, written: list[_Written],
         report.warnings += warns
         if restored:
             report.notes.append(f"files restored from {report.backup}")
-    except Exception as rexc:  # noqa: BLE001 - say it, keep going
+    except Exception as rexc:  # say it, keep going
         report.warnings.append(f"restore failed: {_reason(rexc)}; copy the files back from "
                                f"{report.backup} by hand")
     try:
         warn = give_back_lock(ticket)
         if warn and not any(w.path == ticket.path for w in written):
             report.warnings.append(warn)
-    except Exception as lexc:  # noqa: BLE001
+    except Exception as lexc:
         report.warnings.append(f"could not release the lock: {_reason(lexc)}")
 
 
@@ -1768,5 +1768,5 @@ def _log(report: Report, timeout: float) -> None:
             new = insert_log_entry(snap.data if snap else None, render_log_entry(report))
             atomic_replace(snap if snap is not None else path, new, expected=snap)
         report.logged = True
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report.log_error = f"could not write {path.name}: {_reason(exc)}"

@@ -74,7 +74,7 @@ class FileSnapshot:
     _digest: list[str] = field(default_factory=list, repr=False)
 
     @property
-    def bytes(self) -> bytes:  # noqa: A003 - the name the issue uses
+    def bytes(self) -> bytes:  # the name the issue uses
         return self.data
 
     @property

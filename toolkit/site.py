@@ -480,18 +480,18 @@ def build_time_from(value: str | None, env: dict[str, str] | None = None) -> dt.
     raw = value if value is not None else env.get("SOURCE_DATE_EPOCH")
     origin = "--build-time" if value is not None else "SOURCE_DATE_EPOCH"
     if raw is None or raw == "":
-        return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        return dt.datetime.now(dt.UTC).replace(microsecond=0)
     raw = raw.strip()
     try:
         if re.fullmatch(r"\d+", raw):
-            return dt.datetime.fromtimestamp(int(raw), dt.timezone.utc)
+            return dt.datetime.fromtimestamp(int(raw), dt.UTC)
         parsed = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except (ValueError, OverflowError, OSError):
         raise UsageError(f"{origin}: {raw!r} is not a time; use Unix seconds or "
                          "YYYY-MM-DDTHH:MM:SS") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
 
 
 def check_output_folder(out: Path) -> None:
@@ -939,7 +939,7 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
         raise ToolkitError(f"no site at {site}", hint="Run `toolkit build-site` first")
 
     class Handler(SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     handler = functools.partial(Handler, directory=str(site))
@@ -955,5 +955,5 @@ def content_dataclasses(content: SiteContent) -> list[type]:
     return sorted({type(p) for p in content.pages}, key=lambda t: t.__name__)
 
 
-__all__ = ["BuildResult", "build_site", "md_escape", "md_block", "safe_url", "html_title",
-           "relative_link", "make_nav", "make_server", "build_time_from"]
+__all__ = ["BuildResult", "build_site", "build_time_from", "html_title", "make_nav", "make_server",
+           "md_block", "md_escape", "relative_link", "safe_url"]

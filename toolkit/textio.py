@@ -332,7 +332,7 @@ def load_yaml(text: str, path: Path | str) -> Any:
                         f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible alias bomb",
                         path=path,
                     )
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_SafeLoader)  # SafeLoader subclass
         if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
             raise DataError("YAML aliases expand to too many values; refusing a possible "
                             "alias bomb", path=path)

@@ -86,7 +86,8 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     """
     from toolkit.cli._common import open_store
     from toolkit.errors import UsageError
-    from toolkit.publish import BODY_LIMIT, publish as run_publish
+    from toolkit.publish import BODY_LIMIT
+    from toolkit.publish import publish as run_publish
 
     cfg = get_config()
     repo = repo or cfg.publish.get("repo")

@@ -112,7 +112,7 @@ def _render_report(report: Report) -> None:
         click.echo("Reconcile is disabled (ledger.reconcile.enabled is false in "
                    ".smith/config.json); nothing done.")
         return
-    if report.result is None and not report.dry_run or (
+    if (report.result is None and not report.dry_run) or (
             report.dry_run and not report.decision.run):
         click.echo(report.decision.reason)
         return

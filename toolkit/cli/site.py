@@ -97,7 +97,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     any static file server.
     """
     from toolkit.cli._common import open_store
-    from toolkit.site import build_site as build, build_time_from
+    from toolkit.site import build_site as build
+    from toolkit.site import build_time_from
 
     when = build_time_from(build_time)
     if demo:

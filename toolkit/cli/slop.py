@@ -96,7 +96,7 @@ def _export_now() -> dt.datetime | None:
     if not epoch:
         return None
     try:
-        return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc)
+        return dt.datetime.fromtimestamp(int(epoch), dt.UTC)
     except ValueError:
         raise UsageError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") \
             from None
@@ -391,7 +391,7 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     flt = _make_filter(None, **filters)
     sf = _load()
     entries = query(sf.entries, flt).entries
-    now = _export_now() or dt.datetime.now(dt.timezone.utc)
+    now = _export_now() or dt.datetime.now(dt.UTC)
     text = export_markdown(entries, title=title, now=now)
     _warn_problems(sf, full=False)
     if output is not None:

@@ -11,7 +11,7 @@ from toolkit.cli._common import echo_json, get_config
 
 
 def _when(unix: int) -> str:
-    return dt.datetime.fromtimestamp(unix, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _label(text: str) -> str:

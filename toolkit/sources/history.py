@@ -228,7 +228,7 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None) -> Fo
         contents[oid] = data
     ts = folder_time(name) if source != "working" else None
     if ts is None and newest:
-        ts = dt.datetime.fromtimestamp(newest, dt.timezone.utc).replace(tzinfo=None,
+        ts = dt.datetime.fromtimestamp(newest, dt.UTC).replace(tzinfo=None,
                                                                         microsecond=0)
         if source != "working":
             problems.append(Problem("history", str(path), None,

@@ -17,10 +17,10 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 from __future__ import annotations
 
 import datetime as dt
-from itertools import accumulate
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 

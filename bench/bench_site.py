@@ -247,7 +247,7 @@ def main() -> None:
                   f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
                   f"keeps {dirty_docs} of {floor_pages} pages in its search index")
         f, full, incr = min(floor_times), min(full_times), min(incr_times)
-        ratios = sorted(b / a for a, b in zip(floor_times, full_times))
+        ratios = sorted(b / a for a, b in zip(floor_times, full_times, strict=True))
         print()
         print("full / floor per rep (each pair run back to back): "
               + ", ".join(f"{r:.2f}" for r in ratios)

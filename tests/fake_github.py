@@ -22,6 +22,7 @@ client's timeout. ``prefix`` lets the same server stand in for GitHub Enterprise
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -212,10 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def handle(self) -> None:
-        try:
+        # the client may time out and go away (the "slow" fault)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client timed out and went away (the "slow" fault)
 
     def do_GET(self) -> None:
         self._dispatch("GET")

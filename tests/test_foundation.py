@@ -227,7 +227,8 @@ def test_schema_lists_documented_tables(project, cli_run):
     assert "  source_links             VARCHAR[]" in out
     result = cli_run("schema", "nope")
     assert result.exit_code == 1
-    assert "Error: no table or view named 'nope'. Run `toolkit schema` to list them" in result.output
+    assert ("Error: no table or view named 'nope'. Run `toolkit schema` to list them"
+            in result.output)
 
 
 @pytest.mark.parametrize("fmt,expected_start", [
@@ -269,7 +270,8 @@ def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_ru
     result = cli_run("export", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert (out / "project_name=acme-api" / "table_name=ledger_entries").is_dir()
-    data = ds.dataset(out / "project_name=acme-api" / "table_name=dispatches", format="parquet").to_table()
+    data = ds.dataset(out / "project_name=acme-api" / "table_name=dispatches",
+                      format="parquet").to_table()
     assert sorted(data.column("task").to_pylist()) == [
         "Audit logging for admin endpoints", "Cap webhook retries at 5 attempts",
         "Cap webhook retries at 5 attempts"]

@@ -93,7 +93,7 @@ def test_signals_count_both_entry_forms_and_fall_back_without_meta_json(tmp_path
     assert s.last_reconcile is None
     words = sum(rc.count_words((ledger / f"{k}.md").read_bytes()) for k in rc.LEDGER_FILES)
     assert s.estimated_tokens == words * 13 // 10  # all five files, words x 1.3
-    assert [f.tokens for f in s.files][0] == rc.count_words(
+    assert s.files[0].tokens == rc.count_words(
         (ledger / "patterns.md").read_bytes()) * 13 // 10
 
 
@@ -263,11 +263,14 @@ def test_candidate_pairs_skip_unrelated_and_malformed_entries() -> None:
     assert [(i, j) for _s, i, j in pairs] == [(0, 1)]
 
 
+_NO = rc.Verdict(False)
+
+
 class CountingJudge:
     name = "counting"
     external = True
 
-    def __init__(self, answer: rc.Verdict = rc.Verdict(False)) -> None:
+    def __init__(self, answer: rc.Verdict = _NO) -> None:
         self.calls = 0
         self.answer = answer
 

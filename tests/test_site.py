@@ -33,7 +33,8 @@ def _search_locations(site: Path) -> set[str]:
 def test_pages_follow_the_url_scheme(built: tuple[World, Path]) -> None:
     world, site = built
     assert (site / "index.html").is_file()
-    entry = site / "ledger" / "patterns" / "run-the-migration-dry-run-before-applying-schema-changes"
+    entry = (site / "ledger" / "patterns"
+             / "run-the-migration-dry-run-before-applying-schema-changes")
     page = scan(entry / "index.html")
     assert page.title.startswith("Run the migration dry-run before applying schema changes - ")
     text = page.body_text

@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS approaches (
   outcome  TEXT NOT NULL CHECK (outcome IN ('DEAD_END', 'NO_GO', 'WORKS')),
   reason   TEXT NOT NULL
 );
-"""
+"""  # noqa: E501 - nagi-ledger's schema text, kept to the letter (its comments included)
 
 
 # --------------------------------------------------------------------------- validation

@@ -103,7 +103,7 @@ def render_svg(spec: ChartSpec) -> bytes:
                 ax.barh(positions, values, left=base, height=0.7, **kwargs)
             else:
                 ax.bar(positions, values, bottom=base, width=0.75, **kwargs)
-            base = [b + v for b, v in zip(base, values)]
+            base = [b + v for b, v in zip(base, values, strict=True)]
         labels = [_short(label) for label in spec.labels]
         if spec.horizontal:
             ax.set_yticks(positions, labels)

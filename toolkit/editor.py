@@ -59,8 +59,8 @@ Edit operations (each takes entries returned by this session: :meth:`entries`, :
 * :meth:`plan` -- the :class:`Change` list (old/new bytes, unified diff) without writing;
 * :meth:`commit` -- write (or, in a dry run, only plan) and return a :class:`CommitResult`.
 
-:meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and writes
-the seed's fresh templates, under the same lock.
+:meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and
+writes the seed's fresh templates, under the same lock.
 
 Files the session cannot use are never rewritten: one over the size limit is skipped when
 read, one with invalid UTF-8 when it is first parsed, or -- if it was only searched by title
@@ -298,10 +298,7 @@ def _whole_edit(old: bytes, new: bytes) -> tuple[tuple[int, int, bytes], ...]:
 
 def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
     ls = data.rfind(b"\n", 0, start) + 1
-    if end > start:
-        nl = data.find(b"\n", end - 1)
-    else:
-        nl = data.find(b"\n", start)
+    nl = data.find(b"\n", end - 1) if end > start else data.find(b"\n", start)
     le = len(data) if nl < 0 else nl + 1
     return ls, le
 
@@ -333,7 +330,7 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int)
         cs, ce = _back_lines(old, ls, context), _fwd_lines(old, le, context)
         if groups and cs <= groups[-1][1]:
             gs, ge, items = groups[-1]
-            groups[-1] = (gs, max(ge, ce), items + [(start, end, data)])
+            groups[-1] = (gs, max(ge, ce), [*items, (start, end, data)])
         else:
             groups.append((cs, ce, [(start, end, data)]))
     out: list[str] = []
@@ -358,8 +355,8 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int)
                 if m:
                     a1, a2 = int(m.group(1)), m.group(2)
                     b1, b2 = int(m.group(3)), m.group(4)
-                    a1 = a1 + first_old if a2 != "0" else a1 + first_old
-                    b1 = b1 + first_new if b2 != "0" else b1 + first_new
+                    a1 = a1 + first_old
+                    b1 = b1 + first_new
                     line = (f"@@ -{a1}{',' + a2 if a2 is not None else ''} "
                             f"+{b1}{',' + b2 if b2 is not None else ''} @@\n")
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
@@ -583,10 +580,10 @@ def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] 
     ``entries_by_file.<file>`` (smith-ledger), ``entries.<file_with_underscores>`` and
     ``confidence_distribution.{high,medium,low}`` (smith-reflect), ``<file>_recorded``
     (smith-init, what ``/smith`` scaffolds); a missing per-file key is added to a block
-    mapping that exists (to the top level for smith-init). ``entries``: exact per-file counts (None for a file
-    whose count is unknown) or None to leave entry counts alone; ``confidences``: exact totals,
-    or None and ``deltas`` to move the recorded ones. Raises :class:`DataError` with line and
-    column for invalid YAML (nothing is written then).
+    mapping that exists (to the top level for smith-init). ``entries``: exact per-file counts
+    (None for a file whose count is unknown) or None to leave entry counts alone;
+    ``confidences``: exact totals, or None and ``deltas`` to move the recorded ones. Raises
+    :class:`DataError` with line and column for invalid YAML (nothing is written then).
     """
     import yaml
 
@@ -1198,7 +1195,7 @@ class EditorSession:
                     raise DataError(f"{d.error}; this file is never rewritten, nothing written")
 
         items: list[tuple[Any, bytes, FileSnapshot | None]] = [
-            (snap, c.new, snap) for c, snap in zip(changes, snaps)]
+            (snap, c.new, snap) for c, snap in zip(changes, snaps, strict=True)]
         if meta_yaml_change is not None and self.meta_yaml is not None:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
         if held is not None and self.meta_json is not None:
@@ -1730,7 +1727,8 @@ entries_by_file:
   project-quirks: 0
 """
 
-FILE_TEMPLATE = "# {title}\n\n<!-- Entries are added by /smith-reflect. Each entry starts with ## heading. -->\n"
+FILE_TEMPLATE = ("# {title}\n\n<!-- Entries are added by /smith-reflect. "
+                 "Each entry starts with ## heading. -->\n")
 
 
 @dataclass

@@ -102,7 +102,8 @@ FROM pairs p JOIN (VALUES ('added', 1), ('removed', 2), ('promoted', 3), ('demot
 MIGRATIONS: list[tuple[str, str]] = [
     ("m100_history_ledger", """
 CREATE TABLE ledger_versions (
-    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder> | snapshot:<key> | base:<sha>
+    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder>
+                              -- | snapshot:<key> | base:<sha>
     source VARCHAR,           -- git | working | archive | backup | snapshot | base (hidden)
     timeline VARCHAR,         -- main | copies | snapshots
     ref VARCHAR,              -- commit SHA, folder name, snapshot label, or 'working'
@@ -308,7 +309,7 @@ class _Blobs:
             (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
              e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
              e.related, e.form, list(e.problems), pos, e.line)
-            for pos, (key, e) in enumerate(zip(keys, lf.entries)))
+            for pos, (key, e) in enumerate(zip(keys, lf.entries, strict=True)))
         self.blobs.append((kind, oid, len(lf.entries), None))
         self.known.add((kind, oid))
 
@@ -458,7 +459,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                       ("git", "base")),
                                      ([f"--git-dir={side}"], None, side, ("snapshot",))):
         want = {(k, oid) for v in new_versions if v.source in sources
-                for k, oid in zip(hs.FILES, v.state) if oid and (k, oid) in missing}
+                for k, oid in zip(hs.FILES, v.state, strict=True) if oid and (k, oid) in missing}
         if not want or what is None:
             continue
         sizes = {oid: size for _, oid, size in git_blobs}
@@ -483,7 +484,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
           v.base, _state_str(v.state), 0, 0, 0, 0, 0, v.location) for v in new_versions])
     store.insert_rows("_history_version_files", ("version_id", "file", "blob"), [
         (v.version_id, kind, oid) for v in new_versions
-        for kind, oid in zip(hs.FILES, v.state) if oid])
+        for kind, oid in zip(hs.FILES, v.state, strict=True) if oid])
     store.conn.execute(
         "DELETE FROM ledger_versions WHERE source = 'base' AND version_id NOT IN "
         "(SELECT base_version_id FROM ledger_versions WHERE base_version_id IS NOT NULL)")
@@ -550,7 +551,7 @@ def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Versio
 def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None:
     from toolkit.sources.history import FILES
 
-    for kind, oid in zip(FILES, fv.state):
+    for kind, oid in zip(FILES, fv.state, strict=True):
         if oid and (kind, oid) in missing:
             missing.discard((kind, oid))
             cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))

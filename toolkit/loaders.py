@@ -124,7 +124,7 @@ def entry_ids(entries: list[Any]) -> list[str]:
     ids = [""] * len(entries)
     for file, idxs in by_file.items():
         slugs = unique_slugs([entries[i].title for i in idxs])
-        for i, s in zip(idxs, slugs):
+        for i, s in zip(idxs, slugs, strict=True):
             ids[i] = f"{file}/{s}"
     return ids
 
@@ -144,7 +144,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     ids = entry_ids(entries)
     positions: dict[str, int] = {}
     rows = []
-    for eid, e in zip(ids, entries):
+    for eid, e in zip(ids, entries, strict=True):
         pos = positions.get(e.file, 0)
         positions[e.file] = pos + 1
         rows.append((eid, e.file, e.title, e.date, e.date, e.category, e.confidence,

@@ -38,6 +38,7 @@ Decisions where the seed is silent or ambiguous (also in docs/readme/reconcile.m
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -528,14 +529,10 @@ class CommandJudge:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
         proc.communicate(timeout=5)
-    except (subprocess.TimeoutExpired, OSError):
-        pass
 
 
 # --------------------------------------------------------------------------- candidates
@@ -810,7 +807,7 @@ def _add_evidence(lines: list[bytes], form: str, items: list[str], newline: byte
                 at -= 1
             if at and not lines[at - 1].endswith(b"\n"):
                 lines[at - 1] += newline
-            block = [newline, *block[:-1]] if at == len(lines) else [newline, *block[:-1]]
+            block = [newline, *block[:-1]]
         lines[at:at] = block
         return
     head, last = span
@@ -1179,7 +1176,7 @@ def insert_log_entry(existing: bytes | None, entry: str) -> bytes:
     if k > 0 and re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n$", lines[k - 1]):
         at = sum(len(x) for x in lines[: k - 1])
     head = existing[:at]
-    if head and not head.endswith(nl + nl) and not head == b"\xef\xbb\xbf":
+    if head and not head.endswith(nl + nl) and head != b"\xef\xbb\xbf":
         head += nl if head.endswith(b"\n") else nl + nl
     return head + body + nl + existing[at:]
 

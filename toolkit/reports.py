@@ -136,7 +136,7 @@ def task_slugs(tasks: Iterable[str]) -> dict[str, str]:
     """Slug of each audit task's page ``audit/tasks/<slug>/``: ``slugify(task)``; when two
     tasks share a slug, ``-2``, ``-3``... in sorted task order."""
     ordered = sorted(set(tasks))
-    return dict(zip(ordered, unique_slugs(ordered, fallback="task")))
+    return dict(zip(ordered, unique_slugs(ordered, fallback="task"), strict=True))
 
 
 def task_path(slug: str) -> str:
@@ -152,7 +152,7 @@ def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str,
     count = Counter(slugify(s or "") for s in short_ids)
     out: dict[str, str] = {}
     used: set[str] = set()
-    for full, short in zip(ids, short_ids):
+    for full, short in zip(ids, short_ids, strict=True):
         slug = slugify(short or "", fallback="entry")
         if not short or count[slug] > 1 or slug in _SLOP_RESERVED:
             slug = slugify(full or "", fallback="entry")
@@ -637,7 +637,7 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
         path="index.md", title="Dashboard", nav=("Dashboard",), site_name=d.site_name, wide=True,
         today=d.today.isoformat(), last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
-        ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), ledger_rows + [totals]),
+        ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), [*ledger_rows, totals]),
         top_entries=top, slop_open=len(open_slop), slop_table=slop_table, slop_chart=slop_chart,
         audit_days=audit_days, audit_chart=audit_chart, audit_week_total=week_total,
         pending=pending_tbl, pending_total=len(pending), over_limit=over_tbl,
@@ -713,7 +713,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
               "and project quirks.",
         last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"),
-        files=Table(("File", "Entries", "High", "Medium", "Low"), rows + [total]),
+        files=Table(("File", "Entries", "High", "Medium", "Low"), [*rows, total]),
         categories=cat_table, confidences=conf_table, problems=len(malformed), chart=chart))
 
     def listing(entries: list[dict[str, Any]]) -> Table:
@@ -1198,7 +1198,7 @@ def _session_pages(d: SiteData) -> list[Page]:
     pages: list[Page] = []
     names = [s["name"] for s in d.sessions]
     slugs = dict(zip(names, unique_slugs([n.removesuffix(".md") if n else n for n in names],
-                                         fallback="session")))
+                                         fallback="session"), strict=True))
     events: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for ev in d.events:
         events[ev["session"]].append(ev)

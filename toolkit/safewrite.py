@@ -21,12 +21,14 @@ the slop ledger updater, reconcile). None of them knows about ledger formats.
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`` makes the
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
-one file only) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
-continues as soon as that file exists (default: 30 seconds).
+one file only) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either
+a number of seconds to wait or a file path: the writer continues as soon as that file exists
+(default: 30 seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -99,7 +101,8 @@ class FileSnapshot:
                     f"file is {st.st_size / 1024 / 1024:.1f} MB, over the "
                     f"{limit / 1024 / 1024:.0f} MB limit",
                     path=given,
-                    hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
+                    hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in "
+                         "toolkit.yaml",
                 )
             # read what stat promises (+1 to notice growth) rather than a limit-sized buffer
             data = fh.read(st.st_size + 1)
@@ -290,15 +293,11 @@ class PreparedReplace:
 
     def abort(self) -> None:
         if self.fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
             self.fd = None
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.tmp)
-        except OSError:
-            pass
 
 
 def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
@@ -494,7 +493,7 @@ def backup_files(sources: list[FileSnapshot | Path], dest_dir: Path, *,
     out: list[Path] = []
     try:
         expected: dict[Path, str] = {}
-        for src, name in zip(sources, names):
+        for src, name in zip(sources, names, strict=True):
             dst = dest_dir / name
             if isinstance(src, FileSnapshot) and link and _link_backup(src, dst):
                 expected[dst] = ""  # verified by inode

@@ -717,7 +717,7 @@ def _prune_cache(folder: Path, keep: set[str]) -> None:
 def _remove_unexpected(docs: Path, expected: set[str]) -> None:
     """Files in the docs folder that no page produced (left by an older toolkit or a crash)."""
     root = str(docs)
-    for folder, dirs, names in os.walk(root, topdown=False):
+    for folder, _dirs, names in os.walk(root, topdown=False):
         rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
         prefix = "" if rel_dir == "." else rel_dir + "/"
         for name in names:

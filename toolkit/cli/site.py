@@ -42,7 +42,8 @@ def _prepare_demo(demo_dir: Path) -> Any:
     demo_dir = demo_dir.expanduser().resolve()
     if demo_dir.exists():
         if not demo_dir.is_dir():
-            raise UsageError(f"{demo_dir} is a file, not a folder", hint="Choose another --demo-dir")
+            raise UsageError(f"{demo_dir} is a file, not a folder",
+                             hint="Choose another --demo-dir")
         if any(demo_dir.iterdir()):
             if not (demo_dir / DEMO_MARKER).is_file():
                 raise UsageError(f"{demo_dir} is not empty and is not a demo written by "

@@ -46,7 +46,8 @@ def snapshots(ctx: click.Context, workspace: str | None) -> None:
         ctx.invoke(list_cmd)
 
 
-@snapshots.command("list", short_help="List snapshots, newest first, numbered from 1 (the default).")
+@snapshots.command("list",
+                   short_help="List snapshots, newest first, numbered from 1 (the default).")
 @click.option("--limit", type=click.IntRange(1), default=10, show_default=True,
               help="Show at most this many (the newest), as /restore does.")
 @click.option("--all", "show_all", is_flag=True, help="Show every snapshot.")

@@ -37,13 +37,14 @@ from toolkit.records import (
 from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
 
 BOM = b"\xef\xbb\xbf"
-_FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)[ \t]*(.*?)[ \t]*\r?$")
+_FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
+                    rb"[ \t]*(.*?)[ \t]*\r?$")
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SECTION_NAMES = {"context", "pattern", "evidence", "related"}
-_FIELD_S = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)[ \t]*",
-                      re.MULTILINE)
+_FIELD_S = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
+                      r"[ \t]*", re.MULTILINE)
 _SECTION_HEAD = re.compile(r"^### (.*)$", re.MULTILINE)
 _INTERESTING = frozenset(b"#*`~- \t")  # first bytes of lines that can matter in pass 1
 
@@ -560,8 +561,10 @@ def read_reconcile_log(path: Path) -> tuple[list[ReconcileRun], list[Problem]]:
 _LEGACY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{6}$")
 _EVENT_HEAD = re.compile(r"^### \[(\d{2}:\d{2}:\d{2})\] (.*)$")
 _TOP_HEAD = re.compile(r"^## (Started|Resumed|Ended): (.*)$")
-_METRIC = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*([^*]+)\*\* in:(\d+) out:(\d+) total:(\d+)(?: \((.*)\))?\s*$")
-_FILE_CHANGE = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*(Edit|Write|MultiEdit|NotebookEdit)\*\* `(.*)`\s*$")
+_METRIC = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*([^*]+)\*\* "
+                     r"in:(\d+) out:(\d+) total:(\d+)(?: \((.*)\))?\s*$")
+_FILE_CHANGE = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` "
+                          r"\*\*(Edit|Write|MultiEdit|NotebookEdit)\*\* `(.*)`\s*$")
 
 
 def _split_frontmatter(text: str) -> tuple[str | None, str, int]:
@@ -628,7 +631,8 @@ def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]
         body_text = "\n".join(cur["body"]).strip()
         flds = []
         for bl in cur["body"]:
-            m = _BOLD_KV.match(bl.strip()) or re.match(r"^\*\*([A-Za-z ]+):\*\*\s*(.*)$", bl.strip())
+            m = (_BOLD_KV.match(bl.strip())
+                 or re.match(r"^\*\*([A-Za-z ]+):\*\*\s*(.*)$", bl.strip()))
             if m:
                 flds.append((m.group(1).strip(), m.group(2).strip()))
         target = None

@@ -1988,6 +1988,7 @@ def _slop_entries(seed: int, anchor: dt.date, count: int = 150) -> list[dict[str
     entries = []
     for i in range(count):
         n = rng.randint(12, 480)
+        links: tuple[str, ...]
         if i in special_at:
             bucket, severity, confidence, title, description, links = special_at[i]
         else:

@@ -1178,7 +1178,7 @@ class EditorSession:
         # conflict on them refuses before anything is written.
         self._check_unchanged(snaps[1:] + extra)
         now = self.now()
-        sources = list(snaps)
+        sources: list[FileSnapshot | Path] = list(snaps)
         if meta_yaml_change is not None and self.meta_yaml is not None:
             sources.append(self.meta_yaml)
         if self.meta_json is not None:
@@ -1635,7 +1635,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
     quick = _quick_title_lines(data, q)
     if quick is not None:
         spans = _fenced_spans(data) if _may_have_fences(data) else []
-        out = []
+        out: list[LedgerEntry] = []
         for off in quick:
             if spans and _in_spans(off, spans):
                 continue
@@ -1672,7 +1672,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
         return []
     spans = _fenced_spans(data) if _may_have_fences(data) else []
     line0 = _line0_start(data)
-    out: list[LedgerEntry] = []
+    out = []
     for idx in hits:
         line = titles[idx]
         if idx == 0 and line0:

@@ -313,7 +313,8 @@ def _changes_since_state(entries: list[dict[str, Any]], before: dict[str, Any] |
         current = {e.get("entry_id") for e in entries}
         old = baseline.get("ledger") or {}
         for eid in sorted(set(before) - current):
-            info = old.get(eid) if isinstance(old.get(eid), dict) else {}
+            found = old.get(eid)
+            info = found if isinstance(found, dict) else {}
             out.append(LedgerChange(eid, info.get("file") or eid.split("/")[0],
                                     info.get("title"), before[eid], "removed"))
     return _sorted_changes(out)

@@ -462,10 +462,11 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 for k, oid in zip(hs.FILES, v.state, strict=True) if oid and (k, oid) in missing}
         if not want or what is None:
             continue
-        sizes = {oid: size for _, oid, size in git_blobs}
+        blob_sizes = {oid: size for _, oid, size in git_blobs}
         limit = cfg.max_file_bytes
         blobs = hs.read_blobs(args, cwd, [oid for _, oid in want
-                                          if limit is None or sizes.get(oid, 0) <= limit], what)
+                                          if limit is None or blob_sizes.get(oid, 0) <= limit],
+                                 what)
         rel = (repo.rel if repo else "") if sources[0] == "git" else (_vault_in_workspace(cfg)
                                                                        or "")
         for kind, oid in sorted(want):
@@ -473,7 +474,8 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             if oid in blobs:
                 cache.parse(kind, oid, blobs[oid], where)
             else:
-                cache.skip(kind, oid, where, f"{sizes.get(oid, 0)} bytes, over the size limit")
+                cache.skip(kind, oid, where,
+                           f"{blob_sizes.get(oid, 0)} bytes, over the size limit")
         missing -= want
     cache.flush()
     store.insert_rows("ledger_versions", (

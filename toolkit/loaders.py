@@ -460,10 +460,11 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
         [[s.key for s in snaps], [s.sha for s in snaps], [s.position for s in snaps], r])
     # each turn's net change: first snapshot's parent (or pre-turn) -> last snapshot
     spans = {}
-    for t in turns:
-        first, last = t.snapshots[0], t.snapshots[-1]
+    for turn in turns:
+        first, last = turn.snapshots[0], turn.snapshots[-1]
         start = first.tree if first.kind == "pre-turn" else parent_tree[first.sha]
-        spans[t.key] = (f"{start or snap.EMPTY_TREE}..{last.tree}", start, last.tree or last.sha)
+        spans[turn.key] = (f"{start or snap.EMPTY_TREE}..{last.tree}", start,
+                           last.tree or last.sha)
     have_spans = {} if full else dict(store.conn.execute(
         "SELECT DISTINCT turn_key, span FROM turn_files WHERE repo = ?", [r]).fetchall())
     keep_turns = [k for k, (span, _, _) in spans.items() if have_spans.get(k) == span]

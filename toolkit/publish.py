@@ -165,9 +165,9 @@ def find_token(env: Mapping[str, str], *, api_url: str = DEFAULT_API_URL) -> Tok
                                   env=dict(env), check=False)
         except (OSError, subprocess.SubprocessError):
             done = None
-        value = (done.stdout or "").strip().splitlines() if done and done.returncode == 0 else []
-        if value and value[0].strip():
-            return Token(value[0].strip(), "gh auth token")
+        lines = (done.stdout or "").strip().splitlines() if done and done.returncode == 0 else []
+        if lines and lines[0].strip():
+            return Token(lines[0].strip(), "gh auth token")
         raise ToolkitError("no GitHub token found: GH_TOKEN and GITHUB_TOKEN are not set and "
                            "`gh auth token` printed none",
                            hint="Set GH_TOKEN or GITHUB_TOKEN, or run `gh auth login`")
@@ -181,7 +181,7 @@ def marker_for(key: str) -> str:
 
 
 def has_marker(body: str | None, marker: str) -> bool:
-    return bool(body) and any(line.strip() == marker for line in body.splitlines())
+    return body is not None and any(line.strip() == marker for line in body.splitlines())
 
 
 # --------------------------------------------------------------------------- the client
@@ -459,7 +459,9 @@ def final_scan(title: str, body: str, scanner: Callable[[str], list[Any]] | None
     from toolkit.handoff import unescape_markdown
 
     if scanner is None:
-        from toolkit.redact import find_secrets as scanner
+        from toolkit.redact import find_secrets
+
+        scanner = find_secrets
     for part, text in (("title", title), ("body", body)):
         findings = list(scanner(text))
         plain = unescape_markdown(text)

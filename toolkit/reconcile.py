@@ -701,11 +701,11 @@ def _set_field(lines: list[bytes], name: str, value: str, form: str, newline: by
             if line.startswith(b"## "):
                 lines[i] = b"## " + value.encode() + _ending(line, newline)
                 return
-    i = _field_index(lines, name)
-    if i is not None:
-        m = _FIELD_LINE.match(lines[i])
+    at = _field_index(lines, name)
+    if at is not None:
+        m = _FIELD_LINE.match(lines[at])
         assert m is not None
-        lines[i] = m.group("pre") + value.encode() + m.group("end")
+        lines[at] = m.group("pre") + value.encode() + m.group("end")
         return
     anchor = _field_index(lines, "confidence")
     if anchor is None:
@@ -1569,8 +1569,9 @@ def _session_log(cfg: Any, request: str | None, now: dt.datetime, force: bool,
 
     flags = [f"force={'yes' if force else 'no'}", f"category={category or 'all'}",
              f"judge={judge.name}"]
-    common = dict(subcommand="reconcile", request=request or "toolkit ledger reconcile",
-                  synthesized="reconcile: " + ", ".join(flags), now=now)
+    common: dict[str, Any] = dict(subcommand="reconcile",
+                                  request=request or "toolkit ledger reconcile",
+                                  synthesized="reconcile: " + ", ".join(flags), now=now)
     if report is not None and report.written:
         append_session_log(cfg.vault, event="reconcile applied",
                            outcome=f"{report.result}: {_counts(report)}",

@@ -597,9 +597,9 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
     first = d.today - dt.timedelta(days=DASHBOARD_DAYS - 1)
     days = [first + dt.timedelta(days=i) for i in range(DASHBOARD_DAYS)]
     by_day: dict[tuple[str, Any], int] = {}
-    for day, tier, n in d.day_tier:
-        by_day[(day, tier)] = n
-    audit_rows = []
+    for day_iso, tier, n in d.day_tier:
+        by_day[(day_iso, tier)] = n
+    audit_rows: list[tuple[Any, ...]] = []
     week_total = 0
     for day in days:
         counts = [by_day.get((day.isoformat(), t), 0) for t in AUDIT_TIERS]
@@ -732,7 +732,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                               nav=("Ledger", LEDGER_TITLES[f]), search=False,
                               intro=f"Entries of {f}.md, in file order.",
                               table=listing(entries), up=Ref("Ledger", "ledger/index.md")))
-    rank = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
+    rank: dict[str | None, int] = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
 
     def by_rank(e: dict[str, Any]) -> tuple[Any, ...]:
         return (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
@@ -784,7 +784,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         if source_refl:
             fields.append(Field("Source reflections", source_refl))
         fields.append(Field("Entry form", {"A": "A (## heading and bullets)",
-                                           "B": "B (**Title:** fields)"}.get(e.get("form"),
+                                           "B": "B (**Title:** fields)"}.get(e.get("form") or "",
                                                                              e.get("form"))))
         tags = tuple(t for t in (e["file"], e.get("category"), e.get("confidence"))
                      if t in LEDGER_FILES or t in CATEGORIES or t in CONFIDENCES)
@@ -893,7 +893,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
              Ref(s["owner"], _dim_path("owner", s["owner"])) if s.get("owner") else None,
              age(s)) for s in entries], empty="No entries.")
 
-    sev_rank = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
+    sev_rank: dict[str | None, int] = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
 
     def order(s: dict[str, Any]) -> tuple[Any, ...]:
         return (s.get("status") not in OPEN_STATUSES, sev_rank.get(s.get("severity"), 9),
@@ -921,7 +921,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                 table=listing(entries), up=Ref(f"Slop {nav_label.lower()}",
                                                 f"slop/{dim}/index.md")))
 
-    bands = Counter()
+    bands: Counter[str] = Counter()
     aged = []
     for s in open_slop:
         a = age(s)
@@ -1022,7 +1022,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         for t in tiers])
     grid: dict[tuple[str, Any], int] = {(day, t): n for day, t, n in day_tier}
     days = [since + dt.timedelta(days=i) for i in range(STATS_DAYS)]
-    per_day_rows = []
+    per_day_rows: list[tuple[Any, ...]] = []
     for day in days:
         cells = [grid.get((day.isoformat(), t), 0) for t in tiers]
         per_day_rows.append((day.isoformat(), *cells, sum(cells)))
@@ -1100,8 +1100,9 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         appr_by_task[a["task"]].append(a)
     summary_rows = []
     for task in sorted(appr_by_task, key=str):
-        c = Counter(a["outcome"] for a in appr_by_task[task])
-        summary_rows.append((_task_ref(d, task), c["DEAD_END"], c["NO_GO"], c["WORKS"],
+        outcomes = Counter(a["outcome"] for a in appr_by_task[task])
+        summary_rows.append((_task_ref(d, task), outcomes["DEAD_END"], outcomes["NO_GO"],
+                             outcomes["WORKS"],
                              max(a["ts"] or "" for a in appr_by_task[task])))
     newest = sorted(d.approaches, key=lambda a: -a["id"])
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -232,7 +233,7 @@ class PreparedReplace:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
-            self.expected = expected if expected is not None else target
+            self.expected: FileSnapshot | None = expected if expected is not None else target
         else:
             self.path = Path(os.path.realpath(target))
             self.expected = expected
@@ -315,7 +316,7 @@ def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
             failure.append(exc)
 
     jobs: list[Callable[[], None]] = [p.fsync for p in prepared]
-    jobs += [lambda d=d: _fsync_dir(d) for d in dirs]
+    jobs += [functools.partial(_fsync_dir, d) for d in dirs]
     threads = [threading.Thread(target=run, args=(job,), name="toolkit-fsync")
                for job in jobs[1:]]
     for t in threads:

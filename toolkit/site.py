@@ -36,7 +36,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -473,7 +473,7 @@ def site_name_for(cfg: Config) -> str:
     return f"Agent Ledger: {name}"
 
 
-def build_time_from(value: str | None, env: dict[str, str] | None = None) -> dt.datetime:
+def build_time_from(value: str | None, env: Mapping[str, str] | None = None) -> dt.datetime:
     """The build time: ``--build-time`` (ISO date/time or Unix seconds), else
     ``SOURCE_DATE_EPOCH``, else now (UTC)."""
     env = os.environ if env is None else env
@@ -851,7 +851,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
 
     run = _Run()
 
-    class _Tracker(BasePlugin):  # type: ignore[type-arg]
+    class _Tracker(BasePlugin):
         def on_files(self, files: Any, *, config: Any) -> Any:
             # page.url (what the search index holds) is '' for the home page, file.url './'
             run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
              *(f"lpt{i}" for i in range(10)), "index", "assets", "search"}
@@ -30,7 +31,7 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
     return slug
 
 
-def unique_slugs(titles: list[str | None], *, fallback: str = "untitled") -> list[str]:
+def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled") -> list[str]:
     """Slugs for titles in order, made unique with -2, -3... in order of appearance."""
     bases = [slugify(t, fallback=fallback) for t in titles]
     used: set[str] = set()

@@ -190,14 +190,14 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
                     click.echo("  " + visible(first, single_line=True))
     else:
         columns = ["id", "bucket", "severity", "confidence", "status", "owner", "age", "title"]
-        rows = [[e.short_id, e.bucket, e.severity, e.confidence, e.status, e.owner,
-                 age_days(e, today), e.title] for e in result.entries]
+        cells = [[e.short_id, e.bucket, e.severity, e.confidence, e.status, e.owner,
+                  age_days(e, today), e.title] for e in result.entries]
         if not sf.entries and fmt == "table":
             click.echo("Slop ledger is empty.")
         elif not result.entries and fmt == "table":
             click.echo("No matching slop ledger entries.")
         else:
-            echo_text(render_rows(columns, rows, fmt))
+            echo_text(render_rows(columns, cells, fmt))
     if result.matched > len(result.entries):
         click.echo(f"Showing {len(result.entries)} of {result.matched} matching entries "
                    "(--limit 0 shows all).", err=True)

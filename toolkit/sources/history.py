@@ -199,7 +199,8 @@ def folder_time(name: str) -> dt.datetime | None:
     if not m:
         return None
     try:
-        return dt.datetime(*(int(g) for g in m.groups()))
+        year, month, day, hour, minute, second = (int(g) for g in m.groups())
+        return dt.datetime(year, month, day, hour, minute, second)
     except ValueError:
         return None
 

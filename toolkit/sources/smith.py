@@ -171,8 +171,8 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     spath = str(path)
     for idx, (ti, form) in enumerate(starts):
         nxt_start = block_start[idx + 1] if idx + 1 < len(starts) else nlines
-        end_line = block_end_hint[idx] if block_end_hint[idx] is not None else nxt_start
-        end_line = min(end_line, nxt_start) if block_end_hint[idx] is not None else nxt_start
+        hint = block_end_hint[idx]
+        end_line = min(hint, nxt_start) if hint is not None else nxt_start
         # Content lines: title .. end, without a closing separator and trailing blanks.
         body_end = end_line
         while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):

@@ -120,7 +120,8 @@ def make_ledger(n: int) -> bytes:
     for i in range(n):
         if i % 3 == 0:
             parts.append(
-                f"\n## Entry number {i} about caching layers\n\n- **Date:** 2026-04-{1 + i % 28:02d}\n"
+                f"\n## Entry number {i} about caching layers\n\n"
+                f"- **Date:** 2026-04-{1 + i % 28:02d}\n"
                 f"- **Category:** testing\n- **Confidence:** medium\n- **Observations:** {i % 7}\n"
                 f"- **Source reflections:** 2026-04-01, 2026-04-02\n\n### Context\n\nWhen the "
                 f"cache is cold.\n\n### Pattern\n\nWarm it first, then measure entry {i}.\n\n"

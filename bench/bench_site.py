@@ -49,12 +49,14 @@ BUCKETS = ("retained_compatibility", "unmigrated_callers", "duplicate_concepts",
            "tool_gaps", "accepted_debt")
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 STATUSES = ("open", "in_progress", "resolved", "accepted", "wont_fix")
-WORDS = ("agent migration schema webhook retry budget invoice billing refund payment cursor "
-         "pagination fixture flaky test timeout provider client header token bearer legacy "
-         "shim caller naming drift docs stale dead code endpoint route handler queue outbox "
-         "worker deploy staging config rollback alembic postgres index collision dry-run "
-         "apply review session reflect ledger pattern antipattern evidence confidence "
-         "reconcile snapshot restore tool preference edge case quirk rounding currency").split()
+WORDS = ["agent", "migration", "schema", "webhook", "retry", "budget", "invoice", "billing",
+         "refund", "payment", "cursor", "pagination", "fixture", "flaky", "test", "timeout",
+         "provider", "client", "header", "token", "bearer", "legacy", "shim", "caller", "naming",
+         "drift", "docs", "stale", "dead", "code", "endpoint", "route", "handler", "queue",
+         "outbox", "worker", "deploy", "staging", "config", "rollback", "alembic", "postgres",
+         "index", "collision", "dry-run", "apply", "review", "session", "reflect", "ledger",
+         "pattern", "antipattern", "evidence", "confidence", "reconcile", "snapshot", "restore",
+         "tool", "preference", "edge", "case", "quirk", "rounding", "currency"]
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -245,7 +247,7 @@ def main() -> None:
                   f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
                   f"keeps {dirty_docs} of {floor_pages} pages in its search index")
         f, full, incr = min(floor_times), min(full_times), min(incr_times)
-        ratios = sorted(b / a for a, b in zip(floor_times, full_times))
+        ratios = sorted(b / a for a, b in zip(floor_times, full_times, strict=True))
         print()
         print("full / floor per rep (each pair run back to back): "
               + ", ".join(f"{r:.2f}" for r in ratios)

@@ -72,7 +72,7 @@ def random_ledger(seed: int, n: int | None = None) -> bytes:
                        "# Patterns\n\n<!-- Entries are added by /smith-reflect. -->\n\n", "",
                        "# Edge Cases\n"])
     parts.append(head)
-    for i in range(n):
+    for _ in range(n):
         title = rng.choice(TITLES)
         parts.append(form_a(rng, title) if rng.random() < 0.4 else form_b(rng, title))
         if rng.random() < 0.1:

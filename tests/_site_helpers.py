@@ -13,10 +13,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tests.conftest import FORMATS, copy_tree_writable, make_audit_db
-
 from toolkit.config import Config, resolve
 
-BUILD_TIME = dt.datetime(2026, 5, 10, 12, 0, tzinfo=dt.timezone.utc)
+BUILD_TIME = dt.datetime(2026, 5, 10, 12, 0, tzinfo=dt.UTC)
 TODAY = dt.date(2026, 5, 10)
 
 HOSTILE_TITLE = "<img src=x onerror=alert(1)>\u202e evil"

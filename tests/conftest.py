@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+# Fixtures defined in helper modules, available to every test module without importing them.
+pytest_plugins = ["tests._publish_helpers"]
+
 REPO = Path(__file__).resolve().parents[1]
 # The source systems' example files, kept inside the repository (a fresh clone has no ../shared).
 FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
@@ -48,7 +51,8 @@ def copy_tree_writable(src: Path, dest: Path) -> Path:
 
 @dataclass
 class FixtureProject:
-    """A project built from tests/fixtures/formats: vault, slop ledger, audit DB, under one tmp dir."""
+    """A project built from tests/fixtures/formats: vault, slop ledger, audit DB, under one tmp
+    dir."""
 
     root: Path  # the project root (has .smith/vault)
     vault: Path

@@ -22,6 +22,7 @@ client's timeout. ``prefix`` lets the same server stand in for GitHub Enterprise
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -201,21 +202,20 @@ class FakeGitHub:
 
 
 def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGitHub
     server_version = "FakeGitHub/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence
+    def log_message(self, format: str, *args: Any) -> None:  # silence
         pass
 
     def handle(self) -> None:
-        try:
+        # the client may time out and go away (the "slow" fault)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client timed out and went away (the "slow" fault)
 
     def do_GET(self) -> None:
         self._dispatch("GET")

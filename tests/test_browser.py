@@ -42,7 +42,7 @@ if not CHROMIUM.exists():
 
 
 class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -149,7 +149,7 @@ def _search(p: Any, word: str) -> Any:
         try:
             items.first.wait_for(timeout=2_500)
             return items
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError: type again
+        except Exception:  # playwright's TimeoutError: type again
             continue
     raise AssertionError(f"search for {word!r} showed no result")
 

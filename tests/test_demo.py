@@ -125,7 +125,7 @@ def test_side_repo_holds_labelled_turn_snapshots(world: DemoWorld) -> None:
             post[0][len(f"post-turn:{seq}: "):]
         assert len(pre[0].split(": ", 1)[1]) <= 101  # snippet <= 100 chars (+ "…")
     # Within the week before "today", and every tool snapshot shows a real change.
-    today = dt.datetime.combine(world.today, dt.time(), dt.timezone.utc).timestamp()
+    today = dt.datetime.combine(world.today, dt.time(), dt.UTC).timestamp()
     assert all(today - 7 * 86400 < t < today for t in times)
     for sha, _at, label in rows:
         if label.startswith("tool:"):
@@ -293,7 +293,7 @@ def test_audit_db_has_nagi_ledger_schema_in_wal_mode(world: DemoWorld) -> None:
             ts = [r[0] for r in conn.execute(f"SELECT ts FROM {table} ORDER BY id")]
             assert ts == sorted(ts)
             assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", t) for t in ts)
-            assert "2026-10-15" < ts[0] and ts[-1] < "2026-11-28"
+            assert ts[0] > "2026-10-15" and ts[-1] < "2026-11-28"
         tiers = dict(conn.execute("SELECT tier, count(*) FROM actions GROUP BY 1").fetchall())
         assert set(tiers) == {0, 1, 2} and tiers[0] > tiers[1] > tiers[2]
         assert conn.execute("SELECT count(*) FROM actions WHERE project IS NULL").fetchone()[0]
@@ -314,7 +314,7 @@ def test_audit_db_has_nagi_ledger_schema_in_wal_mode(world: DemoWorld) -> None:
         # Work logged in the same windows as the turn snapshots.
         times = [int(t) for t in git("--git-dir", str(world.side_repo), "log",
                                      "--format=%at").split()]
-        lo, hi = (dt.datetime.fromtimestamp(x, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        lo, hi = (dt.datetime.fromtimestamp(x, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
                   for x in (min(times), max(times)))
         assert conn.execute("SELECT count(*) FROM dispatches WHERE ts BETWEEN ? AND ?",
                             (lo, hi)).fetchone()[0] >= 3

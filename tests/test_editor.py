@@ -18,7 +18,7 @@ from toolkit.errors import DataError, RefusedError, ToolkitError, UsageError
 from toolkit.sources.smith import parse_ledger_bytes
 
 TODAY = dt.date(2026, 6, 1)
-NOW = dt.datetime(2026, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 6, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 FORM_B = (b"# Ledger: Patterns\r\n\r\n<!-- sorted -->\r\n\r\n---\r\n\r\n"
           b"**Title:** Alpha entry\r\n**Date:** 2026-05-01\r\n**Category:** testing\r\n"

@@ -169,9 +169,9 @@ def test_file_lock_times_out_with_busy_error_while_another_process_holds_it(
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        with pytest.raises(BusyError, match="locked by another run") as err:
-            with FileLock(lock, timeout=0.2):
-                pass
+        with (pytest.raises(BusyError, match="locked by another run") as err,
+              FileLock(lock, timeout=0.2)):
+            pass
         assert err.value.exit_code == EXIT_BUSY == 75
     finally:
         holder.kill()

@@ -38,7 +38,8 @@ CELLS = ("missing-parent", "file-for-folder", "folder-for-file", "dev-null", "fi
 
 # (yaml key, environment variable) of each path option
 SETTINGS = {"--db": ("db", "TOOLKIT_DB"), "--vault": ("vault", "SMITH_VAULT"),
-            "--slop": ("slop", "CODESMITH_SLOP_LEDGER"), "--audit-db": ("audit_db", "NAGI_LEDGER_DB"),
+            "--slop": ("slop", "CODESMITH_SLOP_LEDGER"),
+            "--audit-db": ("audit_db", "NAGI_LEDGER_DB"),
             "--audit-json": ("audit_json", "NAGI_LEDGER_EXPORT"),
             "--snapshots-home": ("snapshots_home", "CODESMITH_SNAPSHOTS")}
 

@@ -14,7 +14,6 @@ from toolkit.sources.smith import parse_ledger_bytes, read_vault
 from toolkit.sources.snapshots import fnv1a64_hex, parse_label, side_repo_for
 from toolkit.store import Store
 
-
 # --------------------------------------------------------------------------- config
 
 def test_project_root_found_upwards_like_git(project, tmp_path):
@@ -229,7 +228,8 @@ def test_schema_lists_documented_tables(project, cli_run):
     assert "  source_links             VARCHAR[]" in out
     result = cli_run("schema", "nope")
     assert result.exit_code == 1
-    assert "Error: no table or view named 'nope'. Run `toolkit schema` to list them" in result.output
+    assert ("Error: no table or view named 'nope'. Run `toolkit schema` to list them"
+            in result.output)
 
 
 @pytest.mark.parametrize("fmt,expected_start", [
@@ -271,7 +271,8 @@ def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_ru
     result = cli_run("export", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert (out / "project_name=acme-api" / "table_name=ledger_entries").is_dir()
-    data = ds.dataset(out / "project_name=acme-api" / "table_name=dispatches", format="parquet").to_table()
+    data = ds.dataset(out / "project_name=acme-api" / "table_name=dispatches",
+                      format="parquet").to_table()
     assert sorted(data.column("task").to_pylist()) == [
         "Audit logging for admin endpoints", "Cap webhook retries at 5 attempts",
         "Cap webhook retries at 5 attempts"]

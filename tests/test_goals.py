@@ -276,7 +276,8 @@ def test_the_days_window_counts_back_from_now(cli_run, world):
                      ("2026-05-04 12:00:01", "after now")]:
         insert(db, "dispatches", ts=ts, task=task, agent_type="fork", model="opus",
                brief_summary="x")
-    assert brief(cli_run, "--now", NOW).stdout == f"{HEADER}\n\n### 検証待ち\n- recent — fork/opus\n"
+    assert brief(cli_run, "--now", NOW).stdout == \
+        f"{HEADER}\n\n### 検証待ち\n- recent — fork/opus\n"
     assert "ancient" in brief(cli_run, "--now", NOW, "--days", "20").stdout
     # 0 or less means the default, as in nagi-ledger
     assert brief(cli_run, "--now", NOW, "--days", "0").stdout == \

@@ -123,7 +123,8 @@ def test_list_grouped_and_filtered(project: FixtureProject, cli_run) -> None:  #
 
 
 def test_malformed_and_hostile_entries_listed_visibly(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
-    _add(project, "patterns", "\n---\n\n**Title:** \u202eevil\u200b title 🚀\n**Date:** 2026-01-01\n")
+    _add(project, "patterns",
+         "\n---\n\n**Title:** \u202eevil\u200b title 🚀\n**Date:** 2026-01-01\n")
     r = cli_run("ledger", "list", "--file", "patterns")
     assert ("[???] <U+202E>evil<U+200B> title 🚀 — [???] (1 observation, last: 2026-01-01)"
             in r.stdout)
@@ -196,7 +197,8 @@ def test_search_with_context(project: FixtureProject, cli_run) -> None:  # type:
 # --------------------------------------------------------------------------- export
 
 
-def test_export_order_output_and_redaction(project: FixtureProject, cli_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_export_order_output_and_redaction(  # type: ignore[no-untyped-def]
+        project: FixtureProject, cli_run, tmp_path: Path) -> None:
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     _add(project, "tool-preferences", _entry_b(f"Token {token} leaked in a log"))
     text = cli_run("ledger", "export").stdout

@@ -8,6 +8,7 @@ reach back from the clock; every expectation holds whatever the date is.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,9 +242,9 @@ def test_similar_tasks_verdict_field_reflects_kind(ledger):
 
 
 def test_similar_tasks_rejects_empty_task_and_bad_limit(ledger):
-    with pytest.raises(UsageError, match="'task' must be a non-empty string."):
+    with pytest.raises(UsageError, match=re.escape("'task' must be a non-empty string.")):
         ledger.similar_tasks("")
-    with pytest.raises(UsageError, match="'limit' must be a positive integer."):
+    with pytest.raises(UsageError, match=re.escape("'limit' must be a positive integer.")):
         ledger.similar_tasks("task", limit=0)
 
 
@@ -309,9 +310,9 @@ def test_log_verdict_attaches_and_returns_task(ledger):
 
 def test_log_verdict_errors(ledger):
     d_id, _ = ledger.log_dispatch("task-y", "fork", "sonnet", "summary")
-    with pytest.raises(NotFoundError, match="^No dispatch found with id=99999. "):
+    with pytest.raises(NotFoundError, match=r"^No dispatch found with id=99999\. "):
         ledger.log_verdict(99999, "CONFIRMED")
-    with pytest.raises(UsageError, match="^Invalid verdict 'MAYBE'"):
+    with pytest.raises(UsageError, match=r"^Invalid verdict 'MAYBE'"):
         ledger.log_verdict(d_id, "MAYBE")
 
 
@@ -393,5 +394,5 @@ def test_stats_excludes_entries_outside_window(ledger):
 
 
 def test_stats_rejects_nonpositive_days(ledger):
-    with pytest.raises(UsageError, match="^'days' must be a positive number.$"):
+    with pytest.raises(UsageError, match=r"^'days' must be a positive number\.$"):
         ledger.stats(0)

@@ -21,7 +21,7 @@ def test_notebook_cells_run(path, tmp_path, monkeypatch):
             continue
         source = "".join(cell["source"])
         code = compile(source, f"{path.name}", "exec")
-        exec(code, namespace)  # noqa: S102 - our own notebook
+        exec(code, namespace)  # our own notebook
         last = source
     assert last is not None
     assert namespace["report"].errors == []

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests._publish_helpers import (  # noqa: F401 - fixtures
+from tests._publish_helpers import (
     REPO,
     TOKEN,
     FakeClock,
     add_approach,
     add_dispatch,
     add_slop,
-    clock,
-    github,
     run_publish,
     slop_entry,
 )
@@ -470,7 +468,7 @@ def test_api_url_rules():
     assert normalize_api_url(None) == "https://api.github.com"
     assert normalize_api_url("https://ghe.example.com/api/v3/") == \
         "https://ghe.example.com/api/v3"
-    with pytest.raises(RefusedError, match="plain http to ghe.example.com"):
+    with pytest.raises(RefusedError, match=r"plain http to ghe\.example\.com"):
         normalize_api_url("http://ghe.example.com/api/v3")
     with pytest.raises(UsageError, match="must not contain credentials"):
         normalize_api_url("https://me:pw@ghe.example.com/api/v3")

@@ -14,7 +14,7 @@ from toolkit import reconcile as rc
 from toolkit.errors import BusyError, DataError, UsageError
 from toolkit.sources.smith import parse_ledger_bytes, read_ledger, read_reconcile_log
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 NOW = dt.datetime(2026, 5, 10, 12, 0, 0, tzinfo=UTC)
 TODAY = NOW.date()
 
@@ -93,7 +93,7 @@ def test_signals_count_both_entry_forms_and_fall_back_without_meta_json(tmp_path
     assert s.last_reconcile is None
     words = sum(rc.count_words((ledger / f"{k}.md").read_bytes()) for k in rc.LEDGER_FILES)
     assert s.estimated_tokens == words * 13 // 10  # all five files, words x 1.3
-    assert [f.tokens for f in s.files][0] == rc.count_words(
+    assert s.files[0].tokens == rc.count_words(
         (ledger / "patterns.md").read_bytes()) * 13 // 10
 
 
@@ -263,11 +263,14 @@ def test_candidate_pairs_skip_unrelated_and_malformed_entries() -> None:
     assert [(i, j) for _s, i, j in pairs] == [(0, 1)]
 
 
+_NO = rc.Verdict(False)
+
+
 class CountingJudge:
     name = "counting"
     external = True
 
-    def __init__(self, answer: rc.Verdict = rc.Verdict(False)) -> None:
+    def __init__(self, answer: rc.Verdict = _NO) -> None:
         self.calls = 0
         self.answer = answer
 
@@ -471,8 +474,8 @@ def test_log_entry_has_the_seeds_format_and_goes_newest_first(tmp_path: Path) ->
 
 
 def test_log_insertion_keeps_crlf_and_existing_entries_byte_exact() -> None:
-    old = ("# Reconcile Log\r\n\r\nKept by hand.\r\n\r\n---\r\n\r\n## Reconcile: 2026-05-03 "
-           "22:15:04\r\n\r\n**Result**: OK\r\n").encode()
+    old = (b"# Reconcile Log\r\n\r\nKept by hand.\r\n\r\n---\r\n\r\n## Reconcile: 2026-05-03 "
+           b"22:15:04\r\n\r\n**Result**: OK\r\n")
     new = rc.insert_log_entry(old, "---\n\n## Reconcile: 2026-05-10 12:00:00\n\n**Result**: OK\n")
     assert new.startswith(b"# Reconcile Log\r\n\r\nKept by hand.\r\n\r\n---\r\n\r\n"
                           b"## Reconcile: 2026-05-10 12:00:00\r\n")

@@ -70,7 +70,8 @@ SECRETS: list[tuple[str, str]] = [
      "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"),
     (f'{{"private_key": "{PEM_PKCS8}"}}',
      "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"),
-    ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY/PuoAoGCCqGSM49\n"
+    ("-----BEGIN EC PRIVATE KEY-----\n"
+     "MHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY/PuoAoGCCqGSM49\n"
      "(truncated in the log)", "MHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY"),
     # JWT
     (f"Cookie: session={JWT}; Path=/", JWT),
@@ -264,7 +265,8 @@ def test_large_text_is_fast_enough_and_linear() -> None:
 # Secrets written without the usual prefix or "=": each family with its realistic forms.
 WHSEC = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SENDGRID = "SG." + "ngeVfQFYQlKU0ufo8x5d1A" + "." + "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc-1s5cr"
-AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
+             "K1SZFPTOtr/KBHBeksoGMGw==")
 H2_SECRETS: list[tuple[str, str]] = [
     (f"aws configure set aws_secret_access_key {AWS_SECRET}", AWS_SECRET),
     (f"aws configure set aws_secret_access_key '{AWS_SECRET}' --profile ci", AWS_SECRET),
@@ -295,7 +297,8 @@ H2_SECRETS: list[tuple[str, str]] = [
 H2_DECOYS: list[str] = [
     "sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709 and md5 d41d8cd98f00b204e9800998ecf8427e",
     "request 123e4567-e89b-12d3-a456-426614174000 timed out",
-    "logo.png is iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+    "logo.png is iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6"
+    "kgAAAABJRU5ErkJggg==",
     "mysql -u root -p app_db",
     "mysql -u root -p",
     "mysql -P3306 -h db app",

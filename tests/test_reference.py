@@ -15,7 +15,8 @@ def test_reference_is_current():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     current = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
-    assert current == mod.render(), "docs/reference.md is stale: run python scripts/gen_reference.py"
+    assert current == mod.render(), ("docs/reference.md is stale: "
+                                     "run python scripts/gen_reference.py")
 
 
 def test_every_command_is_in_the_readme():

@@ -33,7 +33,8 @@ def _search_locations(site: Path) -> set[str]:
 def test_pages_follow_the_url_scheme(built: tuple[World, Path]) -> None:
     world, site = built
     assert (site / "index.html").is_file()
-    entry = site / "ledger" / "patterns" / "run-the-migration-dry-run-before-applying-schema-changes"
+    entry = (site / "ledger" / "patterns"
+             / "run-the-migration-dry-run-before-applying-schema-changes")
     page = scan(entry / "index.html")
     assert page.title.startswith("Run the migration dry-run before applying schema changes - ")
     text = page.body_text
@@ -236,7 +237,7 @@ def test_path_like_titles_and_tasks_get_pages_inside_the_site_only(tmp_path: Pat
 
 # --------------------------------------------------------------------------- CLI
 
-def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:  # noqa: ANN001
+def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:
     result = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -261,7 +262,7 @@ def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:  # 
         server.server_close()
 
 
-def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) -> None:  # noqa: ANN001
+def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) -> None:
     foreign = project.root / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
@@ -284,7 +285,7 @@ def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) ->
     assert (project.root / "site.build" / "draft.md").read_text() == "mine"
 
 
-def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:  # noqa: ANN001
+def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:
     result = cli_run("build-site", "--build-time", "yesterday")
     assert result.exit_code == 2
     assert result.output.strip() == ("Error: --build-time: 'yesterday' is not a time; use "
@@ -299,7 +300,7 @@ def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:  # n
         "refusing to replace it. Choose another --demo-dir or remove the folder")
 
 
-def test_cli_serve_without_a_site(project, cli_run) -> None:  # noqa: ANN001
+def test_cli_serve_without_a_site(project, cli_run) -> None:
     result = cli_run("serve", "--no-build", "--port", "0")
     assert result.exit_code == 1
     assert result.output.strip() == (f"Error: no site at {project.root / '.toolkit' / 'site'}. "

@@ -57,7 +57,7 @@ def _plant(world: World) -> None:
             "task_id": f"Rotate {secret}"})
     slop.write_text(json.dumps(data, indent=2), encoding="utf-8")
     conn = sqlite3.connect(world.cfg.audit_db)
-    for i, secret in enumerate(STANDARD):
+    for secret in STANDARD:
         task = f"Rotate {secret} now"
         conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
                      "('2026-05-09 10:00:00', 2, ?, ?, ?)", [f"cat {secret}", f"used {secret}",

@@ -1,7 +1,7 @@
 """FAULTS.md E1: a site built from hostile entries renders them as literal text.
 
-One site is built from the tests/fixtures/formats project plus hostile entries in the vault, a session
-log, the slop ledger and the audit DB; the tests inspect the HTML MkDocs wrote.
+One site is built from the tests/fixtures/formats project plus hostile entries in the vault, a
+session log, the slop ledger and the audit DB; the tests inspect the HTML MkDocs wrote.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_hostile_task_gets_its_page_with_literal_text(hostile: tuple[World, Path
 
 def test_strict_mkdocs_build_of_the_generated_markdown_passes(
         hostile: tuple[World, Path], tmp_path: Path) -> None:
-    world, site = hostile
+    _world, site = hostile
     config = site.parent / (site.name + ".build") / "mkdocs.yml"
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
                            "-f", str(config), "-d", str(tmp_path / "out")],

@@ -319,7 +319,8 @@ def test_update_by_prefix_changes_only_that_entry(project, cli_run) -> None:
     assert result.stdout.splitlines()[0] == ("Updated slop ledger entry 9c1f4e07 (No linter rule "
                                              "catches unwrap() in request handlers) → Resolved")
     after = project.slop.read_text(encoding="utf-8")
-    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=False)
+               if a != b]
     assert len(after.splitlines()) == len(before.splitlines()) + 1  # cleanup line added
     e = read_entries(project.slop)[2]
     keys = list(e)

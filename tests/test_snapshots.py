@@ -105,7 +105,8 @@ def test_diff_shows_what_the_turn_changed_and_each_step(world, cli_run):
         "Steps:",
         "  #5 pre-turn:1 -> #4 tool:call_A1: src/app.py (+1 -1)",
         "  #4 tool:call_A1 -> #3 post-turn:1: docs/notes.md (+3 -0), lib/util.py (+2 -0)"]
-    assert lines[1] == "  from #5 pre-turn:1 (2026-05-04 13:07:40) to #3 post-turn:1 (2026-05-04 13:09:40)"
+    assert lines[1] == ("  from #5 pre-turn:1 (2026-05-04 13:07:40) "
+                        "to #3 post-turn:1 (2026-05-04 13:09:40)")
 
 
 def test_diff_by_turn_number_with_patch(world, cli_run):
@@ -123,7 +124,8 @@ def test_diff_by_turn_number_with_patch(world, cli_run):
 def test_diff_needs_a_number_or_a_turn(world, cli_run):
     result = cli_run("snapshots", "diff")
     assert result.exit_code == 2
-    assert result.output.splitlines()[-1] == "Error: give a snapshot NUMBER or --turn N (one of them)"
+    assert (result.output.splitlines()[-1]
+            == "Error: give a snapshot NUMBER or --turn N (one of them)")
 
 
 def test_no_side_repo_is_a_clear_error(tmp_path, cli_run, monkeypatch, isolated_env):
@@ -286,7 +288,7 @@ def test_identities_survive_codesmith_pruning(world, isolated_env):
     # the four survivors: same position, label, key and first-seen time; the tool snapshot
     # whose pre-turn was pruned now starts its turn, so its turn's key is its own
     assert [r[:3] + r[4:] for r in after] == [r[:3] + r[4:] for r in before[:3]] + [
-        before[3][:3] + (before[3][4], 3)]  # now the root: .gitignore, README.md, src/app.py
+        (*before[3][:3], before[3][4], 3)]  # now the root: .gitignore, README.md, src/app.py
     assert [r[3] for r in after[:2]] == [r[3] for r in before[:2]]
     assert after[3][3] == after[3][2] == "tool:call_A1@" + after[3][2].split("@")[1]
     files_after = store.fetch("SELECT snap_key, path FROM snapshot_files ORDER BY ALL")[1]
@@ -389,7 +391,7 @@ def with_entry(side: SideRepo, name: bytes, content: bytes = b"evil\n",
     oid = blob(side, content)
     if inner is not None:
         oid, mode = raw_tree(side, [(mode, inner, oid)]), "40000"
-    return raw_tree(side, root_entries(side, "HEAD") + [(mode, name, oid)])
+    return raw_tree(side, [*root_entries(side, "HEAD"), (mode, name, oid)])
 
 
 def refused_lines(output: str) -> list[str]:
@@ -457,7 +459,7 @@ def test_an_absolute_name_is_refused(world, cli_run, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("the user's file\n")
     oid = blob(side, b"evil\n")
-    tree = raw_tree(side, root_entries(side, "HEAD") + [("100644", os.fsencode(outside), oid)])
+    tree = raw_tree(side, [*root_entries(side, "HEAD"), ("100644", os.fsencode(outside), oid)])
     crafted_snapshot(side, tree, "post-turn:3: hostile")
     (ws / "README.md").write_text("# changed\n")
     commit_all(ws)
@@ -601,8 +603,8 @@ def test_a_snapshot_with_a_link_and_a_file_below_it_is_refused(world, cli_run, o
     ws, side = world
     link = blob(side, os.fsencode(outside))
     x = raw_tree(side, [("100644", b"x", blob(side, b"evil\n"))])
-    tree = raw_tree(side, root_entries(side, "HEAD") + [("120000", b"door", link),
-                                                        ("40000", b"door", x)])
+    tree = raw_tree(side, [*root_entries(side, "HEAD"), ("120000", b"door", link),
+                           ("40000", b"door", x)])
     crafted_snapshot(side, tree, "post-turn:3: hostile")
     before = tree_digest(outside)
     result = cli_run("snapshots", "restore", "1", "--yes")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import math
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -79,7 +78,7 @@ CREATE TABLE IF NOT EXISTS approaches (
   outcome  TEXT NOT NULL CHECK (outcome IN ('DEAD_END', 'NO_GO', 'WORKS')),
   reason   TEXT NOT NULL
 );
-"""
+"""  # noqa: E501 - nagi-ledger's schema text, kept to the letter (its comments included)
 
 
 # --------------------------------------------------------------------------- validation

@@ -23,10 +23,14 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from matplotlib.typing import RcKeyType
 
 MAX_LABEL = 32  # characters of a category label shown on an axis
-RC = {
+RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "agent-ledger-toolkit",
     "svg.fonttype": "path",
     "font.family": "sans-serif",
@@ -76,6 +80,15 @@ def _short(label: str) -> str:
     return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
 
 
+def _integer_ticks(axis: Axis) -> None:
+    """Whole-number ticks on ``axis`` (its default locator, AutoLocator, is a MaxNLocator)."""
+    from matplotlib.ticker import MaxNLocator
+
+    locator = axis.get_major_locator()
+    if isinstance(locator, MaxNLocator):
+        locator.set_params(integer=True)
+
+
 def render_svg(spec: ChartSpec) -> bytes:
     """The chart as SVG bytes; the same spec always gives the same bytes."""
     import matplotlib
@@ -103,18 +116,18 @@ def render_svg(spec: ChartSpec) -> bytes:
                 ax.barh(positions, values, left=base, height=0.7, **kwargs)
             else:
                 ax.bar(positions, values, bottom=base, width=0.75, **kwargs)
-            base = [b + v for b, v in zip(base, values)]
+            base = [b + v for b, v in zip(base, values, strict=True)]
         labels = [_short(label) for label in spec.labels]
         if spec.horizontal:
             ax.set_yticks(positions, labels)
             ax.invert_yaxis()
             ax.set_xlabel(spec.ylabel)
-            ax.xaxis.get_major_locator().set_params(integer=True)
+            _integer_ticks(ax.xaxis)
         else:
             ax.set_xticks(positions, labels, rotation=45 if n > 8 else 0,
                           ha="right" if n > 8 else "center")
             ax.set_ylabel(spec.ylabel)
-            ax.yaxis.get_major_locator().set_params(integer=True)
+            _integer_ticks(ax.yaxis)
         ax.set_title(_short(spec.title) if len(spec.title) > 80 else spec.title, loc="left")
         if len(spec.series) > 1:
             ax.legend(frameon=False, fontsize=8, loc="best")

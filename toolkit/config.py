@@ -111,7 +111,7 @@ class Config:
         return self.db_path.parent
 
     def today_date(self) -> dt.date:
-        return self.today or dt.datetime.now(dt.timezone.utc).date()
+        return self.today or dt.datetime.now(dt.UTC).date()
 
     def with_overrides(self, **kwargs: Any) -> Config:
         return replace(self, **kwargs)

@@ -44,7 +44,7 @@ from toolkit.sources.snapshots import fnv1a64_hex, side_repo_for
 
 __all__ = ["DemoWorld", "fnv1a64_hex", "side_repo_for", "write_demo"]
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 PROJECT = "acme-api"
 DEFAULT_ANCHOR = dt.date(2026, 11, 27)
 MIN_AUDIT_ROWS = 100
@@ -1195,7 +1195,7 @@ class _Ledger:
             specs = [_SESSION_BY_KEY[k] for k in sessions]
             dates = [f"{_session_start(s, self.anchor):%Y-%m-%d}" for s in specs]
             evidence = [f"- {d} -- session {_session_name(s, self.anchor)}: seen in {s.feat}"
-                        for d, s in zip(dates, specs)]
+                        for d, s in zip(dates, specs, strict=True)]
             by_file[kind] += [
                 f"## {title}", "", f"- **Date:** {dates[-1]}", f"- **Category:** {category}",
                 f"- **Confidence:** {conf}", f"- **Observations:** {len(specs)}",
@@ -1992,6 +1992,7 @@ def _slop_entries(seed: int, anchor: dt.date, count: int = 150) -> list[dict[str
     entries = []
     for i in range(count):
         n = rng.randint(12, 480)
+        links: tuple[str, ...]
         if i in special_at:
             bucket, severity, confidence, title, description, links = special_at[i]
         else:
@@ -2002,7 +2003,7 @@ def _slop_entries(seed: int, anchor: dt.date, count: int = 150) -> list[dict[str
                 for names, choices in slots.items():
                     chosen = rng.choice(choices)
                     values.update(zip(names.split("+"), (chosen,) if "+" not in names
-                                      else chosen))
+                                      else chosen, strict=True))
                 title = tmpl_title.format(**values)
                 if title not in seen:
                     break
@@ -2027,10 +2028,10 @@ def _slop_entries(seed: int, anchor: dt.date, count: int = 150) -> list[dict[str
         entry["title"] = title
         entry["description"] = description
         entry["status"] = status
-        if status != "open" or rng.random() < 0.15:
-            if status != "open" or rng.random() < 0.5:
-                entry["cleanup_recommendation"] = rng.choice(_SLOP_CLEANUP[status]).format(
-                    pr=rng.randint(40, 90), d=rng.randint(1, 9))
+        if ((status != "open" or rng.random() < 0.15)
+                and (status != "open" or rng.random() < 0.5)):
+            entry["cleanup_recommendation"] = rng.choice(_SLOP_CLEANUP[status]).format(
+                pr=rng.randint(40, 90), d=rng.randint(1, 9))
         entry["created_at"] = created_s = _rfc3339(created, rng)
         if status == "open" and rng.random() < 0.8:
             entry["updated_at"] = created_s

@@ -60,8 +60,8 @@ Edit operations (each takes entries returned by this session: :meth:`entries`, :
 * :meth:`plan` -- the :class:`Change` list (old/new bytes, unified diff) without writing;
 * :meth:`commit` -- write (or, in a dry run, only plan) and return a :class:`CommitResult`.
 
-:meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and writes
-the seed's fresh templates, under the same lock.
+:meth:`EditorSession.reset` archives the six ledger files to ``archive/YYYY-MM-DD-HHMMSS/`` and
+writes the seed's fresh templates, under the same lock.
 
 A file over the size limit makes :meth:`EditorSession.open` raise
 :class:`toolkit.errors.TooLargeError` (exit 65, the file and the limit): a command never acts
@@ -126,13 +126,13 @@ from toolkit.safewrite import (
     changed_since,
     check_editable,
     cleanup_orphan_temps,
-    replace_all,
     pause,
     pid_alive,
     recover_journal,
+    replace_all,
     unique_dir,
 )
-from toolkit.sources.smith import BOM, _FIELD, LedgerFile, parse_ledger_bytes, recorded_key
+from toolkit.sources.smith import _FIELD, BOM, LedgerFile, parse_ledger_bytes, recorded_key
 
 LOCK_EXPIRY = dt.timedelta(minutes=10)
 DEFAULT_LOCK_TIMEOUT = 10.0
@@ -225,12 +225,12 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
     """Finish or undo a multi-file edit of the ledger that was killed half-way (FAULTS G4).
 
     Every entry point that opens the vault calls this (:func:`open_vault`, which the ledger
-    commands and the loader read through; reconcile; :meth:`EditorSession.open`). When ``ledger/`` holds a
-    journal and no run holds the ledger lock (``locked``: the caller holds it), the edit is
-    completed or rolled back (:func:`toolkit.safewrite.recover_journal`) and a one-line note
-    saying which is written to stderr (``note: <ledger folder>: ...``) and returned (readers
-    add it to their warnings). A
-    journal of a run still holding the lock is left alone; a reader then returns None."""
+    commands and the loader read through; reconcile; :meth:`EditorSession.open`). When
+    ``ledger/`` holds a journal and no run holds the ledger lock (``locked``: the caller holds
+    it), the edit is completed or rolled back (:func:`toolkit.safewrite.recover_journal`) and a
+    one-line note saying which is written to stderr (``note: <ledger folder>: ...``) and
+    returned (readers add it to their warnings). A journal of a run still holding the lock is
+    left alone; a reader then returns None."""
     import sys
 
     path = journal_path(vault)
@@ -317,12 +317,12 @@ def parse_instant(value: Any) -> dt.datetime | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC)
 
 
 def iso_z(when: dt.datetime) -> str:
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_for(today: dt.date | None = None) -> dt.datetime:
@@ -334,9 +334,9 @@ def now_for(today: dt.date | None = None) -> dt.datetime:
             raise UsageError(f"{NOW_ENV}={fixed!r} is not an ISO-8601 time",
                              hint="Use e.g. 2026-05-10T12:00:00Z or unset it")
         return when
-    real = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    real = dt.datetime.now(dt.UTC).replace(microsecond=0)
     if today is not None and today != real.date():
-        return dt.datetime.combine(today, real.time(), dt.timezone.utc)
+        return dt.datetime.combine(today, real.time(), dt.UTC)
     return real
 
 
@@ -439,10 +439,7 @@ def _whole_edit(old: bytes, new: bytes) -> tuple[tuple[int, int, bytes], ...]:
 
 def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
     ls = data.rfind(b"\n", 0, start) + 1
-    if end > start:
-        nl = data.find(b"\n", end - 1)
-    else:
-        nl = data.find(b"\n", start)
+    nl = data.find(b"\n", end - 1) if end > start else data.find(b"\n", start)
     le = len(data) if nl < 0 else nl + 1
     return ls, le
 
@@ -474,7 +471,7 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int)
         cs, ce = _back_lines(old, ls, context), _fwd_lines(old, le, context)
         if groups and cs <= groups[-1][1]:
             gs, ge, items = groups[-1]
-            groups[-1] = (gs, max(ge, ce), items + [(start, end, data)])
+            groups[-1] = (gs, max(ge, ce), [*items, (start, end, data)])
         else:
             groups.append((cs, ce, [(start, end, data)]))
     out: list[str] = []
@@ -499,8 +496,8 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int)
                 if m:
                     a1, a2 = int(m.group(1)), m.group(2)
                     b1, b2 = int(m.group(3)), m.group(4)
-                    a1 = a1 + first_old if a2 != "0" else a1 + first_old
-                    b1 = b1 + first_new if b2 != "0" else b1 + first_new
+                    a1 = a1 + first_old
+                    b1 = b1 + first_new
                     line = (f"@@ -{a1}{',' + a2 if a2 is not None else ''} "
                             f"+{b1}{',' + b2 if b2 is not None else ''} @@\n")
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
@@ -726,10 +723,10 @@ def update_meta_yaml(data: bytes, path: Path, *, entries: dict[str, int | None] 
     ``entries_by_file.<file>`` (smith-ledger), ``entries.<file_with_underscores>`` and
     ``confidence_distribution.{high,medium,low}`` (smith-reflect), ``<file>_recorded``
     (smith-init, what ``/smith`` scaffolds); a missing per-file key is added to a block
-    mapping that exists (to the top level for smith-init). ``entries``: exact per-file counts (None for a file
-    whose count is unknown) or None to leave entry counts alone; ``confidences``: exact totals,
-    or None and ``deltas`` to move the recorded ones. Raises :class:`DataError` with line and
-    column for invalid YAML (nothing is written then).
+    mapping that exists (to the top level for smith-init). ``entries``: exact per-file counts
+    (None for a file whose count is unknown) or None to leave entry counts alone;
+    ``confidences``: exact totals, or None and ``deltas`` to move the recorded ones. Raises
+    :class:`DataError` with line and column for invalid YAML (nothing is written then).
     """
     import yaml
 
@@ -1164,8 +1161,8 @@ class EditorSession:
         data = text.encode("utf-8") if isinstance(text, str) else text
         data = data.replace(b"\r\n", b"\n").strip(b"\n") + b"\n"
         check = parse_ledger_bytes(data, d.path, kind)
-        if len(check.entries) != 1 or check.header_end > 0 and data[:check.header_end].strip() \
-                not in (b"", b"---"):
+        if len(check.entries) != 1 or (check.header_end > 0 and data[:check.header_end].strip()
+                not in (b"", b"---")):
             raise UsageError("inserted text must hold exactly one entry")
         if check.entries[0].form == "B" and not data.lstrip().startswith(b"---"):
             data = b"---\n\n" + data
@@ -1332,7 +1329,7 @@ class EditorSession:
         # conflict on them refuses before anything is written.
         self._check_unchanged(snaps[1:] + extra)
         now = self.now()
-        sources = list(snaps)
+        sources: list[FileSnapshot | Path] = list(snaps)
         if meta_yaml_change is not None and self.meta_yaml is not None:
             sources.append(self.meta_yaml)
         if self.meta_json is not None:
@@ -1349,7 +1346,7 @@ class EditorSession:
                     raise DataError(f"{d.error}; this file is never rewritten, nothing written")
 
         items: list[tuple[Any, bytes, FileSnapshot | None]] = [
-            (snap, c.new, snap) for c, snap in zip(changes, snaps)]
+            (snap, c.new, snap) for c, snap in zip(changes, snaps, strict=True)]
         # the backups hold the bytes read (copies of them, or links verified by inode)
         backups: list[Path | None] = [dest / snap.given.name for snap in snaps]
         sums: list[str | None] = [snap.sha256 for snap in snaps]
@@ -1810,7 +1807,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
     quick = _quick_title_lines(data, q)
     if quick is not None:
         spans = _fenced_spans(data) if _may_have_fences(data) else []
-        out = []
+        out: list[LedgerEntry] = []
         for off in quick:
             if spans and _in_spans(off, spans):
                 continue
@@ -1847,7 +1844,7 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
         return []
     spans = _fenced_spans(data) if _may_have_fences(data) else []
     line0 = _line0_start(data)
-    out: list[LedgerEntry] = []
+    out = []
     for idx in hits:
         line = titles[idx]
         if idx == 0 and line0:
@@ -1902,7 +1899,8 @@ entries_by_file:
   project-quirks: 0
 """
 
-FILE_TEMPLATE = "# {title}\n\n<!-- Entries are added by /smith-reflect. Each entry starts with ## heading. -->\n"
+FILE_TEMPLATE = ("# {title}\n\n<!-- Entries are added by /smith-reflect. "
+                 "Each entry starts with ## heading. -->\n")
 
 
 @dataclass

@@ -294,7 +294,7 @@ def _goal_section(goal_file: Path) -> list[str]:
         if not goal_file.exists():
             return []
         data = json.loads(goal_file.read_text(encoding="utf-8"))
-    except Exception:  # noqa: BLE001 - nagi-ledger: anything unreadable is "no goal"
+    except Exception:
         return []
     if not isinstance(data, dict) or not set(REQUIRED_KEYS) <= data.keys():
         return []
@@ -376,7 +376,7 @@ def brief_repos(env: dict[str, str] | None = None, cwd: Path | None = None) -> l
     try:
         proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=False,
                               capture_output=True, text=True, timeout=GIT_TIMEOUT_S, cwd=cwd)
-    except Exception:  # noqa: BLE001 - no git, a timeout: no repositories
+    except Exception:
         return []
     top = proc.stdout.strip() if proc.returncode == 0 else ""
     return [top] if top else []
@@ -397,7 +397,7 @@ def _dirty_section(repos: list[str]) -> list[str]:
             proc = subprocess.run(["git", "-C", str(path), "status", "--porcelain"],
                                   check=False, capture_output=True, text=True,
                                   timeout=min(GIT_TIMEOUT_S, left))
-        except Exception:  # noqa: BLE001, S112 - git missing, a timeout, undecodable output
+        except Exception:
             continue
         if proc.returncode != 0:
             continue

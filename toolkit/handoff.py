@@ -233,7 +233,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     """Run the handoff queries and compare the ledger with the last handoff (or ``since``)."""
     from toolkit import queries
 
-    now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
     state_path = cfg.state_dir / STATE_FILE
     state = load_state(state_path)
 
@@ -338,7 +338,8 @@ def _changes_since_state(entries: list[dict[str, Any]], before: dict[str, Any] |
         current = {e.get("entry_id") for e in entries}
         old = baseline.get("ledger") or {}
         for eid in sorted(set(before) - current):
-            info = old.get(eid) if isinstance(old.get(eid), dict) else {}
+            found = old.get(eid)
+            info = found if isinstance(found, dict) else {}
             out.append(LedgerChange(eid, info.get("file") or eid.split("/")[0],
                                     info.get("title"), before[eid], "removed"))
     return _sorted_changes(out)
@@ -499,11 +500,11 @@ def _escaped_slop_entry(row: dict[str, Any], r: Redactor, text_limit: int | None
 def _links(links: Sequence[Any], r: Redactor, text_limit: int | None) -> tuple[str, ...]:
     out = [_slop_text(r(str(x)), 300) for x in links]
     if text_limit is not None and len(out) > 20:  # the issue shows 20; the full report all
-        out = out[:20] + [f"… {len(out) - 20} more"]
+        out = [*out[:20], f"… {len(out) - 20} more"]
     return tuple(out)
 
 
-_FIXED_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+_FIXED_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
 def render_slop_layout(entries: Sequence[Any], site_url: str | None = None) -> str:
@@ -713,7 +714,7 @@ def render_issue(report: HandoffReport, *, title: str | None = None,
     redacted = r(body)
     if size(redacted) > limit:  # redaction grew a value that spans two fields (rare)
         redacted = _hard_cut(redacted, limit)
-        left_out = left_out + ["the end of the report"]
+        left_out = [*left_out, "the end of the report"]
     return RenderedDoc(title=issue_title, body=redacted, marker=marker, left_out=left_out)
 
 
@@ -760,7 +761,7 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
     def notes() -> tuple[list[str | None], list[str]]:
         out: list[str | None] = []
         left: list[str] = []
-        for s, k in zip(secs, kept):
+        for s, k in zip(secs, kept, strict=True):
             missing = len(s.items) - k
             if not missing:
                 out.append(None)
@@ -777,7 +778,7 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
         if left:
             parts += ["> **This report was shortened** to fit GitHub's limit: "
                       + "; ".join(left) + ".", ""]
-        parts += [s.render(k, n) for s, k, n in zip(secs, kept, section_notes)]
+        parts += [s.render(k, n) for s, k, n in zip(secs, kept, section_notes, strict=True)]
         return "\n".join(parts).rstrip("\n") + "\n", left
 
     body, left = assemble()
@@ -787,7 +788,7 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
         while freed < over:
             candidates = [i for i in range(len(secs)) if kept[i] > 0]
             if not candidates:
-                return _hard_cut(body, limit), left + ["the end of the report"]
+                return _hard_cut(body, limit), [*left, "the end of the report"]
             j = max(candidates, key=lambda i: (sec_size[i], -i))
             kept[j] -= 1
             freed += sizes[j][kept[j]]

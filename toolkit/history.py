@@ -102,7 +102,8 @@ FROM pairs p JOIN (VALUES ('added', 1), ('removed', 2), ('promoted', 3), ('demot
 MIGRATIONS: list[tuple[str, str]] = [
     ("m100_history_ledger", """
 CREATE TABLE ledger_versions (
-    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder> | snapshot:<key> | base:<sha>
+    version_id VARCHAR,       -- git:<sha> | working | archive:<folder> | backup:<folder>
+                              -- | snapshot:<key> | base:<sha>
     source VARCHAR,           -- git | working | archive | backup | snapshot | base (hidden)
     timeline VARCHAR,         -- main | copies | snapshots
     ref VARCHAR,              -- commit SHA, folder name, snapshot label, or 'working'
@@ -308,7 +309,7 @@ class _Blobs:
             (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
              e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
              e.related, e.form, list(e.problems), pos, e.line)
-            for pos, (key, e) in enumerate(zip(keys, lf.entries)))
+            for pos, (key, e) in enumerate(zip(keys, lf.entries, strict=True)))
         self.blobs.append((kind, oid, len(lf.entries), None))
         self.known.add((kind, oid))
 
@@ -394,7 +395,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                              for i, oid in enumerate(pst) if oid)
             new_versions.append(_Version(
                 f"git:{c.sha}", "git", "main", c.sha,
-                dt.datetime.fromtimestamp(c.commit_time, dt.timezone.utc).replace(tzinfo=None),
+                dt.datetime.fromtimestamp(c.commit_time, dt.UTC).replace(tzinfo=None),
                 st, str(repo.top), c.author, c.subject, 0, base))
         new_versions.extend(v for v in base_versions.values()
                             if store.scalar("SELECT count(*) FROM ledger_versions WHERE "
@@ -458,13 +459,14 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                       ("git", "base")),
                                      ([f"--git-dir={side}"], None, side, ("snapshot",))):
         want = {(k, oid) for v in new_versions if v.source in sources
-                for k, oid in zip(hs.FILES, v.state) if oid and (k, oid) in missing}
+                for k, oid in zip(hs.FILES, v.state, strict=True) if oid and (k, oid) in missing}
         if not want or what is None:
             continue
-        sizes = {oid: size for _, oid, size in git_blobs}
+        blob_sizes = {oid: size for _, oid, size in git_blobs}
         limit = cfg.max_file_bytes
         blobs = hs.read_blobs(args, cwd, [oid for _, oid in want
-                                          if limit is None or sizes.get(oid, 0) <= limit], what)
+                                          if limit is None or blob_sizes.get(oid, 0) <= limit],
+                                 what)
         rel = (repo.rel if repo else "") if sources[0] == "git" else (_vault_in_workspace(cfg)
                                                                        or "")
         for kind, oid in sorted(want):
@@ -472,7 +474,8 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             if oid in blobs:
                 cache.parse(kind, oid, blobs[oid], where)
             else:
-                cache.skip(kind, oid, where, f"{sizes.get(oid, 0)} bytes, over the size limit")
+                cache.skip(kind, oid, where,
+                           f"{blob_sizes.get(oid, 0)} bytes, over the size limit")
         missing -= want
     cache.flush()
     store.insert_rows("ledger_versions", (
@@ -483,7 +486,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
           v.base, _state_str(v.state), 0, 0, 0, 0, 0, v.location) for v in new_versions])
     store.insert_rows("_history_version_files", ("version_id", "file", "blob"), [
         (v.version_id, kind, oid) for v in new_versions
-        for kind, oid in zip(hs.FILES, v.state) if oid])
+        for kind, oid in zip(hs.FILES, v.state, strict=True) if oid])
     store.conn.execute(
         "DELETE FROM ledger_versions WHERE source = 'base' AND version_id NOT IN "
         "(SELECT base_version_id FROM ledger_versions WHERE base_version_id IS NOT NULL)")
@@ -550,7 +553,7 @@ def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Versio
 def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None:
     from toolkit.sources.history import FILES
 
-    for kind, oid in zip(FILES, fv.state):
+    for kind, oid in zip(FILES, fv.state, strict=True):
         if oid and (kind, oid) in missing:
             missing.discard((kind, oid))
             cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
@@ -584,7 +587,7 @@ def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str
         prev = st
         vid = f"snapshot:{s.key}"
         ts = stored_ts.get(s.key) or dt.datetime.fromtimestamp(
-            s.time, dt.timezone.utc).replace(tzinfo=None)
+            s.time, dt.UTC).replace(tzinfo=None)
         out.append(_Version(vid, "snapshot", "snapshots", s.label, ts, st, str(side),
                             subject=s.label, seq=len(out) + 1, base=prev_id))
         git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
@@ -865,6 +868,6 @@ def has_history(store: Store) -> bool:
 
 LOADERS = _loaders()
 
-__all__ = ["CHANGE_KINDS", "Change", "EntryHistory", "EntryState", "LOADERS", "MIGRATIONS",
-           "TABLE_DOCS", "VersionCounts", "change_log", "entry_history", "entry_key_for",
+__all__ = ["CHANGE_KINDS", "LOADERS", "MIGRATIONS", "TABLE_DOCS", "Change", "EntryHistory",
+           "EntryState", "VersionCounts", "change_log", "entry_history", "entry_key_for",
            "find_entries", "growth", "has_history", "history_for_title"]

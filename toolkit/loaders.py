@@ -124,7 +124,7 @@ def entry_ids(entries: list[Any]) -> list[str]:
     ids = [""] * len(entries)
     for file, idxs in by_file.items():
         slugs = unique_slugs([entries[i].title for i in idxs])
-        for i, s in zip(idxs, slugs):
+        for i, s in zip(idxs, slugs, strict=True):
             ids[i] = f"{file}/{s}"
     return ids
 
@@ -146,7 +146,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     ids = entry_ids(entries)
     positions: dict[str, int] = {}
     rows = []
-    for eid, e in zip(ids, entries):
+    for eid, e in zip(ids, entries, strict=True):
         pos = positions.get(e.file, 0)
         positions[e.file] = pos + 1
         rows.append((eid, e.file, e.title, e.date, e.date, e.category, e.confidence,
@@ -345,7 +345,7 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
         before = store.scalar(f"SELECT count(*) FROM {table}")
         try:
             audit.stream_into(db, table, present, after, store.insert_stream)
-        except Exception as exc:  # noqa: BLE001 - wrong types mid-stream, driver trouble
+        except Exception as exc:  # wrong types mid-stream, driver trouble
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
                 from toolkit.errors import BusyError
@@ -422,7 +422,7 @@ def _snap_fp(cfg: Config) -> tuple[str, str]:
 
 
 def _fmt_ts(unix: int) -> str:
-    return dt.datetime.fromtimestamp(unix, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
@@ -472,10 +472,11 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
         [[s.key for s in snaps], [s.sha for s in snaps], [s.position for s in snaps], r])
     # each turn's net change: first snapshot's parent (or pre-turn) -> last snapshot
     spans = {}
-    for t in turns:
-        first, last = t.snapshots[0], t.snapshots[-1]
+    for turn in turns:
+        first, last = turn.snapshots[0], turn.snapshots[-1]
         start = first.tree if first.kind == "pre-turn" else parent_tree[first.sha]
-        spans[t.key] = (f"{start or snap.EMPTY_TREE}..{last.tree}", start, last.tree or last.sha)
+        spans[turn.key] = (f"{start or snap.EMPTY_TREE}..{last.tree}", start,
+                           last.tree or last.sha)
     have_spans = {} if full else dict(store.conn.execute(
         "SELECT DISTINCT turn_key, span FROM turn_files WHERE repo = ?", [r]).fetchall())
     keep_turns = [k for k, (span, _, _) in spans.items() if have_spans.get(k) == span]
@@ -514,4 +515,4 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
 SNAPSHOTS = Loader("snapshots", _snap_fp, _load_snapshots)
 
 
-__all__ = ["Loader", "all_loaders", "extra_migrations", "entry_ids"]
+__all__ = ["Loader", "all_loaders", "entry_ids", "extra_migrations"]

@@ -90,7 +90,7 @@ class LedgerTools:
                     report = store.refresh(self.cfg, only=[source])
                     for r in report.results:
                         if r.error is not None:
-                            raise r.error  # type: ignore[attr-defined]
+                            raise r.error
                 except BaseException:
                     store.close()
                     raise

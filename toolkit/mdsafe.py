@@ -21,12 +21,12 @@ from markdown.extensions import Extension
 class NoRawHtmlExtension(Extension):
     """Deregister Python-Markdown's raw HTML handling (block and inline)."""
 
-    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 - Python-Markdown's API name
+    def extendMarkdown(self, md: Markdown) -> None:  # Python-Markdown's API name
         if "html_block" in md.preprocessors:
             md.preprocessors.deregister("html_block")
         if "html" in md.inlinePatterns:
             md.inlinePatterns.deregister("html")
 
 
-def makeExtension(**kwargs: Any) -> NoRawHtmlExtension:  # noqa: N802 - Python-Markdown's API
+def makeExtension(**kwargs: Any) -> NoRawHtmlExtension:  # Python-Markdown's API
     return NoRawHtmlExtension(**kwargs)

@@ -165,9 +165,9 @@ def find_token(env: Mapping[str, str], *, api_url: str = DEFAULT_API_URL) -> Tok
                                   env=dict(env), check=False)
         except (OSError, subprocess.SubprocessError):
             done = None
-        value = (done.stdout or "").strip().splitlines() if done and done.returncode == 0 else []
-        if value and value[0].strip():
-            return Token(value[0].strip(), "gh auth token")
+        lines = (done.stdout or "").strip().splitlines() if done and done.returncode == 0 else []
+        if lines and lines[0].strip():
+            return Token(lines[0].strip(), "gh auth token")
         raise ToolkitError("no GitHub token found: GH_TOKEN and GITHUB_TOKEN are not set and "
                            "`gh auth token` printed none",
                            hint="Set GH_TOKEN or GITHUB_TOKEN, or run `gh auth login`")
@@ -181,7 +181,7 @@ def marker_for(key: str) -> str:
 
 
 def has_marker(body: str | None, marker: str) -> bool:
-    return bool(body) and any(line.strip() == marker for line in body.splitlines())
+    return body is not None and any(line.strip() == marker for line in body.splitlines())
 
 
 # --------------------------------------------------------------------------- the client
@@ -240,7 +240,7 @@ class GitHubClient:
         if seconds <= 0:
             return
         if seconds > self.policy.max_wait:
-            until = dt.datetime.fromtimestamp(self.clock.now() + seconds, dt.timezone.utc)
+            until = dt.datetime.fromtimestamp(self.clock.now() + seconds, dt.UTC)
             raise BusyError(f"GitHub asks to wait {seconds / 60:.0f} minutes: {why}",
                             hint=f"Run again after {until:%Y-%m-%d %H:%M} UTC")
         self.notify(f"Waiting {seconds:.0f} s: {why}")

@@ -38,6 +38,7 @@ Decisions where the seed is silent or ambiguous (also in docs/readme/reconcile.m
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -528,14 +529,10 @@ class CommandJudge:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
         proc.communicate(timeout=5)
-    except (subprocess.TimeoutExpired, OSError):
-        pass
 
 
 # --------------------------------------------------------------------------- candidates
@@ -704,11 +701,11 @@ def _set_field(lines: list[bytes], name: str, value: str, form: str, newline: by
             if line.startswith(b"## "):
                 lines[i] = b"## " + value.encode() + _ending(line, newline)
                 return
-    i = _field_index(lines, name)
-    if i is not None:
-        m = _FIELD_LINE.match(lines[i])
+    at = _field_index(lines, name)
+    if at is not None:
+        m = _FIELD_LINE.match(lines[at])
         assert m is not None
-        lines[i] = m.group("pre") + value.encode() + m.group("end")
+        lines[at] = m.group("pre") + value.encode() + m.group("end")
         return
     anchor = _field_index(lines, "confidence")
     if anchor is None:
@@ -783,7 +780,7 @@ def _evidence_span(lines: list[bytes], form: str) -> tuple[int, int] | None:
         ln = lines[k]
         if form == "A" and (ln.startswith(b"#") or re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n?$", ln)):
             break
-        if form == "B" and (_FIELD_LINE.match(ln) and ln.startswith(b"**")
+        if form == "B" and ((_FIELD_LINE.match(ln) and ln.startswith(b"**"))
                             or re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n?$", ln)):
             break
         if ln.strip():
@@ -810,7 +807,7 @@ def _add_evidence(lines: list[bytes], form: str, items: list[str], newline: byte
                 at -= 1
             if at and not lines[at - 1].endswith(b"\n"):
                 lines[at - 1] += newline
-            block = [newline, *block[:-1]] if at == len(lines) else [newline, *block[:-1]]
+            block = [newline, *block[:-1]]
         lines[at:at] = block
         return
     head, last = span
@@ -1112,7 +1109,7 @@ class Report:
 def render_log_entry(r: Report) -> str:
     """One ``reconcile-log.md`` entry in the seed's format (FORMATS.md §1.6)."""
     s = r.signals
-    out = ["---", "", f"## Reconcile: {r.ran_at.astimezone(dt.timezone.utc):%Y-%m-%d %H:%M:%S}",
+    out = ["---", "", f"## Reconcile: {r.ran_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}",
            "", f"**Trigger**: {r.trigger}",
            f"**Signal values**: tokens={s.estimated_tokens}, patterns={s.total_patterns}, "
            f"violations={s.context_budget_violations}, "
@@ -1179,7 +1176,7 @@ def insert_log_entry(existing: bytes | None, entry: str) -> bytes:
     if k > 0 and re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n$", lines[k - 1]):
         at = sum(len(x) for x in lines[: k - 1])
     head = existing[:at]
-    if head and not head.endswith(nl + nl) and not head == b"\xef\xbb\xbf":
+    if head and not head.endswith(nl + nl) and head != b"\xef\xbb\xbf":
         head += nl if head.endswith(b"\n") else nl + nl
     return head + body + nl + existing[at:]
 
@@ -1372,7 +1369,7 @@ def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> 
     if parent.exists() and not parent.is_dir():
         raise ToolkitError("is not a folder, so no backup can be made there", path=parent,
                            hint="Move it away so reconcile can create the .backups folder")
-    dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.timezone.utc):%Y-%m-%d-%H%M%S}")
+    dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.UTC):%Y-%m-%d-%H%M%S}")
     backup_files(sources, dest)
     return dest
 
@@ -1386,7 +1383,7 @@ def prune_backups(ledger_dir: Path, keep: Path, now: dt.datetime, settings: Sett
         m = _BACKUP_NAME.match(p.name)
         if not m or p.is_symlink() or not p.is_dir() or p == keep:
             continue
-        when = dt.datetime.strptime(m.group(1), "%Y-%m-%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
+        when = dt.datetime.strptime(m.group(1), "%Y-%m-%d-%H%M%S").replace(tzinfo=dt.UTC)
         found.append((when, p.name, p))
     found.sort(key=lambda f: (f[0], f[1]), reverse=True)
     removed: list[str] = []
@@ -1585,8 +1582,9 @@ def _session_log(cfg: Any, request: str | None, now: dt.datetime, force: bool,
 
     flags = [f"force={'yes' if force else 'no'}", f"category={category or 'all'}",
              f"judge={judge.name}"]
-    common = dict(subcommand="reconcile", request=request or "toolkit ledger reconcile",
-                  synthesized="reconcile: " + ", ".join(flags), now=now)
+    common: dict[str, Any] = dict(subcommand="reconcile",
+                                  request=request or "toolkit ledger reconcile",
+                                  synthesized="reconcile: " + ", ".join(flags), now=now)
     if report is not None and report.written:
         append_session_log(cfg.vault, event="reconcile applied",
                            outcome=f"{report.result}: {_counts(report)}",
@@ -1748,14 +1746,14 @@ def _fail(report: Report, exc: BaseException, written: list[_Written],
         report.warnings += warns
         if restored:
             report.notes.append(f"files restored from {report.backup}")
-    except Exception as rexc:  # noqa: BLE001 - say it, keep going
+    except Exception as rexc:  # say it, keep going
         report.warnings.append(f"restore failed: {_reason(rexc)}; copy the files back from "
                                f"{report.backup} by hand")
     try:
         warn = give_back_lock(ticket)
         if warn and not any(w.path == ticket.path for w in written):
             report.warnings.append(warn)
-    except Exception as lexc:  # noqa: BLE001
+    except Exception as lexc:
         report.warnings.append(f"could not release the lock: {_reason(lexc)}")
 
 
@@ -1788,5 +1786,5 @@ def _log(report: Report, timeout: float) -> None:
             new = insert_log_entry(snap.data if snap else None, render_log_entry(report))
             atomic_replace(snap if snap is not None else path, new, expected=snap)
         report.logged = True
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report.log_error = f"could not write {path.name}: {_reason(exc)}"

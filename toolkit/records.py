@@ -156,7 +156,9 @@ class SessionEvent:
     line: int
     seq: int  # position in the log, from 0
     time: str | None  # "HH:MM:SS" as written
-    kind: str  # started|resumed|ended|compacted|prompt|metric|file_change|skill|subagent_invoked|subagent_completed|workflow_start|other
+    # started|resumed|ended|compacted|prompt|metric|file_change|skill|subagent_invoked|
+    # subagent_completed|workflow_start|other
+    kind: str
     title: str
     body: str
     tool: str | None = None

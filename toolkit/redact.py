@@ -225,7 +225,8 @@ _CONTEXTUAL: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     # prose: "the password is hunter2", "password for the db was 'x'"
     ("password_in_prose", "pass", re.compile(
         r"(?<![\w-])(?:password|passphrase|passwd|passcode)"
-        r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[\w.@:/-]+){1,4}?)?[ \t]+(?:is|was|remains)[ \t]+(?:now[ \t]+|still[ \t]+|just[ \t]+)?"
+        r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[\w.@:/-]+){1,4}?)?[ \t]+(?:is|was|remains)[ \t]+"
+        r"(?:now[ \t]+|still[ \t]+|just[ \t]+)?"
         + _VALUE, _I)),
 )
 
@@ -277,8 +278,10 @@ def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
 _SIMPLE_GATES: dict[str, tuple[str, ...]] = {
     "github_token": ("gh", "github_pat_"), "gitlab_token": ("glpat-",), "npm_token": ("npm_",),
     "huggingface_token": ("hf_",), "stripe_key": ("k_live_", "k_test_"),
-    "google_api_key": ("aiza",), "aws_access_key_id": ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva",
-                          "abia", "acca"), "slack_token": ("xox", "xapp-"),
+    "google_api_key": ("aiza",),
+    "aws_access_key_id": ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "abia",
+                          "acca"),
+    "slack_token": ("xox", "xapp-"),
     "slack_webhook": ("hooks.slack.com",), "jwt": ("eyj",), "stripe_webhook_secret": ("whsec_",),
     "sendgrid_key": ("sg.",), "private_key": ("-----begin",),
 }

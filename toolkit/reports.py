@@ -135,7 +135,7 @@ def task_slugs(tasks: Iterable[str]) -> dict[str, str]:
     """Slug of each audit task's page ``audit/tasks/<slug>/``: ``slugify(task)``; when two
     tasks share a slug, ``-2``, ``-3``... in sorted task order."""
     ordered = sorted(set(tasks))
-    return dict(zip(ordered, unique_slugs(ordered, fallback="task")))
+    return dict(zip(ordered, unique_slugs(ordered, fallback="task"), strict=True))
 
 
 def task_path(slug: str) -> str:
@@ -151,7 +151,7 @@ def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str,
     count = Counter(slugify(s or "") for s in short_ids)
     out: dict[str, str] = {}
     used: set[str] = set()
-    for full, short in zip(ids, short_ids):
+    for full, short in zip(ids, short_ids, strict=True):
         slug = slugify(short or "", fallback="entry")
         if not short or count[slug] > 1 or slug in _SLOP_RESERVED:
             slug = slugify(full or "", fallback="entry")
@@ -573,7 +573,7 @@ def value_slugs(dim: str, values: Iterable[Any]) -> dict[tuple[str, Any], str]:
     ordered = sorted({v for v in values if v not in (None, "")}, key=str)
     names = ["none", *(str(v) for v in ordered)]
     slugs = unique_slugs(names, fallback="none")
-    out = {(dim, v): s for v, s in zip(ordered, slugs[1:])}
+    out = {(dim, v): s for v, s in zip(ordered, slugs[1:], strict=True)}
     out[(dim, None)] = out[(dim, "")] = "none"
     return out
 
@@ -627,9 +627,9 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
     first = d.today - dt.timedelta(days=DASHBOARD_DAYS - 1)
     days = [first + dt.timedelta(days=i) for i in range(DASHBOARD_DAYS)]
     by_day: dict[tuple[str, Any], int] = {}
-    for day, tier, n in d.day_tier:
-        by_day[(day, tier)] = n
-    audit_rows = []
+    for day_iso, tier, n in d.day_tier:
+        by_day[(day_iso, tier)] = n
+    audit_rows: list[tuple[Any, ...]] = []
     week_total = 0
     for day in days:
         counts = [by_day.get((day.isoformat(), t), 0) for t in AUDIT_TIERS]
@@ -667,7 +667,7 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
         path="index.md", title="Dashboard", nav=("Dashboard",), site_name=d.site_name, wide=True,
         today=d.today.isoformat(), last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
-        ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), ledger_rows + [totals]),
+        ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), [*ledger_rows, totals]),
         top_entries=top, slop_open=len(open_slop), slop_table=slop_table, slop_chart=slop_chart,
         audit_days=audit_days, audit_chart=audit_chart, audit_week_total=week_total,
         pending=pending_tbl, pending_total=len(pending), over_limit=over_tbl,
@@ -743,7 +743,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
               "and project quirks.",
         last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"),
-        files=Table(("File", "Entries", "High", "Medium", "Low"), rows + [total]),
+        files=Table(("File", "Entries", "High", "Medium", "Low"), [*rows, total]),
         categories=cat_table, confidences=conf_table, problems=len(malformed), chart=chart))
 
     def listing(entries: list[dict[str, Any]]) -> Table:
@@ -762,7 +762,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                               nav=("Ledger", LEDGER_TITLES[f]), search=False,
                               intro=f"Entries of {f}.md, in file order.",
                               table=listing(entries), up=Ref("Ledger", "ledger/index.md")))
-    rank = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
+    rank: dict[str | None, int] = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
 
     def by_rank(e: dict[str, Any]) -> tuple[Any, ...]:
         return (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
@@ -814,7 +814,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         if source_refl:
             fields.append(Field("Source reflections", source_refl))
         fields.append(Field("Entry form", {"A": "A (## heading and bullets)",
-                                           "B": "B (**Title:** fields)"}.get(e.get("form"),
+                                           "B": "B (**Title:** fields)"}.get(e.get("form") or "",
                                                                              e.get("form"))))
         tags = tuple(t for t in (e["file"], e.get("category"), e.get("confidence"))
                      if t in LEDGER_FILES or t in CATEGORIES or t in CONFIDENCES)
@@ -923,7 +923,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
              Ref(s["owner"], _dim_path("owner", s["owner"])) if s.get("owner") else None,
              age(s)) for s in entries], empty="No entries.")
 
-    sev_rank = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
+    sev_rank: dict[str | None, int] = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
 
     def order(s: dict[str, Any]) -> tuple[Any, ...]:
         return (s.get("status") not in OPEN_STATUSES, sev_rank.get(s.get("severity"), 9),
@@ -951,7 +951,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                 table=listing(entries), up=Ref(f"Slop {nav_label.lower()}",
                                                 f"slop/{dim}/index.md")))
 
-    bands = Counter()
+    bands: Counter[str] = Counter()
     aged = []
     for s in open_slop:
         a = age(s)
@@ -1052,7 +1052,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         for t in tiers])
     grid: dict[tuple[str, Any], int] = {(day, t): n for day, t, n in day_tier}
     days = [since + dt.timedelta(days=i) for i in range(STATS_DAYS)]
-    per_day_rows = []
+    per_day_rows: list[tuple[Any, ...]] = []
     for day in days:
         cells = [grid.get((day.isoformat(), t), 0) for t in tiers]
         per_day_rows.append((day.isoformat(), *cells, sum(cells)))
@@ -1130,8 +1130,9 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         appr_by_task[a["task"]].append(a)
     summary_rows = []
     for task in sorted(appr_by_task, key=str):
-        c = Counter(a["outcome"] for a in appr_by_task[task])
-        summary_rows.append((_task_ref(d, task), c["DEAD_END"], c["NO_GO"], c["WORKS"],
+        outcomes = Counter(a["outcome"] for a in appr_by_task[task])
+        summary_rows.append((_task_ref(d, task), outcomes["DEAD_END"], outcomes["NO_GO"],
+                             outcomes["WORKS"],
                              max(a["ts"] or "" for a in appr_by_task[task])))
     newest = sorted(d.approaches, key=lambda a: -a["id"])
 
@@ -1228,7 +1229,7 @@ def _session_pages(d: SiteData) -> list[Page]:
     pages: list[Page] = []
     names = [s["name"] for s in d.sessions]
     slugs = dict(zip(names, unique_slugs([n.removesuffix(".md") if n else n for n in names],
-                                         fallback="session")))
+                                         fallback="session"), strict=True))
     events: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for ev in d.events:
         events[ev["session"]].append(ev)

@@ -24,8 +24,9 @@ Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
 one file only; in a journaled set, ``after_journal`` before the first rename and
-``after_rename@<n>`` after the n-th) and wait there, so a test can SIGKILL it or edit the file. ``<release>`` is either a number of seconds to wait or a file path: the writer
-continues as soon as that file exists (default: 30 seconds).
+``after_rename@<n>`` after the n-th) and wait there, so a test can SIGKILL it or edit the file.
+``<release>`` is either a number of seconds to wait or a file path: the writer continues as
+soon as that file exists (default: 30 seconds).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -79,7 +81,7 @@ class FileSnapshot:
     _digest: list[str] = field(default_factory=list, repr=False)
 
     @property
-    def bytes(self) -> bytes:  # noqa: A003 - the name the issue uses
+    def bytes(self) -> bytes:  # the name the issue uses
         return self.data
 
     @property
@@ -104,7 +106,8 @@ class FileSnapshot:
                     f"file is {st.st_size / 1024 / 1024:.1f} MB, over the "
                     f"{limit / 1024 / 1024:.0f} MB limit",
                     path=given,
-                    hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
+                    hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in "
+                         "toolkit.yaml",
                 )
             # read what stat promises (+1 to notice growth) rather than a limit-sized buffer
             data = fh.read(st.st_size + 1)
@@ -234,7 +237,7 @@ class PreparedReplace:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
-            self.expected = expected if expected is not None else target
+            self.expected: FileSnapshot | None = expected if expected is not None else target
         else:
             self.path = Path(os.path.realpath(target))
             self.expected = expected
@@ -295,15 +298,11 @@ class PreparedReplace:
 
     def abort(self) -> None:
         if self.fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
             self.fd = None
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.tmp)
-        except OSError:
-            pass
 
 
 def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
@@ -321,7 +320,7 @@ def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
             failure.append(exc)
 
     jobs: list[Callable[[], None]] = [p.fsync for p in prepared]
-    jobs += [lambda d=d: _fsync_dir(d) for d in dirs]
+    jobs += [functools.partial(_fsync_dir, d) for d in dirs]
     threads = [threading.Thread(target=run, args=(job,), name="toolkit-fsync")
                for job in jobs[1:]]
     for t in threads:
@@ -409,7 +408,8 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
 
     files = []
     sums = journal.backup_sums or [None] * len(items)
-    for p, (_, data, expected), backup, bsum in zip(prepared, items, journal.backups, sums):
+    for p, (_, data, expected), backup, bsum in zip(prepared, items, journal.backups, sums,
+                                                    strict=True):
         old = expected.sha256 if expected is not None else _sha256_of(p.path)
         if backup is not None and bsum is None:
             bsum = _sha256_of(backup)
@@ -574,18 +574,19 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
         else:
             raise ConflictError("an interrupted edit cannot be finished or undone: this file "
                                 "changed since", path=target, hint=hint)
-    replaced = [str(f[0]) for f, st in zip(files, states) if st == "new"]
-    temps_whole = all(_sha256_of(temp) == new for (_, temp, _, _, new), st in zip(files, states)
+    replaced = [str(f[0]) for f, st in zip(files, states, strict=True) if st == "new"]
+    temps_whole = all(_sha256_of(temp) == new
+                      for (_, temp, _, _, new), st in zip(files, states, strict=True)
                       if st == "old")
     complete = not rollback and bool(replaced) and temps_whole
     if complete:
-        for (target, temp, _, _, _), st in zip(files, states):
+        for (target, temp, _, _, _), st in zip(files, states, strict=True):
             if st == "old":
                 os.replace(temp, target)
     else:
         undo = [(target, backup, old) for (target, _, backup, old, _), st, bsum
-                in zip(files, states, backup_sums) if st == "new"]
-        for (target, _, backup, old, _), st, bsum in zip(files, states, backup_sums):
+                in zip(files, states, backup_sums, strict=True) if st == "new"]
+        for (target, _, backup, old, _), st, bsum in zip(files, states, backup_sums, strict=True):
             if st == "new" and old is not None and (
                     backup is None or bsum is None or _sha256_of(backup) != bsum):
                 raise ConflictError("an interrupted edit cannot be undone: the backup of this "
@@ -699,7 +700,7 @@ def backup_files(sources: Sequence[FileSnapshot | Path], dest_dir: Path, *,
     out: list[Path] = []
     try:
         expected: dict[Path, str] = {}
-        for src, name in zip(sources, names):
+        for src, name in zip(sources, names, strict=True):
             dst = dest_dir / name
             if isinstance(src, FileSnapshot) and link and _link_backup(src, dst):
                 expected[dst] = ""  # verified by inode

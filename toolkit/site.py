@@ -42,7 +42,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -482,25 +482,25 @@ def site_name_for(cfg: Config) -> str:
     return f"Agent Ledger: {name}"
 
 
-def build_time_from(value: str | None, env: dict[str, str] | None = None) -> dt.datetime:
+def build_time_from(value: str | None, env: Mapping[str, str] | None = None) -> dt.datetime:
     """The build time: ``--build-time`` (ISO date/time or Unix seconds), else
     ``SOURCE_DATE_EPOCH``, else now (UTC)."""
     env = os.environ if env is None else env
     raw = value if value is not None else env.get("SOURCE_DATE_EPOCH")
     origin = "--build-time" if value is not None else "SOURCE_DATE_EPOCH"
     if raw is None or raw == "":
-        return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        return dt.datetime.now(dt.UTC).replace(microsecond=0)
     raw = raw.strip()
     try:
         if re.fullmatch(r"\d+", raw):
-            return dt.datetime.fromtimestamp(int(raw), dt.timezone.utc)
+            return dt.datetime.fromtimestamp(int(raw), dt.UTC)
         parsed = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except (ValueError, OverflowError, OSError):
         raise UsageError(f"{origin}: {raw!r} is not a time; use Unix seconds or "
                          "YYYY-MM-DDTHH:MM:SS") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
 
 
 def check_output_folder(out: Path) -> None:
@@ -693,10 +693,9 @@ def _record_build(cfg: Config, site: Path, redacted: bool) -> None:
     with contextlib.suppress(OSError):
         if path.read_bytes() == text:
             return
-    try:
+    # the site is built; only the warning in handoff/publish depends on the record
+    with contextlib.suppress(OSError, ToolkitError):
         atomic_replace(path, text)
-    except (OSError, ToolkitError):
-        pass  # the site is built; only the warning in handoff/publish depends on the record
 
 
 def site_redaction_warning(cfg: Config) -> str | None:
@@ -804,7 +803,7 @@ def _prune_cache(folder: Path, keep: set[str]) -> None:
 def _remove_unexpected(docs: Path, expected: set[str]) -> None:
     """Files in the docs folder that no page produced (left by an older toolkit or a crash)."""
     root = str(docs)
-    for folder, dirs, names in os.walk(root, topdown=False):
+    for folder, _dirs, names in os.walk(root, topdown=False):
         rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
         prefix = "" if rel_dir == "." else rel_dir + "/"
         for name in names:
@@ -938,7 +937,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
 
     run = _Run()
 
-    class _Tracker(BasePlugin):  # type: ignore[type-arg]
+    class _Tracker(BasePlugin):
         def on_files(self, files: Any, *, config: Any) -> Any:
             # page.url (what the search index holds) is '' for the home page, file.url './'
             run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url)
@@ -1026,7 +1025,7 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
         raise ToolkitError(f"no site at {site}", hint="Run `toolkit build-site` first")
 
     class Handler(SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     handler = functools.partial(Handler, directory=str(site))
@@ -1042,5 +1041,16 @@ def content_dataclasses(content: SiteContent) -> list[type]:
     return sorted({type(p) for p in content.pages}, key=lambda t: t.__name__)
 
 
-__all__ = ["BuildResult", "build_site", "site_redaction_warning", "md_escape", "md_block", "safe_url", "html_title",
-           "relative_link", "make_nav", "make_server", "build_time_from"]
+__all__ = [
+    "BuildResult",
+    "build_site",
+    "build_time_from",
+    "html_title",
+    "make_nav",
+    "make_server",
+    "md_block",
+    "md_escape",
+    "relative_link",
+    "safe_url",
+    "site_redaction_warning",
+]

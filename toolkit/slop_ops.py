@@ -96,11 +96,11 @@ def rfc3339(now: dt.datetime | None = None) -> str:
     if now is None:
         ns = time.time_ns()
         seconds, frac_ns = divmod(ns, 1_000_000_000)
-        base = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+        base = dt.datetime.fromtimestamp(seconds, dt.UTC)
     else:
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
-        base = now.astimezone(dt.timezone.utc)
+        base = now.astimezone(dt.UTC)
         frac_ns = base.microsecond * 1000
         base = base.replace(microsecond=0)
     text = base.strftime("%Y-%m-%dT%H:%M:%S")
@@ -141,7 +141,7 @@ def age_days(entry: SlopEntry, today: dt.date) -> int | None:
     created = parse_timestamp(entry.created_at)
     if created is None:
         return None
-    return (today - created.astimezone(dt.timezone.utc).date()).days
+    return (today - created.astimezone(dt.UTC).date()).days
 
 
 # --------------------------------------------------------------------------- reading
@@ -181,7 +181,7 @@ class SlopFilter:
             if q not in e.title.lower() and q not in e.description.lower():
                 return False
         if self.older_than is not None:
-            age = age_days(e, self.today or dt.datetime.now(dt.timezone.utc).date())
+            age = age_days(e, self.today or dt.datetime.now(dt.UTC).date())
             if age is None or age <= self.older_than:
                 return False
         return True
@@ -286,7 +286,7 @@ def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
     """
     from toolkit.redact import redact
 
-    when = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    when = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     heading = title if title is not None else EXPORT_TITLE
     out = [f"# {heading}\n\n",
            f"_Generated at {when.strftime('%Y-%m-%d %H:%M UTC')} — {len(entries)} entries_\n\n"]
@@ -452,7 +452,7 @@ class _WriteSession:
             raise ConflictError("changed on disk since it was read; nothing written",
                                 path=self.path,
                                 hint="Run the command again to work on the current version")
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         backups = safewrite.backup_files(
             [self.snapshot], safewrite.unique_dir(self.path.parent / ".backups", stamp))
         safewrite.atomic_replace(self.snapshot, data, expected=self.snapshot)

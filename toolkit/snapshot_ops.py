@@ -6,7 +6,8 @@ Restoring follows ``/restore N``: check out the snapshot's tree into the workspa
 (``git checkout <sha> -- :/`` with the side repo as ``--git-dir`` and the workspace as
 ``--work-tree``), delete the files that are in the workspace now but not in that tree, remove
 directories left empty, and never move the side repo's HEAD. (The deletions run first, so a
-path that is a file now and a folder in the snapshot, or the reverse, restores cleanly.) "Files in the workspace now" means
+path that is a file now and a folder in the snapshot, or the reverse, restores cleanly.)
+"Files in the workspace now" means
 the files the side repo tracks or would track: its HEAD tree plus every file ``git add -A``
 would pick up (its ``info/exclude`` and the workspace's ``.gitignore`` files are honoured);
 ``.git`` is never touched, nor the toolkit's own state folder. The checkout uses a throw-away
@@ -28,7 +29,9 @@ Refused paths are listed with their reason, and the counts are what was really d
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import os
 import shutil
 import stat
@@ -153,7 +156,7 @@ def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
     steps = []
     if start is None:
         steps.append(Step(None, first, snap.diff_trees(repo, None, first.sha)))
-    for a, b in zip(inner, inner[1:]):
+    for a, b in itertools.pairwise(inner):
         steps.append(Step(a, b, snap.diff_trees(repo, a.sha, b.sha)))
     end = last
     files = snap.diff_trees(repo, start.sha if start else None, end.sha)
@@ -206,7 +209,7 @@ def _dotgit_like(name: str, want: str, short: str) -> bool:
     for part in name.split("\\"):
         folded = "".join(ch for ch in part if ord(ch) not in _HFS_IGNORED)
         folded = unicodedata.normalize("NFC", folded).casefold().rstrip(". ")
-        if folded == want or folded == short or folded.startswith(want + ":"):
+        if folded in (want, short) or folded.startswith(want + ":"):
             return True
     return False
 
@@ -332,10 +335,8 @@ def user_repo_changes(workspace: Path, protected: list[str]) -> tuple[Path | Non
                       what=top)
     lines = []
     ws_rel = ""
-    try:
+    with contextlib.suppress(ValueError):
         ws_rel = workspace.resolve().relative_to(top.resolve()).as_posix()
-    except ValueError:
-        pass
     skip = [f"{ws_rel}/{p}".lstrip("/") if ws_rel not in ("", ".") else p for p in protected]
     for rec in st.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if len(rec) < 4:

@@ -47,7 +47,8 @@ CREATE TABLE _problems (source VARCHAR, path VARCHAR, line INTEGER, message VARC
 
 CREATE TABLE ledger_entries (
     entry_id VARCHAR,             -- stable id: <file>/<slug of title>[-n]
-    file VARCHAR,                 -- patterns, antipatterns, tool-preferences, edge-cases, project-quirks
+    file VARCHAR,                 -- patterns, antipatterns, tool-preferences, edge-cases,
+                                  -- project-quirks
     title VARCHAR,                -- NULL when the entry has no title (see problems)
     date DATE,                    -- the entry's Date (NULL when missing or not YYYY-MM-DD)
     date_raw VARCHAR,
@@ -62,7 +63,8 @@ CREATE TABLE ledger_entries (
     path VARCHAR, line INTEGER,   -- where the entry's title is
     position INTEGER);            -- order within its file, from 0
 CREATE TABLE ledger_meta (
-    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger', 'smith-init' or NULL (missing/unreadable)
+    meta_schema VARCHAR,          -- 'reflect', 'smith-ledger', 'smith-init' or NULL
+                                  -- (missing/unreadable)
     last_reflection VARCHAR, total_reflections INTEGER,
     meta_yaml JSON, meta_json JSON, smith_config JSON,
     estimated_tokens INTEGER, total_patterns INTEGER, last_reconcile VARCHAR,
@@ -232,7 +234,8 @@ class Store:
             "SELECT count(*) FROM information_schema.tables WHERE table_name = '_migrations'")
         if not exists:
             return []
-        return [r[0] for r in self.conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
+        return [r[0] for r in
+                self.conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
 
     def migrate(self) -> list[str]:
         """Apply pending migrations, each with its record in one transaction."""
@@ -264,7 +267,7 @@ class Store:
     def fetch_dicts(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
                     ) -> list[dict[str, Any]]:
         cols, rows = self.fetch(sql, params)
-        return [dict(zip(cols, r)) for r in rows]
+        return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         rows = self.conn.execute(sql, params or []).fetchall()  # drain: DuckDB 2 keeps
@@ -729,4 +732,4 @@ def _first_line(exc: BaseException) -> str:
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)

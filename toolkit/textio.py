@@ -333,10 +333,11 @@ def load_yaml(text: str, path: Path | str) -> Any:
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:
                     raise DataError(
-                        f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible alias bomb",
+                        f"more than {MAX_YAML_ALIASES} YAML aliases; "
+                        "refusing a possible alias bomb",
                         path=path,
                     )
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_SafeLoader)  # SafeLoader subclass
         if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
             raise DataError("YAML aliases expand to too many values; refusing a possible "
                             "alias bomb", path=path)
@@ -406,7 +407,8 @@ def check_json_depth(text: str, path: Path | str) -> None:
         deep = _depth_ok(text)
         if deep is not None:
             line = text.count("\n", 0, deep) + 1
-            raise DataError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", path=path, line=line)
+            raise DataError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", path=path,
+                            line=line)
 
 
 def load_json(text: str, path: Path | str) -> Any:

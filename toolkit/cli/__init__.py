@@ -15,23 +15,34 @@ import click
 
 from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
 
-# name -> "module:attribute". Keep sorted by name; one line per command or group.
+# name -> ("module:attribute", short help). Keep sorted by name; one entry per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "audit": ("toolkit.cli.audit:audit", "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
-    "build-site": ("toolkit.cli.site:build_site", "Build the browsable static site (MkDocs Material) of everything in the store."),
-    "demo": ("toolkit.cli.data:demo", "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
-    "export": ("toolkit.cli.data:export", "Export every table as hive-partitioned Parquet (by project and table)."),
+    "audit": ("toolkit.cli.audit:audit",
+              "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
+    "build-site": ("toolkit.cli.site:build_site",
+                   "Build the browsable static site (MkDocs Material) of everything in the store."),
+    "demo": ("toolkit.cli.data:demo",
+             "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
+    "export": ("toolkit.cli.data:export",
+               "Export every table as hive-partitioned Parquet (by project and table)."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
-    "ledger": ("toolkit.cli.ledger:ledger", "Smith Ledger: dashboard, list, show, search, export, prune, promote, demote, reset."),
+    "ledger": ("toolkit.cli.ledger:ledger",
+               "Smith Ledger: dashboard, list, show, search, export, prune, promote, demote, "
+               "reset."),
     "load": ("toolkit.cli.data:load", "Load every source into the DuckDB store (incremental)."),
-    "mcp": ("toolkit.cli.mcp:mcp", "Serve nagi-ledger's MCP tools (plus ledger and slop search) over stdio."),
-    "publish": ("toolkit.cli.publish:publish", "Publish the handoff report as one GitHub issue, kept up to date."),
+    "mcp": ("toolkit.cli.mcp:mcp",
+            "Serve nagi-ledger's MCP tools (plus ledger and slop search) over stdio."),
+    "publish": ("toolkit.cli.publish:publish",
+                "Publish the handoff report as one GitHub issue, kept up to date."),
     "query": ("toolkit.cli.data:query", "Run one read-only SELECT against the store."),
     "schema": ("toolkit.cli.data:schema", "Show the store's tables and columns."),
     "serve": ("toolkit.cli.site:serve", "Preview the built site on a local web server."),
-    "slop": ("toolkit.cli.slop:slop", "CodeSmith slop ledger: summary, query, append, update, repair, redacted export."),
-    "snapshots": ("toolkit.cli.snapshots:snapshots", "CodeSmith turn snapshots: list, what a turn changed, restore."),
-    "status": ("toolkit.cli.data:status", "What was found, rows per table, warnings with file:line."),
+    "slop": ("toolkit.cli.slop:slop",
+             "CodeSmith slop ledger: summary, query, append, update, repair, redacted export."),
+    "snapshots": ("toolkit.cli.snapshots:snapshots",
+                  "CodeSmith turn snapshots: list, what a turn changed, restore."),
+    "status": ("toolkit.cli.data:status",
+               "What was found, rows per table, warnings with file:line."),
 }
 
 
@@ -86,7 +97,8 @@ def _fail(exc: ToolkitError) -> None:
                                               "max_content_width": 100})
 @click.version_option(package_name="agent-ledger-toolkit", prog_name="toolkit")
 @click.option("--project", type=click.Path(file_okay=False), default=None,
-              help="Project root (default: the nearest folder above with .smith/vault or toolkit.yaml).")
+              help="Project root (default: the nearest folder above with .smith/vault or "
+                   "toolkit.yaml).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Settings file (default: toolkit.yaml at the project root).")
 @click.option("--db", type=click.Path(dir_okay=False), default=None,
@@ -94,7 +106,8 @@ def _fail(exc: ToolkitError) -> None:
 @click.option("--vault", type=click.Path(file_okay=False), default=None,
               help="Smith vault folder (default: .smith/vault at the project root).")
 @click.option("--slop", type=click.Path(dir_okay=False), default=None,
-              help="CodeSmith slop ledger JSON (default: $CODESMITH_HOME/slop_ledger/slop_ledger.json).")
+              help="CodeSmith slop ledger JSON (default: "
+                   "$CODESMITH_HOME/slop_ledger/slop_ledger.json).")
 @click.option("--audit-db", type=click.Path(dir_okay=False), default=None,
               help="nagi-ledger audit DB (default: $NAGI_LEDGER_DB or ~/.nagi/ledger.db).")
 @click.option("--audit-json", type=click.Path(dir_okay=False), default=None,
@@ -102,7 +115,8 @@ def _fail(exc: ToolkitError) -> None:
 @click.option("--goal-file", type=click.Path(dir_okay=False), default=None,
               help="nagi-ledger's active goal (default: $NAGI_GOAL_FILE or ~/.nagi/goal.json).")
 @click.option("--goal-history", type=click.Path(dir_okay=False), default=None,
-              help="nagi-ledger's goal history (default: $NAGI_GOAL_HISTORY or ~/.nagi/goal_history.jsonl).")
+              help="nagi-ledger's goal history "
+                   "(default: $NAGI_GOAL_HISTORY or ~/.nagi/goal_history.jsonl).")
 @click.option("--snapshots-home", type=click.Path(file_okay=False), default=None,
               help="CodeSmith snapshots folder (default: ~/.codesmith/snapshots).")
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,

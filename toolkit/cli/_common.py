@@ -93,10 +93,11 @@ def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str)
 
     rows = [list(r) for r in rows]
     if fmt == "json":
-        return json.dumps([dict(zip(columns, r)) for r in rows], indent=2, ensure_ascii=False,
-                          default=str)
+        return json.dumps([dict(zip(columns, r, strict=False)) for r in rows], indent=2,
+                          ensure_ascii=False, default=str)
     if fmt == "jsonl":
-        return "\n".join(json.dumps(dict(zip(columns, r)), ensure_ascii=False, default=str)
+        return "\n".join(json.dumps(dict(zip(columns, r, strict=False)), ensure_ascii=False,
+                                    default=str)
                          for r in rows)
     if fmt == "csv":
         buf = io.StringIO()
@@ -117,10 +118,10 @@ def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str)
 
     widths = [cell_len(c) for c in columns]
     for r in cells:
-        widths = [max(w, cell_len(c)) for w, c in zip(widths, r)]
-    line = "  ".join(pad(c, w) for c, w in zip(columns, widths))
+        widths = [max(w, cell_len(c)) for w, c in zip(widths, r, strict=False)]
+    line = "  ".join(pad(c, w) for c, w in zip(columns, widths, strict=False))
     sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(pad(c, w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    body = ["  ".join(pad(c, w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
     return "\n".join([line.rstrip(), sep, *body])
 
 

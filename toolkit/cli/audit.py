@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import click
@@ -115,10 +116,8 @@ def log_action(description: str, tier: str, category: str, project: str | None,
     from toolkit.audit_ops import log_action as do
 
     tier_value: Any = tier
-    try:
+    with contextlib.suppress(ValueError):
         tier_value = int(tier.strip())
-    except ValueError:
-        pass
     cfg = get_config()
     result = do(cfg.audit_db, tier_value, category, description, project)
     if as_json:

@@ -163,8 +163,8 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
 def export(fmt: str, out: str, project_name: str | None) -> None:
     """Export every table as hive-partitioned Parquet (by project and table).
 
-    The layout OUT/project_name=<name>/table_name=<table>/*.parquet is what DuckDB, Spark or Trino read
-    directly, e.g. in DuckDB:
+    The layout OUT/project_name=<name>/table_name=<table>/*.parquet is what DuckDB, Spark or
+    Trino read directly, e.g. in DuckDB:
     SELECT * FROM read_parquet('OUT/*/*/*.parquet', hive_partitioning = true).
     """
     from toolkit.cli._common import open_store

@@ -112,7 +112,7 @@ def _render_report(report: Report) -> None:
         click.echo("Reconcile is disabled (ledger.reconcile.enabled is false in "
                    ".smith/config.json); nothing done.")
         return
-    if report.result is None and not report.dry_run or (
+    if (report.result is None and not report.dry_run) or (
             report.dry_run and not report.decision.run):
         click.echo(report.decision.reason)
         return
@@ -127,7 +127,7 @@ def _render_report(report: Report) -> None:
     if report.dry_run:
         click.echo("Dry run: nothing was changed. Ledger reconciliation would do:")
         click.echo("\n".join(body + _lists(report)))
-        for name, diff in report.diffs.items():
+        for diff in report.diffs.values():
             click.echo("")
             click.echo(_t_diff(diff), nl=False)
         if not report.diffs:
@@ -137,7 +137,7 @@ def _render_report(report: Report) -> None:
              "PARTIAL": "Ledger reconciliation complete, with warnings (PARTIAL).",
              "FAILED": "Ledger reconciliation FAILED."}[report.result or "FAILED"]
     click.echo(title)
-    click.echo("\n".join(body + [f"- Backup: {report.backup or 'none'}"] + _lists(report)))
+    click.echo("\n".join([*body, f"- Backup: {report.backup or 'none'}", *_lists(report)]))
     click.echo(f"\nResult: {report.result}")
 
 

@@ -42,7 +42,8 @@ def _prepare_demo(demo_dir: Path) -> Any:
     demo_dir = demo_dir.expanduser().resolve()
     if demo_dir.exists():
         if not demo_dir.is_dir():
-            raise UsageError(f"{demo_dir} is a file, not a folder", hint="Choose another --demo-dir")
+            raise UsageError(f"{demo_dir} is a file, not a folder",
+                             hint="Choose another --demo-dir")
         if any(demo_dir.iterdir()):
             if not (demo_dir / DEMO_MARKER).is_file():
                 raise UsageError(f"{demo_dir} is not empty and is not a demo written by "
@@ -106,7 +107,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     any static file server.
     """
     from toolkit.cli._common import open_store
-    from toolkit.site import build_site as build, build_time_from
+    from toolkit.site import build_site as build
+    from toolkit.site import build_time_from
 
     when = build_time_from(build_time)
     if demo:

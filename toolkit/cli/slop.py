@@ -96,7 +96,7 @@ def _export_now() -> dt.datetime | None:
     if not epoch:
         return None
     try:
-        return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc)
+        return dt.datetime.fromtimestamp(int(epoch), dt.UTC)
     except ValueError:
         raise UsageError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") \
             from None
@@ -190,14 +190,14 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
                     click.echo("  " + visible(first, single_line=True))
     else:
         columns = ["id", "bucket", "severity", "confidence", "status", "owner", "age", "title"]
-        rows = [[e.short_id, e.bucket, e.severity, e.confidence, e.status, e.owner,
-                 age_days(e, today), e.title] for e in result.entries]
+        cells = [[e.short_id, e.bucket, e.severity, e.confidence, e.status, e.owner,
+                  age_days(e, today), e.title] for e in result.entries]
         if not sf.entries and fmt == "table":
             click.echo("Slop ledger is empty.")
         elif not result.entries and fmt == "table":
             click.echo("No matching slop ledger entries.")
         else:
-            echo_text(render_rows(columns, rows, fmt))
+            echo_text(render_rows(columns, cells, fmt))
     if result.matched > len(result.entries):
         click.echo(f"Showing {len(result.entries)} of {result.matched} matching entries "
                    "(--limit 0 shows all).", err=True)
@@ -391,7 +391,7 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     flt = _make_filter(None, **filters)
     sf = _load()
     entries = query(sf.entries, flt).entries
-    now = _export_now() or dt.datetime.now(dt.timezone.utc)
+    now = _export_now() or dt.datetime.now(dt.UTC)
     text = export_markdown(entries, title=title, now=now)
     _warn_problems(sf, full=False)
     if output is not None:

@@ -11,7 +11,7 @@ from toolkit.cli._common import echo_json, get_config
 
 
 def _when(unix: int) -> str:
-    return dt.datetime.fromtimestamp(unix, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _label(text: str) -> str:
@@ -46,7 +46,8 @@ def snapshots(ctx: click.Context, workspace: str | None) -> None:
         ctx.invoke(list_cmd)
 
 
-@snapshots.command("list", short_help="List snapshots, newest first, numbered from 1 (the default).")
+@snapshots.command("list",
+                   short_help="List snapshots, newest first, numbered from 1 (the default).")
 @click.option("--limit", type=click.IntRange(1), default=10, show_default=True,
               help="Show at most this many (the newest), as /restore does.")
 @click.option("--all", "show_all", is_flag=True, help="Show every snapshot.")

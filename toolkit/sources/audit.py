@@ -144,7 +144,8 @@ def stream_select(table: str, present: list[str]) -> tuple[str, list[str]]:
             sel.append(f'NULL AS "{c}"')
             rebuild.append(f'CAST(NULL AS VARCHAR) AS "{c}"')
         elif c in NULLABLE_TEXT:
-            sel.append(f'"{c}" IS NULL AS "{c}__null", coalesce(CAST("{c}" AS TEXT), \'\') AS "{c}"')
+            sel.append(f'"{c}" IS NULL AS "{c}__null", '
+                       f'coalesce(CAST("{c}" AS TEXT), \'\') AS "{c}"')
             cast = "TRY_CAST({} AS TIMESTAMP)" if c.endswith("_ts") else "{}"
             rebuild.append(f'CASE WHEN "{c}__null" = 1 THEN NULL ELSE '
                            f'{cast.format(chr(34) + c + chr(34))} END AS "{c}"')

@@ -199,7 +199,8 @@ def folder_time(name: str) -> dt.datetime | None:
     if not m:
         return None
     try:
-        return dt.datetime(*(int(g) for g in m.groups()))
+        year, month, day, hour, minute, second = (int(g) for g in m.groups())
+        return dt.datetime(year, month, day, hour, minute, second)
     except ValueError:
         return None
 
@@ -228,7 +229,7 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None) -> Fo
         contents[oid] = data
     ts = folder_time(name) if source != "working" else None
     if ts is None and newest:
-        ts = dt.datetime.fromtimestamp(newest, dt.timezone.utc).replace(tzinfo=None,
+        ts = dt.datetime.fromtimestamp(newest, dt.UTC).replace(tzinfo=None,
                                                                         microsecond=0)
         if source != "working":
             problems.append(Problem("history", str(path), None,

@@ -17,10 +17,10 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 from __future__ import annotations
 
 import datetime as dt
-from itertools import accumulate
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,14 @@ from toolkit.records import (
 from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
 
 BOM = b"\xef\xbb\xbf"
-_FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)[ \t]*(.*?)[ \t]*\r?$")
+_FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
+                    rb"[ \t]*(.*?)[ \t]*\r?$")
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SECTION_NAMES = {"context", "pattern", "evidence", "related"}
-_FIELD_S = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)[ \t]*",
-                      re.MULTILINE)
+_FIELD_S = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
+                      r"[ \t]*", re.MULTILINE)
 _SECTION_HEAD = re.compile(r"^### (.*)$", re.MULTILINE)
 _INTERESTING = frozenset(b"#*`~- \t")  # first bytes of lines that can matter in pass 1
 
@@ -170,8 +171,8 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     spath = str(path)
     for idx, (ti, form) in enumerate(starts):
         nxt_start = block_start[idx + 1] if idx + 1 < len(starts) else nlines
-        end_line = block_end_hint[idx] if block_end_hint[idx] is not None else nxt_start
-        end_line = min(end_line, nxt_start) if block_end_hint[idx] is not None else nxt_start
+        hint = block_end_hint[idx]
+        end_line = min(hint, nxt_start) if hint is not None else nxt_start
         # Content lines: title .. end, without a closing separator and trailing blanks.
         body_end = end_line
         while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):
@@ -568,8 +569,10 @@ def read_reconcile_log(path: Path) -> tuple[list[ReconcileRun], list[Problem]]:
 _LEGACY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{6}$")
 _EVENT_HEAD = re.compile(r"^### \[(\d{2}:\d{2}:\d{2})\] (.*)$")
 _TOP_HEAD = re.compile(r"^## (Started|Resumed|Ended): (.*)$")
-_METRIC = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*([^*]+)\*\* in:(\d+) out:(\d+) total:(\d+)(?: \((.*)\))?\s*$")
-_FILE_CHANGE = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*(Edit|Write|MultiEdit|NotebookEdit)\*\* `(.*)`\s*$")
+_METRIC = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` \*\*([^*]+)\*\* "
+                     r"in:(\d+) out:(\d+) total:(\d+)(?: \((.*)\))?\s*$")
+_FILE_CHANGE = re.compile(r"^- `\[(\d{2}:\d{2}:\d{2})\]` "
+                          r"\*\*(Edit|Write|MultiEdit|NotebookEdit)\*\* `(.*)`\s*$")
 
 
 def _split_frontmatter(text: str) -> tuple[str | None, str, int]:
@@ -636,7 +639,8 @@ def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]
         body_text = "\n".join(cur["body"]).strip()
         flds = []
         for bl in cur["body"]:
-            m = _BOLD_KV.match(bl.strip()) or re.match(r"^\*\*([A-Za-z ]+):\*\*\s*(.*)$", bl.strip())
+            m = (_BOLD_KV.match(bl.strip())
+                 or re.match(r"^\*\*([A-Za-z ]+):\*\*\s*(.*)$", bl.strip()))
             if m:
                 flds.append((m.group(1).strip(), m.group(2).strip()))
         target = None

@@ -132,11 +132,11 @@ def list_snapshots(git_dir: Path, max_count: int | None = None) -> list[Snapshot
     out = git(git_dir, "log", "--pretty=format:%H%x09%P%x09%at%x09%T%x09%s", "--no-color")
     rows = []
     for line in out.splitlines():
-        sha, parents, at, tree, label = (line.split("\t", 4) + ["", "", "", ""])[:5]
+        sha, parents, at, tree, label = [*line.split("\t", 4), "", "", "", ""][:5]
         rows.append((sha, parents, at, tree, label))
     keys = snapshot_keys([(r[4], r[3]) for r in reversed(rows)])[::-1]
     snaps: list[Snapshot] = []
-    for pos, ((sha, parents, at, tree, label), key) in enumerate(zip(rows, keys), 1):
+    for pos, ((sha, parents, at, tree, label), key) in enumerate(zip(rows, keys, strict=True), 1):
         kind, turn, call_id, snippet = parse_label(label)
         snaps.append(Snapshot(sha=sha, position=pos, time=int(at or 0), label=label, kind=kind,
                               turn=turn, call_id=call_id, snippet=snippet,
@@ -159,7 +159,7 @@ def diff_trees(git_dir: Path, old: str | None, new: str) -> list[SnapshotFile]:
     for rec in numstat.split("\0"):
         if not rec:
             continue
-        added, deleted, path = (rec.split("\t", 2) + ["", ""])[:3]
+        added, deleted, path = [*rec.split("\t", 2), "", ""][:3]
         files.append(SnapshotFile(
             sha=new, path=path, status=kinds.get(path, "M"),
             added=int(added) if added.isdigit() else None,

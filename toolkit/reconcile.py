@@ -61,8 +61,8 @@ from toolkit.ledger.vault import (
     Written,
     count_words,
     give_back_json_lock,
-    holder_id,
     iso_z,
+    judge_lock,
     lock_path,
     lock_timeout,
     now_for,
@@ -183,8 +183,8 @@ def load_settings(smith_config: Path, meta_config: dict[str, Any] | None = None)
 
 def lock_blocks(holder: LockHolder | None, now: dt.datetime) -> bool:
     """A ``.meta.json`` lock stops a run when it is fresh (under 10 minutes old) and its holder
-    is not a toolkit run on this host whose process is gone (the editor's rule)."""
-    return holder is not None and holder.fresh(now) and not holder.dead_toolkit_run()
+    is not a toolkit run on this host whose process is gone (the vault's rule, judge_lock)."""
+    return judge_lock(holder, now, force=False)[0]
 
 
 @dataclass(frozen=True)
@@ -1183,18 +1183,14 @@ def check_lock(meta_json: dict[str, Any] | None, path: Path, now: dt.datetime, *
     """Phase 0's check: BusyError (exit 75, naming the holder) for a lock that blocks (see
     :func:`lock_blocks`) unless ``force``; otherwise the notes for the log."""
     holder = read_lock_field(meta_json)
-    if holder is None or holder.pid == holder_id():
-        return []
-    if holder.dead_toolkit_run():
-        return [f"lock left by a run that was killed ({holder.describe(now)}) taken over"]
-    if not holder.fresh(now):
-        return [f"stale lock taken over: held by {holder.describe(now)}"]
-    if not force:
+    blocks, note = judge_lock(holder, now, force=force)
+    if blocks:
+        assert holder is not None
         raise BusyError(f"Reconciliation already in progress: locked by {holder.describe(now)}",
                         path=path,
                         hint="Wait for it to finish (the lock expires after 10 minutes), or "
                              "use --force if that run is dead")
-    return [f"--force: overrode the lock held by {holder.describe(now)}"]
+    return [note] if note else []
 
 
 def _new_meta_json() -> dict[str, Any]:

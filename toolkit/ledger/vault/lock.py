@@ -119,6 +119,23 @@ def read_lock_field(meta_json: dict[str, Any] | None) -> LockHolder | None:
 
 
 
+def judge_lock(holder: LockHolder | None, now: dt.datetime, *, force: bool
+               ) -> tuple[bool, str | None]:
+    """The one rule for a ``.meta.json`` lock found by a writer: (does it block, the note to
+    show). Ours or none: no. A toolkit run on this host whose process is gone, or a lock
+    older than 10 minutes: taken over, with a note. A fresh lock of another holder blocks,
+    unless ``force`` overrides it (with a note)."""
+    if holder is None or holder.pid == holder_id():
+        return False, None
+    if holder.dead_toolkit_run():
+        return False, f"lock left by a run that was killed ({holder.describe(now)}) taken over"
+    if not holder.fresh(now):
+        return False, f"stale lock taken over: held by {holder.describe(now)}"
+    if force:
+        return False, f"--force: overrode the lock held by {holder.describe(now)}"
+    return True, None
+
+
 # --------------------------------------------------------------------------- a run-long lock
 
 

@@ -122,6 +122,7 @@ from toolkit.ledger.vault.locate import locate_entries, title_matches
 from toolkit.ledger.vault.lock import (
     holder_id,
     iso_z,
+    judge_lock,
     lock_path,
     lock_timeout,
     now_for,
@@ -444,15 +445,10 @@ class EditorSession:
             if holder is None or holder.pid == holder_id():
                 return
             now = self.now()
-            if holder.dead_toolkit_run():
-                self.notes.append(f"lock left by a run that was killed ({holder.describe(now)}) "
-                                  "taken over")
-                return
-            if not holder.fresh(now):
-                self.notes.append(f"stale lock taken over: held by {holder.describe(now)}")
-                return
-            if self.force:
-                self.notes.append(f"--force: overrode the lock held by {holder.describe(now)}")
+            blocks, note = judge_lock(holder, now, force=self.force)
+            if not blocks:
+                if note:
+                    self.notes.append(note)
                 return
             if self.dry_run:
                 self.notes.append(f"the ledger is locked by {holder.describe(now)}")

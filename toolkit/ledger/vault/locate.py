@@ -170,6 +170,27 @@ def _entry_at(data: bytes, title_off: int, path: str, kind: str,
                                line=entry.line + data.count(b"\n", 0, base))
 
 
+def _parsed_matches(data: bytes, path: Path | str, kind: str, q: str, exact: bool
+                    ) -> list[LedgerEntry]:
+    """The full parse's answer (the fallback when the shortcut cannot be exact)."""
+    return [e for e in parse_ledger_bytes(data, path, kind).entries
+            if title_matches(e.title, q, exact)]
+
+
+def _matches_at(data: bytes, offsets: list[int], path: str, kind: str, q: str, exact: bool
+                ) -> list[LedgerEntry]:
+    """The entries whose title lines start at ``offsets`` (fenced lines skipped) and match."""
+    spans = _fenced_spans(data) if _may_have_fences(data) else []
+    out: list[LedgerEntry] = []
+    for off in offsets:
+        if spans and _in_spans(off, spans):
+            continue
+        entry = _entry_at(data, off, path, kind, spans)
+        if title_matches(entry.title, q, exact):
+            out.append(entry)
+    return out
+
+
 def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
                    exact: bool = False) -> list[LedgerEntry]:
     """The entries of ``data`` whose title matches ``q`` (a :func:`title_key`), exactly as
@@ -181,26 +202,14 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
     lines match."""
     spath = str(Path(path))
     if not q:
-        return [e for e in parse_ledger_bytes(data, path, kind).entries
-                if title_matches(e.title, q, exact)]
+        return _parsed_matches(data, path, kind, q, exact)
     quick = _quick_title_lines(data, q)
     if quick is not None:
-        spans = _fenced_spans(data) if _may_have_fences(data) else []
-        out: list[LedgerEntry] = []
-        for off in quick:
-            if spans and _in_spans(off, spans):
-                continue
-            entry = _entry_at(data, off, spath, kind, spans)
-            if title_matches(entry.title, q, exact):
-                out.append(entry)
-        return out
+        return _matches_at(data, quick, spath, kind, q, exact)
     titles = _TITLE_LINE_NL.findall(data)
     if _line0_start(data):
         first = data[_first_line_offset(data):].split(b"\n", 1)[0]
         titles.insert(0, first)
-    if not q:
-        return [e for e in parse_ledger_bytes(data, path, kind).entries
-                if title_matches(e.title, q, exact)]
     blob = unicodedata.normalize("NFC", b"\n".join(titles).decode("utf-8", "replace")).casefold()
     hits: list[int] = []  # indexes into titles
     pos = blob.find(q)
@@ -217,13 +226,11 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
         last = nl + 1
         pos = blob.find(q, nl + 1)
         if len(hits) > MAX_FAST_CANDIDATES:
-            return [e for e in parse_ledger_bytes(data, path, kind).entries
-                    if title_matches(e.title, q, exact)]
+            return _parsed_matches(data, path, kind, q, exact)
     if not hits:
         return []
-    spans = _fenced_spans(data) if _may_have_fences(data) else []
     line0 = _line0_start(data)
-    out = []
+    offsets: list[int] = []
     for idx in hits:
         line = titles[idx]
         if idx == 0 and line0:
@@ -252,13 +259,8 @@ def locate_entries(data: bytes, path: Path | str, kind: str, q: str, *,
                     off = found + 1
                     end = found + len(needle) - 1
             if off < 0:  # cannot happen: the line came from this data
-                return [e for e in parse_ledger_bytes(data, path, kind).entries
-                        if title_matches(e.title, q, exact)]
-        if spans and _in_spans(off, spans):
-            continue
-        entry = _entry_at(data, off, spath, kind, spans)
-        if title_matches(entry.title, q, exact):
-            out.append(entry)
-    return out
+                return _parsed_matches(data, path, kind, q, exact)
+        offsets.append(off)
+    return _matches_at(data, offsets, spath, kind, q, exact)
 
 

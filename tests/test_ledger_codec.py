@@ -190,12 +190,15 @@ def test_a_value_must_be_one_line_and_a_section_is_not_a_field() -> None:
 
 
 @pytest.mark.parametrize("form", ["A", "B"])
-def test_render_entry_parses_back_to_what_was_written(form: str) -> None:
+@pytest.mark.parametrize("separator", [True, False])
+def test_render_entry_parses_back_to_what_was_written(form: str, separator: bool) -> None:
     fields = [("Date", "2026-05-01"), ("Category", "testing"), ("Confidence", "medium"),
               ("Source reflections", "2")]
     sections = [("Context", "When."), ("Pattern", "Do."),
                 ("Evidence", "- 2026-05-01 -- session s: ok"), ("Related", "None")]
-    text = codec.render_entry(form, "Café", fields, sections, newline="\r\n")
+    text = codec.render_entry(form, "Café", fields, sections, newline="\r\n",
+                              separator=separator)
+    assert ("---" in text) == separator
     [e] = parse_ledger_bytes(text.encode(), "p.md", "patterns").entries
     assert (e.form, e.title, e.date, e.category, e.confidence, e.source_reflections) == \
         (form, "Café", "2026-05-01", "testing", "medium", "2")

@@ -282,11 +282,13 @@ SECTIONS = ("Context", "Pattern", "Evidence", "Related")
 
 
 def render_entry(form: str, title: str, fields: Sequence[tuple[str, str]],
-                 sections: Sequence[tuple[str, str]] = (), *, newline: str = "\n") -> str:
+                 sections: Sequence[tuple[str, str]] = (), *, newline: str = "\n",
+                 separator: bool = True) -> str:
     """One entry in the seed's layout: Form A (``## title``, ``- **Name:** value`` lines,
     ``### Section`` blocks, closing ``---``) or Form B (``---``, ``**Title:**``,
     ``**Name:** value`` lines, ``**Section:**`` paragraphs; a section whose text has several
-    lines or starts with a list item begins on the line below its label)."""
+    lines or starts with a list item begins on the line below its label). ``separator=False``
+    leaves out the ``---`` (closing Form A, opening Form B) for a writer that places them."""
     if form not in ("A", "B"):
         raise UsageError(f"entry form must be A or B, not {form!r}")
     out: list[str] = []
@@ -295,9 +297,9 @@ def render_entry(form: str, title: str, fields: Sequence[tuple[str, str]],
         out += [f"- **{k}:** {v}" for k, v in fields]
         for name, text in sections:
             out += ["", f"### {name}", "", text]
-        out += ["", "---"]
+        out += ["", "---"] if separator else []
     else:
-        out += ["---", "", f"**Title:** {title}"]
+        out += ["---", "", f"**Title:** {title}"] if separator else [f"**Title:** {title}"]
         out += [f"**{k}:** {v}" for k, v in fields]
         for name, text in sections:
             if "\n" in text or text.startswith(("- ", "* ")):

@@ -47,10 +47,12 @@ def test_only_the_publisher_talks_to_github():
     assert _importers("github") <= {"toolkit.publish"}
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("toolkit.sources")))
+@pytest.mark.parametrize("module", sorted(
+    m for m in MODULES if m.startswith("toolkit.sources")
+    or m in ("toolkit.ledger", "toolkit.ledger.codec")))  # the codec sits beside the readers
 def test_readers_depend_on_nothing_above_them(module):
     above = ("toolkit.store", "toolkit.loaders", "toolkit.queries", "toolkit.reports",
-             "toolkit.site", "toolkit.publish", "toolkit.cli", "toolkit.editor",
+             "toolkit.site", "toolkit.publish", "toolkit.cli", "toolkit.ledger.vault",
              "toolkit.safewrite")
     bad = {i for i in MODULES[module] if i.startswith(above)}
     assert bad == set(), f"{module} imports {bad}"
@@ -60,3 +62,68 @@ def test_library_never_imports_the_cli():
     offenders = {m for m in _importers("toolkit.cli")
                  if not m.startswith("toolkit.cli") and m != "toolkit.__main__"}
     assert offenders == set()
+
+
+# --------------------------------------------------------------------------- who writes .smith/
+
+VAULT = "toolkit.ledger.vault"
+# safewrite's primitives that write or delete files, and the OS calls that do
+WRITE_FUNCS = {"atomic_replace", "replace_all", "backup_files", "unique_dir", "Journal",
+               "recover_journal", "break_backup_links", "cleanup_orphan_temps"}
+WRITE_CALLS = {("os", "write"), ("os", "replace"), ("os", "rename"), ("os", "unlink"),
+               ("os", "remove"), ("os", "rmdir"), ("os", "makedirs"), ("os", "mkdir"),
+               ("shutil", "rmtree"), ("shutil", "move"), ("shutil", "copy"),
+               ("shutil", "copy2"), ("shutil", "copyfile"), ("shutil", "copytree")}
+WRITE_METHODS = {"write_bytes", "write_text", "unlink", "mkdir", "rmdir", "touch", "rename",
+                 "symlink_to", "hardlink_to"}
+# Modules that know where the vault is (they read it or hand it to the vault package).
+KNOWS_VAULT = ("toolkit.sources.smith", "toolkit.ledger", "toolkit.reconcile",
+               "toolkit.ledger_ops")
+# Writers of other files that also read the vault, each with its reason; none writes .smith/.
+OTHER_WRITERS = {
+    "toolkit.demo": "builds a demo world in a fresh folder (to write through the vault later)",
+}
+
+
+def _writes(path: Path) -> list[str]:
+    """The write calls in a module (safewrite's writers, os/shutil writes, Path writes,
+    open() for writing)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "toolkit.safewrite":
+            out += [f"imports safewrite.{a.name}" for a in node.names if a.name in WRITE_FUNCS]
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            base = f.value.id if isinstance(f.value, ast.Name) else None
+            if (base, f.attr) in WRITE_CALLS or (base == "safewrite" and f.attr in WRITE_FUNCS):
+                out.append(f"{base}.{f.attr}() at line {node.lineno}")
+            elif f.attr in WRITE_METHODS:
+                out.append(f".{f.attr}() at line {node.lineno}")
+        elif isinstance(f, ast.Name) and f.id == "open" and len(node.args) > 1:
+            mode = node.args[1]
+            if not (isinstance(mode, ast.Constant) and set(str(mode.value)) <= set("rbt")):
+                out.append(f"open(..., {ast.unparse(mode)}) at line {node.lineno}")
+    return out
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(VAULT)))
+def test_only_the_vault_package_writes_under_smith(module):
+    """A module that knows where the vault is never writes a file itself: its writes under
+    ``.smith/`` go through toolkit.ledger.vault (the lock, the journal, the backups)."""
+    knows = module.startswith(KNOWS_VAULT) or any(
+        i.startswith(KNOWS_VAULT) for i in MODULES[module])
+    if not knows or module in OTHER_WRITERS:
+        return
+    path = PKG.parent.joinpath(*module.split(".")).with_suffix(".py")
+    if not path.exists():
+        path = path.with_suffix("") / "__init__.py"
+    assert _writes(path) == [], f"{module} writes files itself"
+
+
+def test_the_write_check_sees_a_write():
+    """The check above is not blind: the vault's own modules are flagged by it."""
+    assert _writes(PKG / "ledger" / "vault" / "backups.py")
+    assert _writes(PKG / "ledger" / "vault" / "logs.py")

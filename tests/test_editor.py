@@ -1,4 +1,5 @@
-"""toolkit.editor: byte-preserving edits, meta counts, backups, link rules, FAULTS A (writing)."""
+"""toolkit.ledger.vault (the edit session): byte-preserving edits, meta counts, backups, link
+rules, FAULTS A (writing)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 
 from tests._editor_helpers import fixture_vault, make_vault, random_ledger
 from tests.conftest import FORMATS, tree_digest
-from toolkit import editor
-from toolkit.editor import EditorSession, locate_entries, title_key
 from toolkit.errors import DataError, RefusedError, ToolkitError, UsageError
+from toolkit.ledger.codec import title_key
+from toolkit.ledger.vault import EditorSession, locate_entries
+from toolkit.ledger.vault import session as editor
 from toolkit.sources.smith import parse_ledger_bytes
 
 TODAY = dt.date(2026, 6, 1)

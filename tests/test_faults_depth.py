@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tests.conftest import tree_digest
-from toolkit import editor
 from toolkit.errors import DataError
+from toolkit.ledger import vault
 from toolkit.textio import MAX_JSON_DEPTH, MAX_YAML_DEPTH, load_json, load_yaml
 
 KB10, MB1 = 10_000, 1_000_000
@@ -70,7 +70,7 @@ def test_the_parser_never_sees_deep_yaml(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(DataError, match="YAML nested deeper than 200 levels"):
         load_yaml(text, "deep.yaml")
     with pytest.raises(DataError, match="YAML nested deeper than 200 levels"):
-        editor.compose_yaml(text, Path("meta.yaml"))
+        vault.compose_yaml(text, Path("meta.yaml"))
 
 
 def test_the_error_names_the_line_where_the_limit_is_passed() -> None:

@@ -519,7 +519,7 @@ def _wait_for_pause(proc: subprocess.Popen[str]) -> str:
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:
-        if line.startswith("TOOLKIT_RECONCILE_PAUSE "):
+        if line.startswith("TOOLKIT_EDITOR_PAUSE after_"):
             return line
         seen.append(line)
     raise AssertionError("the run ended without pausing:\n" + "".join(seen))
@@ -530,7 +530,7 @@ def test_two_concurrent_reconciles_one_runs_the_other_exits_75(busy: Path,
     serial = tmp_path / "serial"
     shutil.copytree(busy, serial)
     go = tmp_path / "go"
-    first = _start(busy, TOOLKIT_RECONCILE_PAUSE=f"after_lock:{go}")
+    first = _start(busy, TOOLKIT_EDITOR_PAUSE=f"after_lock:{go}")
     try:
         _wait_for_pause(first)
         second = subprocess.run(toolkit_argv(), cwd=busy, env=subprocess_env(busy),
@@ -559,7 +559,7 @@ def test_a_killed_run_leaves_whole_files_and_its_lock_is_taken_over(busy: Path,
     the next run takes the dead run's lock over at once (the editor's rule for a toolkit run
     on this host whose process is gone), with a note."""
     before = digest_without_log(busy)
-    proc = _start(busy, TOOLKIT_RECONCILE_PAUSE=f"after_lock:{tmp_path / 'never'}")
+    proc = _start(busy, TOOLKIT_EDITOR_PAUSE=f"after_lock:{tmp_path / 'never'}")
     _wait_for_pause(proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -580,7 +580,7 @@ def test_sigkill_between_phases_leaves_whole_files_and_a_clean_rerun(busy: Path,
     """SIGKILL after the ledger write, before the log: every file is whole (the new content;
     .meta.json's last_reconcile came in the same journaled set as the ledger files), no temp
     file is left, and the next run does not merge twice."""
-    proc = _start(busy, TOOLKIT_RECONCILE_PAUSE=f"after_ledger_write:{tmp_path / 'never'}")
+    proc = _start(busy, TOOLKIT_EDITOR_PAUSE=f"after_ledger_write:{tmp_path / 'never'}")
     _wait_for_pause(proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)

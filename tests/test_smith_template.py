@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FORMATS
-from toolkit.editor import update_meta_yaml
+from toolkit.ledger.vault import update_meta_yaml
 from toolkit.records import LEDGER_FILES
 from toolkit.sources.smith import (
     last_reflection_text,

@@ -767,13 +767,13 @@ def find_entries(store: Store, title: str, file: str | None = None
                  ) -> list[tuple[str, str, str | None]]:
     """(entry_key, file, title) of entries whose title matches in any version: exact (NFC,
     case-folded) matches if any, otherwise titles containing the text."""
-    from toolkit.sources.history import title_key
+    from toolkit.sources.history import entry_title_key
 
     kind = _ledger_kind(file)
     rows = store.fetch(
         "SELECT entry_key, file, arg_max(title, version_id) FROM ledger_entry_versions "
         "GROUP BY entry_key, file ORDER BY file, entry_key")[1]
-    want = title_key(title)
+    want = entry_title_key(title)
     cands = [(k, f, t) for k, f, t in rows if kind is None or f == kind]
     exact = [c for c in cands if c[0].split("/", 1)[1].split("#", 1)[0] == want]
     if exact:
@@ -828,9 +828,9 @@ def history_for_title(store: Store, title: str, *, file: str | None = None,
 
 def entry_key_for(file: str, title: str | None, occurrence: int = 1) -> str:
     """The ``entry_key`` of a current entry (``occurrence`` for repeated titles)."""
-    from toolkit.sources.history import title_key
+    from toolkit.sources.history import entry_title_key
 
-    base = f"{file}/{title_key(title)}"
+    base = f"{file}/{entry_title_key(title)}"
     return base if occurrence == 1 else f"{base}#{occurrence}"
 
 

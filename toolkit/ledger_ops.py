@@ -4,7 +4,8 @@
 Read operations (:func:`dashboard`, :func:`list_entries`, :func:`show`, :func:`search`,
 :func:`export`) read the vault files directly with :func:`toolkit.sources.smith.read_vault`:
 exact and fast, no store needed. Mutations (:func:`prune`, :func:`promote`, :func:`demote`,
-:func:`reset`) go through :class:`toolkit.editor.EditorSession`, the one writer of ledger files.
+:func:`reset`) go through :class:`toolkit.ledger.vault.EditorSession`, the one writer of ledger
+files.
 
 Every operation takes ``request`` (the command line as the user typed it). When the vault has
 a current session log (``.smith/vault/.current-session`` naming a file in ``sessions/``), each
@@ -86,7 +87,7 @@ def _conf(e: LedgerEntry) -> str:
 
 
 def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False) -> Any:
-    from toolkit.editor import open_vault
+    from toolkit.ledger.vault import open_vault
 
     v = open_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
     if not v.exists:
@@ -95,63 +96,6 @@ def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool 
 
 
 # --------------------------------------------------------------------------- session log
-
-
-def session_log_path(vault: Path) -> Path | None:
-    """The current vault session log, if ``.current-session`` names one inside ``sessions/``.
-
-    A pointer to anywhere else is ignored: a cloned repository must not be able to make the
-    toolkit append to an arbitrary file."""
-    from toolkit.sources.smith import current_session_log
-
-    p = current_session_log(Path(vault))
-    if p is None or p.suffix != ".md":
-        return None
-    sessions = Path(os.path.realpath(Path(vault) / "sessions"))
-    real = Path(os.path.realpath(p))
-    if sessions not in real.parents or not real.is_file():
-        return None
-    return real
-
-
-def append_session_log(vault: Path, *, event: str, subcommand: str, request: str,
-                       synthesized: str, outcome: str, artifacts: str = "none",
-                       systems: str = "none", now: dt.datetime | None = None) -> Path | None:
-    """Append one ``### [HH:MM:SS] /smith-ledger <event>`` block (the seed's vault logging
-    format) to the current session log; silently nothing when there is none."""
-    path = session_log_path(Path(vault))
-    if path is None:
-        return None
-    from toolkit.editor import now_for
-
-    when = now or now_for()
-    quoted = "\n".join("> " + line if line else ">" for line in
-                       (request.splitlines() or [""]))
-    block = (f"### [{when:%H:%M:%S}] /smith-ledger {event}\n\n"
-             f"**User Request:**\n{quoted}\n\n"
-             f"**Subcommand:** {subcommand}\n"
-             f"**Synthesized Input:** {synthesized}\n"
-             f"**Outcome:** {outcome}\n"
-             f"**Artifacts:** {artifacts}\n"
-             f"**Systems affected:** {systems}\n")
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            tail = b""
-            if size:
-                fh.seek(max(0, size - 2))
-                tail = fh.read()
-        lead = "" if size == 0 or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n")
-                                                               else "\n\n")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, (lead + block).encode("utf-8"))
-        finally:
-            os.close(fd)
-    except OSError:
-        return None  # logging never makes a command fail
-    return path
 
 
 class _Log:
@@ -167,6 +111,8 @@ class _Log:
         self.outcome = "done"
 
     def mutation(self, outcome: str, artifacts: str) -> None:
+        from toolkit.ledger.vault import append_session_log
+
         if self.enabled:
             append_session_log(self.vault, event=f"{self.subcommand} applied",
                                subcommand=self.subcommand, request=self.request,
@@ -177,6 +123,8 @@ class _Log:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        from toolkit.ledger.vault import append_session_log
+
         if not self.enabled:
             return
         outcome = self.outcome
@@ -258,7 +206,7 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
               top: int = 5) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
     to ``top`` high-confidence entries by observation count (all files)."""
-    from toolkit.editor import open_vault
+    from toolkit.ledger.vault import open_vault
     from toolkit.sources.smith import prune_limits
 
     vault = Path(vault)
@@ -334,7 +282,7 @@ def list_entries(vault: Path, *, category: str | None = None, confidence: str | 
 
 def match_entries(entries: list[LedgerEntry], query: str) -> list[LedgerEntry]:
     """The seed's title match, NFC + case-folded; a unique whole-title match wins."""
-    from toolkit.editor import title_key
+    from toolkit.ledger.codec import title_key
 
     q = title_key(query)
     hits = [e for e in entries if q in title_key(e.title)]
@@ -492,12 +440,12 @@ def export(vault: Path, *, output: Path | None = None, redact: bool = True,
         text = redact_text(text)
     with _Log(vault, "export", request, f"--output {output}" if output else "to stdout") as log:
         if output is not None:
-            from toolkit.safewrite import atomic_replace
+            from toolkit.ledger.vault import write_export
 
             out = Path(output)
             if out.is_dir():
                 raise UsageError(f"{out} is a folder; give a file name for --output")
-            atomic_replace(out, text.encode("utf-8"))
+            write_export(out, text)
             log.outcome = f"exported to {out}"
         else:
             log.outcome = "exported to stdout"
@@ -595,7 +543,7 @@ def prune(vault: Path, *, today: dt.date, dry_run: bool = False, force: bool = F
           request: str | None = None, subcommand: str = "prune") -> PruneResult:
     """Remove stale low entries, demote stale medium ones (Date kept, as the seed's prune
     does). ``confirm`` sees the plan under the lock; returning False cancels."""
-    from toolkit.editor import EditorSession
+    from toolkit.ledger.vault import EditorSession
 
     vault = Path(vault)
     _vault_or_fail(vault, max_bytes=max_bytes)
@@ -668,7 +616,7 @@ class ConfidenceResult:
 def _change_confidence(vault: Path, title: str, direction: str, *, today: dt.date | None,
                        index: int | None, file: str | None, dry_run: bool, force: bool,
                        max_bytes: int | None, request: str | None) -> ConfidenceResult:
-    from toolkit.editor import EditorSession
+    from toolkit.ledger.vault import EditorSession
 
     vault = Path(vault)
     kind = _file_kind(file)
@@ -706,7 +654,7 @@ def _change_confidence(vault: Path, title: str, direction: str, *, today: dt.dat
 
 
 def _whole(e: LedgerEntry, query: str) -> bool:
-    from toolkit.editor import title_key
+    from toolkit.ledger.codec import title_key
 
     return title_key(e.title) == title_key(query)
 
@@ -752,7 +700,7 @@ def reset(vault: Path, *, today: dt.date | None = None, dry_run: bool = False,
           max_bytes: int | None = None, request: str | None = None) -> ResetResult:
     """Archive meta.yaml and the five files to ``ledger/archive/YYYY-MM-DD-HHMMSS/`` and write
     the seed's fresh templates."""
-    from toolkit.editor import EditorSession, check_inside
+    from toolkit.ledger.vault import EditorSession, check_inside, make_ledger_dir
 
     vault = Path(vault)
     if not vault.is_dir():
@@ -764,7 +712,7 @@ def reset(vault: Path, *, today: dt.date | None = None, dry_run: bool = False,
         if dry_run:
             return ResetResult("dry-run", None, [], notes=[f"{ledger} would be created with "
                                                            "fresh templates"])
-        ledger.mkdir()
+        make_ledger_dir(vault)
     with _Log(vault, "reset", request, "archive and start fresh", enabled=not dry_run) as log, \
             EditorSession(vault, today=today, dry_run=dry_run, force=force,
                           max_bytes=max_bytes, operation="reset") as s:

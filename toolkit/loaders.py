@@ -130,7 +130,7 @@ def entry_ids(entries: list[Any]) -> list[str]:
 
 
 def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
-    from toolkit.editor import open_vault
+    from toolkit.ledger.vault import open_vault
     from toolkit.sources.smith import prune_limits
 
     vault = open_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False,

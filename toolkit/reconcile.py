@@ -17,9 +17,11 @@ Reconcile keeps a growing Smith Ledger useful. It runs the seed's phases in orde
 5. **Budget enforcement** - per file, total, and per file entry count.
 
 Phases 3-5 are planned in memory on a model of the files (each entry's bytes), then written
-once through the editor (byte preservation, atomic replace, lock, change detection). Then
-``.meta.json``, ``meta.yaml`` and a ``reconcile-log.md`` entry. A failed write restores the
-files from the backup and is logged as FAILED; nothing is ever retried automatically.
+once through the vault's edit session (byte preservation, atomic replace, lock, change
+detection), ``.meta.json`` and ``meta.yaml`` in the same journaled set; then a
+``reconcile-log.md`` entry. Every write under ``.smith/`` (the lock field, the backup, the
+restore, the log) goes through :mod:`toolkit.ledger.vault`. A failed write restores the files
+from the backup and is logged as FAILED; nothing is ever retried automatically.
 
 Decisions where the seed is silent or ambiguous (also in docs/readme/reconcile.md):
 
@@ -51,32 +53,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from toolkit.editor import (
+from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
+from toolkit.ledger.codec import CONF_RANK, FIELD, confidence_rank, set_field
+from toolkit.ledger.vault import (
     LockHolder,
+    LockTicket,
+    Written,
     count_words,
-    holder_id,
+    give_back_json_lock,
     iso_z,
+    judge_lock,
     lock_path,
     lock_timeout,
     now_for,
     parse_instant,
     read_lock_field,
+    restore_written,
     tokens_for_words,
-    update_meta_json,
 )
-from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
 from toolkit.records import LEDGER_FILES, LedgerEntry, ledger_kind
 
 # --------------------------------------------------------------------------- settings
 
-LOCK_EXPIRY = dt.timedelta(minutes=10)
 MERGE_MAX_ENTRIES = 100  # the seed's complexity bound: more entries in a file -> no merge phase
 DEFAULT_MAX_JUDGE_CALLS = 15  # x 30 s judge timeout: under the 10-minute lock expiry
 DEFAULT_JUDGE_TIMEOUT = 30.0
 TOKENS_PER_WORD_TENTHS = 13  # word count x 1.3
-CONF_RANK = {"high": 0, "medium": 1, "low": 2}
 FAULT_ENV = "TOOLKIT_RECONCILE_FAULT"  # test hook: fail at a named point
-PAUSE_ENV = "TOOLKIT_RECONCILE_PAUSE"  # test hook: "<point>:<go-file>" wait at a named point
 
 
 @dataclass(frozen=True)
@@ -180,8 +183,8 @@ def load_settings(smith_config: Path, meta_config: dict[str, Any] | None = None)
 
 def lock_blocks(holder: LockHolder | None, now: dt.datetime) -> bool:
     """A ``.meta.json`` lock stops a run when it is fresh (under 10 minutes old) and its holder
-    is not a toolkit run on this host whose process is gone (the editor's rule)."""
-    return holder is not None and holder.fresh(now) and not holder.dead_toolkit_run()
+    is not a toolkit run on this host whose process is gone (the vault's rule, judge_lock)."""
+    return judge_lock(holder, now, force=False)[0]
 
 
 @dataclass(frozen=True)
@@ -640,7 +643,7 @@ class WorkFile:
 
 def _sort_key(it: Item) -> tuple[int, str, int]:
     """High, medium, low (unknown last); newest Date first; then file order."""
-    rank = CONF_RANK.get(it.confidence or "", 3)
+    rank = confidence_rank(it.confidence)
     date = it.date if it.date and re.match(r"^\d{4}-\d{2}-\d{2}$", it.date) else "0000-00-00"
     inverted = "".join(chr(ord("9") - ord(c) + ord("0")) if c.isdigit() else c for c in date)
     return rank, inverted, it.position
@@ -669,9 +672,6 @@ def work_file(lf: Any) -> WorkFile:
 
 # ---- editing one entry's bytes (only the lines that change)
 
-_FIELD_LINE = re.compile(
-    rb"^(?P<pre>[ \t]*(?:[-*+][ \t]+)?\*\*(?P<name>[A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
-    rb"[ \t]*)(?P<val>.*?)(?P<end>[ \t]*\r?\n?)$")
 _DATE_IN = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
@@ -679,41 +679,14 @@ def _split_lines(block: bytes) -> list[bytes]:
     return re.findall(rb"[^\n]*\n|[^\n]+$", block)
 
 
-def _ending(line: bytes, newline: bytes) -> bytes:
-    if line.endswith(b"\r\n"):
-        return b"\r\n"
-    return b"\n" if line.endswith(b"\n") else newline
-
-
 def _field_index(lines: list[bytes], name: str) -> int | None:
+    """The first line labelled ``**name:**`` (a Form B section label), or None."""
     want = name.lower()
     for i, line in enumerate(lines):
-        m = _FIELD_LINE.match(line)
-        if m and m.group("name").decode("utf-8", "replace").strip().lower() == want:
+        m = FIELD.match(line)
+        if m and m.group(1).decode("utf-8", "replace").strip().lower() == want:
             return i
     return None
-
-
-def _set_field(lines: list[bytes], name: str, value: str, form: str, newline: bytes) -> None:
-    """Set a field's value in place; add the line after Confidence when it is missing."""
-    if name == "title" and form == "A":
-        for i, line in enumerate(lines):
-            if line.startswith(b"## "):
-                lines[i] = b"## " + value.encode() + _ending(line, newline)
-                return
-    at = _field_index(lines, name)
-    if at is not None:
-        m = _FIELD_LINE.match(lines[at])
-        assert m is not None
-        lines[at] = m.group("pre") + value.encode() + m.group("end")
-        return
-    anchor = _field_index(lines, "confidence")
-    if anchor is None:
-        return
-    m = _FIELD_LINE.match(lines[anchor])
-    assert m is not None
-    pre = m.group("pre").replace(m.group("name"), name.title().encode(), 1)
-    lines.insert(anchor + 1, pre + value.encode() + _ending(lines[anchor], newline))
 
 
 def _evidence_items(text: str | None) -> list[str]:
@@ -780,7 +753,7 @@ def _evidence_span(lines: list[bytes], form: str) -> tuple[int, int] | None:
         ln = lines[k]
         if form == "A" and (ln.startswith(b"#") or re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n?$", ln)):
             break
-        if form == "B" and ((_FIELD_LINE.match(ln) and ln.startswith(b"**"))
+        if form == "B" and ((FIELD.match(ln) and ln.startswith(b"**"))
                             or re.match(rb"^[ \t]*-{3,}[ \t]*\r?\n?$", ln)):
             break
         if ln.strip():
@@ -832,17 +805,17 @@ def merge_entries(base: Item, other: Item, title: str, today: dt.date,
     "<other title>"`` last.
     """
     e = base.entry
-    lines = _split_lines(base.block)
+    block = base.block
     total = base.reflections + other.reflections
     conf = confidence_for(total)
     dates = [d for d in (base.date, other.date) if d]
     date = max(dates) if dates else base.date
-    _set_field(lines, "title", title, e.form, newline)
+    block = set_field(block, e.form, "Title", title, newline)
     if date and date != base.date:
-        _set_field(lines, "date", date, e.form, newline)
-    _set_field(lines, "confidence", conf, e.form, newline)
+        block = set_field(block, e.form, "Date", date, newline)
+    block = set_field(block, e.form, "Confidence", conf, newline)
     if e.form == "A":
-        _set_field(lines, "observations", str(total), e.form, newline)
+        block = set_field(block, e.form, "Observations", str(total), newline)
         mine = e.source_reflections or ""
         theirs = other.entry.source_reflections or ""
         if other.entry.form == "A" and mine and theirs and not mine.strip().isdigit():
@@ -850,9 +823,10 @@ def merge_entries(base: Item, other: Item, title: str, today: dt.date,
             for s in theirs.split(","):
                 if s.strip() and s.strip() not in joined:
                     joined.append(s.strip())
-            _set_field(lines, "source reflections", ", ".join(joined), e.form, newline)
+            block = set_field(block, e.form, "Source reflections", ", ".join(joined), newline)
     else:
-        _set_field(lines, "source reflections", str(total), e.form, newline)
+        block = set_field(block, e.form, "Source reflections", str(total), newline)
+    lines = _split_lines(block)
     items = combine_evidence(e.evidence, other.entry.evidence)
     items.append(f'- {today.isoformat()} \u2014 reconcile merge: absorbed "{other.title}"')
     _add_evidence(lines, e.form, items, newline)
@@ -861,12 +835,12 @@ def merge_entries(base: Item, other: Item, title: str, today: dt.date,
 
 
 def set_values(item: Item, newline: bytes, **values: str) -> None:
-    """Change field values of an entry (confidence, date) in its bytes."""
-    lines = _split_lines(item.block)
+    """Change field values of an entry (confidence, date) in its bytes (the codec's rule)."""
+    block = item.block
     for name, value in values.items():
-        _set_field(lines, name, value, item.entry.form, newline)
+        block = set_field(block, item.entry.form, name.capitalize(), value, newline)
         setattr(item, name, value)
-    item.block = b"".join(lines)
+    item.block = block
     item.words = count_words(item.block + item.tail)
     item.changed = True
 
@@ -1192,22 +1166,14 @@ FAULT_POINTS = ("after_lock", "after_backup", "after_ledger_write", "after_meta_
 
 def _checkpoint(point: str) -> None:
     """Test-only hooks: ``TOOLKIT_RECONCILE_FAULT=<point>`` fails there (as a crash of that
-    phase would); ``TOOLKIT_RECONCILE_PAUSE=<point>:<file>`` waits there until ``<file>``
-    exists (at most 60 s), after printing ``TOOLKIT_RECONCILE_PAUSE <point> pid=<pid>`` on
-    stderr, so a test can start a second run or SIGKILL this one."""
+    phase would); the one pause mechanism, ``TOOLKIT_EDITOR_PAUSE=<point>:<release>``
+    (:func:`toolkit.safewrite.pause`), waits there so a test can start a second run or
+    SIGKILL this one."""
+    from toolkit.safewrite import pause
+
     if os.environ.get(FAULT_ENV) == point:
         raise InjectedFault(f"injected fault at {point} ({FAULT_ENV})")
-    name, _, release = os.environ.get(PAUSE_ENV, "").partition(":")
-    if name != point:
-        return
-    import sys
-    import time
-
-    sys.stderr.write(f"{PAUSE_ENV} {point} pid={os.getpid()}\n")
-    sys.stderr.flush()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (release and Path(release).exists()):
-        time.sleep(0.01)
+    pause(point)
 
 
 # --------------------------------------------------------------------------- the .meta.json lock
@@ -1217,34 +1183,14 @@ def check_lock(meta_json: dict[str, Any] | None, path: Path, now: dt.datetime, *
     """Phase 0's check: BusyError (exit 75, naming the holder) for a lock that blocks (see
     :func:`lock_blocks`) unless ``force``; otherwise the notes for the log."""
     holder = read_lock_field(meta_json)
-    if holder is None or holder.pid == holder_id():
-        return []
-    if holder.dead_toolkit_run():
-        return [f"lock left by a run that was killed ({holder.describe(now)}) taken over"]
-    if not holder.fresh(now):
-        return [f"stale lock taken over: held by {holder.describe(now)}"]
-    if not force:
+    blocks, note = judge_lock(holder, now, force=force)
+    if blocks:
+        assert holder is not None
         raise BusyError(f"Reconciliation already in progress: locked by {holder.describe(now)}",
                         path=path,
                         hint="Wait for it to finish (the lock expires after 10 minutes), or "
                              "use --force if that run is dead")
-    return [f"--force: overrode the lock held by {holder.describe(now)}"]
-
-
-def _read_meta_json(path: Path) -> tuple[Any, dict[str, Any] | None]:
-    """(snapshot or None, parsed object). Invalid JSON is a DataError (exit 65): reconcile
-    must rewrite this file and will not drop what it cannot read."""
-    from toolkit.safewrite import FileSnapshot
-    from toolkit.textio import decode_utf8, load_json
-
-    if not path.exists():
-        return None, None
-    snap = FileSnapshot.read(path)
-    data = load_json(decode_utf8(snap.data, path), path) if snap.data.strip() else {}
-    if not isinstance(data, dict):
-        raise DataError("expected a JSON object", path=path,
-                        hint="Fix the file or delete it (reconcile then computes its values)")
-    return snap, data
+    return [note] if note else []
 
 
 def _new_meta_json() -> dict[str, Any]:
@@ -1253,65 +1199,15 @@ def _new_meta_json() -> dict[str, Any]:
             "reinforcements_since_reconcile": 0, "lock": None}
 
 
-def _json_bytes(snap: Any, updates: dict[str, Any]) -> bytes:
-    """``.meta.json`` with ``updates``: edited in place when it exists (the editor keeps its
-    layout and every other key), else a new file with the seed's fields."""
-    if snap is None:
-        data = _new_meta_json()
-        data.update(updates)
-        import json
-
-        return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    return update_meta_json(snap.data, snap.given, updates)
-
-
-@dataclass
-class LockTicket:
-    """The ``.meta.json`` lock this run holds, and how to give it back untouched."""
-
-    path: Path
-    holder: str
-    original: bytes | None  # .meta.json before we took the lock (None: it did not exist)
-    original_snapshot: Any  # FileSnapshot of that version, for the backup
-    written: bytes  # what we wrote (to know it is still ours)
-    notes: list[str]
-
-
 def take_lock(ledger_dir: Path, now: dt.datetime, *, force: bool,
               timeout: float | None = None) -> LockTicket:
-    """Phase 0: write ``{"pid", "acquired"}`` into ``.meta.json``'s ``lock`` under the OS lock
-    every ledger writer takes, so two runs cannot both find it free. The holder is the
-    editor's id for this process, so the editor session that does the writes sees the lock
-    as its own."""
-    from toolkit.safewrite import FileLock, atomic_replace
+    """Phase 0: take the ``.meta.json`` lock (:func:`toolkit.ledger.vault.take_json_lock`),
+    after :func:`check_lock` under the OS lock, so two runs cannot both find it free."""
+    from toolkit.ledger.vault import take_json_lock
 
-    path = ledger_dir / ".meta.json"
-    with FileLock(lock_path(ledger_dir), timeout=lock_timeout() if timeout is None else timeout,
-                  what="the ledger"):
-        snap, data = _read_meta_json(path)
-        notes = check_lock(data, path, now, force=force)
-        written = _json_bytes(snap, {"lock": {"pid": holder_id(), "acquired": iso_z(now)}})
-        atomic_replace(snap if snap is not None else path, written, expected=snap)
-    return LockTicket(path=path, holder=holder_id(), original=snap.data if snap else None,
-                      original_snapshot=snap, written=written, notes=notes)
-
-
-def give_back_lock(ticket: LockTicket) -> str | None:
-    """Undo :func:`take_lock` byte for byte, when ``.meta.json`` still holds what it wrote.
-    The caller holds the OS lock. Returns a warning when the file is no longer ours."""
-    from toolkit.safewrite import FileSnapshot, atomic_replace
-
-    try:
-        snap = FileSnapshot.read(ticket.path)
-    except FileNotFoundError:
-        return None
-    if snap.data != ticket.written:
-        return f"{ticket.path.name} changed during the run; its lock field was left as is"
-    if ticket.original is None:
-        ticket.path.unlink()
-    else:
-        atomic_replace(snap, ticket.original)
-    return None
+    return take_json_lock(ledger_dir, now,
+                          lambda data, path, when: check_lock(data, path, when, force=force),
+                          new_file=_new_meta_json, timeout=timeout)
 
 
 def finish_updates(data: dict[str, Any] | None, holder_pid: str, now: dt.datetime, tokens: int,
@@ -1336,63 +1232,12 @@ def finish_meta_json(ticket: LockTicket, now: dt.datetime, tokens: int, patterns
     counts, counters reset, lock released; every other field and the layout kept. Written
     only when it differs: a commit that changed the ledger already wrote these values in the
     same journaled set as the ledger files (FAULTS G4)."""
-    from toolkit.safewrite import atomic_replace
+    from toolkit.ledger.vault import write_meta_json
+    from toolkit.ledger.vault.lock import META_JSON_HINT
 
-    snap, data = _read_meta_json(ticket.path)
-    new = _json_bytes(snap, finish_updates(data, ticket.holder, now, tokens, patterns))
-    if snap is None or new != snap.data:
-        atomic_replace(snap if snap is not None else ticket.path, new, expected=snap)
-    return new
-
-
-# --------------------------------------------------------------------------- backups
-
-_BACKUP_NAME = re.compile(r"^reconcile-(\d{4}-\d{2}-\d{2}-\d{6})(?:-\d+)?$")
-BACKUP_FILES = (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json")
-
-
-def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> Path:
-    """Phase 2: copy every ledger .md file, meta.yaml and .meta.json (as it was before this run
-    took the lock) into ``.backups/reconcile-YYYY-MM-DD-HHMMSS/``, verified by count and
-    SHA-256 (``safewrite.backup_files``). Raises when it fails; nothing else is written."""
-    from toolkit.safewrite import FileSnapshot, backup_files, unique_dir
-
-    sources: list[Any] = []
-    for name in BACKUP_FILES:
-        p = ledger_dir / name
-        if name == ".meta.json":
-            if meta_json_original is not None:
-                sources.append(meta_json_original)
-        elif p.is_file():
-            sources.append(FileSnapshot.read(p))
-    parent = ledger_dir / ".backups"
-    if parent.exists() and not parent.is_dir():
-        raise ToolkitError("is not a folder, so no backup can be made there", path=parent,
-                           hint="Move it away so reconcile can create the .backups folder")
-    dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.UTC):%Y-%m-%d-%H%M%S}")
-    backup_files(sources, dest)
-    return dest
-
-
-def prune_backups(ledger_dir: Path, keep: Path, now: dt.datetime, settings: Settings) -> list[str]:
-    """Remove ``reconcile-*`` backups beyond ``backup.max_count`` (newest kept) or older than
-    ``backup.max_age_days``; never ``keep`` (this run's). Returns the names removed."""
-    parent = ledger_dir / ".backups"
-    found: list[tuple[dt.datetime, str, Path]] = []
-    for p in parent.iterdir() if parent.is_dir() else []:
-        m = _BACKUP_NAME.match(p.name)
-        if not m or p.is_symlink() or not p.is_dir() or p == keep:
-            continue
-        when = dt.datetime.strptime(m.group(1), "%Y-%m-%d-%H%M%S").replace(tzinfo=dt.UTC)
-        found.append((when, p.name, p))
-    found.sort(key=lambda f: (f[0], f[1]), reverse=True)
-    removed: list[str] = []
-    max_age = dt.timedelta(days=settings.backup_max_age_days)
-    for rank, (when, name, p) in enumerate(found, start=2):  # this run's backup is number 1
-        if rank > settings.backup_max_count or now - when > max_age:
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(name)
-    return removed
+    return write_meta_json(
+        ticket.path, lambda data: finish_updates(data, ticket.holder, now, tokens, patterns),
+        _new_meta_json, hint=META_JSON_HINT)
 
 
 # --------------------------------------------------------------------------- status
@@ -1440,7 +1285,7 @@ def _signals(cfg: Any, files: dict[str, Any]) -> Signals:
 def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
     """Read-only: what the threshold check sees right now. Creates and changes nothing (but,
     like every command, first finishes or undoes an edit a killed run left half-done)."""
-    from toolkit.editor import recover_interrupted
+    from toolkit.ledger.vault import recover_interrupted
     from toolkit.sources.smith import read_ledger
 
     _require_ledger(cfg.ledger_dir)
@@ -1511,40 +1356,6 @@ def apply_plan(session: Any, plan: Plan) -> None:
             session.resort(wf.kind)
 
 
-@dataclass
-class _Written:
-    path: Path
-    before: bytes | None  # None: the file did not exist
-    after: bytes
-
-
-def _restore(written: list[_Written]) -> tuple[list[str], bool]:
-    """Put back what this run wrote (newest first) where the file still holds our bytes; a
-    file someone changed since is left alone, with a warning. The caller holds the OS lock.
-    Returns (warnings, anything restored)."""
-    from toolkit.safewrite import FileSnapshot, atomic_replace
-
-    warnings: list[str] = []
-    restored = False
-    for w in reversed(written):
-        try:
-            snap = FileSnapshot.read(w.path)
-        except FileNotFoundError:
-            snap = None
-        current = None if snap is None else snap.data
-        if current == w.before:
-            continue  # never written (the failure came first) or already restored
-        if current != w.after or snap is None:
-            warnings.append(f"{w.path.name} changed after reconcile wrote it; not restored")
-            continue
-        if w.before is None:
-            w.path.unlink()
-        else:
-            atomic_replace(snap, w.before)
-        restored = True
-    return warnings, restored
-
-
 def run_reconcile(cfg: Any, *, dry_run: bool = False, force: bool = False,
                   category: str | None = None, judge: Judge | None = None,
                   max_judge_calls: int = DEFAULT_MAX_JUDGE_CALLS,
@@ -1578,7 +1389,7 @@ def run_reconcile(cfg: Any, *, dry_run: bool = False, force: bool = False,
 def _session_log(cfg: Any, request: str | None, now: dt.datetime, force: bool,
                  category: str | None, judge: Judge, report: Report | None,
                  error: str | None) -> None:
-    from toolkit.ledger_ops import append_session_log
+    from toolkit.ledger.vault import append_session_log
 
     flags = [f"force={'yes' if force else 'no'}", f"category={category or 'all'}",
              f"judge={judge.name}"]
@@ -1614,7 +1425,13 @@ def _counts(r: Report) -> str:
 
 def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
          max_judge_calls: int, now: dt.datetime, lock_wait: float | None) -> Report:
-    from toolkit.editor import EditorSession, check_inside, recover_interrupted
+    from toolkit.ledger.vault import (
+        EditorSession,
+        check_inside,
+        make_backup,
+        prune_backups,
+        recover_interrupted,
+    )
     from toolkit.sources.smith import read_json_file, read_ledger
 
     ledger_dir = cfg.ledger_dir
@@ -1656,7 +1473,7 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
 
     ticket = take_lock(ledger_dir, now, force=force, timeout=wait)  # Phase 0
     report.notes = list(ticket.notes)
-    written: list[_Written] = []
+    written: list[Written] = []
     failure: BaseException | None = None
     try:
         with EditorSession(cfg.vault, backup_prefix="pending", operation="reconcile",
@@ -1672,7 +1489,7 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
                 report.decision = decision = decide(signals, settings, now, force=force)
                 if not decision.run:  # another run reconciled in between
                     report.notes.append("nothing needed any more once the lock was taken")
-                    warn = give_back_lock(ticket)
+                    warn = give_back_json_lock(ticket)
                     if warn:
                         report.warnings.append(warn)
                     return report
@@ -1683,7 +1500,9 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
                     raise _BackupFailed(_reason(exc), getattr(exc, "exit_code", 1)) from None
                 report.backup = f".backups/{backup.name}/"
                 s.backup_prefix = f"{backup.name}/editor"  # the editor's copies go inside it
-                removed = prune_backups(ledger_dir, backup, now, settings)
+                removed = prune_backups(ledger_dir, backup, now,
+                                        max_count=settings.backup_max_count,
+                                        max_age_days=settings.backup_max_age_days)
                 if removed:
                     report.notes.append(f"old backups removed: {', '.join(removed)}")
                 _checkpoint("after_backup")
@@ -1696,13 +1515,13 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
                 # files, meta.yaml and .meta.json are replaced as one journaled set (G4).
                 s.meta_json_updates = lambda data: finish_updates(
                     data, ticket.holder, now, plan.tokens, _pattern_total(files, plan))
-                written += [_Written(c.path, c.old, c.new) for c in s.plan()]
+                written += [Written(c.path, c.old, c.new) for c in s.plan()]
                 result = s.commit()
                 report.notes += [n for n in result.notes if n not in report.notes]
                 _checkpoint("after_ledger_write")
                 before = ticket.path.read_bytes() if ticket.path.exists() else None
                 after = finish_meta_json(ticket, now, plan.tokens, _pattern_total(files, plan))
-                written.append(_Written(ticket.path, before, after))
+                written.append(Written(ticket.path, before, after))
                 _checkpoint("after_meta_write")
                 report.result = "PARTIAL" if report.warnings else "OK"
                 report.written = list(dict.fromkeys(
@@ -1733,7 +1552,7 @@ class _BackupFailed(ToolkitError):
         self.exit_code = exit_code
 
 
-def _fail(report: Report, exc: BaseException, written: list[_Written],
+def _fail(report: Report, exc: BaseException, written: list[Written],
           ticket: LockTicket) -> None:
     """A failed run (the caller holds the OS lock): restore what was written, give the lock
     back, and mark the report FAILED. Nothing is retried."""
@@ -1742,7 +1561,7 @@ def _fail(report: Report, exc: BaseException, written: list[_Written],
     if isinstance(exc, _BackupFailed):
         report.backup = None
     try:
-        warns, restored = _restore(written)
+        warns, restored = restore_written(written)
         report.warnings += warns
         if restored:
             report.notes.append(f"files restored from {report.backup}")
@@ -1750,7 +1569,7 @@ def _fail(report: Report, exc: BaseException, written: list[_Written],
         report.warnings.append(f"restore failed: {_reason(rexc)}; copy the files back from "
                                f"{report.backup} by hand")
     try:
-        warn = give_back_lock(ticket)
+        warn = give_back_json_lock(ticket)
         if warn and not any(w.path == ticket.path for w in written):
             report.warnings.append(warn)
     except Exception as lexc:
@@ -1776,15 +1595,13 @@ def _pattern_total(files: dict[str, Any], plan: Plan) -> int:
 def _log(report: Report, timeout: float) -> None:
     """Add the run's entry to reconcile-log.md (newest first). A failure to do so is kept in
     ``report.log_error`` for the CLI to report."""
-    from toolkit.safewrite import FileLock, FileSnapshot, atomic_replace
+    from toolkit.ledger.vault import write_reconcile_log
 
     path = report.log_path
     assert path is not None
     try:
-        with FileLock(lock_path(path.parent), timeout=timeout, what="the ledger"):
-            snap = FileSnapshot.read(path) if path.exists() else None
-            new = insert_log_entry(snap.data if snap else None, render_log_entry(report))
-            atomic_replace(snap if snap is not None else path, new, expected=snap)
+        write_reconcile_log(path, lambda old: insert_log_entry(old, render_log_entry(report)),
+                            timeout=timeout)
         report.logged = True
     except Exception as exc:
         report.log_error = f"could not write {path.name}: {_reason(exc)}"

@@ -481,12 +481,12 @@ def _entry_history(store: Store, tables: list[str]) -> dict[str, list[dict[str, 
 
 def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
     """entry_id -> the history's entry key (``<file>/<title key>[#n]``, file order)."""
-    from toolkit.sources.history import title_key
+    from toolkit.sources.history import entry_title_key
 
     seen: Counter[str] = Counter()
     out = {}
     for e in sorted(entries, key=lambda e: (e["file"], e.get("position") or 0)):
-        base = f"{e['file']}/{title_key(e.get('title'))}"
+        base = f"{e['file']}/{entry_title_key(e.get('title'))}"
         seen[base] += 1
         out[e["entry_id"]] = base if seen[base] == 1 else f"{base}#{seen[base]}"
     return out

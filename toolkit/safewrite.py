@@ -24,7 +24,9 @@ Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
 one file only; in a journaled set, ``after_journal`` before the first rename and
-``after_rename@<n>`` after the n-th) and wait there, so a test can SIGKILL it or edit the file.
+``after_rename@<n>`` after the n-th; reconcile's phases ``after_lock``, ``after_backup``,
+``after_ledger_write``, ``after_meta_write``) and wait there, so a test can SIGKILL it, edit
+the file or start a second run. This is the toolkit's one pause mechanism.
 ``<release>`` is either a number of seconds to wait or a file path: the writer continues as
 soon as that file exists (default: 30 seconds).
 """
@@ -50,7 +52,8 @@ from toolkit.textio import max_file_bytes
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
 PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
-                "after_rename")
+                "after_rename", "after_lock", "after_backup", "after_ledger_write",
+                "after_meta_write")
 TEMP_MARK = ".toolkit-tmp-"
 
 

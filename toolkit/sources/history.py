@@ -16,11 +16,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.errors import DataError
+from toolkit.ledger.codec import title_key
 from toolkit.records import LEDGER_FILES, LedgerEntry, Problem
 from toolkit.sources.snapshots import run_git
 
@@ -37,11 +37,10 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def title_key(title: str | None) -> str:
-    """An entry's identity within its file: the NFC-normalised, case-folded title."""
-    if not title:
-        return "[untitled]"
-    return unicodedata.normalize("NFC", title).casefold().strip()
+def entry_title_key(title: str | None) -> str:
+    """An entry's identity within its file: its :func:`toolkit.ledger.codec.title_key` (how
+    titles compare everywhere), ``[untitled]`` when it has no title."""
+    return title_key(title) or "[untitled]"
 
 
 def entry_keys(entries: list[LedgerEntry]) -> list[str]:
@@ -49,7 +48,7 @@ def entry_keys(entries: list[LedgerEntry]) -> list[str]:
     seen: dict[str, int] = {}
     out = []
     for e in entries:
-        base = f"{e.file}/{title_key(e.title)}"
+        base = f"{e.file}/{entry_title_key(e.title)}"
         n = seen.get(base, 0) + 1
         seen[base] = n
         out.append(base if n == 1 else f"{base}#{n}")

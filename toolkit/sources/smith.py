@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import DataError, TooLargeError
+from toolkit.ledger.codec import BOM, parse_entry
 from toolkit.records import (
-    CATEGORIES,
-    CONFIDENCES,
     LEDGER_FILES,
     LedgerEntry,
     Problem,
@@ -36,16 +35,8 @@ from toolkit.records import (
 )
 from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
 
-BOM = b"\xef\xbb\xbf"
-_FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
-                    rb"[ \t]*(.*?)[ \t]*\r?$")
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_SECTION_NAMES = {"context", "pattern", "evidence", "related"}
-_FIELD_S = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
-                      r"[ \t]*", re.MULTILINE)
-_SECTION_HEAD = re.compile(r"^### (.*)$", re.MULTILINE)
 _INTERESTING = frozenset(b"#*`~- \t")  # first bytes of lines that can matter in pass 1
 
 
@@ -177,7 +168,7 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
         body_end = end_line
         while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):
             body_end -= 1
-        entry = _parse_entry(lines, ti, body_end, form, spath, kind,
+        entry = parse_entry(lines, ti, body_end, form, spath, kind,
                              offsets[block_start[idx]], offsets[end_line])
         entries.append(entry)
         for note in entry.problems:
@@ -257,71 +248,6 @@ def _line_ranges(indexes: list[int]) -> str:
         first = prev = i
     word = "line" if len(indexes) == 1 else "lines"
     return f"{word} " + ", ".join(parts)
-
-
-def _parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
-                 start_off: int, end_off: int) -> LedgerEntry:
-    problems: list[str] = []
-    fields: dict[str, str] = {}
-    texts: dict[str, str | None] = {}
-    # One decode and a few whole-block regex scans per entry (fast on big ledgers).
-    text = b"\n".join(lines[ti:end]).decode("utf-8", "replace")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "")
-    nl = text.find("\n")
-    first = text if nl < 0 else text[:nl]
-    if form == "A":
-        title = first[3:].strip()
-        heads = list(_SECTION_HEAD.finditer(text))
-        meta = text[: heads[0].start()] if heads else text
-        for m in _FIELD_S.finditer(meta):
-            eol = meta.find("\n", m.end())
-            fields[m.group(1).strip().lower()] = meta[m.end(): eol if eol >= 0 else None].strip()
-        for k, h in enumerate(heads):
-            stop = heads[k + 1].start() if k + 1 < len(heads) else len(text)
-            texts[h.group(1).strip().lower().rstrip(":")] = text[h.end():stop].strip() or None
-    else:
-        matches = list(_FIELD_S.finditer(text))
-        title = ""
-        for k, m in enumerate(matches):
-            name = m.group(1).strip().lower()
-            stop = matches[k + 1].start() if k + 1 < len(matches) else len(text)
-            value = text[m.end():stop].strip()
-            if k == 0 and m.start() == 0:
-                title = value.partition("\n")[0].strip()
-            elif name in _SECTION_NAMES:
-                texts[name] = value or None
-            else:
-                fields[name] = value.partition("\n")[0].strip()
-    date = fields.get("date") or None
-    category = (fields.get("category") or "").lower() or None
-    confidence = (fields.get("confidence") or "").lower() or None
-    obs_raw = fields.get("observations")
-    observations: int | None = None
-    if obs_raw:
-        if obs_raw.strip().isdigit():
-            observations = int(obs_raw)
-        else:
-            problems.append(f"Observations is not a number: {obs_raw!r}")
-    if not title:
-        problems.append("missing title")
-    if date is None:
-        problems.append("missing Date")
-    elif not _DATE.match(date):
-        problems.append(f"Date is not YYYY-MM-DD: {date!r}")
-    if category is None:
-        problems.append("missing Category")
-    elif category not in CATEGORIES:
-        problems.append(f"unknown Category {category!r}")
-    if confidence is None:
-        problems.append("missing Confidence")
-    elif confidence not in CONFIDENCES:
-        problems.append(f"unknown Confidence {confidence!r}")
-    get = texts.get
-    return LedgerEntry(path, kind, title or None, date, category, confidence, observations,
-                       fields.get("source reflections") or None, get("context"), get("pattern"),
-                       get("evidence"), get("related"), form, ti + 1, start_off, end_off,
-                       tuple(problems))
 
 
 def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,

@@ -1,0 +1,309 @@
+"""One Smith Ledger entry: how it is read, how one field is edited, how one is written.
+
+The two entry forms are in FORMATS.md 1.2: Form A (``## Title`` + ``- **Field:** value``
+bullets + ``### Section`` headings) and Form B (``**Title:**`` + ``**Field:** value`` lines +
+``**Section:**`` paragraphs). The reader of whole files (:mod:`toolkit.sources.smith`) finds
+where each entry starts and ends and hands its lines to :func:`parse_entry`; the vault's edit
+session, reconcile, the demo writer and the tests edit and write entries with the functions
+here, so what is written is what the reader shows.
+
+The one rule for a field (the reader decides what a user sees):
+
+* **Which line.** Form A: the field lines between the title and the first ``### `` heading;
+  Form B: every ``**Name:**`` line of the entry below its title except the four sections
+  (Context, Pattern, Evidence, Related). When a field is repeated, the reader shows the
+  **last** one, so an edit changes the last one. The title is the ``## `` line (Form A) or
+  the ``**Title:**`` line (Form B).
+* **Where a missing field goes.** Right after the last field line of the entry's head -- Form
+  A: the last field line above the first ``###`` heading; Form B: the last of the field lines
+  directly below the title (a section label or a blank line ends them) -- or right after the
+  title line when there is none. The new line copies that field line's style (bullet,
+  ``:**`` or ``**:``, line ending), else the form's own (``- **Name:** v`` / ``**Name:** v``).
+* **Case.** Confidence and Category values (the reader lower-cases them) keep the old value's
+  capitalisation (``High`` -> ``Low``); other values are written as given.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from toolkit.errors import UsageError
+from toolkit.records import CATEGORIES, CONFIDENCES, LedgerEntry
+
+BOM = b"\xef\xbb\xbf"
+# A field line: optional indent and bullet, **Name:** (or **Name**:), the value.
+FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
+                   rb"[ \t]*(.*?)[ \t]*\r?$")
+_FIELD_HEAD = re.compile(rb"^([ \t]*(?:[-*+][ \t]+)?)\*\*[A-Za-z][A-Za-z _-]{0,40}?(:\*\*|\*\*:)")
+FIELD_TEXT = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
+                        r"[ \t]*", re.MULTILINE)
+SECTION_HEAD = re.compile(r"^### (.*)$", re.MULTILINE)
+SECTION_NAMES = frozenset({"context", "pattern", "evidence", "related"})
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# Smith's confidence order (a file is sorted high, medium, low): the one definition.
+CONF_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
+KEEP_CASE_FIELDS = frozenset({"confidence", "category"})
+
+
+def entry_form(line: bytes) -> str | None:
+    """"A" or "B" when ``line`` starts an entry (``## `` / ``**Title:**``), else None."""
+    if line.startswith(b"## "):
+        return "A"
+    if line.startswith(b"**Title:**") or line.startswith(b"**Title**:"):
+        return "B"
+    return None
+
+
+def title_key(text: str | None) -> str:
+    """How titles compare: NFC-normalised, case-folded, without surrounding spaces ("" for
+    no title)."""
+    return unicodedata.normalize("NFC", text or "").casefold().strip()
+
+
+def confidence_rank(value: str | None) -> int:
+    """High 0, medium 1, low 2, anything else (unknown, missing) 3."""
+    return CONF_RANK.get(value or "", len(CONF_RANK))
+
+
+def sort_key(entry: LedgerEntry) -> tuple[int, int]:
+    """Smith's file order: high, medium, low (unknown last); newest Date first."""
+    try:
+        ordinal = dt.date.fromisoformat(entry.date or "").toordinal()
+    except ValueError:
+        ordinal = 0
+    return confidence_rank(entry.confidence), -ordinal
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
+                start_off: int, end_off: int) -> LedgerEntry:
+    """The entry whose title is ``lines[ti]`` and whose content ends before ``lines[end]``
+    (lines without their ``\\n``); ``start_off``/``end_off`` are its byte range in the file.
+    Never raises for content problems: they become the entry's ``problems``."""
+    problems: list[str] = []
+    fields: dict[str, str] = {}
+    texts: dict[str, str | None] = {}
+    # One decode and a few whole-block regex scans per entry (fast on big ledgers).
+    text = b"\n".join(lines[ti:end]).decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "")
+    nl = text.find("\n")
+    first = text if nl < 0 else text[:nl]
+    if form == "A":
+        title = first[3:].strip()
+        heads = list(SECTION_HEAD.finditer(text))
+        meta = text[: heads[0].start()] if heads else text
+        for m in FIELD_TEXT.finditer(meta):
+            eol = meta.find("\n", m.end())
+            fields[m.group(1).strip().lower()] = meta[m.end(): eol if eol >= 0 else None].strip()
+        for k, h in enumerate(heads):
+            stop = heads[k + 1].start() if k + 1 < len(heads) else len(text)
+            texts[h.group(1).strip().lower().rstrip(":")] = text[h.end():stop].strip() or None
+    else:
+        matches = list(FIELD_TEXT.finditer(text))
+        title = ""
+        for k, m in enumerate(matches):
+            name = m.group(1).strip().lower()
+            stop = matches[k + 1].start() if k + 1 < len(matches) else len(text)
+            value = text[m.end():stop].strip()
+            if k == 0 and m.start() == 0:
+                title = value.partition("\n")[0].strip()
+            elif name in SECTION_NAMES:
+                texts[name] = value or None
+            else:
+                fields[name] = value.partition("\n")[0].strip()
+    date = fields.get("date") or None
+    category = (fields.get("category") or "").lower() or None
+    confidence = (fields.get("confidence") or "").lower() or None
+    obs_raw = fields.get("observations")
+    observations: int | None = None
+    if obs_raw:
+        if obs_raw.strip().isdigit():
+            observations = int(obs_raw)
+        else:
+            problems.append(f"Observations is not a number: {obs_raw!r}")
+    if not title:
+        problems.append("missing title")
+    if date is None:
+        problems.append("missing Date")
+    elif not DATE.match(date):
+        problems.append(f"Date is not YYYY-MM-DD: {date!r}")
+    if category is None:
+        problems.append("missing Category")
+    elif category not in CATEGORIES:
+        problems.append(f"unknown Category {category!r}")
+    if confidence is None:
+        problems.append("missing Confidence")
+    elif confidence not in CONFIDENCES:
+        problems.append(f"unknown Confidence {confidence!r}")
+    get = texts.get
+    return LedgerEntry(path, kind, title or None, date, category, confidence, observations,
+                       fields.get("source reflections") or None, get("context"), get("pattern"),
+                       get("evidence"), get("related"), form, ti + 1, start_off, end_off,
+                       tuple(problems))
+
+
+# --------------------------------------------------------------------------- editing
+
+
+def _lines(data: bytes, start: int, end: int) -> list[tuple[int, bytes]]:
+    out = []
+    pos = start
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
+        stop = end if nl < 0 else nl + 1
+        out.append((pos, data[pos:stop]))
+        pos = stop
+    return out
+
+
+def _title_index(lines: list[tuple[int, bytes]], form: str) -> int:
+    for i, (_, line) in enumerate(lines):
+        if entry_form(line) == form:
+            return i
+    raise UsageError("entry has no title line where the parser found one")
+
+
+def _name_of(m: re.Match[bytes]) -> str:
+    return m.group(1).decode("utf-8", "replace").strip().lower()
+
+
+def field_span(data: bytes, start: int, end: int, form: str, name: str) -> tuple[int, int] | None:
+    """Byte range of the value the reader shows for field ``name`` of the entry in
+    ``data[start:end]`` (the last occurrence; see the module docstring), or None."""
+    lines = _lines(data, start, end)
+    ti = _title_index(lines, form)
+    want = name.strip().lower()
+    off, line = lines[ti]
+    if want == "title":
+        if form == "A":
+            text = line.rstrip(b"\r\n")
+            lead = len(text[3:]) - len(text[3:].lstrip(b" \t"))
+            return off + 3 + lead, off + len(text.rstrip(b" \t"))
+        m = FIELD.match(line)
+        assert m is not None
+        return off + m.start(2), off + m.end(2)
+    if want in SECTION_NAMES and form == "B":
+        raise UsageError(f"{name} is a section, not a one-line field")
+    found: tuple[int, int] | None = None
+    for off, line in lines[ti + 1:]:
+        if form == "A" and line.startswith(b"### "):
+            break
+        m = FIELD.match(line)
+        if m and _name_of(m) == want:
+            found = (off + m.start(2), off + m.end(2))
+    return found
+
+
+def field_insert(data: bytes, start: int, end: int, form: str, name: str, value: str,
+                 newline: bytes = b"\n") -> tuple[int, bytes]:
+    """Where and what to insert for a field the entry lacks (see the module docstring)."""
+    lines = _lines(data, start, end)
+    ti = _title_index(lines, form)
+    anchor = lines[ti]
+    for off, line in lines[ti + 1:]:
+        if form == "A":
+            if line.startswith(b"### "):
+                break
+            if FIELD.match(line):
+                anchor = (off, line)
+        else:
+            m = FIELD.match(line)
+            if not line.strip() or not m or _name_of(m) in SECTION_NAMES:
+                break
+            anchor = (off, line)
+    off, line = anchor
+    head = _FIELD_HEAD.match(line) if entry_form(line) is None or form == "B" else None
+    if head is not None:
+        lead, closer = head.group(1), head.group(2)
+    else:
+        lead, closer = (b"- " if form == "A" else b""), b":**"
+    ending = newline if not line.endswith(b"\n") else line[-2:] if line.endswith(b"\r\n") \
+        else b"\n"
+    pos = off + len(line)
+    text = lead + b"**" + name.encode("utf-8") + closer + b" " + value.encode("utf-8")
+    return pos, (b"" if line.endswith(b"\n") else ending) + text + ending
+
+
+def same_case(old: str, new: str) -> str:
+    """``new`` written the way ``old`` was: ``High``, ``HIGH`` or ``high``."""
+    old = old.strip()
+    if old.isupper() and len(old) > 1:
+        return new.upper()
+    if old[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def field_edit(data: bytes, start: int, end: int, form: str, name: str, value: str,
+               newline: bytes = b"\n") -> tuple[int, int, bytes] | None:
+    """The byte edit ``(start, end, new bytes)`` of ``data`` that sets field ``name`` of the
+    entry in ``data[start:end]`` to ``value`` (the line is added when missing), or None when
+    the entry already shows that value. Raises :class:`UsageError` for a value that is not one
+    non-empty line."""
+    if any(ch in value for ch in "\r\n") or not value.strip():
+        raise UsageError("a field value must be one non-empty line")
+    value = value.strip()
+    span = field_span(data, start, end, form, name)
+    if span is None:
+        pos, line = field_insert(data, start, end, form, name, value, newline)
+        return pos, pos, line
+    vstart, vend = span
+    old = data[vstart:vend]
+    new = value
+    if name.strip().lower() in KEEP_CASE_FIELDS and old:
+        new = same_case(old.decode("utf-8", "replace"), value)
+    enc = new.encode("utf-8")
+    if old == enc:
+        return None
+    if not old and data[vstart - 1:vstart] not in (b" ", b"\t"):
+        enc = b" " + enc  # "**Date:**" with no value: keep the space after the label
+    return vstart, vend, enc
+
+
+def set_field(block: bytes, form: str, name: str, value: str, newline: bytes = b"\n") -> bytes:
+    """``block`` (one entry's bytes) with field ``name`` set to ``value`` (see
+    :func:`field_edit`)."""
+    edit = field_edit(block, 0, len(block), form, name, value, newline)
+    if edit is None:
+        return block
+    s, e, new = edit
+    return block[:s] + new + block[e:]
+
+
+# --------------------------------------------------------------------------- writing
+
+SECTIONS = ("Context", "Pattern", "Evidence", "Related")
+
+
+def render_entry(form: str, title: str, fields: Sequence[tuple[str, str]],
+                 sections: Sequence[tuple[str, str]] = (), *, newline: str = "\n",
+                 separator: bool = True) -> str:
+    """One entry in the seed's layout: Form A (``## title``, ``- **Name:** value`` lines,
+    ``### Section`` blocks, closing ``---``) or Form B (``---``, ``**Title:**``,
+    ``**Name:** value`` lines, ``**Section:**`` paragraphs; a section whose text has several
+    lines or starts with a list item begins on the line below its label). ``separator=False``
+    leaves out the ``---`` (closing Form A, opening Form B) for a writer that places them."""
+    if form not in ("A", "B"):
+        raise UsageError(f"entry form must be A or B, not {form!r}")
+    out: list[str] = []
+    if form == "A":
+        out += [f"## {title}", ""]
+        out += [f"- **{k}:** {v}" for k, v in fields]
+        for name, text in sections:
+            out += ["", f"### {name}", "", text]
+        out += ["", "---"] if separator else []
+    else:
+        out += ["---", "", f"**Title:** {title}"] if separator else [f"**Title:** {title}"]
+        out += [f"**{k}:** {v}" for k, v in fields]
+        for name, text in sections:
+            if "\n" in text or text.startswith(("- ", "* ")):
+                out += ["", f"**{name}:**", text]
+            else:
+                out += ["", f"**{name}:** {text}"]
+    return newline.join(out) + newline

@@ -1,0 +1,84 @@
+"""Where the vault's writers may write: the vault and its folders stay inside the root the
+user gave (FAULTS G3)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from toolkit.errors import RefusedError
+
+
+def _inside(real: Path, root_real: Path) -> bool:
+    return real == root_real or root_real in real.parents
+
+
+def _walk_out(path: Path, base: Path, root_real: Path) -> Path:
+    """The first component of ``path`` below ``base`` whose real location leaves ``root_real``
+    (the symlink to blame), or ``path`` itself."""
+    try:
+        parts = path.relative_to(base).parts
+    except ValueError:
+        return path
+    current = base
+    for part in parts:
+        current = current / part
+        if not _inside(Path(os.path.realpath(current)), root_real):
+            return current
+    return path
+
+
+def vault_roots(vault: str | Path) -> tuple[Path, Path]:
+    """(the folder the user named, the vault as named). The named folder is the project root
+    when the vault is ``<project>/.smith/vault``, else the vault itself."""
+    vault = Path(os.path.abspath(vault))
+    if vault.name == "vault" and vault.parent.name == ".smith":
+        return vault.parent.parent, vault
+    return vault, vault
+
+
+def check_inside(vault: str | Path) -> None:
+    """Refuse (:class:`RefusedError`, before anything is read or written) when a folder the
+    editor writes in resolves outside the root the user gave (FAULTS G3).
+
+    "Inside" is decided on real paths (every parent resolved, so a link anywhere on the way
+    counts): ``.smith`` and the vault must stay inside the project folder (the folder holding
+    ``.smith``; links above it are the user's business), and ``ledger/``, ``ledger/.backups``
+    and ``ledger/archive`` inside the vault. A link that stays inside is followed. The ledger
+    files themselves follow the same rule in :func:`toolkit.safewrite.check_editable`."""
+    root, vault = vault_roots(vault)
+    root_real = Path(os.path.realpath(root))
+    vault_real = Path(os.path.realpath(vault))
+    ledger = vault / "ledger"
+    checks = [(vault, root, root_real, "the project folder"),
+              (ledger, vault, vault_real, "the vault"),
+              (ledger / ".backups", vault, vault_real, "the vault"),
+              (ledger / "archive", vault, vault_real, "the vault")]
+    for path, base, base_real, what in checks:
+        if not (path.exists() or path.is_symlink()):
+            continue
+        real = Path(os.path.realpath(path))
+        if _inside(real, base_real):
+            continue
+        culprit = _walk_out(path, base if path != base else root, base_real)
+        target = Path(os.path.realpath(culprit))
+        raise RefusedError(
+            f"is a symlink to {target}, outside {what} ({base_real}); refusing to edit the "
+            "ledger through it", path=culprit,
+            hint="Replace the link with the folder itself; nothing was written")
+
+
+
+def make_ledger_dir(vault: str | Path) -> Path:
+    """Create ``<vault>/ledger`` (for a reset of a vault that has none); checked inside first."""
+    check_inside(vault)
+    ledger = Path(vault) / "ledger"
+    ledger.mkdir(exist_ok=True)
+    return ledger
+
+
+def write_export(path: Path, text: str) -> None:
+    """Write an export of the ledger to the file the user named (``--output``), atomically."""
+    from toolkit.safewrite import atomic_replace
+
+    atomic_replace(path, text.encode("utf-8"))

@@ -486,7 +486,8 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     pages += goal_pages(store)
     pages += _session_pages(data)
     pages.append(_snapshots_page(data))
-    downloads = [Download(t, _table_doc(t), data.counts.get(t, 0)) for t in data.tables]
+    docs = store.table_docs()
+    downloads = [Download(t, docs.get(t, ""), data.counts.get(t, 0)) for t in data.tables]
     pages.append(DataPage(path="data/index.md", title="Data downloads", nav=("Data",),
                           table=Table(("Table", "Rows", "CSV", "JSON", "What it holds"), [
                               (d.table, d.rows, Ref(f"{d.table}.csv", f"data/{d.table}.csv"),
@@ -496,12 +497,6 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     for builder in EXTRA_PAGES:
         pages += builder(store, data)
     return SiteContent(pages=pages, charts=charts, downloads=downloads)
-
-
-def _table_doc(table: str) -> str:
-    from toolkit.store import TABLE_DOCS
-
-    return TABLE_DOCS.get(table, "")
 
 
 # --------------------------------------------------------------------------- helpers

@@ -187,24 +187,17 @@ def _snapshot(db: Path) -> tuple[list[str], dict[str, int], list[str]]:
         return store.applied_migrations(), store.counts(), sorted(store.tables())
 
 
-def test_a_failing_migration_leaves_the_store_as_it_was(project):
+@pytest.mark.parametrize("name, sql", [
+    # a new migration (applied as pending) that fails half-way through
+    ("m900_broken", "CREATE TABLE half (a INTEGER);\nCREATE TABLE broken (a NO_SUCH_TYPE);"),
+    # m110 changed, so the store is rebuilt, into a text that fails half-way through
+    ("m110_goals", "CREATE TABLE goals (a INTEGER);\nCREATE TABLE goal_events (a NO_SUCH_TYPE);"),
+], ids=["pending", "rebuild"])
+def test_a_failing_migration_leaves_the_store_as_it_was(project, name, sql):
     db, _ = _loaded_store(project)
     before = _snapshot(db)
-    broken = _with_migration("m900_broken", "CREATE TABLE half (a INTEGER);\n"
-                                            "CREATE TABLE broken (a NO_SUCH_TYPE);")
     with pytest.raises(Exception, match="NO_SUCH_TYPE"):
-        Store.open(db, sources=broken)
-    assert _snapshot(db) == before
-
-
-def test_a_failing_rebuild_leaves_the_store_as_it_was(project):
-    db, _ = _loaded_store(project)
-    before = _snapshot(db)
-    # m110 changed (so a rebuild is due) into a text that fails half-way through
-    broken = _with_migration("m110_goals", "CREATE TABLE goals (a INTEGER);\n"
-                                           "CREATE TABLE goal_events (a NO_SUCH_TYPE);")
-    with pytest.raises(Exception, match="NO_SUCH_TYPE"):
-        Store.open(db, sources=broken)
+        Store.open(db, sources=_with_migration(name, sql))
     assert _snapshot(db) == before
     with Store.open(db, sources=SOURCES) as store:
         assert store.rebuilt is None

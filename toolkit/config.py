@@ -224,7 +224,7 @@ def resolve(
         return default
 
     place = Place(root=root, home=home, env=env)
-    paths: dict[str, Path | None] = {}
+    paths: dict[str, Any] = {}  # Config field -> Path or None
     for setting in loaders.settings():
         value = pick(setting.key, env.get(setting.env) if setting.env else None,
                      setting.default(place))
@@ -262,7 +262,7 @@ def resolve(
 
     return Config(
         project_root=root,
-        **paths,  # type: ignore[arg-type]  # each source setting is a Config field (tested)
+        **paths,  # each source setting is a Config field (tests/test_source_contract.py)
         db_path=Path(db),
         site_dir=Path(site_dir),
         site_url=str(site_url) if site_url else None,

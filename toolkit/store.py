@@ -237,7 +237,10 @@ class Store:
             "AND table_catalog = current_database()").fetchall()}
 
     def _recorded(self) -> dict[str, str | None] | None:
-        """Applied migrations -> SHA-256 (None: no hashes recorded); None: no record at all."""
+        """Applied migrations -> SHA-256 (None: no hashes recorded); None: no record at all.
+
+        An older toolkit's record (no hash column) reads as one unnamed migration without a
+        hash, even when it is empty, so that it never matches."""
         cols = {r[0] for r in self.conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
             "AND table_catalog = current_database() AND table_name = '_migrations'"
@@ -245,12 +248,12 @@ class Store:
         if not cols:
             return None
         if "sha256" not in cols:
-            return {r[0]: None for r in self.conn.execute(
-                "SELECT name FROM _migrations").fetchall()}
+            return {"": None, **{r[0]: None for r in self.conn.execute(
+                "SELECT name FROM _migrations").fetchall()}}
         return dict(self.conn.execute("SELECT name, sha256 FROM _migrations").fetchall())
 
     def applied_migrations(self) -> list[str]:
-        return sorted(self._recorded() or {})
+        return sorted(name for name in self._recorded() or {} if name)
 
     def schema_mismatch(self, *, pending_ok: bool = False) -> str | None:
         """Why the store's schema does not match the code's migrations, or None.
@@ -262,13 +265,13 @@ class Store:
         recorded = self._recorded()
         if recorded is None:
             return None if pending_ok or not self._catalog() else "no migration record"
+        if "" in recorded:
+            return "migrations were recorded without their hashes by an older toolkit"
         code = {name: migration_sha256(sql) for name, sql in self.migrations()}
         unknown = sorted(set(recorded) - set(code))
         if unknown:
             return f"migration {unknown[0]} is unknown here; a newer toolkit wrote it?"
         for name, sha in sorted(recorded.items()):
-            if sha is None:
-                return "migrations were recorded without their hashes by an older toolkit"
             if sha != code[name]:
                 return f"migration {name} changed since it was applied"
         if pending_ok and set(code) - set(recorded):

@@ -157,6 +157,18 @@ def test_a_store_written_by_a_newer_toolkit_is_rebuilt(project, cli_run):
         assert store.counts() == counts  # status refreshed every source into the new store
 
 
+def test_a_hostile_migration_name_is_shown_on_one_line(project, capsys):
+    db, _ = _loaded_store(project)
+    with Store.open(db, sources=SOURCES) as store:
+        store.conn.execute("INSERT INTO _migrations VALUES (?, now(), 'x')",
+                           ["m999\x1b[2J\nfake line"])
+    with Store.open(db, sources=SOURCES) as store:
+        assert store.rebuilt is not None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert "migration m999<U+001B>[2J fake line is unknown here" in err
+
+
 def test_a_missing_table_rebuilds_the_store(project):
     db, counts = _loaded_store(project)
     with Store.open(db, sources=SOURCES) as store:

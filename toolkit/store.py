@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
 from toolkit.records import Problem
 from toolkit.source import (
@@ -326,8 +327,10 @@ class Store:
         drop = [("VIEW" if kind == "VIEW" else "TABLE", name) for kind, name in objects]
         self._apply(self.migrations(), create_record=True, drop=drop)
         self.rebuilt = why
-        print(f"note: {self.path}: the store's schema does not match this toolkit ({why}); "
-              "rebuilt, it is loaded again from the sources", file=sys.stderr)
+        # one line, whatever a damaged or hostile store records as a migration name
+        print(visible(f"note: {self.path}: the store's schema does not match this toolkit "
+                      f"({why}); rebuilt, it is loaded again from the sources", single_line=True),
+              file=sys.stderr)
 
     # -- generic access (for toolkit.queries) ----------------------------------
     def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from toolkit.config import resolve  # noqa: E402
+from toolkit.loaders import SOURCES  # noqa: E402
 from toolkit.store import Store  # noqa: E402
 
 SCHEMA = """
@@ -97,7 +98,7 @@ def bench_audit(tmp: Path, rows: int) -> None:
     for _ in range(3):
         store_path = tmp / f"store-{len(loads)}.duckdb"
         store_path.unlink(missing_ok=True)
-        with Store.open(store_path) as store:
+        with Store.open(store_path, sources=SOURCES) as store:
             t = time.perf_counter()
             store.refresh(cfg.with_overrides(db_path=store_path), only=["audit"])
             loads.append(time.perf_counter() - t)
@@ -107,7 +108,7 @@ def bench_audit(tmp: Path, rows: int) -> None:
 
     make_audit(db, 1000, start_id=rows)
     store_path = tmp / "store-0.duckdb"
-    with Store.open(store_path) as store:
+    with Store.open(store_path, sources=SOURCES) as store:
         t = time.perf_counter()
         store.refresh(cfg.with_overrides(db_path=store_path), only=["audit"])
         inc = time.perf_counter() - t

@@ -40,16 +40,19 @@ def _help_sections() -> list[str]:
 
 
 def _schema_section() -> str:
-    from toolkit.store import TABLE_DOCS, Store
+    from toolkit.loaders import SOURCES
+    from toolkit.store import Store
 
     lines: list[str] = []
-    with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "s.duckdb") as store:
+    with tempfile.TemporaryDirectory() as tmp, \
+            Store.open(Path(tmp) / "s.duckdb", sources=SOURCES) as store:
+        docs = store.table_docs()
         current = None
         for table, kind, col, typ in store.schema():
             if table != current:
                 if current is not None:
                     lines.append("")
-                doc = TABLE_DOCS.get(table, "")
+                doc = docs.get(table, "")
                 lines.append(f"#### `{table}` ({kind})")
                 lines.append("")
                 if doc:

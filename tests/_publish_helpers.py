@@ -48,6 +48,7 @@ def github(clock: FakeClock) -> Iterator[FakeGitHub]:
 def run_publish(project: Any, github: FakeGitHub, clock: FakeClock, **kwargs: Any) -> Any:
     """One library publish run against the fake GitHub, the way the CLI makes it."""
     from toolkit import config
+    from toolkit.loaders import SOURCES
     from toolkit.publish import WaitPolicy, publish
     from toolkit.store import Store
 
@@ -58,7 +59,7 @@ def run_publish(project: Any, github: FakeGitHub, clock: FakeClock, **kwargs: An
     kwargs.setdefault("clock", clock)
     kwargs.setdefault("timeout", 1)
     kwargs.setdefault("policy", WaitPolicy())
-    with Store.open(cfg.db_path) as store:
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         return publish(store, cfg, **kwargs)
 

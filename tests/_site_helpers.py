@@ -112,10 +112,11 @@ def add_hostile(vault: Path, slop: Path, audit: Path) -> None:
 
 
 def build(world: World, out: Path | None = None, **kwargs):  # type: ignore[no-untyped-def]
+    from toolkit.loaders import SOURCES
     from toolkit.site import build_site
     from toolkit.store import Store
 
-    with Store.open(world.cfg.db_path) as store:
+    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
         store.refresh(world.cfg)
         return build_site(world.cfg, store, out=out, build_time=BUILD_TIME, **kwargs)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from toolkit.loaders import settings as source_settings
+
 # Fixtures defined in helper modules, available to every test module without importing them.
 pytest_plugins = ["tests._publish_helpers"]
 
@@ -18,10 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 # The source systems' example files, kept inside the repository (a fresh clone has no ../shared).
 FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
 
-_ENV_VARS = ("NAGI_LEDGER_DB", "NAGI_LEDGER_EXPORT", "CODESMITH_HOME", "CODESMITH_SLOP_LEDGER",
-             "CODESMITH_SNAPSHOTS", "SMITH_VAULT", "TOOLKIT_DB", "TOOLKIT_MAX_FILE_MB",
-             "TOOLKIT_TODAY", "TOOLKIT_SITE_URL", "GH_TOKEN", "GITHUB_TOKEN", "SOURCE_DATE_EPOCH",
-             "TOOLKIT_EDITOR_PAUSE", "NAGI_GOAL_FILE", "NAGI_GOAL_HISTORY", "NAGI_BRIEF_REPOS")
+# The sources' settings name their own variables (toolkit.loaders.settings); these are the rest.
+_ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TOOLKIT_DB",
+             "TOOLKIT_MAX_FILE_MB", "TOOLKIT_TODAY", "TOOLKIT_SITE_URL", "GH_TOKEN",
+             "GITHUB_TOKEN", "SOURCE_DATE_EPOCH", "TOOLKIT_EDITOR_PAUSE", "NAGI_BRIEF_REPOS")
 
 
 @pytest.fixture(autouse=True)

@@ -58,6 +58,89 @@ def test_readers_depend_on_nothing_above_them(module):
     assert bad == set(), f"{module} imports {bad}"
 
 
+def _runtime_imports(path: Path) -> dict[str, bool]:
+    """Toolkit modules a module imports when it runs -> whether inside a function (imports
+    under ``if TYPE_CHECKING:`` are for annotations only and left out)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: dict[str, bool] = {}
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                visit(ast.Module(body=child.orelse, type_ignores=[]), in_function)
+                continue
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [child.module, *(f"{child.module}.{a.name}" for a in child.names)]
+            for name in names:
+                if name in MODULES and name != _module(path):
+                    found[name] = found.get(name, False) or in_function
+            visit(child, in_function or isinstance(child, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(tree, False)
+    return found
+
+
+RUNTIME = {_module(p): _runtime_imports(p) for p in sorted(PKG.rglob("*.py"))}
+
+
+def _cycles() -> list[list[str]]:
+    """Import cycles among toolkit modules (strongly connected components of the runtime import
+    graph, function-level imports included: a lazy import does not make a cycle go away)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for dep in RUNTIME[module]:
+            if dep not in index:
+                connect(dep)
+                low[module] = min(low[module], low[dep])
+            elif dep in stack:
+                low[module] = min(low[module], index[dep])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(RUNTIME):
+        if module not in index:
+            connect(module)
+    return cycles
+
+
+def test_no_import_cycles():
+    # store <-> loaders and reports <-> history_report/goals_report imported each other inside
+    # functions; the store is now handed the sources, and reports imports the page modules.
+    assert _cycles() == []
+
+
+def test_a_cycle_is_found_where_there_is_one(monkeypatch):
+    monkeypatch.setitem(RUNTIME, "toolkit.errors", {**RUNTIME["toolkit.errors"],
+                                                   "toolkit.store": True})
+    assert any({"toolkit.errors", "toolkit.store"} <= set(c) for c in _cycles())
+
+
+def test_the_store_imports_no_source():
+    """The store is handed the sources (toolkit.source.Source) and never imports them."""
+    sources = {m for m in MODULES if m.startswith(("toolkit.sources", "toolkit.loaders"))}
+    sources |= {"toolkit.history", "toolkit.goals"}
+    sources |= {m for m in MODULES if m.startswith("toolkit.ledger")}
+    assert set(RUNTIME["toolkit.store"]) & sources == set()
+    assert set(RUNTIME["toolkit.source"]) <= {"toolkit.errors", "toolkit.records"}
+
+
 def test_library_never_imports_the_cli():
     offenders = {m for m in _importers("toolkit.cli")
                  if not m.startswith("toolkit.cli") and m != "toolkit.__main__"}

@@ -165,6 +165,7 @@ def test_i2_unknown_keys_that_are_not_text_and_typos_under_publish(project, cli_
 
 def test_no_connection_installs_or_autoloads_an_extension(project, cli_run):
     """The store's own connection and the locked-down query connection both say so."""
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
     assert cli_run("load").exit_code == 0
@@ -172,7 +173,7 @@ def test_no_connection_installs_or_autoloads_an_extension(project, cli_run):
                 "current_setting('autoload_known_extensions') AS autoload")
     result = cli_run("query", settings, "--format", "csv")
     assert result.output.splitlines() == ["install,autoload", "False,False"]
-    with Store.open(project.root / ".toolkit" / "ledger.duckdb") as store:
+    with Store.open(project.root / ".toolkit" / "ledger.duckdb", sources=SOURCES) as store:
         assert store.fetch(settings)[1] == [(False, False)]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import FORMATS, make_audit_db
 from toolkit import config as config_mod
+from toolkit.loaders import SOURCES
 from toolkit.sources.smith import parse_ledger_bytes, read_vault
 from toolkit.sources.snapshots import fnv1a64_hex, parse_label, side_repo_for
 from toolkit.store import Store
@@ -247,10 +248,10 @@ def test_query_formats(project, cli_run, fmt, expected_start):
 
 def test_migrations_are_recorded_and_not_reapplied(tmp_path):
     db = tmp_path / "s.duckdb"
-    with Store.open(db) as store:
+    with Store.open(db, sources=SOURCES) as store:
         first = store.applied_migrations()
         assert "m001_initial" in first
-    with Store.open(db) as store:
+    with Store.open(db, sources=SOURCES) as store:
         assert store.migrate() == []
         assert store.applied_migrations() == first
 

@@ -203,13 +203,14 @@ def test_lines_that_are_not_json_objects_are_skipped_with_their_line(cli_run, wo
 
 def test_goal_files_are_never_written_and_reloaded_only_when_changed(cli_run, world):
     from toolkit.config import resolve
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
     write_goal(world["goal"])
     world["history"].write_text(history_line("a", "done"), encoding="utf-8")
     before = (file_state(world["goal"]), file_state(world["history"]))
     cfg = resolve()
-    with Store.open(cfg.db_path) as store:
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
         first = {r.source: r for r in store.refresh(cfg).results}["goals"]
         again = {r.source: r for r in store.refresh(cfg).results}["goals"]
         with world["history"].open("a", encoding="utf-8") as fh:
@@ -488,10 +489,11 @@ def _handoff(monkeypatch):  # type: ignore[no-untyped-def]
 
     from toolkit import config
     from toolkit.handoff import export_report
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
     cfg = config.resolve()
-    with Store.open(cfg.db_path) as store:
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         return export_report(store, cfg, now=dt.datetime(2026, 5, 6, 9, 30))
 

@@ -20,12 +20,13 @@ from toolkit.handoff import md_block, md_text, site_link, unescape_markdown
 def run_handoff(project, *, since=None, now=NOW, site_url=None):
     from toolkit import config
     from toolkit.handoff import export_report
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
     cfg = config.resolve()
     if site_url:
         cfg = cfg.with_overrides(site_url=site_url)
-    with Store.open(cfg.db_path) as store:
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         return export_report(store, cfg, since=since, now=now)
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests._history_helpers import Project, SideRepo, entry_a, entry_b, run
 from toolkit import config as config_mod
+from toolkit.loaders import SOURCES
 from toolkit.store import Store
 
 
@@ -19,7 +20,7 @@ def _cfg(root: Path, home: Path, **flags: str) -> config_mod.Config:
 
 def _load(root: Path, home: Path, full: bool = False):  # type: ignore[no-untyped-def]
     cfg = _cfg(root, home)
-    store = Store.open(cfg.db_path)
+    store = Store.open(cfg.db_path, sources=SOURCES)
     report = store.refresh(cfg, full=full, only=["snapshots", "history"])
     return store, {r.source: r for r in report.results}
 

@@ -11,13 +11,14 @@ from pathlib import Path
 from tests._history_helpers import Project, SideRepo, entry_b
 from tests.conftest import make_audit_db
 from toolkit import config as config_mod
+from toolkit.loaders import SOURCES
 from toolkit.reports import Ref, build_site_content
 from toolkit.store import Store
 
 
 def _content(root: Path, home: Path):  # type: ignore[no-untyped-def]
     cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
-    store = Store.open(cfg.db_path)
+    store = Store.open(cfg.db_path, sources=SOURCES)
     store.refresh(cfg)
     content = build_site_content(store, today=dt.date(2026, 5, 5), site_name="acme",
                                  roots=[(root, "project")])

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import FORMATS
 from toolkit.ledger.vault import update_meta_yaml
+from toolkit.loaders import SOURCES
 from toolkit.records import LEDGER_FILES
 from toolkit.sources.smith import (
     last_reflection_text,
@@ -101,7 +102,7 @@ def test_site_data_says_never(vault: Path, cli_run, tmp_path: Path) -> None:  # 
 
     db = tmp_path / "store.duckdb"
     assert cli_run("--vault", str(vault), "--db", str(db), "load").exit_code == 0
-    with Store.open(db, read_only=True) as store:
+    with Store.open(db, sources=SOURCES, read_only=True) as store:
         meta = queries.site_ledger_meta(store)
     assert meta is not None
     assert meta["last_reflection"] == "never" and meta["meta_schema"] == "smith-init"

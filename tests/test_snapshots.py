@@ -14,6 +14,7 @@ import pytest
 from tests._history_helpers import SideRepo, git_env, run
 from tests.conftest import make_audit_db, tree_digest
 from toolkit import config as config_mod
+from toolkit.loaders import SOURCES
 from toolkit.store import Store
 
 
@@ -245,7 +246,7 @@ def test_restore_number_out_of_range(world, cli_run):
 
 def _store(ws: Path, home: Path) -> Store:
     cfg = config_mod.resolve(cwd=ws, env={"HOME": str(home)})
-    store = Store.open(cfg.db_path)
+    store = Store.open(cfg.db_path, sources=SOURCES)
     store.refresh(cfg, only=["snapshots", "audit", "history"])
     return store
 

@@ -385,9 +385,10 @@ def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
     stale rows, and "audit DB not found" (without creating it) unless ``missing_ok``, when a
     missing DB reads as an empty ledger.
     """
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
-    store = Store.open(cfg.db_path)
+    store = Store.open(cfg.db_path, sources=SOURCES)
     try:
         report = store.refresh(cfg, only=["audit"])
         for r in report.results:

@@ -1,5 +1,9 @@
 """Resolve every path and setting: command-line flags > toolkit.yaml > environment > defaults.
 
+The sources' path settings (flag, toolkit.yaml key, environment variable, default) are
+declared by the sources themselves (``toolkit.source.Setting``, ``toolkit.loaders.settings``);
+this module adds the store's and the site's own settings and resolves them all.
+
 The project root is found like git finds ``.git``: walking up from the current directory to
 the first folder holding ``.smith/vault`` or ``toolkit.yaml``. Without either, the current
 directory is the project root (a project with no vault still has slop, audit and snapshots).
@@ -13,14 +17,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from toolkit import loaders
 from toolkit.errors import UsageError
+from toolkit.source import Place
 from toolkit.textio import load_yaml, read_text
 
 CONFIG_NAME = "toolkit.yaml"
 
-# toolkit.yaml keys that hold paths (relative paths are relative to the file's folder).
-_PATH_KEYS = ("vault", "slop", "audit_db", "audit_json", "snapshots_home", "workspace", "db",
-              "site_dir", "goal_file", "goal_history")
+# toolkit.yaml keys that hold paths (relative paths are relative to the file's folder): the
+# sources' settings, the store and the site folder.
+_PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact"}
 
 # What each toolkit.yaml value must be: (accepted Python types, how the error names it).
@@ -217,20 +223,12 @@ def resolve(
             return Path(env_value).expanduser() if key in _PATH_KEYS else env_value
         return default
 
-    codesmith_home = Path(env["CODESMITH_HOME"]).expanduser() if env.get("CODESMITH_HOME") \
-        else home / ".codesmith"
-    vault = pick("vault", env.get("SMITH_VAULT"), root / ".smith" / "vault")
-    slop = pick("slop", env.get("CODESMITH_SLOP_LEDGER"),
-                codesmith_home / "slop_ledger" / "slop_ledger.json")
-    audit_db = pick("audit_db", env.get("NAGI_LEDGER_DB"), home / ".nagi" / "ledger.db")
-    audit_json = pick("audit_json", env.get("NAGI_LEDGER_EXPORT"), None)
-    goal_file = pick("goal_file", env.get("NAGI_GOAL_FILE"), home / ".nagi" / "goal.json")
-    goal_history = pick("goal_history", env.get("NAGI_GOAL_HISTORY"),
-                        home / ".nagi" / "goal_history.jsonl")
-    # CodeSmith's snapshot path ignores CODESMITH_HOME (FORMATS.md §2.5): always ~/.codesmith.
-    snapshots_home = pick("snapshots_home", env.get("CODESMITH_SNAPSHOTS"),
-                          home / ".codesmith" / "snapshots")
-    workspace = pick("workspace", None, root)
+    place = Place(root=root, home=home, env=env)
+    paths: dict[str, Any] = {}  # Config field -> Path or None
+    for setting in loaders.settings():
+        value = pick(setting.key, env.get(setting.env) if setting.env else None,
+                     setting.default(place))
+        paths[setting.attr] = Path(value) if value else None
     # A project keeps its store in .toolkit/; a folder that is no project (no vault, no
     # toolkit.yaml) gets one in the user's cache, so running a command there leaves no trace.
     state = root / ".toolkit"
@@ -264,17 +262,10 @@ def resolve(
 
     return Config(
         project_root=root,
-        vault=Path(vault),
-        slop_path=Path(slop),
-        audit_db=Path(audit_db),
-        audit_json=Path(audit_json) if audit_json else None,
-        snapshots_home=Path(snapshots_home),
-        workspace=Path(workspace),
+        **paths,  # each source setting is a Config field (tests/test_source_contract.py)
         db_path=Path(db),
         site_dir=Path(site_dir),
         site_url=str(site_url) if site_url else None,
-        goal_file=Path(goal_file),
-        goal_history=Path(goal_history),
         max_file_bytes=max_bytes,
         today=today,
         config_file=cfg_path,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.store import SourceResult, fingerprint_paths
+from toolkit.source import Place, Setting, Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
     from toolkit.config import Config
@@ -53,22 +53,6 @@ CREATE TABLE goal_events (
     path VARCHAR);
 """),
 ]
-
-TABLE_DOCS: dict[str, str] = {
-    "goals": "nagi-ledger's active goal (goal.json): text, turns left of the budget, since when",
-    "goal_events": "nagi-ledger's goal history (goal_history.jsonl): each closed goal and how",
-}
-
-
-def _register_docs() -> None:
-    from toolkit import store as store_mod
-
-    for name, doc in TABLE_DOCS.items():
-        store_mod.TABLE_DOCS.setdefault(name, doc)
-
-
-_register_docs()
-
 
 # --------------------------------------------------------------------------- the loader
 
@@ -238,10 +222,28 @@ def _whole(value: Any) -> int | None:
     return whole_number(value)
 
 
-def _loaders() -> list[Any]:
-    from toolkit.loaders import Loader
+def _nagi(place: Place) -> Path:
+    return place.home / ".nagi"
 
-    return [Loader("goals", _fingerprint, _load)]
+
+SOURCE = Source(
+    "goals", _fingerprint, _load,
+    settings=(
+        Setting("goal_file", "nagi-ledger's active goal (default: $NAGI_GOAL_FILE or "
+                             "~/.nagi/goal.json).",
+                lambda p: _nagi(p) / "goal.json", env="NAGI_GOAL_FILE", flag="--goal-file",
+                rank=40),
+        Setting("goal_history", "nagi-ledger's goal history (default: $NAGI_GOAL_HISTORY or "
+                                "~/.nagi/goal_history.jsonl).",
+                lambda p: _nagi(p) / "goal_history.jsonl", env="NAGI_GOAL_HISTORY",
+                flag="--goal-history", rank=41)),
+    migrations=tuple(MIGRATIONS),
+    tables={
+        "goals": "nagi-ledger's active goal (goal.json): text, turns left of the budget, since "
+                 "when",
+        "goal_events": "nagi-ledger's goal history (goal_history.jsonl): each closed goal and "
+                       "how",
+    })
 
 
 # --------------------------------------------------------------------------- reading the store
@@ -458,7 +460,5 @@ def brief(goal_file: Path, audit_db: Path, repos: list[str], *, days: int = BRIE
     return Brief(text, warnings)
 
 
-LOADERS = _loaders()
-
-__all__ = ["LOADERS", "MIGRATIONS", "TABLE_DOCS", "Brief", "active_goal", "brief",
+__all__ = ["MIGRATIONS", "SOURCE", "Brief", "active_goal", "brief",
            "brief_repos", "goal_history", "goal_paths"]

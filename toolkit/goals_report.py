@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolkit.reports import Field, Page, Ref, Table
+from toolkit.pages import Field, Page, Ref, Table
 
 if TYPE_CHECKING:
     from toolkit.store import Store

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import DataError, NotFoundError
 from toolkit.records import Problem
-from toolkit.store import SourceResult, fingerprint_paths
+from toolkit.source import Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
     from toolkit.config import Config
@@ -130,48 +130,6 @@ CREATE TABLE ledger_entry_versions (
 CREATE TABLE _history_blobs (   -- every ledger file content parsed, even with no entries
     file VARCHAR, blob VARCHAR, entries INTEGER, problem VARCHAR);
 """ + _CHANGES_VIEW + """"""),
-    ("m101_history_snapshots", """
-ALTER TABLE snapshots ADD COLUMN git_ts TIMESTAMP;
-ALTER TABLE snapshots ADD COLUMN tree VARCHAR;
-ALTER TABLE snapshots ADD COLUMN parent_tree VARCHAR;
-ALTER TABLE snapshots ADD COLUMN snap_key VARCHAR;
-ALTER TABLE snapshots ADD COLUMN turn_key VARCHAR;
-ALTER TABLE snapshot_files ADD COLUMN snap_key VARCHAR;
-CREATE TABLE turn_files (
-    repo VARCHAR, turn_key VARCHAR,
-    span VARCHAR,             -- <tree before the turn>..<tree after it>
-    path VARCHAR, status VARCHAR, added INTEGER, deleted INTEGER);
-CREATE VIEW snapshot_turns AS
-WITH t AS (
-    SELECT repo, turn_key, max(turn) AS turn,
-           arg_max(snippet, position) FILTER (WHERE snippet IS NOT NULL) AS snippet,
-           min(position) AS newest_position,
-           max(position) FILTER (WHERE kind = 'pre-turn') AS pre_position,
-           min(position) FILTER (WHERE kind = 'post-turn') AS post_position,
-           min(ts) FILTER (WHERE kind = 'pre-turn') AS pre_ts,
-           max(ts) FILTER (WHERE kind = 'post-turn') AS post_ts,
-           min(ts) AS first_ts, max(ts) AS last_ts,
-           count(*) FILTER (WHERE kind = 'tool') AS tool_snapshots
-    FROM snapshots WHERE turn_key IS NOT NULL GROUP BY repo, turn_key),
-f AS (
-    SELECT repo, turn_key, count(*) AS files_changed, sum(added) AS lines_added,
-           sum(deleted) AS lines_deleted, list(path ORDER BY path) AS files
-    FROM turn_files GROUP BY repo, turn_key),
-w AS (
-    SELECT t.*, coalesce(t.pre_ts, t.first_ts) AS started,
-           coalesce(t.post_ts, t.last_ts) AS ended FROM t)
-SELECT w.repo, w.turn_key,
-       row_number() OVER (PARTITION BY w.repo ORDER BY w.newest_position) AS number,
-       w.turn, w.snippet, w.pre_position, w.post_position, w.started, w.ended,
-       w.tool_snapshots,
-       coalesce(f.files_changed, 0) AS files_changed, coalesce(f.lines_added, 0) AS lines_added,
-       coalesce(f.lines_deleted, 0) AS lines_deleted, coalesce(f.files, []) AS files,
-       (SELECT count(*) FROM actions a WHERE a.ts BETWEEN w.started AND w.ended) AS actions,
-       (SELECT count(*) FROM dispatches d WHERE d.ts BETWEEN w.started AND w.ended)
-           AS dispatches
-FROM w LEFT JOIN f ON f.repo = w.repo AND f.turn_key = w.turn_key;
-UPDATE _sources SET fingerprint = NULL WHERE source = 'snapshots';
-"""),
     # Entries are stored once per distinct file content (git blob), not once per version:
     # ledger_entry_versions becomes a view over which contents each version holds.
     ("m102_history_entries_per_blob", """
@@ -201,29 +159,6 @@ JOIN _history_entries e ON e.file = vf.file AND e.blob = vf.blob;
 """ + _CHANGES_VIEW + """
 """),
 ]
-
-TABLE_DOCS: dict[str, str] = {
-    "ledger_versions": "every past ledger: git commits, working files, archive/backup copies, "
-                       "turn snapshots (where from, which commit or folder, when, counts)",
-    "ledger_entry_versions": "each ledger entry as it was in each version",
-    "ledger_changes": "view: one row per entry change between consecutive versions (added, "
-                      "removed, promoted, demoted, reinforced, edited)",
-    "turn_files": "files each turn changed, pre-turn -> post-turn, with lines added/deleted",
-    "snapshot_turns": "view: one row per turn: prompt snippet, files, lines +/-, audit actions "
-                      "and dispatches in the turn's time window",
-}
-
-
-def _register_docs() -> None:
-    # `toolkit schema` describes tables from store.TABLE_DOCS: add ours (additive).
-    from toolkit import store as store_mod
-
-    for name, doc in TABLE_DOCS.items():
-        store_mod.TABLE_DOCS.setdefault(name, doc)
-
-
-_register_docs()
-
 
 # --------------------------------------------------------------------------- the loader
 
@@ -595,10 +530,20 @@ def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str
     return out
 
 
-def _loaders() -> list[Any]:
-    from toolkit.loaders import Loader
-
-    return [Loader("history", _fingerprint, _load_history)]
+SOURCE = Source(
+    "history", _fingerprint, _load_history,  # reads the vault, workspace and snapshots settings
+    migrations=tuple(MIGRATIONS),
+    tables={
+        "ledger_versions": "every past ledger: git commits, working files, archive/backup "
+                           "copies, turn snapshots (where from, which commit or folder, when, "
+                           "counts)",
+        "ledger_entry_versions": "each ledger entry as it was in each version",
+        "ledger_changes": "view: one row per entry change between consecutive versions (added, "
+                          "removed, promoted, demoted, reinforced, edited)",
+        "_history_blobs": "every ledger file content parsed, even with no entries",
+        "_history_version_files": "which file contents (git blobs) each version holds",
+        "_history_entries": "the entries of each file content, parsed once",
+    })
 
 
 # --------------------------------------------------------------------------- library
@@ -866,8 +811,6 @@ def has_history(store: Store) -> bool:
     return bool(store.scalar("SELECT count(*) FROM ledger_versions WHERE source <> 'base'"))
 
 
-LOADERS = _loaders()
-
-__all__ = ["CHANGE_KINDS", "LOADERS", "MIGRATIONS", "TABLE_DOCS", "Change", "EntryHistory",
+__all__ = ["CHANGE_KINDS", "MIGRATIONS", "SOURCE", "Change", "EntryHistory",
            "EntryState", "VersionCounts", "change_log", "entry_history", "entry_key_for",
            "find_entries", "growth", "has_history", "history_for_title"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolkit.charts import ChartSpec, Series
-from toolkit.reports import (
+from toolkit.pages import (
     CONFIDENCE_COLORS,
     Page,
     Ref,

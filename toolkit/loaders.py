@@ -1,103 +1,45 @@
-"""One loader per source: read it with its reader, put its rows in the store.
+"""The sources, each declared once as a :class:`toolkit.source.Source`, and their registry.
 
-Each loader computes a cheap fingerprint first; when it equals the one recorded in
-``_sources`` the source is not read again. A loader whose source is absent records it as not
-found (with why); one whose source is present but unreadable records the error and raises it
-after the other sources are loaded (``Store.refresh`` collects them).
+This module declares the Smith ledger, the vault's sessions, the slop ledger, the audit DB
+(or its JSON export) and the turn snapshots; ``toolkit.history`` and ``toolkit.goals`` declare
+theirs. ``SOURCES`` lists them all in load order (history reads the snapshots table, so it
+comes after snapshots). Each loader computes a cheap fingerprint first; when it equals the one
+recorded in ``_sources`` the source is not read again (``toolkit.store`` runs them). A loader
+whose source is absent records it as not found (with why); one whose source is present but
+unreadable records the error, which is raised after the other sources are loaded.
 
-Feature modules may contribute loaders and migrations: list the module in ``_FEATURES``; it
-must define ``LOADERS`` (a list of Loader) and ``MIGRATIONS`` (a list of (name, sql)).
+The tables of the five sources declared here were created together by the store's first
+migration (``m001_initial``, frozen: its text never changes); later changes to them are
+migrations of their own source, here.
 """
 
 from __future__ import annotations
 
-import contextvars
 import datetime as dt
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import ToolkitError
+from toolkit import goals, history
+from toolkit.errors import BusyError
 from toolkit.records import Problem
-from toolkit.store import SourceResult, fingerprint_paths
+from toolkit.source import (
+    FastPathFailed,
+    Place,
+    Setting,
+    Source,
+    SourceResult,
+    careful,
+    fingerprint_paths,
+)
 
 if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.store import Store
 
-_FEATURES: list[str] = ["toolkit.history", "toolkit.goals"]
 
-
-@dataclass
-class Loader:
-    name: str
-    fingerprint: Callable[[Config], tuple[str, str]]  # -> (location, fingerprint)
-    load: Callable[[Store, Config, bool, Any], SourceResult]
-
-    def run(self, store: Store, cfg: Config, *, full: bool, progress: Any) -> SourceResult:
-        location, fp = self.fingerprint(cfg)
-        state = store.source_state(self.name)
-        if not full and state and state.get("fingerprint") == fp:
-            return SourceResult(self.name, location, bool(state.get("found")),
-                                state.get("note") or "", int(state.get("rows") or 0),
-                                skipped=True, problems=store.problems(self.name))
-        try:
-            try:
-                result = self._load_in_transaction(store, cfg, full, progress, fp)
-            except FastPathFailed:
-                # A failed statement aborts the whole DuckDB transaction: start again, careful.
-                token = _CAREFUL.set(True)
-                try:
-                    result = self._load_in_transaction(store, cfg, full, progress, fp)
-                finally:
-                    _CAREFUL.reset(token)
-        except ToolkitError as exc:
-            result = SourceResult(self.name, location, True, f"error: {exc}",
-                                  problems=[Problem(self.name, exc.path or location, exc.line,
-                                                    exc.detail)], error=exc)
-            with store.transaction():
-                store.replace_problems(self.name, result.problems)
-                store.record_source(result, None)
-        return result
-
-    def _load_in_transaction(self, store: Store, cfg: Config, full: bool, progress: Any,
-                             fp: str) -> SourceResult:
-        with store.transaction():
-            result = self.load(store, cfg, full, progress)
-            store.replace_problems(self.name, result.problems)
-            store.record_source(result, fp)
-        return result
-
-
-class FastPathFailed(Exception):
-    """A loader's fast path hit data it cannot take; the load is redone the careful way."""
-
-
-# Set while a loader is redone after FastPathFailed: loaders then skip their fast path.
-_CAREFUL: contextvars.ContextVar[bool] = contextvars.ContextVar("careful", default=False)
-
-
-def _features() -> list[Any]:
-    mods = []
-    for name in _FEATURES:
-        mods.append(importlib.import_module(name))
-    return mods
-
-
-def all_loaders() -> list[Loader]:
-    loaders = [LEDGER, SESSIONS, SLOP, AUDIT, SNAPSHOTS]
-    for mod in _features():
-        loaders.extend(getattr(mod, "LOADERS", []))
-    return loaders
-
-
-def extra_migrations() -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for mod in _features():
-        out.extend(getattr(mod, "MIGRATIONS", []))
-    return out
+def _codesmith_home(place: Place) -> Path:
+    value = place.env.get("CODESMITH_HOME")
+    return Path(value).expanduser() if value else place.home / ".codesmith"
 
 
 # --------------------------------------------------------------------------- Smith ledger
@@ -180,7 +122,17 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
                         problems=vault.problems)
 
 
-LEDGER = Loader("ledger", _ledger_fp, _load_ledger)
+LEDGER = Source(
+    "ledger", _ledger_fp, _load_ledger,
+    settings=(Setting("vault", "Smith vault folder (default: .smith/vault at the project root).",
+                      lambda p: p.root / ".smith" / "vault", env="SMITH_VAULT", flag="--vault",
+                      folder=True, rank=10),),
+    tables={
+        "ledger_entries": "Smith Ledger entries, both forms, malformed ones included (problems)",
+        "ledger_meta": "meta.yaml (any of its three schemas), .meta.json and config.json, one "
+                       "row",
+        "reconcile_runs": "runs recorded in reconcile-log.md",
+    })
 
 
 # --------------------------------------------------------------------------- sessions
@@ -227,7 +179,13 @@ def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> Sour
                         len(srows), problems=problems)
 
 
-SESSIONS = Loader("sessions", _session_fp, _load_sessions)
+SESSIONS = Source(
+    "sessions", _session_fp, _load_sessions,  # in the vault: the ledger's --vault setting
+    tables={
+        "sessions": "vault session logs (frontmatter)",
+        "session_events": "events of each session log: prompts, tool metrics, edits, skills, "
+                          "subagents",
+    })
 
 
 # --------------------------------------------------------------------------- slop ledger
@@ -257,7 +215,14 @@ def _load_slop(store: Store, cfg: Config, full: bool, progress: Any) -> SourceRe
                         problems=sf.problems)
 
 
-SLOP = Loader("slop", _slop_fp, _load_slop)
+SLOP = Source(
+    "slop", _slop_fp, _load_slop,
+    settings=(Setting("slop", "CodeSmith slop ledger JSON (default: "
+                              "$CODESMITH_HOME/slop_ledger/slop_ledger.json).",
+                      lambda p: _codesmith_home(p) / "slop_ledger" / "slop_ledger.json",
+                      env="CODESMITH_SLOP_LEDGER", flag="--slop", field="slop_path", rank=20),),
+    tables={"slop_entries": "CodeSmith slop ledger entries (every field; source_links as a "
+                            "list)"})
 
 
 # --------------------------------------------------------------------------- audit DB
@@ -341,15 +306,13 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
     """Copy rows with id > after: streamed Arrow batches (fast), or validated rows (careful)."""
     from toolkit.sources import audit
 
-    if not _CAREFUL.get() and all(c in present for c in ("id", "ts")):
+    if not careful() and all(c in present for c in ("id", "ts")):
         before = store.scalar(f"SELECT count(*) FROM {table}")
         try:
             audit.stream_into(db, table, present, after, store.insert_stream)
         except Exception as exc:  # wrong types mid-stream, driver trouble
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
-                from toolkit.errors import BusyError
-
                 raise BusyError("audit DB is busy (locked by a writer); retry in a moment",
                                 path=db) from None
             raise FastPathFailed(str(exc)) from None
@@ -406,7 +369,22 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
                         f"{total} rows from a nagi-ledger JSON export", total)
 
 
-AUDIT = Loader("audit", _audit_fp, _load_audit)
+AUDIT = Source(
+    "audit", _audit_fp, _load_audit,
+    settings=(
+        Setting("audit_db", "nagi-ledger audit DB (default: $NAGI_LEDGER_DB or "
+                            "~/.nagi/ledger.db).",
+                lambda p: p.home / ".nagi" / "ledger.db", env="NAGI_LEDGER_DB",
+                flag="--audit-db", rank=30),
+        Setting("audit_json", "nagi-ledger JSON export to read when there is no audit DB.",
+                lambda p: None, env="NAGI_LEDGER_EXPORT", flag="--audit-json", rank=31)),
+    tables={
+        "actions": "nagi-ledger autonomous actions (append-only copy)",
+        "dispatches": "nagi-ledger subagent dispatches with verdicts",
+        "approaches": "nagi-ledger approaches: DEAD_END, NO_GO, WORKS",
+        "task_status": "dispatches, retries, last verdict, over retry limit, per task",
+        "stats_by_tier": "actions per day and tier",
+    })
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -512,7 +490,82 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
                         len(snaps))
 
 
-SNAPSHOTS = Loader("snapshots", _snap_fp, _load_snapshots)
+# Columns and tables the history feature needed: identity by label and tree, times kept
+# across CodeSmith's pruning, per-turn net diffs (turn_files, snapshot_turns).
+SNAPSHOT_MIGRATION = ("m101_history_snapshots", """
+ALTER TABLE snapshots ADD COLUMN git_ts TIMESTAMP;
+ALTER TABLE snapshots ADD COLUMN tree VARCHAR;
+ALTER TABLE snapshots ADD COLUMN parent_tree VARCHAR;
+ALTER TABLE snapshots ADD COLUMN snap_key VARCHAR;
+ALTER TABLE snapshots ADD COLUMN turn_key VARCHAR;
+ALTER TABLE snapshot_files ADD COLUMN snap_key VARCHAR;
+CREATE TABLE turn_files (
+    repo VARCHAR, turn_key VARCHAR,
+    span VARCHAR,             -- <tree before the turn>..<tree after it>
+    path VARCHAR, status VARCHAR, added INTEGER, deleted INTEGER);
+CREATE VIEW snapshot_turns AS
+WITH t AS (
+    SELECT repo, turn_key, max(turn) AS turn,
+           arg_max(snippet, position) FILTER (WHERE snippet IS NOT NULL) AS snippet,
+           min(position) AS newest_position,
+           max(position) FILTER (WHERE kind = 'pre-turn') AS pre_position,
+           min(position) FILTER (WHERE kind = 'post-turn') AS post_position,
+           min(ts) FILTER (WHERE kind = 'pre-turn') AS pre_ts,
+           max(ts) FILTER (WHERE kind = 'post-turn') AS post_ts,
+           min(ts) AS first_ts, max(ts) AS last_ts,
+           count(*) FILTER (WHERE kind = 'tool') AS tool_snapshots
+    FROM snapshots WHERE turn_key IS NOT NULL GROUP BY repo, turn_key),
+f AS (
+    SELECT repo, turn_key, count(*) AS files_changed, sum(added) AS lines_added,
+           sum(deleted) AS lines_deleted, list(path ORDER BY path) AS files
+    FROM turn_files GROUP BY repo, turn_key),
+w AS (
+    SELECT t.*, coalesce(t.pre_ts, t.first_ts) AS started,
+           coalesce(t.post_ts, t.last_ts) AS ended FROM t)
+SELECT w.repo, w.turn_key,
+       row_number() OVER (PARTITION BY w.repo ORDER BY w.newest_position) AS number,
+       w.turn, w.snippet, w.pre_position, w.post_position, w.started, w.ended,
+       w.tool_snapshots,
+       coalesce(f.files_changed, 0) AS files_changed, coalesce(f.lines_added, 0) AS lines_added,
+       coalesce(f.lines_deleted, 0) AS lines_deleted, coalesce(f.files, []) AS files,
+       (SELECT count(*) FROM actions a WHERE a.ts BETWEEN w.started AND w.ended) AS actions,
+       (SELECT count(*) FROM dispatches d WHERE d.ts BETWEEN w.started AND w.ended)
+           AS dispatches
+FROM w LEFT JOIN f ON f.repo = w.repo AND f.turn_key = w.turn_key;
+UPDATE _sources SET fingerprint = NULL WHERE source = 'snapshots';
+""")
 
 
-__all__ = ["Loader", "all_loaders", "entry_ids", "extra_migrations"]
+SNAPSHOTS = Source(
+    "snapshots", _snap_fp, _load_snapshots,
+    settings=(
+        Setting("snapshots_home", "CodeSmith snapshots folder (default: ~/.codesmith/snapshots).",
+                # CodeSmith's snapshot path ignores CODESMITH_HOME (FORMATS.md §2.5)
+                lambda p: p.home / ".codesmith" / "snapshots", env="CODESMITH_SNAPSHOTS",
+                flag="--snapshots-home", folder=True, rank=50),
+        Setting("workspace", "Workspace whose turn snapshots are read (default: the project "
+                             "root).", lambda p: p.root, flag="--workspace", folder=True,
+                rank=51)),
+    migrations=(SNAPSHOT_MIGRATION,),
+    tables={
+        "snapshots": "CodeSmith turn snapshots, newest first (position 1 = newest)",
+        "snapshot_files": "files each snapshot changed against the previous one",
+        "turn_files": "files each turn changed, pre-turn -> post-turn, with lines added/deleted",
+        "snapshot_turns": "view: one row per turn: prompt snippet, files, lines +/-, audit "
+                          "actions and dispatches in the turn's time window",
+    })
+
+
+# --------------------------------------------------------------------------- the registry
+
+SOURCES: tuple[Source, ...] = (LEDGER, SESSIONS, SLOP, AUDIT, SNAPSHOTS, history.SOURCE,
+                               goals.SOURCE)
+
+
+def settings() -> list[Setting]:
+    """Every source's settings, in the order of the global options of ``toolkit --help``."""
+    return sorted((s for src in SOURCES for s in src.settings), key=lambda s: s.rank)
+
+
+__all__ = ["AUDIT", "LEDGER", "SESSIONS", "SLOP", "SNAPSHOTS", "SOURCES", "entry_ids",
+           "settings"]

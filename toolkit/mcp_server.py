@@ -79,13 +79,14 @@ class LedgerTools:
     @contextmanager
     def _store(self, source: str) -> Iterator[Store]:
         from toolkit.audit_ops import open_audit_store
+        from toolkit.loaders import SOURCES
         from toolkit.store import Store
 
         with self._lock:
             if source == "audit":
                 store = open_audit_store(self.cfg, missing_ok=True)
             else:
-                store = Store.open(self.cfg.db_path)
+                store = Store.open(self.cfg.db_path, sources=SOURCES)
                 try:
                     report = store.refresh(self.cfg, only=[source])
                     for r in report.results:

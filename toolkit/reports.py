@@ -32,6 +32,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolkit import queries
 from toolkit.charts import ChartSpec, Series
+from toolkit.goals_report import goal_pages, goal_summary
+from toolkit.history_report import history_pages, turn_activity
+from toolkit.pages import (
+    CONFIDENCE_COLORS,
+    Cell,
+    Field,
+    Page,
+    Ref,
+    Table,
+    ledger_entry_path,
+    task_path,
+)
 from toolkit.records import (
     AUDIT_TIERS,
     AUDIT_VERDICTS,
@@ -59,48 +71,12 @@ TIER_NAMES = {0: "tier 0 (info)", 1: "tier 1 (notable)", 2: "tier 2 (high-impact
 TIER_COLORS = {0: "#90a4ae", 1: "#ffb300", 2: "#e53935"}
 SEVERITY_COLORS = {"critical": "#b71c1c", "high": "#e53935", "medium": "#fb8c00",
                    "low": "#fdd835", "info": "#90a4ae"}
-CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}
 AGE_BANDS: tuple[tuple[str, int, int | None], ...] = (
     ("0-7 days", 0, 7), ("8-30 days", 8, 30), ("31-90 days", 31, 90), ("over 90 days", 91, None))
 
 
 # --------------------------------------------------------------------------- building blocks
-
-@dataclass(frozen=True)
-class Ref:
-    """A link to a page of the site: ``text`` is shown (escaped), ``path`` is the target's
-    Markdown path relative to the docs folder, with an optional ``#anchor``."""
-
-    text: str
-    path: str
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links."""
-
-    columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
-    empty: str = "Nothing to show."
-
-
-Cell = Any  # str | int | float | None | Ref
-
-
-@dataclass(kw_only=True)
-class Page:
-    """What every page has. ``nav`` puts the page in the navigation as (section, label) or
-    (label,); per-entry pages have none (reached from index pages and search)."""
-
-    template: ClassVar[str] = ""
-    path: str
-    title: str
-    nav: tuple[str, ...] | None = None
-    search: bool = True  # False: left out of the search index (long listings)
-    tags: tuple[str, ...] = ()
-    intro: str = ""  # one line under the title (trusted text written by us)
-    wide: bool = False  # wide tables: the table of contents sidebar is hidden
-
+# (Ref, Table, Page, Field and the page paths live in toolkit.pages)
 
 @dataclass(frozen=True)
 class Download:
@@ -127,19 +103,11 @@ def page_url(path: str) -> str:
     return base + "/"
 
 
-def ledger_entry_path(entry_id: str) -> str:
-    return f"ledger/{entry_id}.md"
-
-
 def task_slugs(tasks: Iterable[str]) -> dict[str, str]:
     """Slug of each audit task's page ``audit/tasks/<slug>/``: ``slugify(task)``; when two
     tasks share a slug, ``-2``, ``-3``... in sorted task order."""
     ordered = sorted(set(tasks))
     return dict(zip(ordered, unique_slugs(ordered, fallback="task"), strict=True))
-
-
-def task_path(slug: str) -> str:
-    return f"audit/tasks/{slug}.md"
 
 
 _SLOP_RESERVED = {"bucket", "severity", "status", "owner", "ageing", "index"}
@@ -233,12 +201,6 @@ class GroupIndexPage(Page):
     wide: bool = True
     table: Table
     chart: str | None = None
-
-
-@dataclass(frozen=True)
-class Field:
-    label: str
-    value: Cell
 
 
 @dataclass(kw_only=True)
@@ -458,8 +420,6 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
         _VALUE_SLUGS.update(value_slugs(dim, (e.get(dim) for e in data.ledger)))
     for dim in ("bucket", "severity", "status", "owner"):
         _VALUE_SLUGS.update(value_slugs(dim, (s.get(dim) for s in data.slop)))
-    from toolkit.history_report import turn_activity  # history feature: per-turn activity
-
     data.turn_activity = turn_activity(store, data)
     return data
 
@@ -517,20 +477,17 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     charts: list[ChartSpec] = []
     pages: list[Page] = []
     home = _home(data, charts)
-    from toolkit.goals_report import goal_pages, goal_summary  # nagi-ledger's goal gate
-
     home.goal, home.goals_closed = goal_summary(store)
     pages.append(home)
     pages += _ledger_pages(data, charts)
-    from toolkit.history_report import history_pages  # history feature: ledger/history.md
-
     pages += history_pages(store, data, charts)
     pages += _slop_pages(data, charts)
     pages += _audit_pages(store, data, charts)
     pages += goal_pages(store)
     pages += _session_pages(data)
     pages.append(_snapshots_page(data))
-    downloads = [Download(t, _table_doc(t), data.counts.get(t, 0)) for t in data.tables]
+    docs = store.table_docs()
+    downloads = [Download(t, docs.get(t, ""), data.counts.get(t, 0)) for t in data.tables]
     pages.append(DataPage(path="data/index.md", title="Data downloads", nav=("Data",),
                           table=Table(("Table", "Rows", "CSV", "JSON", "What it holds"), [
                               (d.table, d.rows, Ref(f"{d.table}.csv", f"data/{d.table}.csv"),
@@ -540,12 +497,6 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     for builder in EXTRA_PAGES:
         pages += builder(store, data)
     return SiteContent(pages=pages, charts=charts, downloads=downloads)
-
-
-def _table_doc(table: str) -> str:
-    from toolkit.store import TABLE_DOCS
-
-    return TABLE_DOCS.get(table, "")
 
 
 # --------------------------------------------------------------------------- helpers

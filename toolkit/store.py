@@ -1,6 +1,8 @@
 """The only module that talks to DuckDB: schema migrations, incremental refresh, queries.
 
-Tables are of two kinds:
+The store is a cache rebuilt from the sources whenever it must be. It is handed the sources
+(``toolkit.source.Source``, listed in ``toolkit.loaders.SOURCES``) when opened, runs their
+migrations and loads, and never imports them. Tables are of two kinds:
 
 * **derived** tables are rebuilt from their source whenever the source's fingerprint changes
   (ledger, sessions, slop, snapshots): a source is read whole or not at all;
@@ -8,37 +10,54 @@ Tables are of two kinds:
   the nagi-ledger DB: a refresh copies only rows with a larger id, and re-reads the verdict
   columns of dispatches (``ledger_log_verdict`` changes them later).
 
-Bookkeeping tables start with ``_``: ``_migrations`` (applied migrations), ``_sources`` (one row
-per source: where it was found, its fingerprint, rows, when loaded) and ``_problems``
-(warnings with file and line). Migrations are append-only and each runs in one transaction
-with its record.
+Bookkeeping tables start with ``_``: ``_migrations`` (applied migrations with the SHA-256 of
+their text), ``_sources`` (one row per source: where it was found, its fingerprint, rows, when
+loaded) and ``_problems`` (warnings with file and line). Migrations are append-only; pending
+ones are applied together in one transaction with their records. When the store's schema does
+not match the code (a recorded migration's text changed or is unknown here, as in a store
+written by a newer toolkit, or a table is missing), it is dropped and made again in one
+transaction, with a one-line note, and the next refresh loads every source into it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
 from toolkit.records import Problem
+from toolkit.source import (
+    FastPathFailed,
+    Migration,
+    Progress,
+    Source,
+    SourceResult,
+    carefully,
+    migration_sha256,
+)
 
 if TYPE_CHECKING:
     from toolkit.config import Config
 
 # --------------------------------------------------------------------------- schema
 
-MIGRATIONS: list[tuple[str, str]] = [
+# The first migration, frozen (its text never changes; tests/schema_history.txt holds its
+# hash): the bookkeeping tables and the first tables of the ledger, sessions, slop, audit and
+# snapshots sources, which declare them (toolkit.loaders). Every later migration belongs to
+# the source whose tables it changes.
+MIGRATIONS: list[Migration] = [
     ("m001_initial", """
 CREATE TABLE _sources (
     source VARCHAR PRIMARY KEY, location VARCHAR, found BOOLEAN, note VARCHAR,
@@ -123,42 +142,9 @@ FROM actions GROUP BY ALL;
 """),
 ]
 
-# Every user-facing table and view with a one-line description (`toolkit schema`, README).
-TABLE_DOCS: dict[str, str] = {
-    "ledger_entries": "Smith Ledger entries, both forms, malformed ones included (problems)",
-    "ledger_meta": "meta.yaml (any of its three schemas), .meta.json and config.json, one row",
-    "reconcile_runs": "runs recorded in reconcile-log.md",
-    "sessions": "vault session logs (frontmatter)",
-    "session_events": "events of each session log: prompts, tool metrics, edits, skills, subagents",
-    "slop_entries": "CodeSmith slop ledger entries (every field; source_links as a list)",
-    "actions": "nagi-ledger autonomous actions (append-only copy)",
-    "dispatches": "nagi-ledger subagent dispatches with verdicts",
-    "approaches": "nagi-ledger approaches: DEAD_END, NO_GO, WORKS",
-    "snapshots": "CodeSmith turn snapshots, newest first (position 1 = newest)",
-    "snapshot_files": "files each snapshot changed against the previous one",
-    "task_status": "dispatches, retries, last verdict, over retry limit, per task",
-    "stats_by_tier": "actions per day and tier",
-}
-
+BOOKKEEPING = ("_migrations", "_sources", "_problems")
 
 # --------------------------------------------------------------------------- results
-
-@dataclass
-class SourceResult:
-    """What loading one source did."""
-
-    source: str
-    location: str
-    found: bool
-    note: str = ""  # what the source holds (shown by status)
-    rows: int = 0
-    skipped: bool = False  # fingerprint unchanged
-    change: str = ""  # what this load did ("12 new rows"); empty when skipped
-    state: dict[str, Any] = field(default_factory=dict)  # kept for the next refresh
-    error: ToolkitError | None = None  # the source is present but could not be read
-    problems: list[Problem] = field(default_factory=list)
-    seconds: float = 0.0
-
 
 @dataclass
 class LoadReport:
@@ -174,22 +160,24 @@ class LoadReport:
         return [r.error for r in self.results if r.error is not None]
 
 
-Progress = Callable[[str, int, int], None]  # (label, done, total)
-
-
 # --------------------------------------------------------------------------- the store
 
 class Store:
-    """An open DuckDB store. Use ``Store.open(path)``; close with ``close()`` or ``with``."""
+    """An open DuckDB store. Use ``Store.open(path, sources=...)``; close with ``close()`` or
+    ``with``. ``sources`` are the sources whose tables it holds and which it loads."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+    def __init__(self, conn: duckdb.DuckDBPyConnection, path: Path, read_only: bool,
+                 sources: Sequence[Source] = ()) -> None:
         self.conn = conn
         self.path = path
         self.read_only = read_only
+        self.declared: tuple[Source, ...] = tuple(sources)
+        self.rebuilt: str | None = None  # why the schema was rebuilt on opening, if it was
 
     # -- opening -------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path, *, read_only: bool = False, migrate: bool = True) -> Store:
+    def open(cls, path: Path, *, sources: Sequence[Source], read_only: bool = False,
+             migrate: bool = True) -> Store:
         path = Path(path)
         exists = check_store_path(path)
         if read_only and not exists:
@@ -198,12 +186,16 @@ class Store:
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(path, read_only=read_only)
-        store = cls(conn, path, read_only)
+        store = cls(conn, path, read_only, sources)
         try:
             if exists:
                 store._check_is_ours()
             if migrate and not read_only:
                 store.migrate()
+            elif read_only and (why := store.schema_mismatch()):
+                raise DataError(f"the store's schema does not match this toolkit ({why})",
+                                path=path, hint="Run `toolkit load`: it rebuilds the store "
+                                                "from the sources")
         except BaseException:
             store.close()
             raise
@@ -211,8 +203,7 @@ class Store:
 
     def _check_is_ours(self) -> None:
         """Refuse a DuckDB file another program made: tables, none of them our bookkeeping."""
-        names = {r[0] for r in self.conn.execute(
-            "SELECT table_name FROM information_schema.tables").fetchall()}
+        names = self._catalog()
         if names and "_migrations" not in names:
             raise DataError("is a DuckDB database of another program, not a toolkit store; "
                             "nothing was changed in it", path=self.path,
@@ -229,33 +220,117 @@ class Store:
         self.close()
 
     # -- migrations ----------------------------------------------------------
+    def migrations(self) -> list[Migration]:
+        """The store's own first migration and every source's, in name order."""
+        found = [*MIGRATIONS, *(m for src in self.declared for m in src.migrations)]
+        names = [name for name, _sql in found]
+        if len(set(names)) != len(names):
+            raise ToolkitError(f"two migrations share a name in {sorted(names)} (a bug)")
+        return sorted(found)
+
+    def table_docs(self) -> dict[str, str]:
+        """What each table and view of the sources holds (``toolkit schema``, the site)."""
+        return {name: doc for src in self.declared for name, doc in src.tables.items()}
+
+    def _catalog(self) -> set[str]:
+        return {r[0] for r in self.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_catalog = current_database()").fetchall()}
+
+    def _recorded(self) -> dict[str, str | None] | None:
+        """Applied migrations -> SHA-256 (None: no hashes recorded); None: no record at all.
+
+        An older toolkit's record (no hash column) reads as one unnamed migration without a
+        hash, even when it is empty, so that it never matches."""
+        cols = {r[0] for r in self.conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+            "AND table_catalog = current_database() AND table_name = '_migrations'"
+        ).fetchall()}
+        if not cols:
+            return None
+        if "sha256" not in cols:
+            return {"": None, **{r[0]: None for r in self.conn.execute(
+                "SELECT name FROM _migrations").fetchall()}}
+        return dict(self.conn.execute("SELECT name, sha256 FROM _migrations").fetchall())
+
     def applied_migrations(self) -> list[str]:
-        exists = self.scalar(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_migrations'")
-        if not exists:
-            return []
-        return [r[0] for r in
-                self.conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
+        return sorted(name for name in self._recorded() or {} if name)
+
+    def schema_mismatch(self, *, pending_ok: bool = False) -> str | None:
+        """Why the store's schema does not match the code's migrations, or None.
+
+        A recorded migration whose text changed, one the code does not know (a store written
+        by a newer toolkit), migrations recorded without their hashes (an older toolkit), or a
+        table or view of the sources that is missing. ``pending_ok``: migrations not applied
+        yet (and so their tables) are not a mismatch."""
+        recorded = self._recorded()
+        if recorded is None:
+            return None if pending_ok or not self._catalog() else "no migration record"
+        if "" in recorded:
+            return "migrations were recorded without their hashes by an older toolkit"
+        code = {name: migration_sha256(sql) for name, sql in self.migrations()}
+        unknown = sorted(set(recorded) - set(code))
+        if unknown:
+            return f"migration {unknown[0]} is unknown here; a newer toolkit wrote it?"
+        for name, sha in sorted(recorded.items()):
+            if sha != code[name]:
+                return f"migration {name} changed since it was applied"
+        if pending_ok and set(code) - set(recorded):
+            return None
+        missing = sorted({*BOOKKEEPING, *self.table_docs()} - self._catalog())
+        if missing:
+            return f"table {missing[0]} is missing"
+        return None
 
     def migrate(self) -> list[str]:
-        """Apply pending migrations, each with its record in one transaction."""
-        self.conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name VARCHAR PRIMARY KEY, "
-                          "applied_at TIMESTAMP)")
-        done = set(self.applied_migrations())
-        applied = []
-        for name, sql in all_migrations():
-            if name in done:
-                continue
-            self.conn.execute("BEGIN")
-            try:
+        """Apply pending migrations in one transaction with their records; rebuild the whole
+        schema (one transaction too) when it does not match the code. Returns the names of the
+        migrations applied."""
+        why = self.schema_mismatch(pending_ok=True)
+        if why is None:
+            recorded = self._recorded() or {}
+            pending = [(n, sql) for n, sql in self.migrations() if n not in recorded]
+            if pending:
+                self._apply(pending, create_record=not recorded and
+                            "_migrations" not in self._catalog())
+            why = self.schema_mismatch()
+            if why is None:
+                return [n for n, _sql in pending]
+        self._rebuild(why)
+        return [n for n, _sql in self.migrations()]
+
+    def _apply(self, migrations: Sequence[Migration], *, create_record: bool,
+               drop: Sequence[tuple[str, str]] = ()) -> None:
+        self.conn.execute("BEGIN")
+        try:
+            for kind, name in drop:
+                self.conn.execute(f'DROP {kind} IF EXISTS "{name}" CASCADE')
+            if create_record:
+                self.conn.execute("CREATE TABLE _migrations (name VARCHAR PRIMARY KEY, "
+                                  "applied_at TIMESTAMP, sha256 VARCHAR)")
+            for name, sql in migrations:
                 self.conn.execute(sql)
-                self.conn.execute("INSERT INTO _migrations VALUES (?, now())", [name])
-                self.conn.execute("COMMIT")
-            except Exception:
-                self.conn.execute("ROLLBACK")
-                raise
-            applied.append(name)
-        return applied
+                self.conn.execute("INSERT INTO _migrations VALUES (?, now(), ?)",
+                                  [name, migration_sha256(sql)])
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _rebuild(self, why: str) -> None:
+        """Drop every table and view and run every migration, in one transaction: the store
+        is either the old one, untouched, or a new empty one the next refresh fills."""
+        objects = self.conn.execute(
+            "SELECT table_type, table_name FROM information_schema.tables WHERE "
+            "table_schema = 'main' AND table_catalog = current_database() "
+            "ORDER BY table_type DESC, table_name").fetchall()  # views first
+        drop = [("VIEW" if kind == "VIEW" else "TABLE", name) for kind, name in objects]
+        self._apply(self.migrations(), create_record=True, drop=drop)
+        self.rebuilt = why
+        # one line, whatever a damaged or hostile store records as a migration name
+        print(visible(f"note: {self.path}: the store's schema does not match this toolkit "
+                      f"({why}); rebuilt, it is loaded again from the sources", single_line=True),
+              file=sys.stderr)
 
     # -- generic access (for toolkit.queries) ----------------------------------
     def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
@@ -329,7 +404,7 @@ class Store:
         finally:
             self.conn.execute("DETACH _toolkit_redacted")
             self.conn.remove_function("_toolkit_redact")
-        copy = Store(_connect(dest, read_only=False), dest, False)
+        copy = Store(_connect(dest, read_only=False), dest, False, self.declared)
         pending = [sql for (sql,) in views]
         while pending:  # a view may use another view: create in whatever order works
             failed = []
@@ -474,23 +549,55 @@ class Store:
 
         ``progress(label, done, total)`` is called before each source and once at the end.
         """
-        from toolkit import loaders
-
         if self.read_only:
             raise ToolkitError("the store is open read-only; cannot refresh")
-        todo = [ld for ld in loaders.all_loaders() if not only or ld.name in only]
+        todo = [src for src in self.declared if not only or src.name in only]
         results = []
-        for i, loader in enumerate(todo):
+        for i, source in enumerate(todo):
             if progress is not None:
-                progress(f"Loading {loader.name}", i, len(todo))
+                progress(f"Loading {source.name}", i, len(todo))
             started = time.perf_counter()
-            result = loader.run(self, cfg, full=full, progress=progress)
+            result = self._run(source, cfg, full=full, progress=progress)
             result.seconds = time.perf_counter() - started
             results.append(result)
         if progress is not None:
             progress("Loaded", len(todo), len(todo))
         self.conn.execute("CHECKPOINT")
         return LoadReport(results)
+
+    def _run(self, source: Source, cfg: Config, *, full: bool, progress: Progress | None
+             ) -> SourceResult:
+        """Load one source unless its fingerprint is unchanged; a source present but
+        unreadable is recorded with its error (raised by the caller after the others)."""
+        location, fp = source.fingerprint(cfg)
+        state = self.source_state(source.name)
+        if not full and state and state.get("fingerprint") == fp:
+            return SourceResult(source.name, location, bool(state.get("found")),
+                                state.get("note") or "", int(state.get("rows") or 0),
+                                skipped=True, problems=self.problems(source.name))
+        try:
+            try:
+                result = self._load_in_transaction(source, cfg, full, progress, fp)
+            except FastPathFailed:
+                # A failed statement aborts the whole DuckDB transaction: start again, careful.
+                with carefully():
+                    result = self._load_in_transaction(source, cfg, full, progress, fp)
+        except ToolkitError as exc:
+            result = SourceResult(source.name, location, True, f"error: {exc}",
+                                  problems=[Problem(source.name, exc.path or location,
+                                                    exc.line, exc.detail)], error=exc)
+            with self.transaction():
+                self.replace_problems(source.name, result.problems)
+                self.record_source(result, None)
+        return result
+
+    def _load_in_transaction(self, source: Source, cfg: Config, full: bool,
+                             progress: Progress | None, fp: str) -> SourceResult:
+        with self.transaction():
+            result = source.load(self, cfg, full, progress)
+            self.replace_problems(source.name, result.problems)
+            self.record_source(result, fp)
+        return result
 
     def transaction(self) -> _Transaction:
         return _Transaction(self.conn)
@@ -505,14 +612,6 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
-
-
-def all_migrations() -> list[tuple[str, str]]:
-    """Core migrations plus those contributed by feature modules (history...), by name."""
-    from toolkit import loaders
-
-    extra = loaders.extra_migrations()
-    return sorted(MIGRATIONS + extra, key=lambda m: m[0])
 
 
 def _arrow_type(duck_type: str) -> Any:
@@ -638,18 +737,6 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
         raise DataError(f"cannot open the store: {_first_line(exc).rstrip('!')}", path=path,
                         hint="Delete it; `toolkit load` rebuilds it from the sources" if ours
                         else None) from None
-
-
-def fingerprint_paths(paths: Sequence[Path]) -> str:
-    """Cheap change detector: size, mtime_ns and inode of each path (missing -> '-')."""
-    h = hashlib.sha256()
-    for p in paths:
-        try:
-            st = os.stat(p)
-            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
-        except OSError:
-            h.update(f"{p}\0-\n".encode())
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- toolkit query

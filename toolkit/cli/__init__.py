@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
+from toolkit.loaders import settings as source_settings
 
 # name -> ("module:attribute", short help). Keep sorted by name; one entry per command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -93,6 +95,14 @@ def _fail(exc: ToolkitError) -> None:
     sys.exit(exc.exit_code)
 
 
+def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One global path option per source setting (``toolkit.source.Setting``), in rank order."""
+    for s in reversed([s for s in source_settings() if s.flag]):
+        kind = click.Path(file_okay=False) if s.folder else click.Path(dir_okay=False)
+        command = click.option(s.flag, s.key, type=kind, default=None, help=s.help)(command)
+    return command
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
                                               "max_content_width": 100})
 @click.version_option(package_name="agent-ledger-toolkit", prog_name="toolkit")
@@ -103,38 +113,17 @@ def _fail(exc: ToolkitError) -> None:
               help="Settings file (default: toolkit.yaml at the project root).")
 @click.option("--db", type=click.Path(dir_okay=False), default=None,
               help="DuckDB store (default: .toolkit/ledger.duckdb at the project root).")
-@click.option("--vault", type=click.Path(file_okay=False), default=None,
-              help="Smith vault folder (default: .smith/vault at the project root).")
-@click.option("--slop", type=click.Path(dir_okay=False), default=None,
-              help="CodeSmith slop ledger JSON (default: "
-                   "$CODESMITH_HOME/slop_ledger/slop_ledger.json).")
-@click.option("--audit-db", type=click.Path(dir_okay=False), default=None,
-              help="nagi-ledger audit DB (default: $NAGI_LEDGER_DB or ~/.nagi/ledger.db).")
-@click.option("--audit-json", type=click.Path(dir_okay=False), default=None,
-              help="nagi-ledger JSON export to read when there is no audit DB.")
-@click.option("--goal-file", type=click.Path(dir_okay=False), default=None,
-              help="nagi-ledger's active goal (default: $NAGI_GOAL_FILE or ~/.nagi/goal.json).")
-@click.option("--goal-history", type=click.Path(dir_okay=False), default=None,
-              help="nagi-ledger's goal history "
-                   "(default: $NAGI_GOAL_HISTORY or ~/.nagi/goal_history.jsonl).")
-@click.option("--snapshots-home", type=click.Path(file_okay=False), default=None,
-              help="CodeSmith snapshots folder (default: ~/.codesmith/snapshots).")
-@click.option("--workspace", type=click.Path(file_okay=False), default=None,
-              help="Workspace whose turn snapshots are read (default: the project root).")
+@_source_options
 @click.option("--today", default=None, metavar="YYYY-MM-DD",
               help="Date to treat as today for ages and pruning (default: today, UTC).")
 @click.pass_context
 def cli(ctx: click.Context, project: str | None, config_file: str | None, db: str | None,
-        vault: str | None, slop: str | None, audit_db: str | None, audit_json: str | None,
-        goal_file: str | None, goal_history: str | None, snapshots_home: str | None,
-        workspace: str | None, today: str | None) -> None:
+        today: str | None, **paths: str | None) -> None:
     """Agent Ledger Toolkit: query, browse, curate and hand over what AI coding agents
     learned (Smith Ledger), left behind (CodeSmith slop ledger) and did (nagi-ledger audit DB,
     turn snapshots).
 
     Exit codes: 0 ok, 1 failure, 2 usage, 65 bad data, 75 busy or locked.
     """
-    ctx.obj = {"project": project, "config_file": config_file, "db": db, "vault": vault,
-               "slop": slop, "audit_db": audit_db, "audit_json": audit_json,
-               "goal_file": goal_file, "goal_history": goal_history,
-               "snapshots_home": snapshots_home, "workspace": workspace, "today": today}
+    ctx.obj = {"project": project, "config_file": config_file, "db": db, **paths,
+               "today": today}

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     """The Config for this invocation (global options > toolkit.yaml > env > defaults)."""
     from toolkit import config as config_mod
+    from toolkit.loaders import settings
 
     ctx = ctx or click.get_current_context()
     root = ctx.find_root()
@@ -24,8 +25,7 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     if cached is not None and not overrides:
         return cached
     flags = {k: v for k, v in opts.items()
-             if k in ("db", "vault", "slop", "audit_db", "audit_json", "goal_file",
-                      "goal_history", "snapshots_home", "workspace", "today")}
+             if k in ("db", "today", *(s.key for s in settings()))}
     flags.update({k: v for k, v in overrides.items() if v is not None})
     cfg = config_mod.resolve(project=opts.get("project"), config_file=opts.get("config_file"),
                              **flags)
@@ -36,9 +36,10 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
 
 def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Store:
     """Open the store and bring it up to date with the sources (every data command does)."""
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
-    store = Store.open(cfg.db_path)
+    store = Store.open(cfg.db_path, sources=SOURCES)
     if refresh:
         store.refresh(cfg, progress=None if quiet else progress_printer())
     return store

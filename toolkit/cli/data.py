@@ -43,10 +43,11 @@ def load(full: bool) -> None:
     75 when one is locked.
     """
     from toolkit.cli._common import progress_printer
+    from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
     cfg = get_config()
-    with Store.open(cfg.db_path) as store:
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
         report = store.refresh(cfg, full=full, progress=progress_printer())
     for r in report.results:
         state = "unchanged" if r.skipped else ("loaded" if r.found else "not found")
@@ -103,11 +104,11 @@ def schema(table: str | None) -> None:
     """Show the store's tables and views with their columns (or one TABLE's)."""
     from toolkit.cli._common import open_store
     from toolkit.errors import NotFoundError
-    from toolkit.store import TABLE_DOCS
 
     cfg = get_config()
     with open_store(cfg, quiet=True) as store:
         rows = store.schema()
+        docs = store.table_docs()
     if table and table not in {r[0] for r in rows}:
         raise NotFoundError(f"no table or view named {table!r}",
                             hint="Run `toolkit schema` to list them")
@@ -118,7 +119,7 @@ def schema(table: str | None) -> None:
         if t != current:
             if current is not None:
                 click.echo("")
-            doc = TABLE_DOCS.get(t, "")
+            doc = docs.get(t, "")
             click.echo(f"{t} ({kind}){': ' + doc if doc else ''}")
             current = t
         click.echo(f"  {col:<24} {typ}")

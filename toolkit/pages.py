@@ -1,0 +1,62 @@
+"""The building blocks of the site's page contexts: links, tables, fields and the page base.
+
+``toolkit.reports`` and the feature page modules (``history_report``, ``goals_report``) build
+their pages from these; ``reports`` imports the feature modules, never the other way round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A link to a page of the site: ``text`` is shown (escaped), ``path`` is the target's
+    Markdown path relative to the docs folder, with an optional ``#anchor``."""
+
+    text: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    empty: str = "Nothing to show."
+
+
+Cell = Any  # str | int | float | None | Ref
+
+
+@dataclass(kw_only=True)
+class Page:
+    """What every page has. ``nav`` puts the page in the navigation as (section, label) or
+    (label,); per-entry pages have none (reached from index pages and search)."""
+
+    template: ClassVar[str] = ""
+    path: str
+    title: str
+    nav: tuple[str, ...] | None = None
+    search: bool = True  # False: left out of the search index (long listings)
+    tags: tuple[str, ...] = ()
+    intro: str = ""  # one line under the title (trusted text written by us)
+    wide: bool = False  # wide tables: the table of contents sidebar is hidden
+
+
+@dataclass(frozen=True)
+class Field:
+    label: str
+    value: Cell
+
+
+def ledger_entry_path(entry_id: str) -> str:
+    return f"ledger/{entry_id}.md"
+
+
+def task_path(slug: str) -> str:
+    return f"audit/tasks/{slug}.md"

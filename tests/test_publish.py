@@ -131,7 +131,7 @@ def test_dry_run_sends_nothing_and_needs_no_token(project, github, clock):
     assert result.action == "dry-run"
     assert github.requests == []
     assert result.body.startswith(marker_for("acme-api") + "\n")
-    assert "## Open slop (2)" in result.body
+    assert "## Debt: open slop (2)" in result.body
 
 
 def test_enterprise_api_url_with_path_prefix(project, clock):
@@ -203,12 +203,12 @@ def test_f1_no_secret_reaches_github_home_paths_folded_decoys_kept(project, gith
     from toolkit.handoff import unescape_markdown
 
     _plant_secrets(project)
-    result = run_publish(project, github, clock)
+    result = run_publish(project, github, clock, full=True)  # the listing comments too
 
-    assert result.action == "created"
-    [post] = github.writes
-    sent = post.raw + json.dumps(post.body, ensure_ascii=False)
-    plain = unescape_markdown(post.body["body"])
+    assert result.action == "created" and result.comment_actions == ["created"]
+    assert len(github.writes) == 2  # the issue, then one comment
+    sent = "".join(w.raw + json.dumps(w.body, ensure_ascii=False) for w in github.writes)
+    plain = unescape_markdown("\n".join(w.body["body"] for w in github.writes))
     for name, secret in {**SECRETS, "pem": "MIIEowIBAAKCAQEA7bq98bq9"}.items():
         assert secret not in sent and secret not in plain, name
     assert str(project.home) not in sent
@@ -227,11 +227,11 @@ def test_f1_final_scan_stops_a_secret_the_redactor_missed(project, github, clock
         hidden = text.replace(SECRETS["aws"], "AWSKEYPLACEHOLDER")
         return redact(hidden).replace("AWSKEYPLACEHOLDER", SECRETS["aws"])
 
-    with pytest.raises(RefusedError) as err:
-        run_publish(project, github, clock, redactor=leaky)
+    with pytest.raises(RefusedError) as err:  # the key is in a slop description, which only
+        run_publish(project, github, clock, redactor=leaky, full=True)  # the listing holds
 
     message = str(err.value)
-    assert "still contains" in message and "nothing was sent" in message
+    assert "the issue comment 1 still contains" in message and "nothing was sent" in message
     assert "aws" in message.lower()
     assert all(secret not in message for secret in SECRETS.values())
     assert github.requests == []
@@ -259,10 +259,10 @@ def test_f1_title_is_scanned_too(project, github, clock):
 # --------------------------------------------------------------------------- F2: body limit
 
 def test_f2_body_over_the_limit_is_cut_with_a_note_and_sent_once(project, github, clock):
-    long_text = ("Ünïcödé 漢字 and emoji 🧪🔥 " * 120).strip()
-    add_slop(project.slop, *[slop_entry(f"Leftover shim {i:03d} 🧪", description=long_text,
-                                        severity="low" if i % 2 else "high")
-                             for i in range(150)])
+    long_title = ("Ünïcödé 漢字 and emoji 🧪🔥 " * 10).strip()
+    add_slop(project.slop, *[slop_entry(f"Leftover shim {i:03d} 🧪 {long_title}",
+                                        severity="high" if i % 2 else "critical")
+                             for i in range(400)])
 
     result = run_publish(project, github, clock)
 
@@ -271,18 +271,19 @@ def test_f2_body_over_the_limit_is_cut_with_a_note_and_sent_once(project, github
     assert units <= BODY_LIMIT
     assert len(issue_writes(github)) == 1  # one create, no 422 loop
     assert "This report was shortened" in body
-    assert "> **Left out:**" in body and "of 152 slop entries" in body
-    assert "run `toolkit handoff` in the project for the full report" in body
-    assert result.left_out and result.left_out[0].startswith("Open slop (152)")
+    assert "> **Left out:**" in body and "of 401 slop lines" in body
+    assert "run `toolkit handoff --full` in the project for the full report" in body
+    assert result.left_out and result.left_out[0].startswith("Debt: open slop (402)")
     # the most severe entries are the ones kept
-    assert "Leftover shim 000" in body and "Leftover shim 149" not in body
-    # the sections after the cut one are still there
-    assert "## Dead ends and no-gos" in body
+    assert "Leftover shim 000" in body and "Leftover shim 399" not in body
+    # the sections before the cut one are all there
+    assert "## Tasks over the retry limit" in body and "## What the ledger learned" in body
 
 
 def test_f2_note_links_the_full_report_on_the_site(project, github, clock, monkeypatch):
     monkeypatch.setenv("TOOLKIT_SITE_URL", "https://docs.example.com/handoff-site")
-    add_slop(project.slop, *[slop_entry(f"Shim {i}", description="x" * 3000) for i in range(60)])
+    add_slop(project.slop, *[slop_entry(f"Shim {i} " + "x" * 300, severity="high")
+                             for i in range(400)])
 
     run_publish(project, github, clock)
 

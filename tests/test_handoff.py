@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from html.parser import HTMLParser
+
+import pytest
 
 from tests._publish_helpers import (
     NOW,
@@ -355,3 +358,128 @@ def test_cli_handoff_bad_since_is_a_usage_error(project, cli_run):
     result = cli_run("handoff", "--since", "last-week")
     assert result.exit_code == 2
     assert result.stderr == "Error: --since 'last-week' is not a date; use YYYY-MM-DD\n"
+
+
+# --------------------------------------------------------------------------- the demo world
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    from toolkit.demo import write_demo
+
+    return write_demo(tmp_path_factory.mktemp("handoff-demo") / "world")
+
+
+def demo_handoff(demo, cli_run, monkeypatch, *args: str) -> str:
+    monkeypatch.chdir(demo.project)
+    result = cli_run("--db", str(demo.root / "handoff.duckdb"), "handoff", *args)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_the_demo_worlds_handoff_is_short_and_full_keeps_everything(demo, cli_run,
+                                                                    monkeypatch):
+    short = demo_handoff(demo, cli_run, monkeypatch)
+    full = demo_handoff(demo, cli_run, monkeypatch, "--full")
+
+    assert len(short) < 15_000
+    assert len(full) > 60_000  # every open slop entry in full, as before
+    summary = section(short, "## Summary")
+    assert "- **96** open slop items: **4** critical, **19** high" in summary
+    # the details of the 73 other open items are counted with the command that lists them
+    assert "_The other 73 open items (38 medium, 29 low, 6 info): " \
+           "`toolkit slop query --status open`" in short
+
+
+def render_gfm(text: str) -> str:
+    """The body as GitHub renders it: cmark-gfm (GitHub's own parser) with its extensions;
+    raw HTML kept, as GitHub keeps <details> (its sanitizer runs after)."""
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
+
+
+class _Html(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.hrefs: list[str] = []
+        self.stack: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack.append(tag)
+        self.hrefs += [v or "" for k, v in attrs if k == "href"]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.stack:
+            while self.stack.pop() != tag:
+                pass
+
+    def handle_data(self, data: str) -> None:
+        if "code" not in self.stack:
+            self.text.append(data)
+
+
+def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_SITE_URL", "https://docs.example.com/acme")
+    from toolkit import config
+    from toolkit.handoff import build_report, render_issue
+    from toolkit.publish import marker_for
+    from toolkit.store import Store
+
+    monkeypatch.chdir(demo.project)
+    cfg = config.resolve(db=str(demo.root / "gfm.duckdb"))
+    with Store.open(cfg.db_path) as store:
+        store.refresh(cfg)
+        body = render_issue(build_report(store, cfg, now=NOW), marker=marker_for("acme")).body
+    html = render_gfm(body)
+    parsed = _Html()
+    parsed.feed(html)
+    text = "".join(parsed.text)
+
+    # every Markdown table is an HTML table
+    tables = sum(1 for line in body.splitlines() if re.fullmatch(r"\|(-{3}:?\|)+", line))
+    assert tables >= 2 and html.count("<table>") == tables
+    # the collapsed blocks open and close, and the Markdown inside them is rendered
+    assert html.count("<details>") == html.count("</details>") == body.count("<details>") >= 1
+    for block in re.findall(r"<details>(.*?)</details>", html, re.S):
+        assert "<summary>" in block and "<li>" in block and "\n- " not in block
+    # no escape shows: not a backslash, not an entity spelled out, not a stray emphasis mark
+    assert "\\" not in text
+    assert not re.search(r"&(amp|lt|gt|#\d+);", text)
+    assert "**" not in text
+    # the hidden marker lines stay hidden; every link is absolute
+    assert "agent-ledger-toolkit" not in text
+    assert parsed.hrefs and all(h.startswith("https://docs.example.com/acme/")
+                                for h in parsed.hrefs)
+
+
+# --------------------------------------------------------------------------- the site's page
+
+def test_the_sites_handoff_page_is_the_same_report(tmp_path, monkeypatch):
+    from tests._site_helpers import BUILD_TIME, build, make_world, scan
+    from toolkit.handoff import export_report
+    from toolkit.store import Store
+
+    world = make_world(tmp_path / "w")
+    monkeypatch.chdir(world.root)
+    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    result = build(world)
+    assert result.warnings == []  # MkDocs strict: every link of the page resolves
+    assert not (world.root / ".toolkit" / "handoff-state.json").exists()  # the site reads it
+    page = (result.build_dir / "docs" / "handoff" / "index.md").read_text(encoding="utf-8")
+    with Store.open(world.cfg.db_path) as store:
+        printed = export_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
+
+    def headings(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("## ")]
+
+    assert headings(page) == headings(printed)
+    assert section(page, "## Summary") == section(printed, "## Summary")
+    assert "[Fix flaky invoice test](../audit/tasks/fix-flaky-invoice-test.md)" in page
+    assert "<details>" not in page and "### Fix" not in page  # no raw HTML, no AI text heading
+    html = scan(result.out / "handoff" / "index.html")
+    assert re.search(r"Dispatches awaiting a verdict \(4\)\W* Dispatch When Task",
+                     html.body_text)

@@ -582,3 +582,120 @@ def test_a_malformed_answer_from_github_is_one_line_not_a_traceback(project, cli
     assert line.endswith(f"Check that --api-url {api} is the GitHub API (a proxy in between "
                          "may rewrite its answers)")
     assert writes == []
+
+
+# --------------------------------------------------------------------------- --full: comments
+
+def _part(n: int) -> str:
+    return marker_for("acme-api").replace(" -->", f" part={n} -->")
+
+
+def _comment_writes(fake: FakeGitHub) -> list[str]:
+    return [f"{r.method} {r.path}" for r in fake.writes if "/comments" in r.path]
+
+
+def test_full_posts_the_listing_as_comments_each_under_the_limit(project, github, clock):
+    long_text = "A long account of what the agent left behind. " * 100  # ~4,700 characters
+    add_slop(project.slop, *[slop_entry(f"Leftover shim {i:03d}", description=long_text,
+                                        severity="low") for i in range(40)])
+
+    result = run_publish(project, github, clock, full=True)
+
+    comments = github.comments(REPO, 1)
+    assert len(comments) == len(result.comments) >= 3
+    assert result.comment_actions == ["created"] * len(comments)
+    for n, comment in enumerate(comments, 1):
+        body = comment["body"]
+        assert body.splitlines()[0] == _part(n)
+        assert f"part {n} of {len(comments)}" in body
+        assert len(body.encode("utf-16-le")) // 2 <= BODY_LIMIT
+    listing = "".join(c["body"] for c in comments)
+    assert all(f"Leftover shim {i:03d}" in listing for i in range(40))
+    assert "## All open slop (42) (continued)" in listing  # one section split in parts
+    issue_body = github.issues(REPO)[0]["body"]
+    assert "_The complete listing follows in the comments below._" in issue_body
+    assert "Leftover shim" not in issue_body  # low severity: counted in the body, listed below
+
+
+def test_full_reruns_update_the_comments_in_place_without_duplicates(project, github, clock):
+    add_slop(project.slop, *[slop_entry(f"Shim {i:02d}", description="x " * 2500,
+                                        severity="low") for i in range(30)])
+    run_publish(project, github, clock, full=True)
+    parts = len(github.comments(REPO, 1))
+    github.add_comment(REPO, 1, "Thanks, picking up the flaky test.")  # a person's reply
+
+    again = run_publish(project, github, clock, full=True, per_page=2)  # comments on pages
+
+    assert again.comment_actions == ["unchanged"] * parts
+    writes = len(github.writes)
+    add_slop(project.slop, slop_entry("Shim added later", severity="low"))
+    third = run_publish(project, github, clock, full=True)
+
+    assert len(github.comments(REPO, 1)) == parts + 1  # the parts and the person's reply
+    assert "updated" in third.comment_actions and "created" not in third.comment_actions
+    new = [f"{r.method} {r.path}" for r in github.writes[writes:]]
+    assert all(w.startswith(("PATCH /repos/acme/api/issues/comments/",
+                             "PATCH /repos/acme/api/issues/1")) for w in new)
+    assert "Shim added later" in "".join(c["body"] for c in github.comments(REPO, 1))
+    assert github.comments(REPO, 1)[parts]["body"] == "Thanks, picking up the flaky test."
+
+
+def test_full_parts_no_longer_needed_say_so(project, github, clock):
+    from tests._publish_helpers import write_slop
+
+    original = json.loads(project.slop.read_text(encoding="utf-8"))["entries"]
+    add_slop(project.slop, *[slop_entry(f"Shim {i:02d}", description="x " * 2500,
+                                        severity="low") for i in range(30)])
+    first = run_publish(project, github, clock, full=True)
+    write_slop(project.slop, original)
+
+    second = run_publish(project, github, clock, full=True)
+
+    comments = github.comments(REPO, 1)
+    assert len(comments) == len(first.comments) > len(second.comments) == 1
+    assert second.comment_actions[0] == "updated"
+    for comment in comments[1:]:
+        assert comment["body"].splitlines()[1] == (
+            "_This part of the complete listing is empty since the latest `toolkit publish`._")
+
+
+def test_full_dry_run_prints_the_comments_and_sends_nothing(project, github, cli_run):
+    result = cli_run("publish", "--repo", REPO, "--dry-run", "--full")
+
+    assert result.exit_code == 0
+    assert "Comment 1 of 1: " in result.stdout and _part(1) in result.stdout
+    assert "## All open slop (2)" in result.stdout
+    assert github.requests == []
+
+
+# --------------------------------------------------------------------------- since the last one
+
+def test_a_fresh_checkout_reads_the_last_handoff_from_the_issue(project, github, clock):
+    from tests._publish_helpers import NOW
+
+    run_publish(project, github, clock, now=NOW)
+    body = github.issues(REPO)[0]["body"]
+    assert body.splitlines()[1] == "<!-- agent-ledger-toolkit:handoff-at 2026-05-06 09:30 UTC -->"
+    assert "this is the first handoff" in body
+    (project.root / ".toolkit" / "handoff-state.json").unlink()  # another machine, say
+
+    result = run_publish(project, github, clock, now=NOW.replace(day=9))
+
+    body = github.issues(REPO)[0]["body"]
+    assert result.action == "updated"
+    assert ("ledger changes since the handoff of 2026-05-06 09:30 UTC (the last published "
+            "handoff, read from issue #1)") in body
+    assert "## What the ledger learned since the handoff of 2026-05-06 09:30 UTC (0)" in body
+    # the state file remembers it: the next run (and `toolkit handoff`) says the same
+    assert run_publish(project, github, clock, now=NOW.replace(day=10)).action == "unchanged"
+
+
+def test_full_a_comment_applied_but_answered_late_is_not_duplicated(project, github, clock):
+    run_publish(project, github, clock)  # the issue exists
+    github.fail_next("POST", r"/issues/1/comments$", "slow", delay=1.5)
+
+    result = run_publish(project, github, clock, full=True)
+
+    assert result.comment_actions == ["created"]
+    assert len(github.comments(REPO, 1)) == 1
+    assert _comment_writes(github) == [f"POST /repos/{REPO}/issues/1/comments"]

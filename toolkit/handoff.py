@@ -100,6 +100,13 @@ _MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-
 _MENTION_SPAN = re.compile(r"`(@[A-Za-z0-9-]+)`")
 
 
+def _clip(text: str, limit: int | None) -> str:
+    """``text`` cut to ``limit`` characters with "…" (one line of a report cell)."""
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1].rstrip() + "…"
+    return text
+
+
 def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
     """Untrusted text as literal inline Markdown: one line, specials escaped, a would-be
     @-mention in a code span (no notification; e-mail addresses and ``git@host`` untouched)."""
@@ -107,8 +114,7 @@ def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
     text = " ".join(text.split())
     text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf")
                    or ch == " ")
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
+    text = _clip(text, limit)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return _MENTION.sub(lambda m: f"`{m.group(0)}`", text)
@@ -315,6 +321,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     by ``publish``; else the first handoff's window, the ``WINDOW_DAYS`` days of activity up
     to the newest record."""
     from toolkit import queries, reports
+    from toolkit.reports import day_of
 
     clock = report_clock(cfg, now)
     state_path = cfg.state_dir / STATE_FILE
@@ -354,13 +361,13 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     elif baseline is not None:
         since_info = Since("state", str(baseline.get("at")))
         ledger = _changes_since_state(entries, _confidences(baseline.get("ledger")), baseline)
-    elif previous is not None and _day(previous[0]) is not None:
+    elif previous is not None and day_of(previous[0]) is not None:
         since_info = Since("issue", previous[0], source=previous[1])
-        ledger = _changes_since_date(entries, _day(previous[0]) or dt.date.min, None)
+        ledger = _changes_since_date(entries, day_of(previous[0]) or dt.date.min, None)
     else:
         newest = _newest(slop, dispatches, approaches,
                          [str(e["date"]) for e in entries if e.get("date")])
-        until = _day(newest) if newest else None
+        until = day_of(newest) if newest else None
         if until is None:
             since_info, ledger = Since("window", None), []
         else:
@@ -373,13 +380,6 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
         state_path=state_path, next_state=next_state, goal=_active_goal(store))
-
-
-def _day(value: str | None) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(str(value)[:10])
-    except ValueError:
-        return None
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:
@@ -603,10 +603,7 @@ class _Ctx:
             return md_text(text, limit)
         from toolkit.site import md_escape
 
-        text = "" if text is None else " ".join(text.split())
-        if limit is not None and len(text) > limit:
-            text = text[: limit - 1].rstrip() + "…"
-        return md_escape(text)
+        return md_escape(_clip("" if text is None else " ".join(text.split()), limit))
 
     def collapsed(self, summary: str, lines: list[str]) -> list[str]:
         """``lines`` in a collapsed block (GitHub), or under a bold line (the site)."""

@@ -660,7 +660,8 @@ def _slop_title(s: dict[str, Any]) -> str:
     return s["title"] if s.get("title") else f"[???] ({s.get('short_id') or s.get('id')})"
 
 
-def _day(ts: str | None) -> dt.date | None:
+def day_of(ts: str | None) -> dt.date | None:
+    """The date of a timestamp written "YYYY-MM-DD…" (None when it is not one)."""
     if not ts:
         return None
     try:
@@ -886,7 +887,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
 
 
 def _date_ord(value: Any) -> int:
-    day = _day(value)
+    day = day_of(value)
     return day.toordinal() if day else 0
 
 
@@ -966,7 +967,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         chart=chart))
 
     def age(s: dict[str, Any]) -> int | None:
-        day = _day(s.get("created_at"))
+        day = day_of(s.get("created_at"))
         return (d.today - day).days if day else None
 
     def listing(entries: list[dict[str, Any]]) -> Table:

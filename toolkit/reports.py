@@ -567,9 +567,10 @@ def _handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetim
 
     from toolkit import handoff
 
-    clock = (dt.datetime.combine(cfg.today, dt.time()) if cfg.today is not None
-             else build_time.replace(tzinfo=None) if build_time is not None else None)
-    report = handoff.build_report(store, cfg, now=clock)
+    # the build's clock (the report shows the data's time; "now" would only stamp a state
+    # file, which the site never writes)
+    report = handoff.build_report(
+        store, cfg, now=build_time.replace(tzinfo=None) if build_time is not None else None)
     text = handoff.render_markdown(report, links=_site_links(d), for_site=True)
     return HandoffPage(path="handoff/index.md", title="Handoff", nav=("Handoff",),
                        intro="What the next person (or agent) must know first; the same "

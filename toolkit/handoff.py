@@ -1,26 +1,29 @@
 """The handoff report: what the next person (or agent) must know, as redacted Markdown.
 
-``build_report(store, cfg)`` runs the named queries (``toolkit.queries``, section ``handoff``)
-and returns a typed :class:`HandoffReport`:
+``build_report(store, cfg)`` runs the named queries (``toolkit.queries``) and returns a typed
+:class:`HandoffReport`. :func:`sections` renders it most urgent first: a short summary, the
+active goal, (failing checks, once that feature lands: :func:`_check_sections`), dispatches
+awaiting a verdict, tasks over the retry limit each with its dead ends and no-gos, what the
+ledger learned since the last handoff (new, promoted, demoted, pruned), then debt (the
+bucket-by-severity table and the critical and high items). The pending and over-limit tables
+are the site's (``toolkit.reports.pending_table``, ``over_limit_table``). What is not shown
+is a link to the built site (:class:`Links`, when ``site_url`` is configured) or counted with
+the command that lists it; :func:`listing_sections` is the complete listing (``--full``).
 
-* open and in-progress slop, by bucket and severity, in CodeSmith's export layout;
-* Smith Ledger entries added or changed in confidence since the last handoff (or ``--since``),
-  and entries removed since then;
-* dispatches refuted or pending verification; tasks over the retry limit;
-* dead ends and no-gos per task;
-* links to the matching pages of the built site when ``site_url`` is configured
-  (:func:`site_link`, the one URL scheme the site uses too).
-
-``render_markdown`` turns it into the full report (``toolkit handoff``); ``render_issue`` into
-an issue title and body that stay under GitHub's limit (``toolkit publish``). Both redact every
-value with ``toolkit.redact`` before it is escaped, so Markdown escapes cannot hide a secret from
-the redactor, and escape AI-written text so it renders as literal text (no HTML, no mentions).
+``render_markdown`` gives ``toolkit handoff`` (and, with ``for_site``, the site's handoff
+page); ``render_issue`` an issue title and body that stay under GitHub's limit, and
+``render_comments`` the complete listing as comments (``toolkit publish --full``). All redact
+every value with ``toolkit.redact`` before it is escaped, so Markdown escapes cannot hide a
+secret from the redactor, and escape AI-written text so it renders as literal text (no HTML,
+no mentions).
 
 "Since the last handoff": ``.toolkit/handoff-state.json`` remembers the ledger as the last
 handoff saw it (confidence per ``entry_id``) and the baseline that handoff compared against.
 A handoff whose ledger is unchanged keeps the same baseline, so re-running ``publish`` produces
 the same body (and sends nothing); once the ledger changes, the last handoff becomes the new
-baseline.
+baseline. The first handoff covers the last ``WINDOW_DAYS`` days of activity; when the state
+file knows no handoff, ``publish`` reads the time of the last one from the issue body's hidden
+``handoff-at`` line.
 """
 
 from __future__ import annotations

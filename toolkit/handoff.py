@@ -867,7 +867,7 @@ def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
     rest = len(rows) - len(urgent)
     outro = []
     if rest:
-        sev = _severity_counts([e for e in rows if e not in urgent])
+        sev = _severity_counts([e for e in rows if e.get("severity") not in ("critical", "high")])
         parts = ", ".join(f"{sev[s]} {s}" for s in SEVERITY_ORDER if sev.get(s))
         extra = [n for s, n in sev.items() if s not in SEVERITY_ORDER]
         if extra:

@@ -9,6 +9,9 @@ error bodies, and records every request so a test can assert what was (not) sent
 * ``POST {prefix}/repos/{o}/{r}/issues``, ``PATCH`` and ``GET {prefix}/repos/{o}/{r}/issues/{n}``
 * ``GET/POST {prefix}/repos/{o}/{r}/labels`` (issue writes create missing labels, as GitHub
   does for users with push access, and silently drop them for users without it)
+* ``GET/POST {prefix}/repos/{o}/{r}/issues/{n}/comments`` (listed oldest first, ``Link``
+  pagination) and ``GET/PATCH {prefix}/repos/{o}/{r}/issues/comments/{id}``; a comment body
+  over 65,536 characters is a 422, as on GitHub
 * ``GET {prefix}/rate_limit``, ``GET {prefix}/user``
 
 Every response carries ``x-ratelimit-*`` headers. Faults are scripted per request with
@@ -67,6 +70,7 @@ class FakeRepo:
     push: bool = True
     issues: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    comments: list[dict[str, Any]] = field(default_factory=list)  # every issue's, in order
 
 
 class FakeGitHub:
@@ -151,6 +155,17 @@ class FakeGitHub:
     def issues(self, full_name: str) -> list[dict[str, Any]]:
         return [i for i in self.repos[full_name.lower()].issues if "pull_request" not in i]
 
+    def comments(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        """The comments of issue ``number``, oldest first."""
+        repo = self.repos[full_name.lower()]
+        return [c for c in repo.comments if c["issue_number"] == number]
+
+    def add_comment(self, full_name: str, number: int, body: str) -> dict[str, Any]:
+        """A comment written by someone (not through the API), e.g. a person's reply."""
+        repo = self.repos[full_name.lower()]
+        with self._lock:
+            return self._create_comment(repo, number, body)
+
     @property
     def writes(self) -> list[Recorded]:
         return [r for r in self.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
@@ -199,6 +214,29 @@ class FakeGitHub:
             issue["pull_request"] = {"url": f"{base}/pulls/{number}"}
         repo.issues.append(issue)
         return issue
+
+
+    def _create_comment(self, repo: FakeRepo, number: int, body: str) -> dict[str, Any]:
+        self._next_id += 1
+        base = f"{self.api_url}/repos/{repo.owner}/{repo.name}"
+        now = _iso(self.clock())
+        comment = {
+            "id": self._next_id, "node_id": f"IC_{self._next_id}",
+            "url": f"{base}/issues/comments/{self._next_id}",
+            "html_url": f"https://github.example/{repo.owner}/{repo.name}/issues/{number}"
+                        f"#issuecomment-{self._next_id}",
+            "issue_url": f"{base}/issues/{number}", "body": body,
+            "user": {"login": "toolkit-bot", "id": 1, "type": "User"},
+            "created_at": now, "updated_at": now, "author_association": "OWNER",
+            "issue_number": number}  # not GitHub's: how this fake files it
+        repo.comments.append(comment)
+        issue = next(i for i in repo.issues if i["number"] == number)
+        issue["comments"] = issue.get("comments", 0) + 1
+        return comment
+
+
+def _public(comment: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in comment.items() if k != "issue_number"}
 
 
 def _iso(ts: float) -> str:
@@ -364,6 +402,33 @@ class _Handler(BaseHTTPRequestHandler):
                 if invalid:
                     return invalid
                 return 201, fake._create_issue(repo, body), None
+            c = re.fullmatch(r"/issues/(\d+)/comments", rest)
+            if c:
+                number = int(c.group(1))
+                if not any(i["number"] == number for i in repo.issues):
+                    return not_found
+                if method == "GET":
+                    items = [_public(x) for x in repo.comments if x["issue_number"] == number]
+                    return self._page(items, query, f"/repos/{repo.owner}/{repo.name}{rest}")
+                if method == "POST":
+                    invalid = _validate(body, creating=False, require_body=True)
+                    if invalid:
+                        return invalid
+                    return 201, _public(fake._create_comment(repo, number, body["body"])), None
+            c = re.fullmatch(r"/issues/comments/(\d+)", rest)
+            if c:
+                found = next((x for x in repo.comments if x["id"] == int(c.group(1))), None)
+                if found is None:
+                    return not_found
+                if method == "GET":
+                    return 200, _public(found), None
+                if method == "PATCH":
+                    invalid = _validate(body, creating=False, require_body=True)
+                    if invalid:
+                        return invalid
+                    found["body"] = body["body"]
+                    found["updated_at"] = _iso(fake.clock())
+                    return 200, _public(found), None
             n = re.fullmatch(r"/issues/(\d+)", rest)
             if n:
                 number = int(n.group(1))
@@ -410,12 +475,17 @@ class _Handler(BaseHTTPRequestHandler):
             items.append(issue)
         if query.get("direction", "desc") == "desc":
             items = list(reversed(items))  # created order; newest first is GitHub's default
+        return self._page(items, query, f"/repos/{repo.owner}/{repo.name}/issues")
+
+    def _page(self, items: list[dict[str, Any]], query: dict[str, str], path: str
+              ) -> tuple[int, Any, dict[str, str] | None]:
+        """One page of ``items`` (``per_page``, ``page``) with GitHub's ``Link`` header."""
         per_page = min(int(query.get("per_page", 30)), self.fake.max_per_page)
         page = int(query.get("page", 1))
         pages = max((len(items) + per_page - 1) // per_page, 1)
         chunk = items[(page - 1) * per_page: page * per_page]
         links = []
-        base = f"{self.fake.api_url}/repos/{repo.owner}/{repo.name}/issues"
+        base = f"{self.fake.api_url}{path}"
 
         def link(p: int, rel: str) -> str:
             q = dict(query, page=str(p), per_page=str(per_page))
@@ -428,10 +498,13 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, chunk, ({"Link": ", ".join(links)} if links else None)
 
 
-def _validate(body: Any, *, creating: bool) -> tuple[int, Any, None] | None:
+def _validate(body: Any, *, creating: bool, require_body: bool = False
+              ) -> tuple[int, Any, None] | None:
     if not isinstance(body, dict):
         return 400, {"message": "Problems parsing JSON", "documentation_url": DOCS}, None
     errors = []
+    if require_body and not isinstance(body.get("body"), str):
+        errors.append({"resource": "IssueComment", "code": "missing_field", "field": "body"})
     if creating and not body.get("title"):
         errors.append({"resource": "Issue", "code": "missing_field", "field": "title"})
     text = body.get("body")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from html.parser import HTMLParser
+
+import pytest
 
 from tests._publish_helpers import (
     NOW,
@@ -17,7 +20,7 @@ from tests._publish_helpers import (
 from toolkit.handoff import md_block, md_text, site_link, unescape_markdown
 
 
-def run_handoff(project, *, since=None, now=NOW, site_url=None):
+def run_handoff(project, *, since=None, now=NOW, site_url=None, full=False):
     from toolkit import config
     from toolkit.handoff import export_report
     from toolkit.loaders import SOURCES
@@ -28,7 +31,7 @@ def run_handoff(project, *, since=None, now=NOW, site_url=None):
         cfg = cfg.with_overrides(site_url=site_url)
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
-        return export_report(store, cfg, since=since, now=now)
+        return export_report(store, cfg, since=since, now=now, full=full)
 
 
 def section(text: str, heading_start: str) -> str:
@@ -37,45 +40,72 @@ def section(text: str, heading_start: str) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-def ledger_rows(text: str) -> list[str]:
-    part = section(text, "## Ledger changes")
-    return [line for line in part.splitlines() if line.startswith("| ") and
-            not line.startswith("| Change")]
+def ledger_lines(text: str, group: str) -> list[str]:
+    """The bullet lines of one group ("New", "Promoted", "Pruned"...) of the ledger section."""
+    part = section(text, "## What the ledger learned")
+    start = part.index(f"### {group} (")
+    end = part.find("\n### ", start + 4)
+    block = part[start:] if end < 0 else part[start:end]
+    return [line for line in block.splitlines() if line.startswith("- ")]
 
 
 # --------------------------------------------------------------------------- since last handoff
 
-def test_first_handoff_lists_every_entry_as_new_and_a_rerun_is_identical(project):
+def test_first_handoff_covers_the_last_7_days_of_activity_and_a_rerun_is_identical(project):
     first = run_handoff(project)
     second = run_handoff(project, now=NOW + dt.timedelta(days=2))
 
     assert first == second  # nothing changed: same report, whatever the clock says
-    assert "## Ledger changes since the start (4)" in first
-    assert "ledger changes since the start (this is the first handoff)" in first
-    assert [row.split(" | ")[0] for row in ledger_rows(first)] == ["| new"] * 4
+    # the newest record is the slop ledger's 2026-05-04: the window is 04-28 .. 05-04
+    assert "## What the ledger learned in the 7 days to 2026-05-04 (3)" in first
+    assert "(this is the first handoff: the last 7 days of activity; `--since` sets another " \
+           "window)" in first
+    assert ledger_lines(first, "New or reinforced") == [
+        "- Run the migration dry-run before applying schema changes — patterns · medium · "
+        "2026-05-02",
+        "- Redis client drops pipelined commands after a failover — edge-cases · medium · "
+        "2026-04-30",
+        "- Grep the route table before adding a new endpoint — patterns · low · 2026-04-29"]
+    assert "Editing an applied migration in place" not in first  # dated 04-25: before it
     state = json.loads((project.root / ".toolkit" / "handoff-state.json").read_text())
     assert state["last"]["at"] == "2026-05-06 09:30 UTC"
     assert state["last"]["ledger"]["patterns/grep-the-route-table-before-adding-a-new-endpoint"][
         "confidence"] == "low"
 
 
-def test_confidence_change_since_the_last_handoff(project):
+def test_the_injected_today_is_the_clock_of_the_state(project, cli_run):
+    assert cli_run("--today", "2026-06-01", "handoff").exit_code == 0
+    state = json.loads((project.root / ".toolkit" / "handoff-state.json").read_text())
+    assert state["last"]["at"] == "2026-06-01 00:00 UTC"
+
+
+def test_promoted_and_demoted_since_the_last_handoff_say_which_handoff(project):
     run_handoff(project)
     set_confidence(project.ledger / "patterns.md",
                    "Grep the route table before adding a new endpoint", "low", "medium")
+    set_confidence(project.ledger / "patterns.md",
+                   "Run the migration dry-run before applying schema changes", "medium", "low")
 
     later = NOW + dt.timedelta(days=1)
     report = run_handoff(project, now=later)
     again = run_handoff(project, now=later + dt.timedelta(hours=5))
 
-    assert "## Ledger changes since the handoff of 2026-05-06 09:30 UTC (1)" in report
-    assert ledger_rows(report) == [
-        "| low → medium | medium | patterns | Grep the route table before adding a new endpoint"
-        " | 2026-04-29 |"]
+    assert ("## What the ledger learned since the handoff of 2026-05-06 09:30 UTC (2)"
+            in report)
+    assert "(the last handoff, from .toolkit/handoff-state.json)" in report
+    assert ledger_lines(report, "Promoted") == [
+        "- Grep the route table before adding a new endpoint — patterns · low → medium · "
+        "2026-04-29"]
+    assert ledger_lines(report, "Demoted") == [
+        "- Run the migration dry-run before applying schema changes — patterns · medium → low"
+        " · 2026-05-02"]
+    assert "2 ledger changes since the handoff of 2026-05-06 09:30 UTC: 2 promoted" not in report
+    assert "**2** ledger changes since the handoff of 2026-05-06 09:30 UTC: 1 promoted, " \
+           "1 demoted" in report
     assert again == report  # the baseline stays put while the ledger does
 
 
-def test_removed_entries_are_reported(project):
+def test_pruned_entries_are_reported(project):
     run_handoff(project)
     path = project.ledger / "antipatterns.md"
     text = path.read_text(encoding="utf-8")
@@ -85,18 +115,18 @@ def test_removed_entries_are_reported(project):
 
     report = run_handoff(project, now=NOW + dt.timedelta(days=1))
 
-    assert ledger_rows(report) == [
-        "| removed | low | antipatterns | Editing an applied migration in place |  |"]
+    assert ledger_lines(report, "Pruned") == [
+        "- Editing an applied migration in place — antipatterns · was low"]
 
 
 def test_since_date_lists_entries_dated_on_or_after_and_keeps_the_state(project):
     report = run_handoff(project, since=dt.date(2026, 4, 30))
 
-    assert "## Ledger changes since 2026-04-30 (2)" in report
-    assert [row.split(" | ")[0] for row in ledger_rows(report)] == ["| new or reinforced"] * 2
-    titles = [row.split(" | ")[3] for row in ledger_rows(report)]
-    assert titles == ["Run the migration dry-run before applying schema changes",
-                      "Redis client drops pipelined commands after a failover"]
+    assert "## What the ledger learned since 2026-04-30 (2)" in report
+    assert "ledger changes since 2026-04-30 (`--since`)" in report
+    titles = [line.split(" — ")[0] for line in ledger_lines(report, "New or reinforced")]
+    assert titles == ["- Run the migration dry-run before applying schema changes",
+                      "- Redis client drops pipelined commands after a failover"]
     assert not (project.root / ".toolkit" / "handoff-state.json").exists()
 
 
@@ -107,62 +137,143 @@ def test_a_damaged_state_file_counts_as_the_first_handoff(project):
 
     report = run_handoff(project)
 
-    assert "(this is the first handoff)" in report
+    assert "(this is the first handoff:" in report
     assert json.loads(state.read_text())["version"] == 1
 
 
 # --------------------------------------------------------------------------- the sections
 
-def test_open_slop_in_codesmith_layout_by_bucket_and_severity(project):
-    report = run_handoff(project)
-    slop = section(report, "## Open slop")
-
-    assert slop.startswith("## Open slop (2)")
-    assert "| retained\\_compatibility | 0 | 0 | 1 | 0 | 0 | 1 |" in slop
-    assert ("### retained_compatibility\n\n"
-            "| ID | Severity | Confidence | Status | Title | Source |") in slop
-    assert "#### 4b7e2c91 — Legacy token header still accepted alongside bearer auth" in slop
-    assert "| 9c1f4e07 | High | Certain | InProgress |" in slop
-    assert "e0a95d1f" not in report  # WontFix is not open
-
-
-def test_dispatches_retry_limit_and_dead_ends(project):
+def _with_attention(project):
     for _ in range(3):
         add_dispatch(project.audit_db, "Fix flaky invoice test", summary="try again")
     add_dispatch(project.audit_db, "Split the router", verdict="REFUTED",
                  notes="the split broke auth middleware order", ts="2026-05-05 12:00:00")
+    add_approach(project.audit_db, "Fix flaky invoice test", "Retry with a longer timeout",
+                 "DEAD_END", "Still flaky: the race is in the fixture")
+    add_approach(project.audit_db, "Fix flaky invoice test", "Mark it xfail", "NO_GO",
+                 "Hides a real ordering bug", ts="2026-05-05 11:30:00")
     add_approach(project.audit_db, "Split the router", "Move auth into each route", "DEAD_END",
                  "Forty call sites to change")
 
+
+def test_sections_come_in_order_of_urgency(project):
+    _with_attention(project)
     report = run_handoff(project)
 
-    dispatches = section(report, "## Dispatches refuted")
-    assert dispatches.startswith("## Dispatches refuted or pending verification "
-                                 "(1 refuted, 4 pending)")
-    rows = [line for line in dispatches.splitlines()
-            if line.startswith("| ") and "|---" not in line][1:]
-    assert "REFUTED" in rows[0] and "the split broke auth middleware order" in rows[0]
-    assert all("PENDING" in row for row in rows[1:])
+    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    assert [h.split(" (")[0] for h in headings] == [
+        "## Summary", "## Dispatches awaiting a verdict", "## Tasks over the retry limit",
+        "## What the ledger learned in the 7 days to 2026-05-05", "## Debt: open slop"]
+    summary = section(report, "## Summary")
+    assert "- **4** dispatches await a verdict (1 refuted so far)" in summary
+    assert "- **1** task is over the retry limit, with **2** dead ends and no-gos recorded " \
+           "against it" in summary
+    assert "- **2** open slop items: **0** critical, **1** high" in summary
+
+
+def test_each_task_over_the_limit_has_its_dead_ends_right_under_it(project):
+    _with_attention(project)
+    report = run_handoff(project)
+
     over = section(report, "## Tasks over the retry limit")
-    assert "| Fix flaky invoice test | 3 | 2 | PENDING | 2026-05-05 10:00:00 |" in over
-    dead = section(report, "## Dead ends and no-gos")
-    assert dead.startswith("## Dead ends and no-gos (3)")
-    assert dead.index("### Split the router") < dead.index("### Audit logging for admin endpoints")
-    assert "- **Dead end** (2026-05-05 11:00:00): Move auth into each route — Forty call sites" \
-        in dead
+    assert over.startswith("## Tasks over the retry limit (1)")
+    block = over[over.index("### Fix flaky invoice test"):]
+    assert block.splitlines()[:6] == [
+        "### Fix flaky invoice test", "",
+        "Dispatches 3 · Retries 2 · Last verdict PENDING · Last dispatch 2026-05-05 10:00:00",
+        "",
+        "- **No-go** (2026-05-05 11:30:00): Mark it xfail — Hides a real ordering bug",
+        "- **Dead end** (2026-05-05 11:00:00): Retry with a longer timeout — Still flaky: the "
+        "race is in the fixture"]
+    # the dead ends of tasks under the limit are counted, with where to find them
+    assert ("_3 more dead ends and no-gos belong to 3 tasks under the limit: see "
+            "`toolkit audit approaches TASK` or `toolkit handoff --full`._") in over
+    pending = section(report, "## Dispatches awaiting a verdict")
+    assert pending.startswith("## Dispatches awaiting a verdict (4)")
+    assert "| 6 | 2026-05-05 10:00:00 | Fix flaky invoice test | general-purpose | sonnet | " \
+           "try again |" in pending
+    assert "REFUTED" not in pending and "_1 dispatch was refuted: see " in pending
+
+
+def test_the_tables_are_the_sites_tables(project):
+    """The pending and over-limit tables come from one builder each (toolkit.reports)."""
+    from toolkit import queries
+    from toolkit.reports import Ref, over_limit_table, pending_dispatches, pending_table
+
+    _with_attention(project)
+    report = run_handoff(project, site_url="https://docs.example.com/s")
+    from toolkit import config
+    from toolkit.store import Store
+
+    with Store.open(config.resolve().db_path) as store:
+        tasks, dispatches = queries.site_task_status(store), queries.site_dispatches(store)
+
+    def ref(task):
+        return Ref(task, "x.md")
+
+    over = over_limit_table(tasks, ref, wide=False)
+    assert [r[0].text for r in over.rows] == ["Fix flaky invoice test"]
+    assert over.columns == ("Task", "Dispatches", "Retries", "Last verdict", "Last dispatch")
+    pending = pending_table(pending_dispatches(dispatches), ref)
+    assert [r[0] for r in pending.rows] == [6, 5, 4, 3]
+    rows = [line for line in section(report, "## Dispatches awaiting").splitlines()
+            if line.startswith("| ") and not line.startswith("| Dispatch")]
+    assert [int(line.split(" | ")[0][2:]) for line in rows] == [6, 5, 4, 3]
+    assert "| " + " | ".join(pending.columns) + " |" in report
+
+
+def test_debt_is_the_bucket_table_and_the_critical_and_high_items(project):
+    add_slop(project.slop, slop_entry("Orphaned feature flag in billing", severity="critical"),
+             slop_entry("Unused helper in utils", severity="low"))
+    report = run_handoff(project)
+    debt = section(report, "## Debt: open slop")
+
+    assert debt.startswith("## Debt: open slop (4)")
+    assert "| retained\\_compatibility | 0 | 0 | 1 | 0 | 0 | 1 |" in debt
+    assert "| suspected\\_dead\\_code | 1 | 0 | 0 | 1 | 0 | 2 |" in debt
+    lines = [line for line in debt.splitlines() if line.startswith("- ")]
+    assert [line.split(":")[0] for line in lines] == ["- **critical** " + lines[0].split(
+        "** ")[1].split(":")[0], "- **high** 9c1f4e07"]
+    assert lines[0].endswith("Orphaned feature flag in billing (suspected\\_dead\\_code, open)")
+    assert lines[1] == ("- **high** 9c1f4e07: No linter rule catches unwrap() in request "
+                        "handlers (tool\\_gaps, in progress)")
+    assert ("_The other 2 open items (1 medium, 1 low): `toolkit slop query --status open` "
+            "(and `--status in_progress`)._") in debt
+    assert "Unused helper in utils" not in report  # counted, not listed
+
+
+def test_full_keeps_the_complete_listing_in_codesmith_layout(project, cli_run):
+    short = cli_run("handoff").stdout
+    full = cli_run("handoff", "--full").stdout
+
+    assert full.startswith(short.rstrip("\n"))
+    slop = section(full, "## All open slop")
+    assert slop.startswith("## All open slop (2)")
+    assert ("### retained_compatibility\n\n"
+            "| ID | Severity | Confidence | Status | Title | Source |") in slop
+    assert "#### 4b7e2c91 — Legacy token header still accepted alongside bearer auth" in slop
+    assert "| 9c1f4e07 | High | Certain | InProgress |" in slop
+    assert "e0a95d1f" not in full  # WontFix is not open
+    for heading in ("## All ledger changes", "## All refuted and pending dispatches",
+                    "## All dead ends and no-gos"):
+        assert heading in full and heading not in short
 
 
 def test_site_links_when_a_site_url_is_configured(project):
-    add_dispatch(project.audit_db, "Split the router", verdict="REFUTED")
+    _with_attention(project)
+    add_slop(project.slop, slop_entry("Orphaned feature flag in billing", severity="critical"))
     report = run_handoff(project, site_url="https://docs.example.com/ledger-site/")
 
     site = "https://docs.example.com/ledger-site"
     assert ("[Run the migration dry-run before applying schema changes]"
             f"({site}/ledger/patterns/run-the-migration-dry-run-before-applying-schema-changes/)"
             ) in report
-    assert f"#### [4b7e2c91]({site}/slop/4b7e2c91/) — Legacy" in report
-    assert f"[Split the router]({site}/audit/tasks/split-the-router/)" in report
-    assert "[the full report on the site](https://docs.example.com/ledger-site/handoff/)" in report
+    assert f"- **high** [9c1f4e07]({site}/slop/9c1f4e07/): No linter" in report
+    assert f"### [Fix flaky invoice test]({site}/audit/tasks/fix-flaky-invoice-test/)" in report
+    assert f"see [the dispatch report]({site}/audit/dispatches/) or" in report
+    assert (f"[open slop on the site]({site}/slop/) · "
+            f"[slop_entries.csv]({site}/data/slop_entries.csv)") in report
+    assert f"[this report on the site]({site}/handoff/)" in report
 
 
 def test_site_link_scheme():
@@ -175,6 +286,10 @@ def test_site_link_scheme():
     assert site_link(base, "task", "Fix: the ../../etc/passwd task") == \
         "https://x.example/site/audit/tasks/fix-the-etc-passwd-task/"
     assert site_link(base, "handoff") == "https://x.example/site/handoff/"
+    assert site_link(base, "page", "audit/dispatches.md#pending-verification") == \
+        "https://x.example/site/audit/dispatches/#pending-verification"
+    assert site_link(base, "page", "data/slop_entries.csv") == \
+        "https://x.example/site/data/slop_entries.csv"
 
 
 # --------------------------------------------------------------------------- hostile text
@@ -186,7 +301,7 @@ def test_ai_written_text_renders_as_literal_text(project):
         severity="critical"))
     add_dispatch(project.audit_db, "[x](javascript:alert(1)) @team", verdict="REFUTED")
 
-    report = run_handoff(project)
+    report = run_handoff(project, full=True)
 
     assert "<script" not in report and "<img" not in report
     # a would-be mention sits in a code span (GitHub notifies no one; the text copies intact)
@@ -218,10 +333,12 @@ def test_escaping_round_trips_for_the_secret_scan():
 
 def test_secrets_are_redacted_in_the_report(project):
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-    add_slop(project.slop, slop_entry("Leaked token", description=f"export GH={token}"))
-    report = run_handoff(project)
-    assert token not in report and token not in unescape_markdown(report)
-    assert "[REDACTED]" in unescape_markdown(report)
+    add_slop(project.slop, slop_entry(f"Leaked token {token}", severity="high",
+                                      description=f"export GH={token}"))
+    for full in (False, True):  # the title is in the short report, the description in --full
+        report = run_handoff(project, full=full)
+        assert token not in report and token not in unescape_markdown(report)
+        assert "Leaked token [REDACTED]" in unescape_markdown(report)
 
 
 # --------------------------------------------------------------------------- the CLI
@@ -242,3 +359,128 @@ def test_cli_handoff_bad_since_is_a_usage_error(project, cli_run):
     result = cli_run("handoff", "--since", "last-week")
     assert result.exit_code == 2
     assert result.stderr == "Error: --since 'last-week' is not a date; use YYYY-MM-DD\n"
+
+
+# --------------------------------------------------------------------------- the demo world
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    from toolkit.demo import write_demo
+
+    return write_demo(tmp_path_factory.mktemp("handoff-demo") / "world")
+
+
+def demo_handoff(demo, cli_run, monkeypatch, *args: str) -> str:
+    monkeypatch.chdir(demo.project)
+    result = cli_run("--db", str(demo.root / "handoff.duckdb"), "handoff", *args)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_the_demo_worlds_handoff_is_short_and_full_keeps_everything(demo, cli_run,
+                                                                    monkeypatch):
+    short = demo_handoff(demo, cli_run, monkeypatch)
+    full = demo_handoff(demo, cli_run, monkeypatch, "--full")
+
+    assert len(short) < 15_000
+    assert len(full) > 60_000  # every open slop entry in full, as before
+    summary = section(short, "## Summary")
+    assert "- **96** open slop items: **4** critical, **19** high" in summary
+    # the details of the 73 other open items are counted with the command that lists them
+    assert "_The other 73 open items (38 medium, 29 low, 6 info): " \
+           "`toolkit slop query --status open`" in short
+
+
+def render_gfm(text: str) -> str:
+    """The body as GitHub renders it: cmark-gfm (GitHub's own parser) with its extensions;
+    raw HTML kept, as GitHub keeps <details> (its sanitizer runs after)."""
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
+
+
+class _Html(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.hrefs: list[str] = []
+        self.stack: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack.append(tag)
+        self.hrefs += [v or "" for k, v in attrs if k == "href"]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.stack:
+            while self.stack.pop() != tag:
+                pass
+
+    def handle_data(self, data: str) -> None:
+        if "code" not in self.stack:
+            self.text.append(data)
+
+
+def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_SITE_URL", "https://docs.example.com/acme")
+    from toolkit import config
+    from toolkit.handoff import build_report, render_issue
+    from toolkit.publish import marker_for
+    from toolkit.store import Store
+
+    monkeypatch.chdir(demo.project)
+    cfg = config.resolve(db=str(demo.root / "gfm.duckdb"))
+    with Store.open(cfg.db_path) as store:
+        store.refresh(cfg)
+        body = render_issue(build_report(store, cfg, now=NOW), marker=marker_for("acme")).body
+    html = render_gfm(body)
+    parsed = _Html()
+    parsed.feed(html)
+    text = "".join(parsed.text)
+
+    # every Markdown table is an HTML table
+    tables = sum(1 for line in body.splitlines() if re.fullmatch(r"\|(-{3}:?\|)+", line))
+    assert tables >= 2 and html.count("<table>") == tables
+    # the collapsed blocks open and close, and the Markdown inside them is rendered
+    assert html.count("<details>") == html.count("</details>") == body.count("<details>") >= 1
+    for block in re.findall(r"<details>(.*?)</details>", html, re.S):
+        assert "<summary>" in block and "<li>" in block and "\n- " not in block
+    # no escape shows: not a backslash, not an entity spelled out, not a stray emphasis mark
+    assert "\\" not in text
+    assert not re.search(r"&(amp|lt|gt|#\d+);", text)
+    assert "**" not in text
+    # the hidden marker lines stay hidden; every link is absolute
+    assert "agent-ledger-toolkit" not in text
+    assert parsed.hrefs and all(h.startswith("https://docs.example.com/acme/")
+                                for h in parsed.hrefs)
+
+
+# --------------------------------------------------------------------------- the site's page
+
+def test_the_sites_handoff_page_is_the_same_report(tmp_path, monkeypatch):
+    from tests._site_helpers import BUILD_TIME, build, make_world, scan
+    from toolkit.handoff import export_report
+    from toolkit.store import Store
+
+    world = make_world(tmp_path / "w")
+    monkeypatch.chdir(world.root)
+    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    result = build(world)
+    assert result.warnings == []  # MkDocs strict: every link of the page resolves
+    assert not (world.root / ".toolkit" / "handoff-state.json").exists()  # the site reads it
+    page = (result.build_dir / "docs" / "handoff" / "index.md").read_text(encoding="utf-8")
+    with Store.open(world.cfg.db_path) as store:
+        printed = export_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
+
+    def headings(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("## ")]
+
+    assert headings(page) == headings(printed)
+    assert section(page, "## Summary") == section(printed, "## Summary")
+    assert "[Fix flaky invoice test](../audit/tasks/fix-flaky-invoice-test.md)" in page
+    assert "<details>" not in page and "### Fix" not in page  # no raw HTML, no AI text heading
+    html = scan(result.out / "handoff" / "index.html")
+    assert re.search(r"Dispatches awaiting a verdict \(4\)\W* Dispatch When Task",
+                     html.body_text)

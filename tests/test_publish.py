@@ -131,7 +131,7 @@ def test_dry_run_sends_nothing_and_needs_no_token(project, github, clock):
     assert result.action == "dry-run"
     assert github.requests == []
     assert result.body.startswith(marker_for("acme-api") + "\n")
-    assert "## Open slop (2)" in result.body
+    assert "## Debt: open slop (2)" in result.body
 
 
 def test_enterprise_api_url_with_path_prefix(project, clock):
@@ -203,12 +203,12 @@ def test_f1_no_secret_reaches_github_home_paths_folded_decoys_kept(project, gith
     from toolkit.handoff import unescape_markdown
 
     _plant_secrets(project)
-    result = run_publish(project, github, clock)
+    result = run_publish(project, github, clock, full=True)  # the listing comments too
 
-    assert result.action == "created"
-    [post] = github.writes
-    sent = post.raw + json.dumps(post.body, ensure_ascii=False)
-    plain = unescape_markdown(post.body["body"])
+    assert result.action == "created" and result.comment_actions == ["created"]
+    assert len(github.writes) == 2  # the issue, then one comment
+    sent = "".join(w.raw + json.dumps(w.body, ensure_ascii=False) for w in github.writes)
+    plain = unescape_markdown("\n".join(w.body["body"] for w in github.writes))
     for name, secret in {**SECRETS, "pem": "MIIEowIBAAKCAQEA7bq98bq9"}.items():
         assert secret not in sent and secret not in plain, name
     assert str(project.home) not in sent
@@ -227,11 +227,11 @@ def test_f1_final_scan_stops_a_secret_the_redactor_missed(project, github, clock
         hidden = text.replace(SECRETS["aws"], "AWSKEYPLACEHOLDER")
         return redact(hidden).replace("AWSKEYPLACEHOLDER", SECRETS["aws"])
 
-    with pytest.raises(RefusedError) as err:
-        run_publish(project, github, clock, redactor=leaky)
+    with pytest.raises(RefusedError) as err:  # the key is in a slop description, which only
+        run_publish(project, github, clock, redactor=leaky, full=True)  # the listing holds
 
     message = str(err.value)
-    assert "still contains" in message and "nothing was sent" in message
+    assert "the issue comment 1 still contains" in message and "nothing was sent" in message
     assert "aws" in message.lower()
     assert all(secret not in message for secret in SECRETS.values())
     assert github.requests == []
@@ -259,10 +259,10 @@ def test_f1_title_is_scanned_too(project, github, clock):
 # --------------------------------------------------------------------------- F2: body limit
 
 def test_f2_body_over_the_limit_is_cut_with_a_note_and_sent_once(project, github, clock):
-    long_text = ("Ünïcödé 漢字 and emoji 🧪🔥 " * 120).strip()
-    add_slop(project.slop, *[slop_entry(f"Leftover shim {i:03d} 🧪", description=long_text,
-                                        severity="low" if i % 2 else "high")
-                             for i in range(150)])
+    long_title = ("Ünïcödé 漢字 and emoji 🧪🔥 " * 10).strip()
+    add_slop(project.slop, *[slop_entry(f"Leftover shim {i:03d} 🧪 {long_title}",
+                                        severity="high" if i % 2 else "critical")
+                             for i in range(400)])
 
     result = run_publish(project, github, clock)
 
@@ -271,18 +271,19 @@ def test_f2_body_over_the_limit_is_cut_with_a_note_and_sent_once(project, github
     assert units <= BODY_LIMIT
     assert len(issue_writes(github)) == 1  # one create, no 422 loop
     assert "This report was shortened" in body
-    assert "> **Left out:**" in body and "of 152 slop entries" in body
-    assert "run `toolkit handoff` in the project for the full report" in body
-    assert result.left_out and result.left_out[0].startswith("Open slop (152)")
+    assert "> **Left out:**" in body and "of 401 slop lines" in body
+    assert "run `toolkit handoff --full` in the project for the full report" in body
+    assert result.left_out and result.left_out[0].startswith("Debt: open slop (402)")
     # the most severe entries are the ones kept
-    assert "Leftover shim 000" in body and "Leftover shim 149" not in body
-    # the sections after the cut one are still there
-    assert "## Dead ends and no-gos" in body
+    assert "Leftover shim 000" in body and "Leftover shim 399" not in body
+    # the sections before the cut one are all there
+    assert "## Tasks over the retry limit" in body and "## What the ledger learned" in body
 
 
 def test_f2_note_links_the_full_report_on_the_site(project, github, clock, monkeypatch):
     monkeypatch.setenv("TOOLKIT_SITE_URL", "https://docs.example.com/handoff-site")
-    add_slop(project.slop, *[slop_entry(f"Shim {i}", description="x" * 3000) for i in range(60)])
+    add_slop(project.slop, *[slop_entry(f"Shim {i} " + "x" * 300, severity="high")
+                             for i in range(400)])
 
     run_publish(project, github, clock)
 
@@ -581,3 +582,120 @@ def test_a_malformed_answer_from_github_is_one_line_not_a_traceback(project, cli
     assert line.endswith(f"Check that --api-url {api} is the GitHub API (a proxy in between "
                          "may rewrite its answers)")
     assert writes == []
+
+
+# --------------------------------------------------------------------------- --full: comments
+
+def _part(n: int) -> str:
+    return marker_for("acme-api").replace(" -->", f" part={n} -->")
+
+
+def _comment_writes(fake: FakeGitHub) -> list[str]:
+    return [f"{r.method} {r.path}" for r in fake.writes if "/comments" in r.path]
+
+
+def test_full_posts_the_listing_as_comments_each_under_the_limit(project, github, clock):
+    long_text = "A long account of what the agent left behind. " * 100  # ~4,700 characters
+    add_slop(project.slop, *[slop_entry(f"Leftover shim {i:03d}", description=long_text,
+                                        severity="low") for i in range(40)])
+
+    result = run_publish(project, github, clock, full=True)
+
+    comments = github.comments(REPO, 1)
+    assert len(comments) == len(result.comments) >= 3
+    assert result.comment_actions == ["created"] * len(comments)
+    for n, comment in enumerate(comments, 1):
+        body = comment["body"]
+        assert body.splitlines()[0] == _part(n)
+        assert f"part {n} of {len(comments)}" in body
+        assert len(body.encode("utf-16-le")) // 2 <= BODY_LIMIT
+    listing = "".join(c["body"] for c in comments)
+    assert all(f"Leftover shim {i:03d}" in listing for i in range(40))
+    assert "## All open slop (42) (continued)" in listing  # one section split in parts
+    issue_body = github.issues(REPO)[0]["body"]
+    assert "_The complete listing follows in the comments below._" in issue_body
+    assert "Leftover shim" not in issue_body  # low severity: counted in the body, listed below
+
+
+def test_full_reruns_update_the_comments_in_place_without_duplicates(project, github, clock):
+    add_slop(project.slop, *[slop_entry(f"Shim {i:02d}", description="x " * 2500,
+                                        severity="low") for i in range(30)])
+    run_publish(project, github, clock, full=True)
+    parts = len(github.comments(REPO, 1))
+    github.add_comment(REPO, 1, "Thanks, picking up the flaky test.")  # a person's reply
+
+    again = run_publish(project, github, clock, full=True, per_page=2)  # comments on pages
+
+    assert again.comment_actions == ["unchanged"] * parts
+    writes = len(github.writes)
+    add_slop(project.slop, slop_entry("Shim added later", severity="low"))
+    third = run_publish(project, github, clock, full=True)
+
+    assert len(github.comments(REPO, 1)) == parts + 1  # the parts and the person's reply
+    assert "updated" in third.comment_actions and "created" not in third.comment_actions
+    new = [f"{r.method} {r.path}" for r in github.writes[writes:]]
+    assert all(w.startswith(("PATCH /repos/acme/api/issues/comments/",
+                             "PATCH /repos/acme/api/issues/1")) for w in new)
+    assert "Shim added later" in "".join(c["body"] for c in github.comments(REPO, 1))
+    assert github.comments(REPO, 1)[parts]["body"] == "Thanks, picking up the flaky test."
+
+
+def test_full_parts_no_longer_needed_say_so(project, github, clock):
+    from tests._publish_helpers import write_slop
+
+    original = json.loads(project.slop.read_text(encoding="utf-8"))["entries"]
+    add_slop(project.slop, *[slop_entry(f"Shim {i:02d}", description="x " * 2500,
+                                        severity="low") for i in range(30)])
+    first = run_publish(project, github, clock, full=True)
+    write_slop(project.slop, original)
+
+    second = run_publish(project, github, clock, full=True)
+
+    comments = github.comments(REPO, 1)
+    assert len(comments) == len(first.comments) > len(second.comments) == 1
+    assert second.comment_actions[0] == "updated"
+    for comment in comments[1:]:
+        assert comment["body"].splitlines()[1] == (
+            "_This part of the complete listing is empty since the latest `toolkit publish`._")
+
+
+def test_full_dry_run_prints_the_comments_and_sends_nothing(project, github, cli_run):
+    result = cli_run("publish", "--repo", REPO, "--dry-run", "--full")
+
+    assert result.exit_code == 0
+    assert "Comment 1 of 1: " in result.stdout and _part(1) in result.stdout
+    assert "## All open slop (2)" in result.stdout
+    assert github.requests == []
+
+
+# --------------------------------------------------------------------------- since the last one
+
+def test_a_fresh_checkout_reads_the_last_handoff_from_the_issue(project, github, clock):
+    from tests._publish_helpers import NOW
+
+    run_publish(project, github, clock, now=NOW)
+    body = github.issues(REPO)[0]["body"]
+    assert body.splitlines()[1] == "<!-- agent-ledger-toolkit:handoff-at 2026-05-06 09:30 UTC -->"
+    assert "this is the first handoff" in body
+    (project.root / ".toolkit" / "handoff-state.json").unlink()  # another machine, say
+
+    result = run_publish(project, github, clock, now=NOW.replace(day=9))
+
+    body = github.issues(REPO)[0]["body"]
+    assert result.action == "updated"
+    assert ("ledger changes since the handoff of 2026-05-06 09:30 UTC (the last published "
+            "handoff, read from issue #1)") in body
+    assert "## What the ledger learned since the handoff of 2026-05-06 09:30 UTC (0)" in body
+    # the state file remembers it: the next run (and `toolkit handoff`) says the same
+    assert run_publish(project, github, clock, now=NOW.replace(day=10)).action == "unchanged"
+
+
+def test_full_a_comment_applied_but_answered_late_is_not_duplicated(project, github, clock):
+    run_publish(project, github, clock)  # the issue exists
+    github.fail_next("POST", r"/issues/1/comments$", "slow", delay=1.5)
+
+    result = run_publish(project, github, clock, full=True)
+
+    assert result.comment_actions == ["created"]
+    assert len(github.comments(REPO, 1)) == 1
+    assert _comment_writes(github) == [f"POST /repos/{REPO}/issues/1/comments"]

@@ -85,13 +85,13 @@ def _plant(project) -> None:  # type: ignore[no-untyped-def]
 
 def test_h1_no_secret_reaches_github_through_links_in_any_case(project, github, clock):  # noqa: F811
     _plant(project)
-    result = run_publish(project, github, clock)
+    result = run_publish(project, github, clock, full=True)  # the body and the listing
 
     assert result.action == "created"
-    [post] = github.writes
-    sent = post.raw + json.dumps(post.body, ensure_ascii=False)
+    assert len(github.writes) == 2  # the issue and its one listing comment
+    sent = "".join(w.raw + json.dumps(w.body, ensure_ascii=False) for w in github.writes)
     _assert_no_secret(sent)
-    body = post.body["body"]
+    body = "\n".join(w.body["body"] for w in github.writes)
     # the links are there, built from the redacted names
     assert f"({SITE}/audit/tasks/rotate-redacted-now/)" in body
     assert f"({SITE}/ledger/patterns/never-log-redacted/)" in body
@@ -99,7 +99,7 @@ def test_h1_no_secret_reaches_github_through_links_in_any_case(project, github, 
 
 def test_h1_handoff_report_links_hold_no_secret(project, cli_run):
     _plant(project)
-    result = cli_run("handoff")
+    result = cli_run("handoff", "--full")
     assert result.exit_code == 0
     assert f"{SITE}/audit/tasks/rotate-redacted-now/" in result.stdout
     _assert_no_secret(result.stdout)

@@ -1,26 +1,29 @@
 """The handoff report: what the next person (or agent) must know, as redacted Markdown.
 
-``build_report(store, cfg)`` runs the named queries (``toolkit.queries``, section ``handoff``)
-and returns a typed :class:`HandoffReport`:
+``build_report(store, cfg)`` runs the named queries (``toolkit.queries``) and returns a typed
+:class:`HandoffReport`. :func:`sections` renders it most urgent first: a short summary, the
+active goal, (failing checks, once that feature lands: :func:`_check_sections`), dispatches
+awaiting a verdict, tasks over the retry limit each with its dead ends and no-gos, what the
+ledger learned since the last handoff (new, promoted, demoted, pruned), then debt (the
+bucket-by-severity table and the critical and high items). The pending and over-limit tables
+are the site's (``toolkit.reports.pending_table``, ``over_limit_table``). What is not shown
+is a link to the built site (:class:`Links`, when ``site_url`` is configured) or counted with
+the command that lists it; :func:`listing_sections` is the complete listing (``--full``).
 
-* open and in-progress slop, by bucket and severity, in CodeSmith's export layout;
-* Smith Ledger entries added or changed in confidence since the last handoff (or ``--since``),
-  and entries removed since then;
-* dispatches refuted or pending verification; tasks over the retry limit;
-* dead ends and no-gos per task;
-* links to the matching pages of the built site when ``site_url`` is configured
-  (:func:`site_link`, the one URL scheme the site uses too).
-
-``render_markdown`` turns it into the full report (``toolkit handoff``); ``render_issue`` into
-an issue title and body that stay under GitHub's limit (``toolkit publish``). Both redact every
-value with ``toolkit.redact`` before it is escaped, so Markdown escapes cannot hide a secret from
-the redactor, and escape AI-written text so it renders as literal text (no HTML, no mentions).
+``render_markdown`` gives ``toolkit handoff`` (and, with ``for_site``, the site's handoff
+page); ``render_issue`` an issue title and body that stay under GitHub's limit, and
+``render_comments`` the complete listing as comments (``toolkit publish --full``). All redact
+every value with ``toolkit.redact`` before it is escaped, so Markdown escapes cannot hide a
+secret from the redactor, and escape AI-written text so it renders as literal text (no HTML,
+no mentions).
 
 "Since the last handoff": ``.toolkit/handoff-state.json`` remembers the ledger as the last
 handoff saw it (confidence per ``entry_id``) and the baseline that handoff compared against.
 A handoff whose ledger is unchanged keeps the same baseline, so re-running ``publish`` produces
 the same body (and sends nothing); once the ledger changes, the last handoff becomes the new
-baseline.
+baseline. The first handoff covers the last ``WINDOW_DAYS`` days of activity; when the state
+file knows no handoff, ``publish`` reads the time of the last one from the issue body's hidden
+``handoff-at`` line.
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
     """The built site's page for one thing, or None when no site URL is configured.
 
     kinds: ``ledger`` (key: ``ledger_entries.entry_id``), ``slop`` (key: ``short_id``),
-    ``task`` (key: the task text; slugged with ``toolkit.slugs.slugify``), ``handoff``.
+    ``task`` (key: the task text; slugged with ``toolkit.slugs.slugify``), ``handoff``, and
+    ``page`` (key: a docs path such as ``audit/dispatches.md#pending-verification`` or
+    ``data/slop_entries.csv``; see ``toolkit.reports.page_url``).
     The site generator writes pages at these same paths (``toolkit.reports``), except that it
     disambiguates colliding slugs (``-2``; a slop entry's full id), which a link from here
     cannot know.
@@ -79,6 +84,12 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
         return f"{base}/audit/tasks/{slugify(key, fallback='task')}/"
     if kind == "handoff":
         return f"{base}/handoff/"
+    if kind == "page":
+        from toolkit.reports import page_url
+
+        path, _, anchor = key.partition("#")
+        url = path if not path.endswith(".md") else page_url(path)
+        return f"{base}/{quote(url, safe='/')}" + (f"#{quote(anchor)}" if anchor else "")
     raise ValueError(f"unknown site page kind {kind!r}")
 
 
@@ -92,6 +103,13 @@ _MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-
 _MENTION_SPAN = re.compile(r"`(@[A-Za-z0-9-]+)`")
 
 
+def _clip(text: str, limit: int | None) -> str:
+    """``text`` cut to ``limit`` characters with "…" (one line of a report cell)."""
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1].rstrip() + "…"
+    return text
+
+
 def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
     """Untrusted text as literal inline Markdown: one line, specials escaped, a would-be
     @-mention in a code span (no notification; e-mail addresses and ``git@host`` untouched)."""
@@ -99,16 +117,19 @@ def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
     text = " ".join(text.split())
     text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf")
                    or ch == " ")
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
+    text = _clip(text, limit)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return _MENTION.sub(lambda m: f"`{m.group(0)}`", text)
 
 
 def md_link(label: str, url: str | None) -> str:
-    """``[label](url)`` for an http(s) URL, else just the label (already escaped)."""
-    if not url or urlsplit(url).scheme not in ("http", "https"):
+    """``[label](url)`` for an http(s) URL or a relative one (the site's own pages link
+    ``../audit/…``), else just the label (already escaped)."""
+    parts = urlsplit(url or "")
+    relative = bool(url) and not parts.scheme and not parts.netloc \
+        and not (url or "").startswith("/")
+    if not url or (parts.scheme not in ("http", "https") and not relative):
         return label
     return f"[{label}]({quote(url, safe=':/?#[]@!$&*+,;=%-._~')})"
 
@@ -137,17 +158,48 @@ def unescape_markdown(text: str) -> str:
 
 # --------------------------------------------------------------------------- the report
 
+WINDOW_DAYS = 7  # the first handoff covers the last 7 days of activity
+INLINE_ROWS = 10  # items of one list shown before the rest goes into a collapsed block
+TASK_APPROACHES = 2  # dead ends and no-gos shown under an over-limit task (the rest: its page)
+STATE_SHOWN = ".toolkit/handoff-state.json"
+
+
 @dataclass(frozen=True)
 class Since:
-    kind: str  # "first" (no earlier handoff), "last" (the last handoff), "date" (--since)
-    at: str | None  # "YYYY-MM-DD HH:MM UTC" or the --since date
+    """What "since the last handoff" means for one report.
+
+    ``kind``: ``window`` (no earlier handoff: the ``WINDOW_DAYS`` days of activity up to
+    ``until``, the newest record), ``date`` (``--since``), ``state`` (the last handoff, from
+    the state file) or ``issue`` (the last published handoff, read from the issue: ``source``).
+    """
+
+    kind: str
+    at: str | None  # a date, or "YYYY-MM-DD HH:MM UTC" for a handoff
+    until: str | None = None
+    source: str | None = None
 
     def describe(self) -> str:
+        if self.kind == "window":
+            return (f"in the {WINDOW_DAYS} days to {self.until}" if self.until
+                    else "since the start")
         if self.kind == "date":
             return f"since {self.at}"
-        if self.kind == "last":
-            return f"since the handoff of {self.at}"
-        return "since the start"
+        return f"since the handoff of {self.at}"
+
+    def origin(self) -> str:
+        """Which handoff (or window) the comparison is with, and where that was read."""
+        if self.kind == "window":
+            return (f"this is the first handoff: the last {WINDOW_DAYS} days of activity; "
+                    "`--since` sets another window")
+        if self.kind == "date":
+            return "`--since`"
+        if self.kind == "state":
+            return f"the last handoff, from {STATE_SHOWN}"
+        return f"the last published handoff, read from {self.source or 'the issue'}"
+
+
+CHANGE_LABELS = {"promoted": "Promoted", "demoted": "Demoted", "new": "New",
+                 "new or reinforced": "New or reinforced", "removed": "Pruned"}
 
 
 @dataclass(frozen=True)
@@ -156,13 +208,13 @@ class LedgerChange:
     file: str
     title: str | None
     confidence: str | None
-    change: str  # "new", "confidence", "new or reinforced" (--since), "removed"
+    change: str  # a key of CHANGE_LABELS ("removed" is shown as pruned)
     old_confidence: str | None = None
     date: str | None = None
 
     @property
     def change_text(self) -> str:
-        if self.change == "confidence":
+        if self.change in ("promoted", "demoted"):
             return f"{self.old_confidence or '?'} → {self.confidence or '?'}"
         return self.change
 
@@ -179,8 +231,8 @@ class HandoffReport:
     ledger: list[LedgerChange]
     dispatches: list[dict[str, Any]]  # refuted first, then pending; newest first
     refuted_total: int
-    pending_total: int
-    over_limit: list[dict[str, Any]]
+    pending: list[dict[str, Any]]  # awaiting a verdict (reports.pending_dispatches)
+    tasks: list[dict[str, Any]]  # task_status rows (reports.over_limit_tasks picks)
     approaches: list[tuple[str, list[dict[str, Any]]]]  # (task, dead ends and no-gos)
     approaches_total: int
     state_path: Path
@@ -188,17 +240,34 @@ class HandoffReport:
     goal: dict[str, Any] | None = None  # nagi-ledger's active goal (a ``goals`` row)
 
     @property
+    def pending_total(self) -> int:
+        return len(self.pending)
+
+    @property
+    def over_limit(self) -> list[dict[str, Any]]:
+        from toolkit.reports import over_limit_tasks
+
+        return over_limit_tasks(self.tasks)
+
+    @property
     def as_of(self) -> str | None:
         """The newest timestamp among the records shown: stable while the data is."""
-        stamps: list[str] = []
-        stamps += [str(r["updated_at"]) for r in self.slop if r.get("updated_at")]
-        stamps += [str(r["ts"]) for r in self.dispatches if r.get("ts")]
-        stamps += [str(r["verdict_ts"]) for r in self.dispatches if r.get("verdict_ts")]
-        stamps += [str(a["ts"]) for _, rows in self.approaches for a in rows if a.get("ts")]
-        stamps += [c.date for c in self.ledger if c.date]
-        # Sources write "YYYY-MM-DD HH:MM:SS" or RFC 3339 ("…T…+00:00", UTC): compare alike.
-        stamps = [x.replace("T", " ")[:19] for x in stamps]
-        return max(stamps)[:16] if stamps else None
+        return _newest(self.slop, self.dispatches, self.approaches,
+                       [c.date for c in self.ledger if c.date])
+
+
+def _newest(slop: list[dict[str, Any]], dispatches: list[dict[str, Any]],
+            approaches: list[tuple[str, list[dict[str, Any]]]], dates: list[str]
+            ) -> str | None:
+    stamps: list[str] = []
+    stamps += [str(r["updated_at"]) for r in slop if r.get("updated_at")]
+    stamps += [str(r["ts"]) for r in dispatches if r.get("ts")]
+    stamps += [str(r["verdict_ts"]) for r in dispatches if r.get("verdict_ts")]
+    stamps += [str(a["ts"]) for _, rows in approaches for a in rows if a.get("ts")]
+    stamps += dates
+    # Sources write "YYYY-MM-DD HH:MM:SS" or RFC 3339 ("…T…+00:00", UTC): compare alike.
+    stamps = [x.replace("T", " ")[:19] for x in stamps]
+    return max(stamps)[:16] if stamps else None
 
 
 def project_key(cfg: Config) -> str:
@@ -211,6 +280,16 @@ def project_key(cfg: Config) -> str:
 
 def _fmt_time(value: dt.datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def report_clock(cfg: Config, now: dt.datetime | None = None) -> dt.datetime:
+    """The report's "now": ``now`` if given, else the injected ``today`` (midnight UTC), else
+    the real time. It only stamps the state file; the report itself shows the data's time."""
+    if now is not None:
+        return now
+    if cfg.today is not None:
+        return dt.datetime.combine(cfg.today, dt.time())
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def load_state(path: Path) -> dict[str, Any]:
@@ -228,12 +307,26 @@ def load_state(path: Path) -> dict[str, Any]:
     return data
 
 
-def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
-                 now: dt.datetime | None = None) -> HandoffReport:
-    """Run the handoff queries and compare the ledger with the last handoff (or ``since``)."""
-    from toolkit import queries
+def has_earlier_handoff(cfg: Config) -> bool:
+    """Whether the state file knows any handoff (then ``publish`` does not read the time of
+    the last one from the issue: the state file is the better witness)."""
+    state = load_state(cfg.state_dir / STATE_FILE)
+    return any(isinstance(state.get(k), dict) for k in ("last", "baseline", "previous"))
 
-    now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
+                 now: dt.datetime | None = None,
+                 previous: tuple[str, str] | None = None) -> HandoffReport:
+    """Run the handoff queries and compare the ledger with the last handoff.
+
+    Which comparison, in order: ``since`` (``--since``); the last handoff in the state file;
+    ``previous`` = (time, where it was read), the last published handoff read from the issue
+    by ``publish``; else the first handoff's window, the ``WINDOW_DAYS`` days of activity up
+    to the newest record."""
+    from toolkit import queries, reports
+    from toolkit.reports import day_of
+
+    clock = report_clock(cfg, now)
     state_path = cfg.state_dir / STATE_FILE
     state = load_state(state_path)
 
@@ -245,39 +338,51 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     if last is not None and _confidences(last.get("ledger")) != _confidences(current):
         baseline = last  # the ledger changed: the last handoff is the new baseline
         last = None
-    next_last = last or {"at": _fmt_time(now), "ledger": current}
-    next_state = {"version": STATE_VERSION, "baseline": baseline, "last": next_last}
+    read_before = state.get("previous") if isinstance(state.get("previous"), dict) else None
+    if previous is None and read_before is not None:
+        previous = (str(read_before.get("at")), str(read_before.get("source")))
+    next_last = last or {"at": _fmt_time(clock), "ledger": current}
+    next_state: dict[str, Any] = {"version": STATE_VERSION, "baseline": baseline,
+                                  "last": next_last}
+    if previous is not None and baseline is None:
+        next_state["previous"] = {"at": previous[0], "source": previous[1]}
+
+    dispatches = queries.site_dispatches(store)
+    refuted = sorted((x for x in dispatches if x.get("verdict") == "REFUTED"),
+                     key=lambda x: -x["id"])
+    pending = reports.pending_dispatches(dispatches)
+    listing = (refuted + pending)[:DISPATCH_ROWS]
+    slop = queries.handoff_open_slop(store)
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for row in queries.handoff_dead_ends(store, limit=APPROACH_ROWS):
+        by_task.setdefault(row["task"], []).append(row)
+    approaches = list(by_task.items())
 
     if since is not None:
         since_info = Since("date", since.isoformat())
         ledger = _changes_since_date(entries, since, baseline)
+    elif baseline is not None:
+        since_info = Since("state", str(baseline.get("at")))
+        ledger = _changes_since_state(entries, _confidences(baseline.get("ledger")), baseline)
+    elif previous is not None and day_of(previous[0]) is not None:
+        since_info = Since("issue", previous[0], source=previous[1])
+        ledger = _changes_since_date(entries, day_of(previous[0]) or dt.date.min, None)
     else:
-        before = _confidences(baseline.get("ledger")) if baseline else None
-        since_info = Since("last", str(baseline.get("at"))) if baseline else Since("first", None)
-        ledger = _changes_since_state(entries, before, baseline)
-
-    refuted_total, pending_total = queries.handoff_dispatch_totals(store)
-    approaches = queries.handoff_dead_ends(store, limit=APPROACH_ROWS)
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    for row in approaches:
-        by_task.setdefault(row["task"], []).append(row)
+        newest = _newest(slop, dispatches, approaches,
+                         [str(e["date"]) for e in entries if e.get("date")])
+        until = day_of(newest) if newest else None
+        if until is None:
+            since_info, ledger = Since("window", None), []
+        else:
+            start = until - dt.timedelta(days=WINDOW_DAYS - 1)
+            since_info = Since("window", start.isoformat(), until=until.isoformat())
+            ledger = _changes_since_date(entries, start, None)
     return HandoffReport(
-        project=cfg.project_root.name,
-        key=project_key(cfg),
-        since=since_info,
-        site_url=cfg.site_url,
-        slop=queries.handoff_open_slop(store),
-        ledger=ledger,
-        dispatches=queries.handoff_dispatches(store, limit=DISPATCH_ROWS),
-        refuted_total=refuted_total,
-        pending_total=pending_total,
-        over_limit=queries.handoff_tasks_over_limit(store),
-        approaches=list(by_task.items()),
-        approaches_total=queries.handoff_dead_end_total(store),
-        state_path=state_path,
-        next_state=next_state,
-        goal=_active_goal(store),
-    )
+        project=cfg.project_root.name, key=project_key(cfg), since=since_info,
+        site_url=cfg.site_url, slop=slop, ledger=ledger, dispatches=listing,
+        refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
+        approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
+        state_path=state_path, next_state=next_state, goal=_active_goal(store))
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:
@@ -286,16 +391,16 @@ def _active_goal(store: Store) -> dict[str, Any] | None:
     return active_goal(store)
 
 
-def _goal_line(goal: dict[str, Any], r: Redactor) -> str:
-    """The active goal, its turn budget and when it was set: the report's first fact."""
+def _goal_line(goal: dict[str, Any], c: _Ctx) -> str:
+    """The active goal, its turn budget and when it was set."""
     from toolkit.goals_report import budget
 
     created = goal.get("created")
     when = (created.strftime("%Y-%m-%d %H:%M UTC") if isinstance(created, dt.datetime)
             else goal.get("created_raw"))
-    text = md_text(r(str(goal["goal"])) if goal.get("goal") is not None else "(no text)")
-    return (f"**Active goal:** {text} ({md_text(r(budget(goal)))}"
-            + (f", set {md_text(r(str(when)))}" if when else "") + ")")
+    text = c.t(goal["goal"]) if goal.get("goal") is not None else "(no text)"
+    return (f"**Active goal:** {text} ({c.t(budget(goal))}"
+            + (f", set {c.t(when)}" if when else "") + ")")
 
 
 def _confidences(ledger: Any) -> dict[str, Any]:
@@ -309,7 +414,7 @@ def _rank(confidence: str | None) -> int:
 
 
 def _sorted_changes(changes: list[LedgerChange]) -> list[LedgerChange]:
-    kind = {"confidence": 0, "new": 1, "new or reinforced": 2, "removed": 3}
+    kind = {"promoted": 0, "demoted": 1, "new": 2, "new or reinforced": 3, "removed": 4}
     # Most important first, so cutting the section for the body limit drops the least.
     return sorted(changes, key=lambda c: (kind.get(c.change, 9), _rank(c.confidence),
                                           _neg_date(c.date), c.entry_id))
@@ -318,6 +423,11 @@ def _sorted_changes(changes: list[LedgerChange]) -> list[LedgerChange]:
 def _neg_date(date: str | None) -> str:
     # Newest first inside the sort key (dates are YYYY-MM-DD strings).
     return "".join(chr(0x10FFFF - ord(ch)) for ch in date) if date else "\U0010ffff"
+
+
+def _moved(old: Any, new: Any) -> str:
+    """"promoted" or "demoted" (confidence up or down; an unknown value counts as lowest)."""
+    return "promoted" if _rank(new) < _rank(old) else "demoted"
 
 
 def _changes_since_state(entries: list[dict[str, Any]], before: dict[str, Any] | None,
@@ -332,7 +442,8 @@ def _changes_since_state(entries: list[dict[str, Any]], before: dict[str, Any] |
             out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], "new",
                                     date=date))
         elif before[eid] != e["confidence"]:
-            out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], "confidence",
+            out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"],
+                                    _moved(before[eid], e["confidence"]),
                                     old_confidence=before[eid], date=date))
     if before is not None and baseline is not None:
         current = {e.get("entry_id") for e in entries}
@@ -354,10 +465,11 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
         if not e.get("entry_id") or date is None or date < since:
             continue
         eid = e["entry_id"]
-        # A Date on or after --since means written or reinforced since (reflect sets Date to
-        # the day of the reinforcement); the confidence change is known against the baseline.
+        # A Date on or after the window's start means written or reinforced since (reflect
+        # sets Date to the day of the reinforcement); a confidence move is known against the
+        # baseline only.
         if eid in before and before[eid] != e["confidence"]:
-            change, old = "confidence", before[eid]
+            change, old = _moved(before[eid], e["confidence"]), before[eid]
         else:
             change, old = "new or reinforced", None
         out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], change,
@@ -385,6 +497,33 @@ def record_state(cfg: Config, report: HandoffReport) -> Path:
     return atomic_replace(path, data)
 
 
+# --------------------------------------------------------------------------- links
+
+class Links:
+    """Where the report's links point: absolute URLs of the built site at ``site_url`` (the
+    GitHub issue and ``toolkit handoff``), or nowhere when no site URL is configured. The
+    site's own handoff page passes relative links instead (``toolkit.reports``)."""
+
+    def __init__(self, site_url: str | None) -> None:
+        self.site_url = site_url
+
+    def to(self, kind: str, key: str = "") -> str | None:
+        """A page of the site by kind (see :func:`site_link`)."""
+        return site_link(self.site_url, kind, key)
+
+    def page(self, path: str) -> str | None:
+        """A page or file of the site by its docs path (``audit/dispatches.md#anchor``)."""
+        return site_link(self.site_url, "page", path)
+
+    def task_path(self, task: str) -> str:
+        """The docs path of a task's page (the site disambiguates colliding slugs, which
+        only its own links know)."""
+        from toolkit.reports import task_path
+        from toolkit.slugs import slugify
+
+        return task_path(slugify(task, fallback="task"))
+
+
 # --------------------------------------------------------------------------- rendering
 
 @dataclass
@@ -392,7 +531,9 @@ class Section:
     """One part of the report: a heading, fixed lines, then items the body limit may cut.
 
     ``items`` are rendered items, most urgent first; ``sizes`` what each adds to the body.
-    ``render_items(k)`` renders the first ``k`` items (default: joined with newlines).
+    ``render_items(indices)`` renders those items (default: joined with newlines).
+    ``always`` shows ``intro`` and ``outro`` even without items (then ``empty`` follows the
+    intro).
     """
 
     key: str
@@ -402,25 +543,33 @@ class Section:
     noun: str  # what one item is, for the "left out" note ("rows", "entries", "tasks")
     empty: str = "_None._"
     outro: list[str] = field(default_factory=list)
-    render_items: Callable[[int], str] | None = None
+    render_items: Callable[[Sequence[int]], str] | None = None
     sizes: list[int] | None = None
+    always: bool = False
 
     def item_sizes(self) -> list[int]:
         return self.sizes if self.sizes is not None else [size(i) + 1 for i in self.items]
 
-    def render(self, kept: int | None = None, note: str | None = None) -> str:
-        kept = len(self.items) if kept is None else kept
-        lines = [self.heading, ""]
-        if not self.items:
-            lines.append(self.empty)
-        else:
+    def render(self, kept: int | None = None, note: str | None = None, *, start: int = 0,
+               continued: bool = False, final: bool = True) -> str:
+        """Heading, intro, items ``[start, start + kept)`` (default: all), ``note``, and the
+        outro unless a later part of the section follows (``final=False``)."""
+        kept = len(self.items) - start if kept is None else kept
+        lines = [self.heading + (" (continued)" if continued else ""), ""]
+        if self.always:
             lines += self.intro
+        if not self.items:
+            lines += ([""] if self.always and self.intro else []) + [self.empty]
+        else:
+            if not self.always:
+                lines += self.intro
             if kept:
-                lines.append(self.render_items(kept) if self.render_items
-                             else "\n".join(self.items[:kept]))
+                span = range(start, start + kept)
+                lines.append(self.render_items(span) if self.render_items
+                             else "\n".join(self.items[start:start + kept]))
             if note:
                 lines += ["", note]
-        if self.outro:
+        if self.outro and final:
             lines += ["", *self.outro]
         return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -439,23 +588,304 @@ def _default_redactor() -> Redactor:
     return redact
 
 
+@dataclass
+class _Ctx:
+    """How one rendering writes: the redactor, where links point, and whether raw HTML (the
+    collapsible ``<details>`` blocks) is allowed (not on the site, whose Markdown drops it)."""
+
+    r: Redactor
+    links: Links
+    html: bool = True
+    text_limit: int | None = None  # caps long free text (slop descriptions) for the issue
+
+    def t(self, value: Any, limit: int | None = CELL_MAX) -> str:
+        """A value redacted, then escaped as literal inline text: for GitHub by
+        :func:`md_text`, for the site's Python-Markdown by ``toolkit.site.md_escape``."""
+        text = self.r(str(value)) if value is not None else None
+        if self.html:
+            return md_text(text, limit)
+        from toolkit.site import md_escape
+
+        return md_escape(_clip("" if text is None else " ".join(text.split()), limit))
+
+    def collapsed(self, summary: str, lines: list[str]) -> list[str]:
+        """``lines`` in a collapsed block (GitHub), or under a bold line (the site)."""
+        if not self.html:
+            return ["", f"**{summary}**", "", *lines]
+        return ["", "<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>"]
+
+    def task_heading(self, text: str) -> str:
+        """A heading made of AI-written text: a heading on GitHub, a bold line on the site
+        (whose headings feed the table of contents, where no AI-written text goes)."""
+        return f"### {text}" if self.html else f"**{text}**"
+
+    def see(self, label: str, path: str) -> str:
+        """"[label](url) or " for a page of the site, "" without a site URL."""
+        url = self.links.page(path)
+        return f"{md_link(label, url)} or " if url else ""
+
+    def long_list(self, lines: list[str], noun: str, inline: int = INLINE_ROWS) -> list[str]:
+        """The first ``inline`` lines, the rest collapsed."""
+        if len(lines) <= inline:
+            return lines
+        return lines[:inline] + self.collapsed(f"{len(lines) - inline} more {noun}",
+                                               lines[inline:])
+
+    def table(self, table: Any) -> list[str]:
+        """A ``toolkit.reports.Table`` as a GitHub table: values escaped, ``Ref`` cells linked
+        to the site."""
+        from toolkit.reports import Ref
+
+        if not table.rows:
+            return [f"_{table.empty}_"]
+
+        def cell(value: Any) -> str:
+            if isinstance(value, Ref):
+                return md_link(self.t(value.text, 160), self.links.page(value.path))
+            return "" if value is None else self.t(value)
+
+        numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in table.rows)
+                   for i in range(len(table.columns))]
+        out = ["| " + " | ".join(table.columns) + " |",
+               "|" + "".join("---:|" if n else "---|" for n in numeric)]
+        out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.rows]
+        return out
+
+
+def _ctx(report: HandoffReport, redactor: Redactor | None, links: Links | None,
+         html: bool = True, text_limit: int | None = None) -> _Ctx:
+    return _Ctx(redactor or _default_redactor(), links or Links(report.site_url), html,
+                text_limit)
+
+
 def sections(report: HandoffReport, redactor: Redactor | None = None, *,
-             text_limit: int | None = None) -> list[Section]:
-    """The report's sections, every value redacted, then escaped.
-
-    ``text_limit`` caps long free text (slop descriptions) for the issue body.
-    """
-    r = redactor or _default_redactor()
-
-    def t(value: Any, limit: int | None = CELL_MAX) -> str:
-        return md_text(r(str(value)) if value is not None else None, limit)
-
-    return [_slop_section(report, r, text_limit), _ledger_section(report, t),
-            _dispatch_section(report, t), _over_limit_section(report, t),
-            _approach_section(report, t)]
+             links: Links | None = None, html: bool = True) -> list[Section]:
+    """The report's sections, most urgent first, every value redacted, then escaped."""
+    c = _ctx(report, redactor, links, html)
+    out = [_summary_section(report, c)]
+    if report.goal is not None:
+        out.append(Section("goal", "## Active goal", [], [_goal_line(report.goal, c)],
+                           "goal lines"))
+    out += _check_sections(report, c)
+    out += [_pending_section(report, c), _over_limit_section(report, c),
+            _learned_section(report, c), _debt_section(report, c)]
+    return out
 
 
-# -- open slop: CodeSmith's export layout (toolkit.slop_ops.export_markdown) ------------------
+def listing_sections(report: HandoffReport, redactor: Redactor | None = None, *,
+                     links: Links | None = None, text_limit: int | None = None
+                     ) -> list[Section]:
+    """The complete listing (``--full``): every open slop entry in CodeSmith's layout, every
+    ledger change, every refuted and pending dispatch, every dead end and no-go."""
+    c = _ctx(report, redactor, links, text_limit=text_limit)
+    return [_slop_section(report, c), _ledger_section(report, c), _dispatch_section(report, c),
+            _approach_section(report, c)]
+
+
+def _check_sections(report: HandoffReport, c: _Ctx) -> list[Section]:
+    """Failing checks go here, between the goal and the dispatches, when the checks feature
+    lands (its results become a field of :class:`HandoffReport`). Until then: none."""
+    return []
+
+
+# -- the summary and the urgent sections ---------------------------------------------------------
+
+def _severity_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in rows:
+        sev = str(e.get("severity"))
+        counts[sev] = counts.get(sev, 0) + 1
+    return counts
+
+
+def _change_counts(report: HandoffReport) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for ch in report.ledger:
+        counts[ch.change] = counts.get(ch.change, 0) + 1
+    return counts
+
+
+def _count(n: int, one: str, many: str) -> str:
+    """"1 task", "3 tasks": the count and the word that agrees with it."""
+    return f"{n} {one if n == 1 else many}"
+
+
+def _summary_section(report: HandoffReport, c: _Ctx) -> Section:
+    over = report.over_limit
+    over_tasks = {t["task"] for t in over}
+    dead = sum(len(rows) for task, rows in report.approaches if task in over_tasks)
+    sev = _severity_counts(report.slop)
+    changes = _change_counts(report)
+    learned = ", ".join(f"{n} {CHANGE_LABELS[k].lower()}" for k, n in
+                        sorted(changes.items(), key=lambda kv: list(CHANGE_LABELS).index(kv[0])))
+    pending, tasks = report.pending_total, len(over)
+    lines = [
+        f"- **{pending}** {'dispatch awaits' if pending == 1 else 'dispatches await'} a "
+        f"verdict ({report.refuted_total} refuted so far)",
+        f"- **{tasks}** {'task is' if tasks == 1 else 'tasks are'} over the retry limit, with "
+        f"**{dead}** dead ends and no-gos recorded against {'it' if tasks == 1 else 'them'}",
+        f"- **{len(report.ledger)}** ledger {'change' if len(report.ledger) == 1 else 'changes'}"
+        f" {report.since.describe()}" + (f": {learned}" if learned else ""),
+        f"- **{len(report.slop)}** open slop {'item' if len(report.slop) == 1 else 'items'}: "
+        f"**{sev.get('critical', 0)}** critical, **{sev.get('high', 0)}** high",
+    ]
+    return Section("summary", "## Summary", [], lines, "summary lines")
+
+
+def _pending_section(report: HandoffReport, c: _Ctx) -> Section:
+    from toolkit.reports import pending_table
+
+    shown = INLINE_ROWS * 2
+    table = c.table(pending_table(report.pending, _task_ref(c), limit=shown))
+    see = c.see("the dispatch report", "audit/dispatches.md")
+    outro = []
+    if report.pending_total > shown:
+        outro.append(f"_The newest {shown} of {report.pending_total} are listed; for all of "
+                     f"them see {see}`toolkit handoff --full`._")
+    if report.refuted_total:
+        outro.append(f"_{_count(report.refuted_total, 'dispatch was', 'dispatches were')} "
+                     f"refuted: see {see}"
+                     "`toolkit handoff --full`._")
+    return Section("pending", f"## Dispatches awaiting a verdict ({report.pending_total})",
+                   table[:2], table[2:], "dispatch rows",
+                   empty="_No dispatch is waiting for a verdict._", outro=outro)
+
+
+def _task_ref(c: _Ctx) -> Callable[[str | None], Any]:
+    from toolkit.reports import Ref
+
+    def ref(task: str | None) -> Any:
+        return "[???]" if task is None else Ref(task, c.links.task_path(task))
+
+    return ref
+
+
+def _approach_line(a: dict[str, Any], c: _Ctx) -> str:
+    kind = "Dead end" if a.get("outcome") == "DEAD_END" else "No-go"
+    return f"- **{kind}** ({c.t(a.get('ts'))}): {c.t(a.get('approach'), 300)} — " \
+           f"{c.t(a.get('reason'), 500)}"
+
+
+def _over_limit_section(report: HandoffReport, c: _Ctx) -> Section:
+    from toolkit.reports import Ref, over_limit_table
+
+    table = over_limit_table(report.tasks, _task_ref(c), wide=False)
+    approaches = dict(report.approaches)
+    blocks = []
+    for row in table.rows:
+        task_cell = row[0]
+        task = task_cell.text if isinstance(task_cell, Ref) else str(task_cell)
+        url = c.links.page(task_cell.path) if isinstance(task_cell, Ref) else None
+        facts = " · ".join(f"{name} {c.t(v) if v is not None else '—'}"
+                           for name, v in zip(table.columns[1:], row[1:], strict=True))
+        lines = [c.task_heading(md_link(c.t(task, 160), url)), "", facts]
+        tried = approaches.get(task, [])
+        if tried:
+            lines.append("")
+            lines += [_approach_line(a, c) for a in tried[:TASK_APPROACHES]]
+            rest = len(tried) - TASK_APPROACHES
+            if rest > 0:
+                where = (f"on {md_link('its page', url)}" if url
+                         else "in `toolkit audit approaches` for this task")
+                lines.append(f"- _{rest} more {where}._")
+        else:
+            lines += ["", "_No dead ends or no-gos recorded._"]
+        blocks.append("\n".join(lines))
+    over_tasks = {t["task"] for t in report.over_limit}
+    others = [(task, rows) for task, rows in report.approaches if task not in over_tasks]
+    outro = []
+    if others:
+        n = sum(len(rows) for _, rows in others)
+        page = c.see("the approaches page", "audit/approaches.md")
+        outro.append(f"_{n} more dead ends and no-gos belong to "
+                     f"{_count(len(others), 'task', 'tasks')} under the limit: see {page}"
+                     "`toolkit audit approaches TASK` or `toolkit handoff --full`._")
+    return Section("over_limit", f"## Tasks over the retry limit ({len(blocks)})",
+                   ["_Under each task: what was tried and ruled out. Do not repeat it._", ""],
+                   blocks, "tasks", empty="_No task has reached the retry limit (2 retries)._",
+                   outro=outro, render_items=lambda span: "\n\n".join(blocks[i] for i in span),
+                   sizes=[size(b) + 2 for b in blocks])
+
+
+def _learned_section(report: HandoffReport, c: _Ctx) -> Section:
+    groups: dict[str, list[LedgerChange]] = {}
+    for ch in report.ledger:
+        groups.setdefault(ch.change, []).append(ch)
+    blocks = []
+    for kind in CHANGE_LABELS:
+        changes = groups.get(kind)
+        if not changes:
+            continue
+        lines = []
+        for ch in changes:
+            link = c.links.to("ledger", ch.entry_id) if ch.change != "removed" else None
+            title = md_link(c.t(ch.title or "[???]", 160), link)
+            if ch.change in ("promoted", "demoted"):
+                conf = c.t(ch.change_text)
+            elif ch.change == "removed":
+                conf = f"was {c.t(ch.confidence or '[???]')}"
+            else:
+                conf = c.t(ch.confidence or "[???]")
+            date = f" · {c.t(ch.date)}" if ch.date else ""
+            lines.append(f"- {title} — {c.t(ch.file)} · {conf}{date}")
+        blocks.append("\n".join([f"### {CHANGE_LABELS[kind]} ({len(changes)})", "",
+                                 *c.long_list(lines, "entries")]))
+    heading = f"## What the ledger learned {report.since.describe()} ({len(report.ledger)})"
+    return Section("learned", heading, [], blocks, "groups of ledger changes",
+                   empty="_No ledger entries added, removed or changed in confidence._",
+                   render_items=lambda span: "\n\n".join(blocks[i] for i in span),
+                   sizes=[size(b) + 2 for b in blocks])
+
+
+def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
+    rows = report.slop
+    counts: dict[str, dict[str, int]] = {}
+    for e in rows:
+        bucket = str(e.get("bucket") or "[???]")
+        counts.setdefault(bucket, {}).setdefault(str(e.get("severity")), 0)
+        counts[bucket][str(e.get("severity"))] += 1
+    intro: list[str] = []
+    if counts:
+        intro += ["| Bucket | " + " | ".join(s.capitalize() for s in SEVERITY_ORDER)
+                  + " | Total |", "|---|" + "---:|" * (len(SEVERITY_ORDER) + 1)]
+        for bucket in sorted(counts):
+            row = counts[bucket]
+            cells = [str(row.get(s, 0)) for s in SEVERITY_ORDER]
+            intro.append(f"| {c.t(bucket)} | " + " | ".join(cells)
+                         + f" | {sum(row.values())} |")
+    urgent = [e for e in rows if e.get("severity") in ("critical", "high")]
+    urgent.sort(key=_severity_rank)  # stable: the report's bucket order within a severity
+    items = []
+    for e in urgent:
+        sid = str(e.get("short_id") or e.get("id") or "")
+        ident = md_link(c.t(sid, 40), c.links.to("slop", sid) if sid else None)
+        status = str(e.get("status") or "").replace("_", " ")
+        items.append(f"- **{c.t(e.get('severity'))}** {ident}: {c.t(e.get('title'), 160)} "
+                     f"({c.t(e.get('bucket'))}, {c.t(status)})")
+    if items:
+        intro += ["", f"### Critical and high ({len(items)})", ""]
+    rest = len(rows) - len(urgent)
+    outro = []
+    if rest:
+        sev = _severity_counts([e for e in rows if e.get("severity") not in ("critical", "high")])
+        parts = ", ".join(f"{sev[s]} {s}" for s in SEVERITY_ORDER if sev.get(s))
+        extra = [n for s, n in sev.items() if s not in SEVERITY_ORDER]
+        if extra:
+            parts += (", " if parts else "") + f"{sum(extra)} of no known severity"
+        where = []
+        page = c.links.page("slop/index.md")
+        if page:
+            where.append(md_link("open slop on the site", page))
+            where.append(md_link("slop_entries.csv", c.links.page("data/slop_entries.csv")))
+        where.append("`toolkit slop query --status open` (and `--status in_progress`)")
+        outro.append(f"_The other {_count(rest, 'open item', 'open items')} ({parts}): "
+                     + " · ".join(where) + "._")
+    return Section("debt", f"## Debt: open slop ({len(rows)})", intro, items, "slop lines",
+                   empty="_No critical or high open items._" if rows
+                   else "_No open or in-progress slop._", outro=outro, always=True)
+
+
+# -- the complete listing (--full) ---------------------------------------------------------------
 
 _SLOP_ENUMS = {"bucket": "SLOP_BUCKETS", "severity": "SLOP_SEVERITIES",
                "confidence": "SLOP_CONFIDENCES", "status": "SLOP_STATUSES"}
@@ -507,21 +937,24 @@ def _links(links: Sequence[Any], r: Redactor, text_limit: int | None) -> tuple[s
 _FIXED_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
-def render_slop_layout(entries: Sequence[Any], site_url: str | None = None) -> str:
+def render_slop_layout(entries: Sequence[Any], site_url: str | None = None,
+                       links: Links | None = None) -> str:
     """Slop entries in CodeSmith's export layout, headings one level down (``### bucket``,
-    ``#### id — title``), ids linked to the site. The layout is ``slop_ops.export_markdown``'s;
-    its title and "Generated at" lines are left to the report's own header."""
+    ``#### id — title``), ids linked to the site. The layout is
+    ``slop_ops.export_markdown``'s; its title and "Generated at" lines are left to the
+    report's own header."""
     from toolkit.slop_ops import export_markdown
 
+    links = links or Links(site_url)
     text = export_markdown(list(entries), title="-", now=_FIXED_TIME, redact_output=False)
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))
     out = []
-    links = {f"### {e.short_id} — ": site_link(site_url, "slop", e.short_id) for e in entries}
+    urls = {f"### {e.short_id} — ": links.to("slop", e.short_id) for e in entries}
     for line in lines[start:]:
         # Only the layout's own lines start with "#": every field was escaped.
         if re.match(r"#{2,5} ", line):
-            for prefix, url in links.items():
+            for prefix, url in urls.items():
                 if url and line.startswith(prefix):
                     line = f"### {md_link(prefix[4:-3], url)} — " + line[len(prefix):]
                     break
@@ -530,38 +963,23 @@ def render_slop_layout(entries: Sequence[Any], site_url: str | None = None) -> s
     return "\n".join(out).rstrip("\n")
 
 
-def _slop_section(report: HandoffReport, r: Redactor, text_limit: int | None) -> Section:
+def _slop_section(report: HandoffReport, c: _Ctx) -> Section:
     rows = report.slop
-    counts: dict[str, dict[str, int]] = {}
-    for e in rows:
-        bucket = str(e.get("bucket") or "[???]")
-        counts.setdefault(bucket, {}).setdefault(str(e.get("severity")), 0)
-        counts[bucket][str(e.get("severity"))] += 1
-    intro = []
-    if counts:
-        intro += ["| Bucket | " + " | ".join(s.capitalize() for s in SEVERITY_ORDER)
-                  + " | Total |", "|---|" + "---:|" * (len(SEVERITY_ORDER) + 1)]
-        for bucket in sorted(counts):
-            row = counts[bucket]
-            cells = [str(row.get(s, 0)) for s in SEVERITY_ORDER]
-            intro.append(f"| {md_text(r(bucket))} | " + " | ".join(cells)
-                         + f" | {sum(row.values())} |")
-        intro.append("")
-    entries = [_escaped_slop_entry(e, r, text_limit) for e in rows]
+    entries = [_escaped_slop_entry(e, c.r, c.text_limit) for e in rows]
     # Most urgent first (severity, then the report's order): what a cut keeps.
     urgent = sorted(range(len(rows)), key=lambda i: (_severity_rank(rows[i]), i))
-    site = report.site_url
 
-    def render_items(kept: int) -> str:
-        return render_slop_layout([entries[i] for i in sorted(urgent[:kept])], site)
+    def render_items(span: Sequence[int]) -> str:
+        return render_slop_layout([entries[i] for i in sorted(urgent[j] for j in span)],
+                                  links=c.links)
 
     items, sizes = [], []
     for i in urgent:
-        one = render_slop_layout([entries[i]], site)
-        two = render_slop_layout([entries[i], entries[i]], site)
+        one = render_slop_layout([entries[i]], links=c.links)
+        two = render_slop_layout([entries[i], entries[i]], links=c.links)
         items.append(one)
         sizes.append(size(two) - size(one))  # what one more entry in a bucket adds
-    return Section("slop", f"## Open slop ({len(rows)})", intro, items, "slop entries",
+    return Section("slop", f"## All open slop ({len(rows)})", [], items, "slop entries",
                    empty="_No open or in-progress slop._", render_items=render_items,
                    sizes=sizes)
 
@@ -571,34 +989,31 @@ def _severity_rank(row: dict[str, Any]) -> int:
     return SEVERITY_ORDER.index(sev) if sev in SEVERITY_ORDER else len(SEVERITY_ORDER)
 
 
-# -- the other sections -------------------------------------------------------------------------
-
-def _ledger_section(report: HandoffReport, t: Callable[..., str]) -> Section:
+def _ledger_section(report: HandoffReport, c: _Ctx) -> Section:
     rows = []
-    for c in report.ledger:
-        link = site_link(report.site_url, "ledger", c.entry_id) if c.change != "removed" else None
-        title = md_link(t(c.title or "[???]"), link)
-        rows.append(f"| {t(c.change_text)} | {t(c.confidence or '[???]')} | {t(c.file)} | "
-                    f"{title} | {t(c.date or '')} |")
-    heading = f"## Ledger changes {report.since.describe()} ({len(rows)})"
+    for ch in report.ledger:
+        link = c.links.to("ledger", ch.entry_id) if ch.change != "removed" else None
+        title = md_link(c.t(ch.title or "[???]"), link)
+        rows.append(f"| {c.t(ch.change_text)} | {c.t(ch.confidence or '[???]')} | "
+                    f"{c.t(ch.file)} | {title} | {c.t(ch.date or '')} |")
+    heading = f"## All ledger changes {report.since.describe()} ({len(rows)})"
     intro = ["| Change | Confidence | File | Title | Date |", "|---|---|---|---|---|"]
     return Section("ledger", heading, intro, rows, "ledger rows",
                    empty="_No ledger entries added, removed or changed in confidence._")
 
 
-def _dispatch_section(report: HandoffReport, t: Callable[..., str]) -> Section:
+def _dispatch_section(report: HandoffReport, c: _Ctx) -> Section:
     rows = []
     for d in report.dispatches:
         verdict = "REFUTED" if d.get("verdict") == "REFUTED" else "PENDING"
         notes = d.get("verdict_notes") or d.get("brief_summary") or ""
-        task = md_link(t(d.get("task"), 120),
-                       site_link(report.site_url, "task", str(d.get("task") or "")))
-        rows.append(f"| {t(d.get('id'))} | {t(d.get('ts'))} | {task} | "
-                    f"{t(d.get('agent_type'))} / {t(d.get('model'))} | {verdict} | "
-                    f"{t(notes, 160)} |")
+        task = md_link(c.t(d.get("task"), 120), c.links.to("task", str(d.get("task") or "")))
+        rows.append(f"| {c.t(d.get('id'))} | {c.t(d.get('ts'))} | {task} | "
+                    f"{c.t(d.get('agent_type'))} / {c.t(d.get('model'))} | {verdict} | "
+                    f"{c.t(notes, 160)} |")
     total = report.refuted_total + report.pending_total
-    heading = (f"## Dispatches refuted or pending verification ({report.refuted_total} "
-               f"refuted, {report.pending_total} pending)")
+    heading = (f"## All refuted and pending dispatches ({report.refuted_total} refuted, "
+               f"{report.pending_total} pending)")
     intro = ["| ID | When (UTC) | Task | Agent / model | Verdict | Notes |",
              "|---:|---|---|---|---|---|"]
     outro = ([f"_The newest {len(rows)} of {total} are listed (refuted first)._"]
@@ -607,36 +1022,19 @@ def _dispatch_section(report: HandoffReport, t: Callable[..., str]) -> Section:
                    empty="_No refuted or pending dispatches._", outro=outro)
 
 
-def _over_limit_section(report: HandoffReport, t: Callable[..., str]) -> Section:
-    rows = []
-    for task in report.over_limit:
-        name = md_link(t(task.get("task"), 160),
-                       site_link(report.site_url, "task", str(task.get("task") or "")))
-        rows.append(f"| {name} | {t(task.get('dispatch_count'))} | "
-                    f"{t(task.get('retry_count'))} | {t(task.get('last_verdict') or 'PENDING')}"
-                    f" | {t(task.get('last_dispatch'))} |")
-    intro = ["| Task | Dispatches | Retries | Last verdict | Last dispatch (UTC) |",
-             "|---|---:|---:|---|---|"]
-    return Section("over_limit", f"## Tasks over the retry limit ({len(rows)})", intro, rows,
-                   "tasks", empty="_No task has reached the retry limit (2 retries)._")
-
-
-def _approach_section(report: HandoffReport, t: Callable[..., str]) -> Section:
+def _approach_section(report: HandoffReport, c: _Ctx) -> Section:
     # One item per approach (tasks stay grouped), so a cut drops the oldest tasks' rows.
-    rows: list[tuple[str, str]] = []
-    for task, approaches in report.approaches:
-        for a in approaches:
-            kind = "Dead end" if a.get("outcome") == "DEAD_END" else "No-go"
-            rows.append((task, f"- **{kind}** ({t(a.get('ts'))}): "
-                               f"{t(a.get('approach'), 300)} — {t(a.get('reason'), 500)}"))
+    rows: list[tuple[str, str]] = [(task, _approach_line(a, c))
+                                   for task, approaches in report.approaches
+                                   for a in approaches]
 
     def heading(task: str) -> str:
-        return f"### {md_link(t(task, 160), site_link(report.site_url, 'task', task))}"
+        return f"### {md_link(c.t(task, 160), c.links.to('task', task))}"
 
-    def render_items(kept: int) -> str:
+    def render_items(span: Sequence[int]) -> str:
         out: list[str] = []
         current = None
-        for task, line in rows[:kept]:
+        for task, line in (rows[i] for i in span):
             if task != current:
                 out += ([""] if out else []) + [heading(task), ""]
                 current = task
@@ -650,42 +1048,61 @@ def _approach_section(report: HandoffReport, t: Callable[..., str]) -> Section:
     shown = len(rows)
     outro = ([f"_The newest {shown} of {report.approaches_total} are listed._"]
              if shown < report.approaches_total else [])
-    return Section("approaches", f"## Dead ends and no-gos ({report.approaches_total})", [],
-                   [line for _, line in rows], "dead ends and no-gos",
+    return Section("approaches", f"## All dead ends and no-gos ({report.approaches_total})",
+                   [], [line for _, line in rows], "dead ends and no-gos",
                    empty="_No dead ends or no-gos recorded._", outro=outro,
                    render_items=render_items, sizes=sizes)
 
 
-def _summary(report: HandoffReport) -> str:
-    return (f"**{len(report.slop)}** open slop · **{len(report.ledger)}** ledger changes · "
-            f"**{report.refuted_total}** refuted and **{report.pending_total}** pending "
-            f"dispatches · **{len(report.over_limit)}** tasks over the retry limit · "
-            f"**{report.approaches_total}** dead ends and no-gos")
+# -- the whole report ----------------------------------------------------------------------------
+
+AT_TEMPLATE = "<!-- agent-ledger-toolkit:handoff-at {at} -->"
+_AT_RE = re.compile(r"^<!-- agent-ledger-toolkit:handoff-at (\d{4}-\d\d-\d\d \d\d:\d\d UTC) -->$")
 
 
-def _header(report: HandoffReport, r: Redactor, *, for_issue: bool) -> list[str]:
-    project = md_text(r(report.project))
-    lines = [] if for_issue else [f"# Agent handoff: {project}", ""]
-    first = " (this is the first handoff)" if report.since.kind == "first" else ""
-    lines.append(f"_Project {project}; ledger changes {report.since.describe()}{first}; "
-                 f"data as of {report.as_of or 'no records'} (UTC). Secrets redacted._")
-    link = site_link(report.site_url, "handoff")
+def handoff_at(report: HandoffReport) -> str | None:
+    """When this handoff was made, as the state file records it (stable while the ledger is)."""
+    last = report.next_state.get("last")
+    return str(last.get("at")) if isinstance(last, dict) and last.get("at") else None
+
+
+def read_handoff_at(body: str | None) -> str | None:
+    """The time a published handoff was made, from the hidden line in its issue body."""
+    for line in (body or "").splitlines()[:5]:
+        m = _AT_RE.match(line.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+def _header(report: HandoffReport, c: _Ctx, *, for_issue: bool = False,
+            for_site: bool = False) -> list[str]:
+    project = c.t(report.project)
+    lines = [] if (for_issue or for_site) else [f"# Agent handoff: {project}", ""]
+    lines.append(f"_Project {project} · data as of {report.as_of or 'no records'} (UTC) · "
+                 f"ledger changes {report.since.describe()} ({report.since.origin()}) · "
+                 "secrets redacted._")
+    link = None if for_site else c.links.to("handoff")
     if link:
-        lines.append(f"_Browse {md_link('the full report on the site', link)}._")
+        lines.append(f"_Every detail is one click away: {md_link('this report on the site', link)}"
+                     "._")
     if for_issue:
         lines.append("_Kept up to date by `toolkit publish`; edits here are overwritten._")
-    if report.goal is not None:
-        lines += ["", _goal_line(report.goal, r)]
-    lines += ["", _summary(report), ""]
-    return lines
+    return [*lines, ""]
 
 
-def render_markdown(report: HandoffReport, *, redactor: Redactor | None = None) -> str:
-    """The full report (``toolkit handoff``), redacted."""
-    r = redactor or _default_redactor()
-    parts = ["\n".join(_header(report, r, for_issue=False))]
-    parts += [s.render() for s in sections(report, r)]
-    return r("\n".join(parts).rstrip("\n") + "\n")
+def render_markdown(report: HandoffReport, *, redactor: Redactor | None = None,
+                    full: bool = False, links: Links | None = None,
+                    for_site: bool = False) -> str:
+    """The report (``toolkit handoff``), redacted: the urgent sections, and with ``full`` the
+    complete listing after them. ``for_site``: the site's handoff page (no title line, no raw
+    HTML, ``links`` relative to the page)."""
+    c = _ctx(report, redactor, links, html=not for_site)
+    parts = ["\n".join(_header(report, c, for_site=for_site))]
+    parts += [s.render() for s in sections(report, c.r, links=c.links, html=c.html)]
+    if full:
+        parts += [s.render() for s in listing_sections(report, c.r, links=c.links)]
+    return c.r("\n".join(parts).rstrip("\n") + "\n")
 
 
 def default_title(report: HandoffReport) -> str:
@@ -697,25 +1114,69 @@ ISSUE_TEXT_LIMIT = 4000  # one slop description in the issue; the full report ha
 
 def render_issue(report: HandoffReport, *, title: str | None = None,
                  redactor: Redactor | None = None, limit: int = 65_536,
-                 marker: str = "") -> RenderedDoc:
-    """Title and body for the issue: redacted, and cut to ``limit`` characters if needed."""
-    r = redactor or _default_redactor()
-    issue_title = " ".join(r(title or default_title(report)).split())
+                 marker: str = "", full: bool = False) -> RenderedDoc:
+    """Title and body for the issue: redacted, and cut to ``limit`` characters if needed.
+    ``full`` (``publish --full``): the body says the complete listing follows as comments."""
+    c = _ctx(report, redactor, None)
+    issue_title = " ".join(c.r(title or default_title(report)).split())
     issue_title = "".join(ch for ch in issue_title  # no bidi overrides or zero-width tricks
                           if unicodedata.category(ch) not in ("Cc", "Cf"))
     if len(issue_title) > 256:
         issue_title = issue_title[:255] + "…"
-    head = ([marker] if marker else []) + _header(report, r, for_issue=True)
-    link = site_link(report.site_url, "handoff")
-    full = (f"see {md_link('the full report', link)}" if link
-            else "run `toolkit handoff` in the project for the full report")
-    body, left_out = fit_body("\n".join(head), sections(report, r, text_limit=ISSUE_TEXT_LIMIT),
-                              limit=limit, full_report=full)
-    redacted = r(body)
+    at = handoff_at(report)
+    head = (([marker] if marker else []) + ([AT_TEMPLATE.format(at=at)] if at and marker else [])
+            + _header(report, c, for_issue=True))
+    link = c.links.to("handoff")
+    full_text = (f"see {md_link('the full report', link)}" if link
+                 else "run `toolkit handoff --full` in the project for the full report")
+    secs = sections(report, c.r)
+    if full:
+        secs[-1].outro.append("_The complete listing follows in the comments below._")
+    body, left_out = fit_body("\n".join(head), secs, limit=limit, full_report=full_text)
+    redacted = c.r(body)
     if size(redacted) > limit:  # redaction grew a value that spans two fields (rare)
         redacted = _hard_cut(redacted, limit)
         left_out = [*left_out, "the end of the report"]
     return RenderedDoc(title=issue_title, body=redacted, marker=marker, left_out=left_out)
+
+
+def render_comments(report: HandoffReport, *, key_marker: Callable[[int], str],
+                    redactor: Redactor | None = None, limit: int = 65_536) -> list[str]:
+    """The complete listing as issue comments (``publish --full``), each under ``limit``:
+    sections in order, a section longer than one comment split between items. Comment ``n``
+    starts with ``key_marker(n)`` (a hidden line, like the issue body's marker)."""
+    c = _ctx(report, redactor, None, text_limit=ISSUE_TEXT_LIMIT)
+    secs = listing_sections(report, c.r, text_limit=ISSUE_TEXT_LIMIT)
+    blocks: list[str] = []
+    budget = limit - 400  # room for the marker and the part line
+    for s in secs:
+        whole = s.render()
+        if size(whole) <= budget or not s.items:
+            blocks.append(whole if size(whole) <= budget else _hard_cut(whole, budget))
+            continue
+        start = 0
+        sizes = s.item_sizes()
+        while start < len(s.items):  # items [start, end) per block
+            end, used = start, size(s.render(0)) + 40
+            while end < len(s.items) and (end == start or used + sizes[end] <= budget):
+                used += sizes[end]
+                end += 1
+            text = s.render(end - start, start=start, continued=start > 0,
+                            final=end == len(s.items))
+            blocks.append(text if size(text) <= budget else _hard_cut(text, budget))
+            start = end
+    chunks: list[list[str]] = [[]]
+    for block in blocks:
+        if chunks[-1] and size("\n".join([*chunks[-1], block])) > budget:
+            chunks.append([])
+        chunks[-1].append(block)
+    total = len(chunks)
+    out = []
+    for n, chunk in enumerate(chunks, 1):
+        head = [key_marker(n), f"_Complete listing of the handoff above, part {n} of {total}._",
+                ""]
+        out.append(c.r("\n".join(head + chunk).rstrip("\n") + "\n"))
+    return out
 
 
 # --------------------------------------------------------------------------- the body limit
@@ -799,11 +1260,12 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
 
 def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   output: Path | None = None, now: dt.datetime | None = None,
-                  redactor: Redactor | None = None) -> str:
-    """``toolkit handoff``: build, render (redacted), write to ``output`` if given, and
-    remember this handoff (not with ``since``, which is a one-off view). Returns the text."""
+                  redactor: Redactor | None = None, full: bool = False) -> str:
+    """``toolkit handoff``: build, render (redacted; ``full`` adds the complete listing),
+    write to ``output`` if given, and remember this handoff (not with ``since``, which is a
+    one-off view). Returns the text."""
     report = build_report(store, cfg, since=since, now=now)
-    text = render_markdown(report, redactor=redactor)
+    text = render_markdown(report, redactor=redactor, full=full)
     if output is not None:
         from toolkit.safewrite import atomic_replace
 

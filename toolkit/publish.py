@@ -391,6 +391,45 @@ class GitHubClient:
                   repo=repo_name)
         return _view(obj)
 
+    def comments(self, issue: IssueView, repo_name: str) -> list[CommentView]:
+        """Every comment of ``issue``, oldest first, all pages (one request per page)."""
+        plist = issue.obj.get_comments()
+        out: list[CommentView] = []
+        while plist._couldGrow():
+            page = self.call(f"listing the comments of issue #{issue.number} in {repo_name}",
+                             plist._grow, repo=repo_name)
+            out += [_comment_view(c) for c in page]
+        return out
+
+    def add_comment(self, issue: IssueView, repo_name: str, body: str) -> CommentView:
+        obj = issue.obj
+        comment = self.call(f"commenting on issue #{issue.number} in {repo_name}",
+                            lambda: obj.create_comment(body), write=True, create=True,
+                            repo=repo_name)
+        return _comment_view(comment)
+
+    def edit_comment(self, comment: CommentView, repo_name: str, body: str) -> None:
+        obj = comment.obj
+        self.call(f"updating comment {comment.id} in {repo_name}", lambda: obj.edit(body),
+                  write=True, repo=repo_name)
+
+
+@dataclass
+class CommentView:
+    """What we need of one issue comment."""
+
+    id: int
+    body: str
+    obj: Any = field(repr=False, default=None)  # the PyGithub IssueComment, for edit()
+
+
+def _comment_view(comment: Any) -> CommentView:
+    try:
+        raw = comment._rawData
+        return CommentView(id=int(raw["id"]), body=raw.get("body") or "", obj=comment)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _unexpected("reading a comment", exc) from None
+
 
 def _unexpected_reason(exc: BaseException) -> str:
     if isinstance(exc, AssertionError):  # PyGithub's check of the URLs in an answer
@@ -474,18 +513,24 @@ class PublishResult:
     url: str | None = None
     left_out: list[str] = field(default_factory=list)  # what the body limit cut
     notes: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)  # --full: the complete listing's parts
+    comment_actions: list[str] = field(default_factory=list)  # per part: created/updated/...
     requests: int = 0
     waited: float = 0.0
 
 
-def final_scan(title: str, body: str, scanner: Callable[[str], list[Any]] | None = None) -> None:
-    """Refuse (exit 1) when a secret is still present in what would be sent: in the text as
-    written, with Markdown escapes undone, URL-decoded, entity-decoded, and case-folded
-    (a slug or a link lowercases a key; FAULTS H1)."""
+def final_scan(title: str, body: str, scanner: Callable[[str], list[Any]] | None = None,
+               comments: Sequence[str] = ()) -> None:
+    """Refuse (exit 1) when a secret is still present in what would be sent (the title, the
+    body and any comments): in the text as written, with Markdown escapes undone,
+    URL-decoded, entity-decoded, and case-folded (a slug or a link lowercases a key; FAULTS
+    H1)."""
     from toolkit.handoff import unescape_markdown
     from toolkit.redact import find_secrets_anywhere, scan_variants
 
-    for part, text in (("title", title), ("body", body)):
+    parts = [("title", title), ("body", body)]
+    parts += [(f"comment {n}", text) for n, text in enumerate(comments, 1)]
+    for part, text in parts:
         findings: list[Any] = []
         for plain in dict.fromkeys((text, unescape_markdown(text))):
             if scanner is None:
@@ -516,8 +561,12 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
             redactor: Callable[[str], str] | None = None,
             scanner: Callable[[str], list[Any]] | None = None, timeout: int = 30,
             per_page: int = 100, now: dt.datetime | None = None,
-            notify: Callable[[str], None] | None = None) -> PublishResult:
-    """Publish the handoff report as one GitHub issue (created once, then kept up to date)."""
+            notify: Callable[[str], None] | None = None, full: bool = False) -> PublishResult:
+    """Publish the handoff report as one GitHub issue (created once, then kept up to date).
+
+    ``full``: the complete listing goes to comments on the same issue, each under the body
+    limit, found again by a hidden marker per part and updated in place. When the state file
+    knows no earlier handoff, "since the last handoff" is read from the issue itself."""
     import os
 
     from toolkit import handoff
@@ -525,13 +574,22 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
     full_name = "/".join(parse_repo(repo))
     api = normalize_api_url(api_url or cfg.publish.get("api_url"))
     wanted = _labels(labels, cfg.publish.get("labels"))
-    report = handoff.build_report(store, cfg, since=since, now=now)
-    doc = handoff.render_issue(report, title=title or cfg.publish.get("title"),
-                               redactor=redactor, limit=BODY_LIMIT,
-                               marker=marker_for(handoff.project_key(cfg)))
-    final_scan(doc.title, doc.body, scanner)
+    marker = marker_for(handoff.project_key(cfg))
+
+    def render(previous: tuple[str, str] | None = None) -> tuple[Any, Any, list[str]]:
+        report = handoff.build_report(store, cfg, since=since, now=now, previous=previous)
+        doc = handoff.render_issue(report, title=title or cfg.publish.get("title"),
+                                   redactor=redactor, limit=BODY_LIMIT, marker=marker,
+                                   full=full)
+        parts = (handoff.render_comments(report, key_marker=lambda n: part_marker(marker, n),
+                                         redactor=redactor, limit=BODY_LIMIT)
+                 if full else [])
+        final_scan(doc.title, doc.body, scanner, parts)
+        return report, doc, parts
+
+    report, doc, parts = render()
     result = PublishResult(action="dry-run", repo=full_name, title=doc.title, body=doc.body,
-                           labels=wanted, left_out=list(doc.left_out))
+                           labels=wanted, left_out=list(doc.left_out), comments=parts)
     if dry_run:
         return result
 
@@ -539,12 +597,92 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
     client = GitHubClient(api, token, clock=clock, policy=policy, timeout=timeout,
                           per_page=per_page, notify=notify)
     try:
-        _send(client, full_name, doc.marker, result)
+        gh_repo = _repository(client, full_name)
+        found = _find(client, gh_repo, marker, result)
+        at = handoff.read_handoff_at(found.body) if found is not None else None
+        if at and since is None and not handoff.has_earlier_handoff(cfg):
+            report, doc, parts = render((at, f"issue #{found.number}" if found else "the issue"))
+            result.title, result.body, result.comments = doc.title, doc.body, parts
+            result.left_out = list(doc.left_out)
+        issue = _send(client, gh_repo, full_name, marker, result, found)
+        if full:
+            _sync_comments(client, full_name, issue, marker, result)
     finally:
         result.requests, result.waited = client.requests, client.waited
         client.close()
     handoff.record_state(cfg, report)
     return result
+
+
+def part_marker(marker: str, n: int) -> str:
+    """The hidden first line of part ``n`` of the complete listing (``publish --full``)."""
+    return marker.replace(" -->", f" part={n} -->")
+
+
+EMPTY_PART = "_This part of the complete listing is empty since the latest `toolkit publish`._"
+
+
+def _sync_comments(client: GitHubClient, full_name: str, issue: IssueView, marker: str,
+                   result: PublishResult) -> None:
+    """Make the issue's listing comments the parts in ``result.comments``: each part updated
+    in place where its comment exists, created where not; parts no longer needed say so."""
+    found: dict[int, CommentView] = {}
+    extra: list[int] = []
+    pattern = re.compile(re.escape(marker.replace(" -->", "")) + r" part=(\d+) -->")
+    for listed in client.comments(issue, full_name):
+        n = _part_of(listed.body, pattern)
+        if n is None:
+            continue
+        if n in found:
+            extra.append(listed.id)
+        else:
+            found[n] = listed
+    wanted = {n: body for n, body in enumerate(result.comments, 1)}
+    for n in sorted(set(found) - set(wanted)):
+        wanted[n] = part_marker(marker, n) + "\n" + EMPTY_PART + "\n"
+    for n, body in sorted(wanted.items()):
+        comment = found.get(n)
+        if comment is None:
+            _add_comment(client, full_name, issue, body, pattern, n)
+            result.comment_actions.append("created")
+        elif _norm(comment.body) != _norm(body):
+            client.edit_comment(comment, full_name, body)
+            result.comment_actions.append("updated")
+        else:
+            result.comment_actions.append("unchanged")
+    if extra:
+        result.notes.append("other comments carry the same part marker and were left alone: "
+                            + ", ".join(str(x) for x in extra))
+
+
+def _part_of(body: str, pattern: re.Pattern[str]) -> int | None:
+    """The part number of a listing comment: a line that is exactly its marker (the issue
+    body's rule, ``has_marker``)."""
+    for line in body.splitlines():
+        m = pattern.fullmatch(line.strip())
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _add_comment(client: GitHubClient, full_name: str, issue: IssueView, body: str,
+                 pattern: re.Pattern[str], n: int) -> None:
+    """Create part ``n``; after an ambiguous failure, list again and adopt it if it landed."""
+    for _attempt in range(client.policy.max_attempts):
+        try:
+            client.add_comment(issue, full_name, body)
+            return
+        except _Ambiguous as amb:
+            client.notify(f"Commenting: {amb.reason}; listing again before retrying")
+            client.pause(client.policy.relist_wait, "before listing the comments again")
+        for comment in client.comments(issue, full_name):
+            if _part_of(comment.body, pattern) == n:
+                if _norm(comment.body) != _norm(body):
+                    client.edit_comment(comment, full_name, body)
+                return
+    raise BusyError(f"GitHub did not confirm the comment on issue #{issue.number} after "
+                    f"{client.policy.max_attempts} attempts",
+                    hint="Run again later; the next run looks for it before commenting")
 
 
 def _labels(extra: Sequence[str], configured: Any) -> list[str]:
@@ -562,7 +700,8 @@ def _labels(extra: Sequence[str], configured: Any) -> list[str]:
     return out
 
 
-def _send(client: GitHubClient, full_name: str, marker: str, result: PublishResult) -> None:
+def _repository(client: GitHubClient, full_name: str) -> Any:
+    """The repository, checked: issues enabled and a token that can keep the label."""
     repo = client.repository(full_name)
     raw = repo._rawData
     if raw.get("has_issues") is False:
@@ -575,11 +714,16 @@ def _send(client: GitHubClient, full_name: str, marker: str, result: PublishResu
             f"the token from {client.token.source} has no write access to {full_name}: GitHub "
             f"would drop the {TOOLKIT_LABEL!r} label the toolkit finds its issue by, and every "
             "run would open a new issue", hint="Use a token with push (or triage) access")
+    return repo
 
+
+def _send(client: GitHubClient, repo: Any, full_name: str, marker: str, result: PublishResult,
+          found: IssueView | None) -> IssueView:
+    """Update the issue found (by ``_find``, already run once) or create it; returns it."""
     policy = client.policy
     ambiguous: str | None = None
-    for _attempt in range(policy.max_attempts):
-        existing = _find(client, repo, marker, result)
+    for attempt in range(policy.max_attempts):
+        existing = found if attempt == 0 else _find(client, repo, marker, result)
         if existing is not None:
             _update(client, full_name, existing, result)
             if ambiguous:
@@ -587,7 +731,7 @@ def _send(client: GitHubClient, full_name: str, marker: str, result: PublishResu
                 result.notes.append(f"creating the issue failed ambiguously ({ambiguous}) but "
                                     f"it had been applied: found #{existing.number} on listing "
                                     "again, no duplicate created")
-            return
+            return existing
         try:
             issue = client.create(repo, title=result.title, body=result.body,
                                   labels=result.labels)
@@ -602,7 +746,7 @@ def _send(client: GitHubClient, full_name: str, marker: str, result: PublishResu
                 f"{TOOLKIT_LABEL!r} label, so the next run cannot find it",
                 hint=f"Add the label by hand ({issue.url}) and use a token with push access")
         result.action, result.number, result.url = "created", issue.number, issue.url
-        return
+        return issue
     raise BusyError(f"GitHub did not confirm creating the issue in {full_name} after "
                     f"{policy.max_attempts} attempts, and it is not listed",
                     hint="Run again later; the next run looks for it before creating one")

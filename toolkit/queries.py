@@ -175,8 +175,9 @@ def slop_entry_query(store: Store, *, bucket: str | None, severity: str | None,
 
 # --- handoff -------------------------------------------------------------------------------
 # The handoff report (toolkit.handoff, `toolkit handoff` and `toolkit publish`): open slop,
-# the ledger's current state, dispatches that need attention, tasks over the retry limit,
-# dead ends and no-gos. Most urgent first, so a report cut to fit a limit drops the least.
+# the ledger's current state, dead ends and no-gos. Most urgent first, so a report cut to fit
+# a limit drops the least. Dispatches and task status come from the site's questions
+# (site_dispatches, site_task_status), shaped by toolkit.reports for both.
 
 _SLOP_SEVERITY_RANK = ("CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 "
                        "WHEN 'medium' THEN 2 WHEN 'low' THEN 3 WHEN 'info' THEN 4 ELSE 5 END")
@@ -199,30 +200,6 @@ def handoff_ledger_entries(store: Store) -> list[dict[str, Any]]:
     return store.fetch_dicts(
         "SELECT entry_id, file, title, category, confidence, date FROM ledger_entries "
         "ORDER BY file, position")
-
-
-def handoff_dispatch_totals(store: Store) -> tuple[int, int]:
-    """(refuted dispatches, dispatches with no verdict yet)."""
-    row = store.fetch("SELECT count(*) FILTER (WHERE verdict = 'REFUTED'), "
-                      "count(*) FILTER (WHERE verdict IS NULL) FROM dispatches")[1][0]
-    return int(row[0] or 0), int(row[1] or 0)
-
-
-def handoff_dispatches(store: Store, *, limit: int) -> list[dict[str, Any]]:
-    """Refuted dispatches, then pending ones (no verdict), newest first within each."""
-    return store.fetch_dicts(
-        f"SELECT id, {_ts('ts')} AS ts, task, agent_type, model, brief_summary, verdict, "
-        f"{_ts('verdict_ts')} AS verdict_ts, verdict_notes FROM dispatches "
-        "WHERE verdict = 'REFUTED' OR verdict IS NULL "
-        "ORDER BY verdict IS NULL, id DESC LIMIT ?", [limit])
-
-
-def handoff_tasks_over_limit(store: Store) -> list[dict[str, Any]]:
-    """Tasks whose retries reached nagi-ledger's limit (2), most recently dispatched first."""
-    return store.fetch_dicts(
-        "SELECT task, dispatch_count, retry_count, last_verdict, "
-        f"{_ts('last_dispatch')} AS last_dispatch FROM task_status WHERE over_retry_limit "
-        "ORDER BY last_dispatch DESC NULLS LAST, task")
 
 
 def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:

@@ -58,6 +58,8 @@ from toolkit.records import (
 from toolkit.slugs import slugify, unique_slugs
 
 if TYPE_CHECKING:
+    from toolkit.config import Config
+    from toolkit.handoff import Links
     from toolkit.store import Store
 
 RETRY_LIMIT = 2  # nagi-ledger: over the limit when retry_count >= 2
@@ -343,6 +345,15 @@ class TurnView:
 
 
 @dataclass(kw_only=True)
+class HandoffPage(Page):
+    """The handoff report (``toolkit.handoff``), rendered for the site: already redacted and
+    escaped by the report itself, so the template prints it as it is."""
+
+    template: ClassVar[str] = "handoff.md.j2"
+    report: Any  # markupsafe.Markup: the report's Markdown
+
+
+@dataclass(kw_only=True)
 class DataPage(Page):
     template: ClassVar[str] = "data.md.j2"
     wide: bool = True
@@ -471,8 +482,11 @@ def _history_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def build_site_content(store: Store, *, today: dt.date, site_name: str,
-                       roots: list[tuple[Path, str]]) -> SiteContent:
-    """Every page, chart and download of the site, from the store's current content."""
+                       roots: list[tuple[Path, str]], handoff: Config | None = None,
+                       build_time: dt.datetime | None = None) -> SiteContent:
+    """Every page, chart and download of the site, from the store's current content.
+    ``handoff``: the project's config, to add the handoff page (the report of
+    ``toolkit handoff`` at the build's clock)."""
     data = load_site_data(store, today=today, site_name=site_name, roots=roots)
     charts: list[ChartSpec] = []
     pages: list[Page] = []
@@ -494,9 +508,59 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
                                Ref(f"{d.table}.json", f"data/{d.table}.json"), d.description)
                               for d in downloads])))
     pages.append(_warnings_page(data))
+    if handoff is not None:
+        pages.append(_handoff_page(store, data, handoff, build_time))
     for builder in EXTRA_PAGES:
         pages += builder(store, data)
     return SiteContent(pages=pages, charts=charts, downloads=downloads)
+
+
+def _handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime | None
+                  ) -> HandoffPage:
+    """The handoff page: the same report as ``toolkit handoff`` (same sections, same
+    comparison with the last handoff, which it does not record), links relative to the
+    page, the collapsed blocks open (the site's Markdown takes no raw HTML)."""
+    from markupsafe import Markup
+
+    from toolkit import handoff
+
+    # the build's clock (the report shows the data's time; "now" would only stamp a state
+    # file, which the site never writes)
+    report = handoff.build_report(
+        store, cfg, now=build_time.replace(tzinfo=None) if build_time is not None else None)
+    text = handoff.render_markdown(report, links=_site_links(d), for_site=True)
+    return HandoffPage(path="handoff/index.md", title="Handoff", nav=("Handoff",),
+                       intro="What the next person (or agent) must know first; the same "
+                             "report as the handoff command prints and publish posts.",
+                       report=Markup(text))
+
+
+def _site_links(d: SiteData) -> Links:
+    from toolkit.handoff import Links
+    from toolkit.site import relative_link
+
+    here = "handoff/index.md"
+    slop_by_short = {s["short_id"]: d.slop_path[s["id"]] for s in d.slop
+                     if s.get("short_id") and s["id"] in d.slop_path}
+
+    class SiteLinks(Links):
+        def to(self, kind: str, key: str = "") -> str | None:
+            path = {"ledger": d.entry_path.get(key), "slop": slop_by_short.get(key),
+                    "task": (task_path(d.task_slug[key]) if key in d.task_slug else None)
+                    }.get(kind)
+            return self.page(path) if path else None
+
+        def page(self, path: str) -> str | None:
+            try:
+                return relative_link(here, path)
+            except ValueError:  # not a generated page's path: no link
+                return None
+
+        def task_path(self, task: str) -> str:
+            slug = d.task_slug.get(task)
+            return task_path(slug) if slug else "audit/tasks/index.md"
+
+    return SiteLinks(None)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -548,7 +612,8 @@ def _slop_title(s: dict[str, Any]) -> str:
     return s["title"] if s.get("title") else f"[???] ({s.get('short_id') or s.get('id')})"
 
 
-def _day(ts: str | None) -> dt.date | None:
+def day_of(ts: str | None) -> dt.date | None:
+    """The date of a timestamp written "YYYY-MM-DD…" (None when it is not one)."""
     if not ts:
         return None
     try:
@@ -599,16 +664,9 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
                                 TIER_COLORS[t]) for i, t in enumerate(AUDIT_TIERS)),
             ylabel="actions"))
 
-    pending = [x for x in d.dispatches if x.get("verdict") is None]
-    pending_tbl = Table(("Dispatch", "When", "Task", "Agent"), [
-        (x["id"], x["ts"], _task_ref(d, x["task"]), f"{x['agent_type']}/{x['model']}")
-        for x in sorted(pending, key=lambda x: -x["id"])[:10]],
-        empty="No dispatch is waiting for a verdict.")
-    over = [t for t in d.tasks if t.get("over_retry_limit")]
-    over_tbl = Table(("Task", "Dispatches", "Retries", "Last verdict"), [
-        (_task_ref(d, t["task"]), t["dispatch_count"], t["retry_count"],
-         t.get("last_verdict") or "PENDING") for t in over],
-        empty="No task is over the retry limit.")
+    pending = pending_dispatches(d.dispatches)
+    pending_tbl = pending_table(pending, lambda t: _task_ref(d, t), limit=10, wide=False)
+    over_tbl = over_limit_table(d.tasks, lambda t: _task_ref(d, t), wide=False)
     snaps = sorted(d.snapshots, key=lambda s: (s.get("position") or 0))[:5]
     snap_tbl = Table(("#", "When", "Label", "Files changed"), [
         (Ref(str(s.get("position")), "snapshots/index.md"), _fmt_ts(s.get("ts")),
@@ -781,7 +839,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
 
 
 def _date_ord(value: Any) -> int:
-    day = _day(value)
+    day = day_of(value)
     return day.toordinal() if day else 0
 
 
@@ -861,7 +919,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         chart=chart))
 
     def age(s: dict[str, Any]) -> int | None:
-        day = _day(s.get("created_at"))
+        day = day_of(s.get("created_at"))
         return (d.today - day).days if day else None
 
     def listing(entries: list[dict[str, Any]]) -> Table:
@@ -1049,30 +1107,18 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         verdicts=verdict_tbl, days=STATS_DAYS))
 
     # dispatch report
-    def task_row(t: dict[str, Any]) -> tuple[Any, ...]:
-        return (_task_ref(d, t["task"]), t["dispatch_count"], t["retry_count"],
-                t.get("confirmed"), t.get("refuted"), t.get("partial"), t.get("pending"),
-                t.get("last_verdict") or "PENDING", "over" if t.get("over_retry_limit") else "",
-                t.get("last_dispatch"))
+    def ref(task: str | None) -> Cell:
+        return _task_ref(d, task)
 
-    cols = ("Task", "Dispatches", "Retries", "Confirmed", "Refuted", "Partial", "Pending",
-            "Last verdict", "Retry limit", "Last dispatch")
-    ordered_tasks = sorted(d.tasks, key=lambda t: (not t.get("over_retry_limit"),
-                                                    -(t.get("pending") or 0),
-                                                    _neg(t.get("last_dispatch")), t["task"]))
-    pending = sorted((x for x in d.dispatches if x.get("verdict") is None),
-                     key=lambda x: -x["id"])
+    ordered_tasks = sorted(d.tasks, key=_task_order)
     pages.append(DispatchReportPage(
         path="audit/dispatches.md", title="Dispatch report", nav=("Audit", "Dispatch report"),
         intro="Subagent dispatches per task: retries, verdicts, and what still waits for "
               "verification.",
-        over_limit=Table(cols, [task_row(t) for t in ordered_tasks if t.get("over_retry_limit")],
-                         empty="No task is over the retry limit."),
-        pending=Table(("Dispatch", "When", "Task", "Agent", "Model", "Brief"), [
-            (x["id"], x["ts"], _task_ref(d, x["task"]), x["agent_type"], x["model"],
-             x["brief_summary"]) for x in pending],
-            empty="No dispatch is waiting for a verdict."),
-        tasks=Table(cols, [task_row(t) for t in ordered_tasks], empty="No dispatches recorded."),
+        over_limit=over_limit_table(d.tasks, ref, wide=True),
+        pending=pending_table(pending_dispatches(d.dispatches), ref, wide=True),
+        tasks=Table(TASK_COLUMNS, [_task_row(t, ref) for t in ordered_tasks],
+                    empty="No dispatches recorded."),
         retry_limit=RETRY_LIMIT))
 
     # approaches
@@ -1167,6 +1213,66 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
             page_no=n + 1, pages=refs, previous=refs[n - 1] if n else None,
             next=refs[n + 1] if n + 1 < len(refs) else None, shown=len(recent), total=total))
     return pages
+
+
+# --------------------------------------------------------------------------- what needs attention
+# The pending and over-the-retry-limit tables: built here once, shown by the dashboard, the
+# dispatch report and the handoff (``toolkit.handoff`` renders the same ``Table`` for GitHub).
+
+TASK_COLUMNS = ("Task", "Dispatches", "Retries", "Confirmed", "Refuted", "Partial", "Pending",
+                "Last verdict", "Retry limit", "Last dispatch")
+
+
+def pending_dispatches(dispatches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Dispatches with no verdict yet, newest first (``queries.site_dispatches`` rows)."""
+    return sorted((x for x in dispatches if x.get("verdict") is None), key=lambda x: -x["id"])
+
+
+def pending_table(pending: Sequence[dict[str, Any]], task_ref: Callable[[str | None], Cell], *,
+                  limit: int | None = None, wide: bool = True) -> Table:
+    """The dispatches waiting for a verdict (from :func:`pending_dispatches`), the first
+    ``limit``; ``wide`` adds the model and the brief."""
+    rows = list(pending)[:limit]
+    empty = "No dispatch is waiting for a verdict."
+    if wide:
+        return Table(("Dispatch", "When", "Task", "Agent", "Model", "Brief"), [
+            (x["id"], x["ts"], task_ref(x["task"]), x["agent_type"], x["model"],
+             x["brief_summary"]) for x in rows], empty=empty)
+    return Table(("Dispatch", "When", "Task", "Agent"), [
+        (x["id"], x["ts"], task_ref(x["task"]), f"{x['agent_type']}/{x['model']}")
+        for x in rows], empty=empty)
+
+
+def _task_order(t: dict[str, Any]) -> tuple[Any, ...]:
+    # over the limit first, then those waiting for verification, then the newest dispatch
+    return (not t.get("over_retry_limit"), -(t.get("pending") or 0), _neg(t.get("last_dispatch")),
+            t["task"])
+
+
+def over_limit_tasks(tasks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``task_status`` rows over nagi-ledger's retry limit, in the order every page shows them:
+    those waiting for verification first, then the most recently dispatched."""
+    return sorted((t for t in tasks if t.get("over_retry_limit")), key=_task_order)
+
+
+def _task_row(t: dict[str, Any], task_ref: Callable[[str | None], Cell]) -> tuple[Any, ...]:
+    return (task_ref(t["task"]), t["dispatch_count"], t["retry_count"], t.get("confirmed"),
+            t.get("refuted"), t.get("partial"), t.get("pending"),
+            t.get("last_verdict") or "PENDING", "over" if t.get("over_retry_limit") else "",
+            t.get("last_dispatch"))
+
+
+def over_limit_table(tasks: Iterable[dict[str, Any]], task_ref: Callable[[str | None], Cell], *,
+                     wide: bool = True) -> Table:
+    """The tasks over the retry limit (``task_status`` rows, filtered and ordered by
+    :func:`over_limit_tasks`); ``wide`` adds the verdict counts."""
+    over = over_limit_tasks(tasks)
+    empty = "No task is over the retry limit."
+    if wide:
+        return Table(TASK_COLUMNS, [_task_row(t, task_ref) for t in over], empty=empty)
+    return Table(("Task", "Dispatches", "Retries", "Last verdict", "Last dispatch"), [
+        (task_ref(t["task"]), t["dispatch_count"], t["retry_count"],
+         t.get("last_verdict") or "PENDING", t.get("last_dispatch")) for t in over], empty=empty)
 
 
 def _neg(ts: Any) -> str:

@@ -596,7 +596,7 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
     content = reports.build_site_content(store, today=today, site_name=site_name,
-                                         roots=roots)
+                                         roots=roots, handoff=cfg, build_time=build_time)
     mark("queries")
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)

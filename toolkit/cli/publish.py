@@ -26,17 +26,23 @@ def _since(value: str | None) -> dt.date | None:
                    "since the last handoff.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the report to FILE (atomically) instead of printing it.")
-def handoff(since: str | None, output: str | None) -> None:
+@click.option("--full", is_flag=True,
+              help="Add the complete listing: every open slop entry in CodeSmith's layout, "
+                   "every ledger change, refuted and pending dispatch, dead end and no-go.")
+def handoff(since: str | None, output: str | None, full: bool) -> None:
     """Render the handoff report as redacted Markdown.
 
-    The report holds open and in-progress slop by bucket and severity (CodeSmith's export
-    layout), Smith Ledger entries added, removed or changed in confidence since the last
-    handoff (or --since), dispatches refuted or pending verification, tasks over the retry
-    limit, and dead ends and no-gos per task; with site_url configured, entries link to the
-    built site. Every value is redacted (toolkit.redact) before it is written.
+    Most urgent first: a short summary, the active goal, dispatches awaiting a verdict, tasks
+    over the retry limit each with its dead ends and no-gos, what the ledger learned since
+    the last handoff (new, promoted, demoted, pruned), then debt: open slop by bucket and
+    severity with the critical and high items. The rest is one click away (with site_url
+    configured, links to the built site) or counted with the command that lists it; --full
+    adds the complete listing. Every value is redacted (toolkit.redact) before it is written.
 
-    The last handoff is remembered in .toolkit/handoff-state.json; while the sources do not
-    change, re-running gives the same report. --since does not update that state.
+    "Since the last handoff": the last handoff is remembered in .toolkit/handoff-state.json;
+    the first handoff covers the last 7 days of activity (--since sets another start). While
+    the sources do not change, re-running gives the same report. --since does not update
+    that state.
     """
     from pathlib import Path
 
@@ -50,7 +56,7 @@ def handoff(since: str | None, output: str | None) -> None:
         click.echo(f"Warning: {warning}", err=True)
     with open_store(cfg) as store:
         text = export_report(store, cfg, since=_since(since),
-                             output=Path(output) if output else None)
+                             output=Path(output) if output else None, full=full)
     if output:
         click.echo(f"Handoff report written to {output} ({len(text):,} characters)", err=True)
     else:
@@ -72,16 +78,25 @@ def handoff(since: str | None, output: str | None) -> None:
                    "https://HOST/api/v3).")
 @click.option("--timeout", type=click.IntRange(1, 600), default=30, show_default=True,
               help="Seconds to wait for one GitHub response.")
+@click.option("--full", is_flag=True,
+              help="Also post the complete listing (what `handoff --full` adds) as comments on "
+                   "the same issue, each under the limit, updated in place on later runs.")
 def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_run: bool,
-            api_url: str | None, timeout: int) -> None:
+            api_url: str | None, timeout: int, full: bool) -> None:
     """Publish the handoff report as a GitHub issue, and keep that one issue up to date.
 
     The first run creates the issue; later runs update the same issue, found by a hidden
     marker in its body among the issues labelled 'agent-handoff' (listed, not searched).
     When the body, title and labels are unchanged nothing is written (a closed handoff issue
-    is reopened, not duplicated). The body is redacted,
+    is reopened, not duplicated). The body is the report of `toolkit handoff`, redacted,
     kept under GitHub's 65,536 characters (the longest sections are cut, with a note), and
     scanned for secrets one last time: if anything is found, nothing is sent (exit 1).
+    With --full the complete listing follows as comments (scanned the same way), one per
+    part, each found again by a hidden marker and edited in place.
+
+    "Since the last handoff" comes from .toolkit/handoff-state.json; when that file knows
+    no earlier handoff, from the hidden time line of the published issue; else the last 7
+    days of activity.
 
     The token comes from GH_TOKEN, GITHUB_TOKEN, or `gh auth token`. Rate limits are
     honoured as GitHub documents them (retry-after, x-ratelimit-reset, secondary limits);
@@ -109,7 +124,8 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
 
     with open_store(cfg) as store:
         result = run_publish(store, cfg, repo=str(repo), labels=labels, title=title,
-                             dry_run=dry_run, api_url=api_url, timeout=timeout, notify=notify)
+                             dry_run=dry_run, api_url=api_url, timeout=timeout, notify=notify,
+                             full=full)
     if dry_run:
         click.echo(f"Title:  {result.title}")
         click.echo(f"Labels: {', '.join(result.labels)}")
@@ -118,6 +134,11 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
         click.echo("")
         click.echo(result.body, nl=False)
         click.echo("")
+        for n, part in enumerate(result.comments, 1):
+            click.echo(f"Comment {n} of {len(result.comments)}: {len(part):,} characters")
+            click.echo("")
+            click.echo(part, nl=False)
+            click.echo("")
     for item in result.left_out:
         click.echo(f"Left out to fit the body limit: {item}", err=True)
     for note in result.notes:
@@ -128,3 +149,7 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
         click.echo(f"Issue #{result.number} is up to date; nothing was sent: {result.url}")
     else:
         click.echo(f"{result.action.capitalize()} issue #{result.number}: {result.url}")
+    if result.comment_actions:
+        counts = {a: result.comment_actions.count(a) for a in dict.fromkeys(
+            result.comment_actions)}
+        click.echo("Listing comments: " + ", ".join(f"{n} {a}" for a, n in counts.items()))

@@ -18,6 +18,7 @@ from tests._publish_helpers import (
     slop_entry,
 )
 from toolkit.handoff import md_block, md_text, site_link, unescape_markdown
+from toolkit.loaders import SOURCES
 
 
 def run_handoff(project, *, since=None, now=NOW, site_url=None, full=False):
@@ -205,7 +206,7 @@ def test_the_tables_are_the_sites_tables(project):
     from toolkit import config
     from toolkit.store import Store
 
-    with Store.open(config.resolve().db_path) as store:
+    with Store.open(config.resolve().db_path, sources=SOURCES) as store:
         tasks, dispatches = queries.site_task_status(store), queries.site_dispatches(store)
 
     def ref(task):
@@ -430,7 +431,7 @@ def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):
 
     monkeypatch.chdir(demo.project)
     cfg = config.resolve(db=str(demo.root / "gfm.duckdb"))
-    with Store.open(cfg.db_path) as store:
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         body = render_issue(build_report(store, cfg, now=NOW), marker=marker_for("acme")).body
     html = render_gfm(body)
@@ -471,7 +472,7 @@ def test_the_sites_handoff_page_is_the_same_report(tmp_path, monkeypatch):
     assert result.warnings == []  # MkDocs strict: every link of the page resolves
     assert not (world.root / ".toolkit" / "handoff-state.json").exists()  # the site reads it
     page = (result.build_dir / "docs" / "handoff" / "index.md").read_text(encoding="utf-8")
-    with Store.open(world.cfg.db_path) as store:
+    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
         printed = export_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
 
     def headings(text: str) -> list[str]:

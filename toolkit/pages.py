@@ -6,8 +6,12 @@ their pages from these; ``reports`` imports the feature modules, never the other
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+# What a generated page path may hold: letters, digits, ".", "_", "-", "/", one #anchor.
+INTERNAL_PATH = re.compile(r"^[A-Za-z0-9._/-]+(#[A-Za-z0-9_-]+)?$")
 
 CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}
 
@@ -60,3 +64,17 @@ def ledger_entry_path(entry_id: str) -> str:
 
 def task_path(slug: str) -> str:
     return f"audit/tasks/{slug}.md"
+
+
+def relative_link(from_path: str, target: str) -> str:
+    """Relative link from one docs file to another (both docs-relative POSIX paths)."""
+    if not INTERNAL_PATH.match(target) or ".." in target.split("/"):
+        raise ValueError(f"not a generated page path: {target!r}")
+    path, _, anchor = target.partition("#")
+    src = from_path.split("/")[:-1]
+    dst = path.split("/")
+    i = 0
+    while i < len(src) and i < len(dst) - 1 and src[i] == dst[i]:
+        i += 1
+    rel = "../" * (len(src) - i) + "/".join(dst[i:])
+    return rel + ("#" + anchor if anchor else "")

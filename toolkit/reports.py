@@ -537,7 +537,7 @@ def _handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetim
 
 def _site_links(d: SiteData) -> Links:
     from toolkit.handoff import Links
-    from toolkit.site import relative_link
+    from toolkit.pages import relative_link
 
     here = "handoff/index.md"
     slop_by_short = {s["short_id"]: d.slop_path[s["id"]] for s in d.slop

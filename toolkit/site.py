@@ -52,6 +52,7 @@ from urllib.parse import quote, urlsplit
 from markupsafe import Markup
 
 from toolkit.errors import DataError, ToolkitError, UsageError
+from toolkit.pages import INTERNAL_PATH, relative_link
 
 if TYPE_CHECKING:
     import jinja2
@@ -179,21 +180,6 @@ def safe_url(value: str) -> str | None:
     return quote(text, safe=_URL_SAFE)
 
 
-_INTERNAL = re.compile(r"^[A-Za-z0-9._/-]+(#[A-Za-z0-9_-]+)?$")
-
-
-def relative_link(from_path: str, target: str) -> str:
-    """Relative link from one docs file to another (both docs-relative POSIX paths)."""
-    if not _INTERNAL.match(target) or ".." in target.split("/"):
-        raise ValueError(f"not a generated page path: {target!r}")
-    path, _, anchor = target.partition("#")
-    src = from_path.split("/")[:-1]
-    dst = path.split("/")
-    i = 0
-    while i < len(src) and i < len(dst) - 1 and src[i] == dst[i]:
-        i += 1
-    rel = "../" * (len(src) - i) + "/".join(dst[i:])
-    return rel + ("#" + anchor if anchor else "")
 
 
 def relative_url(from_path: str, target: str) -> str:
@@ -224,7 +210,7 @@ def _url_parts(path: str) -> tuple[str, ...]:
 def _target_parts(target: str) -> tuple[tuple[str, ...], bool]:
     from toolkit.reports import page_url
 
-    if not _INTERNAL.match(target) or ".." in target.split("/"):
+    if not INTERNAL_PATH.match(target) or ".." in target.split("/"):
         raise ValueError(f"not a generated page path: {target!r}")
     path = target.partition("#")[0]
     url = page_url(path) if path.endswith(".md") else path

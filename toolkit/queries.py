@@ -218,7 +218,8 @@ def handoff_dispatches(store: Store, *, limit: int) -> list[dict[str, Any]]:
 
 
 def handoff_tasks_over_limit(store: Store) -> list[dict[str, Any]]:
-    """Tasks whose retries reached nagi-ledger's limit (2), most recently dispatched first."""
+    """Tasks whose retries reached nagi-ledger's limit (``records.RETRY_LIMIT``), most recently
+    dispatched first."""
     return store.fetch_dicts(
         "SELECT task, dispatch_count, retry_count, last_verdict, "
         f"{_ts('last_dispatch')} AS last_dispatch FROM task_status WHERE over_retry_limit "

@@ -49,6 +49,8 @@ SLOP_STATUSES: tuple[str, ...] = ("open", "in_progress", "resolved", "accepted",
 AUDIT_TIERS: tuple[int, ...] = (0, 1, 2)
 AUDIT_VERDICTS: tuple[str, ...] = ("CONFIRMED", "REFUTED", "PARTIAL")
 AUDIT_OUTCOMES: tuple[str, ...] = ("DEAD_END", "NO_GO", "WORKS")
+# nagi-ledger (dispatch_guard): a task is over the retry limit when retry_count >= this.
+RETRY_LIMIT = 2
 
 
 def resolve_ledger_file(name: str) -> str | None:

@@ -39,6 +39,7 @@ from toolkit.records import (
     CONFIDENCES,
     LEDGER_FILES,
     LEDGER_TITLES,
+    RETRY_LIMIT,
     SLOP_BUCKETS,
     SLOP_SEVERITIES,
     SLOP_STATUSES,
@@ -48,7 +49,6 @@ from toolkit.slugs import slugify, unique_slugs
 if TYPE_CHECKING:
     from toolkit.store import Store
 
-RETRY_LIMIT = 2  # nagi-ledger: over the limit when retry_count >= 2
 RECENT_ACTIONS = 1000  # actions shown on the site (all of them are in the data download)
 ACTIONS_PER_PAGE = 100
 STATS_DAYS = 30

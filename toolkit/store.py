@@ -31,15 +31,17 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
-from toolkit.records import Problem
+from toolkit.records import RETRY_LIMIT, Problem
 
 if TYPE_CHECKING:
     from toolkit.config import Config
 
 # --------------------------------------------------------------------------- schema
 
+# The retry limit is spliced into the text from the one constant (it is 2, as when m001 was
+# applied: the applied text is unchanged).
 MIGRATIONS: list[tuple[str, str]] = [
-    ("m001_initial", """
+    ("m001_initial", f"""
 CREATE TABLE _sources (
     source VARCHAR PRIMARY KEY, location VARCHAR, found BOOLEAN, note VARCHAR,
     fingerprint VARCHAR, rows BIGINT, loaded_at TIMESTAMP, state JSON);
@@ -110,7 +112,7 @@ SELECT task,
        count(*) AS dispatch_count,
        greatest(count(*) - 1, 0) AS retry_count,
        first(verdict ORDER BY id DESC) AS last_verdict,
-       greatest(count(*) - 1, 0) >= 2 AS over_retry_limit,
+       greatest(count(*) - 1, 0) >= {RETRY_LIMIT} AS over_retry_limit,
        min(ts) AS first_dispatch, max(ts) AS last_dispatch,
        count(*) FILTER (WHERE verdict IS NULL) AS pending,
        count(*) FILTER (WHERE verdict = 'CONFIRMED') AS confirmed,

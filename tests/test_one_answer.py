@@ -3,10 +3,14 @@ agree (retry limit, ledger search, slop query, top entries, an entry's history).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
 from click.testing import Result
+
+from tests._history_helpers import Project, entry_b
 
 
 def _json(result: Result) -> Any:
@@ -30,3 +34,59 @@ def test_over_the_retry_limit_is_the_same_answer_in_task_status_and_the_store(pr
         seen.append((status["retry_count"], status["over_retry_limit"],
                      view[0]["over_retry_limit"]))
     assert seen == [(0, False, False), (1, False, False), (2, True, True)]
+
+
+# --------------------------------------------------------------------------- site and CLI
+
+def _site(root: Path, home: Path) -> Any:
+    from toolkit import config as config_mod
+    from toolkit.reports import build_site_content
+    from toolkit.store import Store
+
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
+    store = Store.open(cfg.db_path)
+    try:
+        store.refresh(cfg)
+        return build_site_content(store, today=dt.date(2026, 5, 5), site_name="acme",
+                                  roots=[(root, "project")])
+    finally:
+        store.close()
+
+
+def _page(content: Any, path: str) -> Any:
+    return next(pg for pg in content.pages if pg.path == path)
+
+
+def test_an_entrys_history_is_the_same_rows_on_the_site_and_in_ledger_history(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """One row per version that changed the entry (a commit that promoted and reinforced it
+    is one row, "promoted, reinforced"), on the site's entry page as in the CLI."""
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect: first lessons", {"patterns": [entry_b("Retry budget")]})
+    p.commit("reflect: reinforce", {"patterns": [entry_b("Retry budget", "medium", 2)]})
+    p.commit("reflect: again", {"patterns": [entry_b("Retry budget", "medium", 3)]})
+    monkeypatch.chdir(p.root)
+    cli = [(r["when"], r["source"], r["version"], r["change"], r["confidence"],
+            r["reflections"], r["subject"])
+           for r in _json(cli_run("ledger", "history", "Retry budget", "--format", "json"))]
+    page = _page(_site(p.root, isolated_env), "ledger/patterns/retry-budget.md")
+    # the site shows seconds, the terminal minutes
+    assert [(r[0][:16], *r[1:]) for r in page.history.rows] == cli
+    assert [r[3] for r in cli] == ["added", "promoted, reinforced", "reinforced"]
+
+
+def test_the_dashboards_top_entries_are_the_same_on_the_site_and_in_the_cli(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """Ties in reflections fall in the seed's file order (patterns before antipatterns), not
+    in the order of the entries' ids."""
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Zeta rule", "high", 3), entry_b("Beta rule", "high", 4)],
+             "antipatterns": [entry_b("Alpha trap", "high", 3)],
+             "edge-cases": [entry_b("Aardvark edge", "high", 3),
+                            entry_b("Low one", "low", 9)]})
+    monkeypatch.chdir(p.root)
+    cli = [e["title"] for e in _json(cli_run("ledger", "--json"))["top_high_confidence"]]
+    home = _page(_site(p.root, isolated_env), "index.md")
+    assert [r[0].text for r in home.top_entries.rows] == cli
+    assert cli == ["Beta rule", "Zeta rule", "Alpha trap", "Aardvark edge"]

@@ -32,9 +32,11 @@ from toolkit.errors import NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.records import (
     CONFIDENCES,
     LEDGER_FILES,
+    TOP_ENTRIES,
     LedgerEntry,
     Problem,
     ledger_kind,
+    top_high_confidence,
 )
 
 NO_LEDGER_HINT = ("Run `/smith-reflect` after a workflow to start building the Ledger, "
@@ -255,7 +257,7 @@ class Dashboard:
 
 
 def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None = None,
-              top: int = 5) -> Dashboard:
+              top: int = TOP_ENTRIES) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
     to ``top`` high-confidence entries by observation count (all files)."""
     from toolkit.editor import open_vault
@@ -268,18 +270,21 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
     with _Log(vault, "dashboard", request, "no arguments") as log:
         files = _summaries(v.files)
         highs = [e for e in v.entries if e.confidence == "high"]
-        order = {id(e): i for i, e in enumerate(highs)}
-        highs.sort(key=lambda e: (-e.reflections, order[id(e)]))
         d = Dashboard(
             True, v.ledger_dir, last_reflection=v.meta.last_reflection,
             never_reflected=v.meta.never_reflected,
             total_reflections=v.meta.total_reflections,
             total_entries=sum(f.entries for f in files),
             meta_total_entries=v.meta.total_entries,
-            files=files, top=highs[:top], warnings=list(v.problems),
+            files=files, top=top_high_confidence(v.entries, top, _rank_fields),
+            warnings=list(v.problems),
             limits=prune_limits(v.meta, v.smith_config))
         log.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
     return d
+
+
+def _rank_fields(e: LedgerEntry) -> tuple[str | None, int, str, int]:
+    return e.confidence, e.reflections, e.file, e.line
 
 
 # --------------------------------------------------------------------------- list

@@ -90,3 +90,48 @@ def test_the_dashboards_top_entries_are_the_same_on_the_site_and_in_the_cli(
     home = _page(_site(p.root, isolated_env), "index.md")
     assert [r[0].text for r in home.top_entries.rows] == cli
     assert cli == ["Beta rule", "Zeta rule", "Alpha trap", "Aardvark edge"]
+
+
+# --------------------------------------------------------------------------- MCP and CLI
+
+def _tools(root: Path, env: dict[str, str]) -> Any:
+    from toolkit import config as config_mod
+    from toolkit.mcp_server import LedgerTools
+
+    return LedgerTools(config_mod.resolve(cwd=root, env=env))
+
+
+def test_smith_ledger_search_finds_what_ledger_search_finds(project, cli_run):
+    """The MCP tool and `toolkit ledger search` are one search: every line, NFC and
+    case-folded. "confidence" (a field's name, not its value) found nothing in the MCP tool
+    before; now both find every entry's Confidence line."""
+    tools = _tools(project.root, project.env())
+    for query in ("migration", "CONFIDENCE", "high"):
+        cli = _json(cli_run("ledger", "search", query, "--json"))["results"]
+        mcp = tools.smith_ledger_search(query, limit=1000)
+        assert [(r["file"] + ".md", r["title"], r["line"], [x["line"] for x in r["lines"]])
+                for r in mcp] == \
+            [(h["file"], h["title"], h["entry_line"], [x["line"] for x in h["lines"]
+                                                      if x["match"]]) for h in cli], query
+    every = tools.smith_ledger_search("confidence", limit=1000)
+    titled = _json(cli_run("query", "SELECT entry_id FROM ledger_entries WHERE title IS NOT "
+                                    "NULL ORDER BY entry_id", "--format", "json"))
+    assert sorted(r["entry_id"] for r in every if r["entry_id"]) == \
+        [r["entry_id"] for r in titled]
+    assert len(tools.smith_ledger_search("confidence", limit=2)) == 2
+
+
+def test_slop_ledger_query_answers_as_slop_query(project, cli_run):
+    """One query and one lenient enum reader (``won_t_fix``, which the MCP tool refused
+    before, is wont_fix for both); the MCP rows are the CLI's entries in CodeSmith's shape."""
+    tools = _tools(project.root, project.env())
+    for filters in ({"status": "wontfix"}, {"status": "InProgress"}, {"status": "won_t_fix"},
+                    {"search": "RETRY"}, {"severity": "high", "bucket": "stale_docs"}, {}):
+        args = [x for k, v in filters.items() for x in (f"--{k}", v)]
+        cli = _json(cli_run("slop", "query", *args, "--json"))
+        mcp = tools.slop_ledger_query(**filters)
+        assert mcp["matched"] == cli["matched"], filters
+        assert [e["id"] for e in mcp["entries"]] == [e["id"] for e in cli["entries"]]
+        assert all(e == {k: c[k] for k in e}
+                   for e, c in zip(mcp["entries"], cli["entries"], strict=True))
+    assert tools.slop_ledger_query(status="won_t_fix")["matched"] == 1

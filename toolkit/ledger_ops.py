@@ -401,6 +401,8 @@ class SearchHit:
     confidence: str | None
     entry_line: int | None
     lines: list[tuple[int, str, bool]]  # (line number, text, is a match) with context
+    entry: LedgerEntry | None = None  # the entry the lines belong to (None: above the first)
+    entry_id: str | None = None  # the entry's id in the store (``ledger_entries.entry_id``)
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "title": self.title, "confidence": self.confidence,
@@ -409,9 +411,11 @@ class SearchHit:
 
 
 def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None = None,
-           request: str | None = None) -> list[SearchHit]:
+           request: str | None = None, log: bool = True) -> list[SearchHit]:
     """Case-insensitive search of every ledger line; each hit names its entry (the nearest
-    entry above it), file and confidence, with ``context`` lines before and after."""
+    entry above it), file and confidence, with ``context`` lines before and after. The one
+    ledger search: ``toolkit ledger search`` and the MCP tool ``smith_ledger_search`` (which
+    passes ``log=False``: a read-only tool writes no session log)."""
     import bisect
     import unicodedata
 
@@ -419,9 +423,12 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     if not query.strip():
         raise UsageError("the search query is empty")
     v = _vault_or_fail(vault, max_bytes=max_bytes)
+    from toolkit.loaders import entry_ids
+
     q = unicodedata.normalize("NFC", query).casefold()
+    ids = {id(e): eid for e, eid in zip(v.entries, entry_ids(v.entries), strict=True)}
     hits: list[SearchHit] = []
-    with _Log(vault, "search", request, f'query "{query}"') as log:
+    with _Log(vault, "search", request, f'query "{query}"', enabled=log) as logger:
         for kind in LEDGER_FILES:
             lf = v.files[kind]
             if not lf.data:
@@ -450,8 +457,8 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
                     shown_lines.append((n, lines[n - 1], n in matched))
                 hits.append(SearchHit(f"{kind}.md", e.title if e else None,
                                       e.confidence if e else None, e.line if e else None,
-                                      shown_lines))
-        log.outcome = f"{len(hits)} result(s)"
+                                      shown_lines, e, ids.get(id(e)) if e else None))
+        logger.outcome = f"{len(hits)} result(s)"
     return hits
 
 

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_MS = 5000  # nagi-ledger's busy timeout; tests lower it
 SEARCH_KINDS: tuple[str, ...] = ("actions", "dispatches", "approaches")
-TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 # nagi-ledger's schema (FORMATS.md §3.2, formats/nagi-ledger/audit_schema.sql): no indexes,
 # no foreign keys, no schema version. Kept to the letter so nagi-ledger sees its own tables.

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 LOADER_VERSION = "history-2"  # bump to make every store re-read its history
 CHANGE_KINDS: tuple[str, ...] = ("added", "removed", "promoted", "demoted", "reinforced",
                                  "edited")
-CONFIDENCE_RANK = {"low": 1, "medium": 2, "high": 3}
 
 _CHANGES_VIEW = """\
 CREATE VIEW ledger_changes AS

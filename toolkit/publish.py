@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.github.com"
 TOOLKIT_LABEL = "agent-handoff"
 BODY_LIMIT = 65_536  # GitHub's maximum issue body, in characters
-TITLE_LIMIT = 256
 USER_AGENT = "agent-ledger-toolkit"
 MARKER_TEMPLATE = "<!-- agent-ledger-toolkit:handoff key={key} -->"
 

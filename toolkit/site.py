@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from toolkit.config import Config
-    from toolkit.reports import Page, SiteContent
+    from toolkit.reports import Page
     from toolkit.store import Store
 
 def _resources() -> Path:
@@ -1034,11 +1034,6 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
     except OSError as exc:
         raise ToolkitError(f"cannot listen on {host}:{port}: {exc.strerror}",
                            hint="Choose another --port") from None
-
-
-def content_dataclasses(content: SiteContent) -> list[type]:
-    """The page kinds a site uses (tests check each has a template)."""
-    return sorted({type(p) for p in content.pages}, key=lambda t: t.__name__)
 
 
 __all__ = [

@@ -74,14 +74,6 @@ class LedgerGroup(click.Group):
 # --------------------------------------------------------------------------- helpers
 
 
-def _vault() -> Any:
-    return get_config().vault
-
-
-def _today() -> Any:
-    return get_config().today_date()
-
-
 def _request() -> str:
     """The command line as typed, for the vault session log."""
     base = os.path.basename(sys.argv[0]) if sys.argv else ""

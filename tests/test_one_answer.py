@@ -135,3 +135,25 @@ def test_slop_ledger_query_answers_as_slop_query(project, cli_run):
         assert all(e == {k: c[k] for k in e}
                    for e, c in zip(mcp["entries"], cli["entries"], strict=True))
     assert tools.slop_ledger_query(status="won_t_fix")["matched"] == 1
+
+
+# --------------------------------------------------------------------------- escaping
+
+def test_the_site_and_the_handoff_escape_text_alike_and_the_scan_reads_it_back():
+    """One escaper (toolkit.mdsafe): the handoff's text is the site's plus @-mentions in code
+    spans; an invisible character is shown in both (the handoff dropped it before, which
+    could join the halves of a secret the redactor had not seen as one)."""
+    from tests.test_site_escape import NASTY
+    from toolkit.display import visible
+    from toolkit.handoff import md_block, md_text
+    from toolkit.mdsafe import unescape
+    from toolkit.site import md_escape
+
+    for text in NASTY:
+        assert md_text(text, None) == md_escape(text), text
+        assert unescape(md_text(text, None)) == visible(" ".join(text.split())), text
+    assert md_text("ghp_abc\u200bdef") == "ghp\\_abc&lt;U+200B&gt;def"
+    assert md_text("ask @octocat") == "ask `@octocat`" and md_escape("ask @octocat") == \
+        "ask @octocat"
+    text = "- item\n1) two\n=== x\n~~strike~~ #12 !"
+    assert unescape(md_block(text)) == text

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from toolkit import mdsafe
 from toolkit.errors import DataError, ToolkitError
 
 if TYPE_CHECKING:
@@ -84,26 +85,13 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
 
 # --------------------------------------------------------------------------- Markdown text
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!{}])")
-# An "@name" that GitHub would turn into a mention: "@" not after a letter or digit (so not in
-# an e-mail address or ssh://git@host) and followed by a user name. It goes in a code span,
-# where GitHub notifies no one and a copy-paste still yields the same text.
-_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9]))*")
-_MENTION_SPAN = re.compile(r"`(@[A-Za-z0-9-]+)`")
-
-
 def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
-    """Untrusted text as literal inline Markdown: one line, specials escaped, a would-be
-    @-mention in a code span (no notification; e-mail addresses and ``git@host`` untouched)."""
-    text = "" if value is None else str(value)
-    text = " ".join(text.split())
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf")
-                   or ch == " ")
+    """Untrusted text as literal inline Markdown for GitHub (``toolkit.mdsafe.inline``), cut
+    to ``limit`` characters with "…"."""
+    text = " ".join(("" if value is None else str(value)).split())
     if limit is not None and len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return _MENTION.sub(lambda m: f"`{m.group(0)}`", text)
+    return mdsafe.inline(text, github=True)
 
 
 def md_link(label: str, url: str | None) -> str:
@@ -114,25 +102,12 @@ def md_link(label: str, url: str | None) -> str:
 
 
 def md_block(value: Any, limit: int | None = None) -> str:
-    """Untrusted multi-line text as literal Markdown paragraphs: every line escaped, and no
-    line can start a heading, list, quote, fence, table, setext underline or code block."""
+    """Untrusted multi-line text as literal Markdown paragraphs for GitHub
+    (``toolkit.mdsafe.block``), cut to ``limit`` characters with "…"."""
     text = "" if value is None else str(value).replace("\r\n", "\n").replace("\r", "\n")
     if limit is not None and len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
-    lines = []
-    for line in text.split("\n"):
-        escaped = md_text(line, None)
-        escaped = re.sub(r"^([-+=])", r"\\\1", escaped)
-        escaped = re.sub(r"^(\d+)([.)])", r"\1\\\2", escaped)
-        lines.append(escaped)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
-
-
-def unescape_markdown(text: str) -> str:
-    """Undo the escapes of :func:`md_text` and :func:`md_block` (for the final secret scan)."""
-    text = _MENTION_SPAN.sub(r"\1", text).replace("&#124;", "|")
-    text = re.sub(r"\\([\\`*_\[\]|~#!{}\-+=.)])", r"\1", text)
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return mdsafe.block(text, github=True)
 
 
 # --------------------------------------------------------------------------- the report

@@ -481,7 +481,7 @@ def final_scan(title: str, body: str, scanner: Callable[[str], list[Any]] | None
     """Refuse (exit 1) when a secret is still present in what would be sent: in the text as
     written, with Markdown escapes undone, URL-decoded, entity-decoded, and case-folded
     (a slug or a link lowercases a key; FAULTS H1)."""
-    from toolkit.handoff import unescape_markdown
+    from toolkit.mdsafe import unescape as unescape_markdown
     from toolkit.redact import find_secrets_anywhere, scan_variants
 
     for part, text in (("title", title), ("body", body)):

@@ -40,13 +40,12 @@ def test_over_the_retry_limit_is_the_same_answer_in_task_status_and_the_store(pr
 
 def _site(root: Path, home: Path) -> Any:
     from toolkit import config as config_mod
+    from toolkit.cli._common import open_store  # the store as every command opens it
     from toolkit.reports import build_site_content
-    from toolkit.store import Store
 
     cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
-    store = Store.open(cfg.db_path)
+    store = open_store(cfg, quiet=True)
     try:
-        store.refresh(cfg)
         return build_site_content(store, today=dt.date(2026, 5, 5), site_name="acme",
                                   roots=[(root, "project")])
     finally:

@@ -156,3 +156,20 @@ def test_the_site_and_the_handoff_escape_text_alike_and_the_scan_reads_it_back()
         "ask @octocat"
     text = "- item\n1) two\n=== x\n~~strike~~ #12 !"
     assert unescape(md_block(text)) == text
+
+
+def test_without_a_ledger_the_mcp_search_says_what_the_cli_says(tmp_path, isolated_env,
+                                                                monkeypatch, cli_run):
+    """No vault: `toolkit ledger search` fails with "No Ledger found." and so does the MCP
+    tool (it answered an empty list before, as if nothing matched)."""
+    import pytest
+
+    from toolkit.errors import NotFoundError
+
+    (tmp_path / "toolkit.yaml").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    result = cli_run("ledger", "search", "anything")
+    assert result.exit_code == 1
+    with pytest.raises(NotFoundError) as err:
+        _tools(tmp_path, {"HOME": str(isolated_env)}).smith_ledger_search("anything")
+    assert result.stderr.strip() == f"Error: {err.value}"

@@ -419,12 +419,12 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     import bisect
     import unicodedata
 
+    from toolkit.loaders import entry_ids
+
     vault = Path(vault)
     if not query.strip():
         raise UsageError("the search query is empty")
     v = _vault_or_fail(vault, max_bytes=max_bytes)
-    from toolkit.loaders import entry_ids
-
     q = unicodedata.normalize("NFC", query).casefold()
     ids = {id(e): eid for e, eid in zip(v.entries, entry_ids(v.entries), strict=True)}
     hits: list[SearchHit] = []

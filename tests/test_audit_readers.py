@@ -132,7 +132,7 @@ def test_stats_shape_and_window(cli_run, project):
 def test_stats_table(cli_run, project):
     out = cli_run("audit", "stats", "--now", NOW).stdout
     assert out.splitlines()[:7] == ["Last 7 days", "", "tier           actions",
-                                    "-------------  -------", "0 info         1",
+                                    "-------------- -------", "0 info         1",
                                     "1 notable      1", "2 high-impact  1"]
     assert "Dispatches: 3" in out
     assert "PENDING    1" in out

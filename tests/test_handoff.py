@@ -17,8 +17,9 @@ from tests._publish_helpers import (
     set_confidence,
     slop_entry,
 )
-from toolkit.handoff import md_block, md_text, site_link, unescape_markdown
+from toolkit.handoff import md_block, md_text, site_link
 from toolkit.loaders import SOURCES
+from toolkit.mdsafe import unescape as unescape_markdown
 
 
 def run_handoff(project, *, since=None, now=NOW, site_url=None, full=False):

@@ -200,7 +200,7 @@ def _plant_secrets(project) -> None:
 
 
 def test_f1_no_secret_reaches_github_home_paths_folded_decoys_kept(project, github, clock):
-    from toolkit.handoff import unescape_markdown
+    from toolkit.mdsafe import unescape as unescape_markdown
 
     _plant_secrets(project)
     result = run_publish(project, github, clock, full=True)  # the listing comments too

@@ -37,3 +37,20 @@ def test_no_short_help_is_cut_off(cli_run):
         out = cli_run(*([name] if name else []), "--help").output
         listing = out.split("Commands:", 1)[1]
         assert "..." not in listing, f"toolkit {name} --help: {listing}"
+
+
+def test_each_command_has_one_description():
+    """The registry's short help is the command's own (shell completion shows the same words
+    as `toolkit --help`), and no command module declares another."""
+    import click
+
+    from toolkit.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    for name, (target, summary) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert command.get_short_help_str(limit=1000) == summary, name
+        module = (ROOT / (target.split(":")[0].replace(".", "/") + ".py")).read_text()
+        assert "short_help" not in module.split(f"def {target.split(':')[1]}(")[0] \
+            .rsplit("\n\n\n", 1)[-1], f"{target} declares its own short_help"

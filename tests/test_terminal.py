@@ -77,3 +77,21 @@ def test_error_lines_show_escape_codes_of_ai_written_titles(hostile_slop, cli_ru
     [line] = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
     assert "\x1b" not in line and "\u202e" not in line
     assert "Legacy <U+001B>[31mred<U+001B>]0;pwned<U+0007> <U+202E>RTL" in line
+
+
+def test_tables_align_wide_characters_and_show_controls_in_plain_text(hostile_slop, cli_run):
+    """The table printer (rich.table): CJK takes two columns, so the next column lines up;
+    control and bidi characters are shown as <U+XXXX>; on a pipe the table is plain text (no
+    colour, no box drawing), one line per row, never wrapped."""
+    from rich.cells import cell_len
+
+    out = cli_run("query", "SELECT * FROM (VALUES ('東京タワー', 'x'), ('ab', 'y'), "
+                           "((SELECT title FROM slop_entries WHERE title LIKE 'Legacy%'), 'z'), "
+                           f"('{'w' * 70}', 'v')) t(name, next)").stdout
+    lines = out.splitlines()
+    assert lines[0].split() == ["name", "next"] and set(lines[1]) == {"-", " "}
+    assert len(lines) == 6
+    starts = {cell_len(line[:line.rindex(" ") + 1]) for line in lines[2:]}
+    assert len(starts) == 1  # every row's last column starts at the same terminal column
+    assert "<U+001B>[31mred<U+001B>]0;pwned<U+0007> <U+202E>RTL" in out
+    assert all(ch.isprintable() or ch == "\n" for ch in out)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
-from toolkit.records import AUDIT_OUTCOMES, AUDIT_TIERS, AUDIT_VERDICTS
+from toolkit.records import AUDIT_OUTCOMES, AUDIT_TIERS, AUDIT_VERDICTS, RETRY_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,9 +43,7 @@ if TYPE_CHECKING:
     from toolkit.store import Store
 
 BUSY_TIMEOUT_MS = 5000  # nagi-ledger's busy timeout; tests lower it
-RETRY_LIMIT = 2  # over_retry_limit is retry_count >= 2 (nagi-ledger, dispatch_guard)
 SEARCH_KINDS: tuple[str, ...] = ("actions", "dispatches", "approaches")
-TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 # nagi-ledger's schema (FORMATS.md §3.2, formats/nagi-ledger/audit_schema.sql): no indexes,
 # no foreign keys, no schema version. Kept to the letter so nagi-ledger sees its own tables.

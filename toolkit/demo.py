@@ -29,7 +29,6 @@ import random
 import re
 import shutil
 import sqlite3
-import subprocess
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -174,21 +173,19 @@ _PEOPLE: dict[str, _Person] = {
 # =========================================================================== git plumbing
 
 class _Git:
-    """git with a pinned environment: no user/system config, UTC, explicit identity and dates."""
+    """git through the toolkit's one runner (``sources.snapshots.run_git``: no inherited GIT_*
+    variables, no system config), here also without the user's global config, in UTC, with
+    explicit identity and dates."""
 
     def __init__(self, exe: str) -> None:
         self.exe = exe
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update({
-            "TZ": "UTC", "LC_ALL": "C", "LANG": "C",
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0",
-        })
-        env.pop("XDG_CONFIG_HOME", None)
-        self.env = env
+        self.env = {"TZ": "UTC", "LANG": "C", "GIT_CONFIG_GLOBAL": os.devnull,
+                    "GIT_OPTIONAL_LOCKS": "0"}
 
     def run(self, *args: str, cwd: Path | None = None, when: dt.datetime | None = None,
             who: tuple[str, str] | None = None) -> str:
+        from toolkit.sources.snapshots import run_git
+
         env = dict(self.env)
         if when is not None:
             stamp = f"{int(when.timestamp())} +0000"
@@ -196,10 +193,10 @@ class _Git:
         if who is not None:
             env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = who[0]
             env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = who[1]
-        cmd = [self.exe, "-c", "gc.auto=0", "-c", "maintenance.auto=false",
-               "-c", "commit.gpgsign=false", "-c", "core.fsmonitor=false",
-               "-c", "init.defaultBranch=main", *args]
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, check=False)
+        proc = run_git(["-c", "gc.auto=0", "-c", "maintenance.auto=false",
+                        "-c", "commit.gpgsign=false", "-c", "core.fsmonitor=false",
+                        "-c", "init.defaultBranch=main", *args], cwd=cwd, check=False,
+                       extra_env=env, exe=self.exe)
         if proc.returncode != 0:
             name = next((a for a in args if not a.startswith("-")), "")
             raise ToolkitError(f"git {name} failed while writing the demo: "

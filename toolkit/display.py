@@ -23,6 +23,8 @@ def _needs_escape(ch: str) -> bool:
 
 def visible(text: str, *, single_line: bool = False) -> str:
     """Text safe to print: invisible and control characters shown as <U+XXXX>."""
+    if text.isascii() and text.isprintable():  # the common case, fast
+        return text
     out = []
     for ch in text:
         if single_line and ch in "\n\t":

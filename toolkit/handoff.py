@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from toolkit import mdsafe
 from toolkit.errors import DataError, ToolkitError
 
 if TYPE_CHECKING:
@@ -95,14 +96,6 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
 
 # --------------------------------------------------------------------------- Markdown text
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!{}])")
-# An "@name" that GitHub would turn into a mention: "@" not after a letter or digit (so not in
-# an e-mail address or ssh://git@host) and followed by a user name. It goes in a code span,
-# where GitHub notifies no one and a copy-paste still yields the same text.
-_MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9]))*")
-_MENTION_SPAN = re.compile(r"`(@[A-Za-z0-9-]+)`")
-
-
 def _clip(text: str, limit: int | None) -> str:
     """``text`` cut to ``limit`` characters with "…" (one line of a report cell)."""
     if limit is not None and len(text) > limit:
@@ -111,16 +104,10 @@ def _clip(text: str, limit: int | None) -> str:
 
 
 def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
-    """Untrusted text as literal inline Markdown: one line, specials escaped, a would-be
-    @-mention in a code span (no notification; e-mail addresses and ``git@host`` untouched)."""
-    text = "" if value is None else str(value)
-    text = " ".join(text.split())
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf")
-                   or ch == " ")
-    text = _clip(text, limit)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return _MENTION.sub(lambda m: f"`{m.group(0)}`", text)
+    """Untrusted text as literal inline Markdown for GitHub (``toolkit.mdsafe.inline``): one
+    line, cut to ``limit`` characters with "…"."""
+    return mdsafe.inline(_clip(" ".join(("" if value is None else str(value)).split()), limit),
+                         github=True)
 
 
 def md_link(label: str, url: str | None) -> str:
@@ -135,25 +122,10 @@ def md_link(label: str, url: str | None) -> str:
 
 
 def md_block(value: Any, limit: int | None = None) -> str:
-    """Untrusted multi-line text as literal Markdown paragraphs: every line escaped, and no
-    line can start a heading, list, quote, fence, table, setext underline or code block."""
+    """Untrusted multi-line text as literal Markdown paragraphs for GitHub
+    (``toolkit.mdsafe.block``), cut to ``limit`` characters with "…"."""
     text = "" if value is None else str(value).replace("\r\n", "\n").replace("\r", "\n")
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
-    lines = []
-    for line in text.split("\n"):
-        escaped = md_text(line, None)
-        escaped = re.sub(r"^([-+=])", r"\\\1", escaped)
-        escaped = re.sub(r"^(\d+)([.)])", r"\1\\\2", escaped)
-        lines.append(escaped)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
-
-
-def unescape_markdown(text: str) -> str:
-    """Undo the escapes of :func:`md_text` and :func:`md_block` (for the final secret scan)."""
-    text = _MENTION_SPAN.sub(r"\1", text).replace("&#124;", "|")
-    text = re.sub(r"\\([\\`*_\[\]|~#!{}\-+=.)])", r"\1", text)
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return mdsafe.block(_clip(text, limit), github=True)
 
 
 # --------------------------------------------------------------------------- the report
@@ -600,13 +572,11 @@ class _Ctx:
 
     def t(self, value: Any, limit: int | None = CELL_MAX) -> str:
         """A value redacted, then escaped as literal inline text: for GitHub by
-        :func:`md_text`, for the site's Python-Markdown by ``toolkit.site.md_escape``."""
+        :func:`md_text`, for the site's Python-Markdown by ``toolkit.mdsafe.inline``."""
         text = self.r(str(value)) if value is not None else None
         if self.html:
             return md_text(text, limit)
-        from toolkit.site import md_escape
-
-        return md_escape(_clip("" if text is None else " ".join(text.split()), limit))
+        return mdsafe.inline(_clip("" if text is None else " ".join(text.split()), limit))
 
     def collapsed(self, summary: str, lines: list[str]) -> list[str]:
         """``lines`` in a collapsed block (GitHub), or under a bold line (the site)."""

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 LOADER_VERSION = "history-2"  # bump to make every store re-read its history
 CHANGE_KINDS: tuple[str, ...] = ("added", "removed", "promoted", "demoted", "reinforced",
                                  "edited")
-CONFIDENCE_RANK = {"low": 1, "medium": 2, "high": 3}
 
 _CHANGES_VIEW = """\
 CREATE VIEW ledger_changes AS
@@ -726,34 +725,56 @@ def find_entries(store: Store, title: str, file: str | None = None
     return [c for c in cands if want in c[0].split("/", 1)[1]]
 
 
-def entry_history(store: Store, entry_key: str, *, timelines: tuple[str, ...] = ("main",)
-                  ) -> EntryHistory:
-    """The versions in which one entry changed (appeared, changed confidence or count, was
-    edited or removed): in timeline order for the main timeline alone, by time when several
-    timelines are asked for."""
+def entry_histories(store: Store, entry_keys: Iterable[str] | None = None, *,
+                    timelines: tuple[str, ...] = ("main",)) -> dict[str, EntryHistory]:
+    """Entry key -> the versions in which that entry changed (appeared, changed confidence or
+    count, was edited or removed), one row per version: in timeline order for the main
+    timeline alone, by time when several timelines are asked for. Every entry of any version
+    when ``entry_keys`` is None. ``toolkit ledger history TITLE`` and the site's entry pages
+    both ask this."""
+    keys = None if entry_keys is None else sorted(set(entry_keys))
     rows = store.fetch_dicts(
-        "SELECT c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, c.seq, "
-        "list(c.change ORDER BY c.change_order) AS changes, any_value(c.file) AS file, "
+        "SELECT c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, "
+        "c.seq, list(c.change ORDER BY c.change_order) AS changes, any_value(c.file) AS file, "
         "any_value(c.title) AS title, any_value(e.confidence) AS confidence, "
         "any_value(e.reflections) AS reflections, bool_or(e.entry_key IS NOT NULL) AS present "
         "FROM ledger_changes c LEFT JOIN ledger_entry_versions e "
         "  ON e.version_id = c.version_id AND e.entry_key = c.entry_key "
-        "WHERE c.entry_key = ? AND c.timeline IN (SELECT unnest(?::VARCHAR[])) "
-        "GROUP BY c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, c.seq "
-        "ORDER BY CASE WHEN ? THEN c.ts END NULLS LAST, CASE c.timeline WHEN 'main' THEN 0 "
-        "WHEN 'copies' THEN 1 ELSE 2 END, c.seq",
-        [entry_key, list(timelines), len(timelines) > 1])
-    head = store.fetch_dicts(
-        "SELECT file, arg_max(title, version_id) AS title FROM ledger_entry_versions "
-        "WHERE entry_key = ? GROUP BY file", [entry_key])
-    if not head:
+        "WHERE (? OR c.entry_key IN (SELECT unnest(?::VARCHAR[]))) "
+        "AND c.timeline IN (SELECT unnest(?::VARCHAR[])) "
+        "GROUP BY c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, "
+        "c.seq "
+        "ORDER BY c.entry_key, CASE WHEN ? THEN c.ts END NULLS LAST, CASE c.timeline "
+        "WHEN 'main' THEN 0 WHEN 'copies' THEN 1 ELSE 2 END, c.seq",
+        [keys is None, keys or [], list(timelines), len(timelines) > 1])
+    heads = store.fetch_dicts(
+        "SELECT entry_key, any_value(file) AS file, arg_max(title, version_id) AS title "
+        "FROM ledger_entry_versions WHERE (? OR entry_key IN (SELECT unnest(?::VARCHAR[]))) "
+        "GROUP BY entry_key ORDER BY entry_key", [keys is None, keys or []])
+    states: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        states.setdefault(r["entry_key"], []).append(r)
+    out = {}
+    for h in heads:
+        mine = states.get(h["entry_key"], [])
+        out[h["entry_key"]] = EntryHistory(
+            entry_key=h["entry_key"], file=h["file"],
+            title=mine[-1]["title"] if mine else h["title"],
+            states=[EntryState(version_id=r["version_id"], source=r["source"],
+                               timeline=r["timeline"], ref=r["ref"], ts=r["ts"],
+                               subject=r["subject"], present=r["present"],
+                               confidence=r["confidence"], reflections=r["reflections"],
+                               changes=tuple(r["changes"])) for r in mine])
+    return out
+
+
+def entry_history(store: Store, entry_key: str, *, timelines: tuple[str, ...] = ("main",)
+                  ) -> EntryHistory:
+    """One entry's :func:`entry_histories`; NotFoundError when no version has it."""
+    found = entry_histories(store, [entry_key], timelines=timelines).get(entry_key)
+    if found is None:
         raise NotFoundError(f"no ledger entry {entry_key!r} in any version")
-    states = [EntryState(version_id=r["version_id"], source=r["source"], timeline=r["timeline"],
-                         ref=r["ref"], ts=r["ts"], subject=r["subject"], present=r["present"],
-                         confidence=r["confidence"], reflections=r["reflections"],
-                         changes=tuple(r["changes"])) for r in rows]
-    return EntryHistory(entry_key=entry_key, file=head[0]["file"],
-                        title=rows[-1]["title"] if rows else head[0]["title"], states=states)
+    return found
 
 
 def history_for_title(store: Store, title: str, *, file: str | None = None,
@@ -812,5 +833,6 @@ def has_history(store: Store) -> bool:
 
 
 __all__ = ["CHANGE_KINDS", "MIGRATIONS", "SOURCE", "Change", "EntryHistory",
-           "EntryState", "VersionCounts", "change_log", "entry_history", "entry_key_for",
+           "EntryState", "VersionCounts", "change_log", "entry_histories", "entry_history",
+           "entry_key_for",
            "find_entries", "growth", "has_history", "history_for_title"]

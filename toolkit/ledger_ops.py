@@ -33,9 +33,11 @@ from toolkit.errors import NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.records import (
     CONFIDENCES,
     LEDGER_FILES,
+    TOP_ENTRIES,
     LedgerEntry,
     Problem,
     ledger_kind,
+    top_high_confidence,
 )
 
 NO_LEDGER_HINT = ("Run `/smith-reflect` after a workflow to start building the Ledger, "
@@ -203,7 +205,7 @@ class Dashboard:
 
 
 def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None = None,
-              top: int = 5) -> Dashboard:
+              top: int = TOP_ENTRIES) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
     to ``top`` high-confidence entries by observation count (all files)."""
     from toolkit.ledger.vault import open_vault
@@ -216,18 +218,21 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
     with _Log(vault, "dashboard", request, "no arguments") as log:
         files = _summaries(v.files)
         highs = [e for e in v.entries if e.confidence == "high"]
-        order = {id(e): i for i, e in enumerate(highs)}
-        highs.sort(key=lambda e: (-e.reflections, order[id(e)]))
         d = Dashboard(
             True, v.ledger_dir, last_reflection=v.meta.last_reflection,
             never_reflected=v.meta.never_reflected,
             total_reflections=v.meta.total_reflections,
             total_entries=sum(f.entries for f in files),
             meta_total_entries=v.meta.total_entries,
-            files=files, top=highs[:top], warnings=list(v.problems),
+            files=files, top=top_high_confidence(v.entries, top, _rank_fields),
+            warnings=list(v.problems),
             limits=prune_limits(v.meta, v.smith_config))
         log.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
     return d
+
+
+def _rank_fields(e: LedgerEntry) -> tuple[str | None, int, str, int]:
+    return e.confidence, e.reflections, e.file, e.line
 
 
 # --------------------------------------------------------------------------- list
@@ -344,6 +349,8 @@ class SearchHit:
     confidence: str | None
     entry_line: int | None
     lines: list[tuple[int, str, bool]]  # (line number, text, is a match) with context
+    entry: LedgerEntry | None = None  # the entry the lines belong to (None: above the first)
+    entry_id: str | None = None  # the entry's id in the store (``ledger_entries.entry_id``)
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "title": self.title, "confidence": self.confidence,
@@ -352,19 +359,24 @@ class SearchHit:
 
 
 def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None = None,
-           request: str | None = None) -> list[SearchHit]:
+           request: str | None = None, log: bool = True) -> list[SearchHit]:
     """Case-insensitive search of every ledger line; each hit names its entry (the nearest
-    entry above it), file and confidence, with ``context`` lines before and after."""
+    entry above it), file and confidence, with ``context`` lines before and after. The one
+    ledger search: ``toolkit ledger search`` and the MCP tool ``smith_ledger_search`` (which
+    passes ``log=False``: a read-only tool writes no session log)."""
     import bisect
     import unicodedata
+
+    from toolkit.loaders import entry_ids
 
     vault = Path(vault)
     if not query.strip():
         raise UsageError("the search query is empty")
     v = _vault_or_fail(vault, max_bytes=max_bytes)
     q = unicodedata.normalize("NFC", query).casefold()
+    ids = {id(e): eid for e, eid in zip(v.entries, entry_ids(v.entries), strict=True)}
     hits: list[SearchHit] = []
-    with _Log(vault, "search", request, f'query "{query}"') as log:
+    with _Log(vault, "search", request, f'query "{query}"', enabled=log) as logger:
         for kind in LEDGER_FILES:
             lf = v.files[kind]
             if not lf.data:
@@ -393,8 +405,8 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
                     shown_lines.append((n, lines[n - 1], n in matched))
                 hits.append(SearchHit(f"{kind}.md", e.title if e else None,
                                       e.confidence if e else None, e.line if e else None,
-                                      shown_lines))
-        log.outcome = f"{len(hits)} result(s)"
+                                      shown_lines, e, ids.get(id(e)) if e else None))
+        logger.outcome = f"{len(hits)} result(s)"
     return hits
 
 

@@ -26,10 +26,12 @@ built with ``tool_set="nagi"`` (``toolkit mcp --tools nagi``): then it serves na
 ten tools and nothing else. Input schemas (names, types, defaults) and annotation titles are
 nagi-ledger's.
 
-Writers go to the audit DB directly (``toolkit.audit_ops``); readers go through the DuckDB
-store, opened per call and closed again so the CLI can use it between calls. A missing audit
-DB reads as an empty ledger here (nagi-ledger's tools create it on first use; a reader of
-ours never creates it). Bad input is a tool error carrying nagi-ledger's message.
+Writers go to the audit DB directly (``toolkit.audit_ops``); the audit readers go through the
+DuckDB store, opened per call and closed again so the CLI can use it between calls. The two
+read-only tools give the CLI's answers: ``smith_ledger_search`` is ``toolkit ledger search``
+(``ledger_ops.search``), ``slop_ledger_query`` is ``toolkit slop query`` (``slop_ops.query``).
+A missing audit DB reads as an empty ledger here (nagi-ledger's tools create it on first use;
+a reader of ours never creates it). Bad input is a tool error carrying nagi-ledger's message.
 """
 
 from __future__ import annotations
@@ -50,19 +52,15 @@ if TYPE_CHECKING:
 SERVER_NAME = "toolkit_ledger_mcp"
 T = TypeVar("T")
 
-# CodeSmith's tool inputs are lenient (FORMATS.md §2.2): trimmed, lowercased, a few aliases.
-_STATUS_ALIASES = {"done": "resolved", "wontfix": "wont_fix", "won't_fix": "wont_fix",
-                   "inprogress": "in_progress", "in-progress": "in_progress",
-                   "wont-fix": "wont_fix"}
+def _enum(value: str | None, valid: tuple[str, ...], field: str) -> str | None:
+    """A slop enum read leniently, as ``toolkit slop query`` reads it (FORMATS.md §2.2:
+    trimmed, any case, ``done``, ``wontfix``, ``in-progress``...)."""
+    from toolkit.sources.slop import normalise_enum
 
-
-def _enum(value: str | None, valid: tuple[str, ...], field: str,
-          aliases: dict[str, str] | None = None) -> str | None:
     if value is None or not value.strip():
         return None
-    key = value.strip().lower().replace(" ", "_")
-    key = (aliases or {}).get(key, key)
-    if key not in valid:
+    key, _problem = normalise_enum(value.strip(), valid)
+    if key is None:
         raise UsageError(f"Invalid {field} {value!r}: must be one of {valid}.")
     return key
 
@@ -77,24 +75,12 @@ class LedgerTools:
         self._lock = threading.Lock()  # one store connection at a time
 
     @contextmanager
-    def _store(self, source: str) -> Iterator[Store]:
+    def _store(self) -> Iterator[Store]:
+        """The audit DB's copy in a store, opened for one call and closed again."""
         from toolkit.audit_ops import open_audit_store
-        from toolkit.loaders import SOURCES
-        from toolkit.store import Store
 
         with self._lock:
-            if source == "audit":
-                store = open_audit_store(self.cfg, missing_ok=True)
-            else:
-                store = Store.open(self.cfg.db_path, sources=SOURCES)
-                try:
-                    report = store.refresh(self.cfg, only=[source])
-                    for r in report.results:
-                        if r.error is not None:
-                            raise r.error
-                except BaseException:
-                    store.close()
-                    raise
+            store = open_audit_store(self.cfg, missing_ok=True)
             try:
                 yield store
             finally:
@@ -129,70 +115,78 @@ class LedgerTools:
     def task_status(self, task: str) -> dict[str, Any]:
         from toolkit import audit_ops
 
-        with self._store("audit") as store:
+        with self._store() as store:
             return audit_ops.task_status(store, task)
 
     def check_approaches(self, task: str) -> dict[str, Any]:
         from toolkit import audit_ops
 
-        with self._store("audit") as store:
+        with self._store() as store:
             return audit_ops.check_approaches(store, task)
 
     def session_report(self, since_hours: int = 24) -> str:
         from toolkit import audit_ops
 
-        with self._store("audit") as store:
+        with self._store() as store:
             return audit_ops.session_report(store, since_hours, now=self.now)
 
     def stats(self, days: int = 7) -> dict[str, Any]:
         from toolkit import audit_ops
 
-        with self._store("audit") as store:
+        with self._store() as store:
             return audit_ops.stats(store, days, now=self.now)
 
     def search(self, query: str, kinds: list[str] | None = None, limit: int = 20,
                offset: int = 0, since_days: float | None = None) -> list[dict[str, Any]]:
         from toolkit import audit_ops
 
-        with self._store("audit") as store:
+        with self._store() as store:
             return audit_ops.search(store, query, kinds, limit, offset, since_days, now=self.now)
 
     def similar_tasks(self, task: str, limit: int = 5, min_score: float = 0.35
                       ) -> list[dict[str, Any]]:
         from toolkit import audit_ops
 
-        with self._store("audit") as store:
+        with self._store() as store:
             return audit_ops.similar_tasks(store, task, limit, min_score)
 
     # -- Smith Ledger and slop ledger (read-only) -----------------------------
     def smith_ledger_search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
-        from toolkit import queries
+        """``toolkit ledger search``'s hits (``ledger_ops.search``), one row per entry with
+        its matching lines, at most ``limit``."""
+        from toolkit import ledger_ops
 
-        needle = (query or "").strip().lower()
-        if not needle:
+        if not (query or "").strip():
             raise UsageError("'query' must be a non-empty string.")
         if isinstance(limit, bool) or limit < 1:
             raise UsageError("'limit' must be a positive integer.")
-        with self._store("ledger") as store:
-            return queries.ledger_entry_search(store, needle, limit)
+        hits = ledger_ops.search(self.cfg.vault, query, context=0,
+                                 max_bytes=self.cfg.max_file_bytes, log=False)[:limit]
+        return [{"entry_id": h.entry_id,
+                 "file": h.file.removesuffix(".md"), "title": h.title,
+                 "date": h.entry.date if h.entry else None,
+                 "category": h.entry.category if h.entry else None,
+                 "confidence": h.confidence, "path": h.entry.path if h.entry else None,
+                 "line": h.entry_line,
+                 "lines": [{"line": n, "text": t} for n, t, _ in h.lines]} for h in hits]
 
     def slop_ledger_query(self, bucket: str | None = None, severity: str | None = None,
                           status: str | None = None, search: str | None = None,
                           limit: int = 50) -> dict[str, Any]:
-        from toolkit import queries
+        """``toolkit slop query``'s answer (``slop_ops.query`` on the file as CodeSmith last
+        wrote it), in CodeSmith's entry shape."""
+        from toolkit import slop_ops
 
-        b = _enum(bucket, SLOP_BUCKETS, "bucket")
-        sev = _enum(severity, SLOP_SEVERITIES, "severity")
-        st = _enum(status, SLOP_STATUSES, "status", _STATUS_ALIASES)
+        flt = slop_ops.SlopFilter(bucket=_enum(bucket, SLOP_BUCKETS, "bucket"),
+                                  severity=_enum(severity, SLOP_SEVERITIES, "severity"),
+                                  status=_enum(status, SLOP_STATUSES, "status"),
+                                  search=(search or "").strip() or None, limit=limit)
         if isinstance(limit, bool) or limit < 1:
             raise UsageError("'limit' must be a positive integer.")
-        with self._store("slop") as store:
-            total, rows = queries.slop_entry_query(store, bucket=b, severity=sev, status=st,
-                                                   search=(search or "").strip() or None,
-                                                   limit=limit)
-        for r in rows:
-            r["source_links"] = list(r["source_links"] or [])
-        return {"matched": total, "entries": rows}
+        result = slop_ops.query(slop_ops.load(self.cfg.slop_path, self.cfg.max_file_bytes).entries,
+                                flt)
+        return {"matched": result.matched,
+                "entries": [slop_ops.codesmith_dict(e) for e in result.entries]}
 
 
 def _call(fn: Callable[..., T], *args: Any) -> T:
@@ -382,10 +376,12 @@ def build_server(cfg: Config, now: dt.datetime | None = None, tool_set: str = "a
 
     @server.tool(name="smith_ledger_search", annotations=ann("Search the Smith Ledger", True))
     def smith_ledger_search(query: str, limit: int = 20) -> list[dict[str, Any]]:
-        """Case-insensitive search of the project's Smith Ledger (patterns, antipatterns, tool
-        preferences, edge cases, project quirks): title, category, context, pattern,
-        evidence, related. Rows {entry_id, file, title, date, category, confidence,
-        matched_in, path, line}, in file order. Read-only."""
+        """Case-insensitive search of every line of the project's Smith Ledger (patterns,
+        antipatterns, tool preferences, edge cases, project quirks), as `toolkit ledger
+        search`. Rows {entry_id, file, title, date, category, confidence, path, line,
+        lines: [{line, text}]}: one per entry with matching lines (the nearest entry above
+        the lines; entry fields null for lines above the first entry), in file order.
+        Read-only."""
         return _call(tools.smith_ledger_search, query, limit)
 
     @server.tool(name="slop_ledger_query", annotations=ann("Query the Slop Ledger", True))

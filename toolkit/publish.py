@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.github.com"
 TOOLKIT_LABEL = "agent-handoff"
 BODY_LIMIT = 65_536  # GitHub's maximum issue body, in characters
-TITLE_LIMIT = 256
 USER_AGENT = "agent-ledger-toolkit"
 MARKER_TEMPLATE = "<!-- agent-ledger-toolkit:handoff key={key} -->"
 
@@ -525,7 +524,7 @@ def final_scan(title: str, body: str, scanner: Callable[[str], list[Any]] | None
     body and any comments): in the text as written, with Markdown escapes undone,
     URL-decoded, entity-decoded, and case-folded (a slug or a link lowercases a key; FAULTS
     H1)."""
-    from toolkit.handoff import unescape_markdown
+    from toolkit.mdsafe import unescape as unescape_markdown
     from toolkit.redact import find_secrets_anywhere, scan_variants
 
     parts = [("title", title), ("body", body)]

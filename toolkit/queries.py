@@ -127,52 +127,6 @@ SELECT kind, id, task, {_ts('ts')} AS ts, verdict FROM (
 ORDER BY k, id""")
 
 
-# --- mcp read-only tools: Smith Ledger search, slop ledger query -----------------------------
-
-_LEDGER_SEARCH_FIELDS = ("title", "category", "context", "pattern", "evidence", "related")
-
-
-def ledger_entry_search(store: Store, needle: str, limit: int) -> list[dict[str, Any]]:
-    """Ledger entries with ``needle`` (case-insensitive substring) in any text field, in file
-    order: ``{entry_id, file, title, date, category, confidence, matched_in, path, line}``."""
-    checks = ", ".join(f"CASE WHEN contains(lower(coalesce({f}, '')), ?) THEN '{f}' END"
-                       for f in _LEDGER_SEARCH_FIELDS)
-    params: list[Any] = [needle] * len(_LEDGER_SEARCH_FIELDS) + [limit]
-    return store.fetch_dicts(f"""
-SELECT entry_id, file, title, CAST(date AS VARCHAR) AS date, category, confidence,
-       matched_in, path, line FROM (
-  SELECT *, list_filter([{checks}], lambda x: x IS NOT NULL) AS matched_in FROM ledger_entries)
-WHERE len(matched_in) > 0
-ORDER BY CASE file WHEN 'patterns' THEN 0 WHEN 'antipatterns' THEN 1
-                   WHEN 'tool-preferences' THEN 2 WHEN 'edge-cases' THEN 3 ELSE 4 END,
-         position
-LIMIT ?""", params)
-
-
-def slop_entry_query(store: Store, *, bucket: str | None, severity: str | None,
-                     status: str | None, search: str | None, limit: int
-                     ) -> tuple[int, list[dict[str, Any]]]:
-    """CodeSmith's ``slop_ledger_query``: filters ANDed, bucket/severity/status exact, search
-    a case-insensitive substring of title OR description, file order. (matched, first rows)."""
-    where, params = ["TRUE"], []
-    for col, value in (("bucket", bucket), ("severity", severity), ("status", status)):
-        if value is not None:
-            where.append(f"{col} = ?")
-            params.append(value)
-    if search:
-        where.append("(contains(lower(coalesce(title, '')), ?) "
-                     "OR contains(lower(coalesce(description, '')), ?))")
-        params += [search.lower(), search.lower()]
-    cond = " AND ".join(where)
-    total = int(store.scalar(f"SELECT count(*) FROM slop_entries WHERE {cond}", params) or 0)
-    rows = store.fetch_dicts(
-        "SELECT id, bucket, severity, confidence, owner, source_links, title, description, "
-        "status, cleanup_recommendation, created_at_raw AS created_at, "
-        "updated_at_raw AS updated_at, task_id, thread_id FROM slop_entries "
-        f"WHERE {cond} ORDER BY position LIMIT ?", [*params, limit])
-    return total, rows
-
-
 # --- handoff -------------------------------------------------------------------------------
 # The handoff report (toolkit.handoff, `toolkit handoff` and `toolkit publish`): open slop,
 # the ledger's current state, dead ends and no-gos. Most urgent first, so a report cut to fit

@@ -78,7 +78,6 @@ from toolkit.records import LEDGER_FILES, LedgerEntry, ledger_kind
 MERGE_MAX_ENTRIES = 100  # the seed's complexity bound: more entries in a file -> no merge phase
 DEFAULT_MAX_JUDGE_CALLS = 15  # x 30 s judge timeout: under the 10-minute lock expiry
 DEFAULT_JUDGE_TIMEOUT = 30.0
-TOKENS_PER_WORD_TENTHS = 13  # word count x 1.3
 FAULT_ENV = "TOOLKIT_RECONCILE_FAULT"  # test hook: fail at a named point
 
 
@@ -1064,10 +1063,6 @@ class Report:
     written: list[str] = field(default_factory=list)  # files this run changed and kept
 
     @property
-    def ran(self) -> bool:
-        return self.result is not None
-
-    @property
     def trigger(self) -> str:
         return ", ".join(self.decision.triggers) or "none"
 
@@ -1159,9 +1154,6 @@ def insert_log_entry(existing: bytes | None, entry: str) -> bytes:
 
 class InjectedFault(ToolkitError):
     """Raised at a named point when ``TOOLKIT_RECONCILE_FAULT`` names it (tests only)."""
-
-
-FAULT_POINTS = ("after_lock", "after_backup", "after_ledger_write", "after_meta_write")
 
 
 def _checkpoint(point: str) -> None:

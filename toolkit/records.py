@@ -7,8 +7,11 @@ safe to pass between threads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # The five ledger files, in the seed's order, with their display titles and the key each
 # meta.yaml schema uses for them.
@@ -49,6 +52,8 @@ SLOP_STATUSES: tuple[str, ...] = ("open", "in_progress", "resolved", "accepted",
 AUDIT_TIERS: tuple[int, ...] = (0, 1, 2)
 AUDIT_VERDICTS: tuple[str, ...] = ("CONFIRMED", "REFUTED", "PARTIAL")
 AUDIT_OUTCOMES: tuple[str, ...] = ("DEAD_END", "NO_GO", "WORKS")
+# nagi-ledger (dispatch_guard): a task is over the retry limit when retry_count >= this.
+RETRY_LIMIT = 2
 
 
 def resolve_ledger_file(name: str) -> str | None:
@@ -74,6 +79,25 @@ def ledger_kind(name: str, *, option: str | None = None) -> str:
         raise UsageError(f"{option + ': ' if option else ''}unknown ledger file {name!r}",
                          hint=LEDGER_FILE_NAMES_HINT)
     return kind
+
+
+TOP_ENTRIES = 5  # high-confidence entries the dashboard shows (CLI and site)
+
+
+def top_high_confidence(entries: Iterable[T], n: int,
+                        fields: Callable[[T], tuple[str | None, int | None, str, int]]
+                        ) -> list[T]:
+    """The dashboard's top entries (``toolkit ledger`` and the site's home page): the ``n``
+    high-confidence entries with the most reflections, ties in the seed's reading order (the
+    five files in :data:`LEDGER_FILES` order, then line). ``fields`` gives an entry's
+    (confidence, reflections, file kind, line)."""
+    rank = {kind: i for i, kind in enumerate(LEDGER_FILES)}
+
+    def key(e: T) -> tuple[int, int, int]:
+        _, reflections, kind, line = fields(e)
+        return (-(reflections or 0), rank.get(kind, len(rank)), line)
+
+    return sorted((e for e in entries if fields(e)[0] == "high"), key=key)[:n]
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,18 +51,21 @@ from toolkit.records import (
     CONFIDENCES,
     LEDGER_FILES,
     LEDGER_TITLES,
+    RETRY_LIMIT,
     SLOP_BUCKETS,
     SLOP_SEVERITIES,
     SLOP_STATUSES,
+    TOP_ENTRIES,
+    top_high_confidence,
 )
 from toolkit.slugs import slugify, unique_slugs
 
 if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.handoff import Links
+    from toolkit.history import EntryHistory
     from toolkit.store import Store
 
-RETRY_LIMIT = 2  # nagi-ledger: over the limit when retry_count >= 2
 RECENT_ACTIONS = 1000  # actions shown on the site (all of them are in the data download)
 ACTIONS_PER_PAGE = 100
 STATS_DAYS = 30
@@ -397,7 +400,7 @@ class SiteData:
     snapshot_files: list[dict[str, Any]]
     turn_files: list[dict[str, Any]]
     problems: list[Any]
-    history: dict[str, list[dict[str, Any]]] | None
+    history: dict[str, EntryHistory] | None
     day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
     # derived
     entry_path: dict[str, str] = field(default_factory=dict)
@@ -435,19 +438,14 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     return data
 
 
-def _entry_history(store: Store, tables: list[str]) -> dict[str, list[dict[str, Any]]] | None:
-    """Rows of the ``ledger_changes`` view per entry key, oldest first, when the history
-    tables exist (None otherwise)."""
+def _entry_history(store: Store, tables: list[str]) -> dict[str, EntryHistory] | None:
+    """Entry key -> its history on the main timeline, as ``toolkit ledger history TITLE``
+    shows it, when the history tables exist (None otherwise)."""
     if "ledger_changes" not in tables:
         return None
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in queries.site_rows(store, "ledger_changes"):
-        if row.get("entry_key") is not None:
-            out[str(row["entry_key"])].append(row)
-    for rows in out.values():
-        rows.sort(key=lambda r: (_fmt_ts(r.get("ts")) or "", str(r.get("timeline") or ""),
-                                 r.get("seq") or 0, r.get("change_order") or 0))
-    return dict(out)
+    from toolkit.history import entry_histories
+
+    return entry_histories(store)
 
 
 def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
@@ -463,21 +461,15 @@ def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def _history_table(rows: list[dict[str, Any]]) -> Table:
-    def arrow(old: Any, new: Any) -> str:
-        if old is None or old == new:
-            return "" if new is None else str(new)
-        return f"{old} → {new if new is not None else '(removed)'}"
-
+def _history_table(h: EntryHistory | None) -> Table:
+    """The rows of ``toolkit ledger history TITLE``: one per version that changed the entry."""
     # The working files' "time" is their newest mtime: it moves with every edit of any ledger
     # file, so it is not shown (it would rewrite every entry page on each change).
-    return Table(("When", "Change", "Confidence", "Reflections", "Where", "Version"), [
-        ("now (not committed)" if r.get("source") == "working" else _fmt_ts(r.get("ts")),
-         r.get("change"),
-         arrow(r.get("old_confidence"), r.get("new_confidence")),
-         arrow(r.get("old_reflections"), r.get("new_reflections")),
-         f"{r.get('source') or ''} ({r.get('timeline') or ''})",
-         r.get("subject") or r.get("ref")) for r in rows],
+    return Table(("When", "Source", "Version", "Change", "Confidence", "Reflections",
+                  "Subject"), [
+        ("now (not committed)" if s.source == "working" else _fmt_ts(s.ts), s.source,
+         s.short_ref, ", ".join(s.changes), s.confidence if s.present else "",
+         s.reflections if s.present else "", s.subject or "") for s in (h.states if h else [])],
         empty="No recorded history for this entry yet.")
 
 
@@ -631,8 +623,8 @@ def _yes(flag: Any) -> str:
 def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
     ledger_rows, totals = _ledger_file_rows(d)
     meta = d.ledger_meta or {}
-    high = sorted((e for e in d.ledger if e.get("confidence") == "high"),
-                  key=lambda e: (-(e.get("reflections") or 0), e["entry_id"]))[:5]
+    high = top_high_confidence(d.ledger, TOP_ENTRIES, lambda e: (
+        e.get("confidence"), e.get("reflections"), e["file"], e.get("line") or 0))
     top = Table(("Entry", "Category", "Reflections"), [
         (Ref(_entry_title(e), d.entry_path[e["entry_id"]]), _category_ref(e),
          e.get("reflections")) for e in high], empty="No high-confidence entries yet.")
@@ -809,7 +801,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         related_ids = _related_ids(e.get("related"), by_title, e["entry_id"])
         history = None
         if d.history is not None:
-            history = _history_table(d.history.get(keys[e["entry_id"]], []))
+            history = _history_table(d.history.get(keys[e["entry_id"]]))
         source_refl = e.get("source_reflections")
         fields = [
             Field("File", Ref(f"{e['file']}.md", _file_path(e["file"]))),

@@ -51,6 +51,8 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
+from toolkit import mdsafe
+from toolkit.display import visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, relative_link
 
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from toolkit.config import Config
-    from toolkit.reports import Page, SiteContent
+    from toolkit.reports import Page
     from toolkit.store import Store
 
 def _resources() -> Path:
@@ -90,40 +92,6 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 # =========================================================================== escaping
 
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-# Inline Markdown syntax; every one is in Python-Markdown's ESCAPED_CHARS (| via tables).
-_BACKSLASHED = "\\`*_{}[]|"
-_TABLE = str.maketrans({**_ENTITIES, **{c: "\\" + c for c in _BACKSLASHED}})
-# What starts a block when it opens a line: headings, lists, quotes (already &gt;), setext
-# underlines, fences, admonitions, ordered lists (1. / 1)), and tabs/spaces (code blocks).
-_LINE_START = re.compile(r"([#+\-=~!:])|(\d+)([.)])")
-_LINE_START_SUB = {"#": "\\#", "+": "\\+", "-": "\\-", "!": "\\!", "=": "&#61;",
-                   "~": "&#126;", ":": "&#58;"}
-_UNSAFE_ASCII = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def _visible(text: str) -> str:
-    """Control, bidi and zero-width characters as visible ``<U+XXXX>`` (toolkit.display),
-    with a fast path for plain ASCII."""
-    if text.isascii() and not _UNSAFE_ASCII.search(text):
-        return text
-    from toolkit.display import visible
-
-    return visible(text)
-
-
-def _escape_line(line: str) -> str:
-    out = line.translate(_TABLE)
-    m = _LINE_START.match(out)
-    if m:
-        if m.group(1):
-            out = _LINE_START_SUB[m.group(1)] + out[1:]
-        else:
-            digits = m.group(2)
-            out = digits + ("\\." if m.group(3) == "." else "&#41;") + out[len(digits) + 1:]
-    return out
-
-
 def _cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -131,35 +99,27 @@ def _cut(text: str, limit: int) -> str:
 
 
 def md_escape(value: Any) -> str:
-    """One line of literal text for Markdown and HTML: no markup, no HTML, no link, no
-    block syntax, whatever the value holds. Newlines and runs of spaces become one space;
-    invisible characters are shown as ``<U+XXXX>``."""
+    """One line of literal text for Markdown and HTML (``toolkit.mdsafe.inline``), cut to
+    ``MAX_INLINE`` characters with a note."""
     if value is None:
         return ""
-    text = " ".join(str(value).replace("\r", "\n").split())
-    return _escape_line(_visible(_cut(text, MAX_INLINE)))
+    return mdsafe.inline(_cut(" ".join(str(value).replace("\r", "\n").split()), MAX_INLINE))
 
 
 def md_block(value: Any) -> str:
-    """Multi-line literal text: paragraphs kept (blank lines), line breaks kept (hard breaks),
-    indentation dropped (it would make code blocks), every line escaped like ``md_escape``."""
+    """Multi-line literal text (``toolkit.mdsafe.block``), cut to ``MAX_BLOCK`` characters
+    with a note."""
     if value is None:
         return ""
-    text = _visible(_cut(str(value).replace("\r\n", "\n").replace("\r", "\n"), MAX_BLOCK))
-    paragraphs = []
-    for para in re.split(r"\n[ \t]*\n", text.strip("\n")):
-        lines = [_escape_line(" ".join(ln.split())) for ln in para.split("\n")]
-        lines = [ln for ln in lines if ln]
-        if lines:
-            paragraphs.append("  \n".join(lines))
-    return "\n\n".join(paragraphs)
+    return mdsafe.block(_cut(str(value).replace("\r\n", "\n").replace("\r", "\n"),
+                             MAX_BLOCK))
 
 
 def html_title(value: Any) -> str:
     """A page title as the theme prints it (unescaped): HTML-escaped, invisible characters
     visible, on one line."""
     text = " ".join(str(value).split())
-    return html.escape(_visible(_cut(text, 300)), quote=True)
+    return html.escape(visible(_cut(text, 300)), quote=True)
 
 
 _URL_SAFE = "/:?#@!$&+,;=%-._~"
@@ -222,7 +182,7 @@ def _html_text(value: Any, limit: int = MAX_INLINE) -> str:
     text = value if type(value) is str else str(value)
     if not (text.isascii() and text.isprintable() and "  " not in text
             and len(text) <= limit and text == text.strip()):
-        text = _visible(_cut(" ".join(text.replace("\r", "\n").split()), limit))
+        text = visible(_cut(" ".join(text.replace("\r", "\n").split()), limit))
     return html.escape(text, quote=True)
 
 
@@ -1020,11 +980,6 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
     except OSError as exc:
         raise ToolkitError(f"cannot listen on {host}:{port}: {exc.strerror}",
                            hint="Choose another --port") from None
-
-
-def content_dataclasses(content: SiteContent) -> list[type]:
-    """The page kinds a site uses (tests check each has a template)."""
-    return sorted({type(p) for p in content.pages}, key=lambda t: t.__name__)
 
 
 __all__ = [

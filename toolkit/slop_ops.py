@@ -187,6 +187,13 @@ class SlopFilter:
         return True
 
 
+def codesmith_dict(e: SlopEntry) -> dict[str, Any]:
+    """An entry as CodeSmith's ``slop_ledger_query`` returns it: its fields in CodeSmith's
+    order (the raw timestamps as written)."""
+    return {name: (list(e.source_links) if name == "source_links" else getattr(e, name))
+            for name in FIELD_ORDER}
+
+
 @dataclass
 class QueryResult:
     entries: list[SlopEntry]  # in file order, at most ``limit``

@@ -106,14 +106,6 @@ class TurnDiff:
     notes: list[str] = field(default_factory=list)
     patch: str | None = None
 
-    @property
-    def lines_added(self) -> int:
-        return sum(f.added or 0 for f in self.files)
-
-    @property
-    def lines_deleted(self) -> int:
-        return sum(f.deleted or 0 for f in self.files)
-
 
 def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
               with_patch: bool = False) -> TurnDiff:

@@ -21,7 +21,6 @@ transaction, with a one-line note, and the next refresh loads every source into 
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
 import os
@@ -37,7 +36,7 @@ import duckdb
 
 from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
-from toolkit.records import Problem
+from toolkit.records import RETRY_LIMIT, Problem
 from toolkit.source import (
     FastPathFailed,
     Migration,
@@ -56,9 +55,10 @@ if TYPE_CHECKING:
 # The first migration, frozen (its text never changes; tests/schema_history.txt holds its
 # hash): the bookkeeping tables and the first tables of the ledger, sessions, slop, audit and
 # snapshots sources, which declare them (toolkit.loaders). Every later migration belongs to
-# the source whose tables it changes.
+# the source whose tables it changes. The retry limit is spliced into the text from the one
+# constant (it is 2, as when m001 was applied: the applied text is unchanged).
 MIGRATIONS: list[Migration] = [
-    ("m001_initial", """
+    ("m001_initial", f"""
 CREATE TABLE _sources (
     source VARCHAR PRIMARY KEY, location VARCHAR, found BOOLEAN, note VARCHAR,
     fingerprint VARCHAR, rows BIGINT, loaded_at TIMESTAMP, state JSON);
@@ -129,7 +129,7 @@ SELECT task,
        count(*) AS dispatch_count,
        greatest(count(*) - 1, 0) AS retry_count,
        first(verdict ORDER BY id DESC) AS last_verdict,
-       greatest(count(*) - 1, 0) >= 2 AS over_retry_limit,
+       greatest(count(*) - 1, 0) >= {RETRY_LIMIT} AS over_retry_limit,
        min(ts) AS first_dispatch, max(ts) AS last_dispatch,
        count(*) FILTER (WHERE verdict IS NULL) AS pending,
        count(*) FILTER (WHERE verdict = 'CONFIRMED') AS confirmed,
@@ -816,7 +816,3 @@ def _is_select(statement: duckdb.Statement) -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)

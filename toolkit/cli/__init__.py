@@ -18,6 +18,8 @@ from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
 from toolkit.loaders import settings as source_settings
 
 # name -> ("module:attribute", short help). Keep sorted by name; one entry per command or group.
+# The short help here is the command's only one: `toolkit --help` lists it without importing
+# the command, and LazyGroup.get_command gives it to the command (shell completion, tests).
 COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("toolkit.cli.audit:audit",
               "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
@@ -59,7 +61,9 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target[0].split(":")
-        return getattr(importlib.import_module(module_name), attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        command.short_help = target[1]
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the registry, so --help imports no command module.

@@ -112,18 +112,44 @@ def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str)
                "|" + "|".join("---" for _ in columns) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells]
         return "\n".join(out)
-    from rich.cells import cell_len  # terminal columns: CJK and emoji take two
+    from rich.table import Table
+    from rich.text import Text
 
-    def pad(text: str, width: int) -> str:
-        return text + " " * (width - cell_len(text))
-
-    widths = [cell_len(c) for c in columns]
+    table = Table(box=_plain_rule(), show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                  header_style="", highlight=False)
+    for c in columns:
+        table.add_column(Text(c), no_wrap=True, overflow="ignore")
     for r in cells:
-        widths = [max(w, cell_len(c)) for w, c in zip(widths, r, strict=False)]
-    line = "  ".join(pad(c, w) for c, w in zip(columns, widths, strict=False))
-    sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(pad(c, w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
-    return "\n".join([line.rstrip(), sep, *body])
+        table.add_row(*(Text(c) for c in r))
+    return table_text(table, width=_UNBOUNDED)
+
+
+_UNBOUNDED = 1_000_000  # a result table is never wrapped: one row, one line
+
+
+def _plain_rule() -> Any:
+    """ASCII columns: a row of dashes under the header, spaces between the columns."""
+    from rich.box import Box
+
+    return Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
+
+
+def table_text(table: Any, *, width: int | None = None) -> str:
+    """A rich table as plain text lines (no colour, no markup, no blank edge rows, trailing
+    spaces dropped): ``width`` columns, or the terminal's (100 when piped). CJK and emoji take
+    two columns."""
+    import io
+    import shutil
+    import sys
+
+    from rich.console import Console
+
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    buf = io.StringIO()
+    Console(file=buf, markup=False, highlight=False, emoji=False, width=width,
+            color_system=None).print(table)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines() if line.strip())
 
 
 def _cell(value: Any) -> str:

@@ -141,8 +141,8 @@ def log_dispatch(task: str, agent_type: str, model: str, summary: str, as_json: 
     of earlier dispatches with exactly this TASK. Reworded near-duplicates among earlier
     dispatches and approaches are listed as similar tasks.
     """
-    from toolkit.audit_ops import RETRY_LIMIT
     from toolkit.audit_ops import log_dispatch as do
+    from toolkit.records import RETRY_LIMIT
 
     cfg = get_config()
     result = do(cfg.audit_db, task, agent_type, model, summary)
@@ -202,8 +202,8 @@ def log_approach(task: str, approach: str, outcome: str, reason: str, as_json: b
 @_json_option
 def task_status(task: str, as_json: bool) -> None:
     """Dispatches, retries, last verdict and retry-limit state of TASK (ledger_task_status)."""
-    from toolkit.audit_ops import RETRY_LIMIT
     from toolkit.audit_ops import task_status as do
+    from toolkit.records import RETRY_LIMIT
 
     with _store() as store:
         result = do(store, task)

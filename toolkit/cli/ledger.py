@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import echo_json, echo_text, get_config
+from toolkit.cli._common import echo_json, echo_text, get_config, table_text
 from toolkit.records import CATEGORIES, CONFIDENCES
 
 # Subcommands written in other modules, imported on first use; listed only when their module
@@ -74,14 +74,6 @@ class LedgerGroup(click.Group):
 # --------------------------------------------------------------------------- helpers
 
 
-def _vault() -> Any:
-    return get_config().vault
-
-
-def _today() -> Any:
-    return get_config().today_date()
-
-
 def _request() -> str:
     """The command line as typed, for the vault session log."""
     base = os.path.basename(sys.argv[0]) if sys.argv else ""
@@ -94,20 +86,6 @@ def _request() -> str:
             continue
         parts.append(shlex.quote(str(value)) if value is not True else f"--{key}")
     return " ".join(parts)
-
-
-def _table_text(table: Any) -> str:
-    """A rich table as plain text lines (no blank edge rows), sized to the terminal."""
-    import io
-    import shutil
-
-    from rich.console import Console
-
-    buf = io.StringIO()
-    width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
-    Console(file=buf, markup=False, highlight=False, emoji=False, width=width,
-            color_system=None).print(table)
-    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines() if line.strip())
 
 
 def _notes(notes: list[str]) -> None:
@@ -212,7 +190,7 @@ def _render_dashboard(d: Any) -> None:
             continue
         table.add_row(Text(f.name), str(f.entries), str(f.high), str(f.medium), str(f.low),
                       *([str(f.unknown)] if unknown else []))
-    click.echo(_table_text(table) + "\n")
+    click.echo(table_text(table) + "\n")
     if d.top:
         click.echo("Top High-Confidence Patterns:")
         for i, e in enumerate(d.top, 1):

@@ -83,10 +83,6 @@ def _files_line(files: list[Any]) -> str:
     return f"{len(files)} file{'s' if len(files) != 1 else ''} changed, +{added} -{deleted}"
 
 
-def _num(n: int | None) -> str:
-    return "-" if n is None else str(n)
-
-
 @snapshots.command("diff", short_help="What a turn changed: its files, lines and steps.")
 @click.argument("number", type=int, required=False)
 @click.option("--turn", "turn_seq", type=int, default=None,

@@ -76,13 +76,15 @@ def git_env() -> dict[str, str]:
 
 def run_git(args: list[str], *, cwd: Path | None = None, input: bytes | None = None,
             check: bool = True, extra_env: dict[str, str] | None = None,
-            what: Path | str | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run git with a clean environment; a failure is a DataError naming ``what``."""
+            what: Path | str | None = None, exe: str = "git"
+            ) -> subprocess.CompletedProcess[bytes]:
+    """Run git with a clean environment (the toolkit's one git runner: history, snapshots,
+    the demo writer); a failure is a DataError naming ``what``."""
     env = git_env()
     if extra_env:
         env.update(extra_env)
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
+        proc = subprocess.run([exe, *args], cwd=cwd, input=input, capture_output=True,
                               env=env, check=False)
     except FileNotFoundError:
         from toolkit.errors import ToolkitError

@@ -1,0 +1,175 @@
+"""Each question has one answer: the CLI, the MCP tools and the site ask the same code, so they
+agree (retry limit, ledger search, slop query, top entries, an entry's history)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import Result
+
+from tests._history_helpers import Project, entry_b
+
+
+def _json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+# --------------------------------------------------------------------------- retry limit
+
+def test_over_the_retry_limit_is_the_same_answer_in_task_status_and_the_store(project,
+                                                                              cli_run):
+    """`audit task-status` (nagi-ledger's rule, also the MCP tool) and the store's
+    ``task_status`` view (the site's and the handoff's tables) flip at the same dispatch."""
+    seen = []
+    for i in range(3):
+        cli_run("audit", "log-dispatch", "retry-task", "--agent-type", "fork", "--model", "opus",
+                "--summary", f"attempt {i + 1}")
+        status = _json(cli_run("audit", "task-status", "retry-task", "--json"))
+        view = _json(cli_run("query", "SELECT retry_count, over_retry_limit FROM task_status "
+                                      "WHERE task = 'retry-task'", "--format", "json"))
+        seen.append((status["retry_count"], status["over_retry_limit"],
+                     view[0]["over_retry_limit"]))
+    assert seen == [(0, False, False), (1, False, False), (2, True, True)]
+
+
+# --------------------------------------------------------------------------- site and CLI
+
+def _site(root: Path, home: Path) -> Any:
+    from toolkit import config as config_mod
+    from toolkit.cli._common import open_store  # the store as every command opens it
+    from toolkit.reports import build_site_content
+
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
+    store = open_store(cfg, quiet=True)
+    try:
+        return build_site_content(store, today=dt.date(2026, 5, 5), site_name="acme",
+                                  roots=[(root, "project")])
+    finally:
+        store.close()
+
+
+def _page(content: Any, path: str) -> Any:
+    return next(pg for pg in content.pages if pg.path == path)
+
+
+def test_an_entrys_history_is_the_same_rows_on_the_site_and_in_ledger_history(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """One row per version that changed the entry (a commit that promoted and reinforced it
+    is one row, "promoted, reinforced"), on the site's entry page as in the CLI."""
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect: first lessons", {"patterns": [entry_b("Retry budget")]})
+    p.commit("reflect: reinforce", {"patterns": [entry_b("Retry budget", "medium", 2)]})
+    p.commit("reflect: again", {"patterns": [entry_b("Retry budget", "medium", 3)]})
+    monkeypatch.chdir(p.root)
+    cli = [(r["when"], r["source"], r["version"], r["change"], r["confidence"],
+            r["reflections"], r["subject"])
+           for r in _json(cli_run("ledger", "history", "Retry budget", "--format", "json"))]
+    page = _page(_site(p.root, isolated_env), "ledger/patterns/retry-budget.md")
+    # the site shows seconds, the terminal minutes
+    assert [(r[0][:16], *r[1:]) for r in page.history.rows] == cli
+    assert [r[3] for r in cli] == ["added", "promoted, reinforced", "reinforced"]
+
+
+def test_the_dashboards_top_entries_are_the_same_on_the_site_and_in_the_cli(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """Ties in reflections fall in the seed's file order (patterns before antipatterns), not
+    in the order of the entries' ids."""
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Zeta rule", "high", 3), entry_b("Beta rule", "high", 4)],
+             "antipatterns": [entry_b("Alpha trap", "high", 3)],
+             "edge-cases": [entry_b("Aardvark edge", "high", 3),
+                            entry_b("Low one", "low", 9)]})
+    monkeypatch.chdir(p.root)
+    cli = [e["title"] for e in _json(cli_run("ledger", "--json"))["top_high_confidence"]]
+    home = _page(_site(p.root, isolated_env), "index.md")
+    assert [r[0].text for r in home.top_entries.rows] == cli
+    assert cli == ["Beta rule", "Zeta rule", "Alpha trap", "Aardvark edge"]
+
+
+# --------------------------------------------------------------------------- MCP and CLI
+
+def _tools(root: Path, env: dict[str, str]) -> Any:
+    from toolkit import config as config_mod
+    from toolkit.mcp_server import LedgerTools
+
+    return LedgerTools(config_mod.resolve(cwd=root, env=env))
+
+
+def test_smith_ledger_search_finds_what_ledger_search_finds(project, cli_run):
+    """The MCP tool and `toolkit ledger search` are one search: every line, NFC and
+    case-folded. "confidence" (a field's name, not its value) found nothing in the MCP tool
+    before; now both find every entry's Confidence line."""
+    tools = _tools(project.root, project.env())
+    for query in ("migration", "CONFIDENCE", "high"):
+        cli = _json(cli_run("ledger", "search", query, "--json"))["results"]
+        mcp = tools.smith_ledger_search(query, limit=1000)
+        assert [(r["file"] + ".md", r["title"], r["line"], [x["line"] for x in r["lines"]])
+                for r in mcp] == \
+            [(h["file"], h["title"], h["entry_line"], [x["line"] for x in h["lines"]
+                                                      if x["match"]]) for h in cli], query
+    every = tools.smith_ledger_search("confidence", limit=1000)
+    titled = _json(cli_run("query", "SELECT entry_id FROM ledger_entries WHERE title IS NOT "
+                                    "NULL ORDER BY entry_id", "--format", "json"))
+    assert sorted(r["entry_id"] for r in every if r["entry_id"]) == \
+        [r["entry_id"] for r in titled]
+    assert len(tools.smith_ledger_search("confidence", limit=2)) == 2
+
+
+def test_slop_ledger_query_answers_as_slop_query(project, cli_run):
+    """One query and one lenient enum reader (``won_t_fix``, which the MCP tool refused
+    before, is wont_fix for both); the MCP rows are the CLI's entries in CodeSmith's shape."""
+    tools = _tools(project.root, project.env())
+    for filters in ({"status": "wontfix"}, {"status": "InProgress"}, {"status": "won_t_fix"},
+                    {"search": "RETRY"}, {"severity": "high", "bucket": "stale_docs"}, {}):
+        args = [x for k, v in filters.items() for x in (f"--{k}", v)]
+        cli = _json(cli_run("slop", "query", *args, "--json"))
+        mcp = tools.slop_ledger_query(**filters)
+        assert mcp["matched"] == cli["matched"], filters
+        assert [e["id"] for e in mcp["entries"]] == [e["id"] for e in cli["entries"]]
+        assert all(e == {k: c[k] for k in e}
+                   for e, c in zip(mcp["entries"], cli["entries"], strict=True))
+    assert tools.slop_ledger_query(status="won_t_fix")["matched"] == 1
+
+
+# --------------------------------------------------------------------------- escaping
+
+def test_the_site_and_the_handoff_escape_text_alike_and_the_scan_reads_it_back():
+    """One escaper (toolkit.mdsafe): the handoff's text is the site's plus @-mentions in code
+    spans; an invisible character is shown in both (the handoff dropped it before, which
+    could join the halves of a secret the redactor had not seen as one)."""
+    from tests.test_site_escape import NASTY
+    from toolkit.display import visible
+    from toolkit.handoff import md_block, md_text
+    from toolkit.mdsafe import unescape
+    from toolkit.site import md_escape
+
+    for text in NASTY:
+        assert md_text(text, None) == md_escape(text), text
+        assert unescape(md_text(text, None)) == visible(" ".join(text.split())), text
+    assert md_text("ghp_abc\u200bdef") == "ghp\\_abc&lt;U+200B&gt;def"
+    assert md_text("ask @octocat") == "ask `@octocat`" and md_escape("ask @octocat") == \
+        "ask @octocat"
+    text = "- item\n1) two\n=== x\n~~strike~~ #12 !"
+    assert unescape(md_block(text)) == text
+
+
+def test_without_a_ledger_the_mcp_search_says_what_the_cli_says(tmp_path, isolated_env,
+                                                                monkeypatch, cli_run):
+    """No vault: `toolkit ledger search` fails with "No Ledger found." and so does the MCP
+    tool (it answered an empty list before, as if nothing matched)."""
+    import pytest
+
+    from toolkit.errors import NotFoundError
+
+    (tmp_path / "toolkit.yaml").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    result = cli_run("ledger", "search", "anything")
+    assert result.exit_code == 1
+    with pytest.raises(NotFoundError) as err:
+        _tools(tmp_path, {"HOME": str(isolated_env)}).smith_ledger_search("anything")
+    assert result.stderr.strip() == f"Error: {err.value}"

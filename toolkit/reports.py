@@ -61,8 +61,6 @@ from toolkit.records import (
 from toolkit.slugs import slugify, unique_slugs
 
 if TYPE_CHECKING:
-    from toolkit.config import Config
-    from toolkit.handoff import Links
     from toolkit.history import EntryHistory
     from toolkit.store import Store
 
@@ -370,11 +368,9 @@ class WarningsPage(Page):
     table: Table
 
 
-# Slot for the ledger history page (history engineer): add a ``HistoryPage(Page)`` dataclass
-# with ``template = "history.md.j2"``, its template in site_templates/, and a builder below in
-# ``EXTRA_PAGES``. A page with ``nav=("Ledger", "History")`` appears in the navigation.
+# Pages built by modules above this one (the handoff page needs toolkit.handoff, which
+# imports this module): handed to build_site_content by the caller (toolkit.site).
 PageBuilder = Callable[["Store", "SiteData"], list[Page]]
-EXTRA_PAGES: list[PageBuilder] = []
 
 
 # --------------------------------------------------------------------------- the data
@@ -474,11 +470,10 @@ def _history_table(h: EntryHistory | None) -> Table:
 
 
 def build_site_content(store: Store, *, today: dt.date, site_name: str,
-                       roots: list[tuple[Path, str]], handoff: Config | None = None,
-                       build_time: dt.datetime | None = None) -> SiteContent:
-    """Every page, chart and download of the site, from the store's current content.
-    ``handoff``: the project's config, to add the handoff page (the report of
-    ``toolkit handoff`` at the build's clock)."""
+                       roots: list[tuple[Path, str]], extra: Sequence[PageBuilder] = ()
+                       ) -> SiteContent:
+    """Every page, chart and download of the site, from the store's current content, plus
+    the pages of the ``extra`` builders (the handoff page, from toolkit.handoff_page)."""
     data = load_site_data(store, today=today, site_name=site_name, roots=roots)
     charts: list[ChartSpec] = []
     pages: list[Page] = []
@@ -500,59 +495,9 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
                                Ref(f"{d.table}.json", f"data/{d.table}.json"), d.description)
                               for d in downloads])))
     pages.append(_warnings_page(data))
-    if handoff is not None:
-        pages.append(_handoff_page(store, data, handoff, build_time))
-    for builder in EXTRA_PAGES:
+    for builder in extra:
         pages += builder(store, data)
     return SiteContent(pages=pages, charts=charts, downloads=downloads)
-
-
-def _handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime | None
-                  ) -> HandoffPage:
-    """The handoff page: the same report as ``toolkit handoff`` (same sections, same
-    comparison with the last handoff, which it does not record), links relative to the
-    page, the collapsed blocks open (the site's Markdown takes no raw HTML)."""
-    from markupsafe import Markup
-
-    from toolkit import handoff
-
-    # the build's clock (the report shows the data's time; "now" would only stamp a state
-    # file, which the site never writes)
-    report = handoff.build_report(
-        store, cfg, now=build_time.replace(tzinfo=None) if build_time is not None else None)
-    text = handoff.render_markdown(report, links=_site_links(d), for_site=True)
-    return HandoffPage(path="handoff/index.md", title="Handoff", nav=("Handoff",),
-                       intro="What the next person (or agent) must know first; the same "
-                             "report as the handoff command prints and publish posts.",
-                       report=Markup(text))
-
-
-def _site_links(d: SiteData) -> Links:
-    from toolkit.handoff import Links
-    from toolkit.pages import relative_link
-
-    here = "handoff/index.md"
-    slop_by_short = {s["short_id"]: d.slop_path[s["id"]] for s in d.slop
-                     if s.get("short_id") and s["id"] in d.slop_path}
-
-    class SiteLinks(Links):
-        def to(self, kind: str, key: str = "") -> str | None:
-            path = {"ledger": d.entry_path.get(key), "slop": slop_by_short.get(key),
-                    "task": (task_path(d.task_slug[key]) if key in d.task_slug else None)
-                    }.get(kind)
-            return self.page(path) if path else None
-
-        def page(self, path: str) -> str | None:
-            try:
-                return relative_link(here, path)
-            except ValueError:  # not a generated page's path: no link
-                return None
-
-        def task_path(self, task: str) -> str:
-            slug = d.task_slug.get(task)
-            return task_path(slug) if slug else "audit/tasks/index.md"
-
-    return SiteLinks(None)
 
 
 # --------------------------------------------------------------------------- helpers

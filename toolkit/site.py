@@ -541,8 +541,10 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
         site_name = redact_text(site_name, fold=True)
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
-    content = reports.build_site_content(store, today=today, site_name=site_name,
-                                         roots=roots, handoff=cfg, build_time=build_time)
+    from toolkit import handoff_page
+
+    content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
+                                         extra=[handoff_page.builder(cfg, build_time)])
     mark("queries")
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)

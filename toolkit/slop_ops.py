@@ -53,10 +53,10 @@ from toolkit.sources.slop import (
     SlopFile,
     load_problems,
     normalise_enum,
-    parse_slop,
+    parse_slop_data,
     read_slop,
 )
-from toolkit.textio import decode_utf8, load_json, lone_surrogate
+from toolkit.textio import decode_utf8, lone_surrogate
 
 DEFAULT_LIMIT = 50
 LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75
@@ -353,9 +353,11 @@ def _parse_doc(path: Path, raw: bytes | None) -> tuple[_Doc, SlopFile]:
         return doc, SlopFile(path=path, exists=False, form="object", entries=[])
     text = decode_utf8(raw, path)
     bom = raw.startswith(b"\xef\xbb\xbf")
-    # validates (NaN, duplicates, depth, shape), builds entries, finds CodeSmith's refusals
-    sf = parse_slop(text, path, bom=bom)
-    data = load_json(text, path) if text.strip() else None
+    # validates (NaN, duplicates, depth, shape), builds entries, finds CodeSmith's refusals;
+    # the writers edit the same parse
+    sf, data = parse_slop_data(text, path, bom=bom)
+    if not text.strip():
+        data = None
     doc = _Doc(path, raw, text, data, bom, "\r\n" if "\r\n" in text else "\n")
     return doc, sf
 

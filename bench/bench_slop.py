@@ -148,15 +148,15 @@ def bench_commands(tmp: Path, n: int, reps: int) -> None:
                        "json.loads(open(sys.argv[1], 'rb').read())", str(ledger)), reps)
     target = make_entry(n // 2)["id"][:13]
     commands = [
-        ("slop (summary)", toolkit + ("slop",)),
-        ("slop query --search", toolkit + ("slop", "query", "--search", "task 4242")),
-        ("slop query --limit 0 --json", toolkit + ("slop", "query", "--limit", "0", "--json")),
-        ("slop export", toolkit + ("slop", "export")),
-        ("slop append", toolkit + ("slop", "append", "--bucket", "stale_docs", "--severity",
+        ("slop (summary)", (*toolkit, "slop",)),
+        ("slop query --search", (*toolkit, "slop", "query", "--search", "task 4242")),
+        ("slop query --limit 0 --json", (*toolkit, "slop", "query", "--limit", "0", "--json")),
+        ("slop export", (*toolkit, "slop", "export")),
+        ("slop append", (*toolkit, "slop", "append", "--bucket", "stale_docs", "--severity",
                                    "low", "--confidence", "high", "--title", "README flags",
                                    "--description", "Update the usage section.")),
-        ("slop update", toolkit + ("slop", "update", target, "--status", "accepted")),
-        ("slop repair", toolkit + ("slop", "repair")),
+        ("slop update", (*toolkit, "slop", "update", target, "--status", "accepted")),
+        ("slop repair", (*toolkit, "slop", "repair")),
     ]
     print(f"\ncommands on {n:,} entries ({len(data) / 1e6:.1f} MB), "
           f"floor `python -c` + json.loads {floor * 1000:.0f} ms (target < 1 s each):")

@@ -412,6 +412,11 @@ _JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
 # escaped quote (it never occurs in UTF-8, so it cannot be confused with the text's own bytes).
 _NESTING_BYTES = bytes(c for c in range(256) if chr(c) not in '"[]{}\xff')
 _ESCAPE_THAT_MATTERS = re.compile(rb'\\[\\"\n]')
+# (the regex engine finds these rare backslashes quicker than bytes.replace and ``in`` do)
+_BACKSLASH_PAIR = re.compile(rb"\\\\")
+_ODD_BACKSLASH_AT_BREAK = re.compile(rb"\\\n")  # once the pairs are gone
+_ESCAPED_QUOTE = re.compile(rb'\\"')
+_KEPT_STRING = re.compile(rb'["\xff][^"]*"?')
 _BRACKET_STEP = [0] * 256
 for _c in b"[{":
     _BRACKET_STEP[_c] = 1
@@ -437,7 +442,8 @@ def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
     return None
 
 
-def _may_nest_deeper(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+def _may_nest_deeper(text: str, limit: int = MAX_JSON_DEPTH, raw: bytes | None = None
+                     ) -> bool:
     """Whether ``_depth_ok`` would find nesting deeper than ``limit``, decided with a few
     whole-buffer byte operations instead of a Python step per string: False only when it
     would not (True also when the shortcut cannot tell; ``_depth_ok`` then decides).
@@ -446,35 +452,26 @@ def _may_nest_deeper(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     backslashes: pairs of backslashes are content and go; an odd backslash before a quote is
     an escaped quote (0xFF: content inside a string, a string's start outside, where the
     backslash is inert); any other backslash escapes a character that is content anyway,
-    except before a line break (left to ``_depth_ok``). Two adjacent quotes change nothing
-    around them (an empty string, or the end of one string and the start of the next).
+    except before a line break (left to ``_depth_ok``). What is left is quotes, 0xFF and
+    brackets, where a string runs from a quote or 0xFF to the next quote. ``raw``: the UTF-8
+    bytes ``text`` was decoded from (a BOM changes nothing), when the caller has them.
     """
-    data = text.encode("utf-8", "surrogatepass")
+    data = text.encode("utf-8", "surrogatepass") if raw is None else raw
     if _ESCAPE_THAT_MATTERS.search(data):  # else every backslash goes with the other bytes
-        data = data.replace(b"\\\\", b"")
-        if b"\\\n" in data:
+        data = _BACKSLASH_PAIR.sub(b"", data)
+        if _ODD_BACKSLASH_AT_BREAK.search(data):
             return True
-        data = data.replace(b'\\"', b"\xff")
-    kept = data.translate(None, _NESTING_BYTES).replace(b'""', b"")
-    if b'"' not in kept and b"\xff" not in kept:  # only brackets: no string holds one
-        return max(accumulate(map(_BRACKET_STEP.__getitem__, kept), initial=0)) > limit
-    depth = 0
-    inside = False
-    for c in kept:
-        if inside:
-            inside = c != 0x22  # an escaped quote (0xFF) is content
-        elif c == 0x22 or c == 0xFF:
-            inside = True
-        else:
-            depth += _BRACKET_STEP[c]
-            if depth > limit:
-                return True
-    return False
+        data = _ESCAPED_QUOTE.sub(b"\xff", data)
+    kept = data.translate(None, _NESTING_BYTES).replace(b'""', b"")  # "" changes nothing
+    if b'"' in kept or b"\xff" in kept:
+        kept = _KEPT_STRING.sub(b"", kept)
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, kept), initial=0)) > limit
 
 
-def check_json_depth(text: str, path: Path | str) -> None:
-    """DataError (with the line) when JSON nests deeper than MAX_JSON_DEPTH; linear time."""
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _may_nest_deeper(text):
+def check_json_depth(text: str, path: Path | str, raw: bytes | None = None) -> None:
+    """DataError (with the line) when JSON nests deeper than MAX_JSON_DEPTH; linear time.
+    ``raw``: the UTF-8 bytes ``text`` was decoded from, when the caller has them."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _may_nest_deeper(text, raw=raw):
         deep = _depth_ok(text)
         if deep is not None:
             line = text.count("\n", 0, deep) + 1
@@ -482,9 +479,10 @@ def check_json_depth(text: str, path: Path | str) -> None:
                             line=line)
 
 
-def load_json(text: str, path: Path | str) -> Any:
-    """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line."""
-    check_json_depth(text, path)
+def load_json(text: str, path: Path | str, raw: bytes | None = None) -> Any:
+    """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line.
+    ``raw``: the UTF-8 bytes ``text`` was decoded from, when the caller has them."""
+    check_json_depth(text, path, raw)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:

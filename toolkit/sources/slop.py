@@ -9,6 +9,7 @@ their own output with it, and ``toolkit slop repair`` applies the fixes it names
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,9 @@ _REQUIRED_TEXT = ("id", "title", "description", "created_at", "updated_at")
 _ENUM_FIELDS = {"bucket": SLOP_BUCKETS, "severity": SLOP_SEVERITIES,
                 "confidence": SLOP_CONFIDENCES, "status": SLOP_STATUSES}
 _OPTIONAL_TEXT = ("owner", "cleanup_recommendation", "task_id", "thread_id")
-_ENUM_SETS = tuple((name, frozenset(allowed)) for name, allowed in _ENUM_FIELDS.items())
+_BUCKET_SET, _SEVERITY_SET, _CONFIDENCE_SET, _STATUS_SET = (
+    frozenset(SLOP_BUCKETS), frozenset(SLOP_SEVERITIES), frozenset(SLOP_CONFIDENCES),
+    frozenset(SLOP_STATUSES))
 _KNOWN = frozenset(KNOWN_FIELDS)
 
 
@@ -173,24 +176,23 @@ def _plain(raw: dict[str, Any]) -> bool:
     """True when :func:`_entry_problems` finds nothing in this entry, given that none of its
     strings holds a lone surrogate: a handful of type and set checks, no per-field problem."""
     get = raw.get
-    for name in _REQUIRED_TEXT:
-        if not isinstance(get(name), str):
+    try:  # a set holds only the allowed strings; a list or object value is unhashable
+        if not (get("bucket") in _BUCKET_SET and get("severity") in _SEVERITY_SET
+                and get("confidence") in _CONFIDENCE_SET and get("status") in _STATUS_SET):
             return False
-    for name, allowed in _ENUM_SETS:
-        value = get(name)
-        if not isinstance(value, str) or value not in allowed:
-            return False
+    except TypeError:
+        return False
+    if not (isinstance(get("id"), str) and isinstance(get("title"), str)
+            and isinstance(get("description"), str) and isinstance(get("created_at"), str)
+            and isinstance(get("updated_at"), str)):
+        return False
     for name in _OPTIONAL_TEXT:
         value = get(name)
         if value is not None and not isinstance(value, str):
             return False
     if "source_links" in raw:
         links = raw["source_links"]
-        if not isinstance(links, list):
-            return False
-        for link in links:
-            if not isinstance(link, str):
-                return False
+        return isinstance(links, list) and all(isinstance(link, str) for link in links)
     return True
 
 
@@ -271,12 +273,24 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
     return parse_slop_data(text, path, bom=bom)[0]
 
 
-def parse_slop_data(text: str, path: Path, *, bom: bool = False) -> tuple[SlopFile, Any]:
+def parse_slop_data(text: str, path: Path, *, bom: bool = False, raw: bytes | None = None
+                    ) -> tuple[SlopFile, Any]:
     """:func:`parse_slop`, and the parsed JSON it read (``{"entries": []}`` for an empty
-    file), for writers that need both from one parse. Linear in the text: one JSON parse,
-    a few whole-text scans, and a handful of checks per entry."""
+    file), for writers that need both from one parse. ``raw``: the file's bytes, when the
+    caller has them. Linear in the text: one JSON parse, a few whole-text scans, and a
+    handful of checks per entry."""
+    paused = gc.isenabled()
+    gc.disable()  # the parse builds only acyclic values: nothing for the cycle collector
+    try:
+        return _parse(text, path, bom, raw)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFile, Any]:
     empty = not text.strip()
-    data = {"entries": []} if empty else load_json(text, path)
+    data = {"entries": []} if empty else load_json(text, path, raw)
     spath = str(path)
     top_extra: dict[str, Any] = {}
     if isinstance(data, list):
@@ -366,4 +380,4 @@ def read_slop(path: Path, max_bytes: int | None = None) -> SlopFile:
         return SlopFile(path=path, exists=False, form="object", entries=[])
     raw = read_bytes(path, max_bytes)
     text = decode_utf8(raw, path)
-    return parse_slop(text, path, bom=raw.startswith(b"\xef\xbb\xbf"))
+    return parse_slop_data(text, path, bom=raw.startswith(b"\xef\xbb\xbf"), raw=raw)[0]

@@ -67,6 +67,8 @@ FIELD_ORDER = ("id", "bucket", "severity", "confidence", "owner", "source_links"
 _ENUMS = {"bucket": SLOP_BUCKETS, "severity": SLOP_SEVERITIES, "confidence": SLOP_CONFIDENCES,
           "status": SLOP_STATUSES}
 _KNOWN_VALUES = frozenset(v for values in _ENUMS.values() for v in values)
+_DEBUG_NAMES = {v: "".join(part[:1].upper() + part[1:] for part in v.split("_"))
+                for v in _KNOWN_VALUES}
 
 
 # --------------------------------------------------------------------------- values
@@ -87,7 +89,7 @@ def debug_name(value: str | None) -> str:
         return "[???]"
     if value not in _KNOWN_VALUES:
         return value  # an unknown raw value read with a warning: shown as written
-    return "".join(part[:1].upper() + part[1:] for part in value.split("_"))
+    return _DEBUG_NAMES[value]
 
 
 def rfc3339(now: dt.datetime | None = None) -> str:
@@ -268,8 +270,11 @@ def truncate(text: str, max_chars: int) -> str:
     return text[:max_chars - 1] + "…"
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _one_line(text: str) -> str:
-    return re.sub(r"\r\n|\r|\n", " ", text)
+    return _LINE_BREAK.sub(" ", text) if "\n" in text or "\r" in text else text
 
 
 def _cell(text: str) -> str:
@@ -519,6 +524,41 @@ def _layout(t: str) -> _Layout | None:
             i += 1
 
 
+def _find_entry_text(t: str, obj: Any) -> tuple[int, int] | None:
+    """Where the entry ``obj`` is written in the text, found from its id without reading the
+    entries before it: the ``{"id": ...`` that the C scanner reads back as exactly ``obj``
+    and that stands as an array element (after ``[`` or ``,``). None when it is written
+    another way (id not first, escaped differently): the caller then reads the whole layout.
+    A wrong guess cannot reach the disk: ``_checked`` compares the result with what it must
+    parse to."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        return None
+    needle = json.dumps(obj["id"], ensure_ascii=False)
+    at = t.find(needle)
+    while at >= 0:
+        colon = _skip_ws_back(t, at)
+        key = _skip_ws_back(t, colon - 1) if t[colon - 1:colon] == ":" else -1
+        if key >= 4 and t[key - 4:key] == '"id"':
+            brace = _skip_ws_back(t, key - 4) - 1
+            before = _skip_ws_back(t, brace) - 1 if brace >= 0 else -1
+            if t[brace:brace + 1] == "{" and before >= 0 and t[before] in "[,":
+                try:
+                    value, end = _DECODER.raw_decode(t, brace)
+                except ValueError:
+                    value, end = None, -1
+                if value == obj:
+                    return brace, end
+        at = t.find(needle, at + 1)
+    return None
+
+
+def _skip_ws_back(t: str, i: int) -> int:
+    """The offset just after the last non-space character before ``i``."""
+    while i > 0 and t[i - 1] in " \t\r\n":
+        i -= 1
+    return i
+
+
 def _line_indent(t: str, pos: int) -> str:
     """The leading whitespace of the line holding ``pos``."""
     line_start = t.rfind("\n", 0, pos) + 1
@@ -562,11 +602,16 @@ def _full_dump(doc: _Doc, data: Any) -> str:
 
 def _splice_append(doc: _Doc, new: list[dict[str, Any]]) -> str | None:
     t = doc.text
-    lay = _layout(t) if t.strip() else None
-    if lay is None:
-        return None
     unit = _indent_unit(t)
     nl = doc.newline
+    found = _find_entry_text(t, doc.entries[-1]) if doc.entries else None
+    after = _skip_ws(t, found[1]) if found is not None else -1
+    if found is not None and t[after:after + 1] == "]":
+        lay: _Layout | None = _Layout(-1, -1, [found])  # the last entry is all it needs
+    else:
+        lay = _layout(t) if t.strip() else None
+    if lay is None:
+        return None
     if lay.elements:
         last_start, last_end = lay.elements[-1]
         if unit is None:
@@ -588,14 +633,22 @@ def _splice_replace(doc: _Doc, changes: dict[int, dict[str, Any]]) -> str | None
     """The text with each changed entry (by index) written over its old bytes; one layout
     pass, whatever the number of changes."""
     t = doc.text
-    lay = _layout(t)
-    if lay is None or any(index >= len(lay.elements) for index in changes):
-        return None
+    spans: dict[int, tuple[int, int]] = {}
+    if len(changes) == 1:  # one entry (update): find it by its id
+        [(index, _obj)] = changes.items()
+        found = _find_entry_text(t, doc.entries[index]) if index < len(doc.entries) else None
+        if found is not None:
+            spans[index] = found
+    if len(spans) != len(changes):
+        lay = _layout(t)
+        if lay is None or any(index >= len(lay.elements) for index in changes):
+            return None
+        spans = {index: lay.elements[index] for index in changes}
     unit = _indent_unit(t)
     out: list[str] = []
     pos = 0
     for index in sorted(changes):
-        start, end = lay.elements[index]
+        start, end = spans[index]
         ind = _line_indent(t, start) if unit is not None else ""
         out += [t[pos:start], _dump(changes[index], unit, ind, doc.newline)]
         pos = end
@@ -621,13 +674,29 @@ def _encode(doc: _Doc, text: str) -> bytes:
 
 
 def _common_length(a: str, b: str, *, tail: bool = False) -> int:
-    """How many leading (``tail``: trailing) characters ``a`` and ``b`` share: a binary
-    search of slice comparisons, so linear in C rather than a Python step per character."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        same = a[len(a) - mid:] == b[len(b) - mid:] if tail else a[:mid] == b[:mid]
-        lo, hi = (mid, hi) if same else (lo, mid - 1)
+    """How many leading (``tail``: trailing) characters ``a`` and ``b`` share: compared in
+    64 KiB slices, then halving the first slice that differs. Linear, in C."""
+    n = min(len(a), len(b))
+
+    def same(i: int, j: int) -> bool:  # characters i..j (from the end with ``tail``) agree
+        if tail:
+            return a[len(a) - j:len(a) - i] == b[len(b) - j:len(b) - i]
+        return a[i:j] == b[i:j]
+
+    lo = 0
+    while lo < n:
+        hi = min(lo + 65536, n)
+        if same(lo, hi):
+            lo = hi
+            continue
+        hi -= 1  # the slice differs: the shared part ends before hi
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if same(lo, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
     return lo
 
 
@@ -650,8 +719,17 @@ def _diff(doc: _Doc, new_text: str) -> str:
         # the shared tail starts mid-line in one of them: it starts after its first break
         nl = old_text.find("\n", len(old_text) - same_tail)
         same_tail = 0 if nl < 0 else len(old_text) - nl - 1
-    before = old_text[:first].splitlines(keepends=True)[-_CONTEXT:]
-    after = old_text[len(old_text) - same_tail:].splitlines(keepends=True)[:_CONTEXT]
+    start = first
+    for _ in range(_CONTEXT):
+        if start > 0:
+            start = old_text.rfind("\n", 0, start - 1) + 1
+    stop = len(old_text) - same_tail
+    for _ in range(_CONTEXT):
+        if stop < len(old_text):
+            nl = old_text.find("\n", stop)
+            stop = len(old_text) if nl < 0 else nl + 1
+    before = old_text[start:first].splitlines(keepends=True)
+    after = old_text[len(old_text) - same_tail:stop].splitlines(keepends=True)
     shift = old_text.count("\n", 0, first) - len(before)
     old = before + old_text[first:len(old_text) - same_tail].splitlines(keepends=True) + after
     new = before + new_text[first:len(new_text) - same_tail].splitlines(keepends=True) + after

@@ -279,12 +279,12 @@ def parse_slop_data(text: str, path: Path, *, bom: bool = False, raw: bytes | No
     file), for writers that need both from one parse. ``raw``: the file's bytes, when the
     caller has them. Linear in the text: one JSON parse, a few whole-text scans, and a
     handful of checks per entry."""
-    paused = gc.isenabled()
+    collecting = gc.isenabled()
     gc.disable()  # the parse builds only acyclic values: nothing for the cycle collector
     try:
         return _parse(text, path, bom, raw)
     finally:
-        if paused:
+        if collecting:
             gc.enable()
 
 

@@ -150,6 +150,38 @@ def test_json_with_many_brackets_in_strings_still_loads() -> None:
         load_json("[" + deep_ok + "]", "deep.json")
 
 
+ESCAPED_STRINGS = {  # strings whose escapes decide where they end; brackets inside are text
+    "escaped quotes": '"say \\"[[{{\\" twice \\"]]\\""',
+    "escaped backslash before the closing quote": '"C:\\\\dir\\\\[", "]]]\\\\"',
+    "line break escapes": '"a\\n]]\\n}}\\r\\t"',
+    "unicode escapes": '"\\u005b\\u007b [ \\u0022 ]"',
+}
+
+
+@pytest.mark.parametrize("shape", list(ESCAPED_STRINGS))
+def test_json_nesting_limit_is_exact_behind_escaped_strings(shape: str) -> None:
+    head = "[\n" + ESCAPED_STRINGS[shape] + ",\n"
+    ok = head + "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1) + "]"
+    assert load_json(ok, "ok.json") == json.loads(ok)
+    deep = head + "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH + "]"
+    with pytest.raises(DataError) as err:
+        load_json(deep, "deep.json")
+    assert str(err.value) == f"deep.json:3: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+
+
+def test_broken_json_is_scanned_as_before() -> None:
+    """Not JSON, so the parser would refuse it anyway; the pre-scan still answers first, as
+    it always did: a backslash before a line break ends the string token there, and a quote
+    after a stray backslash outside a string opens one."""
+    deep = "[" * (MAX_JSON_DEPTH + 1)
+    with pytest.raises(DataError) as err:
+        load_json('["text \\\n' + deep, "deep.json")
+    assert str(err.value) == f"deep.json:2: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    with pytest.raises(DataError) as err:  # the string runs to the end: nothing is deep
+        load_json('[\\"' + deep, "x.json")
+    assert "invalid JSON" in str(err.value)
+
+
 # --------------------------------------------------------------------------- every entry point
 
 DEEP = "x: " + "[" * 5000 + "]" * 5000 + "\n"

@@ -1,8 +1,10 @@
 """CodeSmith slop ledger operations: summary, query, export (reads); append, update (writes).
 
 Reads go straight to the JSON file through the reader (``toolkit.sources.slop``), not through
-the DuckDB store: the file holds thousands of entries at most and parses in milliseconds, a read
-then sees exactly the bytes CodeSmith last wrote, and an update must act on the file anyway.
+the DuckDB store: the reader is linear, within about 3x of ``json.loads`` of the same bytes
+(``bench/bench_slop.py``), a read then sees exactly the bytes CodeSmith last wrote, and an
+update must act on the file anyway. Writes are linear too: they find the entries they touch
+with the C JSON scanner and diff only the lines that changed.
 
 The semantics follow CodeSmith's ``slop_ledger.rs`` (FORMATS.md §2.3-2.4) with these additions
 and differences, each on purpose:
@@ -53,10 +55,10 @@ from toolkit.sources.slop import (
     SlopFile,
     load_problems,
     normalise_enum,
-    parse_slop,
+    parse_slop_data,
     read_slop,
 )
-from toolkit.textio import decode_utf8, load_json, lone_surrogate
+from toolkit.textio import decode_utf8, json_surrogate_free, lone_surrogate
 
 DEFAULT_LIMIT = 50
 LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75
@@ -67,6 +69,8 @@ FIELD_ORDER = ("id", "bucket", "severity", "confidence", "owner", "source_links"
 _ENUMS = {"bucket": SLOP_BUCKETS, "severity": SLOP_SEVERITIES, "confidence": SLOP_CONFIDENCES,
           "status": SLOP_STATUSES}
 _KNOWN_VALUES = frozenset(v for values in _ENUMS.values() for v in values)
+_DEBUG_NAMES = {v: "".join(part[:1].upper() + part[1:] for part in v.split("_"))
+                for v in _KNOWN_VALUES}
 
 
 # --------------------------------------------------------------------------- values
@@ -87,7 +91,7 @@ def debug_name(value: str | None) -> str:
         return "[???]"
     if value not in _KNOWN_VALUES:
         return value  # an unknown raw value read with a warning: shown as written
-    return "".join(part[:1].upper() + part[1:] for part in value.split("_"))
+    return _DEBUG_NAMES[value]
 
 
 def rfc3339(now: dt.datetime | None = None) -> str:
@@ -275,8 +279,11 @@ def truncate(text: str, max_chars: int) -> str:
     return text[:max_chars - 1] + "…"
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _one_line(text: str) -> str:
-    return re.sub(r"\r\n|\r|\n", " ", text)
+    return _LINE_BREAK.sub(" ", text) if "\n" in text or "\r" in text else text
 
 
 def _cell(text: str) -> str:
@@ -360,9 +367,11 @@ def _parse_doc(path: Path, raw: bytes | None) -> tuple[_Doc, SlopFile]:
         return doc, SlopFile(path=path, exists=False, form="object", entries=[])
     text = decode_utf8(raw, path)
     bom = raw.startswith(b"\xef\xbb\xbf")
-    # validates (NaN, duplicates, depth, shape), builds entries, finds CodeSmith's refusals
-    sf = parse_slop(text, path, bom=bom)
-    data = load_json(text, path) if text.strip() else None
+    # validates (NaN, duplicates, depth, shape), builds entries, finds CodeSmith's refusals;
+    # the writers edit the same parse
+    sf, data = parse_slop_data(text, path, bom=bom, raw=raw)
+    if not text.strip():
+        data = None
     doc = _Doc(path, raw, text, data, bom, "\r\n" if "\r\n" in text else "\n")
     return doc, sf
 
@@ -381,9 +390,11 @@ def refuse_unloadable(sf: SlopFile) -> None:
                        "Run `toolkit slop repair` to see the safe fixes; nothing was written")
 
 
-def _check_result(path: Path, text: str) -> None:
-    """The writers' last check: the text about to be written loads in CodeSmith."""
-    problems = load_problems(json.loads(text), empty=not text.strip())
+def _check_result(path: Path, text: str, parsed: Any = None) -> None:
+    """The writers' last check: the text about to be written loads in CodeSmith. ``parsed``:
+    the value ``json.loads(text)`` already returned, when the caller has it."""
+    problems = load_problems(json.loads(text) if parsed is None else parsed,
+                             empty=not text.strip(), surrogates=not json_surrogate_free(text))
     if problems:
         raise _refusal(path, problems, "the result would not load in CodeSmith",
                        "Nothing was written")
@@ -466,52 +477,13 @@ class _WriteSession:
         return backups[0]
 
 
-_WS = " \t\r\n"
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
 
 
 def _skip_ws(t: str, i: int) -> int:
-    n = len(t)
-    while i < n and t[i] in _WS:
-        i += 1
-    return i
-
-
-def _skip_string(t: str, i: int) -> int:
-    i += 1
-    while True:
-        c = t[i]
-        if c == "\\":
-            i += 2
-        elif c == '"':
-            return i + 1
-        else:
-            i += 1
-
-
-def _skip_value(t: str, i: int) -> int:
-    c = t[i]
-    if c == '"':
-        return _skip_string(t, i)
-    if c in "[{":
-        depth = 0
-        n = len(t)
-        while i < n:
-            c = t[i]
-            if c == '"':
-                i = _skip_string(t, i)
-                continue
-            if c in "[{":
-                depth += 1
-            elif c in "]}":
-                depth -= 1
-                if depth == 0:
-                    return i + 1
-            i += 1
-        raise ValueError("unterminated value")
-    n = len(t)
-    while i < n and t[i] not in ",]}" + _WS:
-        i += 1
-    return i
+    m = _WS.match(t, i)
+    return m.end() if m else i
 
 
 @dataclass
@@ -522,27 +494,27 @@ class _Layout:
 
 
 def _layout(t: str) -> _Layout | None:
-    """Where the entries array and each of its elements are in the (valid JSON) text."""
+    """Where the entries array and each of its elements are in the (valid JSON) text. Each
+    value is skipped by the C JSON scanner: linear, and no Python step per character."""
+    decode = _DECODER.raw_decode
     i = _skip_ws(t, 0)
     if i >= len(t):
         return None
     if t[i] == "[":
         start = i
     elif t[i] == "{":
-        i += 1
         start = -1
+        i += 1
         while True:
             i = _skip_ws(t, i)
             if t[i] == "}":
                 return None
-            kend = _skip_string(t, i)
-            key = json.loads(t[i:kend])
-            i = _skip_ws(t, kend) + 1  # past ":"
-            i = _skip_ws(t, i)
+            key, i = decode(t, i)
+            i = _skip_ws(t, _skip_ws(t, i) + 1)  # past ":"
             if key == "entries" and t[i] == "[":
                 start = i
                 break
-            i = _skip_ws(t, _skip_value(t, i))
+            i = _skip_ws(t, decode(t, i)[1])
             if t[i] == ",":
                 i += 1
     else:
@@ -554,11 +526,46 @@ def _layout(t: str) -> _Layout | None:
         if t[i] == "]":
             lay.close = i
             return lay
-        end = _skip_value(t, i)
+        end = decode(t, i)[1]
         lay.elements.append((i, end))
         i = _skip_ws(t, end)
         if t[i] == ",":
             i += 1
+
+
+def _find_entry_text(t: str, obj: Any) -> tuple[int, int] | None:
+    """Where the entry ``obj`` is written in the text, found from its id without reading the
+    entries before it: the ``{"id": ...`` that the C scanner reads back as exactly ``obj``
+    and that stands as an array element (after ``[`` or ``,``). None when it is written
+    another way (id not first, escaped differently): the caller then reads the whole layout.
+    A wrong guess cannot reach the disk: ``_checked`` compares the result with what it must
+    parse to."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        return None
+    needle = json.dumps(obj["id"], ensure_ascii=False)
+    at = t.find(needle)
+    while at >= 0:
+        colon = _skip_ws_back(t, at)
+        key = _skip_ws_back(t, colon - 1) if t[colon - 1:colon] == ":" else -1
+        if key >= 4 and t[key - 4:key] == '"id"':
+            brace = _skip_ws_back(t, key - 4) - 1
+            before = _skip_ws_back(t, brace) - 1 if brace >= 0 else -1
+            if t[brace:brace + 1] == "{" and before >= 0 and t[before] in "[,":
+                try:
+                    value, end = _DECODER.raw_decode(t, brace)
+                except ValueError:
+                    value, end = None, -1
+                if value == obj:
+                    return brace, end
+        at = t.find(needle, at + 1)
+    return None
+
+
+def _skip_ws_back(t: str, i: int) -> int:
+    """The offset just after the last non-space character before ``i``."""
+    while i > 0 and t[i - 1] in " \t\r\n":
+        i -= 1
+    return i
 
 
 def _line_indent(t: str, pos: int) -> str:
@@ -602,13 +609,20 @@ def _full_dump(doc: _Doc, data: Any) -> str:
     return text + trailing
 
 
-def _splice_append(doc: _Doc, new: list[dict[str, Any]]) -> str | None:
+def _splice_append(doc: _Doc, new: list[dict[str, Any]], by_id: bool = True) -> str | None:
+    """The text with ``new`` after the last entry. ``by_id``: find the last entry by its id
+    (else read the whole layout)."""
     t = doc.text
-    lay = _layout(t) if t.strip() else None
-    if lay is None:
-        return None
     unit = _indent_unit(t)
     nl = doc.newline
+    found = _find_entry_text(t, doc.entries[-1]) if doc.entries and by_id else None
+    after = _skip_ws(t, found[1]) if found is not None else -1
+    if found is not None and t[after:after + 1] == "]":
+        lay: _Layout | None = _Layout(-1, -1, [found])  # the last entry is all it needs
+    else:
+        lay = _layout(t) if t.strip() else None
+    if lay is None:
+        return None
     if lay.elements:
         last_start, last_end = lay.elements[-1]
         if unit is None:
@@ -626,39 +640,127 @@ def _splice_append(doc: _Doc, new: list[dict[str, Any]]) -> str | None:
     return t[:lay.open + 1] + nl + ind + inner + nl + outer + t[lay.close:]
 
 
-def _splice_replace(doc: _Doc, index: int, obj: dict[str, Any]) -> str | None:
+def _splice_replace(doc: _Doc, changes: dict[int, dict[str, Any]], by_id: bool = True
+                    ) -> str | None:
+    """The text with each changed entry (by index) written over its old bytes; one layout
+    pass, whatever the number of changes (``by_id``: one entry is found by its id)."""
     t = doc.text
-    lay = _layout(t)
-    if lay is None or index >= len(lay.elements):
-        return None
-    start, end = lay.elements[index]
+    spans: dict[int, tuple[int, int]] = {}
+    if len(changes) == 1 and by_id:  # one entry (update): find it by its id
+        [(index, _obj)] = changes.items()
+        found = _find_entry_text(t, doc.entries[index]) if index < len(doc.entries) else None
+        if found is not None:
+            spans[index] = found
+    if len(spans) != len(changes):
+        lay = _layout(t)
+        if lay is None or any(index >= len(lay.elements) for index in changes):
+            return None
+        spans = {index: lay.elements[index] for index in changes}
     unit = _indent_unit(t)
-    ind = _line_indent(t, start) if unit is not None else ""
-    return t[:start] + _dump(obj, unit, ind, doc.newline) + t[end:]
+    out: list[str] = []
+    pos = 0
+    for index in sorted(changes):
+        start, end = spans[index]
+        ind = _line_indent(t, start) if unit is not None else ""
+        out += [t[pos:start], _dump(changes[index], unit, ind, doc.newline)]
+        pos = end
+    out.append(t[pos:])
+    return "".join(out)
 
 
-def _checked(doc: _Doc, candidate: str | None, expected: Any) -> str:
-    """Use the spliced text only if it parses to exactly the expected data; else dump whole."""
-    if candidate is not None:
+def _checked(doc: _Doc, splices: Sequence[Callable[[], str | None]], expected: Any
+             ) -> tuple[str, Any]:
+    """The first spliced text that parses to exactly the expected data (each splice is tried
+    only when the one before did not); else the whole file dumped. Returns the text and, for
+    a spliced text, what it parsed to (None otherwise)."""
+    for splice in splices:
+        candidate = splice()
+        if candidate is None:
+            continue
         try:
-            if json.loads(candidate) == expected:
-                return candidate
+            parsed = json.loads(candidate)
         except ValueError:
-            pass
-    return _full_dump(doc, expected)
+            continue
+        if parsed == expected:
+            return candidate, parsed
+    return _full_dump(doc, expected), None
 
 
 def _encode(doc: _Doc, text: str) -> bytes:
     return (b"\xef\xbb\xbf" if doc.bom else b"") + text.encode("utf-8")
 
 
+def _common_length(a: str, b: str, *, tail: bool = False) -> int:
+    """How many leading (``tail``: trailing) characters ``a`` and ``b`` share: compared in
+    64 KiB slices, then halving the first slice that differs. Linear, in C."""
+    n = min(len(a), len(b))
+
+    def same(i: int, j: int) -> bool:  # characters i..j (from the end with ``tail``) agree
+        if tail:
+            return a[len(a) - j:len(a) - i] == b[len(b) - j:len(b) - i]
+        return a[i:j] == b[i:j]
+
+    lo = 0
+    while lo < n:
+        hi = min(lo + 65536, n)
+        if same(lo, hi):
+            lo = hi
+            continue
+        hi -= 1  # the slice differs: the shared part ends before hi
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if same(lo, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    return lo
+
+
+_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+_CONTEXT = 3  # difflib's default, as ``diff -u``
+
+
 def _diff(doc: _Doc, new_text: str) -> str:
+    """Unified diff of the file. The lines both texts share at the start and the end are
+    left out before difflib compares (it is quadratic in what it is given), all but the
+    context around the change; hunk line numbers are then those of the whole file."""
     name = str(doc.path)
-    old = doc.text.splitlines(keepends=True)
-    new = new_text.splitlines(keepends=True)
-    lines = difflib.unified_diff(old, new, fromfile=name, tofile=f"{name} (new)")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                   for line in lines)
+    old_text = doc.text
+    head = _common_length(old_text, new_text)
+    first = old_text.rfind("\n", 0, head) + 1  # start of the line of the first difference
+    same_tail = min(_common_length(old_text[first:], new_text[first:], tail=True),
+                    len(old_text) - first, len(new_text) - first)
+    if same_tail and not (old_text[len(old_text) - same_tail - 1] == "\n"
+                          == new_text[len(new_text) - same_tail - 1]):
+        # the shared tail starts mid-line in one of them: it starts after its first break
+        nl = old_text.find("\n", len(old_text) - same_tail)
+        same_tail = 0 if nl < 0 else len(old_text) - nl - 1
+    start = first
+    for _ in range(_CONTEXT):
+        if start > 0:
+            start = old_text.rfind("\n", 0, start - 1) + 1
+    stop = len(old_text) - same_tail
+    for _ in range(_CONTEXT):
+        if stop < len(old_text):
+            nl = old_text.find("\n", stop)
+            stop = len(old_text) if nl < 0 else nl + 1
+    before = old_text[start:first].splitlines(keepends=True)
+    after = old_text[len(old_text) - same_tail:stop].splitlines(keepends=True)
+    shift = old_text.count("\n", 0, first) - len(before)
+    old = before + old_text[first:len(old_text) - same_tail].splitlines(keepends=True) + after
+    new = before + new_text[first:len(new_text) - same_tail].splitlines(keepends=True) + after
+
+    def renumber(m: re.Match[str]) -> str:
+        return (f"@@ -{int(m[1]) + shift}{m[2] or ''} "
+                f"+{int(m[3]) + shift}{m[4] or ''} @@")
+
+    out = []
+    for line in difflib.unified_diff(old, new, fromfile=name, tofile=f"{name} (new)"):
+        if shift and line.startswith("@@"):
+            line = _HUNK.sub(renumber, line, count=1)
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------- writing: ops
@@ -798,18 +900,21 @@ def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None =
     with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
         doc, sf = session.read()
         refuse_unloadable(sf)
+        parsed: Any = None
         if doc.data is None:
             expected: Any = {"entries": new}
             text = _full_dump(doc, expected)
         else:
-            expected = json.loads(json.dumps(doc.data))
-            if isinstance(expected, list):
-                expected.extend(new)
+            # a new list beside the one read (its entries are shared, and never changed)
+            if isinstance(doc.data, list):
+                expected = [*doc.data, *new]
             else:
-                expected.setdefault("entries", []).extend(new)
-            text = _checked(doc, _splice_append(doc, new), expected)
+                expected = {**doc.data, "entries": [*doc.entries, *new]}
+            text, parsed = _checked(doc, (lambda: _splice_append(doc, new),
+                                          lambda: _splice_append(doc, new, by_id=False)),
+                                    expected)
         total = len(expected) if isinstance(expected, list) else len(expected["entries"])
-        _check_result(path, text)
+        _check_result(path, text, parsed)
         result = AppendResult(path=path, written=False, diff=_diff(doc, text), total=total,
                               short_ids=[o["id"][:8] for o in new], ids=[o["id"] for o in new])
         if not dry_run:
@@ -892,11 +997,13 @@ def update(path: Path, id_prefix: str, status: str, cleanup: str | None = None, 
         obj = _set_in_place(obj, "updated_at", rfc3339(now))
         if cleanup is not None:
             obj = _set_in_place(obj, "cleanup_recommendation", cleanup)
-        expected = json.loads(json.dumps(doc.data))
-        target = expected if isinstance(expected, list) else expected["entries"]
+        target = list(entries)  # a new list beside the one read; only this entry differs
         target[index] = obj
-        text = _checked(doc, _splice_replace(doc, index, obj), expected)
-        _check_result(path, text)
+        expected = target if isinstance(doc.data, list) else {**doc.data, "entries": target}
+        text, parsed = _checked(doc, (lambda: _splice_replace(doc, {index: obj}),
+                                      lambda: _splice_replace(doc, {index: obj}, by_id=False)),
+                                expected)
+        _check_result(path, text, parsed)
         result.diff = _diff(doc, text)
         if not dry_run:
             result.backup = session.write(_encode(doc, text))
@@ -928,25 +1035,24 @@ def _repaired_text(doc: _Doc, fixes: Sequence[LoadProblem]) -> str:
     if "empty" in kinds:
         return (_dump({"entries": []}, "  ", "", doc.newline)
                 + (doc.newline if doc.text.endswith("\n") else ""))
-    data = json.loads(json.dumps(doc.data))
+    # new containers beside the ones read; a fixed entry is a new dict, the rest are shared
+    data: Any = list(doc.data) if isinstance(doc.data, list) else dict(doc.data)
+    if isinstance(data, dict) and isinstance(data.get("entries"), list):
+        data["entries"] = list(data["entries"])
     if "wrap" in kinds and isinstance(data, list):
         data = {"entries": data}
     if "entries" in kinds and isinstance(data, dict):
         data["entries"] = []
     entries = data["entries"] if isinstance(data, dict) else data
-    changed: list[int] = []
+    changed: dict[int, dict[str, Any]] = {}
     for fix in fixes:
         if fix.index is not None and isinstance(entries[fix.index], dict):
-            entries[fix.index] = _fix_entry(entries[fix.index], fix)
-            changed.append(fix.index)
+            entries[fix.index] = _fix_entry(dict(entries[fix.index]), fix)
+            changed[fix.index] = entries[fix.index]
     if kinds & {"wrap", "entries"}:
         return _full_dump(doc, data)
-    candidate: str | None = doc.text
-    for index in sorted(set(changed)):
-        if candidate is None:
-            break
-        candidate = _splice_replace(replace(doc, text=candidate), index, entries[index])
-    return _checked(doc, candidate, data)
+    return _checked(doc, (lambda: _splice_replace(doc, changed) if changed else doc.text,),
+                    data)[0]
 
 
 def repair(path: Path, *, dry_run: bool = True, max_bytes: int | None = None,
@@ -964,7 +1070,8 @@ def repair(path: Path, *, dry_run: bool = True, max_bytes: int | None = None,
         if not fixes:
             return result
         text = _repaired_text(doc, fixes)
-        after = load_problems(json.loads(text), empty=not text.strip())
+        after = load_problems(json.loads(text), empty=not text.strip(),
+                              surrogates=not json_surrogate_free(text))
         if any(p.fix for p in after):  # a fix that did not take: never write half a repair
             raise DataError("repair could not apply every fix: "
                             + "; ".join(str(p) for p in after if p.fix), path=path,

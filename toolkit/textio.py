@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,25 @@ def lone_surrogate(text: str) -> str | None:
     argument arrive as one; it has no UTF-8 form, so nothing can write it."""
     m = _LONE_SURROGATE.search(text)
     return None if m is None else f"\\u{ord(m.group()):04x}"
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def json_surrogate_free(text: str) -> bool:
+    """True when no string parsed from this JSON text can hold a lone surrogate: the text has
+    none of its own and no ``\\udXXX`` surrogate escape (a paired one counts too: the answer
+    may be False when there is none, never True when there is one). A few whole-text scans,
+    so readers can skip searching every string."""
+    if _SURROGATE_ESCAPE.search(text):
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-16-le")  # refuses a lone surrogate, and is the quickest scan for one
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def as_text(value: Any) -> Any:
@@ -372,11 +392,14 @@ def _expanded_nodes(data: Any, limit: int) -> int:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
+    out = dict(pairs)
+    if len(out) == len(pairs):  # no key twice (the usual case, decided in C)
+        return out
+    seen: set[str] = set()
+    for key, _value in pairs:
+        if key in seen:
             raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
+        seen.add(key)
     return out
 
 
@@ -385,10 +408,28 @@ def _reject_constant(name: str) -> Any:
 
 
 _JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
+# The bytes that matter to the nesting scan: quotes, brackets and 0xFF, which stands for an
+# escaped quote (it never occurs in UTF-8, so it cannot be confused with the text's own bytes).
+_NESTING_BYTES = bytes(c for c in range(256) if chr(c) not in '"[]{}\xff')
+_ESCAPE_THAT_MATTERS = re.compile(rb'\\[\\"\n]')
+# (the regex engine finds these rare backslashes quicker than bytes.replace and ``in`` do)
+_BACKSLASH_PAIR = re.compile(rb"\\\\")
+_ODD_BACKSLASH_AT_BREAK = re.compile(rb"\\\n")  # once the pairs are gone
+_ESCAPED_QUOTE = re.compile(rb'\\"')
+_KEPT_STRING = re.compile(rb'["\xff][^"]*"?')
+_BRACKET_STEP = [0] * 256
+for _c in b"[{":
+    _BRACKET_STEP[_c] = 1
+for _c in b"]}":
+    _BRACKET_STEP[_c] = -1
 
 
 def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
-    """Return the offset where nesting first exceeds the limit (outside strings), else None."""
+    """Return the offset where nesting first exceeds the limit (outside strings), else None.
+
+    A string token is what ``_JSON_TOKENS`` matches: from a quote to the next unescaped quote
+    (or the end of the text, or an odd backslash before a line break, where ``.`` stops).
+    """
     depth = 0
     for m in _JSON_TOKENS.finditer(text):
         ch = text[m.start()]
@@ -401,9 +442,36 @@ def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
     return None
 
 
-def check_json_depth(text: str, path: Path | str) -> None:
-    """DataError (with the line) when JSON nests deeper than MAX_JSON_DEPTH; linear time."""
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # else it cannot nest that deep
+def _may_nest_deeper(text: str, limit: int = MAX_JSON_DEPTH, raw: bytes | None = None
+                     ) -> bool:
+    """Whether ``_depth_ok`` would find nesting deeper than ``limit``, decided with a few
+    whole-buffer byte operations instead of a Python step per string: False only when it
+    would not (True also when the shortcut cannot tell; ``_depth_ok`` then decides).
+
+    Exact because a string token's bytes other than quotes and brackets only matter through
+    backslashes: pairs of backslashes are content and go; an odd backslash before a quote is
+    an escaped quote (0xFF: content inside a string, a string's start outside, where the
+    backslash is inert); any other backslash escapes a character that is content anyway,
+    except before a line break (left to ``_depth_ok``). What is left is quotes, 0xFF and
+    brackets, where a string runs from a quote or 0xFF to the next quote. ``raw``: the UTF-8
+    bytes ``text`` was decoded from (a BOM changes nothing), when the caller has them.
+    """
+    data = text.encode("utf-8", "surrogatepass") if raw is None else raw
+    if _ESCAPE_THAT_MATTERS.search(data):  # else every backslash goes with the other bytes
+        data = _BACKSLASH_PAIR.sub(b"", data)
+        if _ODD_BACKSLASH_AT_BREAK.search(data):
+            return True
+        data = _ESCAPED_QUOTE.sub(b"\xff", data)
+    kept = data.translate(None, _NESTING_BYTES).replace(b'""', b"")  # "" changes nothing
+    if b'"' in kept or b"\xff" in kept:
+        kept = _KEPT_STRING.sub(b"", kept)
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, kept), initial=0)) > limit
+
+
+def check_json_depth(text: str, path: Path | str, raw: bytes | None = None) -> None:
+    """DataError (with the line) when JSON nests deeper than MAX_JSON_DEPTH; linear time.
+    ``raw``: the UTF-8 bytes ``text`` was decoded from, when the caller has them."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _may_nest_deeper(text, raw=raw):
         deep = _depth_ok(text)
         if deep is not None:
             line = text.count("\n", 0, deep) + 1
@@ -411,9 +479,10 @@ def check_json_depth(text: str, path: Path | str) -> None:
                             line=line)
 
 
-def load_json(text: str, path: Path | str) -> Any:
-    """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line."""
-    check_json_depth(text, path)
+def load_json(text: str, path: Path | str, raw: bytes | None = None) -> Any:
+    """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line.
+    ``raw``: the UTF-8 bytes ``text`` was decoded from, when the caller has them."""
+    check_json_depth(text, path, raw)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:

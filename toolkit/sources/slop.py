@@ -9,6 +9,7 @@ their own output with it, and ``toolkit slop repair`` applies the fixes it names
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,14 @@ from toolkit.records import (
     Problem,
     SlopEntry,
 )
-from toolkit.textio import as_text, decode_utf8, load_json, lone_surrogate, read_bytes
+from toolkit.textio import (
+    as_text,
+    decode_utf8,
+    json_surrogate_free,
+    load_json,
+    lone_surrogate,
+    read_bytes,
+)
 
 KNOWN_FIELDS = ("id", "bucket", "severity", "confidence", "owner", "source_links", "title",
                 "description", "status", "cleanup_recommendation", "created_at", "updated_at",
@@ -41,6 +49,10 @@ _REQUIRED_TEXT = ("id", "title", "description", "created_at", "updated_at")
 _ENUM_FIELDS = {"bucket": SLOP_BUCKETS, "severity": SLOP_SEVERITIES,
                 "confidence": SLOP_CONFIDENCES, "status": SLOP_STATUSES}
 _OPTIONAL_TEXT = ("owner", "cleanup_recommendation", "task_id", "thread_id")
+_BUCKET_SET, _SEVERITY_SET, _CONFIDENCE_SET, _STATUS_SET = (
+    frozenset(SLOP_BUCKETS), frozenset(SLOP_SEVERITIES), frozenset(SLOP_CONFIDENCES),
+    frozenset(SLOP_STATUSES))
+_KNOWN = frozenset(KNOWN_FIELDS)
 
 
 def normalise_enum(value: Any, allowed: tuple[str, ...]) -> tuple[str | None, str | None]:
@@ -160,13 +172,40 @@ def _entry_problems(raw: dict[str, Any], index: int, line: int | None) -> list[L
     return out
 
 
+def _plain(raw: dict[str, Any]) -> bool:
+    """True when :func:`_entry_problems` finds nothing in this entry, given that none of its
+    strings holds a lone surrogate: a handful of type and set checks, no per-field problem."""
+    get = raw.get
+    try:  # a set holds only the allowed strings; a list or object value is unhashable
+        if not (get("bucket") in _BUCKET_SET and get("severity") in _SEVERITY_SET
+                and get("confidence") in _CONFIDENCE_SET and get("status") in _STATUS_SET):
+            return False
+    except TypeError:
+        return False
+    if not (isinstance(get("id"), str) and isinstance(get("title"), str)
+            and isinstance(get("description"), str) and isinstance(get("created_at"), str)
+            and isinstance(get("updated_at"), str)):
+        return False
+    for name in _OPTIONAL_TEXT:
+        value = get(name)
+        if value is not None and not isinstance(value, str):
+            return False
+    if "source_links" in raw:
+        links = raw["source_links"]
+        return isinstance(links, list) and all(isinstance(link, str) for link in links)
+    return True
+
+
 def load_problems(data: Any, *, bom: bool = False, empty: bool = False,
-                  lines: list[int | None] | None = None) -> list[LoadProblem]:
+                  lines: list[int | None] | None = None,
+                  surrogates: bool = True) -> list[LoadProblem]:
     """Every reason CodeSmith's ``SlopLedger::load_at`` refuses this file (none: it loads).
 
     ``data`` is the parsed JSON (duplicate keys, NaN and junk are refused earlier, by the JSON
     reader, as CodeSmith refuses them); ``bom``: the bytes start with a UTF-8 BOM; ``empty``:
-    the file holds no JSON at all; ``lines``: the line of each entry, when known.
+    the file holds no JSON at all; ``lines``: the line of each entry, when known;
+    ``surrogates=False``: no string in ``data`` can hold a lone surrogate (the JSON text passed
+    ``textio.json_surrogate_free``), so well-typed entries need no closer look. Linear.
     """
     out: list[LoadProblem] = []
     if bom:
@@ -192,6 +231,8 @@ def load_problems(data: Any, *, bom: bool = False, empty: bool = False,
         out.append(LoadProblem(f"top level is {_kind(data)}, not an object"))
         return out
     for index, raw in enumerate(raw_entries):
+        if not surrogates and isinstance(raw, dict) and _plain(raw):
+            continue
         line = lines[index] if lines is not None and index < len(lines) else None
         if not isinstance(raw, dict):
             out.append(LoadProblem(f"is {_kind(raw)}, not an object", index, None, line))
@@ -211,15 +252,45 @@ class SlopFile:
     load_problems: list[LoadProblem] = field(default_factory=list)  # CodeSmith refuses it
 
 
+_ID_KEY = re.compile(r'"id"\s*:')
+
+
 def _entry_lines(text: str) -> list[int]:
-    """Best-effort line of each entry: lines holding an ``"id":`` key, in order."""
-    return [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"id"\s*:', text)]
+    """Best-effort line of each entry: lines holding an ``"id":`` key, in order. One pass:
+    each key's line is the previous one's plus the line breaks between them."""
+    lines: list[int] = []
+    line, pos = 1, 0
+    for m in _ID_KEY.finditer(text):
+        start = m.start()
+        line += text.count("\n", pos, start)
+        pos = start
+        lines.append(line)
+    return lines
 
 
 def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
     """Parse the file's text (without its BOM; ``bom`` says whether it had one)."""
+    return parse_slop_data(text, path, bom=bom)[0]
+
+
+def parse_slop_data(text: str, path: Path, *, bom: bool = False, raw: bytes | None = None
+                    ) -> tuple[SlopFile, Any]:
+    """:func:`parse_slop`, and the parsed JSON it read (``{"entries": []}`` for an empty
+    file), for writers that need both from one parse. ``raw``: the file's bytes, when the
+    caller has them. Linear in the text: one JSON parse, a few whole-text scans, and a
+    handful of checks per entry."""
+    collecting = gc.isenabled()
+    gc.disable()  # the parse builds only acyclic values: nothing for the cycle collector
+    try:
+        return _parse(text, path, bom, raw)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFile, Any]:
     empty = not text.strip()
-    data = {"entries": []} if empty else load_json(text, path)
+    data = {"entries": []} if empty else load_json(text, path, raw)
     spath = str(path)
     top_extra: dict[str, Any] = {}
     if isinstance(data, list):
@@ -236,7 +307,9 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
     found = _entry_lines(text)
     lines: list[int | None] = (list(found) if len(found) == len(raw_entries)
                                else [None] * len(raw_entries))
-    refusals = load_problems(data, bom=bom, empty=empty, lines=lines)
+    plain_text = json_surrogate_free(text)
+    refusals = load_problems(data, bom=bom, empty=empty, lines=lines,
+                             surrogates=not plain_text)
     problems = [Problem("slop", spath, p.line if p.index is not None else 1, LOAD_PREFIX + str(p))
                 for p in refusals]
     if top_extra:
@@ -251,6 +324,16 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
         line = lines[index]
         if not isinstance(raw, dict):
             continue  # reported by load_problems; there is nothing to read
+        if plain_text and index not in by_entry and raw.keys() <= _KNOWN:
+            # CodeSmith loads it as is: every value is already what the reader hands on
+            get = raw.get
+            entries.append(SlopEntry(
+                spath, index, line, raw["id"] or f"missing-id-{index}", raw["bucket"],
+                raw["severity"], raw["confidence"], get("owner"),
+                tuple(get("source_links") or ()), raw["title"], raw["description"],
+                raw["status"], get("cleanup_recommendation"), raw["created_at"],
+                raw["updated_at"], get("task_id"), get("thread_id"), {}, ()))
+            continue
         notes = list(by_entry.get(index, []))
         values: dict[str, str | None] = {}
         for name, allowed in _ENUM_FIELDS.items():
@@ -288,7 +371,7 @@ def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
             task_id=text_field("task_id"), thread_id=text_field("thread_id"),
             extra=extra, problems=tuple(notes)))
     return SlopFile(path=path, exists=True, form=form, entries=entries, top_extra=top_extra,
-                    problems=problems, load_problems=refusals)
+                    problems=problems, load_problems=refusals), data
 
 
 def read_slop(path: Path, max_bytes: int | None = None) -> SlopFile:
@@ -297,4 +380,4 @@ def read_slop(path: Path, max_bytes: int | None = None) -> SlopFile:
         return SlopFile(path=path, exists=False, form="object", entries=[])
     raw = read_bytes(path, max_bytes)
     text = decode_utf8(raw, path)
-    return parse_slop(text, path, bom=raw.startswith(b"\xef\xbb\xbf"))
+    return parse_slop_data(text, path, bom=raw.startswith(b"\xef\xbb\xbf"), raw=raw)[0]

@@ -255,9 +255,10 @@ class Dashboard:
 
 
 def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None = None,
-              top: int = 5) -> Dashboard:
+              top: int = 5, log: bool = True) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
-    to ``top`` high-confidence entries by observation count (all files)."""
+    to ``top`` high-confidence entries by observation count (all files). ``log=False``: not
+    recorded in the session log (a read by the Python API, not an invocation)."""
     from toolkit.editor import open_vault
     from toolkit.sources.smith import prune_limits
 
@@ -265,7 +266,7 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
     v = open_vault(vault, max_bytes=max_bytes, sessions=False)
     if not v.exists:
         return Dashboard(False, vault / "ledger")
-    with _Log(vault, "dashboard", request, "no arguments") as log:
+    with _Log(vault, "dashboard", request, "no arguments", enabled=log) as logged:
         files = _summaries(v.files)
         highs = [e for e in v.entries if e.confidence == "high"]
         order = {id(e): i for i, e in enumerate(highs)}
@@ -278,7 +279,7 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
             meta_total_entries=v.meta.total_entries,
             files=files, top=highs[:top], warnings=list(v.problems),
             limits=prune_limits(v.meta, v.smith_config))
-        log.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
+        logged.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
     return d
 
 
@@ -306,15 +307,16 @@ def _file_kind(file: str | None) -> str | None:
 
 def list_entries(vault: Path, *, category: str | None = None, confidence: str | None = None,
                  file: str | None = None, max_bytes: int | None = None,
-                 request: str | None = None) -> ListResult:
-    """Entries grouped by file, filtered (AND) by category, confidence and file."""
+                 request: str | None = None, log: bool = True) -> ListResult:
+    """Entries grouped by file, filtered (AND) by category, confidence and file (``log``: as
+    :func:`dashboard`'s)."""
     vault = Path(vault)
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes)
     filters = {k: val for k, val in (("category", category), ("confidence", confidence),
                                      ("file", kind)) if val}
     with _Log(vault, "list", request, ", ".join(f"--{k} {v}" for k, v in filters.items())
-              or "no filters") as log:
+              or "no filters", enabled=log) as logged:
         groups = []
         summaries = {s.kind: s for s in _summaries(v.files)}
         for k in LEDGER_FILES:
@@ -325,7 +327,7 @@ def list_entries(vault: Path, *, category: str | None = None, confidence: str | 
                        and (not confidence or e.confidence == confidence.lower())]
             groups.append((summaries[k], entries))
         result = ListResult(groups, filters)
-        log.outcome = f"{result.count} entries listed"
+        logged.outcome = f"{result.count} entries listed"
     return result
 
 

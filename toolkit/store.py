@@ -687,7 +687,9 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
         raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
                          hint="Use a number and a unit, e.g. 500MB or 2GB") from None
     try:
-        conn.execute("SET enable_progress_bar = false")
+        # Off already in Jupyter without ipywidgets, where setting it at all is an error.
+        if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
+            conn.execute("SET enable_progress_bar = false")
         conn.execute("SET lock_configuration = true")
     except BaseException:
         conn.close()

@@ -149,3 +149,19 @@ def test_answers_match_the_cli(world, monkeypatch):
     assert json.loads(out.output) == status
     out = runner.invoke(cli, ["audit", "approaches", task, "--json"])
     assert json.loads(out.output) == approaches
+
+
+def test_answers_match_the_mcp_tools(world):
+    from toolkit.mcp_server import LedgerTools
+
+    with Project.open(world.project) as project:
+        ledger = project.ledger_search("Idempotency", limit=5)
+        similar = project.similar_tasks("Refund partially captured payment")
+        hits = project.audit_search("refund", limit=7)
+        with pytest.raises(UsageError, match="non-empty"):
+            project.ledger_search("  ")
+        config = project.config
+    tools = LedgerTools(config)
+    assert ledger and ledger == tools.smith_ledger_search("Idempotency", limit=5)
+    assert similar and similar == tools.similar_tasks("Refund partially captured payment")
+    assert hits and hits == tools.search("refund", limit=7)

@@ -33,10 +33,13 @@ __all__ = [
     "Approach",
     "ApproachRecord",
     "Approaches",
+    "AuditHit",
     "AuditStats",
     "Dispatch",
+    "LedgerHit",
     "OpenSlop",
     "Project",
+    "SimilarTask",
     "TaskRow",
     "TaskStatus",
     "TierDay",
@@ -122,6 +125,41 @@ class ApproachRecord(TypedDict):
     approach: str | None
     outcome: str | None  # DEAD_END, NO_GO or WORKS
     reason: str | None
+
+
+class AuditHit(TypedDict):
+    """nagi-ledger's ``ledger_search`` row: best match first."""
+
+    id: int
+    kind: str  # actions, dispatches or approaches
+    ts: str | None
+    title: str | None
+    status: int | str | None  # an action's tier, a dispatch's verdict (or PENDING), an outcome
+
+
+class SimilarTask(TypedDict):
+    """nagi-ledger's ``ledger_similar_tasks`` row: an earlier dispatch or approach."""
+
+    kind: str  # dispatches or approaches
+    id: int
+    task: str
+    score: float
+    ts: str | None
+    verdict: str | None  # the dispatch's verdict, or the approach's outcome
+
+
+class LedgerHit(TypedDict):
+    """A ledger entry holding the searched text (the MCP tool ``smith_ledger_search``)."""
+
+    entry_id: str
+    file: str
+    title: str | None
+    date: str | None
+    category: str | None
+    confidence: str | None
+    matched_in: list[str]  # the fields that hold it
+    path: str
+    line: int
 
 
 class TierDay(NamedTuple):
@@ -323,6 +361,17 @@ class Project:
         return dashboard(self.config.vault, max_bytes=self.config.max_file_bytes, top=top,
                          log=False)
 
+    def ledger_search(self, text: str, *, limit: int = 20) -> list[LedgerHit]:
+        """Entries holding ``text`` (any case) in any field, in file order: the MCP tool
+        ``smith_ledger_search``, over the store."""
+        from toolkit.errors import UsageError
+        from toolkit.queries import ledger_entry_search
+
+        needle = text.strip().lower()
+        if not needle:
+            raise UsageError("'query' must be a non-empty string.")
+        return cast(list[LedgerHit], ledger_entry_search(self._store(), needle, limit))
+
     # -- ledger history (`toolkit ledger history`) -----------------------------
     def ledger_history(self, *, file: str | None = None, all_sources: bool = False
                        ) -> list[VersionCounts]:
@@ -367,6 +416,31 @@ class Project:
         from toolkit.audit_ops import stats
 
         return cast(AuditStats, stats(self._store(), days, now=now))
+
+    def audit_search(self, query: str, *, kinds: list[str] | None = None, limit: int = 20,
+                     offset: int = 0, since_days: float | None = None,
+                     now: dt.datetime | None = None) -> list[AuditHit]:
+        """Actions, dispatches and approaches matching ``query``'s words, best first
+        (nagi-ledger's ``ledger_search``; ``toolkit audit search``)."""
+        from toolkit.audit_ops import search
+
+        return cast(list[AuditHit], search(self._store(), query, kinds, limit, offset,
+                                           since_days, now=now))
+
+    def similar_tasks(self, task: str, *, limit: int = 5, min_score: float = 0.35
+                      ) -> list[SimilarTask]:
+        """Earlier dispatches and approaches whose task reads like ``task``, best first
+        (nagi-ledger's ``ledger_similar_tasks``)."""
+        from toolkit.audit_ops import similar_tasks
+
+        return cast(list[SimilarTask], similar_tasks(self._store(), task, limit, min_score))
+
+    def session_report(self, since_hours: int = 24, *, now: dt.datetime | None = None) -> str:
+        """nagi-ledger's Markdown report of the actions and dispatches of the last
+        ``since_hours`` hours before ``now`` (``toolkit audit report``)."""
+        from toolkit.audit_ops import session_report
+
+        return session_report(self._store(), since_hours, now=now)
 
     def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
         """Actions per day and tier (from ``since``, default: all), as the site's chart."""

@@ -1,32 +1,105 @@
-"""Every notebook's code cells run, in order, against the public API."""
+"""The analysis notebooks run top to bottom in a real Jupyter kernel against a demo world, and
+show what their committed outputs show (text; images and timings aside)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import ast
 
+import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+from toolkit import notebooks
+from toolkit.demo import write_demo
+from toolkit.errors import ToolkitError
+
+NOTEBOOKS = sorted(notebooks.NOTEBOOKS_DIR.glob("*.ipynb"))
+PUBLIC = {"toolkit": {"Project"}, "toolkit.demo": {"write_demo"}}
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_cells_run(path, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    namespace: dict = {"__name__": "__notebook__"}
-    last = None
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code":
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    """The demo world every notebook opens by default (same seed and size)."""
+    return write_demo(tmp_path_factory.mktemp("nb") / "demo")
+
+
+def test_the_four_analyses_are_there():
+    assert {p.stem for p in NOTEBOOKS} >= {"what_the_agent_learned", "where_dispatches_are_wasted",
+                                           "debt_the_agent_left", "what_each_turn_changed"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_uses_only_the_public_api_and_is_parameterised(path):
+    nb = notebooks.read(path)
+    params = [c for c in nb.cells if notebooks.PARAMETERS_TAG in c.metadata.get("tags", [])]
+    assert len(params) == 1 and "project_path = None" in params[0].source
+    for cell in nb.cells:
+        if cell.cell_type != "code":
             continue
-        source = "".join(cell["source"])
-        code = compile(source, f"{path.name}", "exec")
-        exec(code, namespace)  # our own notebook
-        last = source
-    assert last is not None
-    assert namespace["report"].errors == []
-    assert {r["change"] for r in namespace["growth"]} >= {"added", "promoted", "reinforced"}
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolkit"):
+                assert {a.name for a in node.names} <= PUBLIC.get(node.module or "", set()), \
+                    f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("toolkit") for a in node.names)
 
 
-def test_there_is_a_notebook():
-    assert NOTEBOOKS
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_reruns_in_a_kernel_to_its_committed_outputs(path, world, tmp_path):
+    committed = notebooks.read(path)
+    shown = notebooks.text_outputs(committed)
+    assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
+               for c in committed.cells if c.cell_type == "code" for o in c.outputs), \
+        "the committed notebook carries its charts"
+    sections = [c for c in committed.cells
+                if c.cell_type == "markdown" and c.source.startswith("## ")]
+    findings = [t for texts in shown for t in texts if t.startswith("Finding: ")]
+    assert len(sections) >= 2 and len(findings) >= len(sections), "a written finding per section"
+
+    run = notebooks.execute(notebooks.with_parameters(committed, project_path=str(world.project)),
+                            cwd=tmp_path, name=path.name)
+    assert notebooks.text_outputs(run) == shown, (
+        f"{path.name} shows something else than its committed outputs; if that is intended, "
+        "re-run scripts/run_notebooks.py and commit the result")
+
+
+def test_a_notebook_without_parameters_writes_and_opens_its_own_demo_world(tmp_path):
+    path = notebooks.NOTEBOOKS_DIR / "what_each_turn_changed.ipynb"
+    committed = notebooks.read(path)
+    run = notebooks.execute(notebooks.read(path), cwd=tmp_path, name=path.name)
+    assert notebooks.text_outputs(run) == notebooks.text_outputs(committed)
+    assert list(tmp_path.iterdir()) == []  # the world went to a temporary folder
+
+
+def test_a_failing_cell_is_named_with_its_error(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"),
+                                         nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("x / 0")])
+    with pytest.raises(ToolkitError, match=r"^t\.ipynb: cell 3 failed: ZeroDivisionError: "):
+        notebooks.execute(nb, cwd=tmp_path, name="t.ipynb")
+
+
+def test_injected_parameters_follow_the_parameters_cell_and_replace_earlier_ones():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# t"),
+        nbformat.v4.new_code_cell("project_path = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print(project_path)")])
+    once = notebooks.with_parameters(nb, project_path="/a")
+    twice = notebooks.with_parameters(once, project_path="/b'c")
+    assert [c.source for c in twice.cells][1:3] == [
+        "project_path = None", "# Injected parameters\nproject_path = \"/b'c\"\n"]
+    assert len(twice.cells) == 4 and len(nb.cells) == 3
+
+
+def test_text_outputs_ignore_images_and_stderr_but_not_text():
+    cell = nbformat.v4.new_code_cell("x", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="12 entries\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="building the font cache\n"),
+        nbformat.v4.new_output("display_data", data={"image/png": "AAAA",
+                                                     "text/plain": "<Figure>"})])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    changed = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="13 entries\n"),
+        nbformat.v4.new_output("display_data", data={"image/png": "BBBB",
+                                                     "text/plain": "<Figure>"})])])
+    assert notebooks.text_outputs(nb) == [["12 entries\n", "<Figure>"]]
+    assert notebooks.text_outputs(changed) != notebooks.text_outputs(nb)

@@ -205,9 +205,10 @@ class Dashboard:
 
 
 def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None = None,
-              top: int = TOP_ENTRIES) -> Dashboard:
+              top: int = TOP_ENTRIES, log: bool = True) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
-    to ``top`` high-confidence entries by observation count (all files)."""
+    to ``top`` high-confidence entries by observation count (all files). ``log=False``: not
+    recorded in the session log (a read by the Python API, not an invocation)."""
     from toolkit.ledger.vault import open_vault
     from toolkit.sources.smith import prune_limits
 
@@ -215,7 +216,7 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
     v = open_vault(vault, max_bytes=max_bytes, sessions=False)
     if not v.exists:
         return Dashboard(False, vault / "ledger")
-    with _Log(vault, "dashboard", request, "no arguments") as log:
+    with _Log(vault, "dashboard", request, "no arguments", enabled=log) as logged:
         files = _summaries(v.files)
         highs = [e for e in v.entries if e.confidence == "high"]
         d = Dashboard(
@@ -227,7 +228,7 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
             files=files, top=top_high_confidence(v.entries, top, _rank_fields),
             warnings=list(v.problems),
             limits=prune_limits(v.meta, v.smith_config))
-        log.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
+        logged.outcome = f"{d.total_entries} entries, {len(highs)} high confidence"
     return d
 
 
@@ -259,15 +260,16 @@ def _file_kind(file: str | None) -> str | None:
 
 def list_entries(vault: Path, *, category: str | None = None, confidence: str | None = None,
                  file: str | None = None, max_bytes: int | None = None,
-                 request: str | None = None) -> ListResult:
-    """Entries grouped by file, filtered (AND) by category, confidence and file."""
+                 request: str | None = None, log: bool = True) -> ListResult:
+    """Entries grouped by file, filtered (AND) by category, confidence and file (``log``: as
+    :func:`dashboard`'s)."""
     vault = Path(vault)
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes)
     filters = {k: val for k, val in (("category", category), ("confidence", confidence),
                                      ("file", kind)) if val}
     with _Log(vault, "list", request, ", ".join(f"--{k} {v}" for k, v in filters.items())
-              or "no filters") as log:
+              or "no filters", enabled=log) as logged:
         groups = []
         summaries = {s.kind: s for s in _summaries(v.files)}
         for k in LEDGER_FILES:
@@ -278,7 +280,7 @@ def list_entries(vault: Path, *, category: str | None = None, confidence: str | 
                        and (not confidence or e.confidence == confidence.lower())]
             groups.append((summaries[k], entries))
         result = ListResult(groups, filters)
-        log.outcome = f"{result.count} entries listed"
+        logged.outcome = f"{result.count} entries listed"
     return result
 
 
@@ -356,6 +358,23 @@ class SearchHit:
         return {"file": self.file, "title": self.title, "confidence": self.confidence,
                 "entry_line": self.entry_line,
                 "lines": [{"line": n, "text": t, "match": m} for n, t, m in self.lines]}
+
+
+def entry_hits(vault: Path, query: str, *, limit: int = 20, max_bytes: int | None = None
+               ) -> list[dict[str, Any]]:
+    """:func:`search` as rows, one per entry with its matching lines, at most ``limit``: the
+    MCP tool ``smith_ledger_search`` and ``Project.ledger_search`` (no session log)."""
+    if not (query or "").strip():
+        raise UsageError("'query' must be a non-empty string.")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError("'limit' must be a positive integer.")
+    hits = search(vault, query, context=0, max_bytes=max_bytes, log=False)[:limit]
+    return [{"entry_id": h.entry_id, "file": h.file.removesuffix(".md"), "title": h.title,
+             "date": h.entry.date if h.entry else None,
+             "category": h.entry.category if h.entry else None,
+             "confidence": h.confidence, "path": h.entry.path if h.entry else None,
+             "line": h.entry_line,
+             "lines": [{"line": n, "text": t} for n, t, _ in h.lines]} for h in hits]
 
 
 def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None = None,

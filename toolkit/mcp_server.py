@@ -156,19 +156,8 @@ class LedgerTools:
         its matching lines, at most ``limit``."""
         from toolkit import ledger_ops
 
-        if not (query or "").strip():
-            raise UsageError("'query' must be a non-empty string.")
-        if isinstance(limit, bool) or limit < 1:
-            raise UsageError("'limit' must be a positive integer.")
-        hits = ledger_ops.search(self.cfg.vault, query, context=0,
-                                 max_bytes=self.cfg.max_file_bytes, log=False)[:limit]
-        return [{"entry_id": h.entry_id,
-                 "file": h.file.removesuffix(".md"), "title": h.title,
-                 "date": h.entry.date if h.entry else None,
-                 "category": h.entry.category if h.entry else None,
-                 "confidence": h.confidence, "path": h.entry.path if h.entry else None,
-                 "line": h.entry_line,
-                 "lines": [{"line": n, "text": t} for n, t, _ in h.lines]} for h in hits]
+        return ledger_ops.entry_hits(self.cfg.vault, query, limit=limit,
+                                     max_bytes=self.cfg.max_file_bytes)
 
     def slop_ledger_query(self, bucket: str | None = None, severity: str | None = None,
                           status: str | None = None, search: str | None = None,

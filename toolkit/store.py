@@ -733,6 +733,11 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
         if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
             raise BusyError("the store is in use by another toolkit process; retry when it "
                             "finishes", path=path) from None
+        if "different configuration" in str(exc):  # same file, open in this process
+            raise BusyError("the store is open in this process with other settings (a "
+                            "query connection or another Project)", path=path,
+                            hint="Close it first (Project.close(), or leave its `with` "
+                                 "block)") from None
         ours = path.is_file()  # a file with DuckDB's header (check_store_path)
         raise DataError(f"cannot open the store: {_first_line(exc).rstrip('!')}", path=path,
                         hint="Delete it; `toolkit load` rebuilds it from the sources" if ours
@@ -746,16 +751,14 @@ QUERY_MAX_ROWS = 10_000
 QUERY_MEMORY = "1GB"
 
 
-def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOUT_S,
-                       max_rows: int = QUERY_MAX_ROWS, memory_limit: str = QUERY_MEMORY
-                       ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
-    """Run one SELECT on a locked-down, read-only connection.
+def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
+                          ) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the store, locked down for queries a user writes.
 
-    No file access, no extensions, no settings changes (configuration locked), a memory limit
-    and a timeout. Nothing spills to disk (``max_temp_directory_size`` 0): a query that needs
-    more than the memory limit stops with an error instead of filling the disk with temp
-    files. Returns (columns, rows, truncated).
-    """
+    No file access, no extensions, no settings changes (configuration locked) and a memory
+    limit; nothing spills to disk (``max_temp_directory_size`` 0): a query that needs more
+    than the limit stops with an error instead of filling the disk with temp files. Used by
+    ``toolkit query`` and ``toolkit.api.Project.sql``."""
     if not check_store_path(Path(db_path)):
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
@@ -771,19 +774,58 @@ def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOU
         raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
                          hint="Use a number and a unit, e.g. 500MB or 2GB") from None
     try:
-        conn.execute("SET enable_progress_bar = false")
+        # Off already in Jupyter without ipywidgets, where setting it at all is an error.
+        if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
+            conn.execute("SET enable_progress_bar = false")
         conn.execute("SET lock_configuration = true")
-        try:
-            statements = conn.extract_statements(sql)
-        except duckdb.Error as exc:
-            raise RefusedError(f"the query does not parse: {_first_line(exc)}") from None
-        if len(statements) != 1 or not _is_select(statements[0]):
-            raise RefusedError("only one read-only SELECT is allowed",
-                               hint="Write a single SELECT (or WITH ... SELECT) statement")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
+    """The one read-only SELECT in ``sql``; anything else is refused."""
+    try:
+        statements = conn.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise RefusedError(f"the query does not parse: {_first_line(exc)}") from None
+    if len(statements) != 1 or not _is_select(statements[0]):
+        raise RefusedError("only one read-only SELECT is allowed",
+                           hint="Write a single SELECT (or WITH ... SELECT) statement")
+    return statements[0]
+
+
+Relation = duckdb.DuckDBPyRelation  # what ``select_relation`` returns (the public API's type)
+
+
+def select_relation(conn: duckdb.DuckDBPyConnection, sql: str,
+                    params: Sequence[Any] | dict[str, Any] | None = None) -> Relation:
+    """The one read-only SELECT in ``sql`` as a relation on ``conn`` (from
+    ``open_query_connection``), with ``params`` bound; read it with ``fetchall()``, ``df()``..."""
+    statement = single_select(conn, sql)
+    try:
+        return conn.sql(statement.query, params=params)
+    except duckdb.PermissionException as exc:
+        raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \
+            from None
+    except duckdb.Error as exc:
+        raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+
+
+def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOUT_S,
+                       max_rows: int = QUERY_MAX_ROWS, memory_limit: str = QUERY_MEMORY
+                       ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+    """Run one SELECT on a locked-down, read-only connection (``open_query_connection``),
+    with a timeout. Returns (columns, rows, truncated).
+    """
+    conn = open_query_connection(db_path, memory_limit=memory_limit)
+    try:
+        statement = single_select(conn, sql)
         timer = threading.Timer(timeout, conn.interrupt)
         timer.start()
         try:
-            cur = conn.execute(statements[0])
+            cur = conn.execute(statement)
             cols = [d[0] for d in cur.description] if cur.description else []
             rows = cur.fetchmany(max_rows + 1)
         except duckdb.InterruptException:

@@ -1,0 +1,168 @@
+"""The public API (toolkit.api.Project): found as the CLI finds a project, read-only SQL, the
+toolkit's errors, and reads that leave the project's files and the store alone."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkit import Project
+from toolkit.demo import write_demo
+from toolkit.errors import BusyError, RefusedError, ToolkitError, UsageError
+from toolkit.loaders import SOURCES
+from toolkit.store import Store
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    return write_demo(tmp_path_factory.mktemp("api") / "demo", audit_rows=300)
+
+
+def test_importing_toolkit_does_not_import_the_api_or_duckdb():
+    code = ("import sys, toolkit; assert 'toolkit.api' not in sys.modules; "
+            "assert 'duckdb' not in sys.modules; from toolkit import Project; "
+            "print(Project.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "toolkit.api"
+
+
+def test_open_finds_the_project_from_a_subfolder_like_the_cli(world, monkeypatch):
+    monkeypatch.chdir(world.project / "acme_api")
+    with Project.open() as project:
+        assert project.root == world.project
+        assert project.config.db_path == world.project / ".toolkit" / "ledger.duckdb"
+        assert project.today == dt.date(2026, 11, 28)  # toolkit.yaml's today
+
+
+def test_keyword_settings_override_toolkit_yaml(world, tmp_path):
+    with Project.open(world.project, slop=tmp_path / "none.json", db=tmp_path / "s.duckdb",
+                      today=dt.date(2027, 1, 2)) as project:
+        assert project.today == dt.date(2027, 1, 2)
+        assert project.slop_summary().total == 0  # a missing slop ledger is an empty one
+        assert project.open_slop() == []
+        assert project.tables()["ledger_entries"] == 50
+    assert not (world.project / ".toolkit" / "s.duckdb").exists()
+
+
+def test_a_project_folder_that_does_not_exist_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        Project.open(tmp_path / "nowhere")
+
+
+def test_unloaded_store_without_refresh_says_to_load_first(world, tmp_path):
+    project = Project.open(world.project, db=tmp_path / "never.duckdb", refresh=False)
+    with pytest.raises(ToolkitError, match="does not exist yet"):
+        project.tasks()
+    assert not (tmp_path / "never.duckdb").exists()
+
+
+def test_sql_binds_parameters_and_refuses_anything_but_one_select(world):
+    with Project.open(world.project) as project:
+        refuted = project.sql("SELECT count(*) FROM dispatches WHERE verdict = ?",
+                              ["REFUTED"]).fetchall()[0][0]
+        by_hand = sum(1 for d in project.dispatches() if d["verdict"] == "REFUTED")
+        assert refuted == by_hand > 0
+        with pytest.raises(RefusedError, match="only one read-only SELECT"):
+            project.sql("DROP TABLE dispatches")
+        with pytest.raises(RefusedError, match="only one read-only SELECT"):
+            project.sql("SELECT 1; SELECT 2")
+        with pytest.raises(ToolkitError, match=r"query failed: .*no_such_table"):
+            project.sql("SELECT * FROM no_such_table")
+        with pytest.raises(RefusedError, match="file system operations are disabled"):
+            project.sql("SELECT * FROM read_csv('/etc/passwd')")
+        assert project.tables()["dispatches"] == by_hand + sum(
+            1 for d in project.dispatches() if d["verdict"] != "REFUTED")
+
+
+def test_refresh_after_sql_reopens_the_store_and_reports_what_changed(world):
+    with Project.open(world.project) as project:
+        before = project.sql("SELECT count(*) FROM actions").fetchall()[0][0]
+        report = project.refresh()
+        assert report.errors == []
+        assert {r.source for r in report.results if not r.skipped} == set()
+        assert project.sql("SELECT count(*) FROM actions").fetchall()[0][0] == before
+
+
+def test_a_second_project_refreshing_while_the_first_reads_is_busy_not_bad_data(world):
+    reader = Project.open(world.project)
+    try:
+        reader.tasks()  # holds the read-only connection
+        with pytest.raises(BusyError, match="open in this process"):
+            Project.open(world.project)
+    finally:
+        reader.close()
+    Project.open(world.project).close()  # closed: the store is free again
+
+
+def test_closing_frees_the_store_for_a_writer(world):
+    project = Project.open(world.project)
+    project.ledger_changes(limit=1)
+    project.close()
+    with Store.open(world.project / ".toolkit" / "ledger.duckdb", sources=SOURCES) as store:
+        assert store.tables()
+
+
+def test_ledger_reads_do_not_write_the_session_log(world):
+    log = world.project / ".smith" / "vault" / ".current-session"
+    session = Path(log.read_text(encoding="utf-8").strip())
+    before = session.read_bytes()
+    with Project.open(world.project) as project:
+        assert project.ledger_dashboard().total_entries == 50
+        assert len(project.ledger_entries(confidence="high")) == sum(
+            f.high for f in project.ledger_dashboard().files)
+        report = project.refresh()
+    assert session.read_bytes() == before
+    assert [r.source for r in report.results if not r.skipped] == []
+
+
+def test_accessor_errors_are_the_toolkits(world):
+    with Project.open(world.project) as project:
+        with pytest.raises(UsageError, match="unknown severity"):
+            project.slop_entries(severity="urgent")
+        with pytest.raises(UsageError, match="unknown ledger file"):
+            project.ledger_entries(file="nope")
+        with pytest.raises(ToolkitError, match="no ledger entry titled"):
+            project.entry_history("no entry has this title")
+        with pytest.raises(ToolkitError, match="task"):
+            project.task_status("")
+
+
+def test_answers_match_the_cli(world, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    monkeypatch.chdir(world.project)
+    with Project.open() as project:
+        task = next(t["task"] for t in project.tasks() if t["over_retry_limit"])
+        status = project.task_status(task)
+        approaches = project.approaches(task)
+    runner = CliRunner()
+    out = runner.invoke(cli, ["audit", "task-status", task, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output) == status
+    out = runner.invoke(cli, ["audit", "approaches", task, "--json"])
+    assert json.loads(out.output) == approaches
+
+
+def test_answers_match_the_mcp_tools(world):
+    from toolkit.mcp_server import LedgerTools
+
+    with Project.open(world.project) as project:
+        ledger = project.ledger_search("Idempotency", limit=5)
+        similar = project.similar_tasks("Refund partially captured payment")
+        hits = project.audit_search("refund", limit=7)
+        with pytest.raises(UsageError, match="non-empty"):
+            project.ledger_search("  ")
+        config = project.config
+    tools = LedgerTools(config)
+    assert ledger and ledger == tools.smith_ledger_search("Idempotency", limit=5)
+    assert similar and similar == tools.similar_tasks("Refund partially captured payment")
+    assert hits and hits == tools.search("refund", limit=7)

@@ -1,0 +1,529 @@
+"""The toolkit's public Python API: ``from toolkit import Project``.
+
+A :class:`Project` is what one ``toolkit`` command sees: the same project root (found as the
+CLI finds it), the same settings (keyword arguments named like ``toolkit.yaml``'s keys), the
+same store. Each method answers one question by calling the function the CLI and the MCP
+server call for it; none has an implementation of its own. Errors are the toolkit's
+(:mod:`toolkit.errors`): a :class:`~toolkit.errors.ToolkitError` says what is wrong and what to
+do next.
+
+Reads go through one read-only connection to the store, locked down as ``toolkit query``'s
+(no file access, no extensions, no settings changes), opened on first use. It is closed by
+:meth:`Project.refresh` (which writes) and :meth:`Project.close`: a relation returned by
+:meth:`Project.sql` before then cannot be read after. Between calls the store stays free for
+the CLI only once the project is closed; use ``with Project.open() as project:``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
+    from toolkit.history import Change, EntryHistory, VersionCounts
+    from toolkit.ledger_ops import Dashboard
+    from toolkit.records import LedgerEntry, SlopEntry
+    from toolkit.slop_ops import Summary
+    from toolkit.store import LoadReport, Relation, Store
+
+__all__ = [
+    "Approach",
+    "ApproachRecord",
+    "Approaches",
+    "AuditHit",
+    "AuditStats",
+    "Dispatch",
+    "LedgerHit",
+    "OpenSlop",
+    "Project",
+    "SimilarTask",
+    "TaskRow",
+    "TaskStatus",
+    "TierDay",
+    "Turn",
+    "TurnActivity",
+    "TurnFile",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+# --------------------------------------------------------------------------- result types
+# The shapes the existing functions return, named. Times are 'YYYY-MM-DD HH:MM:SS' text where
+# the function gives text, datetimes where it gives datetimes.
+
+
+class TaskStatus(TypedDict):
+    """nagi-ledger's ``ledger_task_status``."""
+
+    dispatch_count: int
+    retry_count: int
+    last_verdict: str | None
+    over_retry_limit: bool
+
+
+class Approach(TypedDict):
+    approach: str
+    reason: str
+    ts: str
+
+
+class Approaches(TypedDict):
+    """nagi-ledger's ``ledger_check_approaches``: a task's approaches, newest first."""
+
+    task: str
+    dead_ends: list[Approach]
+    no_gos: list[Approach]
+    works: list[Approach]
+    total: int
+
+
+class AuditStats(TypedDict):
+    """nagi-ledger's ``ledger_stats`` (keys of ``actions_by_tier`` are "0", "1", "2")."""
+
+    actions_by_tier: dict[str, int]
+    actions_by_category: dict[str, int]
+    dispatch_count: int
+    verdicts: dict[str, int]
+
+
+class TaskRow(TypedDict):
+    """One row of the ``task_status`` view."""
+
+    task: str
+    dispatch_count: int
+    retry_count: int
+    last_verdict: str | None
+    over_retry_limit: bool
+    first_dispatch: str | None
+    last_dispatch: str | None
+    pending: int
+    confirmed: int
+    refuted: int
+    partial: int
+
+
+class Dispatch(TypedDict):
+    id: int
+    ts: str | None
+    task: str | None
+    agent_type: str | None
+    model: str | None
+    brief_summary: str | None
+    verdict: str | None  # None: no verdict yet (PENDING)
+    verdict_ts: str | None
+    verdict_notes: str | None
+
+
+class ApproachRecord(TypedDict):
+    id: int
+    ts: str | None
+    task: str | None
+    approach: str | None
+    outcome: str | None  # DEAD_END, NO_GO or WORKS
+    reason: str | None
+
+
+class AuditHit(TypedDict):
+    """nagi-ledger's ``ledger_search`` row: best match first."""
+
+    id: int
+    kind: str  # actions, dispatches or approaches
+    ts: str | None
+    title: str | None
+    status: int | str | None  # an action's tier, a dispatch's verdict (or PENDING), an outcome
+
+
+class SimilarTask(TypedDict):
+    """nagi-ledger's ``ledger_similar_tasks`` row: an earlier dispatch or approach."""
+
+    kind: str  # dispatches or approaches
+    id: int
+    task: str
+    score: float
+    ts: str | None
+    verdict: str | None  # the dispatch's verdict, or the approach's outcome
+
+
+class HitLine(TypedDict):
+    """A line of the ledger holding the searched text."""
+
+    line: int
+    text: str
+
+
+class LedgerHit(TypedDict):
+    """A ledger entry holding the searched text (``toolkit ledger search``, one row per entry:
+    the MCP tool ``smith_ledger_search``)."""
+
+    entry_id: str | None
+    file: str
+    title: str | None
+    date: str | None
+    category: str | None
+    confidence: str | None
+    path: str | None
+    line: int | None  # the entry's first line
+    lines: list[HitLine]  # the lines that hold the text
+
+
+class TierDay(NamedTuple):
+    """Audit actions of one tier on one day."""
+
+    day: str
+    tier: int | None
+    actions: int
+
+
+class OpenSlop(TypedDict):
+    """An open or in-progress slop entry (the handoff report's rows)."""
+
+    id: str
+    short_id: str
+    bucket: str | None
+    severity: str | None
+    confidence: str | None
+    owner: str | None
+    source_links: list[str]
+    title: str | None
+    description: str | None
+    status: str
+    cleanup_recommendation: str | None
+    created_at: str | None
+    updated_at: str | None
+    task_id: str | None
+    thread_id: str | None
+    path: str | None
+    position: int | None
+    line: int | None
+
+
+class Turn(TypedDict):
+    """One row of the ``snapshot_turns`` view: an agent turn and what it changed."""
+
+    repo: str
+    turn_key: str
+    number: int  # 1 = the newest turn
+    turn: int | None
+    snippet: str | None
+    pre_position: int | None
+    post_position: int | None
+    started: dt.datetime | None
+    ended: dt.datetime | None
+    tool_snapshots: int
+    files_changed: int
+    lines_added: int
+    lines_deleted: int
+    files: list[str]
+    actions: int
+    dispatches: int
+
+
+class TurnFile(TypedDict):
+    """One row of ``turn_files``: a file one turn changed."""
+
+    repo: str
+    turn_key: str
+    span: str
+    path: str
+    status: str
+    added: int | None
+    deleted: int | None
+
+
+class TurnActivity(TypedDict):
+    """An audit action or dispatch recorded inside a turn's time window."""
+
+    repo: str
+    turn_key: str
+    kind: str  # "action" or "dispatch"
+    ts: dt.datetime
+    id: int
+    tier: int | None
+    category: str | None
+    text: str | None  # the action's description or the dispatch's task
+    agent: str | None  # agent_type/model of a dispatch
+    verdict: str | None  # a dispatch's verdict, or PENDING
+    n: int  # how many of this kind the turn has in all
+
+
+# --------------------------------------------------------------------------- the project
+
+
+class Project:
+    """One project's records: open with :meth:`Project.open`, close with :meth:`close` (or
+    use it in a ``with`` block)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._reader: Store | None = None
+
+    # -- opening -------------------------------------------------------------
+    @classmethod
+    def open(cls, path: PathLike | None = None, *, config_file: PathLike | None = None,
+             vault: PathLike | None = None, slop: PathLike | None = None,
+             audit_db: PathLike | None = None, audit_json: PathLike | None = None,
+             goal_file: PathLike | None = None, goal_history: PathLike | None = None,
+             snapshots_home: PathLike | None = None, workspace: PathLike | None = None,
+             db: PathLike | None = None, today: dt.date | str | None = None,
+             refresh: bool = True) -> Project:
+        """The project at ``path`` (default: found from the current folder, as the CLI finds
+        it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
+        ``toolkit.yaml``. ``refresh`` (default): bring the store up to date first, as every
+        command does; ``refresh=False`` reads the store as it is."""
+        from toolkit.config import resolve
+
+        def text(value: PathLike | None) -> str | None:
+            return None if value is None else os.fspath(value)
+
+        flags: dict[str, Any] = {
+            "vault": text(vault), "slop": text(slop), "audit_db": text(audit_db),
+            "audit_json": text(audit_json), "goal_file": text(goal_file),
+            "goal_history": text(goal_history), "snapshots_home": text(snapshots_home),
+            "workspace": text(workspace), "db": text(db),
+            "today": today.isoformat() if isinstance(today, dt.date) else today}
+        cfg = resolve(project=text(path), config_file=text(config_file), **flags)
+        project = cls(cfg)
+        if refresh:
+            project.refresh()
+        return project
+
+    @property
+    def root(self) -> Path:
+        """The project folder."""
+        return self.config.project_root
+
+    @property
+    def today(self) -> dt.date:
+        """The date ages are counted to (``today`` setting, else the real date)."""
+        return self.config.today_date()
+
+    def close(self) -> None:
+        """Close the store connection (relations from :meth:`sql` cannot be read after)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.root)!r})"
+
+    # -- the store -----------------------------------------------------------
+    def refresh(self, *, full: bool = False) -> LoadReport:
+        """Bring the store up to date with the sources (``toolkit load``): sources that did
+        not change are skipped. Returns what each source did; a source that is present but
+        unreadable is in ``report.errors``, not raised (as ``toolkit status`` goes on)."""
+        from toolkit.store import Store
+
+        self.close()
+        from toolkit.loaders import SOURCES
+
+        with Store.open(self.config.db_path, sources=SOURCES) as store:
+            return store.refresh(self.config, full=full)
+
+    def _store(self) -> Store:
+        """The read-only, locked-down store connection (opened on first use)."""
+        if self._reader is None:
+            from toolkit.store import Store, open_query_connection
+
+            path = self.config.db_path
+            self._reader = Store(open_query_connection(path), path, read_only=True)
+        return self._reader
+
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None
+            ) -> Relation:
+        """One read-only SELECT over the store, with ``?`` (or ``$name``) parameters bound
+        from ``params``. Returns a DuckDB relation: ``.fetchall()``, ``.df()`` (pandas),
+        ``.pl()`` (polars), ``.arrow()``. Anything but a single SELECT is refused
+        (:class:`~toolkit.errors.RefusedError`); a query that does not bind is a
+        :class:`~toolkit.errors.ToolkitError`."""
+        from toolkit.store import select_relation
+
+        return select_relation(self._store().conn, query, params)
+
+    def tables(self) -> dict[str, int]:
+        """Rows per table and view (``toolkit status``'s Tables)."""
+        return self._store().counts()
+
+    # -- the Smith Ledger (read from the vault files, as `toolkit ledger` does) ----
+    def ledger_entries(self, *, category: str | None = None, confidence: str | None = None,
+                       file: str | None = None) -> list[LedgerEntry]:
+        """The ledger's entries in file order, filtered (AND) as ``toolkit ledger list``."""
+        from toolkit.ledger_ops import list_entries
+
+        result = list_entries(self.config.vault, category=category, confidence=confidence,
+                              file=file, max_bytes=self.config.max_file_bytes, log=False)
+        return [e for _, entries in result.groups for e in entries]
+
+    def ledger_dashboard(self, *, top: int = 5) -> Dashboard:
+        """``toolkit ledger``'s dashboard: totals, entries per file by confidence, the top
+        high-confidence entries."""
+        from toolkit.ledger_ops import dashboard
+
+        return dashboard(self.config.vault, max_bytes=self.config.max_file_bytes, top=top,
+                         log=False)
+
+    def ledger_search(self, text: str, *, limit: int = 20) -> list[LedgerHit]:
+        """Entries holding ``text`` (any case) on any of their lines, in file order, with the
+        lines: ``toolkit ledger search``, as the MCP tool ``smith_ledger_search`` answers."""
+        from toolkit.ledger_ops import entry_hits
+
+        return cast(list[LedgerHit], entry_hits(self.config.vault, text, limit=limit,
+                                                max_bytes=self.config.max_file_bytes))
+
+    # -- ledger history (`toolkit ledger history`) -----------------------------
+    def ledger_history(self, *, file: str | None = None, all_sources: bool = False
+                       ) -> list[VersionCounts]:
+        """Every past version of the ledger, oldest first, with entries by confidence and
+        the changes that led to it."""
+        from toolkit.history import growth, timelines_for
+
+        return growth(self._store(), timelines=timelines_for(all_sources), file=file)
+
+    def ledger_changes(self, *, all_sources: bool = False, limit: int | None = None
+                       ) -> list[Change]:
+        """Every entry change (added, removed, promoted, demoted, reinforced, edited), newest
+        first."""
+        from toolkit.history import change_log, timelines_for
+
+        return change_log(self._store(), timelines=timelines_for(all_sources), limit=limit)
+
+    def entry_history(self, title: str, *, file: str | None = None, all_sources: bool = False
+                      ) -> list[EntryHistory]:
+        """The timeline of each entry whose title matches ``title``."""
+        from toolkit.history import history_for_title
+
+        return history_for_title(self._store(), title, file=file, all_sources=all_sources)
+
+    # -- the audit DB (nagi-ledger's questions) --------------------------------
+    def task_status(self, task: str) -> TaskStatus:
+        """Dispatches, retries and last verdict of one task (``toolkit audit task-status``)."""
+        from toolkit.audit_ops import task_status
+
+        return cast(TaskStatus, task_status(self._store(), task))
+
+    def approaches(self, task: str) -> Approaches:
+        """One task's dead ends, no-gos and working approaches (``toolkit audit
+        approaches``)."""
+        from toolkit.audit_ops import check_approaches
+
+        return cast(Approaches, check_approaches(self._store(), task))
+
+    def stats(self, days: int = 7, *, now: dt.datetime | None = None) -> AuditStats:
+        """Actions by tier and category, dispatches and verdicts over the last ``days`` days
+        before ``now`` (default: the real clock), as ``toolkit audit stats``."""
+        from toolkit.audit_ops import stats
+
+        return cast(AuditStats, stats(self._store(), days, now=now))
+
+    def audit_search(self, query: str, *, kinds: list[str] | None = None, limit: int = 20,
+                     offset: int = 0, since_days: float | None = None,
+                     now: dt.datetime | None = None) -> list[AuditHit]:
+        """Actions, dispatches and approaches matching ``query``'s words, best first
+        (nagi-ledger's ``ledger_search``; ``toolkit audit search``)."""
+        from toolkit.audit_ops import search
+
+        return cast(list[AuditHit], search(self._store(), query, kinds, limit, offset,
+                                           since_days, now=now))
+
+    def similar_tasks(self, task: str, *, limit: int = 5, min_score: float = 0.35
+                      ) -> list[SimilarTask]:
+        """Earlier dispatches and approaches whose task reads like ``task``, best first
+        (nagi-ledger's ``ledger_similar_tasks``)."""
+        from toolkit.audit_ops import similar_tasks
+
+        return cast(list[SimilarTask], similar_tasks(self._store(), task, limit, min_score))
+
+    def session_report(self, since_hours: int = 24, *, now: dt.datetime | None = None) -> str:
+        """nagi-ledger's Markdown report of the actions and dispatches of the last
+        ``since_hours`` hours before ``now`` (``toolkit audit report``)."""
+        from toolkit.audit_ops import session_report
+
+        return session_report(self._store(), since_hours, now=now)
+
+    def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
+        """Actions per day and tier (from ``since``, default: all), as the site's chart."""
+        from toolkit.queries import site_actions_by_day_tier
+
+        rows = site_actions_by_day_tier(self._store(), since or dt.date.min)
+        return [TierDay(*r) for r in rows]
+
+    def tasks(self) -> list[TaskRow]:
+        """Every task's dispatches, retries, verdicts and whether it is over the retry
+        limit, by task."""
+        from toolkit.queries import site_task_status
+
+        return cast(list[TaskRow], site_task_status(self._store()))
+
+    def dispatches(self) -> list[Dispatch]:
+        """Every subagent dispatch, oldest first."""
+        from toolkit.queries import site_dispatches
+
+        return cast(list[Dispatch], site_dispatches(self._store()))
+
+    def approach_log(self) -> list[ApproachRecord]:
+        """Every recorded approach of every task, oldest first."""
+        from toolkit.queries import site_approaches
+
+        return cast(list[ApproachRecord], site_approaches(self._store()))
+
+    # -- the slop ledger (read from its file, as `toolkit slop` does) ----------
+    def slop_summary(self) -> Summary:
+        """``toolkit slop``'s summary: totals, counts by bucket and by status."""
+        from toolkit.slop_ops import load, summarize
+
+        return summarize(load(self.config.slop_path, self.config.max_file_bytes).entries)
+
+    def slop_entries(self, *, bucket: str | None = None, severity: str | None = None,
+                     status: str | None = None, confidence: str | None = None,
+                     search: str | None = None, owner: str | None = None,
+                     older_than: int | None = None, limit: int | None = None
+                     ) -> list[SlopEntry]:
+        """Slop entries in file order, filtered (AND) as ``toolkit slop query`` (values read
+        leniently: ``done``, ``InProgress``...); ``limit`` None: all of them."""
+        from toolkit.slop_ops import SlopFilter, load, parse_enum, query
+
+        def enum(name: str, value: str | None) -> str | None:
+            return None if value is None else parse_enum(name, value)
+
+        flt = SlopFilter(bucket=enum("bucket", bucket), severity=enum("severity", severity),
+                         status=enum("status", status),
+                         confidence=enum("confidence", confidence), search=search,
+                         owner=owner, older_than=older_than, today=self.today, limit=limit)
+        return query(load(self.config.slop_path, self.config.max_file_bytes).entries,
+                     flt).entries
+
+    def open_slop(self) -> list[OpenSlop]:
+        """Open and in-progress slop, by bucket, then severity (critical first): the handoff
+        report's list."""
+        from toolkit.queries import handoff_open_slop
+
+        return cast(list[OpenSlop], handoff_open_slop(self._store()))
+
+    # -- turns (CodeSmith snapshots, with the audit rows of each turn) ---------
+    def turns(self) -> list[Turn]:
+        """Every agent turn: its window, files and lines changed, actions and dispatches."""
+        from toolkit.history import turn_summaries
+
+        return cast(list[Turn], turn_summaries(self._store()))
+
+    def turn_files(self) -> list[TurnFile]:
+        """Every file each turn changed, with lines added and deleted."""
+        from toolkit.queries import site_rows
+
+        return cast(list[TurnFile], site_rows(self._store(), "turn_files"))
+
+    def turn_activity(self, *, per_turn: int = 50) -> list[TurnActivity]:
+        """The audit actions and dispatches logged inside each turn's window (at most
+        ``per_turn`` of each kind per turn)."""
+        from toolkit.history import turn_activity_rows
+
+        return cast(list[TurnActivity], turn_activity_rows(self._store(), per_turn=per_turn))

@@ -1,0 +1,109 @@
+"""Run the analysis notebooks (``notebooks/*.ipynb``) top to bottom in a Jupyter kernel.
+
+The notebooks take their parameters papermill's way: the cell tagged ``parameters`` holds the
+defaults, and :func:`with_parameters` adds a cell tagged ``injected-parameters`` after it that
+sets the given values. Running needs the ``notebooks`` extra (or the ``test`` extra):
+``nbclient``, ``nbformat`` and ``ipykernel``, imported only here and only when called.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.errors import ToolkitError
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"  # the repository's
+
+
+def _need(module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ToolkitError(f"running notebooks needs {module}, which is not installed",
+                           hint="Install the notebooks extra: pip install -e '.[notebooks]'")
+
+
+def read(path: Path) -> NotebookNode:
+    """A notebook file, as nbformat version 4."""
+    _need("nbformat")
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def write(nb: NotebookNode, path: Path) -> None:
+    _need("nbformat")
+    import nbformat
+
+    nbformat.write(nb, str(path))
+
+
+def _tags(cell: NotebookNode) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def with_parameters(nb: NotebookNode, **params: object) -> NotebookNode:
+    """A copy of ``nb`` whose parameters are ``params``: a cell tagged
+    ``injected-parameters`` right after the one tagged ``parameters`` (a notebook without
+    one gets it first)."""
+    import nbformat
+
+    nb = copy.deepcopy(nb)
+    nb.cells = [c for c in nb.cells if INJECTED_TAG not in _tags(c)]
+    source = "# Injected parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
+    at = next((i + 1 for i, c in enumerate(nb.cells) if PARAMETERS_TAG in _tags(c)), 0)
+    nb.cells.insert(at, cell)
+    return nb
+
+
+def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int = 600
+            ) -> NotebookNode:
+    """Run every cell of ``nb`` in a fresh Python kernel started in ``cwd``; returns the
+    notebook with its outputs. A cell that raises stops the run: a ToolkitError naming the
+    cell (1-based, among all cells) and the error."""
+    _need("nbclient")
+    _need("ipykernel")
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(cwd)}},
+                            record_timing=False, coalesce_streams=True)
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(
+            o.get("output_type") == "error" for o in c.get("outputs", []))), None)
+        where = f"cell {index + 1}" if index is not None else "a cell"
+        raise ToolkitError(f"{name}: {where} failed: {exc.ename}: {exc.evalue}") from None
+    return nb
+
+
+def text_outputs(nb: NotebookNode) -> list[list[str]]:
+    """What each code cell showed as text: its standard output, the plain-text form of its
+    results and displays, and its errors. Images, standard error (warnings, caches being
+    built), execution counts and timings are left out: they may differ between runs that
+    show the same thing."""
+    shown: list[list[str]] = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or INJECTED_TAG in _tags(cell):
+            continue
+        texts: list[str] = []
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "stream" and out.get("name") == "stdout":
+                texts.append(str(out.get("text", "")))
+            elif kind in ("execute_result", "display_data"):
+                texts.append(str(out.get("data", {}).get("text/plain", "")))
+            elif kind == "error":
+                texts.append(f"{out.get('ename')}: {out.get('evalue')}")
+        shown.append(texts)
+    return shown

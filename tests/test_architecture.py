@@ -73,7 +73,12 @@ def _runtime_imports(path: Path) -> dict[str, bool]:
             if isinstance(child, ast.Import):
                 names = [a.name for a in child.names]
             elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
-                names = [child.module, *(f"{child.module}.{a.name}" for a in child.names)]
+                # ``from toolkit import queries`` depends on toolkit.queries, not on the
+                # package's own code (its lazy ``__getattr__`` runs only for other names)
+                subs = [f"{child.module}.{a.name}" for a in child.names]
+                names = [s for s in subs if s in MODULES]
+                if len(names) < len(subs):
+                    names.append(child.module)
             for name in names:
                 if name in MODULES and name != _module(path):
                     found[name] = found.get(name, False) or in_function

@@ -5,7 +5,7 @@ file order (:data:`toolkit.editor.CONF_RANK`), the confidence recalculation
 (:func:`toolkit.reconcile.confidence_for`), the token estimate
 (:func:`toolkit.editor.count_words`, :func:`toolkit.editor.tokens_for_words`) and the header of
 a freshly reset file (:data:`toolkit.editor.FILE_TEMPLATE`). An entry's text in Form A or B is
-written by :func:`render_entry`.
+written by :func:`render_entry` (the layout of the entry codec's ``render_entry``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ from toolkit.records import LEDGER_FILES, LEDGER_TITLES
 
 # =========================================================================== sessions
 
+
 def session_start(spec: SessionSpec, anchor: dt.date) -> dt.datetime:
     return moment(anchor, spec.day, spec.time)
+
 
 def session_name(spec: SessionSpec, anchor: dt.date) -> str:
     stamp = session_start(spec, anchor).strftime("%Y-%m-%d_%H%M%S")
@@ -47,6 +49,7 @@ def session_name(spec: SessionSpec, anchor: dt.date) -> str:
         return stamp
     person = PEOPLE[spec.author]
     return f"{person.slug}_{person.email_hash}_{stamp}"
+
 
 class _Clock:
     """Session log time that only moves forward."""
@@ -58,6 +61,7 @@ class _Clock:
     def tick(self, low: int, high: int) -> str:
         self.now += dt.timedelta(seconds=self.rng.randint(low, high))
         return self.now.strftime("%H:%M:%S")
+
 
 def _metric(rng: random.Random, t: str, tool: str, ident: str) -> str:
     if tool == "Read":
@@ -71,6 +75,7 @@ def _metric(rng: random.Random, t: str, tool: str, ident: str) -> str:
     if len(ident) > 60:
         ident = ident[:60] + "…"
     return f"- `[{t}]` **{tool}** in:{tin} out:{tout} total:{tin + tout} ({ident})"
+
 
 def session_text(spec: SessionSpec, anchor: dt.date, rng: random.Random) -> str:
     start = session_start(spec, anchor)
@@ -157,47 +162,40 @@ def session_text(spec: SessionSpec, anchor: dt.date, rng: random.Random) -> str:
     out += [f"## Ended: {clock.now:%Y-%m-%d %H:%M:%S}", ""]
     return "\n".join(out)
 
+
 # =========================================================================== ledger state
 
-@dataclass(frozen=True)
-class EntryText:
-    """One ledger entry's values, as Smith writes them."""
 
-    form: str  # "A" or "B"
-    title: str  # "" gives Form B's empty **Title:** (a malformed entry)
-    date: str  # YYYY-MM-DD
-    category: str | None  # None: no Category line (a malformed entry)
-    confidence: str
-    reflections: int  # Form A's Observations, Form B's Source reflections
-    dates: Sequence[str]  # Form A's Source reflections: the reflection dates
-    context: str
-    pattern: str
-    evidence: Sequence[str]  # the Evidence list's lines
-    related: str
+def render_entry(form: str, title: str, fields: Sequence[tuple[str, str]],
+                 sections: Sequence[tuple[str, str]]) -> str:
+    """One entry in Smith's layout, without the ``---`` that opens Form B (the file writer
+    places it): Form A is ``## title``, ``- **Name:** value`` lines, ``### Section`` blocks and
+    a closing ``---``; Form B is ``**Title:**``, ``**Name:** value`` lines and ``**Section:**``
+    paragraphs (a list starts on the line below its label). An empty Form B title gives a bare
+    ``**Title:**`` (the demo's malformed entry)."""
+    out: list[str] = []
+    if form == "A":
+        out += [f"## {title}", "", *(f"- **{k}:** {v}" for k, v in fields)]
+        for name, text in sections:
+            out += ["", f"### {name}", "", text]
+        out += ["", "---"]
+    else:
+        out += [f"**Title:** {title}" if title else "**Title:**",
+                *(f"**{k}:** {v}" for k, v in fields)]
+        for name, text in sections:
+            if "\n" in text or text.startswith(("- ", "* ")):
+                out += ["", f"**{name}:**", text]
+            else:
+                out += ["", f"**{name}:** {text}"]
+    return "\n".join(out) + "\n"
 
-def render_entry(e: EntryText) -> list[str]:
-    """The entry's lines, without line endings: Form A (``## title``, ``- **Field:**`` lines,
-    ``###`` sections, closed by ``---``) or Form B (``**Field:**`` lines)."""
-    if e.form == "A":
-        out = [f"## {e.title}", "", f"- **Date:** {e.date}"]
-        if e.category:
-            out.append(f"- **Category:** {e.category}")
-        return [*out, f"- **Confidence:** {e.confidence}", f"- **Observations:** {e.reflections}",
-                f"- **Source reflections:** {', '.join(e.dates)}", "", "### Context", "",
-                e.context, "", "### Pattern", "", e.pattern, "", "### Evidence", "",
-                *e.evidence, "", "### Related", "", e.related, "", "---"]
-    out = [f"**Title:** {e.title}" if e.title else "**Title:**", f"**Date:** {e.date}"]
-    if e.category:
-        out.append(f"**Category:** {e.category}")
-    return [*out, f"**Confidence:** {e.confidence}", f"**Source reflections:** {e.reflections}",
-            "", f"**Context:** {e.context}", "", f"**Pattern:** {e.pattern}", "",
-            "**Evidence:**", *e.evidence, "", f"**Related:** {e.related}"]
 
 @dataclass
 class _Line:
     when: dt.datetime
     text: str
     counts: bool  # a reflection (True) or a reconcile note (False)
+
 
 @dataclass
 class _State:
@@ -213,6 +211,7 @@ class _State:
     @property
     def date(self) -> dt.date:
         return max(ln.when for ln in self.lines if ln.counts).date()
+
 
 class Ledger:
     """The ledger's entries as they stood at any moment, rendered to the files' bytes."""
@@ -278,14 +277,22 @@ class Ledger:
                  for k in spec.related]
         return "; ".join(parts)
 
-    def _text(self, st: _State) -> EntryText:
+    def _render(self, st: _State) -> str:
         spec = st.spec
-        return EntryText(
-            form=spec.form, title=spec.title, date=f"{st.date:%Y-%m-%d}",
-            category=spec.category, confidence=st.confidence, reflections=st.reflections,
-            dates=sorted({f"{ln.when:%Y-%m-%d}" for ln in st.lines if ln.counts}),
-            context=spec.context, pattern=spec.pattern,
-            evidence=[ln.text for ln in st.lines], related=self._related(spec))
+        fields = [("Date", f"{st.date:%Y-%m-%d}")]
+        if spec.category:
+            fields.append(("Category", spec.category))
+        fields.append(("Confidence", st.confidence))
+        if spec.form == "A":
+            dates = sorted({f"{ln.when:%Y-%m-%d}" for ln in st.lines if ln.counts})
+            fields += [("Observations", str(st.reflections)),
+                       ("Source reflections", ", ".join(dates))]
+        else:
+            fields.append(("Source reflections", str(st.reflections)))
+        sections = [("Context", spec.context), ("Pattern", spec.pattern),
+                    ("Evidence", "\n".join(ln.text for ln in st.lines)),
+                    ("Related", self._related(spec))]
+        return render_entry(spec.form, spec.title, fields, sections)
 
     @staticmethod
     def header(kind: str, style: str) -> str:
@@ -303,7 +310,7 @@ class Ledger:
         for st in entries:
             # A Form B entry opens with a --- separator unless a Form A entry's closes above.
             lead = "\n" if "A" in (st.spec.form, prev) else "\n---\n\n"
-            text += lead + "\n".join(render_entry(self._text(st))) + "\n"
+            text += lead + self._render(st)
             prev = st.spec.form
         return text
 
@@ -408,15 +415,16 @@ class Ledger:
             dates = [f"{session_start(s, self.anchor):%Y-%m-%d}" for s in specs]
             evidence = [f"- {d} -- session {session_name(s, self.anchor)}: seen in {s.feat}"
                         for d, s in zip(dates, specs, strict=True)]
-            by_file[old.file] += [*render_entry(EntryText(
-                form="A", title=old.title, date=dates[-1], category=old.category,
-                confidence=old.confidence, reflections=len(specs), dates=dates,
-                context=old.context, pattern=old.pattern, evidence=evidence,
-                related="None")), ""]
+            by_file[old.file].append(render_entry("A", old.title, [
+                ("Date", dates[-1]), ("Category", old.category),
+                ("Confidence", old.confidence), ("Observations", str(len(specs))),
+                ("Source reflections", ", ".join(dates))], [
+                ("Context", old.context), ("Pattern", old.pattern),
+                ("Evidence", "\n".join(evidence)), ("Related", "None")]))
         out = {}
         for kind in LEDGER_FILES:
-            out[f"{kind}.md"] = self.header(kind, "reset") + (
-                "\n" + "\n".join(by_file[kind]) if by_file[kind] else "")
+            out[f"{kind}.md"] = self.header(kind, "reset") + "".join(
+                "\n" + text for text in by_file[kind])
         last = max(session_start(SESSION_BY_KEY[k], self.anchor) for k in ("L1", "L2"))
         counts = {kind: sum(1 for a in ARCHIVE if a.file == kind) for kind in LEDGER_FILES}
         meta = ["# Ledger overview (written by /smith-ledger)",
@@ -426,6 +434,7 @@ class Ledger:
                 *(f"  {kind}: {counts[kind]}" for kind in LEDGER_FILES)]
         out["meta.yaml"] = "\n".join(meta) + "\n"
         return out
+
 
 def _tokens(files: dict[str, str]) -> int:
     """The seed's estimate for the five ledger files: words x 1.3."""

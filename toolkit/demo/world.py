@@ -55,13 +55,16 @@ class DemoWorld:
     today: dt.date  # the demo's pinned "today" (anchor + 1 day)
     counts: dict[str, int]
 
+
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode("utf-8"))
 
+
 def _d(text: str) -> str:
     """Dedent a triple-quoted block and drop its first newline."""
     return dedent(text).lstrip("\n")
+
 
 class _Git:
     """git with a pinned environment: no user/system config, UTC, explicit identity and dates."""
@@ -96,7 +99,9 @@ class _Git:
                                f"{proc.stderr.decode('utf-8', 'replace').strip()}")
         return proc.stdout.decode("utf-8", "replace").strip()
 
+
 # =========================================================================== the builder
+
 
 class _World:
     def __init__(self, root: Path, seed: int, anchor: dt.date, audit_rows: int, git_exe: str,

@@ -160,6 +160,9 @@ OUTCOMES: dict[str, tuple[str, ...]] = _LEDGER["outcomes"]
 DESCRIPTIONS: dict[str, str] = _LEDGER["descriptions"]
 ARCHIVE: tuple[ArchivedEntry, ...] = tuple(ArchivedEntry(**row) for row in _LEDGER["archive"])
 SMITH_CONFIG: dict[str, Any] = _LEDGER["smith_config"]
+# moment ("promote", "demote") -> (author, note) of the commit that changed a confidence
+CONFIDENCE_COMMITS: dict[str, tuple[str, str]] = {
+    name: (c["author"], c["note"]) for name, c in _LEDGER["confidence_commits"].items()}
 
 
 # --------------------------------------------------------------------------- project files

@@ -14,7 +14,8 @@ from textwrap import dedent
 
 from toolkit.demo.content import (
     BASE_FILES,
-    ENTRY_BY_KEY,
+    CONFIDENCE_COMMITS,
+    ENTRIES,
     MOMENTS,
     PEOPLE,
     SESSION_BY_KEY,
@@ -244,11 +245,13 @@ class _World:
                 self.commit(when, spec.author or "jane", f"{spec.commit}\n\nSmith: reflected on "
                             f"session {session_name(spec, self.anchor)}.")
                 self.vault_commits += 1
-            elif kind == "promote":
+            elif kind in CONFIDENCE_COMMITS:
+                author, note = CONFIDENCE_COMMITS[kind]
+                [(entry, level)] = [(e, conf) for e in ENTRIES for moment_name, conf
+                                    in e.overrides if moment_name == kind]
                 self.write_ledger(when)
-                title = ENTRY_BY_KEY["P3"].title
-                self.commit(when, "jane", f"smith-ledger: promote '{title}' to high\n\n"
-                            "Every webhook test now relies on it.")
+                self.commit(when, author, f"smith-ledger: {kind} '{entry.title}' to {level}"
+                            f"\n\n{note}")
                 self.vault_commits += 1
             elif kind == "reconcile2":
                 before = self.ledger.render(when - dt.timedelta(seconds=1))
@@ -259,12 +262,6 @@ class _World:
                 self.write_ledger(when)
                 self.commit(when + dt.timedelta(seconds=29), "jane",
                             "smith-ledger: reconcile (1 merge, 1 prune)")
-                self.vault_commits += 1
-            elif kind == "demote":
-                self.write_ledger(when)
-                title = ENTRY_BY_KEY["N2"].title
-                self.commit(when, "omar", f"smith-ledger: demote '{title}' to medium\n\n"
-                            "Repository unit tests now mock on purpose; keep it as a caution.")
                 self.vault_commits += 1
             elif kind == "release":
                 text = (p / "CHANGELOG.md").read_text(encoding="utf-8")

@@ -163,16 +163,3 @@ def scan(path: Path) -> PageScan:
     s.close()
     return s
 
-
-_CACHE: dict[str, tuple[World, Path]] = {}
-
-
-def get_hostile_site(tmp_path_factory) -> tuple[World, Path]:  # type: ignore[no-untyped-def]
-    """The hostile world and its built site, built once per test session (several test
-    modules inspect it; none may change it)."""
-    if "hostile" not in _CACHE:
-        world = make_world(tmp_path_factory.mktemp("hostile"), hostile=True)
-        result = build(world)
-        assert result.warnings == []
-        _CACHE["hostile"] = (world, result.out)
-    return _CACHE["hostile"]

@@ -42,6 +42,36 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
+
+# --------------------------------------------------------------------------- shared, read-only
+#
+# Worlds that are expensive to build and that tests only read are built once per test session
+# (once per worker under pytest-xdist), in tmp_path_factory. A test that changes its world
+# builds its own.
+
+@pytest.fixture(scope="session")
+def formats_site(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The tests/fixtures/formats project and its site, fully built: (World, site folder).
+    Read it only; build into your own ``out=`` for anything else."""
+    from tests._site_helpers import build, make_world
+
+    world = make_world(tmp_path_factory.mktemp("formats-site"))
+    result = build(world)
+    assert result.mode == "full" and result.warnings == []
+    return world, result.out
+
+
+@pytest.fixture(scope="session")
+def hostile_site(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The formats project with hostile entries in every source (FAULTS.md E1) and its built
+    site: (World, site folder). Several modules inspect it; none may change it."""
+    from tests._site_helpers import build, make_world
+
+    world = make_world(tmp_path_factory.mktemp("hostile"), hostile=True)
+    result = build(world)
+    assert result.warnings == []
+    return world, result.out
+
 def copy_tree_writable(src: Path, dest: Path) -> Path:
     """Copy a fixture tree (its files may be read-only) and make the copy writable."""
     shutil.copytree(src, dest, dirs_exist_ok=True)

@@ -307,3 +307,40 @@ def test_shared_example_db_reads_back_identically_after_a_write(cli_run, project
     dump_before = rows(project.audit_db, "SELECT * FROM actions ORDER BY id")
     cli_run("audit", "log-action", "x", "--tier", "0", "--category", "c")
     assert rows(project.audit_db, "SELECT * FROM actions ORDER BY id")[:3] == dump_before
+
+
+# --------------------------------------------------------------------------- whole rows (history)
+
+def test_insert_rows_keeps_each_rows_own_time_in_nagi_ledgers_db(fresh, tmp_path):
+    """History written at once (the demo's audit DB): nagi-ledger's schema, the given times and
+    verdicts, one transaction, the WAL folded back so the DB file alone holds everything."""
+    from toolkit.audit_ops import insert_rows
+
+    insert_rows(fresh,
+                actions=[("2026-11-20 09:00:00", 1, "git", "Rebased onto main", "acme"),
+                         ("2026-11-21 10:30:00", 0, "test_run", "Ran pytest", None)],
+                dispatches=[("2026-11-20 09:05:00", "Cap retries", "Explore", "opus",
+                             "brief", "REFUTED", "2026-11-20 09:40:00", "still fails")],
+                approaches=[("2026-11-20 09:10:00", "Cap retries", "Use the adapter",
+                             "DEAD_END", "per connection")])
+    reference = make_audit_db(tmp_path / "ref.db", samples=False)
+    assert normalized_schema(fresh) == normalized_schema(reference)
+    assert rows(fresh, "SELECT id, ts, tier, project FROM actions ORDER BY id") == [
+        (1, "2026-11-20 09:00:00", 1, "acme"), (2, "2026-11-21 10:30:00", 0, None)]
+    assert rows(fresh, "SELECT task, verdict, verdict_ts FROM dispatches") == [
+        ("Cap retries", "REFUTED", "2026-11-20 09:40:00")]
+    assert rows(fresh, "SELECT outcome FROM approaches") == [("DEAD_END",)]
+    wal = fresh.with_name(fresh.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_insert_rows_writes_all_or_nothing(fresh):
+    """A row nagi-ledger's constraints refuse: an error, and none of the other rows land."""
+    from toolkit.audit_ops import insert_rows
+    from toolkit.errors import ToolkitError
+
+    insert_rows(fresh, actions=[("2026-11-20 09:00:00", 1, "git", "kept", None)])
+    with pytest.raises(ToolkitError):
+        insert_rows(fresh, actions=[("2026-11-20 10:00:00", 1, "git", "new", None)],
+                    approaches=[("2026-11-20 10:00:00", "t", "a", "MAYBE", "r")])
+    assert rows(fresh, "SELECT description FROM actions") == [("kept",)]

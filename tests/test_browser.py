@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests._site_helpers import HOSTILE_TASK, HOSTILE_TITLE_SHOWN, get_hostile_site
+from tests._site_helpers import HOSTILE_TASK, HOSTILE_TITLE_SHOWN
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -79,8 +79,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="module")
-def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    served = _serve(get_hostile_site(tmp_path_factory)[1])
+def hostile_served(hostile_site: tuple[Any, Path]) -> Iterator[Served]:
+    served = _serve(hostile_site[1])
     yield served
     served.server.shutdown()
     served.server.server_close()
@@ -219,17 +219,17 @@ def test_entry_and_task_pages_open_from_their_indexes(demo: Served,
 
 
 def test_hostile_pages_open_no_dialog_and_make_no_outside_request(
-        hostile_site: Served, page: tuple[Any, Watch]) -> None:
+        hostile_served: Served, page: tuple[Any, Watch]) -> None:
     from toolkit.reports import task_slugs
 
     p, watch = page
-    [entry] = (hostile_site.site / "ledger" / "patterns").glob("img-src-x-onerror-*")
+    [entry] = (hostile_served.site / "ledger" / "patterns").glob("img-src-x-onerror-*")
     slug = task_slugs([HOSTILE_TASK])[HOSTILE_TASK]
     for path in (f"ledger/patterns/{entry.name}/", "slop/deadbeef/", f"audit/tasks/{slug}/",
                  "audit/actions/", "ledger/patterns/", "sessions/"):
-        p.goto(hostile_site.base + path, wait_until="load")
+        p.goto(hostile_served.base + path, wait_until="load")
         p.wait_for_timeout(200)
-    p.goto(hostile_site.base + f"ledger/patterns/{entry.name}/", wait_until="load")
+    p.goto(hostile_served.base + f"ledger/patterns/{entry.name}/", wait_until="load")
     assert p.title().startswith(HOSTILE_TITLE_SHOWN)
     assert p.locator("article h1").first.inner_text().strip() == HOSTILE_TITLE_SHOWN
     # the search results render the hostile title too

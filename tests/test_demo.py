@@ -417,3 +417,19 @@ def test_an_os_error_while_writing_is_an_error_and_removes_the_half_written_worl
         f"Error: {tmp_path / 'demo' / 'x'}: cannot write the demo world: No space left on "
         "device; nothing kept")
     assert not (tmp_path / "demo").exists()
+
+
+def test_every_demo_data_file_ships_in_a_regular_install() -> None:
+    """The demo's content is data (toolkit/demo/data); pyproject's package-data must cover
+    each file, or `pip install .` gives a toolkit whose `toolkit demo` cannot start."""
+    import fnmatch
+    import tomllib
+
+    from tests.conftest import REPO
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = config["tool"]["setuptools"]["package-data"]["toolkit.demo"]
+    data = REPO / "toolkit" / "demo" / "data"
+    files = sorted(p.relative_to(data.parent).as_posix() for p in data.rglob("*") if p.is_file())
+    assert files
+    assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []

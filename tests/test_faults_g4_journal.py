@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FixtureProject
+from tests.conftest import FixtureProject, tree_digest
 
 NOW = "2026-06-15T12:00:00Z"
 NAMES = ("patterns.md", "antipatterns.md", "tool-preferences.md", "edge-cases.md",
@@ -85,14 +85,23 @@ def _temps(ledger: Path) -> list[str]:
     return sorted(p.name for p in ledger.iterdir() if ".toolkit-tmp-" in p.name)
 
 
+# The uninterrupted runs already made: (args, every file of the project as it was) -> the
+# ledger they left. Each test starts from the same fixture project, so the reference run is
+# made once per input, not once per test (it already ran on a copy in another folder).
+_SERIAL: dict[tuple[tuple[str, ...], tuple[tuple[str, object], ...]], dict[str, bytes | None]] = {}
+
+
 def _before_and_after(project: FixtureProject, tmp_path: Path,
                       args: list[str]) -> tuple[dict[str, bytes | None], dict[str, bytes | None]]:
     """The ledger as it is, and as one uninterrupted run of ``args`` leaves it (on a copy)."""
-    serial = tmp_path / "serial"
-    shutil.copytree(project.root, serial, symlinks=True)
-    r = _run(args, serial)
-    assert r.returncode == 0, r.stderr
-    return _state(project.ledger), _state(serial / ".smith" / "vault" / "ledger")
+    key = (tuple(args), tuple(sorted(tree_digest(project.root).items())))
+    if key not in _SERIAL:
+        serial = tmp_path / "serial"
+        shutil.copytree(project.root, serial, symlinks=True)
+        r = _run(args, serial)
+        assert r.returncode == 0, r.stderr
+        _SERIAL[key] = _state(serial / ".smith" / "vault" / "ledger")
+    return _state(project.ledger), dict(_SERIAL[key])
 
 
 def _note(stderr: str) -> str:

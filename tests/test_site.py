@@ -17,12 +17,10 @@ from tests._site_helpers import BUILD_TIME, World, build, make_world, scan, tree
 from toolkit.reports import page_url, slop_slugs, task_slugs
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Path]:
-    world = make_world(tmp_path_factory.mktemp("site"))
-    result = build(world)
-    assert result.mode == "full" and result.warnings == []
-    return world, result.out
+@pytest.fixture
+def built(formats_site: tuple[World, Path]) -> tuple[World, Path]:
+    """The formats project's site, built once per session (tests here only read it)."""
+    return formats_site
 
 
 def _search_locations(site: Path) -> set[str]:

@@ -18,7 +18,6 @@ from tests._site_helpers import (
     HOSTILE_TASK,
     HOSTILE_TITLE_SHOWN,
     World,
-    get_hostile_site,
     scan,
 )
 from toolkit.reports import task_slugs
@@ -26,9 +25,9 @@ from toolkit.reports import task_slugs
 SCRIPT_BLOCK = re.compile(r"<script\b[^>]*>.*?</script>", re.S | re.I)
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Path]:
-    return get_hostile_site(tmp_path_factory)
+@pytest.fixture
+def hostile(hostile_site: tuple[World, Path]) -> tuple[World, Path]:
+    return hostile_site
 
 
 def _pages(site: Path) -> list[Path]:

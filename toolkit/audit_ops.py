@@ -242,6 +242,30 @@ def log_approach(db: Path, task: Any, approach: Any, outcome: Any, reason: Any
         return {"id": int(cur.lastrowid or 0)}
 
 
+
+def insert_rows(db: Path, *, actions: Iterable[Sequence[Any]] = (),
+                dispatches: Iterable[Sequence[Any]] = (),
+                approaches: Iterable[Sequence[Any]] = ()) -> None:
+    """Add whole rows that carry their own times, in one transaction, through the connection
+    the ``log_*`` writers use (nagi-ledger's pragmas and DDL); then fold the WAL into the DB.
+
+    Rows are tuples in column order without ``id``: actions ``(ts, tier, category,
+    description, project)``, dispatches ``(ts, task, agent_type, model, brief_summary, verdict,
+    verdict_ts, verdict_notes)``, approaches ``(ts, task, approach, outcome, reason)``. For
+    writing history (``toolkit demo``); an agent's live log goes through the ``log_*`` calls.
+    """
+    with _writer(db) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO actions (ts, tier, category, description, project) "
+                         "VALUES (?, ?, ?, ?, ?)", actions)
+        conn.executemany("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, "
+                         "verdict, verdict_ts, verdict_notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         dispatches)
+        conn.executemany("INSERT INTO approaches (ts, task, approach, outcome, reason) "
+                         "VALUES (?, ?, ?, ?, ?)", approaches)
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
 # --------------------------------------------------------------------------- similarity
 #
 # nagi-ledger's matching rules (ledger.py ``_tokenize``, ``_score``, ``_similarity``), kept to

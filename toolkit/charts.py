@@ -16,6 +16,7 @@ the hash of their spec, so an unchanged chart costs nothing on a rebuild).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -69,7 +70,10 @@ class ChartSpec:
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+@functools.cache
 def _renderer_version() -> str:
+    """The drawing code's version and matplotlib's (read once: reading package metadata is
+    slow, and a digest is taken several times per chart and build)."""
     from importlib.metadata import version
 
     return "2:" + version("matplotlib")

@@ -299,7 +299,8 @@ def render_entry(form: str, title: str, fields: Sequence[tuple[str, str]],
             out += ["", f"### {name}", "", text]
         out += ["", "---"] if separator else []
     else:
-        out += ["---", "", f"**Title:** {title}"] if separator else [f"**Title:** {title}"]
+        head = f"**Title:** {title}" if title else "**Title:**"  # no trailing space
+        out += ["---", "", head] if separator else [head]
         out += [f"**{k}:** {v}" for k, v in fields]
         for name, text in sections:
             if "\n" in text or text.startswith(("- ", "* ")):

@@ -888,6 +888,17 @@ class UpdateResult(WriteResult):
                 f"{debug_name(self.status)}")
 
 
+def write_ledger(path: Path, entries: list[dict[str, Any]]) -> None:
+    """A whole slop ledger written as CodeSmith writes it (serde_json, two-space indent, no
+    final newline), checked to load in CodeSmith, under the lock with an atomic replace (the
+    demo's new world; every edit of an existing file goes through append/update)."""
+    with _WriteSession(path, None, force=False, dry_run=False) as session:
+        doc, _existing = session.read()
+        text = _full_dump(doc, {"entries": entries})
+        _check_result(path, text)
+        session.write(_encode(doc, text))
+
+
 def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None = None,
            dry_run: bool = False, max_bytes: int | None = None,
            new_id: Callable[[], str] = lambda: str(uuid.uuid4()),

@@ -309,8 +309,4 @@ def write_audit_db(path: Path, rows: AuditRows) -> None:
 def write_slop_ledger(path: Path, entries: list[dict[str, Any]]) -> None:
     """A new slop ledger file, serialized as CodeSmith writes it (serde_json, two-space indent,
     no final newline) and checked to load in CodeSmith, by the slop writer's own steps."""
-    with slop_ops._WriteSession(path, None, force=False, dry_run=False) as session:
-        doc, _existing = session.read()
-        text = slop_ops._full_dump(doc, {"entries": entries})
-        slop_ops._check_result(path, text)
-        session.write(slop_ops._encode(doc, text))
+    slop_ops.write_ledger(path, entries)

@@ -330,3 +330,13 @@ def test_check_reads_only(project, cli_run):
     before = tree_digest(project.root / ".smith")
     cli_run("check")
     assert tree_digest(project.root / ".smith") == before
+
+
+def test_a_store_that_is_not_one_is_bad_data(project, cli_run):
+    settings(project)
+    bogus = project.root / "not-a-store.duckdb"
+    bogus.write_text("id,name\n1,x\n")
+    result = cli_run("--db", str(bogus), "check")
+    assert result.exit_code == 65
+    assert result.output.startswith("Error: ") and "not a toolkit store" in result.output
+    assert bogus.read_text() == "id,name\n1,x\n"

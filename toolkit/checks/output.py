@@ -7,6 +7,7 @@ Every cell shown comes through :func:`cell`: invisible and control characters ma
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from toolkit.checks.core import Result
@@ -35,9 +36,10 @@ def totals(results: Sequence[Result]) -> dict[str, int]:
     return counts
 
 
-def table(results: Sequence[Result], *, first: int = 3) -> str:
+def table(results: Sequence[Result], *, first: int = 3, root: Path | None = None) -> str:
     """The terminal report: one line per check (check, status, failing rows, why), its first
-    few failing rows (or its error) indented under it, then the totals."""
+    few failing rows (or its error) indented under it, then the totals. Paths under ``root``
+    (the project) are shown relative to it."""
     width = max([len("check"), *(len(cell(r.check.name)) for r in results)])
     lines = [f"{'check':<{width}}  status  rows  why"]
     for r in results:
@@ -46,16 +48,27 @@ def table(results: Sequence[Result], *, first: int = 3) -> str:
         if r.status == "error":
             lines.append(f"    {cell(r.message)}")
         for row in r.rows[:first]:
-            lines.append("    " + row_text(row, ROW_MAX))
+            lines.append("    " + row_text([_relative(v, root) for v in row], ROW_MAX))
         if r.rows and r.count > first:
             lines.append(f"    (+{r.count - first} more)")
     c = totals(results)
-    lines.append(f"{len(results)} checks: {c['pass']} passed, {c['fail']} failed, "
-                 f"{c['warn']} warnings, {c['error']} errors")
+    lines.append(f"{_n(len(results), 'check')}: {c['pass']} passed, {c['fail']} failed, "
+                 f"{_n(c['warn'], 'warning')}, {_n(c['error'], 'error')}")
     return "\n".join(lines)
 
 
-ROW_MAX = 96
+ROW_MAX = 120
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _relative(value: Any, root: Path | None) -> Any:
+    if root is None or not isinstance(value, str):
+        return value
+    prefix = str(root).rstrip("/") + "/"
+    return value[len(prefix):] if value.startswith(prefix) else value
 
 
 def as_json(results: Sequence[Result]) -> dict[str, Any]:

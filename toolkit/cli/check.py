@@ -54,6 +54,6 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
     if as_json:
         echo_json(json_of(results))
     else:
-        click.echo(table(results))
+        click.echo(table(results, root=cfg.project_root))
     if any(r.fails_run for r in results):
         sys.exit(1)

@@ -147,13 +147,15 @@ def test_the_secret_scan_finds_a_secret_among_many_rows(project):
     conn = sqlite3.connect(project.audit_db)
     conn.executemany("INSERT INTO actions (tier, category, description) VALUES (0, 'git', ?)",
                      [(f"commit {n}",) for n in range(5000)])
-    conn.execute("INSERT INTO actions (tier, category, description) VALUES (0, 'git', ?)",
-                 (f"export GITHUB_TOKEN={TOKEN}",))
-    new_id = conn.execute("SELECT max(id) FROM actions").fetchone()[0]
+    ids = []
+    for _ in range(2):  # the same text twice: each row is a place
+        conn.execute("INSERT INTO actions (tier, category, description) VALUES (0, 'git', ?)",
+                     (f"export GITHUB_TOKEN={TOKEN}",))
+        ids.append(conn.execute("SELECT max(id) FROM actions").fetchone()[0])
     conn.commit()
     conn.close()
     r = one(project, "secrets")
-    assert r.rows == [("actions", f"id {new_id}", "description", "github_token")]
+    assert r.rows == [("actions", f"id {n}", "description", "github_token") for n in ids]
 
 
 def test_interrupted_turns(project, isolated_env):

@@ -83,11 +83,20 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
         else:
             place = "'row ' || CAST(rowid + 1 AS VARCHAR)"
         for column in text_cols:
-            rows = project.sql(
-                f'SELECT {place}, CAST("{column}" AS VARCHAR) FROM "{table}" '
-                f'WHERE "{column}" IS NOT NULL ORDER BY rowid').fetchall()
-            for index, family in _scan([r[1] for r in rows]):
-                out.append((table, _place(rows[index][0]), column, family))
+            value = f'CAST("{column}" AS VARCHAR)'
+            distinct = [r[0] for r in project.sql(
+                f'SELECT DISTINCT {value} FROM "{table}" WHERE "{column}" IS NOT NULL'
+            ).fetchall()]
+            families: dict[str, list[str]] = {}
+            for index, family in _scan(distinct):  # each distinct value once
+                families.setdefault(distinct[index], []).append(family)
+            if not families:
+                continue
+            rows = project.sql(f'SELECT {place}, {value} FROM "{table}" '
+                               f"WHERE list_contains($found, {value}) ORDER BY rowid",
+                               {"found": list(families)}).fetchall()
+            out += [(table, _place(where), column, family)
+                    for where, text in rows for family in families[text]]
     return ["table", "place", "column", "family"], out
 
 

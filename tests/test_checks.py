@@ -342,3 +342,11 @@ def test_a_store_that_is_not_one_is_bad_data(project, cli_run):
     assert result.exit_code == 65
     assert result.output.startswith("Error: ") and "not a toolkit store" in result.output
     assert bogus.read_text() == "id,name\n1,x\n"
+
+
+def test_junit_xml_into_a_missing_folder_is_refused_before_running(project, cli_run):
+    settings(project)
+    result = cli_run("check", "--junit-xml", str(project.root / "nowhere" / "checks.xml"))
+    assert result.exit_code == 2
+    assert "nowhere does not exist; nothing was run" in result.output
+    assert not (project.root / ".toolkit").exists()  # the store was not even loaded

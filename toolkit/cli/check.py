@@ -37,8 +37,12 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
     from toolkit.checks import checks_for, run_checks, select
     from toolkit.checks.output import as_json as json_of
     from toolkit.checks.output import junit_xml, table
+    from toolkit.errors import UsageError
 
     cfg = get_config()
+    if junit and not Path(junit).absolute().parent.is_dir():  # before anything runs
+        raise UsageError(f"folder {Path(junit).absolute().parent} does not exist; nothing "
+                         "was run", hint="Create it first, or give --junit-xml another path")
     checks = select(checks_for(cfg.checks, path=cfg.config_file), selected, skipped)
     if list_only:
         for c in checks:

@@ -350,3 +350,15 @@ def test_junit_xml_into_a_missing_folder_is_refused_before_running(project, cli_
     assert result.exit_code == 2
     assert "nowhere does not exist; nothing was run" in result.output
     assert not (project.root / ".toolkit").exists()  # the store was not even loaded
+
+
+def test_a_finder_that_cannot_read_its_file_is_that_checks_error(project, cli_run):
+    settings(project)
+    (project.root / ".smith" / "config.json").write_text("{not json")
+    result = cli_run("check", "--select", "ledger")
+    assert result.exit_code == 0  # ledger-budget is warn level: its error does not fail the run
+    lines = result.output.splitlines()
+    row = next(line for line in lines if line.startswith("ledger-budget"))
+    assert row.split()[1:3] == ["ERROR", "0"]
+    assert "config.json" in lines[lines.index(row) + 1]
+    assert next(line for line in lines if line.startswith("meta-counts")).split()[1] == "PASS"

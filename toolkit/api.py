@@ -349,6 +349,12 @@ class Project:
 
         return select_relation(self._store().conn, query, params)
 
+    def interrupt(self) -> None:
+        """Stop the query running on :meth:`sql`'s connection (safe from another thread: a
+        timer's timeout); the query raises ``duckdb.InterruptException``."""
+        if self._reader is not None:
+            self._reader.conn.interrupt()
+
     def tables(self) -> dict[str, int]:
         """Rows per table and view (``toolkit status``'s Tables)."""
         return self._store().counts()

@@ -27,7 +27,8 @@ CONFIG_NAME = "toolkit.yaml"
 # toolkit.yaml keys that hold paths (relative paths are relative to the file's folder): the
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
-_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact"}
+_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
+                                  "checks"}
 
 # What each toolkit.yaml value must be: (accepted Python types, how the error names it).
 # YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
@@ -39,6 +40,7 @@ _KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "today": ((dt.date, str), "a date (YYYY-MM-DD)"),
     "publish": ((dict,), "a mapping (repo, labels, title, api_url, key)"),
     "redact": ((bool,), "true or false"),
+    "checks": ((list,), "a list of checks (name, sql, expect, level, description)"),
 }
 _PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "repo": ((str,), "text (OWNER/NAME)"),
@@ -57,7 +59,7 @@ def _check_types(data: dict[str, Any], types: dict[str, tuple[tuple[type, ...], 
             continue
         accepted, expected = types[key]
         ok = isinstance(value, accepted) and (bool in accepted or not isinstance(value, bool))
-        if ok and isinstance(value, list):
+        if ok and isinstance(value, list) and str in accepted:  # a list of labels
             ok = all(isinstance(v, str) for v in value)
         if not ok:
             got = {dict: "a mapping", list: "a list", bool: "true/false", int: "a number",
@@ -98,6 +100,9 @@ class Config:
     config_file: Path | None = None
     publish: dict[str, Any] = field(default_factory=dict)
     redact: bool = False  # build-site redacts the site (toolkit.yaml ``redact: true``)
+    # toolkit.yaml ``checks:`` as written (validated by toolkit.checks when checks run, so a
+    # bad entry fails `toolkit check`, not every command)
+    checks: tuple[Any, ...] = ()
 
     @property
     def ledger_dir(self) -> Path:
@@ -271,4 +276,5 @@ def resolve(
         config_file=cfg_path,
         publish=publish,
         redact=redact,
+        checks=tuple(settings.get("checks") or ()),
     )

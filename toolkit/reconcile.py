@@ -1274,6 +1274,20 @@ def _signals(cfg: Any, files: dict[str, Any]) -> Signals:
     return compute_signals(files, meta_json, err)
 
 
+BUDGET_KEYS = ("total_tokens_max", "single_file_tokens_max", "patterns_per_category_max")
+
+
+def budget_overruns(cfg: Any) -> list[Check]:
+    """The ledger's word (estimated tokens) and entry budgets it is over now, as reconcile's
+    threshold check sees them (``.smith/config.json``'s limits). Reads only; no ledger: []."""
+    from toolkit.sources.smith import read_ledger
+
+    if not cfg.ledger_dir.is_dir():
+        return []
+    signals = _signals(cfg, read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
+    return [c for c in evaluate(signals, _settings(cfg)) if c.key in BUDGET_KEYS and c.exceeded]
+
+
 def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
     """Read-only: what the threshold check sees right now. Creates and changes nothing (but,
     like every command, first finishes or undoes an edit a killed run left half-done)."""

@@ -813,6 +813,36 @@ def select_relation(conn: duckdb.DuckDBPyConnection, sql: str,
         raise ToolkitError(f"query failed: {_first_line(exc)}") from None
 
 
+def parse_select(sql: str) -> None:
+    """Refuse (:class:`RefusedError`) ``sql`` unless it is one read-only SELECT: parsed only,
+    nothing bound or run (a check in toolkit.yaml is vetted before the store is open)."""
+    conn = duckdb.connect(":memory:", config=_NO_EXTENSIONS)
+    try:
+        single_select(conn, sql)
+    finally:
+        conn.close()
+
+
+def count_and_first(relation: Relation, limit: int, *, timeout: float | None = None
+                    ) -> tuple[int, list[tuple[Any, ...]]]:
+    """(rows of ``relation``, its first ``limit`` rows) in one pass. A query that fails or
+    is interrupted (``timeout``: the caller interrupts the connection) is a ToolkitError."""
+    try:
+        counted = relation.query(
+            "relation_rows", 'SELECT *, count(*) OVER () AS "__toolkit_rows__" '
+            f"FROM relation_rows LIMIT {int(limit)}")
+        fetched = counted.fetchall() if counted is not None else []
+    except duckdb.InterruptException:
+        raise ToolkitError(f"query interrupted after the {timeout:g} s timeout"
+                           if timeout is not None else "query interrupted") from None
+    except duckdb.OutOfMemoryException:
+        raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit") from None
+    except duckdb.Error as exc:
+        raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+    count = int(fetched[0][-1]) if fetched else 0
+    return count, [tuple(r[:-1]) for r in fetched]
+
+
 def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOUT_S,
                        max_rows: int = QUERY_MAX_ROWS, memory_limit: str = QUERY_MEMORY
                        ) -> tuple[list[str], list[tuple[Any, ...]], bool]:

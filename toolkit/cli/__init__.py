@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "nagi-ledger audit DB: log and read actions, dispatches, verdicts, approaches."),
     "build-site": ("toolkit.cli.site:build_site",
                    "Build the browsable static site (MkDocs Material) of everything in the store."),
+    "check": ("toolkit.cli.check:check",
+              "Run checks over the records (built-in and toolkit.yaml); JSON and JUnit XML."),
     "demo": ("toolkit.cli.data:demo",
              "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
     "export": ("toolkit.cli.data:export",

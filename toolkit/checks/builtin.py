@@ -1,0 +1,224 @@
+"""The built-in checks, each with its rationale. Thresholds are defaults; ``toolkit.yaml``'s
+``checks:`` sets them (an entry naming a built-in check: ``{name: stale-retries, days: 3}``).
+
+Each asks a question the toolkit already answers, in the place it answers it: the
+``task_status`` view, the slop and ledger tables, the Smith reader's ``meta_disagreements``,
+reconcile's budget (:func:`toolkit.reconcile.budget_overruns`), the redaction finder
+(:func:`toolkit.redact.find_secrets`) and CodeSmith's loader rules
+(:func:`toolkit.sources.slop.load_problems`, recorded in ``_problems`` at load).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any
+
+from toolkit.checks.core import Check, Rows
+from toolkit.sources.slop import LOAD_PREFIX
+
+if TYPE_CHECKING:
+    from toolkit.api import Project
+
+_TS = "strftime({col}, '%Y-%m-%d %H:%M:%S')"
+
+
+def _ts(col: str) -> str:
+    return _TS.format(col=col)
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+# --------------------------------------------------------------------------- finders
+
+def _meta_counts(project: Project, _: dict[str, Any]) -> Rows:
+    """meta.yaml counts that disagree with the ledger files (the Smith reader's rule)."""
+    from toolkit.sources.smith import meta_disagreements, read_ledger, read_meta
+
+    ledger_dir = project.config.ledger_dir
+    if not ledger_dir.is_dir():
+        return ["path", "problem"], []
+    found = meta_disagreements(read_meta(ledger_dir),
+                               read_ledger(ledger_dir, project.config.max_file_bytes,
+                                           tolerate_large=True))
+    return ["path", "problem"], [(p.path, p.message) for p in found]
+
+
+def _ledger_budget(project: Project, _: dict[str, Any]) -> Rows:
+    """Reconcile's word and entry budgets the ledger is over."""
+    from toolkit.reconcile import budget_overruns
+
+    return (["budget", "value", "limit"],
+            [(c.label.split(" > ")[0], c.value, c.limit) for c in budget_overruns(project.config)])
+
+
+SCAN_CHUNK = 2000  # values joined per finder call: one regex pass over many short texts
+_SEPARATOR = "\n\n"
+_TEXT_TYPES = ("VARCHAR", "JSON")
+_NOT_SECRETS = frozenset({"home_path"})  # the finder also folds home paths; not a secret
+
+
+def _secrets(project: Project, _: dict[str, Any]) -> Rows:
+    """Every place in the store (every text column of every source table) where the
+    redaction finder sees a secret: table, row, column and family. Never the secret."""
+    columns = project.sql(
+        "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
+        "JOIN information_schema.tables t USING (table_schema, table_name) "
+        "WHERE c.table_schema = 'main' AND t.table_type = 'BASE TABLE' "
+        "AND NOT starts_with(c.table_name, '_') ORDER BY c.table_name, c.ordinal_position"
+    ).fetchall()
+    by_table: dict[str, dict[str, str]] = {}
+    for table, column, kind in columns:
+        by_table.setdefault(table, {})[column] = kind
+    out: list[tuple[Any, ...]] = []
+    for table, cols in by_table.items():
+        text_cols = [c for c, k in cols.items() if k in _TEXT_TYPES]
+        if not text_cols:
+            continue
+        if "path" in cols and "line" in cols:
+            place = "coalesce(path, '') || ':' || coalesce(CAST(line AS VARCHAR), '')"
+        elif cols.get("id") in ("BIGINT", "INTEGER"):
+            place = "'id ' || CAST(id AS VARCHAR)"
+        else:
+            place = "'row ' || CAST(rowid + 1 AS VARCHAR)"
+        for column in text_cols:
+            value = f'CAST("{column}" AS VARCHAR)'
+            distinct = [r[0] for r in project.sql(
+                f'SELECT DISTINCT {value} FROM "{table}" WHERE "{column}" IS NOT NULL'
+            ).fetchall()]
+            families: dict[str, list[str]] = {}
+            for index, family in _scan(distinct):  # each distinct value once
+                families.setdefault(distinct[index], []).append(family)
+            if not families:
+                continue
+            rows = project.sql(f'SELECT {place}, {value} FROM "{table}" '
+                               f"WHERE list_contains($found, {value}) ORDER BY rowid",
+                               {"found": list(families)}).fetchall()
+            out += [(table, _place(where), column, family)
+                    for where, text in rows for family in families[text]]
+    return ["table", "place", "column", "family"], out
+
+
+def _place(text: str) -> str:
+    """A row's place as it is, unless it holds a secret itself (a path can)."""
+    from toolkit.redact import MARKER, find_secrets
+
+    return MARKER if any(f.kind not in _NOT_SECRETS for f in find_secrets(text)) else text
+
+
+def _scan(values: list[str]) -> list[tuple[int, str]]:
+    """(index, family) of each value holding a secret, each family once per value. Many
+    values are searched at once; a hit is confirmed on the values it touches alone."""
+    from toolkit.redact import find_secrets
+
+    found: list[tuple[int, str]] = []
+    for start in range(0, len(values), SCAN_CHUNK):
+        part = values[start:start + SCAN_CHUNK]
+        offsets, pos = [], 0
+        for v in part:
+            offsets.append(pos)
+            pos += len(v) + len(_SEPARATOR)
+        touched: set[int] = set()
+        for f in find_secrets(_SEPARATOR.join(part)):
+            if f.kind not in _NOT_SECRETS:
+                first = bisect_right(offsets, f.start) - 1
+                last = bisect_right(offsets, max(f.end - 1, f.start)) - 1
+                touched.update(range(first, last + 1))
+        for i in sorted(touched):
+            kinds = dict.fromkeys(f.kind for f in find_secrets(part[i])
+                                  if f.kind not in _NOT_SECRETS)
+            found.extend((start + i, k) for k in kinds)
+    return found
+
+
+# --------------------------------------------------------------------------- the checks
+
+BUILTIN: tuple[Check, ...] = (
+    Check(
+        name="stale-retries", level="error", tags=("audit", "tasks"),
+        description="tasks over the retry limit whose last dispatch has no verdict after "
+                    "`days` days",
+        rationale="A task retried past the limit and then left without a verdict is work "
+                  "nobody is finishing. nagi-ledger flags a task over the retry limit so a "
+                  "person looks at it; when its newest dispatch has waited `days` days "
+                  "without a verdict, nobody did.",
+        thresholds={"days": 7},
+        sql=f"""SELECT task, retry_count, {_ts('last_dispatch')} AS last_dispatch
+FROM task_status
+WHERE over_retry_limit AND last_verdict IS NULL
+  AND last_dispatch < CAST($today AS TIMESTAMP) - to_days(CAST($days AS INTEGER))
+ORDER BY last_dispatch, task"""),
+    Check(
+        name="stale-pending", level="warn", tags=("audit", "dispatches"),
+        description="dispatches waiting for a verdict for more than `days` days",
+        rationale="A dispatch without a verdict is a subagent's result nobody checked. "
+                  "Its claims are neither confirmed nor refuted, so the next agent cannot "
+                  "tell whether to build on them.",
+        thresholds={"days": 7},
+        sql=f"""SELECT id, task, {_ts('ts')} AS ts, agent_type
+FROM dispatches
+WHERE verdict IS NULL AND ts < CAST($today AS TIMESTAMP) - to_days(CAST($days AS INTEGER))
+ORDER BY ts, id"""),
+    Check(
+        name="old-high-slop", level="warn", tags=("slop",),
+        description="open or in-progress slop of high or critical severity older than "
+                    "`days` days",
+        rationale="High-severity debt left open for a month is debt the team has stopped "
+                  "seeing. CodeSmith records it so it gets cleaned up; its age says it "
+                  "is not being.",
+        thresholds={"days": 30},
+        sql=f"""SELECT short_id, severity, title, {_ts("timezone('UTC', created_at)")} AS created
+FROM slop_entries
+WHERE status IN ('open', 'in_progress') AND severity IN ('high', 'critical')
+  AND created_at < CAST($today AS TIMESTAMPTZ) - to_days(CAST($days AS INTEGER))
+ORDER BY created_at, position"""),
+    Check(
+        name="meta-counts", level="error", tags=("ledger",),
+        description="meta.yaml entry counts that disagree with the ledger files",
+        rationale="meta.yaml's counts disagree with the ledger files. Smith and the "
+                  "reconciler trust these counts to decide when to prune and reconcile; "
+                  "wrong counts mean a half-finished edit or a hand edit that skipped them.",
+        finder=_meta_counts),
+    Check(
+        name="malformed-entries", level="warn", tags=("ledger",),
+        description="ledger entries with a missing or malformed field",
+        rationale="A malformed ledger entry is read by agents as it is. A missing title, "
+                  "date or confidence keeps it from being ranked, pruned or promoted.",
+        sql="""SELECT path, line, title, array_to_string(problems, '; ') AS problems
+FROM ledger_entries WHERE len(problems) > 0 ORDER BY file, position"""),
+    Check(
+        name="ledger-budget", level="warn", tags=("ledger", "budget"),
+        description="the ledger over reconcile's word (estimated tokens) or entry budget",
+        rationale="A ledger over its budget costs every agent session its context. "
+                  "Reconcile drops the lowest-confidence entries to get back under; until it "
+                  "runs, agents read more than was meant.",
+        finder=_ledger_budget),
+    Check(
+        name="secrets", level="error", tags=("security",),
+        description="a secret in any source (table, place, column and family; never the "
+                    "secret)",
+        rationale="A secret written into the records leaks with every handoff, export and "
+                  "site. The same finder guards what leaves the machine; this finds what "
+                  "is already at rest so it can be removed and rotated.",
+        finder=_secrets),
+    Check(
+        name="interrupted-turns", level="warn", tags=("snapshots",),
+        description="agent turns with no post-turn snapshot",
+        rationale="A turn without its post-turn snapshot was interrupted. Its changes may be "
+                  "half-made and cannot be compared with how the turn ended (the newest "
+                  "turn may still be running).",
+        sql="""SELECT repo, turn_key, max(turn) AS turn, count(*) AS snapshots
+FROM snapshots WHERE turn_key IS NOT NULL GROUP BY repo, turn_key
+HAVING count(*) FILTER (WHERE kind = 'post-turn') = 0
+ORDER BY repo, min(position)"""),
+    Check(
+        name="slop-unloadable", level="error", tags=("slop",),
+        description="what keeps CodeSmith from loading its slop ledger",
+        rationale="CodeSmith refuses to load a slop ledger it cannot parse. The agent then "
+                  "starts with no slop ledger at all, and its next write can replace the "
+                  "file.",
+        sql=f"""SELECT path, line, substr(message, {len(LOAD_PREFIX) + 1}) AS problem
+FROM _problems WHERE source = 'slop' AND starts_with(message, {_sql_text(LOAD_PREFIX)})
+ORDER BY line NULLS FIRST, message"""),
+)

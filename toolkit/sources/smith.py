@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -37,7 +38,9 @@ from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
 
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
-_INTERESTING = frozenset(b"#*`~- \t")  # first bytes of lines that can matter in pass 1
+# The start of every line that can matter in pass 1 (see parse_ledger_bytes).
+_CANDIDATE = re.compile(rb"---|\*\*Title|## |[ \t`~]")
+_CANDIDATE_NL = re.compile(rb"\n(?:---|\*\*Title|## |[ \t`~])")
 
 
 @dataclass
@@ -93,15 +96,17 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
-    interesting = _INTERESTING
-    for i, line in enumerate(lines):
-        if not line:
-            continue
+    # Only lines that start like a separator, a title or a fence (or with a space or tab) can
+    # matter here: one regex scan finds them, far faster than a look at every line.
+    # The scan looks for the newline before such a line (a literal the regex engine finds
+    # fast); the first line has none.
+    first = [0] if lines and _CANDIDATE.match(lines[0]) else []
+    found = (bisect_left(offsets, m.start() + 1) for m in _CANDIDATE_NL.finditer(data, begin))
+    for i in (*first, *found):
+        line = lines[i]
         c = line[0]
-        if c not in interesting:
-            continue
-        if c == 45:  # "-": a separator, or (mostly) a bullet
-            if fence is None and line.startswith(b"---") and _SEP.match(line):
+        if c == 45:  # "-": a separator
+            if fence is None and _SEP.match(line):
                 seps.append(i)
             continue
         if c == 42:  # "*"
@@ -110,17 +115,17 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
                 starts.append((i, "B"))
             continue
         if c == 35:  # "#"
-            if fence is None and line.startswith(b"## "):
+            if fence is None:
                 starts.append((i, "A"))
             continue
         # "`", "~", space or tab: fences, and indented separators
-        m = _FENCE.match(line)
+        fm = _FENCE.match(line)
         if fence is not None:
-            if m and m.group(1)[:1] == fence[:1] and len(m.group(1)) >= len(fence):
+            if fm and fm.group(1)[:1] == fence[:1] and len(fm.group(1)) >= len(fence):
                 fence = None
             continue
-        if m:
-            fence = m.group(1)
+        if fm:
+            fence = fm.group(1)
         elif _SEP.match(line):
             seps.append(i)
     offsets.append(len(data))

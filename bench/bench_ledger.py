@@ -96,7 +96,7 @@ def commands(entries: int, reps: int) -> None:
         vault = make_vault(root, entries)
         patterns = vault / "ledger" / "patterns.md"
         env = {**os.environ, "PYTHONPATH": str(HERE.parent), "HOME": str(root),
-               "XDG_CACHE_HOME": str(root / "cache")}
+               "XDG_CACHE_HOME": str(root / "cache"), "TOOLKIT_MAX_FILE_MB": "200"}
         base = ["--project", str(root)]
         i = entries // 2
         cases = {

@@ -20,7 +20,7 @@ import datetime as dt
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -256,19 +256,29 @@ def _line_ranges(indexes: list[int]) -> str:
 
 
 def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
-                     tolerate_large: bool = False) -> LedgerFile:
+                     tolerate_large: bool = False, cache: Path | None = None) -> LedgerFile:
     """Read and parse one ledger file. A missing or unreadable file gives an empty LedgerFile
     with ``exists``/``error`` set and a problem note.
 
     A file over the size limit (FAULTS A8/I4) raises :class:`TooLargeError` (exit 65, naming
     the file and the limit): a command that reads the ledger must not act as if the file were
     empty. ``tolerate_large=True`` (the loader, whose warnings ``toolkit status`` and the
-    site show) turns it into a problem note like any other unreadable file."""
+    site show) turns it into a problem note like any other unreadable file.
+
+    ``cache``: a folder of :mod:`toolkit.parsecache` (beside the store). The file's bytes are
+    always read; when the cache holds the parse of exactly these bytes at this path by this
+    parser, that is the answer, else the file is parsed and the result saved there."""
     if not path.exists():
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0, newline=b"\n",
                           bom=False, exists=False)
+    key: tuple[str, ...] = ()
     try:
         data = read_bytes(path, max_bytes)
+        if cache is not None:
+            key = _parse_key(path, kind, data)
+            hit = _cached_parse(cache, path, kind, data, key)
+            if hit is not None:
+                return hit  # these very bytes were parsed before (so they are UTF-8)
         decode_utf8(data, path)  # junk bytes: report by offset, parse nothing
     except DataError as exc:
         if isinstance(exc, TooLargeError) and not tolerate_large:
@@ -276,7 +286,52 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
                           problems=[Problem("smith", str(path), exc.line, exc.detail)])
-    return parse_ledger_bytes(data, path, kind)
+    lf = parse_ledger_bytes(data, path, kind)
+    if cache is not None:
+        _save_parse(cache, lf, key)
+    return lf
+
+
+# --------------------------------------------------------------------------- parse cache
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
+
+
+def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
+    """What a cached parse must match: this parser, this path and kind, these bytes."""
+    from toolkit import parsecache
+
+    global _PARSER_VERSION
+    if _PARSER_VERSION is None:
+        _PARSER_VERSION = parsecache.code_version(__name__, "toolkit.ledger.codec",
+                                                  "toolkit.records")
+    return _PARSER_VERSION, str(path), kind, parsecache.digest(data)
+
+
+_PARSER_VERSION: str | None = None
+
+
+def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
+                  key: tuple[str, ...]) -> LedgerFile | None:
+    from toolkit import parsecache
+
+    saved = parsecache.load(cache, kind, key)
+    try:
+        header_end, newline, bom, rows, notes = saved
+        entries = [LedgerEntry(*row) for row in rows]
+        problems = [Problem(*note) for note in notes]
+    except (TypeError, ValueError):
+        return None
+    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
+                      newline=newline, bom=bom, problems=problems)
+
+
+def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
+    from toolkit import parsecache
+
+    rows = [tuple(getattr(e, name) for name in _ENTRY_FIELDS) for e in lf.entries]
+    notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
+    parsecache.save(cache, lf.kind, key, (lf.header_end, lf.newline, lf.bom, rows, notes))
 
 
 # --------------------------------------------------------------------------- meta files
@@ -667,10 +722,12 @@ class Vault:
 
 
 def read_ledger(ledger_dir: Path, max_bytes: int | None = None, *,
-                tolerate_large: bool = False) -> dict[str, LedgerFile]:
-    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large``)."""
+                tolerate_large: bool = False, cache: Path | None = None
+                ) -> dict[str, LedgerFile]:
+    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large`` and
+    ``cache``)."""
     return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes,
-                                   tolerate_large=tolerate_large)
+                                   tolerate_large=tolerate_large, cache=cache)
             for kind in LEDGER_FILES}
 
 
@@ -691,13 +748,15 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
 
 
 def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = True,
-               tolerate_large: bool = False) -> Vault:
+               tolerate_large: bool = False, cache: Path | None = None) -> Vault:
     """Everything in one vault. A ledger file over the size limit raises
-    :class:`TooLargeError` unless ``tolerate_large`` (see :func:`read_ledger_file`)."""
+    :class:`TooLargeError` unless ``tolerate_large``; ``cache``: where parses of the ledger
+    files are kept (see :func:`read_ledger_file`)."""
     ledger_dir = vault / "ledger"
     problems: list[Problem] = []
     exists = ledger_dir.is_dir()
-    files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large) if exists else {
+    files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large,
+                        cache=cache) if exists else {
         kind: LedgerFile(ledger_dir / f"{kind}.md", kind, b"", [], 0, b"\n", False, exists=False)
         for kind in LEDGER_FILES}
     for lf in files.values():

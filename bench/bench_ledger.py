@@ -4,10 +4,12 @@ in the same run.
 * **Parse rate** (10,000 entries): ``parse_ledger_bytes`` of one ledger file, in entries per
   second of CPU time, against a regex scan of the same bytes for the entries' title lines
   (the least any reader that finds the entries must do).
-* **Commands** (50,000 entries): ``toolkit ledger search`` (one title), ``ledger show`` and
-  ``ledger list --json``, each a real process, against a process that only starts Python
-  and reads the ledger's bytes. Wall time, the child's CPU time (user + system: steadier on a
-  shared machine) and its peak memory.
+* **Commands** (50,000 entries): ``toolkit load`` into a new store (which parses the ledger
+  and keeps the parses beside the store), then ``toolkit ledger search`` (one title),
+  ``ledger show`` and ``ledger list --json`` (which answer from those parses), each a real
+  process, against a process that only starts Python and reads the ledger's bytes. Wall
+  time, the child's CPU time (user + system: steadier on a shared machine) and its peak
+  memory.
 
 Run: ``python bench/bench_ledger.py [--parse-entries 10000] [--entries 50000] [--reps 3]``.
 Prints medians; no assertions.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -101,15 +104,18 @@ def commands(entries: int, reps: int) -> None:
         i = entries // 2
         cases = {
             "floor (start Python, read the bytes)": ["--read", str(patterns)],
+            "load (a new store)": [*base, "load"],
             "ledger search (one title)": [*base, "ledger", "search", f"Pattern {i:05d}:"],
             "ledger show": [*base, "ledger", "show", f"Pattern {i:05d}:"],
             "ledger list --json": [*base, "ledger", "list", "--json"],
         }
         results: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cases}
         for _ in range(reps):
+            shutil.rmtree(root / ".toolkit", ignore_errors=True)
             for name, args in cases.items():
                 results[name].append(run(args, env))
-        print(f"commands: {entries} entries, patterns.md {patterns.stat().st_size / 1e6:.1f} MB, "
+        print(f"commands: {entries} entries, patterns.md {patterns.stat().st_size / 1e6:.1f} MB "
+              f"({patterns.stat().st_size / 2**20:.0f} MiB), "
               f"{reps} repetitions (medians)")
         floor = [statistics.median(r[k] for r in results[next(iter(cases))]) for k in range(3)]
         for name, rows in results.items():

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -405,7 +404,7 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
             if not lf.data:
                 continue
             data = lf.data[3:] if lf.bom else lf.data
-            lines = _SearchText(data.decode("utf-8", "replace"))
+            lines = _SearchText(data)
             matching = lines.matching(q)
             if not matching:
                 continue
@@ -439,7 +438,8 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     return hits
 
 
-_BREAKS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# Every line break of str.splitlines but "\n", as UTF-8 (a byte search is the fast one).
+_OTHER_BREAKS = tuple(ch.encode("utf-8") for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 class _SearchText:
@@ -451,9 +451,10 @@ class _SearchText:
     its lines are the folded lines) and searched with ``str.find``, without making a string
     per line; any other text line by line."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.lines: list[str] | None = text.splitlines() if _BREAKS.search(text) else None
+    def __init__(self, data: bytes) -> None:
+        self.text = text = data.decode("utf-8", "replace")
+        other = any(brk in data for brk in _OTHER_BREAKS) or "\ufffd" in text
+        self.lines: list[str] | None = text.splitlines() if other else None
         nl = text.count("\n")
         self.count = len(self.lines) if self.lines is not None else \
             nl + (1 if text and not text.endswith("\n") else 0)

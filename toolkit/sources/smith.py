@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import DataError, TooLargeError
-from toolkit.ledger.codec import BOM, parse_entry
+from toolkit.ledger.codec import BOM, dominant_newline, parse_entry
 from toolkit.records import (
     LEDGER_FILES,
     LedgerEntry,
@@ -82,8 +82,7 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
     path = Path(path)
     bom = data.startswith(BOM)
-    crlf = data.count(b"\r\n")
-    newline = b"\r\n" if crlf and crlf * 2 >= data.count(b"\n") else b"\n"
+    newline = dominant_newline(data)
 
     # Pass 1: line table and entry starts, outside fences. A BOM belongs to the header: the
     # first line is read without it, so an entry (or fence) on the first line is still seen.

@@ -37,14 +37,17 @@ from bench_editor import make_vault  # noqa: E402  (the same realistic Form B en
 TITLE = re.compile(rb"^\*\*Title:\*\* (.*)$", re.MULTILINE)
 
 # Runs one command in this process and writes its CPU time and peak memory to a file, so each
-# process's figures are its own (RUSAGE_CHILDREN keeps the maximum of all children).
+# process's figures are its own (RUSAGE_CHILDREN keeps the maximum of all children, and Linux
+# carries ru_maxrss over exec from the forked parent; /proc's VmHWM starts afresh).
 RUNNER = """
 import os, resource, runpy, sys
 out = sys.argv.pop(1)
 def report():
     r = resource.getrusage(resource.RUSAGE_SELF)
+    with open("/proc/self/status") as fh:
+        hwm = [line.split()[1] for line in fh if line.startswith("VmHWM:")][0]
     with open(out, "w") as fh:
-        fh.write(f"{r.ru_utime + r.ru_stime} {r.ru_maxrss}")
+        fh.write(f"{r.ru_utime + r.ru_stime} {hwm}")
 try:
     if sys.argv[1] == "--read":
         open(sys.argv[2], "rb").read()

@@ -178,3 +178,19 @@ def test_search_finds_the_lines_a_line_by_line_fold_finds(seed: int) -> None:
     rng.shuffle(order)
     for n in [*range(1, len(lines) + 1), *order]:
         assert st.line(n) == lines[n - 1]
+
+
+def test_a_cache_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:
+    """The cache folder's place holds a file (or is read-only): every read parses, answers
+    the same and raises nothing."""
+    from toolkit.sources import smith
+
+    f = tmp_path / "patterns.md"
+    f.write_text("# Patterns\n" + NEW_ENTRY, encoding="utf-8")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    plain = smith.read_ledger_file(f, "patterns")
+    for _ in range(2):
+        got = smith.read_ledger_file(f, "patterns", cache=blocked)
+        assert (got.entries, got.problems) == (plain.entries, plain.problems)
+    assert blocked.read_text() == "not a folder"

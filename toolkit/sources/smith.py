@@ -22,6 +22,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from itertools import accumulate
+from operator import add
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +91,8 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     lines = data[begin:].split(b"\n") if len(data) > begin else []
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after a final newline is not a line
-    offsets = list(accumulate((len(line) + 1 for line in lines), initial=begin))
-    offsets.pop()  # accumulate's last value is past the end; re-added below as len(data)
+    # offsets[i] = begin + the lengths of the lines before i + their i newlines (C iterators)
+    offsets = list(map(add, accumulate(map(len, lines), initial=begin), range(len(lines))))
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None

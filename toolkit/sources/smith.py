@@ -298,13 +298,14 @@ _ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
 
 
 def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
-    """What a cached parse must match: this parser, this path and kind, these bytes."""
+    """What a cached parse must match: this parser (and the UTF-8 check a hit skips), this
+    path and kind, these bytes."""
     from toolkit import parsecache
 
     global _PARSER_VERSION
     if _PARSER_VERSION is None:
         _PARSER_VERSION = parsecache.code_version(__name__, "toolkit.ledger.codec",
-                                                  "toolkit.records")
+                                                  "toolkit.records", "toolkit.textio")
     return _PARSER_VERSION, str(path), kind, parsecache.digest(data)
 
 

@@ -163,13 +163,14 @@ def test_search_finds_the_lines_a_line_by_line_fold_finds(seed: int) -> None:
     from toolkit.ledger_ops import _SearchText
 
     rng = random.Random(seed)
-    text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 80)))
+    pieces = PIECES if seed % 4 < 2 else [p for p in PIECES if p not in ("ß", "ﬁ", "İ")]
+    text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 80)))
     if seed % 2:
         text = text.replace("\r", "").replace("\u2028", "").replace("\x0c", "")
     lines = text.splitlines()
     st = _SearchText(text.encode("utf-8"))
     assert st.count == len(lines)
-    for query in ("ss", "é", "cafe\u0301", "a", "fi", "x\nx", "—"):
+    for query in ("ss", "é", "cafe\u0301", "cafe", "e", "a", "fi", "x\nx", "—", "b ss"):
         q = unicodedata.normalize("NFC", query).casefold()
         want = [i for i, line in enumerate(lines, 1)
                 if q in unicodedata.normalize("NFC", line).casefold()]

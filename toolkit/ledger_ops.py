@@ -446,68 +446,84 @@ class _SearchText:
     """A file's text as ``str.splitlines`` cuts it, for :func:`search`: the 1-based numbers of
     the lines whose NFC-normalised, case-folded text holds the query, and any line's text.
 
-    A text whose only line break is ``\\n`` (a ledger file nearly always) is folded at once
-    (NFC never composes across a line break and case-folding never makes or removes one, so
-    its lines are the folded lines) and searched with ``str.find``, without making a string
-    per line; any other text line by line."""
+    A file whose only line break is ``\\n`` (a ledger file nearly always) is searched whole,
+    without a string per line: for an ASCII query, when the file holds none of the characters
+    whose fold contains ASCII, its ASCII-lowered bytes give every line that can match (each
+    then checked exactly); else the file is folded at once (NFC never composes across a line
+    break and case-folding never makes or removes one, so its lines are the folded lines).
+    Any other file goes line by line."""
 
     def __init__(self, data: bytes) -> None:
-        self.text = text = data.decode("utf-8", "replace")
-        other = any(brk in data for brk in _OTHER_BREAKS) or "\ufffd" in text
-        self.lines: list[str] | None = text.splitlines() if other else None
-        nl = text.count("\n")
+        self.data = data
+        other = any(brk in data for brk in _OTHER_BREAKS)
+        self.lines: list[str] | None = \
+            data.decode("utf-8", "replace").splitlines() if other else None
         self.count = len(self.lines) if self.lines is not None else \
-            nl + (1 if text and not text.endswith("\n") else 0)
+            data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         self._cursor = (0, 1)  # (offset, line number) of a line start: line() goes forward
 
     def matching(self, q: str) -> list[int]:
         import unicodedata
 
+        from toolkit.ledger.vault.locate import _FOLD_TO_ASCII_BYTES
+
+        def folds(line: str) -> bool:
+            return q in unicodedata.normalize("NFC", line).casefold()
+
         if self.lines is not None:
-            return [i for i, line in enumerate(self.lines, 1)
-                    if q in unicodedata.normalize("NFC", line).casefold()]
+            return [i for i, line in enumerate(self.lines, 1) if folds(line)]
         if "\n" in q:
             return []  # no line holds a line break
-        text = self.text
+        data = self.data
+        if q.isascii() and not any(b in data for b in _FOLD_TO_ASCII_BYTES):
+            return [n for n in _lines_holding(data.lower(), q.encode("ascii"), b"\n")
+                    if folds(self.line(n))]
+        text = data.decode("utf-8", "replace")
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFC", text).casefold()
-        out: list[int] = []
-        pos = folded.find(q)
-        at, line = 0, 1
-        while pos >= 0:
-            line += folded.count("\n", at, pos)
-            out.append(line)
-            eol = folded.find("\n", pos)
-            if eol < 0:
-                break
-            at = eol + 1
-            line += 1
-            pos = folded.find(q, at)
-        return out
+        return _lines_holding(folded, q, "\n")
 
     def line(self, n: int) -> str:
         """Line ``n`` (1-based) without its line break."""
         if self.lines is not None:
             return self.lines[n - 1]
-        text = self.text
+        data = self.data
         pos, at = self._cursor
         if n < at <= n + 64:
             for _ in range(at - n):  # a few lines back: the breaks before this one
-                pos = text.rfind("\n", 0, pos - 1) + 1
+                pos = data.rfind(b"\n", 0, pos - 1) + 1
             at = n
         elif n < at:
             pos, at = 0, 1
         need = n - at
         while need:  # whole chunks with fewer breaks than needed, then break by break
-            cnt = text.count("\n", pos, pos + _CHUNK)
-            if cnt >= need or pos + _CHUNK >= len(text):
+            cnt = data.count(b"\n", pos, pos + _CHUNK)
+            if cnt >= need or pos + _CHUNK >= len(data):
                 break
             pos += _CHUNK
             need -= cnt
         for _ in range(need):
-            pos = text.find("\n", pos) + 1
+            pos = data.find(b"\n", pos) + 1
         self._cursor = (pos, n)
-        eol = text.find("\n", pos)
-        return text[pos: eol if eol >= 0 else len(text)]
+        eol = data.find(b"\n", pos)
+        return data[pos: eol if eol >= 0 else len(data)].decode("utf-8", "replace")
+
+
+def _lines_holding(hay: Any, needle: Any, nl: Any) -> list[int]:
+    """1-based numbers of the ``nl``-separated lines of ``hay`` (str or bytes) that hold
+    ``needle`` (which holds no ``nl``)."""
+    out: list[int] = []
+    pos = hay.find(needle)
+    at, line = 0, 1
+    while pos >= 0:
+        line += hay.count(nl, at, pos)
+        out.append(line)
+        eol = hay.find(nl, pos)
+        if eol < 0:
+            break
+        at = eol + 1
+        line += 1
+        pos = hay.find(needle, at)
+    return out
 
 
 _CHUNK = 1 << 16

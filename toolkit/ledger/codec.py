@@ -38,10 +38,9 @@ BOM = b"\xef\xbb\xbf"
 FIELD = re.compile(rb"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
                    rb"[ \t]*(.*?)[ \t]*\r?$")
 _FIELD_HEAD = re.compile(rb"^([ \t]*(?:[-*+][ \t]+)?)\*\*[A-Za-z][A-Za-z _-]{0,40}?(:\*\*|\*\*:)")
-FIELD_TEXT = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
-                        r"[ \t]*", re.MULTILINE)
-SECTION_HEAD = re.compile(r"^### (.*)$", re.MULTILINE)
-# The same two patterns anchored on the newline before the line (see parse_entry).
+# A field line and a ``### `` heading in an entry's decoded text, found by the newline before
+# the line (parse_entry starts the text with one): the regex engine searches for that literal
+# fast, where a "^" pattern is tried at every position.
 _FIELD_NL = re.compile(r"\n[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40}?)(?::\*\*|\*\*:)"
                        r"[ \t]*")
 _SECTION_NL = re.compile(r"\n### ([^\n]*)")

@@ -366,7 +366,8 @@ class Project:
         from toolkit.ledger_ops import list_entries
 
         result = list_entries(self.config.vault, category=category, confidence=confidence,
-                              file=file, max_bytes=self.config.max_file_bytes, log=False)
+                              file=file, max_bytes=self.config.max_file_bytes, log=False,
+                              cache=self.config.parse_cache)
         return [e for _, entries in result.groups for e in entries]
 
     def ledger_dashboard(self, *, top: int = 5) -> Dashboard:
@@ -375,7 +376,7 @@ class Project:
         from toolkit.ledger_ops import dashboard
 
         return dashboard(self.config.vault, max_bytes=self.config.max_file_bytes, top=top,
-                         log=False)
+                         log=False, cache=self.config.parse_cache)
 
     def ledger_search(self, text: str, *, limit: int = 20) -> list[LedgerHit]:
         """Entries holding ``text`` (any case) on any of their lines, in file order, with the
@@ -383,7 +384,8 @@ class Project:
         from toolkit.ledger_ops import entry_hits
 
         return cast(list[LedgerHit], entry_hits(self.config.vault, text, limit=limit,
-                                                max_bytes=self.config.max_file_bytes))
+                                                max_bytes=self.config.max_file_bytes,
+                                                cache=self.config.parse_cache))
 
     # -- ledger history (`toolkit ledger history`) -----------------------------
     def ledger_history(self, *, file: str | None = None, all_sources: bool = False

@@ -121,6 +121,15 @@ class Config:
     def state_dir(self) -> Path:
         return self.db_path.parent
 
+    @property
+    def parse_cache(self) -> Path | None:
+        """Where readers keep parses of big files (:mod:`toolkit.parsecache`): beside the
+        store, as DuckDB keeps its ``.wal``. None while there is no store: a project where
+        nothing was loaded gets no cache either (its reads write nothing)."""
+        if not self.db_path.is_file():
+            return None
+        return self.db_path.with_name(self.db_path.name + ".cache")
+
     def today_date(self) -> dt.date:
         return self.today or dt.datetime.now(dt.UTC).date()
 

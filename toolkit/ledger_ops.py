@@ -88,10 +88,11 @@ def _conf(e: LedgerEntry) -> str:
     return f"[{shown(e.confidence)}]" if e.confidence else "[???]"
 
 
-def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False) -> Any:
+def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool = False,
+                   cache: Path | None = None) -> Any:
     from toolkit.ledger.vault import open_vault
 
-    v = open_vault(Path(vault), max_bytes=max_bytes, sessions=sessions)
+    v = open_vault(Path(vault), max_bytes=max_bytes, sessions=sessions, cache=cache)
     if not v.exists:
         raise NotFoundError("No Ledger found.", path=Path(vault) / "ledger", hint=NO_LEDGER_HINT)
     return v
@@ -205,7 +206,7 @@ class Dashboard:
 
 
 def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None = None,
-              top: int = TOP_ENTRIES, log: bool = True) -> Dashboard:
+              top: int = TOP_ENTRIES, log: bool = True, cache: Path | None = None) -> Dashboard:
     """The seed's dashboard: last reflection, totals, entries per file by confidence, and up
     to ``top`` high-confidence entries by observation count (all files). ``log=False``: not
     recorded in the session log (a read by the Python API, not an invocation)."""
@@ -213,7 +214,7 @@ def dashboard(vault: Path, *, max_bytes: int | None = None, request: str | None 
     from toolkit.sources.smith import prune_limits
 
     vault = Path(vault)
-    v = open_vault(vault, max_bytes=max_bytes, sessions=False)
+    v = open_vault(vault, max_bytes=max_bytes, sessions=False, cache=cache)
     if not v.exists:
         return Dashboard(False, vault / "ledger")
     with _Log(vault, "dashboard", request, "no arguments", enabled=log) as logged:
@@ -260,12 +261,13 @@ def _file_kind(file: str | None) -> str | None:
 
 def list_entries(vault: Path, *, category: str | None = None, confidence: str | None = None,
                  file: str | None = None, max_bytes: int | None = None,
-                 request: str | None = None, log: bool = True) -> ListResult:
+                 request: str | None = None, log: bool = True, cache: Path | None = None
+                 ) -> ListResult:
     """Entries grouped by file, filtered (AND) by category, confidence and file (``log``: as
     :func:`dashboard`'s)."""
     vault = Path(vault)
     kind = _file_kind(file)
-    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     filters = {k: val for k, val in (("category", category), ("confidence", confidence),
                                      ("file", kind)) if val}
     with _Log(vault, "list", request, ", ".join(f"--{k} {v}" for k, v in filters.items())
@@ -322,10 +324,11 @@ class ShowResult:
 
 
 def show(vault: Path, title: str, *, index: int | None = None, file: str | None = None,
-         max_bytes: int | None = None, request: str | None = None) -> ShowResult:
+         max_bytes: int | None = None, request: str | None = None, cache: Path | None = None
+         ) -> ShowResult:
     vault = Path(vault)
     kind = _file_kind(file)
-    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     with _Log(vault, "show", request, f'title "{title}"') as log:
         entries = [e for e in v.entries if not kind or e.file == kind]
         try:
@@ -360,15 +363,15 @@ class SearchHit:
                 "lines": [{"line": n, "text": t, "match": m} for n, t, m in self.lines]}
 
 
-def entry_hits(vault: Path, query: str, *, limit: int = 20, max_bytes: int | None = None
-               ) -> list[dict[str, Any]]:
+def entry_hits(vault: Path, query: str, *, limit: int = 20, max_bytes: int | None = None,
+               cache: Path | None = None) -> list[dict[str, Any]]:
     """:func:`search` as rows, one per entry with its matching lines, at most ``limit``: the
     MCP tool ``smith_ledger_search`` and ``Project.ledger_search`` (no session log)."""
     if not (query or "").strip():
         raise UsageError("'query' must be a non-empty string.")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError("'limit' must be a positive integer.")
-    hits = search(vault, query, context=0, max_bytes=max_bytes, log=False)[:limit]
+    hits = search(vault, query, context=0, max_bytes=max_bytes, log=False, cache=cache)[:limit]
     return [{"entry_id": h.entry_id, "file": h.file.removesuffix(".md"), "title": h.title,
              "date": h.entry.date if h.entry else None,
              "category": h.entry.category if h.entry else None,
@@ -378,7 +381,8 @@ def entry_hits(vault: Path, query: str, *, limit: int = 20, max_bytes: int | Non
 
 
 def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None = None,
-           request: str | None = None, log: bool = True) -> list[SearchHit]:
+           request: str | None = None, log: bool = True, cache: Path | None = None
+           ) -> list[SearchHit]:
     """Case-insensitive search of every ledger line; each hit names its entry (the nearest
     entry above it), file and confidence, with ``context`` lines before and after. The one
     ledger search: ``toolkit ledger search`` and the MCP tool ``smith_ledger_search`` (which
@@ -391,9 +395,8 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     vault = Path(vault)
     if not query.strip():
         raise UsageError("the search query is empty")
-    v = _vault_or_fail(vault, max_bytes=max_bytes)
+    v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     q = unicodedata.normalize("NFC", query).casefold()
-    ids = {id(e): eid for e, eid in zip(v.entries, entry_ids(v.entries), strict=True)}
     hits: list[SearchHit] = []
     with _Log(vault, "search", request, f'query "{query}"', enabled=log) as logger:
         for kind in LEDGER_FILES:
@@ -401,14 +404,15 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
             if not lf.data:
                 continue
             data = lf.data[3:] if lf.bom else lf.data
-            lines = data.decode("utf-8", "replace").splitlines()
+            lines = _SearchText(data)
+            matching = lines.matching(q)
+            if not matching:
+                continue
             starts = sorted(lf.entries, key=lambda e: e.line)
             start_lines = [e.line for e in starts]
             groups: dict[int, list[int]] = {}
             owner: dict[int, LedgerEntry | None] = {}
-            for i, line in enumerate(lines, 1):
-                if q not in unicodedata.normalize("NFC", line).casefold():
-                    continue
+            for i in matching:
                 at = bisect.bisect_right(start_lines, i) - 1  # the nearest entry above
                 e = starts[at] if at >= 0 else None
                 key = e.line if e else 0
@@ -419,14 +423,110 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
                 shown_lines: list[tuple[int, str, bool]] = []
                 wanted: set[int] = set()
                 for i in matched:
-                    wanted.update(range(max(1, i - context), min(len(lines), i + context) + 1))
+                    wanted.update(range(max(1, i - context), min(lines.count, i + context) + 1))
                 for n in sorted(wanted):
-                    shown_lines.append((n, lines[n - 1], n in matched))
+                    shown_lines.append((n, lines.line(n), n in matched))
                 hits.append(SearchHit(f"{kind}.md", e.title if e else None,
                                       e.confidence if e else None, e.line if e else None,
-                                      shown_lines, e, ids.get(id(e)) if e else None))
+                                      shown_lines, e))
+        if hits:  # the hits' ids in the store (made from every title, so only when needed)
+            ids = {id(e): eid for e, eid in zip(v.entries, entry_ids(v.entries, cache),
+                                                strict=True)}
+            for h in hits:
+                h.entry_id = ids.get(id(h.entry)) if h.entry else None
         logger.outcome = f"{len(hits)} result(s)"
     return hits
+
+
+# Every line break of str.splitlines but "\n", as UTF-8 (a byte search is the fast one).
+_OTHER_BREAKS = tuple(ch.encode("utf-8") for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+class _SearchText:
+    """A file's text as ``str.splitlines`` cuts it, for :func:`search`: the 1-based numbers of
+    the lines whose NFC-normalised, case-folded text holds the query, and any line's text.
+
+    A file whose only line break is ``\\n`` (a ledger file nearly always) is searched whole,
+    without a string per line: for an ASCII query, when the file holds none of the characters
+    whose fold contains ASCII, its ASCII-lowered bytes give every line that can match (each
+    then checked exactly); else the file is folded at once (NFC never composes across a line
+    break and case-folding never makes or removes one, so its lines are the folded lines).
+    Any other file goes line by line."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        other = any(brk in data for brk in _OTHER_BREAKS)
+        self.lines: list[str] | None = \
+            data.decode("utf-8", "replace").splitlines() if other else None
+        self.count = len(self.lines) if self.lines is not None else \
+            data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        self._cursor = (0, 1)  # (offset, line number) of a line start: line() goes forward
+
+    def matching(self, q: str) -> list[int]:
+        import unicodedata
+
+        from toolkit.ledger.vault.locate import _FOLD_TO_ASCII_BYTES
+
+        def folds(line: str) -> bool:
+            return q in unicodedata.normalize("NFC", line).casefold()
+
+        if self.lines is not None:
+            return [i for i, line in enumerate(self.lines, 1) if folds(line)]
+        if "\n" in q:
+            return []  # no line holds a line break
+        data = self.data
+        if q.isascii() and not any(b in data for b in _FOLD_TO_ASCII_BYTES):
+            return [n for n in _lines_holding(data.lower(), q.encode("ascii"), b"\n")
+                    if folds(self.line(n))]
+        text = data.decode("utf-8", "replace")
+        folded = text.lower() if text.isascii() else unicodedata.normalize("NFC", text).casefold()
+        return _lines_holding(folded, q, "\n")
+
+    def line(self, n: int) -> str:
+        """Line ``n`` (1-based) without its line break."""
+        if self.lines is not None:
+            return self.lines[n - 1]
+        data = self.data
+        pos, at = self._cursor
+        if n < at <= n + 64:
+            for _ in range(at - n):  # a few lines back: the breaks before this one
+                pos = data.rfind(b"\n", 0, pos - 1) + 1
+            at = n
+        elif n < at:
+            pos, at = 0, 1
+        need = n - at
+        while need:  # whole chunks with fewer breaks than needed, then break by break
+            cnt = data.count(b"\n", pos, pos + _CHUNK)
+            if cnt >= need or pos + _CHUNK >= len(data):
+                break
+            pos += _CHUNK
+            need -= cnt
+        for _ in range(need):
+            pos = data.find(b"\n", pos) + 1
+        self._cursor = (pos, n)
+        eol = data.find(b"\n", pos)
+        return data[pos: eol if eol >= 0 else len(data)].decode("utf-8", "replace")
+
+
+def _lines_holding(hay: Any, needle: Any, nl: Any) -> list[int]:
+    """1-based numbers of the ``nl``-separated lines of ``hay`` (str or bytes) that hold
+    ``needle`` (which holds no ``nl``)."""
+    out: list[int] = []
+    pos = hay.find(needle)
+    at, line = 0, 1
+    while pos >= 0:
+        line += hay.count(nl, at, pos)
+        out.append(line)
+        eol = hay.find(nl, pos)
+        if eol < 0:
+            break
+        at = eol + 1
+        line += 1
+        pos = hay.find(needle, at)
+    return out
+
+
+_CHUNK = 1 << 16
 
 
 # --------------------------------------------------------------------------- export

@@ -56,8 +56,9 @@ def _ledger_fp(cfg: Config) -> tuple[str, str]:
     return str(cfg.ledger_dir), fingerprint_paths(_ledger_paths(cfg))
 
 
-def entry_ids(entries: list[Any]) -> list[str]:
-    """Stable ids ``<file>/<slug>`` for ledger entries, unique within each file."""
+def entry_ids(entries: list[Any], cache: Path | None = None) -> list[str]:
+    """Stable ids ``<file>/<slug>`` for ledger entries, unique within each file (``cache``:
+    see :func:`toolkit.slugs.unique_slugs`)."""
     from toolkit.slugs import unique_slugs
 
     by_file: dict[str, list[int]] = {}
@@ -65,7 +66,8 @@ def entry_ids(entries: list[Any]) -> list[str]:
         by_file.setdefault(e.file, []).append(i)
     ids = [""] * len(entries)
     for file, idxs in by_file.items():
-        slugs = unique_slugs([entries[i].title for i in idxs])
+        slugs = unique_slugs([entries[i].title for i in idxs], cache=cache,
+                             slot=f"{file}.slugs")
         for i, s in zip(idxs, slugs, strict=True):
             ids[i] = f"{file}/{s}"
     return ids
@@ -76,7 +78,8 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     from toolkit.sources.smith import prune_limits
 
     vault = open_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False,
-                       tolerate_large=True)  # a big file: a warning in status and on the site
+                       tolerate_large=True,  # a big file: a warning in status and on the site
+                       cache=cfg.parse_cache)  # the parses the ledger commands answer from
     store.conn.execute("DELETE FROM ledger_entries")
     store.conn.execute("DELETE FROM ledger_meta")
     store.conn.execute("DELETE FROM reconcile_runs")
@@ -85,7 +88,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
                             "no Smith vault ledger (run /smith-reflect in the project, or pass "
                             "--project/--vault)")
     entries = vault.entries
-    ids = entry_ids(entries)
+    ids = entry_ids(entries, cfg.parse_cache)
     positions: dict[str, int] = {}
     rows = []
     for eid, e in zip(ids, entries, strict=True):

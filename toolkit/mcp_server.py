@@ -157,7 +157,8 @@ class LedgerTools:
         from toolkit import ledger_ops
 
         return ledger_ops.entry_hits(self.cfg.vault, query, limit=limit,
-                                     max_bytes=self.cfg.max_file_bytes)
+                                     max_bytes=self.cfg.max_file_bytes,
+                                     cache=self.cfg.parse_cache)
 
     def slop_ledger_query(self, bucket: str | None = None, severity: str | None = None,
                           status: str | None = None, search: str | None = None,

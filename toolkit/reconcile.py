@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
-from toolkit.ledger.codec import CONF_RANK, FIELD, confidence_rank, set_field
+from toolkit.ledger.codec import CONF_RANK, FIELD, confidence_rank, dominant_newline, set_field
 from toolkit.ledger.vault import (
     LockHolder,
     LockTicket,
@@ -1128,8 +1128,7 @@ def insert_log_entry(existing: bytes | None, entry: str) -> bytes:
     if not existing or not existing.strip(b"\xef\xbb\xbf \t\r\n"):
         bom = b"\xef\xbb\xbf" if existing and existing.startswith(b"\xef\xbb\xbf") else b""
         return bom + (LOG_HEADER + "\n" + entry).encode("utf-8")
-    crlf = existing.count(b"\r\n")
-    nl = b"\r\n" if crlf and crlf * 2 >= existing.count(b"\n") else b"\n"
+    nl = dominant_newline(existing)
     body = entry.encode("utf-8").replace(b"\n", nl)
     m = _LOG_ENTRY_HEAD.search(existing)
     if m is None:

@@ -17,6 +17,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Sequence
+from pathlib import Path
 
 from toolkit.redact import redact
 
@@ -31,8 +32,8 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
     text = redact(title, home="", fold=True) if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     slug = _NON_ALNUM.sub("-", folded.lower()).strip("-")[:MAX_LEN].strip("-")
-    lossy = any(ord(ch) > 127 and not unicodedata.combining(ch)
-                for ch in unicodedata.normalize("NFKD", text))
+    lossy = not text.isascii() and any(ord(ch) > 127 and not unicodedata.combining(ch)
+                                       for ch in unicodedata.normalize("NFKD", text))
     if not slug:
         slug = fallback
     if lossy or slug in _RESERVED:
@@ -40,8 +41,29 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
     return slug
 
 
-def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled") -> list[str]:
-    """Slugs for titles in order, made unique with -2, -3... in order of appearance."""
+def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled",
+                 cache: Path | None = None, slot: str = "slugs") -> list[str]:
+    """Slugs for titles in order, made unique with -2, -3... in order of appearance.
+
+    ``cache``: a :mod:`toolkit.parsecache` folder where the slugs of the same titles (by this
+    code) are kept in ``slot``: slugs of 50,000 titles take a second to make, a moment to load."""
+    if cache is None:
+        return _unique_slugs(titles, fallback)
+    import marshal
+
+    from toolkit import parsecache
+
+    key = (parsecache.code_version(__name__, "toolkit.redact"), fallback,
+           parsecache.digest(marshal.dumps(list(titles))))
+    saved = parsecache.load(cache, slot, key)
+    if isinstance(saved, list) and len(saved) == len(titles):
+        return saved
+    out = _unique_slugs(titles, fallback)
+    parsecache.save(cache, slot, key, out)
+    return out
+
+
+def _unique_slugs(titles: Sequence[str | None], fallback: str) -> list[str]:
     bases = [slugify(t, fallback=fallback) for t in titles]
     used: set[str] = set()
     out = []

@@ -146,7 +146,8 @@ def ledger(ctx: click.Context, as_json: bool) -> None:
     from toolkit.ledger_ops import dashboard
 
     cfg = get_config()
-    d = dashboard(cfg.vault, max_bytes=cfg.max_file_bytes, request=_request())
+    d = dashboard(cfg.vault, max_bytes=cfg.max_file_bytes, request=_request(),
+                  cache=cfg.parse_cache)
     if as_json:
         echo_json(d.to_dict())
         return
@@ -223,7 +224,8 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
 
     cfg = get_config()
     result = list_entries(cfg.vault, category=category, confidence=confidence, file=file_,
-                          max_bytes=cfg.max_file_bytes, request=_request())
+                          max_bytes=cfg.max_file_bytes, request=_request(),
+                          cache=cfg.parse_cache)
     if as_json:
         echo_json(result.to_dict())
         return
@@ -259,7 +261,7 @@ def show(title: str, index: int | None, file_: str | None, as_json: bool) -> Non
     cfg = get_config()
     try:
         r = show_entry(cfg.vault, title, index=index, file=file_, max_bytes=cfg.max_file_bytes,
-                       request=_request())
+                       request=_request(), cache=cfg.parse_cache)
     except AmbiguousMatchError as exc:
         if not as_json:
             _ambiguous(exc)
@@ -298,7 +300,8 @@ def search(query: str, as_json: bool) -> None:
     from toolkit.ledger_ops import search as search_ledger
 
     cfg = get_config()
-    hits = search_ledger(cfg.vault, query, max_bytes=cfg.max_file_bytes, request=_request())
+    hits = search_ledger(cfg.vault, query, max_bytes=cfg.max_file_bytes, request=_request(),
+                         cache=cfg.parse_cache)
     if as_json:
         echo_json({"query": query, "results": [h.to_dict() for h in hits]})
         return

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import accumulate
+from operator import add
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import DataError, TooLargeError
-from toolkit.ledger.codec import BOM, parse_entry
+from toolkit.ledger.codec import BOM, dominant_newline, parse_entry
 from toolkit.records import (
     LEDGER_FILES,
     LedgerEntry,
@@ -37,7 +39,9 @@ from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
 
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
-_INTERESTING = frozenset(b"#*`~- \t")  # first bytes of lines that can matter in pass 1
+# The start of every line that can matter in pass 1 (see parse_ledger_bytes).
+_CANDIDATE = re.compile(rb"---|\*\*Title|## |[ \t`~]")
+_CANDIDATE_NL = re.compile(rb"\n(?:---|\*\*Title|## |[ \t`~])")
 
 
 @dataclass
@@ -79,8 +83,7 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
     path = Path(path)
     bom = data.startswith(BOM)
-    crlf = data.count(b"\r\n")
-    newline = b"\r\n" if crlf and crlf * 2 >= data.count(b"\n") else b"\n"
+    newline = dominant_newline(data)
 
     # Pass 1: line table and entry starts, outside fences. A BOM belongs to the header: the
     # first line is read without it, so an entry (or fence) on the first line is still seen.
@@ -88,20 +91,22 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     lines = data[begin:].split(b"\n") if len(data) > begin else []
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after a final newline is not a line
-    offsets = list(accumulate((len(line) + 1 for line in lines), initial=begin))
-    offsets.pop()  # accumulate's last value is past the end; re-added below as len(data)
+    # offsets[i] = begin + the lengths of the lines before i + their i newlines (C iterators)
+    offsets = list(map(add, accumulate(map(len, lines), initial=begin), range(len(lines))))
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
-    interesting = _INTERESTING
-    for i, line in enumerate(lines):
-        if not line:
-            continue
+    # Only lines that start like a separator, a title or a fence (or with a space or tab) can
+    # matter here: one regex scan finds them, far faster than a look at every line.
+    # The scan looks for the newline before such a line (a literal the regex engine finds
+    # fast); the first line has none.
+    first = [0] if lines and _CANDIDATE.match(lines[0]) else []
+    found = (bisect_left(offsets, m.start() + 1) for m in _CANDIDATE_NL.finditer(data, begin))
+    for i in (*first, *found):
+        line = lines[i]
         c = line[0]
-        if c not in interesting:
-            continue
-        if c == 45:  # "-": a separator, or (mostly) a bullet
-            if fence is None and line.startswith(b"---") and _SEP.match(line):
+        if c == 45:  # "-": a separator
+            if fence is None and _SEP.match(line):
                 seps.append(i)
             continue
         if c == 42:  # "*"
@@ -110,17 +115,17 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
                 starts.append((i, "B"))
             continue
         if c == 35:  # "#"
-            if fence is None and line.startswith(b"## "):
+            if fence is None:
                 starts.append((i, "A"))
             continue
         # "`", "~", space or tab: fences, and indented separators
-        m = _FENCE.match(line)
+        fm = _FENCE.match(line)
         if fence is not None:
-            if m and m.group(1)[:1] == fence[:1] and len(m.group(1)) >= len(fence):
+            if fm and fm.group(1)[:1] == fence[:1] and len(fm.group(1)) >= len(fence):
                 fence = None
             continue
-        if m:
-            fence = m.group(1)
+        if fm:
+            fence = fm.group(1)
         elif _SEP.match(line):
             seps.append(i)
     offsets.append(len(data))
@@ -251,19 +256,29 @@ def _line_ranges(indexes: list[int]) -> str:
 
 
 def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
-                     tolerate_large: bool = False) -> LedgerFile:
+                     tolerate_large: bool = False, cache: Path | None = None) -> LedgerFile:
     """Read and parse one ledger file. A missing or unreadable file gives an empty LedgerFile
     with ``exists``/``error`` set and a problem note.
 
     A file over the size limit (FAULTS A8/I4) raises :class:`TooLargeError` (exit 65, naming
     the file and the limit): a command that reads the ledger must not act as if the file were
     empty. ``tolerate_large=True`` (the loader, whose warnings ``toolkit status`` and the
-    site show) turns it into a problem note like any other unreadable file."""
+    site show) turns it into a problem note like any other unreadable file.
+
+    ``cache``: a folder of :mod:`toolkit.parsecache` (beside the store). The file's bytes are
+    always read; when the cache holds the parse of exactly these bytes at this path by this
+    parser, that is the answer, else the file is parsed and the result saved there."""
     if not path.exists():
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0, newline=b"\n",
                           bom=False, exists=False)
+    key: tuple[str, ...] = ()
     try:
         data = read_bytes(path, max_bytes)
+        if cache is not None:
+            key = _parse_key(path, kind, data)
+            hit = _cached_parse(cache, path, kind, data, key)
+            if hit is not None:
+                return hit  # these very bytes were parsed before (so they are UTF-8)
         decode_utf8(data, path)  # junk bytes: report by offset, parse nothing
     except DataError as exc:
         if isinstance(exc, TooLargeError) and not tolerate_large:
@@ -271,7 +286,53 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
                           problems=[Problem("smith", str(path), exc.line, exc.detail)])
-    return parse_ledger_bytes(data, path, kind)
+    lf = parse_ledger_bytes(data, path, kind)
+    if cache is not None:
+        _save_parse(cache, lf, key)
+    return lf
+
+
+# --------------------------------------------------------------------------- parse cache
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
+
+
+def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
+    """What a cached parse must match: this parser (and the UTF-8 check a hit skips), this
+    path and kind, these bytes."""
+    from toolkit import parsecache
+
+    global _PARSER_VERSION
+    if _PARSER_VERSION is None:
+        _PARSER_VERSION = parsecache.code_version(__name__, "toolkit.ledger.codec",
+                                                  "toolkit.records", "toolkit.textio")
+    return _PARSER_VERSION, str(path), kind, parsecache.digest(data)
+
+
+_PARSER_VERSION: str | None = None
+
+
+def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
+                  key: tuple[str, ...]) -> LedgerFile | None:
+    from toolkit import parsecache
+
+    saved = parsecache.load(cache, kind, key)
+    try:
+        header_end, newline, bom, rows, notes = saved
+        entries = [LedgerEntry(*row) for row in rows]
+        problems = [Problem(*note) for note in notes]
+    except (TypeError, ValueError):
+        return None
+    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
+                      newline=newline, bom=bom, problems=problems)
+
+
+def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
+    from toolkit import parsecache
+
+    rows = [tuple(getattr(e, name) for name in _ENTRY_FIELDS) for e in lf.entries]
+    notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
+    parsecache.save(cache, lf.kind, key, (lf.header_end, lf.newline, lf.bom, rows, notes))
 
 
 # --------------------------------------------------------------------------- meta files
@@ -662,10 +723,12 @@ class Vault:
 
 
 def read_ledger(ledger_dir: Path, max_bytes: int | None = None, *,
-                tolerate_large: bool = False) -> dict[str, LedgerFile]:
-    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large``)."""
+                tolerate_large: bool = False, cache: Path | None = None
+                ) -> dict[str, LedgerFile]:
+    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large`` and
+    ``cache``)."""
     return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes,
-                                   tolerate_large=tolerate_large)
+                                   tolerate_large=tolerate_large, cache=cache)
             for kind in LEDGER_FILES}
 
 
@@ -686,13 +749,15 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
 
 
 def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = True,
-               tolerate_large: bool = False) -> Vault:
+               tolerate_large: bool = False, cache: Path | None = None) -> Vault:
     """Everything in one vault. A ledger file over the size limit raises
-    :class:`TooLargeError` unless ``tolerate_large`` (see :func:`read_ledger_file`)."""
+    :class:`TooLargeError` unless ``tolerate_large``; ``cache``: where parses of the ledger
+    files are kept (see :func:`read_ledger_file`)."""
     ledger_dir = vault / "ledger"
     problems: list[Problem] = []
     exists = ledger_dir.is_dir()
-    files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large) if exists else {
+    files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large,
+                        cache=cache) if exists else {
         kind: LedgerFile(ledger_dir / f"{kind}.md", kind, b"", [], 0, b"\n", False, exists=False)
         for kind in LEDGER_FILES}
     for lf in files.values():

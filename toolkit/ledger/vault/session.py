@@ -115,7 +115,7 @@ from toolkit.errors import (
     ToolkitError,
     UsageError,
 )
-from toolkit.ledger.codec import FIELD, field_edit, sort_key, title_key
+from toolkit.ledger.codec import FIELD, dominant_newline, field_edit, sort_key, title_key
 from toolkit.ledger.vault.diff import Change
 from toolkit.ledger.vault.journal import journal_path, recover_interrupted
 from toolkit.ledger.vault.locate import locate_entries, title_matches
@@ -280,9 +280,7 @@ class _Doc:
     def newline(self) -> bytes:
         if self._parsed is not None:
             return self._parsed.newline
-        data = self.data
-        crlf = data.count(b"\r\n")
-        return b"\r\n" if crlf and crlf * 2 >= data.count(b"\n") else b"\n"
+        return dominant_newline(self.data)
 
     def add_edit(self, start: int, end: int, data: bytes, kind: str) -> None:
         if not self.usable:

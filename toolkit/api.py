@@ -50,6 +50,11 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 
+# Set by ``toolkit build-site`` for the kernel that runs the site's analyses: every
+# ``Project.open`` in it reads this store file as it is (no refresh), a copy the build made of
+# its own store, which the build holds open for writing.
+READ_STORE_ENV = "TOOLKIT_READ_STORE"
+
 
 # --------------------------------------------------------------------------- result types
 # The shapes the existing functions return, named. Times are 'YYYY-MM-DD HH:MM:SS' text where
@@ -273,8 +278,13 @@ class Project:
         """The project at ``path`` (default: found from the current folder, as the CLI finds
         it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
         ``toolkit.yaml``. ``refresh`` (default): bring the store up to date first, as every
-        command does; ``refresh=False`` reads the store as it is."""
+        command does; ``refresh=False`` reads the store as it is. Where the environment
+        variable ``TOOLKIT_READ_STORE`` names a store file (the site build sets it for the
+        analyses it runs) and ``db`` is not given, that store is read as it is."""
         from toolkit.config import resolve
+
+        if db is None and os.environ.get(READ_STORE_ENV):
+            db, refresh = os.environ[READ_STORE_ENV], False
 
         def text(value: PathLike | None) -> str | None:
             return None if value is None else os.fspath(value)

@@ -27,7 +27,8 @@ CONFIG_NAME = "toolkit.yaml"
 # toolkit.yaml keys that hold paths (relative paths are relative to the file's folder): the
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
-_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact"}
+_KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
+                                 "notebooks"}
 
 # What each toolkit.yaml value must be: (accepted Python types, how the error names it).
 # YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
@@ -39,6 +40,7 @@ _KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "today": ((dt.date, str), "a date (YYYY-MM-DD)"),
     "publish": ((dict,), "a mapping (repo, labels, title, api_url, key)"),
     "redact": ((bool,), "true or false"),
+    "notebooks": ((list,), "a list of notebook paths"),
 }
 _PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "repo": ((str,), "text (OWNER/NAME)"),
@@ -98,6 +100,8 @@ class Config:
     config_file: Path | None = None
     publish: dict[str, Any] = field(default_factory=dict)
     redact: bool = False  # build-site redacts the site (toolkit.yaml ``redact: true``)
+    # analysis notebooks build-site runs besides the bundled ones (toolkit.yaml ``notebooks:``)
+    notebooks: tuple[Path, ...] = ()
 
     @property
     def ledger_dir(self) -> Path:
@@ -172,6 +176,10 @@ def load_file_settings(path: Path) -> dict[str, Any]:
         if out.get(key) is not None:
             p = Path(os.path.expanduser(str(out[key])))
             out[key] = Path(os.path.normpath(p if p.is_absolute() else (path.parent / p)))
+    if out.get("notebooks") is not None:  # a list of paths, each relative to the file
+        out["notebooks"] = tuple(
+            Path(os.path.normpath(path.parent / os.path.expanduser(str(n))))
+            for n in out["notebooks"])
     return out
 
 
@@ -271,4 +279,5 @@ def resolve(
         config_file=cfg_path,
         publish=publish,
         redact=redact,
+        notebooks=tuple(settings.get("notebooks") or ()),
     )

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from toolkit.cli._common import get_config
+from toolkit.display import visible
 
 DEMO_MARKER = ".toolkit-demo-site"
 
@@ -131,6 +132,13 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
                f"{result.pages} pages, "
                f"{len(result.written)} files written{removed}, {result.rebuilt} pages rendered, "
                f"{result.search_docs} search entries.")
+    if result.analyses_run or result.analyses_cached:
+        click.echo(f"Analyses: {len(result.analyses_run)} notebooks run, "
+                   f"{len(result.analyses_cached)} unchanged (data and notebook as last built)"
+                   + (f", {len(result.analyses_failed)} failed" if result.analyses_failed
+                      else ""))
+    for failure in result.analyses_failed:
+        click.echo(f"Warning: analysis {visible(failure, single_line=True)}", err=True)
     if timings:
         click.echo("Stages:   " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()))
     click.echo(f"Site:     {result.out}")

@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -131,6 +132,7 @@ class Analyses:
         from toolkit.api import READ_STORE_ENV
 
         work = Path(tempfile.mkdtemp(prefix="run-", dir=self.build / CACHE))
+        sockets = Path(tempfile.mkdtemp(prefix="tk-"))  # private (0700)
         km = None
         try:
             snapshot = work / "store.duckdb"
@@ -148,7 +150,7 @@ class Analyses:
                     nb = notebooks.with_parameters(nb, project_path=str(self.cfg.project_root))
                     nb.cells.insert(0, _prelude())
                     if km is None or not km.is_alive():
-                        km = _start_kernel(work, env)
+                        km = _start_kernel(work, sockets, env, path.name)
                     notebooks.execute(nb, cwd=work, name=path.name, km=km)
                 except ToolkitError as exc:
                     failure = exc.message
@@ -161,6 +163,7 @@ class Analyses:
             if km is not None:
                 km.shutdown_kernel(now=True)
             shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(sockets, ignore_errors=True)
 
     # -- the page ------------------------------------------------------------
     def _page(self, slug: str, path: Path, nb: NotebookNode | None, failure: str | None
@@ -335,13 +338,19 @@ def _prelude() -> NotebookNode:
     return nbformat.v4.new_code_cell(PRELUDE, metadata={"tags": [INJECTED_TAG]})
 
 
-def _start_kernel(cwd: Path, env: dict[str, str]) -> Any:
+def _start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str) -> Any:
+    """A Python kernel started in ``cwd``. Its sockets are files in ``sockets`` (IPC: no
+    port another user of the machine could reach; a short path, as socket paths are short)."""
     from jupyter_client.manager import KernelManager
 
-    # IPC: the kernel's sockets are files in the build's own folder, not ports other users of
-    # the machine could reach
-    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(cwd / "kernel"))
-    km.start_kernel(cwd=str(cwd), env=env)
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
+    try:
+        km.start_kernel(cwd=str(cwd), env=env)
+    except Exception as exc:  # whatever jupyter_client or zmq raise: the analysis fails
+        with contextlib.suppress(Exception):
+            km.shutdown_kernel(now=True)
+        raise ToolkitError(f"{name}: the Python kernel did not start "
+                           f"({type(exc).__name__}: {exc})") from None
     return km
 
 

@@ -10,8 +10,10 @@
   its failure) is read from there, so an unchanged rebuild starts no kernel.
 * **Running.** The build holds its store open for writing, and DuckDB lets one process open
   a file that another writes to in no way; the notebooks therefore read a copy of the store
-  (``COPY FROM DATABASE``, made only when a notebook must run, deleted after), named to them
-  by ``TOOLKIT_READ_STORE`` (``toolkit.api``). One kernel runs every notebook of a build
+  (``COPY FROM DATABASE``, made only when a notebook must run, deleted after): the build
+  hands the kernel its settings and that copy in ``TOOLKIT_SITE_BUILD``, which
+  ``Project.open`` of the project takes (``toolkit.api``), so a notebook reads the files the
+  build read, with its "today". One kernel runs every notebook of a build
   (its namespace and matplotlib's settings are reset before each); a kernel that dies is
   started again for the next notebook.
 * **Failure.** A notebook that fails becomes a page saying which cell failed and why, above the
@@ -129,7 +131,7 @@ class Analyses:
     def _run(self, store: Store, todo: list[tuple[str, Path, bytes | None, str, Path]]) -> None:
         """Run the notebooks whose cache is stale in one kernel, on a copy of the store."""
         from toolkit import notebooks
-        from toolkit.api import READ_STORE_ENV
+        from toolkit.api import SITE_BUILD_ENV, site_build_settings
 
         work = Path(tempfile.mkdtemp(prefix="run-", dir=self.build / CACHE))
         sockets = Path(tempfile.mkdtemp(prefix="tk-"))  # private (0700)
@@ -137,8 +139,8 @@ class Analyses:
         try:
             snapshot = work / "store.duckdb"
             _copy_store(store, snapshot)
-            env = {**os.environ, READ_STORE_ENV: str(snapshot),
-                   "TOOLKIT_TODAY": self.today.isoformat(), "SOURCE_DATE_EPOCH": str(self.epoch),
+            settings = site_build_settings(self.cfg.with_overrides(today=self.today), snapshot)
+            env = {**os.environ, SITE_BUILD_ENV: settings, "SOURCE_DATE_EPOCH": str(self.epoch),
                    "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
             for _slug, path, data, key, base in todo:
                 failure: str | None = None

@@ -829,11 +829,14 @@ def make_nav(pages: list[Page]) -> list[Any]:
             sections.setdefault(p.nav[0], []).append((p.nav[1], p.path))
     order = list(_SECTIONS) + sorted((set(sections) | set(singles)) - set(_SECTIONS))
     nav: list[Any] = []
+    # the theme prints nav labels unescaped, as it prints titles: escaped as titles are (a
+    # label may come from data, such as an analysis notebook's title)
     for name in order:
         if name in singles:
-            nav.append({name: singles[name]})
+            nav.append({html_title(name): singles[name]})
         elif name in sections:
-            nav.append({name: [{label: path} for label, path in sections[name]]})
+            nav.append({html_title(name): [{html_title(label): path}
+                                           for label, path in sections[name]]})
     return nav
 
 

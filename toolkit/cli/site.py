@@ -99,6 +99,11 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     the dispatch report, approaches and one page per task; recent actions; sessions; the turn
     snapshot timeline; warnings; and every table as CSV and JSON.
 
+    Analyses: the bundled analysis notebooks, and those listed under notebooks: in
+    toolkit.yaml, run in a Jupyter kernel against the project, a page each with its charts
+    and findings. A notebook runs again only when the store's data or the notebook changed;
+    one that fails gets a page naming the failing cell, and a warning.
+
     With --redact (or redact: true in toolkit.yaml) the site is built from a redacted copy
     of the store, so it can be shared like a handoff report; handoff and publish warn when
     the site they link to (site_url) was built without it.

@@ -1,6 +1,6 @@
 """The site's "Analyses" section: the analysis notebooks, run against the project, as pages.
 
-``toolkit.site`` adds :meth:`Analyses.builder`'s pages to the site and writes
+``toolkit.site`` adds :meth:`Analyses.pages` to the site's pages and writes
 :attr:`Analyses.files` (the charts) next to them. For each notebook (the bundled ones in
 ``notebooks/``, then those listed under ``notebooks:`` in toolkit.yaml):
 
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from toolkit import mdsafe
 from toolkit.errors import ToolkitError
 from toolkit.pages import Page, relative_link
 
@@ -171,8 +172,6 @@ class Analyses:
     def _page(self, slug: str, path: Path, nb: NotebookNode | None, failure: str | None
               ) -> AnalysisPage:
         from toolkit import notebooks
-        from toolkit.site import md_escape
-
         page_path = f"analyses/{slug}.md"
         cells = [c for c in (nb.cells if nb is not None else [])
                  if notebooks.INJECTED_TAG not in c.get("metadata", {}).get("tags", [])]
@@ -199,10 +198,10 @@ class Analyses:
                         ext, data = image
                         rel = f"analyses/{slug}/chart-{images}.{ext}"
                         self.files[rel] = data
-                        alt = md_escape(f"{title}: chart {images}")
+                        alt = mdsafe.inline(f"{title}: chart {images}")
                         blocks.append(Markup(f"![{alt}]({relative_link(page_path, rel)})"))
                     elif "image/png" in shown and self.redact:
-                        blocks.append(Markup("*" + md_escape(
+                        blocks.append(Markup("*" + mdsafe.inline(
                             "An image left out: a redacted site shows only images whose "
                             "text can be redacted (SVG).") + "*"))
                     elif "text/plain" in shown:
@@ -359,9 +358,6 @@ def _start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str) -> A
 def _markdown(text: str, *, first: bool) -> Markup:
     """A Markdown cell as literal text: its headings stay headings (at least one level below
     the page title; the first cell's title is the page's), its paragraphs literal text."""
-    from toolkit import mdsafe
-    from toolkit.site import md_escape
-
     parts: list[str] = []
     para: list[str] = []
 
@@ -377,7 +373,7 @@ def _markdown(text: str, *, first: bool) -> Markup:
             flush()
             level = len(m.group(1))
             if not (first and level == 1 and not parts):
-                parts.append("#" * max(level, 2) + " " + md_escape(m.group(2)))
+                parts.append("#" * max(level, 2) + " " + mdsafe.inline(m.group(2)))
         else:
             para.append(line)
     flush()
@@ -386,8 +382,6 @@ def _markdown(text: str, *, first: bool) -> Markup:
 
 def _printed(text: str) -> list[Any]:
     """Printed output: ``Finding:`` lines as paragraphs, the rest preformatted."""
-    from toolkit.site import md_escape
-
     blocks: list[Any] = []
     rest: list[str] = []
     for line in text.splitlines():
@@ -395,7 +389,7 @@ def _printed(text: str) -> list[Any]:
             if rest:
                 blocks.append(("pre", "\n".join(rest)))
                 rest = []
-            blocks.append(Markup("**Finding:** " + md_escape(line[len("Finding: "):])))
+            blocks.append(Markup("**Finding:** " + mdsafe.inline(line[len("Finding: "):])))
         else:
             rest.append(line)
     if any(r.strip() for r in rest):

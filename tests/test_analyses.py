@@ -126,6 +126,13 @@ def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds
     assert "Analyses: 0 notebooks run, 7 unchanged" in again.stdout  # failures are cached too
     assert len(again.stderr.splitlines()) == 2
 
+    cached = root / ".toolkit" / "site.build" / "analyses" / "first.ipynb"
+    cached.write_bytes(cached.read_bytes()[:100])  # a run cut short, or a damaged cache
+    third = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    assert third.exit_code == 0
+    assert "Analyses: 1 notebooks run, 6 unchanged" in third.stdout
+    assert "kernel " in scan(site / "analyses" / "first" / "index.html").body_text
+
 
 def test_a_redacted_build_redacts_the_notebooks_text_and_charts(tmp_path: Path) -> None:
     world = make_world(tmp_path)

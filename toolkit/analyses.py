@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 from markupsafe import Markup
 
 from toolkit import mdsafe
@@ -110,22 +111,17 @@ class Analyses:
         for p in cache.iterdir():
             if p.name not in keep:
                 (shutil.rmtree if p.is_dir() else os.unlink)(p)
-        stale = [t for t in todo if _cached_key(t[4]) != t[3]]
+        cached = {t[0]: _cached(t[4], t[3]) for t in todo}
+        stale = [t for t in todo if cached[t[0]] is None]
         if stale:
             self._run(store, stale)
         pages: list[Page] = []
-        for slug, path, _data, _key, base in todo:
-            name = path.name
-            (self.cached if all(t[0] != slug for t in stale) else self.ran).append(name)
-            record = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))
-            nb = None
-            if base.with_suffix(".ipynb").is_file():
-                from toolkit import notebooks
-
-                nb = notebooks.read(base.with_suffix(".ipynb"))
-            if record.get("failure"):
-                self.failed.append(self._text(record["failure"]))
-            pages.append(self._page(slug, path, nb, record.get("failure")))
+        for slug, path, _data, key, base in todo:
+            (self.ran if cached[slug] is None else self.cached).append(path.name)
+            nb, failure = cached[slug] or _cached(base, key) or (None, "the run left no result")
+            if failure:
+                self.failed.append(self._text(failure))
+            pages.append(self._page(slug, path, nb, failure))
         return pages
 
     # -- running -------------------------------------------------------------
@@ -139,7 +135,11 @@ class Analyses:
         km = None
         try:
             snapshot = work / "store.duckdb"
-            _copy_store(store, snapshot)
+            no_copy: str | None = None
+            try:
+                _copy_store(store, snapshot)
+            except (duckdb.Error, OSError) as exc:
+                no_copy = f"the store could not be copied for it ({exc})"
             settings = site_build_settings(self.cfg.with_overrides(today=self.today), snapshot)
             env = {**os.environ, SITE_BUILD_ENV: settings, "SOURCE_DATE_EPOCH": str(self.epoch),
                    "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
@@ -150,6 +150,8 @@ class Analyses:
                     if data is None:
                         raise ToolkitError(f"{path.name}: cannot read it ({_read(path)[1]})")
                     nb = _parse(data, path)
+                    if no_copy:
+                        raise ToolkitError(f"{path.name}: {no_copy}")
                     nb = notebooks.with_parameters(nb, project_path=str(self.cfg.project_root))
                     nb.cells.insert(0, _prelude())
                     if km is None or not km.is_alive():
@@ -157,6 +159,10 @@ class Analyses:
                     notebooks.execute(nb, cwd=work, name=path.name, km=km)
                 except ToolkitError as exc:
                     failure = exc.message
+                except Exception as exc:  # the runner's own failure: this analysis fails
+                    failure = f"{path.name}: the run failed ({type(exc).__name__}: {exc})"
+                # the key last: a run cut short leaves no key that matches a notebook
+                base.with_suffix(".json").unlink(missing_ok=True)
                 base.with_suffix(".ipynb").unlink(missing_ok=True)
                 if nb is not None:
                     notebooks.write(nb, base.with_suffix(".ipynb"))
@@ -296,17 +302,34 @@ def _fingerprints(store: Store) -> list[list[Any]]:
     return [[s, f] for s, f in rows]
 
 
-def _cached_key(base: Path) -> str | None:
+def _cached(base: Path, key: str) -> tuple[NotebookNode | None, str | None] | None:
+    """The cached run of a notebook, (executed notebook, failure), when it was made with
+    ``key``; None when there is none, it is for other data, or it cannot be read."""
     try:
         record = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict):
+    if not isinstance(record, dict) or record.get("key") != key:
         return None
-    if not record.get("failure") and not base.with_suffix(".ipynb").is_file():
+    failure = record.get("failure")
+    nb = _read_cached(base.with_suffix(".ipynb"))
+    if not isinstance(failure, str) or not failure:
+        if nb is None:
+            return None
+        failure = None
+    return nb, failure
+
+
+def _read_cached(path: Path) -> NotebookNode | None:
+    """An executed notebook from the cache; None when there is none or it cannot be read."""
+    import nbformat
+
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except FileNotFoundError:
         return None
-    key = record.get("key")
-    return key if isinstance(key, str) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _copy_store(store: Store, dest: Path) -> None:

@@ -235,6 +235,12 @@ class Analyses:
         return str(path)
 
     def _text(self, text: str) -> str:
+        """A notebook's text as the site shows text: paths relative to the project or under
+        ``~`` (as every page shows them), redacted in a redacted build."""
+        for root, prefix in ((self.cfg.project_root.resolve(), ""),
+                             (Path.home().resolve(), "~/")):
+            if str(root) != "/":
+                text = text.replace(str(root) + "/", prefix)
         if not self.redact:
             return text
         from toolkit.redact import redact

@@ -170,3 +170,23 @@ def test_notebooks_setting_is_a_list_of_paths_relative_to_the_file(tmp_path: Pat
     (tmp_path / "toolkit.yaml").write_text("notebooks: a.ipynb\n", encoding="utf-8")
     with pytest.raises(UsageError, match="setting notebooks must be a list of notebook paths"):
         resolve(project=tmp_path, env={"HOME": str(tmp_path)})
+
+
+def test_project_open_in_a_build_kernel_takes_the_build_settings_for_its_project_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TOOLKIT_SITE_BUILD: the project being built opens on the build's store copy, with its
+    'today' and source paths, without refreshing; any other project opens as usual."""
+    from toolkit import Project
+    from toolkit.api import SITE_BUILD_ENV, site_build_settings
+
+    world = make_world(tmp_path / "w")
+    copy = tmp_path / "copy.duckdb"
+    monkeypatch.setenv(SITE_BUILD_ENV, site_build_settings(world.cfg, copy))
+    with Project.open(world.root) as project:
+        assert project.config.db_path == copy and not copy.exists()  # no refresh wrote it
+        assert project.config.slop_path == world.cfg.slop_path  # not the environment's
+        assert str(project.today) == "2026-05-10"
+    other = tmp_path / "other"
+    other.mkdir()
+    with Project.open(other, refresh=False) as project:
+        assert project.config.db_path == other / ".toolkit" / "ledger.duckdb"

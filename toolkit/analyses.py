@@ -141,8 +141,11 @@ class Analyses:
             except (duckdb.Error, OSError) as exc:
                 no_copy = f"the store could not be copied for it ({exc})"
             settings = site_build_settings(self.cfg.with_overrides(today=self.today), snapshot)
+            # IPython's profile and history, and Jupyter's runtime files, stay in the build's
+            # folders (deleted after), not in the user's home
             env = {**os.environ, SITE_BUILD_ENV: settings, "SOURCE_DATE_EPOCH": str(self.epoch),
-                   "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+                   "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+                   "IPYTHONDIR": str(work / "ipython"), "JUPYTER_RUNTIME_DIR": str(sockets)}
             for _slug, path, data, key, base in todo:
                 failure: str | None = None
                 nb = None
@@ -373,7 +376,8 @@ def _start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str) -> A
     port another user of the machine could reach; a short path, as socket paths are short)."""
     from jupyter_client.manager import KernelManager
 
-    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"),
+                       connection_file=str(sockets / "kernel.json"))
     try:
         km.start_kernel(cwd=str(cwd), env=env)
     except Exception as exc:  # whatever jupyter_client or zmq raise: the analysis fails

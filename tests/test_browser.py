@@ -238,3 +238,22 @@ def test_hostile_pages_open_no_dialog_and_make_no_outside_request(
     p.wait_for_timeout(300)
     assert watch.dialogs == []
     assert all(urlsplit(u).hostname in ("127.0.0.1", None) for u in watch.requests)
+
+
+def test_an_analysis_page_shows_its_charts_and_findings_offline(demo: Served,
+                                                                page: tuple[Any, Watch]) -> None:
+    """build-site --demo ran the bundled notebooks: each is a page of the Analyses section, its
+    charts files of the site; nothing is asked of another host (the fixture's check)."""
+    p, watch = page
+    p.goto(demo.base + "analyses/debt-the-agent-left/", wait_until="load")
+    assert p.locator("h1").first.inner_text().strip() == "Debt the agent left"
+    nav = p.locator("nav.md-nav--primary").inner_text()
+    assert "Analyses" in nav and "What each turn changed" in nav
+    charts = p.locator("article img[src$='.svg']")
+    assert charts.count() >= 4
+    for i in range(charts.count()):
+        assert charts.nth(i).evaluate("img => img.complete ? img.naturalWidth : 0") > 0
+    text = p.locator("article").inner_text()
+    assert text.count("Finding:") >= 4 and "open entries have no owner" in text
+    assert p.locator("article pre").count() >= 4  # the printed listings, spacing kept
+    assert any(u.endswith("/analyses/debt-the-agent-left/chart-1.svg") for u in watch.requests)

@@ -50,6 +50,42 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 
+# Set by ``toolkit build-site`` for the kernel that runs the site's analyses: JSON
+# {"root": the project folder, "settings": {toolkit.yaml key: value}}. ``Project.open`` of that
+# folder takes these settings for those it is not given and does not refresh: it reads the
+# copy of the store the build made (the build holds its own store open for writing) and the
+# files the build read, with the build's "today".
+SITE_BUILD_ENV = "TOOLKIT_SITE_BUILD"
+
+
+def site_build_settings(config: Config, db: Path) -> str:
+    """The value of ``TOOLKIT_SITE_BUILD`` for a build of ``config`` whose notebooks read the
+    store ``db``."""
+    import json
+
+    from toolkit.loaders import settings
+
+    values = {s.key: str(getattr(config, s.attr)) for s in settings()
+              if getattr(config, s.attr) is not None}
+    values["db"] = str(db)
+    values["today"] = config.today_date().isoformat()
+    return json.dumps({"root": str(config.project_root.resolve()), "settings": values})
+
+
+def _site_build(path: PathLike | None) -> dict[str, str] | None:
+    """The build's settings, when this process runs a site build's analysis of ``path``."""
+    import json
+
+    raw = os.environ.get(SITE_BUILD_ENV)
+    if not raw or path is None:
+        return None
+    try:
+        data = json.loads(raw)
+        same = Path(os.fspath(path)).expanduser().resolve() == Path(data["root"])
+        return {str(k): str(v) for k, v in data["settings"].items()} if same else None
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return None
+
 
 # --------------------------------------------------------------------------- result types
 # The shapes the existing functions return, named. Times are 'YYYY-MM-DD HH:MM:SS' text where
@@ -273,7 +309,9 @@ class Project:
         """The project at ``path`` (default: found from the current folder, as the CLI finds
         it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
         ``toolkit.yaml``. ``refresh`` (default): bring the store up to date first, as every
-        command does; ``refresh=False`` reads the store as it is."""
+        command does; ``refresh=False`` reads the store as it is. In a notebook that
+        ``toolkit build-site`` runs, the project it builds opens with the build's settings
+        and its copy of the store, without refreshing (``TOOLKIT_SITE_BUILD``)."""
         from toolkit.config import resolve
 
         def text(value: PathLike | None) -> str | None:
@@ -285,6 +323,10 @@ class Project:
             "goal_history": text(goal_history), "snapshots_home": text(snapshots_home),
             "workspace": text(workspace), "db": text(db),
             "today": today.isoformat() if isinstance(today, dt.date) else today}
+        build = _site_build(path)
+        if build is not None:
+            flags = {k: build.get(k) if v is None else v for k, v in flags.items()}
+            refresh = False
         cfg = resolve(project=text(path), config_file=text(config_file), **flags)
         project = cls(cfg)
         if refresh:

@@ -28,7 +28,7 @@ CONFIG_NAME = "toolkit.yaml"
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
-                                  "checks"}
+                                  "checks", "notebooks"}
 
 # What each toolkit.yaml value must be: (accepted Python types, how the error names it).
 # YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
@@ -41,6 +41,7 @@ _KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "publish": ((dict,), "a mapping (repo, labels, title, api_url, key)"),
     "redact": ((bool,), "true or false"),
     "checks": ((list,), "a list of checks (name, sql, expect, level, description)"),
+    "notebooks": ((list,), "a list of notebook paths"),
 }
 _PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "repo": ((str,), "text (OWNER/NAME)"),
@@ -103,6 +104,8 @@ class Config:
     # toolkit.yaml ``checks:`` as written (validated by toolkit.checks when checks run, so a
     # bad entry fails `toolkit check`, not every command)
     checks: tuple[Any, ...] = ()
+    # analysis notebooks build-site runs besides the bundled ones (toolkit.yaml ``notebooks:``)
+    notebooks: tuple[Path, ...] = ()
 
     @property
     def ledger_dir(self) -> Path:
@@ -186,6 +189,10 @@ def load_file_settings(path: Path) -> dict[str, Any]:
         if out.get(key) is not None:
             p = Path(os.path.expanduser(str(out[key])))
             out[key] = Path(os.path.normpath(p if p.is_absolute() else (path.parent / p)))
+    if out.get("notebooks") is not None:  # a list of paths, each relative to the file
+        out["notebooks"] = tuple(
+            Path(os.path.normpath(path.parent / os.path.expanduser(str(n))))
+            for n in out["notebooks"])
     return out
 
 
@@ -286,4 +293,5 @@ def resolve(
         publish=publish,
         redact=redact,
         checks=tuple(settings.get("checks") or ()),
+        notebooks=tuple(settings.get("notebooks") or ()),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import ToolkitError
 
@@ -19,7 +19,20 @@ if TYPE_CHECKING:
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"  # the repository's
+
+
+def _bundled() -> Path:
+    """The bundled analysis notebooks: the repository's ``notebooks/`` (editable install),
+    else the copy a regular install puts in <prefix>/share/agent-ledger-toolkit/notebooks."""
+    import sys
+
+    repo = Path(__file__).resolve().parents[1] / "notebooks"
+    if repo.is_dir():
+        return repo
+    return Path(sys.prefix) / "share" / "agent-ledger-toolkit" / "notebooks"
+
+
+NOTEBOOKS_DIR = _bundled()
 
 
 def _need(module: str) -> None:
@@ -64,26 +77,42 @@ def with_parameters(nb: NotebookNode, **params: object) -> NotebookNode:
     return nb
 
 
-def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int = 600
-            ) -> NotebookNode:
-    """Run every cell of ``nb`` in a fresh Python kernel started in ``cwd``; returns the
+def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int = 600,
+            km: Any = None) -> NotebookNode:
+    """Run every cell of ``nb`` in a fresh Python kernel started in ``cwd`` (or in ``km``, a
+    running ``jupyter_client`` kernel manager the caller owns and reuses); returns the
     notebook with its outputs. A cell that raises stops the run: a ToolkitError naming the
-    cell (1-based, among all cells) and the error."""
+    cell (1-based, among the notebook's own cells: injected ones are not counted) and the
+    error; so does a cell that runs past ``timeout`` seconds or a kernel that dies."""
     _need("nbclient")
     _need("ipykernel")
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", km=km,
                             resources={"metadata": {"path": str(cwd)}},
                             record_timing=False, coalesce_streams=True)
+    why: str | None = None
     try:
         client.execute()
     except CellExecutionError as exc:
-        index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(
+        why = f"{exc.ename}: {exc.evalue}"
+    except CellTimeoutError:
+        why = f"it ran for more than {timeout} s"
+    except DeadKernelError:
+        why = "the kernel died"
+    finally:
+        if km is not None and client.kc is not None:
+            client.kc.stop_channels()  # the caller's kernel lives on; this client does not
+    if why is not None:
+        own = [c for c in nb.cells if INJECTED_TAG not in _tags(c)]
+        index = next((i for i, c in enumerate(own) if c.cell_type == "code" and any(
             o.get("output_type") == "error" for o in c.get("outputs", []))), None)
+        if index is None and why != "the kernel died":  # a timeout: the cell that has no
+            index = next((i for i, c in enumerate(own)  # execution count yet
+                          if c.cell_type == "code" and c.get("execution_count") is None), None)
         where = f"cell {index + 1}" if index is not None else "a cell"
-        raise ToolkitError(f"{name}: {where} failed: {exc.ename}: {exc.evalue}") from None
+        raise ToolkitError(f"{name}: {where} failed: {why}")
     return nb
 
 

@@ -210,7 +210,7 @@ class _Renderer:
         })
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart,
-            "url": _url_cell, "front_matter": _front_matter, "Ref": Ref,
+            "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
         })
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
@@ -369,6 +369,14 @@ def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
     return Markup(f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})")
 
 
+@_pass_context
+def _pre(ctx: Any, text: str, search: bool = True) -> Markup:
+    """Preformatted text (a notebook's printed output): escaped HTML, spacing kept, invisible
+    characters visible, cut to ``MAX_BLOCK`` characters."""
+    body = html.escape(visible(_cut(text.replace("\r\n", "\n"), MAX_BLOCK)), quote=True)
+    return _emit_table(ctx, f"<pre><code>{body}</code></pre>", search)
+
+
 def _front_matter(page: Page) -> Markup:
     """YAML front matter: the HTML-escaped title, safe tags, search exclusion."""
     lines = ["---", "title: " + json.dumps(html_title(page.title), ensure_ascii=False)]
@@ -416,6 +424,9 @@ class BuildResult:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     redacted: bool = False  # built with --redact
+    analyses_run: list[str] = field(default_factory=list)  # notebooks executed (toolkit.analyses)
+    analyses_cached: list[str] = field(default_factory=list)  # unchanged: read from the cache
+    analyses_failed: list[str] = field(default_factory=list)  # "name: cell N failed: why"
 
 
 def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
@@ -542,10 +553,14 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
 
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
     from toolkit import handoff_page
+    from toolkit.analyses import Analyses
 
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
                                          extra=[handoff_page.builder(cfg, build_time)])
     mark("queries")
+    analyses = Analyses(cfg, build, today, redact, int(build_time.timestamp()))
+    content.pages += analyses.pages(store)
+    mark("analyses")
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
@@ -578,6 +593,10 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
             _write_if_changed(cache, svg)
         files[rel] = svg
         if _write_if_changed(docs / rel, svg):
+            written.append(rel)
+    for rel, data in sorted(analyses.files.items()):
+        files[rel] = data
+        if _write_if_changed(docs / rel, data):
             written.append(rel)
     mark("charts")
     for d in content.downloads:
@@ -627,7 +646,8 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
                        pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),
                        search_docs=docs_count, seconds=0.0, charts_drawn=charts_drawn,
-                       warnings=run.warnings, redacted=redact)
+                       warnings=run.warnings, redacted=redact, analyses_run=analyses.ran,
+                       analyses_cached=analyses.cached, analyses_failed=analyses.failed)
 
 
 def _record_build(cfg: Config, site: Path, redacted: bool) -> None:
@@ -792,7 +812,8 @@ def _write_state(path: Path, data: dict[str, Any]) -> None:
 
 # =========================================================================== config and nav
 
-_SECTIONS = ("Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Snapshots", "Data", "Warnings")
+_SECTIONS = ("Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Snapshots", "Analyses", "Data",
+             "Warnings")
 
 
 def make_nav(pages: list[Page]) -> list[Any]:
@@ -808,11 +829,14 @@ def make_nav(pages: list[Page]) -> list[Any]:
             sections.setdefault(p.nav[0], []).append((p.nav[1], p.path))
     order = list(_SECTIONS) + sorted((set(sections) | set(singles)) - set(_SECTIONS))
     nav: list[Any] = []
+    # the theme prints nav labels unescaped, as it prints titles: escaped as titles are (a
+    # label may come from data, such as an analysis notebook's title)
     for name in order:
         if name in singles:
-            nav.append({name: singles[name]})
+            nav.append({html_title(name): singles[name]})
         elif name in sections:
-            nav.append({name: [{label: path} for label, path in sections[name]]})
+            nav.append({html_title(name): [{html_title(label): path}
+                                           for label, path in sections[name]]})
     return nav
 
 

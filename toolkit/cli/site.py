@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from toolkit.cli._common import get_config
+from toolkit.display import visible
 
 DEMO_MARKER = ".toolkit-demo-site"
 
@@ -98,6 +99,11 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     the dispatch report, approaches and one page per task; recent actions; sessions; the turn
     snapshot timeline; warnings; and every table as CSV and JSON.
 
+    Analyses: the bundled analysis notebooks, and those listed under notebooks: in
+    toolkit.yaml, run in a Jupyter kernel against the project, a page each with its charts
+    and findings. A notebook runs again only when the store's data or the notebook changed;
+    one that fails gets a page naming the failing cell, and a warning.
+
     With --redact (or redact: true in toolkit.yaml) the site is built from a redacted copy
     of the store, so it can be shared like a handoff report; handoff and publish warn when
     the site they link to (site_url) was built without it.
@@ -131,6 +137,13 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
                f"{result.pages} pages, "
                f"{len(result.written)} files written{removed}, {result.rebuilt} pages rendered, "
                f"{result.search_docs} search entries.")
+    if result.analyses_run or result.analyses_cached:
+        click.echo(f"Analyses: {len(result.analyses_run)} notebooks run, "
+                   f"{len(result.analyses_cached)} unchanged (data and notebook as last built)"
+                   + (f", {len(result.analyses_failed)} failed" if result.analyses_failed
+                      else ""))
+    for failure in result.analyses_failed:
+        click.echo(f"Warning: analysis {visible(failure, single_line=True)}", err=True)
     if timings:
         click.echo("Stages:   " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()))
     click.echo(f"Site:     {result.out}")

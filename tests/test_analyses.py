@@ -1,0 +1,192 @@
+"""build-site's Analyses section: the notebooks run in a real kernel against the project's store,
+each a page with its charts (files of the site) and findings; a failing notebook gets a page
+naming its cell; an unchanged rebuild runs none; a redacted build redacts them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from tests._site_helpers import build, make_world, scan
+from toolkit.config import resolve
+from toolkit.errors import UsageError
+from toolkit.notebooks import NOTEBOOKS_DIR
+
+BUNDLED = sorted(p.name for p in NOTEBOOKS_DIR.glob("*.ipynb"))
+SECRET = "sk-proj-Zq81XhDkL0pVwN3bTf7uYc2M"
+
+
+def _notebook(path: Path, *cells: str, title: str = "# A notebook") -> Path:
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(title),
+        nbformat.v4.new_code_cell("project_path = None", metadata={"tags": ["parameters"]}),
+        *(nbformat.v4.new_code_cell(c) for c in cells)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _list_notebooks(root: Path, *names: str) -> None:
+    cfg = root / "toolkit.yaml"
+    data = yaml.safe_load(cfg.read_text(encoding="utf-8")) if cfg.is_file() else {}
+    cfg.write_text(yaml.safe_dump({**(data or {}), "notebooks": list(names)}), encoding="utf-8")
+
+
+def _analysis_files(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f for f in result.written if f.startswith("analyses/")]
+
+
+def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    first = build(world)
+    assert first.analyses_run == BUNDLED and first.analyses_failed == []
+    nav = yaml.safe_load((first.build_dir / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    [section] = [s["Analyses"] for s in nav if "Analyses" in s]
+    assert [next(iter(p)) for p in section] == ["Debt the agent left", "What each turn changed",
+                                                "What the agent learned",
+                                                "Where dispatches are wasted"]
+    site = first.out
+    turns = scan(site / "analyses" / "what-each-turn-changed" / "index.html").body_text
+    assert "No turn snapshots found for this workspace." in turns  # the fixture has none
+    for slug in ("debt-the-agent-left", "what-the-agent-learned", "where-dispatches-are-wasted"):
+        page = site / "analyses" / slug / "index.html"
+        s = scan(page)
+        assert "Finding:" in s.body_text
+        images = [dict(a)["src"] for t, a in s.tags if t == "img" and "chart-" in dict(a)["src"]]
+        assert images, slug
+        for src in images:  # files of the site, next to the page: no other host
+            assert src and "/" not in src and src.endswith(".svg")
+            svg = (page.parent / src).read_text(encoding="utf-8")
+            assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+            assert "href=\"http" not in svg and "<script" not in svg
+    # the data the notebooks read: the fixture's 3 slop entries, 2 of them open
+    debt = scan(site / "analyses" / "debt-the-agent-left" / "index.html").body_text
+    assert "Finding: 2 of 3 entries are still open" in debt
+
+    again = build(world)
+    assert again.analyses_run == [] and again.analyses_cached == BUNDLED
+    assert _analysis_files(again) == [] and again.rebuilt == 0
+
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    data = json.loads(slop.read_text(encoding="utf-8"))
+    data["entries"][0]["status"] = "resolved"
+    slop.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    changed = build(world)
+    assert changed.analyses_run == BUNDLED  # the data they read changed
+    debt = scan(site / "analyses" / "debt-the-agent-left" / "index.html").body_text
+    assert "Finding: 1 of 3 entries are still open" in debt
+
+
+def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(
+        project, cli_run) -> None:  # type: ignore[no-untyped-def]
+    root = project.root
+    _notebook(root / "nb" / "first.ipynb",
+              "import os\nleak = 1\nprint('kernel', os.getpid())",
+              title="# First <b>bold</b>")
+    _notebook(root / "nb" / "second.ipynb",
+              "import os\nprint('kernel', os.getpid())\nprint('<script>alert(1)</script>')",
+              "print(leak)  # the first notebook's variable: gone",
+              title="# Second <script>alert(2)</script>\n\n[x](javascript:alert(3)) text")
+    _list_notebooks(root, "nb/first.ipynb", "nb/second.ipynb", "nb/missing.ipynb")
+    result = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    assert result.exit_code == 0, result.output
+    assert "Analyses: 7 notebooks run, 0 unchanged (data and notebook as last built), " \
+           "2 failed" in result.stdout
+    assert result.stderr.splitlines() == [
+        "Warning: analysis second.ipynb: cell 4 failed: NameError: name 'leak' is not defined",
+        "Warning: analysis missing.ipynb: cannot read it (No such file or directory)"]
+    site = root / ".toolkit" / "site"
+    assert (site / "index.html").is_file() and (site / "ledger" / "index.html").is_file()
+    for slug in ("debt-the-agent-left", "what-the-agent-learned", "first"):
+        assert "This analysis failed" not in scan(
+            site / "analyses" / slug / "index.html").body_text
+
+    second = scan(site / "analyses" / "second" / "index.html")
+    text = second.body_text
+    assert "This analysis failed second.ipynb: cell 4 failed: NameError: name 'leak' is not " \
+           "defined" in text
+    assert "<script>alert(1)</script>" in text and "[x](javascript:alert(3)) text" in text
+    assert second.title.startswith("Second <script>alert(2)</script>")
+    first = scan(site / "analyses" / "first" / "index.html")
+    assert [a for t, a in second.tags if t == "script"] == \
+        [a for t, a in first.tags if t == "script"]  # the theme's own scripts only
+    assert not [a for t, a in second.tags if "javascript" in (dict(a).get("href") or "")]
+    pids = {re.search(r"kernel (\d+)", scan(site / "analyses" / p / "index.html").body_text)
+            [1] for p in ("first", "second")}  # type: ignore[index]
+    assert len(pids) == 1  # one kernel ran them both
+    missing = scan(site / "analyses" / "missing" / "index.html").body_text
+    assert "missing.ipynb: cannot read it (No such file or directory)" in missing
+
+    again = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    assert "Analyses: 0 notebooks run, 7 unchanged" in again.stdout  # failures are cached too
+    assert len(again.stderr.splitlines()) == 2
+
+    cached = root / ".toolkit" / "site.build" / "analyses" / "first.ipynb"
+    cached.write_bytes(cached.read_bytes()[:100])  # a run cut short, or a damaged cache
+    third = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    assert third.exit_code == 0
+    assert "Analyses: 1 notebooks run, 6 unchanged" in third.stdout
+    assert "kernel " in scan(site / "analyses" / "first" / "index.html").body_text
+
+
+def test_a_redacted_build_redacts_the_notebooks_text_and_charts(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    _notebook(world.root / "leaky.ipynb",
+              f"secret = {SECRET!r}\nprint('Finding: the key is', secret)",
+              "import io\nimport matplotlib.pyplot as plt\nfrom IPython.display import Image, "
+              "display\nfig, ax = plt.subplots()\nax.bar([secret], [1])\nax.set_title(secret)\n"
+              "plt.show()\nbuf = io.BytesIO()\nfig.savefig(buf, format='png')\n"
+              "display(Image(buf.getvalue()))",
+              title=f"# Leaky {SECRET}")
+    cfg = world.cfg.with_overrides(notebooks=(world.root / "leaky.ipynb",))
+    world = type(world)(root=world.root, home=world.home, cfg=cfg)
+    result = build(world, redact=True)
+    assert result.analyses_failed == []
+    page = result.out / "analyses" / "leaky" / "index.html"
+    text = scan(page).body_text
+    assert "Finding: the key is [REDACTED]" in text
+    assert "An image left out: a redacted site shows only images whose text can be redacted" \
+           in text
+    svg = (page.parent / "chart-1.svg").read_text(encoding="utf-8")
+    assert "[REDACTED]" in svg
+    assert sorted(p.name for p in page.parent.iterdir()) == ["chart-1.svg", "index.html"]
+    for folder in (result.out, result.build_dir / "docs"):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_notebooks_setting_is_a_list_of_paths_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "toolkit.yaml").write_text("notebooks: [a.ipynb, sub/b.ipynb, /abs/c.ipynb]\n",
+                                           encoding="utf-8")
+    cfg = resolve(project=tmp_path, env={"HOME": str(tmp_path)})
+    assert cfg.notebooks == (tmp_path / "a.ipynb", tmp_path / "sub" / "b.ipynb",
+                             Path("/abs/c.ipynb"))
+    (tmp_path / "toolkit.yaml").write_text("notebooks: a.ipynb\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="setting notebooks must be a list of notebook paths"):
+        resolve(project=tmp_path, env={"HOME": str(tmp_path)})
+
+
+def test_project_open_in_a_build_kernel_takes_the_build_settings_for_its_project_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TOOLKIT_SITE_BUILD: the project being built opens on the build's store copy, with its
+    'today' and source paths, without refreshing; any other project opens as usual."""
+    from toolkit import Project
+    from toolkit.api import SITE_BUILD_ENV, site_build_settings
+
+    world = make_world(tmp_path / "w")
+    copy = tmp_path / "copy.duckdb"
+    monkeypatch.setenv(SITE_BUILD_ENV, site_build_settings(world.cfg, copy))
+    with Project.open(world.root) as project:
+        assert project.config.db_path == copy and not copy.exists()  # no refresh wrote it
+        assert project.config.slop_path == world.cfg.slop_path  # not the environment's
+        assert str(project.today) == "2026-05-10"
+    other = tmp_path / "other"
+    other.mkdir()
+    with Project.open(other, refresh=False) as project:
+        assert project.config.db_path == other / ".toolkit" / "ledger.duckdb"

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 from markupsafe import Markup
 
 from toolkit import mdsafe
@@ -137,8 +136,8 @@ class Analyses:
             snapshot = work / "store.duckdb"
             no_copy: str | None = None
             try:
-                _copy_store(store, snapshot)
-            except (duckdb.Error, OSError) as exc:
+                store.copy_database(snapshot)
+            except (ToolkitError, OSError) as exc:
                 no_copy = f"the store could not be copied for it ({exc})"
             settings = site_build_settings(self.cfg.with_overrides(today=self.today), snapshot)
             # IPython's profile and history, and Jupyter's runtime files, stay in the build's
@@ -339,19 +338,6 @@ def _read_cached(path: Path) -> NotebookNode | None:
         return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _copy_store(store: Store, dest: Path) -> None:
-    """A copy of the open store at ``dest``, with every table and view."""
-    name = store.conn.execute("SELECT current_database()").fetchone()
-    assert name is not None
-    escaped = str(dest).replace("'", "''")
-    store.conn.execute(f"ATTACH '{escaped}' AS _toolkit_analyses")
-    try:
-        db = str(name[0]).replace('"', '""')
-        store.conn.execute(f'COPY FROM DATABASE "{db}" TO _toolkit_analyses')
-    finally:
-        store.conn.execute("DETACH _toolkit_analyses")
 
 
 def _parse(data: bytes, path: Path) -> NotebookNode:

@@ -375,6 +375,21 @@ class Store:
             "table_catalog = current_database() AND table_schema = 'main' AND table_name = ? "
             "ORDER BY ordinal_position", [table]).fetchall()]
 
+    def copy_database(self, dest: Path) -> None:
+        """A copy of this store at ``dest``, every table and view, for a reader that must not
+        share this writer's file (the site's analyses run in another process)."""
+        escaped = str(dest).replace("'", "''")
+        try:
+            row = self.conn.execute("SELECT current_database()").fetchone()
+            db = str(row[0] if row else "memory").replace('"', '""')
+            self.conn.execute(f"ATTACH '{escaped}' AS _toolkit_copy")
+            try:
+                self.conn.execute(f'COPY FROM DATABASE "{db}" TO _toolkit_copy')
+            finally:
+                self.conn.execute("DETACH _toolkit_copy")
+        except duckdb.Error as exc:
+            raise ToolkitError(f"cannot copy the store: {_first_line(exc)}", path=dest) from None
+
     def redacted_copy(self, dest: Path, redact: Callable[[str], str]) -> Store:
         """A copy of the whole store at ``dest`` (replaced) with every text value, list item and
         JSON document passed through ``redact``; views are re-created over the copy. The

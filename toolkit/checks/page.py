@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolkit.checks.core import Result
-from toolkit.pages import Page, Ref, Table, ledger_entry_path, task_path
+from toolkit.pages import Field, Page, Ref, Table, ledger_entry_path, task_path
 
 if TYPE_CHECKING:
     from toolkit.reports import PageBuilder, SiteData
@@ -37,7 +37,7 @@ class Badge:
 class CheckView:
     name: str
     status: str  # PASS, FAIL, WARN, ERROR
-    summary: Table  # level, tags, origin, failing rows, what fails, why
+    summary: list[Field]  # what fails, why, expects, level, tags, origin
     rows: Table | None  # the first failing rows (cells linked to their pages)
     more: int  # failing rows not shown
     message: str | None  # why it could not run
@@ -97,14 +97,16 @@ def checks_page(results: Sequence[Result], d: SiteData) -> ChecksPage:
 
     ordered = sorted(results, key=lambda r: (STATUS_ORDER.index(r.status), r.check.name))
     target = _targets(d)
-    overview = Table(("Check", "Status", "Level", "Failing rows", "Why"), [
-        (cell(r.check.name), r.status.upper(), r.check.level, r.count, r.check.why)
+    overview = Table(("Check", "Status", "Level", "Failing rows"), [
+        (cell(r.check.name), r.status.upper(), r.check.level, r.count)
         for r in ordered], empty="No checks ran.")
     views = []
     for r in ordered:
-        summary = Table(("Level", "Tags", "From", "Expects", "What fails"), [
-            (r.check.level, ", ".join(r.check.tags), r.check.origin, str(r.check.expect),
-             cell(r.check.description))])
+        what = cell(_with_thresholds(r.check.description, r.check.thresholds))
+        summary = [Field("What fails", what),
+                   *([Field("Why", r.check.why)] if r.check.origin == "built-in" else []),
+                   Field("Expects", str(r.check.expect)), Field("Level", r.check.level),
+                   Field("Tags", ", ".join(r.check.tags)), Field("From", r.check.origin)]
         rows = None
         if r.rows:
             rows = Table(tuple(cell(c) for c in r.columns),
@@ -115,9 +117,16 @@ def checks_page(results: Sequence[Result], d: SiteData) -> ChecksPage:
                                message=cell(r.message) if r.message else None))
     b = badge(results)
     return ChecksPage(path=PATH, title="Checks", nav=("Checks",), overview=overview,
-                      checks=views, intro=f"{b.text}. The results of `toolkit check` when the "
+                      checks=views, intro=f"{b.text}. The results of toolkit check when the "
                       "site was built, failing checks first; each failing row links to its "
                       "page where the site has one.")
+
+
+def _with_thresholds(text: str, thresholds: dict[str, Any]) -> str:
+    """A description's `name` marks replaced by the threshold's value ("after 7 days")."""
+    for key, value in thresholds.items():
+        text = text.replace(f"`{key}`", str(value))
+    return text
 
 
 def _targets(d: SiteData) -> dict[tuple[str, str], str]:

@@ -74,6 +74,9 @@ def test_handoff_lists_failing_checks_after_the_summary_and_before_dispatches(pr
     assert "(ERROR, error level): could not run: query failed" in lines[-1]
     assert "no\\_such\\_table" in lines[-1] or "no_such_table" in lines[-1]
     assert TASK in checks and "github\\_token" in checks
+    # the secret's place is shown from the home folder, not as this machine's path
+    assert "&#126;/.codesmith/slop\\_ledger/slop\\_ledger.json:4" in checks  # ~ escaped
+    assert str(project.home) not in checks
     assert TOKEN not in text and "<script>" not in text  # redacted, escaped
 
 

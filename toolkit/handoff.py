@@ -214,6 +214,7 @@ class HandoffReport:
     # toolkit.checks results, run by the caller before the store was opened for writing
     # (toolkit.checks.run_configured); None: not run, no section
     checks: list[Result] | None = None
+    root: Path | None = None  # the project folder (check rows show paths from it)
 
     @property
     def pending_total(self) -> int:
@@ -361,7 +362,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
         state_path=state_path, next_state=next_state, goal=_active_goal(store),
-        checks=None if checks is None else list(checks))
+        checks=None if checks is None else list(checks), root=cfg.project_root)
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:
@@ -669,20 +670,22 @@ def _check_sections(report: HandoffReport, c: _Ctx) -> list[Section]:
     slop entry linked to its page. None when the caller ran no checks."""
     if report.checks is None:
         return []
-    from toolkit.checks.output import cell, row_text
+    from toolkit.checks.output import cell, display_roots, row_text, shown_row
     from toolkit.checks.page import row_target
 
     bad = sorted((r for r in report.checks if r.status != "pass"),
                  key=lambda r: CHECK_ORDER.index(r.status))
+    roots = display_roots(report.root) if report.root is not None else []
     items = []
     for r in bad:
         what = (f"could not run: {c.t(cell(r.message))}" if r.status == "error"
-                else f"{_count(r.count, 'row', 'rows')}; {c.t(r.check.why)}")
-        lines = [f"- **{c.t(r.check.name, 80)}** ({r.status.upper()}, {r.check.level} level): "
-                 f"{what}"]
+                else c.t(r.check.why))
+        rows = "" if r.status == "error" else f", {_count(r.count, 'row', 'rows')}"
+        lines = [f"- **{c.t(r.check.name, 80)}** ({r.status.upper()}, {r.check.level} level"
+                 f"{rows}): {what}"]
         for row in r.rows[:CHECK_ROWS]:
             kind, key = row_target(r.columns, row) or ("", "")
-            text = c.t(row_text(row, 160), 160)
+            text = c.t(row_text(shown_row(row, roots), 160), 160)
             lines.append(f"  - {md_link(text, c.links.to(kind, key)) if kind else text}")
         if r.count > min(len(r.rows), CHECK_ROWS) and r.status != "error":
             lines.append(f"  - _and {r.count - min(len(r.rows), CHECK_ROWS)} more_")

@@ -152,9 +152,11 @@ def _row(columns: Sequence[str], row: Sequence[Any], target: dict[tuple[str, str
         place = f"{values['path']}:{values['line']}"
     else:
         place = str(values.get("place") or "")
+    from toolkit.checks.output import shown_row
+
     out: list[Any] = []
-    for name, value in zip(columns, row, strict=False):
-        shown = _shown(cell(value), d)
+    for name, value in zip(columns, shown_row(row, d.roots), strict=False):
+        shown = cell(value)
         path = None
         if found and name == ("task" if found[0] == "task" else "short_id"):
             path = target.get(found)
@@ -162,13 +164,3 @@ def _row(columns: Sequence[str], row: Sequence[Any], target: dict[tuple[str, str
             path = target.get(("place", place))
         out.append(Ref(shown, path) if path and shown else shown)
     return tuple(out)
-
-
-def _shown(text: str, d: SiteData) -> str:
-    """A cell with the project's (or home's) folder cut from the front, as the site shows
-    paths."""
-    for root, prefix in d.roots:
-        base = str(root).rstrip("/") + "/"
-        if text.startswith(base):
-            return prefix + text[len(base):]
-    return text

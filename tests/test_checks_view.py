@@ -149,3 +149,20 @@ def test_a_passing_world_shows_every_check_passing(project, cli_run):
     assert text.count("PASS") >= 9 and "FAIL" not in text
     assert re.search(r'<a href="checks/">Checks: all 9 passing</a>',
                      (site / "index.html").read_text(encoding="utf-8"))
+
+
+def test_a_secret_the_loader_lowercased_is_found_and_never_shown(project, cli_run):
+    """A key in a ledger entry's category is stored lowercased; the secrets check still finds
+    it, and no output (table, handoff, Checks page) shows it, in any case."""
+    settings(project, PASSING)
+    key = "AKIA" + "IOSFODNN7EXAMPL2"
+    with (project.ledger / "patterns.md").open("a", encoding="utf-8") as f:
+        f.write(f"\n---\n\n**Title:** Keys\n**Date:** 2026-05-03\n**Category:** sec {key}\n"
+                "**Confidence:** low\n**Source reflections:** 1\n\n**Pattern:** none.\n")
+    table = cli_run("check", "--select", "secrets")
+    assert table.exit_code == 1 and "aws_access_key_id" in table.output
+    handoff = cli_run("handoff").output
+    site = build(project, cli_run)
+    page = (site / "checks" / "index.html").read_text(encoding="utf-8")
+    for text in (table.output, handoff, page):
+        assert key.casefold() not in text.casefold()

@@ -16,11 +16,12 @@ CELL_MAX = 60
 
 
 def cell(value: Any) -> str:
-    """One value for display: visible, secrets redacted, None empty."""
+    """One value for display: visible, secrets redacted (also when lowercased), None empty."""
     from toolkit.display import visible
     from toolkit.redact import redact
 
-    return "" if value is None else redact(visible(str(value), single_line=True))
+    # fold: the loaders lowercase some values (a category), and a lowercased key is still one
+    return "" if value is None else redact(visible(str(value), single_line=True), fold=True)
 
 
 def row_text(row: Sequence[Any], limit: int = CELL_MAX) -> str:

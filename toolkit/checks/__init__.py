@@ -14,10 +14,9 @@ from toolkit.checks.core import (
     Result,
     run_check,
     run_checks,
-    run_configured,
     select,
 )
-from toolkit.checks.user import checks_for
+from toolkit.checks.user import checks_for, run_configured
 
 __all__ = ["BUILTIN", "FIRST_ROWS", "LEVELS", "Check", "Expect", "Result", "checks_for",
            "run_check", "run_checks", "run_configured", "select"]

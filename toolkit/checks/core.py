@@ -22,7 +22,6 @@ from toolkit.errors import ToolkitError, UsageError
 
 if TYPE_CHECKING:
     from toolkit.api import Project
-    from toolkit.config import Config
 
 LEVELS = ("error", "warn")
 FIRST_ROWS = 5  # failing rows kept per check (the table, JSON and JUnit show these)
@@ -188,24 +187,6 @@ def run_checks(project: Project, checks: Sequence[Check], *,
                timeout: float = DEFAULT_TIMEOUT_S) -> list[Result]:
     """Every check, in order; each one's failure to run is its own result."""
     return [run_check(project, c, timeout=timeout) for c in checks]
-
-
-def run_configured(cfg: Config, checks: Sequence[Check] | None = None, *,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> list[Result]:
-    """``checks`` (default: the built-in and ``toolkit.yaml`` checks) run on the store as it
-    is, on a :class:`~toolkit.api.Project`'s locked-down read-only connection, closed after.
-
-    The one way every caller runs them (``toolkit check``, the handoff, publish and the
-    site): with the store closed, after the refresh and before the store is opened for
-    writing, because DuckDB will not open that connection beside a writer in the same
-    process. The results are then passed in (``build_report(..., checks=)``)."""
-    from toolkit.api import Project
-    from toolkit.checks.user import checks_for
-
-    if checks is None:
-        checks = checks_for(cfg.checks, path=cfg.config_file)
-    with Project(cfg) as project:
-        return run_checks(project, checks, timeout=timeout)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -2,7 +2,7 @@
 
 ``build_report(store, cfg)`` runs the named queries (``toolkit.queries``) and returns a typed
 :class:`HandoffReport`. :func:`sections` renders it most urgent first: a short summary, the
-active goal, (failing checks, once that feature lands: :func:`_check_sections`), dispatches
+active goal, the checks that fail (:func:`_check_sections`, when the caller ran them), dispatches
 awaiting a verdict, tasks over the retry limit each with its dead ends and no-gos, what the
 ledger learned since the last handoff (new, promoted, demoted, pruned), then debt (the
 bucket-by-severity table and the critical and high items). The pending and over-limit tables
@@ -42,6 +42,7 @@ from toolkit import mdsafe
 from toolkit.errors import DataError, ToolkitError
 
 if TYPE_CHECKING:
+    from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import Store
 
@@ -210,6 +211,10 @@ class HandoffReport:
     state_path: Path
     next_state: dict[str, Any] = field(repr=False, default_factory=dict)
     goal: dict[str, Any] | None = None  # nagi-ledger's active goal (a ``goals`` row)
+    # toolkit.checks results, run by the caller before the store was opened for writing
+    # (toolkit.checks.run_configured); None: not run, no section
+    checks: list[Result] | None = None
+    root: Path | None = None  # the project folder (check rows show paths from it)
 
     @property
     def pending_total(self) -> int:
@@ -288,13 +293,15 @@ def has_earlier_handoff(cfg: Config) -> bool:
 
 def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                  now: dt.datetime | None = None,
-                 previous: tuple[str, str] | None = None) -> HandoffReport:
+                 previous: tuple[str, str] | None = None,
+                 checks: Sequence[Result] | None = None) -> HandoffReport:
     """Run the handoff queries and compare the ledger with the last handoff.
 
     Which comparison, in order: ``since`` (``--since``); the last handoff in the state file;
     ``previous`` = (time, where it was read), the last published handoff read from the issue
     by ``publish``; else the first handoff's window, the ``WINDOW_DAYS`` days of activity up
-    to the newest record."""
+    to the newest record. ``checks``: the check results to list (failing ones first in the
+    report), from ``toolkit.checks.run_configured``."""
     from toolkit import queries, reports
     from toolkit.reports import day_of
 
@@ -354,7 +361,8 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         site_url=cfg.site_url, slop=slop, ledger=ledger, dispatches=listing,
         refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
-        state_path=state_path, next_state=next_state, goal=_active_goal(store))
+        state_path=state_path, next_state=next_state, goal=_active_goal(store),
+        checks=None if checks is None else list(checks), root=cfg.project_root)
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:
@@ -652,10 +660,43 @@ def listing_sections(report: HandoffReport, redactor: Redactor | None = None, *,
             _approach_section(report, c)]
 
 
+CHECK_ROWS = 3  # failing rows shown under a check (the checks page and `toolkit check` list more)
+CHECK_ORDER = ("fail", "error", "warn")
+
+
 def _check_sections(report: HandoffReport, c: _Ctx) -> list[Section]:
-    """Failing checks go here, between the goal and the dispatches, when the checks feature
-    lands (its results become a field of :class:`HandoffReport`). Until then: none."""
-    return []
+    """The checks that fail, could not run or warn (in that order), between the goal and the
+    dispatches: each with its status, count, why (or its error) and first rows, a task or
+    slop entry linked to its page. None when the caller ran no checks."""
+    if report.checks is None:
+        return []
+    from toolkit.checks.output import cell, display_roots, row_text, shown_row
+    from toolkit.checks.page import row_target
+
+    bad = sorted((r for r in report.checks if r.status != "pass"),
+                 key=lambda r: CHECK_ORDER.index(r.status))
+    roots = display_roots(report.root) if report.root is not None else []
+    items = []
+    for r in bad:
+        what = (f"could not run: {c.t(cell(r.message))}" if r.status == "error"
+                else c.t(r.check.why))
+        rows = "" if r.status == "error" else f", {_count(r.count, 'row', 'rows')}"
+        lines = [f"- **{c.t(r.check.name, 80)}** ({r.status.upper()}, {r.check.level} level"
+                 f"{rows}): {what}"]
+        for row in r.rows[:CHECK_ROWS]:
+            kind, key = row_target(r.columns, row) or ("", "")
+            text = c.t(row_text(shown_row(row, roots), 160), 160)
+            lines.append(f"  - {md_link(text, c.links.to(kind, key)) if kind else text}")
+        if r.count > min(len(r.rows), CHECK_ROWS) and r.status != "error":
+            lines.append(f"  - _and {r.count - min(len(r.rows), CHECK_ROWS)} more_")
+        items.append("\n".join(lines))
+    see = c.see("the checks page", "checks/index.md")
+    total = len(report.checks)
+    heading = f"## Failing checks ({len(bad)} of {total})"
+    outro = ([f"_Every check and its rows: {see}`toolkit check`._"] if bad else [])
+    return [Section("checks", heading, [], items, "checks",
+                    empty=f"_All {_count(total, 'check passes', 'checks pass')}._",
+                    outro=outro)]
 
 
 # -- the summary and the urgent sections ---------------------------------------------------------
@@ -1230,11 +1271,12 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
 
 def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   output: Path | None = None, now: dt.datetime | None = None,
-                  redactor: Redactor | None = None, full: bool = False) -> str:
+                  redactor: Redactor | None = None, full: bool = False,
+                  checks: Sequence[Result] | None = None) -> str:
     """``toolkit handoff``: build, render (redacted; ``full`` adds the complete listing),
     write to ``output`` if given, and remember this handoff (not with ``since``, which is a
     one-off view). Returns the text."""
-    report = build_report(store, cfg, since=since, now=now)
+    report = build_report(store, cfg, since=since, now=now, checks=checks)
     text = render_markdown(report, redactor=redactor, full=full)
     if output is not None:
         from toolkit.safewrite import atomic_replace

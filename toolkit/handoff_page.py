@@ -8,6 +8,7 @@ hands :func:`builder` to :func:`toolkit.reports.build_site_content`.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from toolkit import handoff
@@ -16,19 +17,22 @@ from toolkit.pages import relative_link, task_path
 from toolkit.reports import HandoffPage, Page, PageBuilder, SiteData
 
 if TYPE_CHECKING:
+    from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import Store
 
 
-def builder(cfg: Config, build_time: dt.datetime | None) -> PageBuilder:
-    """A page builder adding the handoff page for this project's config and build time."""
+def builder(cfg: Config, build_time: dt.datetime | None,
+            checks: Sequence[Result] | None = None) -> PageBuilder:
+    """A page builder adding the handoff page for this project's config and build time (and
+    the check results the build was given)."""
     def build(store: Store, data: SiteData) -> list[Page]:
-        return [handoff_page(store, data, cfg, build_time)]
+        return [handoff_page(store, data, cfg, build_time, checks)]
     return build
 
 
-def handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime | None
-                 ) -> HandoffPage:
+def handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime | None,
+                 checks: Sequence[Result] | None = None) -> HandoffPage:
     """The handoff page: the same report as ``toolkit handoff`` (same sections, same
     comparison with the last handoff, which it does not record), links relative to the
     page, the collapsed blocks open (the site's Markdown takes no raw HTML)."""
@@ -37,7 +41,8 @@ def handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime
     # the build's clock (the report shows the data's time; "now" would only stamp a state
     # file, which the site never writes)
     report = handoff.build_report(
-        store, cfg, now=build_time.replace(tzinfo=None) if build_time is not None else None)
+        store, cfg, now=build_time.replace(tzinfo=None) if build_time is not None else None,
+        checks=checks)
     text = handoff.render_markdown(report, links=_site_links(d), for_site=True)
     return HandoffPage(path="handoff/index.md", title="Handoff", nav=("Handoff",),
                        intro="What the next person (or agent) must know first; the same "

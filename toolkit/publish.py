@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 from toolkit.errors import BusyError, NotFoundError, RefusedError, ToolkitError, UsageError
 
 if TYPE_CHECKING:
+    from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import Store
 
@@ -560,12 +561,14 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
             redactor: Callable[[str], str] | None = None,
             scanner: Callable[[str], list[Any]] | None = None, timeout: int = 30,
             per_page: int = 100, now: dt.datetime | None = None,
-            notify: Callable[[str], None] | None = None, full: bool = False) -> PublishResult:
+            notify: Callable[[str], None] | None = None, full: bool = False,
+            checks: Sequence[Result] | None = None) -> PublishResult:
     """Publish the handoff report as one GitHub issue (created once, then kept up to date).
 
     ``full``: the complete listing goes to comments on the same issue, each under the body
     limit, found again by a hidden marker per part and updated in place. When the state file
-    knows no earlier handoff, "since the last handoff" is read from the issue itself."""
+    knows no earlier handoff, "since the last handoff" is read from the issue itself.
+    ``checks``: the check results the report lists (``toolkit.checks.run_configured``)."""
     import os
 
     from toolkit import handoff
@@ -576,7 +579,8 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
     marker = marker_for(handoff.project_key(cfg))
 
     def render(previous: tuple[str, str] | None = None) -> tuple[Any, Any, list[str]]:
-        report = handoff.build_report(store, cfg, since=since, now=now, previous=previous)
+        report = handoff.build_report(store, cfg, since=since, now=now, previous=previous,
+                                      checks=checks)
         doc = handoff.render_issue(report, title=title or cfg.publish.get("title"),
                                    redactor=redactor, limit=BODY_LIMIT, marker=marker,
                                    full=full)

@@ -172,6 +172,7 @@ class HomePage(Page):
     warnings: int
     goal: Table | None = None  # nagi-ledger's active goal (toolkit.goals_report)
     goals_closed: int = 0
+    checks: Any = None  # the checks badge (toolkit.checks.page.Badge), when checks ran
 
 
 @dataclass(kw_only=True)

@@ -42,7 +42,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +59,7 @@ from toolkit.pages import INTERNAL_PATH, relative_link
 if TYPE_CHECKING:
     import jinja2
 
+    from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.reports import Page
     from toolkit.store import Store
@@ -485,8 +486,12 @@ def check_output_folder(out: Path) -> None:
 def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: bool = False,
                build_time: dt.datetime | None = None, progress: Progress | None = None,
                templates: Path = TEMPLATES_DIR, base_config: Path = BASE_CONFIG,
-               redact: bool | None = None) -> BuildResult:
+               redact: bool | None = None, checks: Sequence[Result] | None = None
+               ) -> BuildResult:
     """Build (or incrementally rebuild) the site from the store. See the module docstring.
+
+    ``checks``: results of ``toolkit.checks.run_configured`` (run before the store was
+    opened): the Checks page, the dashboard's badge and the handoff page's failing checks.
 
     ``redact`` (default: ``redact:`` in toolkit.yaml): build from a redacted copy of the store
     (``Store.redacted_copy``), so every page, file name, nav title, download and search entry
@@ -526,7 +531,7 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
         result = _build_from(cfg, source, site=site, build=build, docs=docs, clean=clean,
                              build_time=build_time, today=today, progress=progress,
                              templates=templates, base_config=base_config, redact=redact,
-                             mark=mark)
+                             mark=mark, checks=checks)
     finally:
         if source is not store:
             source.close()
@@ -541,7 +546,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
 def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Path, clean: bool,
                 build_time: dt.datetime, today: dt.date, progress: Progress | None,
                 templates: Path, base_config: Path, redact: bool,
-                mark: Callable[[str], None]) -> BuildResult:
+                mark: Callable[[str], None], checks: Sequence[Result] | None = None
+                ) -> BuildResult:
     """Steps 1-3 of the module docstring, from ``store`` (the redacted copy with --redact)."""
     from toolkit import reports
 
@@ -554,9 +560,13 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
     from toolkit import handoff_page
     from toolkit.analyses import Analyses
+    from toolkit.checks import page as checks_page
 
+    extra = [handoff_page.builder(cfg, build_time, checks)]
+    extra += [checks_page.builder(checks)] if checks is not None else []
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
-                                         extra=[handoff_page.builder(cfg, build_time)])
+                                         extra=extra)
+    checks_page.put_badge(content.pages, checks)
     mark("queries")
     analyses = Analyses(cfg, build, today, redact, int(build_time.timestamp()))
     content.pages += analyses.pages(store)

@@ -104,12 +104,14 @@ def _place(text: str) -> str:
     """A row's place as it is, unless it holds a secret itself (a path can)."""
     from toolkit.redact import MARKER, find_secrets
 
-    return MARKER if any(f.kind not in _NOT_SECRETS for f in find_secrets(text)) else text
+    return MARKER if any(f.kind not in _NOT_SECRETS for f in find_secrets(text, fold=True)) \
+        else text
 
 
 def _scan(values: list[str]) -> list[tuple[int, str]]:
     """(index, family) of each value holding a secret, each family once per value. Many
-    values are searched at once; a hit is confirmed on the values it touches alone."""
+    values are searched at once; a hit is confirmed on the values it touches alone. A secret
+    the loaders lowercased (a category) is still found (``fold``)."""
     from toolkit.redact import find_secrets
 
     found: list[tuple[int, str]] = []
@@ -120,13 +122,13 @@ def _scan(values: list[str]) -> list[tuple[int, str]]:
             offsets.append(pos)
             pos += len(v) + len(_SEPARATOR)
         touched: set[int] = set()
-        for f in find_secrets(_SEPARATOR.join(part)):
+        for f in find_secrets(_SEPARATOR.join(part), fold=True):
             if f.kind not in _NOT_SECRETS:
                 first = bisect_right(offsets, f.start) - 1
                 last = bisect_right(offsets, max(f.end - 1, f.start)) - 1
                 touched.update(range(first, last + 1))
         for i in sorted(touched):
-            kinds = dict.fromkeys(f.kind for f in find_secrets(part[i])
+            kinds = dict.fromkeys(f.kind for f in find_secrets(part[i], fold=True)
                                   if f.kind not in _NOT_SECRETS)
             found.extend((start + i, k) for k in kinds)
     return found

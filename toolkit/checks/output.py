@@ -16,11 +16,12 @@ CELL_MAX = 60
 
 
 def cell(value: Any) -> str:
-    """One value for display: visible, secrets redacted, None empty."""
+    """One value for display: visible, secrets redacted (also when lowercased), None empty."""
     from toolkit.display import visible
     from toolkit.redact import redact
 
-    return "" if value is None else redact(visible(str(value), single_line=True))
+    # fold: the loaders lowercase some values (a category), and a lowercased key is still one
+    return "" if value is None else redact(visible(str(value), single_line=True), fold=True)
 
 
 def row_text(row: Sequence[Any], limit: int = CELL_MAX) -> str:
@@ -40,6 +41,7 @@ def table(results: Sequence[Result], *, first: int = 3, root: Path | None = None
     """The terminal report: one line per check (check, status, failing rows, why), its first
     few failing rows (or its error) indented under it, then the totals. Paths under ``root``
     (the project) are shown relative to it."""
+    roots = [(root, "")] if root is not None else []
     width = max([len("check"), *(len(cell(r.check.name)) for r in results)])
     lines = [f"{'check':<{width}}  status  rows  why"]
     for r in results:
@@ -48,7 +50,7 @@ def table(results: Sequence[Result], *, first: int = 3, root: Path | None = None
         if r.status == "error":
             lines.append(f"    {cell(r.message)}")
         for row in r.rows[:first]:
-            lines.append("    " + row_text([_relative(v, root) for v in row], ROW_MAX))
+            lines.append("    " + row_text(shown_row(row, roots), ROW_MAX))
         if r.rows and r.count > first:
             lines.append(f"    (+{r.count - first} more)")
     c = totals(results)
@@ -64,11 +66,26 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def _relative(value: Any, root: Path | None) -> Any:
-    if root is None or not isinstance(value, str):
+def shown_row(row: Sequence[Any], roots: Sequence[tuple[Path, str]]) -> tuple[Any, ...]:
+    """A row with each text cell that starts with one of ``roots``' folders shown from there
+    (``(project, "")``, ``(home, "~/")``): a path, or a place such as ``path:line``."""
+    return tuple(_relative(v, roots) for v in row)
+
+
+def display_roots(project_root: Path) -> list[tuple[Path, str]]:
+    """Where paths are shown from outside this machine (the handoff, the site): the project,
+    then the home folder as ``~/``."""
+    return [(project_root.resolve(), ""), (Path.home().resolve(), "~/")]
+
+
+def _relative(value: Any, roots: Sequence[tuple[Path, str]]) -> Any:
+    if not isinstance(value, str):
         return value
-    prefix = str(root).rstrip("/") + "/"
-    return value[len(prefix):] if value.startswith(prefix) else value
+    for root, shown in roots:
+        prefix = str(root).rstrip("/") + "/"
+        if value.startswith(prefix):
+            return shown + value[len(prefix):]
+    return value
 
 
 def as_json(results: Sequence[Result]) -> dict[str, Any]:

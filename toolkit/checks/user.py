@@ -13,17 +13,21 @@ user writes in SQL.
         description: Critical slop has an owner.
 
 Each entry is checked before any check runs; a bad one is a usage error naming it.
+:func:`run_configured` runs the configured checks as every command does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.checks.builtin import BUILTIN
-from toolkit.checks.core import LEVELS, Check, Expect
+from toolkit.checks.core import DEFAULT_TIMEOUT_S, LEVELS, Check, Expect, Result, run_checks
 from toolkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from toolkit.config import Config
 
 _USER_KEYS = ("name", "sql", "expect", "level", "description", "tags")
 _BUILTIN_KEYS = ("name", "level")
@@ -111,3 +115,20 @@ def _require_select(sql: str, label: str, path: Any) -> None:
         parse_select(sql)
     except RefusedError as exc:
         raise UsageError(f"{label}: {exc.message}", path=path) from None
+
+
+def run_configured(cfg: Config, checks: Sequence[Check] | None = None, *,
+                   timeout: float = DEFAULT_TIMEOUT_S) -> list[Result]:
+    """``checks`` (default: the built-in and ``toolkit.yaml`` checks) run on the store as it
+    is, on a :class:`~toolkit.api.Project`'s locked-down read-only connection, closed after.
+
+    The one way every caller runs them (``toolkit check``, the handoff, publish and the
+    site): with the store closed, after the refresh and before the store is opened for
+    writing, because DuckDB will not open that connection beside a writer in the same
+    process. The results are then passed in (``build_report(..., checks=)``)."""
+    from toolkit.api import Project
+
+    if checks is None:
+        checks = checks_for(cfg.checks, path=cfg.config_file)
+    with Project(cfg) as project:
+        return run_checks(project, checks, timeout=timeout)

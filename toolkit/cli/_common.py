@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import Store
 
@@ -43,6 +44,17 @@ def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Sto
     if refresh:
         store.refresh(cfg, progress=None if quiet else progress_printer())
     return store
+
+
+def open_store_checked(cfg: Config, *, quiet: bool = False) -> tuple[Store, list[Result]]:
+    """Refresh the store, run the checks (``toolkit.checks.run_configured``) while it is
+    closed, then open it for the command: (store, check results) for the handoff, publish
+    and the site, which show the results."""
+    from toolkit.checks import run_configured
+
+    open_store(cfg, quiet=quiet).close()
+    results = run_configured(cfg)
+    return open_store(cfg, refresh=False), results
 
 
 class _ProgressBar:

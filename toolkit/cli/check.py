@@ -34,7 +34,7 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
     from pathlib import Path
 
     from toolkit.api import Project
-    from toolkit.checks import checks_for, run_checks, select
+    from toolkit.checks import checks_for, run_configured, select
     from toolkit.checks.output import as_json as json_of
     from toolkit.checks.output import junit_xml, table
     from toolkit.errors import UsageError
@@ -48,9 +48,8 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
         for c in checks:
             click.echo(f"{c.name:<20} {c.level:<5} {','.join(c.tags):<18} {c.description}")
         return
-    with Project(cfg) as project:
-        project.refresh()
-        results = run_checks(project, checks, timeout=timeout)
+    Project(cfg).refresh()
+    results = run_configured(cfg, checks, timeout=timeout)
     if junit:
         from toolkit.safewrite import atomic_replace
 

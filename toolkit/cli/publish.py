@@ -32,7 +32,8 @@ def _since(value: str | None) -> dt.date | None:
 def handoff(since: str | None, output: str | None, full: bool) -> None:
     """Render the handoff report as redacted Markdown.
 
-    Most urgent first: a short summary, the active goal, dispatches awaiting a verdict, tasks
+    Most urgent first: a short summary, the active goal, the checks that fail (`toolkit
+    check`), dispatches awaiting a verdict, tasks
     over the retry limit each with its dead ends and no-gos, what the ledger learned since
     the last handoff (new, promoted, demoted, pruned), then debt: open slop by bucket and
     severity with the critical and high items. The rest is one click away (with site_url
@@ -46,7 +47,7 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
     """
     from pathlib import Path
 
-    from toolkit.cli._common import open_store
+    from toolkit.cli._common import open_store_checked
     from toolkit.handoff import export_report
     from toolkit.site import site_redaction_warning
 
@@ -54,9 +55,10 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
     warning = site_redaction_warning(cfg)
     if warning:
         click.echo(f"Warning: {warning}", err=True)
-    with open_store(cfg) as store:
+    store, checks = open_store_checked(cfg)
+    with store:
         text = export_report(store, cfg, since=_since(since),
-                             output=Path(output) if output else None, full=full)
+                             output=Path(output) if output else None, full=full, checks=checks)
     if output:
         click.echo(f"Handoff report written to {output} ({len(text):,} characters)", err=True)
     else:
@@ -103,7 +105,7 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     when GitHub asks for a wait longer than 15 minutes the command exits 75 and says when to
     run again.
     """
-    from toolkit.cli._common import open_store
+    from toolkit.cli._common import open_store_checked
     from toolkit.errors import UsageError
     from toolkit.publish import BODY_LIMIT
     from toolkit.publish import publish as run_publish
@@ -122,10 +124,11 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     if warning:
         notify(f"Warning: {warning}")
 
-    with open_store(cfg) as store:
+    store, checks = open_store_checked(cfg)
+    with store:
         result = run_publish(store, cfg, repo=str(repo), labels=labels, title=title,
                              dry_run=dry_run, api_url=api_url, timeout=timeout, notify=notify,
-                             full=full)
+                             full=full, checks=checks)
     if dry_run:
         click.echo(f"Title:  {result.title}")
         click.echo(f"Labels: {', '.join(result.labels)}")

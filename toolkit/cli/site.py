@@ -112,7 +112,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     same inputs and build time give byte-identical output. View it with `toolkit serve` or
     any static file server.
     """
-    from toolkit.cli._common import open_store
+    from toolkit.cli._common import open_store_checked
     from toolkit.site import build_site as build
     from toolkit.site import build_time_from
 
@@ -124,13 +124,17 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     else:
         cfg = get_config()
     bar, update = _progress()
-    with open_store(cfg) as store:
+    # the checks count ages to the site's "today" (its build time's day, unless --today)
+    store, checks = open_store_checked(cfg if cfg.today else cfg.with_overrides(
+        today=when.date()))
+    with store:
         if bar is not None:
             with bar:
                 result = build(cfg, store, out=out, clean=clean, build_time=when,
-                               progress=update, redact=redact)
+                               progress=update, redact=redact, checks=checks)
         else:
-            result = build(cfg, store, out=out, clean=clean, build_time=when, redact=redact)
+            result = build(cfg, store, out=out, clean=clean, build_time=when, redact=redact,
+                           checks=checks)
     removed = f", {len(result.removed)} removed" if result.removed else ""
     redacted = ", secrets redacted" if result.redacted else ""
     click.echo(f"Site built ({result.mode}{redacted}) in {result.seconds:.1f} s: "
@@ -170,11 +174,12 @@ def serve(out: Path | None, host: str, port: int, rebuild: bool) -> None:
 
     cfg = get_config()
     if rebuild:
-        from toolkit.cli._common import open_store
+        from toolkit.cli._common import open_store_checked
         from toolkit.site import build_site as build
 
-        with open_store(cfg) as store:
-            result = build(cfg, store, out=out)
+        store, checks = open_store_checked(cfg)
+        with store:
+            result = build(cfg, store, out=out, checks=checks)
         click.echo(f"Site built ({result.mode}) in {result.seconds:.1f} s.")
     site, _ = build_paths(cfg, out)
     server = make_server(site, host, port)

@@ -291,9 +291,11 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
 # (&#35;), which AI-written text can never produce (md_escape turns & into &amp;), and the hash
 # of the table's HTML, so a changed table changes the page's Markdown (incremental rebuilds).
 #
-# Tables that are not searchable (the default: entry fields, history, long listings) are put
-# in place after the search plugin has read the page, so they cost the search index nothing;
-# their pages are still found by their title, text and tags.
+# Every table is searchable unless a template says ``search=False``: it is swapped in before the
+# search plugin reads the page, and its cells are separated by whitespace, so the index holds
+# "Task Approach" and not "TaskApproach". A table left out of search is swapped in after the
+# search plugin read the page; the hook marks its placeholder data-search-exclude first, so the
+# index holds neither the table nor the placeholder.
 TABLE_TOKEN = "&#35;tktable-{}"  # searchable: swapped in on_page_content
 POST_TOKEN = "&#35;tkpost-{}"  # not searchable: swapped in on_post_page
 
@@ -335,30 +337,30 @@ def _emit_table(ctx: Any, body: str, search: bool) -> Markup:
 
 
 @_pass_context
-def _table(ctx: Any, tbl: Any, search: bool = False) -> Markup:
-    """A table (or the table's ``empty`` line when it has no rows); ``search``: its text
-    goes into the search index."""
+def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
+    """A table (or the table's ``empty`` line when it has no rows); ``search=False``: its
+    text stays out of the search index."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
     src = _from(ctx)
     targets = ctx["_r"].targets
     parts = ["<table>\n<thead>\n<tr>"]
-    parts += [f"<th>{_html_text(c)}</th>" for c in tbl.columns]
+    parts.append(" ".join(f"<th>{_html_text(c)}</th>" for c in tbl.columns))
     parts.append("</tr>\n</thead>\n<tbody>")
     for row in tbl.rows:
-        parts.append("\n<tr>" + "".join(f"<td>{_html_cell(v, src, targets)}</td>"
-                                        for v in row) + "</tr>")
+        parts.append("\n<tr>" + " ".join(f"<td>{_html_cell(v, src, targets)}</td>"
+                                         for v in row) + "</tr>")
     parts.append("\n</tbody>\n</table>")
     return _emit_table(ctx, "".join(parts), search)
 
 
 @_pass_context
-def _fields(ctx: Any, fields: list[Any], search: bool = False) -> Markup:
+def _fields(ctx: Any, fields: list[Any], search: bool = True) -> Markup:
     src = _from(ctx)
     targets = ctx["_r"].targets
-    rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td>"
+    rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td> "
                    f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
-    return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th><th>Value</th></tr>\n"
+    return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n"
                             f"</thead>\n<tbody>{rows}\n</tbody>\n</table>", search)
 
 

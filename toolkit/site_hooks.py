@@ -4,7 +4,9 @@
 paragraph in the Markdown; this hook puts each table's HTML in place of its placeholder, from
 ``tables.json`` next to the generated mkdocs.yml. The placeholder holds an HTML entity that
 AI-written text cannot produce, and the replacement always comes from tables.json, never from
-the page.
+the page. Searchable tables are put in place before the search plugin reads the page; the
+others after it, and their placeholders are marked ``data-search-exclude`` first, so the search
+index holds no placeholder.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 _TOKEN = re.compile(r"<p>&#35;tktable-([0-9a-f]{20})</p>")  # searchable tables
-_POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # after the search plugin read the page
+_POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # not searchable
+# the search plugin skips an element with this attribute (and keeps it in the page: it only
+# strips data-search-* attributes that have a value)
+_HIDDEN = '<p data-search-exclude>&#35;tkpost-{}</p>'
+_HIDDEN_POST = re.compile(r"<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
 _tables: dict[str, str] = {}
 
 
@@ -48,8 +54,10 @@ def _swap(pattern: re.Pattern[str], html: str, page: Any) -> str:
 
 
 def on_page_content(html: str, *, page: Any, config: Any, files: Any) -> str:
+    if "&#35;tkpost-" in html:
+        html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)
     return _swap(_TOKEN, html, page) if "&#35;tktable-" in html else html
 
 
 def on_post_page(output: str, *, page: Any, config: Any) -> str:
-    return _swap(_POST, output, page) if "&#35;tkpost-" in output else output
+    return _swap(_HIDDEN_POST, output, page) if "&#35;tkpost-" in output else output

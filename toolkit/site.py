@@ -209,7 +209,7 @@ class _Renderer:
             "num": lambda v: "" if v is None else f"{v:,}",
         })
         self.env.globals.update({
-            "link": _link, "table": _table, "fields": _fields, "chart": _chart,
+            "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref,
         })
         self._cache: dict[str, jinja2.Template] = {}
@@ -362,6 +362,14 @@ def _fields(ctx: Any, fields: list[Any], search: bool = True) -> Markup:
                    f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
     return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n"
                             f"</thead>\n<tbody>{rows}\n</tbody>\n</table>", search)
+
+
+@_pass_context
+def _code(ctx: Any, text: str) -> Markup:
+    """Untrusted multi-line text (a diff) shown verbatim in a code block: HTML-escaped, control
+    and bidi characters made visible, never read as Markdown or template, not searchable."""
+    body = html.escape(visible(text), quote=True)
+    return _emit_table(ctx, f'<pre class="tk-code"><code>{body}</code></pre>', search=False)
 
 
 @_pass_context
@@ -547,6 +555,9 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
 
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
                                          extra=[handoff_page.builder(cfg, build_time)])
+    from toolkit import turn_diffs
+
+    turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)

@@ -107,8 +107,10 @@ def test_a_huge_diff_is_cut_with_a_note(tmp_path: Path, isolated_env: Path) -> N
 
 def test_cut_keeps_whole_lines_within_the_character_limit(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(turn_diffs, "MAX_CHARS", 25)
+    monkeypatch.setattr(turn_diffs, "MAX_BYTES", 25)
     text, note = turn_diffs.cut("+aaaaaaaaaa\n+bbbbbbbbbb\n+cccccccccc\n", "the command")
     assert text == "+aaaaaaaaaa\n+bbbbbbbbbb\n" and "2 of its 3 lines" in note
+    # measured as the page shows it: "<" takes 4 bytes there
+    assert turn_diffs.cut("+<<<<\n+<<<<\n", "x")[0] == "+<<<<\n"
     assert turn_diffs.cut("+a\n", "x") == ("+a\n", "")
     assert turn_diffs.cut("", "x") == ("", "This turn changed no file.")

@@ -86,6 +86,9 @@ TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
+# bytes of table and code HTML on one page: past it, a table shows its first rows and a note
+# linking to the data downloads (every row is there), so no page nears 1 MB at any data size
+MAX_PAGE_TABLES = 500_000
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -215,8 +218,10 @@ class _Renderer:
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
+        self.budget = MAX_PAGE_TABLES
 
     def render(self, page: Page, **extra: Any) -> str:
+        self.budget = MAX_PAGE_TABLES  # bytes of table HTML this page may still hold
         name = type(page).template
         tpl = self._cache.get(name)
         if tpl is None:
@@ -333,24 +338,42 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
 def _emit_table(ctx: Any, body: str, search: bool) -> Markup:
     digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
     ctx["_r"].tables[digest] = body
+    ctx["_r"].budget -= len(body.encode("utf-8"))
     return Markup((TABLE_TOKEN if search else POST_TOKEN).format(digest))
 
 
 @_pass_context
 def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
     """A table (or the table's ``empty`` line when it has no rows); ``search=False``: its
-    text stays out of the search index."""
+    text stays out of the search index. Past the page's budget (``MAX_PAGE_TABLES``, shared
+    with the page's field lists and code blocks, which are always whole) it shows its first
+    rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
     src = _from(ctx)
-    targets = ctx["_r"].targets
+    r = ctx["_r"]
+    targets = r.targets
     parts = ["<table>\n<thead>\n<tr>"]
     parts.append(" ".join(f"<th>{_html_text(c)}</th>" for c in tbl.columns))
     parts.append("</tr>\n</thead>\n<tbody>")
+    # the header and the note count too: a cut table ends within the page's budget
+    budget = r.budget - len("".join(parts).encode("utf-8")) - 400
+    shown = 0
     for row in tbl.rows:
-        parts.append("\n<tr>" + " ".join(f"<td>{_html_cell(v, src, targets)}</td>"
-                                         for v in row) + "</tr>")
+        line = "\n<tr>" + " ".join(f"<td>{_html_cell(v, src, targets)}</td>"
+                                    for v in row) + "</tr>"
+        budget -= len(line.encode("utf-8"))
+        if budget < 0:
+            break
+        parts.append(line)
+        shown += 1
     parts.append("\n</tbody>\n</table>")
+    if shown < len(tbl.rows):
+        targets.add("data/index.md")
+        parts.append(f"\n<p><em>The first {shown:,} of {len(tbl.rows):,} rows are shown (a "
+                     "page stays under 1 MB); every row is in the "
+                     f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
+                     "</em></p>")
     return _emit_table(ctx, "".join(parts), search)
 
 

@@ -2,18 +2,21 @@
 (``toolkit.snapshot_ops.turn_patch``), read from CodeSmith's side repo at build time.
 
 A turn is found by its snapshots' SHAs (the store's, which redaction leaves alone). A diff
-longer than ``MAX_LINES`` lines or ``MAX_CHARS`` characters is cut at a line boundary with a
-note naming the command that prints it whole. With ``--redact`` the diff goes through
-``toolkit.redact`` like every other text of the site. Diffs are cached in the build folder by
-their two commits (a snapshot commit never changes), so a rebuild runs git only for new turns.
+longer than ``MAX_LINES`` lines or ``MAX_BYTES`` bytes as the page shows it (escaped) is cut
+at a line boundary with a note naming the command that prints it whole. With ``--redact`` the
+diff goes through ``toolkit.redact`` like every other text of the site. Diffs are cached in the
+build folder by their two commits (a snapshot commit never changes), so a rebuild runs git only
+for new turns.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolkit.display import visible
 from toolkit.reports import TurnPage
 from toolkit.snapshot_ops import turn_patch, turn_start
 from toolkit.sources import snapshots as snap
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from toolkit.pages import Page
 
 MAX_LINES = 2_000  # lines of one turn's diff shown on its page
-MAX_CHARS = 200_000  # characters of one turn's diff shown on its page
+MAX_BYTES = 250_000  # bytes of one turn's diff on its page, escaped as the page shows it
 
 
 def add_diffs(cfg: Config, pages: Sequence[Page], *, redact: bool, cache: Path) -> None:
@@ -79,19 +82,20 @@ def add_diffs(cfg: Config, pages: Sequence[Page], *, redact: bool, cache: Path) 
 
 
 def cut(text: str, how: str) -> tuple[str, str]:
-    """A diff cut to ``MAX_LINES`` lines and ``MAX_CHARS`` characters, and the note saying
-    so (empty when the diff is whole; a note for an empty diff)."""
+    """A diff cut to ``MAX_LINES`` lines and ``MAX_BYTES`` bytes as shown (escaped, invisible
+    characters spelled out), and the note saying so (empty when the diff is whole; a note
+    for an empty diff)."""
     if not text:
         return "", "This turn changed no file."
     lines = text.splitlines(keepends=True)
     kept: list[str] = []
     size = 0
     for line in lines[:MAX_LINES]:
-        if size + len(line) > MAX_CHARS:
+        size += len(html.escape(visible(line), quote=True).encode("utf-8"))
+        if size > MAX_BYTES:
             break
         kept.append(line)
-        size += len(line)
     if len(kept) == len(lines):
         return text, ""
     return "".join(kept), (f"The diff is cut: {len(kept):,} of its {len(lines):,} lines are "
-                           f"shown ({len(text):,} characters in all). The whole diff: {how}")
+                           f"shown. The whole diff: {how}")

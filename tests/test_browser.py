@@ -309,3 +309,20 @@ def test_search_finds_words_that_stand_only_in_tables_and_field_lists(
         assert paths & {"/" + u for u in urls}, (word, urls, hrefs)
         previews = p.locator(".md-search-result__item").all_inner_texts()
         assert not any("tkpost" in t or "tktable" in t for t in previews)
+
+
+def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(
+        demo: Served, page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    p.goto(demo.base + "snapshots/", wait_until="load")
+    links = p.locator("article table a[href*='turns/']")
+    assert links.count() >= 2
+    links.first.click()
+    p.wait_for_load_state("load")
+    assert "/snapshots/turns/" in p.url
+    diff = p.locator("article pre.tk-code")
+    assert diff.is_visible() and diff.inner_text().startswith("diff --git")
+    assert p.locator("article h2", has_text="Files changed").count() == 1
+    p.locator("article a", has_text="All turns").click()
+    p.wait_for_load_state("load")
+    assert p.url.rstrip("/").endswith("/snapshots")

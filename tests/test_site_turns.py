@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests._history_helpers import SideRepo
+from tests.test_secrets_in_links import STANDARD, _secret_part
 from toolkit import config as config_mod
 from toolkit import turn_diffs
 from toolkit.display import visible
@@ -26,11 +27,12 @@ HOSTILE = ("<script>alert('diff')</script>\n[x](javascript:alert(1)) **bold** {{
            "\u202eevil\n")
 
 
-def _build(root: Path, home: Path) -> Path:
+def _build(root: Path, home: Path, redact: bool = False) -> Path:
     cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
-        result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC))
+        result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC),
+                            redact=redact)
     assert result.warnings == []
     return result.out
 
@@ -114,3 +116,17 @@ def test_cut_keeps_whole_lines_within_the_character_limit(
     assert turn_diffs.cut("+<<<<\n+<<<<\n", "x")[0] == "+<<<<\n"
     assert turn_diffs.cut("+a\n", "x") == ("+a\n", "")
     assert turn_diffs.cut("", "x") == ("", "This turn changed no file.")
+
+
+def test_a_redacted_site_redacts_the_diffs(tmp_path: Path, isolated_env: Path) -> None:
+    root, side = _workspace(tmp_path, isolated_env)
+    side.snapshot("pre-turn:1: add config")
+    secret = STANDARD[0]
+    (root / "settings.py").write_text(f"TOKEN = '{secret}'\n")
+    side.snapshot("post-turn:1: add config")
+    plain = _build(root, isolated_env)
+    page = (plain / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert _secret_part(secret) in _diff_shown(page)  # the plain site shows the records
+    redacted = _build(root, isolated_env, redact=True)
+    page = (redacted / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert _secret_part(secret) not in page and "[REDACTED]" in _diff_shown(page)

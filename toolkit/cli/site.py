@@ -96,7 +96,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
     index pages by file, category, confidence, bucket, severity, status and owner; audit stats,
     the dispatch report, approaches and one page per task; recent actions; sessions; the turn
-    snapshot timeline; warnings; and every table as CSV and JSON.
+    snapshots, with one page per turn and its diff; warnings; and every table as CSV and JSON.
 
     With --redact (or redact: true in toolkit.yaml) the site is built from a redacted copy
     of the store, so it can be shared like a handoff report; handoff and publish warn when

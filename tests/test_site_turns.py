@@ -130,3 +130,21 @@ def test_a_redacted_site_redacts_the_diffs(tmp_path: Path, isolated_env: Path) -
     redacted = _build(root, isolated_env, redact=True)
     page = (redacted / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
     assert _secret_part(secret) not in page and "[REDACTED]" in _diff_shown(page)
+
+
+def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(
+        tmp_path: Path, isolated_env: Path) -> None:
+    import shutil
+
+    root, side = _workspace(tmp_path, isolated_env)
+    side.snapshot("pre-turn:1: a")
+    (root / "a.txt").write_text("a\n")
+    side.snapshot("post-turn:1: a")
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(isolated_env)})
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
+        store.refresh(cfg)
+        shutil.rmtree(side.git_dir)  # between the load and the build
+        result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC))
+    page = (result.out / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert "The snapshot repository is gone: no diff to show." in page
+    assert "a.txt" in page and 'class="tk-code"' not in page

@@ -11,7 +11,7 @@ import pytest
 
 from tests._site_helpers import World, build, make_world
 from toolkit import site_hooks
-from toolkit.site import POST_TOKEN
+from toolkit.site import POST_TOKEN, TABLE_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,22 @@ def test_a_table_kept_out_of_search_leaves_nothing_in_the_index() -> None:
     assert "tkpost" not in text and "secretcell" not in text
     final = site_hooks.on_post_page(f"<html>{for_search}</html>", page=page, config=None)
     assert "<td>secretcell</td>" in final and "tkpost" not in final
+
+
+def test_the_search_plugin_reads_a_table_as_its_text_and_the_page_gets_the_table() -> None:
+    from material.plugins.search.plugin import Parser
+
+    digest = "abcdef0123456789abcd"
+    table = ("<table>\n<thead>\n<tr><th>Task</th> <th>Approach</th></tr>\n</thead>\n<tbody>"
+             "\n<tr><td>fix &lt;b&gt;</td> <td><a href=\"x/\">retrybudget</a></td></tr>"
+             "\n</tbody>\n</table>")
+    site_hooks._tables = {digest: table}
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
+    html = f"<p>{TABLE_TOKEN.format(digest)}</p>"
+    for_search = site_hooks.on_page_content(html, page=page, config=None, files=None)
+    parser = Parser()
+    parser.feed(for_search)
+    text = " ".join("".join(s.text) for s in parser.data)
+    assert "Task Approach fix &lt;b&gt; retrybudget" in text and "tktable" not in text
+    assert site_hooks.on_post_page(f"<html>{for_search}</html>", page=page,
+                                   config=None) == f"<html>{table}</html>"

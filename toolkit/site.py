@@ -296,13 +296,12 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
 # (&#35;), which AI-written text can never produce (md_escape turns & into &amp;), and the hash
 # of the table's HTML, so a changed table changes the page's Markdown (incremental rebuilds).
 #
-# Every table is searchable unless a template says ``search=False``: it is swapped in before the
-# search plugin reads the page, and its cells are separated by whitespace, so the index holds
-# "Task Approach" and not "TaskApproach". A table left out of search is swapped in after the
-# search plugin read the page; the hook marks its placeholder data-search-exclude first, so the
-# index holds neither the table nor the placeholder.
-TABLE_TOKEN = "&#35;tktable-{}"  # searchable: swapped in on_page_content
-POST_TOKEN = "&#35;tkpost-{}"  # not searchable: swapped in on_post_page
+# Every table is searchable unless a template says ``search=False``: the search plugin reads its
+# text, cells apart ("Task Approach", not "TaskApproach"); a table left out of search leaves
+# neither its text nor its placeholder in the index. Both are put in place after the search
+# plugin read the page (see toolkit/site_hooks.py).
+TABLE_TOKEN = "&#35;tktable-{}"  # searchable
+POST_TOKEN = "&#35;tkpost-{}"  # not searchable
 
 
 def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:

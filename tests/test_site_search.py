@@ -52,40 +52,39 @@ def test_table_cells_and_field_lists_are_indexed_with_boundaries(
         "cells run together"
 
 
-def test_a_table_kept_out_of_search_leaves_nothing_in_the_index() -> None:
-    """``table(x, search=False)``: Material's own search parser reads the page as the hook
-    leaves it for the search plugin, and finds neither the table nor its placeholder; the page
-    still gets the table."""
+_PAGE = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
+
+
+def _through_hooks(tables: dict[str, str], html: str) -> tuple[str, str]:
+    """(the text Material's own search parser indexes from the page as the hook leaves it for
+    the search plugin, the page's final HTML)."""
     from material.plugins.search.plugin import Parser
 
-    digest = "0123456789abcdef0123"
-    site_hooks._tables = {digest: "<table><tr><td>secretcell</td></tr></table>"}
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
-    html = f"<p>Before.</p>\n<p>{POST_TOKEN.format(digest)}</p>\n<p>After.</p>"
-    for_search = site_hooks.on_page_content(html, page=page, config=None, files=None)
+    site_hooks._tables = tables
+    for_search = site_hooks.on_page_content(html, page=_PAGE, config=None, files=None)
     parser = Parser()
     parser.feed(for_search)
     text = " ".join("".join(s.text) for s in parser.data)
+    return text, site_hooks.on_post_page(f"<html>{for_search}</html>", page=_PAGE, config=None)
+
+
+def test_a_table_kept_out_of_search_leaves_nothing_in_the_index() -> None:
+    """``table(x, search=False)``: the search plugin finds neither the table nor its
+    placeholder; the page still gets the table."""
+    digest = "0123456789abcdef0123"
+    text, final = _through_hooks(
+        {digest: "<table><tr><td>secretcell</td></tr></table>"},
+        f"<p>Before.</p>\n<p>{POST_TOKEN.format(digest)}</p>\n<p>After.</p>")
     assert "Before." in text and "After." in text
     assert "tkpost" not in text and "secretcell" not in text
-    final = site_hooks.on_post_page(f"<html>{for_search}</html>", page=page, config=None)
     assert "<td>secretcell</td>" in final and "tkpost" not in final
 
 
 def test_the_search_plugin_reads_a_table_as_its_text_and_the_page_gets_the_table() -> None:
-    from material.plugins.search.plugin import Parser
-
     digest = "abcdef0123456789abcd"
     table = ("<table>\n<thead>\n<tr><th>Task</th> <th>Approach</th></tr>\n</thead>\n<tbody>"
              "\n<tr><td>fix &lt;b&gt;</td> <td><a href=\"x/\">retrybudget</a></td></tr>"
              "\n</tbody>\n</table>")
-    site_hooks._tables = {digest: table}
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
-    html = f"<p>{TABLE_TOKEN.format(digest)}</p>"
-    for_search = site_hooks.on_page_content(html, page=page, config=None, files=None)
-    parser = Parser()
-    parser.feed(for_search)
-    text = " ".join("".join(s.text) for s in parser.data)
+    text, final = _through_hooks({digest: table}, f"<p>{TABLE_TOKEN.format(digest)}</p>")
     assert "Task Approach fix &lt;b&gt; retrybudget" in text and "tktable" not in text
-    assert site_hooks.on_post_page(f"<html>{for_search}</html>", page=page,
-                                   config=None) == f"<html>{table}</html>"
+    assert final == f"<html>{table}</html>"

@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -257,3 +258,90 @@ def test_an_analysis_page_shows_its_charts_and_findings_offline(demo: Served,
     assert text.count("Finding:") >= 4 and "open entries have no owner" in text
     assert p.locator("article pre").count() >= 4  # the printed listings, spacing kept
     assert any(u.endswith("/analyses/debt-the-agent-left/chart-1.svg") for u in watch.requests)
+
+
+class _TableWords(HTMLParser):
+    """Words (whole, lowercase, 7+ letters) of a page's article, by where they stand: in a
+    field list (a table headed Field/Value), in another table, or outside every table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0  # inside <article>
+        self.table: str | None = None  # "fields" or "table" while inside one
+        self.cells: list[str] = []
+        self.words: dict[str, set[str]] = {"fields": set(), "table": set(), "text": set()}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "article":
+            self.depth += 1
+        elif tag == "table" and self.depth:
+            self.table, self.cells = "table", []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "article":
+            self.depth -= 1
+        elif tag == "table" and self.table:
+            self.table = None
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            return
+        if self.table and not self.cells and data.strip():
+            self.cells.append(data)
+            if data.strip() == "Field":
+                self.table = "fields"
+        for token in data.split():
+            word = token.strip(".,:;()'\"")
+            if re.fullmatch(r"[a-z]{7,}", word):
+                self.words[self.table or "text"].add(word)
+
+
+def _words_only_in(site: Path, where: str) -> list[tuple[str, set[str]]]:
+    """(word, page URLs) for words that stand only in ``where`` ("fields" or "table") on every
+    page of the site that has them, the rarest first."""
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for html_file in sorted(site.rglob("index.html")):
+        if html_file.parent.name in ("search", "assets"):
+            continue
+        parser = _TableWords()
+        parser.feed(html_file.read_text(encoding="utf-8"))
+        url = html_file.parent.relative_to(site).as_posix()
+        for kind, words in parser.words.items():
+            for w in words:
+                seen.setdefault(w, set()).add((kind, "" if url == "." else url + "/"))
+    return sorted(((w, {url for _, url in places}) for w, places in seen.items()
+                   if {kind for kind, _ in places} == {where}), key=lambda c: (len(c[1]), c[0]))
+
+
+@pytest.mark.parametrize("where", ["table", "fields"])
+def test_search_finds_words_that_stand_only_in_tables_and_field_lists(
+        demo: Served, page: tuple[Any, Watch], where: str) -> None:
+    p, _ = page
+    candidates = _words_only_in(demo.site, where)
+    assert candidates, f"the demo site has no word only in a {where}"
+    p.goto(demo.base, wait_until="load")
+    for word, urls in candidates[:3]:
+        _search(p, word)
+        hrefs = p.locator(".md-search-result__item a").evaluate_all(
+            "links => links.map(a => a.getAttribute('href'))")
+        paths = {urlsplit(h or "").path for h in hrefs}
+        assert paths & {"/" + u for u in urls}, (word, urls, hrefs)
+        previews = p.locator(".md-search-result__item").all_inner_texts()
+        assert not any("tkpost" in t or "tktable" in t for t in previews)
+
+
+def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(
+        demo: Served, page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    p.goto(demo.base + "snapshots/", wait_until="load")
+    links = p.locator("article table a[href*='turns/']")
+    assert links.count() >= 2
+    links.first.click()
+    p.wait_for_load_state("load")
+    assert "/snapshots/turns/" in p.url
+    diff = p.locator("article pre.tk-code")
+    assert diff.is_visible() and diff.inner_text().startswith("diff --git")
+    assert p.locator("article h2", has_text="Files changed").count() == 1
+    p.locator("article a", has_text="All turns").click()
+    p.wait_for_load_state("load")
+    assert p.url.rstrip("/").endswith("/snapshots")

@@ -101,6 +101,8 @@ def test_turn_timeline_shows_window_lines_and_audit_activity(tmp_path, isolated_
         ("13:07:40", "dispatch", "fork/opus → CONFIRMED",
          Ref("Add retries", "audit/tasks/add-retries.md")),
         ("13:08:00", "action", "tier 2 · git", "<script>alert(1)</script> pushed")]
-    text = _render(page)
-    assert "Audit actions and dispatches during this turn:" in text
+    # the turn's own page lists them
+    turn_page = next(pg for pg in content.pages if pg.path == turn.path)
+    text = _render(turn_page)
+    assert "## Audit actions" in text and "pushed" in text
     assert "<script>" not in text and "&lt;script&gt;" in text

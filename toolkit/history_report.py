@@ -4,7 +4,7 @@
   time as a chart and a table (the main timeline: git commits, then uncommitted working
   files), the change log (newest first, each entry linked to its page when it still exists),
   and the archive/backup copies and turn-snapshot versions;
-* the **turn activity** shown on the snapshot timeline: per turn, its time window, files and
+* the **turn activity** shown on each turn's page: per turn, its time window, files and
   lines changed, and the audit actions and dispatches recorded inside that window.
 
 Values stay raw here, as everywhere in the reports layer: the templates escape them.

@@ -329,9 +329,10 @@ class SessionPage(Page):
 @dataclass(kw_only=True)
 class SnapshotsPage(Page):
     template: ClassVar[str] = "snapshots.md.j2"
-    turns: list[TurnView]
+    turns: list[TurnView]  # newest first, each with its own page (TurnPage)
     latest: Table
     total: int
+    table: Table  # one row per turn, linking to its page
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,20 @@ class TurnView:
     # history feature: window, lines +/- and audit activity (toolkit.history_report)
     summary: str | None = None
     activity: Table | None = None
+    path: str = ""  # the turn's own page
+    shas: tuple[str, ...] = ()  # its snapshots, oldest first (toolkit.turn_diffs finds it by them)
+    turn: int | None = None  # CodeSmith's turn number
+
+
+@dataclass(kw_only=True)
+class TurnPage(Page):
+    """One turn: its prompt, snapshots, files, diff (``toolkit.turn_diffs`` fills it, from
+    the side repo) and the audit actions logged during it."""
+
+    template: ClassVar[str] = "turn.md.j2"
+    turn: TurnView
+    diff: str | None = None  # the unified diff, cut to its limit (None: not available)
+    diff_note: str = ""  # why the diff is cut or missing (written by us)
 
 
 @dataclass(kw_only=True)
@@ -487,7 +502,7 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     pages += _audit_pages(store, data, charts)
     pages += goal_pages(store)
     pages += _session_pages(data)
-    pages.append(_snapshots_page(data))
+    pages += _snapshots_page(data)
     docs = store.table_docs()
     downloads = [Download(t, docs.get(t, ""), data.counts.get(t, 0)) for t in data.tables]
     pages.append(DataPage(path="data/index.md", title="Data downloads", nav=("Data",),
@@ -1264,7 +1279,8 @@ def _session_pages(d: SiteData) -> list[Page]:
 
 # --------------------------------------------------------------------------- snapshots
 
-def _snapshots_page(d: SiteData) -> SnapshotsPage:
+def _snapshots_page(d: SiteData) -> list[Page]:
+    """The snapshots overview (the latest snapshots, a table of turns) and a page per turn."""
     snaps = sorted(d.snapshots, key=lambda s: (str(s.get("repo")), s.get("position") or 0))
     files_by_sha: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for f in d.snapshot_files:
@@ -1284,7 +1300,7 @@ def _snapshots_page(d: SiteData) -> SnapshotsPage:
             groups.append(((s.get("repo"), key), [s]))
     turns = []
     used_anchors: set[str] = set()
-    for (repo, key), members in reversed(groups):
+    for (repo, key), members in groups:  # oldest first: a new turn leaves older paths alone
         turn_no = next((m.get("turn") for m in members if m.get("turn") is not None), None)
         label = (f"Turn {turn_no}" if turn_no is not None
                  else f"Snapshot #{members[0].get('position')}")
@@ -1316,14 +1332,29 @@ def _snapshots_page(d: SiteData) -> SnapshotsPage:
             files=Table(("File", "Status", "+", "-"), [
                 (f.get("path"), f.get("status"), f.get("added"), f.get("deleted"))
                 for f in sorted(files, key=lambda f: str(f.get("path")))],
-                empty="No file changed.")))
+                empty="No file changed."),
+            path=f"snapshots/turns/{anchor}.md",
+            shas=tuple(str(m.get("sha")) for m in members), turn=turn_no))
+    turns.reverse()  # newest first
     latest = Table(("#", "When", "Label", "Files changed"), [
         (s.get("position"), _fmt_ts(s.get("ts")), s.get("label"), s.get("files_changed"))
         for s in snaps[:10]], empty="No turn snapshots found for this workspace.")
-    return SnapshotsPage(path="snapshots/index.md", title="Turn snapshots", nav=("Snapshots",),
-                         intro="CodeSmith's pre-turn and post-turn snapshots of the workspace, "
-                               "newest turn first, with the files each turn changed.",
-                         turns=turns, latest=latest, total=len(snaps))
+    table = Table(("Turn", "Prompt", "When", "Snapshots", "Files", "+", "-"), [
+        (Ref(t.label, t.path), t.snippet, t.snapshots.rows[0][2], len(t.snapshots.rows),
+         len(t.files.rows), sum(r[2] or 0 for r in t.files.rows),
+         sum(r[3] or 0 for r in t.files.rows)) for t in turns],
+        empty="No turn snapshots found for this workspace.")
+    pages: list[Page] = [SnapshotsPage(
+        path="snapshots/index.md", title="Turn snapshots", nav=("Snapshots",),
+        intro="CodeSmith's pre-turn and post-turn snapshots of the workspace, newest turn "
+              "first; each turn's page shows its prompt, the files it changed with the diff, "
+              "and the audit actions logged during it.",
+        turns=turns, latest=latest, total=len(snaps), table=table, wide=True)]
+    pages += [TurnPage(path=t.path, title=t.label, turn=t, wide=True,
+                       intro="One agent turn: its prompt, its snapshots, the files it changed "
+                             "and their diff, and the audit actions logged during it.")
+              for t in turns]
+    return pages
 
 
 # --------------------------------------------------------------------------- warnings

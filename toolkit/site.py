@@ -87,6 +87,9 @@ TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
+# bytes of table and code HTML on one page: past it, a table shows its first rows and a note
+# linking to the data downloads (every row is there), so no page nears 1 MB at any data size
+MAX_PAGE_TABLES = 500_000
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -210,14 +213,16 @@ class _Renderer:
             "num": lambda v: "" if v is None else f"{v:,}",
         })
         self.env.globals.update({
-            "link": _link, "table": _table, "fields": _fields, "chart": _chart,
+            "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
         })
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
+        self.budget = MAX_PAGE_TABLES
 
     def render(self, page: Page, **extra: Any) -> str:
+        self.budget = MAX_PAGE_TABLES  # bytes of table HTML this page may still hold
         name = type(page).template
         tpl = self._cache.get(name)
         if tpl is None:
@@ -292,11 +297,12 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
 # (&#35;), which AI-written text can never produce (md_escape turns & into &amp;), and the hash
 # of the table's HTML, so a changed table changes the page's Markdown (incremental rebuilds).
 #
-# Tables that are not searchable (the default: entry fields, history, long listings) are put
-# in place after the search plugin has read the page, so they cost the search index nothing;
-# their pages are still found by their title, text and tags.
-TABLE_TOKEN = "&#35;tktable-{}"  # searchable: swapped in on_page_content
-POST_TOKEN = "&#35;tkpost-{}"  # not searchable: swapped in on_post_page
+# Every table is searchable unless a template says ``search=False``: the search plugin reads its
+# text, cells apart ("Task Approach", not "TaskApproach"); a table left out of search leaves
+# neither its text nor its placeholder in the index. Both are put in place after the search
+# plugin read the page (see toolkit/site_hooks.py).
+TABLE_TOKEN = "&#35;tktable-{}"  # searchable
+POST_TOKEN = "&#35;tkpost-{}"  # not searchable
 
 
 def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
@@ -332,35 +338,68 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
 def _emit_table(ctx: Any, body: str, search: bool) -> Markup:
     digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
     ctx["_r"].tables[digest] = body
+    ctx["_r"].budget -= len(body.encode("utf-8"))
     return Markup((TABLE_TOKEN if search else POST_TOKEN).format(digest))
 
 
 @_pass_context
-def _table(ctx: Any, tbl: Any, search: bool = False) -> Markup:
-    """A table (or the table's ``empty`` line when it has no rows); ``search``: its text
-    goes into the search index."""
+def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
+    """A table (or the table's ``empty`` line when it has no rows); ``search=False``: its
+    text stays out of the search index. Past the page's budget (``MAX_PAGE_TABLES``, shared
+    with the page's field lists and code blocks, which are always whole) it shows its first
+    rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
     src = _from(ctx)
-    targets = ctx["_r"].targets
+    r = ctx["_r"]
+    targets = r.targets
     parts = ["<table>\n<thead>\n<tr>"]
-    parts += [f"<th>{_html_text(c)}</th>" for c in tbl.columns]
+    parts.append(" ".join(f"<th>{_html_text(c)}</th>" for c in tbl.columns))
     parts.append("</tr>\n</thead>\n<tbody>")
+    # the header and the note count too: a cut table ends within the page's budget
+    budget = r.budget - len("".join(parts).encode("utf-8")) - 400
+    shown = 0
     for row in tbl.rows:
-        parts.append("\n<tr>" + "".join(f"<td>{_html_cell(v, src, targets)}</td>"
-                                        for v in row) + "</tr>")
+        line = "\n<tr>" + " ".join(f"<td>{_html_cell(v, src, targets)}</td>"
+                                    for v in row) + "</tr>"
+        budget -= len(line.encode("utf-8"))
+        if budget < 0:
+            break
+        parts.append(line)
+        shown += 1
     parts.append("\n</tbody>\n</table>")
+    if shown < len(tbl.rows):
+        targets.add("data/index.md")
+        parts.append(f"\n<p><em>The first {shown:,} of {len(tbl.rows):,} rows are shown (a "
+                     "page stays under 1 MB); every row is in the "
+                     f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
+                     "</em></p>")
     return _emit_table(ctx, "".join(parts), search)
 
 
 @_pass_context
-def _fields(ctx: Any, fields: list[Any], search: bool = False) -> Markup:
+def _fields(ctx: Any, fields: list[Any], search: bool = True) -> Markup:
     src = _from(ctx)
     targets = ctx["_r"].targets
-    rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td>"
+    rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td> "
                    f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
-    return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th><th>Value</th></tr>\n"
+    return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n"
                             f"</thead>\n<tbody>{rows}\n</tbody>\n</table>", search)
+
+
+@_pass_context
+def _code(ctx: Any, text: str) -> Markup:
+    """Untrusted multi-line text (a diff, already cut by toolkit.turn_diffs) shown verbatim,
+    not searchable."""
+    return _verbatim(ctx, text, css_class="tk-code", search=False)
+
+
+def _verbatim(ctx: Any, text: str, *, css_class: str | None, search: bool) -> Markup:
+    """Text in a code block, verbatim: HTML-escaped, spacing kept, control and bidi characters
+    made visible, never read as Markdown or template."""
+    body = html.escape(visible(text), quote=True)
+    attr = f' class="{css_class}"' if css_class else ""
+    return _emit_table(ctx, f"<pre{attr}><code>{body}</code></pre>", search)
 
 
 @_pass_context
@@ -372,10 +411,10 @@ def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
 
 @_pass_context
 def _pre(ctx: Any, text: str, search: bool = True) -> Markup:
-    """Preformatted text (a notebook's printed output): escaped HTML, spacing kept, invisible
-    characters visible, cut to ``MAX_BLOCK`` characters."""
-    body = html.escape(visible(_cut(text.replace("\r\n", "\n"), MAX_BLOCK)), quote=True)
-    return _emit_table(ctx, f"<pre><code>{body}</code></pre>", search)
+    """Preformatted text (a notebook's printed output), verbatim, cut to ``MAX_BLOCK``
+    characters."""
+    return _verbatim(ctx, _cut(text.replace("\r\n", "\n"), MAX_BLOCK), css_class=None,
+                     search=search)
 
 
 def _front_matter(page: Page) -> Markup:
@@ -567,6 +606,9 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
                                          extra=extra)
     checks_page.put_badge(content.pages, checks)
+    from toolkit import turn_diffs
+
+    turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")
     analyses = Analyses(cfg, build, today, redact, int(build_time.timestamp()))
     content.pages += analyses.pages(store)

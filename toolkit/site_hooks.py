@@ -4,7 +4,10 @@
 paragraph in the Markdown; this hook puts each table's HTML in place of its placeholder, from
 ``tables.json`` next to the generated mkdocs.yml. The placeholder holds an HTML entity that
 AI-written text cannot produce, and the replacement always comes from tables.json, never from
-the page.
+the page. Every table is put in place after the search plugin read the page. Before that, a
+searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
+search plugin indexes, without parsing every tag of a large table); a table kept out of search
+has its placeholder marked ``data-search-exclude``. So the search index holds no placeholder.
 """
 
 from __future__ import annotations
@@ -16,8 +19,15 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-_TOKEN = re.compile(r"<p>&#35;tktable-([0-9a-f]{20})</p>")  # searchable tables
-_POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # after the search plugin read the page
+_TOKEN = re.compile(r"<p>&#35;tktable-([0-9a-f]{20})</p>")  # searchable
+_POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # not searchable
+# what the search plugin reads in their place: the table's text, or (not searchable) the
+# placeholder in an element the plugin skips (it keeps the attribute: it only strips
+# data-search-* attributes that have a value)
+_HIDDEN = '<p data-search-exclude>&#35;tkpost-{}</p>'
+_READ = re.compile(r'<p data-tktable="([0-9a-f]{20})">[^<]*</p>'
+                   r"|<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
+_TAG = re.compile(r"<[^>]+>")
 _tables: dict[str, str] = {}
 
 
@@ -36,20 +46,29 @@ def on_config(config: Any) -> Any:
     return config
 
 
-def _swap(pattern: re.Pattern[str], html: str, page: Any) -> str:
-    def table(m: re.Match[str]) -> str:
-        try:
-            return _tables[m.group(1)]
-        except KeyError:
-            raise PluginError(f"{page.file.src_uri}: table {m.group(1)} is not in tables.json; "
-                              "run toolkit build-site again") from None
+def _table(digest: str, page: Any) -> str:
+    try:
+        return _tables[digest]
+    except KeyError:
+        raise PluginError(f"{page.file.src_uri}: table {digest} is not in tables.json; "
+                          "run toolkit build-site again") from None
 
-    return pattern.sub(table, html)
+
+def _text(m: re.Match[str], page: Any) -> str:
+    """A searchable table as one paragraph of its text (still escaped), cells apart."""
+    text = " ".join(_TAG.sub(" ", _table(m.group(1), page)).split())
+    return f'<p data-tktable="{m.group(1)}">{text}</p>'
 
 
 def on_page_content(html: str, *, page: Any, config: Any, files: Any) -> str:
-    return _swap(_TOKEN, html, page) if "&#35;tktable-" in html else html
+    if "&#35;tkpost-" in html:
+        html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)
+    if "&#35;tktable-" in html:
+        html = _TOKEN.sub(lambda m: _text(m, page), html)
+    return html
 
 
 def on_post_page(output: str, *, page: Any, config: Any) -> str:
-    return _swap(_POST, output, page) if "&#35;tkpost-" in output else output
+    if "data-tktable=" not in output and "&#35;tkpost-" not in output:
+        return output
+    return _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)

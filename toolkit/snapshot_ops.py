@@ -107,6 +107,35 @@ class TurnDiff:
     patch: str | None = None
 
 
+def turn_start(turn: snap.Turn, by_sha: dict[str, Snapshot]
+               ) -> tuple[Snapshot | None, list[Snapshot], list[str]]:
+    """Where a turn's net change starts (its pre-turn snapshot, else the snapshot before its
+    first; None: the empty tree), the snapshots its steps walk through, and notes on what is
+    missing."""
+    notes: list[str] = []
+    first, last = turn.snapshots[0], turn.snapshots[-1]
+    if first.kind == "pre-turn":
+        start: Snapshot | None = first
+        inner = list(turn.snapshots)
+    else:
+        start = by_sha.get(first.parent) if first.parent else None
+        inner = [s for s in ([start] if start else []) + list(turn.snapshots)]
+        if first.kind in ("tool", "post-turn"):
+            notes.append("the turn's pre-turn snapshot is gone (pruned); compared with the "
+                         "snapshot before it" if start else
+                         "the turn's pre-turn snapshot is gone; compared with an empty tree")
+    if last.kind != "post-turn" and turn.turn is not None:
+        notes.append("no post-turn snapshot (the turn was interrupted or is still running): "
+                     "shown up to its last snapshot")
+    return start, inner, notes
+
+
+def turn_patch(repo: Path, start: Snapshot | None, end: Snapshot) -> str:
+    """The unified diff of a turn's net change (``snapshots diff --patch`` and the site's
+    turn pages)."""
+    return snap.patch(repo, start.sha if start else None, end.sha)
+
+
 def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
               with_patch: bool = False) -> TurnDiff:
     """The turn that snapshot #n belongs to (or the newest turn numbered ``turn``)."""
@@ -130,29 +159,15 @@ def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
                                snapshots=(target,))
     else:
         raise UsageError("give a snapshot number or --turn")
-    notes: list[str] = []
-    first, last = chosen.snapshots[0], chosen.snapshots[-1]
-    if first.kind == "pre-turn":
-        start: Snapshot | None = first
-        inner = list(chosen.snapshots)
-    else:
-        start = by_sha.get(first.parent) if first.parent else None
-        inner = [s for s in ([start] if start else []) + list(chosen.snapshots)]
-        if first.kind in ("tool", "post-turn"):
-            notes.append("the turn's pre-turn snapshot is gone (pruned); compared with the "
-                         "snapshot before it" if start else
-                         "the turn's pre-turn snapshot is gone; compared with an empty tree")
-    if last.kind != "post-turn" and chosen.turn is not None:
-        notes.append("no post-turn snapshot (the turn was interrupted or is still running): "
-                     "shown up to its last snapshot")
+    start, inner, notes = turn_start(chosen, by_sha)
+    first, end = chosen.snapshots[0], chosen.snapshots[-1]
     steps = []
     if start is None:
         steps.append(Step(None, first, snap.diff_trees(repo, None, first.sha)))
     for a, b in itertools.pairwise(inner):
         steps.append(Step(a, b, snap.diff_trees(repo, a.sha, b.sha)))
-    end = last
     files = snap.diff_trees(repo, start.sha if start else None, end.sha)
-    text = snap.patch(repo, start.sha if start else None, end.sha) if with_patch else None
+    text = turn_patch(repo, start, end) if with_patch else None
     return TurnDiff(chosen, start, end, files, steps, notes, text)
 
 

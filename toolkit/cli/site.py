@@ -97,7 +97,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
     index pages by file, category, confidence, bucket, severity, status and owner; audit stats,
     the dispatch report, approaches and one page per task; recent actions; sessions; the turn
-    snapshot timeline; warnings; and every table as CSV and JSON.
+    snapshots, with one page per turn and its diff; warnings; and every table as CSV and JSON.
 
     Analyses: the bundled analysis notebooks, and those listed under notebooks: in
     toolkit.yaml, run in a Jupyter kernel against the project, a page each with its charts

@@ -1,0 +1,56 @@
+"""No page grows without bound (issue 16 item 5): the tables and code of one page hold at most
+``MAX_PAGE_TABLES`` bytes of HTML; past it a table shows its first rows and a note linking to
+the data downloads, where every row is."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests._site_helpers import build, make_world
+from toolkit import site as site_mod
+from toolkit.reports import Ref, Table, WarningsPage
+from toolkit.site import render_page_text
+
+
+def test_a_table_of_any_size_keeps_its_page_under_1_mb() -> None:
+    long = "é<" * 400  # non-ASCII and escaped characters: bytes, not characters, count
+    rows = [(f"row {i}", long, Ref(f"entry {i}", "index.md"), i) for i in range(20_000)]
+    page = WarningsPage(path="warnings.md", title="Warnings", nav=("Warnings",),
+                        table=Table(("Name", "Text", "Link", "N"), rows))
+    text = render_page_text(page)
+    assert len(text.encode("utf-8")) < 1_000_000
+    m = re.search(r"The first ([\d,]+) of 20,000 rows are shown", text)
+    assert m and 0 < int(m.group(1).replace(",", "")) < 20_000
+    shown = text.count("<tr><td>row ")
+    assert shown == int(m.group(1).replace(",", ""))
+    assert '<a href="../data/">data downloads</a>' in text  # relative to warnings/
+
+
+def test_a_small_table_is_whole() -> None:
+    page = WarningsPage(path="warnings.md", title="Warnings", nav=("Warnings",),
+                        table=Table(("Name",), [("a",), ("b",)]))
+    text = render_page_text(page)
+    assert "rows are shown" not in text and text.count("<tr><td>") == 2
+
+
+def test_the_budget_holds_in_a_real_build_and_its_links_resolve(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a budget small enough that the fixture world's listings are cut: MkDocs (strict)
+    # checks every link the notes add, and each page's tables stay within the budget
+    monkeypatch.setattr(site_mod, "MAX_PAGE_TABLES", 3_000)
+    world = make_world(tmp_path)
+    result = build(world)
+    assert result.warnings == []
+    cut = [p for p in result.out.rglob("index.html")
+           if "rows are shown (a page stays under 1 MB)" in p.read_text(encoding="utf-8")]
+    assert cut, "no table was cut"
+    for p in cut:
+        html = p.read_text(encoding="utf-8")
+        # every table but the field lists (always whole; they count against the budget)
+        tables = [t for t in re.findall(r"<table>.*?</table>", html, re.S)
+                  if "<th>Field</th> <th>Value</th>" not in t]
+        assert sum(len(t.encode("utf-8")) for t in tables) <= 3_000
+        assert re.search(r'<a href="((\.\./)*data/|\./)">data downloads</a>', html)

@@ -1,0 +1,150 @@
+"""A page per turn on the site (issue 15 item 6): its prompt, snapshots, files, the diff of
+``toolkit snapshots diff --patch`` (escaped, cut with a note when huge) and its audit actions;
+the snapshots overview links to every turn page. Real git side repos, real MkDocs builds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests._history_helpers import SideRepo
+from tests.test_secrets_in_links import STANDARD, _secret_part
+from toolkit import config as config_mod
+from toolkit import turn_diffs
+from toolkit.display import visible
+from toolkit.loaders import SOURCES
+from toolkit.site import build_site
+from toolkit.snapshot_ops import turn_diff
+from toolkit.store import Store
+
+HOSTILE = ("<script>alert('diff')</script>\n[x](javascript:alert(1)) **bold** {{ 7*7 }} "
+           "{% raw %} --8<-- \"/etc/hostname\"\n<img src=x onerror=alert(2)>\n# not a heading\n"
+           "\u202eevil\n")
+
+
+def _build(root: Path, home: Path, redact: bool = False) -> Path:
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
+        store.refresh(cfg)
+        result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC),
+                            redact=redact)
+    assert result.warnings == []
+    return result.out
+
+
+def _workspace(tmp_path: Path, home: Path) -> tuple[Path, SideRepo]:
+    root = tmp_path / "acme"
+    (root / ".smith" / "vault").mkdir(parents=True)
+    (root / ".gitignore").write_text(".toolkit/\n")
+    side = SideRepo.create(root, home / ".codesmith" / "snapshots")
+    return root, side
+
+
+def _diff_shown(page_html: str) -> str:
+    [block] = re.findall(r'<pre class="tk-code"><code>(.*?)</code></pre>', page_html, re.S)
+    return html.unescape(block)
+
+
+def test_each_turn_has_a_page_with_the_cli_diff_and_the_overview_links_to_it(
+        tmp_path: Path, isolated_env: Path) -> None:
+    root, side = _workspace(tmp_path, isolated_env)
+    (root / "app.py").write_text("print('one')\n")
+    side.snapshot("pre-turn:1: add the app")
+    (root / "app.py").write_text("print('two')\n")
+    (root / "notes.md").write_text(HOSTILE)
+    (root / "<img src=x onerror=alert(3)>.md").write_text("x\n")
+    side.snapshot("post-turn:1: add the app")
+    side.snapshot("pre-turn:2: <b>bold</b> {{ 7*7 }} prompt")
+    (root / "app.py").write_text("print('three')\n")
+    side.snapshot("post-turn:2: <b>bold</b> {{ 7*7 }} prompt")
+    site = _build(root, isolated_env)
+
+    overview = (site / "snapshots" / "index.html").read_text(encoding="utf-8")
+    for n in (1, 2):
+        assert f'href="turns/turn-{n}/"' in overview
+        page = (site / "snapshots" / "turns" / f"turn-{n}" / "index.html").read_text("utf-8")
+        assert 'href="../../"' in page  # back to the overview
+        cfg = config_mod.resolve(cwd=root, env={"HOME": str(isolated_env)})
+        cli = turn_diff(cfg, turn=n, with_patch=True).patch
+        # the CLI's text, with control and bidi characters shown as <U+XXXX> (as everywhere)
+        assert cli and _diff_shown(page) == visible(cli)
+    turn1 = (site / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert "add the app" in turn1 and "notes.md" in turn1
+    turn2 = (site / "snapshots" / "turns" / "turn-2" / "index.html").read_text("utf-8")
+    assert "&lt;b&gt;bold&lt;/b&gt;" in turn2 and "<b>bold</b>" not in turn2
+    # the hostile file's diff is literal text: no tag, no link, no template, no heading
+    assert "<script>alert" not in turn1 and "&lt;script&gt;alert(&#x27;diff&#x27;)" in turn1
+    assert "<img src=x" not in turn1 and 'href="javascript' not in turn1
+    assert "&lt;img src=x onerror=alert(3)&gt;.md" in turn1  # a hostile file name, as text
+    assert "{{ 7*7 }}" in _diff_shown(turn1) and "49" not in _diff_shown(turn1)
+    assert "**bold**" in _diff_shown(turn1) and "<strong>bold" not in turn1
+    assert "<U+202E>evil" in _diff_shown(turn1) and "\u202e" not in turn1
+    assert 'id="not-a-heading"' not in turn1
+    # the overview no longer holds each turn's tables, and search holds no diff
+    assert "print(" not in overview
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert not any("print(" in d["text"] for d in index["docs"])
+    assert any(d["location"].startswith("snapshots/turns/turn-1/") and "notes.md" in d["text"]
+               for d in index["docs"])
+
+
+def test_a_huge_diff_is_cut_with_a_note(tmp_path: Path, isolated_env: Path) -> None:
+    root, side = _workspace(tmp_path, isolated_env)
+    side.snapshot("pre-turn:1: generate")
+    (root / "big.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
+    side.snapshot("post-turn:1: generate")
+    site = _build(root, isolated_env)
+    page = (site / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    shown = _diff_shown(page)
+    assert len(shown.splitlines()) == turn_diffs.MAX_LINES
+    assert "line 1990" in shown and "line 4999" not in shown
+    assert "The diff is cut: 2,000 of its 5,006 lines are shown" in page
+    assert "toolkit snapshots diff --turn 1 --patch" in page
+
+
+def test_cut_keeps_whole_lines_within_the_character_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turn_diffs, "MAX_BYTES", 25)
+    text, note = turn_diffs.cut("+aaaaaaaaaa\n+bbbbbbbbbb\n+cccccccccc\n", "the command")
+    assert text == "+aaaaaaaaaa\n+bbbbbbbbbb\n" and "2 of its 3 lines" in note
+    # measured as the page shows it: "<" takes 4 bytes there
+    assert turn_diffs.cut("+<<<<\n+<<<<\n", "x")[0] == "+<<<<\n"
+    assert turn_diffs.cut("+a\n", "x") == ("+a\n", "")
+    assert turn_diffs.cut("", "x") == ("", "This turn changed no file.")
+
+
+def test_a_redacted_site_redacts_the_diffs(tmp_path: Path, isolated_env: Path) -> None:
+    root, side = _workspace(tmp_path, isolated_env)
+    side.snapshot("pre-turn:1: add config")
+    secret = STANDARD[0]
+    (root / "settings.py").write_text(f"TOKEN = '{secret}'\n")
+    side.snapshot("post-turn:1: add config")
+    plain = _build(root, isolated_env)
+    page = (plain / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert _secret_part(secret) in _diff_shown(page)  # the plain site shows the records
+    redacted = _build(root, isolated_env, redact=True)
+    page = (redacted / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert _secret_part(secret) not in page and "[REDACTED]" in _diff_shown(page)
+
+
+def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(
+        tmp_path: Path, isolated_env: Path) -> None:
+    import shutil
+
+    root, side = _workspace(tmp_path, isolated_env)
+    side.snapshot("pre-turn:1: a")
+    (root / "a.txt").write_text("a\n")
+    side.snapshot("post-turn:1: a")
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(isolated_env)})
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
+        store.refresh(cfg)
+        shutil.rmtree(side.git_dir)  # between the load and the build
+        result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC))
+    page = (result.out / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    assert "The snapshot repository is gone: no diff to show." in page
+    assert "a.txt" in page and 'class="tk-code"' not in page

@@ -1,0 +1,101 @@
+"""The diff on each turn page of the site: the same text as ``toolkit snapshots diff --patch``
+(``toolkit.snapshot_ops.turn_patch``), read from CodeSmith's side repo at build time.
+
+A turn is found by its snapshots' SHAs (the store's, which redaction leaves alone). A diff
+longer than ``MAX_LINES`` lines or ``MAX_BYTES`` bytes as the page shows it (escaped) is cut
+at a line boundary with a note naming the command that prints it whole. With ``--redact`` the
+diff goes through ``toolkit.redact`` like every other text of the site. Diffs are cached in the
+build folder by their two commits (a snapshot commit never changes), so a rebuild runs git only
+for new turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.display import visible
+from toolkit.reports import TurnPage
+from toolkit.snapshot_ops import turn_patch, turn_start
+from toolkit.sources import snapshots as snap
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from toolkit.config import Config
+    from toolkit.pages import Page
+
+MAX_LINES = 2_000  # lines of one turn's diff shown on its page
+MAX_BYTES = 250_000  # bytes of one turn's diff on its page, escaped as the page shows it
+
+
+def add_diffs(cfg: Config, pages: Sequence[Page], *, redact: bool, cache: Path) -> None:
+    """Fill ``diff`` and ``diff_note`` of every turn page in ``pages``."""
+    todo = [p for p in pages if isinstance(p, TurnPage)]
+    if not todo:
+        return
+    repo = snap.side_repo_for(cfg.workspace, cfg.snapshots_home)
+    if not repo.is_dir():
+        for p in todo:
+            p.diff_note = "The snapshot repository is gone: no diff to show."
+        return
+    snaps = snap.list_snapshots(repo)
+    by_sha = {s.sha: s for s in snaps}
+    turn_of = {s.sha: t for t in snap.group_turns(snaps) for s in t.snapshots}
+    used: set[str] = set()
+    for p in todo:
+        last = p.turn.shas[-1] if p.turn.shas else ""
+        turn = turn_of.get(last)
+        if turn is None and last in by_sha:  # a snapshot outside any turn: its own change
+            s = by_sha[last]
+            turn = snap.Turn(key=s.key or s.sha, turn=None, snippet=s.snippet, snapshots=(s,))
+        if turn is None:
+            p.diff_note = ("The snapshot repository no longer holds this turn (pruned since "
+                           "the last load): run toolkit load, then build the site again.")
+            continue
+        start, _, _ = turn_start(turn, by_sha)
+        end = turn.snapshots[-1]
+        name = hashlib.sha1(f"{redact}|{start.sha if start else ''}|{end.sha}".encode()
+                            ).hexdigest() + ".diff"
+        used.add(name)
+        cached = cache / name
+        if cached.is_file():
+            text = cached.read_text(encoding="utf-8", errors="replace")
+        else:
+            text = turn_patch(repo, start, end)
+            if redact:
+                from toolkit.redact import redact as redact_text
+
+                text = redact_text(text, fold=True)
+            cache.mkdir(parents=True, exist_ok=True)
+            cached.write_text(text, encoding="utf-8", errors="replace")
+        how = (f"toolkit snapshots diff --turn {turn.turn} --patch" if turn.turn is not None
+               else "toolkit snapshots diff N --patch (N: this snapshot's number in "
+                    "toolkit snapshots)")
+        p.diff, p.diff_note = cut(text, how)
+    if cache.is_dir():
+        for old in cache.iterdir():
+            if old.name not in used:
+                old.unlink()
+
+
+def cut(text: str, how: str) -> tuple[str, str]:
+    """A diff cut to ``MAX_LINES`` lines and ``MAX_BYTES`` bytes as shown (escaped, invisible
+    characters spelled out), and the note saying so (empty when the diff is whole; a note
+    for an empty diff)."""
+    if not text:
+        return "", "This turn changed no file."
+    lines = text.splitlines(keepends=True)
+    kept: list[str] = []
+    size = 0
+    for line in lines[:MAX_LINES]:
+        size += len(html.escape(visible(line), quote=True).encode("utf-8"))
+        if size > MAX_BYTES:
+            break
+        kept.append(line)
+    if len(kept) == len(lines):
+        return text, ""
+    return "".join(kept), (f"The diff is cut: {len(kept):,} of its {len(lines):,} lines are "
+                           f"shown. The whole diff: {how}")

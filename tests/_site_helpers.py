@@ -57,8 +57,9 @@ class World:
     cfg: Config
 
 
-def make_world(base: Path, *, hostile: bool = False) -> World:
-    """A project from tests/fixtures/formats under ``base`` (HOME is ``base/home``)."""
+def make_world(base: Path, *, hostile: bool = False, analyses: bool = False) -> World:
+    """A project from tests/fixtures/formats under ``base`` (HOME is ``base/home``); its site
+    builds run the analysis notebooks only with ``analyses`` (tests/test_analyses.py)."""
     home = base / "home"
     root = base / "acme-api"
     vault = root / ".smith" / "vault"
@@ -75,7 +76,7 @@ def make_world(base: Path, *, hostile: bool = False) -> World:
     env = {"HOME": str(home), "NAGI_LEDGER_DB": str(audit),
            "CODESMITH_HOME": str(home / ".codesmith")}
     cfg = resolve(project=root, env=env, cwd=root, today=TODAY.isoformat())
-    return World(root=root, home=home, cfg=cfg)
+    return World(root=root, home=home, cfg=cfg.with_overrides(analyses=analyses))
 
 
 def add_hostile(vault: Path, slop: Path, audit: Path) -> None:

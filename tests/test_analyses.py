@@ -37,12 +37,38 @@ def _list_notebooks(root: Path, *names: str) -> None:
     cfg.write_text(yaml.safe_dump({**(data or {}), "notebooks": list(names)}), encoding="utf-8")
 
 
+@pytest.fixture(autouse=True)
+def _analyses_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite builds sites without a kernel (tests/conftest.py); these tests are about it."""
+    monkeypatch.setenv("TOOLKIT_ANALYSES", "1")
+
+
+def test_analyses_can_be_turned_off(project, cli_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """--no-analyses, analyses: false and TOOLKIT_ANALYSES=0 build the site without the
+    Analyses section and start no kernel; a value that is not yes/no is a usage error."""
+    result = cli_run("build-site", "--no-analyses", "--build-time", "2026-05-10T12:00:00")
+    assert result.exit_code == 0, result.output
+    assert "Analyses:" not in result.stdout
+    site = project.root / ".toolkit" / "site"
+    assert (site / "index.html").is_file() and not (site / "analyses").exists()
+    nav = yaml.safe_load((project.root / ".toolkit" / "site.build" / "mkdocs.yml")
+                        .read_text(encoding="utf-8"))["nav"]
+    assert not [s for s in nav if isinstance(s, dict) and "Analyses" in s]
+    (project.root / "toolkit.yaml").write_text("analyses: false\n", encoding="utf-8")
+    assert not resolve(project=project.root).analyses
+    (project.root / "toolkit.yaml").unlink()
+    assert resolve(project=project.root).analyses  # TOOLKIT_ANALYSES=1 (the fixture above)
+    assert not resolve(project=project.root, env={"TOOLKIT_ANALYSES": "off"}).analyses
+    with pytest.raises(UsageError, match="TOOLKIT_ANALYSES='maybe' is not a yes/no value"):
+        resolve(project=project.root, env={"TOOLKIT_ANALYSES": "maybe"})
+
+
 def _analysis_files(result) -> list[str]:  # type: ignore[no-untyped-def]
     return [f for f in result.written if f.startswith("analyses/")]
 
 
 def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: Path) -> None:
-    world = make_world(tmp_path)
+    world = make_world(tmp_path, analyses=True)
     first = build(world)
     assert first.analyses_run == BUNDLED and first.analyses_failed == []
     nav = yaml.safe_load((first.build_dir / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
@@ -135,7 +161,7 @@ def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds
 
 
 def test_a_redacted_build_redacts_the_notebooks_text_and_charts(tmp_path: Path) -> None:
-    world = make_world(tmp_path)
+    world = make_world(tmp_path, analyses=True)
     _notebook(world.root / "leaky.ipynb",
               f"secret = {SECRET!r}\nprint('Finding: the key is', secret)",
               "import io\nimport matplotlib.pyplot as plt\nfrom IPython.display import Image, "

@@ -65,7 +65,7 @@ def _serve(site: Path) -> Served:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     base = tmp_path_factory.mktemp("demo")
-    env = {**os.environ, "HOME": str(base / "home")}
+    env = {**os.environ, "HOME": str(base / "home"), "TOOLKIT_ANALYSES": "1"}
     proc = subprocess.run([sys.executable, "-m", "toolkit", "build-site", "--demo",
                            "--demo-dir", str(base / "demo"), "--build-time", "1778414400"],
                           capture_output=True, text=True, env=env, cwd=base)

@@ -235,7 +235,8 @@ def test_path_like_titles_and_tasks_get_pages_inside_the_site_only(tmp_path: Pat
 
 # --------------------------------------------------------------------------- CLI
 
-def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:
+def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLKIT_ANALYSES", "1")
     result = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

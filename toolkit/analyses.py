@@ -267,9 +267,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def notebook_paths(cfg: Config) -> list[Path]:
-    """The bundled notebooks (by name), then those listed under ``notebooks:``."""
+    """The bundled notebooks (by name), then those listed under ``notebooks:``; none when
+    the analyses are turned off (``analyses: false``, ``--no-analyses``)."""
     from toolkit.notebooks import NOTEBOOKS_DIR
 
+    if not cfg.analyses:
+        return []
     bundled = sorted(NOTEBOOKS_DIR.glob("*.ipynb")) if NOTEBOOKS_DIR.is_dir() else []
     return [*bundled, *cfg.notebooks]
 

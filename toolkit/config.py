@@ -28,7 +28,7 @@ CONFIG_NAME = "toolkit.yaml"
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
-                                  "checks", "notebooks"}
+                                  "checks", "notebooks", "analyses"}
 
 # What each toolkit.yaml value must be: (accepted Python types, how the error names it).
 # YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
@@ -42,6 +42,7 @@ _KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "redact": ((bool,), "true or false"),
     "checks": ((list,), "a list of checks (name, sql, expect, level, description)"),
     "notebooks": ((list,), "a list of notebook paths"),
+    "analyses": ((bool,), "true or false"),
 }
 _PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "repo": ((str,), "text (OWNER/NAME)"),
@@ -106,6 +107,8 @@ class Config:
     checks: tuple[Any, ...] = ()
     # analysis notebooks build-site runs besides the bundled ones (toolkit.yaml ``notebooks:``)
     notebooks: tuple[Path, ...] = ()
+    # build-site runs the analysis notebooks (toolkit.yaml ``analyses:``, $TOOLKIT_ANALYSES)
+    analyses: bool = True
 
     @property
     def ledger_dir(self) -> Path:
@@ -280,6 +283,8 @@ def resolve(
         raise UsageError("publish: must be a mapping", path=cfg_path)
 
     redact = bool(settings.get("redact"))  # type-checked with every key by _check_types
+    analyses = _parse_switch(pick("analyses", env.get("TOOLKIT_ANALYSES"), True),
+                             "analyses", "TOOLKIT_ANALYSES")
 
     return Config(
         project_root=root,
@@ -294,4 +299,19 @@ def resolve(
         redact=redact,
         checks=tuple(settings.get("checks") or ()),
         notebooks=tuple(settings.get("notebooks") or ()),
+        analyses=analyses,
     )
+
+
+def _parse_switch(value: Any, key: str, env_name: str) -> bool:
+    """A yes/no setting: a YAML boolean, or the environment variable's 1/0, true/false,
+    yes/no, on/off."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{env_name}={value!r} is not a yes/no value",
+                     hint=f"Use 1 or 0 (or `{key}: true|false` in toolkit.yaml)")

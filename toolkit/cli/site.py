@@ -84,6 +84,10 @@ def _demo_config(world: Any) -> Any:
                    "download and search entry goes through the same redaction as handoff "
                    "reports (default: redact in toolkit.yaml, else no). Use it for a site "
                    "that others can read.")
+@click.option("--analyses/--no-analyses", "analyses", default=None,
+              help="Run the analysis notebooks into the Analyses section (default: analyses "
+                   "in toolkit.yaml or $TOOLKIT_ANALYSES, else yes). --no-analyses builds "
+                   "without starting a Jupyter kernel.")
 @click.option("--demo", is_flag=True,
               help="Write a fresh demo world (see `toolkit demo`) and build its site.")
 @click.option("--demo-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -91,7 +95,7 @@ def _demo_config(world: Any) -> Any:
               help="Where --demo writes the demo world. A previous demo written there by "
                    "--demo is replaced; any other non-empty folder is refused.")
 def build_site(out: Path | None, clean: bool, build_time: str | None, timings: bool,
-               redact: bool | None, demo: bool, demo_dir: Path) -> None:
+               redact: bool | None, analyses: bool | None, demo: bool, demo_dir: Path) -> None:
     """Build the browsable site: a static MkDocs Material site of everything in the store.
 
     The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
@@ -102,7 +106,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     Analyses: the bundled analysis notebooks, and those listed under notebooks: in
     toolkit.yaml, run in a Jupyter kernel against the project, a page each with its charts
     and findings. A notebook runs again only when the store's data or the notebook changed;
-    one that fails gets a page naming the failing cell, and a warning.
+    one that fails gets a page naming the failing cell, and a warning. --no-analyses (or
+    analyses: false) leaves the section out.
 
     With --redact (or redact: true in toolkit.yaml) the site is built from a redacted copy
     of the store, so it can be shared like a handoff report; handoff and publish warn when
@@ -123,6 +128,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
         cfg = _demo_config(world)
     else:
         cfg = get_config()
+    if analyses is not None:
+        cfg = cfg.with_overrides(analyses=analyses)
     bar, update = _progress()
     # the checks count ages to the site's "today" (its build time's day, unless --today)
     store, checks = open_store_checked(cfg if cfg.today else cfg.with_overrides(

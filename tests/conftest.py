@@ -17,7 +17,7 @@ from toolkit.loaders import settings as source_settings
 pytest_plugins = ["tests._publish_helpers"]
 
 REPO = Path(__file__).resolve().parents[1]
-# The source systems' example files, kept inside the repository (a fresh clone has no ../shared).
+# The source systems' example files, kept inside the repository (a fresh clone has nothing else).
 FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
 
 # The sources' settings name their own variables (toolkit.loaders.settings); these are the rest.

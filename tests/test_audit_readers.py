@@ -415,10 +415,8 @@ def test_c4_wal_writer_mid_transaction_reads_last_commit(cli_run, project):
     assert stats["dispatch_count"] == 3
 
 
-def test_c5_wrong_types_and_nulls_still_report(cli_run, tmp_path, monkeypatch):
-    db = tmp_path / "loose.db"
-    conn = sqlite3.connect(db)  # a DB without nagi-ledger's CHECK and NOT NULL constraints
-    conn.executescript("""
+# nagi-ledger's tables without its CHECK and NOT NULL constraints (FAULTS.md C5)
+LOOSE_SCHEMA = """
         CREATE TABLE actions (id INTEGER PRIMARY KEY, ts TEXT, tier, category TEXT,
                               description TEXT, project TEXT);
         CREATE TABLE dispatches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, agent_type TEXT,
@@ -426,6 +424,13 @@ def test_c5_wrong_types_and_nulls_still_report(cli_run, tmp_path, monkeypatch):
                                  verdict_notes TEXT);
         CREATE TABLE approaches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, approach TEXT,
                                  outcome TEXT, reason TEXT);
+"""
+
+
+def test_c5_wrong_types_and_nulls_still_report(cli_run, tmp_path, monkeypatch):
+    db = tmp_path / "loose.db"
+    conn = sqlite3.connect(db)  # a DB without nagi-ledger's CHECK and NOT NULL constraints
+    conn.executescript(LOOSE_SCHEMA + """
         INSERT INTO actions VALUES (1, '2026-05-04 10:00:00', 'high', 'deploy', 'text tier', NULL);
         INSERT INTO actions VALUES (2, '2026-05-04 10:01:00', 1, NULL, NULL, NULL);
     """)
@@ -537,14 +542,7 @@ def test_search_on_damaged_rows_answers_without_crashing(cli_run, project, tmp_p
     """FAULTS.md C5 for search and similar: NULLs and wrong types are read, not a crash."""
     db = tmp_path / "loose.db"
     conn = sqlite3.connect(db)
-    conn.executescript("""
-        CREATE TABLE actions (id INTEGER PRIMARY KEY, ts TEXT, tier, category TEXT,
-                              description TEXT, project TEXT);
-        CREATE TABLE dispatches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, agent_type TEXT,
-                                 model TEXT, brief_summary TEXT, verdict TEXT, verdict_ts TEXT,
-                                 verdict_notes TEXT);
-        CREATE TABLE approaches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, approach TEXT,
-                                 outcome TEXT, reason TEXT);
+    conn.executescript(LOOSE_SCHEMA + """
         INSERT INTO actions VALUES (1, '2026-05-04 05:00:00', NULL, 'deploy', 'webhook x', NULL);
         INSERT INTO dispatches VALUES (1, '2026-05-04 05:01:00', NULL, 'a', 'm', NULL, NULL,
                                        NULL, 'webhook notes');

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from toolkit import mdsafe
+from toolkit.display import display_roots
 from toolkit.errors import ToolkitError
 from toolkit.pages import Page, relative_link
 
@@ -230,8 +231,7 @@ class Analyses:
     def _shown(self, path: Path) -> str:
         """A listed notebook's path as the site shows paths: relative to the project, or
         under ``~``."""
-        for root, prefix in ((self.cfg.project_root.resolve(), ""),
-                             (Path.home().resolve(), "~/")):
+        for root, prefix in display_roots(self.cfg.project_root):
             if path.is_relative_to(root):
                 return prefix + path.relative_to(root).as_posix()
         return str(path)
@@ -239,8 +239,7 @@ class Analyses:
     def _text(self, text: str) -> str:
         """A notebook's text as the site shows text: paths relative to the project or under
         ``~`` (as every page shows them), redacted in a redacted build."""
-        for root, prefix in ((self.cfg.project_root.resolve(), ""),
-                             (Path.home().resolve(), "~/")):
+        for root, prefix in display_roots(self.cfg.project_root):
             if str(root) != "/":
                 text = text.replace(str(root) + "/", prefix)
         if not self.redact:

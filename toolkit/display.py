@@ -8,6 +8,7 @@ while leaving ordinary text (accents, CJK, emoji) untouched. The stored bytes ne
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
 
 _PLACEHOLDER = "[???]"
 
@@ -41,3 +42,9 @@ def shown(value: object) -> str:
     if value is None or value == "":
         return _PLACEHOLDER
     return visible(str(value), single_line=True)
+
+
+def display_roots(project_root: Path) -> list[tuple[Path, str]]:
+    """Where paths are shown from in what leaves this machine (the site, the handoff, check
+    results): the project, then the home folder as ``~/``."""
+    return [(project_root.resolve(), ""), (Path.home().resolve(), "~/")]

@@ -670,8 +670,9 @@ def _check_sections(report: HandoffReport, c: _Ctx) -> list[Section]:
     slop entry linked to its page. None when the caller ran no checks."""
     if report.checks is None:
         return []
-    from toolkit.checks.output import cell, display_roots, row_text, shown_row
+    from toolkit.checks.output import cell, row_text, shown_row
     from toolkit.checks.page import row_target
+    from toolkit.display import display_roots
 
     bad = sorted((r for r in report.checks if r.status != "pass"),
                  key=lambda r: CHECK_ORDER.index(r.status))

@@ -52,7 +52,7 @@ from urllib.parse import quote, urlsplit
 from markupsafe import Markup
 
 from toolkit import mdsafe
-from toolkit.display import visible
+from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, relative_link
 
@@ -596,7 +596,7 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
 
         site_name = redact_text(site_name, fold=True)
 
-    roots = [(cfg.project_root.resolve(), ""), (Path.home().resolve(), "~/")]
+    roots = display_roots(cfg.project_root)
     from toolkit import handoff_page
     from toolkit.analyses import Analyses
     from toolkit.checks import page as checks_page

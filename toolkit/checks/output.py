@@ -72,12 +72,6 @@ def shown_row(row: Sequence[Any], roots: Sequence[tuple[Path, str]]) -> tuple[An
     return tuple(_relative(v, roots) for v in row)
 
 
-def display_roots(project_root: Path) -> list[tuple[Path, str]]:
-    """Where paths are shown from outside this machine (the handoff, the site): the project,
-    then the home folder as ``~/``."""
-    return [(project_root.resolve(), ""), (Path.home().resolve(), "~/")]
-
-
 def _relative(value: Any, roots: Sequence[tuple[Path, str]]) -> Any:
     if not isinstance(value, str):
         return value

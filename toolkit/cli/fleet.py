@@ -57,10 +57,11 @@ def _open() -> Any:
                    "found, last session, last action, last slop change, last activity, "
                    "entries by confidence, open debt) and what the refresh read.")
 def list_projects(as_json: bool) -> None:
-    """List the projects of the fleet: path, status (found, missing: the folder is gone, or
-    no folder: seen only in the records), whether its vault is found, and its last activity
-    (the latest of its vault's last session, its last audit action and its last slop
-    change)."""
+    """List the projects, their folders and last activity.
+
+    For each: its folder, its status (found; missing: the folder is gone; no folder: seen
+    only in the records), whether its vault is found, and its last activity (the latest of
+    its vault's last session, its last audit action and its last slop change)."""
     from toolkit.fleet import project_rows
 
     with _open() as opened:
@@ -89,11 +90,13 @@ def list_projects(as_json: bool) -> None:
               help="Build from a redacted copy of the fleet store, as build-site --redact "
                    "does.")
 def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> None:
-    """Build one site over every project: an overview with a card per project (entries by
-    confidence, tasks over the retry limit, pending verdicts, open debt, last activity)
-    linking to a page per project; knowledge that recurs across projects' ledgers; retries
-    and verdicts by project, agent type and model; debt by project. Offline, escaped and
-    built strict, like the project site."""
+    """Build one site over every project.
+
+    An overview with a card per project (entries by confidence, tasks over the retry limit,
+    pending verdicts, open debt, last activity) linking to a page per project; knowledge
+    that recurs across projects' ledgers (the same or near-same title); retries and verdicts
+    by project, agent type and model; debt by project. Offline, escaped and built strict,
+    like the project site."""
     from toolkit.fleet_report import build_fleet_site
     from toolkit.site import build_time_from
 

@@ -321,3 +321,35 @@ def test_the_redacted_fleet_site_shows_no_secret(world, cli_run, tmp_path):
     assert result.exit_code == 0, result.output
     text = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
     assert secret.encode() not in text and b"agent [REDACTED]" in text
+
+
+def test_without_audit_db_or_slop_ledger_the_index_projects_are_listed(world, cli_run):
+    world.audit.unlink()
+    world.slop.unlink()
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert sorted(rows) == ["alpha", "beta", "gone"]
+    # the vault's newer of Smith's last session and the session logs
+    assert rows["alpha"]["last_activity"] == "2026-05-06 09:00:00"
+    assert rows["gone"]["last_activity"] == "2026-04-01 08:00:00"
+
+
+def test_a_hostile_project_name_is_shown_as_text(world, cli_run, tmp_path):
+    import sqlite3
+
+    hostile = "<script>alert('p')</script>\u202e evil"
+    conn = sqlite3.connect(world.audit)
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                 "('2026-05-03 10:00:00', 0, 'test', 'x', ?)", [hostile])
+    conn.commit()
+    conn.close()
+    listed = _fleet(cli_run, world, "list")
+    assert "<script>alert('p')</script><U+202E> evil" in listed.stdout  # visible, not acting
+    out = tmp_path / "hostile-site"
+    result = _fleet(cli_run, world, "build-site", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    pages = [p for p in out.rglob("*.html")]
+    assert not any(b"<script>alert(" in p.read_bytes() for p in pages)
+    [page] = [p for p in (out / "projects").iterdir() if p.name.startswith("script-alert")]
+    assert "&lt;script&gt;alert" in (page / "index.html").read_text(encoding="utf-8")

@@ -226,14 +226,15 @@ def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
     assert p.path is not None
     h = hashlib.sha256(json.dumps([p.name, str(p.path), p.origins, p.last_session]).encode())
     if not p.path.is_dir():
-        return _Plan(p, "missing", "the project folder does not exist", None,
-                     h.hexdigest() + ":missing")
+        why = "is not a folder" if p.path.exists() else "does not exist"
+        return _Plan(p, "missing", f"the project folder {why}", None, h.hexdigest() + ":missing")
     try:
         cfg = config_mod.resolve(project=p.path, env=dict(env))
     except ToolkitError as exc:
         return _Plan(p, "error", str(exc), None, h.hexdigest() + ":error:" + str(exc))
     # the fleet store's parse cache; the shared sources are the fleet's, not the project's
-    cfg = cfg.with_overrides(db_path=base.db_path, max_file_bytes=base.max_file_bytes)
+    cfg = cfg.with_overrides(db_path=base.db_path,
+                             max_file_bytes=cfg.max_file_bytes or base.max_file_bytes)
     for src in (LEDGER, SESSIONS):
         h.update(("\0".join(src.fingerprint(cfg)) + "\n").encode("utf-8", "surrogateescape"))
     return _Plan(p, "found", "", cfg, h.hexdigest())

@@ -67,8 +67,9 @@ class KnownProject:
 
 def smith_index(env: Mapping[str, str]) -> Path:
     """``$HOME/.smith/projects.json`` (HOME from ``env``: tests give their own)."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    return Path(home) / ".smith" / "projects.json"
+    from toolkit.config import home_dir
+
+    return home_dir(env) / ".smith" / "projects.json"
 
 
 def _text(value: Any) -> bool:
@@ -334,11 +335,11 @@ def _load_fleet(store: Store, plans: Sequence[_Plan], full: bool) -> SourceResul
 
 def default_store(env: Mapping[str, str]) -> Path:
     """``$TOOLKIT_FLEET_DB``, else ``<cache>/agent-ledger-toolkit/fleet.duckdb``."""
+    from toolkit.config import cache_dir
+
     if env.get(STORE_ENV):
         return Path(env[STORE_ENV]).expanduser()
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
-    return cache / "agent-ledger-toolkit" / "fleet.duckdb"
+    return cache_dir(env) / "fleet.duckdb"
 
 
 @dataclass

@@ -33,7 +33,6 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -457,10 +456,11 @@ def project_rows(store: Store) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- recurring knowledge
 
-# Two titles are "near-same" when their normalised forms have a difflib ratio of at least
-# this (0.85: "Retry flaky network tests" and "Retry flaky network test" match, "Pin the
-# ruff version" and "Pin the mypy version" do not).
-NEAR_SAME = 0.85
+# Two titles are "near-same" when their normalised forms have a similarity of at least this
+# (rapidfuzz's ``fuzz.ratio``: the normalised Indel similarity, 0-100, as difflib's ratio
+# measures it): "Retry flaky network tests" and "Retry flaky network test." match (98), "Pin
+# the ruff version" and "Pin the mypy version" do not (80).
+NEAR_SAME = 85.0
 _PUNCT = re.compile(r"[\W_]+", re.UNICODE)
 
 
@@ -468,11 +468,6 @@ def normalise_title(title: str) -> str:
     """A title folded for comparison: NFKC, casefolded, punctuation and whitespace runs to
     one space, trimmed."""
     return _PUNCT.sub(" ", unicodedata.normalize("NFKC", title).casefold()).strip()
-
-
-def near_same(a: str, b: str) -> bool:
-    """Whether two normalised titles are the same or near-same (:data:`NEAR_SAME`)."""
-    return a == b or SequenceMatcher(None, a, b, autojunk=False).ratio() >= NEAR_SAME
 
 
 @dataclass
@@ -491,6 +486,8 @@ def recurring_knowledge(entries: Sequence[dict[str, Any]]) -> list[Recurring]:
     """Groups of entries whose titles are the same or near-same after
     :func:`normalise_title`, found in at least two projects' ledgers: candidates for a
     user-wide ledger. Groups are ordered by how many projects hold them, then by title."""
+    from rapidfuzz import fuzz, process
+
     groups: list[tuple[str, list[dict[str, Any]]]] = []  # (first normalised title, entries)
     exact: dict[str, int] = {}
     for e in sorted(entries, key=lambda e: (e["project"], e["entry_id"])):
@@ -500,8 +497,10 @@ def recurring_knowledge(entries: Sequence[dict[str, Any]]) -> list[Recurring]:
         if not norm:
             continue
         i = exact.get(norm)
-        if i is None:
-            i = next((k for k, (key, _) in enumerate(groups) if near_same(key, norm)), None)
+        if i is None and groups:  # the most similar group's first title, scored in C
+            best = process.extractOne(norm, [key for key, _ in groups], scorer=fuzz.ratio,
+                                      score_cutoff=NEAR_SAME)
+            i = best[2] if best is not None else None
         if i is None:
             groups.append((norm, []))
             i = len(groups) - 1

@@ -249,8 +249,9 @@ def _recurring_page(recurring: Sequence[Any], ref: Any) -> FleetPage:
         wide=True,
         intro="Entries with the same or near-same title in several projects' ledgers: "
               "candidates for a user-wide ledger. Titles are compared casefolded, with "
-              "punctuation and spaces collapsed; near-same means a similarity ratio of at "
-              f"least {NEAR_SAME} (Python's difflib).",
+              "punctuation and spaces collapsed; near-same means a similarity of at least "
+              f"{NEAR_SAME:g} out of 100 (rapidfuzz's ratio, the normalised Indel "
+              "similarity).",
         sections=[Section("Candidates", f"{len(recurring)} titles.", Table(
             ("Title", "Projects", "Project", "Entry", "File", "Confidence"), rows,
             empty="No title recurs across projects."))])

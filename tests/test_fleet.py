@@ -353,3 +353,23 @@ def test_a_hostile_project_name_is_shown_as_text(world, cli_run, tmp_path):
     assert not any(b"<script>alert(" in p.read_bytes() for p in pages)
     [page] = [p for p in (out / "projects").iterdir() if p.name.startswith("script-alert")]
     assert "&lt;script&gt;alert" in (page / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_secret_in_a_project_name_never_reaches_a_page_path(world, cli_run, tmp_path):
+    import sqlite3
+
+    key = "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u"
+    conn = sqlite3.connect(world.audit)
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                 "('2026-05-03 10:00:00', 0, 'test', 'x', ?)", [f"leak ghp_{key}"])
+    conn.commit()
+    conn.close()
+    out = tmp_path / "plain-site"
+    result = _fleet(cli_run, world, "build-site", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    paths = [str(p.relative_to(out)) for p in out.rglob("*")]
+    assert any(p.startswith("projects/leak-") for p in paths)
+    assert not any(key.lower() in p.lower() for p in paths)
+    index = (out / "index.html").read_text(encoding="utf-8")
+    hrefs = re.findall(r'href="([^"]*)"', index)
+    assert not any(key.lower() in h.lower() for h in hrefs)

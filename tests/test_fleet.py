@@ -244,17 +244,17 @@ def fleet_site(world, cli_run, tmp_path) -> Path:
 def test_the_overview_has_a_card_per_project_with_its_numbers(fleet_site):
     page = _page(fleet_site, "index.html")
     header = next(r for r in page.rows if r and r[0] == "Project")
-    assert header == ["Project", "Status", "Vault", "High", "Medium", "Low",
+    assert header == ["Project", "Status", "Vault", "Entries (high / medium / low)",
                       "Over retry limit", "Pending verdicts", "Open debt", "Last activity"]
-    cards = {r[0]: r[1:] for r in page.rows if r and r[0] != "Project" and len(r) == 10}
-    assert cards["alpha"] == ["found", "found", "1", "1", "1", "0", "0", "1",
+    cards = {r[0]: r[1:] for r in page.rows if r and r[0] != "Project" and len(r) == 8}
+    assert cards["alpha"] == ["found", "found", "1 / 1 / 1", "0", "0", "1",
                               "2026-05-08 07:00:00"]
-    assert cards["beta"] == ["found", "found", "1", "0", "1", "0", "0", "1",
+    assert cards["beta"] == ["found", "found", "1 / 0 / 1", "0", "0", "1",
                              "2026-05-03 11:00:00"]
-    assert cards["gone"] == ["missing", "not found", "0", "0", "0", "0", "0", "0",
+    assert cards["gone"] == ["missing", "not found", "0 / 0 / 0", "0", "0", "0",
                              "2026-04-02 12:00:00"]
     # nagi-ledger's dispatches name no project: "fix login" has 2 retries, 2 dispatches wait
-    assert cards["(not assigned)"][5:8] == ["1", "2", "1"]
+    assert cards["(not assigned)"][3:6] == ["1", "2", "1"]
     for rel in ("projects/alpha/", "projects/beta/", "projects/gone/", "projects/ci-only/",
                 "unassigned/", "recurring/", "dispatches/", "debt/"):
         assert rel in page.links

@@ -124,17 +124,16 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
     roots = [(home, "~/")]
     cards = card_numbers(store)
     zero = {"over_limit": 0, "pending": 0, "open_debt": 0, "actions": 0}
-    columns = ("Project", "Status", "Vault", "High", "Medium", "Low", "Over retry limit",
-               "Pending verdicts", "Open debt", "Last activity")
-    rows = []
+    columns = ("Project", "Status", "Vault", "Entries (high / medium / low)",
+               "Over retry limit", "Pending verdicts", "Open debt", "Last activity")
+    rows: list[tuple[Any, ...]] = []
     for p in projects:
         c = cards.get(p["name"], zero)
-        conf = p["entries_by_confidence"]
         rows.append((refs[p["name"]], p["status"], "found" if p["vault"] else "not found",
-                     conf["high"], conf["medium"], conf["low"], c["over_limit"], c["pending"],
-                     c["open_debt"], p["last_activity"]))
+                     _by_confidence(p), c["over_limit"], c["pending"], c["open_debt"],
+                     p["last_activity"]))
     u = cards.get(None, zero)
-    rows.append((Ref(UNASSIGNED, UNASSIGNED_PAGE), "", "", None, None, None, u["over_limit"],
+    rows.append((Ref(UNASSIGNED, UNASSIGNED_PAGE), "", "", None, u["over_limit"],
                  u["pending"], u["open_debt"], None))
     recurring = recurring_knowledge(store.fetch_dicts(
         "SELECT project, entry_id, file, title, confidence FROM fleet_entries"))
@@ -149,7 +148,7 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
                     Table(columns, rows, empty="No project is known.")),
             Section("Across the fleet", "", Table(("Page", "What it shows"), [
                 (Ref("Recurring knowledge", "recurring.md"),
-                 f"{len(recurring)} titles found in more than one project's ledger"),
+                 f"titles found in more than one project's ledger: {len(recurring)}"),
                 (Ref("Retries and verdicts", "dispatches.md"),
                  "by project, agent type and model"),
                 (Ref("Debt by project", "debt.md"), "the slop ledger's entries by status")]))])]
@@ -179,17 +178,20 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
     return SiteContent(pages=pages, charts=[], downloads=[])
 
 
+def _by_confidence(p: Mapping[str, Any]) -> str:
+    conf = p["entries_by_confidence"]
+    return f"{conf['high']} / {conf['medium']} / {conf['low']}"
+
+
 def _project_page(store: Store, p: Mapping[str, Any], path: str, card: Mapping[str, int],
                   roots: Sequence[tuple[Path, str]]) -> FleetPage:
     from toolkit.reports import display_path
 
-    conf = p["entries_by_confidence"]
     fields = (
         Field("Name", p["name"]), Field("Folder", display_path(p["path"], roots) or None),
         Field("Status", p["status"]), Field("Vault", "found" if p["vault"] else "not found"),
         Field("Known from", ", ".join(p["origins"])),
-        Field("Entries (high / medium / low)",
-              f"{conf['high']} / {conf['medium']} / {conf['low']}"),
+        Field("Entries (high / medium / low)", _by_confidence(p)),
         Field("Tasks over the retry limit", card["over_limit"]),
         Field("Pending verdicts", card["pending"]), Field("Open debt", card["open_debt"]),
         Field("Actions", card["actions"]), Field("Last session", p["last_session"]),

@@ -373,3 +373,13 @@ def test_a_secret_in_a_project_name_never_reaches_a_page_path(world, cli_run, tm
     index = (out / "index.html").read_text(encoding="utf-8")
     hrefs = re.findall(r'href="([^"]*)"', index)
     assert not any(key.lower() in h.lower() for h in hrefs)
+
+
+def test_a_project_with_a_bad_toolkit_yaml_is_listed_with_the_error(world, cli_run):
+    (world.alpha / "toolkit.yaml").write_text("colour: red\n", encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["alpha"]["status"] == "error" and "unknown setting(s) colour" in \
+        rows["alpha"]["note"]
+    assert rows["alpha"]["entries"] == 0 and rows["beta"]["entries"] == 2

@@ -383,3 +383,14 @@ def test_a_project_with_a_bad_toolkit_yaml_is_listed_with_the_error(world, cli_r
     assert rows["alpha"]["status"] == "error" and "unknown setting(s) colour" in \
         rows["alpha"]["note"]
     assert rows["alpha"]["entries"] == 0 and rows["beta"]["entries"] == 2
+
+
+def test_the_fleet_files_name_wins_for_a_folder_both_list(world, cli_run):
+    world.fleet_file.write_text(f"projects:\n  - {{name: alpha-app, path: {world.alpha}}}\n",
+                                encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["alpha-app"]["path"] == str(world.alpha)
+    assert rows["alpha-app"]["origins"] == ["smith", "fleet file"]
+    assert rows["alpha-app"]["last_session"] == "2026-05-06 09:00:00"  # kept from the index
+    assert rows["alpha"]["status"] == "no folder"  # the records still name "alpha"

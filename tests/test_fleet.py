@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._audit_helpers import insert
 from tests._fleet_helpers import SHARED_TITLE, FleetWorld, ledger_entry, make_fleet
 from toolkit.config import resolve
 from toolkit.fleet import normalise_title, open_fleet, recurring_knowledge
@@ -308,14 +309,9 @@ def test_a_second_build_reads_nothing_and_links_resolve(world, cli_run, fleet_si
 
 
 def test_the_redacted_fleet_site_shows_no_secret(world, cli_run, tmp_path):
-    import sqlite3
-
     secret = "ghp_" + "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u"  # a fake of the right shape
-    conn = sqlite3.connect(world.audit)
-    conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary) VALUES "
-                 "('2026-05-03 10:00:00', 't', ?, 'inherit', 's')", [f"agent {secret}"])
-    conn.commit()
-    conn.close()
+    insert(world.audit, "dispatches", ts="2026-05-03 10:00:00", task="t",
+           agent_type=f"agent {secret}", model="inherit", brief_summary="s")
     out = tmp_path / "redacted"
     result = _fleet(cli_run, world, "build-site", "--out", str(out), "--redact")
     assert result.exit_code == 0, result.output
@@ -336,14 +332,9 @@ def test_without_audit_db_or_slop_ledger_the_index_projects_are_listed(world, cl
 
 
 def test_a_hostile_project_name_is_shown_as_text(world, cli_run, tmp_path):
-    import sqlite3
-
     hostile = "<script>alert('p')</script>\u202e evil"
-    conn = sqlite3.connect(world.audit)
-    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
-                 "('2026-05-03 10:00:00', 0, 'test', 'x', ?)", [hostile])
-    conn.commit()
-    conn.close()
+    insert(world.audit, "actions", ts="2026-05-03 10:00:00", tier=0, category="test",
+           description="x", project=hostile)
     listed = _fleet(cli_run, world, "list")
     assert "<script>alert('p')</script><U+202E> evil" in listed.stdout  # visible, not acting
     out = tmp_path / "hostile-site"
@@ -356,14 +347,9 @@ def test_a_hostile_project_name_is_shown_as_text(world, cli_run, tmp_path):
 
 
 def test_a_secret_in_a_project_name_never_reaches_a_page_path(world, cli_run, tmp_path):
-    import sqlite3
-
     key = "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u"
-    conn = sqlite3.connect(world.audit)
-    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
-                 "('2026-05-03 10:00:00', 0, 'test', 'x', ?)", [f"leak ghp_{key}"])
-    conn.commit()
-    conn.close()
+    insert(world.audit, "actions", ts="2026-05-03 10:00:00", tier=0, category="test",
+           description="x", project=f"leak ghp_{key}")
     out = tmp_path / "plain-site"
     result = _fleet(cli_run, world, "build-site", "--out", str(out))
     assert result.exit_code == 0, result.output

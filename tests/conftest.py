@@ -23,7 +23,8 @@ FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
 # The sources' settings name their own variables (toolkit.loaders.settings); these are the rest.
 _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TOOLKIT_DB",
              "TOOLKIT_MAX_FILE_MB", "TOOLKIT_TODAY", "TOOLKIT_SITE_URL", "GH_TOKEN",
-             "GITHUB_TOKEN", "SOURCE_DATE_EPOCH", "TOOLKIT_EDITOR_PAUSE", "NAGI_BRIEF_REPOS")
+             "GITHUB_TOKEN", "SOURCE_DATE_EPOCH", "TOOLKIT_EDITOR_PAUSE", "NAGI_BRIEF_REPOS",
+             "TOOLKIT_FLEET", "TOOLKIT_FLEET_DB", "XDG_CACHE_HOME")
 
 
 @pytest.fixture(autouse=True)

@@ -345,3 +345,43 @@ def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(
     p.locator("article a", has_text="All turns").click()
     p.wait_for_load_state("load")
     assert p.url.rstrip("/").endswith("/snapshots")
+
+
+@pytest.fixture(scope="module")
+def fleet_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The fleet site of tests/_fleet_helpers.py (three projects, one gone), built by the CLI
+    as a user would."""
+    from tests._fleet_helpers import make_fleet
+
+    base = tmp_path_factory.mktemp("fleet")
+    home = base / "home"
+    home.mkdir()
+    world = make_fleet(base, home)
+    env = {**os.environ, **world.env(), "TOOLKIT_ANALYSES": "0"}
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "fleet", "--store",
+                           str(world.store), "build-site", "--out", str(base / "site"),
+                           "--build-time", "1778414400"],
+                          capture_output=True, text=True, env=env, cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    served = _serve(base / "site")
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def test_the_fleet_overview_loads_offline_and_its_links_resolve(
+        fleet_served: Served, page: tuple[Any, Watch]) -> None:
+    p, watch = page
+    p.goto(fleet_served.base, wait_until="load")
+    article = p.locator("article").inner_text()
+    assert "One card per project" in article and "gone" in article
+    assert "(not assigned)" in article
+    hrefs = p.locator("article a").evaluate_all("links => links.map(a => a.href)")
+    targets = sorted({h.split("#")[0] for h in hrefs if h.startswith(fleet_served.base)})
+    assert any("/projects/alpha/" in t for t in targets)
+    assert any(t.endswith("/recurring/") for t in targets)
+    for target in targets:  # every card and section link opens a page of the site
+        response = p.goto(target, wait_until="load")
+        assert response is not None and response.status == 200, target
+        assert p.locator("article h1").first.inner_text().strip()
+    assert all(urlsplit(u).hostname == "127.0.0.1" for u in watch.requests)

@@ -32,7 +32,7 @@ def test_no_short_help_is_cut_off(cli_run):
 
     groups = [name for name in COMMANDS
               if "Commands:" in cli_run(name, "--help").output]
-    assert groups == ["audit", "ledger", "slop", "snapshots"]
+    assert groups == ["audit", "fleet", "ledger", "slop", "snapshots"]
     for name in ["", *groups]:
         out = cli_run(*([name] if name else []), "--help").output
         listing = out.split("Commands:", 1)[1]

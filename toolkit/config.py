@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,16 @@ def _folder_key(folder: Path) -> str:
     return f"{name}-{digest}"
 
 
-def _home(env: dict[str, str]) -> Path:
+def home_dir(env: Mapping[str, str]) -> Path:
+    """The user's home folder: ``$HOME`` of ``env`` (tests give their own)."""
     return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """The toolkit's folder in the user's cache: ``$XDG_CACHE_HOME`` or ``~/.cache``, then
+    ``agent-ledger-toolkit``."""
+    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home_dir(env) / ".cache"
+    return cache / "agent-ledger-toolkit"
 
 
 def _parse_today(value: Any, origin: str) -> dt.date:
@@ -214,7 +223,7 @@ def resolve(
     """
     env = dict(os.environ) if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
-    home = _home(env)
+    home = home_dir(env)
 
     if project is not None:
         root = Path(project).expanduser().resolve()
@@ -257,8 +266,7 @@ def resolve(
     # toolkit.yaml) gets one in the user's cache, so running a command there leaves no trace.
     state = root / ".toolkit"
     if project is None and found is None:
-        cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
-        state = cache / "agent-ledger-toolkit" / _folder_key(root)
+        state = cache_dir(env) / _folder_key(root)
     db = pick("db", env.get("TOOLKIT_DB"), state / "ledger.duckdb")
     site_dir = pick("site_dir", None, state / "site")
     site_url = pick("site_url", env.get("TOOLKIT_SITE_URL"), None)

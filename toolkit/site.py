@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from toolkit.checks import Result
     from toolkit.config import Config
-    from toolkit.reports import Page
+    from toolkit.reports import Page, SiteContent
     from toolkit.store import Store
 
 def _resources() -> Path:
@@ -536,6 +536,46 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     (``Store.redacted_copy``), so every page, file name, nav title, download and search entry
     is made from text that went through ``toolkit.redact``."""
     redact = cfg.redact if redact is None else redact
+    site, build = build_paths(cfg, out)
+    build_time = build_time or build_time_from(None)
+    today = cfg.today or build_time.date()
+
+    def content(source: Store, site_name: str, build: Path, mark: Callable[[str], None]
+                ) -> Made:
+        return _project_content(cfg, source, site_name=site_name, build=build,
+                                build_time=build_time, today=today, redact=redact, mark=mark,
+                                checks=checks)
+
+    result = render_site(store, content, site=site, build=build, site_name=site_name_for(cfg),
+                         clean=clean, build_time=build_time, progress=progress,
+                         templates=templates, base_config=base_config, redact=redact)
+    _record_build(cfg, site, redact)
+    return result
+
+
+@dataclass
+class Made:
+    """What a site's content step made: its pages, charts and downloads, files besides them
+    (the analyses' figures) and what the analyses did."""
+
+    content: SiteContent
+    files: dict[str, bytes] = field(default_factory=dict)
+    analyses_run: list[str] = field(default_factory=list)
+    analyses_cached: list[str] = field(default_factory=list)
+    analyses_failed: list[str] = field(default_factory=list)
+
+
+MakeContent = Callable[["Store", str, Path, Callable[[str], None]], Made]
+
+
+def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, site_name: str,
+                clean: bool = False, build_time: dt.datetime | None = None,
+                progress: Progress | None = None, templates: Path = TEMPLATES_DIR,
+                base_config: Path = BASE_CONFIG, redact: bool = False) -> BuildResult:
+    """Build a site into ``site`` (Markdown in ``build``) from the pages ``make(store,
+    site_name, build, mark)`` returns: the one machinery behind the project site and the
+    fleet site (escaping, redaction, downloads, link checks, strict MkDocs, incremental
+    rebuilds; see the module docstring)."""
     started = time.perf_counter()
     timings: dict[str, float] = {}
     last = [started]
@@ -545,10 +585,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
         timings[stage] = timings.get(stage, 0.0) + now - last[0]
         last[0] = now
 
-    site, build = build_paths(cfg, out)
     check_output_folder(site)
     build_time = build_time or build_time_from(None)
-    today = cfg.today or build_time.date()
     if clean:
         for folder in (site, build):
             if folder.is_dir():
@@ -560,59 +598,59 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     copy_path = build / REDACTED_COPY
     source = store
     if redact:
+        from toolkit.redact import redact as redact_text
         from toolkit.redact import redactor
 
         # fold: loaders lowercase some values (categories, enums), and a lowercased key id
         # is still a key id
         source = store.redacted_copy(copy_path, redactor(fold=True))
+        site_name = redact_text(site_name, fold=True)
         mark("redaction")
     try:
-        result = _build_from(cfg, source, site=site, build=build, docs=docs, clean=clean,
-                             build_time=build_time, today=today, progress=progress,
-                             templates=templates, base_config=base_config, redact=redact,
-                             mark=mark, checks=checks)
+        made = make(source, site_name, build, mark)
+        result = _build_from(source, made, site=site, build=build, docs=docs, clean=clean,
+                             build_time=build_time, progress=progress, templates=templates,
+                             base_config=base_config, redact=redact, mark=mark,
+                             site_name=site_name)
     finally:
         if source is not store:
             source.close()
             for p in (copy_path, copy_path.with_name(copy_path.name + ".wal")):
                 p.unlink(missing_ok=True)
-    _record_build(cfg, site, redact)
     result.seconds = time.perf_counter() - started
     result.timings = timings
     return result
 
 
-def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Path, clean: bool,
-                build_time: dt.datetime, today: dt.date, progress: Progress | None,
-                templates: Path, base_config: Path, redact: bool,
-                mark: Callable[[str], None], checks: Sequence[Result] | None = None
-                ) -> BuildResult:
-    """Steps 1-3 of the module docstring, from ``store`` (the redacted copy with --redact)."""
-    from toolkit import reports
-
-    site_name = site_name_for(cfg)
-    if redact:
-        from toolkit.redact import redact as redact_text
-
-        site_name = redact_text(site_name, fold=True)
-
-    roots = display_roots(cfg.project_root)
-    from toolkit import handoff_page
+def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
+                     build_time: dt.datetime, today: dt.date, redact: bool,
+                     mark: Callable[[str], None], checks: Sequence[Result] | None) -> Made:
+    """The project site's pages (step 1 of the module docstring), from ``store`` (the
+    redacted copy with --redact): reports, handoff, checks, turn diffs and analyses."""
+    from toolkit import handoff_page, reports, turn_diffs
     from toolkit.analyses import Analyses
     from toolkit.checks import page as checks_page
 
+    roots = display_roots(cfg.project_root)
     extra = [handoff_page.builder(cfg, build_time, checks)]
     extra += [checks_page.builder(checks)] if checks is not None else []
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
                                          extra=extra)
     checks_page.put_badge(content.pages, checks)
-    from toolkit import turn_diffs
-
     turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")
     analyses = Analyses(cfg, build, today, redact, int(build_time.timestamp()))
     content.pages += analyses.pages(store)
     mark("analyses")
+    return Made(content, dict(analyses.files), analyses.ran, analyses.cached, analyses.failed)
+
+
+def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path, clean: bool,
+                build_time: dt.datetime, progress: Progress | None, templates: Path,
+                base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str
+                ) -> BuildResult:
+    """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact)."""
+    content = made.content
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
@@ -646,7 +684,7 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
         files[rel] = svg
         if _write_if_changed(docs / rel, svg):
             written.append(rel)
-    for rel, data in sorted(analyses.files.items()):
+    for rel, data in sorted(made.files.items()):
         files[rel] = data
         if _write_if_changed(docs / rel, data):
             written.append(rel)
@@ -698,8 +736,9 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
                        pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),
                        search_docs=docs_count, seconds=0.0, charts_drawn=charts_drawn,
-                       warnings=run.warnings, redacted=redact, analyses_run=analyses.ran,
-                       analyses_cached=analyses.cached, analyses_failed=analyses.failed)
+                       warnings=run.warnings, redacted=redact, analyses_run=made.analyses_run,
+                       analyses_cached=made.analyses_cached,
+                       analyses_failed=made.analyses_failed)
 
 
 def _record_build(cfg: Config, site: Path, redacted: bool) -> None:
@@ -864,8 +903,8 @@ def _write_state(path: Path, data: dict[str, Any]) -> None:
 
 # =========================================================================== config and nav
 
-_SECTIONS = ("Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Snapshots", "Analyses", "Data",
-             "Warnings")
+_SECTIONS = ("Overview", "Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Snapshots",
+             "Analyses", "Data", "Warnings")
 
 
 def make_nav(pages: list[Page]) -> list[Any]:

@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
     "export": ("toolkit.cli.data:export",
                "Export every table as hive-partitioned Parquet (by project and table)."),
+    "fleet": ("toolkit.cli.fleet:fleet",
+              "Every project your agents work in: list them, build one site over them all."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
     "ledger": ("toolkit.cli.ledger:ledger",
                "Smith Ledger: dashboard, list, show, search, export, prune, promote, demote, "

@@ -1,0 +1,382 @@
+"""`toolkit fleet`: the projects a user's agents work in, and one site over them (issue 17).
+
+The fleet is built in tmp_path by tests/_fleet_helpers.py: alpha and beta with vaults, gone
+with its folder deleted, ci-only seen only in the records, and rows with no project."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from tests._audit_helpers import insert
+from tests._fleet_helpers import SHARED_TITLE, FleetWorld, ledger_entry, make_fleet
+from toolkit.config import resolve
+from toolkit.fleet import normalise_title, open_fleet, recurring_knowledge
+
+BUILD_TIME = dt.datetime(2026, 5, 10, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FleetWorld:
+    w = make_fleet(tmp_path, isolated_env)
+    for key, value in w.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)  # where toolkit-fleet.yaml is found
+    return w
+
+
+def _fleet(cli_run, w: FleetWorld, *args: str):  # type: ignore[no-untyped-def]
+    return cli_run("fleet", "--store", str(w.store), *args)
+
+
+def _open(w: FleetWorld):  # type: ignore[no-untyped-def]
+    cfg = resolve(cwd=w.base, env=w.env())
+    return open_fleet(cfg, store_path=w.store, fleet_file=w.fleet_file, env=w.env())
+
+
+# --------------------------------------------------------------------------- fleet list
+
+def test_list_shows_every_known_project_with_its_status_and_last_activity(world, cli_run):
+    result = _fleet(cli_run, world, "list")
+    assert result.exit_code == 0, result.output
+    lines = {ln.split()[0]: ln for ln in result.stdout.splitlines()[2:]}
+    assert sorted(lines) == ["alpha", "beta", "ci-only", "gone"]
+    assert lines["alpha"].split()[1:] == [str(world.alpha), "found", "found", "2026-05-08",
+                                          "07:00:00"]  # the slop change is the latest
+    assert lines["beta"].split()[1:] == [str(world.beta), "found", "found", "2026-05-03",
+                                         "11:00:00"]
+    # the folder is gone: listed as missing, never an error; its audit row still counts
+    assert lines["gone"].split()[1:] == [str(world.gone), "missing", "-", "2026-04-02",
+                                         "12:00:00"]
+    assert lines["ci-only"].split()[1:] == ["-", "no", "folder", "-", "2026-05-05", "12:00:00"]
+
+
+def test_list_json_gives_each_project_and_its_activity(world, cli_run):
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    rows = {p["name"]: p for p in data["projects"]}
+    alpha = rows["alpha"]
+    assert alpha["path"] == str(world.alpha) and alpha["vault"] is True
+    assert alpha["origins"] == ["smith", "audit", "slop"]
+    # Smith's index says 2026-05-06, the newest session log is of 2026-05-04
+    assert alpha["last_session"] == "2026-05-06 09:00:00"
+    assert alpha["last_action"] == "2026-05-07 10:00:00"
+    assert alpha["last_slop_change"] == "2026-05-08 07:00:00"
+    assert alpha["last_activity"] == "2026-05-08 07:00:00"
+    assert alpha["entries_by_confidence"] == {"high": 1, "medium": 1, "low": 1}
+    assert rows["beta"]["origins"] == ["fleet file", "audit", "slop"]
+    assert rows["beta"]["open_debt"] == 1  # one open, one resolved
+    assert rows["gone"]["status"] == "missing" and rows["gone"]["vault"] is False
+    assert rows["ci-only"] == {**rows["ci-only"], "path": None, "status": "no folder",
+                               "origins": ["audit"]}
+    assert sorted(data["read"]) == ["alpha", "beta", "gone"] and data["unchanged"] == []
+
+
+def test_the_home_folder_is_the_one_given(world, cli_run, tmp_path):
+    other = tmp_path / "other-home"
+    other.mkdir()
+    result = cli_run("fleet", "--store", str(world.store), "list", "--json",
+                     env={"HOME": str(other)})
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    # alpha and gone are in $HOME/.smith/projects.json: that home has none, so they are
+    # known from the audit records only, without a folder
+    assert rows["alpha"]["path"] is None and rows["alpha"]["origins"] == ["audit", "slop"]
+    assert rows["gone"]["status"] == "no folder"
+    assert rows["beta"]["path"] == str(world.beta)  # from the fleet file
+
+
+def test_a_fleet_file_may_list_bare_paths(world, cli_run, tmp_path):
+    other = tmp_path / "other.yaml"
+    other.write_text(f"projects:\n  - {world.beta}\n", encoding="utf-8")
+    result = _fleet(cli_run, world, "--fleet", str(other), "list", "--json")
+    beta = [p for p in json.loads(result.stdout)["projects"] if p["name"] == "beta"]
+    assert beta[0]["path"] == str(world.beta) and beta[0]["vault"] is True
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("projects: code/beta\n", "setting projects must be a list"),
+    ("projects:\n  - {name: beta, path: code/beta, colour: red}\n",
+     "projects[1]: unknown key(s) colour"),
+    ("projects:\n  - {name: beta, path: 3}\n", "projects[1]: path must be text"),
+    ("projects:\n  - [code/beta]\n", "projects[1] must be a path or a {name, path} mapping"),
+    ("project:\n  - code/beta\n", "unknown setting(s) project"),
+    ("- code/beta\n", "a fleet file must be a mapping"),
+])
+def test_a_bad_fleet_file_is_bad_data_naming_what_is_wrong(world, cli_run, text, message):
+    world.fleet_file.write_text(text, encoding="utf-8")
+    result = _fleet(cli_run, world, "list")
+    assert result.exit_code == 65
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and str(world.fleet_file) in line and message in line
+
+
+@pytest.mark.parametrize("text", ['{"name": "alpha"}', '[{"name": "alpha"}]', "[1]", "not json"])
+def test_a_bad_smith_index_is_bad_data(world, cli_run, text):
+    (world.home / ".smith" / "projects.json").write_text(text, encoding="utf-8")
+    result = _fleet(cli_run, world, "list")
+    assert result.exit_code == 65
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and "projects.json" in line
+
+
+def test_no_smith_index_and_no_fleet_file_lists_the_records_projects(world, cli_run):
+    (world.home / ".smith" / "projects.json").unlink()
+    world.fleet_file.unlink()
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p["status"] for p in json.loads(result.stdout)["projects"]}
+    assert rows == {"alpha": "no folder", "beta": "no folder", "ci-only": "no folder",
+                    "gone": "no folder"}
+
+
+# --------------------------------------------------------------------------- refresh
+
+def test_a_refresh_reads_only_the_project_that_changed(world):
+    with _open(world) as first:
+        assert sorted(first.load.read) == ["alpha", "beta", "gone"]
+    with _open(world) as again:
+        assert again.load.read == [] and sorted(again.load.unchanged) == ["alpha", "beta",
+                                                                          "gone"]
+    patterns = world.beta / ".smith" / "vault" / "ledger" / "patterns.md"
+    patterns.write_text(patterns.read_text(encoding="utf-8")
+                        + ledger_entry("Cache the wheels", "medium"), encoding="utf-8")
+    with _open(world) as third:
+        assert third.load.read == ["beta"] and sorted(third.load.unchanged) == ["alpha",
+                                                                                "gone"]
+        titles = [r[0] for r in third.store.fetch(
+            "SELECT title FROM fleet_entries WHERE project = 'beta' ORDER BY title")[1]]
+        assert titles == ["Cache the wheels", "Retry flaky network test.",
+                          "Use uv for installs"]
+        # alpha's rows were kept, not read again
+        assert third.store.scalar(
+            "SELECT count(*) FROM fleet_entries WHERE project = 'alpha'") == 3
+
+
+def test_a_project_whose_folder_went_away_loses_its_entries(world):
+    import shutil
+
+    with _open(world):
+        pass
+    shutil.rmtree(world.beta)
+    with _open(world) as again:
+        assert again.load.read == ["beta"]
+        assert again.store.scalar(
+            "SELECT count(*) FROM fleet_entries WHERE project = 'beta'") == 0
+        assert again.store.scalar(
+            "SELECT status FROM fleet_projects WHERE project = 'beta'") == "missing"
+
+
+# --------------------------------------------------------------------------- recurring knowledge
+
+def test_titles_are_normalised_and_near_same_titles_grouped():
+    assert normalise_title("  Retry  flaky-network TESTS!! ") == "retry flaky network tests"
+    rows = [
+        {"project": "a", "entry_id": "patterns/1", "file": "patterns", "title": SHARED_TITLE,
+         "confidence": "high"},
+        {"project": "b", "entry_id": "patterns/1", "file": "patterns",
+         "title": "Retry flaky network test.", "confidence": "low"},
+        {"project": "a", "entry_id": "patterns/2", "file": "patterns",
+         "title": "Pin the ruff version", "confidence": "high"},
+        {"project": "b", "entry_id": "patterns/2", "file": "patterns",
+         "title": "Pin the mypy version", "confidence": "high"},
+        {"project": "a", "entry_id": "patterns/3", "file": "patterns",
+         "title": "Use uv", "confidence": "high"},
+        {"project": "a", "entry_id": "patterns/4", "file": "edge-cases",
+         "title": "use UV", "confidence": "low"},
+    ]
+    [group] = recurring_knowledge(rows)  # "use uv" twice, but in one project only
+    assert group.projects == ["a", "b"]
+    assert [(e["project"], e["confidence"]) for e in group.entries] == [("a", "high"),
+                                                                         ("b", "low")]
+
+
+# --------------------------------------------------------------------------- the site
+
+class _Text(HTMLParser):
+    """The visible text of a page's article, and its links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.rows: list[list[str]] = []
+        self.links: list[str] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "a":
+            self.links += [v for k, v in attrs if k == "href" and v]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self.rows:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _page(site: Path, rel: str) -> _Text:
+    parser = _Text()
+    parser.feed((site / rel).read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.fixture
+def fleet_site(world, cli_run, tmp_path) -> Path:
+    out = tmp_path / "fleet-site"
+    result = _fleet(cli_run, world, "build-site", "--out", str(out), "--build-time",
+                    BUILD_TIME.isoformat())
+    assert result.exit_code == 0, result.output
+    assert "Fleet site built (full)" in result.stdout
+    return out
+
+
+def test_the_overview_has_a_card_per_project_with_its_numbers(fleet_site):
+    page = _page(fleet_site, "index.html")
+    header = next(r for r in page.rows if r and r[0] == "Project")
+    assert header == ["Project", "Status", "Vault", "Entries (high / medium / low)",
+                      "Over retry limit", "Pending verdicts", "Open debt", "Last activity"]
+    cards = {r[0]: r[1:] for r in page.rows if r and r[0] != "Project" and len(r) == 8}
+    assert cards["alpha"] == ["found", "found", "1 / 1 / 1", "0", "0", "1",
+                              "2026-05-08 07:00:00"]
+    assert cards["beta"] == ["found", "found", "1 / 0 / 1", "0", "0", "1",
+                             "2026-05-03 11:00:00"]
+    assert cards["gone"] == ["missing", "not found", "0 / 0 / 0", "0", "0", "0",
+                             "2026-04-02 12:00:00"]
+    # nagi-ledger's dispatches name no project: "fix login" has 2 retries, 2 dispatches wait
+    assert cards["(not assigned)"][3:6] == ["1", "2", "1"]
+    for rel in ("projects/alpha/", "projects/beta/", "projects/gone/", "projects/ci-only/",
+                "unassigned/", "recurring/", "dispatches/", "debt/"):
+        assert rel in page.links
+
+
+def test_a_project_page_lists_its_entries_and_debt(fleet_site):
+    page = _page(fleet_site, "projects/alpha/index.html")
+    cells = [c for r in page.rows for c in r]
+    assert SHARED_TITLE in cells and "Pin the ruff version" in cells
+    assert "Entry number 1" in cells  # its open slop entry
+    assert "Unowned debt" not in cells
+    unassigned = [c for r in _page(fleet_site, "unassigned/index.html").rows for c in r]
+    assert "Unowned debt" in unassigned and "Bash: exit 1" not in unassigned  # tiers only
+
+
+def test_recurring_knowledge_lists_a_title_found_in_two_ledgers(fleet_site):
+    page = _page(fleet_site, "recurring/index.html")
+    rows = [r for r in page.rows if r and r[0] == SHARED_TITLE]
+    assert [(r[2], r[3], r[5]) for r in rows] == [
+        ("alpha", SHARED_TITLE, "high"), ("beta", "Retry flaky network test.", "low")]
+    assert all(r[1] == "2" for r in rows)
+    assert "../projects/alpha/" in page.links and "../projects/beta/" in page.links
+
+
+def test_retries_verdicts_and_debt_pages(fleet_site):
+    disp = [r for r in _page(fleet_site, "dispatches/index.html").rows if len(r) == 11]
+    assert ["(not assigned)", "general-purpose", "inherit", "2", "1", "1", "1", "0", "1", "1",
+            "0"] in disp
+    assert ["(not assigned)", "general-purpose", "opus", "1", "1", "0", "1", "0", "0", "0",
+            "1"] in disp
+    debt = {r[0]: r[1:] for r in _page(fleet_site, "debt/index.html").rows if len(r) == 8}
+    assert debt["beta"] == ["1", "0", "1", "0", "0", "1", "2"]
+    assert debt["(not assigned)"] == ["1", "0", "0", "0", "0", "0", "1"]
+
+
+def test_a_second_build_reads_nothing_and_links_resolve(world, cli_run, fleet_site):
+    result = _fleet(cli_run, world, "build-site", "--out", str(fleet_site), "--build-time",
+                    BUILD_TIME.isoformat())
+    assert result.exit_code == 0, result.output
+    assert "projects read again: 0, unchanged: 3" in result.stdout
+    for html_file in fleet_site.rglob("*.html"):
+        if html_file.name == "404.html":  # links from the site root, wherever it is served
+            continue
+        for link in _page(fleet_site, str(html_file.relative_to(fleet_site))).links:
+            if re.match(r"^[a-z]+:|^#", link):
+                assert not link.startswith(("http:", "https:")) or "squidfunk" in link \
+                    or "mkdocs" in link, link
+                continue
+            target = (html_file.parent / link.split("#")[0]).resolve()
+            assert target.exists(), f"{html_file}: {link}"
+
+
+def test_the_redacted_fleet_site_shows_no_secret(world, cli_run, tmp_path):
+    secret = "ghp_" + "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u"  # a fake of the right shape
+    insert(world.audit, "dispatches", ts="2026-05-03 10:00:00", task="t",
+           agent_type=f"agent {secret}", model="inherit", brief_summary="s")
+    out = tmp_path / "redacted"
+    result = _fleet(cli_run, world, "build-site", "--out", str(out), "--redact")
+    assert result.exit_code == 0, result.output
+    text = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert secret.encode() not in text and b"agent [REDACTED]" in text
+
+
+def test_without_audit_db_or_slop_ledger_the_index_projects_are_listed(world, cli_run):
+    world.audit.unlink()
+    world.slop.unlink()
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert sorted(rows) == ["alpha", "beta", "gone"]
+    # the vault's newer of Smith's last session and the session logs
+    assert rows["alpha"]["last_activity"] == "2026-05-06 09:00:00"
+    assert rows["gone"]["last_activity"] == "2026-04-01 08:00:00"
+
+
+def test_a_hostile_project_name_is_shown_as_text(world, cli_run, tmp_path):
+    hostile = "<script>alert('p')</script>\u202e evil"
+    insert(world.audit, "actions", ts="2026-05-03 10:00:00", tier=0, category="test",
+           description="x", project=hostile)
+    listed = _fleet(cli_run, world, "list")
+    assert "<script>alert('p')</script><U+202E> evil" in listed.stdout  # visible, not acting
+    out = tmp_path / "hostile-site"
+    result = _fleet(cli_run, world, "build-site", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    pages = [p for p in out.rglob("*.html")]
+    assert not any(b"<script>alert(" in p.read_bytes() for p in pages)
+    [page] = [p for p in (out / "projects").iterdir() if p.name.startswith("script-alert")]
+    assert "&lt;script&gt;alert" in (page / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_secret_in_a_project_name_never_reaches_a_page_path(world, cli_run, tmp_path):
+    key = "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u"
+    insert(world.audit, "actions", ts="2026-05-03 10:00:00", tier=0, category="test",
+           description="x", project=f"leak ghp_{key}")
+    out = tmp_path / "plain-site"
+    result = _fleet(cli_run, world, "build-site", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    paths = [str(p.relative_to(out)) for p in out.rglob("*")]
+    assert any(p.startswith("projects/leak-") for p in paths)
+    assert not any(key.lower() in p.lower() for p in paths)
+    index = (out / "index.html").read_text(encoding="utf-8")
+    hrefs = re.findall(r'href="([^"]*)"', index)
+    assert not any(key.lower() in h.lower() for h in hrefs)
+
+
+def test_a_project_with_a_bad_toolkit_yaml_is_listed_with_the_error(world, cli_run):
+    (world.alpha / "toolkit.yaml").write_text("colour: red\n", encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["alpha"]["status"] == "error" and "unknown setting(s) colour" in \
+        rows["alpha"]["note"]
+    assert rows["alpha"]["entries"] == 0 and rows["beta"]["entries"] == 2
+
+
+def test_the_fleet_files_name_wins_for_a_folder_both_list(world, cli_run):
+    world.fleet_file.write_text(f"projects:\n  - {{name: alpha-app, path: {world.alpha}}}\n",
+                                encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["alpha-app"]["path"] == str(world.alpha)
+    assert rows["alpha-app"]["origins"] == ["smith", "fleet file"]
+    assert rows["alpha-app"]["last_session"] == "2026-05-06 09:00:00"  # kept from the index
+    assert rows["alpha"]["status"] == "no folder"  # the records still name "alpha"

@@ -1,0 +1,116 @@
+"""Fleet commands: every project a user's agents work in (list, build-site)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolkit.cli._common import echo_json, get_config, render_rows
+from toolkit.display import visible
+
+
+@click.group()
+@click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="Fleet file: a YAML mapping whose projects: list holds folders (each a "
+                   "path, or {name, path}). Default: $TOOLKIT_FLEET, else the nearest "
+                   "toolkit-fleet.yaml at or above the current folder, else none.")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="The fleet store, a DuckDB file (default: $TOOLKIT_FLEET_DB, else "
+                   "~/.cache/agent-ledger-toolkit/fleet.duckdb).")
+@click.option("--full", is_flag=True, help="Read every project again, changed or not.")
+@click.pass_context
+def fleet(ctx: click.Context, fleet_file: Path | None, store_path: Path | None,
+          full: bool) -> None:
+    """Every project your agents work in, in one view.
+
+    Projects come from Smith's index ($HOME/.smith/projects.json), from the fleet file, and
+    from the project values of the shared records (nagi-ledger's actions, a project field on
+    slop ledger entries). The audit DB and slop ledger are found as every command finds them
+    (--audit-db, --slop, toolkit.yaml, environment, defaults). Each command refreshes the
+    fleet store first; a project whose vault did not change is not read again.
+    """
+    ctx.obj = {"fleet_file": fleet_file, "store": store_path, "full": full}
+
+
+def _open() -> Any:
+    from toolkit.fleet import default_store, find_fleet_file, open_fleet
+
+    opts = click.get_current_context().obj
+    env = dict(os.environ)
+    fleet_file = opts["fleet_file"] or find_fleet_file(Path.cwd(), env)
+    store = opts["store"] or default_store(env)
+    opened = open_fleet(get_config(), store_path=Path(store).expanduser().resolve(),
+                        fleet_file=fleet_file, env=env, full=opts["full"])
+    for error in opened.errors:
+        click.echo(visible(f"Warning: {error}", single_line=True), err=True)
+    return opened
+
+
+@fleet.command("list")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: the projects (name, path, status, vault, where each was "
+                   "found, last session, last action, last slop change, last activity, "
+                   "entries by confidence, open debt) and what the refresh read.")
+def list_projects(as_json: bool) -> None:
+    """List the projects, their folders and last activity.
+
+    For each: its folder, its status (found; missing: the folder is gone; no folder: seen
+    only in the records), whether its vault is found, and its last activity (the latest of
+    its vault's last session, its last audit action and its last slop change)."""
+    from toolkit.fleet import project_rows
+
+    with _open() as opened:
+        rows = project_rows(opened.store)
+        if as_json:
+            echo_json({"projects": rows, "read": opened.load.read,
+                       "unchanged": opened.load.unchanged})
+            return
+    click.echo(render_rows(
+        ("Project", "Path", "Status", "Vault", "Last activity"),
+        [(r["name"], r["path"] or "-", r["status"], "found" if r["vault"] else "-",
+          r["last_activity"] or "-") for r in rows], "table"))
+    click.echo(f"{len(rows)} projects; read again: {len(opened.load.read)}, "
+               f"unchanged: {len(opened.load.unchanged)}.", err=True)
+
+
+@fleet.command("build-site")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the HTML site. The Markdown goes next to it, in <out>.build/.")
+@click.option("--clean", is_flag=True,
+              help="Delete the previous site and build folder first and build everything.")
+@click.option("--build-time", default=None, metavar="TIME",
+              help="Build time (ISO date/time or Unix seconds) for a reproducible site "
+                   "(default: $SOURCE_DATE_EPOCH, else now).")
+@click.option("--redact/--no-redact", "redact", default=False,
+              help="Build from a redacted copy of the fleet store, as build-site --redact "
+                   "does.")
+def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> None:
+    """Build one site over every project.
+
+    An overview with a card per project (entries by confidence, tasks over the retry limit,
+    pending verdicts, open debt, last activity) linking to a page per project; knowledge
+    that recurs across projects' ledgers (the same or near-same title); retries and verdicts
+    by project, agent type and model; debt by project. Offline, escaped and built strict,
+    like the project site."""
+    from toolkit.config import home_dir
+    from toolkit.fleet_report import build_fleet_site
+    from toolkit.site import build_time_from
+
+    when = build_time_from(build_time)
+    home = home_dir(os.environ)
+    with _open() as opened:
+        result = build_fleet_site(opened.store, out=out, home=home, clean=clean,
+                                  build_time=when, redact=redact)
+        load = opened.load
+    redacted = ", secrets redacted" if result.redacted else ""
+    click.echo(f"Fleet site built ({result.mode}{redacted}) in {result.seconds:.1f} s: "
+               f"{result.pages} pages, {len(result.written)} files written, "
+               f"{result.rebuilt} pages rendered; projects read again: {len(load.read)}, "
+               f"unchanged: {len(load.unchanged)}.")
+    click.echo(f"Site:     {result.out}")
+    click.echo(f"View it:  python -m http.server -d {result.out}")

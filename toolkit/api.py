@@ -2,8 +2,9 @@
 
 A :class:`Project` is what one ``toolkit`` command sees: the same project root (found as the
 CLI finds it), the same settings (keyword arguments named like ``toolkit.yaml``'s keys), the
-same store. Each method answers one question by calling the function the CLI and the MCP
-server call for it; none has an implementation of its own. Errors are the toolkit's
+same store. The CLI's read commands and the MCP server's readers are thin layers over its
+methods (``tests/test_architecture.py`` holds them to it), so each question has one
+implementation and one answer. Errors are the toolkit's
 (:mod:`toolkit.errors`): a :class:`~toolkit.errors.ToolkitError` says what is wrong and what to
 do next.
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from toolkit.ledger_ops import Dashboard, ListResult, SearchHit, ShowResult
     from toolkit.records import LedgerEntry, SlopEntry
     from toolkit.slop_ops import Summary
+    from toolkit.snapshot_ops import SnapshotListing, TurnDiff
     from toolkit.source import Problem, Progress
     from toolkit.sources.slop import SlopFile
     from toolkit.store import LoadReport, Relation, Store
@@ -693,6 +694,23 @@ class Project:
         from toolkit.history import turn_summaries
 
         return cast(list[Turn], turn_summaries(self._store()))
+
+    def snapshots(self, *, limit: int | None = None) -> SnapshotListing:
+        """``toolkit snapshots``: the workspace's turn snapshots read from CodeSmith's side
+        repository, newest first and numbered from 1 as ``/restore`` numbers them (at most
+        ``limit``; ``total`` counts them all)."""
+        from toolkit.snapshot_ops import list_snapshots
+
+        return list_snapshots(self.config, limit)
+
+    def turn_diff(self, number: int | None = None, *, turn: int | None = None,
+                  patch: bool = False) -> TurnDiff:
+        """``toolkit snapshots diff``: what the turn that snapshot ``number`` belongs to
+        changed (or the newest turn labelled ``turn``), net and step by step; ``patch``: with
+        the unified diff."""
+        from toolkit.snapshot_ops import turn_diff
+
+        return turn_diff(self.config, number, turn=turn, with_patch=patch)
 
     def turn_files(self) -> list[TurnFile]:
         """Every file each turn changed, with lines added and deleted."""

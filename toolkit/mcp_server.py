@@ -151,7 +151,8 @@ class LedgerTools:
         with its matching lines, at most ``limit``."""
         from toolkit.api import Project
 
-        return [dict(h) for h in Project(self.cfg).ledger_search(query, limit=limit)]
+        with Project(self.cfg) as project:
+            return [dict(h) for h in project.ledger_search(query, limit=limit)]
 
     def slop_ledger_query(self, bucket: str | None = None, severity: str | None = None,
                           status: str | None = None, search: str | None = None,
@@ -166,9 +167,9 @@ class LedgerTools:
         status = _enum(status, SLOP_STATUSES, "status")
         if isinstance(limit, bool) or limit < 1:
             raise UsageError("'limit' must be a positive integer.")
-        result = Project(self.cfg).slop_query(bucket=bucket, severity=severity, status=status,
-                                              search=(search or "").strip() or None,
-                                              limit=limit)
+        with Project(self.cfg) as project:
+            result = project.slop_query(bucket=bucket, severity=severity, status=status,
+                                        search=(search or "").strip() or None, limit=limit)
         return {"matched": result.matched, "entries": [codesmith_dict(e) for e in result.entries]}
 
 

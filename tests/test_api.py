@@ -12,7 +12,7 @@ import pytest
 
 from toolkit import Project
 from toolkit.demo import write_demo
-from toolkit.errors import BusyError, RefusedError, ToolkitError, UsageError
+from toolkit.errors import BusyError, NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.loaders import SOURCES
 from toolkit.store import Store
 
@@ -166,3 +166,87 @@ def test_answers_match_the_mcp_tools(world):
     assert ledger and ledger == tools.smith_ledger_search("Idempotency", limit=5)
     assert similar and similar == tools.similar_tasks("Refund partially captured payment")
     assert hits and hits == tools.search("refund", limit=7)
+
+
+# --------------------------------------------------------------------------- what the CLI asks
+
+
+def test_a_ledger_read_given_its_command_line_is_logged_as_the_cli_logs_it(tmp_path,
+                                                                          monkeypatch):
+    """`toolkit ledger list` records itself in the vault session log through the same
+    method; with ``request=`` the API's read is recorded the same way, byte for byte."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    world = write_demo(tmp_path / "demo", audit_rows=100)
+    marker = world.project / ".smith" / "vault" / ".current-session"
+    session = world.project / ".smith" / "vault" / marker.read_text(encoding="utf-8").strip()
+    monkeypatch.chdir(world.project)
+    monkeypatch.setattr(sys, "argv", ["toolkit", "ledger", "list", "--confidence", "high"])
+    start = session.read_bytes()
+    assert CliRunner().invoke(cli, ["ledger", "list", "--confidence", "high"]).exit_code == 0
+    by_cli = session.read_bytes()[len(start):]
+    with Project.open(refresh=False) as project:
+        listing = project.ledger_list(confidence="high",
+                                      request="toolkit ledger list --confidence high")
+    by_api = session.read_bytes()[len(start) + len(by_cli):]
+    assert listing.count == 9
+    assert b"> toolkit ledger list --confidence high" in by_cli
+    strip = [line for line in by_cli.splitlines() if not line.startswith(b"### [")]
+    assert [line for line in by_api.splitlines() if not line.startswith(b"### [")] == strip
+
+
+def test_rows_stops_at_max_rows_as_toolkit_query_does(world, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    sql = "SELECT id, task FROM dispatches ORDER BY id"
+    with Project.open(world.project) as project:
+        first = project.rows(sql, max_rows=3)
+        bound = project.rows("SELECT id FROM dispatches WHERE id <= ? ORDER BY id", [2])
+    monkeypatch.chdir(world.project)
+    out = CliRunner().invoke(cli, ["query", sql, "--max-rows", "3", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert [tuple(r.values()) for r in json.loads(out.stdout)] == first.rows
+    assert first.columns == ["id", "task"] and first.truncated
+    assert "(stopped after 3 rows" in out.stderr
+    assert bound == (["id"], [(1,), (2,)], False)
+
+
+def test_a_memory_limit_that_is_not_a_size_is_a_usage_error(world):
+    with Project.open(world.project, memory_limit="lots", refresh=False) as project, \
+            pytest.raises(UsageError, match="'lots' is not a size"):
+        project.rows("SELECT 1")
+
+
+def test_refresh_audit_refuses_a_missing_db_unless_told_it_may_be_missing(world, tmp_path):
+    missing = tmp_path / "nagi" / "ledger.db"
+    with Project.open(world.project, audit_db=missing, db=tmp_path / "s.duckdb",
+                      refresh=False) as project:
+        with pytest.raises(NotFoundError, match="audit DB not found"):
+            project.refresh_audit()
+        project.refresh_audit(missing_ok=True)
+        assert project.task_status("anything")["dispatch_count"] == 0
+    assert not missing.exists()
+
+
+def test_slop_query_is_toolkit_slop_querys_answer(world, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    with Project.open(world.project, refresh=False) as project:
+        found = project.slop_query(status="open", severity="HIGH", limit=3)
+    monkeypatch.chdir(world.project)
+    out = CliRunner().invoke(cli, ["slop", "query", "--status", "open", "--severity", "HIGH",
+                                   "--limit", "3", "--json"])
+    data = json.loads(out.stdout)
+    assert (data["matched"], data["total"]) == (found.matched, found.total)
+    assert [e["id"] for e in data["entries"]] == [e.id for e in found.entries]
+    assert data["path"] == str(found.ledger.path) and len(found.entries) == 3

@@ -215,3 +215,77 @@ def test_the_write_check_sees_a_write():
     """The check above is not blind: the vault's own modules are flagged by it."""
     assert _writes(PKG / "ledger" / "vault" / "backups.py")
     assert _writes(PKG / "ledger" / "vault" / "logs.py")
+
+
+# --------------------------------------------------------------------------- one answer
+
+# The CLI and the MCP server ask the public API (toolkit.api.Project) every question it
+# answers: a read function Project calls is imported by no command module and not by the MCP
+# server. These names Project also imports open things rather than answer a question.
+API_PLUMBING = {
+    ("toolkit.config", "resolve"),  # the CLI finds its project with the same function
+    ("toolkit.loaders", "SOURCES"),  # the site and the handoff open the store for writing
+    ("toolkit.store", "Store"),
+}
+FRONT_ENDS = sorted(m for m in MODULES if m.startswith("toolkit.cli") or m == "toolkit.mcp_server")
+
+
+def _names_used(tree: ast.AST) -> set[tuple[str, str]]:
+    """(module, name) of every toolkit name a module uses: ``from toolkit.m import f`` and
+    ``m.f`` after ``from toolkit import m`` or ``import toolkit.m as m``."""
+    used: set[tuple[str, str]] = set()
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                if f"{node.module}.{a.name}" in MODULES:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                else:
+                    used.add((node.module, a.name))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name in MODULES:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases:
+            used.add((aliases[node.value.id], node.attr))
+    return used
+
+
+def _api_readers() -> set[tuple[str, str]]:
+    """What toolkit.api.Project's methods import from the rest of the toolkit."""
+    tree = ast.parse((PKG / "api.py").read_text(encoding="utf-8"))
+    project = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Project")
+    return {(m, n) for m, n in _names_used(project)
+            if m.startswith("toolkit.") and m != "toolkit.api"} - API_PLUMBING
+
+
+def _front_end_path(module: str) -> Path:
+    path = PKG.parent.joinpath(*module.split(".")).with_suffix(".py")
+    return path if path.exists() else path.with_suffix("") / "__init__.py"
+
+
+def test_the_api_calls_the_readers_the_front_ends_must_not():
+    readers = _api_readers()
+    assert {("toolkit.audit_ops", "task_status"), ("toolkit.audit_ops", "open_audit_store"),
+            ("toolkit.ledger_ops", "dashboard"), ("toolkit.ledger_ops", "search"),
+            ("toolkit.slop_ops", "query"), ("toolkit.history", "growth"),
+            ("toolkit.store", "first_rows")} <= readers
+
+
+@pytest.mark.parametrize("module", FRONT_ENDS)
+def test_cli_commands_and_mcp_tools_ask_the_api_not_the_readers(module):
+    """`toolkit audit task-status`, `ledger list`, `slop query`, `query`, the MCP readers...
+    are thin layers over toolkit.api.Project: none has a second way to the answer."""
+    tree = ast.parse(_front_end_path(module).read_text(encoding="utf-8"))
+    bad = sorted(_names_used(tree) & _api_readers())
+    assert bad == [], f"{module} reads through {bad}; call toolkit.api.Project instead"
+
+
+def test_the_reader_check_sees_a_direct_read():
+    """The check above is not blind: either form of import of a reader is caught."""
+    for code in ("from toolkit.audit_ops import task_status\ntask_status(s, 't')",
+                 "from toolkit import ledger_ops\nledger_ops.dashboard(v)",
+                 "import toolkit.slop_ops as so\nso.query([], f)"):
+        assert _names_used(ast.parse(code)) & _api_readers(), code

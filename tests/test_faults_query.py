@@ -69,8 +69,8 @@ def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_
     import subprocess
     import sys
 
+    from toolkit import Project
     from toolkit.errors import BusyError
-    from toolkit.store import run_readonly_query
 
     assert cli_run("load").exit_code == 0
     db = project.root / ".toolkit" / "ledger.duckdb"
@@ -81,7 +81,7 @@ def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(BusyError) as err:
-            run_readonly_query(db, "SELECT 1")
+            Project.open(project.root, refresh=False).rows("SELECT 1")
         assert str(err.value) == (f"{db}: the store is in use by another toolkit process; "
                                   "retry when it finishes")
     finally:

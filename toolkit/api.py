@@ -2,8 +2,9 @@
 
 A :class:`Project` is what one ``toolkit`` command sees: the same project root (found as the
 CLI finds it), the same settings (keyword arguments named like ``toolkit.yaml``'s keys), the
-same store. Each method answers one question by calling the function the CLI and the MCP
-server call for it; none has an implementation of its own. Errors are the toolkit's
+same store. The CLI's read commands and the MCP server's readers are thin layers over its
+methods (``tests/test_architecture.py`` holds them to it), so each question has one
+implementation and one answer. Errors are the toolkit's
 (:mod:`toolkit.errors`): a :class:`~toolkit.errors.ToolkitError` says what is wrong and what to
 do next.
 
@@ -24,9 +25,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
-    from toolkit.ledger_ops import Dashboard
+    from toolkit.ledger_ops import Dashboard, ListResult, SearchHit, ShowResult
     from toolkit.records import LedgerEntry, SlopEntry
     from toolkit.slop_ops import Summary
+    from toolkit.snapshot_ops import SnapshotListing, TurnDiff
+    from toolkit.source import Problem, Progress
+    from toolkit.sources.slop import SlopFile
     from toolkit.store import LoadReport, Relation, Store
 
 __all__ = [
@@ -39,7 +43,9 @@ __all__ = [
     "LedgerHit",
     "OpenSlop",
     "Project",
+    "Rows",
     "SimilarTask",
+    "SlopMatches",
     "TaskRow",
     "TaskStatus",
     "TierDay",
@@ -206,6 +212,14 @@ class LedgerHit(TypedDict):
     lines: list[HitLine]  # the lines that hold the text
 
 
+class Rows(NamedTuple):
+    """The first rows of a query (:meth:`Project.rows`)."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool  # the query had more than ``max_rows`` rows
+
+
 class TierDay(NamedTuple):
     """Audit actions of one tier on one day."""
 
@@ -235,6 +249,15 @@ class OpenSlop(TypedDict):
     path: str | None
     position: int | None
     line: int | None
+
+
+class SlopMatches(NamedTuple):
+    """``toolkit slop query``'s answer (:meth:`Project.slop_query`)."""
+
+    entries: list[SlopEntry]  # in file order, at most the limit
+    matched: int  # before the limit
+    total: int  # entries in the file
+    ledger: SlopFile  # the file as read (path, problems...)
 
 
 class Turn(TypedDict):
@@ -293,8 +316,9 @@ class Project:
     """One project's records: open with :meth:`Project.open`, close with :meth:`close` (or
     use it in a ``with`` block)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, memory_limit: str | None = None) -> None:
         self.config = config
+        self.memory_limit = memory_limit  # DuckDB size a query may use (None: 1GB)
         self._reader: Store | None = None
 
     # -- opening -------------------------------------------------------------
@@ -305,11 +329,12 @@ class Project:
              goal_file: PathLike | None = None, goal_history: PathLike | None = None,
              snapshots_home: PathLike | None = None, workspace: PathLike | None = None,
              db: PathLike | None = None, today: dt.date | str | None = None,
-             refresh: bool = True) -> Project:
+             refresh: bool = True, memory_limit: str | None = None) -> Project:
         """The project at ``path`` (default: found from the current folder, as the CLI finds
         it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
         ``toolkit.yaml``. ``refresh`` (default): bring the store up to date first, as every
-        command does; ``refresh=False`` reads the store as it is. In a notebook that
+        command does; ``refresh=False`` reads the store as it is. ``memory_limit``: what a
+        query may use (a DuckDB size such as ``500MB``; default 1GB). In a notebook that
         ``toolkit build-site`` runs, the project it builds opens with the build's settings
         and its copy of the store, without refreshing (``TOOLKIT_SITE_BUILD``)."""
         from toolkit.config import resolve
@@ -328,7 +353,7 @@ class Project:
             flags = {k: build.get(k) if v is None else v for k, v in flags.items()}
             refresh = False
         cfg = resolve(project=text(path), config_file=text(config_file), **flags)
-        project = cls(cfg)
+        project = cls(cfg, memory_limit=memory_limit)
         if refresh:
             project.refresh()
         return project
@@ -359,25 +384,41 @@ class Project:
         return f"Project({str(self.root)!r})"
 
     # -- the store -----------------------------------------------------------
-    def refresh(self, *, full: bool = False) -> LoadReport:
+    def refresh(self, *, full: bool = False, progress: Progress | None = None
+                ) -> LoadReport:
         """Bring the store up to date with the sources (``toolkit load``): sources that did
         not change are skipped. Returns what each source did; a source that is present but
-        unreadable is in ``report.errors``, not raised (as ``toolkit status`` goes on)."""
+        unreadable is in ``report.errors``, not raised (as ``toolkit status`` goes on).
+        ``progress(label, done, total)`` is called before each source and once at the end."""
+        from toolkit.loaders import SOURCES
         from toolkit.store import Store
 
         self.close()
-        from toolkit.loaders import SOURCES
-
         with Store.open(self.config.db_path, sources=SOURCES) as store:
-            return store.refresh(self.config, full=full)
+            return store.refresh(self.config, full=full, progress=progress)
+
+    def refresh_audit(self, *, missing_ok: bool = False) -> None:
+        """Bring the store's copy of the audit DB (only that source) up to date, as the
+        ``toolkit audit`` readers and the MCP tools do before each answer: the audit source's
+        own error is raised (damaged DB: :class:`~toolkit.errors.DataError`, locked:
+        :class:`~toolkit.errors.BusyError`) rather than answering from stale rows, and a
+        missing DB is a :class:`~toolkit.errors.NotFoundError` unless ``missing_ok`` (then it
+        reads as an empty ledger). The DB is never created."""
+        from toolkit.audit_ops import open_audit_store
+
+        self.close()
+        open_audit_store(self.config, missing_ok=missing_ok).close()
 
     def _store(self) -> Store:
         """The read-only, locked-down store connection (opened on first use)."""
         if self._reader is None:
+            from toolkit.loaders import SOURCES
             from toolkit.store import Store, open_query_connection
 
             path = self.config.db_path
-            self._reader = Store(open_query_connection(path), path, read_only=True)
+            conn = (open_query_connection(path) if self.memory_limit is None
+                    else open_query_connection(path, memory_limit=self.memory_limit))
+            self._reader = Store(conn, path, read_only=True, sources=SOURCES)
         return self._reader
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None
@@ -397,39 +438,107 @@ class Project:
         if self._reader is not None:
             self._reader.conn.interrupt()
 
+    def rows(self, query: str, params: list[Any] | dict[str, Any] | None = None, *,
+             max_rows: int = 10_000, timeout: float = 30.0) -> Rows:
+        """The first ``max_rows`` rows of one read-only SELECT (as :meth:`sql` checks it),
+        interrupted after ``timeout`` seconds: ``toolkit query``. A query that runs out of
+        time or memory is a :class:`~toolkit.errors.ToolkitError`."""
+        from toolkit.store import first_rows
+
+        store = self._store()
+        cols, rows, truncated = first_rows(store.conn, query, params, max_rows=max_rows,
+                                           timeout=timeout, memory_limit=self.memory_limit)
+        return Rows(cols, rows, truncated)
+
     def tables(self) -> dict[str, int]:
         """Rows per table and view (``toolkit status``'s Tables)."""
         return self._store().counts()
 
+    def columns(self) -> list[tuple[str, str, str, str]]:
+        """(table, kind, column, type) of every table and view (``toolkit schema``)."""
+        return self._store().schema()
+
+    def table_docs(self) -> dict[str, str]:
+        """What each table and view holds (``toolkit schema``'s headings)."""
+        return self._store().table_docs()
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Each source: where it was found or why not, as of the last refresh (``toolkit
+        status``'s Sources)."""
+        return self._store().sources()
+
+    def problems(self, source: str | None = None) -> list[Problem]:
+        """What the last refresh could not read, with file and line (``toolkit status``'s
+        Warnings), of one ``source`` (``"audit"``, ``"ledger"``...) or of all."""
+        return self._store().problems(source)
+
     # -- the Smith Ledger (read from the vault files, as `toolkit ledger` does) ----
+    # ``request``: record the read in the vault's session log (.smith/vault/sessions/) as this
+    # command line, as `toolkit ledger` records each invocation; None (default): not recorded.
     def ledger_entries(self, *, category: str | None = None, confidence: str | None = None,
                        file: str | None = None) -> list[LedgerEntry]:
         """The ledger's entries in file order, filtered (AND) as ``toolkit ledger list``."""
-        from toolkit.ledger_ops import list_entries
-
-        result = list_entries(self.config.vault, category=category, confidence=confidence,
-                              file=file, max_bytes=self.config.max_file_bytes, log=False,
-                              cache=self.config.parse_cache)
+        result = self.ledger_list(category=category, confidence=confidence, file=file)
         return [e for _, entries in result.groups for e in entries]
 
-    def ledger_dashboard(self, *, top: int = 5) -> Dashboard:
+    def ledger_list(self, *, category: str | None = None, confidence: str | None = None,
+                    file: str | None = None, request: str | None = None) -> ListResult:
+        """``toolkit ledger list``: the entries filtered (AND) by category, confidence and
+        file, grouped by file, each group with its file's summary (``exists``...)."""
+        from toolkit.ledger_ops import list_entries
+
+        return list_entries(self.config.vault, category=category, confidence=confidence,
+                            file=file, max_bytes=self.config.max_file_bytes, request=request,
+                            log=request is not None, cache=self.config.parse_cache)
+
+    def ledger_entry(self, title: str, *, index: int | None = None, file: str | None = None,
+                     request: str | None = None) -> ShowResult:
+        """``toolkit ledger show``: the entry whose title holds ``title`` (any case), as
+        ``.entry`` with its block as written (``.text``). Several matches raise
+        :class:`~toolkit.ledger_ops.AmbiguousMatchError` (``.matches``) unless ``index``
+        picks the N-th; none is a :class:`~toolkit.errors.NotFoundError`."""
+        from toolkit.ledger_ops import show
+
+        return show(self.config.vault, title, index=index, file=file,
+                    max_bytes=self.config.max_file_bytes, request=request,
+                    log=request is not None, cache=self.config.parse_cache)
+
+    def ledger_dashboard(self, *, top: int = 5, request: str | None = None) -> Dashboard:
         """``toolkit ledger``'s dashboard: totals, entries per file by confidence, the top
         high-confidence entries."""
         from toolkit.ledger_ops import dashboard
 
         return dashboard(self.config.vault, max_bytes=self.config.max_file_bytes, top=top,
-                         log=False, cache=self.config.parse_cache)
+                         request=request, log=request is not None,
+                         cache=self.config.parse_cache)
 
     def ledger_search(self, text: str, *, limit: int = 20) -> list[LedgerHit]:
         """Entries holding ``text`` (any case) on any of their lines, in file order, with the
-        lines: ``toolkit ledger search``, as the MCP tool ``smith_ledger_search`` answers."""
+        lines: as the MCP tool ``smith_ledger_search`` answers."""
         from toolkit.ledger_ops import entry_hits
 
         return cast(list[LedgerHit], entry_hits(self.config.vault, text, limit=limit,
                                                 max_bytes=self.config.max_file_bytes,
                                                 cache=self.config.parse_cache))
 
+    def ledger_search_lines(self, text: str, *, context: int = 2, request: str | None = None
+                            ) -> list[SearchHit]:
+        """``toolkit ledger search``: every line holding ``text`` (any case), with
+        ``context`` lines around it, one hit per entry (the nearest entry above)."""
+        from toolkit.ledger_ops import search
+
+        return search(self.config.vault, text, context=context,
+                      max_bytes=self.config.max_file_bytes, request=request,
+                      log=request is not None, cache=self.config.parse_cache)
+
     # -- ledger history (`toolkit ledger history`) -----------------------------
+    def has_ledger_history(self) -> bool:
+        """Whether there is any past version of the ledger (git commits of the vault, or
+        archive, backup or snapshot copies)."""
+        from toolkit.history import has_history
+
+        return has_history(self._store())
+
     def ledger_history(self, *, file: str | None = None, all_sources: bool = False
                        ) -> list[VersionCounts]:
         """Every past version of the ledger, oldest first, with entries by confidence and
@@ -526,11 +635,19 @@ class Project:
         return cast(list[ApproachRecord], site_approaches(self._store()))
 
     # -- the slop ledger (read from its file, as `toolkit slop` does) ----------
-    def slop_summary(self) -> Summary:
-        """``toolkit slop``'s summary: totals, counts by bucket and by status."""
-        from toolkit.slop_ops import load, summarize
+    def slop_ledger(self) -> SlopFile:
+        """The slop ledger file as read: ``path``, ``exists``, ``form``, ``entries`` and the
+        ``problems`` found in it (a missing file is an empty ledger, as in CodeSmith)."""
+        from toolkit.slop_ops import load
 
-        return summarize(load(self.config.slop_path, self.config.max_file_bytes).entries)
+        return load(self.config.slop_path, self.config.max_file_bytes)
+
+    def slop_summary(self, ledger: SlopFile | None = None) -> Summary:
+        """``toolkit slop``'s summary: totals, counts by bucket and by status (of ``ledger``,
+        a :meth:`slop_ledger` already read, else of the file read now)."""
+        from toolkit.slop_ops import summarize
+
+        return summarize((self.slop_ledger() if ledger is None else ledger).entries)
 
     def slop_entries(self, *, bucket: str | None = None, severity: str | None = None,
                      status: str | None = None, confidence: str | None = None,
@@ -539,7 +656,19 @@ class Project:
                      ) -> list[SlopEntry]:
         """Slop entries in file order, filtered (AND) as ``toolkit slop query`` (values read
         leniently: ``done``, ``InProgress``...); ``limit`` None: all of them."""
-        from toolkit.slop_ops import SlopFilter, load, parse_enum, query
+        return self.slop_query(bucket=bucket, severity=severity, status=status,
+                               confidence=confidence, search=search, owner=owner,
+                               older_than=older_than, limit=limit).entries
+
+    def slop_query(self, *, bucket: str | None = None, severity: str | None = None,
+                   status: str | None = None, confidence: str | None = None,
+                   search: str | None = None, owner: str | None = None,
+                   older_than: int | None = None, limit: int | None = None) -> SlopMatches:
+        """``toolkit slop query``: :meth:`slop_entries`' ``entries`` with how many
+        ``matched`` before the limit (None or 0: no limit), the ``total`` in the file and
+        the file as read (``ledger``). An unknown value is a
+        :class:`~toolkit.errors.UsageError` listing the valid ones."""
+        from toolkit.slop_ops import SlopFilter, parse_enum, query
 
         def enum(name: str, value: str | None) -> str | None:
             return None if value is None else parse_enum(name, value)
@@ -548,8 +677,9 @@ class Project:
                          status=enum("status", status),
                          confidence=enum("confidence", confidence), search=search,
                          owner=owner, older_than=older_than, today=self.today, limit=limit)
-        return query(load(self.config.slop_path, self.config.max_file_bytes).entries,
-                     flt).entries
+        ledger = self.slop_ledger()
+        result = query(ledger.entries, flt)
+        return SlopMatches(result.entries, result.matched, result.total, ledger)
 
     def open_slop(self) -> list[OpenSlop]:
         """Open and in-progress slop, by bucket, then severity (critical first): the handoff
@@ -564,6 +694,23 @@ class Project:
         from toolkit.history import turn_summaries
 
         return cast(list[Turn], turn_summaries(self._store()))
+
+    def snapshots(self, *, limit: int | None = None) -> SnapshotListing:
+        """``toolkit snapshots``: the workspace's turn snapshots read from CodeSmith's side
+        repository, newest first and numbered from 1 as ``/restore`` numbers them (at most
+        ``limit``; ``total`` counts them all)."""
+        from toolkit.snapshot_ops import list_snapshots
+
+        return list_snapshots(self.config, limit)
+
+    def turn_diff(self, number: int | None = None, *, turn: int | None = None,
+                  patch: bool = False) -> TurnDiff:
+        """``toolkit snapshots diff``: what the turn that snapshot ``number`` belongs to
+        changed (or the newest turn labelled ``turn``), net and step by step; ``patch``: with
+        the unified diff."""
+        from toolkit.snapshot_ops import turn_diff
+
+        return turn_diff(self.config, number, turn=turn, with_patch=patch)
 
     def turn_files(self) -> list[TurnFile]:
         """Every file each turn changed, with lines added and deleted."""

@@ -324,23 +324,25 @@ class ShowResult:
 
 
 def show(vault: Path, title: str, *, index: int | None = None, file: str | None = None,
-         max_bytes: int | None = None, request: str | None = None, cache: Path | None = None
-         ) -> ShowResult:
+         max_bytes: int | None = None, request: str | None = None, log: bool = True,
+         cache: Path | None = None) -> ShowResult:
+    """The one entry whose title holds ``title`` (``index``: the N-th of several), with its
+    block as written (``log``: as :func:`dashboard`'s)."""
     vault = Path(vault)
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
-    with _Log(vault, "show", request, f'title "{title}"') as log:
+    with _Log(vault, "show", request, f'title "{title}"', enabled=log) as logged:
         entries = [e for e in v.entries if not kind or e.file == kind]
         try:
             e = pick(match_entries(entries, title), title, index)
         except AmbiguousMatchError as exc:
-            log.outcome = f"{len(exc.matches)} entries match; none shown"
+            logged.outcome = f"{len(exc.matches)} entries match; none shown"
             raise
         except NotFoundError:
-            log.outcome = "no entry found"
+            logged.outcome = "no entry found"
             raise
         data = v.files[e.file].data
-        log.outcome = f'showed "{e.title}" from {e.file_name}'
+        logged.outcome = f'showed "{e.title}" from {e.file_name}'
     return ShowResult(e, data[e.start:e.end].decode("utf-8", "replace"))
 
 

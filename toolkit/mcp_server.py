@@ -26,10 +26,12 @@ built with ``tool_set="nagi"`` (``toolkit mcp --tools nagi``): then it serves na
 ten tools and nothing else. Input schemas (names, types, defaults) and annotation titles are
 nagi-ledger's.
 
-Writers go to the audit DB directly (``toolkit.audit_ops``); the audit readers go through the
-DuckDB store, opened per call and closed again so the CLI can use it between calls. The two
-read-only tools give the CLI's answers: ``smith_ledger_search`` is ``toolkit ledger search``
-(``ledger_ops.search``), ``slop_ledger_query`` is ``toolkit slop query`` (``slop_ops.query``).
+Writers go to the audit DB directly (``toolkit.audit_ops``). Every reader is a thin layer over
+the public API (``toolkit.api.Project``), as the CLI's are: the audit readers refresh the
+store's audit copy and read it through a Project opened per call and closed again, so the CLI
+can use the store between calls. The two read-only tools give the CLI's answers:
+``smith_ledger_search`` is ``toolkit ledger search`` (``Project.ledger_search``),
+``slop_ledger_query`` is ``toolkit slop query`` (``Project.slop_query``).
 A missing audit DB reads as an empty ledger here (nagi-ledger's tools create it on first use;
 a reader of ours never creates it). Bad input is a tool error carrying nagi-ledger's message.
 """
@@ -46,8 +48,8 @@ from toolkit.errors import ToolkitError, UsageError
 from toolkit.records import SLOP_BUCKETS, SLOP_SEVERITIES, SLOP_STATUSES
 
 if TYPE_CHECKING:
+    from toolkit.api import Project
     from toolkit.config import Config
-    from toolkit.store import Store
 
 SERVER_NAME = "toolkit_ledger_mcp"
 T = TypeVar("T")
@@ -75,16 +77,18 @@ class LedgerTools:
         self._lock = threading.Lock()  # one store connection at a time
 
     @contextmanager
-    def _store(self) -> Iterator[Store]:
-        """The audit DB's copy in a store, opened for one call and closed again."""
-        from toolkit.audit_ops import open_audit_store
+    def _project(self) -> Iterator[Project]:
+        """The project with its audit copy refreshed (``Project.refresh_audit``: a missing DB
+        reads as empty), for one call and closed again."""
+        from toolkit.api import Project
 
         with self._lock:
-            store = open_audit_store(self.cfg, missing_ok=True)
+            project = Project(self.cfg)
             try:
-                yield store
+                project.refresh_audit(missing_ok=True)
+                yield project
             finally:
-                store.close()
+                project.close()
 
     # -- nagi-ledger writers --------------------------------------------------
     def log_action(self, tier: int, category: str, description: str,
@@ -111,72 +115,62 @@ class LedgerTools:
 
         return audit_ops.log_approach(self.cfg.audit_db, task, approach, outcome, reason)
 
-    # -- nagi-ledger readers --------------------------------------------------
+    # -- nagi-ledger readers (toolkit.api.Project) -----------------------------
     def task_status(self, task: str) -> dict[str, Any]:
-        from toolkit import audit_ops
-
-        with self._store() as store:
-            return audit_ops.task_status(store, task)
+        with self._project() as project:
+            return dict(project.task_status(task))
 
     def check_approaches(self, task: str) -> dict[str, Any]:
-        from toolkit import audit_ops
-
-        with self._store() as store:
-            return audit_ops.check_approaches(store, task)
+        with self._project() as project:
+            return dict(project.approaches(task))
 
     def session_report(self, since_hours: int = 24) -> str:
-        from toolkit import audit_ops
-
-        with self._store() as store:
-            return audit_ops.session_report(store, since_hours, now=self.now)
+        with self._project() as project:
+            return project.session_report(since_hours, now=self.now)
 
     def stats(self, days: int = 7) -> dict[str, Any]:
-        from toolkit import audit_ops
-
-        with self._store() as store:
-            return audit_ops.stats(store, days, now=self.now)
+        with self._project() as project:
+            return dict(project.stats(days, now=self.now))
 
     def search(self, query: str, kinds: list[str] | None = None, limit: int = 20,
                offset: int = 0, since_days: float | None = None) -> list[dict[str, Any]]:
-        from toolkit import audit_ops
-
-        with self._store() as store:
-            return audit_ops.search(store, query, kinds, limit, offset, since_days, now=self.now)
+        with self._project() as project:
+            return [dict(r) for r in project.audit_search(
+                query, kinds=kinds, limit=limit, offset=offset, since_days=since_days,
+                now=self.now)]
 
     def similar_tasks(self, task: str, limit: int = 5, min_score: float = 0.35
                       ) -> list[dict[str, Any]]:
-        from toolkit import audit_ops
-
-        with self._store() as store:
-            return audit_ops.similar_tasks(store, task, limit, min_score)
+        with self._project() as project:
+            return [dict(r) for r in project.similar_tasks(task, limit=limit,
+                                                           min_score=min_score)]
 
     # -- Smith Ledger and slop ledger (read-only) -----------------------------
     def smith_ledger_search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
-        """``toolkit ledger search``'s hits (``ledger_ops.search``), one row per entry with
-        its matching lines, at most ``limit``."""
-        from toolkit import ledger_ops
+        """``toolkit ledger search``'s hits (``Project.ledger_search``), one row per entry
+        with its matching lines, at most ``limit``."""
+        from toolkit.api import Project
 
-        return ledger_ops.entry_hits(self.cfg.vault, query, limit=limit,
-                                     max_bytes=self.cfg.max_file_bytes,
-                                     cache=self.cfg.parse_cache)
+        with Project(self.cfg) as project:
+            return [dict(h) for h in project.ledger_search(query, limit=limit)]
 
     def slop_ledger_query(self, bucket: str | None = None, severity: str | None = None,
                           status: str | None = None, search: str | None = None,
                           limit: int = 50) -> dict[str, Any]:
-        """``toolkit slop query``'s answer (``slop_ops.query`` on the file as CodeSmith last
-        wrote it), in CodeSmith's entry shape."""
-        from toolkit import slop_ops
+        """``toolkit slop query``'s answer (``Project.slop_query`` on the file as CodeSmith
+        last wrote it), in CodeSmith's entry shape."""
+        from toolkit.api import Project
+        from toolkit.slop_ops import codesmith_dict
 
-        flt = slop_ops.SlopFilter(bucket=_enum(bucket, SLOP_BUCKETS, "bucket"),
-                                  severity=_enum(severity, SLOP_SEVERITIES, "severity"),
-                                  status=_enum(status, SLOP_STATUSES, "status"),
-                                  search=(search or "").strip() or None, limit=limit)
+        bucket = _enum(bucket, SLOP_BUCKETS, "bucket")
+        severity = _enum(severity, SLOP_SEVERITIES, "severity")
+        status = _enum(status, SLOP_STATUSES, "status")
         if isinstance(limit, bool) or limit < 1:
             raise UsageError("'limit' must be a positive integer.")
-        result = slop_ops.query(slop_ops.load(self.cfg.slop_path, self.cfg.max_file_bytes).entries,
-                                flt)
-        return {"matched": result.matched,
-                "entries": [slop_ops.codesmith_dict(e) for e in result.entries]}
+        with Project(self.cfg) as project:
+            result = project.slop_query(bucket=bucket, severity=severity, status=status,
+                                        search=(search or "").strip() or None, limit=limit)
+        return {"matched": result.matched, "entries": [codesmith_dict(e) for e in result.entries]}
 
 
 def _call(fn: Callable[..., T], *args: Any) -> T:

@@ -858,36 +858,36 @@ def count_and_first(relation: Relation, limit: int, *, timeout: float | None = N
     return count, [tuple(r[:-1]) for r in fetched]
 
 
-def run_readonly_query(db_path: Path, sql: str, *, timeout: float = QUERY_TIMEOUT_S,
-                       max_rows: int = QUERY_MAX_ROWS, memory_limit: str = QUERY_MEMORY
-                       ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
-    """Run one SELECT on a locked-down, read-only connection (``open_query_connection``),
-    with a timeout. Returns (columns, rows, truncated).
+def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
+               params: Sequence[Any] | dict[str, Any] | None = None, *,
+               timeout: float = QUERY_TIMEOUT_S, max_rows: int = QUERY_MAX_ROWS,
+               memory_limit: str | None = None
+               ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+    """The first ``max_rows`` rows of the one read-only SELECT in ``sql`` on ``conn`` (from
+    ``open_query_connection`` with ``memory_limit``), interrupted after ``timeout`` seconds:
+    ``toolkit query`` and ``toolkit.api.Project.rows``. Returns (columns, rows, truncated).
     """
-    conn = open_query_connection(db_path, memory_limit=memory_limit)
+    statement = single_select(conn, sql)
+    timer = threading.Timer(timeout, conn.interrupt)
+    timer.start()
     try:
-        statement = single_select(conn, sql)
-        timer = threading.Timer(timeout, conn.interrupt)
-        timer.start()
-        try:
-            cur = conn.execute(statement)
-            cols = [d[0] for d in cur.description] if cur.description else []
-            rows = cur.fetchmany(max_rows + 1)
-        except duckdb.InterruptException:
-            raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
-                               hint="Add a LIMIT or a tighter WHERE clause") from None
-        except duckdb.OutOfMemoryException:
-            raise ToolkitError(f"query stopped at the {memory_limit} memory limit",
-                               hint="Add a LIMIT or aggregate first") from None
-        except duckdb.PermissionException as exc:
-            raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \
-                from None
-        except duckdb.Error as exc:
-            raise ToolkitError(f"query failed: {_first_line(exc)}") from None
-        finally:
-            timer.cancel()
+        cur = (conn.execute(statement) if params is None
+               else conn.execute(statement.query, params))
+        cols = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchmany(max_rows + 1)
+    except duckdb.InterruptException:
+        raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
+                           hint="Add a LIMIT or a tighter WHERE clause") from None
+    except duckdb.OutOfMemoryException:
+        raise ToolkitError(f"query stopped at the {memory_limit or QUERY_MEMORY} memory limit",
+                           hint="Add a LIMIT or aggregate first") from None
+    except duckdb.PermissionException as exc:
+        raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \
+            from None
+    except duckdb.Error as exc:
+        raise ToolkitError(f"query failed: {_first_line(exc)}") from None
     finally:
-        conn.close()
+        timer.cancel()
     truncated = len(rows) > max_rows
     return cols, rows[:max_rows], truncated
 

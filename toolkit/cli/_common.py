@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from toolkit.api import Project
     from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import Store
@@ -33,6 +34,18 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     if not overrides and root.obj is not None:
         root.obj["_config"] = cfg
     return cfg
+
+
+def get_project(*, refresh: bool = True, quiet: bool = False, memory_limit: str | None = None
+                ) -> Project:
+    """The public API's Project for this invocation (the read commands are thin layers over
+    it), refreshed first as every data command does (a progress bar unless ``quiet``)."""
+    from toolkit.api import Project
+
+    project = Project(get_config(), memory_limit=memory_limit)
+    if refresh:
+        project.refresh(progress=None if quiet else progress_printer())
+    return project
 
 
 def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Store:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from toolkit.cli._common import echo_json, get_config, render_rows
+
+if TYPE_CHECKING:
+    from toolkit.api import Project
 
 MAX_WARNINGS = 5
 JSON_HELP = "Print nagi-ledger's return value as JSON."
@@ -56,19 +60,25 @@ def _json_option(fn: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(fn)
 
 
-def _store() -> Any:
-    """The refreshed store; the audit source's warnings (bad rows, missing tables) on stderr."""
-    from toolkit.audit_ops import open_audit_store
+def _project() -> Project:
+    """The project with its audit copy refreshed (``Project.refresh_audit``); the audit
+    source's warnings (bad rows, missing tables) on stderr."""
+    from toolkit.api import Project
     from toolkit.display import visible
 
-    store = open_audit_store(get_config())
-    problems = store.problems("audit")
+    project = Project(get_config())
+    project.refresh_audit()
+    try:
+        problems = project.problems("audit")
+    except BaseException:
+        project.close()
+        raise
     for p in problems[:MAX_WARNINGS]:
         click.echo(f"Warning: {visible(str(p), single_line=True)}", err=True)
     if len(problems) > MAX_WARNINGS:
         click.echo(f"Warning: ... and {len(problems) - MAX_WARNINGS} more "
                    "(`toolkit status` lists them all)", err=True)
-    return store
+    return project
 
 
 def _where(path: Any) -> str:
@@ -202,11 +212,10 @@ def log_approach(task: str, approach: str, outcome: str, reason: str, as_json: b
 @_json_option
 def task_status(task: str, as_json: bool) -> None:
     """Dispatches, retries, last verdict and retry-limit state of TASK (ledger_task_status)."""
-    from toolkit.audit_ops import task_status as do
     from toolkit.records import RETRY_LIMIT
 
-    with _store() as store:
-        result = do(store, task)
+    with _project() as project:
+        result = project.task_status(task)
     if as_json:
         echo_json(result)
         return
@@ -226,16 +235,14 @@ def task_status(task: str, as_json: bool) -> None:
 def approaches(task: str, as_json: bool) -> None:
     """Dead ends, no-gos and working approaches recorded for TASK, newest first
     (ledger_check_approaches). Check before retrying or re-planning a task."""
-    from toolkit.audit_ops import check_approaches as do
-
-    with _store() as store:
-        result = do(store, task)
+    with _project() as project:
+        result = project.approaches(task)
     if as_json:
         echo_json(result)
         return
     click.echo(f"Task: {_line(result['task'])} ({result['total']} approaches)")
-    for key, title in (("dead_ends", "Dead ends"), ("no_gos", "No-gos"), ("works", "Works")):
-        items = result[key]
+    for title, items in (("Dead ends", result["dead_ends"]), ("No-gos", result["no_gos"]),
+                         ("Works", result["works"])):
         click.echo("")
         click.echo(f"{title} ({len(items)})")
         if items:
@@ -252,11 +259,11 @@ def approaches(task: str, as_json: bool) -> None:
 def report(since_hours: int, now: str | None, as_json: bool) -> None:
     """Markdown report of the actions (by category) and dispatches (with verdict or PENDING)
     of the last N hours (ledger_session_report)."""
-    from toolkit.audit_ops import parse_now, session_report
+    from toolkit.audit_ops import parse_now
 
     when = parse_now(now)
-    with _store() as store:
-        text = session_report(store, since_hours, now=when)
+    with _project() as project:
+        text = project.session_report(since_hours, now=when)
     if as_json:
         echo_json(text)
         return
@@ -274,11 +281,10 @@ def stats(days: int, now: str | None, as_json: bool) -> None:
     """Actions by tier and category, dispatch count and verdicts (PENDING when none yet)
     over the last N days (ledger_stats)."""
     from toolkit.audit_ops import parse_now
-    from toolkit.audit_ops import stats as do
 
     when = parse_now(now)
-    with _store() as store:
-        result = do(store, days, now=when)
+    with _project() as project:
+        result = project.stats(days, now=when)
     if as_json:
         echo_json(result)
         return
@@ -320,11 +326,11 @@ def search(query: str, kinds: tuple[str, ...], limit: int, offset: int,
     reasons.
     """
     from toolkit.audit_ops import parse_now
-    from toolkit.audit_ops import search as do
 
     when = parse_now(now)
-    with _store() as store:
-        rows = do(store, query, list(kinds) or None, limit, offset, since_days, now=when)
+    with _project() as project:
+        rows = project.audit_search(query, kinds=list(kinds) or None, limit=limit,
+                                    offset=offset, since_days=since_days, now=when)
     if as_json:
         echo_json(rows)
         return
@@ -350,10 +356,8 @@ def similar(task: str, limit: int, min_score: float, as_json: bool) -> None:
     units (words, and character pairs of the rest); catches reworded duplicates that the
     exact-match retry count misses. Every matching row is listed, best first.
     """
-    from toolkit.audit_ops import similar_tasks
-
-    with _store() as store:
-        rows = similar_tasks(store, task, limit, min_score)
+    with _project() as project:
+        rows = project.similar_tasks(task, limit=limit, min_score=min_score)
     if as_json:
         echo_json(rows)
         return
@@ -368,7 +372,7 @@ def _tier(tier: Any) -> str:
     return f"Tier {'???' if tier is None else tier}"
 
 
-def _similar_table(rows: list[dict[str, Any]]) -> str:
+def _similar_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return render_rows(["score", "kind", "id", "ts", "task", "verdict"],
                        [(f"{r['score']:.3f}", r["kind"], r["id"], r["ts"], r["task"],
                          r["verdict"] or "PENDING") for r in rows], "table")

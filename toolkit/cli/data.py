@@ -42,13 +42,11 @@ def load(full: bool) -> None:
     already copied are not copied again. Exits 65 when a source is present but unreadable,
     75 when one is locked.
     """
+    from toolkit.api import Project
     from toolkit.cli._common import progress_printer
-    from toolkit.loaders import SOURCES
-    from toolkit.store import Store
 
     cfg = get_config()
-    with Store.open(cfg.db_path, sources=SOURCES) as store:
-        report = store.refresh(cfg, full=full, progress=progress_printer())
+    report = Project(cfg).refresh(full=full, progress=progress_printer())
     for r in report.results:
         state = "unchanged" if r.skipped else ("loaded" if r.found else "not found")
         change = f" ({r.change})" if r.change and not r.skipped else ""
@@ -62,14 +60,14 @@ def load(full: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
     """Show each source (where it was found or why not), rows per table, and warnings."""
-    from toolkit.cli._common import echo_json, open_store
+    from toolkit.cli._common import echo_json, get_project
     from toolkit.display import visible
 
     cfg = get_config()
-    with open_store(cfg) as store:
-        sources = store.sources()
-        counts = store.counts()
-        problems = store.problems()
+    with get_project() as project:
+        sources = project.sources()
+        counts = project.tables()
+        problems = project.problems()
     if as_json:
         echo_json({"project": str(cfg.project_root), "store": str(cfg.db_path),
                    "sources": sources, "tables": counts,
@@ -102,13 +100,12 @@ def status(as_json: bool) -> None:
 @click.argument("table", required=False)
 def schema(table: str | None) -> None:
     """Show the store's tables and views with their columns (or one TABLE's)."""
-    from toolkit.cli._common import open_store
+    from toolkit.cli._common import get_project
     from toolkit.errors import NotFoundError
 
-    cfg = get_config()
-    with open_store(cfg, quiet=True) as store:
-        rows = store.schema()
-        docs = store.table_docs()
+    with get_project(quiet=True) as project:
+        rows = project.columns()
+        docs = project.table_docs()
     if table and table not in {r[0] for r in rows}:
         raise NotFoundError(f"no table or view named {table!r}",
                             hint="Run `toolkit schema` to list them")
@@ -142,13 +139,10 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
     The query runs on a locked-down connection: no file access, no extensions, no settings
     changes, a memory limit and a timeout. Anything but a single SELECT is refused.
     """
-    from toolkit.cli._common import open_store
-    from toolkit.store import run_readonly_query
+    from toolkit.cli._common import get_project
 
-    cfg = get_config()
-    open_store(cfg, quiet=True).close()
-    cols, rows, truncated = run_readonly_query(cfg.db_path, sql, timeout=timeout,
-                                               max_rows=max_rows, memory_limit=memory_limit)
+    with get_project(quiet=True, memory_limit=memory_limit) as project:
+        cols, rows, truncated = project.rows(sql, max_rows=max_rows, timeout=timeout)
     echo_text(render_rows(cols, rows, fmt))
     if truncated:
         click.echo(f"(stopped after {max_rows} rows; use --max-rows or LIMIT)", err=True)

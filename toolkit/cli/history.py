@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import echo_text, get_config, render_rows
+from toolkit.cli._common import echo_text, render_rows
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
@@ -40,21 +40,18 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
 
     TITLE matches case-insensitively; when no title matches exactly, titles containing it do.
     """
-    from toolkit.cli._common import open_store
-    from toolkit.history import growth, has_history, history_for_title, timelines_for
+    from toolkit.cli._common import get_project
 
-    cfg = get_config()
-    timelines = timelines_for(all_sources)
-    with open_store(cfg, quiet=fmt != "table") as store:
-        if not has_history(store):
+    with get_project(quiet=fmt != "table") as project:
+        if not project.has_ledger_history():
             click.echo("No ledger history yet: the vault's ledger is not in a git repository "
                        "with commits, and there are no archive, backup or snapshot copies.")
             return
         if title is None:
-            versions = growth(store, timelines=timelines, file=file_)
+            versions = project.ledger_history(file=file_, all_sources=all_sources)
             histories = None
         else:
-            histories = history_for_title(store, title, file=file_, all_sources=all_sources)
+            histories = project.entry_history(title, file=file_, all_sources=all_sources)
     if histories is None:
         cols = ["when", "source", "version", "high", "medium", "low", "total", "changes"]
         if all_sources:

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import echo_json, echo_text, get_config, table_text
+from toolkit.cli._common import echo_json, echo_text, get_config, get_project, table_text
 from toolkit.records import CATEGORIES, CONFIDENCES
 
 # Subcommands written in other modules, imported on first use; listed only when their module
@@ -143,11 +143,7 @@ def ledger(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from toolkit.ledger_ops import dashboard
-
-    cfg = get_config()
-    d = dashboard(cfg.vault, max_bytes=cfg.max_file_bytes, request=_request(),
-                  cache=cfg.parse_cache)
+    d = get_project(refresh=False).ledger_dashboard(request=_request())
     if as_json:
         echo_json(d.to_dict())
         return
@@ -220,12 +216,10 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
              as_json: bool) -> None:
     """List entries grouped by file: [confidence] Title — Category (N observations, last:
     date). Filters combine (AND)."""
-    from toolkit.ledger_ops import entry_line, list_entries
+    from toolkit.ledger_ops import entry_line
 
-    cfg = get_config()
-    result = list_entries(cfg.vault, category=category, confidence=confidence, file=file_,
-                          max_bytes=cfg.max_file_bytes, request=_request(),
-                          cache=cfg.parse_cache)
+    result = get_project(refresh=False).ledger_list(category=category, confidence=confidence,
+                                                    file=file_, request=_request())
     if as_json:
         echo_json(result.to_dict())
         return
@@ -256,12 +250,10 @@ def show(title: str, index: int | None, file_: str | None, as_json: bool) -> Non
     """Show one entry in full. TITLE is a case-insensitive part of the title; when several
     entries match they are listed and none is shown (choose with --index)."""
     from toolkit.ledger_ops import AmbiguousMatchError
-    from toolkit.ledger_ops import show as show_entry
 
-    cfg = get_config()
     try:
-        r = show_entry(cfg.vault, title, index=index, file=file_, max_bytes=cfg.max_file_bytes,
-                       request=_request(), cache=cfg.parse_cache)
+        r = get_project(refresh=False).ledger_entry(title, index=index, file=file_,
+                                                    request=_request())
     except AmbiguousMatchError as exc:
         if not as_json:
             _ambiguous(exc)
@@ -297,11 +289,8 @@ def search(query: str, as_json: bool) -> None:
     """Search every ledger line (case-insensitive); each match with its entry, file,
     confidence and two lines of context."""
     from toolkit.display import shown, visible
-    from toolkit.ledger_ops import search as search_ledger
 
-    cfg = get_config()
-    hits = search_ledger(cfg.vault, query, max_bytes=cfg.max_file_bytes, request=_request(),
-                         cache=cfg.parse_cache)
+    hits = get_project(refresh=False).ledger_search_lines(query, request=_request())
     if as_json:
         echo_json({"query": query, "results": [h.to_dict() for h in hits]})
         return

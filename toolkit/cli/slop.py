@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import echo_json, echo_text, get_config
+from toolkit.cli._common import echo_json, echo_text, get_config, get_project
 
 if TYPE_CHECKING:
     import datetime as dt
 
     from toolkit.records import SlopEntry
-    from toolkit.slop_ops import SlopFilter
 
 BUCKET_HELP = ("retained_compatibility, unmigrated_callers, duplicate_concepts, naming_drift, "
                "stale_docs, stale_tests, suspected_dead_code, unverified_public_behavior, "
@@ -40,23 +39,6 @@ def _filter_options(func: Any) -> Any:
     for option in reversed(options):
         func = option(func)
     return func
-
-
-def _make_filter(limit: int | None, **kw: Any) -> SlopFilter:
-    from toolkit.slop_ops import SlopFilter, parse_enum
-
-    values = {k: (parse_enum(k, v) if v is not None else None)
-              for k, v in kw.items() if k in ("bucket", "severity", "status", "confidence")}
-    today = get_config().today_date() if kw.get("older_than") is not None else None
-    return SlopFilter(search=kw.get("search"), owner=kw.get("owner"),
-                      older_than=kw.get("older_than"), today=today, limit=limit, **values)
-
-
-def _load() -> Any:
-    from toolkit.slop_ops import load
-
-    cfg = get_config()
-    return load(cfg.slop_path, cfg.max_file_bytes)
 
 
 def _warn_problems(sf: Any, *, full: bool) -> None:
@@ -116,10 +98,10 @@ def slop(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from toolkit.display import visible
-    from toolkit.slop_ops import summarize
 
-    sf = _load()
-    summary = summarize(sf.entries)
+    project = get_project(refresh=False)
+    sf = project.slop_ledger()
+    summary = project.slop_summary(sf)
     if as_json:
         echo_json({"path": str(sf.path), "exists": sf.exists, "form": sf.form,
                    **summary.as_dict(),
@@ -158,12 +140,12 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
     """
     from toolkit.cli._common import render_rows
     from toolkit.display import visible
-    from toolkit.slop_ops import age_days, debug_name, query
+    from toolkit.slop_ops import age_days, debug_name
 
-    flt = _make_filter(limit, **filters)
-    sf = _load()
-    result = query(sf.entries, flt)
-    today = get_config().today_date()
+    project = get_project(refresh=False)
+    result = project.slop_query(limit=limit, **filters)
+    sf = result.ledger
+    today = project.today
     if as_json:
         fmt = "json"
     if fmt in ("json", "jsonl"):
@@ -386,11 +368,10 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     import datetime as dt
     from pathlib import Path
 
-    from toolkit.slop_ops import export_markdown, query
+    from toolkit.slop_ops import export_markdown
 
-    flt = _make_filter(None, **filters)
-    sf = _load()
-    entries = query(sf.entries, flt).entries
+    result = get_project(refresh=False).slop_query(limit=None, **filters)
+    sf, entries = result.ledger, result.entries
     now = _export_now() or dt.datetime.now(dt.UTC)
     text = export_markdown(entries, title=title, now=now)
     _warn_problems(sf, full=False)

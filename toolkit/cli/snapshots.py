@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from toolkit.cli._common import echo_json, get_config
+
+if TYPE_CHECKING:
+    from toolkit.api import Project
 
 
 def _when(unix: int) -> str:
@@ -23,6 +26,14 @@ def _label(text: str) -> str:
 def _cfg(ctx: click.Context) -> Any:
     workspace = (ctx.find_root().obj or {}).get("_snap_workspace")
     return get_config(ctx, workspace=workspace) if workspace else get_config(ctx)
+
+
+def _project(ctx: click.Context) -> Project:
+    """The project of the workspace given with ``--workspace`` (not refreshed: snapshots are
+    read from the side repository)."""
+    from toolkit.api import Project
+
+    return Project(_cfg(ctx))
 
 
 @click.group(invoke_without_command=True)
@@ -56,9 +67,7 @@ def snapshots(ctx: click.Context, workspace: str | None) -> None:
 def list_cmd(ctx: click.Context, limit: int = 10, show_all: bool = False,
              as_json: bool = False) -> None:
     """List snapshots, newest first, numbered from 1, with their time and label."""
-    from toolkit.snapshot_ops import list_snapshots
-
-    listing = list_snapshots(_cfg(ctx), None if show_all else limit)
+    listing = _project(ctx).snapshots(limit=None if show_all else limit)
     if as_json:
         echo_json({"workspace": str(listing.workspace), "side_repo": str(listing.repo),
                    "total": listing.total,
@@ -97,11 +106,10 @@ def diff_cmd(ctx: click.Context, number: int | None, turn_seq: int | None, patch
     `toolkit snapshots`), from its pre-turn to its post-turn snapshot, and step by step
     through the tool snapshots taken inside it."""
     from toolkit.errors import UsageError
-    from toolkit.snapshot_ops import turn_diff
 
     if (number is None) == (turn_seq is None):
         raise UsageError("give a snapshot NUMBER or --turn N (one of them)")
-    d = turn_diff(_cfg(ctx), number, turn=turn_seq, with_patch=patch)
+    d = _project(ctx).turn_diff(number, turn=turn_seq, patch=patch)
 
     def ref(s: Any) -> str:  # the label without its prompt snippet (shown in the title)
         return "empty tree" if s is None else f"#{s.position} {_label(s.label.partition(': ')[0])}"

@@ -41,17 +41,23 @@ def _open(w: FleetWorld):  # type: ignore[no-untyped-def]
 
 # --------------------------------------------------------------------------- fleet list
 
+def _shown(path) -> str:
+    """A path as the table shows it: cells longer than 80 characters end in an ellipsis."""
+    text = str(path)
+    return text if len(text) <= 80 else text[:79] + "\u2026"
+
+
 def test_list_shows_every_known_project_with_its_status_and_last_activity(world, cli_run):
     result = _fleet(cli_run, world, "list")
     assert result.exit_code == 0, result.output
     lines = {ln.split()[0]: ln for ln in result.stdout.splitlines()[2:]}
     assert sorted(lines) == ["alpha", "beta", "ci-only", "gone"]
-    assert lines["alpha"].split()[1:] == [str(world.alpha), "found", "found", "2026-05-08",
+    assert lines["alpha"].split()[1:] == [_shown(world.alpha), "found", "found", "2026-05-08",
                                           "07:00:00"]  # the slop change is the latest
-    assert lines["beta"].split()[1:] == [str(world.beta), "found", "found", "2026-05-03",
+    assert lines["beta"].split()[1:] == [_shown(world.beta), "found", "found", "2026-05-03",
                                          "11:00:00"]
     # the folder is gone: listed as missing, never an error; its audit row still counts
-    assert lines["gone"].split()[1:] == [str(world.gone), "missing", "-", "2026-04-02",
+    assert lines["gone"].split()[1:] == [_shown(world.gone), "missing", "-", "2026-04-02",
                                          "12:00:00"]
     assert lines["ci-only"].split()[1:] == ["-", "no", "folder", "-", "2026-05-05", "12:00:00"]
 

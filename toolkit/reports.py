@@ -612,7 +612,7 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
         audit_chart = "home-audit-week"
         charts.append(ChartSpec(
             name=audit_chart, title=f"Actions in the last {DASHBOARD_DAYS} days by tier",
-            labels=tuple(day.strftime("%m-%d") for day in days),
+            labels=tuple(day.isoformat() for day in days), time=True,
             series=tuple(Series(TIER_NAMES[t], tuple(r[1 + i] for r in audit_rows),
                                 TIER_COLORS[t]) for i, t in enumerate(AUDIT_TIERS)),
             ylabel="actions"))
@@ -1023,7 +1023,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         per_day_chart = "audit-per-day"
         charts.append(ChartSpec(
             name=per_day_chart, title=f"Actions per day by tier (last {STATS_DAYS} days)",
-            labels=tuple(day.strftime("%m-%d") for day in days),
+            labels=tuple(day.isoformat() for day in days), time=True,
             series=tuple(Series(TIER_NAMES.get(t, _shown(t)),
                                 tuple(r[1 + i] for r in per_day_rows),
                                 TIER_COLORS.get(t, "#607d8b")) for i, t in enumerate(tiers)),

@@ -220,6 +220,7 @@ class _Renderer:
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
         self.budget = MAX_PAGE_TABLES
+        self.charts: dict[str, Any] = {}  # chart name -> its ChartSpec (the chart's numbers)
 
     def render(self, page: Page, **extra: Any) -> str:
         self.budget = MAX_PAGE_TABLES  # bytes of table HTML this page may still hold
@@ -404,9 +405,27 @@ def _verbatim(ctx: Any, text: str, *, css_class: str | None, search: bool) -> Ma
 
 @_pass_context
 def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
+    """A chart's picture, then its numbers as text: a table of the spec's values (folded
+    under "The numbers in this chart", kept out of search: the page's own tables are
+    searched) whenever the renderer knows the spec."""
     if not name:
         return Markup("")
-    return Markup(f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})")
+    image = f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})"
+    spec = ctx["_r"].charts.get(name)
+    if spec is None:
+        return Markup(image)
+    from toolkit.charts import data_rows
+
+    src = _from(ctx)
+    targets = ctx["_r"].targets
+    columns, rows = data_rows(spec)
+    body = "".join("\n<tr>" + " ".join(f"<td>{_html_cell(v, src, targets)}</td>" for v in row)
+                   + "</tr>" for row in rows)
+    head = " ".join(f"<th>{_html_text(c)}</th>" for c in columns)
+    table = (f'<details class="tk-chart-data">\n<summary>The numbers in this chart: '
+             f"{_html_text(spec.title)}</summary>\n<table>\n<thead>\n<tr>{head}</tr>\n"
+             f"</thead>\n<tbody>{body}\n</tbody>\n</table>\n</details>")
+    return Markup(image + "\n\n" + _emit_table(ctx, table, search=False))
 
 
 @_pass_context
@@ -620,6 +639,7 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     downloads = worker.submit(_write_downloads, store, content.downloads, docs)
     worker.shutdown(wait=False)
     renderer = _Renderer(templates)
+    renderer.charts = {spec.name: spec for spec in content.charts}
     files: dict[str, bytes] = {}
     total = len(content.pages)
     for i, page in enumerate(content.pages, 1):

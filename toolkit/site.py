@@ -215,6 +215,7 @@ class _Renderer:
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
+            "headlines": _headlines,
         })
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
@@ -426,6 +427,27 @@ def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
              f"{_html_text(spec.title)}</summary>\n<table>\n<thead>\n<tr>{head}</tr>\n"
              f"</thead>\n<tbody>{body}\n</tbody>\n</table>\n</details>")
     return Markup(image + "\n\n" + _emit_table(ctx, table, search=False))
+
+
+@_pass_context
+def _headlines(ctx: Any, headlines: Sequence[Any]) -> Markup:
+    """Headline figures (``reports.Headline``) as Material's grid cards: the question linking
+    to its page, the figures (links) in large type, a note. Kept out of search (the pages
+    they link to hold the same figures)."""
+    if not headlines:
+        return Markup("")
+    src = _from(ctx)
+    targets = ctx["_r"].targets
+    cards = []
+    for h in headlines:
+        figures = " · ".join(f'<span class="tk-figure" style="font-size:1.25em">'
+                             f"<strong>{_html_cell(f, src, targets)}</strong></span>"
+                             for f in h.figures)
+        note = f"<br><small>{_html_text(h.note)}</small>" if h.note else ""
+        cards.append(f"<li><p><strong>{_html_cell(h.title, src, targets)}</strong></p>\n<hr>\n"
+                     f"<p>{figures}{note}</p></li>")
+    return _emit_table(ctx, '<div class="grid cards tk-headlines">\n<ul>\n'
+                            + "\n".join(cards) + "\n</ul>\n</div>", search=False)
 
 
 @_pass_context

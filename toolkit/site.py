@@ -54,7 +54,7 @@ from markupsafe import Markup
 from toolkit import mdsafe
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
-from toolkit.pages import INTERNAL_PATH, relative_link
+from toolkit.pages import INTERNAL_PATH, Table, relative_link
 
 if TYPE_CHECKING:
     import jinja2
@@ -352,6 +352,11 @@ def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
     rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
+    return _emit_table(ctx, _table_html(ctx, tbl), search)
+
+
+def _table_html(ctx: Any, tbl: Any) -> str:
+    """A table with rows as HTML, cut to the page's budget (see :func:`_table`)."""
     src = _from(ctx)
     r = ctx["_r"]
     targets = r.targets
@@ -370,13 +375,16 @@ def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
         parts.append(line)
         shown += 1
     parts.append("\n</tbody>\n</table>")
+    if shown == 0:  # the page's budget is spent: not even the header (it would add up)
+        parts = []
     if shown < len(tbl.rows):
         targets.add("data/index.md")
-        parts.append(f"\n<p><em>The first {shown:,} of {len(tbl.rows):,} rows are shown (a "
+        first = f"The first {shown:,} of" if shown else "None of the"
+        parts.append(f"\n<p><em>{first} {len(tbl.rows):,} rows are shown (a "
                      "page stays under 1 MB); every row is in the "
                      f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
                      "</em></p>")
-    return _emit_table(ctx, "".join(parts), search)
+    return "".join(parts)
 
 
 @_pass_context
@@ -417,16 +425,11 @@ def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
         return Markup(image)
     from toolkit.charts import data_rows
 
-    src = _from(ctx)
-    targets = ctx["_r"].targets
     columns, rows = data_rows(spec)
-    body = "".join("\n<tr>" + " ".join(f"<td>{_html_cell(v, src, targets)}</td>" for v in row)
-                   + "</tr>" for row in rows)
-    head = " ".join(f"<th>{_html_text(c)}</th>" for c in columns)
-    table = (f'<details class="tk-chart-data">\n<summary>The numbers in this chart: '
-             f"{_html_text(spec.title)}</summary>\n<table>\n<thead>\n<tr>{head}</tr>\n"
-             f"</thead>\n<tbody>{body}\n</tbody>\n</table>\n</details>")
-    return Markup(image + "\n\n" + _emit_table(ctx, table, search=False))
+    table = _table_html(ctx, Table(columns, rows))
+    return Markup(image + "\n\n" + _emit_table(
+        ctx, f'<details class="tk-chart-data">\n<summary>The numbers in this chart: '
+             f"{_html_text(spec.title)}</summary>\n{table}\n</details>", search=False))
 
 
 @_pass_context

@@ -49,6 +49,11 @@ def test_a_time_area_chart_puts_each_point_at_its_date() -> None:
                  for v in ax.collections[0].get_paths()[0].vertices})
     x0, x1, x2 = xs[0], xs[1], xs[-1]
     assert (x2 - x1) / (x1 - x0) == pytest.approx(14, rel=0.01)
+    # a single day is drawn as a bar, not as an area of no width
+    one = ChartSpec(name="g1", title="Entries", labels=("2026-03-01",), time=True, area=True,
+                    series=(Series("high", (3,), "#2e7d32"),))
+    [bar] = _drawn(one).axes[0].patches
+    assert bar.get_height() == 3 and bar.get_width() > 0
 
 
 def test_evenly_spaced_categories_stay_evenly_spaced() -> None:

@@ -202,11 +202,9 @@ def _draw_time(ax: Axes, spec: ChartSpec, values: list[list[float]], names: list
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 
     x = [float(date2num(d)) for d in _dates(spec.labels)]
-    if spec.area:
+    if spec.area and len(set(x)) > 1:  # (one day would be an area of no width: a bar)
         ax.stackplot(x, *values, colors=colors, labels=names, edgecolor="white",
                      linewidth=0.5)
-        if len(set(x)) == 1:  # one day: a zero-width area; widen the view around it
-            ax.set_xlim(x[0] - 1, x[0] + 1)
     else:
         gaps = [b - a for a, b in zip(sorted(set(x)), sorted(set(x))[1:], strict=False)]
         width = 0.8 * min(gaps, default=1.0)

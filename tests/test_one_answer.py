@@ -78,7 +78,8 @@ def test_an_entrys_history_is_the_same_rows_on_the_site_and_in_ledger_history(
 def test_the_dashboards_top_entries_are_the_same_on_the_site_and_in_the_cli(
         tmp_path, isolated_env, monkeypatch, cli_run):
     """Ties in reflections fall in the seed's file order (patterns before antipatterns), not
-    in the order of the entries' ids."""
+    in the order of the entries' ids. The site ranks as the CLI does, but lists antipatterns
+    apart (to avoid), never among the entries to follow, and labels each entry's kind."""
     p = Project.create(tmp_path / "acme", git=False)
     p.write({"patterns": [entry_b("Zeta rule", "high", 3), entry_b("Beta rule", "high", 4)],
              "antipatterns": [entry_b("Alpha trap", "high", 3)],
@@ -87,8 +88,11 @@ def test_the_dashboards_top_entries_are_the_same_on_the_site_and_in_the_cli(
     monkeypatch.chdir(p.root)
     cli = [e["title"] for e in _json(cli_run("ledger", "--json"))["top_high_confidence"]]
     home = _page(_site(p.root, isolated_env), "index.md")
-    assert [r[0].text for r in home.top_entries.rows] == cli
     assert cli == ["Beta rule", "Zeta rule", "Alpha trap", "Aardvark edge"]
+    assert [(r[0].text, r[1].text) for r in home.top_entries.rows] == [
+        ("Beta rule", "pattern"), ("Zeta rule", "pattern"), ("Aardvark edge", "edge case")]
+    assert [(r[0].text, r[1].text) for r in home.top_avoid.rows] == [
+        ("Alpha trap", "antipattern")]
 
 
 # --------------------------------------------------------------------------- MCP and CLI

@@ -10,33 +10,55 @@ turns it into SVG bytes. What makes the bytes reproducible:
 * math text off (``text.parse_math``): a category named ``$x$`` is shown as written, and a
   malformed one cannot break the build.
 
+What makes them legible:
+
+* sizes: a chart is at most ``MAX_WIDTH_IN`` inches wide (``MAX_WIDTH_IN * 96`` CSS px at its
+  natural size, which fits the content column of a page at 1280 px, so the browser does not
+  shrink it) and its smallest text is ``MIN_FONT_PT`` points (13.3 px at natural size);
+* the legend stands outside the axes (under the plot), so it never covers a bar;
+* a time axis (``ChartSpec.time``: the labels are ISO dates) is a true time scale: each point
+  stands at its date, so uneven dates are spaced by the time between them;
+* the numbers are also on the page as text: ``toolkit.site`` puts a table of the spec's values
+  under each chart (:func:`data_rows`).
+
 matplotlib is imported only when a chart is actually drawn (``toolkit.site`` caches SVGs by
 the hash of their spec, so an unchanged chart costs nothing on a rebuild).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import io
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
 MAX_LABEL = 32  # characters of a category label shown on an axis
+MAX_WIDTH_IN = 7.0  # inches (72 pt, 96 CSS px each): 672 px, within a page's column at 1280 px
+MIN_FONT_PT = 10.0  # the smallest text of a chart (ticks, legend): 13.3 px at natural size
 RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "agent-ledger-toolkit",
     "svg.fonttype": "path",
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans"],
-    "font.size": 9.0,
+    "font.size": MIN_FONT_PT,
+    "axes.titlesize": 11.0,
+    "axes.labelsize": MIN_FONT_PT,
+    "xtick.labelsize": MIN_FONT_PT,
+    "ytick.labelsize": MIN_FONT_PT,
+    "legend.fontsize": MIN_FONT_PT,
     "text.parse_math": False,
     "text.usetex": False,
     "axes.spines.top": False,
@@ -54,7 +76,9 @@ class Series:
 
 @dataclass(frozen=True)
 class ChartSpec:
-    """A bar chart: one bar (group) per label, series stacked."""
+    """A bar chart: one bar (group) per label, series stacked. With ``time`` the labels are
+    ISO dates (``YYYY-MM-DD``) placed on a time scale; ``area`` draws the stacked series as
+    areas through the points instead of bars (for counts that hold until the next point)."""
 
     name: str  # file stem: charts/<name>.svg
     title: str
@@ -62,6 +86,8 @@ class ChartSpec:
     series: tuple[Series, ...]
     ylabel: str = ""
     horizontal: bool = False
+    time: bool = False
+    area: bool = False
 
     def digest(self) -> str:
         """Hash of everything that shapes the picture (and of this module's settings)."""
@@ -76,7 +102,7 @@ def _renderer_version() -> str:
     slow, and a digest is taken several times per chart and build)."""
     from importlib.metadata import version
 
-    return "2:" + version("matplotlib")
+    return "3:" + version("matplotlib")
 
 
 def _short(label: str) -> str:
@@ -93,52 +119,136 @@ def _integer_ticks(axis: Axis) -> None:
         locator.set_params(integer=True)
 
 
+def _dates(labels: Sequence[str]) -> list[dt.date]:
+    return [dt.date.fromisoformat(str(label)[:10]) for label in labels]
+
+
+def _figure_size(spec: ChartSpec) -> tuple[float, float]:
+    n = max(len(spec.labels), 1)
+    legend = 0.35 if len(spec.series) > 1 else 0.0
+    if spec.horizontal:
+        return MAX_WIDTH_IN, max(2.4, 0.3 * n + 1.4) + legend
+    if spec.time:
+        return MAX_WIDTH_IN, 3.4 + legend
+    return max(5.0, min(MAX_WIDTH_IN, 0.3 * n + 3.0)), 3.4 + legend
+
+
+def draw(spec: ChartSpec) -> Figure:
+    """The chart as a matplotlib Figure (call within ``matplotlib.rc_context(RC)``)."""
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=_figure_size(spec), dpi=72, layout="constrained")
+    FigureCanvasSVG(fig)
+    ax = fig.add_subplot()
+    values = [[float(v or 0) for v in s.values] for s in spec.series]
+    names = [_short(s.name) for s in spec.series]
+    colors = [s.color for s in spec.series]
+    if spec.time:
+        _draw_time(ax, spec, values, names, colors)
+    else:
+        _draw_categories(ax, spec, values, names, colors)
+    ax.set_title(_short(spec.title) if len(spec.title) > 80 else spec.title, loc="left")
+    if len(spec.series) > 1:  # under the plot (the layout makes room), never over it
+        _legend(fig, len(spec.series))
+    return fig
+
+
+def _legend(fig: Figure, entries: int) -> None:
+    """The legend in as few rows as fit the picture's width."""
+    ncols = min(entries, 5)
+    while True:
+        legend = fig.legend(loc="outside lower left", ncols=ncols, frameon=False)
+        if ncols == 1:
+            return
+        fig.draw_without_rendering()
+        if legend.get_window_extent().x1 <= fig.bbox.width:
+            return
+        legend.remove()
+        ncols -= 1
+
+
+def _bar_kwargs(name: str, color: str) -> dict[str, Any]:
+    return {"color": color, "label": name, "edgecolor": "white", "linewidth": 0.5}
+
+
+def _draw_categories(ax: Axes, spec: ChartSpec, values: list[list[float]], names: list[str],
+                     colors: list[str]) -> None:
+    n = len(spec.labels)
+    positions = list(range(n))
+    base = [0.0] * n
+    for vals, name, color in zip(values, names, colors, strict=True):
+        if spec.horizontal:
+            ax.barh(positions, vals, left=base, height=0.7, **_bar_kwargs(name, color))
+        else:
+            ax.bar(positions, vals, bottom=base, width=0.75, **_bar_kwargs(name, color))
+        base = [b + v for b, v in zip(base, vals, strict=True)]
+    labels = [_short(label) for label in spec.labels]
+    if spec.horizontal:
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(spec.ylabel)
+        _integer_ticks(ax.xaxis)
+    else:
+        ax.set_xticks(positions, labels, rotation=45 if n > 6 else 0,
+                      ha="right" if n > 6 else "center")
+        ax.set_ylabel(spec.ylabel)
+        _integer_ticks(ax.yaxis)
+
+
+def _draw_time(ax: Axes, spec: ChartSpec, values: list[list[float]], names: list[str],
+               colors: list[str]) -> None:
+    """Points at their dates: the x axis is time, whatever the gaps between the labels."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+
+    x = [float(date2num(d)) for d in _dates(spec.labels)]
+    if spec.area and len(set(x)) > 1:  # (one day would be an area of no width: a bar)
+        ax.stackplot(x, *values, colors=colors, labels=names, edgecolor="white",
+                     linewidth=0.5)
+    else:
+        gaps = [b - a for a, b in zip(sorted(set(x)), sorted(set(x))[1:], strict=False)]
+        width = 0.8 * min(gaps, default=1.0)
+        base = [0.0] * len(x)
+        for vals, name, color in zip(values, names, colors, strict=True):
+            ax.bar(x, vals, bottom=base, width=width, **_bar_kwargs(name, color))
+            base = [b + v for b, v in zip(base, vals, strict=True)]
+        if x:
+            ax.set_xlim(min(x) - width, max(x) + width)
+    locator = AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, show_offset=True))
+    ax.set_ylabel(spec.ylabel)
+    _integer_ticks(ax.yaxis)
+
+
 def render_svg(spec: ChartSpec) -> bytes:
     """The chart as SVG bytes; the same spec always gives the same bytes."""
     import matplotlib
 
     matplotlib.use("svg", force=False)
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
-
     with matplotlib.rc_context(RC):
-        n = max(len(spec.labels), 1)
-        if spec.horizontal:
-            size = (7.5, max(2.2, 0.32 * n + 1.2))
-        else:
-            size = (max(6.0, min(11.0, 0.3 * n + 3.0)), 3.2)
-        fig = Figure(figsize=size, dpi=72)
-        FigureCanvasSVG(fig)
-        ax = fig.add_subplot()
-        positions = list(range(len(spec.labels)))
-        base = [0.0] * len(spec.labels)
-        for s in spec.series:
-            values = [float(v or 0) for v in s.values]
-            kwargs: dict[str, Any] = {"color": s.color, "label": _short(s.name),
-                                      "edgecolor": "white", "linewidth": 0.5}
-            if spec.horizontal:
-                ax.barh(positions, values, left=base, height=0.7, **kwargs)
-            else:
-                ax.bar(positions, values, bottom=base, width=0.75, **kwargs)
-            base = [b + v for b, v in zip(base, values, strict=True)]
-        labels = [_short(label) for label in spec.labels]
-        if spec.horizontal:
-            ax.set_yticks(positions, labels)
-            ax.invert_yaxis()
-            ax.set_xlabel(spec.ylabel)
-            _integer_ticks(ax.xaxis)
-        else:
-            ax.set_xticks(positions, labels, rotation=45 if n > 8 else 0,
-                          ha="right" if n > 8 else "center")
-            ax.set_ylabel(spec.ylabel)
-            _integer_ticks(ax.yaxis)
-        ax.set_title(_short(spec.title) if len(spec.title) > 80 else spec.title, loc="left")
-        if len(spec.series) > 1:
-            ax.legend(frameon=False, fontsize=8, loc="best")
-        fig.tight_layout()
+        fig = draw(spec)
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     return buf.getvalue()
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def data_rows(spec: ChartSpec) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """The chart's numbers as a table: a row per label, a column per series (and the total
+    when the series are stacked). The site shows it under the chart."""
+    stacked = len(spec.series) > 1
+    columns = ("Date" if spec.time else "", *(s.name for s in spec.series),
+               *(("Total",) if stacked else ()))
+    rows = []
+    for i, label in enumerate(spec.labels):
+        cells = [float(s.values[i] or 0) if i < len(s.values) else 0.0 for s in spec.series]
+        rows.append((label, *(_number(c) for c in cells),
+                     *((_number(sum(cells)),) if stacked else ())))
+    return columns, rows
 
 
 def specs_to_json(specs: list[ChartSpec]) -> str:
@@ -150,7 +260,8 @@ def specs_from_json(text: str) -> list[ChartSpec]:
     for d in json.loads(text):
         series = tuple(Series(x["name"], tuple(x["values"]), x["color"]) for x in d["series"])
         out.append(ChartSpec(name=d["name"], title=d["title"], labels=tuple(d["labels"]),
-                             series=series, ylabel=d["ylabel"], horizontal=d["horizontal"]))
+                             series=series, ylabel=d["ylabel"], horizontal=d["horizontal"],
+                             time=d.get("time", False), area=d.get("area", False)))
     return out
 
 

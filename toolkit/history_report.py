@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from toolkit.store import Store
 
 CHANGE_LOG_LIMIT = 500  # rows of the change log on the page (all are in the data download)
-CHART_POINTS = 60  # bars in the growth chart at most (the last version of each period)
+CHART_POINTS = 60  # points of the growth chart at most (the last version of each period)
 ACTIVITY_PER_TURN = 50  # audit actions (and dispatches) listed per turn at most
 NOW = "now (not committed)"  # the working files' time: their mtime moves with every edit
 
@@ -116,8 +116,10 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
         chart = "ledger-growth"
         charts.append(ChartSpec(
             name=chart, title="Ledger entries by confidence over time",
-            labels=tuple("now" if v.source == "working" else _when(v.source, v.ts)[:10]
-                         for v in points),
+            # the working files stand at the build's today
+            labels=tuple(d.today.isoformat() if v.source == "working"
+                         else _when(v.source, v.ts)[:10] for v in points),
+            time=True, area=True,
             series=tuple(Series(c, tuple(float(getattr(v, c)) for v in points),
                                 CONFIDENCE_COLORS[c]) for c in ("high", "medium", "low")),
             ylabel="entries"))

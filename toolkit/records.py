@@ -29,6 +29,15 @@ LEDGER_TITLES: dict[str, str] = {
     "edge-cases": "Edge Cases",
     "project-quirks": "Project Quirks",
 }
+# What one entry of each file is, for listings that mix files (the site's home page, related
+# entries): an antipattern is something to avoid, never a pattern to follow.
+LEDGER_KINDS: dict[str, str] = {
+    "patterns": "pattern",
+    "antipatterns": "antipattern",
+    "tool-preferences": "tool preference",
+    "edge-cases": "edge case",
+    "project-quirks": "project quirk",
+}
 LEDGER_ALIASES: dict[str, str] = {"tools": "tool-preferences", "quirks": "project-quirks"}
 CATEGORIES: tuple[str, ...] = ("implementation", "testing", "debugging", "specification", "audit")
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")

@@ -50,6 +50,7 @@ from toolkit.records import (
     CATEGORIES,
     CONFIDENCES,
     LEDGER_FILES,
+    LEDGER_KINDS,
     LEDGER_TITLES,
     RETRY_LIMIT,
     SLOP_BUCKETS,
@@ -158,7 +159,8 @@ class HomePage(Page):
     total_reflections: int | None
     total_entries: int
     ledger_table: Table
-    top_entries: Table
+    top_entries: Table  # high-confidence entries to follow (antipatterns never among them)
+    top_avoid: Table  # high-confidence antipatterns: what to avoid
     slop_open: int
     slop_table: Table
     slop_chart: str | None
@@ -173,6 +175,17 @@ class HomePage(Page):
     goal: Table | None = None  # nagi-ledger's active goal (toolkit.goals_report)
     goals_closed: int = 0
     checks: Any = None  # the checks badge (toolkit.checks.page.Badge), when checks ran
+    headlines: list[Headline] = field(default_factory=list)  # the first thing the page shows
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One figure at the top of the home page: a question (``title``, a link to the page that
+    answers it in full) and its answer, one or more figures, each a link or text."""
+
+    title: Ref
+    figures: tuple[Cell, ...]
+    note: str = ""  # written by us
 
 
 @dataclass(kw_only=True)
@@ -493,7 +506,7 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     data = load_site_data(store, today=today, site_name=site_name, roots=roots)
     charts: list[ChartSpec] = []
     pages: list[Page] = []
-    home = _home(data, charts)
+    home = _home(store, data, charts)
     home.goal, home.goals_closed = goal_summary(store)
     pages.append(home)
     pages += _ledger_pages(data, charts)
@@ -581,29 +594,103 @@ def _yes(flag: Any) -> str:
 
 # --------------------------------------------------------------------------- home
 
-def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
+def _top_table(d: SiteData, entries: Iterable[dict[str, Any]], empty: str) -> Table:
+    """The dashboard's top high-confidence entries among ``entries``, each with its kind."""
+    high = top_high_confidence(entries, TOP_ENTRIES, lambda e: (
+        e.get("confidence"), e.get("reflections"), e["file"], e.get("line") or 0))
+    return Table(("Entry", "Kind", "Category", "Reflections"), [
+        (Ref(_entry_title(e), d.entry_path[e["entry_id"]]), _kind_ref(e), _category_ref(e),
+         e.get("reflections")) for e in high], empty=empty)
+
+
+def _kind_ref(e: dict[str, Any]) -> Cell:
+    """An entry's kind (pattern, antipattern...), linking to its file's page."""
+    return Ref(LEDGER_KINDS.get(e["file"], e["file"]), _file_path(e["file"]))
+
+
+def open_slop_entries(d: SiteData) -> list[dict[str, Any]]:
+    """Slop entries still open or in progress (the home page and the slop pages)."""
+    return [s for s in d.slop if s.get("status") in OPEN_STATUSES]
+
+
+def confidence_counts(d: SiteData) -> Counter[Any]:
+    """Ledger entries per confidence (the home page and the by-confidence pages)."""
+    return _count_by(d.ledger, "confidence")
+
+
+def week_start(today: dt.date) -> dt.date:
+    """The first day of "this week" on the site: the last ``DASHBOARD_DAYS`` days to today."""
+    return today - dt.timedelta(days=DASHBOARD_DAYS - 1)
+
+
+def actions_this_week(store: Store, today: dt.date) -> dict[int | None, int]:
+    """Audit actions per tier since :func:`week_start` (the home page and the audit stats)."""
+    return queries.site_actions_by_tier_since(store, week_start(today))
+
+
+HIGH_SEVERITIES = ("critical", "high")  # "open high-severity debt" on the home page
+
+
+def _headlines(d: SiteData, week: dict[int | None, int], open_slop: list[dict[str, Any]]
+               ) -> list[Headline]:
+    """The home page's first answers, each computed as the page it links to computes it."""
+    confs = confidence_counts(d)  # a value has a page when an entry has it
+    conf_figures = tuple(
+        Ref(f"{confs[c]} {_shown(c)}", f"ledger/confidence/{_value_slug('confidence', c)}.md")
+        if confs[c] else f"0 {c}"
+        for c in _ordered(set(confs) | set(CONFIDENCES), tuple(reversed(CONFIDENCES))))
+    over = over_limit_tasks(d.tasks)
+    pending = pending_dispatches(d.dispatches)
+    sev = _count_by(open_slop, "severity")
+    paged = {s.get("severity") for s in d.slop}  # the severities with a page
+    debt = tuple(Ref(f"{sev[v]} {v}", _dim_path("severity", v)) if v in paged
+                 else f"{sev[v]} {v}" for v in HIGH_SEVERITIES)
+    tiers = _ordered(set(week) | set(AUDIT_TIERS), AUDIT_TIERS)
+    return [
+        Headline(Ref("Ledger entries by confidence", "ledger/confidence/index.md"),
+                 conf_figures or ("0 entries",)),
+        Headline(Ref("Tasks over the retry limit", "audit/dispatches.md#over-the-retry-limit"),
+                 (Ref(_count(len(over), "task"), "audit/dispatches.md#over-the-retry-limit"),),
+                 note=f"{RETRY_LIMIT} or more retries"),
+        Headline(Ref("Pending verdicts", "audit/dispatches.md#pending-verification"),
+                 (Ref(_count(len(pending), "dispatch", "dispatches"),
+                      "audit/dispatches.md#pending-verification"),),
+                 note="waiting for a verdict"),
+        Headline(Ref("Open high-severity debt", "slop/severity/index.md"), debt,
+                 note="open or in-progress slop entries"),
+        Headline(Ref("Actions this week", "audit/index.md#actions-by-tier"), tuple(
+            Ref(f"{week.get(t, 0)} {TIER_NAMES.get(t, 'tier ' + _shown(t))}",
+                "audit/index.md#actions-by-tier") for t in tiers),
+                 note=f"{week_start(d.today).isoformat()} to {d.today.isoformat()}"),
+    ]
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
     ledger_rows, totals = _ledger_file_rows(d)
     meta = d.ledger_meta or {}
-    high = top_high_confidence(d.ledger, TOP_ENTRIES, lambda e: (
-        e.get("confidence"), e.get("reflections"), e["file"], e.get("line") or 0))
-    top = Table(("Entry", "Category", "Reflections"), [
-        (Ref(_entry_title(e), d.entry_path[e["entry_id"]]), _category_ref(e),
-         e.get("reflections")) for e in high], empty="No high-confidence entries yet.")
+    top = _top_table(d, (e for e in d.ledger if e["file"] != "antipatterns"),
+                     "No high-confidence entries yet.")
+    avoid = _top_table(d, (e for e in d.ledger if e["file"] == "antipatterns"),
+                       "No high-confidence antipatterns yet.")
 
-    open_slop = [s for s in d.slop if s.get("status") in OPEN_STATUSES]
+    open_slop = open_slop_entries(d)
+    week = actions_this_week(store, d.today)
     slop_table, slop_chart = _slop_matrix(d, open_slop, charts, "slop-open")
 
-    first = d.today - dt.timedelta(days=DASHBOARD_DAYS - 1)
+    first = week_start(d.today)
     days = [first + dt.timedelta(days=i) for i in range(DASHBOARD_DAYS)]
     by_day: dict[tuple[str, Any], int] = {}
     for day_iso, tier, n in d.day_tier:
         by_day[(day_iso, tier)] = n
     audit_rows: list[tuple[Any, ...]] = []
-    week_total = 0
     for day in days:
         counts = [by_day.get((day.isoformat(), t), 0) for t in AUDIT_TIERS]
-        week_total += sum(counts)
         audit_rows.append((day.isoformat(), *counts, sum(counts)))
+    week_total = sum(week.values())
     audit_days = Table(("Day", *(f"Tier {t}" for t in AUDIT_TIERS), "Total"),
                        [(Ref(r[0], "audit/index.md#actions-per-day"), *r[1:])
                         for r in audit_rows])
@@ -612,7 +699,7 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
         audit_chart = "home-audit-week"
         charts.append(ChartSpec(
             name=audit_chart, title=f"Actions in the last {DASHBOARD_DAYS} days by tier",
-            labels=tuple(day.strftime("%m-%d") for day in days),
+            labels=tuple(day.isoformat() for day in days), time=True,
             series=tuple(Series(TIER_NAMES[t], tuple(r[1 + i] for r in audit_rows),
                                 TIER_COLORS[t]) for i, t in enumerate(AUDIT_TIERS)),
             ylabel="actions"))
@@ -630,10 +717,12 @@ def _home(d: SiteData, charts: list[ChartSpec]) -> HomePage:
         today=d.today.isoformat(), last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
         ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), [*ledger_rows, totals]),
-        top_entries=top, slop_open=len(open_slop), slop_table=slop_table, slop_chart=slop_chart,
+        top_entries=top, top_avoid=avoid, slop_open=len(open_slop), slop_table=slop_table,
+        slop_chart=slop_chart,
         audit_days=audit_days, audit_chart=audit_chart, audit_week_total=week_total,
         pending=pending_tbl, pending_total=len(pending), over_limit=over_tbl,
-        snapshots=snap_tbl, warnings=len(d.problems))
+        snapshots=snap_tbl, warnings=len(d.problems),
+        headlines=_headlines(d, week, open_slop))
 
 
 def _fmt_ts(value: Any) -> str | None:
@@ -680,7 +769,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
     pages: list[Page] = []
     rows, total = _ledger_file_rows(d)
     cats = _count_by(d.ledger, "category")
-    confs = _count_by(d.ledger, "confidence")
+    confs = confidence_counts(d)
     malformed = [e for e in d.ledger if e.get("problems")]
     chart = None
     if d.ledger:
@@ -757,6 +846,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         if e.get("title"):
             by_title[_norm_title(e["title"])].append(e["entry_id"])
     title_of = {e["entry_id"]: _entry_title(e) for e in d.ledger}
+    kind_of = {e["entry_id"]: LEDGER_KINDS.get(e["file"], e["file"]) for e in d.ledger}
     keys = _entry_keys(d.ledger) if d.history is not None else {}
     for e in d.ledger:
         related_ids = _related_ids(e.get("related"), by_title, e["entry_id"])
@@ -786,7 +876,8 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
             entry_id=e["entry_id"], fields=fields, problems=list(e.get("problems") or []),
             context=e.get("context"), pattern=e.get("pattern"), evidence=e.get("evidence"),
             related=e.get("related"),
-            related_entries=[Ref(title_of[r], d.entry_path[r]) for r in related_ids],
+            related_entries=[Ref(f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
+                             for r in related_ids],
             source=f"{source}:{e.get('line')}" if e.get("line") else source, history=history))
     return pages
 
@@ -859,7 +950,7 @@ def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartS
 
 def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
     pages: list[Page] = []
-    open_slop = [s for s in d.slop if s.get("status") in OPEN_STATUSES]
+    open_slop = open_slop_entries(d)
     matrix, chart = _slop_matrix(d, open_slop, charts, "slop-open")
     statuses = _count_by(d.slop, "status")
     status_tbl = Table(("Status", "Entries"), [
@@ -1006,7 +1097,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     since = d.today - dt.timedelta(days=STATS_DAYS - 1)
     day_tier = d.day_tier
     all_tiers = queries.site_actions_by_tier_since(store, None)
-    week = queries.site_actions_by_tier_since(store, d.today - dt.timedelta(days=6))
+    week = actions_this_week(store, d.today)
     month = queries.site_actions_by_tier_since(store, since)
     tiers = _ordered(set(all_tiers) | set(AUDIT_TIERS), AUDIT_TIERS)
     totals = Table(("Tier", "Last 7 days", f"Last {STATS_DAYS} days", "All time"), [
@@ -1023,7 +1114,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         per_day_chart = "audit-per-day"
         charts.append(ChartSpec(
             name=per_day_chart, title=f"Actions per day by tier (last {STATS_DAYS} days)",
-            labels=tuple(day.strftime("%m-%d") for day in days),
+            labels=tuple(day.isoformat() for day in days), time=True,
             series=tuple(Series(TIER_NAMES.get(t, _shown(t)),
                                 tuple(r[1 + i] for r in per_day_rows),
                                 TIER_COLORS.get(t, "#607d8b")) for i, t in enumerate(tiers)),

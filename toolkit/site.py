@@ -54,7 +54,7 @@ from markupsafe import Markup
 from toolkit import mdsafe
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
-from toolkit.pages import INTERNAL_PATH, relative_link
+from toolkit.pages import INTERNAL_PATH, Table, relative_link
 
 if TYPE_CHECKING:
     import jinja2
@@ -215,11 +215,13 @@ class _Renderer:
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
+            "headlines": _headlines,
         })
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
         self.budget = MAX_PAGE_TABLES
+        self.charts: dict[str, Any] = {}  # chart name -> its ChartSpec (the chart's numbers)
 
     def render(self, page: Page, **extra: Any) -> str:
         self.budget = MAX_PAGE_TABLES  # bytes of table HTML this page may still hold
@@ -350,6 +352,11 @@ def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
     rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
+    return _emit_table(ctx, _table_html(ctx, tbl), search)
+
+
+def _table_html(ctx: Any, tbl: Any) -> str:
+    """A table with rows as HTML, cut to the page's budget (see :func:`_table`)."""
     src = _from(ctx)
     r = ctx["_r"]
     targets = r.targets
@@ -368,13 +375,16 @@ def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
         parts.append(line)
         shown += 1
     parts.append("\n</tbody>\n</table>")
+    if shown == 0:  # the page's budget is spent: not even the header (it would add up)
+        parts = []
     if shown < len(tbl.rows):
         targets.add("data/index.md")
-        parts.append(f"\n<p><em>The first {shown:,} of {len(tbl.rows):,} rows are shown (a "
+        first = f"The first {shown:,} of" if shown else "None of the"
+        parts.append(f"\n<p><em>{first} {len(tbl.rows):,} rows are shown (a "
                      "page stays under 1 MB); every row is in the "
                      f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
                      "</em></p>")
-    return _emit_table(ctx, "".join(parts), search)
+    return "".join(parts)
 
 
 @_pass_context
@@ -404,9 +414,43 @@ def _verbatim(ctx: Any, text: str, *, css_class: str | None, search: bool) -> Ma
 
 @_pass_context
 def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
+    """A chart's picture, then its numbers as text: a table of the spec's values (folded
+    under "The numbers in this chart", kept out of search: the page's own tables are
+    searched) whenever the renderer knows the spec."""
     if not name:
         return Markup("")
-    return Markup(f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})")
+    image = f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})"
+    spec = ctx["_r"].charts.get(name)
+    if spec is None:
+        return Markup(image)
+    from toolkit.charts import data_rows
+
+    columns, rows = data_rows(spec)
+    table = _table_html(ctx, Table(columns, rows))
+    return Markup(image + "\n\n" + _emit_table(
+        ctx, f'<details class="tk-chart-data">\n<summary>The numbers in this chart: '
+             f"{_html_text(spec.title)}</summary>\n{table}\n</details>", search=False))
+
+
+@_pass_context
+def _headlines(ctx: Any, headlines: Sequence[Any]) -> Markup:
+    """Headline figures (``reports.Headline``) as Material's grid cards: the question linking
+    to its page, the figures (links) in large type, a note. Kept out of search (the pages
+    they link to hold the same figures)."""
+    if not headlines:
+        return Markup("")
+    src = _from(ctx)
+    targets = ctx["_r"].targets
+    cards = []
+    for h in headlines:
+        figures = " · ".join(f'<span class="tk-figure" style="font-size:1.25em">'
+                             f"<strong>{_html_cell(f, src, targets)}</strong></span>"
+                             for f in h.figures)
+        note = f"<br><small>{_html_text(h.note)}</small>" if h.note else ""
+        cards.append(f"<li><p><strong>{_html_cell(h.title, src, targets)}</strong></p>\n<hr>\n"
+                     f"<p>{figures}{note}</p></li>")
+    return _emit_table(ctx, '<div class="grid cards tk-headlines">\n<ul>\n'
+                            + "\n".join(cards) + "\n</ul>\n</div>", search=False)
 
 
 @_pass_context
@@ -658,6 +702,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     downloads = worker.submit(_write_downloads, store, content.downloads, docs)
     worker.shutdown(wait=False)
     renderer = _Renderer(templates)
+    renderer.charts = {spec.name: spec for spec in content.charts}
     files: dict[str, bytes] = {}
     total = len(content.pages)
     for i, page in enumerate(content.pages, 1):

@@ -1,0 +1,129 @@
+"""The demo site's charts and home page in headless Chromium, as a reader at 1280 px sees them:
+chart text size, the headline figures, the top lists, and dark mode.
+
+Uses the demo site, server, browser and request guard of tests/test_browser.py (its fixtures:
+no request may leave 127.0.0.1, no console error, no dialog)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.test_browser import Served, Watch, browser, demo, page  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.browser
+
+CHART_PAGES = ("", "audit/", "ledger/", "ledger/history/", "slop/", "slop/ageing/")
+
+# The font size (CSS px) of every text of each chart of the page, as Chromium draws it at the
+# size the page shows the picture: the SVG is put inline at the <img>'s displayed width, and
+# each text's glyphs (drawn as paths at 1/100 of the font size, matplotlib's glyph units) are
+# measured through getScreenCTM, which holds the viewBox scaling.
+_FONT_SIZES = """async () => {
+  const out = [];
+  for (const img of document.querySelectorAll('article img[src*="charts/"]')) {
+    const shown = img.getBoundingClientRect();
+    const text = await (await fetch(img.src)).text();
+    const svg = document.importNode(
+      new DOMParser().parseFromString(text, "image/svg+xml").documentElement, true);
+    svg.setAttribute("width", shown.width);
+    svg.setAttribute("height", shown.height);
+    const holder = document.createElement("div");
+    holder.style.cssText = "position:absolute;left:0;top:0";
+    holder.appendChild(svg);
+    document.body.appendChild(holder);
+    const sizes = [...svg.querySelectorAll('g[id^="text_"] g[transform*="scale"]')].map(g => {
+      const m = g.getScreenCTM();
+      return Math.hypot(m.a, m.b) * 100;
+    });
+    holder.remove();
+    out.push({src: img.getAttribute("src"), width: shown.width, sizes: sizes});
+  }
+  return out;
+}"""
+
+
+def test_chart_text_is_at_least_11_px_at_1280_px(demo: Served,  # noqa: F811
+                                                 page: tuple[Any, Watch]) -> None:  # noqa: F811
+    p, _ = page
+    p.set_viewport_size({"width": 1280, "height": 900})
+    seen = 0
+    for path in CHART_PAGES:
+        p.goto(demo.base + path, wait_until="load")
+        for chart in p.evaluate(_FONT_SIZES):
+            seen += 1
+            assert chart["sizes"], chart["src"]
+            assert min(chart["sizes"]) >= 11, (path, chart["src"], min(chart["sizes"]))
+            # a chart's numbers stand under it as text
+            src = chart["src"]
+            table = p.locator(f"article p:has(img[src='{src}']) + details.tk-chart-data table")
+            assert table.locator("tbody tr").count() >= 1, src
+    assert seen >= 7
+
+
+def test_home_opens_with_headline_figures_whose_links_open_their_pages(
+        demo: Served, page: tuple[Any, Watch]) -> None:  # noqa: F811
+    p, _ = page
+    p.set_viewport_size({"width": 1280, "height": 900})
+    p.goto(demo.base, wait_until="load")
+    cards = p.locator("article .tk-headlines > ul > li")
+    assert cards.count() == 5
+    first_table = p.locator("article table").first.bounding_box()
+    assert cards.nth(4).bounding_box()["y"] < first_table["y"]  # type: ignore[index]
+    # all five visible without scrolling at 1280 x 900
+    assert all(cards.nth(i).bounding_box()["y"] < 900 for i in range(5))  # type: ignore[index]
+    hrefs = p.locator("article .tk-headlines a").evaluate_all(
+        "links => links.map(a => a.href)")
+    assert len(hrefs) >= 10
+    for href in dict.fromkeys(hrefs):
+        response = p.goto(href.partition("#")[0], wait_until="load")
+        assert response is not None and response.status == 200, href
+        anchor = href.partition("#")[2]
+        if anchor:
+            assert p.locator(f"[id='{anchor}']").count() == 1, href
+
+
+def test_the_demos_antipattern_is_to_avoid_not_to_follow(
+        demo: Served, page: tuple[Any, Watch]) -> None:  # noqa: F811
+    p, _ = page
+    p.goto(demo.base, wait_until="load")
+    follow = p.locator("xpath=//h3[@id='top-high-confidence-entries-to-follow']"
+                       "/following::table[1]")
+    avoid = p.locator("xpath=//h3[@id='high-confidence-antipatterns-to-avoid']"
+                      "/following::table[1]")
+    title = "Retrying webhook delivery inside the request handler"
+    assert title not in follow.inner_text()
+    kinds = follow.locator("tbody tr td:nth-child(2)").all_inner_texts()
+    assert kinds and "antipattern" not in kinds
+    assert set(kinds) <= {"pattern", "tool preference", "edge case", "project quirk"}
+    row = avoid.locator("tbody tr", has_text=title)
+    assert row.locator("td:nth-child(2)").inner_text().strip() == "antipattern"
+
+
+@pytest.mark.parametrize("scheme", ["dark", "light"])
+def test_the_palette_follows_the_system_setting_and_toggles(
+        demo: Served, browser: Any, scheme: str) -> None:  # noqa: F811
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 900})
+    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(demo.base)
+                  or not r.request.url.startswith("http") else r.abort())
+    try:
+        p = context.new_page()
+        p.goto(demo.base, wait_until="load")
+        body = p.locator("body")
+        shown = body.get_attribute("data-md-color-scheme")
+        assert shown == ("slate" if scheme == "dark" else "default")
+        background = p.evaluate("getComputedStyle(document.body).backgroundColor")
+        rgb = [int(x) for x in background[background.index("(") + 1:-1].split(",")[:3]]
+        assert (sum(rgb) < 200) == (scheme == "dark"), background
+        # the toggle: system -> light -> dark -> system, whatever the system says
+        toggle = p.locator("form[data-md-component='palette'] label:visible")
+        assert toggle.count() == 1
+        seen = []
+        for _ in range(3):
+            toggle.click()
+            seen.append(body.get_attribute("data-md-color-scheme"))
+            toggle = p.locator("form[data-md-component='palette'] label:visible")
+        assert seen == ["default", "slate", "slate" if scheme == "dark" else "default"]
+    finally:
+        context.close()

@@ -1,0 +1,144 @@
+"""The site's charts (toolkit.charts): legible sizes, legends beside the data, true time axes,
+and their numbers on the page as text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import pytest
+
+from tests._site_helpers import TODAY, World, scan
+from toolkit.charts import MAX_WIDTH_IN, RC, ChartSpec, Series, data_rows, draw, render_svg
+
+TIERS = (Series("tier 0 (info)", (3, 0, 5), "#90a4ae"),
+         Series("tier 1 (notable)", (1, 2, 0), "#ffb300"),
+         Series("tier 2 (high-impact)", (0, 4, 1), "#e53935"))
+
+
+def _drawn(spec: ChartSpec) -> Any:
+    with matplotlib.rc_context(RC):
+        fig = draw(spec)
+        fig.draw_without_rendering()  # runs the layout
+    return fig
+
+
+def _centres(ax: Any) -> list[float]:
+    """The x of each bar's centre in display coordinates (first series)."""
+    n = len(ax.containers[0])
+    return [float(ax.transData.transform((p.get_x() + p.get_width() / 2, 0))[0])
+            for p in list(ax.patches)[:n]]
+
+
+def test_a_time_axis_spaces_uneven_dates_by_the_time_between_them() -> None:
+    spec = ChartSpec(name="t", title="Actions", labels=("2026-01-01", "2026-01-02", "2026-01-12"),
+                     series=TIERS, time=True)
+    x0, x1, x2 = _centres(_drawn(spec).axes[0])
+    # one day, then ten days: the second gap is ten times the first
+    assert (x2 - x1) / (x1 - x0) == pytest.approx(10, rel=0.01)
+
+
+def test_a_time_area_chart_puts_each_point_at_its_date() -> None:
+    spec = ChartSpec(name="g", title="Entries", labels=("2026-03-01", "2026-03-03", "2026-03-31"),
+                     series=(Series("high", (1, 2, 3), "#2e7d32"),
+                             Series("low", (4, 4, 5), "#e0e0e0")), time=True, area=True)
+    ax = _drawn(spec).axes[0]
+    xs = sorted({round(float(ax.transData.transform((v[0], 0))[0]), 3)
+                 for v in ax.collections[0].get_paths()[0].vertices})
+    x0, x1, x2 = xs[0], xs[1], xs[-1]
+    assert (x2 - x1) / (x1 - x0) == pytest.approx(14, rel=0.01)
+    # a single day is drawn as a bar, not as an area of no width
+    one = ChartSpec(name="g1", title="Entries", labels=("2026-03-01",), time=True, area=True,
+                    series=(Series("high", (3,), "#2e7d32"),))
+    [bar] = _drawn(one).axes[0].patches
+    assert bar.get_height() == 3 and bar.get_width() > 0
+
+
+def test_evenly_spaced_categories_stay_evenly_spaced() -> None:
+    spec = ChartSpec(name="c", title="By age", labels=("0-7 days", "8-30 days", "over 90"),
+                     series=TIERS)
+    x0, x1, x2 = _centres(_drawn(spec).axes[0])
+    assert x2 - x1 == pytest.approx(x1 - x0)
+
+
+@pytest.mark.parametrize("kind", ["vertical", "horizontal", "time", "area"])
+def test_the_legend_stands_outside_the_plot(kind: str) -> None:
+    labels = (tuple(f"2026-02-{d:02d}" for d in (1, 2, 9)) if kind in ("time", "area")
+              else ("unmigrated_callers", "naming_drift", "a" * 40))
+    spec = ChartSpec(name="l", title="t", labels=labels, series=TIERS,
+                     horizontal=kind == "horizontal", time=kind in ("time", "area"),
+                     area=kind == "area")
+    fig = _drawn(spec)
+    [legend] = fig.legends
+    box, plot = legend.get_window_extent(), fig.axes[0].get_window_extent()
+    assert not box.overlaps(plot)
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y0 >= 0  # and inside the picture
+
+
+def test_charts_are_drawn_at_a_width_a_page_shows_unscaled_with_no_text_under_10_pt() -> None:
+    wide = ChartSpec(name="w", title="Per day", labels=tuple(f"2026-01-{d:02d}" for d in
+                                                              range(1, 31)),
+                     series=(Series("actions", tuple(range(30)), "#90a4ae"),), time=True)
+    many = ChartSpec(name="m", title="Per category", labels=tuple(f"c{i}" for i in range(40)),
+                     series=(Series("actions", tuple(range(40)), "#90a4ae"),))
+    for spec in (wide, many):
+        svg = render_svg(spec).decode()
+        width = float(re.search(r'<svg[^>]* width="([0-9.]+)pt"', svg).group(1))  # type: ignore[union-attr]
+        assert width <= MAX_WIDTH_IN * 72
+        # text is drawn as glyph paths scaled by font size / 100 (matplotlib's glyph units)
+        sizes = {float(s) * 100 for s in re.findall(r"scale\(([0-9.]+) -[0-9.]+\)", svg)}
+        assert sizes and min(sizes) >= 10
+
+
+def test_data_rows_hold_every_value_and_the_totals() -> None:
+    spec = ChartSpec(name="d", title="t", labels=("a", "b", "c"), series=TIERS)
+    columns, rows = data_rows(spec)
+    assert columns == ("", "tier 0 (info)", "tier 1 (notable)", "tier 2 (high-impact)", "Total")
+    assert rows == [("a", 3, 1, 0, 4), ("b", 0, 2, 4, 6), ("c", 5, 0, 1, 6)]
+    single = ChartSpec(name="s", title="t", labels=("2026-01-01",), time=True,
+                       series=(Series("open", (2.5,), "#fb8c00"),))
+    assert data_rows(single) == (("Date", "open"), [("2026-01-01", 2.5)])
+
+
+def _chart_tables(html_file: Path) -> dict[str, list[list[str]]]:
+    """chart file name -> the rows (cell texts) of the table right after its picture."""
+    html = html_file.read_text(encoding="utf-8")
+    out = {}
+    for m in re.finditer(r'<img[^>]+src="[^"]*charts/([^"/]+)\.svg"', html):
+        rest = html[m.end():]
+        details = rest[:rest.index("</details>")]
+        assert rest.index("<details") < rest.index("</p>") + 10  # right after the picture
+        rows = re.findall(r"<tr>(.*?)</tr>", details, flags=re.S)
+        out[m.group(1)] = [[re.sub(r"<[^>]+>", "", c).strip()
+                            for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", r, flags=re.S)]
+                           for r in rows]
+    return out
+
+
+def test_every_chart_of_the_site_has_its_numbers_on_its_page_as_text(
+        formats_site: tuple[World, Path]) -> None:
+    from toolkit.loaders import SOURCES
+    from toolkit.reports import build_site_content
+    from toolkit.store import Store
+
+    world, site = formats_site
+    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+        content = build_site_content(store, today=TODAY, site_name="x", roots=[])
+    specs = {s.name: s for s in content.charts}
+    assert {"slop-open", "home-audit-week", "audit-per-day", "ledger-by-file"} <= set(specs)
+    shown: set[str] = set()
+    for html_file in sorted(site.rglob("index.html")):
+        for name, rows in _chart_tables(html_file).items():
+            shown.add(name)
+            columns, data = data_rows(specs[name])
+            assert rows[0] == list(columns)
+            assert rows[1:] == [[str(c) for c in row] for row in data], (html_file, name)
+    assert shown == set(specs)
+    # the home page's week chart: the same numbers as its table of days, readable as text
+    home = scan(site / "index.html").body_text
+    week = dict((r[0], r[-1]) for r in data_rows(specs["home-audit-week"])[1])
+    assert any(week.values())
+    for day, total in week.items():
+        assert re.search(rf"{day}\s+(\d+\s+)+{total}\b", home)

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
     from toolkit.ledger_ops import Dashboard
@@ -69,6 +71,8 @@ def site_build_settings(config: Config, db: Path) -> str:
               if getattr(config, s.attr) is not None}
     values["db"] = str(db)
     values["today"] = config.today_date().isoformat()
+    values["site_scope"] = config.site_scope
+    values["project_name"] = config.project_name
     return json.dumps({"root": str(config.project_root.resolve()), "settings": values})
 
 
@@ -305,10 +309,12 @@ class Project:
              goal_file: PathLike | None = None, goal_history: PathLike | None = None,
              snapshots_home: PathLike | None = None, workspace: PathLike | None = None,
              db: PathLike | None = None, today: dt.date | str | None = None,
-             refresh: bool = True) -> Project:
+             site_scope: str | None = None, refresh: bool = True) -> Project:
         """The project at ``path`` (default: found from the current folder, as the CLI finds
         it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
-        ``toolkit.yaml``. ``refresh`` (default): bring the store up to date first, as every
+        ``toolkit.yaml``. ``site_scope`` (``project`` or ``all``; default: the setting, else
+        ``project``): whose audit actions the project's answers read, as on its site; see
+        :meth:`stats_by_tier`. ``refresh`` (default): bring the store up to date first, as every
         command does; ``refresh=False`` reads the store as it is. In a notebook that
         ``toolkit build-site`` runs, the project it builds opens with the build's settings
         and its copy of the store, without refreshing (``TOOLKIT_SITE_BUILD``)."""
@@ -322,7 +328,8 @@ class Project:
             "audit_json": text(audit_json), "goal_file": text(goal_file),
             "goal_history": text(goal_history), "snapshots_home": text(snapshots_home),
             "workspace": text(workspace), "db": text(db),
-            "today": today.isoformat() if isinstance(today, dt.date) else today}
+            "today": today.isoformat() if isinstance(today, dt.date) else today,
+            "site_scope": site_scope, "project_name": None}  # project_name: a build's
         build = _site_build(path)
         if build is not None:
             flags = {k: build.get(k) if v is None else v for k, v in flags.items()}
@@ -372,13 +379,25 @@ class Project:
             return store.refresh(self.config, full=full)
 
     def _store(self) -> Store:
-        """The read-only, locked-down store connection (opened on first use)."""
+        """The read-only, locked-down store connection (opened on first use), reading the
+        actions of ``site_scope`` as the site does (``Store.scope_actions``)."""
         if self._reader is None:
             from toolkit.store import Store, open_query_connection
 
             path = self.config.db_path
-            self._reader = Store(open_query_connection(path), path, read_only=True)
+            reader = Store(open_query_connection(path), path, read_only=True)
+            try:
+                reader.scope_actions(self.config.action_scope)
+            except BaseException:
+                reader.close()
+                raise
+            self._reader = reader
         return self._reader
+
+    def _nagi(self) -> AbstractContextManager[Store]:
+        """The store reading every project's actions, for nagi-ledger's own answers (which
+        are nagi-ledger's, whatever ``site_scope`` says)."""
+        return self._store().actions_scoped(None)
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None
             ) -> Relation:
@@ -458,21 +477,24 @@ class Project:
         """Dispatches, retries and last verdict of one task (``toolkit audit task-status``)."""
         from toolkit.audit_ops import task_status
 
-        return cast(TaskStatus, task_status(self._store(), task))
+        with self._nagi() as store:
+            return cast(TaskStatus, task_status(store, task))
 
     def approaches(self, task: str) -> Approaches:
         """One task's dead ends, no-gos and working approaches (``toolkit audit
         approaches``)."""
         from toolkit.audit_ops import check_approaches
 
-        return cast(Approaches, check_approaches(self._store(), task))
+        with self._nagi() as store:
+            return cast(Approaches, check_approaches(store, task))
 
     def stats(self, days: int = 7, *, now: dt.datetime | None = None) -> AuditStats:
         """Actions by tier and category, dispatches and verdicts over the last ``days`` days
         before ``now`` (default: the real clock), as ``toolkit audit stats``."""
         from toolkit.audit_ops import stats
 
-        return cast(AuditStats, stats(self._store(), days, now=now))
+        with self._nagi() as store:
+            return cast(AuditStats, stats(store, days, now=now))
 
     def audit_search(self, query: str, *, kinds: list[str] | None = None, limit: int = 20,
                      offset: int = 0, since_days: float | None = None,
@@ -481,8 +503,9 @@ class Project:
         (nagi-ledger's ``ledger_search``; ``toolkit audit search``)."""
         from toolkit.audit_ops import search
 
-        return cast(list[AuditHit], search(self._store(), query, kinds, limit, offset,
-                                           since_days, now=now))
+        with self._nagi() as store:
+            return cast(list[AuditHit], search(store, query, kinds, limit, offset, since_days,
+                                               now=now))
 
     def similar_tasks(self, task: str, *, limit: int = 5, min_score: float = 0.35
                       ) -> list[SimilarTask]:
@@ -490,17 +513,23 @@ class Project:
         (nagi-ledger's ``ledger_similar_tasks``)."""
         from toolkit.audit_ops import similar_tasks
 
-        return cast(list[SimilarTask], similar_tasks(self._store(), task, limit, min_score))
+        with self._nagi() as store:
+            return cast(list[SimilarTask], similar_tasks(store, task, limit, min_score))
 
     def session_report(self, since_hours: int = 24, *, now: dt.datetime | None = None) -> str:
         """nagi-ledger's Markdown report of the actions and dispatches of the last
         ``since_hours`` hours before ``now`` (``toolkit audit report``)."""
         from toolkit.audit_ops import session_report
 
-        return session_report(self._store(), since_hours, now=now)
+        with self._nagi() as store:
+            return session_report(store, since_hours, now=now)
 
     def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
-        """Actions per day and tier (from ``since``, default: all), as the site's chart."""
+        """Actions per day and tier (from ``since``, default: all), as the site's chart.
+
+        Like the site, :meth:`sql`, :meth:`tables`, :meth:`turns` and :meth:`turn_activity`,
+        it reads the actions of ``site_scope``: by default this project's and the unassigned
+        ones (nagi-ledger's own answers above read every project's, as nagi-ledger does)."""
         from toolkit.queries import site_actions_by_day_tier
 
         rows = site_actions_by_day_tier(self._store(), since or dt.date.min)

@@ -475,7 +475,7 @@ def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
 
 
 def site_name_for(cfg: Config) -> str:
-    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", cfg.project_root.name).strip(" -.") or "project"
+    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", cfg.project_name).strip(" -.") or "project"
     return f"Agent Ledger: {name}"
 
 
@@ -563,14 +563,17 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
         from toolkit.redact import redactor
 
         # fold: loaders lowercase some values (categories, enums), and a lowercased key id
-        # is still a key id
-        source = store.redacted_copy(copy_path, redactor(fold=True))
+        # is still a key id. Every action is copied: the copy is scoped below, as the store.
+        with store.actions_scoped(None):
+            source = store.redacted_copy(copy_path, redactor(fold=True))
         mark("redaction")
     try:
-        result = _build_from(cfg, source, site=site, build=build, docs=docs, clean=clean,
-                             build_time=build_time, today=today, progress=progress,
-                             templates=templates, base_config=base_config, redact=redact,
-                             mark=mark, checks=checks)
+        # site_scope: every page, chart, count and download reads the same actions
+        with source.actions_scoped(cfg.action_scope):
+            result = _build_from(cfg, source, site=site, build=build, docs=docs, clean=clean,
+                                 build_time=build_time, today=today, progress=progress,
+                                 templates=templates, base_config=base_config, redact=redact,
+                                 mark=mark, checks=checks)
     finally:
         if source is not store:
             source.close()

@@ -848,7 +848,10 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
         # Off already in Jupyter without ipywidgets, where setting it at all is an error.
         if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
             conn.execute("SET enable_progress_bar = false")
-        conn.execute("SET lock_configuration = true")
+        # a second reader of the same file in this process shares the first one's database,
+        # locked already (two Project objects open at once)
+        if not conn.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+            conn.execute("SET lock_configuration = true")
     except BaseException:
         conn.close()
         raise

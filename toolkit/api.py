@@ -379,25 +379,18 @@ class Project:
             return store.refresh(self.config, full=full)
 
     def _store(self) -> Store:
-        """The read-only, locked-down store connection (opened on first use), reading the
-        actions of ``site_scope`` as the site does (``Store.scope_actions``)."""
+        """The read-only, locked-down store connection (opened on first use)."""
         if self._reader is None:
             from toolkit.store import Store, open_query_connection
 
             path = self.config.db_path
-            reader = Store(open_query_connection(path), path, read_only=True)
-            try:
-                reader.scope_actions(self.config.action_scope)
-            except BaseException:
-                reader.close()
-                raise
-            self._reader = reader
+            self._reader = Store(open_query_connection(path), path, read_only=True)
         return self._reader
 
-    def _nagi(self) -> AbstractContextManager[Store]:
-        """The store reading every project's actions, for nagi-ledger's own answers (which
-        are nagi-ledger's, whatever ``site_scope`` says)."""
-        return self._store().actions_scoped(None)
+    def _site_view(self) -> AbstractContextManager[Store]:
+        """The store reading the actions of ``site_scope``, as the project's site does
+        (``Store.scope_actions``), for the questions the site answers."""
+        return self._store().actions_scoped(self.config.action_scope)
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None
             ) -> Relation:
@@ -477,24 +470,21 @@ class Project:
         """Dispatches, retries and last verdict of one task (``toolkit audit task-status``)."""
         from toolkit.audit_ops import task_status
 
-        with self._nagi() as store:
-            return cast(TaskStatus, task_status(store, task))
+        return cast(TaskStatus, task_status(self._store(), task))
 
     def approaches(self, task: str) -> Approaches:
         """One task's dead ends, no-gos and working approaches (``toolkit audit
         approaches``)."""
         from toolkit.audit_ops import check_approaches
 
-        with self._nagi() as store:
-            return cast(Approaches, check_approaches(store, task))
+        return cast(Approaches, check_approaches(self._store(), task))
 
     def stats(self, days: int = 7, *, now: dt.datetime | None = None) -> AuditStats:
         """Actions by tier and category, dispatches and verdicts over the last ``days`` days
         before ``now`` (default: the real clock), as ``toolkit audit stats``."""
         from toolkit.audit_ops import stats
 
-        with self._nagi() as store:
-            return cast(AuditStats, stats(store, days, now=now))
+        return cast(AuditStats, stats(self._store(), days, now=now))
 
     def audit_search(self, query: str, *, kinds: list[str] | None = None, limit: int = 20,
                      offset: int = 0, since_days: float | None = None,
@@ -503,9 +493,8 @@ class Project:
         (nagi-ledger's ``ledger_search``; ``toolkit audit search``)."""
         from toolkit.audit_ops import search
 
-        with self._nagi() as store:
-            return cast(list[AuditHit], search(store, query, kinds, limit, offset, since_days,
-                                               now=now))
+        return cast(list[AuditHit], search(self._store(), query, kinds, limit, offset,
+                                           since_days, now=now))
 
     def similar_tasks(self, task: str, *, limit: int = 5, min_score: float = 0.35
                       ) -> list[SimilarTask]:
@@ -513,26 +502,26 @@ class Project:
         (nagi-ledger's ``ledger_similar_tasks``)."""
         from toolkit.audit_ops import similar_tasks
 
-        with self._nagi() as store:
-            return cast(list[SimilarTask], similar_tasks(store, task, limit, min_score))
+        return cast(list[SimilarTask], similar_tasks(self._store(), task, limit, min_score))
 
     def session_report(self, since_hours: int = 24, *, now: dt.datetime | None = None) -> str:
         """nagi-ledger's Markdown report of the actions and dispatches of the last
         ``since_hours`` hours before ``now`` (``toolkit audit report``)."""
         from toolkit.audit_ops import session_report
 
-        with self._nagi() as store:
-            return session_report(store, since_hours, now=now)
+        return session_report(self._store(), since_hours, now=now)
 
     def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
         """Actions per day and tier (from ``since``, default: all), as the site's chart.
 
-        Like the site, :meth:`sql`, :meth:`tables`, :meth:`turns` and :meth:`turn_activity`,
-        it reads the actions of ``site_scope``: by default this project's and the unassigned
-        ones (nagi-ledger's own answers above read every project's, as nagi-ledger does)."""
+        Like the site (and :meth:`turns` and :meth:`turn_activity`), it counts the actions of
+        ``site_scope``: by default this project's and the unassigned ones. nagi-ledger's own
+        answers above count every project's, as nagi-ledger does, and :meth:`sql` reads the
+        store as it is (every project's rows, as ``toolkit query``)."""
         from toolkit.queries import site_actions_by_day_tier
 
-        rows = site_actions_by_day_tier(self._store(), since or dt.date.min)
+        with self._site_view() as store:
+            rows = site_actions_by_day_tier(store, since or dt.date.min)
         return [TierDay(*r) for r in rows]
 
     def tasks(self) -> list[TaskRow]:
@@ -592,7 +581,8 @@ class Project:
         """Every agent turn: its window, files and lines changed, actions and dispatches."""
         from toolkit.history import turn_summaries
 
-        return cast(list[Turn], turn_summaries(self._store()))
+        with self._site_view() as store:
+            return cast(list[Turn], turn_summaries(store))
 
     def turn_files(self) -> list[TurnFile]:
         """Every file each turn changed, with lines added and deleted."""
@@ -605,4 +595,5 @@ class Project:
         ``per_turn`` of each kind per turn)."""
         from toolkit.history import turn_activity_rows
 
-        return cast(list[TurnActivity], turn_activity_rows(self._store(), per_turn=per_turn))
+        with self._site_view() as store:
+            return cast(list[TurnActivity], turn_activity_rows(store, per_turn=per_turn))

@@ -845,12 +845,12 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
         raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
                          hint="Use a number and a unit, e.g. 500MB or 2GB") from None
     try:
-        # Off already in Jupyter without ipywidgets, where setting it at all is an error.
-        if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
-            conn.execute("SET enable_progress_bar = false")
-        # a second reader of the same file in this process shares the first one's database,
-        # locked already (two Project objects open at once)
+        # A second reader of the same file in this process shares the first one's database,
+        # whose configuration is locked already (two Project objects open at once).
         if not conn.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+            # Off already in Jupyter without ipywidgets, where setting it at all is an error.
+            if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
+                conn.execute("SET enable_progress_bar = false")
             conn.execute("SET lock_configuration = true")
     except BaseException:
         conn.close()

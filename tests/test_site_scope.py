@@ -264,3 +264,12 @@ def test_scoped_connection_never_changes_the_store(tmp_path: Path) -> None:
         store.refresh(world.cfg)
         assert store.scalar("SELECT count(*) FROM actions") == 9
         assert store.scalar("SELECT count(DISTINCT id) FROM actions") == 9
+
+
+def test_a_hostile_project_name_is_text_in_the_per_project_table(hostile_site
+                                                                 ) -> None:  # type: ignore[no-untyped-def]
+    _world, site = hostile_site  # built with site_scope: all (tests/_site_helpers.make_world)
+    page = site / "audit" / "index.html"
+    assert "<img src=x onerror=alert(5)>" in {r[0] for r in tables(page)["Project"]}
+    assert not any(tag == "img" and any(k == "onerror" for k, _ in attrs)
+                   for tag, attrs in scan(page).tags)

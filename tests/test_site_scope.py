@@ -97,7 +97,7 @@ def test_default_site_shows_own_and_unassigned_actions_labelled(sites: tuple[Pat
                                                                     ""}
     assert not any("WEBONLY" in r["description"] for r in download(own, "actions.csv"))
     stats = scan(own / "audit" / "index.html").body_text
-    assert ("This project's actions (project acme-api) and the unassigned ones, labelled "
+    assert ("Actions shown: this project's (acme-api) and the unassigned ones, labelled "
             "(no project); 3 actions of 1 other project are left out (site_scope: all shows "
             "them).") in stats
     assert "acme-web" not in stats  # other projects are counted, never named
@@ -111,7 +111,7 @@ def test_all_scope_shows_every_project_with_its_project(sites: tuple[Path, Path]
     per_project = {r[0]: r[-1] for r in tables(every / "audit" / "index.html")["Project"]}
     assert per_project == {"acme-api": "2", "Acme-API": "1", "acme-web": "3",
                            "(no project)": "2"}
-    assert "Every project's actions (site_scope: all)" in scan(
+    assert "Actions shown: every project's (site_scope: all)" in scan(
         every / "audit" / "index.html").body_text
     assert len(download(every, "actions.csv")) == 8
 

@@ -466,9 +466,9 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
 def scope_note(d: SiteData) -> str:
     """Whose actions the audit pages count (site_scope), and how many they leave out."""
     if d.action_scope is None:
-        return "Every project's actions (site_scope: all), each with its project."
+        return "Actions shown: every project's (site_scope: all), each with its project."
     hidden, projects = d.actions_hidden
-    text = (f"This project's actions (project {d.action_scope}) and the unassigned ones, "
+    text = (f"Actions shown: this project's ({d.action_scope}) and the unassigned ones, "
             f"labelled {NO_PROJECT}")
     if hidden:
         text += (f"; {hidden:,} actions of {projects} other project"

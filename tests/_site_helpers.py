@@ -76,6 +76,8 @@ def make_world(base: Path, *, hostile: bool = False, analyses: bool = False) -> 
     env = {"HOME": str(home), "NAGI_LEDGER_DB": str(audit),
            "CODESMITH_HOME": str(home / ".codesmith")}
     cfg = resolve(project=root, env=env, cwd=root, today=TODAY.isoformat())
+    if hostile:  # its hostile action names a hostile project: show every project's actions
+        cfg = cfg.with_overrides(site_scope="all")
     return World(root=root, home=home, cfg=cfg.with_overrides(analyses=analyses))
 
 

@@ -45,8 +45,9 @@ def test_unknown_toolkit_yaml_key_is_a_usage_error(project, cli_run):
     assert result.exit_code == 2
     assert result.output.strip().endswith(
         "toolkit.yaml: unknown setting(s) audti_db. Known settings: analyses, audit_db, "
-        "audit_json, checks, db, goal_file, goal_history, max_file_mb, notebooks, publish, "
-        "redact, site_dir, site_url, slop, snapshots_home, today, vault, workspace")
+        "audit_json, checks, db, goal_file, goal_history, max_file_mb, notebooks, project_name, "
+        "publish, redact, site_dir, site_scope, site_url, slop, snapshots_home, today, vault, "
+        "workspace")
 
 
 @pytest.mark.parametrize("setting", ["yaml", "env"])

@@ -159,7 +159,7 @@ def test_csv_downloads_cannot_run_a_formula(tmp_path: Path) -> None:
     conn = sqlite3.connect(world.cfg.audit_db)
     for f in FORMULAS:
         conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
-                     "('2026-05-09 10:00:00', 2, ?, ?, 'acme')", [f, f])
+                     "('2026-05-09 10:00:00', 2, ?, ?, NULL)", [f, f])  # in every site_scope
         conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary) "
                      "VALUES ('2026-05-09 10:01:00', ?, 'general-purpose', 'inherit', 'b')", [f])
     conn.commit()

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
     from toolkit.ledger_ops import Dashboard, ListResult, SearchHit, ShowResult
@@ -75,6 +77,8 @@ def site_build_settings(config: Config, db: Path) -> str:
               if getattr(config, s.attr) is not None}
     values["db"] = str(db)
     values["today"] = config.today_date().isoformat()
+    values["site_scope"] = config.site_scope
+    values["project_name"] = config.project_name
     return json.dumps({"root": str(config.project_root.resolve()), "settings": values})
 
 
@@ -329,10 +333,13 @@ class Project:
              goal_file: PathLike | None = None, goal_history: PathLike | None = None,
              snapshots_home: PathLike | None = None, workspace: PathLike | None = None,
              db: PathLike | None = None, today: dt.date | str | None = None,
-             refresh: bool = True, memory_limit: str | None = None) -> Project:
+             site_scope: str | None = None, refresh: bool = True,
+             memory_limit: str | None = None) -> Project:
         """The project at ``path`` (default: found from the current folder, as the CLI finds
         it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
-        ``toolkit.yaml``. ``refresh`` (default): bring the store up to date first, as every
+        ``toolkit.yaml``. ``site_scope`` (``project`` or ``all``; default: the setting, else
+        ``project``): whose audit actions the project's answers read, as on its site; see
+        :meth:`stats_by_tier`. ``refresh`` (default): bring the store up to date first, as every
         command does; ``refresh=False`` reads the store as it is. ``memory_limit``: what a
         query may use (a DuckDB size such as ``500MB``; default 1GB). In a notebook that
         ``toolkit build-site`` runs, the project it builds opens with the build's settings
@@ -347,7 +354,8 @@ class Project:
             "audit_json": text(audit_json), "goal_file": text(goal_file),
             "goal_history": text(goal_history), "snapshots_home": text(snapshots_home),
             "workspace": text(workspace), "db": text(db),
-            "today": today.isoformat() if isinstance(today, dt.date) else today}
+            "today": today.isoformat() if isinstance(today, dt.date) else today,
+            "site_scope": site_scope, "project_name": None}  # project_name: a build's
         build = _site_build(path)
         if build is not None:
             flags = {k: build.get(k) if v is None else v for k, v in flags.items()}
@@ -420,6 +428,11 @@ class Project:
                     else open_query_connection(path, memory_limit=self.memory_limit))
             self._reader = Store(conn, path, read_only=True, sources=SOURCES)
         return self._reader
+
+    def _site_view(self) -> AbstractContextManager[Store]:
+        """The store reading the actions of ``site_scope``, as the project's site does
+        (``Store.scope_actions``), for the questions the site answers."""
+        return self._store().actions_scoped(self.config.action_scope)
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None
             ) -> Relation:
@@ -609,10 +622,16 @@ class Project:
         return session_report(self._store(), since_hours, now=now)
 
     def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
-        """Actions per day and tier (from ``since``, default: all), as the site's chart."""
+        """Actions per day and tier (from ``since``, default: all), as the site's chart.
+
+        Like the site (and :meth:`turns` and :meth:`turn_activity`), it counts the actions of
+        ``site_scope``: by default this project's and the unassigned ones. nagi-ledger's own
+        answers above count every project's, as nagi-ledger does, and :meth:`sql` reads the
+        store as it is (every project's rows, as ``toolkit query``)."""
         from toolkit.queries import site_actions_by_day_tier
 
-        rows = site_actions_by_day_tier(self._store(), since or dt.date.min)
+        with self._site_view() as store:
+            rows = site_actions_by_day_tier(store, since or dt.date.min)
         return [TierDay(*r) for r in rows]
 
     def tasks(self) -> list[TaskRow]:
@@ -693,7 +712,8 @@ class Project:
         """Every agent turn: its window, files and lines changed, actions and dispatches."""
         from toolkit.history import turn_summaries
 
-        return cast(list[Turn], turn_summaries(self._store()))
+        with self._site_view() as store:
+            return cast(list[Turn], turn_summaries(store))
 
     def snapshots(self, *, limit: int | None = None) -> SnapshotListing:
         """``toolkit snapshots``: the workspace's turn snapshots read from CodeSmith's side
@@ -723,4 +743,5 @@ class Project:
         ``per_turn`` of each kind per turn)."""
         from toolkit.history import turn_activity_rows
 
-        return cast(list[TurnActivity], turn_activity_rows(self._store(), per_turn=per_turn))
+        with self._site_view() as store:
+            return cast(list[TurnActivity], turn_activity_rows(store, per_turn=per_turn))

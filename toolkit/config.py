@@ -29,7 +29,11 @@ CONFIG_NAME = "toolkit.yaml"
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
-                                  "checks", "notebooks", "analyses"}
+                                  "checks", "notebooks", "analyses", "project_name",
+                                  "site_scope"}
+
+# site_scope: whose audit actions the site (and the handoff and the API) shows.
+SITE_SCOPES = ("project", "all")
 
 # What each toolkit.yaml value must be: (accepted Python types, how the error names it).
 # YAML gives a date for an unquoted 2026-11-28, numbers for numbers; null means "not set".
@@ -44,6 +48,8 @@ _KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "checks": ((list,), "a list of checks (name, sql, expect, level, description)"),
     "notebooks": ((list,), "a list of notebook paths"),
     "analyses": ((bool,), "true or false"),
+    "project_name": ((str,), "text (the project's name in nagi-ledger's project column)"),
+    "site_scope": ((str,), "project or all"),
 }
 _PUBLISH_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "repo": ((str,), "text (OWNER/NAME)"),
@@ -110,6 +116,14 @@ class Config:
     notebooks: tuple[Path, ...] = ()
     # build-site runs the analysis notebooks (toolkit.yaml ``analyses:``, $TOOLKIT_ANALYSES)
     analyses: bool = True
+    # the project's name (the site's and the handoff's title, the Parquet export's partition)
+    # and the name nagi-ledger's actions.project holds for it: toolkit.yaml ``project_name:``,
+    # else the project folder's name (resolve always sets it)
+    project_name: str = ""
+    # whose audit actions the site, the handoff and the API read: "project" (this project's
+    # and the unassigned ones) or "all" (toolkit.yaml ``site_scope:``, $TOOLKIT_SITE_SCOPE,
+    # build-site --scope)
+    site_scope: str = "project"
 
     @property
     def ledger_dir(self) -> Path:
@@ -136,6 +150,12 @@ class Config:
         if not self.db_path.is_file():
             return None
         return self.db_path.with_name(self.db_path.name + ".cache")
+
+    @property
+    def action_scope(self) -> str | None:
+        """The project whose audit actions (with the unassigned ones) the site, the handoff
+        and the API read; None: every project's (``site_scope: all``)."""
+        return self.project_name if self.site_scope == "project" else None
 
     def today_date(self) -> dt.date:
         return self.today or dt.datetime.now(dt.UTC).date()
@@ -293,6 +313,10 @@ def resolve(
     redact = bool(settings.get("redact"))  # type-checked with every key by _check_types
     analyses = _parse_switch(pick("analyses", env.get("TOOLKIT_ANALYSES"), True),
                              "analyses", "TOOLKIT_ANALYSES")
+    in_file = flags.get("site_scope") is None and settings.get("site_scope") is not None
+    site_scope = parse_site_scope(pick("site_scope", env.get("TOOLKIT_SITE_SCOPE"), "project"),
+                                  cfg_path if in_file else None)
+    project_name = str(pick("project_name", None, "") or "").strip() or root.name
 
     return Config(
         project_root=root,
@@ -308,7 +332,20 @@ def resolve(
         checks=tuple(settings.get("checks") or ()),
         notebooks=tuple(settings.get("notebooks") or ()),
         analyses=analyses,
+        project_name=project_name,
+        site_scope=site_scope,
     )
+
+
+def parse_site_scope(value: Any, path: Path | None = None) -> str:
+    """``project`` or ``all`` (any case, surrounding spaces ignored); else a usage error."""
+    text = str(value).strip().lower()
+    if text not in SITE_SCOPES:
+        raise UsageError(f"site_scope: {value!r} is not a scope", path=path,
+                         hint="Use project (this project's audit actions and the unassigned "
+                              "ones) or all (every project's), in toolkit.yaml, "
+                              "$TOOLKIT_SITE_SCOPE or build-site --scope")
+    return text
 
 
 def _parse_switch(value: Any, key: str, env_name: str) -> bool:

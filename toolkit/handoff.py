@@ -357,7 +357,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
             since_info = Since("window", start.isoformat(), until=until.isoformat())
             ledger = _changes_since_date(entries, start, None)
     return HandoffReport(
-        project=cfg.project_root.name, key=project_key(cfg), since=since_info,
+        project=cfg.project_name, key=project_key(cfg), since=since_info,
         site_url=cfg.site_url, slop=slop, ledger=ledger, dispatches=listing,
         refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),

@@ -173,7 +173,9 @@ def handoff_dead_end_total(store: Store) -> int:
 
 # --- site ----------------------------------------------------------------------------------
 # Everything `toolkit build-site` shows (toolkit.reports shapes the rows into page contexts).
-# Every query has a total ORDER BY: the site is reproducible byte for byte.
+# Every query has a total ORDER BY: the site is reproducible byte for byte. ``actions`` is
+# the scoped stand-in on the site's connection (Store.scope_actions, site_scope): each
+# question over it counts the same rows.
 
 def site_ledger_entries(store: Store) -> list[dict[str, Any]]:
     """Every ledger entry, malformed ones included, in file order."""
@@ -271,6 +273,13 @@ def site_actions_by_tier_since(store: Store, since: dt.date | None) -> dict[int 
                        "ts >= CAST(? AS DATE) GROUP BY tier ORDER BY tier NULLS LAST",
                        [None if since is None else since.isoformat()] * 2)[1]
     return {r[0]: int(r[1]) for r in rows}
+
+
+def site_actions_by_project_tier(store: Store) -> list[tuple[str | None, int | None, int]]:
+    """(project, tier, actions) over all time; a blank project is None (unassigned)."""
+    return [(r[0], r[1], int(r[2])) for r in store.fetch(
+        "SELECT nullif(trim(project), '') AS p, tier, count(*) FROM actions GROUP BY ALL "
+        "ORDER BY p NULLS LAST, tier NULLS LAST")[1]]
 
 
 def site_sessions(store: Store) -> list[dict[str, Any]]:

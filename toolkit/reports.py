@@ -72,6 +72,12 @@ DASHBOARD_DAYS = 7
 LIST_LIMIT = 200  # rows in the long lists of the approaches page
 OPEN_STATUSES = ("open", "in_progress")
 TIER_NAMES = {0: "tier 0 (info)", 1: "tier 1 (notable)", 2: "tier 2 (high-impact)"}
+NO_PROJECT = "(no project)"  # an action logged without a project (site_scope)
+# Records whose format holds no project: every project's, under either site_scope.
+SHARED_AUDIT = ("nagi-ledger records no project for dispatches and approaches: these are "
+                "every project's.")
+SHARED_SLOP = ("CodeSmith keeps one slop ledger per user, with no project: these entries are "
+               "every project's.")
 TIER_COLORS = {0: "#90a4ae", 1: "#ffb300", 2: "#e53935"}
 SEVERITY_COLORS = {"critical": "#b71c1c", "high": "#e53935", "medium": "#fb8c00",
                    "low": "#fdd835", "info": "#90a4ae"}
@@ -270,6 +276,7 @@ class SlopAgeingPage(Page):
 class AuditStatsPage(Page):
     template: ClassVar[str] = "audit_stats.md.j2"
     totals: Table
+    per_project: Table
     per_day: Table
     per_day_chart: str | None
     per_category: Table
@@ -432,6 +439,10 @@ class SiteData:
     slop_path: dict[str, str] = field(default_factory=dict)
     task_slug: dict[str, str] = field(default_factory=dict)
     turn_activity: dict[tuple[str, str], Any] = field(default_factory=dict)  # history feature
+    # site_scope (Store.scope_actions): the project whose actions (and the unassigned ones)
+    # the site shows, None: every project's; (actions, projects) left out
+    action_scope: str | None = None
+    actions_hidden: tuple[int, int] = (0, 0)
 
 
 def load_site_data(store: Store, *, today: dt.date, site_name: str,
@@ -460,7 +471,22 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     for dim in ("bucket", "severity", "status", "owner"):
         _VALUE_SLUGS.update(value_slugs(dim, (s.get(dim) for s in data.slop)))
     data.turn_activity = turn_activity(store, data)
+    data.action_scope = store.action_scope
+    data.actions_hidden = store.actions_outside_scope()
     return data
+
+
+def scope_note(d: SiteData) -> str:
+    """Whose actions the audit pages count (site_scope), and how many they leave out."""
+    if d.action_scope is None:
+        return "Actions shown: every project's (site_scope: all), each with its project."
+    hidden, projects = d.actions_hidden
+    text = (f"Actions shown: this project's ({d.action_scope}) and the unassigned ones, "
+            f"labelled {NO_PROJECT}")
+    if hidden:
+        text += (f"; {hidden:,} actions of {projects} other project"
+                 f"{'s' if projects != 1 else ''} are left out (site_scope: all shows them)")
+    return text + "."
 
 
 def _entry_history(store: Store, tables: list[str]) -> dict[str, EntryHistory] | None:
@@ -958,7 +984,8 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         for s in _ordered(statuses, SLOP_STATUSES)])
     pages.append(SlopOverviewPage(
         path="slop/index.md", title="Slop ledger", nav=("Slop", "Overview"),
-        intro="What the agent left behind: compatibility shims, dead code, naming drift...",
+        intro="What the agent left behind: compatibility shims, dead code, naming drift... "
+              + SHARED_SLOP,
         total=len(d.slop), open_total=len(open_slop), matrix=matrix, statuses=status_tbl,
         chart=chart))
 
@@ -1137,6 +1164,15 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
             series=tuple(Series(TIER_NAMES.get(t, _shown(t)), tuple(cats[c][t] for c in top),
                                 TIER_COLORS.get(t, "#607d8b")) for t in tiers),
             horizontal=True, ylabel="actions"))
+    by_project: dict[Any, Counter[Any]] = defaultdict(Counter)
+    for p, t, n in queries.site_actions_by_project_tier(store):
+        by_project[p][t] += n
+    per_project = Table(("Project", *(f"Tier {t}" for t in tiers), "Total"), [
+        (NO_PROJECT if p is None else p, *(by_project[p][t] for t in tiers),
+         sum(by_project[p].values()))
+        for p in sorted(by_project, key=lambda p: (p is None, -sum(by_project[p].values()),
+                                                   str(p)))],
+        empty="No actions recorded.")
     verdicts = Counter(x.get("verdict") or "PENDING" for x in d.dispatches)
     verdict_tbl = Table(("Verdict", "Dispatches"), [
         (Ref(v, "audit/dispatches.md#pending-verification") if v == "PENDING" else v,
@@ -1144,9 +1180,9 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     pages.append(AuditStatsPage(
         path="audit/index.md", title="Audit stats", nav=("Audit", "Stats by tier"),
         intro="What the agent did (nagi-ledger): autonomous actions by tier and category, "
-              "dispatch verdicts.",
-        totals=totals, per_day=Table(("Day", *(f"Tier {t}" for t in tiers), "Total"),
-                                     per_day_rows),
+              "dispatch verdicts. " + scope_note(d) + " " + SHARED_AUDIT,
+        totals=totals, per_project=per_project,
+        per_day=Table(("Day", *(f"Tier {t}" for t in tiers), "Total"), per_day_rows),
         per_day_chart=per_day_chart, per_category=per_cat, per_category_chart=per_cat_chart,
         verdicts=verdict_tbl, days=STATS_DAYS))
 
@@ -1158,7 +1194,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     pages.append(DispatchReportPage(
         path="audit/dispatches.md", title="Dispatch report", nav=("Audit", "Dispatch report"),
         intro="Subagent dispatches per task: retries, verdicts, and what still waits for "
-              "verification.",
+              "verification. " + SHARED_AUDIT,
         over_limit=over_limit_table(d.tasks, ref, wide=True),
         pending=pending_table(pending_dispatches(d.dispatches), ref, wide=True),
         tasks=Table(TASK_COLUMNS, [_task_row(t, ref) for t in ordered_tasks],
@@ -1185,7 +1221,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     pages.append(ApproachesPage(
         path="audit/approaches.md", title="Approaches per task", nav=("Audit", "Approaches"),
         intro="Approaches tried or ruled out per task: dead ends (tried and failed), no-gos "
-              "(decided against without trying) and what works.",
+              "(decided against without trying) and what works. " + SHARED_AUDIT,
         summary=Table(("Task", "Dead ends", "No-gos", "Works", "Latest"), summary_rows,
                       empty="No approaches recorded."),
         dead_ends=outcome_table("DEAD_END", "No dead ends recorded."),
@@ -1235,7 +1271,8 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
                 for s in slop_by_task.get(task, [])], empty="None.")))
     pages.append(GroupIndexPage(
         path="audit/tasks/index.md", title="Tasks", nav=("Audit", "Tasks"), search=False,
-        intro="Every task with dispatches or approaches; each page ties them together.",
+        intro="Every task with dispatches or approaches; each page ties them together. "
+              + SHARED_AUDIT,
         table=Table(("Task", "Dispatches", "Retries", "Last verdict", "Retry limit",
                      "Approaches"), index_rows, empty="No tasks recorded.")))
 
@@ -1251,8 +1288,10 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         pages.append(ActionsPage(
             path=paths[n], title="Recent actions" + (f" (page {n + 1})" if n else ""),
             nav=("Audit", "Recent actions") if n == 0 else None, search=False,
+            intro=scope_note(d),
             table=Table(("ID", "When", "Tier", "Category", "Project", "Description"), [
-                (a["id"], a["ts"], a["tier"], a["category"], a["project"], a["description"])
+                (a["id"], a["ts"], a["tier"], a["category"],
+                 (a["project"] or "").strip() or NO_PROJECT, a["description"])
                 for a in rows], empty="No actions recorded."),
             page_no=n + 1, pages=refs, previous=refs[n - 1] if n else None,
             next=refs[n + 1] if n + 1 < len(refs) else None, shown=len(recent), total=total))

@@ -519,7 +519,7 @@ def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
 
 
 def site_name_for(cfg: Config) -> str:
-    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", cfg.project_root.name).strip(" -.") or "project"
+    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", cfg.project_name).strip(" -.") or "project"
     return f"Agent Ledger: {name}"
 
 
@@ -592,7 +592,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
 
     result = render_site(store, content, site=site, build=build, site_name=site_name_for(cfg),
                          clean=clean, build_time=build_time, progress=progress,
-                         templates=templates, base_config=base_config, redact=redact)
+                         templates=templates, base_config=base_config, redact=redact,
+                         action_scope=cfg.action_scope)
     _record_build(cfg, site, redact)
     return result
 
@@ -615,11 +616,13 @@ MakeContent = Callable[["Store", str, Path, Callable[[str], None]], Made]
 def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, site_name: str,
                 clean: bool = False, build_time: dt.datetime | None = None,
                 progress: Progress | None = None, templates: Path = TEMPLATES_DIR,
-                base_config: Path = BASE_CONFIG, redact: bool = False) -> BuildResult:
+                base_config: Path = BASE_CONFIG, redact: bool = False,
+                action_scope: str | None = None) -> BuildResult:
     """Build a site into ``site`` (Markdown in ``build``) from the pages ``make(store,
     site_name, build, mark)`` returns: the one machinery behind the project site and the
     fleet site (escaping, redaction, downloads, link checks, strict MkDocs, incremental
-    rebuilds; see the module docstring)."""
+    rebuilds; see the module docstring). ``action_scope``: the project whose audit actions
+    (with the unassigned ones) every page reads (``Store.scope_actions``); None reads all."""
     started = time.perf_counter()
     timings: dict[str, float] = {}
     last = [started]
@@ -646,16 +649,19 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
         from toolkit.redact import redactor
 
         # fold: loaders lowercase some values (categories, enums), and a lowercased key id
-        # is still a key id
-        source = store.redacted_copy(copy_path, redactor(fold=True))
+        # is still a key id. Every action is copied: the copy is scoped below, as the store.
+        with store.actions_scoped(None):
+            source = store.redacted_copy(copy_path, redactor(fold=True))
         site_name = redact_text(site_name, fold=True)
         mark("redaction")
     try:
-        made = make(source, site_name, build, mark)
-        result = _build_from(source, made, site=site, build=build, docs=docs, clean=clean,
-                             build_time=build_time, progress=progress, templates=templates,
-                             base_config=base_config, redact=redact, mark=mark,
-                             site_name=site_name)
+        # action_scope: every page, chart, count and download reads the same actions
+        with source.actions_scoped(action_scope):
+            made = make(source, site_name, build, mark)
+            result = _build_from(source, made, site=site, build=build, docs=docs, clean=clean,
+                                 build_time=build_time, progress=progress, templates=templates,
+                                 base_config=base_config, redact=redact, mark=mark,
+                                 site_name=site_name)
     finally:
         if source is not store:
             source.close()

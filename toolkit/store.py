@@ -21,13 +21,14 @@ transaction, with a one-line note, and the next refresh loads every source into 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,6 +145,12 @@ FROM actions GROUP BY ALL;
 
 BOOKKEEPING = ("_migrations", "_sources", "_problems")
 
+# The rows of ``actions`` a scoped connection reads (Store.scope_actions): the scope's
+# project (in a temporary table, so the name is a bound value, never SQL text) and the
+# unassigned ones.
+_IN_SCOPE = ("project IS NULL OR trim(project) = '' OR lower(trim(project)) = "
+             "(SELECT lower(trim(project)) FROM temp._toolkit_scope)")
+
 # --------------------------------------------------------------------------- results
 
 @dataclass
@@ -173,6 +180,7 @@ class Store:
         self.read_only = read_only
         self.declared: tuple[Source, ...] = tuple(sources)
         self.rebuilt: str | None = None  # why the schema was rebuilt on opening, if it was
+        self.action_scope: str | None = None  # see scope_actions
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -212,6 +220,52 @@ class Store:
 
     def close(self) -> None:
         self.conn.close()
+
+    # -- whose audit actions this connection reads (site_scope) --------------
+    def scope_actions(self, project: str | None) -> None:
+        """From now on this connection reads ``actions`` as ``project``'s actions and the
+        unassigned ones (no project, or a blank one; names compared ignoring case and
+        surrounding spaces); None: every project's again. A temporary view named ``actions``,
+        on this connection only, stands in for the table, so every question over it (pages,
+        charts, counts, downloads, the views stats_by_tier and snapshot_turns) sees the same
+        rows. The site, the handoff and the API scope their connections so (``site_scope``);
+        nagi-ledger's own answers (``toolkit audit``, the MCP server) never do. A scoped
+        connection cannot write actions (the view refuses)."""
+        self.conn.execute("DROP VIEW IF EXISTS temp.actions")
+        self.conn.execute("DROP TABLE IF EXISTS temp._toolkit_scope")
+        self.action_scope = None
+        if project is None or "actions" not in self._catalog():
+            return
+        self.conn.execute("CREATE TEMP TABLE _toolkit_scope (project VARCHAR)")
+        self.conn.execute("INSERT INTO temp._toolkit_scope VALUES (?)", [project])
+        self.conn.execute(f"CREATE TEMP VIEW actions AS SELECT * FROM {self._main('actions')} "
+                          f"WHERE {_IN_SCOPE}")
+        self.action_scope = project
+
+    @contextlib.contextmanager
+    def actions_scoped(self, project: str | None) -> Iterator[Store]:
+        """:meth:`scope_actions` for a block; the previous scope comes back after it."""
+        before = self.action_scope
+        self.scope_actions(project)
+        try:
+            yield self
+        finally:
+            self.scope_actions(before)
+
+    def actions_outside_scope(self) -> tuple[int, int]:
+        """(actions, projects) the scope leaves out: (0, 0) when every action is read."""
+        if self.action_scope is None:
+            return 0, 0
+        row = self.conn.execute(
+            f"SELECT count(*), count(DISTINCT lower(trim(project))) FROM {self._main('actions')} "
+            f"WHERE NOT ({_IN_SCOPE})").fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def _main(self, table: str) -> str:
+        """The quoted name of this store's own ``table`` (never a temporary stand-in)."""
+        row = self.conn.execute("SELECT current_database()").fetchone()
+        db = str(row[0] if row else "memory").replace('"', '""')
+        return f'"{db}".main."{table}"'
 
     def __enter__(self) -> Store:
         return self
@@ -478,6 +532,7 @@ class Store:
     def tables(self) -> list[str]:
         rows = self.conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_catalog = current_database() "
             "AND table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY table_name").fetchall()
         return [r[0] for r in rows]
 
@@ -486,7 +541,8 @@ class Store:
         rows = self.conn.execute(
             "SELECT c.table_name, t.table_type, c.column_name, c.data_type "
             "FROM information_schema.columns c JOIN information_schema.tables t "
-            "USING (table_schema, table_name) WHERE c.table_schema = 'main' "
+            "USING (table_catalog, table_schema, table_name) WHERE c.table_schema = 'main' "
+            "AND c.table_catalog = current_database() "
             "AND c.table_name NOT LIKE '\\_%' ESCAPE '\\' "
             "ORDER BY c.table_name, c.ordinal_position").fetchall()
         return [(t, "view" if k == "VIEW" else "table", c, d) for t, k, c, d in rows]
@@ -789,10 +845,13 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
         raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
                          hint="Use a number and a unit, e.g. 500MB or 2GB") from None
     try:
-        # Off already in Jupyter without ipywidgets, where setting it at all is an error.
-        if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
-            conn.execute("SET enable_progress_bar = false")
-        conn.execute("SET lock_configuration = true")
+        # A second reader of the same file in this process shares the first one's database,
+        # whose configuration is locked already (two Project objects open at once).
+        if not conn.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+            # Off already in Jupyter without ipywidgets, where setting it at all is an error.
+            if conn.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]:
+                conn.execute("SET enable_progress_bar = false")
+            conn.execute("SET lock_configuration = true")
     except BaseException:
         conn.close()
         raise

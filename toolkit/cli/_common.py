@@ -62,12 +62,19 @@ def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Sto
 def open_store_checked(cfg: Config, *, quiet: bool = False) -> tuple[Store, list[Result]]:
     """Refresh the store, run the checks (``toolkit.checks.run_configured``) while it is
     closed, then open it for the command: (store, check results) for the handoff, publish
-    and the site, which show the results."""
+    and the site, which show the results. The store reads the actions of ``site_scope``
+    (``Store.scope_actions``), as the site and the API do."""
     from toolkit.checks import run_configured
 
     open_store(cfg, quiet=quiet).close()
     results = run_configured(cfg)
-    return open_store(cfg, refresh=False), results
+    store = open_store(cfg, refresh=False)
+    try:
+        store.scope_actions(cfg.action_scope)
+    except BaseException:
+        store.close()
+        raise
+    return store, results
 
 
 class _ProgressBar:

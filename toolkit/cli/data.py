@@ -154,7 +154,8 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True,
               help="Folder to write into (shared by several projects).")
 @click.option("--project-name", default=None,
-              help="Partition name for this project (default: the project folder's name).")
+              help="Partition name for this project (default: project_name in toolkit.yaml, "
+                   "else the project folder's name).")
 def export(fmt: str, out: str, project_name: str | None) -> None:
     """Export every table as hive-partitioned Parquet (by project and table).
 
@@ -165,7 +166,7 @@ def export(fmt: str, out: str, project_name: str | None) -> None:
     from toolkit.cli._common import open_store
 
     cfg = get_config()
-    name = project_name or cfg.project_root.name
+    name = project_name or cfg.project_name
     with open_store(cfg) as store:
         folder, written = store.export_parquet(Path(out), name)
     for table, rows in written:

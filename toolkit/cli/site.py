@@ -88,6 +88,11 @@ def _demo_config(world: Any) -> Any:
               help="Run the analysis notebooks into the Analyses section (default: analyses "
                    "in toolkit.yaml or $TOOLKIT_ANALYSES, else yes). --no-analyses builds "
                    "without starting a Jupyter kernel.")
+@click.option("--scope", "scope", type=click.Choice(["project", "all"]), default=None,
+              help="Whose audit actions the site shows: project (this project's, named by "
+                   "project_name in toolkit.yaml or the folder, and the unassigned ones, "
+                   "labelled) or all (every project's, with their project). Default: "
+                   "site_scope in toolkit.yaml or $TOOLKIT_SITE_SCOPE, else project.")
 @click.option("--demo", is_flag=True,
               help="Write a fresh demo world (see `toolkit demo`) and build its site.")
 @click.option("--demo-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -95,7 +100,8 @@ def _demo_config(world: Any) -> Any:
               help="Where --demo writes the demo world. A previous demo written there by "
                    "--demo is replaced; any other non-empty folder is refused.")
 def build_site(out: Path | None, clean: bool, build_time: str | None, timings: bool,
-               redact: bool | None, analyses: bool | None, demo: bool, demo_dir: Path) -> None:
+               redact: bool | None, analyses: bool | None, scope: str | None, demo: bool,
+               demo_dir: Path) -> None:
     """Build the browsable site: a static MkDocs Material site of everything in the store.
 
     The store is refreshed first. Pages: a dashboard; one page per ledger and slop entry;
@@ -108,6 +114,10 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     and findings. A notebook runs again only when the store's data or the notebook changed;
     one that fails gets a page naming the failing cell, and a warning. --no-analyses (or
     analyses: false) leaves the section out.
+
+    The audit DB is shared by every project of a user: by default the site shows this
+    project's actions and the unassigned ones, labelled; --scope all (or site_scope: all)
+    shows every project's, each with its project.
 
     With --redact (or redact: true in toolkit.yaml) the site is built from a redacted copy
     of the store, so it can be shared like a handoff report; handoff and publish warn when
@@ -130,6 +140,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
         cfg = get_config()
     if analyses is not None:
         cfg = cfg.with_overrides(analyses=analyses)
+    if scope is not None:
+        cfg = cfg.with_overrides(site_scope=scope)
     bar, update = _progress()
     # the checks count ages to the site's "today" (its build time's day, unless --today)
     store, checks = open_store_checked(cfg if cfg.today else cfg.with_overrides(

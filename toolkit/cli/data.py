@@ -162,18 +162,23 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
 @click.option("--project-name", default=None,
               help="Partition name for this project (default: the project folder's name).")
 def export(fmt: str, out: str, project_name: str | None) -> None:
-    """Export every table as hive-partitioned Parquet (by project and table).
+    """Export every table as a Parquet dataset partitioned by project.
 
-    The layout OUT/project_name=<name>/table_name=<table>/*.parquet is what DuckDB, Spark or
-    Trino read directly, e.g. in DuckDB:
-    SELECT * FROM read_parquet('OUT/*/*/*.parquet', hive_partitioning = true).
+    Each table is one dataset, OUT/<table>/project=<name>/part-0.parquet, with its columns
+    and types in OUT/<table>/_schema.json, so Spark, Trino or DuckDB read one table across
+    every project exported into OUT, e.g. spark.read.parquet("OUT/actions"). Only this
+    project's partitions are replaced, each in one step; an unchanged one is not rewritten.
     """
     from toolkit.cli._common import open_store
+    from toolkit.export import export_parquet
 
     cfg = get_config()
-    name = project_name or cfg.project_root.name
+    name = project_name if project_name is not None else cfg.project_root.name
     with open_store(cfg) as store:
-        folder, written = store.export_parquet(Path(out), name)
-    for table, rows in written:
-        click.echo(f"{table:<24} {rows:>9,} rows")
-    click.echo(f"Wrote {folder}")
+        parts = export_parquet(Path(out), [(name, store)])
+    for part in parts:
+        state = "written" if part.written else "unchanged"
+        click.echo(f"{part.table:<24} {part.rows:>9,} rows  {state}")
+    written = sum(p.written for p in parts)
+    click.echo(f"Exported {name} into {Path(out).expanduser().resolve()}: {len(parts)} tables, "
+               f"{written} written, {len(parts) - written} unchanged")

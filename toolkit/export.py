@@ -107,7 +107,7 @@ def engine_types(duck_type: str) -> dict[str, str]:
         "BIGINT": ("bigint", "bigint"), "FLOAT": ("float", "real"),
         "DOUBLE": ("double", "double"), "DATE": ("date", "date"),
         "TIMESTAMP": ("timestamp_ntz", "timestamp(6)"),
-        "TIMESTAMP WITH TIME ZONE": ("timestamp", "timestamp(6) with time zone"),
+        "TIMESTAMP WITH TIME ZONE": ("timestamp", "timestamp(6)"),  # Hive tables: UTC
         "BLOB": ("binary", "varbinary"),
     }
     if duck_type not in simple:

@@ -1,0 +1,150 @@
+"""The Parquet datasets read by real engines: Apache Spark (pyspark, local mode) and DuckDB.
+
+Three projects are exported into one folder: two demo worlds (as docs/guide/lake.md does) and
+a project with an odd name and no rows at all. For every table, both
+engines must agree with the toolkit's own stores on row counts, column types and a GROUP BY
+project; the Spark examples of docs/guide/lake.md run here too, against the same folder.
+
+One SparkSession (local[1], no UI) serves the whole module: its JVM takes seconds to start.
+"""
+
+from __future__ import annotations
+
+import doctest
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from toolkit.config import resolve
+from toolkit.demo import write_demo
+from toolkit.export import RENAMED, engine_types, export_parquet
+from toolkit.loaders import SOURCES
+from toolkit.store import Store
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "guide" / "lake.md"
+ODD = "café ☕ x/y=z 2024"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Two demo worlds (seeds 7 and 8) exported as 'acme-api' and 'acme-web', as the guide
+    does, and an emptied copy of the first under an odd name; with each project's table
+    counts and column types."""
+    from toolkit.cli._common import open_store
+
+    tmp = tmp_path_factory.mktemp("lake")
+    stores: dict[str, Store] = {}
+    for name, seed, rows in (("acme-api", 7, 3000), ("acme-web", 8, 1000)):
+        world = write_demo(tmp / name, seed=seed, audit_rows=rows)
+        cfg = resolve(project=world.project, env={"HOME": str(tmp)})
+        stores[name] = open_store(cfg, quiet=True)
+    empty = tmp / "empty.duckdb"
+    stores["acme-api"].copy_database(empty)
+    stores[ODD] = Store.open(empty, sources=SOURCES)
+    for table in stores[ODD].tables():
+        if table not in {t for t, kind, _c, _d in stores[ODD].schema() if kind == "view"}:
+            stores[ODD].conn.execute(f'DELETE FROM "{table}"')
+    out = tmp / "lake"
+    export_parquet(out, list(stores.items()))
+    first = stores["acme-api"]
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for table, kind, column, duck_type in first.schema():
+        if kind == "table":
+            columns.setdefault(table, []).append((column, duck_type))
+    counts = {name: store.counts() for name, store in stores.items()}
+    try:
+        yield {"out": out, "stores": stores, "columns": columns, "counts": counts}
+    finally:
+        for store in stores.values():
+            store.close()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[1]").appName("toolkit-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "1")
+               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _expected_by_project(lake: dict[str, Any], table: str) -> dict[str, int]:
+    return {name: c[table] for name, c in lake["counts"].items() if c[table]}
+
+
+def test_spark_reads_every_table_with_the_stores_counts_types_and_projects(lake, spark):
+    for table, columns in lake["columns"].items():
+        df = spark.read.parquet(str(lake["out"] / table))
+        got_types = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+        want_types = [(RENAMED.get(c, c), engine_types(t)["spark"]) for c, t in columns]
+        assert got_types == [*want_types, ("project", "string")], table
+        by_project = {r["project"]: r["count"] for r in df.groupBy("project").count().collect()}
+        assert by_project == _expected_by_project(lake, table), table
+
+
+def _duck_read(out: Path, table: str) -> str:
+    glob = str(out / table / "project=*" / "*.parquet").replace("'", "''")
+    return (f"read_parquet('{glob}', hive_partitioning = true, "
+            "hive_types = {'project': VARCHAR})")
+
+
+def test_duckdb_reads_every_table_with_the_stores_counts_types_and_projects(lake):
+    conn = duckdb.connect()
+    for table, columns in lake["columns"].items():
+        source = _duck_read(lake["out"], table)
+        got = [(r[0], r[1]) for r in conn.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+        # DuckDB writes JSON as Parquet's JSON string; reading it back gives VARCHAR or JSON
+        got = [(c, "JSON" if t == "VARCHAR" and (c, "JSON") in columns else t) for c, t in got]
+        want = [(RENAMED.get(c, c), t) for c, t in columns]
+        assert got == [*want, ("project", "VARCHAR")], table
+        rows = conn.execute(f"SELECT project, count(*) FROM {source} GROUP BY project").fetchall()
+        assert dict(rows) == _expected_by_project(lake, table), table
+
+
+def test_values_survive_timestamps_tiers_and_lists_in_both_engines(lake, spark):
+    sql_store = ("SELECT tier, count(*), min(ts), max(ts) FROM actions GROUP BY tier")
+    want = sorted((name, *row) for name, store in lake["stores"].items()
+                  for row in store.fetch(sql_store)[1])
+    assert {w[1] for w in want} == {0, 1, 2}
+    spark.read.parquet(str(lake["out"] / "actions")).createOrReplaceTempView("actions")
+    got_spark = spark.sql("SELECT project, tier, count(*), min(ts), max(ts) FROM actions "
+                          "GROUP BY project, tier").collect()
+    assert sorted(tuple(r) for r in got_spark) == want
+    conn = duckdb.connect()
+    got_duck = conn.execute(f"SELECT project, tier, count(*), min(ts), max(ts) FROM "
+                            f"{_duck_read(lake['out'], 'actions')} GROUP BY ALL").fetchall()
+    assert sorted(got_duck) == want
+    lists = sorted((name, store.scalar("SELECT sum(len(problems)) FROM ledger_entries"))
+                   for name, store in lake["stores"].items() if store.counts()["ledger_entries"])
+    entries = spark.read.parquet(str(lake["out"] / "ledger_entries"))
+    entries.createOrReplaceTempView("ledger_entries")
+    got = spark.sql("SELECT project, sum(size(problems)) FROM ledger_entries "
+                    "GROUP BY project").collect()
+    assert sorted(tuple(r) for r in got) == lists
+
+
+def test_the_spark_examples_of_the_guide_run_and_show_their_output(lake, spark):
+    # the guide's examples read ./lake; Spark resolves a relative path against the folder
+    # its JVM started in, so the examples are pointed at the exported folder (the empty
+    # project in it adds no row to their answers)
+    text = DOC.read_text(encoding="utf-8")
+    test = doctest.DocTestParser().get_doctest(text, {}, DOC.name, str(DOC), 0)
+    assert len(test.examples) >= 6
+    for example in test.examples:
+        example.source = example.source.replace('"lake/', f'"{lake["out"]}/')
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    failures: list[str] = []
+    runner.run(test, out=failures.append)
+    assert runner.failures == 0, "\n".join(failures)

@@ -226,15 +226,27 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Pa
     except OSError as exc:
         raise ToolkitError(f"cannot create the folder: {exc.strerror}", path=dest) from None
     root = dest.resolve()
-    done: list[Partition] = []
+    jobs = list(zip(projects, dirnames, strict=True))
+    # projects with stores of their own are exported side by side (each store is its own
+    # DuckDB connection); one store passed under several names is used by one thread only
+    workers = min(len(jobs), os.cpu_count() or 1, 4)
+    if len({id(store) for _name, store in projects}) < len(projects):
+        workers = 1
     try:
-        for (name, store), dirname in zip(projects, dirnames, strict=True):
-            done.extend(_export_project(root, name, dirname, store))
+        if workers <= 1:
+            results = [_export_project(root, name, dirname, store)
+                       for (name, store), dirname in jobs]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(pool.map(
+                    lambda job: _export_project(root, job[0][0], job[1], job[0][1]), jobs))
     except OSError as exc:
         raise ToolkitError(f"cannot write the export: {exc.strerror}",
                            path=Path(exc.filename) if exc.filename else root,
                            hint="Check that the folder is writable and has space") from None
-    return done
+    return [part for parts in results for part in parts]
 
 
 def _export_project(root: Path, name: str, dirname: str, store: Store) -> list[Partition]:

@@ -438,7 +438,7 @@ class Store:
         digest (a sum of DuckDB's row hashes), so an exporter can tell an unchanged table
         without writing it."""
         row = self.conn.execute(
-            f'SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) FROM "{table}" AS t'
+            f'SELECT count(*), coalesce(sum(hash(t)), 0) FROM "{table}" AS t'
         ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, "0")
 

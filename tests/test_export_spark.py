@@ -1,9 +1,10 @@
 """The Parquet datasets read by real engines: Apache Spark (pyspark, local mode) and DuckDB.
 
-Three projects are exported into one folder: two demo worlds (as docs/guide/lake.md does) and
-a project with an odd name and no rows at all. For every table, both
-engines must agree with the toolkit's own stores on row counts, column types and a GROUP BY
-project; the Spark examples of docs/guide/lake.md run here too, against the same folder.
+Two demo worlds (as docs/guide/lake.md exports them), projects with odd names (escaped in
+their folder names) and a project with no rows are exported into one folder. For every table,
+both engines must agree with the toolkit's own stores on row counts, column types and a GROUP BY
+project; the Spark examples of docs/guide/lake.md run here too, against the two demo worlds,
+and its DuckDB queries give the same answers as its Spark ones.
 
 One SparkSession (local[1], no UI) serves the whole module: its JVM takes seconds to start.
 """
@@ -11,6 +12,7 @@ One SparkSession (local[1], no UI) serves the whole module: its JVM takes second
 from __future__ import annotations
 
 import doctest
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,40 +27,49 @@ from toolkit.loaders import SOURCES
 from toolkit.store import Store
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "guide" / "lake.md"
-ODD = "café ☕ x/y=z 2024"
+# names Spark and DuckDB must read back exactly from the folder names (all one thinned store)
+ODD = ("café ☕ x/y=z", "../up %41", "__HIVE_DEFAULT_PARTITION__", "2024", "a\\b:c*?")
+
+
+def _copy(first: Store, path: Path, where: str) -> Store:
+    """A copy of a store with the rows matching ``where`` removed from every table."""
+    first.copy_database(path)
+    copy = Store.open(path, sources=SOURCES)
+    for table in copy.tables():
+        if table not in {t for t, kind, _c, _d in copy.schema() if kind == "view"}:
+            copy.conn.execute(f'DELETE FROM "{table}" WHERE {where}')
+    return copy
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Two demo worlds (seeds 7 and 8) exported as 'acme-api' and 'acme-web', as the guide
-    does, and an emptied copy of the first under an odd name; with each project's table
-    counts and column types."""
+    """Two demo worlds (seeds 7 and 8) exported as 'acme-api' and 'acme-web' into ``doc``
+    (the guide's folder) and into ``out`` with more projects: a thinned copy of the first
+    under each odd name, and an emptied copy; with each project's table counts and the column
+    types."""
     from toolkit.cli._common import open_store
 
     tmp = tmp_path_factory.mktemp("lake")
-    stores: dict[str, Store] = {}
+    demos: dict[str, Store] = {}
     for name, seed, rows in (("acme-api", 7, 3000), ("acme-web", 8, 1000)):
         world = write_demo(tmp / name, seed=seed, audit_rows=rows)
         cfg = resolve(project=world.project, env={"HOME": str(tmp)})
-        stores[name] = open_store(cfg, quiet=True)
-    empty = tmp / "empty.duckdb"
-    stores["acme-api"].copy_database(empty)
-    stores[ODD] = Store.open(empty, sources=SOURCES)
-    for table in stores[ODD].tables():
-        if table not in {t for t, kind, _c, _d in stores[ODD].schema() if kind == "view"}:
-            stores[ODD].conn.execute(f'DELETE FROM "{table}"')
-    out = tmp / "lake"
+        demos[name] = open_store(cfg, quiet=True)
+    thinned = _copy(demos["acme-api"], tmp / "thinned.duckdb", "rowid % 3 = 0")
+    empty = _copy(demos["acme-api"], tmp / "empty.duckdb", "true")
+    stores = {**demos, **dict.fromkeys(ODD, thinned), "empty": empty}
+    doc, out = tmp / "doc" / "lake", tmp / "lake"
+    export_parquet(doc, list(demos.items()))
     export_parquet(out, list(stores.items()))
-    first = stores["acme-api"]
     columns: dict[str, list[tuple[str, str]]] = {}
-    for table, kind, column, duck_type in first.schema():
+    for table, kind, column, duck_type in demos["acme-api"].schema():
         if kind == "table":
             columns.setdefault(table, []).append((column, duck_type))
     counts = {name: store.counts() for name, store in stores.items()}
     try:
-        yield {"out": out, "stores": stores, "columns": columns, "counts": counts}
+        yield {"out": out, "doc": doc, "stores": stores, "columns": columns, "counts": counts}
     finally:
-        for store in stores.values():
+        for store in {id(s): s for s in stores.values()}.values():
             store.close()
 
 
@@ -137,14 +148,40 @@ def test_values_survive_timestamps_tiers_and_lists_in_both_engines(lake, spark):
 
 def test_the_spark_examples_of_the_guide_run_and_show_their_output(lake, spark):
     # the guide's examples read ./lake; Spark resolves a relative path against the folder
-    # its JVM started in, so the examples are pointed at the exported folder (the empty
-    # project in it adds no row to their answers)
+    # its JVM started in, so the examples are pointed at the exported folder
     text = DOC.read_text(encoding="utf-8")
     test = doctest.DocTestParser().get_doctest(text, {}, DOC.name, str(DOC), 0)
     assert len(test.examples) >= 6
     for example in test.examples:
-        example.source = example.source.replace('"lake/', f'"{lake["out"]}/')
+        example.source = example.source.replace('"lake/', f'"{lake["doc"]}/')
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     failures: list[str] = []
     runner.run(test, out=failures.append)
     assert runner.failures == 0, "\n".join(failures)
+
+
+def _guide_queries(section: str) -> list[str]:
+    """The SELECTs of the guide's Spark examples or of its DuckDB block, in order."""
+    text = DOC.read_text(encoding="utf-8")
+    if section == "spark":
+        return [q.strip() for q in re.findall(r'spark\.sql\("""\n(.*?)"""\)', text, re.S)
+                for q in [re.sub(r"^\.\.\. ", "", q, flags=re.M)]]
+    block = text.split("### DuckDB", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    return [q.strip() for q in block.split(";") if q.strip()]
+
+
+def test_the_guides_duckdb_queries_answer_as_its_spark_ones(lake, spark):
+    spark_queries = _guide_queries("spark")
+    duck = [q.replace("'lake/", f"'{lake['doc']}/") for q in _guide_queries("duckdb")]
+    views = [q for q in duck if q.startswith("CREATE VIEW")]
+    selects = [q for q in duck if q.startswith("SELECT")]
+    assert len(selects) == len(spark_queries) == 4 and len(views) == 4
+    conn = duckdb.connect()
+    for view in views:
+        conn.execute(view)
+    for table in ("actions", "dispatches", "slop_entries", "ledger_entries"):
+        spark.read.parquet(str(lake["doc"] / table)).createOrReplaceTempView(table)
+    for spark_sql, duck_sql in zip(spark_queries, selects, strict=True):
+        got_spark = [tuple(r) for r in spark.sql(spark_sql).collect()]
+        assert got_spark, spark_sql
+        assert conn.execute(duck_sql).fetchall() == got_spark, duck_sql

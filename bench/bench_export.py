@@ -20,27 +20,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def median(fn: Callable[[], object], reps: int, reset: Callable[[], None] | None = None
-           ) -> float:
-    times = []
-    for _ in range(reps):
-        if reset is not None:
-            reset()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from bench_slop import median  # noqa: E402  (wall time, median of reps, reset untimed)
 
 
 def make_stores(tmp: Path, projects: int, rows: int) -> list[Path]:

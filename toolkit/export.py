@@ -25,8 +25,9 @@ file, the fingerprint or a staging folder as data. The rules:
   tables its store no longer has are removed;
 * **the partition value is escaped as Hive escapes it** (``%XX`` for control characters,
   space and ``"#%'*/:=?[\\]^{}``, everything else as it is, UTF-8), which Spark, Trino and
-  DuckDB decode back to the name; every folder written or removed is checked to resolve
-  inside ``OUT``, so no name (``..``, ``a/b``, a planted symbolic link) reaches outside it;
+  DuckDB decode back to the name; ``OUT`` is resolved (every parent) and each folder below it
+  is checked to be one plain name that is no symbolic link, so no name (``..``, ``a/b``) and
+  no planted link reaches outside it;
 * a store column named ``project`` (``actions.project``, ``sessions.project``: the project the
   record itself names) is written as ``record_project``, since ``project`` is the partition.
 """
@@ -41,7 +42,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,15 +131,16 @@ def _table_schema(store: Store, table: str, columns: Sequence[tuple[str, str]]
 # --------------------------------------------------------------------------- paths
 
 
-def _inside(path: Path, parent: Path) -> Path:
-    """``path`` (which must not be a symbolic link) resolved, checked to sit in ``parent``."""
+def _inside(parent: Path, name: str) -> Path:
+    """``parent/name``, checked to be a folder entry right inside ``parent`` (already resolved):
+    one path component, neither ``.`` nor ``..``, and not a symbolic link."""
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise ToolkitError(f"refusing to write outside {parent}", path=parent / name)
+    path = parent / name
     if path.is_symlink():
         raise ToolkitError("refusing to write through a symbolic link", path=path,
                            hint="Export into a folder without links in it")
-    resolved = path.resolve()
-    if resolved.parent != parent:
-        raise ToolkitError(f"refusing to write outside {parent}", path=path)
-    return resolved
+    return path
 
 
 def _tag(dirname: str) -> str:
@@ -232,16 +234,18 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Pa
     workers = min(len(jobs), os.cpu_count() or 1, 4)
     if len({id(store) for _name, store in projects}) < len(projects):
         workers = 1
+    shared = _Shared()
     try:
         if workers <= 1:
-            results = [_export_project(root, name, dirname, store)
+            results = [_export_project(root, name, dirname, store, shared)
                        for (name, store), dirname in jobs]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 results = list(pool.map(
-                    lambda job: _export_project(root, job[0][0], job[1], job[0][1]), jobs))
+                    lambda job: _export_project(root, job[0][0], job[1], job[0][1], shared),
+                    jobs))
     except OSError as exc:
         raise ToolkitError(f"cannot write the export: {exc.strerror}",
                            path=Path(exc.filename) if exc.filename else root,
@@ -249,20 +253,33 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Pa
     return [part for parts in results for part in parts]
 
 
-def _export_project(root: Path, name: str, dirname: str, store: Store) -> list[Partition]:
+@dataclass
+class _Shared:
+    """What the projects of one export share: an empty table's file is the same for every
+    project (written by DuckDB once, then copied), and each schema file is written once."""
+
+    empties: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = field(default_factory=dict)
+    schemas: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set)
+
+
+def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _Shared
+                    ) -> list[Partition]:
     by_table: dict[str, list[tuple[str, str]]] = {}
     for table, kind, column, duck_type in store.schema():
         if kind == "table":
             by_table.setdefault(table, []).append((column, duck_type))
+    digests = store.table_digests(sorted(by_table))
     out: list[Partition] = []
     for table, columns in sorted(by_table.items()):
-        table_dir = _inside(root / table, root)
+        table_dir = _inside(root, table)
         table_dir.mkdir(exist_ok=True)
-        schema = _table_schema(store, table, columns)
-        _write_schema(table_dir / SCHEMA_FILE, schema)
-        target = _inside(table_dir / dirname, table_dir)
+        key = (table, tuple(columns))
+        if key not in shared.schemas:
+            _write_schema(table_dir / SCHEMA_FILE, _table_schema(store, table, columns))
+            shared.schemas.add(key)
+        target = _inside(table_dir, dirname)
         _repair(table_dir, dirname)
-        rows, digest = store.table_digest(table)
+        rows, digest = digests[table]
         fingerprint = {"format": FORMAT, "project": name, "table": table, "rows": rows,
                        "columns": [[c, t] for c, t in columns], "digest": digest}
         if _fingerprint(target) == fingerprint and (target / DATA_FILE).is_file():
@@ -271,8 +288,13 @@ def _export_project(root: Path, name: str, dirname: str, store: Store) -> list[P
         staged = table_dir / f"{STAGING}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"
         staged.mkdir()
         try:
-            store.write_parquet(table, staged / DATA_FILE,
-                                [(c, RENAMED.get(c, c)) for c, _t in columns])
+            if rows == 0 and key in shared.empties:
+                (staged / DATA_FILE).write_bytes(shared.empties[key])
+            else:
+                store.write_parquet(table, staged / DATA_FILE,
+                                    [(c, RENAMED.get(c, c)) for c, _t in columns])
+                if rows == 0:
+                    shared.empties[key] = (staged / DATA_FILE).read_bytes()
             (staged / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, sort_keys=True),
                                                    encoding="utf-8")
             pause("export_staged", table)
@@ -316,7 +338,7 @@ def _drop_gone_tables(root: Path, dirname: str, tables: set[str]) -> None:
         if not isinstance(marker, dict) or marker.get("format") != FORMAT or \
                 not target.exists():
             continue
-        _inside(target, table_dir)
+        _inside(table_dir, dirname)
         aside = table_dir / f"{ASIDE}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"
         os.rename(target, aside)
         _remove_tree(aside)

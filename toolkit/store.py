@@ -433,14 +433,17 @@ class Store:
             pending = failed
         return copy
 
-    def table_digest(self, table: str) -> tuple[int, str]:
-        """(rows, digest) of a table's content: the same rows in any order give the same
-        digest (a sum of DuckDB's row hashes), so an exporter can tell an unchanged table
-        without writing it."""
-        row = self.conn.execute(
-            f'SELECT count(*), coalesce(sum(hash(t)), 0) FROM "{table}" AS t'
-        ).fetchone()
-        return (int(row[0]), str(row[1])) if row else (0, "0")
+    def table_digests(self, tables: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """(rows, digest) of each table's content, in one query: the same rows in any order
+        give the same digest (a sum of DuckDB's row hashes), so an exporter can tell an
+        unchanged table without writing it."""
+        if not tables:
+            return {}
+        sql = " UNION ALL ".join(
+            f"SELECT ? AS t, count(*), coalesce(sum(hash(r)), 0) FROM \"{table}\" AS r"
+            for table in tables)
+        rows = self.conn.execute(sql, list(tables)).fetchall()
+        return {t: (int(n), str(d)) for t, n, d in rows}
 
     def write_parquet(self, table: str, dest: Path, columns: Sequence[tuple[str, str]]) -> None:
         """Write a table to one Parquet file, its columns as (name in the store, name in the

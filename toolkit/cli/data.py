@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from toolkit.cli._common import echo_text, get_config, render_rows
+
+if TYPE_CHECKING:
+    from toolkit.export import Partition
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
@@ -176,9 +180,19 @@ def export(fmt: str, out: str, project_name: str | None) -> None:
     name = project_name if project_name is not None else cfg.project_root.name
     with open_store(cfg) as store:
         parts = export_parquet(Path(out), [(name, store)])
+    echo_export(parts, Path(out))
+
+
+def echo_export(parts: list[Partition], out: Path) -> None:
+    """Each project's tables (rows, written or unchanged), then a line for the project: the
+    output of `toolkit export`, and of an export of several projects at once."""
+    by_project: dict[str, list[Partition]] = {}
     for part in parts:
-        state = "written" if part.written else "unchanged"
-        click.echo(f"{part.table:<24} {part.rows:>9,} rows  {state}")
-    written = sum(p.written for p in parts)
-    click.echo(f"Exported {name} into {Path(out).expanduser().resolve()}: {len(parts)} tables, "
-               f"{written} written, {len(parts) - written} unchanged")
+        by_project.setdefault(part.project, []).append(part)
+    for name, mine in by_project.items():
+        for part in mine:
+            state = "written" if part.written else "unchanged"
+            click.echo(f"{part.table:<24} {part.rows:>9,} rows  {state}")
+        written = sum(p.written for p in mine)
+        click.echo(f"Exported {name} into {out.expanduser().resolve()}: {len(mine)} tables, "
+                   f"{written} written, {len(mine) - written} unchanged")

@@ -230,8 +230,9 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Pa
     root = dest.resolve()
     jobs = list(zip(projects, dirnames, strict=True))
     # projects with stores of their own are exported side by side (each store is its own
-    # DuckDB connection); one store passed under several names is used by one thread only
-    workers = min(len(jobs), os.cpu_count() or 1, 4)
+    # DuckDB connection; much of the work is waiting on the file system, hence two threads
+    # a core); one store passed under several names is used by one thread only
+    workers = min(len(jobs), 2 * (os.cpu_count() or 1), 8)
     if len({id(store) for _name, store in projects}) < len(projects):
         workers = 1
     shared = _Shared()

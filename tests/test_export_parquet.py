@@ -258,3 +258,26 @@ def test_two_projects_with_one_name_are_refused(project, tmp_path):
     with _store(project) as store, pytest.raises(UsageError, match="share the name 'a'"):
         export_parquet(tmp_path / "lake", [("a", store), ("a", store)])
     assert not (tmp_path / "lake").exists()
+
+
+def test_two_processes_exporting_into_one_folder_at_once_keep_both_projects(project, tmp_path):
+    out = tmp_path / "lake"
+    env = dict(os.environ)
+    env.pop("TOOLKIT_EDITOR_PAUSE", None)
+    # two developers: each has a store of their own (TOOLKIT_DB), one shared folder
+    procs = [subprocess.Popen([sys.executable, "-m", "toolkit", "export", "--out", str(out),
+                               "--project-name", name], cwd=project.root,
+                              env={**env, "TOOLKIT_DB": str(tmp_path / f"{name}.duckdb")},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("alice", "bob")]
+    for proc in procs:
+        _stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+    with _store(project) as store:
+        counts = store.counts()
+        tables = {t for t, kind, _c, _d in store.schema() if kind == "table"}
+    for table in tables:
+        assert sorted(p.name for p in (out / table).iterdir()) == [
+            "_schema.json", "project=alice", "project=bob"], table
+    assert _partition_rows(out, "actions") == {"alice": counts["actions"],
+                                               "bob": counts["actions"]}

@@ -185,3 +185,20 @@ def test_the_guides_duckdb_queries_answer_as_its_spark_ones(lake, spark):
         got_spark = [tuple(r) for r in spark.sql(spark_sql).collect()]
         assert got_spark, spark_sql
         assert conn.execute(duck_sql).fetchall() == got_spark, duck_sql
+
+
+def test_leftovers_of_a_killed_export_are_not_read_as_data(lake, spark, tmp_path):
+    # what a killed export leaves beside the partitions (K1, K2): hidden folders that hold
+    # a whole partition each; Spark and the guide's DuckDB glob must not read them
+    import shutil
+
+    out = tmp_path / "lake"
+    shutil.copytree(lake["out"] / "actions", out / "actions")
+    for leftover in (".toolkit-staging-0123456789abcdef-1-aa", ".toolkit-aside-0123-1-bb"):
+        shutil.copytree(out / "actions" / "project=acme-web", out / "actions" / leftover)
+    want = _expected_by_project(lake, "actions")
+    df = spark.read.parquet(str(out / "actions"))
+    assert {r["project"]: r["count"] for r in df.groupBy("project").count().collect()} == want
+    rows = duckdb.connect().execute(
+        f"SELECT project, count(*) FROM {_duck_read(out, 'actions')} GROUP BY ALL").fetchall()
+    assert dict(rows) == want

@@ -161,12 +161,13 @@ def _repair(table_dir: Path, dirname: str) -> None:
     aside back when the new one never arrived; remove staging folders of dead writers."""
     tag = _tag(dirname)
     target = table_dir / dirname
-    for leftover in sorted(table_dir.glob(f"{ASIDE}{tag}-*")):
+    hidden = sorted(n for n in os.listdir(table_dir) if n.startswith("."))  # one listing
+    for leftover in [table_dir / n for n in hidden if n.startswith(f"{ASIDE}{tag}-")]:
         if not target.exists():
             os.rename(leftover, target)
         else:
             _remove_tree(leftover)
-    for leftover in table_dir.glob(f"{STAGING}{tag}-*"):
+    for leftover in [table_dir / n for n in hidden if n.startswith(f"{STAGING}{tag}-")]:
         pid = leftover.name.removeprefix(f"{STAGING}{tag}-").split("-", 1)[0]
         if pid.isdigit() and not pid_alive(int(pid)):
             _remove_tree(leftover)

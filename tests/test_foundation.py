@@ -265,43 +265,6 @@ def test_nagi_export_json_is_a_source(tmp_path, cli_run, monkeypatch):
     assert out.splitlines() == ["n", "3"]
 
 
-def test_export_parquet_is_hive_partitioned_by_project_and_table(project, cli_run, tmp_path):
-    import pyarrow.dataset as ds
-
-    out = tmp_path / "lake"
-    result = cli_run("export", "--out", str(out))
-    assert result.exit_code == 0, result.output
-    assert (out / "project_name=acme-api" / "table_name=ledger_entries").is_dir()
-    data = ds.dataset(out / "project_name=acme-api" / "table_name=dispatches",
-                      format="parquet").to_table()
-    assert sorted(data.column("task").to_pylist()) == [
-        "Audit logging for admin endpoints", "Cap webhook retries at 5 attempts",
-        "Cap webhook retries at 5 attempts"]
-    # a second project shares the folder; re-exporting one project replaces only its own
-    cli_run("export", "--out", str(out), "--project-name", "other")
-    cli_run("export", "--out", str(out))
-    projects = sorted(p.name for p in out.iterdir())
-    assert projects == ["project_name=acme-api", "project_name=other"]
-
-
-def test_export_parquet_reexport_replaces_a_project_whose_name_is_escaped(project, cli_run,
-                                                                          tmp_path):
-    # DuckDB writes 'my project' as project_name=my%20project: a re-export must replace that
-    # folder (a table gone from the store must not linger) and leave no staging folder.
-    out = tmp_path / "lake"
-    assert cli_run("export", "--out", str(out), "--project-name", "my project").exit_code == 0
-    folder = out / "project_name=my%20project"
-    stale = folder / "table_name=gone" / "data_0.parquet"
-    stale.parent.mkdir()
-    stale.write_bytes((folder / "table_name=actions" / "data_0.parquet").read_bytes())
-    result = cli_run("export", "--out", str(out), "--project-name", "my project")
-    assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-1] == f"Wrote {folder}"
-    assert sorted(p.name for p in out.iterdir()) == ["project_name=my%20project"]
-    assert not stale.parent.exists()
-    assert (folder / "table_name=actions" / "data_0.parquet").is_file()
-
-
 def test_load_shows_a_progress_bar_on_a_terminal_and_none_when_piped(project):
     import os
     import pty

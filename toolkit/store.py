@@ -487,47 +487,29 @@ class Store:
             pending = failed
         return copy
 
-    def export_parquet(self, dest: Path, project: str) -> tuple[Path, list[tuple[str, int]]]:
-        """Write every table as hive-partitioned Parquet: ``dest/project_name=<p>/table_name=<t>/``.
+    def table_digests(self, tables: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """(rows, digest) of each table's content, in one query: the same rows in any order
+        give the same digest (a sum of DuckDB's row hashes), so an exporter can tell an
+        unchanged table without writing it."""
+        if not tables:
+            return {}
+        sql = " UNION ALL ".join(
+            f"SELECT ? AS t, count(*), coalesce(sum(hash(r)), 0) FROM \"{table}\" AS r"
+            for table in tables)
+        rows = self.conn.execute(sql, list(tables)).fetchall()
+        return {t: (int(n), str(d)) for t, n, d in rows}
 
-        Returns the project's folder (DuckDB escapes the name in it: ``my%20project``) and the
-        rows per table. The export is written into a staging folder inside ``dest`` and then
-        replaces that project's previous folder whole, so several projects can share one
-        ``dest`` that DuckDB, Spark or Trino query with hive partitioning, a re-export leaves
-        no table of the old one behind, and a failed export leaves the old one in place.
-        """
-        import shutil
-        import tempfile
-
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".toolkit-export-", dir=dest))
+    def write_parquet(self, table: str, dest: Path, columns: Sequence[tuple[str, str]]) -> None:
+        """Write a table to one Parquet file, its columns as (name in the store, name in the
+        file), with their types (TIMESTAMP, INTEGER, lists as Parquet LIST)."""
+        select = ", ".join(f'"{c}" AS "{as_}"' for c, as_ in columns)
+        escaped = str(dest).replace("'", "''")
         try:
-            written = []
-            views = {t for t, kind, _c, _d in self.schema() if kind == "view"}
-            escaped = str(staging).replace("'", "''")
-            for table in self.tables():
-                if table in views:
-                    continue
-                n = self.scalar(f'SELECT count(*) FROM "{table}"')
-                self.conn.execute(
-                    f"COPY (SELECT ? AS project_name, ? AS table_name, * FROM \"{table}\") TO "
-                    f"'{escaped}' (FORMAT PARQUET, PARTITION_BY (project_name, table_name), "
-                    "OVERWRITE_OR_IGNORE)",
-                    [project, table]).fetchall()
-                written.append((table, int(n)))
-            made_folders = list(staging.iterdir())  # the one project_name=<escaped> folder
-            if not made_folders:  # DuckDB writes no partition for no rows
-                raise ToolkitError("the store has no rows to export; nothing was written",
-                                   hint="Run `toolkit load` first")
-            [made] = made_folders
-            target = dest / made.name
-            if target.exists():
-                os.rename(target, staging / ".previous")
-            os.rename(made, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return target, written
+            self.conn.execute(f"COPY (SELECT {select} FROM \"{table}\") TO '{escaped}' "
+                              "(FORMAT PARQUET)").fetchall()
+        except duckdb.Error as exc:
+            raise ToolkitError(f"cannot write {table} as Parquet: {_first_line(exc)}",
+                               path=dest) from None
 
     def tables(self) -> list[str]:
         rows = self.conn.execute(

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("toolkit.cli.data:demo",
              "Write a realistic demo world (vault, slop, audit DB, snapshots)."),
     "export": ("toolkit.cli.data:export",
-               "Export every table as hive-partitioned Parquet (by project and table)."),
+               "Export every table as a Parquet dataset partitioned by project."),
     "fleet": ("toolkit.cli.fleet:fleet",
               "Every project your agents work in: list them, build one site over them all."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from toolkit.cli._common import echo_text, get_config, render_rows
+
+if TYPE_CHECKING:
+    from toolkit.export import Partition
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
@@ -157,18 +161,33 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
               help="Partition name for this project (default: project_name in toolkit.yaml, "
                    "else the project folder's name).")
 def export(fmt: str, out: str, project_name: str | None) -> None:
-    """Export every table as hive-partitioned Parquet (by project and table).
+    """Export every table as a Parquet dataset partitioned by project.
 
-    The layout OUT/project_name=<name>/table_name=<table>/*.parquet is what DuckDB, Spark or
-    Trino read directly, e.g. in DuckDB:
-    SELECT * FROM read_parquet('OUT/*/*/*.parquet', hive_partitioning = true).
+    Each table is one dataset, OUT/<table>/project=<name>/part-0.parquet, with its columns
+    and types in OUT/<table>/_schema.json, so Spark, Trino or DuckDB read one table across
+    every project exported into OUT, e.g. spark.read.parquet("OUT/actions"). Only this
+    project's partitions are replaced, each in one step; an unchanged one is not rewritten.
     """
     from toolkit.cli._common import open_store
+    from toolkit.export import export_parquet
 
     cfg = get_config()
-    name = project_name or cfg.project_name
+    name = project_name if project_name is not None else cfg.project_name
     with open_store(cfg) as store:
-        folder, written = store.export_parquet(Path(out), name)
-    for table, rows in written:
-        click.echo(f"{table:<24} {rows:>9,} rows")
-    click.echo(f"Wrote {folder}")
+        parts = export_parquet(Path(out), [(name, store)])
+    echo_export(parts, Path(out))
+
+
+def echo_export(parts: list[Partition], out: Path) -> None:
+    """Each project's tables (rows, written or unchanged), then a line for the project: the
+    output of `toolkit export`, and of an export of several projects at once."""
+    by_project: dict[str, list[Partition]] = {}
+    for part in parts:
+        by_project.setdefault(part.project, []).append(part)
+    for name, mine in by_project.items():
+        for part in mine:
+            state = "written" if part.written else "unchanged"
+            click.echo(f"{part.table:<24} {part.rows:>9,} rows  {state}")
+        written = sum(p.written for p in mine)
+        click.echo(f"Exported {name} into {out.expanduser().resolve()}: {len(mine)} tables, "
+                   f"{written} written, {len(mine) - written} unchanged")

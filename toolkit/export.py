@@ -1,0 +1,346 @@
+"""Parquet datasets of the store: one dataset per table, partitioned by project.
+
+The layout under the folder ``OUT`` the user names (shared by several projects, developers or
+machines)::
+
+    OUT/<table>/_schema.json                      the table's columns and their types
+    OUT/<table>/project=<name>/part-0.parquet     one project's rows
+    OUT/<table>/project=<name>/.toolkit-export    what the partition holds (its fingerprint)
+
+so ``spark.read.parquet("OUT/actions")`` is the actions of every project, with a ``project``
+column. Spark, Trino's Hive connector and Hadoop skip files whose names start with ``_`` or
+``.``, and DuckDB reads ``OUT/actions/project=*/*.parquet``: none of them reads the schema
+file, the fingerprint or a staging folder as data. The rules:
+
+* **one partition at a time, atomically**: a partition is written into a staging folder beside
+  it (``.toolkit-staging-…``) and swapped in by one rename (Linux ``renameat2`` with
+  ``RENAME_EXCHANGE``); where the file system cannot exchange, the old partition is renamed
+  aside first, and an export interrupted between the two renames is repaired by the next one
+  (the old partition is put back). A reader or a crash sees the old partition or the new one,
+  never a mix of both;
+* **an unchanged partition is not rewritten**: its fingerprint (format, columns and types,
+  rows and a digest of their content) is compared with the one stored in the partition;
+* **only the project's own partitions are touched**: other projects' partitions are never
+  read, written or removed, so many exporters share one folder; the project's partitions of
+  tables its store no longer has are removed;
+* **the partition value is escaped as Hive escapes it** (``%XX`` for control characters,
+  space and ``"#%'*/:=?[\\]^{}``, everything else as it is, UTF-8), which Spark, Trino and
+  DuckDB decode back to the name; ``OUT`` is resolved (every parent) and each folder below it
+  is checked to be one plain name that is no symbolic link, so no name (``..``, ``a/b``) and
+  no planted link reaches outside it;
+* a store column named ``project`` (``actions.project``, ``sessions.project``: the project the
+  record itself names) is written as ``record_project``, since ``project`` is the partition.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import ToolkitError, UsageError
+from toolkit.safewrite import atomic_replace, pause, pid_alive
+
+if TYPE_CHECKING:
+    from toolkit.store import Store
+
+FORMAT = "toolkit-parquet/1"
+PARTITION_COLUMN = "project"
+RENAMED = {"project": "record_project"}
+SCHEMA_FILE = "_schema.json"
+FINGERPRINT_FILE = ".toolkit-export"
+DATA_FILE = "part-0.parquet"
+STAGING = ".toolkit-staging-"
+ASIDE = ".toolkit-aside-"
+# Hive's (and Spark's) escaped characters, plus space; '%' itself, so the escape is reversible.
+_ESCAPED = frozenset('"#%\'*/:=?[\\]^{} \x7f') | frozenset(map(chr, range(0x20)))
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what Hive, Spark and Trino read back as NULL
+_MAX_NAME_BYTES = 255
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One table's partition of one project, as the export left it."""
+
+    project: str
+    table: str
+    rows: int
+    written: bool  # False: it held the same rows already and was left alone
+    path: Path
+
+
+# --------------------------------------------------------------------------- names and types
+
+
+def partition_dirname(project: str) -> str:
+    """``project=<name>`` with the name escaped as Hive escapes partition values.
+
+    Raises UsageError for an empty name or one too long for a folder name."""
+    if not project:
+        raise UsageError("the project name is empty", hint="Name it with --project-name")
+    value = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in project)
+    if value == _HIVE_NULL:  # keep engines from reading this one name back as NULL
+        value = "%5F" + value[1:]
+    name = f"{PARTITION_COLUMN}={value}"
+    if len(name.encode("utf-8", "surrogatepass")) > _MAX_NAME_BYTES:
+        raise UsageError(f"the project name is too long for a folder name ({len(project)} "
+                         "characters)", hint="Name it with a shorter --project-name")
+    return name
+
+
+def engine_types(duck_type: str) -> dict[str, str]:
+    """How a store column's type reads in Spark and in Trino (the schema file's columns)."""
+    if duck_type.endswith("[]"):
+        inner = engine_types(duck_type[:-2])
+        return {"spark": f"array<{inner['spark']}>", "trino": f"array({inner['trino']})"}
+    simple = {
+        "VARCHAR": ("string", "varchar"), "JSON": ("string", "varchar"),
+        "BOOLEAN": ("boolean", "boolean"), "TINYINT": ("tinyint", "tinyint"),
+        "SMALLINT": ("smallint", "smallint"), "INTEGER": ("int", "integer"),
+        "BIGINT": ("bigint", "bigint"), "FLOAT": ("float", "real"),
+        "DOUBLE": ("double", "double"), "DATE": ("date", "date"),
+        "TIMESTAMP": ("timestamp_ntz", "timestamp(6)"),
+        "TIMESTAMP WITH TIME ZONE": ("timestamp", "timestamp(6)"),  # Hive tables: UTC
+        "BLOB": ("binary", "varbinary"),
+    }
+    if duck_type not in simple:
+        raise ToolkitError(f"no Parquet type mapping for the store type {duck_type} (a bug)")
+    spark, trino = simple[duck_type]
+    return {"spark": spark, "trino": trino}
+
+
+def _table_schema(store: Store, table: str, columns: Sequence[tuple[str, str]]
+                  ) -> dict[str, Any]:
+    cols: list[dict[str, Any]] = [
+        {"name": RENAMED.get(c, c), "type": t, **engine_types(t),
+         **({"store_column": c} if c in RENAMED else {})} for c, t in columns]
+    cols.append({"name": PARTITION_COLUMN, "type": "VARCHAR", "spark": "string",
+                 "trino": "varchar", "partition": True})
+    return {"format": FORMAT, "table": table, "description": store.table_docs().get(table, ""),
+            "partitioned_by": [PARTITION_COLUMN], "columns": cols}
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def _inside(parent: Path, name: str) -> Path:
+    """``parent/name``, checked to be a folder entry right inside ``parent`` (already resolved):
+    one path component, neither ``.`` nor ``..``, and not a symbolic link."""
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise ToolkitError(f"refusing to write outside {parent}", path=parent / name)
+    path = parent / name
+    if path.is_symlink():
+        raise ToolkitError("refusing to write through a symbolic link", path=path,
+                           hint="Export into a folder without links in it")
+    return path
+
+
+def _tag(dirname: str) -> str:
+    return hashlib.sha256(dirname.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise ToolkitError(f"cannot remove an old partition: {exc.strerror}", path=path) from None
+
+
+def _repair(table_dir: Path, dirname: str) -> None:
+    """Undo what an interrupted export of this partition left: put an old partition set
+    aside back when the new one never arrived; remove staging folders of dead writers."""
+    tag = _tag(dirname)
+    target = table_dir / dirname
+    hidden = sorted(n for n in os.listdir(table_dir) if n.startswith("."))  # one listing
+    for leftover in [table_dir / n for n in hidden if n.startswith(f"{ASIDE}{tag}-")]:
+        if not target.exists():
+            os.rename(leftover, target)
+        else:
+            _remove_tree(leftover)
+    for leftover in [table_dir / n for n in hidden if n.startswith(f"{STAGING}{tag}-")]:
+        pid = leftover.name.removeprefix(f"{STAGING}{tag}-").split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            _remove_tree(leftover)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one atomic step (Linux renameat2); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _swap_in(staged: Path, target: Path, table: str) -> None:
+    """Make ``staged`` the partition at ``target`` in one step; drop the old one."""
+    if not target.exists():
+        os.rename(staged, target)
+        return
+    if _exchange(staged, target):  # staged now holds the old partition
+        _remove_tree(staged)
+        return
+    aside = target.parent / f"{ASIDE}{_tag(target.name)}-{os.getpid()}-{secrets.token_hex(4)}"
+    os.rename(target, aside)
+    pause("export_aside", table)
+    os.rename(staged, target)
+    _remove_tree(aside)
+
+
+# --------------------------------------------------------------------------- the export
+
+
+def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Partition]:
+    """Export each (project name, store) into ``dest`` (see the module doc); the partitions
+    of each project and table, in order. ``toolkit export`` passes one project,
+    ``toolkit fleet export`` every project of the fleet."""
+    names = [name for name, _store in projects]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise UsageError(f"two projects share the name {dup[0]!r}",
+                         hint="Give each project its own name")
+    dirnames = [partition_dirname(name) for name in names]
+    dest = Path(dest).expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{dest} is a file", hint="Name a folder for the datasets")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolkitError(f"cannot create the folder: {exc.strerror}", path=dest) from None
+    root = dest.resolve()
+    jobs = list(zip(projects, dirnames, strict=True))
+    # projects with stores of their own are exported side by side (each store is its own
+    # DuckDB connection; much of the work is waiting on the file system, hence two threads
+    # a core); one store passed under several names is used by one thread only
+    workers = min(len(jobs), 2 * (os.cpu_count() or 1), 8)
+    if len({id(store) for _name, store in projects}) < len(projects):
+        workers = 1
+    shared = _Shared()
+    try:
+        if workers <= 1:
+            results = [_export_project(root, name, dirname, store, shared)
+                       for (name, store), dirname in jobs]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(pool.map(
+                    lambda job: _export_project(root, job[0][0], job[1], job[0][1], shared),
+                    jobs))
+    except OSError as exc:
+        raise ToolkitError(f"cannot write the export: {exc.strerror}",
+                           path=Path(exc.filename) if exc.filename else root,
+                           hint="Check that the folder is writable and has space") from None
+    return [part for parts in results for part in parts]
+
+
+@dataclass
+class _Shared:
+    """What the projects of one export share: an empty table's file is the same for every
+    project (written by DuckDB once, then copied), and each schema file is written once."""
+
+    empties: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = field(default_factory=dict)
+    schemas: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set)
+
+
+def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _Shared
+                    ) -> list[Partition]:
+    by_table: dict[str, list[tuple[str, str]]] = {}
+    for table, kind, column, duck_type in store.schema():
+        if kind == "table":
+            by_table.setdefault(table, []).append((column, duck_type))
+    digests = store.table_digests(sorted(by_table))
+    out: list[Partition] = []
+    for table, columns in sorted(by_table.items()):
+        table_dir = _inside(root, table)
+        table_dir.mkdir(exist_ok=True)
+        key = (table, tuple(columns))
+        if key not in shared.schemas:
+            _write_schema(table_dir / SCHEMA_FILE, _table_schema(store, table, columns))
+            shared.schemas.add(key)
+        target = _inside(table_dir, dirname)
+        _repair(table_dir, dirname)
+        rows, digest = digests[table]
+        fingerprint = {"format": FORMAT, "project": name, "table": table, "rows": rows,
+                       "columns": [[c, t] for c, t in columns], "digest": digest}
+        if _fingerprint(target) == fingerprint and (target / DATA_FILE).is_file():
+            out.append(Partition(name, table, rows, False, target))
+            continue
+        staged = table_dir / f"{STAGING}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"
+        staged.mkdir()
+        try:
+            if rows == 0 and key in shared.empties:
+                (staged / DATA_FILE).write_bytes(shared.empties[key])
+            else:
+                store.write_parquet(table, staged / DATA_FILE,
+                                    [(c, RENAMED.get(c, c)) for c, _t in columns])
+                if rows == 0:
+                    shared.empties[key] = (staged / DATA_FILE).read_bytes()
+            (staged / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, sort_keys=True),
+                                                   encoding="utf-8")
+            pause("export_staged", table)
+            _swap_in(staged, target, table)
+        finally:
+            if staged.exists():
+                _remove_tree(staged)
+        out.append(Partition(name, table, rows, True, target))
+    _drop_gone_tables(root, dirname, set(by_table))
+    return out
+
+
+def _fingerprint(partition: Path) -> Any:
+    try:
+        return json.loads((partition / FINGERPRINT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_schema(path: Path, schema: dict[str, Any]) -> None:
+    data = (json.dumps(schema, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    atomic_replace(path, data, fsync=False, fsync_dir=False)
+
+
+def _drop_gone_tables(root: Path, dirname: str, tables: set[str]) -> None:
+    """Remove this project's partitions of tables its store no longer has (folders with a
+    toolkit schema file only: nothing else in ``root`` is touched)."""
+    for table_dir in sorted(root.iterdir()):
+        if table_dir.name in tables or table_dir.is_symlink() or not table_dir.is_dir():
+            continue
+        try:
+            marker = json.loads((table_dir / SCHEMA_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        target = table_dir / dirname
+        if not isinstance(marker, dict) or marker.get("format") != FORMAT or \
+                not target.exists():
+            continue
+        _inside(table_dir, dirname)
+        aside = table_dir / f"{ASIDE}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"
+        os.rename(target, aside)
+        _remove_tree(aside)

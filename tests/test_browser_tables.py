@@ -249,6 +249,20 @@ def test_a_field_list_and_a_short_table_are_not_made_sortable(
     assert "dataTable" not in (fields.first.get_attribute("class") or "")
 
 
+def test_without_scripts_every_row_shows(demo: Served, browser: Any) -> None:
+    """The style that hides a long table's rows past 100 until the script pages it applies only
+    in a browser that runs scripts."""
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        p = context.new_page()
+        p.goto(demo.base + "audit/actions/", wait_until="load")
+        rows = p.locator("article table tbody tr")
+        assert rows.count() == 100
+        assert rows.nth(99).is_visible()
+    finally:
+        context.close()
+
+
 # -------------------------------------------------------------------- instant navigation
 
 def test_tables_are_set_up_on_each_page_of_instant_navigation(

@@ -176,7 +176,8 @@
             if (update) update();
           }
         });
-        table.classList.add("tk-sortable");
+        table.classList.add("tk-sortable", "tk-ready");
+        table.tkTable = dt;  // the DataTables API of this table (tests, bench/)
         var container = table.closest(".dt-container");
         if (container) container.addEventListener("click", writableDelegateTarget);
         update = frame(table);
@@ -195,6 +196,7 @@
     }
     if (table.tBodies.length) fitRows(table.tBodies[0].rows);
     if (!table.parentNode.classList.contains("tk-scroll")) frame(table);
+    table.classList.add("tk-ready");
     return null;
   }
 

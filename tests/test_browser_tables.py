@@ -249,6 +249,28 @@ def test_a_field_list_and_a_short_table_are_not_made_sortable(
     assert "dataTable" not in (fields.first.get_attribute("class") or "")
 
 
+def test_clamped_text_shows_whole_on_hover_and_on_a_tap(demo: Served,
+                                                        page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    p.set_viewport_size({"width": 390, "height": 900})
+    for path in FIT_PAGES:
+        p.goto(demo.base + path, wait_until="load")
+        p.wait_for_selector("body[data-tk-tables]", state="attached")
+        cut = p.locator("article .tk-long").filter(
+            has_not=p.locator("a")).evaluate_all(
+            "els => els.findIndex(e => e.scrollHeight > e.clientHeight + 1)")
+        if cut >= 0:
+            break
+    else:
+        raise AssertionError("no clamped cell on the demo site's pages")
+    box = p.locator("article .tk-long").filter(has_not=p.locator("a")).nth(cut)
+    text = box.evaluate("e => e.closest('td').textContent.trim()")
+    assert box.get_attribute("title") == text and len(text) > 80
+    box.click()
+    assert box.evaluate("e => e.scrollHeight <= e.clientHeight + 1")
+    assert box.inner_text().strip() == text
+
+
 def test_without_scripts_every_row_shows(demo: Served, browser: Any) -> None:
     """The style that hides a long table's rows past 100 until the script pages it applies only
     in a browser that runs scripts."""

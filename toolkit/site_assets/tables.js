@@ -13,8 +13,8 @@
  *   page, with a shadow at the edge that has more (and the browser's scrollbar); its first
  *   column, and the column that decides its order (a header marked data-tk-key), stay in
  *   view while it scrolls; dates and single short words never wrap; a cell of long text
- *   shows its first lines, ends with an ellipsis and shows all of it on hover (title).
- *   Only the rows on screen are fitted.
+ *   shows its first lines, ends with an ellipsis and shows all of it on hover (title) or
+ *   when clicked (a field list's values wrap whole). Only the rows on screen are fitted.
  *
  * Material's instant navigation replaces the page without reloading: document$ emits for
  * each page shown, and the tables of the new page are set up then.
@@ -39,7 +39,7 @@
 
   function sortable(table, header) {
     if (!header || header.length === 0) return false;
-    if (header.length === 2 && header[0] === "Field" && header[1] === "Value") return false;
+    if (isFields(header)) return false;
     if (table.tBodies.length !== 1 || table.tFoot) return false;
     var rows = table.tBodies[0].rows;
     if (rows.length <= MIN_ROWS) return false;
@@ -60,8 +60,10 @@
     return out;
   }
 
-  // Dates no-wrap; long text clamped with its full text as the title. Done once per row.
-  function fitRow(row) {
+  // Dates no-wrap; long text clamped with its full text as the title (a click or tap shows
+  // it all), except in a field list, where the value is what the page is about and wraps
+  // whole. Done once per row.
+  function fitRow(row, clamp) {
     if (row.tkFit) return;
     row.tkFit = true;
     var cells = row.cells;
@@ -70,7 +72,7 @@
       var text = cell.textContent.trim();
       if (DATE.test(text) || (text.length <= SHORT && !/\s/.test(text))) {
         cell.classList.add("tk-nowrap");
-      } else if (text.length > LONG) {
+      } else if (clamp && text.length > LONG) {
         var box = document.createElement("div");
         box.className = "tk-long";
         box.title = text;
@@ -80,8 +82,12 @@
     }
   }
 
-  function fitRows(rows) {
-    for (var i = 0; i < rows.length; i++) fitRow(rows[i]);
+  function fitRows(rows, clamp) {
+    for (var i = 0; i < rows.length; i++) fitRow(rows[i], clamp !== false);
+  }
+
+  function isFields(header) {
+    return !!header && header.length === 2 && header[0] === "Field" && header[1] === "Value";
   }
 
   // The box that scrolls: shadows at the edges that have more, the first column's width for
@@ -194,7 +200,8 @@
         if (c) c.classList.add("tk-key");
       }
     }
-    if (table.tBodies.length) fitRows(table.tBodies[0].rows);
+    if (isFields(header)) table.classList.add("tk-fields");
+    if (table.tBodies.length) fitRows(table.tBodies[0].rows, !isFields(header));
     if (!table.parentNode.classList.contains("tk-scroll")) frame(table);
     table.classList.add("tk-ready");
     return null;
@@ -207,6 +214,13 @@
     // when the page's tables were ready, in ms since the page began to load (tests, bench/)
     document.body.setAttribute("data-tk-tables", String(Math.round(performance.now())));
   }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target;
+    if (!target || !target.closest || target.closest("a")) return;
+    var box = target.closest(".tk-long");
+    if (box) box.classList.toggle("tk-open");
+  });
 
   if (window.document$ && typeof window.document$.subscribe === "function") {
     window.document$.subscribe(setUpAll);

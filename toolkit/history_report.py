@@ -152,14 +152,15 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
               "copies and turn snapshots below.",
         versions=len(versions), chart=chart,
         growth=Table(("When", "Source", "Version", "High", "Medium", "Low", "Unrated", "Total",
-                      "Changes"), growth_rows,
+                      "Changes"), growth_rows, key="Version",
                      empty="No past versions: the ledger is not in a git repository with "
                            "commits."),
         changes=Table(("When", "Change", "Entry", "File", "Confidence", "Reflections",
-                       "Version"), change_rows, empty="No changes recorded."),
+                       "Version"), change_rows, empty="No changes recorded.", key="Version"),
         shown_changes=len(change_rows), total_changes=len(log),
         others=Table(("When", "Source", "Version", "High", "Medium", "Low", "Total",
                       "Changes against the committed ledger or the previous copy"), other_rows,
+                     key="Version",
                      empty="No archive or backup copies, and no turn snapshot holds the "
                            "vault."))]
 

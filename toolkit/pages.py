@@ -27,11 +27,14 @@ class Ref:
 
 @dataclass(frozen=True)
 class Table:
-    """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links."""
+    """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links.
+    ``key``: the column that decides the rows' order (or sums them up), when it is not the
+    first; the site keeps it in view while a wide table scrolls, as it does the first."""
 
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
     empty: str = "Nothing to show."
+    key: str | None = None
 
 
 Cell = Any  # str | int | float | None | Ref

@@ -719,7 +719,7 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
     week_total = sum(week.values())
     audit_days = Table(("Day", *(f"Tier {t}" for t in AUDIT_TIERS), "Total"),
                        [(Ref(r[0], "audit/index.md#actions-per-day"), *r[1:])
-                        for r in audit_rows])
+                        for r in audit_rows], key="Total")
     audit_chart = None
     if week_total:
         audit_chart = "home-audit-week"
@@ -959,7 +959,7 @@ def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartS
                      *(Ref(str(n), _dim_path("bucket", b)) if n else 0 for n in cells),
                      sum(cells)))
     table = Table(("Bucket", *(_shown(v) for v in sevs), "Total"), rows,
-                  empty="No open slop.")
+                  empty="No open slop.", key="Total")
     chart = None
     if entries and any(c.name == chart_name for c in charts):
         return table, chart_name
@@ -1153,7 +1153,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     cat_order = sorted(cats, key=lambda c: (-sum(cats[c].values()), str(c)))
     per_cat = Table(("Category", *(f"Tier {t}" for t in tiers), "Total"), [
         (_shown(c), *(cats[c][t] for t in tiers), sum(cats[c].values())) for c in cat_order],
-        empty="No actions recorded.")
+        empty="No actions recorded.", key="Total")
     per_cat_chart = None
     if cat_order:
         per_cat_chart = "audit-per-category"
@@ -1182,7 +1182,8 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         intro="What the agent did (nagi-ledger): autonomous actions by tier and category, "
               "dispatch verdicts. " + scope_note(d) + " " + SHARED_AUDIT,
         totals=totals, per_project=per_project,
-        per_day=Table(("Day", *(f"Tier {t}" for t in tiers), "Total"), per_day_rows),
+        per_day=Table(("Day", *(f"Tier {t}" for t in tiers), "Total"), per_day_rows,
+                      key="Total"),
         per_day_chart=per_day_chart, per_category=per_cat, per_category_chart=per_cat_chart,
         verdicts=verdict_tbl, days=STATS_DAYS))
 
@@ -1198,7 +1199,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         over_limit=over_limit_table(d.tasks, ref, wide=True),
         pending=pending_table(pending_dispatches(d.dispatches), ref, wide=True),
         tasks=Table(TASK_COLUMNS, [_task_row(t, ref) for t in ordered_tasks],
-                    empty="No dispatches recorded."),
+                    empty="No dispatches recorded.", key="Last dispatch"),
         retry_limit=RETRY_LIMIT))
 
     # approaches
@@ -1352,10 +1353,12 @@ def over_limit_table(tasks: Iterable[dict[str, Any]], task_ref: Callable[[str | 
     over = over_limit_tasks(tasks)
     empty = "No task is over the retry limit."
     if wide:
-        return Table(TASK_COLUMNS, [_task_row(t, task_ref) for t in over], empty=empty)
+        return Table(TASK_COLUMNS, [_task_row(t, task_ref) for t in over], empty=empty,
+                     key="Last dispatch")
     return Table(("Task", "Dispatches", "Retries", "Last verdict", "Last dispatch"), [
         (task_ref(t["task"]), t["dispatch_count"], t["retry_count"],
-         t.get("last_verdict") or "PENDING", t.get("last_dispatch")) for t in over], empty=empty)
+         t.get("last_verdict") or "PENDING", t.get("last_dispatch")) for t in over], empty=empty,
+        key="Last dispatch")
 
 
 def _neg(ts: Any) -> str:

@@ -361,7 +361,9 @@ def _table_html(ctx: Any, tbl: Any) -> str:
     r = ctx["_r"]
     targets = r.targets
     parts = ["<table>\n<thead>\n<tr>"]
-    parts.append(" ".join(f"<th>{_html_text(c)}</th>" for c in tbl.columns))
+    # the key column is marked for the site's script (toolkit/site_assets/tables.js)
+    parts.append(" ".join(f"<th data-tk-key>{_html_text(c)}</th>" if i and c == tbl.key
+                          else f"<th>{_html_text(c)}</th>" for i, c in enumerate(tbl.columns)))
     parts.append("</tr>\n</thead>\n<tbody>")
     # the header and the note count too: a cut table ends within the page's budget
     budget = r.budget - len("".join(parts).encode("utf-8")) - 400

@@ -8,6 +8,10 @@ the page. Every table is put in place after the search plugin read the page. Bef
 searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
 search plugin indexes, without parsing every tag of a large table); a table kept out of search
 has its placeholder marked ``data-search-exclude``. So the search index holds no placeholder.
+
+The hook also puts the site's bundled scripts and styles (``toolkit/site_assets/``: the tables'
+sorting, filtering and paging, listed in mkdocs.yml's ``extra_javascript``/``extra_css``) in
+the site at ``assets/toolkit/``, from the installed package, so no page fetches them elsewhere.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ _READ = re.compile(r'<p data-tktable="([0-9a-f]{20})">[^<]*</p>'
                    r"|<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
 _TAG = re.compile(r"<[^>]+>")
 _tables: dict[str, str] = {}
+ASSETS = Path(__file__).resolve().parent / "site_assets"
+ASSETS_URL = "assets/toolkit"
 
 
 def on_config(config: Any) -> Any:
@@ -44,6 +50,16 @@ def on_config(config: Any) -> Any:
     except (ValueError, DataError) as exc:
         raise PluginError(f"{path} is damaged ({exc}); run toolkit build-site --clean") from None
     return config
+
+
+def on_files(files: Any, *, config: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    for asset in sorted(ASSETS.iterdir()):
+        if asset.suffix in (".js", ".css", ".txt"):
+            files.append(File.generated(config, f"{ASSETS_URL}/{asset.name}",
+                                        abs_src_path=str(asset)))
+    return files
 
 
 def _table(digest: str, page: Any) -> str:

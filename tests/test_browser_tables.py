@@ -1,0 +1,365 @@
+"""Tables that sort, filter and fit (issue 15 item 2), in a real headless Chromium.
+
+The demo site (as `toolkit build-site --demo` builds it) is served on 127.0.0.1 and opened at
+1280 px and 390 px: no table cell is cut off without a visible sign (a box that scrolls, with
+a shadow at the edge that has more, or an ellipsis with the full text on hover), the column
+that decides a table's order stays in view, dates stay on one line, sorting by a column and
+filtering by typing work. A page of 10,000 rows keeps only one page of them in the document.
+The browser fixtures (``page`` fails a test on any request to another host, console error or
+dialog) are tests/test_browser.py's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_browser import Served, Watch, _Quiet, browser, page
+
+# test_browser.py's fixtures, used here by name: `page` fails a test on any request to another
+# host, any console error or dialog
+_FIXTURES = (browser, page)
+
+pytestmark = pytest.mark.browser
+
+BUILD_TIME = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?")
+
+
+def _serve(site: Path) -> Iterator[Served]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    yield Served(f"http://{host}:{port}/", site, server)
+    server.shutdown()
+    server.server_close()
+
+
+def _demo_site(base: Path, *, audit_rows: int = 3000, base_config: Path | None = None,
+               out: Path | None = None) -> Path:
+    """The demo world (toolkit.demo, as `build-site --demo` writes it) and its site, built in
+    this process (so a test may change the page budget first)."""
+    from toolkit import config as config_mod
+    from toolkit.demo import write_demo
+    from toolkit.loaders import SOURCES
+    from toolkit.site import BASE_CONFIG, build_site
+    from toolkit.store import Store
+
+    world = write_demo(base / "demo", audit_rows=audit_rows)
+    cfg = config_mod.resolve(project=world.project).with_overrides(analyses=False)
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
+        store.refresh(cfg)
+        result = build_site(cfg, store, out=out, build_time=BUILD_TIME,
+                            base_config=base_config or BASE_CONFIG)
+    assert result.warnings == []
+    return result.out
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    yield from _serve(_demo_site(tmp_path_factory.mktemp("tables-demo")))
+
+
+# ------------------------------------------------------------------------------- what fits
+
+# For every table of the article: the page does not scroll sideways; a cell that reaches past
+# the visible part of its box is in a box that scrolls and shows a shadow on that side; a
+# cell's content never spills out of it, except text clamped to its first lines, which has
+# the whole text as its title; dates are on one line.
+_FIT = """() => {
+  const problems = [];
+  const doc = document.scrollingElement;
+  if (doc.scrollWidth > window.innerWidth + 1)
+    problems.push(`the page scrolls sideways: ${doc.scrollWidth} > ${window.innerWidth}`);
+  const tables = [...document.querySelectorAll('article table')];
+  for (const table of tables) {
+    const scroll = table.closest('.tk-scroll');
+    if (!scroll) { problems.push('a table is not in a scrolling box'); continue; }
+    const box = scroll.getBoundingClientRect();
+    const frame = scroll.parentElement;
+    const style = getComputedStyle(scroll);
+    const scrolls = scroll.scrollWidth > scroll.clientWidth;
+    for (const cell of table.querySelectorAll('th, td')) {
+      const r = cell.getBoundingClientRect();
+      const sticky = getComputedStyle(cell).position === 'sticky';
+      const label = `${cell.tagName} "${cell.textContent.trim().slice(0, 40)}"`;
+      if (!sticky && r.right > box.right + 1) {
+        if (!(scrolls && ['auto', 'scroll'].includes(style.overflowX)
+              && frame.classList.contains('tk-more-right')
+              && getComputedStyle(frame, '::after').opacity === '1'))
+          problems.push(`${label} is cut at the right without a sign`);
+      }
+      if (!sticky && r.left < box.left - 1) {
+        if (!(scrolls && frame.classList.contains('tk-more-left')))
+          problems.push(`${label} is cut at the left without a sign`);
+      }
+      if (cell.scrollWidth > cell.clientWidth + 1)
+        problems.push(`${label} spills out of its cell`);
+      for (const clamp of cell.querySelectorAll('.tk-long')) {
+        const cut = clamp.scrollHeight > clamp.clientHeight + 1;
+        const cs = getComputedStyle(clamp);
+        if (cut && (clamp.title !== cell.textContent.trim()
+                    || cs.webkitLineClamp === 'none'))
+          problems.push(`${label} is clamped without its text on hover`);
+      }
+      const text = cell.textContent.trim();
+      if (/^\\d{4}-\\d{2}-\\d{2}( \\d{2}:\\d{2}(:\\d{2})?)?$/.test(text)) {
+        const range = document.createRange();
+        range.selectNodeContents(cell);
+        const tops = new Set([...range.getClientRects()].map(q => Math.round(q.top)));
+        if (tops.size > 1) problems.push(`${label}: the date wraps`);
+      }
+    }
+  }
+  return {tables: tables.length, problems};
+}"""
+
+FIT_PAGES = ["", "audit/dispatches/", "audit/", "audit/actions/", "audit/tasks/", "slop/",
+             "slop/ageing/", "ledger/", "ledger/patterns/", "ledger/history/", "sessions/",
+             "snapshots/", "warnings/"]
+
+
+def _entry_pages(site: Path) -> list[str]:
+    """A ledger entry, a slop entry, a task, a session and a turn page (field lists, long
+    text)."""
+    out = []
+    for folder, name in (("ledger/patterns", "*"), ("slop", "[0-9a-f]" * 8 + "*"),
+                         ("audit/tasks", "*"), ("sessions", "*"), ("snapshots/turns", "*")):
+        pages = sorted(p.parent for p in (site / folder).glob(f"{name}/index.html"))
+        out.append(pages[0].relative_to(site).as_posix() + "/")
+    return out
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_no_table_cell_is_cut_off_without_a_sign(demo: Served, page: tuple[Any, Watch],
+                                                 width: int) -> None:
+    p, _ = page
+    p.set_viewport_size({"width": width, "height": 900})
+    checked = 0
+    for path in FIT_PAGES + _entry_pages(demo.site):
+        p.goto(demo.base + path, wait_until="load")
+        p.wait_for_selector("article .tk-scroll table", state="attached")
+        result = p.evaluate(_FIT)
+        assert result["problems"] == [], (path, width, result["problems"][:5])
+        checked += result["tables"]
+        # scrolled to the far right, nothing is cut at the right (the shadow moves left)
+        p.evaluate("""() => document.querySelectorAll('article .tk-scroll')
+                          .forEach(s => { s.scrollLeft = s.scrollWidth; })""")
+        p.wait_for_timeout(50)
+        result = p.evaluate(_FIT)
+        assert result["problems"] == [], (path, width, "scrolled", result["problems"][:5])
+    assert checked >= 30
+
+
+def _visible_in_box(p: Any, header: Any) -> bool:
+    return bool(header.evaluate("""th => {
+        const box = th.closest('.tk-scroll').getBoundingClientRect();
+        const r = th.getBoundingClientRect();
+        return r.left >= box.left - 1 && r.right <= box.right + 1 && r.width > 20;
+    }"""))
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_columns_that_decide_the_order_stay_in_view(demo: Served, page: tuple[Any, Watch],
+                                                        width: int) -> None:
+    p, _ = page
+    p.set_viewport_size({"width": width, "height": 900})
+    for path, column in (("audit/dispatches/", "Last dispatch"), ("slop/", "Total"),
+                         ("ledger/history/", "Version")):
+        p.goto(demo.base + path, wait_until="load")
+        table = p.locator("article table.dataTable, article .tk-scroll table").filter(
+            has=p.locator("th", has_text=column)).first
+        header = table.locator("th", has_text=column).first
+        first = table.locator("th").first
+        scroll = table.locator("xpath=ancestor::div[contains(@class,'tk-scroll')]")
+        width_over = scroll.evaluate("s => s.scrollWidth - s.clientWidth")
+        for left in (0, width_over // 2, width_over):
+            scroll.evaluate(f"s => {{ s.scrollLeft = {left}; }}")
+            p.wait_for_timeout(30)
+            assert _visible_in_box(p, header), (path, width, column, left)
+            assert _visible_in_box(p, first), (path, width, "first column", left)
+        if width == 390 and path == "audit/dispatches/":
+            assert width_over > 0  # the phone has to scroll this table: the test tests that
+
+
+# ------------------------------------------------------------------------ sort and filter
+
+def _column(p: Any, table: Any, name: str) -> list[str]:
+    headers = [t.strip() for t in table.locator("thead th").all_inner_texts()]
+    i = headers.index(name)
+    return [t.strip() for t in
+            table.locator(f"tbody tr td:nth-child({i + 1})").all_inner_texts()]
+
+
+def _sort(p: Any, table: Any, name: str, direction: str) -> None:
+    """Click a header and wait until DataTables has drawn the rows in that order (it sorts
+    after the click's event, on its next turn)."""
+    header = table.locator("thead th", has_text=name)
+    header.click()
+    header.and_(p.locator(f"[aria-sort={direction}]")).wait_for()
+
+
+def test_sorting_by_a_column_and_filtering_by_typing(demo: Served,
+                                                     page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    p.goto(demo.base + "audit/actions/", wait_until="load")
+    table = p.locator("article table.dataTable").first
+    ids = [int(x) for x in _column(p, table, "ID")]
+    assert len(ids) == 25 and ids == sorted(ids, reverse=True)  # newest first, one page
+    # numbers sort as numbers: ascending starts at the smallest ID of the page's 100 rows
+    _sort(p, table, "ID", "ascending")
+    asc = [int(x) for x in _column(p, table, "ID")]
+    assert asc == sorted(asc) and asc[0] < ids[-1]
+    _sort(p, table, "ID", "descending")
+    assert [int(x) for x in _column(p, table, "ID")] == ids
+    # text sorts too: by Category, A first
+    _sort(p, table, "Category", "ascending")
+    cats = _column(p, table, "Category")
+    assert cats == sorted(cats) and len(set(cats)) >= 1
+
+    # filtering by typing: a description from the page's last row (not on the first page)
+    html = (demo.site / "audit" / "actions" / "index.html").read_text(encoding="utf-8")
+    last = re.findall(r"<tr><td>(\d+)</td>", html)[-1]
+    box = p.locator("article .dt-search input")
+    box.click()
+    p.keyboard.type(last, delay=20)
+    p.wait_for_function(f"""() => [...document.querySelectorAll('article tbody tr')]
+                            .some(r => r.cells[0].textContent.trim() === '{last}')""")
+    rows = table.locator("tbody tr")
+    assert all(last in t for t in rows.all_inner_texts())
+    assert "filtered from 100" in p.locator("article .dt-info").inner_text()
+    box.fill("")
+    p.wait_for_function("() => document.querySelectorAll('article tbody tr').length === 25")
+    box.fill("no-such-words-anywhere")
+    assert "No row matches" in table.locator("tbody").inner_text()
+
+
+def test_a_field_list_and_a_short_table_are_not_made_sortable(
+        demo: Served, page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    [entry] = _entry_pages(demo.site)[:1]
+    p.goto(demo.base + entry, wait_until="load")
+    p.wait_for_selector("article .tk-scroll table", state="attached")
+    fields = p.locator("article table", has=p.locator("th", has_text="Field"))
+    assert fields.count() >= 1
+    assert fields.first.locator("tbody tr").count() > 5
+    assert "dataTable" not in (fields.first.get_attribute("class") or "")
+
+
+def test_clamped_text_shows_whole_on_hover_and_on_a_tap(demo: Served,
+                                                        page: tuple[Any, Watch]) -> None:
+    p, _ = page
+    p.set_viewport_size({"width": 390, "height": 900})
+    for path in FIT_PAGES:
+        p.goto(demo.base + path, wait_until="load")
+        p.wait_for_selector("body[data-tk-tables]", state="attached")
+        cut = p.locator("article .tk-long").filter(
+            has_not=p.locator("a")).evaluate_all(
+            "els => els.findIndex(e => e.scrollHeight > e.clientHeight + 1)")
+        if cut >= 0:
+            break
+    else:
+        raise AssertionError("no clamped cell on the demo site's pages")
+    box = p.locator("article .tk-long").filter(has_not=p.locator("a")).nth(cut)
+    text = box.evaluate("e => e.closest('td').textContent.trim()")
+    assert box.get_attribute("title") == text and len(text) > 80
+    box.click()
+    assert box.evaluate("e => e.scrollHeight <= e.clientHeight + 1")
+    assert box.inner_text().strip() == text
+
+
+def test_without_scripts_every_row_shows(demo: Served, browser: Any) -> None:
+    """The style that hides a long table's rows past 100 until the script pages it applies only
+    in a browser that runs scripts."""
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        p = context.new_page()
+        p.goto(demo.base + "audit/actions/", wait_until="load")
+        rows = p.locator("article table tbody tr")
+        assert rows.count() == 100
+        assert rows.nth(99).is_visible()
+    finally:
+        context.close()
+
+
+# -------------------------------------------------------------------- instant navigation
+
+def test_tables_are_set_up_on_each_page_of_instant_navigation(
+        tmp_path: Path, page: tuple[Any, Watch]) -> None:
+    """With Material's navigation.instant the page changes without a reload: the tables of
+    each page shown are set up (document$), once."""
+    import yaml
+
+    from toolkit.site import BASE_CONFIG
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for served in _serve(site):
+        # instant navigation needs the site's URL (it tells the site's own links)
+        config = yaml.safe_load(BASE_CONFIG.read_text(encoding="utf-8"))
+        config["theme"]["features"].append("navigation.instant")
+        config["site_url"] = served.base
+        base_config = tmp_path / "mkdocs.yml"
+        base_config.write_text(yaml.safe_dump(config), encoding="utf-8")
+        _demo_site(tmp_path, base_config=base_config, out=site)
+        assert "navigation.instant" in (site / "index.html").read_text(encoding="utf-8")
+        p, _ = page
+        p.goto(served.base + "slop/", wait_until="load")
+        p.wait_for_selector("article table.dataTable")
+        p.evaluate("window.tkMarker = 1")
+        p.locator("nav.md-nav--primary a[href$='audit/actions/']").first.click()
+        p.wait_for_url("**/audit/actions/")
+        p.wait_for_selector("article .dt-search input")
+        assert p.evaluate("window.tkMarker") == 1  # no reload happened
+        assert p.locator("article .dt-container").count() == 1
+        assert p.locator("article table.dataTable tbody tr").count() == 25
+
+
+# ------------------------------------------------------------------------- 10,000 rows
+
+def test_a_page_of_10000_rows_keeps_one_page_of_them_in_the_document(
+        tmp_path: Path, page: tuple[Any, Watch], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo world with 10,000 audit actions, all on one page: the site's own limits (a
+    page's table budget, 100 actions a page) are lifted so this page holds every row, more
+    than any page of a real build does. The browser keeps 25 in the document, and sorting
+    and filtering still reach every row."""
+    from toolkit import reports
+    from toolkit import site as site_mod
+
+    monkeypatch.setattr(reports, "RECENT_ACTIONS", 20_000)
+    monkeypatch.setattr(reports, "ACTIONS_PER_PAGE", 20_000)
+    monkeypatch.setattr(site_mod, "MAX_PAGE_TABLES", 50_000_000)
+    site = _demo_site(tmp_path, audit_rows=11_000)
+    html = (site / "audit" / "actions" / "index.html").read_text(encoding="utf-8")
+    total = html.count("\n<tr><td>")
+    assert total >= 10_000 and "rows are shown" not in html
+    ids = [int(i) for i in re.findall(r"\n<tr><td>(\d+)</td>", html)]
+    assert len(ids) == total and ids == sorted(ids, reverse=True)  # newest first
+    oldest = ids[-1]
+    for served in _serve(site):
+        p, _ = page
+        p.goto(served.base + "audit/actions/", wait_until="load")
+        p.wait_for_selector("body[data-tk-tables]", state="attached")
+        rows = p.locator("article table.dataTable tbody tr")
+        assert rows.count() == 25
+        assert p.evaluate("document.querySelectorAll('tr').length") < 40
+        assert f"of {total:,}" in p.locator("article .dt-info").inner_text()
+        p.locator("article table.dataTable thead th", has_text="ID").click()
+        p.wait_for_function(f"""() => document.querySelector('article tbody tr')
+                                .cells[0].textContent.trim() === '{oldest}'""")
+        # the newest row is on the last of the sorted pages: typing its ID finds it
+        p.locator("article .dt-search input").fill(str(ids[0]))
+        p.wait_for_function("() => document.querySelectorAll('article tbody tr').length === 1")
+        assert rows.first.inner_text().split()[0] == str(ids[0])
+        assert p.locator("article .dt-paging-button").count() <= 9  # the pager stays small
+    shutil.rmtree(tmp_path / "demo", ignore_errors=True)

@@ -46,7 +46,7 @@ def _serve(site: Path) -> Iterator[Served]:
 
 
 def _demo_site(base: Path, *, audit_rows: int = 3000, base_config: Path | None = None,
-               out: Path | None = None) -> Path:
+               out: Path | None = None, site_scope: str = "project") -> Path:
     """The demo world (toolkit.demo, as `build-site --demo` writes it) and its site, built in
     this process (so a test may change the page budget first)."""
     from toolkit import config as config_mod
@@ -56,7 +56,8 @@ def _demo_site(base: Path, *, audit_rows: int = 3000, base_config: Path | None =
     from toolkit.store import Store
 
     world = write_demo(base / "demo", audit_rows=audit_rows)
-    cfg = config_mod.resolve(project=world.project).with_overrides(analyses=False)
+    cfg = config_mod.resolve(project=world.project).with_overrides(analyses=False,
+                                                                     site_scope=site_scope)
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         result = build_site(cfg, store, out=out, build_time=BUILD_TIME,
@@ -339,7 +340,7 @@ def test_a_page_of_10000_rows_keeps_one_page_of_them_in_the_document(
     monkeypatch.setattr(reports, "RECENT_ACTIONS", 20_000)
     monkeypatch.setattr(reports, "ACTIONS_PER_PAGE", 20_000)
     monkeypatch.setattr(site_mod, "MAX_PAGE_TABLES", 50_000_000)
-    site = _demo_site(tmp_path, audit_rows=11_000)
+    site = _demo_site(tmp_path, audit_rows=11_000, site_scope="all")  # every project's rows
     html = (site / "audit" / "actions" / "index.html").read_text(encoding="utf-8")
     total = html.count("\n<tr><td>")
     assert total >= 10_000 and "rows are shown" not in html

@@ -438,8 +438,11 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     return hits
 
 
-# Every line break of str.splitlines but "\n", as UTF-8 (a byte search is the fast one).
-_OTHER_BREAKS = tuple(ch.encode("utf-8") for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+# Every line break of str.splitlines but "\n", as UTF-8, each with its last byte: a one-byte
+# search (memchr, fast) for that byte first, the whole sequence only where the byte occurs
+# (a multi-byte search over a big file is far slower, and "—" shares U+2028's first bytes).
+_OTHER_BREAKS = tuple((ch.encode("utf-8"), ch.encode("utf-8")[-1:])
+                      for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 class _SearchText:
@@ -455,7 +458,7 @@ class _SearchText:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        other = any(brk in data for brk in _OTHER_BREAKS)
+        other = any(last in data and brk in data for brk, last in _OTHER_BREAKS)
         self.lines: list[str] | None = \
             data.decode("utf-8", "replace").splitlines() if other else None
         self.count = len(self.lines) if self.lines is not None else \

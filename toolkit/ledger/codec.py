@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from toolkit.errors import UsageError
-from toolkit.records import CATEGORIES, CONFIDENCES, LedgerEntry
+from toolkit.records import CATEGORIES, CONFIDENCES, LedgerEntry, ledger_entry
 
 BOM = b"\xef\xbb\xbf"
 # A field line: optional indent and bullet, **Name:** (or **Name**:), the value.
@@ -178,10 +178,10 @@ def parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kin
     elif confidence not in CONFIDENCES:
         problems.append(f"unknown Confidence {confidence!r}")
     tget = texts.get
-    return LedgerEntry(path, kind, title or None, date, category, confidence, observations,
-                       get("source reflections") or None, tget("context"), tget("pattern"),
-                       tget("evidence"), tget("related"), form, ti + 1, start_off, end_off,
-                       tuple(problems))
+    return ledger_entry((path, kind, title or None, date, category, confidence, observations,
+                         get("source reflections") or None, tget("context"), tget("pattern"),
+                         tget("evidence"), tget("related"), form, ti + 1, start_off, end_off,
+                         tuple(problems)))
 
 
 # --------------------------------------------------------------------------- editing

@@ -34,6 +34,8 @@ from toolkit.records import (
     Problem,
     Session,
     SessionEvent,
+    acyclic_build,
+    ledger_entry,
 )
 from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
 
@@ -81,7 +83,11 @@ def _iter_lines(data: bytes, pos: int = 0) -> Iterator[tuple[int, bytes]]:
 
 def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
-    path = Path(path)
+    with acyclic_build():  # entries are plain values
+        return _parse_ledger_bytes(data, Path(path), kind)
+
+
+def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
     bom = data.startswith(BOM)
     newline = dominant_newline(data)
 
@@ -316,13 +322,14 @@ def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
                   key: tuple[str, ...]) -> LedgerFile | None:
     from toolkit import parsecache
 
-    saved = parsecache.load(cache, kind, key)
-    try:
-        header_end, newline, bom, rows, notes = saved
-        entries = [LedgerEntry(*row) for row in rows]
-        problems = [Problem(*note) for note in notes]
-    except (TypeError, ValueError):
-        return None
+    with acyclic_build():  # plain values only
+        saved = parsecache.load(cache, kind, key)
+        try:
+            header_end, newline, bom, rows, notes = saved
+            entries = list(map(ledger_entry, rows))
+            problems = [Problem(*note) for note in notes]
+        except (TypeError, ValueError, IndexError):
+            return None
     return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
                       newline=newline, bom=bom, problems=problems)
 

@@ -17,6 +17,7 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from itertools import accumulate
 from operator import add
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from toolkit.errors import DataError, TooLargeError
 from toolkit.ledger.codec import BOM, dominant_newline, parse_entry
@@ -46,6 +47,42 @@ _CANDIDATE = re.compile(rb"---|\*\*Title|## |[ \t`~]")
 _CANDIDATE_NL = re.compile(rb"\n(?:---|\*\*Title|## |[ \t`~])")
 
 
+class _Rows:
+    """A cached parse's entries as rows (tuples of LedgerEntry's fields), not yet built."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = rows
+
+
+class _Entries:
+    """``LedgerFile.entries``: a list of entries, kept as rows until first read when they come
+    from the parse cache -- a command that looks at a few entries of a big ledger (show,
+    search) reads their titles and lines from the rows and builds only those entries."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _Entries: ...
+    @overload
+    def __get__(self, obj: LedgerFile, objtype: type | None = None) -> list[LedgerEntry]: ...
+
+    def __get__(self, obj: LedgerFile | None, objtype: type | None = None
+                ) -> list[LedgerEntry] | _Entries:
+        if obj is None:
+            raise AttributeError(self.slot)  # no default: the field is required
+        value = obj.__dict__[self.slot]
+        if isinstance(value, _Rows):
+            with acyclic_build():
+                value = obj.__dict__[self.slot] = list(map(ledger_entry, value.rows))
+        return value
+
+    def __set__(self, obj: LedgerFile, value: list[LedgerEntry] | _Rows) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class LedgerFile:
     """One parsed ledger file: its bytes, its entries with byte ranges, and its conventions."""
@@ -53,10 +90,11 @@ class LedgerFile:
     path: Path
     kind: str
     data: bytes
-    entries: list[LedgerEntry]
-    header_end: int  # bytes [0, header_end) are the header (title, description, comments)
-    newline: bytes  # b"\r\n" or b"\n" (the file's dominant line ending)
-    bom: bool
+    entries: _Entries = _Entries()  # list[LedgerEntry] (built on first read, see _Entries)
+    # (defaults only because the descriptor above looks like one to a type checker)
+    header_end: int = 0  # bytes [0, header_end) are the header (title, description, comments)
+    newline: bytes = b"\n"  # b"\r\n" or b"\n" (the file's dominant line ending)
+    bom: bool = False
     problems: list[Problem] = field(default_factory=list)
     exists: bool = True
     error: str | None = None  # set when the file could not be read at all (junk, too big)
@@ -64,6 +102,29 @@ class LedgerFile:
     @property
     def name(self) -> str:
         return f"{self.kind}.md"
+
+    def _rows(self) -> list[tuple[Any, ...]] | None:
+        value = self.__dict__["_entries"]
+        return value.rows if isinstance(value, _Rows) else None
+
+    def entry_count(self) -> int:
+        """How many entries (without building them)."""
+        rows = self._rows()
+        return len(rows) if rows is not None else len(self.entries)
+
+    def column(self, name: str) -> list[Any]:
+        """One field of every entry, in file order (``title``, ``line``...), without building
+        the entries."""
+        rows = self._rows()
+        if rows is None:
+            return [getattr(e, name) for e in self.entries]
+        i = _ENTRY_FIELDS.index(name)
+        return [row[i] for row in rows]
+
+    def entry(self, i: int) -> LedgerEntry:
+        """Entry ``i`` (its index in file order), built alone when the others are not."""
+        rows = self._rows()
+        return self.entries[i] if rows is None else ledger_entry(rows[i])
 
 
 def _val(raw: bytes) -> str:
@@ -326,18 +387,19 @@ def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
         saved = parsecache.load(cache, kind, key)
         try:
             header_end, newline, bom, rows, notes = saved
-            entries = list(map(ledger_entry, rows))
             problems = [Problem(*note) for note in notes]
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError):
             return None
-    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
-                      newline=newline, bom=bom, problems=problems)
+    if not isinstance(rows, list) or not set(map(len, rows)) <= {len(_ENTRY_FIELDS)}:
+        return None
+    return LedgerFile(path=path, kind=kind, data=data, entries=_Rows(rows),
+                      header_end=header_end, newline=newline, bom=bom, problems=problems)
 
 
 def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 
-    rows = [tuple(getattr(e, name) for name in _ENTRY_FIELDS) for e in lf.entries]
+    rows = lf._rows() or list(map(operator.attrgetter(*_ENTRY_FIELDS), lf.entries))
     notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
     parsecache.save(cache, lf.kind, key, (lf.header_end, lf.newline, lf.bom, rows, notes))
 
@@ -748,10 +810,10 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
         if not lf.exists or lf.error:
             continue
         claimed = meta.count_for(kind)
-        if claimed is not None and claimed != len(lf.entries):
+        if claimed is not None and claimed != lf.entry_count():
             out.append(Problem("smith", str(meta.path), None,
                                f"meta.yaml says {kind} has {claimed} entries; "
-                               f"{kind}.md has {len(lf.entries)}"))
+                               f"{kind}.md has {lf.entry_count()}"))
     return out
 
 

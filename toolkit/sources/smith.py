@@ -396,6 +396,13 @@ def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
                       header_end=header_end, newline=newline, bom=bom, problems=problems)
 
 
+def cached_parse(cache: Path, path: Path, kind: str, data: bytes) -> LedgerFile | None:
+    """The parse of exactly these bytes at this path that :func:`read_ledger_file` kept in
+    ``cache``, or None (nothing is parsed or written): for another reader of the same bytes,
+    such as the history's working version in the same load."""
+    return _cached_parse(cache, path, kind, data, _parse_key(path, kind, data))
+
+
 def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 

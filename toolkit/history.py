@@ -229,7 +229,7 @@ class _Blobs:
     def parse(self, kind: str, oid: str, data: bytes, where: str) -> None:
         from toolkit.sources import history as hs
         from toolkit.sources.smith import cached_parse, parse_ledger_bytes
-        from toolkit.textio import decode_utf8
+        from toolkit.textio import check_utf8
 
         if self.max_bytes is not None and len(data) > self.max_bytes:
             self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
@@ -239,7 +239,7 @@ class _Blobs:
         lf = cached_parse(self.parses, Path(where), kind, data) if self.parses else None
         if lf is None:
             try:
-                decode_utf8(data, where)
+                check_utf8(data, where)
             except DataError as exc:
                 self.skip(kind, oid, where, exc.message)
                 return

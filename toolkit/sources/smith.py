@@ -38,7 +38,7 @@ from toolkit.records import (
     acyclic_build,
     ledger_entry,
 )
-from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
+from toolkit.textio import check_utf8, decode_utf8, load_json, load_yaml, read_bytes
 
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -346,7 +346,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
             hit = _cached_parse(cache, path, kind, data, key)
             if hit is not None:
                 return hit  # these very bytes were parsed before (so they are UTF-8)
-        decode_utf8(data, path)  # junk bytes: report by offset, parse nothing
+        check_utf8(data, path)  # junk bytes: report by offset, parse nothing
     except DataError as exc:
         if isinstance(exc, TooLargeError) and not tolerate_large:
             raise

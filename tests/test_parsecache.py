@@ -47,9 +47,9 @@ def _older_format(raw: bytes) -> bytes:
     """What the previous toolkit wrote: bare marshal data of (key, payload), here with the
     right key and a wrong payload."""
     body = memoryview(raw)[len(parsecache._MAGIC) + parsecache._HEADER.size:]
-    _, key, (header_end, newline, bom, rows, notes) = marshal.loads(body)
-    rows = [(*row[:2], "a title no parse gives", *row[3:]) for row in rows]
-    return marshal.dumps((key, (header_end, newline, bom, rows, notes)))
+    _, key, (header_end, newline, bom, titles, lines, records, notes) = marshal.loads(body)
+    titles = ["a title no parse gives"] * len(titles)
+    return marshal.dumps((key, (header_end, newline, bom, titles, lines, records, notes)))
 
 
 @pytest.mark.parametrize("spoil", [

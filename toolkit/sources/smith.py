@@ -17,6 +17,7 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 from __future__ import annotations
 
 import datetime as dt
+import marshal
 import operator
 import re
 from bisect import bisect_left
@@ -48,12 +49,20 @@ _CANDIDATE_NL = re.compile(rb"\n(?:---|\*\*Title|## |[ \t`~])")
 
 
 class _Rows:
-    """A cached parse's entries as rows (tuples of LedgerEntry's fields), not yet built."""
+    """A cached parse's entries, not yet built: every title and title line, and each entry's
+    fields as its own small marshal record (loading 50,000 of those is a list of bytes, not
+    850,000 objects; a record is unpacked when its entry is wanted)."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("lines", "records", "titles")
 
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self.rows = rows
+    def __init__(self, titles: list[str | None], lines: list[int], records: list[bytes]) -> None:
+        self.titles, self.lines, self.records = titles, lines, records
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        return marshal.loads(self.records[i])
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        return list(map(marshal.loads, self.records))
 
 
 class _Entries:
@@ -76,7 +85,7 @@ class _Entries:
         value = obj.__dict__[self.slot]
         if isinstance(value, _Rows):
             with acyclic_build():
-                value = obj.__dict__[self.slot] = list(map(ledger_entry, value.rows))
+                value = obj.__dict__[self.slot] = list(map(ledger_entry, value.rows()))
         return value
 
     def __set__(self, obj: LedgerFile, value: list[LedgerEntry] | _Rows) -> None:
@@ -103,28 +112,27 @@ class LedgerFile:
     def name(self) -> str:
         return f"{self.kind}.md"
 
-    def _rows(self) -> list[tuple[Any, ...]] | None:
+    def _rows(self) -> _Rows | None:
         value = self.__dict__["_entries"]
-        return value.rows if isinstance(value, _Rows) else None
+        return value if isinstance(value, _Rows) else None
 
     def entry_count(self) -> int:
         """How many entries (without building them)."""
         rows = self._rows()
-        return len(rows) if rows is not None else len(self.entries)
+        return len(rows.records) if rows is not None else len(self.entries)
 
     def column(self, name: str) -> list[Any]:
-        """One field of every entry, in file order (``title``, ``line``...), without building
-        the entries."""
+        """One field of every entry, in file order (``title``, ``line``...); the titles and
+        title lines of a cached parse without building the entries."""
         rows = self._rows()
-        if rows is None:
-            return [getattr(e, name) for e in self.entries]
-        i = _ENTRY_FIELDS.index(name)
-        return [row[i] for row in rows]
+        if rows is not None and name in ("title", "line"):
+            return list(rows.titles if name == "title" else rows.lines)
+        return [getattr(e, name) for e in self.entries]
 
     def entry(self, i: int) -> LedgerEntry:
         """Entry ``i`` (its index in file order), built alone when the others are not."""
         rows = self._rows()
-        return self.entries[i] if rows is None else ledger_entry(rows[i])
+        return self.entries[i] if rows is None else ledger_entry(rows.row(i))
 
 
 def _val(raw: bytes) -> str:
@@ -386,13 +394,14 @@ def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
     with acyclic_build():  # plain values only
         saved = parsecache.load(cache, kind, key)
         try:
-            header_end, newline, bom, rows, notes = saved
+            header_end, newline, bom, titles, lines, records, notes = saved
             problems = [Problem(*note) for note in notes]
         except (TypeError, ValueError):
             return None
-    if not isinstance(rows, list) or not set(map(len, rows)) <= {len(_ENTRY_FIELDS)}:
+    if not (isinstance(titles, list) and isinstance(lines, list) and isinstance(records, list)
+            and len(titles) == len(lines) == len(records)):
         return None
-    return LedgerFile(path=path, kind=kind, data=data, entries=_Rows(rows),
+    return LedgerFile(path=path, kind=kind, data=data, entries=_Rows(titles, lines, records),
                       header_end=header_end, newline=newline, bom=bom, problems=problems)
 
 
@@ -406,9 +415,13 @@ def cached_parse(cache: Path, path: Path, kind: str, data: bytes) -> LedgerFile 
 def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 
-    rows = lf._rows() or list(map(operator.attrgetter(*_ENTRY_FIELDS), lf.entries))
+    entries = lf.entries
+    records = [marshal.dumps(row, 4) for row in map(operator.attrgetter(*_ENTRY_FIELDS), entries)]
+    titles = [e.title for e in entries]
+    lines = [e.line for e in entries]
     notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
-    parsecache.save(cache, lf.kind, key, (lf.header_end, lf.newline, lf.bom, rows, notes))
+    parsecache.save(cache, lf.kind, key,
+                    (lf.header_end, lf.newline, lf.bom, titles, lines, records, notes))
 
 
 # --------------------------------------------------------------------------- meta files

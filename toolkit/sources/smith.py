@@ -20,11 +20,8 @@ import datetime as dt
 import marshal
 import operator
 import re
-from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
-from itertools import accumulate
-from operator import add
 from pathlib import Path
 from typing import Any, overload
 
@@ -166,18 +163,28 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
     lines = data[begin:].split(b"\n") if len(data) > begin else []
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after a final newline is not a line
-    # offsets[i] = begin + the lengths of the lines before i + their i newlines (C iterators)
-    offsets = list(map(add, accumulate(map(len, lines), initial=begin), range(len(lines))))
+    nlines = len(lines)
+    # Where lines start, for the lines the boundaries need (see offset()): the candidates'
+    # offsets are their matches, the others are summed from the nearest known line above.
+    offsets: dict[int, int] = {0: begin, nlines: len(data)}
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
     # Only lines that start like a separator, a title or a fence (or with a space or tab) can
     # matter here: one regex scan finds them, far faster than a look at every line.
     # The scan looks for the newline before such a line (a literal the regex engine finds
-    # fast); the first line has none.
-    first = [0] if lines and _CANDIDATE.match(lines[0]) else []
-    found = (bisect_left(offsets, m.start() + 1) for m in _CANDIDATE_NL.finditer(data, begin))
-    for i in (*first, *found):
+    # fast); the first line has none. A candidate's line index is the count of newlines
+    # before it, counted from the previous candidate.
+    found = [0] if lines and _CANDIDATE.match(lines[0]) else []
+    count = data.count
+    at, index = begin, 0
+    for m in _CANDIDATE_NL.finditer(data, begin):
+        pos = m.start() + 1
+        index += count(b"\n", at, pos)
+        at = pos
+        offsets[index] = pos
+        found.append(index)
+    for i in found:
         line = lines[i]
         c = line[0]
         if c == 45:  # "-": a separator
@@ -203,9 +210,18 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
             fence = fm.group(1)
         elif _SEP.match(line):
             seps.append(i)
-    offsets.append(len(data))
-    nlines = len(lines)
     sep_set = set(seps)
+
+    def offset(i: int) -> int:
+        """Where line ``i`` starts (``len(data)`` for the end)."""
+        known = offsets.get(i)
+        if known is not None:
+            return known
+        k = i - 1
+        while k not in offsets:
+            k -= 1
+        known = offsets[i] = offsets[k] + sum(len(lines[j]) + 1 for j in range(k, i))
+        return known
 
     def blank(i: int) -> bool:
         return not lines[i].strip()
@@ -249,7 +265,7 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
         while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):
             body_end -= 1
         entry = parse_entry(lines, ti, body_end, form, spath, kind,
-                             offsets[block_start[idx]], offsets[end_line])
+                             offset(block_start[idx]), offset(end_line))
         entries.append(entry)
         for note in entry.problems:
             problems.append(Problem("smith", spath, entry.line, note))
@@ -267,7 +283,7 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
         problems.append(Problem("smith", spath, stray[0] + 1,
                                 "not part of any entry: " + _line_ranges(stray)))
 
-    header_end = offsets[block_start[0]] if starts else len(data)
+    header_end = offset(block_start[0]) if starts else len(data)
     return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
                       newline=newline, bom=bom, problems=problems)
 

@@ -112,3 +112,32 @@ def test_spoiled_slug_cache_gives_the_same_ids(tmp_path: Path) -> None:
     slot.write_bytes(raw[:at] + b"z" + raw[at + 1:])
     assert entry_ids(entries, cache) == plain
     assert slot.read_bytes() == raw  # rewritten
+
+
+def test_load_parses_each_working_file_once_and_reads_answer_without_a_parse(
+        project, cli_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """``load`` fills the store and the history from one parse of each ledger file (the
+    history's working version takes the ledger source's parse); then ``show`` and
+    ``search`` answer from the cache, the same as without it."""
+    from toolkit.records import LEDGER_FILES
+
+    real = smith.parse_ledger_bytes
+    parsed: list[str] = []
+
+    def counting(data: bytes, path: object, kind: str) -> smith.LedgerFile:
+        parsed.append(kind)
+        return real(data, path, kind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(smith, "parse_ledger_bytes", counting)
+    db = str(tmp_path / "store" / "s.duckdb")
+    assert cli_run("--db", db, "load").exit_code == 0
+    present = [k for k in LEDGER_FILES if (project.ledger / f"{k}.md").is_file()]
+    assert sorted(parsed) == sorted(present)
+
+    parsed.clear()
+    cached = [cli_run("--db", db, "ledger", *args) for args in
+              (("show", "Redis client"), ("search", "migration"), ("search", "--json", "REDIS"))]
+    assert parsed == []
+    fresh = [cli_run("ledger", *args) for args in
+             (("show", "Redis client"), ("search", "migration"), ("search", "--json", "REDIS"))]
+    assert [(r.exit_code, r.stdout) for r in cached] == [(r.exit_code, r.stdout) for r in fresh]

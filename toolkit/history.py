@@ -41,6 +41,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import DataError, NotFoundError
@@ -210,9 +211,10 @@ _ENTRY_COLS = ("file", "blob", "entry_key", "title", "date", "category", "confid
 class _Blobs:
     """Ledger file contents (git blobs) parsed into entries, each content once ever."""
 
-    def __init__(self, store: Store, max_bytes: int | None) -> None:
+    def __init__(self, store: Store, max_bytes: int | None, parses: Path | None = None) -> None:
         self.store = store
         self.max_bytes = max_bytes
+        self.parses = parses  # the parse cache the ledger source filled (the working files)
         self.known: set[tuple[str, str]] = set(store.conn.execute(
             "SELECT file, blob FROM _history_blobs").fetchall())
         self.entries: list[tuple[Any, ...]] = []
@@ -226,18 +228,22 @@ class _Blobs:
 
     def parse(self, kind: str, oid: str, data: bytes, where: str) -> None:
         from toolkit.sources import history as hs
-        from toolkit.sources.smith import parse_ledger_bytes
-        from toolkit.textio import decode_utf8
+        from toolkit.sources.smith import cached_parse, parse_ledger_bytes
+        from toolkit.textio import check_utf8
 
         if self.max_bytes is not None and len(data) > self.max_bytes:
             self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
             return
-        try:
-            decode_utf8(data, where)
-        except DataError as exc:
-            self.skip(kind, oid, where, exc.message)
-            return
-        lf = parse_ledger_bytes(data, where, kind)
+        # The working files were just parsed by the ledger source: the same bytes at the same
+        # path are not parsed twice (a cached parse is of UTF-8 bytes only).
+        lf = cached_parse(self.parses, Path(where), kind, data) if self.parses else None
+        if lf is None:
+            try:
+                check_utf8(data, where)
+            except DataError as exc:
+                self.skip(kind, oid, where, exc.message)
+                return
+            lf = parse_ledger_bytes(data, where, kind)
         keys = hs.entry_keys(lf.entries)
         self.entries.extend(
             (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
@@ -270,7 +276,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     from toolkit.sources import snapshots as snap
 
     prev_state = (store.source_state("history") or {}).get("state") or {}
-    cache = _Blobs(store, cfg.max_file_bytes)
+    cache = _Blobs(store, cfg.max_file_bytes, cfg.parse_cache)
     problems: list[Problem] = []
     notes: list[str] = []
     new_versions: list[_Version] = []

@@ -299,6 +299,22 @@ def match_entries(entries: list[LedgerEntry], query: str) -> list[LedgerEntry]:
     return exact if len(exact) == 1 else hits
 
 
+def _title_candidates(v: Any, query: str, kind: str | None) -> list[LedgerEntry]:
+    """The entries of the vault (of file ``kind`` only, when given) whose title holds the
+    query, in file order: :func:`match_entries`'s candidates, found from the titles alone
+    (a big ledger's other entries are never built)."""
+    from toolkit.ledger.codec import title_key
+
+    q = title_key(query)
+    out = []
+    for k in LEDGER_FILES:
+        if kind and k != kind:
+            continue
+        lf = v.files[k]
+        out += [lf.entry(i) for i, t in enumerate(lf.column("title")) if q in title_key(t)]
+    return out
+
+
 def pick(matches: list[LedgerEntry], query: str, index: int | None) -> LedgerEntry:
     """One entry out of the matches, or a not-found / ambiguous error."""
     if not matches:
@@ -332,9 +348,8 @@ def show(vault: Path, title: str, *, index: int | None = None, file: str | None 
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     with _Log(vault, "show", request, f'title "{title}"', enabled=log) as logged:
-        entries = [e for e in v.entries if not kind or e.file == kind]
         try:
-            e = pick(match_entries(entries, title), title, index)
+            e = pick(match_entries(_title_candidates(v, title, kind), title), title, index)
         except AmbiguousMatchError as exc:
             logged.outcome = f"{len(exc.matches)} entries match; none shown"
             raise
@@ -392,7 +407,7 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     import bisect
     import unicodedata
 
-    from toolkit.loaders import entry_ids
+    from toolkit.slugs import file_entry_ids
 
     vault = Path(vault)
     if not query.strip():
@@ -400,6 +415,7 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     q = unicodedata.normalize("NFC", query).casefold()
     hits: list[SearchHit] = []
+    hit_at: dict[int, tuple[str, int]] = {}  # id(hit) -> (file, index of its entry)
     with _Log(vault, "search", request, f'query "{query}"', enabled=log) as logger:
         for kind in LEDGER_FILES:
             lf = v.files[kind]
@@ -410,38 +426,48 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
             matching = lines.matching(q)
             if not matching:
                 continue
-            starts = sorted(lf.entries, key=lambda e: e.line)
-            start_lines = [e.line for e in starts]
+            # the entries' title lines (the entries themselves are built only for a hit)
+            title_lines = lf.column("line")
+            order = sorted(range(len(title_lines)), key=title_lines.__getitem__)
+            start_lines = [title_lines[j] for j in order]
             groups: dict[int, list[int]] = {}
-            owner: dict[int, LedgerEntry | None] = {}
+            owner: dict[int, int | None] = {}  # the entry's index in the file
             for i in matching:
                 at = bisect.bisect_right(start_lines, i) - 1  # the nearest entry above
-                e = starts[at] if at >= 0 else None
-                key = e.line if e else 0
+                key = start_lines[at] if at >= 0 else 0
                 groups.setdefault(key, []).append(i)
-                owner[key] = e
+                owner[key] = order[at] if at >= 0 else None
             for key, matched in groups.items():
-                e = owner[key]
+                at_entry = owner[key]
+                e = lf.entry(at_entry) if at_entry is not None else None
                 shown_lines: list[tuple[int, str, bool]] = []
                 wanted: set[int] = set()
                 for i in matched:
                     wanted.update(range(max(1, i - context), min(lines.count, i + context) + 1))
                 for n in sorted(wanted):
                     shown_lines.append((n, lines.line(n), n in matched))
-                hits.append(SearchHit(f"{kind}.md", e.title if e else None,
-                                      e.confidence if e else None, e.line if e else None,
-                                      shown_lines, e))
-        if hits:  # the hits' ids in the store (made from every title, so only when needed)
-            ids = {id(e): eid for e, eid in zip(v.entries, entry_ids(v.entries, cache),
-                                                strict=True)}
-            for h in hits:
-                h.entry_id = ids.get(id(h.entry)) if h.entry else None
+                hit = SearchHit(f"{kind}.md", e.title if e else None,
+                                e.confidence if e else None, e.line if e else None,
+                                shown_lines, e)
+                hits.append(hit)
+                if at_entry is not None:
+                    hit_at[id(hit)] = (kind, at_entry)
+        ids: dict[str, list[str]] = {}  # the hits' ids in the store (from every title of
+        for h in hits:  # a file, so only for a file with hits)
+            if id(h) in hit_at:
+                k, at_entry = hit_at[id(h)]
+                if k not in ids:
+                    ids[k] = file_entry_ids(k, v.files[k].column("title"), cache=cache)
+                h.entry_id = ids[k][at_entry]
         logger.outcome = f"{len(hits)} result(s)"
     return hits
 
 
-# Every line break of str.splitlines but "\n", as UTF-8 (a byte search is the fast one).
-_OTHER_BREAKS = tuple(ch.encode("utf-8") for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+# Every line break of str.splitlines but "\n", as UTF-8, each with its last byte: a one-byte
+# search (memchr, fast) for that byte first, the whole sequence only where the byte occurs
+# (a multi-byte search over a big file is far slower, and "—" shares U+2028's first bytes).
+_OTHER_BREAKS = tuple((ch.encode("utf-8"), ch.encode("utf-8")[-1:])
+                      for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 class _SearchText:
@@ -457,7 +483,7 @@ class _SearchText:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        other = any(brk in data for brk in _OTHER_BREAKS)
+        other = any(last in data and brk in data for brk, last in _OTHER_BREAKS)
         self.lines: list[str] | None = \
             data.decode("utf-8", "replace").splitlines() if other else None
         self.count = len(self.lines) if self.lines is not None else \

@@ -59,17 +59,16 @@ def _ledger_fp(cfg: Config) -> tuple[str, str]:
 def entry_ids(entries: list[Any], cache: Path | None = None) -> list[str]:
     """Stable ids ``<file>/<slug>`` for ledger entries, unique within each file (``cache``:
     see :func:`toolkit.slugs.unique_slugs`)."""
-    from toolkit.slugs import unique_slugs
+    from toolkit.slugs import file_entry_ids
 
     by_file: dict[str, list[int]] = {}
     for i, e in enumerate(entries):
         by_file.setdefault(e.file, []).append(i)
     ids = [""] * len(entries)
     for file, idxs in by_file.items():
-        slugs = unique_slugs([entries[i].title for i in idxs], cache=cache,
-                             slot=f"{file}.slugs")
-        for i, s in zip(idxs, slugs, strict=True):
-            ids[i] = f"{file}/{s}"
+        for i, eid in zip(idxs, file_entry_ids(file, [entries[i].title for i in idxs],
+                                               cache=cache), strict=True):
+            ids[i] = eid
     return ids
 
 

@@ -63,6 +63,13 @@ def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled",
     return out
 
 
+def file_entry_ids(file: str, titles: Sequence[str | None], *,
+                   cache: Path | None = None) -> list[str]:
+    """The ids ``<file>/<slug>`` of one ledger file's entries (their titles in file order):
+    ``ledger_entries.entry_id`` in the store."""
+    return [f"{file}/{s}" for s in unique_slugs(titles, cache=cache, slot=f"{file}.slugs")]
+
+
 def _unique_slugs(titles: Sequence[str | None], fallback: str) -> list[str]:
     bases = [slugify(t, fallback=fallback) for t in titles]
     used: set[str] = set()

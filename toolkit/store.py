@@ -169,6 +169,10 @@ class LoadReport:
 
 # --------------------------------------------------------------------------- the store
 
+# Store.insert_rows converts about this many bytes of values to Arrow per INSERT.
+INSERT_BATCH_BYTES = 8 << 20
+
+
 class Store:
     """An open DuckDB store. Use ``Store.open(path, sources=...)``; close with ``close()`` or
     ``with``. ``sources`` are the sources whose tables it holds and which it loads."""
@@ -548,7 +552,10 @@ class Store:
     # -- writing rows ------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
                     ) -> int:
-        """Bulk-insert Python rows (via Arrow: one call however many rows)."""
+        """Bulk-insert Python rows via Arrow, in batches of about :data:`INSERT_BATCH_BYTES`
+        (sized from the first batch): a batch's Arrow copy of the values is all that exists
+        besides the rows (a copy of a big ledger's whole text at once added half again to the
+        load's peak memory), and small rows still go a hundred thousand per statement."""
         if not rows:
             return 0
         import pyarrow as pa
@@ -556,17 +563,25 @@ class Store:
         target_types = dict(self.conn.execute(
             "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
             [table]).fetchall())
-        arrays = {}
-        for i, c in enumerate(columns):
-            values = [r[i] for r in rows]
-            if target_types.get(c) == "JSON":
-                values = [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
-                          for v in values]
-            arrays[c] = pa.array(values, type=_arrow_type(target_types.get(c, "VARCHAR")))
-        batch = pa.table(arrays)  # noqa: F841 - referenced by name in SQL below
+        types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
+        as_json = [target_types.get(c) == "JSON" for c in columns]
         cols = ", ".join(f'"{c}"' for c in columns)
         sel = ", ".join(_cast(c, target_types.get(c, "VARCHAR")) for c in columns)
-        self.conn.execute(f'INSERT INTO "{table}" ({cols}) SELECT {sel} FROM batch')
+        at, size = 0, 1024
+        while at < len(rows):
+            part = rows[at:at + size]
+            at += len(part)
+            arrays = {}
+            for i, c in enumerate(columns):
+                values = [r[i] for r in part]
+                if as_json[i]:
+                    values = [None if v is None else json.dumps(v, ensure_ascii=False,
+                                                                default=str) for v in values]
+                arrays[c] = pa.array(values, type=types[i])
+            batch = pa.table(arrays)
+            self.conn.execute(f'INSERT INTO "{table}" ({cols}) SELECT {sel} FROM batch')
+            size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
+            del batch, arrays
         return len(rows)
 
     def insert_stream(self, table: str, reader: Any, exprs: Sequence[str]) -> None:

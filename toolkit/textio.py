@@ -88,6 +88,27 @@ def decode_utf8(data: bytes, path: Path | str) -> str:
         ) from None
 
 
+def check_utf8(data: bytes, path: Path | str) -> None:
+    """Raise :class:`DataError` (with the byte offset) unless ``data`` is UTF-8 text without
+    NUL bytes: the same verdict as :func:`decode_utf8`, without building the decoded text
+    (chunks through an incremental decoder: a big file's text, twice its size, never exists)."""
+    import codecs
+
+    if b"\x00" in data or data.isascii():
+        if b"\x00" in data:
+            decode_utf8(data, path)  # raises with the offset
+        return
+    dec = codecs.getincrementaldecoder("utf-8")()
+    step = 1 << 18
+    view = memoryview(data)
+    try:
+        for pos in range(0, len(data), step):
+            dec.decode(view[pos:pos + step])
+        dec.decode(b"", final=True)
+    except UnicodeDecodeError:
+        decode_utf8(data, path)  # raises with the exact offset
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -9,7 +9,6 @@ their own output with it, and ``toolkit slop repair`` applies the fixes it names
 
 from __future__ import annotations
 
-import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from toolkit.records import (
     SLOP_STATUSES,
     Problem,
     SlopEntry,
+    acyclic_build,
 )
 from toolkit.textio import (
     as_text,
@@ -279,13 +279,8 @@ def parse_slop_data(text: str, path: Path, *, bom: bool = False, raw: bytes | No
     file), for writers that need both from one parse. ``raw``: the file's bytes, when the
     caller has them. Linear in the text: one JSON parse, a few whole-text scans, and a
     handful of checks per entry."""
-    collecting = gc.isenabled()
-    gc.disable()  # the parse builds only acyclic values: nothing for the cycle collector
-    try:
+    with acyclic_build():  # the parse builds only acyclic values
         return _parse(text, path, bom, raw)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFile, Any]:

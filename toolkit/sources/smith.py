@@ -17,14 +17,13 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 from __future__ import annotations
 
 import datetime as dt
+import marshal
+import operator
 import re
-from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
-from itertools import accumulate
-from operator import add
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from toolkit.errors import DataError, TooLargeError
 from toolkit.ledger.codec import BOM, dominant_newline, parse_entry
@@ -34,14 +33,60 @@ from toolkit.records import (
     Problem,
     Session,
     SessionEvent,
+    acyclic_build,
+    ledger_entry,
 )
-from toolkit.textio import decode_utf8, load_json, load_yaml, read_bytes
+from toolkit.textio import check_utf8, decode_utf8, load_json, load_yaml, read_bytes
 
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
 # The start of every line that can matter in pass 1 (see parse_ledger_bytes).
 _CANDIDATE = re.compile(rb"---|\*\*Title|## |[ \t`~]")
 _CANDIDATE_NL = re.compile(rb"\n(?:---|\*\*Title|## |[ \t`~])")
+
+
+class _Rows:
+    """A cached parse's entries, not yet built: every title and title line, and each entry's
+    fields as its own small marshal record (loading 50,000 of those is a list of bytes, not
+    850,000 objects; a record is unpacked when its entry is wanted)."""
+
+    __slots__ = ("lines", "records", "titles")
+
+    def __init__(self, titles: list[str | None], lines: list[int], records: list[bytes]) -> None:
+        self.titles, self.lines, self.records = titles, lines, records
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        return marshal.loads(self.records[i])
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        return list(map(marshal.loads, self.records))
+
+
+class _Entries:
+    """``LedgerFile.entries``: a list of entries, kept as rows until first read when they come
+    from the parse cache -- a command that looks at a few entries of a big ledger (show,
+    search) reads their titles and lines from the rows and builds only those entries."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _Entries: ...
+    @overload
+    def __get__(self, obj: LedgerFile, objtype: type | None = None) -> list[LedgerEntry]: ...
+
+    def __get__(self, obj: LedgerFile | None, objtype: type | None = None
+                ) -> list[LedgerEntry] | _Entries:
+        if obj is None:
+            raise AttributeError(self.slot)  # no default: the field is required
+        value = obj.__dict__[self.slot]
+        if isinstance(value, _Rows):
+            with acyclic_build():
+                value = obj.__dict__[self.slot] = list(map(ledger_entry, value.rows()))
+        return value
+
+    def __set__(self, obj: LedgerFile, value: list[LedgerEntry] | _Rows) -> None:
+        obj.__dict__[self.slot] = value
 
 
 @dataclass
@@ -51,10 +96,11 @@ class LedgerFile:
     path: Path
     kind: str
     data: bytes
-    entries: list[LedgerEntry]
-    header_end: int  # bytes [0, header_end) are the header (title, description, comments)
-    newline: bytes  # b"\r\n" or b"\n" (the file's dominant line ending)
-    bom: bool
+    entries: _Entries = _Entries()  # list[LedgerEntry] (built on first read, see _Entries)
+    # (defaults only because the descriptor above looks like one to a type checker)
+    header_end: int = 0  # bytes [0, header_end) are the header (title, description, comments)
+    newline: bytes = b"\n"  # b"\r\n" or b"\n" (the file's dominant line ending)
+    bom: bool = False
     problems: list[Problem] = field(default_factory=list)
     exists: bool = True
     error: str | None = None  # set when the file could not be read at all (junk, too big)
@@ -62,6 +108,28 @@ class LedgerFile:
     @property
     def name(self) -> str:
         return f"{self.kind}.md"
+
+    def _rows(self) -> _Rows | None:
+        value = self.__dict__["_entries"]
+        return value if isinstance(value, _Rows) else None
+
+    def entry_count(self) -> int:
+        """How many entries (without building them)."""
+        rows = self._rows()
+        return len(rows.records) if rows is not None else len(self.entries)
+
+    def column(self, name: str) -> list[Any]:
+        """One field of every entry, in file order (``title``, ``line``...); the titles and
+        title lines of a cached parse without building the entries."""
+        rows = self._rows()
+        if rows is not None and name in ("title", "line"):
+            return list(rows.titles if name == "title" else rows.lines)
+        return [getattr(e, name) for e in self.entries]
+
+    def entry(self, i: int) -> LedgerEntry:
+        """Entry ``i`` (its index in file order), built alone when the others are not."""
+        rows = self._rows()
+        return self.entries[i] if rows is None else ledger_entry(rows.row(i))
 
 
 def _val(raw: bytes) -> str:
@@ -81,7 +149,11 @@ def _iter_lines(data: bytes, pos: int = 0) -> Iterator[tuple[int, bytes]]:
 
 def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
-    path = Path(path)
+    with acyclic_build():  # entries are plain values
+        return _parse_ledger_bytes(data, Path(path), kind)
+
+
+def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
     bom = data.startswith(BOM)
     newline = dominant_newline(data)
 
@@ -91,18 +163,28 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
     lines = data[begin:].split(b"\n") if len(data) > begin else []
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after a final newline is not a line
-    # offsets[i] = begin + the lengths of the lines before i + their i newlines (C iterators)
-    offsets = list(map(add, accumulate(map(len, lines), initial=begin), range(len(lines))))
+    nlines = len(lines)
+    # Where lines start, for the lines the boundaries need (see offset()): the candidates'
+    # offsets are their matches, the others are summed from the nearest known line above.
+    offsets: dict[int, int] = {0: begin, nlines: len(data)}
     starts: list[tuple[int, str]] = []  # (line index, form)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
     # Only lines that start like a separator, a title or a fence (or with a space or tab) can
     # matter here: one regex scan finds them, far faster than a look at every line.
     # The scan looks for the newline before such a line (a literal the regex engine finds
-    # fast); the first line has none.
-    first = [0] if lines and _CANDIDATE.match(lines[0]) else []
-    found = (bisect_left(offsets, m.start() + 1) for m in _CANDIDATE_NL.finditer(data, begin))
-    for i in (*first, *found):
+    # fast); the first line has none. A candidate's line index is the count of newlines
+    # before it, counted from the previous candidate.
+    found = [0] if lines and _CANDIDATE.match(lines[0]) else []
+    count = data.count
+    at, index = begin, 0
+    for m in _CANDIDATE_NL.finditer(data, begin):
+        pos = m.start() + 1
+        index += count(b"\n", at, pos)
+        at = pos
+        offsets[index] = pos
+        found.append(index)
+    for i in found:
         line = lines[i]
         c = line[0]
         if c == 45:  # "-": a separator
@@ -128,9 +210,18 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
             fence = fm.group(1)
         elif _SEP.match(line):
             seps.append(i)
-    offsets.append(len(data))
-    nlines = len(lines)
     sep_set = set(seps)
+
+    def offset(i: int) -> int:
+        """Where line ``i`` starts (``len(data)`` for the end)."""
+        known = offsets.get(i)
+        if known is not None:
+            return known
+        k = i - 1
+        while k not in offsets:
+            k -= 1
+        known = offsets[i] = offsets[k] + sum(len(lines[j]) + 1 for j in range(k, i))
+        return known
 
     def blank(i: int) -> bool:
         return not lines[i].strip()
@@ -174,7 +265,7 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
         while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):
             body_end -= 1
         entry = parse_entry(lines, ti, body_end, form, spath, kind,
-                             offsets[block_start[idx]], offsets[end_line])
+                             offset(block_start[idx]), offset(end_line))
         entries.append(entry)
         for note in entry.problems:
             problems.append(Problem("smith", spath, entry.line, note))
@@ -192,7 +283,7 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
         problems.append(Problem("smith", spath, stray[0] + 1,
                                 "not part of any entry: " + _line_ranges(stray)))
 
-    header_end = offsets[block_start[0]] if starts else len(data)
+    header_end = offset(block_start[0]) if starts else len(data)
     return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
                       newline=newline, bom=bom, problems=problems)
 
@@ -279,7 +370,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
             hit = _cached_parse(cache, path, kind, data, key)
             if hit is not None:
                 return hit  # these very bytes were parsed before (so they are UTF-8)
-        decode_utf8(data, path)  # junk bytes: report by offset, parse nothing
+        check_utf8(data, path)  # junk bytes: report by offset, parse nothing
     except DataError as exc:
         if isinstance(exc, TooLargeError) and not tolerate_large:
             raise
@@ -316,23 +407,37 @@ def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
                   key: tuple[str, ...]) -> LedgerFile | None:
     from toolkit import parsecache
 
-    saved = parsecache.load(cache, kind, key)
-    try:
-        header_end, newline, bom, rows, notes = saved
-        entries = [LedgerEntry(*row) for row in rows]
-        problems = [Problem(*note) for note in notes]
-    except (TypeError, ValueError):
+    with acyclic_build():  # plain values only
+        saved = parsecache.load(cache, kind, key)
+        try:
+            header_end, newline, bom, titles, lines, records, notes = saved
+            problems = [Problem(*note) for note in notes]
+        except (TypeError, ValueError):
+            return None
+    if not (isinstance(titles, list) and isinstance(lines, list) and isinstance(records, list)
+            and len(titles) == len(lines) == len(records)):
         return None
-    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
-                      newline=newline, bom=bom, problems=problems)
+    return LedgerFile(path=path, kind=kind, data=data, entries=_Rows(titles, lines, records),
+                      header_end=header_end, newline=newline, bom=bom, problems=problems)
+
+
+def cached_parse(cache: Path, path: Path, kind: str, data: bytes) -> LedgerFile | None:
+    """The parse of exactly these bytes at this path that :func:`read_ledger_file` kept in
+    ``cache``, or None (nothing is parsed or written): for another reader of the same bytes,
+    such as the history's working version in the same load."""
+    return _cached_parse(cache, path, kind, data, _parse_key(path, kind, data))
 
 
 def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 
-    rows = [tuple(getattr(e, name) for name in _ENTRY_FIELDS) for e in lf.entries]
+    entries = lf.entries
+    records = [marshal.dumps(row, 4) for row in map(operator.attrgetter(*_ENTRY_FIELDS), entries)]
+    titles = [e.title for e in entries]
+    lines = [e.line for e in entries]
     notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
-    parsecache.save(cache, lf.kind, key, (lf.header_end, lf.newline, lf.bom, rows, notes))
+    parsecache.save(cache, lf.kind, key,
+                    (lf.header_end, lf.newline, lf.bom, titles, lines, records, notes))
 
 
 # --------------------------------------------------------------------------- meta files
@@ -741,10 +846,10 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
         if not lf.exists or lf.error:
             continue
         claimed = meta.count_for(kind)
-        if claimed is not None and claimed != len(lf.entries):
+        if claimed is not None and claimed != lf.entry_count():
             out.append(Problem("smith", str(meta.path), None,
                                f"meta.yaml says {kind} has {claimed} entries; "
-                               f"{kind}.md has {len(lf.entries)}"))
+                               f"{kind}.md has {lf.entry_count()}"))
     return out
 
 

@@ -152,32 +152,10 @@ from toolkit.safewrite import (
     unique_dir,
 )
 from toolkit.sources.smith import LedgerFile, parse_ledger_bytes
+from toolkit.textio import check_utf8
 
 # Files at least this big are searched by title without parsing them whole (see find()).
 FAST_FIND_BYTES = 256 * 1024
-
-
-def check_utf8(data: bytes, path: Path | str) -> None:
-    """Raise :class:`DataError` (with the byte offset) unless ``data`` is UTF-8 text without
-    NUL bytes: the same verdict as :func:`toolkit.textio.decode_utf8`, without building the
-    decoded text (chunks through an incremental decoder)."""
-    import codecs
-
-    from toolkit.textio import decode_utf8
-
-    if b"\x00" in data or data.isascii():
-        if b"\x00" in data:
-            decode_utf8(data, path)  # raises with the offset
-        return
-    dec = codecs.getincrementaldecoder("utf-8")()
-    step = 1 << 18
-    view = memoryview(data)
-    try:
-        for pos in range(0, len(data), step):
-            dec.decode(view[pos:pos + step])
-        dec.decode(b"", final=True)
-    except UnicodeDecodeError:
-        decode_utf8(data, path)  # raises with the exact offset
 
 
 def _nl_convert(data: bytes, newline: bytes) -> bytes:

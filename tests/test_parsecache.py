@@ -1,0 +1,143 @@
+"""The parse cache is not trusted as written: a cache file that is damaged (one byte changed),
+cut short, left by an older toolkit or written by another interpreter is a miss -- the ledger
+is parsed again, the answer is the parse's, and the file is rewritten so the next read is a
+hit again. Nothing raises."""
+
+from __future__ import annotations
+
+import marshal
+from pathlib import Path
+
+import pytest
+
+from toolkit import parsecache
+from toolkit.sources import smith
+
+ENTRY = ("\n---\n\n**Title:** Cap the webhook retries at {n}\n**Date:** 2026-05-{n:02d}\n"
+         "**Category:** implementation\n**Confidence:** low\n**Source reflections:** 1\n\n"
+         "**Pattern:** Retry `send_webhook()` at most {n} times — café, Straße.\n")
+
+
+def _ledger(tmp_path: Path) -> Path:
+    f = tmp_path / "patterns.md"
+    f.write_text("# Patterns\n" + "".join(ENTRY.format(n=n) for n in range(1, 13)),
+                 encoding="utf-8")
+    return f
+
+
+def _answer(lf: smith.LedgerFile) -> tuple[object, ...]:
+    return lf.entries, lf.problems, lf.header_end, lf.newline, lf.bom
+
+
+def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_parse(*args: object) -> None:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(smith, "parse_ledger_bytes", no_parse)
+
+
+def _damaged(raw: bytes) -> bytes:
+    """One character of an entry's text changed inside the marshal data (it would still load:
+    ``Cap`` becomes ``Cup``)."""
+    at = raw.rindex(b"Cap the webhook retries at 7")
+    return raw[:at + 1] + b"u" + raw[at + 2:]
+
+
+def _older_format(raw: bytes) -> bytes:
+    """What the previous toolkit wrote: bare marshal data of (key, payload), here with the
+    right key and a wrong payload."""
+    body = memoryview(raw)[len(parsecache._MAGIC) + parsecache._HEADER.size:]
+    _, key, (header_end, newline, bom, titles, lines, records, notes) = marshal.loads(body)
+    titles = ["a title no parse gives"] * len(titles)
+    return marshal.dumps((key, (header_end, newline, bom, titles, lines, records, notes)))
+
+
+@pytest.mark.parametrize("spoil", [
+    _damaged,
+    lambda raw: raw[: len(raw) // 2],  # cut short (a full disk, a killed copy)
+    lambda raw: raw[:-1],
+    lambda raw: b"",
+    _older_format,
+    lambda raw: raw[:10] + b"X" + raw[11:],  # the header itself
+], ids=["one-byte", "half", "last-byte", "empty", "older-format", "header"])
+def test_a_spoiled_cache_file_is_parsed_again_and_rewritten(
+        spoil, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    f = _ledger(tmp_path)
+    cache = tmp_path / "cache"
+    parsed = smith.read_ledger_file(f, "patterns", cache=cache)
+    slot = cache / "patterns.marshal"
+    slot.write_bytes(spoil(slot.read_bytes()))
+
+    again = smith.read_ledger_file(f, "patterns", cache=cache)
+    assert _answer(again) == _answer(parsed)
+    assert "Cup the webhook" not in repr(again.entries)
+    _no_parse(monkeypatch)  # rewritten: the next read is a hit
+    assert _answer(smith.read_ledger_file(f, "patterns", cache=cache)) == _answer(parsed)
+
+
+def test_a_cache_written_by_another_interpreter_is_a_miss(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another Python version or Unicode database may strip and case-fold differently: its
+    parses are not used."""
+    f = _ledger(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(parsecache, "RUNTIME", "cpython-99/(99, 0, 0)/99.0.0")
+    smith.read_ledger_file(f, "patterns", cache=cache)
+    monkeypatch.undo()
+    real = smith.parse_ledger_bytes
+    calls: list[int] = []
+
+    def counting(*args: object) -> smith.LedgerFile:
+        calls.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(smith, "parse_ledger_bytes", counting)
+    smith.read_ledger_file(f, "patterns", cache=cache)
+    smith.read_ledger_file(f, "patterns", cache=cache)
+    assert calls == [1]  # parsed once (the other interpreter's file), then a hit
+
+
+def test_spoiled_slug_cache_gives_the_same_ids(tmp_path: Path) -> None:
+    """The entry ids kept beside the parses: a damaged file is a miss, never another id."""
+    from toolkit.loaders import entry_ids
+
+    f = _ledger(tmp_path)
+    cache = tmp_path / "cache"
+    entries = smith.read_ledger_file(f, "patterns", cache=cache).entries
+    plain = entry_ids(entries)
+    assert entry_ids(entries, cache) == plain
+    slot = cache / "patterns.slugs.marshal"
+    raw = slot.read_bytes()
+    at = raw.rindex(b"cap-the-webhook-retries-at-7")
+    slot.write_bytes(raw[:at] + b"z" + raw[at + 1:])
+    assert entry_ids(entries, cache) == plain
+    assert slot.read_bytes() == raw  # rewritten
+
+
+def test_load_parses_each_working_file_once_and_reads_answer_without_a_parse(
+        project, cli_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """``load`` fills the store and the history from one parse of each ledger file (the
+    history's working version takes the ledger source's parse); then ``show`` and
+    ``search`` answer from the cache, the same as without it."""
+    from toolkit.records import LEDGER_FILES
+
+    real = smith.parse_ledger_bytes
+    parsed: list[str] = []
+
+    def counting(data: bytes, path: object, kind: str) -> smith.LedgerFile:
+        parsed.append(kind)
+        return real(data, path, kind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(smith, "parse_ledger_bytes", counting)
+    db = str(tmp_path / "store" / "s.duckdb")
+    assert cli_run("--db", db, "load").exit_code == 0
+    present = [k for k in LEDGER_FILES if (project.ledger / f"{k}.md").is_file()]
+    assert sorted(parsed) == sorted(present)
+
+    parsed.clear()
+    cached = [cli_run("--db", db, "ledger", *args) for args in
+              (("show", "Redis client"), ("search", "migration"), ("search", "--json", "REDIS"))]
+    assert parsed == []
+    fresh = [cli_run("ledger", *args) for args in
+             (("show", "Redis client"), ("search", "migration"), ("search", "--json", "REDIS"))]
+    assert [(r.exit_code, r.stdout) for r in cached] == [(r.exit_code, r.stdout) for r in fresh]

@@ -12,8 +12,11 @@
 Escaping. Every value a template prints goes through ``md_escape`` (Jinja's ``finalize``), which
 escapes for HTML *and* Markdown, unless the value is ``Markup`` made by one of the filters
 here (links, tables, blocks), which escape their own parts. Links are only http(s) URLs or
-relative links between generated pages. Titles go to the front matter already HTML-escaped,
-because the theme prints ``page.title`` unescaped in ``<title>``, the header and the nav.
+relative links between generated pages. Multi-line agent text (``|block``: entry text,
+prompts, slop descriptions) is Markdown, rendered to safe HTML by ``toolkit.mdrender`` and put
+in place by the hook like a table, so Python-Markdown never reads it. Titles go to the front
+matter already HTML-escaped, because the theme prints ``page.title`` unescaped in ``<title>``,
+the header and the nav.
 
 Redaction. With ``--redact`` (``redact: true``) steps 1-3 read a redacted copy of the store
 (``Store.redacted_copy``), so every page, file name, nav title, download and search entry is
@@ -51,7 +54,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import mdsafe
+from toolkit import mdrender, mdsafe
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, relative_link
@@ -110,13 +113,17 @@ def md_escape(value: Any) -> str:
     return mdsafe.inline(_cut(" ".join(str(value).replace("\r", "\n").split()), MAX_INLINE))
 
 
-def md_block(value: Any) -> str:
-    """Multi-line literal text (``toolkit.mdsafe.block``), cut to ``MAX_BLOCK`` characters
-    with a note."""
+def md_block(value: Any, scrub: Callable[[str], str] | None = None) -> str:
+    """Agent-written Markdown as safe HTML (``toolkit.mdrender``), cut to ``MAX_BLOCK``
+    characters with a note after it."""
     if value is None:
         return ""
-    return mdsafe.block(_cut(str(value).replace("\r\n", "\n").replace("\r", "\n"),
-                             MAX_BLOCK))
+    text = str(value).replace("\r\n", "\n").replace("\r", "\n")
+    body = mdrender.render(text[:MAX_BLOCK], scrub=scrub)
+    if len(text) > MAX_BLOCK:
+        body += (f"\n<p><em>… [{len(text) - MAX_BLOCK:,} more characters in the data "
+                 "download]</em></p>")
+    return f'<div class="tk-md">\n{body}\n</div>'
 
 
 def html_title(value: Any) -> str:
@@ -195,7 +202,8 @@ def _html_text(value: Any, limit: int = MAX_INLINE) -> str:
 class _Renderer:
     """The Jinja2 environment: StrictUndefined, autoescape for Markdown+HTML via finalize."""
 
-    def __init__(self, templates: Path = TEMPLATES_DIR) -> None:
+    def __init__(self, templates: Path = TEMPLATES_DIR,
+                 scrub: Callable[[str], str] | None = None) -> None:
         import jinja2
 
         from toolkit.reports import Ref
@@ -208,14 +216,17 @@ class _Renderer:
             autoescape=True, finalize=_finalize, keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True, auto_reload=False)
         self.env.filters.update({
-            "block": lambda v: Markup(md_block(v)),
+            "block": _block,
             "md": lambda v: Markup(md_escape(v)),
             "num": lambda v: "" if v is None else f"{v:,}",
         })
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
+            # also a global: macros imported without context (_partials/) render |block
+            "_r": self,
         })
+        self.scrub = scrub  # a redacted build's redactor, for toolkit.mdrender
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
@@ -375,6 +386,15 @@ def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
                      f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
                      "</em></p>")
     return _emit_table(ctx, "".join(parts), search)
+
+
+@_pass_context
+def _block(ctx: Any, value: Any) -> Markup:
+    """Agent-written Markdown (``md_block``), rendered here and swapped in by the hook like a
+    table, so Python-Markdown never reads it; searchable."""
+    if value is None or value == "":
+        return Markup("")
+    return _emit_table(ctx, md_block(value, ctx["_r"].scrub), True)
 
 
 @_pass_context
@@ -619,7 +639,12 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     worker = ThreadPoolExecutor(max_workers=1)
     downloads = worker.submit(_write_downloads, store, content.downloads, docs)
     worker.shutdown(wait=False)
-    renderer = _Renderer(templates)
+    scrub = None
+    if redact:
+        from toolkit.redact import redactor
+
+        scrub = redactor(fold=True)
+    renderer = _Renderer(templates, scrub)
     files: dict[str, bytes] = {}
     total = len(content.pages)
     for i, page in enumerate(content.pages, 1):

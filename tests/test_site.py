@@ -312,11 +312,11 @@ def test_cli_serve_without_a_site(project, cli_run) -> None:
 
 
 def test_source_date_epoch_sets_the_build_time() -> None:
-    from toolkit.site import build_time_from
+    from toolkit import clock
 
-    assert build_time_from(None, {"SOURCE_DATE_EPOCH": "1778414400"}) == BUILD_TIME
-    assert build_time_from("2026-05-10T12:00:00", {}) == BUILD_TIME
-    assert build_time_from("2026-05-10T14:00:00+02:00", {}) == BUILD_TIME
+    assert clock.now(None, {"SOURCE_DATE_EPOCH": "1778414400"}) == BUILD_TIME
+    assert clock.now("2026-05-10T12:00:00", {}) == BUILD_TIME
+    assert clock.now("2026-05-10T14:00:00+02:00", {}) == BUILD_TIME
     assert os.environ.get("SOURCE_DATE_EPOCH") is None
 
 

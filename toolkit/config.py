@@ -137,7 +137,10 @@ class Config:
         return self.db_path.with_name(self.db_path.name + ".cache")
 
     def today_date(self) -> dt.date:
-        return self.today or dt.datetime.now(dt.UTC).date()
+        """The day ages count to (``toolkit.clock.today``): the injected today, else now's."""
+        from toolkit import clock
+
+        return clock.today(self.today)
 
     def with_overrides(self, **kwargs: Any) -> Config:
         return replace(self, **kwargs)

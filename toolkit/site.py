@@ -45,7 +45,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +54,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import mdrender, mdsafe
+from toolkit import clock, mdrender, mdsafe
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, relative_link
@@ -499,27 +499,6 @@ def site_name_for(cfg: Config) -> str:
     return f"Agent Ledger: {name}"
 
 
-def build_time_from(value: str | None, env: Mapping[str, str] | None = None) -> dt.datetime:
-    """The build time: ``--build-time`` (ISO date/time or Unix seconds), else
-    ``SOURCE_DATE_EPOCH``, else now (UTC)."""
-    env = os.environ if env is None else env
-    raw = value if value is not None else env.get("SOURCE_DATE_EPOCH")
-    origin = "--build-time" if value is not None else "SOURCE_DATE_EPOCH"
-    if raw is None or raw == "":
-        return dt.datetime.now(dt.UTC).replace(microsecond=0)
-    raw = raw.strip()
-    try:
-        if re.fullmatch(r"\d+", raw):
-            return dt.datetime.fromtimestamp(int(raw), dt.UTC)
-        parsed = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except (ValueError, OverflowError, OSError):
-        raise UsageError(f"{origin}: {raw!r} is not a time; use Unix seconds or "
-                         "YYYY-MM-DDTHH:MM:SS") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
-
-
 def check_output_folder(out: Path) -> None:
     """Refuse to build into a folder that holds something other than a site we built: MkDocs
     empties the output folder on a full build."""
@@ -567,8 +546,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
 
     site, build = build_paths(cfg, out)
     check_output_folder(site)
-    build_time = build_time or build_time_from(None)
-    today = cfg.today or build_time.date()
+    build_time = build_time or clock.now()
+    today = clock.today(cfg.today, build_time)
     if clean:
         for folder in (site, build):
             if folder.is_dir():
@@ -624,7 +603,7 @@ def _build_from(cfg: Config, store: Store, *, site: Path, build: Path, docs: Pat
     extra = [handoff_page.builder(cfg, build_time, checks)]
     extra += [checks_page.builder(checks)] if checks is not None else []
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
-                                         extra=extra)
+                                         extra=extra, built=build_time)
     checks_page.put_badge(content.pages, checks)
     from toolkit import turn_diffs
 
@@ -1088,7 +1067,6 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
 __all__ = [
     "BuildResult",
     "build_site",
-    "build_time_from",
     "html_title",
     "make_nav",
     "make_server",

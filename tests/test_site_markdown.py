@@ -297,6 +297,7 @@ BODY = SECRET[4:]
     f"[{SECRET.replace('_', chr(92) + '_')}](https://x.example/)",
     f"![{SECRET.replace('_', '&#95;')}](https://x.example/p.png)",
     f"[docs][r]\n\n[r]: https://x.example/{SECRET.replace('_', '&#95;')}",
+    f"```{SECRET.replace('_', '&#95;')}\ncode\n```",
     f"ghp_**{BODY[:12]}**{BODY[12:]}",
     f"ghp_[{BODY[:12]}](https://x.example/){BODY[12:]}",
 ])

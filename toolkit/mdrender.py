@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import unescapeAll
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
@@ -118,6 +119,7 @@ def _scrub_rule(state: StateCore) -> None:
     for token in state.tokens:
         if token.type in ("code_block", "fence"):
             token.content = scrub(token.content)
+            token.info = scrub(unescapeAll(token.info))  # the renderer decodes it
         for child in token.children or ():
             _scrub_token(child, scrub, md)
 

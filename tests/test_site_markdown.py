@@ -398,3 +398,13 @@ def test_a_redacted_site_leaks_no_secret_through_rendered_markdown(
         for view in (text, html.unescape(text), unquote(text)):
             assert SECRET not in view, path
             assert "Sup3rS3cretPw" not in view, path
+
+
+def test_hostile_markdown_images_are_links_not_fetched(hostile_site: tuple[World, Path]) -> None:
+    """The hostile slop description's images (tests/_site_helpers.MARKDOWN_IMAGES) are links;
+    tests/test_browser.py opens the page and sees no request leave 127.0.0.1."""
+    _, site = hostile_site
+    tags = scan(site / "slop" / "deadbeef" / "index.html").tags
+    assert not [a for t, a in tags if t == "img" and "tracker" in str(a)]
+    links = [dict(a).get("href") for t, a in tags if t == "a"]
+    assert "https://tracker.example/p.gif" in links and "http://tracker.example/b.png" in links

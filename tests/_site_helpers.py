@@ -48,6 +48,9 @@ HOSTILE_LEDGER_ENTRY = f"""
 **Related:** See patterns.md: 'Run the migration dry-run before applying schema changes'
 """
 HOSTILE_TASK = "<script>alert('task')</script> fix {{ 7*7 }}"
+# agent Markdown asking the browser to fetch from another host (rendered as links, never <img>)
+MARKDOWN_IMAGES = ("\n\n![pixel](https://tracker.example/p.gif) ![beacon][b]\n\n"
+                   "[b]: http://tracker.example/b.png")
 
 
 @dataclass
@@ -95,7 +98,7 @@ def add_hostile(vault: Path, slop: Path, audit: Path) -> None:
         "severity": "high", "confidence": "high", "owner": "<b onmouseover=alert(1)>x</b>",
         "source_links": ["javascript:alert(1)", "data:text/html,<script>alert(1)</script>",
                          "https://example.com/ok?a=1&b=<2>", "src/x.py:1"],
-        "title": HOSTILE_TITLE, "description": HOSTILE_TEXT + "\n" + FENCE_BREAK,
+        "title": HOSTILE_TITLE, "description": HOSTILE_TEXT + "\n" + FENCE_BREAK + MARKDOWN_IMAGES,
         "status": "open", "cleanup_recommendation": "<iframe src=javascript:alert(1)>",
         "created_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-01T00:00:00+00:00",
         "task_id": HOSTILE_TASK})

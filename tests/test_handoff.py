@@ -75,10 +75,14 @@ def test_first_handoff_covers_the_last_7_days_of_activity_and_a_rerun_is_identic
         "confidence"] == "low"
 
 
-def test_the_injected_today_is_the_clock_of_the_state(project, cli_run):
+def test_the_state_is_stamped_by_the_toolkits_clock_not_by_today(project, cli_run,
+                                                                  monkeypatch):
+    # one clock (toolkit.clock): SOURCE_DATE_EPOCH is the time, as for the site and slop
+    # export; --today is the day ages count to, not a time
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1780000000")  # 2026-05-28 20:26:40 UTC
     assert cli_run("--today", "2026-06-01", "handoff").exit_code == 0
     state = json.loads((project.root / ".toolkit" / "handoff-state.json").read_text())
-    assert state["last"]["at"] == "2026-06-01 00:00 UTC"
+    assert state["last"]["at"] == "2026-05-28 20:26 UTC"
 
 
 def test_promoted_and_demoted_since_the_last_handoff_say_which_handoff(project):

@@ -110,24 +110,29 @@ def test_md_escape_renders_literal_text_in_a_paragraph(text: str) -> None:
         assert "".join(rendered.text).replace("\n", "") == expected.replace("\n", ""), text
 
 
-def test_md_block_keeps_lines_and_paragraphs_as_literal_text() -> None:
-    text = "\n".join(NASTY[:30]) + "\n\nsecond paragraph\r\nwith CRLF\n\n\n    third"
-    rendered = _render(md_block(text))
-    assert set(rendered.tags) <= {"p", "br"}
+def test_md_block_renders_every_hostile_line_with_safe_markup_only() -> None:
+    from tests.test_site_markdown import assert_safe_html
+
+    text = "\n".join(NASTY) + "\n\nsecond paragraph\r\nwith CRLF\n\n\n    third"
+    out = md_block(text)
+    assert_safe_html(out)
+    rendered = _Collect()
+    rendered.feed(out)
     got = "".join(rendered.text)
-    lines = [ln for ln in got.split("\n") if ln]
-    expected = [_expected_inline(ln) for ln in text.replace("\r\n", "\n").split("\n")
-                if ln.strip()]
-    assert lines == expected
-    assert rendered.tags.count("p") == 3
+    for literal in ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+                    "[x](javascript:alert(1))", "{{ 7*7 }}", "<!-- comment -->",
+                    '--8<-- "/etc/hostname"', "second paragraph\nwith CRLF"):
+        assert literal in got, literal
+    assert {"script", "img", "h1", "h2", "iframe"}.isdisjoint(rendered.tags)
 
 
-def test_code_fence_break_out_stays_inside_the_paragraph() -> None:
-    text = "```\n</p><script>alert(1)</script>\n```\nafter the fence"
-    rendered = _render("intro\n\n" + md_block(text) + "\n\n## Ours\n")
-    assert "pre" not in rendered.tags and "code" not in rendered.tags
-    assert "script" not in rendered.tags
-    assert rendered.tags[-1] == "h2"
+def test_code_fence_break_out_stays_inside_the_block() -> None:
+    text = "```\n</p></div><script>alert(1)</script>\n```\nafter the fence"
+    out = md_block(text)
+    assert out.startswith('<div class="tk-md">') and out.endswith("</div>")
+    assert out.count("<div") == out.count("</div>") == 1
+    assert "<pre><code>&lt;/p&gt;&lt;/div&gt;&lt;script&gt;alert(1)&lt;/script&gt;\n" in out
+    assert "<p>after the fence</p>" in out
 
 
 def test_invisible_and_control_characters_are_shown_not_kept() -> None:

@@ -81,10 +81,14 @@ def test_hostile_entry_is_shown_as_literal_text(hostile: tuple[World, Path]) -> 
     assert "[x](javascript:alert(1)) then [y](data:text/html,<script>alert(2)</script>)" in text
     assert '{: onclick="alert(1)" }' in text
     assert '--8<-- "/etc/hostname"' in text
-    assert "``` </div><script>alert(3)</script> ```" in text
     assert "<img src=x onerror=alert(4)> hostile-evidence-marker" in text
-    tags = [t for t, _ in page.tags]
-    assert "pre" not in tags and "code" not in tags  # the fence did not open a code block
+    # the agent's fence is a code block (its Markdown is rendered) holding the break-out
+    # attempt as literal text, inside the Pattern section: our Evidence heading follows it
+    html = _entry_page(site).read_text(encoding="utf-8")
+    pattern = html.split('id="pattern"', 1)[1].split('id="evidence"', 1)[0]
+    assert "<pre><code>&lt;/div&gt;&lt;script&gt;alert(3)&lt;/script&gt;\n</code></pre>" \
+        in pattern
+    assert [t for t, _ in page.tags].count("pre") == 1
     hostname = Path("/etc/hostname")
     if hostname.is_file() and len(hostname.read_text().strip()) > 3:
         assert hostname.read_text().strip() not in _entry_page(site).read_text()

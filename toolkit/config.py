@@ -158,7 +158,10 @@ class Config:
         return self.project_name if self.site_scope == "project" else None
 
     def today_date(self) -> dt.date:
-        return self.today or dt.datetime.now(dt.UTC).date()
+        """The day ages count to (``toolkit.clock.today``): the injected today, else now's."""
+        from toolkit import clock
+
+        return clock.today(self.today)
 
     def with_overrides(self, **kwargs: Any) -> Config:
         return replace(self, **kwargs)

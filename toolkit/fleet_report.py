@@ -264,10 +264,11 @@ def build_fleet_site(store: Store, *, out: Path, home: Path, clean: bool = False
                      progress: Progress | None = None) -> BuildResult:
     """Build the fleet site into ``out`` (Markdown in ``<out>.build``) with the project
     site's machinery (:func:`toolkit.site.render_site`)."""
-    from toolkit.site import Made, build_time_from, render_site
+    from toolkit import clock
+    from toolkit.site import Made, render_site
 
     site = Path(out).expanduser().resolve()
-    when = build_time or build_time_from(None)
+    when = build_time or clock.now()
 
     def make(source: Store, site_name: str, build: Path, mark: Callable[[str], None]) -> Made:
         content = build_fleet_content(source, home=home, today=when.date().isoformat())

@@ -260,13 +260,15 @@ def _fmt_time(value: dt.datetime) -> str:
 
 
 def report_clock(cfg: Config, now: dt.datetime | None = None) -> dt.datetime:
-    """The report's "now": ``now`` if given, else the injected ``today`` (midnight UTC), else
-    the real time. It only stamps the state file; the report itself shows the data's time."""
+    """The report's "now" (naive UTC): ``now`` if given, else the toolkit's clock
+    (``toolkit.clock.now``: ``SOURCE_DATE_EPOCH``, else the real time), as the site and
+    ``slop export`` use it. It only stamps the state file; the report itself shows the data's
+    time. The injected ``today`` is a day for ages, not a time: it does not move this."""
+    from toolkit import clock
+
     if now is not None:
         return now
-    if cfg.today is not None:
-        return dt.datetime.combine(cfg.today, dt.time())
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    return clock.now().replace(tzinfo=None)
 
 
 def load_state(path: Path) -> dict[str, Any]:

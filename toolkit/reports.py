@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolkit import queries
+from toolkit import clock, queries
 from toolkit.charts import ChartSpec, Series
 from toolkit.goals_report import goal_pages, goal_summary
 from toolkit.history_report import history_pages, turn_activity
@@ -161,6 +161,7 @@ class HomePage(Page):
     template: ClassVar[str] = "home.md.j2"
     site_name: str
     today: str
+    clock: str  # "Built on <time>", and the day ages count to where it differs
     last_reflection: str | None
     total_reflections: int | None
     total_entries: int
@@ -434,6 +435,7 @@ class SiteData:
     problems: list[Any]
     history: dict[str, EntryHistory] | None
     day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
+    built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
     # derived
     entry_path: dict[str, str] = field(default_factory=dict)
     slop_path: dict[str, str] = field(default_factory=dict)
@@ -446,7 +448,7 @@ class SiteData:
 
 
 def load_site_data(store: Store, *, today: dt.date, site_name: str,
-                   roots: list[tuple[Path, str]]) -> SiteData:
+                   roots: list[tuple[Path, str]], built: dt.datetime | None = None) -> SiteData:
     tables = store.tables()
     data = SiteData(
         today=today, site_name=site_name, roots=roots, tables=tables, counts=store.counts(),
@@ -459,7 +461,8 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
         turn_files=queries.site_rows(store, "turn_files"),
         problems=store.problems(), history=_entry_history(store, tables),
         day_tier=queries.site_actions_by_day_tier(
-            store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)))
+            store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)),
+        built=built)
     data.entry_path = {e["entry_id"]: ledger_entry_path(e["entry_id"]) for e in data.ledger}
     slugs = slop_slugs([s["id"] for s in data.slop], [s["short_id"] for s in data.slop])
     data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
@@ -525,11 +528,11 @@ def _history_table(h: EntryHistory | None) -> Table:
 
 
 def build_site_content(store: Store, *, today: dt.date, site_name: str,
-                       roots: list[tuple[Path, str]], extra: Sequence[PageBuilder] = ()
-                       ) -> SiteContent:
+                       roots: list[tuple[Path, str]], extra: Sequence[PageBuilder] = (),
+                       built: dt.datetime | None = None) -> SiteContent:
     """Every page, chart and download of the site, from the store's current content, plus
     the pages of the ``extra`` builders (the handoff page, from toolkit.handoff_page)."""
-    data = load_site_data(store, today=today, site_name=site_name, roots=roots)
+    data = load_site_data(store, today=today, site_name=site_name, roots=roots, built=built)
     charts: list[ChartSpec] = []
     pages: list[Page] = []
     home = _home(store, data, charts)
@@ -741,6 +744,8 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
     return HomePage(
         path="index.md", title="Dashboard", nav=("Dashboard",), site_name=d.site_name, wide=True,
         today=d.today.isoformat(), last_reflection=meta.get("last_reflection"),
+        clock=(clock.describe(d.built, d.today) if d.built is not None
+               else f"Ages and windows are counted to {d.today.isoformat()}."),
         total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
         ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), [*ledger_rows, totals]),
         top_entries=top, top_avoid=avoid, slop_open=len(open_slop), slop_table=slop_table,

@@ -12,8 +12,11 @@
 Escaping. Every value a template prints goes through ``md_escape`` (Jinja's ``finalize``), which
 escapes for HTML *and* Markdown, unless the value is ``Markup`` made by one of the filters
 here (links, tables, blocks), which escape their own parts. Links are only http(s) URLs or
-relative links between generated pages. Titles go to the front matter already HTML-escaped,
-because the theme prints ``page.title`` unescaped in ``<title>``, the header and the nav.
+relative links between generated pages. Multi-line agent text (``|block``: entry text,
+prompts, slop descriptions) is Markdown, rendered to safe HTML by ``toolkit.mdrender`` and put
+in place by the hook like a table, so Python-Markdown never reads it. Titles go to the front
+matter already HTML-escaped, because the theme prints ``page.title`` unescaped in ``<title>``,
+the header and the nav.
 
 Redaction. With ``--redact`` (``redact: true``) steps 1-3 read a redacted copy of the store
 (``Store.redacted_copy``), so every page, file name, nav title, download and search entry is
@@ -42,7 +45,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +54,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import mdsafe
+from toolkit import clock, mdrender, mdsafe
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, Table, relative_link
@@ -110,13 +113,17 @@ def md_escape(value: Any) -> str:
     return mdsafe.inline(_cut(" ".join(str(value).replace("\r", "\n").split()), MAX_INLINE))
 
 
-def md_block(value: Any) -> str:
-    """Multi-line literal text (``toolkit.mdsafe.block``), cut to ``MAX_BLOCK`` characters
-    with a note."""
+def md_block(value: Any, scrub: Callable[[str], str] | None = None) -> str:
+    """Agent-written Markdown as safe HTML (``toolkit.mdrender``), cut to ``MAX_BLOCK``
+    characters with a note after it."""
     if value is None:
         return ""
-    return mdsafe.block(_cut(str(value).replace("\r\n", "\n").replace("\r", "\n"),
-                             MAX_BLOCK))
+    text = str(value).replace("\r\n", "\n").replace("\r", "\n")
+    body = mdrender.render(text[:MAX_BLOCK], scrub=scrub)
+    if len(text) > MAX_BLOCK:
+        body += (f"\n<p><em>… [{len(text) - MAX_BLOCK:,} more characters in the data "
+                 "download]</em></p>")
+    return f'<div class="tk-md">\n{body}\n</div>'
 
 
 def html_title(value: Any) -> str:
@@ -195,7 +202,8 @@ def _html_text(value: Any, limit: int = MAX_INLINE) -> str:
 class _Renderer:
     """The Jinja2 environment: StrictUndefined, autoescape for Markdown+HTML via finalize."""
 
-    def __init__(self, templates: Path = TEMPLATES_DIR) -> None:
+    def __init__(self, templates: Path = TEMPLATES_DIR,
+                 scrub: Callable[[str], str] | None = None) -> None:
         import jinja2
 
         from toolkit.reports import Ref
@@ -208,7 +216,7 @@ class _Renderer:
             autoescape=True, finalize=_finalize, keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True, auto_reload=False)
         self.env.filters.update({
-            "block": lambda v: Markup(md_block(v)),
+            "block": _block,
             "md": lambda v: Markup(md_escape(v)),
             "num": lambda v: "" if v is None else f"{v:,}",
         })
@@ -216,7 +224,10 @@ class _Renderer:
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
             "headlines": _headlines,
+            # also a global: macros imported without context (_partials/) render |block
+            "_r": self,
         })
+        self.scrub = scrub  # a redacted build's redactor, for toolkit.mdrender
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
@@ -390,6 +401,15 @@ def _table_html(ctx: Any, tbl: Any) -> str:
 
 
 @_pass_context
+def _block(ctx: Any, value: Any) -> Markup:
+    """Agent-written Markdown (``md_block``), rendered here and swapped in by the hook like a
+    table, so Python-Markdown never reads it; searchable."""
+    if value is None or value == "":
+        return Markup("")
+    return _emit_table(ctx, md_block(value, ctx["_r"].scrub), True)
+
+
+@_pass_context
 def _fields(ctx: Any, fields: list[Any], search: bool = True) -> Markup:
     src = _from(ctx)
     targets = ctx["_r"].targets
@@ -525,27 +545,6 @@ def site_name_for(cfg: Config) -> str:
     return f"Agent Ledger: {name}"
 
 
-def build_time_from(value: str | None, env: Mapping[str, str] | None = None) -> dt.datetime:
-    """The build time: ``--build-time`` (ISO date/time or Unix seconds), else
-    ``SOURCE_DATE_EPOCH``, else now (UTC)."""
-    env = os.environ if env is None else env
-    raw = value if value is not None else env.get("SOURCE_DATE_EPOCH")
-    origin = "--build-time" if value is not None else "SOURCE_DATE_EPOCH"
-    if raw is None or raw == "":
-        return dt.datetime.now(dt.UTC).replace(microsecond=0)
-    raw = raw.strip()
-    try:
-        if re.fullmatch(r"\d+", raw):
-            return dt.datetime.fromtimestamp(int(raw), dt.UTC)
-        parsed = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except (ValueError, OverflowError, OSError):
-        raise UsageError(f"{origin}: {raw!r} is not a time; use Unix seconds or "
-                         "YYYY-MM-DDTHH:MM:SS") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
-
-
 def check_output_folder(out: Path) -> None:
     """Refuse to build into a folder that holds something other than a site we built: MkDocs
     empties the output folder on a full build."""
@@ -583,8 +582,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     is made from text that went through ``toolkit.redact``."""
     redact = cfg.redact if redact is None else redact
     site, build = build_paths(cfg, out)
-    build_time = build_time or build_time_from(None)
-    today = cfg.today or build_time.date()
+    build_time = build_time or clock.now()
+    today = clock.today(cfg.today, build_time)
 
     def content(source: Store, site_name: str, build: Path, mark: Callable[[str], None]
                 ) -> Made:
@@ -635,7 +634,7 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
         last[0] = now
 
     check_output_folder(site)
-    build_time = build_time or build_time_from(None)
+    build_time = build_time or clock.now()
     if clean:
         for folder in (site, build):
             if folder.is_dir():
@@ -687,7 +686,7 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
     extra = [handoff_page.builder(cfg, build_time, checks)]
     extra += [checks_page.builder(checks)] if checks is not None else []
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
-                                         extra=extra)
+                                         extra=extra, built=build_time)
     checks_page.put_badge(content.pages, checks)
     turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")
@@ -709,7 +708,12 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     worker = ThreadPoolExecutor(max_workers=1)
     downloads = worker.submit(_write_downloads, store, content.downloads, docs)
     worker.shutdown(wait=False)
-    renderer = _Renderer(templates)
+    scrub = None
+    if redact:
+        from toolkit.redact import redactor
+
+        scrub = redactor(fold=True)
+    renderer = _Renderer(templates, scrub)
     renderer.charts = {spec.name: spec for spec in content.charts}
     files: dict[str, bytes] = {}
     total = len(content.pages)
@@ -1155,7 +1159,6 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
 __all__ = [
     "BuildResult",
     "build_site",
-    "build_time_from",
     "html_title",
     "make_nav",
     "make_server",

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from toolkit import clock
 from toolkit.errors import ConflictError, DataError, NotFoundError, RefusedError, UsageError
 from toolkit.records import (
     SLOP_BUCKETS,
@@ -185,7 +186,7 @@ class SlopFilter:
             if q not in e.title.lower() and q not in e.description.lower():
                 return False
         if self.older_than is not None:
-            age = age_days(e, self.today or dt.datetime.now(dt.UTC).date())
+            age = age_days(e, clock.today(self.today))
             if age is None or age <= self.older_than:
                 return False
         return True
@@ -295,12 +296,12 @@ def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
                     redact_output: bool = True) -> str:
     """CodeSmith's Markdown handoff (FORMATS.md §2.4), redacted.
 
-    ``now`` is the "Generated at" time (default: the current UTC time); ``home`` is passed to
+    ``now`` is the "Generated at" time (default: ``toolkit.clock.now``); ``home`` is passed to
     the redactor (default: the real home directory).
     """
     from toolkit.redact import redact
 
-    when = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    when = clock.utc(now or clock.now())
     heading = title if title is not None else EXPORT_TITLE
     out = [f"# {heading}\n\n",
            f"_Generated at {when.strftime('%Y-%m-%d %H:%M UTC')} — {len(entries)} entries_\n\n"]

@@ -97,11 +97,11 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
     that recurs across projects' ledgers (the same or near-same title); retries and verdicts
     by project, agent type and model; debt by project. Offline, escaped and built strict,
     like the project site."""
+    from toolkit import clock
     from toolkit.config import home_dir
     from toolkit.fleet_report import build_fleet_site
-    from toolkit.site import build_time_from
 
-    when = build_time_from(build_time)
+    when = clock.now(build_time)
     home = home_dir(os.environ)
     with _open() as opened:
         result = build_fleet_site(opened.store, out=out, home=home, clean=clean,

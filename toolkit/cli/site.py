@@ -127,11 +127,11 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     same inputs and build time give byte-identical output. View it with `toolkit serve` or
     any static file server.
     """
+    from toolkit import clock
     from toolkit.cli._common import open_store_checked
     from toolkit.site import build_site as build
-    from toolkit.site import build_time_from
 
-    when = build_time_from(build_time)
+    when = clock.now(build_time)
     if demo:
         world = _prepare_demo(demo_dir)
         click.echo(f"Demo world written to {world.root}")
@@ -144,8 +144,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
         cfg = cfg.with_overrides(site_scope=scope)
     bar, update = _progress()
     # the checks count ages to the site's "today" (its build time's day, unless --today)
-    store, checks = open_store_checked(cfg if cfg.today else cfg.with_overrides(
-        today=when.date()))
+    store, checks = open_store_checked(cfg.with_overrides(today=clock.today(cfg.today, when)))
     with store:
         if bar is not None:
             with bar:

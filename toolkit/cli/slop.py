@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -67,21 +66,6 @@ def _entry_json(e: SlopEntry, today: dt.date | None = None) -> dict[str, Any]:
     if today is not None:
         out["age_days"] = age_days(e, today)
     return out
-
-
-def _export_now() -> dt.datetime | None:
-    import datetime as dt
-
-    from toolkit.errors import UsageError
-
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if not epoch:
-        return None
-    try:
-        return dt.datetime.fromtimestamp(int(epoch), dt.UTC)
-    except ValueError:
-        raise UsageError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") \
-            from None
 
 
 @click.group(invoke_without_command=True)
@@ -365,14 +349,14 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     block per entry. Every secret is replaced by [REDACTED] and home paths become ~ (see
     toolkit/redact.py). The "Generated at" time is now, or SOURCE_DATE_EPOCH when set.
     """
-    import datetime as dt
     from pathlib import Path
 
+    from toolkit import clock
     from toolkit.slop_ops import export_markdown
 
     result = get_project(refresh=False).slop_query(limit=None, **filters)
     sf, entries = result.ledger, result.entries
-    now = _export_now() or dt.datetime.now(dt.UTC)
+    now = clock.now()  # SOURCE_DATE_EPOCH, else the real time: the site's clock too
     text = export_markdown(entries, title=title, now=now)
     _warn_problems(sf, full=False)
     if output is not None:

@@ -408,7 +408,7 @@ def test_fleet_export_writes_the_found_projects_and_skips_the_missing_one(world,
     result = _fleet(cli_run, world, "export", "--format", "parquet", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert f"Skipped gone: the project folder does not exist ({world.gone})." in result.stderr
-    assert "2 projects exported, 1 skipped." in result.stderr
+    assert "Projects: 2 exported, 1 skipped." in result.stderr
     done = [ln for ln in result.stdout.splitlines() if ln.startswith("Exported ")]
     assert [ln.split()[1] for ln in done] == ["alpha", "beta"]
     assert all(ln.endswith(" 0 unchanged") for ln in done), done

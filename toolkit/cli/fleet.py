@@ -184,6 +184,6 @@ def export(fmt: str, out: Path) -> None:
             chosen.append((p.name, store))
         parts = export_parquet(out, chosen) if chosen else []
     echo_export(parts, out)
-    click.echo(f"{len(chosen)} projects exported, {skipped} skipped.", err=True)
+    click.echo(f"Projects: {len(chosen)} exported, {skipped} skipped.", err=True)
     if errors:
         click.get_current_context().exit(errors[0].exit_code)

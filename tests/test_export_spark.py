@@ -44,9 +44,9 @@ def _copy(first: Store, path: Path, where: str) -> Store:
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Two demo worlds (seeds 7 and 8) exported as 'acme-api' and 'acme-web' into ``doc``
-    (the guide's folder; each store reads the actions its export names, as the CLI's do) and into ``out`` with more projects: a thinned copy of the first
-    under each odd name, and an emptied copy; with each project's table counts and the column
-    types."""
+    (the guide's folder; each store reads the actions its name names, as the CLI's do) and
+    into ``out`` with more projects: a thinned copy of the first under each odd name, and an
+    emptied copy; with each project's table counts and the column types."""
     from toolkit.cli._common import open_store
 
     tmp = tmp_path_factory.mktemp("lake")

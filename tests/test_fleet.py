@@ -447,6 +447,22 @@ def test_fleet_export_partitions_hold_each_projects_own_actions_as_its_store_rea
             assert got == counts[table], (name, table)
 
 
+def test_fleet_export_after_one_projects_new_action_rewrites_only_its_actions(world, cli_run,
+                                                                             tmp_path):
+    out = tmp_path / "lake"
+    assert _fleet(cli_run, world, "export", "--out", str(out)).exit_code == 0
+    beta = {p: p.stat().st_ino for p in out.glob("*/project=beta/*")}
+    # both projects' stores copy the shared audit DB's new row; only alpha's partition has it
+    insert(world.audit, "actions", ts="2026-05-09 10:00:00", tier=1, category="commit",
+           description="alpha again", project="alpha")
+    result = _fleet(cli_run, world, "export", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    written = [ln.split()[0] for ln in result.stdout.splitlines() if ln.endswith(" written")]
+    assert written == ["actions"], result.output
+    assert _parquet_counts(out, "actions")[("alpha", "alpha")] == 3
+    assert {p: p.stat().st_ino for p in out.glob("*/project=beta/*")} == beta
+
+
 def test_fleet_export_reports_a_broken_project_and_exports_the_others(world, cli_run,
                                                                      tmp_path):
     (world.beta / "toolkit.yaml").write_text("colour: red\n", encoding="utf-8")

@@ -476,3 +476,16 @@ def test_fleet_export_reports_a_broken_project_and_exports_the_others(world, cli
             if ln.startswith("Exported ")] == ["alpha"]
     assert sorted(p.name for p in (out / "actions").iterdir()) == ["_schema.json",
                                                                    "project=alpha"]
+
+
+def test_fleet_export_refuses_a_second_project_on_the_same_store(world, cli_run, tmp_path,
+                                                                monkeypatch):
+    # TOOLKIT_DB points every project at one store: its rows would be the first project's
+    monkeypatch.setenv("TOOLKIT_DB", str(tmp_path / "one.duckdb"))
+    out = tmp_path / "lake"
+    result = _fleet(cli_run, world, "export", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert "Error: project beta: " in result.stderr and \
+        "shares its store with project alpha" in result.stderr
+    assert sorted(p.name for p in (out / "ledger_entries").iterdir()) == [
+        "_schema.json", "project=alpha"]

@@ -6,7 +6,8 @@ same rows (every store attached to one connection, their actions in one UNION AL
 any Parquet writer of a partitioned dataset pays. Each figure is the median of ``--reps`` runs
 (default 3), printed as a ratio against the floor's median:
 
-* export: ``toolkit.export.export_parquet`` of the 10 stores into an empty folder: every table
+* export: ``toolkit.export.export_parquet`` of the 10 stores into an empty folder, each
+  store's actions scoped to its project as ``toolkit fleet export`` reads them: every table
   of every project, with its content digest, schema file, staging folder and swap (target:
   <= 1.5x);
 * unchanged: the same export again into the filled folder (every partition's digest matches,
@@ -91,6 +92,8 @@ def main(argv: list[str]) -> int:
 
         stores = [(f"p{i}", Store.open(path, sources=SOURCES, read_only=True))
                   for i, path in enumerate(paths)]
+        for name, store in stores:  # each reads its project's actions, as fleet export does
+            store.scope_actions(name)
         try:
             full = median(lambda: export_parquet(out, stores), args.reps,
                           lambda: shutil.rmtree(out, ignore_errors=True))

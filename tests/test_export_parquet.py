@@ -93,6 +93,7 @@ def test_projects_share_the_folder_and_unchanged_partitions_are_not_rewritten(
     assert again.output.splitlines()[-1].endswith(" 0 written, 15 unchanged"), again.output
     assert {p: p.stat().st_ino for p in out.glob("*/project=acme-api/*.parquet")} == mine
     # one new audit row: only the actions partition is written again
+    before = _partition_rows(out, "actions")
     db = sqlite3.connect(project.audit_db)
     db.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
                "('2026-11-20 10:00:00', 1, 'deploy', 'one more', 'acme-api')")
@@ -103,7 +104,51 @@ def test_projects_share_the_folder_and_unchanged_partitions_are_not_rewritten(
     assert written == ["actions"], changed.output
     assert {k: v for k, v in tree_digest(out).items() if "project=other" in k} == other
     rows = _partition_rows(out, "actions")
-    assert rows["acme-api"] == rows["other"] + 1
+    assert rows == {"acme-api": before["acme-api"] + 1, "other": before["other"]}
+
+
+def _by_record_project(out: Path) -> dict[str, dict[str | None, int]]:
+    """Per partition of OUT/actions: its rows by the project each action names."""
+    conn = duckdb.connect()
+    glob = str(out / "actions" / "project=*" / "*.parquet").replace("'", "''")
+    got: dict[str, dict[str | None, int]] = {}
+    for part, record, n in conn.execute(
+            f"SELECT project, record_project, count(*) FROM read_parquet('{glob}', "
+            "hive_partitioning = true, hive_types = {'project': VARCHAR}) GROUP BY ALL"
+            ).fetchall():
+        got.setdefault(part, {})[record] = n
+    return got
+
+
+def test_a_projects_actions_partition_holds_its_own_and_the_unassigned_actions_only(
+        project, cli_run, tmp_path, monkeypatch):
+    # nagi-ledger's audit DB is the user's: it holds every project's actions
+    db = sqlite3.connect(project.audit_db)
+    db.executemany("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                   "('2026-11-20 10:00:00', 1, 'deploy', ?, ?)",
+                   [("web deploy", "acme-web"), ("web fix", "acme-web"), ("blank", " ")])
+    db.commit()
+    db.close()
+    out = tmp_path / "lake"
+    assert cli_run("export", "--out", str(out)).exit_code == 0
+    # the other project's export from its own checkout, sharing the audit DB
+    assert cli_run("export", "--out", str(out), "--project-name", "acme-web").exit_code == 0
+    with _store(project) as store:
+        total = store.counts()["actions"]
+        own = store.scalar("SELECT count(*) FROM actions WHERE project = 'acme-api'")
+        unassigned = store.scalar("SELECT count(*) FROM actions WHERE project IS NULL")
+        tables = sorted({t for t, kind, _c, _d in store.schema() if kind == "table"})
+    assert own > 0 and unassigned > 0 and total == own + unassigned + 3
+    got = _by_record_project(out)
+    assert got == {"acme-api": {"acme-api": own, None: unassigned, " ": 1},
+                   "acme-web": {"acme-web": 2, None: unassigned, " ": 1}}
+    assert sorted(p.name for p in out.iterdir()) == tables  # the scope adds no table
+    # site_scope: all exports every project's actions, as the site then shows them
+    monkeypatch.setenv("TOOLKIT_SITE_SCOPE", "all")
+    result = cli_run("export", "--out", str(out))
+    assert [ln.split()[0] for ln in result.output.splitlines() if ln.endswith(" written")] \
+        == ["actions"], result.output
+    assert _partition_rows(out, "actions")["acme-api"] == total
 
 
 def test_odd_project_names_stay_inside_the_folder_and_read_back_exactly(project, tmp_path):
@@ -274,10 +319,11 @@ def test_two_processes_exporting_into_one_folder_at_once_keep_both_projects(proj
         _stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 0, stderr
     with _store(project) as store:
-        counts = store.counts()
         tables = {t for t, kind, _c, _d in store.schema() if kind == "table"}
+        with store.actions_scoped("alice"):  # what each exported: the unassigned actions
+            unassigned = store.counts()["actions"]
+    assert unassigned > 0
     for table in tables:
         assert sorted(p.name for p in (out / table).iterdir()) == [
             "_schema.json", "project=alice", "project=bob"], table
-    assert _partition_rows(out, "actions") == {"alice": counts["actions"],
-                                               "bob": counts["actions"]}
+    assert _partition_rows(out, "actions") == {"alice": unassigned, "bob": unassigned}

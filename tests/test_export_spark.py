@@ -44,19 +44,23 @@ def _copy(first: Store, path: Path, where: str) -> Store:
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Two demo worlds (seeds 7 and 8) exported as 'acme-api' and 'acme-web' into ``doc``
-    (the guide's folder) and into ``out`` with more projects: a thinned copy of the first
-    under each odd name, and an emptied copy; with each project's table counts and the column
-    types."""
+    (the guide's folder; each store reads the actions its name names, as the CLI's do) and
+    into ``out`` with more projects: a thinned copy of the first under each odd name, and an
+    emptied copy; with each project's table counts and the column types."""
     from toolkit.cli._common import open_store
 
     tmp = tmp_path_factory.mktemp("lake")
     demos: dict[str, Store] = {}
+    scopes = {}
     for name, seed, rows in (("acme-api", 7, 3000), ("acme-web", 8, 1000)):
         world = write_demo(tmp / name, seed=seed, audit_rows=rows)
         cfg = resolve(project=world.project, env={"HOME": str(tmp)})
+        scopes[name] = cfg.with_overrides(project_name=name).action_scope
         demos[name] = open_store(cfg, quiet=True)
     thinned = _copy(demos["acme-api"], tmp / "thinned.duckdb", "rowid % 3 = 0")
     empty = _copy(demos["acme-api"], tmp / "empty.duckdb", "true")
+    for name, store in demos.items():  # as `toolkit export [--project-name NAME]` reads them
+        store.scope_actions(scopes[name])
     stores = {**demos, **dict.fromkeys(ODD, thinned), "empty": empty}
     doc, out = tmp / "doc" / "lake", tmp / "lake"
     export_parquet(doc, list(demos.items()))

@@ -386,3 +386,106 @@ def test_the_fleet_files_name_wins_for_a_folder_both_list(world, cli_run):
     assert rows["alpha-app"]["origins"] == ["smith", "fleet file"]
     assert rows["alpha-app"]["last_session"] == "2026-05-06 09:00:00"  # kept from the index
     assert rows["alpha"]["status"] == "no folder"  # the records still name "alpha"
+
+
+# --------------------------------------------------------------------------- fleet export
+
+def _parquet_counts(out: Path, table: str) -> dict[tuple[str, str | None], int]:
+    """DuckDB's rows of OUT/<table> by partition and (for actions) the project each names."""
+    import duckdb
+
+    glob = str(out / table / "project=*" / "*.parquet").replace("'", "''")
+    record = "record_project" if table == "actions" else "NULL"
+    rows = duckdb.connect().execute(
+        f"SELECT project, {record}, count(*) FROM read_parquet('{glob}', "
+        "hive_partitioning = true, hive_types = {'project': VARCHAR}) GROUP BY ALL").fetchall()
+    return {(p, r): n for p, r, n in rows}
+
+
+def test_fleet_export_writes_the_found_projects_and_skips_the_missing_one(world, cli_run,
+                                                                         tmp_path):
+    out = tmp_path / "lake"
+    result = _fleet(cli_run, world, "export", "--format", "parquet", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"Skipped gone: the project folder does not exist ({world.gone})." in result.stderr
+    assert "Projects: 2 exported, 1 skipped." in result.stderr
+    done = [ln for ln in result.stdout.splitlines() if ln.startswith("Exported ")]
+    assert [ln.split()[1] for ln in done] == ["alpha", "beta"]
+    assert all(ln.endswith(" 0 unchanged") for ln in done), done
+    for table in (p for p in out.iterdir()):
+        assert sorted(p.name for p in table.iterdir()) == [
+            "_schema.json", "project=alpha", "project=beta"], table
+    # each project's own store, as `toolkit export` in its folder leaves it
+    assert (world.alpha / ".toolkit" / "ledger.duckdb").is_file()
+    # nothing changed: nothing is written again, not one file
+    before = {p: p.stat().st_ino for p in out.rglob("*")}
+    again = _fleet(cli_run, world, "export", "--out", str(out))
+    assert again.exit_code == 0, again.output
+    done = [ln for ln in again.stdout.splitlines() if ln.startswith("Exported ")]
+    assert len(done) == 2 and all(" 0 written, " in ln for ln in done), done
+    assert {p: p.stat().st_ino for p in out.rglob("*")} == before
+
+
+def test_fleet_export_partitions_hold_each_projects_own_actions_as_its_store_reads_them(
+        world, cli_run, tmp_path):
+    from toolkit.cli._common import open_store
+
+    out = tmp_path / "lake"
+    assert _fleet(cli_run, world, "export", "--out", str(out)).exit_code == 0
+    # the shared audit DB names alpha, beta, gone, ci-only and no project: a partition
+    # holds its project's actions and the unassigned one, never another project's
+    assert _parquet_counts(out, "actions") == {
+        ("alpha", "alpha"): 2, ("alpha", None): 1, ("beta", "beta"): 1, ("beta", None): 1}
+    for name, folder in (("alpha", world.alpha), ("beta", world.beta)):
+        cfg = resolve(project=folder, env=world.env())
+        with open_store(cfg, refresh=False, scoped=True) as store:
+            counts = store.counts()
+            tables = {t for t, kind, _c, _d in store.schema() if kind == "table"}
+        assert sorted(p.name for p in out.iterdir()) == sorted(tables)
+        for table in tables:
+            got = sum(n for (p, _r), n in _parquet_counts(out, table).items() if p == name)
+            assert got == counts[table], (name, table)
+
+
+def test_fleet_export_after_one_projects_new_action_rewrites_only_its_actions(world, cli_run,
+                                                                             tmp_path):
+    out = tmp_path / "lake"
+    assert _fleet(cli_run, world, "export", "--out", str(out)).exit_code == 0
+    beta = {p: p.stat().st_ino for p in out.glob("*/project=beta/*")}
+    # both projects' stores copy the shared audit DB's new row; only alpha's partition has it
+    insert(world.audit, "actions", ts="2026-05-09 10:00:00", tier=1, category="commit",
+           description="alpha again", project="alpha")
+    result = _fleet(cli_run, world, "export", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    written = [ln.split()[0] for ln in result.stdout.splitlines() if ln.endswith(" written")]
+    assert written == ["actions"], result.output
+    assert _parquet_counts(out, "actions")[("alpha", "alpha")] == 3
+    assert {p: p.stat().st_ino for p in out.glob("*/project=beta/*")} == beta
+
+
+def test_fleet_export_reports_a_broken_project_and_exports_the_others(world, cli_run,
+                                                                     tmp_path):
+    (world.beta / "toolkit.yaml").write_text("colour: red\n", encoding="utf-8")
+    out = tmp_path / "lake"
+    result = _fleet(cli_run, world, "export", "--out", str(out))
+    assert result.exit_code == 2, result.output  # the bad setting's own exit code
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: project beta: ") and \
+        "unknown setting(s) colour" in errors[0]
+    assert [ln.split()[1] for ln in result.stdout.splitlines()
+            if ln.startswith("Exported ")] == ["alpha"]
+    assert sorted(p.name for p in (out / "actions").iterdir()) == ["_schema.json",
+                                                                   "project=alpha"]
+
+
+def test_fleet_export_refuses_a_second_project_on_the_same_store(world, cli_run, tmp_path,
+                                                                monkeypatch):
+    # TOOLKIT_DB points every project at one store: its rows would be the first project's
+    monkeypatch.setenv("TOOLKIT_DB", str(tmp_path / "one.duckdb"))
+    out = tmp_path / "lake"
+    result = _fleet(cli_run, world, "export", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert "Error: project beta: " in result.stderr and \
+        "shares its store with project alpha" in result.stderr
+    assert sorted(p.name for p in (out / "ledger_entries").iterdir()) == [
+        "_schema.json", "project=alpha"]

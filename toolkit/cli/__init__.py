@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("toolkit.cli.data:export",
                "Export every table as a Parquet dataset partitioned by project."),
     "fleet": ("toolkit.cli.fleet:fleet",
-              "Every project your agents work in: list them, build one site over them all."),
+              "Every project your agents work in: list them, one site over them, export them."),
     "handoff": ("toolkit.cli.publish:handoff", "Render the redacted handoff report as Markdown."),
     "ledger": ("toolkit.cli.ledger:ledger",
                "Smith Ledger: dashboard, list, show, search, export, prune, promote, demote, "

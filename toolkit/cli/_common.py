@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     """The Config for this invocation (global options > toolkit.yaml > env > defaults)."""
     from toolkit import config as config_mod
-    from toolkit.loaders import settings
 
     ctx = ctx or click.get_current_context()
     root = ctx.find_root()
@@ -26,8 +25,7 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     cached = opts.get("_config")
     if cached is not None and not overrides:
         return cached
-    flags = {k: v for k, v in opts.items()
-             if k in ("db", "today", *(s.key for s in settings()))}
+    flags = global_flags(ctx)
     flags.update({k: v for k, v in overrides.items() if v is not None})
     cfg = config_mod.resolve(project=opts.get("project"), config_file=opts.get("config_file"),
                              **flags)
@@ -48,14 +46,36 @@ def get_project(*, refresh: bool = True, quiet: bool = False, memory_limit: str 
     return project
 
 
-def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False) -> Store:
-    """Open the store and bring it up to date with the sources (every data command does)."""
+def global_flags(ctx: click.Context | None = None, *, db: bool = True) -> dict[str, Any]:
+    """The global options given on the command line that are settings (``--db``, ``--today``
+    and each source's path option), for ``config.resolve``; ``db=False`` leaves ``--db`` out
+    (a fleet command resolves each project's own store)."""
+    from toolkit.loaders import settings
+
+    opts = dict((ctx or click.get_current_context()).find_root().obj or {})
+    keys = ("db", "today", *(s.key for s in settings())) if db else \
+        ("today", *(s.key for s in settings()))
+    return {k: v for k, v in opts.items() if k in keys}
+
+
+def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False, scoped: bool = False,
+               full: bool = False) -> Store:
+    """Open the store and bring it up to date with the sources (every data command does).
+    ``scoped``: the store reads the actions of ``site_scope`` (``Store.scope_actions``), as
+    the site, the handoff, the API and the Parquet export do. ``full``: read every source
+    again (``toolkit load --full``)."""
     from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
     store = Store.open(cfg.db_path, sources=SOURCES)
-    if refresh:
-        store.refresh(cfg, progress=None if quiet else progress_printer())
+    try:
+        if refresh:
+            store.refresh(cfg, full=full, progress=None if quiet else progress_printer())
+        if scoped:
+            store.scope_actions(cfg.action_scope)
+    except BaseException:
+        store.close()
+        raise
     return store
 
 
@@ -68,13 +88,7 @@ def open_store_checked(cfg: Config, *, quiet: bool = False) -> tuple[Store, list
 
     open_store(cfg, quiet=quiet).close()
     results = run_configured(cfg)
-    store = open_store(cfg, refresh=False)
-    try:
-        store.scope_actions(cfg.action_scope)
-    except BaseException:
-        store.close()
-        raise
-    return store, results
+    return open_store(cfg, refresh=False, scoped=True), results
 
 
 class _ProgressBar:

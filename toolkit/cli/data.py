@@ -158,8 +158,9 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True,
               help="Folder to write into (shared by several projects).")
 @click.option("--project-name", default=None,
-              help="Partition name for this project (default: project_name in toolkit.yaml, "
-                   "else the project folder's name).")
+              help="Partition name for this project, and the project whose actions it "
+                   "holds (default: project_name in toolkit.yaml, else the project folder's "
+                   "name).")
 def export(fmt: str, out: str, project_name: str | None) -> None:
     """Export every table as a Parquet dataset partitioned by project.
 
@@ -167,14 +168,17 @@ def export(fmt: str, out: str, project_name: str | None) -> None:
     and types in OUT/<table>/_schema.json, so Spark, Trino or DuckDB read one table across
     every project exported into OUT, e.g. spark.read.parquet("OUT/actions"). Only this
     project's partitions are replaced, each in one step; an unchanged one is not rewritten.
+    The actions are those the site shows (site_scope): by default this project's and the
+    unassigned ones, so projects sharing one audit DB do not repeat each other's.
     """
     from toolkit.cli._common import open_store
     from toolkit.export import export_parquet
 
     cfg = get_config()
-    name = project_name if project_name is not None else cfg.project_name
-    with open_store(cfg) as store:
-        parts = export_parquet(Path(out), [(name, store)])
+    if project_name is not None:  # the partition's name and the actions' (site_scope)
+        cfg = cfg.with_overrides(project_name=project_name)
+    with open_store(cfg, scoped=True) as store:
+        parts = export_parquet(Path(out), [(cfg.project_name, store)])
     echo_export(parts, Path(out))
 
 

@@ -1,15 +1,18 @@
-"""Fleet commands: every project a user's agents work in (list, build-site)."""
+"""Fleet commands: every project a user's agents work in (list, build-site, export)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from toolkit.cli._common import echo_json, get_config, render_rows
 from toolkit.display import visible
+
+if TYPE_CHECKING:
+    from toolkit.store import Store
 
 
 @click.group()
@@ -31,8 +34,9 @@ def fleet(ctx: click.Context, fleet_file: Path | None, store_path: Path | None,
     Projects come from Smith's index ($HOME/.smith/projects.json), from the fleet file, and
     from the project values of the shared records (nagi-ledger's actions, a project field on
     slop ledger entries). The audit DB and slop ledger are found as every command finds them
-    (--audit-db, --slop, toolkit.yaml, environment, defaults). Each command refreshes the
-    fleet store first; a project whose vault did not change is not read again.
+    (--audit-db, --slop, toolkit.yaml, environment, defaults). list and build-site refresh
+    the fleet store first; a project whose vault did not change is not read again. export
+    exports each project from its own store.
     """
     ctx.obj = {"fleet_file": fleet_file, "store": store_path, "full": full}
 
@@ -114,3 +118,72 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
                f"unchanged: {len(load.unchanged)}.")
     click.echo(f"Site:     {result.out}")
     click.echo(f"View it:  python -m http.server -d {result.out}")
+
+
+@fleet.command("export")
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
+              show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write into (shared by several developers or machines).")
+def export(fmt: str, out: Path) -> None:
+    """Export every project as Parquet datasets partitioned by project.
+
+    Each project whose folder is found is exported from its own store (refreshed first, as
+    `toolkit export` in that folder does), under the name the fleet gives it, into
+    OUT/<table>/project=<name>/: the layout of `toolkit export`. A project's actions are
+    those its site shows (site_scope: by default its own and the unassigned ones). A
+    project whose folder is missing is skipped with a note; one that cannot be opened is
+    reported and skipped, the others are exported, and the command then fails. Unchanged
+    partitions are not rewritten. The fleet store is not used."""
+    from contextlib import ExitStack
+
+    from toolkit import config as config_mod
+    from toolkit.cli._common import global_flags, open_store
+    from toolkit.cli.data import echo_export
+    from toolkit.errors import ToolkitError
+    from toolkit.export import export_parquet
+    from toolkit.fleet import find_fleet_file, known_projects
+
+    opts = click.get_current_context().obj
+    env = dict(os.environ)
+    fleet_file = opts["fleet_file"] or find_fleet_file(Path.cwd(), env)
+    flags = global_flags(db=False)  # each project keeps its own store
+    errors: list[ToolkitError] = []
+    skipped = 0
+    with ExitStack() as stores:
+        chosen: list[tuple[str, Store]] = []
+        by_store: dict[Path, str] = {}
+        for p in known_projects(env, fleet_file):
+            if p.path is None:
+                continue
+            if not p.path.is_dir():
+                why = "is not a folder" if p.path.exists() else "does not exist"
+                click.echo(visible(f"Skipped {p.name}: the project folder {why} ({p.path}).",
+                                   single_line=True), err=True)
+                skipped += 1
+                continue
+            try:
+                cfg = config_mod.resolve(project=p.path, env=env, **flags)
+                cfg = cfg.with_overrides(project_name=p.name)  # the partition, the scope
+                db = cfg.db_path.resolve()
+                other = by_store.get(db)
+                if other is not None:
+                    raise ToolkitError(f"shares its store with project {other}",
+                                       path=cfg.db_path,
+                                       hint="Give each project its own store (unset "
+                                            "TOOLKIT_DB, or set db: in its toolkit.yaml)")
+                store = stores.enter_context(open_store(cfg, quiet=True, scoped=True,
+                                                        full=opts["full"]))
+            except ToolkitError as exc:
+                click.echo(visible(f"Error: project {p.name}: {exc}", single_line=True),
+                           err=True)
+                errors.append(exc)
+                skipped += 1
+                continue
+            by_store[db] = p.name
+            chosen.append((p.name, store))
+        parts = export_parquet(out, chosen) if chosen else []
+    echo_export(parts, out)
+    click.echo(f"Projects: {len(chosen)} exported, {skipped} skipped.", err=True)
+    if errors:
+        click.get_current_context().exit(errors[0].exit_code)

@@ -5,6 +5,9 @@ The demo site (as `toolkit build-site --demo` builds it) is served on 127.0.0.1 
 a shadow at the edge that has more, or an ellipsis with the full text on hover), the column
 that decides a table's order stays in view, dates stay on one line, sorting by a column and
 filtering by typing work. A page of 10,000 rows keeps only one page of them in the document.
+Tables the script may not or cannot sort (merged cells, two header rows, a row short of
+cells, one DataTables fails on) stay fitted and unsorted, never with an alert(); text typed
+into the filter box is matched as plain text.
 The browser fixtures (``page`` fails a test on any request to another host, console error or
 dialog) are tests/test_browser.py's.
 """
@@ -17,6 +20,7 @@ import re
 import shutil
 import threading
 from collections.abc import Iterator
+from html import escape
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -364,3 +368,135 @@ def test_a_page_of_10000_rows_keeps_one_page_of_them_in_the_document(
         assert rows.first.inner_text().split()[0] == str(ids[0])
         assert p.locator("article .dt-paging-button").count() <= 9  # the pager stays small
     shutil.rmtree(tmp_path / "demo", ignore_errors=True)
+
+
+# ----------------------------------------------------- tables the script cannot or may not sort
+
+def _page_of_tables(served: Served, name: str, tables: str, script: str = "") -> str:
+    """A page beside the demo site's own (same depth, so the theme and the table scripts load
+    as on them) whose article holds only ``tables``; ``script`` runs right after DataTables
+    loads. Returns its URL."""
+    template = (served.site / "warnings" / "index.html").read_text(encoding="utf-8")
+    text, n = re.subn(r"(<article[^>]*>).*?(</article>)",
+                      lambda m: m.group(1) + tables + m.group(2), template, flags=re.S)
+    assert n == 1
+    if script:
+        tag = 'datatables.min.js"></script>'
+        assert tag in text
+        text = text.replace(tag, tag + f"<script>{script}</script>", 1)
+    folder = served.site / name
+    folder.mkdir(exist_ok=True)
+    (folder / "index.html").write_text(text, encoding="utf-8")
+    return served.base + name + "/"
+
+
+_LONG = "a description long enough to be clamped to its first lines in a narrow column " * 2
+
+
+def _table(table_id: str, head: str, rows: list[str]) -> str:
+    return (f'<table id="{table_id}"><thead>{head}</thead><tbody>'
+            + "".join(f"<tr>{r}</tr>" for r in rows) + "</tbody></table>\n")
+
+
+def _good_rows(n: int = 8) -> list[str]:
+    return [f"<td>task {i}</td><td>{i}</td><td>2026-11-{i:02d} 10:00:00</td>"
+            f"<td>{_LONG}</td>" for i in range(1, n + 1)]
+
+
+_HEAD = "<tr><th>Task</th><th>Retries</th><th>Last dispatch</th><th>Note</th></tr>"
+
+# what tables.js does to one table: sortable (DataTables set it up), in a scroll box, set up
+_STATE = """t => ({sortable: t.classList.contains('dataTable'),
+                  scroll: !!t.closest('.tk-scroll'), ready: t.classList.contains('tk-ready'),
+                  clamped: t.querySelectorAll('.tk-long').length,
+                  shown: [...t.tBodies[0].rows].filter(r => r.offsetHeight > 0).length})"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_table_with_merged_cells_or_several_header_rows_is_fitted_not_sorted(
+        demo: Served, page: tuple[Any, Watch], width: int) -> None:
+    rows = _good_rows()
+    merged = [*rows[:2], '<td colspan="2">task 3, retried</td><td>2026-11-03 10:00:00</td>'
+              f"<td>{_LONG}</td>", *rows[3:]]
+    two_heads = '<tr><th colspan="2">What</th><th colspan="2">When</th></tr>' + _HEAD
+    short_row = [*rows[:4], "<td>task 5</td><td>5</td><td>2026-11-05 10:00:00</td>", *rows[5:]]
+    url = _page_of_tables(demo, "tk-faults-odd-tables",
+                          _table("merged", _HEAD, merged) + _table("heads", two_heads, rows)
+                          + _table("short", _HEAD, short_row) + _table("plain", _HEAD, rows))
+    p, _ = page
+    p.set_viewport_size({"width": width, "height": 900})
+    p.goto(url, wait_until="load")
+    p.wait_for_selector("body[data-tk-tables]", state="attached")
+    for table_id, long_cells in (("merged", 8), ("heads", 8), ("short", 7)):
+        state = p.locator(f"#{table_id}").evaluate(_STATE)
+        assert state == {"sortable": False, "scroll": True, "ready": True,
+                         "clamped": long_cells, "shown": 8}, (table_id, state)
+    # the same table without the odd cells is made sortable: the page does sort tables
+    assert p.locator("#plain").evaluate(_STATE)["sortable"] is True
+    result = p.evaluate(_FIT)
+    assert result["tables"] == 4 and result["problems"] == [], result["problems"][:5]
+
+
+# One column more than the table has: DataTables' own "Requested unknown parameter" error
+# (tn/4), which it shows in an alert() unless told to throw.
+_BREAK_ONE_TABLE = """(function () {
+  var Real = window.DataTable;
+  function Breaking(table, options) {
+    if (table.id === "boom") options = Object.assign({}, options, {columns: [{}, {}, {}, {}, {}]});
+    return new Real(table, options);
+  }
+  Object.assign(Breaking, Real);
+  window.DataTable = Breaking;
+})();"""
+
+
+def test_a_table_datatables_fails_on_is_left_unsorted_fitted_and_warned_about(
+        demo: Served, page: tuple[Any, Watch]) -> None:
+    url = _page_of_tables(demo, "tk-faults-boom",
+                          _table("boom", _HEAD, _good_rows()) + _table("plain", _HEAD,
+                                                                       _good_rows()),
+                          script=_BREAK_ONE_TABLE)
+    p, watch = page
+    warnings: list[str] = []
+    p.on("console", lambda m: warnings.append(m.text) if m.type == "warning" else None)
+    p.set_viewport_size({"width": 390, "height": 900})
+    p.goto(url, wait_until="load")
+    p.wait_for_selector("body[data-tk-tables]", state="attached")
+    assert any(w.startswith("table left unsorted:") and "tn/4" in w for w in warnings), warnings
+    state = p.locator("#boom").evaluate(_STATE)
+    assert state["scroll"] and state["ready"] and state["shown"] == 8, state
+    assert p.locator("#plain").evaluate(_STATE)["sortable"] is True
+    # a click on its header leaves the rows in the page's order
+    before = p.locator("#boom tbody tr td:first-child").all_inner_texts()
+    p.locator("#boom thead th", has_text="Retries").click()
+    p.wait_for_timeout(100)
+    assert p.locator("#boom tbody tr td:first-child").all_inner_texts() == before
+    result = p.evaluate(_FIT)
+    assert result["problems"] == [], result["problems"][:5]
+    assert watch.dialogs == []  # never an alert() (the fixture checks it again at the end)
+
+
+def test_text_typed_into_the_filter_box_is_matched_as_plain_text(
+        demo: Served, page: tuple[Any, Watch]) -> None:
+    hostile = "<img src=//evil.example/x onerror=alert(1)>"
+    odd = ["(.*", "a.b", "<b>bold</b>"]
+    texts = [hostile, *odd, "plain one", "plain two", "plain three", "plain four"]
+    rows = [f"<td>{escape(t)}</td><td>{i}</td>" for i, t in enumerate(texts)]
+    url = _page_of_tables(demo, "tk-faults-filter",
+                          _table("hostile", "<tr><th>Text</th><th>N</th></tr>", rows))
+    p, _ = page
+    p.goto(url, wait_until="load")
+    p.wait_for_selector("#hostile.dataTable")
+    box = p.locator("article .dt-search input")
+    shown = p.locator("#hostile tbody tr td:first-child")
+    for typed in [hostile, *odd]:
+        box.fill("")
+        box.click()
+        p.keyboard.type(typed, delay=5)
+        p.wait_for_function("() => document.querySelectorAll('#hostile tbody tr').length < 8")
+        assert shown.all_inner_texts() == [typed], typed
+        assert box.input_value() == typed
+    assert p.locator("article img, article b").count() == 0  # nothing was read as HTML
+    box.fill("<i>nothing like this</i>")
+    assert p.locator("#hostile tbody").inner_text().strip() == "No row matches the filter"
+    assert p.locator("article i").count() == 0

@@ -377,6 +377,22 @@ def test_a_project_with_a_bad_toolkit_yaml_is_listed_with_the_error(world, cli_r
     assert rows["alpha"]["entries"] == 0 and rows["beta"]["entries"] == 2
 
 
+def test_a_project_path_that_is_a_file_is_missing_and_the_others_are_read(world, cli_run,
+                                                                         tmp_path):
+    world.gone.parent.mkdir(parents=True, exist_ok=True)
+    world.gone.write_text("not a folder\n", encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["gone"]["status"] == "missing" and "is not a folder" in rows["gone"]["note"]
+    assert rows["alpha"]["status"] == rows["beta"]["status"] == "found"
+    exported = _fleet(cli_run, world, "export", "--out", str(tmp_path / "lake"))
+    assert exported.exit_code == 0, exported.output
+    assert f"Skipped gone: the project folder is not a folder ({world.gone})." in \
+        exported.stderr
+    assert world.gone.read_text(encoding="utf-8") == "not a folder\n"
+
+
 def test_the_fleet_files_name_wins_for_a_folder_both_list(world, cli_run):
     world.fleet_file.write_text(f"projects:\n  - {{name: alpha-app, path: {world.alpha}}}\n",
                                 encoding="utf-8")

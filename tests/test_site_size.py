@@ -54,3 +54,20 @@ def test_the_budget_holds_in_a_real_build_and_its_links_resolve(
                   if "<th>Field</th> <th>Value</th>" not in t]
         assert sum(len(t.encode("utf-8")) for t in tables) <= 3_000
         assert re.search(r'<a href="((\.\./)*data/|\./)">data downloads</a>', html)
+
+
+def test_a_table_after_the_budget_is_spent_is_only_its_note(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.reports import SlopAgeingPage
+
+    monkeypatch.setattr(site_mod, "MAX_PAGE_TABLES", 3_000)
+    bands = Table(("Band", "Entries"), [(f"band {i} " + "x" * 60, i) for i in range(200)])
+    items = Table(("Entry title", "Age"), [("old entry", 90), ("older", 120), ("oldest", 400)])
+    page = SlopAgeingPage(path="slop/ageing.md", title="Ageing", nav=("Slop", "Ageing"),
+                          bands=bands, items=items, chart=None)
+    text = render_page_text(page)
+    assert re.search(r"The first [\d,]+ of 200 rows are shown", text)  # the first table, cut
+    # the second table: the note alone, not an empty table with its header
+    assert "None of the 3 rows are shown" in text
+    assert "Entry title" not in text and "old entry" not in text
+    assert text.count("<table>") == 1

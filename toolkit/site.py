@@ -84,6 +84,7 @@ BUILD_RECORD = "site-build.json"  # in the state folder: where the site was buil
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
+RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
@@ -222,14 +223,41 @@ class _Renderer:
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
         self.budget = MAX_PAGE_TABLES
         self.charts: dict[str, Any] = {}  # chart name -> its ChartSpec (the chart's numbers)
+        self.used: _Uses = _Uses()  # what the page being rendered read besides its context
 
     def render(self, page: Page, **extra: Any) -> str:
         self.budget = MAX_PAGE_TABLES  # bytes of table HTML this page may still hold
+        self.used = _Uses()
         name = type(page).template
         tpl = self._cache.get(name)
         if tpl is None:
             tpl = self._cache[name] = self.env.get_template(name)
-        return tpl.render(page=page, _r=self, **extra)
+        tables, targets = self.tables, self.targets
+        self.tables, self.targets = {}, set()
+        try:
+            text = tpl.render(page=page, _r=self, **extra)
+            self.used.tables, self.used.targets = sorted(self.tables), sorted(self.targets)
+        finally:
+            tables.update(self.tables)
+            targets.update(self.targets)
+            self.tables, self.targets = tables, targets
+        return text
+
+    def chart(self, name: str) -> Any:
+        """The spec of the chart ``name`` (None if unknown), remembered as used by the page."""
+        spec = self.charts.get(name)
+        self.used.charts[name] = spec.digest() if spec is not None else None
+        return spec
+
+
+@dataclass
+class _Uses:
+    """What rendering one page read besides its context: the tables it emitted (by digest),
+    the pages and files it links to, the charts it showed (name -> spec digest)."""
+
+    tables: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    charts: dict[str, str | None] = field(default_factory=dict)
 
 
 def _finalize(value: Any) -> Markup:
@@ -420,7 +448,7 @@ def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
     if not name:
         return Markup("")
     image = f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})"
-    spec = ctx["_r"].charts.get(name)
+    spec = ctx["_r"].chart(name)
     if spec is None:
         return Markup(image)
     from toolkit.charts import data_rows
@@ -709,16 +737,24 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     worker.shutdown(wait=False)
     renderer = _Renderer(templates)
     renderer.charts = {spec.name: spec for spec in content.charts}
+    page_cache = _RenderCache(build, docs, templates)
     files: dict[str, bytes] = {}
+    rendered: dict[str, bytes] = {}  # pages rendered in this run (the others are as they were)
     total = len(content.pages)
     for i, page in enumerate(content.pages, 1):
-        files[page.path] = render_page(renderer, page)
+        if page_cache.reuse(page, renderer):
+            files[page.path] = b""
+        else:
+            files[page.path] = rendered[page.path] = render_page(renderer, page)
+            page_cache.rendered(page, renderer.used)
         if progress and (i % 200 == 0 or i == total):
             progress("Writing pages", i, total)
     if len(files) != total:
         raise ToolkitError("two pages of the site have the same path (a bug)")
     mark("templates")
-    written = [rel for rel, data in sorted(files.items()) if _write_if_changed(docs / rel, data)]
+    written = [rel for rel, data in sorted(rendered.items())
+               if _write_if_changed(docs / rel, data)]
+    page_cache.save()
     mark("writing")
     charts_drawn = _finish_charts(charts_job)
     for spec in content.charts:
@@ -863,6 +899,101 @@ def _versions() -> str:
 
     return "|".join(f"{p}={version(p)}" for p in ("agent-ledger-toolkit", "mkdocs",
                                                    "mkdocs-material", "markdown"))
+
+
+class _RenderCache:
+    """Pages whose Markdown need not be rendered again: a page is rendered from its context
+    (a dataclass of plain values) by the templates and this package's code, and reads nothing
+    else but the chart specs it shows. So when the digest of the pickled context, the code and
+    templates (``code``), the charts the page used and its file in the build folder (size and
+    mtime, as this class last saw them) are all as they were, the file already holds the
+    page's bytes; its tables come from the previous tables.json. A one-change rebuild renders
+    only the pages whose data changed.
+
+    Kept in ``render-cache.json`` in the build folder: ``code`` and, per page path, the
+    context's digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`).
+    Anything unreadable or different means: render."""
+
+    def __init__(self, build: Path, docs: Path, templates: Path) -> None:
+        self.path = build / RENDER_CACHE
+        self.docs = docs
+        self.code = _code_digest(templates)
+        old = _read_state(self.path)
+        self.old: dict[str, Any] = (old.get("pages") or {}) if old.get("code") == self.code \
+            else {}
+        self.tables: dict[str, str] = {}
+        if self.old:
+            tables = _read_state(build / TABLES)
+            self.tables = {k: v for k, v in tables.items() if isinstance(v, str)}
+        self.new: dict[str, dict[str, Any]] = {}
+        self._digests: dict[str, str] = {}
+
+    def reuse(self, page: Page, renderer: _Renderer) -> bool:
+        """True when ``page``'s file holds what rendering it would write; its tables and
+        link targets are then added to ``renderer`` as rendering it would add them."""
+        digest = _context_digest(page)
+        if digest is None:
+            return False
+        self._digests[page.path] = digest
+        entry = self.old.get(page.path)
+        if not isinstance(entry, dict) or entry.get("context") != digest:
+            return False
+        try:
+            tables = {t: self.tables[t] for t in entry["tables"]}
+            charts = entry["charts"]
+            st = (self.docs / page.path).stat()
+            if [st.st_size, st.st_mtime_ns] != entry["file"]:
+                return False
+            if any((s.digest() if (s := renderer.charts.get(n)) is not None else None) != d
+                   for n, d in charts.items()):
+                return False
+            targets = list(entry["targets"])
+        except (KeyError, TypeError, AttributeError, OSError):
+            return False
+        renderer.tables.update(tables)
+        renderer.targets.update(targets)
+        self.new[page.path] = entry
+        return True
+
+    def rendered(self, page: Page, used: _Uses) -> None:
+        digest = self._digests.get(page.path)
+        if digest is not None:
+            self.new[page.path] = {"context": digest, "tables": used.tables,
+                                   "targets": used.targets, "charts": used.charts}
+
+    def save(self) -> None:
+        """Record the files as written (call after writing the rendered pages)."""
+        for rel, entry in self.new.items():
+            try:
+                st = (self.docs / rel).stat()
+            except OSError:
+                continue
+            entry["file"] = [st.st_size, st.st_mtime_ns]
+        pages = {rel: e for rel, e in self.new.items() if "file" in e}
+        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages},
+                                                sort_keys=True).encode("utf-8"))
+
+
+def _context_digest(page: Page) -> str | None:
+    """The digest of a page's context (None when it cannot be pickled: always rendered)."""
+    import pickle
+
+    try:
+        return hashlib.sha256(pickle.dumps(page, protocol=5)).hexdigest()
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+
+
+def _code_digest(templates: Path) -> str:
+    """The digest of what renders a page besides its context: the templates, this package's
+    code (filters, escaping, table HTML) and the versions of the libraries."""
+    h = hashlib.sha256(_versions().encode("utf-8"))
+    for folder, pattern in ((templates, "*"), (Path(__file__).resolve().parent, "*.py")):
+        for p in sorted(folder.rglob(pattern)):
+            if p.is_file():
+                h.update(f"\0{p.relative_to(folder)}\0".encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:

@@ -1176,7 +1176,8 @@ def _env(name: str, value: str) -> Iterator[None]:
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 progress: Progress | None, expected: int) -> _Run:
     from mkdocs.commands import build as mk_build
-    from mkdocs.config import load_config
+    from mkdocs.config import config_options, load_config
+    from mkdocs.config.defaults import MkDocsConfig
     from mkdocs.exceptions import Abort, ConfigurationError
     from mkdocs.plugins import BasePlugin
 
@@ -1209,6 +1210,12 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     epoch = str(int(build_time.timestamp()))
     try:
         with _env("SOURCE_DATE_EPOCH", epoch):
+            # MkDocs keeps plugin objects between builds in one process (for `mkdocs serve`),
+            # and Material's search plugin then merges a dirty build's index with the previous
+            # build's: pages rebuilt twice in a row would be indexed twice. Every build here
+            # starts with new plugins, as in a new process; the index is merged below.
+            if isinstance(plugins_option := MkDocsConfig.plugins, config_options.Plugins):
+                plugins_option.plugin_cache.clear()
             try:
                 config = load_config(str(config_file))
             except ConfigurationError as exc:

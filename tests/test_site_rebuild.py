@@ -3,11 +3,12 @@ cache in the build folder), and its output is what a full build makes (issue 16 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 from tests._site_helpers import build, make_world, tree_bytes
-from toolkit.site import RENDER_CACHE, TEMPLATES_DIR
+from toolkit.site import RENDER_CACHE, SEARCH_MAP, TEMPLATES_DIR
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
@@ -56,3 +57,35 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     # and the result is what a full build with the edited templates makes
     full = build(world, out=tmp_path / "full" / "site", clean=True, templates=templates)
     assert tree_bytes(edited.out) == tree_bytes(full.out)
+
+
+def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w")
+    first = build(world)
+    index = first.out / "search" / "search_index.json"
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+
+    # the map is damaged: the index is read in full instead
+    (first.build_dir / SEARCH_MAP).write_text('{"index": [1, 2], "pages": {"x/": [0, 9', "utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquux"),
+                        encoding="utf-8")
+    second = build(world)
+    assert second.mode == "incremental" and second.rebuilt == 1
+
+    # the index was rewritten by hand (same map, other bytes): the map no longer describes it
+    docs = json.loads(index.read_text(encoding="utf-8"))
+    index.write_text(json.dumps(docs, indent=1), encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquuy"),
+                        encoding="utf-8")
+    third = build(world)
+    assert third.mode == "incremental" and third.rebuilt == 1
+    found = [d["location"] for d in json.loads(index.read_text(encoding="utf-8"))["docs"]
+             if "zanzibarquuy" in d["text"]]
+    assert found == [f"{ENTRY}/#pattern"]
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert index.read_bytes() == (full.out / "search" / "search_index.json").read_bytes()
+    assert third.search_docs == full.search_docs

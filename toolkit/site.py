@@ -85,6 +85,7 @@ BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
+SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
@@ -804,7 +805,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     index_path = site / "search" / "search_index.json"
     incremental = (not clean and previous.get("signature") == signature
                    and (site / MARKER).is_file() and index_path.is_file())
-    old_index = index_path.read_bytes() if incremental else None
+    old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
     mark("writing")
@@ -812,10 +813,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                       progress=progress, expected=len(written) if incremental else total)
     mark("mkdocs")
-    if incremental and old_index is not None:
-        docs_count = _merge_search_index(index_path, old_index, run.order, run.rebuilt)
-    else:
-        docs_count = index_path.read_bytes().count(b'{"location":')
+    docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
+                                    run.rebuilt)
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
                                f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files)})
@@ -1243,27 +1242,82 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     return run
 
 
-def _merge_search_index(index_path: Path, old: bytes, order: list[tuple[str, str]],
-                        rebuilt: set[str]) -> int:
-    """Search entries of rebuilt pages from this build, of the others from the previous
-    index, in build order (what a full build writes)."""
-    new = json.loads(index_path.read_bytes())
-    prev = json.loads(old)
+def _dump(value: Any) -> bytes:
+    """JSON as the search plugin writes it."""
+    return json.dumps(value, separators=(",", ":"), default=str).encode("utf-8")
 
-    def by_page(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for e in entries:
-            out.setdefault(e["location"].split("#", 1)[0], []).append(e)
-        return out
 
-    new_pages, old_pages = by_page(new["docs"]), by_page(prev["docs"])
-    merged: list[dict[str, Any]] = []
-    for src, url in order:
-        merged += (new_pages if src in rebuilt else old_pages).get(url, [])
-    data = {"config": new["config"], "docs": merged}
-    text = json.dumps(data, separators=(",", ":"), default=str)
-    index_path.write_bytes(text.encode("utf-8"))
-    return len(merged)
+@dataclass
+class _SearchIndex:
+    """A search index as pieces: its config's JSON and, per page URL, the JSON of the page's
+    entries (joined by commas) and their number. The index is ``{"config":…,"docs":[…]}``
+    with the pages' pieces in build order: what the search plugin writes in a full build.
+
+    ``search-map.json`` in the build folder records where each page's piece is in the index
+    file (and the file's size and mtime), so a rebuild takes the unchanged pages' pieces as
+    bytes, without parsing the whole index; without a valid map the index is parsed."""
+
+    data: bytes
+    config: bytes | None = None  # None: take the pieces from data and the map
+    pages: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # url: start, end, n
+    pieces: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path, map_path: Path) -> _SearchIndex:
+        st = path.stat()
+        data = path.read_bytes()
+        mapped = _read_state(map_path)
+        try:
+            if mapped.get("index") == [st.st_size, st.st_mtime_ns]:
+                pages = {str(u): (int(a), int(b), int(n)) for u, (a, b, n)
+                         in mapped["pages"].items()}
+                if all(0 <= a <= b <= len(data) for a, b, _ in pages.values()):
+                    return cls(data, pages=pages)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+        return cls.parse(data)
+
+    @classmethod
+    def parse(cls, data: bytes) -> _SearchIndex:
+        index = json.loads(data)
+        grouped: dict[str, list[bytes]] = {}
+        for e in index["docs"]:
+            grouped.setdefault(e["location"].split("#", 1)[0], []).append(_dump(e))
+        return cls(data, config=_dump(index["config"]),
+                   pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
+
+    def piece(self, url: str) -> tuple[bytes, int] | None:
+        if self.config is not None:
+            return self.pieces.get(url)
+        at = self.pages.get(url)
+        return (self.data[at[0]:at[1]], at[2]) if at else None
+
+    @staticmethod
+    def write(path: Path, map_path: Path, old: _SearchIndex | None,
+              order: list[tuple[str, str]], rebuilt: set[str]) -> int:
+        """Make the index of the whole site from this build's (after a dirty build it holds the
+        rebuilt pages only; the others come from ``old``) in build order, write it unless it
+        is unchanged, and record its map. Returns the number of entries."""
+        new = _SearchIndex.parse(path.read_bytes())
+        parts = [b'{"config":', new.config or b"{}", b',"docs":[']
+        pos = sum(len(p) for p in parts)
+        pages: dict[str, tuple[int, int, int]] = {}
+        for src, url in order:
+            got = new.piece(url) if old is None or src in rebuilt else old.piece(url)
+            if not got or not got[1]:
+                continue
+            if pages:
+                parts.append(b",")
+                pos += 1
+            parts.append(got[0])
+            pages[url] = (pos, pos + len(got[0]), got[1])
+            pos += len(got[0])
+        parts.append(b"]}")
+        _write_if_changed(path, b"".join(parts))
+        st = path.stat()
+        _write_if_changed(map_path, json.dumps(
+            {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
+        return sum(n for _, _, n in pages.values())
 
 
 # =========================================================================== serving

@@ -21,12 +21,14 @@ made from redacted text; the build records whether it was redacted (``site-build
 state folder, read by :func:`site_redaction_warning` for handoff and publish). CSV downloads
 are spreadsheet-safe either way (``Store.copy_to(spreadsheet_safe=True)``).
 
-Rebuilds. A full MkDocs build runs when the configuration or nav changed, on ``--clean`` or
-when there is no previous build; otherwise MkDocs runs ``dirty`` (it renders only pages whose
-Markdown is newer than their HTML: exactly the files rewritten in step 2), and the search
-index is merged: the entries of rebuilt pages come from this build, the others from the
-previous index, in the order a full build writes them. So the result is the same bytes a
-full build makes.
+Rebuilds. Step 2 renders a page again only when its context (pickled, hashed), the templates
+and this package's code, or a chart it shows changed (``_RenderCache``, in the build folder);
+otherwise its Markdown file is left as it is. A full MkDocs build runs when the configuration
+or nav changed, on ``--clean`` or when there is no previous build; otherwise MkDocs runs
+``dirty`` (it renders only pages whose Markdown is newer than their HTML: exactly the files
+rewritten in step 2), and the search index is merged: the entries of rebuilt pages come from
+this build, the others from the previous index (as bytes, located by ``search-map.json``), in
+the order a full build writes them. So the result is the same bytes a full build makes.
 """
 
 from __future__ import annotations

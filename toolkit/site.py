@@ -963,16 +963,19 @@ class _RenderCache:
                                    "targets": used.targets, "charts": used.charts}
 
     def save(self) -> None:
-        """Record the files as written (call after writing the rendered pages)."""
+        """Record the files as written (call after writing the rendered pages); a reused
+        page's file was checked in :meth:`reuse`."""
         for rel, entry in self.new.items():
+            if "file" in entry:
+                continue
             try:
                 st = (self.docs / rel).stat()
             except OSError:
                 continue
             entry["file"] = [st.st_size, st.st_mtime_ns]
         pages = {rel: e for rel, e in self.new.items() if "file" in e}
-        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages},
-                                                sort_keys=True).encode("utf-8"))
+        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages}
+                                                ).encode("utf-8"))
 
 
 def _context_digest(page: Page) -> str | None:

@@ -740,7 +740,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     worker.shutdown(wait=False)
     renderer = _Renderer(templates)
     renderer.charts = {spec.name: spec for spec in content.charts}
-    page_cache = _RenderCache(build, docs, templates)
+    page_cache = _RenderCache(build, docs, templates, variant=f"redact={redact}")
     files: dict[str, bytes] = {}
     rendered: dict[str, bytes] = {}  # pages rendered in this run (the others are as they were)
     total = len(content.pages)
@@ -915,10 +915,12 @@ class _RenderCache:
     context's digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`).
     Anything unreadable or different means: render."""
 
-    def __init__(self, build: Path, docs: Path, templates: Path) -> None:
+    def __init__(self, build: Path, docs: Path, templates: Path, variant: str) -> None:
         self.path = build / RENDER_CACHE
         self.docs = docs
-        self.code = _code_digest(templates)
+        # variant: how the renderer is set up besides its code (a redacted build's renderer
+        # redacts what it renders)
+        self.code = _code_digest(templates, variant)
         old = _read_state(self.path)
         self.old: dict[str, Any] = (old.get("pages") or {}) if old.get("code") == self.code \
             else {}
@@ -988,10 +990,10 @@ def _context_digest(page: Page) -> str | None:
         return None
 
 
-def _code_digest(templates: Path) -> str:
+def _code_digest(templates: Path, variant: str) -> str:
     """The digest of what renders a page besides its context: the templates, this package's
-    code (filters, escaping, table HTML) and the versions of the libraries."""
-    h = hashlib.sha256(_versions().encode("utf-8"))
+    code (filters, escaping, table HTML), the versions of the libraries and ``variant``."""
+    h = hashlib.sha256((_versions() + "|" + variant).encode("utf-8"))
     for folder, pattern in ((templates, "*"), (Path(__file__).resolve().parent, "*.py")):
         for p in sorted(folder.rglob(pattern)):
             if p.is_file():

@@ -17,9 +17,10 @@ Measured, each as a subprocess (interpreter start-up and imports included, as a 
    (refresh of the changed source + incremental build), and the search index is checked: every
    page of the full build is still in it, and the new word is found.
    For comparison, plain ``mkdocs build --dirty`` of the floor after one page changed, and the
-   number of documents its search index keeps.
+   number of documents its search index keeps. The one-change build's stages (``--timings``)
+   are printed, and its median per page of the site: what still grows with the site's size.
 
-Run: ``python bench/bench_site.py [--entries 5000] [--reps 2]``. Prints the best of ``reps``
+Run: ``python bench/bench_site.py [--entries 5000] [--reps 3]``. Prints the best of ``reps``
 for each measure, their ratios, and the median of the per-rep ratios (the machine may be
 shared: the best-of and the median say how noisy the run was); no assertions.
 """
@@ -179,12 +180,14 @@ def make_floor(base: Path, texts: list[dict[str, str]], extra_pages: int) -> Pat
 
 # --------------------------------------------------------------------------- timing
 
-def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = None) -> float:
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    if out is not None:
+        out.append(proc.stdout)
     return elapsed
 
 
@@ -196,7 +199,7 @@ def search_locations(site: Path) -> set[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=5000)
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
     args = parser.parse_args()
 
@@ -232,8 +235,10 @@ def main() -> None:
             marker = "**Pattern:** "
             at = text.index(marker) + len(marker)
             patterns.write_text(text[:at] + word + " " + text[at:], encoding="utf-8")
-            incr_times.append(run([*toolkit, "build-site", "--build-time", BUILD_TIME],
-                                  root, env))
+            printed: list[str] = []
+            incr_times.append(run([*toolkit, "build-site", "--timings", "--build-time",
+                                   BUILD_TIME], root, env, printed))
+            stages = [ln for ln in printed[0].splitlines() if ln.startswith("Stages:")]
             locations = search_locations(site)
             index = json.loads((site / "search" / "search_index.json").read_text())
             found = sum(word in d["text"] for d in index["docs"])
@@ -246,6 +251,7 @@ def main() -> None:
                   f"{len(full_locations)} pages, same set: {locations == full_locations}, "
                   f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
                   f"keeps {dirty_docs} of {floor_pages} pages in its search index")
+            print("  one change, " + (stages[0] if stages else "Stages: (not printed)"))
         f, full, incr = min(floor_times), min(full_times), min(incr_times)
         ratios = sorted(b / a for a, b in zip(floor_times, full_times, strict=True))
         print()
@@ -257,6 +263,12 @@ def main() -> None:
               "(target < 1.3)")
         print(f"after one entry changed:              {incr:.1f} s  = {incr / full:.2f} x full "
               "(target < 0.25)")
+        one = sorted(b / a for a, b in zip(full_times, incr_times, strict=True))
+        dirty = sorted(b / a for a, b in zip(dirty_times, incr_times, strict=True))
+        print(f"one change: median {statistics.median(incr_times):.2f} s at {pages} pages "
+              f"({statistics.median(incr_times) / pages * 1000:.2f} ms per page of the site); "
+              f"median {statistics.median(one):.3f} x full, {statistics.median(dirty):.2f} x "
+              "plain mkdocs --dirty of the floor (which keeps only the changed page in search)")
     finally:
         if args.keep:
             print(f"kept {base}")

@@ -24,12 +24,14 @@ made from redacted text; the build records whether it was redacted (``site-build
 state folder, read by :func:`site_redaction_warning` for handoff and publish). CSV downloads
 are spreadsheet-safe either way (``Store.copy_to(spreadsheet_safe=True)``).
 
-Rebuilds. A full MkDocs build runs when the configuration or nav changed, on ``--clean`` or
-when there is no previous build; otherwise MkDocs runs ``dirty`` (it renders only pages whose
-Markdown is newer than their HTML: exactly the files rewritten in step 2), and the search
-index is merged: the entries of rebuilt pages come from this build, the others from the
-previous index, in the order a full build writes them. So the result is the same bytes a
-full build makes.
+Rebuilds. Step 2 renders a page again only when its context (pickled, hashed), the templates
+and this package's code, or a chart it shows changed (``_RenderCache``, in the build folder);
+otherwise its Markdown file is left as it is. A full MkDocs build runs when the configuration
+or nav changed, on ``--clean`` or when there is no previous build; otherwise MkDocs runs
+``dirty`` (it renders only pages whose Markdown is newer than their HTML: exactly the files
+rewritten in step 2), and the search index is merged: the entries of rebuilt pages come from
+this build, the others from the previous index (as bytes, located by ``search-map.json``), in
+the order a full build writes them. So the result is the same bytes a full build makes.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ BUILD_RECORD = "site-build.json"  # in the state folder: where the site was buil
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
+RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
+SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
@@ -233,14 +237,41 @@ class _Renderer:
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
         self.budget = MAX_PAGE_TABLES
         self.charts: dict[str, Any] = {}  # chart name -> its ChartSpec (the chart's numbers)
+        self.used: _Uses = _Uses()  # what the page being rendered read besides its context
 
     def render(self, page: Page, **extra: Any) -> str:
         self.budget = MAX_PAGE_TABLES  # bytes of table HTML this page may still hold
+        self.used = _Uses()
         name = type(page).template
         tpl = self._cache.get(name)
         if tpl is None:
             tpl = self._cache[name] = self.env.get_template(name)
-        return tpl.render(page=page, _r=self, **extra)
+        tables, targets = self.tables, self.targets
+        self.tables, self.targets = {}, set()
+        try:
+            text = tpl.render(page=page, _r=self, **extra)
+            self.used.tables, self.used.targets = sorted(self.tables), sorted(self.targets)
+        finally:
+            tables.update(self.tables)
+            targets.update(self.targets)
+            self.tables, self.targets = tables, targets
+        return text
+
+    def chart(self, name: str) -> Any:
+        """The spec of the chart ``name`` (None if unknown), remembered as used by the page."""
+        spec = self.charts.get(name)
+        self.used.charts[name] = spec.digest() if spec is not None else None
+        return spec
+
+
+@dataclass
+class _Uses:
+    """What rendering one page read besides its context: the tables it emitted (by digest),
+    the pages and files it links to, the charts it showed (name -> spec digest)."""
+
+    tables: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    charts: dict[str, str | None] = field(default_factory=dict)
 
 
 def _finalize(value: Any) -> Markup:
@@ -442,7 +473,7 @@ def _chart(ctx: Any, name: str | None, alt: str) -> Markup:
     if not name:
         return Markup("")
     image = f"![{md_escape(alt)}]({relative_link(_from(ctx), f'charts/{name}.svg')})"
-    spec = ctx["_r"].charts.get(name)
+    spec = ctx["_r"].chart(name)
     if spec is None:
         return Markup(image)
     from toolkit.charts import data_rows
@@ -715,16 +746,24 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         scrub = redactor(fold=True)
     renderer = _Renderer(templates, scrub)
     renderer.charts = {spec.name: spec for spec in content.charts}
+    page_cache = _RenderCache(build, docs, templates, variant=f"redact={redact}")
     files: dict[str, bytes] = {}
+    rendered: dict[str, bytes] = {}  # pages rendered in this run (the others are as they were)
     total = len(content.pages)
     for i, page in enumerate(content.pages, 1):
-        files[page.path] = render_page(renderer, page)
+        if page_cache.reuse(page, renderer):
+            files[page.path] = b""
+        else:
+            files[page.path] = rendered[page.path] = render_page(renderer, page)
+            page_cache.rendered(page, renderer.used)
         if progress and (i % 200 == 0 or i == total):
             progress("Writing pages", i, total)
     if len(files) != total:
         raise ToolkitError("two pages of the site have the same path (a bug)")
     mark("templates")
-    written = [rel for rel, data in sorted(files.items()) if _write_if_changed(docs / rel, data)]
+    written = [rel for rel, data in sorted(rendered.items())
+               if _write_if_changed(docs / rel, data)]
+    page_cache.save()
     mark("writing")
     charts_drawn = _finish_charts(charts_job)
     for spec in content.charts:
@@ -774,7 +813,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     index_path = site / "search" / "search_index.json"
     incremental = (not clean and previous.get("signature") == signature
                    and (site / MARKER).is_file() and index_path.is_file())
-    old_index = index_path.read_bytes() if incremental else None
+    old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
     mark("writing")
@@ -782,10 +821,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                       progress=progress, expected=len(written) if incremental else total)
     mark("mkdocs")
-    if incremental and old_index is not None:
-        docs_count = _merge_search_index(index_path, old_index, run.order, run.rebuilt)
-    else:
-        docs_count = index_path.read_bytes().count(b'{"location":')
+    docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
+                                    run.rebuilt)
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
                                f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files)})
@@ -869,6 +906,106 @@ def _versions() -> str:
 
     return "|".join(f"{p}={version(p)}" for p in ("agent-ledger-toolkit", "mkdocs",
                                                    "mkdocs-material", "markdown"))
+
+
+class _RenderCache:
+    """Pages whose Markdown need not be rendered again: a page is rendered from its context
+    (a dataclass of plain values) by the templates and this package's code, and reads nothing
+    else but the chart specs it shows. So when the digest of the pickled context, the code and
+    templates (``code``), the charts the page used and its file in the build folder (size and
+    mtime, as this class last saw them) are all as they were, the file already holds the
+    page's bytes; its tables come from the previous tables.json. A one-change rebuild renders
+    only the pages whose data changed.
+
+    Kept in ``render-cache.json`` in the build folder: ``code`` and, per page path, the
+    context's digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`).
+    Anything unreadable or different means: render."""
+
+    def __init__(self, build: Path, docs: Path, templates: Path, variant: str) -> None:
+        self.path = build / RENDER_CACHE
+        self.docs = docs
+        # variant: how the renderer is set up besides its code (a redacted build's renderer
+        # redacts what it renders)
+        self.code = _code_digest(templates, variant)
+        old = _read_state(self.path)
+        self.old: dict[str, Any] = (old.get("pages") or {}) if old.get("code") == self.code \
+            else {}
+        self.tables: dict[str, str] = {}
+        if self.old:
+            tables = _read_state(build / TABLES)
+            self.tables = {k: v for k, v in tables.items() if isinstance(v, str)}
+        self.new: dict[str, dict[str, Any]] = {}
+        self._digests: dict[str, str] = {}
+
+    def reuse(self, page: Page, renderer: _Renderer) -> bool:
+        """True when ``page``'s file holds what rendering it would write; its tables and
+        link targets are then added to ``renderer`` as rendering it would add them."""
+        digest = _context_digest(page)
+        if digest is None:
+            return False
+        self._digests[page.path] = digest
+        entry = self.old.get(page.path)
+        if not isinstance(entry, dict) or entry.get("context") != digest:
+            return False
+        try:
+            tables = {t: self.tables[t] for t in entry["tables"]}
+            charts = entry["charts"]
+            st = (self.docs / page.path).stat()
+            if [st.st_size, st.st_mtime_ns] != entry["file"]:
+                return False
+            if any((s.digest() if (s := renderer.charts.get(n)) is not None else None) != d
+                   for n, d in charts.items()):
+                return False
+            targets = list(entry["targets"])
+        except (KeyError, TypeError, AttributeError, OSError):
+            return False
+        renderer.tables.update(tables)
+        renderer.targets.update(targets)
+        self.new[page.path] = entry
+        return True
+
+    def rendered(self, page: Page, used: _Uses) -> None:
+        digest = self._digests.get(page.path)
+        if digest is not None:
+            self.new[page.path] = {"context": digest, "tables": used.tables,
+                                   "targets": used.targets, "charts": used.charts}
+
+    def save(self) -> None:
+        """Record the files as written (call after writing the rendered pages); a reused
+        page's file was checked in :meth:`reuse`."""
+        for rel, entry in self.new.items():
+            if "file" in entry:
+                continue
+            try:
+                st = (self.docs / rel).stat()
+            except OSError:
+                continue
+            entry["file"] = [st.st_size, st.st_mtime_ns]
+        pages = {rel: e for rel, e in self.new.items() if "file" in e}
+        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages}
+                                                ).encode("utf-8"))
+
+
+def _context_digest(page: Page) -> str | None:
+    """The digest of a page's context (None when it cannot be pickled: always rendered)."""
+    import pickle
+
+    try:
+        return hashlib.sha256(pickle.dumps(page, protocol=5)).hexdigest()
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+
+
+def _code_digest(templates: Path, variant: str) -> str:
+    """The digest of what renders a page besides its context: the templates, this package's
+    code (filters, escaping, table HTML), the versions of the libraries and ``variant``."""
+    h = hashlib.sha256((_versions() + "|" + variant).encode("utf-8"))
+    for folder, pattern in ((templates, "*"), (Path(__file__).resolve().parent, "*.py")):
+        for p in sorted(folder.rglob(pattern)):
+            if p.is_file():
+                h.update(f"\0{p.relative_to(folder)}\0".encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:
@@ -1051,7 +1188,8 @@ def _env(name: str, value: str) -> Iterator[None]:
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 progress: Progress | None, expected: int) -> _Run:
     from mkdocs.commands import build as mk_build
-    from mkdocs.config import load_config
+    from mkdocs.config import config_options, load_config
+    from mkdocs.config.defaults import MkDocsConfig
     from mkdocs.exceptions import Abort, ConfigurationError
     from mkdocs.plugins import BasePlugin
 
@@ -1084,6 +1222,12 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     epoch = str(int(build_time.timestamp()))
     try:
         with _env("SOURCE_DATE_EPOCH", epoch):
+            # MkDocs keeps plugin objects between builds in one process (for `mkdocs serve`),
+            # and Material's search plugin then merges a dirty build's index with the previous
+            # build's: pages rebuilt twice in a row would be indexed twice. Every build here
+            # starts with new plugins, as in a new process; the index is merged below.
+            if isinstance(plugins_option := MkDocsConfig.plugins, config_options.Plugins):
+                plugins_option.plugin_cache.clear()
             try:
                 config = load_config(str(config_file))
             except ConfigurationError as exc:
@@ -1111,27 +1255,82 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     return run
 
 
-def _merge_search_index(index_path: Path, old: bytes, order: list[tuple[str, str]],
-                        rebuilt: set[str]) -> int:
-    """Search entries of rebuilt pages from this build, of the others from the previous
-    index, in build order (what a full build writes)."""
-    new = json.loads(index_path.read_bytes())
-    prev = json.loads(old)
+def _dump(value: Any) -> bytes:
+    """JSON as the search plugin writes it."""
+    return json.dumps(value, separators=(",", ":"), default=str).encode("utf-8")
 
-    def by_page(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for e in entries:
-            out.setdefault(e["location"].split("#", 1)[0], []).append(e)
-        return out
 
-    new_pages, old_pages = by_page(new["docs"]), by_page(prev["docs"])
-    merged: list[dict[str, Any]] = []
-    for src, url in order:
-        merged += (new_pages if src in rebuilt else old_pages).get(url, [])
-    data = {"config": new["config"], "docs": merged}
-    text = json.dumps(data, separators=(",", ":"), default=str)
-    index_path.write_bytes(text.encode("utf-8"))
-    return len(merged)
+@dataclass
+class _SearchIndex:
+    """A search index as pieces: its config's JSON and, per page URL, the JSON of the page's
+    entries (joined by commas) and their number. The index is ``{"config":…,"docs":[…]}``
+    with the pages' pieces in build order: what the search plugin writes in a full build.
+
+    ``search-map.json`` in the build folder records where each page's piece is in the index
+    file (and the file's size and mtime), so a rebuild takes the unchanged pages' pieces as
+    bytes, without parsing the whole index; without a valid map the index is parsed."""
+
+    data: bytes
+    config: bytes | None = None  # None: take the pieces from data and the map
+    pages: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # url: start, end, n
+    pieces: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path, map_path: Path) -> _SearchIndex:
+        st = path.stat()
+        data = path.read_bytes()
+        mapped = _read_state(map_path)
+        try:
+            if mapped.get("index") == [st.st_size, st.st_mtime_ns]:
+                pages = {str(u): (int(a), int(b), int(n)) for u, (a, b, n)
+                         in mapped["pages"].items()}
+                if all(0 <= a <= b <= len(data) for a, b, _ in pages.values()):
+                    return cls(data, pages=pages)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+        return cls.parse(data)
+
+    @classmethod
+    def parse(cls, data: bytes) -> _SearchIndex:
+        index = json.loads(data)
+        grouped: dict[str, list[bytes]] = {}
+        for e in index["docs"]:
+            grouped.setdefault(e["location"].split("#", 1)[0], []).append(_dump(e))
+        return cls(data, config=_dump(index["config"]),
+                   pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
+
+    def piece(self, url: str) -> tuple[bytes, int] | None:
+        if self.config is not None:
+            return self.pieces.get(url)
+        at = self.pages.get(url)
+        return (self.data[at[0]:at[1]], at[2]) if at else None
+
+    @staticmethod
+    def write(path: Path, map_path: Path, old: _SearchIndex | None,
+              order: list[tuple[str, str]], rebuilt: set[str]) -> int:
+        """Make the index of the whole site from this build's (after a dirty build it holds the
+        rebuilt pages only; the others come from ``old``) in build order, write it unless it
+        is unchanged, and record its map. Returns the number of entries."""
+        new = _SearchIndex.parse(path.read_bytes())
+        parts = [b'{"config":', new.config or b"{}", b',"docs":[']
+        pos = sum(len(p) for p in parts)
+        pages: dict[str, tuple[int, int, int]] = {}
+        for src, url in order:
+            got = new.piece(url) if old is None or src in rebuilt else old.piece(url)
+            if not got or not got[1]:
+                continue
+            if pages:
+                parts.append(b",")
+                pos += 1
+            parts.append(got[0])
+            pages[url] = (pos, pos + len(got[0]), got[1])
+            pos += len(got[0])
+        parts.append(b"]}")
+        _write_if_changed(path, b"".join(parts))
+        st = path.stat()
+        _write_if_changed(map_path, json.dumps(
+            {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
+        return sum(n for _, _, n in pages.values())
 
 
 # =========================================================================== serving

@@ -1,0 +1,91 @@
+"""A rebuild renders again only the pages whose data, templates or code changed (the render
+cache in the build folder), and its output is what a full build makes (issue 16 item 3)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests._site_helpers import build, make_world, tree_bytes
+from toolkit.site import RENDER_CACHE, SEARCH_MAP, TEMPLATES_DIR
+
+ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
+
+
+def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_every_page(
+        tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w")
+    templates = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, templates)
+    first = build(world, templates=templates)
+    docs = first.build_dir / "docs"
+    site_before = tree_bytes(first.out)
+
+    # nothing changed: no page is written, none rebuilt, the site is the same bytes
+    again = build(world, templates=templates)
+    assert again.mode == "incremental"
+    assert [w for w in again.written if w.endswith(".md")] == []
+    assert again.rebuilt == 0
+    assert tree_bytes(again.out) == site_before
+
+    # a file of the build folder edited by hand is written again from its page
+    md = docs / f"{ENTRY}.md"
+    original = md.read_bytes()
+    md.write_bytes(b"# tampered\n")
+    fixed = build(world, templates=templates)
+    assert fixed.written == [f"{ENTRY}.md"]
+    assert md.read_bytes() == original
+    assert tree_bytes(fixed.out) == site_before
+
+    # a damaged cache is ignored: every page is rendered, nothing differs
+    (first.build_dir / RENDER_CACHE).write_text("{not json", encoding="utf-8")
+    assert build(world, templates=templates).written == []
+
+    # a template edit reaches every page made from it, though no data changed
+    entry_tpl = templates / "ledger_entry.md.j2"
+    text = entry_tpl.read_text(encoding="utf-8")
+    at = text.rindex("{% endblock %}")
+    entry_tpl.write_text(text[:at] + "\nZanzibar footer line.\n" + text[at:], encoding="utf-8")
+    edited = build(world, templates=templates)
+    pages = [p for p in docs.rglob("*.md")
+             if "Zanzibar footer line." in p.read_text(encoding="utf-8")]
+    assert f"{ENTRY}.md" in edited.written
+    assert len(pages) == len([w for w in edited.written if w.endswith(".md")]) > 1
+    assert "Zanzibar footer line." in (edited.out / ENTRY / "index.html").read_text()
+
+    # and the result is what a full build with the edited templates makes
+    full = build(world, out=tmp_path / "full" / "site", clean=True, templates=templates)
+    assert tree_bytes(edited.out) == tree_bytes(full.out)
+
+
+def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w")
+    first = build(world)
+    index = first.out / "search" / "search_index.json"
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+
+    # the map is damaged: the index is read in full instead
+    (first.build_dir / SEARCH_MAP).write_text('{"index": [1, 2], "pages": {"x/": [0, 9', "utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquux"),
+                        encoding="utf-8")
+    second = build(world)
+    assert second.mode == "incremental" and second.rebuilt == 1
+
+    # the index was rewritten by hand (same map, other bytes): the map no longer describes it
+    docs = json.loads(index.read_text(encoding="utf-8"))
+    index.write_text(json.dumps(docs, indent=1), encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquuy"),
+                        encoding="utf-8")
+    third = build(world)
+    assert third.mode == "incremental" and third.rebuilt == 1
+    found = [d["location"] for d in json.loads(index.read_text(encoding="utf-8"))["docs"]
+             if "zanzibarquuy" in d["text"]]
+    assert found == [f"{ENTRY}/#pattern"]
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert index.read_bytes() == (full.out / "search" / "search_index.json").read_bytes()
+    assert third.search_docs == full.search_docs

@@ -146,7 +146,10 @@ def make_world(base: Path, entries: int) -> tuple[Path, dict[str, str], list[dic
     conn.commit()
     conn.close()
     (root / "toolkit.yaml").write_text(f"slop: {slop_path}\naudit_db: {audit}\n"
-                                       f"today: '2026-05-10'\n", encoding="utf-8")
+                                       f"today: '2026-05-10'\n"
+                                       # the floor has no notebooks to run: the analyses
+                                       # have their own benchmark (bench_analyses.py)
+                                       "analyses: false\n", encoding="utf-8")
     env = {**os.environ, "HOME": str(home), "NO_MKDOCS_2_WARNING": "1"}
     env.pop("SOURCE_DATE_EPOCH", None)
     return root, env, texts

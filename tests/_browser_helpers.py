@@ -9,7 +9,6 @@ Registered as a plugin in tests/conftest.py, so every module uses the same fixtu
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
 import subprocess
@@ -66,7 +65,6 @@ def serve(site: Path) -> Iterator[Served]:
 
 def _build_demo(base: Path) -> Path:
     """`toolkit build-site --demo` in a subprocess, as a user runs it (analyses on)."""
-    base.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HOME": str(base / "home"), "TOOLKIT_ANALYSES": "1"}
     proc = subprocess.run([sys.executable, "-m", "toolkit", "build-site", "--demo",
                            "--demo-dir", str(base / "demo"), "--build-time", "1778414400"],
@@ -80,20 +78,12 @@ def _build_demo(base: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo site as `toolkit build-site --demo` builds it, built once per test run: under
-    pytest-xdist the first worker to get here builds it in the run's shared temp folder while
-    the others wait on a file lock, then all read the same folder (pytest-xdist's documented
-    pattern). Read it only; build your own for anything else."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's folder, shared by its workers
-    base = root / "browser-demo"
-    done = root / "browser-demo.site"
-    with open(root / "browser-demo.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
-            done.write_text(str(_build_demo(base)), encoding="utf-8")
-        return Path(done.read_text(encoding="utf-8"))
+    """The demo site as `toolkit build-site --demo` builds it, built once per test run
+    (tests/conftest.py's built_once: one build shared by the xdist workers). Read it only;
+    build your own for anything else."""
+    from tests.conftest import built_once
+
+    return built_once(tmp_path_factory, "browser-demo", _build_demo)
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,12 @@
 """Tables that sort, filter and fit (issue 15 item 2), in a real headless Chromium.
 
 The demo site (as `toolkit build-site --demo` builds it; one site shared by every browser
-module) is served on 127.0.0.1 and opened at 1280 px and 390 px: no table cell is cut off without a visible sign (a box that scrolls, with
-a shadow at the edge that has more, or an ellipsis with the full text on hover), the column
-that decides a table's order stays in view, dates stay on one line, sorting by a column and
-filtering by typing work. A page of 10,000 rows keeps only one page of them in the document.
-The browser fixtures (``page`` fails a test on any request to another host, console error or
-dialog) are tests/_browser_helpers.py's.
+module) is served on 127.0.0.1 and opened at 1280 px and 390 px: no table cell is cut off
+without a visible sign (a box that scrolls, with a shadow at the edge that has more, or an
+ellipsis with the full text on hover), the column that decides a table's order stays in view,
+dates stay on one line, sorting by a column and filtering by typing work. A page of 10,000 rows
+keeps only one page of them in the document. The browser fixtures (``page`` fails a test on any
+request to another host, console error or dialog) are tests/_browser_helpers.py's.
 """
 
 from __future__ import annotations

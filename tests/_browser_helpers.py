@@ -43,6 +43,12 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    # Chromium opens many connections at once; the default backlog (5) lets a busy machine
+    # reset some of them, which the page reports as a console error
+    request_queue_size = 128
+
+
 @dataclass
 class Served:
     base: str
@@ -52,8 +58,7 @@ class Served:
 
 def serve(site: Path) -> Iterator[Served]:
     """Serve ``site`` on 127.0.0.1 (a free port) while the generator is suspended."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_Quiet, directory=str(site)))
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     host, port = server.server_address[:2]
     try:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pickle
 import shutil
 import sqlite3
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from click.testing import CliRunner, Result
@@ -14,7 +19,7 @@ from click.testing import CliRunner, Result
 from toolkit.loaders import settings as source_settings
 
 # Fixtures defined in helper modules, available to every test module without importing them.
-pytest_plugins = ["tests._publish_helpers"]
+pytest_plugins = ["tests._publish_helpers", "tests._browser_helpers"]
 
 REPO = Path(__file__).resolve().parents[1]
 # The source systems' example files, kept inside the repository (a fresh clone has nothing else).
@@ -49,32 +54,63 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 # --------------------------------------------------------------------------- shared, read-only
 #
-# Worlds that are expensive to build and that tests only read are built once per test session
-# (once per worker under pytest-xdist), in tmp_path_factory. A test that changes its world
-# builds its own.
+# Worlds that are expensive to build and that tests only read are built once per test run, in
+# the run's temp folder: under pytest-xdist the first worker to ask builds it while the others
+# wait on a file lock, then every worker reads the same folder (pytest-xdist's documented
+# pattern). A test that changes its world builds its own.
+
+T = TypeVar("T")
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               make: Callable[[Path], T]) -> T:
+    """``make(folder)``, run once per test run for ``name``; every later caller (in any xdist
+    worker) gets its result (pickled beside the folder)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, shared by its workers
+    done = root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            folder = root / name
+            folder.mkdir()
+            done.write_bytes(pickle.dumps(make(folder)))
+        result: T = pickle.loads(done.read_bytes())
+        return result
+
+
+def _formats_site(base: Path):  # type: ignore[no-untyped-def]
+    from tests._site_helpers import build, make_world
+
+    world = make_world(base)
+    result = build(world)
+    assert result.mode == "full" and result.warnings == []
+    return world, result.out
+
+
+def _hostile_site(base: Path):  # type: ignore[no-untyped-def]
+    from tests._site_helpers import build, make_world
+
+    world = make_world(base, hostile=True)
+    result = build(world)
+    assert result.warnings == []
+    return world, result.out
+
 
 @pytest.fixture(scope="session")
 def formats_site(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The tests/fixtures/formats project and its site, fully built: (World, site folder).
     Read it only; build into your own ``out=`` for anything else."""
-    from tests._site_helpers import build, make_world
-
-    world = make_world(tmp_path_factory.mktemp("formats-site"))
-    result = build(world)
-    assert result.mode == "full" and result.warnings == []
-    return world, result.out
+    return built_once(tmp_path_factory, "formats-site", _formats_site)
 
 
 @pytest.fixture(scope="session")
 def hostile_site(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The formats project with hostile entries in every source (FAULTS.md E1) and its built
     site: (World, site folder). Several modules inspect it; none may change it."""
-    from tests._site_helpers import build, make_world
+    return built_once(tmp_path_factory, "hostile-site", _hostile_site)
 
-    world = make_world(tmp_path_factory.mktemp("hostile"), hostile=True)
-    result = build(world)
-    assert result.warnings == []
-    return world, result.out
 
 def copy_tree_writable(src: Path, dest: Path) -> Path:
     """Copy a fixture tree (its files may be read-only) and make the copy writable."""

@@ -3,138 +3,33 @@
 The demo site (built by `toolkit build-site --demo`, as a user would) and the hostile site
 (FAULTS.md E1) are served by a http.server thread on 127.0.0.1. Every request the browser makes
 is recorded: any host but 127.0.0.1 fails the test (and the request is aborted, so nothing
-leaves the machine). Console errors fail the test; so does any dialog.
+leaves the machine). Console errors fail the test; so does any dialog. The site, server,
+browser and guard are tests/_browser_helpers.py's (shared by every browser module).
 
 Skipped only when /usr/bin/chromium is missing and CI is unset; in CI a missing browser fails.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
+from tests._browser_helpers import Served, Watch, need_chromium, serve
 from tests._site_helpers import HOSTILE_TASK, HOSTILE_TITLE_SHOWN
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 pytestmark = pytest.mark.browser
 
-if not CHROMIUM.exists():
-    if os.environ.get("CI"):
-        pytest.fail(f"{CHROMIUM} is missing: the CI script must install Debian's chromium",
-                    pytrace=False)
-    pytest.skip(f"{CHROMIUM} not installed (apt install chromium)", allow_module_level=True)
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@dataclass
-class Served:
-    base: str
-    site: Path
-    server: ThreadingHTTPServer
-
-
-def _serve(site: Path) -> Served:
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_Quiet, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    host, port = server.server_address[:2]
-    return Served(f"http://{host}:{port}/", site, server)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    base = tmp_path_factory.mktemp("demo")
-    env = {**os.environ, "HOME": str(base / "home"), "TOOLKIT_ANALYSES": "1"}
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "build-site", "--demo",
-                           "--demo-dir", str(base / "demo"), "--build-time", "1778414400"],
-                          capture_output=True, text=True, env=env, cwd=base)
-    assert proc.returncode == 0, proc.stderr
-    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("Site:")]
-    site = Path(line.split(None, 1)[1])
-    assert site.is_relative_to(base / "demo") and (site / "index.html").is_file()
-    served = _serve(site)
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
-
-
-@pytest.fixture(scope="module")
-def hostile_served(hostile_site: tuple[Any, Path]) -> Iterator[Served]:
-    served = _serve(hostile_site[1])
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@dataclass
-class Watch:
-    requests: list[str] = field(default_factory=list)
-    foreign: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    dialogs: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
-    watch = Watch()
-    context = browser.new_context()
-
-    def route(r: Any) -> None:
-        url = r.request.url
-        watch.requests.append(url)
-        host = urlsplit(url).hostname
-        if urlsplit(url).scheme in ("http", "https", "ws", "wss") and host != "127.0.0.1":
-            watch.foreign.append(url)
-            r.abort()
-        else:
-            r.continue_()
-
-    context.route("**/*", route)
-    p = context.new_page()
-    p.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
-    p.on("pageerror", lambda e: watch.errors.append(str(e)))
-
-    def dialog(d: Any) -> None:
-        watch.dialogs.append(f"{d.type}: {d.message}")
-        d.dismiss()
-
-    p.on("dialog", dialog)
-    yield p, watch
-    context.close()
-    assert watch.foreign == [], f"requests left 127.0.0.1: {watch.foreign}"
-    assert watch.errors == [], f"console errors: {watch.errors}"
-    assert watch.dialogs == [], f"dialogs opened: {watch.dialogs}"
+need_chromium()
 
 
 def _search(p: Any, word: str) -> Any:
@@ -363,10 +258,7 @@ def fleet_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                            "--build-time", "1778414400"],
                           capture_output=True, text=True, env=env, cwd=base)
     assert proc.returncode == 0, proc.stderr
-    served = _serve(base / "site")
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+    yield from serve(base / "site")
 
 
 def test_the_fleet_overview_loads_offline_and_its_links_resolve(

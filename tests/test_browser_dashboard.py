@@ -1,8 +1,8 @@
 """The demo site's charts and home page in headless Chromium, as a reader at 1280 px sees them:
 chart text size, the headline figures, the top lists, and dark mode.
 
-Uses the demo site, server, browser and request guard of tests/test_browser.py (its fixtures:
-no request may leave 127.0.0.1, no console error, no dialog)."""
+Uses the shared demo site, server, browser and request guard of tests/_browser_helpers.py (no
+request may leave 127.0.0.1, no console error, no dialog)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.test_browser import Served, Watch, browser, demo, page  # noqa: F401 (fixtures)
+from tests._browser_helpers import Served, Watch, need_chromium
 
 pytestmark = pytest.mark.browser
+need_chromium()
 
 CHART_PAGES = ("", "audit/", "ledger/", "ledger/history/", "slop/", "slop/ageing/")
 
@@ -44,8 +45,8 @@ _FONT_SIZES = """async () => {
 }"""
 
 
-def test_chart_text_is_at_least_11_px_at_1280_px(demo: Served,  # noqa: F811
-                                                 page: tuple[Any, Watch]) -> None:  # noqa: F811
+def test_chart_text_is_at_least_11_px_at_1280_px(demo: Served,
+                                                 page: tuple[Any, Watch]) -> None:
     p, _ = page
     p.set_viewport_size({"width": 1280, "height": 900})
     seen = 0
@@ -63,7 +64,7 @@ def test_chart_text_is_at_least_11_px_at_1280_px(demo: Served,  # noqa: F811
 
 
 def test_home_opens_with_headline_figures_whose_links_open_their_pages(
-        demo: Served, page: tuple[Any, Watch]) -> None:  # noqa: F811
+        demo: Served, page: tuple[Any, Watch]) -> None:
     p, _ = page
     p.set_viewport_size({"width": 1280, "height": 900})
     p.goto(demo.base, wait_until="load")
@@ -85,7 +86,7 @@ def test_home_opens_with_headline_figures_whose_links_open_their_pages(
 
 
 def test_the_demos_antipattern_is_to_avoid_not_to_follow(
-        demo: Served, page: tuple[Any, Watch]) -> None:  # noqa: F811
+        demo: Served, page: tuple[Any, Watch]) -> None:
     p, _ = page
     p.goto(demo.base, wait_until="load")
     follow = p.locator("xpath=//h3[@id='top-high-confidence-entries-to-follow']"
@@ -103,7 +104,7 @@ def test_the_demos_antipattern_is_to_avoid_not_to_follow(
 
 @pytest.mark.parametrize("scheme", ["dark", "light"])
 def test_the_palette_follows_the_system_setting_and_toggles(
-        demo: Served, browser: Any, scheme: str) -> None:  # noqa: F811
+        demo: Served, browser: Any, scheme: str) -> None:
     context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 900})
     context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(demo.base)
                   or not r.request.url.startswith("http") else r.abort())

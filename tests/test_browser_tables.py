@@ -1,58 +1,41 @@
 """Tables that sort, filter and fit (issue 15 item 2), in a real headless Chromium.
 
-The demo site (as `toolkit build-site --demo` builds it) is served on 127.0.0.1 and opened at
-1280 px and 390 px: no table cell is cut off without a visible sign (a box that scrolls, with
-a shadow at the edge that has more, or an ellipsis with the full text on hover), the column
-that decides a table's order stays in view, dates stay on one line, sorting by a column and
-filtering by typing work. A page of 10,000 rows keeps only one page of them in the document.
-Tables the script may not or cannot sort (merged cells, two header rows, a row short of
-cells, one DataTables fails on) stay fitted and unsorted, never with an alert(); text typed
-into the filter box is matched as plain text.
+The demo site (as `toolkit build-site --demo` builds it; one site shared by every browser
+module) is served on 127.0.0.1 and opened at 1280 px and 390 px: no table cell is cut off
+without a visible sign (a box that scrolls, with a shadow at the edge that has more, or an
+ellipsis with the full text on hover), the column that decides a table's order stays in view,
+dates stay on one line, sorting by a column and filtering by typing work. A page of 10,000 rows
+keeps only one page of them in the document. Tables the script may not or cannot sort (merged
+cells, two header rows, a row short of cells, one DataTables fails on) stay fitted and
+unsorted, never with an alert(); text typed into the filter box is matched as plain text.
 The browser fixtures (``page`` fails a test on any request to another host, console error or
-dialog) are tests/test_browser.py's.
+dialog) are tests/_browser_helpers.py's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 import shutil
-import threading
-from collections.abc import Iterator
 from html import escape
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_browser import Served, Watch, _Quiet, browser, page
-
-# test_browser.py's fixtures, used here by name: `page` fails a test on any request to another
-# host, any console error or dialog
-_FIXTURES = (browser, page)
+from tests._browser_helpers import Served, Watch, need_chromium, serve
 
 pytestmark = pytest.mark.browser
+need_chromium()
 
 BUILD_TIME = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?")
 
 
-def _serve(site: Path) -> Iterator[Served]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_Quiet, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    host, port = server.server_address[:2]
-    yield Served(f"http://{host}:{port}/", site, server)
-    server.shutdown()
-    server.server_close()
-
-
 def _demo_site(base: Path, *, audit_rows: int = 3000, base_config: Path | None = None,
                out: Path | None = None, site_scope: str = "project") -> Path:
     """The demo world (toolkit.demo, as `build-site --demo` writes it) and its site, built in
-    this process (so a test may change the page budget first)."""
+    this process (so a test may change the page budget or the base configuration first)."""
     from toolkit import config as config_mod
     from toolkit.demo import write_demo
     from toolkit.loaders import SOURCES
@@ -68,11 +51,6 @@ def _demo_site(base: Path, *, audit_rows: int = 3000, base_config: Path | None =
                             base_config=base_config or BASE_CONFIG)
     assert result.warnings == []
     return result.out
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    yield from _serve(_demo_site(tmp_path_factory.mktemp("tables-demo")))
 
 
 # ------------------------------------------------------------------------------- what fits
@@ -309,7 +287,7 @@ def test_tables_are_set_up_on_each_page_of_instant_navigation(
 
     site = tmp_path / "site"
     site.mkdir()
-    for served in _serve(site):
+    for served in serve(site):
         # instant navigation needs the site's URL (it tells the site's own links)
         config = yaml.safe_load(BASE_CONFIG.read_text(encoding="utf-8"))
         config["theme"]["features"].append("navigation.instant")
@@ -351,7 +329,7 @@ def test_a_page_of_10000_rows_keeps_one_page_of_them_in_the_document(
     ids = [int(i) for i in re.findall(r"\n<tr><td>(\d+)</td>", html)]
     assert len(ids) == total and ids == sorted(ids, reverse=True)  # newest first
     oldest = ids[-1]
-    for served in _serve(site):
+    for served in serve(site):
         p, _ = page
         p.goto(served.base + "audit/actions/", wait_until="load")
         p.wait_for_selector("body[data-tk-tables]", state="attached")

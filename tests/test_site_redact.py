@@ -128,8 +128,10 @@ def test_redacted_site_holds_no_secret_in_any_file(planted: World, tmp_path: Pat
 def test_redact_setting_in_toolkit_yaml(planted: World, tmp_path: Path) -> None:
     (planted.root / "toolkit.yaml").write_text("redact: true\n", encoding="utf-8")
     try:
-        cfg = resolve(project=planted.root, env={"HOME": str(planted.home), "NAGI_LEDGER_DB": str(
-            planted.cfg.audit_db), "CODESMITH_HOME": str(planted.home / ".codesmith")},
+        env = {"HOME": str(planted.home), "NAGI_LEDGER_DB": str(planted.cfg.audit_db),
+               "CODESMITH_HOME": str(planted.home / ".codesmith"),
+               "TOOLKIT_ANALYSES": "0"}  # as the other builds of the planted world
+        cfg = resolve(project=planted.root, env=env,
                       cwd=planted.root, today=planted.cfg.today.isoformat())  # type: ignore[union-attr]
         assert cfg.redact is True
         result = build(World(planted.root, planted.home, cfg), out=tmp_path / "site")

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests._site_helpers import World, build, make_world
+from tests._site_helpers import World
 from toolkit import site_hooks
 from toolkit.site import POST_TOKEN, TABLE_TOKEN
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
-    world: World = make_world(tmp_path_factory.mktemp("search"))
-    result = build(world)
+def index(formats_site: tuple[World, Path]) -> list[dict[str, str]]:
+    """The search index of the formats project's site (tests/conftest.py's, read only)."""
+    _world, site = formats_site
     docs: list[dict[str, str]] = json.loads(
-        (result.out / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+        (site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
     return docs
 
 

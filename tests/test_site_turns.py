@@ -27,8 +27,14 @@ HOSTILE = ("<script>alert('diff')</script>\n[x](javascript:alert(1)) **bold** {{
            "\u202eevil\n")
 
 
+def _env(home: Path) -> dict[str, str]:
+    """The build's environment: these tests look at the turn pages, not the analyses (so no
+    kernel runs, as tests/conftest.py has it for the suite)."""
+    return {"HOME": str(home), "TOOLKIT_ANALYSES": "0"}
+
+
 def _build(root: Path, home: Path, redact: bool = False) -> Path:
-    cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)})
+    cfg = config_mod.resolve(cwd=root, env=_env(home))
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC),
@@ -140,7 +146,7 @@ def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(
     side.snapshot("pre-turn:1: a")
     (root / "a.txt").write_text("a\n")
     side.snapshot("post-turn:1: a")
-    cfg = config_mod.resolve(cwd=root, env={"HOME": str(isolated_env)})
+    cfg = config_mod.resolve(cwd=root, env=_env(isolated_env))
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         shutil.rmtree(side.git_dir)  # between the load and the build

@@ -1,0 +1,156 @@
+"""The browser tests' shared parts: the demo site (built once per test run, read by every
+browser module), a http.server thread on 127.0.0.1 that serves a site, headless Chromium, and
+the request guard (``page``: a request to any host but 127.0.0.1 is aborted and fails the test,
+so do a console error and a dialog).
+
+Registered as a plugin in tests/conftest.py, so every module uses the same fixture instances
+(importing a module's fixtures into another makes a second instance, and a second build).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def need_chromium() -> None:
+    """At a browser module's top: skip the module when /usr/bin/chromium is missing and CI is
+    unset; in CI a missing browser fails."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: the CI script must install Debian's chromium",
+                        pytrace=False)
+        pytest.skip(f"{CHROMIUM} not installed (apt install chromium)", allow_module_level=True)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    # Chromium opens many connections at once; the default backlog (5) lets a busy machine
+    # reset some of them, which the page reports as a console error
+    request_queue_size = 128
+
+
+@dataclass
+class Served:
+    base: str
+    site: Path
+    server: ThreadingHTTPServer
+
+
+def serve(site: Path) -> Iterator[Served]:
+    """Serve ``site`` on 127.0.0.1 (a free port) while the generator is suspended."""
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    try:
+        yield Served(f"http://{host}:{port}/", site, server)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _build_demo(base: Path) -> Path:
+    """`toolkit build-site --demo` in a subprocess, as a user runs it (analyses on)."""
+    env = {**os.environ, "HOME": str(base / "home"), "TOOLKIT_ANALYSES": "1"}
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "build-site", "--demo",
+                           "--demo-dir", str(base / "demo"), "--build-time", "1778414400"],
+                          capture_output=True, text=True, env=env, cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("Site:")]
+    site = Path(line.split(None, 1)[1])
+    assert site.is_relative_to(base / "demo") and (site / "index.html").is_file()
+    return site
+
+
+@pytest.fixture(scope="session")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo site as `toolkit build-site --demo` builds it, built once per test run
+    (tests/conftest.py's built_once: one build shared by the xdist workers). Read it only;
+    build your own for anything else."""
+    from tests.conftest import built_once
+
+    return built_once(tmp_path_factory, "browser-demo", _build_demo)
+
+
+@pytest.fixture(scope="session")
+def demo(demo_site: Path) -> Iterator[Served]:
+    """The shared demo site, served on 127.0.0.1."""
+    yield from serve(demo_site)
+
+
+@pytest.fixture(scope="session")
+def hostile_served(hostile_site: tuple[Any, Path]) -> Iterator[Served]:
+    """The hostile site of tests/conftest.py (FAULTS.md E1), served on 127.0.0.1."""
+    yield from serve(hostile_site[1])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless Chromium, driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@dataclass
+class Watch:
+    requests: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
+    """A fresh browser context and page; after the test, any request that left 127.0.0.1, any
+    console error and any dialog fail it."""
+    watch = Watch()
+    context = browser.new_context()
+
+    def route(r: Any) -> None:
+        url = r.request.url
+        watch.requests.append(url)
+        host = urlsplit(url).hostname
+        if urlsplit(url).scheme in ("http", "https", "ws", "wss") and host != "127.0.0.1":
+            watch.foreign.append(url)
+            r.abort()
+        else:
+            r.continue_()
+
+    context.route("**/*", route)
+    p = context.new_page()
+    p.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
+    p.on("pageerror", lambda e: watch.errors.append(str(e)))
+
+    def dialog(d: Any) -> None:
+        watch.dialogs.append(f"{d.type}: {d.message}")
+        d.dismiss()
+
+    p.on("dialog", dialog)
+    yield p, watch
+    context.close()
+    assert watch.foreign == [], f"requests left 127.0.0.1: {watch.foreign}"
+    assert watch.errors == [], f"console errors: {watch.errors}"
+    assert watch.dialogs == [], f"dialogs opened: {watch.dialogs}"

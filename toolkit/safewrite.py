@@ -123,6 +123,26 @@ class FileSnapshot:
                    st_nlink=st.st_nlink, given=given)
 
 
+def sha256_of_edit(old: FileSnapshot, new: bytes, same_prefix: int) -> str:
+    """SHA-256 of ``new``, an edit of ``old.data`` that keeps its first ``same_prefix`` bytes.
+
+    The shared prefix is hashed once for both versions (``old.sha256`` is cached on the way
+    when not known yet): a journaled one-line edit of a large file hashes it about 1.5 times
+    instead of twice. The prefix is compared first (a memcmp), so a wrong ``same_prefix``
+    costs speed, never a wrong digest."""
+    data = memoryview(old.data)
+    k = max(0, min(same_prefix, len(data), len(new)))
+    if not new.startswith(data[:k]):
+        k = 0
+    h = hashlib.sha256(data[:k])
+    if not old._digest:
+        h_old = h.copy()
+        h_old.update(data[k:])
+        old._digest.append(h_old.hexdigest())
+    h.update(memoryview(new)[k:])
+    return h.hexdigest()
+
+
 def changed_since(snapshot: FileSnapshot) -> bool:
     """True when the file at ``snapshot.path`` is no longer the version in the snapshot.
 
@@ -384,7 +404,9 @@ class Journal:
     inside this folder; ``operation``: what the edit is, for the recovery message;
     ``backups``: per item, the verified backup of the file's old version (None: the file did
     not exist); ``undo_remove``: folders the edit created that a rollback removes;
-    ``backup_sums``: their SHA-256 when the caller knows them (else they are read)."""
+    ``backup_sums``: their SHA-256 when the caller knows them (else they are read);
+    ``new_sums``: the SHA-256 of each item's new bytes when the caller knows them (see
+    :func:`sha256_of_edit`), else they are computed."""
 
     path: Path
     root: Path
@@ -392,6 +414,7 @@ class Journal:
     backups: list[Path | None]
     undo_remove: list[Path] = field(default_factory=list)
     backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
+    new_sums: list[str | None] | None = None  # SHA-256 of each item's new bytes, when known
 
 
 def _sha256_of(path: Path) -> str | None:
@@ -403,23 +426,29 @@ def _sha256_of(path: Path) -> str | None:
 
 
 def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
-                   items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]]
-                   ) -> bytes:
-    """The journal's content: every target, its temp file, its backup, the SHA-256 of each."""
+                   items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]],
+                   first: tuple[FileSnapshot, bytes] | None = None) -> bytes:
+    """The journal's content: every target, its temp file, its backup, the SHA-256 of each
+    (an item expected at ``first``'s snapshot is at the version ``first`` writes)."""
     import json
     import socket
 
     files = []
     sums = journal.backup_sums or [None] * len(items)
-    for p, (_, data, expected), backup, bsum in zip(prepared, items, journal.backups, sums,
-                                                    strict=True):
-        old = expected.sha256 if expected is not None else _sha256_of(p.path)
+    new_sums = journal.new_sums or [None] * len(items)
+    for p, (_, data, expected), backup, bsum, nsum in zip(prepared, items, journal.backups,
+                                                          sums, new_sums, strict=True):
+        if first is not None and expected is first[0]:
+            old: str | None = hashlib.sha256(first[1]).hexdigest()
+        else:
+            old = expected.sha256 if expected is not None else _sha256_of(p.path)
         if backup is not None and bsum is None:
             bsum = _sha256_of(backup)
         files.append({"target": str(p.path), "temp": str(p.tmp),
                       "backup": None if backup is None else str(backup),
                       "backup_sha256": bsum if backup is not None else None,
-                      "old_sha256": old, "new_sha256": hashlib.sha256(data).hexdigest()})
+                      "old_sha256": old,
+                      "new_sha256": nsum or hashlib.sha256(data).hexdigest()})
     body = {"toolkit_journal": 1, "operation": journal.operation,
             "writer": f"{socket.gethostname()}:{os.getpid()}",
             "undo_remove": [str(d) for d in journal.undo_remove], "files": files}
@@ -429,7 +458,8 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
 def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
                 during_fsync: Callable[[], None] | None = None,
                 also_fsync: list[Path] | None = None,
-                journal: Journal | None = None) -> list[Path]:
+                journal: Journal | None = None,
+                first: tuple[FileSnapshot, bytes] | None = None) -> list[Path]:
     """Atomically replace several files: all temp files written, fsynced together (with the
     folders in ``also_fsync``, while ``during_fsync`` runs), then each checked against its
     expected version and renamed, in order, then each folder fsynced once.
@@ -442,26 +472,45 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     target, its temp file, its backup, old and new SHA-256) is made durable before the first
     rename and removed after the last; a failure after some renames puts those files back
     from their backups (``written`` is then empty, ``rolled_back`` names them); a killed run
-    is finished or undone by :func:`recover_journal` in the next run."""
+    is finished or undone by :func:`recover_journal` in the next run.
+
+    ``first`` (a snapshot and its new bytes, e.g. the seed's lock field in ``.meta.json``): a
+    file replaced (checked against its snapshot, renamed) before the journal and the items,
+    its temp file flushed in the same round as theirs. An item whose expected version is that
+    snapshot is checked against the version ``first`` wrote instead. If anything fails after
+    ``first`` was renamed, the error's ``first_written`` attribute is the snapshot of that
+    version (for the caller to undo); otherwise None."""
     if journal is not None and len(journal.backups) != len(items):
         raise ValueError("a journal needs one backup entry per item")
     prepared: list[PreparedReplace] = []
     journal_file: PreparedReplace | None = None
+    first_file: PreparedReplace | None = None
+    first_written: FileSnapshot | None = None
     try:
+        if first is not None:
+            first_file = PreparedReplace(first[0], first[1])
         for target, data, expected in items:
             prepared.append(PreparedReplace(target, data, expected=expected))
         if journal is not None:  # its temp file is flushed together with the others
-            journal_file = PreparedReplace(journal.path, _journal_bytes(journal, prepared, items),
-                                           mode=0o600)
-        _fsync_all(prepared + ([journal_file] if journal_file else []),
+            journal_file = PreparedReplace(
+                journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600)
+        _fsync_all(([first_file] if first_file else []) + prepared
+                   + ([journal_file] if journal_file else []),
                    list(also_fsync or []), during_fsync)
+        if first_file is not None and first is not None:
+            first_written = _replace_first(first_file, first, prepared)
         if journal_file is not None:  # in place (and durable) before the first rename
             _fsync_dir(journal_file.finish().parent)
-    except BaseException:
+        elif first_file is not None:
+            _fsync_dir(first_file.path.parent)
+    except BaseException as exc:
         for p in prepared:
             p.abort()
         if journal_file is not None:
             journal_file.abort()
+        if first_file is not None:
+            first_file.abort()
+        exc.first_written = first_written  # type: ignore[attr-defined]
         raise
     if journal is not None:
         pause("after_journal")
@@ -493,12 +542,29 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
                     _fsync_dir(folder)
                 _remove_journal(journal.path)
             exc.written = list(done)  # type: ignore[attr-defined]
+            exc.first_written = first_written  # type: ignore[attr-defined]
             raise
     for folder in sorted({p.path.parent for p in prepared}):
         _fsync_dir(folder)
     if journal is not None:
         _remove_journal(journal.path)
     return done
+
+
+def _replace_first(prep: PreparedReplace, first: tuple[FileSnapshot, bytes],
+                   prepared: list[PreparedReplace]) -> FileSnapshot:
+    """Rename ``first``'s flushed temp file over its target (after its check); the items
+    expected at its old snapshot are then expected at the version it wrote."""
+    prep.finish()
+    written = FileSnapshot.read(first[0].given)
+    if written.data != first[1]:
+        raise ConflictError("changed on disk while it was being written; nothing else "
+                            "written", path=first[0].given,
+                            hint="Run the command again to work on the current version")
+    for p in prepared:
+        if p.expected is first[0]:
+            p.expected = written
+    return written
 
 
 def _remove_journal(path: Path) -> None:

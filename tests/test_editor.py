@@ -287,9 +287,9 @@ def test_reset_that_fails_midway_puts_every_file_back(tmp_path: Path, monkeypatc
 
     def flaky_replace(src, dst):  # type: ignore[no-untyped-def]
         calls["n"] += 1
-        # renames: the .meta.json lock, the journal, meta.yaml, patterns.md, then the
-        # third ledger file fails to be replaced by its fresh template
-        if calls["n"] == 5:
+        # renames: the .meta.json lock, meta.yaml, patterns.md (the journal is written at
+        # its own name), then the third ledger file fails to be replaced by its template
+        if calls["n"] == 4:
             raise OSError(5, "Input/output error")
         return real_replace(src, dst)
 

@@ -256,7 +256,8 @@ class PreparedReplace:
     with their fsyncs at the same time."""
 
     def __init__(self, target: FileSnapshot | str | Path, new_bytes: bytes, *,
-                 expected: FileSnapshot | None = None, mode: int | None = None) -> None:
+                 expected: FileSnapshot | None = None, mode: int | None = None,
+                 in_place: bool = False) -> None:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
@@ -272,7 +273,8 @@ class PreparedReplace:
                     os.umask(umask)
                     mode = 0o666 & ~umask
             self.mode = mode
-        self.tmp = temp_path_for(self.path)
+        # in_place: a file that must not exist yet, written at its own name (the journal)
+        self.tmp = self.path if in_place else temp_path_for(self.path)
         try:
             self.fd: int | None = os.open(
                 self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
@@ -417,6 +419,11 @@ class Journal:
     new_sums: list[str | None] | None = None  # SHA-256 of each item's new bytes, when known
 
 
+# The last bytes of every journal this version writes: a journal without them was cut short
+# while being written, before its fsync -- so before any file it names was renamed.
+JOURNAL_TAIL = b'"end": "toolkit_journal"\n}\n'
+
+
 def _sha256_of(path: Path) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -438,8 +445,10 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
     new_sums = journal.new_sums or [None] * len(items)
     for p, (_, data, expected), backup, bsum, nsum in zip(prepared, items, journal.backups,
                                                           sums, new_sums, strict=True):
+        also_old: str | None = None
         if first is not None and expected is first[0]:
             old: str | None = hashlib.sha256(first[1]).hexdigest()
+            also_old = first[0].sha256  # its rename may not be durable yet at a power loss
         else:
             old = expected.sha256 if expected is not None else _sha256_of(p.path)
         if backup is not None and bsum is None:
@@ -449,10 +458,15 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
                       "backup_sha256": bsum if backup is not None else None,
                       "old_sha256": old,
                       "new_sha256": nsum or hashlib.sha256(data).hexdigest()})
+        if also_old is not None:
+            files[-1]["also_old_sha256"] = also_old
     body = {"toolkit_journal": 1, "operation": journal.operation,
             "writer": f"{socket.gethostname()}:{os.getpid()}",
-            "undo_remove": [str(d) for d in journal.undo_remove], "files": files}
-    return (json.dumps(body, indent=2) + "\n").encode()
+            "undo_remove": [str(d) for d in journal.undo_remove], "files": files,
+            "end": "toolkit_journal"}
+    data = (json.dumps(body, indent=2) + "\n").encode()
+    assert data.endswith(JOURNAL_TAIL)
+    return data
 
 
 def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
@@ -491,18 +505,21 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
             first_file = PreparedReplace(first[0], first[1])
         for target, data, expected in items:
             prepared.append(PreparedReplace(target, data, expected=expected))
-        if journal is not None:  # its temp file is flushed together with the others
+        dirs = list(also_fsync or [])
+        if journal is not None:  # written at its name, flushed together with the others
             journal_file = PreparedReplace(
-                journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600)
+                journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600,
+                in_place=True)
+            dirs.append(journal_file.path.parent)  # its name, and the temp files' names
         _fsync_all(([first_file] if first_file else []) + prepared
-                   + ([journal_file] if journal_file else []),
-                   list(also_fsync or []), during_fsync)
+                   + ([journal_file] if journal_file else []), dirs, during_fsync)
+        if journal_file is not None and journal_file.fd is not None:
+            os.close(journal_file.fd)  # durable before the first rename
+            journal_file.fd = None
         if first_file is not None and first is not None:
             first_written = _replace_first(first_file, first, prepared)
-        if journal_file is not None:  # in place (and durable) before the first rename
-            _fsync_dir(journal_file.finish().parent)
-        elif first_file is not None:
-            _fsync_dir(first_file.path.parent)
+            if journal_file is None:
+                _fsync_dir(first_file.path.parent)
     except BaseException as exc:
         for p in prepared:
             p.abort()
@@ -586,6 +603,9 @@ class Recovery:
 
     def message(self) -> str:
         n, m = len(self.replaced), self.total
+        if self.action == "discarded":
+            return ("an interrupted edit was stopped while writing its journal, before it "
+                    "replaced any file; its journal was removed and the files are as before it")
         if self.action == "completed":
             return (f"an interrupted {self.operation} ({n} of {m} files replaced when it "
                     "stopped) was completed from its journal")
@@ -603,6 +623,8 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
     each renamed file put back from its verified backup. A file at neither version (edited
     since), a path outside ``root`` or an unreadable journal is a :class:`ConflictError` /
     :class:`toolkit.errors.DataError` that leaves everything, the journal included, as found.
+    A journal cut short while being written (it lacks :data:`JOURNAL_TAIL`: its run was
+    killed before renaming anything) is only removed ("discarded").
     """
     import json
 
@@ -612,11 +634,21 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
     hint = (f"Compare the files with the backups it names, then delete {path.name}; nothing "
             "was changed")
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            if raw.endswith(JOURNAL_TAIL):
+                raise
+            # cut short while being written: nothing was renamed yet (replace_all renames
+            # only after the whole journal is durable); its temp files are orphans
+            _remove_journal(path)
+            return Recovery("discarded", "edit", [], 0)
         op = str(body.get("operation") or "edit")
         files = [(Path(f["target"]), Path(f["temp"]),
                   Path(f["backup"]) if f.get("backup") else None,
                   f.get("old_sha256"), str(f["new_sha256"])) for f in body["files"]]
+        also_old = [f.get("also_old_sha256") for f in body["files"]]
         backup_sums = [f.get("backup_sha256") for f in body["files"]]
         undo_remove = [Path(d) for d in body.get("undo_remove") or []]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -634,11 +666,11 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
                             hint=hint)
     undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
     states = []
-    for target, _, _, old, new in files:
+    for (target, _, _, old, new), old2 in zip(files, also_old, strict=True):
         cur = _sha256_of(target)
         if cur == new:
             states.append("new")
-        elif cur == old:
+        elif cur == old or (old2 is not None and cur == old2):
             states.append("old")
         else:
             raise ConflictError("an interrupted edit cannot be finished or undone: this file "

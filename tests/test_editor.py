@@ -470,3 +470,26 @@ def test_large_ledger_promote_is_correct(tmp_path: Path) -> None:
     r = ledger_ops.promote(vault, "Pattern 02997:", today=TODAY)
     assert (r.old, r.new) == ("low", "medium")
     assert _only_changed_range(old, path.read_bytes()) == (b"low", b"medium")
+
+
+@pytest.mark.parametrize("where", ["inside the entry", "far after it", "before it", "none"])
+def test_fast_title_lookup_honours_fences_wherever_they_are(where: str) -> None:
+    """The fast path scans for fences only up to the entry after the last candidate; a fence
+    inside the found entry (hiding a heading) or anywhere before it still counts, one after
+    it does not change the answer."""
+    def entry(i: int, body: str = "") -> str:
+        return (f"## Retry budget {i}\n- **Confidence:** low\n- **Date:** 2026-04-01\n"
+                f"{body}\n")
+    fence = "```\n## not a heading, inside a fence\n```\n"
+    blocks = [entry(i) for i in range(400)]
+    if where == "inside the entry":
+        blocks[200] = entry(200, fence)
+    elif where == "far after it":
+        blocks[390] = entry(390, fence)
+    elif where == "before it":
+        blocks[10] = entry(10, "```\n## opened here and never closed\n")
+    data = ("# Ledger: Patterns\n\n" + "".join(blocks)).encode()
+    full = parse_ledger_bytes(data, "/v/patterns.md", "patterns").entries
+    for q in ("retry budget 200", "retry budget 2", "not a heading"):
+        want = [e for e in full if q in title_key(e.title)]
+        assert locate_entries(data, "/v/patterns.md", "patterns", q) == want

@@ -493,3 +493,30 @@ def test_fast_title_lookup_honours_fences_wherever_they_are(where: str) -> None:
     for q in ("retry budget 200", "retry budget 2", "not a heading"):
         want = [e for e in full if q in title_key(e.title)]
         assert locate_entries(data, "/v/patterns.md", "patterns", q) == want
+
+
+@pytest.mark.parametrize("seed", range(0, 120, 3))
+def test_promote_diff_line_numbers_are_those_of_the_file(tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                         seed: int) -> None:
+    """The diff of a field edit counts its line numbers from the entry's known title line
+    (not from the top of a large file): they are the file's own, in both forms, with CRLF
+    and a BOM, for every entry found by the large-file lookup."""
+    from toolkit.ledger.vault.diff import Change
+
+    monkeypatch.setattr(editor, "FAST_FIND_BYTES", 0)
+    data = random_ledger(seed, n=5)
+    vault = make_vault(tmp_path, {"patterns": data})
+    path = vault / "ledger" / "patterns.md"
+    for target in parse_ledger_bytes(data, path, "patterns").entries:
+        if not target.title or target.confidence not in ("low", "medium", "high"):
+            continue
+        with EditorSession(vault, dry_run=True, today=dt.date(2026, 6, 1)) as s:
+            found = [e for e in s.find(target.title, kinds=["patterns"])
+                     if e.start == target.start]
+            if not found:
+                continue  # a title the query cannot single out
+            s.set_confidence(found[0], "low" if target.confidence != "low" else "high")
+            [change] = s.plan_ledger()
+        assert change.line_hint is not None
+        plain = Change(change.path, change.name, change.old, change.new, change.edits)
+        assert change.diff() == plain.diff() and "@@ -" in change.diff()

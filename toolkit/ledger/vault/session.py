@@ -115,7 +115,15 @@ from toolkit.errors import (
     ToolkitError,
     UsageError,
 )
-from toolkit.ledger.codec import FIELD, dominant_newline, field_edit, sort_key, title_key
+from toolkit.ledger.codec import (
+    BOM,
+    FIELD,
+    dominant_newline,
+    entry_form,
+    field_edit,
+    sort_key,
+    title_key,
+)
 from toolkit.ledger.vault.diff import Change
 from toolkit.ledger.vault.journal import journal_path, recover_interrupted
 from toolkit.ledger.vault.locate import locate_entries, title_matches
@@ -209,6 +217,7 @@ class _Doc:
         self.edits: list[_Edit] = []
         self._seq = 0
         self._checked = False
+        self.line_hint: tuple[int, int] | None = None  # for the diff (see Change.line_hint)
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
@@ -511,6 +520,7 @@ class EditorSession:
             return False
         start, end, data = edit
         d.add_edit(start, end, data, "field")
+        d.line_hint = _title_line(d.data, entry) or d.line_hint
         if start == end:
             self._field_only = False  # a new line can change word counts
         return True
@@ -928,7 +938,8 @@ class EditorSession:
                 if new != d.data:
                     edits = tuple((e.start, e.end, e.data)
                                   for e in sorted(d.edits, key=lambda e: (e.start, e.end, e.seq)))
-                    changes.append(Change(d.path, d.name, d.data, new, edits))
+                    changes.append(Change(d.path, d.name, d.data, new, edits,
+                                          line_hint=d.line_hint))
         return changes
 
     def _check_writable(self, paths: list[Path], snaps: list[FileSnapshot]) -> None:
@@ -953,6 +964,23 @@ class EditorSession:
 def _kind_of(name: str) -> str:
     return name[:-3] if name.endswith(".md") else name
 
+
+
+def _title_line(data: bytes, entry: LedgerEntry) -> tuple[int, int] | None:
+    """(offset, 0-based index) of the entry's title line: the first line of its block that
+    starts an entry (after the separator and blank lines above it)."""
+    pos = entry.start
+    for _ in range(8):
+        line = data[pos:pos + 19]
+        if pos == 0:
+            line = line.removeprefix(BOM)
+        if entry_form(line) is not None:
+            return pos, entry.line - 1
+        nl = data.find(b"\n", pos, entry.end)
+        if nl < 0:
+            return None
+        pos = nl + 1
+    return None
 
 
 def _line_at(data: bytes, pos: int) -> tuple[int, bytes]:

@@ -297,6 +297,19 @@ def test_b6_save_via_rename_between_read_and_write_is_refused(project: FixturePr
         {k: v for k, v in digest_after_save.items() if k != ".smith/vault/ledger/patterns.md"}
 
 
+def _edit_same_size_same_mtime(path: Path, old: bytes, new: bytes) -> bytes:
+    """Replace ``old`` by ``new`` (as long) in place -- same inode, same size -- and put the
+    mtime back: only the bytes tell the versions apart. Returns the edited bytes."""
+    st = path.stat()
+    data = path.read_bytes()
+    edited = data.replace(old, new, 1)
+    assert len(edited) == len(data) and edited != data
+    with open(path, "r+b") as fh:
+        fh.write(edited)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return edited
+
+
 def test_b7_same_size_edit_in_the_same_mtime_tick_is_detected(project: FixtureProject,
                                                               tmp_path: Path) -> None:
     release = tmp_path / "go"
@@ -304,13 +317,8 @@ def test_b7_same_size_edit_in_the_same_mtime_tick_is_detected(project: FixturePr
                   TOOLKIT_EDITOR_PAUSE=f"after_read:{release}")
     _wait_marker(proc, "after_read")
     patterns = project.ledger / "patterns.md"
-    st = patterns.stat()
-    data = patterns.read_bytes()
-    edited = data.replace(b"two index-name collisions", b"TWO index-name collisions")
-    assert len(edited) == len(data) and edited != data
-    with open(patterns, "r+b") as fh:  # in place: same inode, same size
-        fh.write(edited)
-    os.utime(patterns, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    edited = _edit_same_size_same_mtime(patterns, b"two index-name collisions",
+                                        b"TWO index-name collisions")
     release.touch()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
@@ -329,14 +337,8 @@ def test_b7_same_size_edit_of_meta_json_while_the_files_are_flushed_is_detected(
                   TOOLKIT_EDITOR_PAUSE=f"after_temp_write@.meta.json:{release}")
     _wait_marker(proc, "after_temp_write@.meta.json")
     meta = project.ledger / ".meta.json"
-    st = meta.stat()
-    data = meta.read_bytes()
-    edited = data.replace(b'"lock": null', b'"lock": NULL', 1)
-    assert len(edited) == len(data) and edited != data
     assert (project.ledger / "patterns.md").read_bytes() == before["patterns.md"]
-    with open(meta, "r+b") as fh:
-        fh.write(edited)
-    os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns))
+    edited = _edit_same_size_same_mtime(meta, b'"lock": null', b'"lock": NULL')
     release.touch()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1

@@ -287,9 +287,9 @@ def test_reset_that_fails_midway_puts_every_file_back(tmp_path: Path, monkeypatc
 
     def flaky_replace(src, dst):  # type: ignore[no-untyped-def]
         calls["n"] += 1
-        # renames: the .meta.json lock, the journal, meta.yaml, patterns.md, then the
-        # third ledger file fails to be replaced by its fresh template
-        if calls["n"] == 5:
+        # renames: the .meta.json lock, meta.yaml, patterns.md (the journal is written at
+        # its own name), then the third ledger file fails to be replaced by its template
+        if calls["n"] == 4:
             raise OSError(5, "Input/output error")
         return real_replace(src, dst)
 
@@ -470,3 +470,53 @@ def test_large_ledger_promote_is_correct(tmp_path: Path) -> None:
     r = ledger_ops.promote(vault, "Pattern 02997:", today=TODAY)
     assert (r.old, r.new) == ("low", "medium")
     assert _only_changed_range(old, path.read_bytes()) == (b"low", b"medium")
+
+
+@pytest.mark.parametrize("where", ["inside the entry", "far after it", "before it", "none"])
+def test_fast_title_lookup_honours_fences_wherever_they_are(where: str) -> None:
+    """The fast path scans for fences only up to the entry after the last candidate; a fence
+    inside the found entry (hiding a heading) or anywhere before it still counts, one after
+    it does not change the answer."""
+    def entry(i: int, body: str = "") -> str:
+        return (f"## Retry budget {i}\n- **Confidence:** low\n- **Date:** 2026-04-01\n"
+                f"{body}\n")
+    fence = "```\n## not a heading, inside a fence\n```\n"
+    blocks = [entry(i) for i in range(400)]
+    if where == "inside the entry":
+        blocks[200] = entry(200, fence)
+    elif where == "far after it":
+        blocks[390] = entry(390, fence)
+    elif where == "before it":
+        blocks[10] = entry(10, "```\n## opened here and never closed\n")
+    data = ("# Ledger: Patterns\n\n" + "".join(blocks)).encode()
+    full = parse_ledger_bytes(data, "/v/patterns.md", "patterns").entries
+    for q in ("retry budget 200", "retry budget 2", "not a heading"):
+        want = [e for e in full if q in title_key(e.title)]
+        assert locate_entries(data, "/v/patterns.md", "patterns", q) == want
+
+
+@pytest.mark.parametrize("seed", range(0, 120, 3))
+def test_promote_diff_line_numbers_are_those_of_the_file(tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                         seed: int) -> None:
+    """The diff of a field edit counts its line numbers from the entry's known title line
+    (not from the top of a large file): they are the file's own, in both forms, with CRLF
+    and a BOM, for every entry found by the large-file lookup."""
+    from toolkit.ledger.vault.diff import Change
+
+    monkeypatch.setattr(editor, "FAST_FIND_BYTES", 0)
+    data = random_ledger(seed, n=5)
+    vault = make_vault(tmp_path, {"patterns": data})
+    path = vault / "ledger" / "patterns.md"
+    for target in parse_ledger_bytes(data, path, "patterns").entries:
+        if not target.title or target.confidence not in ("low", "medium", "high"):
+            continue
+        with EditorSession(vault, dry_run=True, today=dt.date(2026, 6, 1)) as s:
+            found = [e for e in s.find(target.title, kinds=["patterns"])
+                     if e.start == target.start]
+            if not found:
+                continue  # a title the query cannot single out
+            s.set_confidence(found[0], "low" if target.confidence != "low" else "high")
+            [change] = s.plan_ledger()
+        assert change.line_hint is not None
+        plain = Change(change.path, change.name, change.old, change.new, change.edits)
+        assert change.diff() == plain.diff() and "@@ -" in change.diff()

@@ -23,6 +23,7 @@ from toolkit.safewrite import (
     changed_since,
     check_editable,
     cleanup_orphan_temps,
+    sha256_of_edit,
 )
 
 
@@ -59,6 +60,21 @@ def test_changed_since_sees_same_size_edit_in_same_mtime_tick(tmp_path: Path) ->
     os.utime(f, ns=(snap.st_mtime_ns, snap.st_mtime_ns))  # and the same mtime
     assert f.stat().st_size == snap.st_size
     assert changed_since(snap)
+
+
+@pytest.mark.parametrize("same_prefix", [0, 6, 7, 10**6, -3])
+def test_sha256_of_edit_gives_both_digests_even_with_a_wrong_prefix(tmp_path: Path,
+                                                                     same_prefix: int) -> None:
+    """The journal's old and new digests of a one-line edit (the prefix before the edit is
+    hashed once); a prefix longer than what the versions share still gives the true digests."""
+    f = tmp_path / "a.md"
+    old = b"title\nconfidence: low\nrest\n" * 3
+    f.write_bytes(old)
+    snap = FileSnapshot.read(f)
+    new = old.replace(b"low", b"medium", 1)  # differs from byte 19 on
+    assert sha256_of_edit(snap, new, same_prefix) == hashlib.sha256(new).hexdigest()
+    assert snap.sha256 == hashlib.sha256(old).hexdigest()
+    assert sha256_of_edit(snap, old, 5) == snap.sha256  # digest already known: still right
 
 
 def test_changed_since_sees_save_via_rename_and_deletion(tmp_path: Path) -> None:

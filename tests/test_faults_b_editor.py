@@ -297,6 +297,19 @@ def test_b6_save_via_rename_between_read_and_write_is_refused(project: FixturePr
         {k: v for k, v in digest_after_save.items() if k != ".smith/vault/ledger/patterns.md"}
 
 
+def _edit_same_size_same_mtime(path: Path, old: bytes, new: bytes) -> bytes:
+    """Replace ``old`` by ``new`` (as long) in place -- same inode, same size -- and put the
+    mtime back: only the bytes tell the versions apart. Returns the edited bytes."""
+    st = path.stat()
+    data = path.read_bytes()
+    edited = data.replace(old, new, 1)
+    assert len(edited) == len(data) and edited != data
+    with open(path, "r+b") as fh:
+        fh.write(edited)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return edited
+
+
 def test_b7_same_size_edit_in_the_same_mtime_tick_is_detected(project: FixtureProject,
                                                               tmp_path: Path) -> None:
     release = tmp_path / "go"
@@ -304,18 +317,56 @@ def test_b7_same_size_edit_in_the_same_mtime_tick_is_detected(project: FixturePr
                   TOOLKIT_EDITOR_PAUSE=f"after_read:{release}")
     _wait_marker(proc, "after_read")
     patterns = project.ledger / "patterns.md"
-    st = patterns.stat()
-    data = patterns.read_bytes()
-    edited = data.replace(b"two index-name collisions", b"TWO index-name collisions")
-    assert len(edited) == len(data) and edited != data
-    with open(patterns, "r+b") as fh:  # in place: same inode, same size
-        fh.write(edited)
-    os.utime(patterns, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    edited = _edit_same_size_same_mtime(patterns, b"two index-name collisions",
+                                        b"TWO index-name collisions")
     release.touch()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "changed on disk since it was read; nothing written" in _error_line(err)
     assert patterns.read_bytes() == edited
+
+
+def test_b7_same_size_edit_of_meta_json_while_the_files_are_flushed_is_detected(
+        project: FixtureProject, tmp_path: Path) -> None:
+    """The seed's lock field is written with the ledger's temp files and checked right before
+    its rename: an in-place edit of .meta.json (same size, same mtime) made meanwhile is
+    caught, and nothing at all is written."""
+    before = _ledger_bytes(project.ledger)
+    release = tmp_path / "go"
+    proc = _start(["ledger", "promote", "route table"], project.root,
+                  TOOLKIT_EDITOR_PAUSE=f"after_temp_write@.meta.json:{release}")
+    _wait_marker(proc, "after_temp_write@.meta.json")
+    meta = project.ledger / ".meta.json"
+    assert (project.ledger / "patterns.md").read_bytes() == before["patterns.md"]
+    edited = _edit_same_size_same_mtime(meta, b'"lock": null', b'"lock": NULL')
+    release.touch()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert _error_line(err).startswith(f"Error: {meta}: changed on disk since it was read; "
+                                       "nothing written")
+    assert _ledger_bytes(project.ledger) == {**before, ".meta.json": edited}
+    assert _temps(project.ledger) == []
+    assert not (project.ledger / ".toolkit-journal.json").exists()
+
+
+def test_the_seed_lock_is_in_place_before_the_first_ledger_file_is_renamed(
+        project: FixtureProject, tmp_path: Path) -> None:
+    """The lock field's temp file is flushed with the others; it is renamed before the journal
+    and before any ledger file, and the commit's last write gives it back."""
+    before = _ledger_bytes(project.ledger)
+    release = tmp_path / "go"
+    proc = _start(["ledger", "promote", "route table"], project.root,
+                  TOOLKIT_EDITOR_PAUSE=f"after_journal:{release}")
+    _wait_marker(proc, "after_journal")
+    lock = json.loads((project.ledger / ".meta.json").read_text())["lock"]
+    assert lock is not None and lock["acquired"].startswith(TODAY)
+    assert {n: b for n, b in _ledger_bytes(project.ledger).items() if n != ".meta.json"} == \
+        {n: b for n, b in before.items() if n != ".meta.json"}
+    release.touch()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
+    assert _ledger_bytes(project.ledger)["patterns.md"] != before["patterns.md"]
 
 
 # --------------------------------------------------------------------------- B8

@@ -249,3 +249,53 @@ def test_g4_a_journal_naming_paths_outside_the_vault_is_refused(project: Fixture
     assert r.stderr.startswith(f"Error: {project.ledger / JOURNAL}: the journal names a path "
                                f"outside {project.vault}")
     assert victim.read_text() == "keep me\n" and temp.exists()
+
+
+def test_g4_a_journal_cut_short_while_written_is_discarded(project: FixtureProject) -> None:
+    """The journal is written at its own name and flushed with the temp files, before any
+    rename: one cut short (the run killed while writing it) is removed with a note, the files
+    are as before, and the next edit runs. A whole journal that does not parse still stops
+    every command, as before."""
+    old = _state(project.ledger)
+    _kill_at(PROMOTE, project.root, "after_journal")
+    journal = project.ledger / JOURNAL
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:len(whole) // 2])
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert _note(r.stderr).endswith("an interrupted edit was stopped while writing its "
+                                    "journal, before it replaced any file; its journal was "
+                                    "removed and the files are as before it")
+    assert not journal.exists()
+    assert _without_lock(_state(project.ledger)) == _without_lock(old)
+    r = _run(PROMOTE, project.root)
+    assert r.returncode == 0, r.stderr
+    assert _temps(project.ledger) == []
+
+    _kill_at(PROMOTE, project.root, "after_journal")
+    journal.write_bytes(b"[" + journal.read_bytes()[1:])  # whole (it ends as written), broken
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 65
+    assert r.stderr.startswith(f"Error: {journal}: the journal of an interrupted edit is "
+                               "unreadable")
+    assert journal.exists()
+
+
+def test_g4_a_lock_field_lost_at_a_power_loss_still_counts_as_the_old_version(
+        project: FixtureProject) -> None:
+    """The seed's lock field is renamed into .meta.json without its own folder fsync before
+    the ledger renames: after a power loss .meta.json may be back at the version before the
+    lock. Recovery takes either as its old version (and does not refuse)."""
+    old = _state(project.ledger)
+    _kill_at(PROMOTE, project.root, "after_rename@1")
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is not None
+    (project.ledger / ".meta.json").write_bytes(old[".meta.json"] or b"")  # the lock "lost"
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert "an interrupted promote (1 of 3 files replaced when it stopped) was completed" \
+        in r.stderr
+    assert not (project.ledger / JOURNAL).exists()
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
+
+
+PROMOTE = ["ledger", "promote", "route table"]

@@ -123,6 +123,26 @@ class FileSnapshot:
                    st_nlink=st.st_nlink, given=given)
 
 
+def sha256_of_edit(old: FileSnapshot, new: bytes, same_prefix: int) -> str:
+    """SHA-256 of ``new``, an edit of ``old.data`` that keeps its first ``same_prefix`` bytes.
+
+    The shared prefix is hashed once for both versions (``old.sha256`` is cached on the way
+    when not known yet): a journaled one-line edit of a large file hashes it about 1.5 times
+    instead of twice. The prefix is compared first (a memcmp), so a wrong ``same_prefix``
+    costs speed, never a wrong digest."""
+    data = memoryview(old.data)
+    k = max(0, min(same_prefix, len(data), len(new)))
+    if not new.startswith(data[:k]):
+        k = 0
+    h = hashlib.sha256(data[:k])
+    if not old._digest:
+        h_old = h.copy()
+        h_old.update(data[k:])
+        old._digest.append(h_old.hexdigest())
+    h.update(memoryview(new)[k:])
+    return h.hexdigest()
+
+
 def changed_since(snapshot: FileSnapshot) -> bool:
     """True when the file at ``snapshot.path`` is no longer the version in the snapshot.
 
@@ -236,7 +256,8 @@ class PreparedReplace:
     with their fsyncs at the same time."""
 
     def __init__(self, target: FileSnapshot | str | Path, new_bytes: bytes, *,
-                 expected: FileSnapshot | None = None, mode: int | None = None) -> None:
+                 expected: FileSnapshot | None = None, mode: int | None = None,
+                 in_place: bool = False) -> None:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
@@ -252,7 +273,8 @@ class PreparedReplace:
                     os.umask(umask)
                     mode = 0o666 & ~umask
             self.mode = mode
-        self.tmp = temp_path_for(self.path)
+        # in_place: a file that must not exist yet, written at its own name (the journal)
+        self.tmp = self.path if in_place else temp_path_for(self.path)
         try:
             self.fd: int | None = os.open(
                 self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
@@ -384,7 +406,9 @@ class Journal:
     inside this folder; ``operation``: what the edit is, for the recovery message;
     ``backups``: per item, the verified backup of the file's old version (None: the file did
     not exist); ``undo_remove``: folders the edit created that a rollback removes;
-    ``backup_sums``: their SHA-256 when the caller knows them (else they are read)."""
+    ``backup_sums``: their SHA-256 when the caller knows them (else they are read);
+    ``new_sums``: the SHA-256 of each item's new bytes when the caller knows them (see
+    :func:`sha256_of_edit`), else they are computed."""
 
     path: Path
     root: Path
@@ -392,6 +416,12 @@ class Journal:
     backups: list[Path | None]
     undo_remove: list[Path] = field(default_factory=list)
     backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
+    new_sums: list[str | None] | None = None  # SHA-256 of each item's new bytes, when known
+
+
+# The last bytes of every journal this version writes: a journal without them was cut short
+# while being written, before its fsync -- so before any file it names was renamed.
+JOURNAL_TAIL = b'"end": "toolkit_journal"\n}\n'
 
 
 def _sha256_of(path: Path) -> str | None:
@@ -403,33 +433,47 @@ def _sha256_of(path: Path) -> str | None:
 
 
 def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
-                   items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]]
-                   ) -> bytes:
-    """The journal's content: every target, its temp file, its backup, the SHA-256 of each."""
+                   items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]],
+                   first: tuple[FileSnapshot, bytes] | None = None) -> bytes:
+    """The journal's content: every target, its temp file, its backup, the SHA-256 of each
+    (an item expected at ``first``'s snapshot is at the version ``first`` writes)."""
     import json
     import socket
 
     files = []
     sums = journal.backup_sums or [None] * len(items)
-    for p, (_, data, expected), backup, bsum in zip(prepared, items, journal.backups, sums,
-                                                    strict=True):
-        old = expected.sha256 if expected is not None else _sha256_of(p.path)
+    new_sums = journal.new_sums or [None] * len(items)
+    for p, (_, data, expected), backup, bsum, nsum in zip(prepared, items, journal.backups,
+                                                          sums, new_sums, strict=True):
+        also_old: str | None = None
+        if first is not None and expected is first[0]:
+            old: str | None = hashlib.sha256(first[1]).hexdigest()
+            also_old = first[0].sha256  # its rename may not be durable yet at a power loss
+        else:
+            old = expected.sha256 if expected is not None else _sha256_of(p.path)
         if backup is not None and bsum is None:
             bsum = _sha256_of(backup)
         files.append({"target": str(p.path), "temp": str(p.tmp),
                       "backup": None if backup is None else str(backup),
                       "backup_sha256": bsum if backup is not None else None,
-                      "old_sha256": old, "new_sha256": hashlib.sha256(data).hexdigest()})
+                      "old_sha256": old,
+                      "new_sha256": nsum or hashlib.sha256(data).hexdigest()})
+        if also_old is not None:
+            files[-1]["also_old_sha256"] = also_old
     body = {"toolkit_journal": 1, "operation": journal.operation,
             "writer": f"{socket.gethostname()}:{os.getpid()}",
-            "undo_remove": [str(d) for d in journal.undo_remove], "files": files}
-    return (json.dumps(body, indent=2) + "\n").encode()
+            "undo_remove": [str(d) for d in journal.undo_remove], "files": files,
+            "end": "toolkit_journal"}
+    data = (json.dumps(body, indent=2) + "\n").encode()
+    assert data.endswith(JOURNAL_TAIL)
+    return data
 
 
 def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]], *,
                 during_fsync: Callable[[], None] | None = None,
                 also_fsync: list[Path] | None = None,
-                journal: Journal | None = None) -> list[Path]:
+                journal: Journal | None = None,
+                first: tuple[FileSnapshot, bytes] | None = None) -> list[Path]:
     """Atomically replace several files: all temp files written, fsynced together (with the
     folders in ``also_fsync``, while ``during_fsync`` runs), then each checked against its
     expected version and renamed, in order, then each folder fsynced once.
@@ -442,26 +486,48 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     target, its temp file, its backup, old and new SHA-256) is made durable before the first
     rename and removed after the last; a failure after some renames puts those files back
     from their backups (``written`` is then empty, ``rolled_back`` names them); a killed run
-    is finished or undone by :func:`recover_journal` in the next run."""
+    is finished or undone by :func:`recover_journal` in the next run.
+
+    ``first`` (a snapshot and its new bytes, e.g. the seed's lock field in ``.meta.json``): a
+    file replaced (checked against its snapshot, renamed) before the journal and the items,
+    its temp file flushed in the same round as theirs. An item whose expected version is that
+    snapshot is checked against the version ``first`` wrote instead. If anything fails after
+    ``first`` was renamed, the error's ``first_written`` attribute is the snapshot of that
+    version (for the caller to undo); otherwise None."""
     if journal is not None and len(journal.backups) != len(items):
         raise ValueError("a journal needs one backup entry per item")
     prepared: list[PreparedReplace] = []
     journal_file: PreparedReplace | None = None
+    first_file: PreparedReplace | None = None
+    first_written: FileSnapshot | None = None
     try:
+        if first is not None:
+            first_file = PreparedReplace(first[0], first[1])
         for target, data, expected in items:
             prepared.append(PreparedReplace(target, data, expected=expected))
-        if journal is not None:  # its temp file is flushed together with the others
-            journal_file = PreparedReplace(journal.path, _journal_bytes(journal, prepared, items),
-                                           mode=0o600)
-        _fsync_all(prepared + ([journal_file] if journal_file else []),
-                   list(also_fsync or []), during_fsync)
-        if journal_file is not None:  # in place (and durable) before the first rename
-            _fsync_dir(journal_file.finish().parent)
-    except BaseException:
+        dirs = list(also_fsync or [])
+        if journal is not None:  # written at its name, flushed together with the others
+            journal_file = PreparedReplace(
+                journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600,
+                in_place=True)
+            dirs.append(journal_file.path.parent)  # its name, and the temp files' names
+        _fsync_all(([first_file] if first_file else []) + prepared
+                   + ([journal_file] if journal_file else []), dirs, during_fsync)
+        if journal_file is not None and journal_file.fd is not None:
+            os.close(journal_file.fd)  # durable before the first rename
+            journal_file.fd = None
+        if first_file is not None and first is not None:
+            first_written = _replace_first(first_file, first, prepared)
+            if journal_file is None:
+                _fsync_dir(first_file.path.parent)
+    except BaseException as exc:
         for p in prepared:
             p.abort()
         if journal_file is not None:
             journal_file.abort()
+        if first_file is not None:
+            first_file.abort()
+        exc.first_written = first_written  # type: ignore[attr-defined]
         raise
     if journal is not None:
         pause("after_journal")
@@ -493,12 +559,29 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
                     _fsync_dir(folder)
                 _remove_journal(journal.path)
             exc.written = list(done)  # type: ignore[attr-defined]
+            exc.first_written = first_written  # type: ignore[attr-defined]
             raise
     for folder in sorted({p.path.parent for p in prepared}):
         _fsync_dir(folder)
     if journal is not None:
         _remove_journal(journal.path)
     return done
+
+
+def _replace_first(prep: PreparedReplace, first: tuple[FileSnapshot, bytes],
+                   prepared: list[PreparedReplace]) -> FileSnapshot:
+    """Rename ``first``'s flushed temp file over its target (after its check); the items
+    expected at its old snapshot are then expected at the version it wrote."""
+    prep.finish()
+    written = FileSnapshot.read(first[0].given)
+    if written.data != first[1]:
+        raise ConflictError("changed on disk while it was being written; nothing else "
+                            "written", path=first[0].given,
+                            hint="Run the command again to work on the current version")
+    for p in prepared:
+        if p.expected is first[0]:
+            p.expected = written
+    return written
 
 
 def _remove_journal(path: Path) -> None:
@@ -520,6 +603,9 @@ class Recovery:
 
     def message(self) -> str:
         n, m = len(self.replaced), self.total
+        if self.action == "discarded":
+            return ("an interrupted edit was stopped while writing its journal, before it "
+                    "replaced any file; its journal was removed and the files are as before it")
         if self.action == "completed":
             return (f"an interrupted {self.operation} ({n} of {m} files replaced when it "
                     "stopped) was completed from its journal")
@@ -537,6 +623,8 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
     each renamed file put back from its verified backup. A file at neither version (edited
     since), a path outside ``root`` or an unreadable journal is a :class:`ConflictError` /
     :class:`toolkit.errors.DataError` that leaves everything, the journal included, as found.
+    A journal cut short while being written (it lacks :data:`JOURNAL_TAIL`: its run was
+    killed before renaming anything) is only removed ("discarded").
     """
     import json
 
@@ -546,11 +634,21 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
     hint = (f"Compare the files with the backups it names, then delete {path.name}; nothing "
             "was changed")
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            if raw.endswith(JOURNAL_TAIL):
+                raise
+            # cut short while being written: nothing was renamed yet (replace_all renames
+            # only after the whole journal is durable); its temp files are orphans
+            _remove_journal(path)
+            return Recovery("discarded", "edit", [], 0)
         op = str(body.get("operation") or "edit")
         files = [(Path(f["target"]), Path(f["temp"]),
                   Path(f["backup"]) if f.get("backup") else None,
                   f.get("old_sha256"), str(f["new_sha256"])) for f in body["files"]]
+        also_old = [f.get("also_old_sha256") for f in body["files"]]
         backup_sums = [f.get("backup_sha256") for f in body["files"]]
         undo_remove = [Path(d) for d in body.get("undo_remove") or []]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -568,11 +666,11 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
                             hint=hint)
     undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
     states = []
-    for target, _, _, old, new in files:
+    for (target, _, _, old, new), old2 in zip(files, also_old, strict=True):
         cur = _sha256_of(target)
         if cur == new:
             states.append("new")
-        elif cur == old:
+        elif cur == old or (old2 is not None and cur == old2):
             states.append("old")
         else:
             raise ConflictError("an interrupted edit cannot be finished or undone: this file "

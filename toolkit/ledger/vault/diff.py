@@ -21,12 +21,15 @@ class Change:
     old: bytes
     new: bytes
     edits: tuple[tuple[int, int, bytes], ...] | None = None
+    # (offset of a line start in ``old``, its 0-based line index), when the caller knows one:
+    # hunk line numbers are then counted from there, not from the top of a large file
+    line_hint: tuple[int, int] | None = None
 
     def diff(self, label: str | None = None, context: int = 3) -> str:
         name = label or self.name
         head = f"--- a/{name}\n+++ b/{name}\n"
         edits = self.edits if self.edits is not None else _whole_edit(self.old, self.new)
-        body = "".join(_region_hunks(self.old, list(edits), context))
+        body = "".join(_region_hunks(self.old, list(edits), context, self.line_hint))
         return head + body if body else ""
 
 
@@ -72,8 +75,11 @@ def _fwd_lines(data: bytes, pos: int, n: int) -> int:
     return pos
 
 
-def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int) -> list[str]:
-    """Unified-diff hunks for byte edits of ``old``, computed around each edit only."""
+def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int,
+                  line_hint: tuple[int, int] | None = None) -> list[str]:
+    """Unified-diff hunks for byte edits of ``old``, computed around each edit only. Line
+    numbers are counted once through the file (from ``line_hint`` when given), each hunk's
+    from the one before."""
     if not edits:
         return []
     groups: list[tuple[int, int, list[tuple[int, int, bytes]]]] = []
@@ -87,6 +93,13 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int)
             groups.append((cs, ce, [(start, end, data)]))
     out: list[str] = []
     delta = 0
+    known_pos, known_line = 0, 0  # a line start and its 0-based index, at or before the hunk
+    if line_hint is not None and (line_hint[0] == 0 or old[line_hint[0] - 1] == 0x0A):
+        hint_pos, hint_line = line_hint
+        first_cs = groups[0][0]
+        known_pos, known_line = first_cs, (
+            hint_line + old.count(b"\n", hint_pos, first_cs) if hint_pos <= first_cs
+            else hint_line - old.count(b"\n", first_cs, hint_pos))
     for cs, ce, items in groups:
         parts, pos = [], cs
         for start, end, data in items:
@@ -96,7 +109,8 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int)
         parts.append(old[pos:ce])
         old_chunk = old[cs:ce].decode("utf-8", "replace").splitlines(keepends=True)
         new_chunk = b"".join(parts).decode("utf-8", "replace").splitlines(keepends=True)
-        first_old = old.count(b"\n", 0, cs)
+        first_old = known_line + old.count(b"\n", known_pos, cs)
+        known_pos, known_line = cs, first_old
         first_new = first_old + delta
         delta += len(new_chunk) - len(old_chunk)
         for line in difflib.unified_diff(old_chunk, new_chunk, n=context):

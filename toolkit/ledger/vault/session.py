@@ -115,7 +115,15 @@ from toolkit.errors import (
     ToolkitError,
     UsageError,
 )
-from toolkit.ledger.codec import FIELD, dominant_newline, field_edit, sort_key, title_key
+from toolkit.ledger.codec import (
+    BOM,
+    FIELD,
+    dominant_newline,
+    entry_form,
+    field_edit,
+    sort_key,
+    title_key,
+)
 from toolkit.ledger.vault.diff import Change
 from toolkit.ledger.vault.journal import journal_path, recover_interrupted
 from toolkit.ledger.vault.locate import locate_entries, title_matches
@@ -149,6 +157,7 @@ from toolkit.safewrite import (
     cleanup_orphan_temps,
     pause,
     replace_all,
+    sha256_of_edit,
     unique_dir,
 )
 from toolkit.sources.smith import LedgerFile, parse_ledger_bytes
@@ -208,6 +217,7 @@ class _Doc:
         self.edits: list[_Edit] = []
         self._seq = 0
         self._checked = False
+        self.line_hint: tuple[int, int] | None = None  # for the diff (see Change.line_hint)
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
@@ -510,6 +520,7 @@ class EditorSession:
             return False
         start, end, data = edit
         d.add_edit(start, end, data, "field")
+        d.line_hint = _title_line(d.data, entry) or d.line_hint
         if start == end:
             self._field_only = False  # a new line can change word counts
         return True
@@ -704,6 +715,12 @@ class EditorSession:
             return CommitResult(all_changes, True, notes=list(self.notes),
                                 entries_total=self._entries_total)
         snaps = [self._snapshot_of(c) for c in changes]
+        # each file's old and new SHA-256 (backup and journal) share the bytes before its
+        # first edit, hashed once
+        new_sums: list[str | None] = [
+            sha256_of_edit(snap, c.new, min((e[0] for e in c.edits), default=0)
+                           if c.edits else 0)
+            for c, snap in zip(changes, snaps, strict=True)]
         meta_yaml_change = next((c for c in meta if c.name == "meta.yaml"), None)
         json_change = next((c for c in meta if c.name == ".meta.json"), None)
         self._check_writable([c.path for c in changes], snaps)
@@ -721,7 +738,9 @@ class EditorSession:
         dest = unique_dir(self.ledger_dir / ".backups",
                           f"{self.backup_prefix}-{now:%Y-%m-%d-%H%M%S}")
         backup_files(sources, dest, link=True, fsync_folder=False)
-        held = self._take_json_lock(now)
+        # The seed's lock field: its temp file is flushed with the others and renamed before
+        # the journal and before any ledger file (replace_all's ``first``).
+        lock = self._json_lock_bytes(now)
 
         def validate_changed() -> None:
             for c in changes:
@@ -738,22 +757,25 @@ class EditorSession:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
             backups.append(dest / "meta.yaml")
             sums.append(self.meta_yaml.sha256)
-        if held is not None and self.meta_json is not None:
+            new_sums.append(None)
+        if lock is not None and self.meta_json is not None:
             final = json_change.new if json_change is not None else update_meta_json(
                 self.meta_json.data, self.meta_json.given, {"lock": None})
-            items.append((held, final, held))
+            items.append((lock[0], final, lock[0]))  # checked against the locked version
             backups.append(dest / ".meta.json")  # the version before the lock was taken
             sums.append(self.meta_json.sha256)
+            new_sums.append(None)
         journal = Journal(journal_path(self.vault), self.vault, self.operation, backups,
-                          backup_sums=sums)
+                          backup_sums=sums, new_sums=new_sums)
         try:
             # All temp files are written, then flushed together with the backup folder while
             # the files' UTF-8 is checked (A6); then the journal names them all (G4), and only
             # then is anything renamed, each file right after its last check against the
             # version read.
             replace_all(items, during_fsync=validate_changed, also_fsync=[dest],
-                        journal=journal)
+                        journal=journal, first=lock)
         except ToolkitError as exc:
+            held: FileSnapshot | None = getattr(exc, "first_written", None)
             done = [Path(p).name for p in getattr(exc, "written", [])]
             json_done = held is not None and any(Path(p) == held.path
                                                  for p in getattr(exc, "written", []))
@@ -794,13 +816,19 @@ class EditorSession:
 
     def _take_json_lock(self, now: dt.datetime) -> FileSnapshot | None:
         """Write our holder into ``.meta.json``'s ``lock`` (the seed's lock) for the writes."""
+        lock = self._json_lock_bytes(now)
+        if lock is None:
+            return None
+        atomic_replace(lock[0], lock[1], expected=lock[0], fsync_dir=False)
+        return FileSnapshot.read(lock[0].given, self.max_bytes)
+
+    def _json_lock_bytes(self, now: dt.datetime) -> tuple[FileSnapshot, bytes] | None:
+        """``.meta.json`` as read and its bytes with our holder in the seed's ``lock``."""
         snap = self.meta_json
         if snap is None:
             return None
-        data = update_meta_json(snap.data, snap.given,
-                                {"lock": {"pid": holder_id(), "acquired": iso_z(now)}})
-        atomic_replace(snap, data, expected=snap, fsync_dir=False)
-        return FileSnapshot.read(snap.given, self.max_bytes)
+        return snap, update_meta_json(snap.data, snap.given,
+                                      {"lock": {"pid": holder_id(), "acquired": iso_z(now)}})
 
     def _release_json_lock(self, held: FileSnapshot | None, final: bytes | None, *,
                            quiet: bool = False) -> None:
@@ -910,7 +938,8 @@ class EditorSession:
                 if new != d.data:
                     edits = tuple((e.start, e.end, e.data)
                                   for e in sorted(d.edits, key=lambda e: (e.start, e.end, e.seq)))
-                    changes.append(Change(d.path, d.name, d.data, new, edits))
+                    changes.append(Change(d.path, d.name, d.data, new, edits,
+                                          line_hint=d.line_hint))
         return changes
 
     def _check_writable(self, paths: list[Path], snaps: list[FileSnapshot]) -> None:
@@ -935,6 +964,23 @@ class EditorSession:
 def _kind_of(name: str) -> str:
     return name[:-3] if name.endswith(".md") else name
 
+
+
+def _title_line(data: bytes, entry: LedgerEntry) -> tuple[int, int] | None:
+    """(offset, 0-based index) of the entry's title line: the first line of its block that
+    starts an entry (after the separator and blank lines above it)."""
+    pos = entry.start
+    for _ in range(8):
+        line = data[pos:pos + 19]
+        if pos == 0:
+            line = line.removeprefix(BOM)
+        if entry_form(line) is not None:
+            return pos, entry.line - 1
+        nl = data.find(b"\n", pos, entry.end)
+        if nl < 0:
+            return None
+        pos = nl + 1
+    return None
 
 
 def _line_at(data: bytes, pos: int) -> tuple[int, bytes]:

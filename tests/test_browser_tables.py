@@ -302,10 +302,16 @@ def test_tables_are_set_up_on_each_page_of_instant_navigation(
         p.evaluate("window.tkMarker = 1")
         p.locator("nav.md-nav--primary a[href$='audit/actions/']").first.click()
         p.wait_for_url("**/audit/actions/")
+        # the address changes before the new page's content is swapped in: wait for it (the
+        # old page's tables also have a filter box)
+        p.wait_for_function("() => (document.querySelector('article h1') || {}).textContent"
+                            "?.startsWith('Recent actions')")
         p.wait_for_selector("article .dt-search input")
         assert p.evaluate("window.tkMarker") == 1  # no reload happened
         assert p.locator("article .dt-container").count() == 1
         assert p.locator("article table.dataTable tbody tr").count() == 25
+        # nothing still loading (the search index, prefetches) when the server stops
+        p.wait_for_load_state("networkidle")
 
 
 # ------------------------------------------------------------------------- 10,000 rows

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import echo_json, get_config
+from toolkit.cli._common import echo_json, echo_text, get_config
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -153,7 +153,7 @@ def diff_cmd(ctx: click.Context, number: int | None, turn_seq: int | None, patch
             click.echo(f"  {ref(s.before)} -> {ref(s.after)}: {what}")
     if patch and d.patch:
         click.echo("")
-        click.echo(d.patch.rstrip("\n"))
+        echo_text(d.patch.rstrip("\n"))  # file contents: control codes made visible on a tty
 
 
 @snapshots.command("restore", short_help="Restore the workspace to snapshot N, as /restore does.")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests._history_helpers import SideRepo, git_env, run
+from tests._terminal_helpers import run_on_a_terminal
 from tests.conftest import make_audit_db, tree_digest
 from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
@@ -640,31 +641,6 @@ def test_a_link_made_after_planning_cannot_redirect_a_delete(world, outside, iso
     assert os.readlink(ws / "data") == str(outside)
 
 
-def _in_a_terminal(args: list[str], cwd: Path) -> bytes:
-    """What the console script prints when its output is a terminal (a pseudo-terminal)."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd,
-                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower)
-    os.close(follower)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(leader)
-    assert proc.wait(timeout=120) == 0, out
-    return out
-
-
 def test_patch_shows_a_files_escape_codes_on_a_terminal_and_keeps_them_when_piped(world,
                                                                                    cli_run):
     """A turn that wrote escape codes into a file: on a terminal `--patch` shows them as
@@ -674,9 +650,9 @@ def test_patch_shows_a_files_escape_codes_on_a_terminal_and_keeps_them_when_pipe
     side.snapshot("pre-turn:3: colours")
     (ws / "src" / "app.py").write_text("print('\x1b]0;pwned\x07\x1b[2J')\n")
     side.snapshot("post-turn:3: colours")
-    shown = _in_a_terminal(["snapshots", "diff", "--turn", "3", "--patch"], ws)
-    assert b"\x1b" not in shown and b"\x07" not in shown
-    assert b"print('<U+001B>]0;pwned<U+0007><U+001B>[2J')" in shown
+    shown = run_on_a_terminal(["snapshots", "diff", "--turn", "3", "--patch"], ws)
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "print('<U+001B>]0;pwned<U+0007><U+001B>[2J')" in shown
     piped = cli_run("snapshots", "diff", "--turn", "3", "--patch")
     assert piped.exit_code == 0 and "+print('\x1b]0;pwned\x07" in piped.output
     assert "<U+001B>" not in piped.output

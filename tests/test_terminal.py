@@ -8,34 +8,12 @@ they go through toolkit.display.visible like every table does. Each case runs th
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import sys
 
 import pytest
 
+from tests._terminal_helpers import run_on_a_terminal
+
 HOSTILE = "Legacy \x1b[31mred\x1b]0;pwned\x07 \u202eRTL"
-
-
-def _run_on_a_terminal(args: list[str], cwd) -> tuple[int, str]:  # type: ignore[no-untyped-def]
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit", *args], cwd=cwd,
-                            stdout=secondary, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(primary)
-    proc.wait(timeout=60)
-    assert proc.returncode == 0, proc.stderr.read().decode()
-    return proc.returncode, b"".join(chunks).decode("utf-8")
 
 
 @pytest.fixture
@@ -53,7 +31,7 @@ def hostile_slop(project):  # type: ignore[no-untyped-def]
     ["query", "SELECT title FROM slop_entries WHERE title LIKE 'Legacy%'", "--format", "json"],
 ])
 def test_machine_formats_on_a_terminal_show_escape_codes(hostile_slop, args):
-    _, out = _run_on_a_terminal(args, hostile_slop.root)
+    out = run_on_a_terminal(args, hostile_slop.root)
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
     if "json" in args:  # JSON escapes control characters itself
         assert "Legacy \\u001b[31mred\\u001b]0;pwned\\u0007 <U+202E>RTL" in out

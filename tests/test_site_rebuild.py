@@ -89,3 +89,26 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: 
     full = build(world, out=tmp_path / "full" / "site", clean=True)
     assert index.read_bytes() == (full.out / "search" / "search_index.json").read_bytes()
     assert third.search_docs == full.search_docs
+
+
+def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
+        tmp_path: Path) -> None:
+    """The build folder keeps the theme's compiled templates (jinja-cache) and the drawn charts
+    (chart-cache); a damaged or lost file there is made again, and the site does not change."""
+    import toolkit.site as site_module
+
+    world = make_world(tmp_path / "w")
+    site_module._THEME_BYTECODE.clear()  # as a new process (else they come from memory)
+    first = build(world, clean=True)
+    site_before = tree_bytes(first.out)
+    compiled = sorted((first.build_dir / "jinja-cache").iterdir())
+    charts = sorted((first.build_dir / "chart-cache").iterdir())
+    assert compiled and charts
+    for f in compiled:
+        f.write_bytes(b"\x00garbage")
+    charts[0].unlink()
+    site_module._THEME_BYTECODE.clear()  # as a new process: only the files
+    again = build(world, clean=True)
+    assert tree_bytes(again.out) == site_before
+    assert charts[0].is_file()
+    assert all(f.read_bytes() != b"\x00garbage" for f in compiled)  # compiled again

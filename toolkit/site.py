@@ -771,6 +771,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         cache = chart_cache / f"{spec.digest()}.svg"
         if cache.is_file():
             svg = cache.read_bytes()
+            if sum(map(len, _DRAWN.values())) > _DRAWN_LIMIT:
+                _DRAWN.clear()
+            _DRAWN[spec.digest()] = svg
         else:  # the chart process could not draw it: draw it here
             from toolkit.charts import render_svg
 
@@ -877,9 +880,13 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
     import sys
 
     todo = [s for s in specs if not (cache / f"{s.digest()}.svg").is_file()]
+    if todo:
+        cache.mkdir(parents=True, exist_ok=True)
+    for spec in [s for s in todo if s.digest() in _DRAWN]:  # drawn earlier in this process
+        _write_if_changed(cache / f"{spec.digest()}.svg", _DRAWN[spec.digest()])
+        todo.remove(spec)
     if not todo:
         return None
-    cache.mkdir(parents=True, exist_ok=True)
     from toolkit.charts import specs_to_json
 
     proc = subprocess.Popen([sys.executable, "-m", "toolkit.charts", str(cache)],
@@ -889,6 +896,13 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
     proc.stdin.write(specs_to_json(todo).encode("utf-8"))
     proc.stdin.close()
     return proc, len(todo)
+
+
+# The SVG of each chart this process drew or read, by its spec's digest (a chart is a pure
+# function of its spec): a later build in the same process (``serve``) whose cache lost a chart
+# writes it from here instead of starting matplotlib again.
+_DRAWN: dict[str, bytes] = {}
+_DRAWN_LIMIT = 32 << 20  # bytes; past it the memory starts over
 
 
 def _finish_charts(job: tuple[Any, int] | None) -> int:
@@ -1185,6 +1199,36 @@ def _env(name: str, value: str) -> Iterator[None]:
             os.environ[name] = old
 
 
+def _theme_bytecode_cache(folder: Path) -> Any:
+    """The theme's templates compiled once: Jinja keeps each template's bytecode, keyed by its
+    name and the checksum of its source, in the build folder (a new process skips compiling
+    them) and in memory (a later build in this process, as under ``serve``, skips reading)."""
+    import jinja2
+
+    class Cache(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            code = _THEME_BYTECODE.get((bucket.key, bucket.checksum))
+            if code is not None:
+                bucket.code = code
+                return
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # a damaged file: compile the template again
+                bucket.reset()
+            if bucket.code is not None:
+                _THEME_BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            _THEME_BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
+            super().dump_bytecode(bucket)
+
+    folder.mkdir(exist_ok=True)
+    return Cache(str(folder))
+
+
+_THEME_BYTECODE: dict[tuple[str, str], Any] = {}
+
+
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 progress: Progress | None, expected: int) -> _Run:
     from mkdocs.commands import build as mk_build
@@ -1201,6 +1245,10 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url)
                          for f in files.documentation_pages()]
             return files
+
+        def on_env(self, env: Any, *, config: Any, files: Any) -> Any:
+            env.bytecode_cache = _theme_bytecode_cache(config_file.parent / "jinja-cache")
+            return env
 
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
             run.rebuilt.add(page.file.src_uri)

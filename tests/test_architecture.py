@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import pytest
 
@@ -27,7 +29,40 @@ def _module(path: Path) -> str:
     return ".".join(rel.parts).removesuffix(".__init__")
 
 
-MODULES = {_module(p): _imports(p) for p in sorted(PKG.rglob("*.py"))}
+V = TypeVar("V")
+
+
+class _PerModule(MutableMapping[str, V], Generic[V]):
+    """Module name -> what ``read`` finds in its file, read on first use: collecting the tests
+    needs only the names, so a worker that runs none of these tests parses no file."""
+
+    def __init__(self, read: Callable[[Path], V]) -> None:
+        self._paths = {_module(p): p for p in sorted(PKG.rglob("*.py"))}
+        self._read = read
+        self._values: dict[str, V] = {}
+
+    def __getitem__(self, name: str) -> V:
+        if name not in self._values:
+            self._values[name] = self._read(self._paths[name])
+        return self._values[name]
+
+    def __setitem__(self, name: str, value: V) -> None:
+        self._values[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        self._values.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._paths
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+MODULES: _PerModule[set[str]] = _PerModule(_imports)
 
 
 def _importers(prefix: str) -> set[str]:
@@ -89,7 +124,7 @@ def _runtime_imports(path: Path) -> dict[str, bool]:
     return found
 
 
-RUNTIME = {_module(p): _runtime_imports(p) for p in sorted(PKG.rglob("*.py"))}
+RUNTIME: _PerModule[dict[str, bool]] = _PerModule(_runtime_imports)
 
 
 def _cycles() -> list[list[str]]:

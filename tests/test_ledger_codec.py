@@ -219,3 +219,18 @@ def test_sort_key_is_smiths_order() -> None:
                                     ("c", "2026-01-01", "high"), ("d", "2026-03-01", "high")])
     entries = parse_ledger_bytes(data, "p.md", "patterns").entries
     assert [e.title for e in sorted(entries, key=codec.sort_key)] == ["d", "c", "a", "b"]
+
+
+def test_a_count_in_digits_int_cannot_read_is_a_note_not_a_crash() -> None:
+    # "²" and "①" are digits to str.isdigit() but not numbers int() reads; "٣" is (3).
+    data = ("## Superscript\n\n- **Date:** 2026-04-01\n- **Category:** testing\n"
+            "- **Confidence:** low\n- **Observations:** ²\n\n---\n\n"
+            "**Title:** Circled\n**Date:** 2026-04-01\n**Category:** testing\n"
+            "**Confidence:** low\n**Source reflections:** ①\n\n---\n\n"
+            "**Title:** Arabic-Indic\n**Date:** 2026-04-01\n**Category:** testing\n"
+            "**Confidence:** low\n**Source reflections:** ٣\n").encode()
+    sup, circled, arabic = parse_ledger_bytes(data, "p.md", "patterns").entries
+    assert sup.observations is None and sup.reflections == 1
+    assert sup.problems == ("Observations is not a number: '²'",)
+    assert circled.source_reflections == "①" and circled.reflections == 1
+    assert arabic.reflections == 3

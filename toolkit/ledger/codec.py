@@ -159,7 +159,7 @@ def parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kin
     observations: int | None = None
     problems: list[str] = []
     if obs_raw:
-        if obs_raw.strip().isdigit():
+        if obs_raw.strip().isdecimal():  # what int() reads ("²" is a digit, not a number)
             observations = int(obs_raw)
         else:
             problems.append(f"Observations is not a number: {obs_raw!r}")

@@ -234,3 +234,17 @@ def test_a_count_in_digits_int_cannot_read_is_a_note_not_a_crash() -> None:
     assert sup.problems == ("Observations is not a number: '²'",)
     assert circled.source_reflections == "①" and circled.reflections == 1
     assert arabic.reflections == 3
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_a_compact_parse_is_the_same_parse(seed: int) -> None:
+    """The loader's parse keeps each entry as a record until it is built: the same entries,
+    notes and header, one at a time or all at once."""
+    data, _ = random_file(random.Random(seed))
+    full = parse_ledger_bytes(data, "/v/patterns.md", "patterns")
+    compact = parse_ledger_bytes(data, "/v/patterns.md", "patterns", compact=True)
+    assert [compact.entry(i) for i in range(compact.entry_count())] == full.entries
+    assert compact.column("title") == [e.title for e in full.entries]
+    assert (compact.entries, compact.problems, compact.header_end, compact.newline,
+            compact.bom) == (full.entries, full.problems, full.header_end, full.newline,
+                             full.bom)

@@ -147,13 +147,18 @@ def _iter_lines(data: bytes, pos: int = 0) -> Iterator[tuple[int, bytes]]:
         pos = end
 
 
-def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
-    """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
+def parse_ledger_bytes(data: bytes, path: Path | str, kind: str, *,
+                       compact: bool = False) -> LedgerFile:
+    """Parse a ledger file's bytes. Never raises for content problems: they become notes.
+
+    ``compact``: keep each entry as its small marshal record as soon as it is parsed (the
+    form of a cached parse: see :class:`_Rows`), so a big ledger is never held as objects
+    (a loader that reads the entries a batch at a time with :meth:`LedgerFile.entry`)."""
     with acyclic_build():  # entries are plain values
-        return _parse_ledger_bytes(data, Path(path), kind)
+        return _parse_ledger_bytes(data, Path(path), kind, compact)
 
 
-def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
+def _parse_ledger_bytes(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:
     bom = data.startswith(BOM)
     newline = dominant_newline(data)
 
@@ -254,6 +259,9 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
         prev_title = ti
 
     entries: list[LedgerEntry] = []
+    titles: list[str | None] = []
+    title_lines: list[int] = []
+    records: list[bytes] = []
     problems: list[Problem] = []
     spath = str(path)
     for idx, (ti, form) in enumerate(starts):
@@ -266,7 +274,12 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
             body_end -= 1
         entry = parse_entry(lines, ti, body_end, form, spath, kind,
                              offset(block_start[idx]), offset(end_line))
-        entries.append(entry)
+        if compact:
+            titles.append(entry.title)
+            title_lines.append(entry.line)
+            records.append(marshal.dumps(_entry_row(entry), 4))
+        else:
+            entries.append(entry)
         for note in entry.problems:
             problems.append(Problem("smith", spath, entry.line, note))
 
@@ -284,8 +297,9 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
                                 "not part of any entry: " + _line_ranges(stray)))
 
     header_end = offset(block_start[0]) if starts else len(data)
-    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
-                      newline=newline, bom=bom, problems=problems)
+    return LedgerFile(path=path, kind=kind, data=data,
+                      entries=_Rows(titles, title_lines, records) if compact else entries,
+                      header_end=header_end, newline=newline, bom=bom, problems=problems)
 
 
 _LIST_ITEM = re.compile(rb"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t])")
@@ -377,7 +391,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
                           problems=[Problem("smith", str(path), exc.line, exc.detail)])
-    lf = parse_ledger_bytes(data, path, kind)
+    lf = parse_ledger_bytes(data, path, kind, compact=cache is not None)
     if cache is not None:
         _save_parse(cache, lf, key)
     return lf
@@ -386,6 +400,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
 # --------------------------------------------------------------------------- parse cache
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
+_entry_row = operator.attrgetter(*_ENTRY_FIELDS)  # an entry as the tuple ledger_entry takes
 
 
 def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
@@ -431,10 +446,14 @@ def cached_parse(cache: Path, path: Path, kind: str, data: bytes) -> LedgerFile 
 def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 
-    entries = lf.entries
-    records = [marshal.dumps(row, 4) for row in map(operator.attrgetter(*_ENTRY_FIELDS), entries)]
-    titles = [e.title for e in entries]
-    lines = [e.line for e in entries]
+    rows = lf._rows()
+    if rows is not None:  # a compact parse: its records are the cache's
+        titles, lines, records = rows.titles, rows.lines, rows.records
+    else:
+        entries = lf.entries
+        records = [marshal.dumps(row, 4) for row in map(_entry_row, entries)]
+        titles = [e.title for e in entries]
+        lines = [e.line for e in entries]
     notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
     parsecache.save(cache, lf.kind, key,
                     (lf.header_end, lf.newline, lf.bom, titles, lines, records, notes))

@@ -9,7 +9,14 @@ in the same run.
   ``ledger show`` and ``ledger list --json`` (which answer from those parses), each a real
   process, against a process that only starts Python and reads the ledger's bytes. Wall
   time, the child's CPU time (user + system: steadier on a shared machine) and its peak
-  memory.
+  memory. The processes run an installed toolkit: bytecode is cached (in a temporary
+  folder, even when ``PYTHONDONTWRITEBYTECODE`` is set) and a first run warms it.
+* **Load memory**: the peak of ``load`` against its target, twice the ledger's bytes on disk
+  plus the interpreter (a process that starts Python and imports what ``load`` runs on: the
+  toolkit's command line, DuckDB and Arrow).
+
+The load average is printed with the figures: on a busy machine a process waits for a core,
+and its wall time is its CPU time and that wait.
 
 Run: ``python bench/bench_ledger.py [--parse-entries 10000] [--entries 50000] [--reps 3]``.
 Prints medians; no assertions.
@@ -51,6 +58,8 @@ def report():
 try:
     if sys.argv[1] == "--read":
         open(sys.argv[2], "rb").read()
+    elif sys.argv[1] == "--imports":
+        import duckdb, pyarrow, toolkit.cli, toolkit.loaders  # noqa
     else:
         sys.argv[0] = "toolkit"
         runpy.run_module("toolkit", run_name="__main__")
@@ -102,17 +111,22 @@ def commands(entries: int, reps: int) -> None:
         vault = make_vault(root, entries)
         patterns = vault / "ledger" / "patterns.md"
         env = {**os.environ, "PYTHONPATH": str(HERE.parent), "HOME": str(root),
-               "XDG_CACHE_HOME": str(root / "cache"), "TOOLKIT_MAX_FILE_MB": "200"}
+               "XDG_CACHE_HOME": str(root / "cache"), "TOOLKIT_MAX_FILE_MB": "200",
+               "PYTHONPYCACHEPREFIX": str(root / "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         base = ["--project", str(root)]
         i = entries // 2
         cases = {
             "floor (start Python, read the bytes)": ["--read", str(patterns)],
+            "interpreter (start Python, import the toolkit, DuckDB, Arrow)": ["--imports"],
             "load (a new store)": [*base, "load"],
             "ledger search (one title)": [*base, "ledger", "search", f"Pattern {i:05d}:"],
             "ledger show": [*base, "ledger", "show", f"Pattern {i:05d}:"],
             "ledger list --json": [*base, "ledger", "list", "--json"],
         }
         results: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cases}
+        run([*base, "ledger", "show", "Pattern 00000:"], env)  # compiles the bytecode
+        shutil.rmtree(root / ".toolkit", ignore_errors=True)
         for _ in range(reps):
             shutil.rmtree(root / ".toolkit", ignore_errors=True)
             for name, args in cases.items():
@@ -121,11 +135,22 @@ def commands(entries: int, reps: int) -> None:
               f"({patterns.stat().st_size / 2**20:.0f} MiB), "
               f"{reps} repetitions (medians)")
         floor = [statistics.median(r[k] for r in results[next(iter(cases))]) for k in range(3)]
+        medians = {}
         for name, rows in results.items():
-            wall, cpu, rss = (statistics.median(r[k] for r in rows) for k in range(3))
-            ratio = "" if name.startswith("floor") else \
+            wall, cpu, rss = medians[name] = tuple(statistics.median(r[k] for r in rows)
+                                                   for k in range(3))
+            ratio = "" if name.startswith(("floor", "interpreter")) else \
                 f"  ({wall / floor[0]:.1f}x wall, {cpu / floor[1]:.1f}x CPU of floor)"
             print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, {rss:.0f} MB peak{ratio}")
+        ledger_mb = sum(f.stat().st_size for f in (vault / "ledger").glob("*.md")) / 2**20
+        interpreter = medians[next(k for k in cases if k.startswith("interpreter"))][2]
+        target = 2 * ledger_mb + interpreter
+        load_peak = medians["load (a new store)"][2]
+        print(f"load memory: peak {load_peak:.0f} MB; target 2 x {ledger_mb:.0f} MB of ledger "
+              f"+ {interpreter:.0f} MB interpreter = {target:.0f} MB "
+              f"({load_peak / target:.2f}x of target)")
+        print("load average (1, 5, 15 min): " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+              + f" on {os.cpu_count()} cores")
 
 
 def main() -> None:

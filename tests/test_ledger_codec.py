@@ -219,3 +219,60 @@ def test_sort_key_is_smiths_order() -> None:
                                     ("c", "2026-01-01", "high"), ("d", "2026-03-01", "high")])
     entries = parse_ledger_bytes(data, "p.md", "patterns").entries
     assert [e.title for e in sorted(entries, key=codec.sort_key)] == ["d", "c", "a", "b"]
+
+
+def test_a_count_in_digits_int_cannot_read_is_a_note_not_a_crash() -> None:
+    # "²" and "①" are digits to str.isdigit() but not numbers int() reads; "٣" is (3).
+    data = ("## Superscript\n\n- **Date:** 2026-04-01\n- **Category:** testing\n"
+            "- **Confidence:** low\n- **Observations:** ²\n\n---\n\n"
+            "**Title:** Circled\n**Date:** 2026-04-01\n**Category:** testing\n"
+            "**Confidence:** low\n**Source reflections:** ①\n\n---\n\n"
+            "**Title:** Arabic-Indic\n**Date:** 2026-04-01\n**Category:** testing\n"
+            "**Confidence:** low\n**Source reflections:** ٣\n").encode()
+    sup, circled, arabic = parse_ledger_bytes(data, "p.md", "patterns").entries
+    assert sup.observations is None and sup.reflections == 1
+    assert sup.problems == ("Observations is not a number: '²'",)
+    assert circled.source_reflections == "①" and circled.reflections == 1
+    assert arabic.reflections == 3
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_a_compact_parse_is_the_same_parse(seed: int) -> None:
+    """The loader's parse keeps each entry as a record until it is built: the same entries,
+    notes and header, one at a time or all at once."""
+    data, _ = random_file(random.Random(seed))
+    full = parse_ledger_bytes(data, "/v/patterns.md", "patterns")
+    compact = parse_ledger_bytes(data, "/v/patterns.md", "patterns", compact=True)
+    assert [compact.entry(i) for i in range(compact.entry_count())] == full.entries
+    assert compact.column("title") == [e.title for e in full.entries]
+    assert (compact.entries, compact.problems, compact.header_end, compact.newline,
+            compact.bom) == (full.entries, full.problems, full.header_end, full.newline,
+                             full.bom)
+
+
+@pytest.mark.parametrize(("data", "expected", "stray"), [
+    # a title on the first line, after a BOM
+    (b"\xef\xbb\xbf**Title:** A\n**Date:** 2026-01-02\n", [("A", "2026-01-02", None, 3, 37, 1)],
+     None),
+    # no final newline; the separators and blank line after the last entry are its own
+    (b"# H\n\n---\n\n**Title:** A\n**Related:** x\n\n---\n  \n---",
+     [("A", None, "x", 5, 49, 5)], None),
+    # a line of spaces and tabs between the separator and the title is blank
+    (b"# H\n\n---\n  \n\t\n**Title:** A\n**Date:** 2026-01-03\n",
+     [("A", "2026-01-03", None, 5, 48, 6)], None),
+    # Form A closed by its separator: the text after it belongs to no entry
+    (b"## A\n\n- **Date:** 2026-01-02\n\n---\n\n\nstray text\n## B\n",
+     [("A", "2026-01-02", None, 0, 36, 1), ("B", None, None, 47, 52, 9)],
+     "not part of any entry: line 8"),
+    # CRLF, trailing spaces on a value
+    (b"---\r\n\r\n**Title:** A\r\n**Date:** 2026-01-02  \r\n\r\n---\r\n\r\n**Title:** B\r\n",
+     [("A", "2026-01-02", None, 0, 47, 3), ("B", None, None, 47, 68, 8)], None),
+])
+def test_entry_boundaries_at_the_edges_of_a_file(data: bytes, expected: list[tuple[object, ...]],
+                                                 stray: str | None) -> None:
+    """Where each entry starts and ends (its byte range, its title's line), by the rules of
+    FORMATS.md 1.2, at a BOM, a missing final newline, blank lines of spaces, CRLF."""
+    lf = parse_ledger_bytes(data, "p.md", "patterns")
+    assert [(e.title, e.date, e.related, e.start, e.end, e.line) for e in lf.entries] == expected
+    assert [p.message for p in lf.problems if p.message.startswith("not part")] == \
+        ([stray] if stray else [])

@@ -136,7 +136,7 @@ def test_a_cached_parse_is_used_only_for_the_same_bytes(tmp_path: Path,
     cache = tmp_path / "cache"
     parsed = smith.read_ledger_file(f, "patterns", cache=cache)
 
-    def no_parse(*args: object) -> None:
+    def no_parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(smith, "parse_ledger_bytes", no_parse)

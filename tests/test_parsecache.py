@@ -30,7 +30,7 @@ def _answer(lf: smith.LedgerFile) -> tuple[object, ...]:
 
 
 def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_parse(*args: object) -> None:
+    def no_parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(smith, "parse_ledger_bytes", no_parse)
@@ -87,9 +87,9 @@ def test_a_cache_written_by_another_interpreter_is_a_miss(
     real = smith.parse_ledger_bytes
     calls: list[int] = []
 
-    def counting(*args: object) -> smith.LedgerFile:
+    def counting(*args: object, **kwargs: object) -> smith.LedgerFile:
         calls.append(1)
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(smith, "parse_ledger_bytes", counting)
     smith.read_ledger_file(f, "patterns", cache=cache)
@@ -124,9 +124,9 @@ def test_load_parses_each_working_file_once_and_reads_answer_without_a_parse(
     real = smith.parse_ledger_bytes
     parsed: list[str] = []
 
-    def counting(data: bytes, path: object, kind: str) -> smith.LedgerFile:
+    def counting(data: bytes, path: object, kind: str, **kwargs: bool) -> smith.LedgerFile:
         parsed.append(kind)
-        return real(data, path, kind)  # type: ignore[arg-type]
+        return real(data, path, kind, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(smith, "parse_ledger_bytes", counting)
     db = str(tmp_path / "store" / "s.duckdb")
@@ -141,3 +141,31 @@ def test_load_parses_each_working_file_once_and_reads_answer_without_a_parse(
     fresh = [cli_run("ledger", *args) for args in
              (("show", "Redis client"), ("search", "migration"), ("search", "--json", "REDIS"))]
     assert [(r.exit_code, r.stdout) for r in cached] == [(r.exit_code, r.stdout) for r in fresh]
+
+
+def test_load_in_batches_stores_what_one_batch_stores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger and history loads build and insert a few entries at a time: with batches
+    smaller than the ledger, the store holds the same rows (ids, positions, history keys)."""
+    from toolkit import store as store_module
+    from toolkit.api import Project
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    twice = "".join(ENTRY.format(n=n) for n in (*range(1, 12), 3, 3))  # repeated titles
+    (ledger / "patterns.md").write_text("# Patterns\n" + twice, encoding="utf-8")
+    (ledger / "edge-cases.md").write_text("# Edge cases\n" + ENTRY.format(n=5), encoding="utf-8")
+
+    def tables(batch: int, name: str) -> list[list[tuple[object, ...]]]:
+        monkeypatch.setattr(store_module, "ROW_BATCH", batch)
+        with Project.open(tmp_path, db=tmp_path / name / "s.duckdb") as project:
+            return [project.sql(sql).fetchall() for sql in (
+                "SELECT entry_id, file, title, position, line, path, context "
+                "FROM ledger_entries ORDER BY file, position",
+                "SELECT file, entry_key, title, position, text_hash FROM _history_entries "
+                "ORDER BY file, position")]
+
+    small, whole = tables(2, "small"), tables(10_000, "whole")
+    assert small == whole
+    assert [r[3] for r in small[0] if r[1] == "patterns"] == list(range(13))
+    assert len(small[1]) == 14

@@ -169,7 +169,7 @@ def _repair(table_dir: Path, dirname: str) -> None:
             _remove_tree(leftover)
     for leftover in [table_dir / n for n in hidden if n.startswith(f"{STAGING}{tag}-")]:
         pid = leftover.name.removeprefix(f"{STAGING}{tag}-").split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
+        if pid.isdecimal() and not pid_alive(int(pid)):
             _remove_tree(leftover)
 
 

@@ -244,13 +244,20 @@ class _Blobs:
                 self.skip(kind, oid, where, exc.message)
                 return
             lf = parse_ledger_bytes(data, where, kind)
-        keys = hs.entry_keys(lf.entries)
-        self.entries.extend(
-            (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
-             e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
-             e.related, e.form, list(e.problems), pos, e.line)
-            for pos, (key, e) in enumerate(zip(keys, lf.entries, strict=True)))
-        self.blobs.append((kind, oid, len(lf.entries), None))
+        from toolkit.store import ROW_BATCH
+
+        # a batch of entries at a time, each built from its record (see _load_ledger)
+        keys = hs.entry_keys(kind, lf.column("title"))
+        for pos, key in enumerate(keys):
+            e = lf.entry(pos)
+            self.entries.append(
+                (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
+                 e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
+                 e.related, e.form, list(e.problems), pos, e.line))
+            if len(self.entries) >= ROW_BATCH:
+                self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
+                self.entries = []
+        self.blobs.append((kind, oid, len(keys), None))
         self.known.add((kind, oid))
 
     def skip(self, kind: str, oid: str, where: str, why: str) -> None:

@@ -86,20 +86,31 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
         return SourceResult("ledger", str(cfg.ledger_dir), False,
                             "no Smith vault ledger (run /smith-reflect in the project, or pass "
                             "--project/--vault)")
-    entries = vault.entries
-    ids = entry_ids(entries, cfg.parse_cache)
-    positions: dict[str, int] = {}
-    rows = []
-    for eid, e in zip(ids, entries, strict=True):
-        pos = positions.get(e.file, 0)
-        positions[e.file] = pos + 1
-        rows.append((eid, e.file, e.title, e.date, e.date, e.category, e.confidence,
-                     e.observations, e.source_reflections, e.reflections, e.context, e.pattern,
-                     e.evidence, e.related, e.form, list(e.problems), e.path, e.line, pos))
-    store.insert_rows("ledger_entries", (
-        "entry_id", "file", "title", "date", "date_raw", "category", "confidence",
-        "observations", "source_reflections", "reflections", "context", "pattern", "evidence",
-        "related", "form", "problems", "path", "line", "position"), rows)
+    # Each file's entries a batch at a time (a cached or compact parse holds them as small
+    # records until built): a big ledger is never held whole as objects, nor as rows.
+    from toolkit.records import LEDGER_FILES
+    from toolkit.slugs import file_entry_ids
+    from toolkit.store import ROW_BATCH
+
+    columns = ("entry_id", "file", "title", "date", "date_raw", "category", "confidence",
+               "observations", "source_reflections", "reflections", "context", "pattern",
+               "evidence", "related", "form", "problems", "path", "line", "position")
+    total = 0
+    for kind in LEDGER_FILES:
+        lf = vault.files[kind]
+        if not lf.entry_count():
+            continue
+        ids = file_entry_ids(kind, lf.column("title"), cache=cfg.parse_cache)
+        for at in range(0, len(ids), ROW_BATCH):
+            rows = []
+            for pos in range(at, min(at + ROW_BATCH, len(ids))):
+                e = lf.entry(pos)
+                rows.append((ids[pos], e.file, e.title, e.date, e.date, e.category,
+                             e.confidence, e.observations, e.source_reflections, e.reflections,
+                             e.context, e.pattern, e.evidence, e.related, e.form,
+                             list(e.problems), e.path, e.line, pos))
+            store.insert_rows("ledger_entries", columns, rows)
+        total += len(ids)
     mj = vault.meta_json or {}
     lock = mj.get("lock") if isinstance(mj.get("lock"), dict) else None
     limits = prune_limits(vault.meta, vault.smith_config)
@@ -119,8 +130,8 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
         (r.ran_at, r.trigger, r.signals, r.backup, r.result, list(r.actions), list(r.merges),
          list(r.prunes), list(r.budget_drops), r.path, r.line) for r in vault.reconcile_runs])
     missing = [lf.name for lf in vault.files.values() if not lf.exists]
-    note = f"{len(entries)} entries" + (f"; missing: {', '.join(missing)}" if missing else "")
-    return SourceResult("ledger", str(cfg.ledger_dir), True, note, len(entries),
+    note = f"{total} entries" + (f"; missing: {', '.join(missing)}" if missing else "")
+    return SourceResult("ledger", str(cfg.ledger_dir), True, note, total,
                         problems=vault.problems)
 
 

@@ -161,7 +161,7 @@ class LedgerEntry:
         """How many reflections back this entry (Form A: Observations; Form B: the count)."""
         if self.observations is not None:
             return self.observations
-        if self.source_reflections and self.source_reflections.strip().isdigit():
+        if self.source_reflections and self.source_reflections.strip().isdecimal():
             return int(self.source_reflections.strip())
         return 1
 

@@ -929,7 +929,7 @@ def cleanup_orphan_temps(directory: str | Path) -> list[Path]:
     for p in candidates:
         tail = p.name.rsplit(TEMP_MARK, 1)[-1]
         pid_text = tail.split("-", 1)[0]
-        if not pid_text.isdigit() or pid_alive(int(pid_text)):
+        if not pid_text.isdecimal() or pid_alive(int(pid_text)):
             continue
         try:
             p.unlink()

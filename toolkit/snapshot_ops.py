@@ -290,7 +290,7 @@ def _ls_tree(repo: Path, sha: str) -> tuple[dict[str, tuple[str, str, int | None
             files.pop(path, None)
             continue
         if kind == "blob":
-            files[path] = (mode, oid, int(size) if size.isdigit() else None)
+            files[path] = (mode, oid, int(size) if size.isdecimal() else None)
     folders = {p.rsplit("/", 1)[0] for p in files if "/" in p}
     folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
     for path in [p for p in files if p in folders]:

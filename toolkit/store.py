@@ -171,6 +171,9 @@ class LoadReport:
 
 # Store.insert_rows converts about this many bytes of values to Arrow per INSERT.
 INSERT_BATCH_BYTES = 8 << 20
+# Rows a loader builds before it inserts them (the ledger's entries: a few MB), so a big
+# source is never held whole as rows.
+ROW_BATCH = 5000
 
 
 class Store:

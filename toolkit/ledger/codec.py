@@ -3,7 +3,7 @@
 The two entry forms are in FORMATS.md 1.2: Form A (``## Title`` + ``- **Field:** value``
 bullets + ``### Section`` headings) and Form B (``**Title:**`` + ``**Field:** value`` lines +
 ``**Section:**`` paragraphs). The reader of whole files (:mod:`toolkit.sources.smith`) finds
-where each entry starts and ends and hands its lines to :func:`parse_entry`; the vault's edit
+where each entry starts and ends and hands its bytes to :func:`parse_entry`; the vault's edit
 session, reconcile, the demo writer and the tests edit and write entries with the functions
 here, so what is written is what the reader shows.
 
@@ -108,18 +108,18 @@ def _name_key(raw: str) -> str:
 _NAME_KEYS: dict[str, str] = {}
 
 
-def parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kind: str,
-                start_off: int, end_off: int) -> LedgerEntry:
-    """The entry whose title is ``lines[ti]`` and whose content ends before ``lines[end]``
-    (lines without their ``\\n``); ``start_off``/``end_off`` are its byte range in the file.
-    Never raises for content problems: they become the entry's ``problems``."""
+def parse_entry(block: bytes, ti: int, form: str, path: str, kind: str, start_off: int,
+                end_off: int) -> LedgerEntry:
+    """The entry whose text is ``block``: from its title line (line ``ti`` of the file, from
+    0) to the end of its last content line; ``start_off``/``end_off`` are its byte range in
+    the file. Never raises for content problems: they become the entry's ``problems``."""
     fields: dict[str, str] = {}
     texts: dict[str, str | None] = {}
     # One decode and one regex split per entry (fast on big ledgers): the split gives every
     # field's name and the text up to the next field in one call. The text starts with a
     # newline so that every line start is a "\n": the scans look for that literal, which the
     # regex engine finds far faster than it tries "^" at every position.
-    text = b"\n".join(lines[ti:end]).decode("utf-8", "replace")
+    text = block.decode("utf-8", "replace")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "")
     text = "\n" + text
@@ -159,7 +159,7 @@ def parse_entry(lines: list[bytes], ti: int, end: int, form: str, path: str, kin
     observations: int | None = None
     problems: list[str] = []
     if obs_raw:
-        if obs_raw.strip().isdigit():
+        if obs_raw.strip().isdecimal():  # what int() reads ("²" is a digit, not a number)
             observations = int(obs_raw)
         else:
             problems.append(f"Observations is not a number: {obs_raw!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,12 +44,13 @@ def entry_title_key(title: str | None) -> str:
     return title_key(title) or "[untitled]"
 
 
-def entry_keys(entries: list[LedgerEntry]) -> list[str]:
-    """``<file>/<title key>`` for each entry, ``#2``, ``#3``... for repeats in one file."""
+def entry_keys(file: str, titles: Iterable[str | None]) -> list[str]:
+    """``<file>/<title key>`` for each entry of one file (its titles in file order), ``#2``,
+    ``#3``... for repeats."""
     seen: dict[str, int] = {}
     out = []
-    for e in entries:
-        base = f"{e.file}/{entry_title_key(e.title)}"
+    for title in titles:
+        base = f"{file}/{entry_title_key(title)}"
         n = seen.get(base, 0) + 1
         seen[base] = n
         out.append(base if n == 1 else f"{base}#{n}")

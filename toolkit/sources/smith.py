@@ -16,11 +16,11 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import marshal
 import operator
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, overload
@@ -136,38 +136,36 @@ def _val(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").strip()
 
 
-def _iter_lines(data: bytes, pos: int = 0) -> Iterator[tuple[int, bytes]]:
-    """(offset, line-with-ending) for every line of ``data`` from byte ``pos``."""
-    n = len(data)
-    find = data.find
-    while pos < n:
-        nl = find(b"\n", pos)
-        end = n if nl < 0 else nl + 1
-        yield pos, data[pos:end]
-        pos = end
+def parse_ledger_bytes(data: bytes, path: Path | str, kind: str, *,
+                       compact: bool = False) -> LedgerFile:
+    """Parse a ledger file's bytes. Never raises for content problems: they become notes.
 
-
-def parse_ledger_bytes(data: bytes, path: Path | str, kind: str) -> LedgerFile:
-    """Parse a ledger file's bytes. Never raises for content problems: they become notes."""
+    ``compact``: keep each entry as its small marshal record as soon as it is parsed (the
+    form of a cached parse: see :class:`_Rows`), so a big ledger is never held as objects
+    (a loader that reads the entries a batch at a time with :meth:`LedgerFile.entry`)."""
     with acyclic_build():  # entries are plain values
-        return _parse_ledger_bytes(data, Path(path), kind)
+        return _parse_ledger_bytes(data, Path(path), kind, compact)
 
 
-def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
+def _parse_ledger_bytes(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:
     bom = data.startswith(BOM)
     newline = dominant_newline(data)
 
-    # Pass 1: line table and entry starts, outside fences. A BOM belongs to the header: the
-    # first line is read without it, so an entry (or fence) on the first line is still seen.
+    # Lines are numbered from 0 and cut at "\n" (a "\r" stays in its line); the last one needs
+    # no "\n". A BOM belongs to the header: the first line is read without it, so an entry
+    # (or fence) on the first line is still seen. The file is never cut into lines (a list of
+    # a big ledger's lines is twice its size): positions are byte offsets into ``data``, known
+    # for the lines the boundaries need -- the candidates below, and the few lines around an
+    # entry's title and end that the walks step over.
     begin = len(BOM) if bom else 0
-    lines = data[begin:].split(b"\n") if len(data) > begin else []
-    if lines and not lines[-1]:
-        lines.pop()  # the empty piece after a final newline is not a line
-    nlines = len(lines)
-    # Where lines start, for the lines the boundaries need (see offset()): the candidates'
-    # offsets are their matches, the others are summed from the nearest known line above.
-    offsets: dict[int, int] = {0: begin, nlines: len(data)}
-    starts: list[tuple[int, str]] = []  # (line index, form)
+    size = len(data)
+    ends_nl = data.endswith(b"\n")
+    nlines = 0 if size <= begin else data.count(b"\n", begin) + (0 if ends_nl else 1)
+    find = data.find
+    offsets: dict[int, int] = {0: begin, nlines: size}  # line index -> where it starts
+
+    # Pass 1: entry starts and separators, outside fences.
+    starts: list[tuple[int, str, int]] = []  # (line index, form, the candidate above it)
     seps: list[int] = []  # line indexes of --- separators
     fence: bytes | None = None
     # Only lines that start like a separator, a title or a fence (or with a space or tab) can
@@ -175,7 +173,8 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
     # The scan looks for the newline before such a line (a literal the regex engine finds
     # fast); the first line has none. A candidate's line index is the count of newlines
     # before it, counted from the previous candidate.
-    found = [0] if lines and _CANDIDATE.match(lines[0]) else []
+    found = [0] if nlines and _CANDIDATE.match(data, begin) else []
+    above = -1  # the candidate line before the one being looked at
     count = data.count
     at, index = begin, 0
     for m in _CANDIDATE_NL.finditer(data, begin):
@@ -185,7 +184,10 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
         offsets[index] = pos
         found.append(index)
     for i in found:
-        line = lines[i]
+        prev, above = above, i
+        pos = offsets[i]
+        eol = find(b"\n", pos)
+        line = data[pos: size if eol < 0 else eol]
         c = line[0]
         if c == 45:  # "-": a separator
             if fence is None and _SEP.match(line):
@@ -194,11 +196,11 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
         if c == 42:  # "*"
             if fence is None and (line.startswith(b"**Title:**")
                                   or line.startswith(b"**Title**:")):
-                starts.append((i, "B"))
+                starts.append((i, "B", prev))
             continue
         if c == 35:  # "#"
             if fence is None:
-                starts.append((i, "A"))
+                starts.append((i, "A", prev))
             continue
         # "`", "~", space or tab: fences, and indented separators
         fm = _FENCE.match(line)
@@ -212,88 +214,120 @@ def _parse_ledger_bytes(data: bytes, path: Path, kind: str) -> LedgerFile:
             seps.append(i)
     sep_set = set(seps)
 
-    def offset(i: int) -> int:
-        """Where line ``i`` starts (``len(data)`` for the end)."""
-        known = offsets.get(i)
-        if known is not None:
-            return known
-        k = i - 1
-        while k not in offsets:
-            k -= 1
-        known = offsets[i] = offsets[k] + sum(len(lines[j]) + 1 for j in range(k, i))
-        return known
-
-    def blank(i: int) -> bool:
-        return not lines[i].strip()
-
     # Pass 2: block boundaries.
     block_start: list[int] = []
     block_end_hint: list[int | None] = []  # Form A: line after its closing separator + blanks
     prev_title = -1
     prev_claimed = -1  # last line index claimed by the previous block (its closing ---)
-    for idx, (ti, form) in enumerate(starts):
-        start = ti
-        j = ti - 1
-        while j > prev_title and blank(j):
-            j -= 1
-        if j > prev_title and j in sep_set and j > prev_claimed:
-            start = j
-        block_start.append(start)
+    for idx, (ti, form, prev) in enumerate(starts):
+        # the separator above the title (only blank lines between) belongs to the entry: the
+        # first line up that is not blank, at once when it is the candidate above the title
+        # (the lines between hold nothing but whitespace), else line by line
+        gap = data[offsets[prev]:offsets[ti]] if prev > prev_title else b""
+        nl = gap.find(b"\n")
+        if nl > 0 and gap[:nl].strip() and not gap[nl:].strip():
+            j = prev
+        else:
+            j = _first_filled_above(data, offsets, ti, prev_title, begin)
+        block_start.append(j if j > prev_title and j in sep_set and j > prev_claimed else ti)
         end_hint = None
         if form == "A":
             nxt = starts[idx + 1][0] if idx + 1 < len(starts) else nlines
-            for k in range(ti + 1, nxt):
-                if k in sep_set:
-                    end = k + 1
-                    while end < nxt and blank(end):
-                        end += 1
-                    end_hint = end
-                    prev_claimed = k
-                    break
+            s = bisect.bisect_right(seps, ti)  # the first separator below the title
+            if s < len(seps) and seps[s] < nxt:
+                k = seps[s]
+                end, pos = k + 1, find(b"\n", offsets[k]) + 1
+                while end < nxt:  # and the blank lines below it
+                    offsets[end] = pos
+                    eol = find(b"\n", pos)
+                    if data[pos: size if eol < 0 else eol].strip():
+                        break
+                    end, pos = end + 1, eol + 1
+                end_hint = end
+                prev_claimed = k
         block_end_hint.append(end_hint)
         prev_title = ti
 
     entries: list[LedgerEntry] = []
+    titles: list[str | None] = []
+    title_lines: list[int] = []
+    records: list[bytes] = []
     problems: list[Problem] = []
     spath = str(path)
-    for idx, (ti, form) in enumerate(starts):
+    for idx, (ti, form, _) in enumerate(starts):
         nxt_start = block_start[idx + 1] if idx + 1 < len(starts) else nlines
         hint = block_end_hint[idx]
         end_line = min(hint, nxt_start) if hint is not None else nxt_start
-        # Content lines: title .. end, without a closing separator and trailing blanks.
-        body_end = end_line
-        while body_end > ti + 1 and (blank(body_end - 1) or (body_end - 1) in sep_set):
-            body_end -= 1
-        entry = parse_entry(lines, ti, body_end, form, spath, kind,
-                             offset(block_start[idx]), offset(end_line))
-        entries.append(entry)
+        # Content: from the title to the end, without trailing blank lines and separators
+        # (and the trailing whitespace of the last content line: every value is stripped).
+        first = offsets[ti]
+        body = data[first:offsets[end_line]].rstrip()
+        while True:
+            last = body.rfind(b"\n") + 1
+            if not last or ti + body.count(b"\n") not in sep_set:
+                break
+            body = body[:last].rstrip()
+        entry = parse_entry(body, ti, form, spath, kind,
+                            offsets[block_start[idx]], offsets[end_line])
+        if compact:
+            titles.append(entry.title)
+            title_lines.append(entry.line)
+            records.append(marshal.dumps(_entry_row(entry), 4))
+        else:
+            entries.append(entry)
         for note in entry.problems:
             problems.append(Problem("smith", spath, entry.line, note))
+
+    def lines_of(first: int, stop: int) -> list[bytes]:
+        """Lines [first, stop) without their "\n" (both starts known)."""
+        return data[offsets[first]:offsets[stop]].split(b"\n")[:stop - first]
 
     # Text that belongs to no entry: in the header, anything that looks like entry content;
     # after an entry's closing separator, anything at all (blank lines, separators and HTML
     # comments aside). Reported once per file.
-    stray: list[int] = _stray_lines(lines, 0, block_start[0] if starts else nlines, header=True)
+    stray = _stray_lines(lines_of(0, block_start[0] if starts else nlines), 0, header=True)
     for idx in range(len(starts)):
-        if block_end_hint[idx] is None:
+        hint = block_end_hint[idx]
+        if hint is None:
             continue  # a Form B entry (or an unclosed Form A one) runs to the next entry
         nxt = block_start[idx + 1] if idx + 1 < len(starts) else nlines
-        stray += _stray_lines(lines, block_end_hint[idx] or nxt, nxt, header=False)
+        if hint < nxt:
+            stray += _stray_lines(lines_of(hint, nxt), hint, header=False)
     if stray:
         problems.append(Problem("smith", spath, stray[0] + 1,
                                 "not part of any entry: " + _line_ranges(stray)))
 
-    header_end = offset(block_start[0]) if starts else len(data)
-    return LedgerFile(path=path, kind=kind, data=data, entries=entries, header_end=header_end,
-                      newline=newline, bom=bom, problems=problems)
+    header_end = offsets[block_start[0]] if starts else size
+    return LedgerFile(path=path, kind=kind, data=data,
+                      entries=_Rows(titles, title_lines, records) if compact else entries,
+                      header_end=header_end, newline=newline, bom=bom, problems=problems)
+
+
+def _first_filled_above(data: bytes, offsets: dict[int, int], line: int, stop: int,
+                        begin: int) -> int:
+    """The first line above ``line`` (whose start is known) that is not blank, looking no
+    higher than line ``stop`` + 1 (``stop`` when all are blank). Each line stepped over is
+    one up from a known start: it begins after the "\n" before that start's own "\n" (the
+    first line at ``begin``) and ends at that "\n". Their starts are added to ``offsets``."""
+    rfind = data.rfind
+    j, below = line - 1, offsets[line]
+    while j > stop:
+        start = offsets.get(j)
+        if start is None:
+            start = offsets[j] = max(rfind(b"\n", 0, below - 1) + 1, begin)
+        if data[start:below - 1].strip():
+            break
+        j, below = j - 1, start
+    return j
 
 
 _LIST_ITEM = re.compile(rb"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t])")
 _DATA_LINE = re.compile(rb"^[ \t]*(?:\*\*|###|\|)")
 
 
-def _stray_lines(lines: list[bytes], start: int, end: int, *, header: bool) -> list[int]:
-    """Indexes of lines in [start, end) that hold text outside any entry.
+def _stray_lines(lines: list[bytes], first: int, *, header: bool) -> list[int]:
+    """Indexes (in the file) of the ``lines`` that hold text outside any entry; ``lines[0]``
+    is line ``first``.
 
     Always allowed: blank lines, ``---`` separators and HTML comments. In the header (before
     the first entry) also the file's title (``# ...``) and plain prose such as its one-line
@@ -303,8 +337,8 @@ def _stray_lines(lines: list[bytes], start: int, end: int, *, header: bool) -> l
     out: list[int] = []
     in_comment = False
     fence: bytes | None = None
-    for i in range(start, end):
-        line = lines[i].rstrip(b"\r")
+    for i, raw in enumerate(lines, first):
+        line = raw.rstrip(b"\r")
         stripped = line.strip()
         if fence is not None:
             out.append(i)
@@ -377,7 +411,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
                           problems=[Problem("smith", str(path), exc.line, exc.detail)])
-    lf = parse_ledger_bytes(data, path, kind)
+    lf = parse_ledger_bytes(data, path, kind, compact=cache is not None)
     if cache is not None:
         _save_parse(cache, lf, key)
     return lf
@@ -386,6 +420,7 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
 # --------------------------------------------------------------------------- parse cache
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
+_entry_row = operator.attrgetter(*_ENTRY_FIELDS)  # an entry as the tuple ledger_entry takes
 
 
 def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
@@ -431,10 +466,14 @@ def cached_parse(cache: Path, path: Path, kind: str, data: bytes) -> LedgerFile 
 def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 
-    entries = lf.entries
-    records = [marshal.dumps(row, 4) for row in map(operator.attrgetter(*_ENTRY_FIELDS), entries)]
-    titles = [e.title for e in entries]
-    lines = [e.line for e in entries]
+    rows = lf._rows()
+    if rows is not None:  # a compact parse: its records are the cache's
+        titles, lines, records = rows.titles, rows.lines, rows.records
+    else:
+        entries = lf.entries
+        records = [marshal.dumps(row, 4) for row in map(_entry_row, entries)]
+        titles = [e.title for e in entries]
+        lines = [e.line for e in entries]
     notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
     parsecache.save(cache, lf.kind, key,
                     (lf.header_end, lf.newline, lf.bom, titles, lines, records, notes))

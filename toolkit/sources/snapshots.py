@@ -164,8 +164,8 @@ def diff_trees(git_dir: Path, old: str | None, new: str) -> list[SnapshotFile]:
         added, deleted, path = [*rec.split("\t", 2), "", ""][:3]
         files.append(SnapshotFile(
             sha=new, path=path, status=kinds.get(path, "M"),
-            added=int(added) if added.isdigit() else None,
-            deleted=int(deleted) if deleted.isdigit() else None))
+            added=int(added) if added.isdecimal() else None,
+            deleted=int(deleted) if deleted.isdecimal() else None))
     return files
 
 

@@ -398,6 +398,10 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     return path
 
 
+# Byte edits of a file's old version: (start, end, new bytes) ranges of the old bytes, sorted.
+EditList = Sequence[tuple[int, int, bytes]]
+
+
 @dataclass
 class Journal:
     """An intent journal for one multi-file replace (git's lockfile idea, for a set of files).
@@ -408,7 +412,12 @@ class Journal:
     not exist); ``undo_remove``: folders the edit created that a rollback removes;
     ``backup_sums``: their SHA-256 when the caller knows them (else they are read);
     ``new_sums``: the SHA-256 of each item's new bytes when the caller knows them (see
-    :func:`sha256_of_edit`), else they are computed."""
+    :func:`sha256_of_edit`), else they are computed; ``edits``: per item, the byte edits that
+    turn its expected version into its new bytes (``(start, end, data)`` ranges of the old
+    bytes, sorted, not overlapping), when the caller knows them. A small edit of a big file
+    is recorded as these edits instead of a digest of the new bytes (see
+    :func:`edit_record`): the new version is then recognised by its edits and the old
+    version's digest, so the new bytes are never hashed."""
 
     path: Path
     root: Path
@@ -417,6 +426,65 @@ class Journal:
     undo_remove: list[Path] = field(default_factory=list)
     backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
     new_sums: list[str | None] | None = None  # SHA-256 of each item's new bytes, when known
+    edits: list[EditList | None] | None = None  # each item's byte edits, when known
+
+
+# Edits whose bytes (old and new) add up to more than this are journaled as a digest instead.
+MAX_JOURNAL_EDIT_BYTES = 64 * 1024
+
+
+def edit_record(old: bytes, new_size: int, edits: EditList) -> dict[str, object] | None:
+    """The journal's description of the new version as edits of ``old``: each edit's offset in
+    the old bytes, the old bytes it replaces and its new bytes (base64), and the new size --
+    or None when the edits are too big to journal or do not give ``new_size`` bytes."""
+    import base64
+
+    out = []
+    total = 0
+    pos = 0
+    size = len(old)
+    for start, end, data in edits:
+        if not pos <= start <= end <= len(old):
+            return None  # not sorted, overlapping or out of range: use a digest
+        total += (end - start) + len(data)
+        if total > MAX_JOURNAL_EDIT_BYTES:
+            return None
+        out.append({"at": start, "old": base64.b64encode(old[start:end]).decode("ascii"),
+                    "new": base64.b64encode(data).decode("ascii")})
+        size += len(data) - (end - start)
+        pos = end
+    if size != new_size:
+        return None
+    return {"new_size": new_size, "edits": out}
+
+
+def _is_edited_version(data: bytes, old_sha256: str | None, record: dict[str, object]) -> bool:
+    """Does ``data`` hold exactly the old version (digest ``old_sha256``) with the journaled
+    edits applied? Its size, each edit's new bytes in place, and the old version put back
+    together from the bytes between them with each edit's old bytes must give that digest."""
+    import base64
+
+    if old_sha256 is None or len(data) != record["new_size"]:
+        return False
+    view = memoryview(data)
+    h = hashlib.sha256()
+    pos_old = pos_new = 0
+    for e in record["edits"]:  # type: ignore[attr-defined]
+        at = int(e["at"])
+        old_part = base64.b64decode(e["old"], validate=True)
+        new_part = base64.b64decode(e["new"], validate=True)
+        same = at - pos_old
+        if same < 0:
+            return False
+        h.update(view[pos_new:pos_new + same])
+        pos_new += same
+        if view[pos_new:pos_new + len(new_part)] != new_part:
+            return False
+        h.update(old_part)
+        pos_new += len(new_part)
+        pos_old = at + len(old_part)
+    h.update(view[pos_new:])
+    return h.hexdigest() == old_sha256
 
 
 # The last bytes of every journal this version writes: a journal without them was cut short
@@ -432,6 +500,39 @@ def _sha256_of(path: Path) -> str | None:
         return None
 
 
+def _version_of(path: Path, old: str | None, old2: str | None, new: str | None,
+                record: dict[str, object] | None) -> str | None:
+    """Which version of a journaled file ``path`` holds: "new", "old", or None (neither,
+    or missing). The new version is known by its digest or by its edits (``record``)."""
+    if record is None:
+        cur = _sha256_of(path)
+        if cur is not None and cur == new:
+            return "new"
+        return "old" if cur is not None and cur in (old, old2) else None
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    cur = hashlib.sha256(data).hexdigest()
+    if cur in (old, old2):
+        return "old"
+    return "new" if _is_edited_version(data, old, record) else None
+
+
+def _check_record(record: object) -> None:
+    """A journal's ``new_edits`` must have the shape :func:`edit_record` writes (else the
+    journal is unreadable: ValueError, KeyError or TypeError)."""
+    import base64
+
+    if not isinstance(record, dict) or not isinstance(record["new_size"], int):
+        raise TypeError("new_edits")
+    for e in record["edits"]:
+        if not isinstance(e["at"], int) or e["at"] < 0:
+            raise TypeError("new_edits")
+        base64.b64decode(e["old"], validate=True)
+        base64.b64decode(e["new"], validate=True)
+
+
 def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
                    items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]],
                    first: tuple[FileSnapshot, bytes] | None = None) -> bytes:
@@ -443,8 +544,9 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
     files = []
     sums = journal.backup_sums or [None] * len(items)
     new_sums = journal.new_sums or [None] * len(items)
-    for p, (_, data, expected), backup, bsum, nsum in zip(prepared, items, journal.backups,
-                                                          sums, new_sums, strict=True):
+    edit_lists = journal.edits or [None] * len(items)
+    for p, (_, data, expected), backup, bsum, nsum, edits in zip(
+            prepared, items, journal.backups, sums, new_sums, edit_lists, strict=True):
         also_old: str | None = None
         if first is not None and expected is first[0]:
             old: str | None = hashlib.sha256(first[1]).hexdigest()
@@ -453,11 +555,17 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
             old = expected.sha256 if expected is not None else _sha256_of(p.path)
         if backup is not None and bsum is None:
             bsum = _sha256_of(backup)
+        record = None
+        if edits is not None and nsum is None and expected is not None and also_old is None:
+            record = edit_record(expected.data, len(data), edits)
         files.append({"target": str(p.path), "temp": str(p.tmp),
                       "backup": None if backup is None else str(backup),
                       "backup_sha256": bsum if backup is not None else None,
-                      "old_sha256": old,
-                      "new_sha256": nsum or hashlib.sha256(data).hexdigest()})
+                      "old_sha256": old})
+        if record is not None:
+            files[-1]["new_edits"] = record  # the new bytes as edits of the old ones
+        else:
+            files[-1]["new_sha256"] = nsum or hashlib.sha256(data).hexdigest()
         if also_old is not None:
             files[-1]["also_old_sha256"] = also_old
     body = {"toolkit_journal": 1, "operation": journal.operation,
@@ -647,7 +755,13 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
         op = str(body.get("operation") or "edit")
         files = [(Path(f["target"]), Path(f["temp"]),
                   Path(f["backup"]) if f.get("backup") else None,
-                  f.get("old_sha256"), str(f["new_sha256"])) for f in body["files"]]
+                  f.get("old_sha256"), f.get("new_sha256")) for f in body["files"]]
+        records = [f.get("new_edits") for f in body["files"]]
+        for (_, _, _, _, new_sum), record in zip(files, records, strict=True):
+            if record is None and not isinstance(new_sum, str):
+                raise KeyError("new_sha256")
+            if record is not None:
+                _check_record(record)
         also_old = [f.get("also_old_sha256") for f in body["files"]]
         backup_sums = [f.get("backup_sha256") for f in body["files"]]
         undo_remove = [Path(d) for d in body.get("undo_remove") or []]
@@ -666,19 +780,16 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
                             hint=hint)
     undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
     states = []
-    for (target, _, _, old, new), old2 in zip(files, also_old, strict=True):
-        cur = _sha256_of(target)
-        if cur == new:
-            states.append("new")
-        elif cur == old or (old2 is not None and cur == old2):
-            states.append("old")
-        else:
+    for (target, _, _, old, new), old2, record in zip(files, also_old, records, strict=True):
+        state = _version_of(target, old, old2, new, record)
+        if state is None:
             raise ConflictError("an interrupted edit cannot be finished or undone: this file "
                                 "changed since", path=target, hint=hint)
+        states.append(state)
     replaced = [str(f[0]) for f, st in zip(files, states, strict=True) if st == "new"]
-    temps_whole = all(_sha256_of(temp) == new
-                      for (_, temp, _, _, new), st in zip(files, states, strict=True)
-                      if st == "old")
+    temps_whole = all(_version_of(temp, old, None, new, record) == "new"
+                      for (_, temp, _, old, new), st, record
+                      in zip(files, states, records, strict=True) if st == "old")
     complete = not rollback and bool(replaced) and temps_whole
     if complete:
         for (target, temp, _, _, _), st in zip(files, states, strict=True):

@@ -42,6 +42,7 @@ import os
 import secrets
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journa
                 "after_rename", "after_lock", "after_backup", "after_ledger_write",
                 "after_meta_write")
 TEMP_MARK = ".toolkit-tmp-"
+# Snapshots at least this big may be hashed in a background thread (see hash_in_background).
+BACKGROUND_HASH_BYTES = 1 << 20
 
 
 class NoSpaceError(ToolkitError):
@@ -82,6 +85,7 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
+    _hashing: list[threading.Thread] = field(default_factory=list, repr=False)
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -89,9 +93,29 @@ class FileSnapshot:
 
     @property
     def sha256(self) -> str:
+        self._wait_for_digest()
         if not self._digest:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
         return self._digest[0]
+
+    def hash_in_background(self) -> None:
+        """Start computing :attr:`sha256` in a thread (hashlib lets other threads run while it
+        hashes a big buffer): a writer that will need the digest starts it as soon as it knows,
+        and the hashing overlaps its next steps. :attr:`sha256` waits for it."""
+        if self._digest or self._hashing or len(self.data) < BACKGROUND_HASH_BYTES:
+            return
+
+        def run() -> None:
+            self._digest.append(hashlib.sha256(self.data).hexdigest())
+
+        worker = threading.Thread(target=run, name="toolkit-sha256", daemon=True)
+        self._hashing.append(worker)
+        worker.start()
+
+    def _wait_for_digest(self) -> None:
+        while self._hashing:
+            self._hashing[0].join()
+            self._hashing.pop()
 
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
@@ -130,6 +154,7 @@ def sha256_of_edit(old: FileSnapshot, new: bytes, same_prefix: int) -> str:
     when not known yet): a journaled one-line edit of a large file hashes it about 1.5 times
     instead of twice. The prefix is compared first (a memcmp), so a wrong ``same_prefix``
     costs speed, never a wrong digest."""
+    old._wait_for_digest()
     data = memoryview(old.data)
     k = max(0, min(same_prefix, len(data), len(new)))
     if not new.startswith(data[:k]):
@@ -330,42 +355,54 @@ class PreparedReplace:
             os.unlink(self.tmp)
 
 
+class _Flushes:
+    """fsyncs run in threads (fsync releases the GIL, and a journaling filesystem commits
+    concurrent fsyncs together), each started as soon as its file is written; :meth:`join`
+    waits for all and raises the first failure."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.failure: list[BaseException] = []
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # re-raised in the caller's thread
+            self.failure.append(exc)
+
+    def start(self, job: Callable[[], None]) -> None:
+        t = threading.Thread(target=self._run, args=(job,), name="toolkit-fsync")
+        t.start()
+        self.threads.append(t)
+
+    def join(self, path: Path, *, quiet: bool = False) -> None:
+        """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
+        already failing with its own error)."""
+        while self.threads:
+            self.threads.pop().join()
+        if self.failure and not quiet:
+            exc = self.failure[0]
+            self.failure = []
+            if isinstance(exc, OSError):
+                raise _os_error(exc, path) from None
+            raise exc
+
+
 def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
                work: Callable[[], None] | None) -> None:
-    """fsync the temp files and folders at the same time (fsync releases the GIL, and a
-    journaling filesystem commits concurrent fsyncs together) while ``work`` runs here."""
-    import threading
-
-    failure: list[BaseException] = []
-
-    def run(func: Callable[[], None]) -> None:
-        try:
-            func()
-        except BaseException as exc:  # re-raised in the caller's thread
-            failure.append(exc)
-
-    jobs: list[Callable[[], None]] = [p.fsync for p in prepared]
-    jobs += [functools.partial(_fsync_dir, d) for d in dirs]
-    threads = [threading.Thread(target=run, args=(job,), name="toolkit-fsync")
-               for job in jobs[1:]]
-    for t in threads:
-        t.start()
+    """fsync the temp files and folders at the same time while ``work`` runs here."""
+    flushes = _Flushes()
     try:
-        if work is not None and jobs:
-            first = threading.Thread(target=run, args=(jobs[0],), name="toolkit-fsync")
-            first.start()
-            threads.append(first)
+        for p in prepared:
+            flushes.start(p.fsync)
+        for d in dirs:
+            flushes.start(functools.partial(_fsync_dir, d))
+        if work is not None:
             work()
-        elif jobs:
-            run(jobs[0])
-    finally:
-        for t in threads:
-            t.join()
-    if failure:
-        exc = failure[0]
-        if isinstance(exc, OSError):
-            raise _os_error(exc, prepared[0].path if prepared else Path(".")) from None
-        raise exc
+    except BaseException:
+        flushes.join(Path("."), quiet=True)
+        raise
+    flushes.join(prepared[0].path if prepared else Path("."))
 
 
 def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
@@ -608,19 +645,32 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     journal_file: PreparedReplace | None = None
     first_file: PreparedReplace | None = None
     first_written: FileSnapshot | None = None
+    # Each temp file is flushed as soon as it is written, while the next ones, the journal
+    # (which may wait for the old versions' digests) and ``during_fsync`` are done here.
+    flushes = _Flushes()
     try:
-        if first is not None:
-            first_file = PreparedReplace(first[0], first[1])
-        for target, data, expected in items:
-            prepared.append(PreparedReplace(target, data, expected=expected))
-        dirs = list(also_fsync or [])
-        if journal is not None:  # written at its name, flushed together with the others
-            journal_file = PreparedReplace(
-                journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600,
-                in_place=True)
-            dirs.append(journal_file.path.parent)  # its name, and the temp files' names
-        _fsync_all(([first_file] if first_file else []) + prepared
-                   + ([journal_file] if journal_file else []), dirs, during_fsync)
+        try:
+            if first is not None:
+                first_file = PreparedReplace(first[0], first[1])
+                flushes.start(first_file.fsync)
+            for target, data, expected in items:
+                prepared.append(PreparedReplace(target, data, expected=expected))
+                flushes.start(prepared[-1].fsync)
+            for d in also_fsync or []:
+                flushes.start(functools.partial(_fsync_dir, d))
+            if journal is not None:  # written at its name, flushed together with the others
+                journal_file = PreparedReplace(
+                    journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600,
+                    in_place=True)
+                flushes.start(journal_file.fsync)
+                # its name, and the temp files' names
+                flushes.start(functools.partial(_fsync_dir, journal_file.path.parent))
+            if during_fsync is not None:
+                during_fsync()
+        except BaseException:
+            flushes.join(Path("."), quiet=True)
+            raise
+        flushes.join(prepared[0].path if prepared else Path("."))
         if journal_file is not None and journal_file.fd is not None:
             os.close(journal_file.fd)  # durable before the first rename
             journal_file.fd = None

@@ -58,6 +58,8 @@ PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journa
 TEMP_MARK = ".toolkit-tmp-"
 # Snapshots at least this big may be hashed in a background thread (see hash_in_background).
 BACKGROUND_HASH_BYTES = 1 << 20
+# replace_all writes temp files at least this big in the thread that flushes them.
+DEFERRED_WRITE_BYTES = 1 << 20
 
 
 class NoSpaceError(ToolkitError):
@@ -278,11 +280,13 @@ class PreparedReplace:
 
     :meth:`fsync`, then :meth:`finish` (re-check ``expected``, rename) or :meth:`abort`
     (remove the temp file). :func:`atomic_replace` does one file; :func:`replace_all` several,
-    with their fsyncs at the same time."""
+    with their fsyncs at the same time. ``deferred``: the temp file is only created here; its
+    bytes are written by :meth:`fsync` (which :func:`replace_all` runs in a thread, so a big
+    file is written while the caller's checks run)."""
 
     def __init__(self, target: FileSnapshot | str | Path, new_bytes: bytes, *,
                  expected: FileSnapshot | None = None, mode: int | None = None,
-                 in_place: bool = False) -> None:
+                 in_place: bool = False, deferred: bool = False) -> None:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
@@ -311,20 +315,35 @@ class PreparedReplace:
                                     hint="Create it first, or write somewhere else") from None
             raise _os_error(exc, self.path, "cannot create a temporary file beside it") \
                 from None
+        self._pending: bytes | None = new_bytes if deferred else None
+        if not deferred:
+            try:
+                self._write(new_bytes)
+            except BaseException:
+                self.abort()
+                raise
+
+    def _write(self, new_bytes: bytes) -> None:
+        assert self.fd is not None
         try:
             view = memoryview(new_bytes)
             while view:
                 view = view[os.write(self.fd, view):]
             os.fchmod(self.fd, self.mode)
-        except BaseException as exc:
-            self.abort()
-            if isinstance(exc, OSError):
-                raise _os_error(exc, self.path) from None
-            raise
+        except OSError as exc:
+            raise _os_error(exc, self.path) from None
 
     def fsync(self) -> None:
+        """Write the bytes (when deferred) and flush them to disk. On failure the caller
+        aborts."""
+        if self._pending is not None:
+            data, self._pending = self._pending, None
+            self._write(data)
         if self.fd is not None:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise _os_error(exc, self.path) from None
 
     def finish(self) -> Path:
         """Re-check the expected version, then rename the temp file over the target."""
@@ -654,7 +673,8 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
                 first_file = PreparedReplace(first[0], first[1])
                 flushes.start(first_file.fsync)
             for target, data, expected in items:
-                prepared.append(PreparedReplace(target, data, expected=expected))
+                prepared.append(PreparedReplace(target, data, expected=expected,
+                                                deferred=len(data) >= DEFERRED_WRITE_BYTES))
                 flushes.start(prepared[-1].fsync)
             for d in also_fsync or []:
                 flushes.start(functools.partial(_fsync_dir, d))

@@ -220,7 +220,6 @@ class _Doc:
         self._seq = 0
         self._checked = False
         self.line_hint: tuple[int, int] | None = None  # for the diff (see Change.line_hint)
-        self.hash_ahead = False  # start hashing the snapshot at the first edit (a real commit)
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
@@ -305,8 +304,6 @@ class _Doc:
                 raise UsageError(f"{self.name}: overlapping edits at bytes {start}-{end}")
         self._seq += 1
         self.edits.append(_Edit(start, end, data, kind, self._seq))
-        if self.snapshot is not None and self.hash_ahead:
-            self.snapshot.hash_in_background()  # the commit's backup and journal need it
 
     def render(self) -> bytes:
         data = self.data
@@ -396,7 +393,10 @@ class EditorSession:
             self._wait_for_json_lock()
             for kind in LEDGER_FILES:
                 d = self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes, self.notes)
-                d.hash_ahead = not self.dry_run
+                if d.snapshot is not None and not self.dry_run:
+                    # a commit needs the digest of each file it changes (backup, journal): a
+                    # big file is hashed in a thread while the session searches and edits
+                    d.snapshot.hash_in_background()
                 if d.error:
                     self.notes.append(f"skipped: {d.error}")
             self.meta_yaml = self._snap(self.ledger_dir / "meta.yaml")

@@ -409,15 +409,18 @@ class _Flushes:
 
 def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
                work: Callable[[], None] | None) -> None:
-    """fsync the temp files and folders at the same time while ``work`` runs here."""
+    """fsync the temp files and folders at the same time while ``work`` runs here (without
+    ``work``, the first fsync runs in this thread)."""
+    jobs: list[Callable[[], None]] = [p.fsync for p in prepared]
+    jobs += [functools.partial(_fsync_dir, d) for d in dirs]
     flushes = _Flushes()
     try:
-        for p in prepared:
-            flushes.start(p.fsync)
-        for d in dirs:
-            flushes.start(functools.partial(_fsync_dir, d))
+        for job in jobs[1:] if work is None else jobs:
+            flushes.start(job)
         if work is not None:
             work()
+        elif jobs:
+            flushes._run(jobs[0])
     except BaseException:
         flushes.join(Path("."), quiet=True)
         raise

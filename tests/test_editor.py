@@ -441,6 +441,32 @@ def test_fast_title_lookup_equals_the_full_parse(seed: int) -> None:
             assert locate_entries(data, "/v/patterns.md", "patterns", q, exact=exact) == want
 
 
+@pytest.mark.parametrize("query", ["00042:", "Pattern 00042:", "pattern 00042: retry",
+                                   "RN 00042", "00042: Retry", "PATTERN 00042", "1.2.3",
+                                   "v1.2.3 (", "0042", "00042: retry the"])
+def test_title_lookup_by_a_digit_run_equals_the_full_parse(query: str) -> None:
+    """A query with a run of digits or punctuation is searched for by that run: lines that
+    hold the run but are no title, titles that hold it with other letters around it, in
+    other cases, in both forms, with a BOM and CRLF: the same entries as the full parse."""
+    body = ("**Context:** see Pattern 00042: retry, and v1.2.3 (pinned)\n\n"
+            "**Pattern:** p\n\n")
+    blocks = []
+    for i, title in enumerate(["Pattern 00042: retry the sender", "PATTERN 00042: Retry",
+                               "Pattern 000420: retry", "Tool v1.2.3 (pinned)",
+                               "xPattern 00042:", "Pattern 00043: other"]):
+        if i % 2:
+            blocks.append(f"## {title}\n\n- **Confidence:** low\n\n### Pattern\n\n{body}---\n\n")
+        else:
+            blocks.append(f"---\n\n**Title:** {title}\n**Confidence:** low\n\n{body}")
+    for data in (("# Ledger: Patterns\n\n" + "".join(blocks)).encode(),
+                 b"\xef\xbb\xbf" + "".join(blocks).replace("\n", "\r\n").encode()):
+        full = parse_ledger_bytes(data, "/v/patterns.md", "patterns").entries
+        q = title_key(query)
+        want = [e for e in full if q in title_key(e.title)]
+        assert want  # every query names at least one title
+        assert locate_entries(data, "/v/patterns.md", "patterns", q) == want
+
+
 def test_find_in_a_large_file_uses_the_fast_path(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(editor, "FAST_FIND_BYTES", 0)

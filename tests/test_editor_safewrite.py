@@ -297,3 +297,33 @@ def test_check_during_fsync_that_fails_renames_nothing(tmp_path: Path) -> None:
     ran = []
     atomic_replace(FileSnapshot.read(f), b"new\n", during_fsync=lambda: ran.append(1))
     assert ran == [1] and f.read_bytes() == b"new\n"
+
+
+def test_disk_full_while_a_big_temp_file_is_written_in_its_flush_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big file of a journaled set is written by the thread that flushes it: a full disk
+    there still fails the whole set with the file's name, before any rename, and leaves no
+    temp file and no journal."""
+    from toolkit.safewrite import DEFERRED_WRITE_BYTES, Journal, replace_all
+
+    big, small = tmp_path / "big.md", tmp_path / "small.md"
+    big.write_bytes(b"b" * DEFERRED_WRITE_BYTES)
+    small.write_bytes(b"small\n")
+    snaps = [FileSnapshot.read(big), FileSnapshot.read(small)]
+    real_write = os.write
+
+    def full_for_big(fd: int, data: bytes) -> int:
+        if len(data) >= DEFERRED_WRITE_BYTES:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_for_big)
+    journal = Journal(tmp_path / ".journal.json", tmp_path, "edit", [None, None])
+    with pytest.raises(NoSpaceError) as err:
+        replace_all([(snaps[0], b"c" * (DEFERRED_WRITE_BYTES + 1), snaps[0]),
+                     (snaps[1], b"new small\n", snaps[1])], journal=journal)
+    monkeypatch.undo()
+    assert str(err.value.path) == str(big) and "nothing written" in str(err.value)
+    assert big.read_bytes() == b"b" * DEFERRED_WRITE_BYTES
+    assert small.read_bytes() == b"small\n"
+    assert _temps(tmp_path) == [] and not (tmp_path / ".journal.json").exists()

@@ -163,11 +163,9 @@ def test_g4_the_reader_warnings_name_the_recovery(project: FixtureProject, tmp_p
     assert _state(project.ledger) == new
 
 
-def test_g4_lost_temp_files_roll_the_edit_back(project: FixtureProject, tmp_path: Path) -> None:
-    old, _ = _before_and_after(project, tmp_path, PRUNE)
-    _kill_at(PRUNE, project.root, "after_rename@1")
-    for name in _temps(project.ledger):  # the rest of the edit cannot be finished
-        (project.ledger / name).unlink()
+def _assert_prune_rolled_back_after_one_rename(project: FixtureProject,
+                                               old: dict[str, bytes | None]) -> None:
+    """The next command rolls a prune killed after its first rename back, and says so."""
     r = _run(["ledger", "list"], project.root)
     assert r.returncode == 0, r.stderr
     assert _note(r.stderr).endswith("an interrupted prune (1 of 4 files replaced when it "
@@ -175,6 +173,14 @@ def test_g4_lost_temp_files_roll_the_edit_back(project: FixtureProject, tmp_path
                                     "as before it")
     assert _without_lock(_state(project.ledger)) == _without_lock(old)
     assert not (project.ledger / JOURNAL).exists()
+
+
+def test_g4_lost_temp_files_roll_the_edit_back(project: FixtureProject, tmp_path: Path) -> None:
+    old, _ = _before_and_after(project, tmp_path, PRUNE)
+    _kill_at(PRUNE, project.root, "after_rename@1")
+    for name in _temps(project.ledger):  # the rest of the edit cannot be finished
+        (project.ledger / name).unlink()
+    _assert_prune_rolled_back_after_one_rename(project, old)
 
 
 def test_g4_a_file_edited_since_the_kill_stops_the_recovery(project: FixtureProject) -> None:
@@ -299,3 +305,51 @@ def test_g4_a_lock_field_lost_at_a_power_loss_still_counts_as_the_old_version(
 
 
 PROMOTE = ["ledger", "promote", "route table"]
+
+
+def test_g4_a_small_edit_is_journaled_as_its_edits_and_recognised_by_them(
+        project: FixtureProject) -> None:
+    """A one-line edit's journal records the edit (offset, old and new bytes) and the old
+    version's digest, not a digest of the new bytes: the file renamed before the kill is
+    recognised as the new version by them and the edit is completed. The same file with one
+    other byte changed (same size) is neither version: the recovery stops."""
+    _kill_at(PROMOTE, project.root, "after_rename@1")
+    body = json.loads((project.ledger / JOURNAL).read_text())
+    [md] = [f for f in body["files"] if f["target"].endswith(".md")]
+    assert "new_sha256" not in md and len(md["new_edits"]["edits"]) == 1
+    target = Path(md["target"])
+    renamed = target.read_bytes()
+    at = md["new_edits"]["edits"][0]["at"]
+    flip = 0 if at > 10 else len(renamed) - 2  # a byte away from the edit
+    changed = bytearray(renamed)
+    changed[flip] = ord("#") if changed[flip] != ord("#") else ord("x")
+    target.write_bytes(bytes(changed))
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 1
+    assert "an interrupted edit cannot be finished or undone: this file changed since" \
+        in r.stderr
+    assert target.read_bytes() == bytes(changed) and (project.ledger / JOURNAL).exists()
+
+    target.write_bytes(renamed)  # as the killed run left it: completed
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert "an interrupted promote (1 of 3 files replaced when it stopped) was completed" \
+        in r.stderr
+    assert target.read_bytes() == renamed and not (project.ledger / JOURNAL).exists()
+
+
+def test_g4_a_damaged_temp_file_of_an_edit_journaled_as_edits_rolls_back(
+        project: FixtureProject, tmp_path: Path) -> None:
+    """prune edits two ledger files (each journaled as its edits); killed after the first
+    rename, with one byte of the second file's temp file changed, the edit cannot be finished
+    and is rolled back from the backups."""
+    old, _ = _before_and_after(project, tmp_path, PRUNE)
+    _kill_at(PRUNE, project.root, "after_rename@1")
+    body = json.loads((project.ledger / JOURNAL).read_text())
+    second = body["files"][1]
+    assert second["target"].endswith(".md") and "new_edits" in second
+    temp = Path(second["temp"])
+    data = bytearray(temp.read_bytes())
+    data[0] = ord("#") if data[0] != ord("#") else ord("x")
+    temp.write_bytes(bytes(data))
+    _assert_prune_rolled_back_after_one_rename(project, old)

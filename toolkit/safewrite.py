@@ -42,6 +42,7 @@ import os
 import secrets
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,10 @@ PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journa
                 "after_rename", "after_lock", "after_backup", "after_ledger_write",
                 "after_meta_write")
 TEMP_MARK = ".toolkit-tmp-"
+# Snapshots at least this big may be hashed in a background thread (see hash_in_background).
+BACKGROUND_HASH_BYTES = 1 << 20
+# replace_all writes temp files at least this big in the thread that flushes them.
+DEFERRED_WRITE_BYTES = 1 << 20
 
 
 class NoSpaceError(ToolkitError):
@@ -82,6 +87,7 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
+    _hashing: list[threading.Thread] = field(default_factory=list, repr=False)
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -89,9 +95,29 @@ class FileSnapshot:
 
     @property
     def sha256(self) -> str:
+        self._wait_for_digest()
         if not self._digest:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
         return self._digest[0]
+
+    def hash_in_background(self) -> None:
+        """Start computing :attr:`sha256` in a thread (hashlib lets other threads run while it
+        hashes a big buffer): a writer that will need the digest starts it as soon as it knows,
+        and the hashing overlaps its next steps. :attr:`sha256` waits for it."""
+        if self._digest or self._hashing or len(self.data) < BACKGROUND_HASH_BYTES:
+            return
+
+        def run() -> None:
+            self._digest.append(hashlib.sha256(self.data).hexdigest())
+
+        worker = threading.Thread(target=run, name="toolkit-sha256", daemon=True)
+        self._hashing.append(worker)
+        worker.start()
+
+    def _wait_for_digest(self) -> None:
+        while self._hashing:
+            self._hashing[0].join()
+            self._hashing.pop()
 
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
@@ -130,6 +156,7 @@ def sha256_of_edit(old: FileSnapshot, new: bytes, same_prefix: int) -> str:
     when not known yet): a journaled one-line edit of a large file hashes it about 1.5 times
     instead of twice. The prefix is compared first (a memcmp), so a wrong ``same_prefix``
     costs speed, never a wrong digest."""
+    old._wait_for_digest()
     data = memoryview(old.data)
     k = max(0, min(same_prefix, len(data), len(new)))
     if not new.startswith(data[:k]):
@@ -253,11 +280,13 @@ class PreparedReplace:
 
     :meth:`fsync`, then :meth:`finish` (re-check ``expected``, rename) or :meth:`abort`
     (remove the temp file). :func:`atomic_replace` does one file; :func:`replace_all` several,
-    with their fsyncs at the same time."""
+    with their fsyncs at the same time. ``deferred``: the temp file is only created here; its
+    bytes are written by :meth:`fsync` (which :func:`replace_all` runs in a thread, so a big
+    file is written while the caller's checks run)."""
 
     def __init__(self, target: FileSnapshot | str | Path, new_bytes: bytes, *,
                  expected: FileSnapshot | None = None, mode: int | None = None,
-                 in_place: bool = False) -> None:
+                 in_place: bool = False, deferred: bool = False) -> None:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
@@ -286,20 +315,35 @@ class PreparedReplace:
                                     hint="Create it first, or write somewhere else") from None
             raise _os_error(exc, self.path, "cannot create a temporary file beside it") \
                 from None
+        self._pending: bytes | None = new_bytes if deferred else None
+        if not deferred:
+            try:
+                self._write(new_bytes)
+            except BaseException:
+                self.abort()
+                raise
+
+    def _write(self, new_bytes: bytes) -> None:
+        assert self.fd is not None
         try:
             view = memoryview(new_bytes)
             while view:
                 view = view[os.write(self.fd, view):]
             os.fchmod(self.fd, self.mode)
-        except BaseException as exc:
-            self.abort()
-            if isinstance(exc, OSError):
-                raise _os_error(exc, self.path) from None
-            raise
+        except OSError as exc:
+            raise _os_error(exc, self.path) from None
 
     def fsync(self) -> None:
+        """Write the bytes (when deferred) and flush them to disk. On failure the caller
+        aborts."""
+        if self._pending is not None:
+            data, self._pending = self._pending, None
+            self._write(data)
         if self.fd is not None:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise _os_error(exc, self.path) from None
 
     def finish(self) -> Path:
         """Re-check the expected version, then rename the temp file over the target."""
@@ -330,42 +374,57 @@ class PreparedReplace:
             os.unlink(self.tmp)
 
 
+class _Flushes:
+    """fsyncs run in threads (fsync releases the GIL, and a journaling filesystem commits
+    concurrent fsyncs together), each started as soon as its file is written; :meth:`join`
+    waits for all and raises the first failure."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.failure: list[BaseException] = []
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # re-raised in the caller's thread
+            self.failure.append(exc)
+
+    def start(self, job: Callable[[], None]) -> None:
+        t = threading.Thread(target=self._run, args=(job,), name="toolkit-fsync")
+        t.start()
+        self.threads.append(t)
+
+    def join(self, path: Path, *, quiet: bool = False) -> None:
+        """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
+        already failing with its own error)."""
+        while self.threads:
+            self.threads.pop().join()
+        if self.failure and not quiet:
+            exc = self.failure[0]
+            self.failure = []
+            if isinstance(exc, OSError):
+                raise _os_error(exc, path) from None
+            raise exc
+
+
 def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
                work: Callable[[], None] | None) -> None:
-    """fsync the temp files and folders at the same time (fsync releases the GIL, and a
-    journaling filesystem commits concurrent fsyncs together) while ``work`` runs here."""
-    import threading
-
-    failure: list[BaseException] = []
-
-    def run(func: Callable[[], None]) -> None:
-        try:
-            func()
-        except BaseException as exc:  # re-raised in the caller's thread
-            failure.append(exc)
-
+    """fsync the temp files and folders at the same time while ``work`` runs here (without
+    ``work``, the first fsync runs in this thread)."""
     jobs: list[Callable[[], None]] = [p.fsync for p in prepared]
     jobs += [functools.partial(_fsync_dir, d) for d in dirs]
-    threads = [threading.Thread(target=run, args=(job,), name="toolkit-fsync")
-               for job in jobs[1:]]
-    for t in threads:
-        t.start()
+    flushes = _Flushes()
     try:
-        if work is not None and jobs:
-            first = threading.Thread(target=run, args=(jobs[0],), name="toolkit-fsync")
-            first.start()
-            threads.append(first)
+        for job in jobs[1:] if work is None else jobs:
+            flushes.start(job)
+        if work is not None:
             work()
         elif jobs:
-            run(jobs[0])
-    finally:
-        for t in threads:
-            t.join()
-    if failure:
-        exc = failure[0]
-        if isinstance(exc, OSError):
-            raise _os_error(exc, prepared[0].path if prepared else Path(".")) from None
-        raise exc
+            flushes._run(jobs[0])
+    except BaseException:
+        flushes.join(Path("."), quiet=True)
+        raise
+    flushes.join(prepared[0].path if prepared else Path("."))
 
 
 def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
@@ -398,6 +457,10 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     return path
 
 
+# Byte edits of a file's old version: (start, end, new bytes) ranges of the old bytes, sorted.
+EditList = Sequence[tuple[int, int, bytes]]
+
+
 @dataclass
 class Journal:
     """An intent journal for one multi-file replace (git's lockfile idea, for a set of files).
@@ -408,7 +471,12 @@ class Journal:
     not exist); ``undo_remove``: folders the edit created that a rollback removes;
     ``backup_sums``: their SHA-256 when the caller knows them (else they are read);
     ``new_sums``: the SHA-256 of each item's new bytes when the caller knows them (see
-    :func:`sha256_of_edit`), else they are computed."""
+    :func:`sha256_of_edit`), else they are computed; ``edits``: per item, the byte edits that
+    turn its expected version into its new bytes (``(start, end, data)`` ranges of the old
+    bytes, sorted, not overlapping), when the caller knows them. A small edit of a big file
+    is recorded as these edits instead of a digest of the new bytes (see
+    :func:`edit_record`): the new version is then recognised by its edits and the old
+    version's digest, so the new bytes are never hashed."""
 
     path: Path
     root: Path
@@ -417,6 +485,65 @@ class Journal:
     undo_remove: list[Path] = field(default_factory=list)
     backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
     new_sums: list[str | None] | None = None  # SHA-256 of each item's new bytes, when known
+    edits: list[EditList | None] | None = None  # each item's byte edits, when known
+
+
+# Edits whose bytes (old and new) add up to more than this are journaled as a digest instead.
+MAX_JOURNAL_EDIT_BYTES = 64 * 1024
+
+
+def edit_record(old: bytes, new_size: int, edits: EditList) -> dict[str, object] | None:
+    """The journal's description of the new version as edits of ``old``: each edit's offset in
+    the old bytes, the old bytes it replaces and its new bytes (base64), and the new size --
+    or None when the edits are too big to journal or do not give ``new_size`` bytes."""
+    import base64
+
+    out = []
+    total = 0
+    pos = 0
+    size = len(old)
+    for start, end, data in edits:
+        if not pos <= start <= end <= len(old):
+            return None  # not sorted, overlapping or out of range: use a digest
+        total += (end - start) + len(data)
+        if total > MAX_JOURNAL_EDIT_BYTES:
+            return None
+        out.append({"at": start, "old": base64.b64encode(old[start:end]).decode("ascii"),
+                    "new": base64.b64encode(data).decode("ascii")})
+        size += len(data) - (end - start)
+        pos = end
+    if size != new_size:
+        return None
+    return {"new_size": new_size, "edits": out}
+
+
+def _is_edited_version(data: bytes, old_sha256: str | None, record: dict[str, object]) -> bool:
+    """Does ``data`` hold exactly the old version (digest ``old_sha256``) with the journaled
+    edits applied? Its size, each edit's new bytes in place, and the old version put back
+    together from the bytes between them with each edit's old bytes must give that digest."""
+    import base64
+
+    if old_sha256 is None or len(data) != record["new_size"]:
+        return False
+    view = memoryview(data)
+    h = hashlib.sha256()
+    pos_old = pos_new = 0
+    for e in record["edits"]:  # type: ignore[attr-defined]
+        at = int(e["at"])
+        old_part = base64.b64decode(e["old"], validate=True)
+        new_part = base64.b64decode(e["new"], validate=True)
+        same = at - pos_old
+        if same < 0:
+            return False
+        h.update(view[pos_new:pos_new + same])
+        pos_new += same
+        if view[pos_new:pos_new + len(new_part)] != new_part:
+            return False
+        h.update(old_part)
+        pos_new += len(new_part)
+        pos_old = at + len(old_part)
+    h.update(view[pos_new:])
+    return h.hexdigest() == old_sha256
 
 
 # The last bytes of every journal this version writes: a journal without them was cut short
@@ -432,6 +559,39 @@ def _sha256_of(path: Path) -> str | None:
         return None
 
 
+def _version_of(path: Path, old: str | None, old2: str | None, new: str | None,
+                record: dict[str, object] | None) -> str | None:
+    """Which version of a journaled file ``path`` holds: "new", "old", or None (neither,
+    or missing). The new version is known by its digest or by its edits (``record``)."""
+    if record is None:
+        cur = _sha256_of(path)
+        if cur is not None and cur == new:
+            return "new"
+        return "old" if cur is not None and cur in (old, old2) else None
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    cur = hashlib.sha256(data).hexdigest()
+    if cur in (old, old2):
+        return "old"
+    return "new" if _is_edited_version(data, old, record) else None
+
+
+def _check_record(record: object) -> None:
+    """A journal's ``new_edits`` must have the shape :func:`edit_record` writes (else the
+    journal is unreadable: ValueError, KeyError or TypeError)."""
+    import base64
+
+    if not isinstance(record, dict) or not isinstance(record["new_size"], int):
+        raise TypeError("new_edits")
+    for e in record["edits"]:
+        if not isinstance(e["at"], int) or e["at"] < 0:
+            raise TypeError("new_edits")
+        base64.b64decode(e["old"], validate=True)
+        base64.b64decode(e["new"], validate=True)
+
+
 def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
                    items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot | None]],
                    first: tuple[FileSnapshot, bytes] | None = None) -> bytes:
@@ -443,8 +603,9 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
     files = []
     sums = journal.backup_sums or [None] * len(items)
     new_sums = journal.new_sums or [None] * len(items)
-    for p, (_, data, expected), backup, bsum, nsum in zip(prepared, items, journal.backups,
-                                                          sums, new_sums, strict=True):
+    edit_lists = journal.edits or [None] * len(items)
+    for p, (_, data, expected), backup, bsum, nsum, edits in zip(
+            prepared, items, journal.backups, sums, new_sums, edit_lists, strict=True):
         also_old: str | None = None
         if first is not None and expected is first[0]:
             old: str | None = hashlib.sha256(first[1]).hexdigest()
@@ -453,11 +614,17 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
             old = expected.sha256 if expected is not None else _sha256_of(p.path)
         if backup is not None and bsum is None:
             bsum = _sha256_of(backup)
+        record = None
+        if edits is not None and nsum is None and expected is not None and also_old is None:
+            record = edit_record(expected.data, len(data), edits)
         files.append({"target": str(p.path), "temp": str(p.tmp),
                       "backup": None if backup is None else str(backup),
                       "backup_sha256": bsum if backup is not None else None,
-                      "old_sha256": old,
-                      "new_sha256": nsum or hashlib.sha256(data).hexdigest()})
+                      "old_sha256": old})
+        if record is not None:
+            files[-1]["new_edits"] = record  # the new bytes as edits of the old ones
+        else:
+            files[-1]["new_sha256"] = nsum or hashlib.sha256(data).hexdigest()
         if also_old is not None:
             files[-1]["also_old_sha256"] = also_old
     body = {"toolkit_journal": 1, "operation": journal.operation,
@@ -500,19 +667,33 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     journal_file: PreparedReplace | None = None
     first_file: PreparedReplace | None = None
     first_written: FileSnapshot | None = None
+    # Each temp file is flushed as soon as it is written, while the next ones, the journal
+    # (which may wait for the old versions' digests) and ``during_fsync`` are done here.
+    flushes = _Flushes()
     try:
-        if first is not None:
-            first_file = PreparedReplace(first[0], first[1])
-        for target, data, expected in items:
-            prepared.append(PreparedReplace(target, data, expected=expected))
-        dirs = list(also_fsync or [])
-        if journal is not None:  # written at its name, flushed together with the others
-            journal_file = PreparedReplace(
-                journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600,
-                in_place=True)
-            dirs.append(journal_file.path.parent)  # its name, and the temp files' names
-        _fsync_all(([first_file] if first_file else []) + prepared
-                   + ([journal_file] if journal_file else []), dirs, during_fsync)
+        try:
+            if first is not None:
+                first_file = PreparedReplace(first[0], first[1])
+                flushes.start(first_file.fsync)
+            for target, data, expected in items:
+                prepared.append(PreparedReplace(target, data, expected=expected,
+                                                deferred=len(data) >= DEFERRED_WRITE_BYTES))
+                flushes.start(prepared[-1].fsync)
+            for d in also_fsync or []:
+                flushes.start(functools.partial(_fsync_dir, d))
+            if journal is not None:  # written at its name, flushed together with the others
+                journal_file = PreparedReplace(
+                    journal.path, _journal_bytes(journal, prepared, items, first), mode=0o600,
+                    in_place=True)
+                flushes.start(journal_file.fsync)
+                # its name, and the temp files' names
+                flushes.start(functools.partial(_fsync_dir, journal_file.path.parent))
+            if during_fsync is not None:
+                during_fsync()
+        except BaseException:
+            flushes.join(Path("."), quiet=True)
+            raise
+        flushes.join(prepared[0].path if prepared else Path("."))
         if journal_file is not None and journal_file.fd is not None:
             os.close(journal_file.fd)  # durable before the first rename
             journal_file.fd = None
@@ -647,7 +828,13 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
         op = str(body.get("operation") or "edit")
         files = [(Path(f["target"]), Path(f["temp"]),
                   Path(f["backup"]) if f.get("backup") else None,
-                  f.get("old_sha256"), str(f["new_sha256"])) for f in body["files"]]
+                  f.get("old_sha256"), f.get("new_sha256")) for f in body["files"]]
+        records = [f.get("new_edits") for f in body["files"]]
+        for (_, _, _, _, new_sum), record in zip(files, records, strict=True):
+            if record is None and not isinstance(new_sum, str):
+                raise KeyError("new_sha256")
+            if record is not None:
+                _check_record(record)
         also_old = [f.get("also_old_sha256") for f in body["files"]]
         backup_sums = [f.get("backup_sha256") for f in body["files"]]
         undo_remove = [Path(d) for d in body.get("undo_remove") or []]
@@ -666,19 +853,16 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
                             hint=hint)
     undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
     states = []
-    for (target, _, _, old, new), old2 in zip(files, also_old, strict=True):
-        cur = _sha256_of(target)
-        if cur == new:
-            states.append("new")
-        elif cur == old or (old2 is not None and cur == old2):
-            states.append("old")
-        else:
+    for (target, _, _, old, new), old2, record in zip(files, also_old, records, strict=True):
+        state = _version_of(target, old, old2, new, record)
+        if state is None:
             raise ConflictError("an interrupted edit cannot be finished or undone: this file "
                                 "changed since", path=target, hint=hint)
+        states.append(state)
     replaced = [str(f[0]) for f, st in zip(files, states, strict=True) if st == "new"]
-    temps_whole = all(_sha256_of(temp) == new
-                      for (_, temp, _, _, new), st in zip(files, states, strict=True)
-                      if st == "old")
+    temps_whole = all(_version_of(temp, old, None, new, record) == "new"
+                      for (_, temp, _, old, new), st, record
+                      in zip(files, states, records, strict=True) if st == "old")
     complete = not rollback and bool(replaced) and temps_whole
     if complete:
         for (target, temp, _, _, _), st in zip(files, states, strict=True):

@@ -56,33 +56,70 @@ _FOLD_TO_ASCII_BYTES = (b"\x9f", b"\xb0", b"\x89", b"\xbf", b"\xbe", b"\xba", b"
 MAX_QUICK_OCCURRENCES = 2000
 
 
+_LETTERS = re.compile(rb"[A-Za-z]+")
+MIN_ANCHOR_BYTES = 3
+
+
+def _anchor(needle: bytes) -> bytes | None:
+    """The longest run of an ASCII query that holds no letter (at least
+    :data:`MIN_ANCHOR_BYTES` long), or None. ASCII lowering leaves such bytes as they are, so
+    every line whose lowered bytes hold the query holds its anchor in its own bytes."""
+    best = max(_LETTERS.split(needle), key=len)
+    return best if len(best) >= MIN_ANCHOR_BYTES else None
+
+
 def _quick_title_lines(data: bytes, q: str) -> list[int] | None:
     """Start offsets of the entry-start lines whose ASCII-lowered bytes contain ``q`` -- every
     line whose title can match -- or None when this shortcut cannot be exact (a non-ASCII
     query, a character that case-folds to ASCII somewhere in the file, too many occurrences).
-    Fenced lines are included; the caller filters them."""
+    Fenced lines are included; the caller filters them.
+
+    A query with a run of digits or punctuation (its anchor) is searched for by that run in
+    the file's own bytes, and only the lines holding it are lowered; otherwise in the whole
+    file lowered."""
     if not q.isascii() or any(b in data for b in _FOLD_TO_ASCII_BYTES):
         return None
-    lowered = data.lower()
     needle = q.encode("ascii")
+    anchor = _anchor(needle)
+    if anchor is not None:
+        found = _lines_holding(data, data, anchor, needle)
+        if found is not _TOO_MANY:
+            return found
+    return _lines_holding(data, data.lower(), needle, None)
+
+
+_TOO_MANY: list[int] = []  # too many occurrences to look at each (a marker, by identity)
+
+
+def _lines_holding(data: bytes, hay: bytes, needle: bytes, query: bytes | None
+                   ) -> list[int] | None:
+    """Entry-start lines of ``data`` where ``hay`` (``data`` or its lowered bytes) holds
+    ``needle`` and, when ``query`` is given, whose lowered bytes hold ``query``. None when
+    over :data:`MAX_FAST_CANDIDATES` lines qualify; :data:`_TOO_MANY` when ``needle`` occurs
+    over :data:`MAX_QUICK_OCCURRENCES` times."""
     found: list[int] = []
     seen_line = -1
     count = 0
-    hit = lowered.find(needle)  # bytes.find: about twice as fast as re here
+    first = _first_line_offset(data)
+    hit = hay.find(needle)  # bytes.find: about twice as fast as re here
     while hit >= 0:
         count += 1
         if count > MAX_QUICK_OCCURRENCES:
-            return None
-        start = lowered.rfind(b"\n", 0, hit) + 1
-        hit = lowered.find(needle, hit + 1)
+            return _TOO_MANY
+        start = hay.rfind(b"\n", 0, hit) + 1
+        hit = hay.find(needle, hit + 1)
         if start == seen_line:
             continue
         seen_line = start
-        first = _first_line_offset(data)
         if start == 0 and first:
             start = first  # the BOM is not part of line 1
-        if entry_form(data[start:start + 16]) is not None:
-            found.append(start)
+        if entry_form(data[start:start + 16]) is None:
+            continue
+        if query is not None:
+            nl = data.find(b"\n", start)
+            if query not in data[start:len(data) if nl < 0 else nl].lower():
+                continue
+        found.append(start)
         if len(found) > MAX_FAST_CANDIDATES:
             return None
     return found

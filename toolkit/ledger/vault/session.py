@@ -146,6 +146,7 @@ from toolkit.ledger.vault.meta import (
 from toolkit.ledger.vault.paths import check_inside
 from toolkit.records import CONFIDENCES, LEDGER_FILES, LEDGER_TITLES, LedgerEntry
 from toolkit.safewrite import (
+    EditList,
     FileLock,
     FileSnapshot,
     Journal,
@@ -155,6 +156,7 @@ from toolkit.safewrite import (
     changed_since,
     check_editable,
     cleanup_orphan_temps,
+    edit_record,
     pause,
     replace_all,
     sha256_of_edit,
@@ -218,6 +220,7 @@ class _Doc:
         self._seq = 0
         self._checked = False
         self.line_hint: tuple[int, int] | None = None  # for the diff (see Change.line_hint)
+        self.hash_ahead = False  # a session that writes: hash the file from its first edit
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
@@ -302,6 +305,10 @@ class _Doc:
                 raise UsageError(f"{self.name}: overlapping edits at bytes {start}-{end}")
         self._seq += 1
         self.edits.append(_Edit(start, end, data, kind, self._seq))
+        if self.snapshot is not None and self.hash_ahead:
+            # the commit needs the digest of the file as read (backup, journal): a big file is
+            # hashed in a thread while the session plans and writes
+            self.snapshot.hash_in_background()
 
     def render(self) -> bytes:
         data = self.data
@@ -391,6 +398,7 @@ class EditorSession:
             self._wait_for_json_lock()
             for kind in LEDGER_FILES:
                 d = self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes, self.notes)
+                d.hash_ahead = not self.dry_run
                 if d.error:
                     self.notes.append(f"skipped: {d.error}")
             self.meta_yaml = self._snap(self.ledger_dir / "meta.yaml")
@@ -715,12 +723,17 @@ class EditorSession:
             return CommitResult(all_changes, True, notes=list(self.notes),
                                 entries_total=self._entries_total)
         snaps = [self._snapshot_of(c) for c in changes]
-        # each file's old and new SHA-256 (backup and journal) share the bytes before its
-        # first edit, hashed once
+        # The journal knows each file's new version by its byte edits when they are small
+        # (a promote: one line), so only the old bytes are hashed (backup and journal);
+        # otherwise by its SHA-256, the bytes before the first edit hashed once for both.
+        edit_lists: list[EditList | None] = [
+            c.edits if c.edits and edit_record(snap.data, len(c.new), c.edits) is not None
+            else None for c, snap in zip(changes, snaps, strict=True)]
         new_sums: list[str | None] = [
+            None if edits is not None else
             sha256_of_edit(snap, c.new, min((e[0] for e in c.edits), default=0)
                            if c.edits else 0)
-            for c, snap in zip(changes, snaps, strict=True)]
+            for c, snap, edits in zip(changes, snaps, edit_lists, strict=True)]
         meta_yaml_change = next((c for c in meta if c.name == "meta.yaml"), None)
         json_change = next((c for c in meta if c.name == ".meta.json"), None)
         self._check_writable([c.path for c in changes], snaps)
@@ -758,6 +771,7 @@ class EditorSession:
             backups.append(dest / "meta.yaml")
             sums.append(self.meta_yaml.sha256)
             new_sums.append(None)
+            edit_lists.append(None)
         if lock is not None and self.meta_json is not None:
             final = json_change.new if json_change is not None else update_meta_json(
                 self.meta_json.data, self.meta_json.given, {"lock": None})
@@ -765,8 +779,9 @@ class EditorSession:
             backups.append(dest / ".meta.json")  # the version before the lock was taken
             sums.append(self.meta_json.sha256)
             new_sums.append(None)
+            edit_lists.append(None)
         journal = Journal(journal_path(self.vault), self.vault, self.operation, backups,
-                          backup_sums=sums, new_sums=new_sums)
+                          backup_sums=sums, new_sums=new_sums, edits=edit_lists)
         try:
             # All temp files are written, then flushed together with the backup folder while
             # the files' UTF-8 is checked (A6); then the journal names them all (G4), and only

@@ -158,6 +158,45 @@ def test_the_secret_scan_finds_a_secret_among_many_rows(project):
     assert r.rows == [("actions", f"id {n}", "description", "github_token") for n in ids]
 
 
+def test_the_secret_scan_keeps_what_it_saw_and_a_lost_damaged_or_stale_record_changes_nothing(
+        project):
+    """Each value is scanned once (its result kept beside the store under its MD5 and the
+    finder's code): a new secret is still found, and a record that is lost, damaged or made
+    by another finder gives the same answer as a first scan."""
+    from toolkit import parsecache
+    from toolkit.checks.builtin import _SCAN_SLOT, _scan_key
+
+    settings(project)
+    assert one(project, "secrets").status == "pass"
+    with Project.open(project.root) as p:
+        folder = p.config.parse_cache
+    record = folder / f"{_SCAN_SLOT}.marshal"
+    assert record.is_file()
+    data = json.loads(project.slop.read_text())
+    data["entries"][0]["description"] += f" Token used: {TOKEN}"
+    project.slop.write_text(json.dumps(data, indent=2))
+    expected = one(project, "secrets")
+    assert (expected.status, expected.count) == ("fail", 1)  # the changed value was scanned
+
+    def same() -> None:
+        r = one(project, "secrets")
+        assert (r.status, r.count, r.rows) == (expected.status, expected.count, expected.rows)
+
+    same()  # from the record
+    record.write_bytes(record.read_bytes()[:-7])  # cut short
+    same()
+    record.write_bytes(b"not a record")
+    same()
+    record.unlink()
+    same()
+    # another finder's record, claiming every value is clean: not used
+    saved = parsecache.load(folder, _SCAN_SLOT, _scan_key())
+    assert saved and any(saved.values())
+    parsecache.save(folder, _SCAN_SLOT, ("secrets-scan/1", "another finder"),
+                    {k: () for k in saved})
+    same()
+
+
 def test_interrupted_turns(project, isolated_env):
     settings(project)
     side = SideRepo.create(project.root, isolated_env / ".codesmith" / "snapshots")

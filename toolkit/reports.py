@@ -469,6 +469,7 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
     data.task_slug = task_slugs(t for t in all_tasks if t is not None)
     _VALUE_SLUGS.clear()
+    _VALUE_REFS.clear()
     for dim in ("category", "confidence"):
         _VALUE_SLUGS.update(value_slugs(dim, (e.get(dim) for e in data.ledger)))
     for dim in ("bucket", "severity", "status", "owner"):
@@ -586,6 +587,27 @@ def value_slugs(dim: str, values: Iterable[Any]) -> dict[tuple[str, Any], str]:
     out = {(dim, v): s for v, s in zip(ordered, slugs[1:], strict=True)}
     out[(dim, None)] = out[(dim, "")] = "none"
     return out
+
+
+# The link to a value's index page (``_value_ref``), one object per (dimension, value) and
+# build: the listings hold tens of thousands of them, built and pickled (the render cache's
+# digest) once each. Cleared with _VALUE_SLUGS.
+_VALUE_REFS: dict[tuple[str, Any], Ref] = {}
+
+
+def _value_ref(dim: str, value: Any) -> Ref:
+    """A link to the index page of a ledger value (``category``, ``confidence``) or a slop
+    one (``bucket``, ``severity``, ``status``, ``owner``), showing the value."""
+    key = (dim, value)
+    ref = _VALUE_REFS.get(key)
+    if ref is None:
+        path = (f"ledger/{dim}/{_value_slug(dim, value)}.md" if dim in _LEDGER_DIMS
+                else _dim_path(dim, value))
+        ref = _VALUE_REFS[key] = Ref(_shown(value), path)
+    return ref
+
+
+_LEDGER_DIMS = ("category", "confidence")
 
 
 def _value_slug(dim: str, value: Any) -> str:
@@ -772,12 +794,12 @@ def _file_path(file: str) -> str:
 
 def _category_ref(e: dict[str, Any]) -> Cell:
     c = e.get("category")
-    return Ref(c, f"ledger/category/{_value_slug('category', c)}.md") if c else "[???]"
+    return _value_ref("category", c) if c else "[???]"
 
 
 def _confidence_ref(e: dict[str, Any]) -> Cell:
     c = e.get("confidence")
-    return Ref(c, f"ledger/confidence/{_value_slug('confidence', c)}.md") if c else "[???]"
+    return _value_ref("confidence", c) if c else "[???]"
 
 
 def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
@@ -1001,11 +1023,10 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
     def listing(entries: list[dict[str, Any]]) -> Table:
         return Table(("Entry", "Bucket", "Severity", "Confidence", "Status", "Owner",
                       "Age (days)"), [
-            (_slop_ref(d, s), Ref(_shown(s.get("bucket")), _dim_path("bucket", s.get("bucket"))),
-             Ref(_shown(s.get("severity")), _dim_path("severity", s.get("severity"))),
-             s.get("confidence"),
-             Ref(_shown(s.get("status")), _dim_path("status", s.get("status"))),
-             Ref(s["owner"], _dim_path("owner", s["owner"])) if s.get("owner") else None,
+            (_slop_ref(d, s), _value_ref("bucket", s.get("bucket")),
+             _value_ref("severity", s.get("severity")), s.get("confidence"),
+             _value_ref("status", s.get("status")),
+             _value_ref("owner", s["owner"]) if s.get("owner") else None,
              age(s)) for s in entries], empty="No entries.")
 
     sev_rank: dict[str | None, int] = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
@@ -1067,13 +1088,11 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         task = s.get("task_id")
         fields = [
             Field("ID", s.get("id")),
-            Field("Bucket", Ref(_shown(s.get("bucket")), _dim_path("bucket", s.get("bucket")))),
-            Field("Severity",
-                  Ref(_shown(s.get("severity")), _dim_path("severity", s.get("severity")))),
+            Field("Bucket", _value_ref("bucket", s.get("bucket"))),
+            Field("Severity", _value_ref("severity", s.get("severity"))),
             Field("Confidence", _shown(s.get("confidence"))),
-            Field("Owner", Ref(s["owner"], _dim_path("owner", s["owner"]))
-                  if s.get("owner") else "none"),
-            Field("Status", Ref(_shown(s.get("status")), _dim_path("status", s.get("status")))),
+            Field("Owner", _value_ref("owner", s["owner"]) if s.get("owner") else "none"),
+            Field("Status", _value_ref("status", s.get("status"))),
             Field("Created", s.get("created_at") or s.get("created_at_raw") or "[???]"),
             Field("Updated", s.get("updated_at") or s.get("updated_at_raw") or "[???]"),
             Field("Task", (Ref(task, task_path(d.task_slug[task])) if task in dispatch_tasks

@@ -61,7 +61,11 @@ _NOT_SECRETS = frozenset({"home_path"})  # the finder also folds home paths; not
 
 def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     """Every place in the store (every text column of every source table) where the
-    redaction finder sees a secret: table, row, column and family. Never the secret."""
+    redaction finder sees a secret: table, row, column and family. Never the secret.
+
+    Each distinct value is scanned once: what the finder saw in it is kept beside the store
+    (:func:`_scan_cache`) under the value's MD5 and the finder's code, so the next run scans
+    only values it has not seen (a one-entry change scans that entry's text)."""
     columns = project.sql(
         "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
         "JOIN information_schema.tables t USING (table_schema, table_name) "
@@ -71,6 +75,8 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     by_table: dict[str, dict[str, str]] = {}
     for table, column, kind in columns:
         by_table.setdefault(table, {})[column] = kind
+    cache = _scan_cache(project)
+    seen: dict[str, tuple[str, ...]] = {}  # what this run met: the cache kept for the next
     out: list[tuple[Any, ...]] = []
     for table, cols in by_table.items():
         text_cols = [c for c, k in cols.items() if k in _TEXT_TYPES]
@@ -84,20 +90,74 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
             place = "'row ' || CAST(rowid + 1 AS VARCHAR)"
         for column in text_cols:
             value = f'CAST("{column}" AS VARCHAR)'
-            distinct = [r[0] for r in project.sql(
-                f'SELECT DISTINCT {value} FROM "{table}" WHERE "{column}" IS NOT NULL'
-            ).fetchall()]
-            families: dict[str, list[str]] = {}
-            for index, family in _scan(distinct):  # each distinct value once
-                families.setdefault(distinct[index], []).append(family)
+            families = _column_families(project, table, column, value, cache, seen)
             if not families:
                 continue
-            rows = project.sql(f'SELECT {place}, {value} FROM "{table}" '
-                               f"WHERE list_contains($found, {value}) ORDER BY rowid",
+            rows = project.sql(f'SELECT {place}, md5({value}) FROM "{table}" '
+                               f"WHERE list_contains($found, md5({value})) ORDER BY rowid",
                                {"found": list(families)}).fetchall()
             out += [(table, _place(where), column, family)
-                    for where, text in rows for family in families[text]]
+                    for where, key in rows for family in families[key]]
+    if seen != cache:
+        _save_scan_cache(project, seen)
     return ["table", "place", "column", "family"], out
+
+
+def _column_families(project: Project, table: str, column: str, value: str,
+                     cache: dict[str, tuple[str, ...]], seen: dict[str, tuple[str, ...]]
+                     ) -> dict[str, tuple[str, ...]]:
+    """MD5 of each distinct value of one column holding a secret -> its families. Values
+    the cache knows are not read; the others are scanned (:func:`_scan`) and added to
+    ``seen`` with the known ones."""
+    keys = [r[0] for r in project.sql(
+        f'SELECT DISTINCT md5({value}) FROM "{table}" WHERE "{column}" IS NOT NULL'
+    ).fetchall()]
+    todo = [k for k in keys if k not in cache]
+    for k in keys:
+        if k in cache:
+            seen[k] = cache[k]
+    if todo:
+        distinct = project.sql(
+            f'SELECT DISTINCT md5({value}), {value} FROM "{table}" '
+            f'WHERE "{column}" IS NOT NULL AND list_contains($todo, md5({value}))',
+            {"todo": todo}).fetchall()
+        found: dict[int, list[str]] = {}
+        for index, family in _scan([v for _, v in distinct]):  # each distinct value once
+            found.setdefault(index, []).append(family)
+        for i, (k, _) in enumerate(distinct):
+            seen[k] = tuple(found.get(i, ()))
+    return {k: seen[k] for k in keys if seen.get(k)}
+
+
+_SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slot: value MD5 -> families the finder saw
+
+
+def _scan_key() -> tuple[str, ...]:
+    """What the cached scan results depend on besides the values: the finder's code."""
+    from toolkit.parsecache import code_version
+
+    return ("secrets-scan/1", code_version("toolkit.redact", "toolkit.checks.builtin"))
+
+
+def _scan_cache(project: Project) -> dict[str, tuple[str, ...]]:
+    """The values scanned by an earlier run (MD5 -> families, empty for none); empty when
+    there is no cache, or it is damaged, stale or made by other code (toolkit.parsecache)."""
+    from toolkit import parsecache
+
+    folder = project.config.parse_cache
+    saved = parsecache.load(folder, _SCAN_SLOT, _scan_key()) if folder else None
+    if not isinstance(saved, dict):
+        return {}
+    return {k: v for k, v in saved.items() if isinstance(k, str) and isinstance(v, tuple)
+            and all(isinstance(f, str) for f in v)}
+
+
+def _save_scan_cache(project: Project, seen: dict[str, tuple[str, ...]]) -> None:
+    from toolkit import parsecache
+
+    folder = project.config.parse_cache
+    if folder is not None:
+        parsecache.save(folder, _SCAN_SLOT, _scan_key(), seen)
 
 
 def _place(text: str) -> str:

@@ -2,8 +2,8 @@
 
 The demo site (built by `toolkit build-site --demo`, as a user would) and the hostile site
 (FAULTS.md E1) are served by a http.server thread on 127.0.0.1. Every request the browser makes
-is recorded: any host but 127.0.0.1 fails the test (and the request is aborted, so nothing
-leaves the machine). Console errors fail the test; so does any dialog. The site, server,
+is recorded: any host but 127.0.0.1 fails the test (and the request fails at a proxy that is
+not there, so nothing leaves the machine). Console errors fail the test; so does any dialog. The site, server,
 browser and guard are tests/_browser_helpers.py's (shared by every browser module).
 
 Skipped only when /usr/bin/chromium is missing and CI is unset; in CI a missing browser fails.

@@ -1,7 +1,13 @@
 """The browser tests' shared parts: the demo site (built once per test run, read by every
-browser module), a http.server thread on 127.0.0.1 that serves a site, headless Chromium, and
-the request guard (``page``: a request to any host but 127.0.0.1 is aborted and fails the test,
-so do a console error and a dialog).
+browser module), a http.server thread on 127.0.0.1 that serves a site, headless Chromium (one
+per test process), and the request guard (``page``: a request to any host but 127.0.0.1 fails
+the test, so do a console error and a dialog).
+
+No request leaves the machine: Chromium sends every request for another host to a proxy at
+127.0.0.1:1, where nothing listens, and resolves no other host name (it goes to 127.0.0.1
+directly). The guard only listens to the requests, so the browser keeps its cache within a
+test, as a reader's does (intercepting every request, as a route does, turns the cache off and
+sends each request through Python first).
 
 Registered as a plugin in tests/conftest.py, so every module uses the same fixture instances
 (importing a module's fixtures into another makes a second instance, and a second build).
@@ -25,7 +31,10 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        # every other host: a proxy that is not there (127.0.0.1 bypasses proxies), no DNS
+        "--proxy-server=http://127.0.0.1:1",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 
 
 def need_chromium() -> None:
@@ -39,6 +48,18 @@ def need_chromium() -> None:
 
 
 class _Quiet(SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, overlay: Path | None = None, **kwargs: Any) -> None:
+        self.overlay = overlay
+        super().__init__(*args, **kwargs)  # handles the request
+
+    def translate_path(self, path: str) -> str:
+        local = super().translate_path(path)
+        if self.overlay is not None:
+            mine = self.overlay / Path(local).relative_to(self.directory)
+            if mine.exists():
+                return str(mine)
+        return local
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -54,15 +75,19 @@ class Served:
     base: str
     site: Path
     server: ThreadingHTTPServer
+    overlay: Path | None = None
 
 
-def serve(site: Path) -> Iterator[Served]:
-    """Serve ``site`` on 127.0.0.1 (a free port) while the generator is suspended."""
-    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+def serve(site: Path, overlay: Path | None = None) -> Iterator[Served]:
+    """Serve ``site`` on 127.0.0.1 (a free port) while the generator is suspended; a path
+    that exists under ``overlay`` is served from there (a test's own pages beside a shared
+    site's, which stays as it was built)."""
+    handler = functools.partial(_Quiet, directory=str(site), overlay=overlay)
+    server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     host, port = server.server_address[:2]
     try:
-        yield Served(f"http://{host}:{port}/", site, server)
+        yield Served(f"http://{host}:{port}/", site, server, overlay)
     finally:
         server.shutdown()
         server.server_close()
@@ -103,9 +128,10 @@ def hostile_served(hostile_site: tuple[Any, Path]) -> Iterator[Served]:
     yield from serve(hostile_site[1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """Debian's headless Chromium, driven by Playwright."""
+    """Debian's headless Chromium, driven by Playwright: one per test process, each test in a
+    context of its own."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -122,25 +148,20 @@ class Watch:
     dialogs: list[str] = field(default_factory=list)
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
-    """A fresh browser context and page; after the test, any request that left 127.0.0.1, any
-    console error and any dialog fail it."""
+def watched(context: Any) -> tuple[Any, Watch]:
+    """A new page of ``context`` and what it does: every request and websocket it opens (a
+    host but 127.0.0.1 is foreign), console errors, uncaught errors and dialogs (dismissed)."""
     watch = Watch()
-    context = browser.new_context()
 
-    def route(r: Any) -> None:
-        url = r.request.url
+    def opened(url: str) -> None:
         watch.requests.append(url)
-        host = urlsplit(url).hostname
-        if urlsplit(url).scheme in ("http", "https", "ws", "wss") and host != "127.0.0.1":
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname != "127.0.0.1":
             watch.foreign.append(url)
-            r.abort()
-        else:
-            r.continue_()
 
-    context.route("**/*", route)
+    context.on("request", lambda r: opened(r.url))
     p = context.new_page()
+    p.on("websocket", lambda ws: opened(ws.url))
     p.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
     p.on("pageerror", lambda e: watch.errors.append(str(e)))
 
@@ -149,8 +170,22 @@ def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
         d.dismiss()
 
     p.on("dialog", dialog)
-    yield p, watch
-    context.close()
+    return p, watch
+
+
+def check(watch: Watch) -> None:
+    """Fail on any request that left 127.0.0.1, any console error and any dialog."""
     assert watch.foreign == [], f"requests left 127.0.0.1: {watch.foreign}"
     assert watch.errors == [], f"console errors: {watch.errors}"
     assert watch.dialogs == [], f"dialogs opened: {watch.dialogs}"
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
+    """A fresh browser context and page; after the test, any request that left 127.0.0.1, any
+    console error and any dialog fail it."""
+    context = browser.new_context()
+    p, watch = watched(context)
+    yield p, watch
+    context.close()
+    check(watch)

@@ -2,9 +2,10 @@
 
 The demo site (built by `toolkit build-site --demo`, as a user would) and the hostile site
 (FAULTS.md E1) are served by a http.server thread on 127.0.0.1. Every request the browser makes
-is recorded: any host but 127.0.0.1 fails the test (and the request is aborted, so nothing
-leaves the machine). Console errors fail the test; so does any dialog. The site, server,
-browser and guard are tests/_browser_helpers.py's (shared by every browser module).
+is recorded: any host but 127.0.0.1 fails the test (and the request fails at a proxy that is
+not there, so nothing leaves the machine). Console errors fail the test; so does any dialog.
+The site, server, browser and guard are tests/_browser_helpers.py's (shared by every browser
+module).
 
 Skipped only when /usr/bin/chromium is missing and CI is unset; in CI a missing browser fails.
 """
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests._browser_helpers import Served, Watch, need_chromium, serve
+from tests._browser_helpers import Served, Watch, need_chromium, serve, watched
 from tests._site_helpers import HOSTILE_TASK, HOSTILE_TITLE_SHOWN
 
 pytestmark = pytest.mark.browser
@@ -61,6 +62,29 @@ def test_home_renders_with_its_charts(demo: Served, page: tuple[Any, Watch]) -> 
         assert width > 0
     assert any("/charts/" in u and u.endswith(".svg") for u in watch.requests)
     assert "Open slop" in p.locator("article").inner_text()
+
+
+def test_a_request_for_another_host_is_caught_and_goes_nowhere(browser: Any) -> None:
+    """The guard every browser test relies on (tests/_browser_helpers.py): a request for
+    another host, by name, by address or over a websocket, is recorded as foreign, and fails
+    in the browser at the proxy that is not there instead of reaching the network. (The
+    addresses are documentation ones, which lead nowhere even without the guard.)"""
+    context = browser.new_context()
+    try:
+        p, watch = watched(context)
+        failed: dict[str, str | None] = {}
+        p.on("requestfailed", lambda r: failed.__setitem__(r.url, r.failure))
+        images = ["http://192.0.2.7/a.png", "https://guard.example/b.png"]
+        p.set_content("".join(f'<img src="{u}">' for u in images)
+                      + '<script>new WebSocket("ws://198.51.100.9/c")</script>')
+        for _ in range(100):  # the events arrive in any order
+            if len(failed) == 2 and len(watch.foreign) == 3:
+                break
+            p.wait_for_timeout(50)
+        assert failed == {u: "net::ERR_PROXY_CONNECTION_FAILED" for u in images}
+        assert sorted(watch.foreign) == sorted([*images, "ws://198.51.100.9/c"])
+    finally:
+        context.close()
 
 
 def _rare_entry_word(site: Path) -> tuple[str, str]:

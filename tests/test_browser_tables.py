@@ -14,41 +14,37 @@ dialog) are tests/_browser_helpers.py's.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-import shutil
+from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._browser_helpers import Served, Watch, need_chromium, serve
+from tests._browser_helpers import Served, Watch, check, need_chromium, serve, watched
 
 pytestmark = pytest.mark.browser
 need_chromium()
 
-BUILD_TIME = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
-DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?")
 
 
-def _demo_site(base: Path, *, audit_rows: int = 3000, base_config: Path | None = None,
-               out: Path | None = None, site_scope: str = "project") -> Path:
-    """The demo world (toolkit.demo, as `build-site --demo` writes it) and its site, built in
-    this process (so a test may change the page budget or the base configuration first)."""
-    from toolkit import config as config_mod
-    from toolkit.demo import write_demo
-    from toolkit.loaders import SOURCES
-    from toolkit.site import BASE_CONFIG, build_site
-    from toolkit.store import Store
+def _small_site(base: Path, *, audit_rows: int, base_config: Path | None = None,
+                out: Path | None = None, site_scope: str = "project") -> Path:
+    """The tests/fixtures/formats project with the demo's audit actions (``audit_rows`` as
+    toolkit.demo writes them, without their dispatches) in place of its audit DB, and its
+    site, built in this process (so a test may change the page budget or the base
+    configuration first): a site of a few dozen pages, where the demo's has hundreds."""
+    from tests._site_helpers import TODAY, build, make_world
+    from toolkit.demo.records import AuditRows, write_audit_db
+    from toolkit.demo.records import audit_rows as demo_audit_rows
 
-    world = write_demo(base / "demo", audit_rows=audit_rows)
-    cfg = config_mod.resolve(project=world.project).with_overrides(analyses=False,
-                                                                     site_scope=site_scope)
-    with Store.open(cfg.db_path, sources=SOURCES) as store:
-        store.refresh(cfg)
-        result = build_site(cfg, store, out=out, build_time=BUILD_TIME,
-                            base_config=base_config or BASE_CONFIG)
+    world = make_world(base)
+    world.cfg.audit_db.unlink()
+    actions = demo_audit_rows(7, TODAY, audit_rows, []).actions
+    write_audit_db(world.cfg.audit_db, AuditRows(actions=actions))
+    world.cfg = world.cfg.with_overrides(site_scope=site_scope)
+    result = build(world, out=out, **({"base_config": base_config} if base_config else {}))
     assert result.warnings == []
     return result.out
 
@@ -266,13 +262,14 @@ def test_without_scripts_every_row_shows(demo: Served, browser: Any) -> None:
     in a browser that runs scripts."""
     context = browser.new_context(java_script_enabled=False)
     try:
-        p = context.new_page()
+        p, watch = watched(context)
         p.goto(demo.base + "audit/actions/", wait_until="load")
         rows = p.locator("article table tbody tr")
         assert rows.count() == 100
         assert rows.nth(99).is_visible()
     finally:
         context.close()
+    check(watch)
 
 
 # -------------------------------------------------------------------- instant navigation
@@ -294,10 +291,10 @@ def test_tables_are_set_up_on_each_page_of_instant_navigation(
         config["site_url"] = served.base
         base_config = tmp_path / "mkdocs.yml"
         base_config.write_text(yaml.safe_dump(config), encoding="utf-8")
-        _demo_site(tmp_path, base_config=base_config, out=site)
+        _small_site(tmp_path, audit_rows=200, base_config=base_config, out=site)
         assert "navigation.instant" in (site / "index.html").read_text(encoding="utf-8")
         p, _ = page
-        p.goto(served.base + "slop/", wait_until="load")
+        p.goto(served.base + "ledger/", wait_until="load")
         p.wait_for_selector("article table.dataTable")
         p.evaluate("window.tkMarker = 1")
         p.locator("nav.md-nav--primary a[href$='audit/actions/']").first.click()
@@ -318,17 +315,17 @@ def test_tables_are_set_up_on_each_page_of_instant_navigation(
 
 def test_a_page_of_10000_rows_keeps_one_page_of_them_in_the_document(
         tmp_path: Path, page: tuple[Any, Watch], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The demo world with 10,000 audit actions, all on one page: the site's own limits (a
-    page's table budget, 100 actions a page) are lifted so this page holds every row, more
-    than any page of a real build does. The browser keeps 25 in the document, and sorting
-    and filtering still reach every row."""
+    """A project with more than 10,000 audit actions (the demo's), all on one page: the site's
+    own limits (a page's table budget, 100 actions a page) are lifted so this page holds every
+    row, more than any page of a real build does. The browser keeps 25 in the document, and
+    sorting and filtering still reach every row."""
     from toolkit import reports
     from toolkit import site as site_mod
 
     monkeypatch.setattr(reports, "RECENT_ACTIONS", 20_000)
     monkeypatch.setattr(reports, "ACTIONS_PER_PAGE", 20_000)
     monkeypatch.setattr(site_mod, "MAX_PAGE_TABLES", 50_000_000)
-    site = _demo_site(tmp_path, audit_rows=11_000, site_scope="all")  # every project's rows
+    site = _small_site(tmp_path, audit_rows=11_000, site_scope="all")  # every project's rows
     html = (site / "audit" / "actions" / "index.html").read_text(encoding="utf-8")
     total = html.count("\n<tr><td>")
     assert total >= 10_000 and "rows are shown" not in html
@@ -351,10 +348,16 @@ def test_a_page_of_10000_rows_keeps_one_page_of_them_in_the_document(
         p.wait_for_function("() => document.querySelectorAll('article tbody tr').length === 1")
         assert rows.first.inner_text().split()[0] == str(ids[0])
         assert p.locator("article .dt-paging-button").count() <= 9  # the pager stays small
-    shutil.rmtree(tmp_path / "demo", ignore_errors=True)
 
 
 # ----------------------------------------------------- tables the script cannot or may not sort
+
+@pytest.fixture(scope="module")
+def demo_and_mine(demo_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The shared demo site served with this module's own pages beside its own (in a folder of
+    their own: the shared site stays as it was built)."""
+    yield from serve(demo_site, overlay=tmp_path_factory.mktemp("tables-pages"))
+
 
 def _page_of_tables(served: Served, name: str, tables: str, script: str = "") -> str:
     """A page beside the demo site's own (same depth, so the theme and the table scripts load
@@ -368,7 +371,8 @@ def _page_of_tables(served: Served, name: str, tables: str, script: str = "") ->
         tag = 'datatables.min.js"></script>'
         assert tag in text
         text = text.replace(tag, tag + f"<script>{script}</script>", 1)
-    folder = served.site / name
+    assert served.overlay is not None
+    folder = served.overlay / name
     folder.mkdir(exist_ok=True)
     (folder / "index.html").write_text(text, encoding="utf-8")
     return served.base + name + "/"
@@ -398,13 +402,13 @@ _STATE = """t => ({sortable: t.classList.contains('dataTable'),
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_table_with_merged_cells_or_several_header_rows_is_fitted_not_sorted(
-        demo: Served, page: tuple[Any, Watch], width: int) -> None:
+        demo_and_mine: Served, page: tuple[Any, Watch], width: int) -> None:
     rows = _good_rows()
     merged = [*rows[:2], '<td colspan="2">task 3, retried</td><td>2026-11-03 10:00:00</td>'
               f"<td>{_LONG}</td>", *rows[3:]]
     two_heads = '<tr><th colspan="2">What</th><th colspan="2">When</th></tr>' + _HEAD
     short_row = [*rows[:4], "<td>task 5</td><td>5</td><td>2026-11-05 10:00:00</td>", *rows[5:]]
-    url = _page_of_tables(demo, "tk-faults-odd-tables",
+    url = _page_of_tables(demo_and_mine, "tk-faults-odd-tables",
                           _table("merged", _HEAD, merged) + _table("heads", two_heads, rows)
                           + _table("short", _HEAD, short_row) + _table("plain", _HEAD, rows))
     p, _ = page
@@ -435,8 +439,8 @@ _BREAK_ONE_TABLE = """(function () {
 
 
 def test_a_table_datatables_fails_on_is_left_unsorted_fitted_and_warned_about(
-        demo: Served, page: tuple[Any, Watch]) -> None:
-    url = _page_of_tables(demo, "tk-faults-boom",
+        demo_and_mine: Served, page: tuple[Any, Watch]) -> None:
+    url = _page_of_tables(demo_and_mine, "tk-faults-boom",
                           _table("boom", _HEAD, _good_rows()) + _table("plain", _HEAD,
                                                                        _good_rows()),
                           script=_BREAK_ONE_TABLE)
@@ -461,12 +465,12 @@ def test_a_table_datatables_fails_on_is_left_unsorted_fitted_and_warned_about(
 
 
 def test_text_typed_into_the_filter_box_is_matched_as_plain_text(
-        demo: Served, page: tuple[Any, Watch]) -> None:
+        demo_and_mine: Served, page: tuple[Any, Watch]) -> None:
     hostile = "<img src=//evil.example/x onerror=alert(1)>"
     odd = ["(.*", "a.b", "<b>bold</b>"]
     texts = [hostile, *odd, "plain one", "plain two", "plain three", "plain four"]
     rows = [f"<td>{escape(t)}</td><td>{i}</td>" for i, t in enumerate(texts)]
-    url = _page_of_tables(demo, "tk-faults-filter",
+    url = _page_of_tables(demo_and_mine, "tk-faults-filter",
                           _table("hostile", "<tr><th>Text</th><th>N</th></tr>", rows))
     p, _ = page
     p.goto(url, wait_until="load")

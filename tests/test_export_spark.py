@@ -81,14 +81,16 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """One local Spark session for the module. Its JVM compiles with the client compiler only
-    (-XX:TieredStopAtLevel=1): these reads are too short for the optimising compiler to pay off,
-    and it would cost about as much CPU again as the reads. stop() leaves the JVM running until
-    this Python process ends (a whole xdist worker), so it is ended here."""
+    (-XX:TieredStopAtLevel=1: these reads are too short for the optimising compiler to pay
+    off, and it would cost about as much CPU again as the reads), collects garbage in one
+    thread (a small heap, one task at a time) and keeps no perf-data file. stop() leaves the
+    JVM running until this Python process ends (a whole xdist worker), so it is ended here."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[1]").appName("toolkit-tests")
-               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+               .config("spark.driver.extraJavaOptions",
+                       "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")

@@ -7,6 +7,7 @@ project; the Spark examples of docs/guide/lake.md run here too, against the two 
 and its DuckDB queries give the same answers as its Spark ones.
 
 One SparkSession (local[1], no UI) serves the whole module: its JVM takes seconds to start.
+It is stopped, JVM and all, when the module ends.
 """
 
 from __future__ import annotations
@@ -79,9 +80,17 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    """One local Spark session for the module. Its JVM compiles with the client compiler only
+    (-XX:TieredStopAtLevel=1: these reads are too short for the optimising compiler to pay
+    off, and it would cost about as much CPU again as the reads), collects garbage in one
+    thread (a small heap, one task at a time) and keeps no perf-data file. stop() leaves the
+    JVM running until this Python process ends (a whole xdist worker), so it is ended here."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[1]").appName("toolkit-tests")
+               .config("spark.driver.extraJavaOptions",
+                       "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")
@@ -89,10 +98,17 @@ def spark() -> Iterator[Any]:
                .config("spark.sql.session.timeZone", "UTC")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
+    gateway = session.sparkContext._gateway
     try:
         yield session
     finally:
         session.stop()
+        jvm = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        SparkContext._gateway = SparkContext._jvm = None  # a later session starts its own
+        if jvm is not None and jvm.stdin is not None:
+            jvm.stdin.close()  # the gateway JVM exits when its standard input closes
+            jvm.wait(timeout=60)
 
 
 def _expected_by_project(lake: dict[str, Any], table: str) -> dict[str, int]:

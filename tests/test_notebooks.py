@@ -4,6 +4,9 @@ show what their committed outputs show (text; images and timings aside)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -20,6 +23,29 @@ PUBLIC = {"toolkit": {"Project"}, "toolkit.demo": {"write_demo"}}
 def world(tmp_path_factory: pytest.TempPathFactory):
     """The demo world every notebook opens by default (same seed and size)."""
     return write_demo(tmp_path_factory.mktemp("nb") / "demo")
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """One real kernel and the folder it runs in: it re-runs the bundled notebooks one after
+    another, as build-site's does (each notebook first runs notebooks.FRESH: a clean namespace
+    and matplotlib's defaults); starting a kernel costs more than running a notebook."""
+    from jupyter_client.manager import KernelManager
+
+    cwd = tmp_path_factory.mktemp("kernel")
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(cwd))
+    try:
+        yield km, cwd
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def _rerun(nb: nbformat.NotebookNode, kernel: tuple[Any, Path], name: str
+           ) -> nbformat.NotebookNode:
+    km, cwd = kernel
+    nb.cells.insert(0, notebooks.injected(notebooks.FRESH))
+    return notebooks.execute(nb, cwd=cwd, name=name, km=km)
 
 
 def test_the_four_analyses_are_there():
@@ -44,7 +70,7 @@ def test_notebook_uses_only_the_public_api_and_is_parameterised(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_reruns_in_a_kernel_to_its_committed_outputs(path, world, tmp_path):
+def test_notebook_reruns_in_a_kernel_to_its_committed_outputs(path, world, kernel):
     committed = notebooks.read(path)
     shown = notebooks.text_outputs(committed)
     assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
@@ -55,19 +81,19 @@ def test_notebook_reruns_in_a_kernel_to_its_committed_outputs(path, world, tmp_p
     findings = [t for texts in shown for t in texts if t.startswith("Finding: ")]
     assert len(sections) >= 2 and len(findings) >= len(sections), "a written finding per section"
 
-    run = notebooks.execute(notebooks.with_parameters(committed, project_path=str(world.project)),
-                            cwd=tmp_path, name=path.name)
+    run = _rerun(notebooks.with_parameters(committed, project_path=str(world.project)), kernel,
+                 path.name)
     assert notebooks.text_outputs(run) == shown, (
         f"{path.name} shows something else than its committed outputs; if that is intended, "
         "re-run scripts/run_notebooks.py and commit the result")
 
 
-def test_a_notebook_without_parameters_writes_and_opens_its_own_demo_world(tmp_path):
+def test_a_notebook_without_parameters_writes_and_opens_its_own_demo_world(kernel):
     path = notebooks.NOTEBOOKS_DIR / "what_each_turn_changed.ipynb"
     committed = notebooks.read(path)
-    run = notebooks.execute(notebooks.read(path), cwd=tmp_path, name=path.name)
+    run = _rerun(notebooks.read(path), kernel, path.name)
     assert notebooks.text_outputs(run) == notebooks.text_outputs(committed)
-    assert list(tmp_path.iterdir()) == []  # the world went to a temporary folder
+    assert list(kernel[1].iterdir()) == []  # the world went to a temporary folder
 
 
 def test_a_failing_cell_is_named_with_its_error(tmp_path):

@@ -45,6 +45,7 @@ from markupsafe import Markup
 from toolkit import mdsafe
 from toolkit.display import display_roots
 from toolkit.errors import ToolkitError
+from toolkit.notebooks import FRESH
 from toolkit.pages import Page, relative_link
 
 if TYPE_CHECKING:
@@ -61,11 +62,9 @@ SECTION = "Analyses"
 # Run first in the kernel before each notebook (as an injected cell: neither shown nor counted):
 # a clean namespace and matplotlib's defaults (one kernel runs them all), charts as SVG with
 # their text as text (so it can be redacted), no random ids (the same data gives the same bytes).
-PRELUDE = """\
-get_ipython().run_line_magic("reset", "-f")
+PRELUDE = FRESH + """\
 import matplotlib as _mpl
 from matplotlib_inline.backend_inline import set_matplotlib_formats as _formats
-_mpl.rcdefaults()
 _mpl.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "toolkit"})
 _formats("svg")
 del _mpl, _formats
@@ -156,7 +155,7 @@ class Analyses:
                     if no_copy:
                         raise ToolkitError(f"{path.name}: {no_copy}")
                     nb = notebooks.with_parameters(nb, project_path=str(self.cfg.project_root))
-                    nb.cells.insert(0, _prelude())
+                    nb.cells.insert(0, notebooks.injected(PRELUDE))
                     if km is None or not km.is_alive():
                         km = _start_kernel(work, sockets, env, path.name)
                     notebooks.execute(nb, cwd=work, name=path.name, km=km)
@@ -349,14 +348,6 @@ def _parse(data: bytes, path: Path) -> NotebookNode:
         return nbformat.reads(data.decode("utf-8"), as_version=4)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise ToolkitError(f"{path.name}: not a notebook ({type(exc).__name__})") from None
-
-
-def _prelude() -> NotebookNode:
-    import nbformat
-
-    from toolkit.notebooks import INJECTED_TAG
-
-    return nbformat.v4.new_code_cell(PRELUDE, metadata={"tags": [INJECTED_TAG]})
 
 
 def _start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str) -> Any:

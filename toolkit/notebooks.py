@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
 
+# Run first (as an injected cell) in a kernel that ran another notebook before: a clean
+# namespace and matplotlib's default settings, as in a fresh kernel. Starting a kernel costs
+# more than running a notebook (interpreter, ipykernel, matplotlib, DuckDB); reusing one does not.
+FRESH = """\
+get_ipython().run_line_magic("reset", "-f")
+import matplotlib as _mpl
+_mpl.rcdefaults()
+del _mpl
+"""
+
 
 def _bundled() -> Path:
     """The bundled analysis notebooks: the repository's ``notebooks/`` (editable install),
@@ -66,15 +76,21 @@ def with_parameters(nb: NotebookNode, **params: object) -> NotebookNode:
     """A copy of ``nb`` whose parameters are ``params``: a cell tagged
     ``injected-parameters`` right after the one tagged ``parameters`` (a notebook without
     one gets it first)."""
-    import nbformat
 
     nb = copy.deepcopy(nb)
     nb.cells = [c for c in nb.cells if INJECTED_TAG not in _tags(c)]
-    source = "# Injected parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())
-    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
+    cell = injected("# Injected parameters\n" + "".join(f"{k} = {v!r}\n"
+                                                     for k, v in params.items()))
     at = next((i + 1 for i, c in enumerate(nb.cells) if PARAMETERS_TAG in _tags(c)), 0)
     nb.cells.insert(at, cell)
     return nb
+
+
+def injected(source: str) -> NotebookNode:
+    """A code cell tagged ``injected-parameters``: run, but neither shown nor counted."""
+    import nbformat
+
+    return nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
 
 
 def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int = 600,

@@ -43,8 +43,10 @@ _FIELD_HEAD = re.compile(rb"^([ \t]*(?:[-*+][ \t]+)?)\*\*[A-Za-z][A-Za-z _-]{0,4
 # fast, where a "^" pattern is tried at every position.
 # (The name is matched greedily: its characters cannot be ":" or "*", so the longest run is the
 # only one a closer can follow -- the same match as a lazy name, found with less backtracking.)
-_FIELD_NL = re.compile(r"\n[ \t]*(?:[-*+][ \t]+)?\*\*([A-Za-z][A-Za-z _-]{0,40})(?::\*\*|\*\*:)"
-                       r"[ \t]*")
+# (The first branch is the common line with no indent or bullet, a fast path of the second; the
+# blanks after the closer stay in the value, which is always stripped.)
+_FIELD_NL = re.compile(r"\n(?:\*\*|[ \t]*(?:[-*+][ \t]+)?\*\*)([A-Za-z][A-Za-z _-]{0,40})"
+                       r"(?::\*\*|\*\*:)")
 _SECTION_NL = re.compile(r"\n### ([^\n]*)")
 SECTION_NAMES = frozenset({"context", "pattern", "evidence", "related"})
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -34,8 +34,11 @@ _REC = "\x1e"
 
 
 def blob_id(data: bytes) -> str:
-    """The git blob id of some bytes (what ``git hash-object`` prints, without filters)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    """The git blob id of some bytes (what ``git hash-object`` prints, without filters). The
+    header and the bytes are hashed in turn: a big ledger file is not copied to prepend it."""
+    h = hashlib.sha1(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
 
 
 def entry_title_key(title: str | None) -> str:

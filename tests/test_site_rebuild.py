@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from tests._site_helpers import build, make_world, tree_bytes
-from toolkit.site import RENDER_CACHE, SEARCH_MAP, TEMPLATES_DIR, _dump, _SearchIndex
+from toolkit.site import RENDER_CACHE, SEARCH_MAP, TEMPLATES_DIR
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
@@ -84,7 +84,7 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: 
     assert third.mode == "incremental" and third.rebuilt == 1
     found = [d["location"] for d in json.loads(index.read_text(encoding="utf-8"))["docs"]
              if "zanzibarquuy" in d["text"]]
-    assert found == [f"{ENTRY}/"]
+    assert found == [f"{ENTRY}/#pattern"]
 
     full = build(world, out=tmp_path / "full" / "site", clean=True)
     assert index.read_bytes() == (full.out / "search" / "search_index.json").read_bytes()
@@ -112,58 +112,3 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     assert tree_bytes(again.out) == site_before
     assert charts[0].is_file()
     assert all(f.read_bytes() != b"\x00garbage" for f in compiled)  # compiled again
-
-
-def test_the_search_index_holds_each_page_once_with_every_section_s_text(
-        tmp_path: Path) -> None:
-    """One search entry per page (its address and tags once), with the text of every section;
-    an index an older build wrote with an entry per section is made over on the next
-    rebuild, as a full build makes it."""
-    world = make_world(tmp_path / "w")
-    first = build(world)
-    index = first.out / "search" / "search_index.json"
-    docs = json.loads(index.read_text(encoding="utf-8"))["docs"]
-    locations = [d["location"] for d in docs]
-    assert len(locations) == len(set(locations)) == first.search_docs
-    assert not [u for u in locations if "#" in u]
-    entry = next(d for d in docs if d["location"] == f"{ENTRY}/")
-    for words in ("Context", "Pattern", "already existed under a different verb"):
-        assert words in entry["text"], words
-    assert "<p>" not in entry["text"]
-
-    # an index in the search plugin's form (page, then sections), as an older build left it
-    sections = [{**entry, "text": "<p>Field Value</p>"},
-                {"location": f"{ENTRY}/#pattern", "title": "Pattern",
-                 "text": "<p>already existed under a different verb</p>",
-                 "tags": entry.get("tags", [])}]
-    old = _SearchIndex.parse(_dump({"config": {}, "docs": sections}))
-    merged = old.piece(f"{ENTRY}/")
-    assert merged is not None and merged[1] == 1
-    assert json.loads(merged[0])["text"] == "Field Value Pattern already existed under a " \
-                                            "different verb"
-    # made once, it stays as it is
-    again = _SearchIndex.parse(b'{"config":{},"docs":[' + merged[0] + b"]}")
-    assert again.piece(f"{ENTRY}/") == merged
-
-    # the whole site's index in that form (every page with text split into its page entry
-    # and a section), and no map: the next rebuild makes it over, as a full build does
-    split = []
-    for d in docs:
-        words = d["text"].split(" ")
-        if len(words) < 3:
-            split.append(d)
-            continue
-        split += [{**d, "text": f"<p>{words[0]}</p>"},
-                  {**d, "location": d["location"] + "#s", "title": words[1],
-                   "text": "<p>" + " ".join(words[2:]) + "</p>"}]
-    config = json.loads(index.read_text(encoding="utf-8"))["config"]
-    index.write_text(json.dumps({"config": config, "docs": split}), encoding="utf-8")
-    (first.build_dir / SEARCH_MAP).unlink()
-    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
-    patterns.write_text(patterns.read_text(encoding="utf-8").replace(
-        "already existed under a different verb", "already existed under another verb"),
-        encoding="utf-8")
-    second = build(world)
-    assert second.mode == "incremental" and second.rebuilt == 1
-    full = build(world, out=tmp_path / "full" / "site", clean=True)
-    assert index.read_bytes() == (full.out / "search" / "search_index.json").read_bytes()

@@ -1314,9 +1314,6 @@ class _SearchIndex:
     entries (joined by commas) and their number. The index is ``{"config":…,"docs":[…]}``
     with the pages' pieces in build order: what the search plugin writes in a full build.
 
-    Each page is one entry (:func:`_page_entry`), not one per section as the search plugin
-    writes them: the index every visitor downloads holds a page's address and tags once.
-
     ``search-map.json`` in the build folder records where each page's piece is in the index
     file (and the file's size and mtime), so a rebuild takes the unchanged pages' pieces as
     bytes, without parsing the whole index; without a valid map the index is parsed."""
@@ -1332,8 +1329,7 @@ class _SearchIndex:
         data = path.read_bytes()
         mapped = _read_state(map_path)
         try:
-            if mapped.get("index") == [st.st_size, st.st_mtime_ns] \
-                    and mapped.get("format") == _INDEX_FORMAT:
+            if mapped.get("index") == [st.st_size, st.st_mtime_ns]:
                 pages = {str(u): (int(a), int(b), int(n)) for u, (a, b, n)
                          in mapped["pages"].items()}
                 if all(0 <= a <= b <= len(data) for a, b, _ in pages.values()):
@@ -1345,11 +1341,11 @@ class _SearchIndex:
     @classmethod
     def parse(cls, data: bytes) -> _SearchIndex:
         index = json.loads(data)
-        grouped: dict[str, list[dict[str, Any]]] = {}
+        grouped: dict[str, list[bytes]] = {}
         for e in index["docs"]:
-            grouped.setdefault(e["location"].split("#", 1)[0], []).append(e)
+            grouped.setdefault(e["location"].split("#", 1)[0], []).append(_dump(e))
         return cls(data, config=_dump(index["config"]),
-                   pieces={u: (_dump(_page_entry(u, v)), 1) for u, v in grouped.items()})
+                   pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
 
     def piece(self, url: str) -> tuple[bytes, int] | None:
         if self.config is not None:
@@ -1381,32 +1377,8 @@ class _SearchIndex:
         _write_if_changed(path, b"".join(parts))
         st = path.stat()
         _write_if_changed(map_path, json.dumps(
-            {"index": [st.st_size, st.st_mtime_ns], "format": _INDEX_FORMAT, "pages": pages}
-        ).encode("utf-8"))
+            {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
         return sum(n for _, _, n in pages.values())
-
-
-_INDEX_FORMAT = "one entry per page"  # in search-map.json: how its pieces were made
-_INDEX_TAG = re.compile(r"<[^>]*>")
-
-
-def _page_entry(url: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """A page's search entries (the page's, then a section's each, as the search plugin
-    makes them) as one: the page's address, title, tags and boost, and the text of every
-    section after its heading, as plain (still escaped) text. An entry made here stays as
-    it is."""
-    first = entries[0]
-    words: list[str] = []
-    for e in entries:
-        if e is not first:
-            words.append(_INDEX_TAG.sub(" ", str(e.get("title", ""))))
-        words.append(_INDEX_TAG.sub(" ", str(e.get("text", ""))))
-    entry: dict[str, Any] = {"location": url, "title": first.get("title", ""),
-                             "text": " ".join(" ".join(words).split())}
-    for key in ("tags", "boost"):
-        if key in first:
-            entry[key] = first[key]
-    return entry
 
 
 # =========================================================================== serving

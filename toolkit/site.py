@@ -56,7 +56,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import clock, mdrender, mdsafe
+from toolkit import clock, mdrender, mdsafe, site_theme
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, Table, relative_link
@@ -1246,8 +1246,16 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                          for f in files.documentation_pages()]
             return files
 
+        nav: Any = None
+
+        def on_nav(self, nav: Any, *, config: Any, files: Any) -> Any:
+            self.nav = nav
+            return nav
+
         def on_env(self, env: Any, *, config: Any, files: Any) -> Any:
             env.bytecode_cache = _theme_bytecode_cache(config_file.parent / "jinja-cache")
+            if self.nav is not None:
+                site_theme.cache_nav(env, self.nav)
             return env
 
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:

@@ -183,14 +183,29 @@ def make_floor(base: Path, texts: list[dict[str, str]], extra_pages: int) -> Pat
 
 # --------------------------------------------------------------------------- timing
 
-def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = None) -> float:
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
+def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = None,
+        peak: list[int] | None = None, cpu: list[float] | None = None) -> float:
+    """Run ``cmd`` as a subprocess; its wall time in seconds. ``peak`` gets its peak memory
+    (max RSS in bytes, from ``wait4``: this process's own, or a helper process's it waited
+    for, whichever is larger), ``cpu`` its CPU seconds (user + system, helpers included: on a
+    shared machine, less noisy than wall time)."""
+    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=so, stderr=se)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        so.seek(0)
+        se.seek(0)
+        stdout, stderr = so.read().decode(errors="replace"), se.read().decode(errors="replace")
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+        sys.exit(f"{' '.join(cmd)} failed:\n{stdout}\n{stderr}")
     if out is not None:
-        out.append(proc.stdout)
+        out.append(stdout)
+    if peak is not None:
+        peak.append(usage.ru_maxrss * 1024)  # Linux reports kilobytes
+    if cpu is not None:
+        cpu.append(usage.ru_utime + usage.ru_stime)
     return elapsed
 
 
@@ -204,6 +219,8 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
+    parser.add_argument("--full-only", action="store_true",
+                        help="measure the full build and its floor only (no one-change build)")
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="bench-site-"))
@@ -225,13 +242,23 @@ def main() -> None:
         print(f"site: {pages} pages; floor: {floor_pages} hand-written pages")
 
         floor_times, full_times, incr_times, dirty_times = [], [], [], []
+        floor_peaks: list[int] = []
+        full_peaks: list[int] = []
+        floor_cpu: list[float] = []
+        full_cpu: list[float] = []
         patterns = root / ".smith" / "vault" / "ledger" / "patterns.md"
         for rep in range(args.reps):
             for folder in (floor / "site", site, site.parent / "site.build"):
                 shutil.rmtree(folder, ignore_errors=True)
-            floor_times.append(run([*mkdocs, "build", "-q"], floor, env))
+            floor_times.append(run([*mkdocs, "build", "-q"], floor, env, peak=floor_peaks,
+                                   cpu=floor_cpu))
             full_times.append(run([*toolkit, "build-site", "--build-time", BUILD_TIME],
-                                  root, env))
+                                  root, env, peak=full_peaks, cpu=full_cpu))
+            if args.full_only:
+                print(f"rep {rep + 1}: floor {floor_times[-1]:.1f} s "
+                      f"({floor_peaks[-1] / 2**20:.0f} MB), full {full_times[-1]:.1f} s "
+                      f"({full_peaks[-1] / 2**20:.0f} MB)")
+                continue
             full_locations = search_locations(site)
             word = f"zanzibarquux{rep}"
             text = patterns.read_text(encoding="utf-8")
@@ -249,13 +276,15 @@ def main() -> None:
             page.write_text(page.read_text(encoding="utf-8") + f"\n{word}\n", encoding="utf-8")
             dirty_times.append(run([*mkdocs, "build", "-q", "--dirty"], floor, env))
             dirty_docs = len(search_locations(floor / "site"))
-            print(f"rep {rep + 1}: floor {floor_times[-1]:.1f} s, full {full_times[-1]:.1f} s, "
+            print(f"rep {rep + 1}: floor {floor_times[-1]:.1f} s "
+                  f"({floor_peaks[-1] / 2**20:.0f} MB), full {full_times[-1]:.1f} s "
+                  f"({full_peaks[-1] / 2**20:.0f} MB), "
                   f"one change {incr_times[-1]:.1f} s (search: {len(locations)} of "
                   f"{len(full_locations)} pages, same set: {locations == full_locations}, "
                   f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
                   f"keeps {dirty_docs} of {floor_pages} pages in its search index")
             print("  one change, " + (stages[0] if stages else "Stages: (not printed)"))
-        f, full, incr = min(floor_times), min(full_times), min(incr_times)
+        f, full = min(floor_times), min(full_times)
         ratios = sorted(b / a for a, b in zip(floor_times, full_times, strict=True))
         print()
         print("full / floor per rep (each pair run back to back): "
@@ -263,7 +292,19 @@ def main() -> None:
               + f"; median {statistics.median(ratios):.2f}")
         print(f"floor (plain mkdocs build, {floor_pages} pages): {f:.1f} s")
         print(f"toolkit build-site, full:            {full:.1f} s  = {full / f:.2f} x floor "
-              "(target < 1.3)")
+              "(target < 0.7)")
+        cpu = sorted(b / a for a, b in zip(floor_cpu, full_cpu, strict=True))
+        print(f"CPU time: floor {min(floor_cpu):.1f} s, full {min(full_cpu):.1f} s (best); "
+              "full / floor per rep " + ", ".join(f"{r:.2f}" for r in cpu)
+              + f"; median {statistics.median(cpu):.2f}")
+        mem = sorted(b / a for a, b in zip(floor_peaks, full_peaks, strict=True))
+        print(f"peak memory: floor {statistics.median(floor_peaks) / 2**20:.0f} MB, full "
+              f"{statistics.median(full_peaks) / 2**20:.0f} MB (medians); full / floor per rep "
+              + ", ".join(f"{r:.2f}" for r in mem)
+              + f"; median {statistics.median(mem):.2f} (target < 1.5)")
+        if args.full_only:
+            return
+        incr = min(incr_times)
         print(f"after one entry changed:              {incr:.1f} s  = {incr / full:.2f} x full "
               "(target < 0.25)")
         one = sorted(b / a for a, b in zip(full_times, incr_times, strict=True))

@@ -56,7 +56,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import clock, mdrender, mdsafe
+from toolkit import clock, mdrender, mdsafe, site_theme
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import INTERNAL_PATH, Table, relative_link
@@ -689,8 +689,9 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
     try:
         # action_scope: every page, chart, count and download reads the same actions
         with source.actions_scoped(action_scope):
-            made = make(source, site_name, build, mark)
-            result = _build_from(source, made, site=site, build=build, docs=docs, clean=clean,
+            # not kept here: _build_from lets the pages go before MkDocs runs
+            result = _build_from(source, make(source, site_name, build, mark), site=site,
+                                 build=build, docs=docs, clean=clean,
                                  build_time=build_time, progress=progress, templates=templates,
                                  base_config=base_config, redact=redact, mark=mark,
                                  site_name=site_name)
@@ -731,8 +732,13 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
                 build_time: dt.datetime, progress: Progress | None, templates: Path,
                 base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str
                 ) -> BuildResult:
-    """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact)."""
+    """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact).
+
+    Memory: each page's Markdown is written as soon as it is rendered, and the page contexts
+    (``made.content.pages``, emptied here) and the tables' HTML are let go before MkDocs runs,
+    which then holds every page's HTML itself."""
     content = made.content
+    config_text = _mkdocs_config(base_config, content.pages, site, site_name)
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache)
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
@@ -747,22 +753,24 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     renderer = _Renderer(templates, scrub)
     renderer.charts = {spec.name: spec for spec in content.charts}
     page_cache = _RenderCache(build, docs, templates, variant=f"redact={redact}")
-    files: dict[str, bytes] = {}
-    rendered: dict[str, bytes] = {}  # pages rendered in this run (the others are as they were)
-    total = len(content.pages)
-    for i, page in enumerate(content.pages, 1):
-        if page_cache.reuse(page, renderer):
-            files[page.path] = b""
-        else:
-            files[page.path] = rendered[page.path] = render_page(renderer, page)
+    files: set[str] = set()  # every file of the docs folder
+    written: list[str] = []
+    pages = content.pages
+    total = len(pages)
+    for i in range(total):
+        page, pages[i] = pages[i], None  # type: ignore[call-overload]  # let it go when done
+        if page.path in files:
+            raise ToolkitError("two pages of the site have the same path (a bug)")
+        files.add(page.path)
+        if not page_cache.reuse(page, renderer):
+            if _write_if_changed(docs / page.path, render_page(renderer, page)):
+                written.append(page.path)
             page_cache.rendered(page, renderer.used)
-        if progress and (i % 200 == 0 or i == total):
-            progress("Writing pages", i, total)
-    if len(files) != total:
-        raise ToolkitError("two pages of the site have the same path (a bug)")
+        if progress and ((i + 1) % 200 == 0 or i + 1 == total):
+            progress("Writing pages", i + 1, total)
+    pages.clear()
+    written.sort()
     mark("templates")
-    written = [rel for rel, data in sorted(rendered.items())
-               if _write_if_changed(docs / rel, data)]
     page_cache.save()
     mark("writing")
     charts_drawn = _finish_charts(charts_job)
@@ -780,36 +788,36 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
             svg = render_svg(spec)
             charts_drawn += 1
             _write_if_changed(cache, svg)
-        files[rel] = svg
+        files.add(rel)
         if _write_if_changed(docs / rel, svg):
             written.append(rel)
     for rel, data in sorted(made.files.items()):
-        files[rel] = data
+        files.add(rel)
         if _write_if_changed(docs / rel, data):
             written.append(rel)
     mark("charts")
     for d in content.downloads:
         for fmt in ("csv", "json"):
-            files[f"data/{d.table}.{fmt}"] = b""
+            files.add(f"data/{d.table}.{fmt}")
     written += downloads.result()
     mark("downloads")
     _prune_cache(chart_cache, {f"{s.digest()}.svg" for s in content.charts})
-    missing = sorted(renderer.targets - set(files))
+    missing = sorted(renderer.targets - files)
     if missing:
         raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
     _write_if_changed(build / TABLES, json.dumps(renderer.tables, sort_keys=True,
                                                  ensure_ascii=False).encode("utf-8"))
+    del renderer, page_cache  # the tables' HTML: the hook reads it from tables.json
 
     state_path = build / STATE
     previous = _read_state(state_path)
-    removed = sorted(set(previous.get("files", [])) - set(files))
+    removed = sorted(set(previous.get("files", [])) - files)
     for rel in removed:
         with contextlib.suppress(FileNotFoundError):
             (docs / rel).unlink()
         _remove_output(site, rel)
-    _remove_unexpected(docs, set(files))
+    _remove_unexpected(docs, files)
 
-    config_text = _mkdocs_config(base_config, content.pages, site, site_name)
     (build / "mkdocs.yml").write_text(config_text, encoding="utf-8")
     signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
                                 ).encode("utf-8")).hexdigest()
@@ -1246,8 +1254,16 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                          for f in files.documentation_pages()]
             return files
 
+        nav: Any = None
+
+        def on_nav(self, nav: Any, *, config: Any, files: Any) -> Any:
+            self.nav = nav
+            return nav
+
         def on_env(self, env: Any, *, config: Any, files: Any) -> Any:
             env.bytecode_cache = _theme_bytecode_cache(config_file.parent / "jinja-cache")
+            if self.nav is not None:
+                site_theme.cache_nav(env, self.nav)
             return env
 
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:

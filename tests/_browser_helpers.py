@@ -128,10 +128,12 @@ def hostile_served(hostile_site: tuple[Any, Path]) -> Iterator[Served]:
     yield from serve(hostile_site[1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's headless Chromium, driven by Playwright: one per test process, each test in a
-    context of its own."""
+    """Debian's headless Chromium, driven by Playwright: one per test module, each test in a
+    context of its own. (Not one per process: Playwright's sync API keeps an asyncio event loop
+    running in this thread while it is open, and a later module of the same xdist worker that
+    calls asyncio.run(), as the MCP tests do, would fail.)"""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

@@ -145,6 +145,8 @@ def test_charts_are_static_svg_with_fixed_bytes(built: tuple[World, Path]) -> No
 
 def test_rebuild_after_one_change_rewrites_one_page_and_keeps_search_complete(
         tmp_path: Path) -> None:
+    import toolkit.site as site_module
+
     world = make_world(tmp_path / "w")
     first = build(world)
     docs = first.build_dir / "docs"
@@ -183,9 +185,18 @@ def test_rebuild_after_one_change_rewrites_one_page_and_keeps_search_complete(
     assert f"{gone}/" not in _search_locations(third.out)
     assert "Grep the route table" not in (third.out / "ledger/patterns/index.html").read_text()
 
-    # and the incremental result is exactly what a full build makes
+    # the entry's category has one entry less: its charts were drawn again, by a chart
+    # process this process keeps for its next build (matplotlib starts once)
+    assert third.charts_drawn > 0
+    kept = list(site_module._CHART_IDLE)
+    assert kept and all(p.poll() is None for p in kept)
+
+    # and the incremental result is exactly what a full build makes (its charts all drawn
+    # again, by the same chart process)
+    site_module._DRAWN.clear()
     full = build(world, out=tmp_path / "full" / "site", clean=True)
-    assert full.mode == "full"
+    assert full.mode == "full" and full.charts_drawn > third.charts_drawn
+    assert kept == site_module._CHART_IDLE  # the same process drew them
     assert tree_bytes(third.out) == tree_bytes(full.out)
 
 

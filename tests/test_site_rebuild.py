@@ -94,21 +94,33 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: 
 def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
         tmp_path: Path) -> None:
     """The build folder keeps the theme's compiled templates (jinja-cache) and the drawn charts
-    (chart-cache); a damaged or lost file there is made again, and the site does not change."""
+    (chart-cache); a damaged or lost file there is made again, and the site does not change.
+    The chart process kept from the last build may have ended since: a new one draws them."""
     import toolkit.site as site_module
 
     world = make_world(tmp_path / "w")
     site_module._THEME_BYTECODE.clear()  # as a new process (else they come from memory)
+    site_module._DRAWN.clear()
     first = build(world, clean=True)
     site_before = tree_bytes(first.out)
     compiled = sorted((first.build_dir / "jinja-cache").iterdir())
     charts = sorted((first.build_dir / "chart-cache").iterdir())
     assert compiled and charts
+    assert first.charts_drawn == len(charts)
+    ended = list(site_module._CHART_IDLE)
+    assert ended  # the chart process is kept for the next build ...
+    for proc in ended:  # ... and ends before it
+        proc.kill()
+        proc.wait()
     for f in compiled:
         f.write_bytes(b"\x00garbage")
     charts[0].unlink()
     site_module._THEME_BYTECODE.clear()  # as a new process: only the files
+    site_module._DRAWN.clear()
     again = build(world, clean=True)
     assert tree_bytes(again.out) == site_before
-    assert charts[0].is_file()
+    assert charts[0].is_file() and again.charts_drawn == len(charts)
+    pids = {p.pid for p in site_module._CHART_IDLE}
+    assert pids and not pids & {p.pid for p in ended}  # a new one drew them
     assert all(f.read_bytes() != b"\x00garbage" for f in compiled)  # compiled again
+

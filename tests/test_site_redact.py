@@ -19,7 +19,8 @@ import pytest
 
 from tests._site_helpers import BUILD_TIME, World, build, make_world
 from tests.test_secrets_in_links import STANDARD, _flat, _secret_part
-from toolkit.config import resolve
+from toolkit.config import Config, resolve
+from toolkit.site import BuildResult
 
 # One secret per place a value can come from; all twenty families appear somewhere.
 SESSION_SECRET = "mysql -u root -pS3cure!pw9x app"
@@ -76,7 +77,7 @@ def _plant(world: World) -> None:
 def _leaks(out: Path) -> list[tuple[str, str]]:
     """(file, secret) for every secret found in any file's name or content, in any case,
     also URL- and entity-decoded and spelled as a slug."""
-    secrets = _secrets()
+    secrets = [(s, s.casefold(), _flat(s).strip("-")) for s in _secrets()]
     found = []
     for path in sorted(out.rglob("*")):
         rel = path.relative_to(out).as_posix()
@@ -86,35 +87,61 @@ def _leaks(out: Path) -> list[tuple[str, str]]:
             texts += [raw, html.unescape(raw), unquote(raw)]
         folded = [t.casefold() for t in texts]
         flat = [_flat(t) for t in texts]
-        for secret in secrets:
-            if any(secret.casefold() in t for t in folded) or \
-                    any(_flat(secret).strip("-") in t for t in flat):
+        for secret, secret_folded, secret_flat in secrets:
+            if any(secret_folded in t for t in folded) or any(secret_flat in t for t in flat):
                 found.append((rel, secret))
     return found
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> World:
+    """The formats world with the secrets planted, and formula-like audit rows (I6)."""
     world = make_world(tmp_path_factory.mktemp("secrets"))
     _plant(world)
+    _plant_formulas(world)
     return world
 
 
-def test_plain_site_shows_the_secrets(planted: World, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def plain(planted: World, tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
+    """The planted world's site built without redaction (the tests only read it)."""
+    return build(planted, out=tmp_path_factory.mktemp("plain") / "site")
+
+
+@pytest.fixture(scope="module")
+def redacted(planted: World, tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[Config, BuildResult]:
+    """The planted world's site built with ``redact: true`` in its toolkit.yaml (no redact
+    argument): (the resolved Config, the BuildResult). The tests only read it."""
+    (planted.root / "toolkit.yaml").write_text("redact: true\n", encoding="utf-8")
+    try:
+        env = {"HOME": str(planted.home), "NAGI_LEDGER_DB": str(planted.cfg.audit_db),
+               "CODESMITH_HOME": str(planted.home / ".codesmith"),
+               "TOOLKIT_ANALYSES": "0"}  # as the other builds of the planted world
+        cfg = resolve(project=planted.root, env=env,
+                      cwd=planted.root, today=planted.cfg.today.isoformat())  # type: ignore[union-attr]
+        result = build(World(planted.root, planted.home, cfg),
+                       out=tmp_path_factory.mktemp("redacted") / "site")
+    finally:
+        (planted.root / "toolkit.yaml").unlink()
+    return cfg, result
+
+
+def test_plain_site_shows_the_secrets(plain: BuildResult) -> None:
     """The test world really puts the secrets on pages (so the redacted check means something)."""
-    result = build(planted, out=tmp_path / "plain")
-    assert not result.redacted
-    leaked = {secret for _, secret in _leaks(result.out)}
+    assert not plain.redacted
+    leaked = {secret for _, secret in _leaks(plain.out)}
     assert len(leaked) >= 20
-    assert (result.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: no\n")
+    assert (plain.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: no\n")
 
 
-def test_redacted_site_holds_no_secret_in_any_file(planted: World, tmp_path: Path) -> None:
-    result = build(planted, out=tmp_path / "site", redact=True)
+def test_redacted_site_holds_no_secret_in_any_file(redacted: tuple[Config, BuildResult]
+                                                   ) -> None:
+    _cfg, result = redacted
 
     assert result.redacted and result.warnings == []
     assert _leaks(result.out) == []
-    assert (tmp_path / "site.build" / "redacted.duckdb").exists() is False
+    assert (result.build_dir / "redacted.duckdb").exists() is False
     # everything is still there, redacted: pages, downloads, search entries
     index = json.loads((result.out / "search" / "search_index.json").read_text("utf-8"))
     assert any("[REDACTED]" in d["text"] or "[REDACTED]" in d["title"] for d in index["docs"])
@@ -125,20 +152,16 @@ def test_redacted_site_holds_no_secret_in_any_file(planted: World, tmp_path: Pat
     assert (result.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: yes\n")
 
 
-def test_redact_setting_in_toolkit_yaml(planted: World, tmp_path: Path) -> None:
-    (planted.root / "toolkit.yaml").write_text("redact: true\n", encoding="utf-8")
-    try:
-        env = {"HOME": str(planted.home), "NAGI_LEDGER_DB": str(planted.cfg.audit_db),
-               "CODESMITH_HOME": str(planted.home / ".codesmith"),
-               "TOOLKIT_ANALYSES": "0"}  # as the other builds of the planted world
-        cfg = resolve(project=planted.root, env=env,
-                      cwd=planted.root, today=planted.cfg.today.isoformat())  # type: ignore[union-attr]
-        assert cfg.redact is True
-        result = build(World(planted.root, planted.home, cfg), out=tmp_path / "site")
-        assert result.redacted
-        assert _leaks(result.out) == []
-    finally:
-        (planted.root / "toolkit.yaml").unlink()
+def test_redact_setting_in_toolkit_yaml(redacted: tuple[Config, BuildResult]) -> None:
+    """``redact: true`` in toolkit.yaml redacts a build that passes no redact argument (the
+    site ``redacted`` is built so; test_redacted_site_holds_no_secret_in_any_file reads it
+    whole)."""
+    cfg, result = redacted
+    assert cfg.redact is True
+    assert result.redacted
+    assert (result.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: yes\n")
+    assert not any(secret in (result.out / "data" / "dispatches.csv").read_text("utf-8")
+                   for secret in _secrets())
 
 
 @pytest.mark.parametrize("value", ["maybe", "1", "{a: 1}", "[true]", "'true'"])
@@ -156,8 +179,7 @@ FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0",
             "@SUM(1+1)*cmd|' /C calc'!A0", "\tTAB=1+1", "\rCR=1+1"]
 
 
-def test_csv_downloads_cannot_run_a_formula(tmp_path: Path) -> None:
-    world = make_world(tmp_path)
+def _plant_formulas(world: World) -> None:
     conn = sqlite3.connect(world.cfg.audit_db)
     for f in FORMULAS:
         conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
@@ -166,7 +188,10 @@ def test_csv_downloads_cannot_run_a_formula(tmp_path: Path) -> None:
                      "VALUES ('2026-05-09 10:01:00', ?, 'general-purpose', 'inherit', 'b')", [f])
     conn.commit()
     conn.close()
-    result = build(world, out=tmp_path / "site")
+
+
+def test_csv_downloads_cannot_run_a_formula(plain: BuildResult) -> None:
+    result = plain  # the planted world has the FORMULAS in its audit DB
 
     checked = 0
     for path in sorted((result.out / "data").glob("*.csv")):
@@ -217,10 +242,12 @@ def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
     assert "Warning: the report links to the site at site_url, and no site build is recorded" \
         in first.stderr
 
-    assert run("build-site").exit_code == 0
+    assert run("build-site", "--no-redact").exit_code == 0
     plain = run("handoff")
     assert "which was last built without redaction" in plain.stderr
     assert "toolkit build-site --redact" in plain.stderr
+    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    assert dry.exit_code == 0 and "which was last built without redaction" in dry.stderr
 
     built = run("build-site", "--redact")
     assert built.exit_code == 0 and "secrets redacted" in built.stdout
@@ -237,9 +264,6 @@ def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
 
     dry = run("publish", "--repo", "acme/api", "--dry-run")
     assert dry.exit_code == 0 and "Warning" not in dry.stderr
-    assert run("build-site", "--no-redact").exit_code == 0
-    dry = run("publish", "--repo", "acme/api", "--dry-run")
-    assert "which was last built without redaction" in dry.stderr
 
 
 def test_query_csv_stays_faithful_for_programs(tmp_path: Path) -> None:

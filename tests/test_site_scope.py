@@ -174,22 +174,35 @@ def test_redacted_site_is_scoped_too(tmp_path: Path) -> None:
         site / "audit" / "index.html").body_text
 
 
+@pytest.fixture(scope="module")
+def web_world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    """The formats project with acme-web's actions in the shared audit DB; the CLI cases below
+    build its site, one after the other, into the same folder (the later builds rebuild
+    what the scope changed, as a user's would)."""
+    world = make_world(tmp_path_factory.mktemp("cli-scope"))
+    conn = sqlite3.connect(world.cfg.audit_db)
+    conn.executemany("INSERT INTO actions (ts, tier, category, description, project) "
+                     "VALUES (?, ?, ?, ?, ?)", WEB)
+    conn.commit()
+    conn.close()
+    return world
+
+
 @pytest.mark.parametrize("flag,env,web", [
     ((), {}, 0),
     (("--scope", "all"), {}, 3),
     ((), {"TOOLKIT_SITE_SCOPE": "all"}, 3),
     (("--scope", "project"), {"TOOLKIT_SITE_SCOPE": "all"}, 0),  # the flag wins
 ])
-def test_build_site_scope_flag_and_environment(project, cli_run, flag: tuple[str, ...],
+def test_build_site_scope_flag_and_environment(web_world: World, cli_run, flag: tuple[str, ...],
                                                env: dict[str, str], web: int
                                                ) -> None:  # type: ignore[no-untyped-def]
-    conn = sqlite3.connect(project.audit_db)
-    conn.executemany("INSERT INTO actions (ts, tier, category, description, project) "
-                     "VALUES (?, ?, ?, ?, ?)", WEB)
-    conn.commit()
-    conn.close()
-    out = project.root.parent / "site"
-    result = cli_run("build-site", "--no-analyses", "--out", str(out), *flag, env=env)
+    out = web_world.root.parent / "site"
+    result = cli_run("--project", str(web_world.root), "build-site", "--no-analyses", "--out",
+                     str(out), *flag,
+                     env={"HOME": str(web_world.home),
+                          "NAGI_LEDGER_DB": str(web_world.cfg.audit_db),
+                          "CODESMITH_HOME": str(web_world.home / ".codesmith"), **env})
     assert result.exit_code == 0, result.output
     projects = [r["project"] for r in download(out, "actions.csv")]
     assert projects.count("acme-web") == web

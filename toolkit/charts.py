@@ -265,15 +265,32 @@ def specs_from_json(text: str) -> list[ChartSpec]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    """``python -m toolkit.charts CACHE_DIR`` < specs JSON: write ``<digest>.svg`` for each
-    spec into CACHE_DIR (used by toolkit.site to draw charts in parallel with the pages)."""
-    cache = Path(argv[0])
-    for spec in specs_from_json(sys.stdin.read()):
+def _write_svgs(cache: Path, specs: list[ChartSpec]) -> None:
+    for spec in specs:
         target = cache / f"{spec.digest()}.svg"
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         tmp.write_bytes(render_svg(spec))
         os.replace(tmp, target)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m toolkit.charts CACHE_DIR`` < specs JSON: write ``<digest>.svg`` for each
+    spec into CACHE_DIR. ``python -m toolkit.charts --serve``: for each line of input,
+    ``{"cache": CACHE_DIR, "specs": [...]}``, do the same and answer a line, ``ok`` or
+    ``failed``, until the input ends (toolkit.site draws its charts so, in parallel with the
+    pages, and keeps the process for its next build)."""
+    if argv != ["--serve"]:
+        _write_svgs(Path(argv[0]), specs_from_json(sys.stdin.read()))
+        return 0
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            _write_svgs(Path(request["cache"]), specs_from_json(json.dumps(request["specs"])))
+            answer = "ok"
+        except Exception:  # any failure: the site draws the charts still missing itself
+            answer = "failed"
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
     return 0
 
 

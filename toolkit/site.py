@@ -5,7 +5,8 @@
 1. ``toolkit.reports.build_site_content`` turns the store into typed page contexts;
 2. each context is rendered with its Jinja2 template from ``site_templates/`` into
    ``<out>.build/docs/`` (a file is written only when its bytes changed), charts are drawn
-   (``toolkit.charts``, cached by spec) and each table is written as CSV and JSON;
+   (``toolkit.charts``, cached by spec, in a chart process kept for the process's next build)
+   and each table is written as CSV and JSON;
 3. the repository's ``mkdocs.yml`` plus the generated nav becomes ``<out>.build/mkdocs.yml``
    and MkDocs builds it, from Python, strict.
 
@@ -36,6 +37,7 @@ the order a full build writes them. So the result is the same bytes a full build
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import functools
@@ -46,6 +48,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -883,10 +886,9 @@ def site_redaction_warning(cfg: Config) -> str | None:
 
 def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
     """Draw the charts missing from the cache in a separate process (matplotlib's import and
-    drawing overlap with rendering the pages); None when every chart is cached."""
-    import subprocess
-    import sys
-
+    drawing overlap with rendering the pages); None when every chart is cached. The process
+    is kept for the next build in this process (``serve``, the API), which then does not
+    import matplotlib again."""
     todo = [s for s in specs if not (cache / f"{s.digest()}.svg").is_file()]
     if todo:
         cache.mkdir(parents=True, exist_ok=True)
@@ -897,13 +899,17 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
         return None
     from toolkit.charts import specs_to_json
 
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit.charts", str(cache)],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    assert proc.stdin is not None
-    proc.stdin.write(specs_to_json(todo).encode("utf-8"))
-    proc.stdin.close()
-    return proc, len(todo)
+    request = json.dumps({"cache": str(cache), "specs": json.loads(specs_to_json(todo))})
+    for _ in range(2):  # a kept process may have ended since: start a new one
+        proc = _chart_process()
+        try:
+            proc.stdin.write(request + "\n")
+            proc.stdin.flush()
+        except OSError:
+            _end_chart_process(proc)
+            continue
+        return proc, len(todo)
+    return None  # no process could take them: they are drawn in this process
 
 
 # The SVG of each chart this process drew or read, by its spec's digest (a chart is a pure
@@ -912,15 +918,65 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
 _DRAWN: dict[str, bytes] = {}
 _DRAWN_LIMIT = 32 << 20  # bytes; past it the memory starts over
 
+# Chart processes (``python -m toolkit.charts --serve``) waiting for the next build's charts;
+# one per build running at the same time.
+_CHART_IDLE: list[Any] = []
+_CHART_LOCK = threading.Lock()
+
+
+def _chart_process() -> Any:
+    """An idle chart process, or a new one."""
+    import subprocess
+    import sys
+
+    with _CHART_LOCK:
+        while _CHART_IDLE:
+            proc = _CHART_IDLE.pop()
+            if proc.poll() is None:
+                return proc
+            _end_chart_process(proc)
+    return subprocess.Popen([sys.executable, "-m", "toolkit.charts", "--serve"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
+
+
+def _end_chart_process(proc: Any) -> None:
+    """Close the process's input (it then exits) and wait for it."""
+    import subprocess
+
+    for stream in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            stream.close()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@atexit.register
+def _end_chart_processes() -> None:
+    with _CHART_LOCK:
+        while _CHART_IDLE:
+            _end_chart_process(_CHART_IDLE.pop())
+
 
 def _finish_charts(job: tuple[Any, int] | None) -> int:
-    """Wait for the chart process; charts it failed to draw are drawn in this process."""
+    """Wait for the chart process to draw this build's charts, and keep it for the next
+    build; charts it failed to draw are drawn in this process."""
     if job is None:
         return 0
     proc, count = job
-    proc.stderr.read()  # drain, then wait: a failed chart is drawn again in this process
-    proc.stderr.close()
-    return count if proc.wait() == 0 else 0
+    try:
+        answer = proc.stdout.readline().strip()
+    except OSError:
+        answer = ""
+    if answer != "ok":  # it failed or ended: a new one starts for the next build
+        _end_chart_process(proc)
+        return 0
+    with _CHART_LOCK:
+        _CHART_IDLE.append(proc)
+    return count
 
 
 def _versions() -> str:

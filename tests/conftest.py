@@ -8,7 +8,7 @@ import pickle
 import shutil
 import sqlite3
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -62,13 +62,29 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 T = TypeVar("T")
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test run's temp folder, shared by its xdist workers."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def child_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Python processes the tests start (the console script, killed editors, the MCP server,
+    pytest runs) keep the bytecode they compile in one folder of the run, so that each one
+    does not compile the toolkit from source again (as every start does when the environment
+    sets PYTHONDONTWRITEBYTECODE). Nothing is written into the repository."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        mp.setenv("PYTHONPYCACHEPREFIX", str(_run_folder(tmp_path_factory) / "pycache"))
+        yield
+
+
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
                make: Callable[[Path], T]) -> T:
     """``make(folder)``, run once per test run for ``name``; every later caller (in any xdist
     worker) gets its result (pickled beside the folder)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's folder, shared by its workers
+    root = _run_folder(tmp_path_factory)
     done = root / f"{name}.pickle"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -169,25 +169,48 @@ def make_audit_db(path: Path, *, samples: bool = True, wal: bool = True) -> Path
     return path
 
 
-@pytest.fixture
-def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
-    """The tests/fixtures/formats example files laid out as a real project, HOME and env pointing at
-    them; the current directory is the project root."""
-    root = tmp_path / "acme-api"
+def make_project(root: Path, home: Path) -> FixtureProject:
+    """The tests/fixtures/formats example files laid out as a real project at ``root``, its
+    slop ledger and audit DB under ``home`` (the HOME the toolkit must then see)."""
     vault = root / ".smith" / "vault"
     copy_tree_writable(FORMATS / "smith" / "ledger", vault / "ledger")
     copy_tree_writable(FORMATS / "smith" / "sessions", vault / "sessions")
     shutil.copy(FORMATS / "smith" / "config.json", root / ".smith" / "config.json")
     (root / ".smith" / "config.json").chmod(0o644)
-    slop_dir = isolated_env / ".codesmith" / "slop_ledger"
+    slop_dir = home / ".codesmith" / "slop_ledger"
     slop_dir.mkdir(parents=True)
     slop = slop_dir / "slop_ledger.json"
     shutil.copy(FORMATS / "codesmith" / "slop_ledger.json", slop)
     slop.chmod(0o644)
-    audit_db = make_audit_db(isolated_env / ".nagi" / "ledger.db")
-    monkeypatch.chdir(root)
+    audit_db = make_audit_db(home / ".nagi" / "ledger.db")
     return FixtureProject(root=root, vault=vault, ledger=vault / "ledger", slop=slop,
-                          audit_db=audit_db, home=isolated_env)
+                          audit_db=audit_db, home=home)
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
+    """The tests/fixtures/formats example files laid out as a real project, HOME and env pointing at
+    them; the current directory is the project root."""
+    made = make_project(tmp_path / "acme-api", isolated_env)
+    monkeypatch.chdir(made.root)
+    return made
+
+
+@pytest.fixture(scope="module")
+def _module_project(tmp_path_factory: pytest.TempPathFactory) -> FixtureProject:
+    base = tmp_path_factory.mktemp("shared-project")
+    return make_project(base / "acme-api", base / "home")
+
+
+@pytest.fixture
+def shared_project(_module_project: FixtureProject, isolated_env: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
+    """``project``, built once per test module for the tests that only read it (its store is
+    loaded by the first of them and then read by the others): a test that changes its files or
+    its store must use ``project``. HOME and the current directory point at it."""
+    monkeypatch.setenv("HOME", str(_module_project.home))
+    monkeypatch.chdir(_module_project.root)
+    return _module_project
 
 
 @pytest.fixture

@@ -36,6 +36,12 @@ _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TO
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh HOME and no toolkit-related environment variables for every test."""
     home = tmp_path_factory.mktemp("home")
+    isolate(monkeypatch, home)
+    return home
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """``isolated_env``'s environment with ``home`` as HOME (also for a module's fixture)."""
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TZ", "UTC")
     for var in _ENV_VARS:
@@ -48,8 +54,6 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
-    return home
-
 
 
 # --------------------------------------------------------------------------- shared, read-only

@@ -8,7 +8,7 @@ import pickle
 import shutil
 import sqlite3
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -36,6 +36,12 @@ _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TO
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh HOME and no toolkit-related environment variables for every test."""
     home = tmp_path_factory.mktemp("home")
+    isolate(monkeypatch, home)
+    return home
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """``isolated_env``'s environment with ``home`` as HOME (also for a module's fixture)."""
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TZ", "UTC")
     for var in _ENV_VARS:
@@ -48,8 +54,6 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
-    return home
-
 
 
 # --------------------------------------------------------------------------- shared, read-only
@@ -62,13 +66,29 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 T = TypeVar("T")
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test run's temp folder, shared by its xdist workers."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def child_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Python processes the tests start (the console script, killed editors, the MCP server,
+    pytest runs) keep the bytecode they compile in one folder of the run, so that each one
+    does not compile the toolkit from source again (as every start does when the environment
+    sets PYTHONDONTWRITEBYTECODE). Nothing is written into the repository."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        mp.setenv("PYTHONPYCACHEPREFIX", str(_run_folder(tmp_path_factory) / "pycache"))
+        yield
+
+
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
                make: Callable[[Path], T]) -> T:
     """``make(folder)``, run once per test run for ``name``; every later caller (in any xdist
     worker) gets its result (pickled beside the folder)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's folder, shared by its workers
+    root = _run_folder(tmp_path_factory)
     done = root / f"{name}.pickle"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -153,25 +173,48 @@ def make_audit_db(path: Path, *, samples: bool = True, wal: bool = True) -> Path
     return path
 
 
-@pytest.fixture
-def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
-    """The tests/fixtures/formats example files laid out as a real project, HOME and env pointing at
-    them; the current directory is the project root."""
-    root = tmp_path / "acme-api"
+def make_project(root: Path, home: Path) -> FixtureProject:
+    """The tests/fixtures/formats example files laid out as a real project at ``root``, its
+    slop ledger and audit DB under ``home`` (the HOME the toolkit must then see)."""
     vault = root / ".smith" / "vault"
     copy_tree_writable(FORMATS / "smith" / "ledger", vault / "ledger")
     copy_tree_writable(FORMATS / "smith" / "sessions", vault / "sessions")
     shutil.copy(FORMATS / "smith" / "config.json", root / ".smith" / "config.json")
     (root / ".smith" / "config.json").chmod(0o644)
-    slop_dir = isolated_env / ".codesmith" / "slop_ledger"
+    slop_dir = home / ".codesmith" / "slop_ledger"
     slop_dir.mkdir(parents=True)
     slop = slop_dir / "slop_ledger.json"
     shutil.copy(FORMATS / "codesmith" / "slop_ledger.json", slop)
     slop.chmod(0o644)
-    audit_db = make_audit_db(isolated_env / ".nagi" / "ledger.db")
-    monkeypatch.chdir(root)
+    audit_db = make_audit_db(home / ".nagi" / "ledger.db")
     return FixtureProject(root=root, vault=vault, ledger=vault / "ledger", slop=slop,
-                          audit_db=audit_db, home=isolated_env)
+                          audit_db=audit_db, home=home)
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
+    """The tests/fixtures/formats example files laid out as a real project, HOME and env pointing at
+    them; the current directory is the project root."""
+    made = make_project(tmp_path / "acme-api", isolated_env)
+    monkeypatch.chdir(made.root)
+    return made
+
+
+@pytest.fixture(scope="module")
+def _module_project(tmp_path_factory: pytest.TempPathFactory) -> FixtureProject:
+    base = tmp_path_factory.mktemp("shared-project")
+    return make_project(base / "acme-api", base / "home")
+
+
+@pytest.fixture
+def shared_project(_module_project: FixtureProject, isolated_env: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
+    """``project``, built once per test module for the tests that only read it (its store is
+    loaded by the first of them and then read by the others): a test that changes its files or
+    its store must use ``project``. HOME and the current directory point at it."""
+    monkeypatch.setenv("HOME", str(_module_project.home))
+    monkeypatch.chdir(_module_project.root)
+    return _module_project
 
 
 @pytest.fixture

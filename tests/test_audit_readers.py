@@ -1,5 +1,8 @@
 """`toolkit audit` readers: nagi-ledger's shapes and Markdown, time windows with an injected
-now, search, similarity, and FAULTS.md C1-C6 as the audit commands meet them."""
+now, search, similarity, and FAULTS.md C1-C6 as the audit commands meet them.
+
+The tests that only read the audit DB share one project per module (``shared_project``); a
+test that inserts rows or damages the DB builds its own (``project``)."""
 
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ REPORT_24H = """\
 - Audit logging for admin endpoints → fork/opus → PENDING"""
 
 
-def test_report_is_nagi_ledgers_markdown(cli_run, project):
+def test_report_is_nagi_ledgers_markdown(cli_run, shared_project):
     result = cli_run("audit", "report", "--now", NOW)
     assert result.exit_code == 0, result.output
     assert result.stdout == REPORT_24H + "\n"
@@ -68,7 +71,7 @@ def test_report_window_counts_hours_back_from_now(cli_run, project):
     assert result.stdout == "No entries in the last 24h.\n"
 
 
-def test_an_injected_now_also_ends_the_window(cli_run, project):
+def test_an_injected_now_also_ends_the_window(cli_run, shared_project):
     assert _json(cli_run("audit", "report", "--since-hours", "1",
                          "--now", "2026-05-04 05:20:00", "--json")) == (
         "## 自律実行リスト (last 1h)\n\n"
@@ -85,7 +88,8 @@ def test_an_injected_now_also_ends_the_window(cli_run, project):
                                                      ("dispatches", 1)]
 
 
-def test_now_comes_from_toolkit_now_and_accepts_iso_with_offset(cli_run, project, monkeypatch):
+def test_now_comes_from_toolkit_now_and_accepts_iso_with_offset(cli_run, shared_project,
+                                                                monkeypatch):
     monkeypatch.setenv("TOOLKIT_NOW", "2026-05-04T14:00:00+02:00")  # = 12:00 UTC
     assert _json(cli_run("audit", "report", "--json")) == REPORT_24H
     result = cli_run("audit", "report", "--now", "yesterday")
@@ -108,7 +112,7 @@ def test_now_comes_from_toolkit_now_and_accepts_iso_with_offset(cli_run, project
     (["search", "x", "--since-days", "0"], "Error: 'since_days' must be a positive number."),
     (["similar", "x", "--limit", "0"], "Error: 'limit' must be a positive integer."),
 ])
-def test_reader_arguments_are_validated(cli_run, project, args, error):
+def test_reader_arguments_are_validated(cli_run, shared_project, args, error):
     result = cli_run("audit", *args)
     assert result.exit_code == 2
     assert last_error(result) == error
@@ -116,7 +120,7 @@ def test_reader_arguments_are_validated(cli_run, project, args, error):
 
 # --------------------------------------------------------------------------- stats, status
 
-def test_stats_shape_and_window(cli_run, project):
+def test_stats_shape_and_window(cli_run, shared_project):
     assert _json(cli_run("audit", "stats", "--now", NOW, "--json")) == {
         "actions_by_tier": {"0": 1, "1": 1, "2": 1},
         "actions_by_category": {"deploy": 1, "git": 1, "tool_failure": 1},
@@ -129,7 +133,7 @@ def test_stats_shape_and_window(cli_run, project):
         "verdicts": {"CONFIRMED": 0, "REFUTED": 0, "PARTIAL": 0, "PENDING": 0}}
 
 
-def test_stats_table(cli_run, project):
+def test_stats_table(cli_run, shared_project):
     out = cli_run("audit", "stats", "--now", NOW).stdout
     assert out.splitlines()[:7] == ["Last 7 days", "", "tier           actions",
                                     "-------------- -------", "0 info         1",
@@ -200,14 +204,14 @@ def _keys(hits: object) -> list[tuple[str, int]]:
     return [(h["kind"], h["id"]) for h in hits]  # type: ignore[attr-defined]
 
 
-def test_search_rows_are_nagi_ledgers_index_rows(cli_run, project):
+def test_search_rows_are_nagi_ledgers_index_rows(cli_run, shared_project):
     # equal scores: newest first; titles "task: approach" for approaches; tier as an integer
     assert _json(cli_run("audit", "search", "webhook", "--json")) == WEBHOOK_HITS
     out = cli_run("audit", "search", "webhook").stdout  # the human table keeps "Tier n"
     assert "Tier 2" in out and "Cap webhook retries at 5 attempts: Track attempts" in out
 
 
-def test_search_scores_the_fraction_of_query_words_per_field(cli_run, project):
+def test_search_scores_the_fraction_of_query_words_per_field(cli_run, shared_project):
     # "webhook cap": dispatch 1 scores 1.0 (task) + 0.5 (notes "Cap works..."), the approaches
     # and dispatch 2 score 1.0 from the task, the action 0.5 from its description
     assert _keys(_json(cli_run("audit", "search", "webhook cap", "--json"))) == [
@@ -235,7 +239,7 @@ def test_search_scores_bodies_but_never_returns_them(cli_run, project):
     assert _json(cli_run("audit", "search", "sonnet inherit", "--json")) == []
 
 
-def test_search_punctuation_queries_follow_nagis_tokenizer(cli_run, project):
+def test_search_punctuation_queries_follow_nagis_tokenizer(cli_run, shared_project):
     # nothing to match: a one-character punctuation query is no error, just no rows
     assert _json(cli_run("audit", "search", "!", "--json")) == []
     # "--" is a unit of its own: found in "per-connection ... per-invoice" once spaces go
@@ -314,7 +318,7 @@ SIMILAR_CAP = [
 ]
 
 
-def test_similar_lists_every_matching_row_in_nagis_order(cli_run, project):
+def test_similar_lists_every_matching_row_in_nagis_order(cli_run, shared_project):
     # every row (not one per task), equal scores: dispatches by id, then approaches by id
     hits = _json(cli_run("audit", "similar", "cap the webhook retries at 5 attempts", "--json"))
     assert hits == SIMILAR_CAP
@@ -341,7 +345,7 @@ def test_similar_reworded_duplicate_and_distractors(cli_run, project):
     assert out == "No similar tasks (min score 0.35).\n"
 
 
-def test_similar_limit_and_min_score_as_nagi(cli_run, project):
+def test_similar_limit_and_min_score_as_nagi(cli_run, shared_project):
     def sim(*args: str) -> list[tuple[str, int]]:
         return _keys(_json(cli_run("audit", "similar", "Cap webhook retries", *args, "--json")))
 
@@ -468,8 +472,8 @@ def test_c6_extra_tables_ignored_missing_approaches_is_empty(cli_run, tmp_path, 
     assert _json(cli_run("audit", "approaches", "t", "--json"))["total"] == 1
 
 
-def test_readers_never_write_the_audit_db(cli_run, project):
-    db = project.audit_db
+def test_readers_never_write_the_audit_db(cli_run, shared_project):
+    db = shared_project.audit_db
     cli_run("audit", "stats")  # first load
     before = file_state(db)
     for args in (["task-status", "x"], ["approaches", "x"], ["report"], ["stats"],
@@ -514,7 +518,7 @@ def test_switching_to_another_audit_db_never_answers_from_the_first(cli_run, pro
         == ["gamma 3", "gamma 2", "gamma 1", "gamma 0"]
 
 
-def test_windows_nagi_ledgers_sqlite_cannot_compute_match_nothing(cli_run, project):
+def test_windows_nagi_ledgers_sqlite_cannot_compute_match_nothing(cli_run, shared_project):
     """nagi-ledger's window start is SQLite's datetime('now', '-N days'): NULL (no row) when
     not a number or before Julian day 0, a negative year (every row) before year 1."""
     for value in ("nan", "inf", "1e300", "3000000"):
@@ -531,7 +535,7 @@ def test_windows_nagi_ledgers_sqlite_cannot_compute_match_nothing(cli_run, proje
     assert (result.exit_code, result.stdout) == (0, "No entries in the last 99999999999h.\n")
 
 
-def test_window_start_is_cut_to_the_whole_second_as_sqlite_does(cli_run, project):
+def test_window_start_is_cut_to_the_whole_second_as_sqlite_does(cli_run, shared_project):
     # one hour before 07:02:44.6 starts at 06:02:44, the second dispatch 3 was written in
     assert _json(cli_run("audit", "report", "--since-hours", "1",
                          "--now", "2026-05-04 07:02:44.6", "--json")).endswith(
@@ -563,7 +567,7 @@ def test_search_on_damaged_rows_answers_without_crashing(cli_run, project, tmp_p
 
 # --------------------------------------------------------------------------- I3: huge numbers
 
-def test_i3_huge_windows_get_nagi_ledgers_answers_not_overflow_error(cli_run, project):
+def test_i3_huge_windows_get_nagi_ledgers_answers_not_overflow_error(cli_run, shared_project):
     """nagi-ledger computes the start as SQLite's datetime(now, '-N days'): a start in a
     negative year sorts before every row (all rows count), and a number SQLite cannot apply
     gives NULL (no row counts). The toolkit answers the same, never OverflowError."""
@@ -595,13 +599,14 @@ def test_i3_huge_windows_get_nagi_ledgers_answers_not_overflow_error(cli_run, pr
     (["stats", "--days", "1e400"], "'1e400' is not a whole number"),
     (["stats", "--days", "many"], "'many' is not a number"),
 ])
-def test_i3_counts_that_are_not_whole_numbers_are_usage_errors(cli_run, project, args, error):
+def test_i3_counts_that_are_not_whole_numbers_are_usage_errors(cli_run, shared_project, args,
+                                                               error):
     result = cli_run("audit", *args)
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].endswith(error)
 
 
-def test_i3_a_huge_limit_or_offset_is_answered_as_a_python_slice(cli_run, project):
+def test_i3_a_huge_limit_or_offset_is_answered_as_a_python_slice(cli_run, shared_project):
     """nagi-ledger slices its result list: a limit past the end is every row, an offset past
     it none; the store's LIMIT takes at most 2**63 - 1, so larger numbers are clamped."""
     everything = _json(cli_run("audit", "search", "webhook", "--json"))

@@ -1,4 +1,7 @@
-"""FAULTS.md D: `toolkit query` runs exactly one read-only SELECT, locked down."""
+"""FAULTS.md D: `toolkit query` runs exactly one read-only SELECT, locked down.
+
+The tests that only query read one project per module (``shared_project``); each refused
+statement is followed by a check that the store is intact."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ REFUSED = "Error: only one read-only SELECT is allowed"
     "DELETE FROM actions",
     "SELECT * FROM glob('/etc/*')",
 ])
-def test_d1_anything_but_one_select_is_refused(project, cli_run, tmp_path, sql):
+def test_d1_anything_but_one_select_is_refused(shared_project, cli_run, tmp_path, sql):
     out = tmp_path / "out"
     out.mkdir()
     result = cli_run("query", sql.format(out=out))
@@ -34,7 +37,7 @@ def test_d1_anything_but_one_select_is_refused(project, cli_run, tmp_path, sql):
     assert check.output.splitlines() == ["n", "3"]
 
 
-def test_d2_runaway_query_is_interrupted(project, cli_run):
+def test_d2_runaway_query_is_interrupted(shared_project, cli_run):
     result = cli_run("query", "SELECT count(*) FROM range(100000000) a, range(100000000) b",
                      "--timeout", "0.5")
     assert result.exit_code == 1
@@ -42,7 +45,7 @@ def test_d2_runaway_query_is_interrupted(project, cli_run):
         "Error: query interrupted after the 0.5 s timeout. Add a LIMIT or a tighter WHERE clause")
 
 
-def test_d2_memory_hog_is_stopped(project, cli_run):
+def test_d2_memory_hog_is_stopped(shared_project, cli_run):
     result = cli_run("query", "SELECT list(range) FROM range(50000000)", "--timeout", "60",
                      "--memory-limit", "100MB")
     assert result.exit_code == 1
@@ -50,7 +53,7 @@ def test_d2_memory_hog_is_stopped(project, cli_run):
         "Error: query stopped at the 100MB memory limit. Add a LIMIT or aggregate first")
 
 
-def test_output_is_bounded(project, cli_run):
+def test_output_is_bounded(shared_project, cli_run):
     result = cli_run("query", "SELECT * FROM range(50)", "--max-rows", "10", "--format", "csv")
     assert result.exit_code == 0
     lines = result.output.splitlines()
@@ -58,7 +61,7 @@ def test_output_is_bounded(project, cli_run):
     assert lines[-1] == "(stopped after 10 rows; use --max-rows or LIMIT)"
 
 
-def test_a_bad_memory_limit_is_a_usage_error(project, cli_run):
+def test_a_bad_memory_limit_is_a_usage_error(shared_project, cli_run):
     result = cli_run("query", "SELECT 1", "--memory-limit", "lots")
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == (
@@ -90,8 +93,8 @@ def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_
 
 @pytest.mark.parametrize("sql", ["UPDATE EXTENSIONS", "UPDATE EXTENSIONS (httpfs)",
                                  "CHECKPOINT", "VACUUM", "DETACH x", "USE memory"])
-def test_d1_statements_the_python_enum_does_not_know_are_refused_in_one_line(project, cli_run,
-                                                                             sql):
+def test_d1_statements_the_python_enum_does_not_know_are_refused_in_one_line(
+        shared_project, cli_run, sql):
     result = cli_run("query", sql)
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [

@@ -15,6 +15,7 @@ import pytest
 
 from tests._audit_helpers import insert
 from tests._fleet_helpers import SHARED_TITLE, FleetWorld, ledger_entry, make_fleet
+from tests.conftest import isolate
 from toolkit.config import resolve
 from toolkit.fleet import normalise_title, open_fleet, recurring_knowledge
 
@@ -238,9 +239,8 @@ def _page(site: Path, rel: str) -> _Text:
     return parser
 
 
-@pytest.fixture
-def fleet_site(world, cli_run, tmp_path) -> Path:
-    out = tmp_path / "fleet-site"
+def _build_fleet_site(cli_run, world: FleetWorld,  # type: ignore[no-untyped-def]
+                      out: Path) -> Path:
     result = _fleet(cli_run, world, "build-site", "--out", str(out), "--build-time",
                     BUILD_TIME.isoformat())
     assert result.exit_code == 0, result.output
@@ -248,8 +248,34 @@ def fleet_site(world, cli_run, tmp_path) -> Path:
     return out
 
 
-def test_the_overview_has_a_card_per_project_with_its_numbers(fleet_site):
-    page = _page(fleet_site, "index.html")
+@pytest.fixture
+def fleet_site(world, cli_run, tmp_path) -> Path:
+    """The fleet's site, built in this test's world (the test may build it again)."""
+    return _build_fleet_site(cli_run, world, tmp_path / "fleet-site")
+
+
+@pytest.fixture(scope="module")
+def shared_fleet_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fleet's site, built once for the tests that only read its pages."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    def cli_run(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    base = tmp_path_factory.mktemp("fleet")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base / "home")
+        w = make_fleet(base, base / "home")
+        for key, value in w.env().items():
+            mp.setenv(key, value)
+        mp.chdir(base)
+        return _build_fleet_site(cli_run, w, base / "fleet-site")
+
+
+def test_the_overview_has_a_card_per_project_with_its_numbers(shared_fleet_site):
+    page = _page(shared_fleet_site, "index.html")
     header = next(r for r in page.rows if r and r[0] == "Project")
     assert header == ["Project", "Status", "Vault", "Entries (high / medium / low)",
                       "Over retry limit", "Pending verdicts", "Open debt", "Last activity"]
@@ -267,18 +293,18 @@ def test_the_overview_has_a_card_per_project_with_its_numbers(fleet_site):
         assert rel in page.links
 
 
-def test_a_project_page_lists_its_entries_and_debt(fleet_site):
-    page = _page(fleet_site, "projects/alpha/index.html")
+def test_a_project_page_lists_its_entries_and_debt(shared_fleet_site):
+    page = _page(shared_fleet_site, "projects/alpha/index.html")
     cells = [c for r in page.rows for c in r]
     assert SHARED_TITLE in cells and "Pin the ruff version" in cells
     assert "Entry number 1" in cells  # its open slop entry
     assert "Unowned debt" not in cells
-    unassigned = [c for r in _page(fleet_site, "unassigned/index.html").rows for c in r]
+    unassigned = [c for r in _page(shared_fleet_site, "unassigned/index.html").rows for c in r]
     assert "Unowned debt" in unassigned and "Bash: exit 1" not in unassigned  # tiers only
 
 
-def test_recurring_knowledge_lists_a_title_found_in_two_ledgers(fleet_site):
-    page = _page(fleet_site, "recurring/index.html")
+def test_recurring_knowledge_lists_a_title_found_in_two_ledgers(shared_fleet_site):
+    page = _page(shared_fleet_site, "recurring/index.html")
     rows = [r for r in page.rows if r and r[0] == SHARED_TITLE]
     assert [(r[2], r[3], r[5]) for r in rows] == [
         ("alpha", SHARED_TITLE, "high"), ("beta", "Retry flaky network test.", "low")]
@@ -286,13 +312,13 @@ def test_recurring_knowledge_lists_a_title_found_in_two_ledgers(fleet_site):
     assert "../projects/alpha/" in page.links and "../projects/beta/" in page.links
 
 
-def test_retries_verdicts_and_debt_pages(fleet_site):
-    disp = [r for r in _page(fleet_site, "dispatches/index.html").rows if len(r) == 11]
+def test_retries_verdicts_and_debt_pages(shared_fleet_site):
+    disp = [r for r in _page(shared_fleet_site, "dispatches/index.html").rows if len(r) == 11]
     assert ["(not assigned)", "general-purpose", "inherit", "2", "1", "1", "1", "0", "1", "1",
             "0"] in disp
     assert ["(not assigned)", "general-purpose", "opus", "1", "1", "0", "1", "0", "0", "0",
             "1"] in disp
-    debt = {r[0]: r[1:] for r in _page(fleet_site, "debt/index.html").rows if len(r) == 8}
+    debt = {r[0]: r[1:] for r in _page(shared_fleet_site, "debt/index.html").rows if len(r) == 8}
     assert debt["beta"] == ["1", "0", "1", "0", "0", "1", "2"]
     assert debt["(not assigned)"] == ["1", "0", "0", "0", "0", "0", "1"]
 

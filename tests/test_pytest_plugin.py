@@ -27,7 +27,7 @@ def test_no_stale_pending(agent_project):
 
 
 def pytest_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = dict(os.environ)  # compiled bytecode goes to the run's cache (conftest), not the project
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "toolkit.pytest_plugin",
                            "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(cwd), *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=300)

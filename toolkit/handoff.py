@@ -1180,9 +1180,11 @@ def render_comments(report: HandoffReport, *, key_marker: Callable[[int], str],
             blocks.append(text if size(text) <= budget else _hard_cut(text, budget))
             start = end
     chunks: list[list[str]] = [[]]
+    used = 0  # size("\n".join(chunks[-1])), kept as blocks are added
     for block in blocks:
-        if chunks[-1] and size("\n".join([*chunks[-1], block])) > budget:
+        if chunks[-1] and used + 1 + size(block) > budget:
             chunks.append([])
+        used = size(block) if not chunks[-1] else used + 1 + size(block)
         chunks[-1].append(block)
     total = len(chunks)
     out = []
@@ -1197,7 +1199,9 @@ def render_comments(report: HandoffReport, *, key_marker: Callable[[int], str],
 
 def size(text: str) -> int:
     """Length as GitHub may count it: UTF-16 code units (>= code points; multibyte-safe)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    # counted by the codec, in C: a character past U+FFFF is a surrogate pair (2 units), any
+    # other character (a lone surrogate too, passed through) one unit
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _cut_text(text: str, budget: int) -> str:

@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-
 from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
 from toolkit.records import RETRY_LIMIT, Problem
@@ -49,7 +47,13 @@ from toolkit.source import (
 )
 
 if TYPE_CHECKING:
+    import duckdb
+    from duckdb import DuckDBPyRelation as Relation  # what ``select_relation`` returns
+
     from toolkit.config import Config
+
+# DuckDB is imported where it is used, so that a command that fails before it opens the store
+# (a --db path that cannot be, a bad setting) does not pay for loading it.
 
 # --------------------------------------------------------------------------- schema
 
@@ -439,6 +443,7 @@ class Store:
     def copy_database(self, dest: Path) -> None:
         """A copy of this store at ``dest``, every table and view, for a reader that must not
         share this writer's file (the site's analyses run in another process)."""
+        import duckdb
         escaped = str(dest).replace("'", "''")
         try:
             row = self.conn.execute("SELECT current_database()").fetchone()
@@ -456,6 +461,7 @@ class Store:
         JSON document passed through ``redact``; views are re-created over the copy. The
         redacted site is built from it, so every page, slug, download and search entry is
         made from redacted text. Returns the copy, open; the caller closes and deletes it."""
+        import duckdb
         dest = Path(dest)
         for p in (dest, dest.with_name(dest.name + ".wal")):
             p.unlink(missing_ok=True)
@@ -509,6 +515,7 @@ class Store:
     def write_parquet(self, table: str, dest: Path, columns: Sequence[tuple[str, str]]) -> None:
         """Write a table to one Parquet file, its columns as (name in the store, name in the
         file), with their types (TIMESTAMP, INTEGER, lists as Parquet LIST)."""
+        import duckdb
         select = ", ".join(f'"{c}" AS "{as_}"' for c, as_ in columns)
         escaped = str(dest).replace("'", "''")
         try:
@@ -795,6 +802,7 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
     """Open the store's DuckDB file; another process's lock is "busy", a bad file "bad data".
 
     Call ``check_store_path`` first: only a file with DuckDB's header gets here."""
+    import duckdb
     try:
         return duckdb.connect(str(path), read_only=read_only,
                               config={**_NO_EXTENSIONS, **(config or {})})
@@ -830,6 +838,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
     limit; nothing spills to disk (``max_temp_directory_size`` 0): a query that needs more
     than the limit stops with an error instead of filling the disk with temp files. Used by
     ``toolkit query`` and ``toolkit.api.Project.sql``."""
+    import duckdb
     if not check_store_path(Path(db_path)):
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
@@ -860,6 +869,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
 
 def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
     """The one read-only SELECT in ``sql``; anything else is refused."""
+    import duckdb
     try:
         statements = conn.extract_statements(sql)
     except duckdb.Error as exc:
@@ -870,13 +880,19 @@ def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
     return statements[0]
 
 
-Relation = duckdb.DuckDBPyRelation  # what ``select_relation`` returns (the public API's type)
+def __getattr__(name: str) -> Any:
+    if name == "Relation":  # the public API's type, imported when asked for
+        import duckdb
+
+        return duckdb.DuckDBPyRelation
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def select_relation(conn: duckdb.DuckDBPyConnection, sql: str,
                     params: Sequence[Any] | dict[str, Any] | None = None) -> Relation:
     """The one read-only SELECT in ``sql`` as a relation on ``conn`` (from
     ``open_query_connection``), with ``params`` bound; read it with ``fetchall()``, ``df()``..."""
+    import duckdb
     statement = single_select(conn, sql)
     try:
         return conn.sql(statement.query, params=params)
@@ -890,6 +906,7 @@ def select_relation(conn: duckdb.DuckDBPyConnection, sql: str,
 def parse_select(sql: str) -> None:
     """Refuse (:class:`RefusedError`) ``sql`` unless it is one read-only SELECT: parsed only,
     nothing bound or run (a check in toolkit.yaml is vetted before the store is open)."""
+    import duckdb
     conn = duckdb.connect(":memory:", config=_NO_EXTENSIONS)
     try:
         single_select(conn, sql)
@@ -901,6 +918,7 @@ def count_and_first(relation: Relation, limit: int, *, timeout: float | None = N
                     ) -> tuple[int, list[tuple[Any, ...]]]:
     """(rows of ``relation``, its first ``limit`` rows) in one pass. A query that fails or
     is interrupted (``timeout``: the caller interrupts the connection) is a ToolkitError."""
+    import duckdb
     try:
         counted = relation.query(
             "relation_rows", 'SELECT *, count(*) OVER () AS "__toolkit_rows__" '
@@ -926,6 +944,7 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
     ``open_query_connection`` with ``memory_limit``), interrupted after ``timeout`` seconds:
     ``toolkit query`` and ``toolkit.api.Project.rows``. Returns (columns, rows, truncated).
     """
+    import duckdb
     statement = single_select(conn, sql)
     timer = threading.Timer(timeout, conn.interrupt)
     timer.start()
@@ -954,6 +973,7 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
 def _is_select(statement: duckdb.Statement) -> bool:
     """Whether a parsed statement is a plain SELECT (types the Python enum does not know,
     such as UPDATE EXTENSIONS, raise ValueError: they are not SELECTs)."""
+    import duckdb
     try:
         return statement.type == duckdb.StatementType.SELECT
     except ValueError:

@@ -77,7 +77,11 @@ def child_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     """Python processes the tests start (the console script, killed editors, the MCP server,
     pytest runs) keep the bytecode they compile in one folder of the run, so that each one
     does not compile the toolkit from source again (as every start does when the environment
-    sets PYTHONDONTWRITEBYTECODE). Nothing is written into the repository."""
+    sets PYTHONDONTWRITEBYTECODE). Nothing is written into the repository. (Without that
+    variable, as under scripts/test, they use the __pycache__ folders as usual.)"""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        yield
+        return
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         mp.setenv("PYTHONPYCACHEPREFIX", str(_run_folder(tmp_path_factory) / "pycache"))

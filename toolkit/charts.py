@@ -251,13 +251,14 @@ def data_rows(spec: ChartSpec) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     return columns, rows
 
 
-def specs_to_json(specs: list[ChartSpec]) -> str:
-    return json.dumps([asdict(s) for s in specs])
+def chart_request(cache: Path, specs: list[ChartSpec]) -> str:
+    """One line of input for ``python -m toolkit.charts --serve`` (see :func:`main`)."""
+    return json.dumps({"cache": str(cache), "specs": [asdict(s) for s in specs]})
 
 
-def specs_from_json(text: str) -> list[ChartSpec]:
+def _specs(items: list[dict[str, Any]]) -> list[ChartSpec]:
     out = []
-    for d in json.loads(text):
+    for d in items:
         series = tuple(Series(x["name"], tuple(x["values"]), x["color"]) for x in d["series"])
         out.append(ChartSpec(name=d["name"], title=d["title"], labels=tuple(d["labels"]),
                              series=series, ylabel=d["ylabel"], horizontal=d["horizontal"],
@@ -274,18 +275,17 @@ def _write_svgs(cache: Path, specs: list[ChartSpec]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m toolkit.charts CACHE_DIR`` < specs JSON: write ``<digest>.svg`` for each
-    spec into CACHE_DIR. ``python -m toolkit.charts --serve``: for each line of input,
-    ``{"cache": CACHE_DIR, "specs": [...]}``, do the same and answer a line, ``ok`` or
-    ``failed``, until the input ends (toolkit.site draws its charts so, in parallel with the
-    pages, and keeps the process for its next build)."""
+    """``python -m toolkit.charts --serve``: for each line of input (:func:`chart_request`),
+    ``{"cache": CACHE_DIR, "specs": [...]}``, write ``<digest>.svg`` for each spec into
+    CACHE_DIR and answer a line, ``ok`` or ``failed``, until the input ends (toolkit.site draws
+    its charts so, in parallel with the pages, and keeps the process for its next build)."""
     if argv != ["--serve"]:
-        _write_svgs(Path(argv[0]), specs_from_json(sys.stdin.read()))
-        return 0
+        print("usage: python -m toolkit.charts --serve", file=sys.stderr)
+        return 2
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            _write_svgs(Path(request["cache"]), specs_from_json(json.dumps(request["specs"])))
+            _write_svgs(Path(request["cache"]), _specs(request["specs"]))
             answer = "ok"
         except Exception:  # any failure: the site draws the charts still missing itself
             answer = "failed"

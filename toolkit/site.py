@@ -782,9 +782,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         cache = chart_cache / f"{spec.digest()}.svg"
         if cache.is_file():
             svg = cache.read_bytes()
-            if sum(map(len, _DRAWN.values())) > _DRAWN_LIMIT:
-                _DRAWN.clear()
-            _DRAWN[spec.digest()] = svg
+            _remember_chart(spec.digest(), svg)
         else:  # the chart process could not draw it: draw it here
             from toolkit.charts import render_svg
 
@@ -897,9 +895,9 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
         todo.remove(spec)
     if not todo:
         return None
-    from toolkit.charts import specs_to_json
+    from toolkit.charts import chart_request
 
-    request = json.dumps({"cache": str(cache), "specs": json.loads(specs_to_json(todo))})
+    request = chart_request(cache, todo)
     for _ in range(2):  # a kept process may have ended since: start a new one
         proc = _chart_process()
         try:
@@ -917,6 +915,17 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
 # writes it from here instead of starting matplotlib again.
 _DRAWN: dict[str, bytes] = {}
 _DRAWN_LIMIT = 32 << 20  # bytes; past it the memory starts over
+_drawn_bytes = [0]  # the size of _DRAWN's values
+
+
+def _remember_chart(digest: str, svg: bytes) -> None:
+    if digest in _DRAWN:
+        return
+    if _drawn_bytes[0] + len(svg) > _DRAWN_LIMIT:
+        _DRAWN.clear()
+        _drawn_bytes[0] = 0
+    _DRAWN[digest] = svg
+    _drawn_bytes[0] += len(svg)
 
 # Chart processes (``python -m toolkit.charts --serve``) waiting for the next build's charts;
 # one per build running at the same time.

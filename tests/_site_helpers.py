@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import re
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 from tests.conftest import FORMATS, copy_tree_writable, make_audit_db
 from toolkit.config import Config, resolve
+from toolkit.store import Store
 
 BUILD_TIME = dt.datetime(2026, 5, 10, 12, 0, tzinfo=dt.UTC)
 TODAY = dt.date(2026, 5, 10)
@@ -117,12 +121,25 @@ def add_hostile(vault: Path, slop: Path, audit: Path) -> None:
     conn.close()
 
 
-def build(world: World, out: Path | None = None, **kwargs):  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def open_store(world: World) -> Iterator[Store]:
+    """The world's store, opened under a lock file beside it: the session-wide worlds
+    (conftest's formats_site and hostile_site) are shared by the xdist workers, and DuckDB lets
+    one process at a time open a store (another gets BusyError)."""
     from toolkit.loaders import SOURCES
-    from toolkit.site import build_site
     from toolkit.store import Store
 
-    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+    world.cfg.db_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{world.cfg.db_path}.test-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+            yield store
+
+
+def build(world: World, out: Path | None = None, **kwargs):  # type: ignore[no-untyped-def]
+    from toolkit.site import build_site
+
+    with open_store(world) as store:
         store.refresh(world.cfg)
         return build_site(world.cfg, store, out=out, build_time=BUILD_TIME, **kwargs)
 

@@ -10,7 +10,7 @@ from typing import Any
 import matplotlib
 import pytest
 
-from tests._site_helpers import TODAY, World, scan
+from tests._site_helpers import TODAY, World, open_store, scan
 from toolkit.charts import MAX_WIDTH_IN, RC, ChartSpec, Series, data_rows, draw, render_svg
 
 TIERS = (Series("tier 0 (info)", (3, 0, 5), "#90a4ae"),
@@ -119,12 +119,10 @@ def _chart_tables(html_file: Path) -> dict[str, list[list[str]]]:
 
 def test_every_chart_of_the_site_has_its_numbers_on_its_page_as_text(
         formats_site: tuple[World, Path]) -> None:
-    from toolkit.loaders import SOURCES
     from toolkit.reports import build_site_content
-    from toolkit.store import Store
 
     world, site = formats_site
-    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+    with open_store(world) as store:
         content = build_site_content(store, today=TODAY, site_name="x", roots=[])
     specs = {s.name: s for s in content.charts}
     assert {"slop-open", "home-audit-week", "audit-per-day", "ledger-by-file"} <= set(specs)

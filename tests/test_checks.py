@@ -160,7 +160,7 @@ def test_the_secret_scan_finds_a_secret_among_many_rows(project):
 
 def test_the_secret_scan_keeps_what_it_saw_and_a_lost_damaged_or_stale_record_changes_nothing(
         project):
-    """Each value is scanned once (its result kept beside the store under its MD5 and the
+    """Each value is scanned once (its result kept beside the store under its SHA-256 and the
     finder's code): a new secret is still found, and a record that is lost, damaged or made
     by another finder gives the same answer as a first scan."""
     from toolkit import parsecache

@@ -64,7 +64,7 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     redaction finder sees a secret: table, row, column and family. Never the secret.
 
     Each distinct value is scanned once: what the finder saw in it is kept beside the store
-    (:func:`_scan_cache`) under the value's MD5 and the finder's code, so the next run scans
+    (:func:`_scan_cache`) under the value's SHA-256 and the finder's code, so the next run scans
     only values it has not seen (a one-entry change scans that entry's text)."""
     columns = project.sql(
         "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
@@ -93,8 +93,8 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
             families = _column_families(project, table, column, value, cache, seen)
             if not families:
                 continue
-            rows = project.sql(f'SELECT {place}, md5({value}) FROM "{table}" '
-                               f"WHERE list_contains($found, md5({value})) ORDER BY rowid",
+            rows = project.sql(f'SELECT {place}, sha256({value}) FROM "{table}" '
+                               f"WHERE list_contains($found, sha256({value})) ORDER BY rowid",
                                {"found": list(families)}).fetchall()
             out += [(table, _place(where), column, family)
                     for where, key in rows for family in families[key]]
@@ -106,11 +106,11 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
 def _column_families(project: Project, table: str, column: str, value: str,
                      cache: dict[str, tuple[str, ...]], seen: dict[str, tuple[str, ...]]
                      ) -> dict[str, tuple[str, ...]]:
-    """MD5 of each distinct value of one column holding a secret -> its families. Values
+    """SHA-256 of each distinct value of one column holding a secret -> its families. Values
     the cache knows are not read; the others are scanned (:func:`_scan`) and added to
     ``seen`` with the known ones."""
     keys = [r[0] for r in project.sql(
-        f'SELECT DISTINCT md5({value}) FROM "{table}" WHERE "{column}" IS NOT NULL'
+        f'SELECT DISTINCT sha256({value}) FROM "{table}" WHERE "{column}" IS NOT NULL'
     ).fetchall()]
     todo = [k for k in keys if k not in cache]
     for k in keys:
@@ -118,8 +118,8 @@ def _column_families(project: Project, table: str, column: str, value: str,
             seen[k] = cache[k]
     if todo:
         distinct = project.sql(
-            f'SELECT DISTINCT md5({value}), {value} FROM "{table}" '
-            f'WHERE "{column}" IS NOT NULL AND list_contains($todo, md5({value}))',
+            f'SELECT DISTINCT sha256({value}), {value} FROM "{table}" '
+            f'WHERE "{column}" IS NOT NULL AND list_contains($todo, sha256({value}))',
             {"todo": todo}).fetchall()
         found: dict[int, list[str]] = {}
         for index, family in _scan([v for _, v in distinct]):  # each distinct value once
@@ -129,18 +129,18 @@ def _column_families(project: Project, table: str, column: str, value: str,
     return {k: seen[k] for k in keys if seen.get(k)}
 
 
-_SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slot: value MD5 -> families the finder saw
+_SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slot: value SHA-256 -> families the finder saw
 
 
 def _scan_key() -> tuple[str, ...]:
     """What the cached scan results depend on besides the values: the finder's code."""
     from toolkit.parsecache import code_version
 
-    return ("secrets-scan/1", code_version("toolkit.redact", "toolkit.checks.builtin"))
+    return ("secrets-scan/2", code_version("toolkit.redact", "toolkit.checks.builtin"))
 
 
 def _scan_cache(project: Project) -> dict[str, tuple[str, ...]]:
-    """The values scanned by an earlier run (MD5 -> families, empty for none); empty when
+    """The values scanned by an earlier run (SHA-256 -> families, empty for none); empty when
     there is no cache, or it is damaged, stale or made by other code (toolkit.parsecache)."""
     from toolkit import parsecache
 

@@ -164,3 +164,16 @@ def test_g3_a_link_that_stays_inside_the_vault_is_followed(
     assert r.exit_code == 0, r.output
     assert project.ledger.is_symlink()
     assert any((real / ".backups").iterdir())
+
+
+def test_i4_reconcile_backs_up_with_the_projects_limit(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    """A limit raised in toolkit.yaml holds for reconcile's backup as for its reads: a ledger
+    file over the 20 MB default is backed up, not refused half-way through the run."""
+    big = project.ledger / "patterns.md"
+    _grow(big, 21 * 1024 * 1024)
+    before = big.read_bytes()
+    (project.root / "toolkit.yaml").write_text("max_file_mb: 30\n")
+    r = cli_run("--today", "2026-09-01", "ledger", "reconcile", "--force")
+    assert r.exit_code == 0, r.output
+    [backup] = (project.vault / "ledger" / ".backups").glob("reconcile-*")
+    assert (backup / "patterns.md").read_bytes() == before

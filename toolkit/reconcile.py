@@ -1500,7 +1500,8 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
                     return report
                 # Phase 2: the verified backup, before anything else is written.
                 try:
-                    backup = make_backup(ledger_dir, now, ticket.original_snapshot)
+                    backup = make_backup(ledger_dir, now, ticket.original_snapshot,
+                                         max_bytes=cfg.max_file_bytes)
                 except (ToolkitError, OSError) as exc:
                     raise _BackupFailed(_reason(exc), getattr(exc, "exit_code", 1)) from None
                 report.backup = f".backups/{backup.name}/"

@@ -18,10 +18,12 @@ _BACKUP_NAME = re.compile(r"^reconcile-(\d{4}-\d{2}-\d{2}-\d{6})(?:-\d+)?$")
 BACKUP_FILES = (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json")
 
 
-def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> Path:
+def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any, *,
+                max_bytes: int | None = None) -> Path:
     """Copy every ledger .md file, meta.yaml and .meta.json (``meta_json_original``: as it was
     before this run took the lock) into ``.backups/reconcile-YYYY-MM-DD-HHMMSS/``, verified by
-    count and SHA-256 (``safewrite.backup_files``). Raises when it fails; nothing else is
+    count and SHA-256 (``safewrite.backup_files``). A file over ``max_bytes`` (the project's
+    ``max_file_mb``) is refused like every other read. Raises when it fails; nothing else is
     written."""
     sources: list[Any] = []
     for name in BACKUP_FILES:
@@ -30,7 +32,7 @@ def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any) -> 
             if meta_json_original is not None:
                 sources.append(meta_json_original)
         elif p.is_file():
-            sources.append(FileSnapshot.read(p))
+            sources.append(FileSnapshot.read(p, max_bytes))
     parent = ledger_dir / ".backups"
     if parent.exists() and not parent.is_dir():
         raise ToolkitError("is not a folder, so no backup can be made there", path=parent,

@@ -1,6 +1,13 @@
-"""`-o FILE` of the export commands: the same clear error when the folder is missing."""
+"""`-o FILE` of the export commands: the same clear error when the folder is missing, and a
+named pipe is written through, not replaced."""
 
 from __future__ import annotations
+
+import os
+import stat
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -18,3 +25,56 @@ def test_output_into_a_missing_folder_names_the_folder(project, cli_run, tmp_pat
         f"Error: {target}: folder {target.parent} does not exist; nothing written. "
         "Create it first, or write somewhere else")
     assert not target.parent.exists()
+
+
+class _FifoReader:
+    """A reader on a named pipe that collects everything written until the last writer
+    closes it (it holds a writer end itself until ``result`` so the command's open neither
+    blocks nor meets an early end of file)."""
+
+    def __init__(self, fifo: Path) -> None:
+        self._r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(self._r, True)
+        self._w = os.open(fifo, os.O_WRONLY)
+        self._chunks: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while chunk := os.read(self._r, 65536):
+            self._chunks.append(chunk)
+
+    def result(self) -> bytes:
+        os.close(self._w)
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the pipe was never closed by its writer"
+        os.close(self._r)
+        return b"".join(self._chunks)
+
+
+@pytest.mark.parametrize("args", [
+    ["handoff", "-o"],
+    ["slop", "export", "-o"],
+    ["ledger", "export", "-o"],
+    ["check", "--junit-xml"],
+])
+def test_output_into_a_named_pipe_goes_through_the_pipe(project, cli_run, tmp_path, args):
+    """`-o FIFO` (e.g. `toolkit handoff -o >(gh issue create --body-file -)`): the reader gets
+    the whole output and the pipe stays a pipe, not replaced by a regular file."""
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo = out / "report.pipe"
+    os.mkfifo(fifo)
+    reader = _FifoReader(fifo)
+    result = cli_run(*args, str(fifo))
+    got = reader.result()
+    assert result.exit_code in (0, 1), result.output  # `check` exits 1 when a check fails
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in out.iterdir()] == ["report.pipe"]  # no file left beside it
+    if args[0] == "check":
+        assert ET.fromstring(got).tag == "testsuites"
+    else:
+        regular = out / "report.md"
+        again = cli_run(*args, str(regular))
+        assert again.exit_code == 0, again.output
+        assert got == regular.read_bytes() and len(got) > 200

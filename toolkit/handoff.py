@@ -1286,9 +1286,9 @@ def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     report = build_report(store, cfg, since=since, now=now, checks=checks)
     text = render_markdown(report, redactor=redactor, full=full)
     if output is not None:
-        from toolkit.safewrite import atomic_replace
+        from toolkit.safewrite import write_output
 
-        atomic_replace(output, text.encode("utf-8"))
+        write_output(output, text.encode("utf-8"))
     if since is None:
         record_state(cfg, report)
     return text

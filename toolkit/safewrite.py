@@ -41,6 +41,7 @@ import hashlib
 import os
 import secrets
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -455,6 +456,30 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     if fsync and fsync_dir:
         _fsync_dir(path.parent)
     return path
+
+
+def write_output(path: str | Path, data: bytes) -> Path:
+    """Write a file the user named for a command's output (``--output``, ``--junit-xml``).
+
+    A new or regular file is replaced atomically (:func:`atomic_replace`). A named pipe or a
+    device (``/dev/stdout``, ``/dev/null``, a FIFO a reader waits on) is written to as it is:
+    replacing it would swap the pipe or device for a regular file beside it, which the reader
+    never sees (and, run as root, would replace ``/dev/null``). Returns the path written."""
+    given = Path(path)
+    try:
+        kind = os.stat(given).st_mode
+    except OSError:  # missing (or unreachable): atomic_replace names the problem
+        kind = 0
+    if not (stat.S_ISFIFO(kind) or stat.S_ISCHR(kind)):
+        return atomic_replace(given, data)
+    try:
+        with open(given, "wb", buffering=0) as fh:
+            view = memoryview(data)
+            while view:
+                view = view[fh.write(view) or 0:]
+    except OSError as exc:
+        raise _os_error(exc, given) from None
+    return given
 
 
 # Byte edits of a file's old version: (start, end, new bytes) ranges of the old bytes, sorted.

@@ -51,9 +51,9 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
     Project(cfg).refresh()
     results = run_configured(cfg, checks, timeout=timeout)
     if junit:
-        from toolkit.safewrite import atomic_replace
+        from toolkit.safewrite import write_output
 
-        atomic_replace(Path(junit), junit_xml(results))
+        write_output(Path(junit), junit_xml(results))
     if as_json:
         echo_json(json_of(results))
     else:

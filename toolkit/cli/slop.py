@@ -360,9 +360,9 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     text = export_markdown(entries, title=title, now=now)
     _warn_problems(sf, full=False)
     if output is not None:
-        from toolkit.safewrite import atomic_replace
+        from toolkit.safewrite import write_output
 
-        atomic_replace(Path(output), text.encode("utf-8"))
+        write_output(Path(output), text.encode("utf-8"))
     if as_json:
         echo_json({"title": title or "Slop Ledger Export",
                    "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),

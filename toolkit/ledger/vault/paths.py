@@ -79,6 +79,6 @@ def make_ledger_dir(vault: str | Path) -> Path:
 
 def write_export(path: Path, text: str) -> None:
     """Write an export of the ledger to the file the user named (``--output``), atomically."""
-    from toolkit.safewrite import atomic_replace
+    from toolkit.safewrite import write_output
 
-    atomic_replace(path, text.encode("utf-8"))
+    write_output(path, text.encode("utf-8"))

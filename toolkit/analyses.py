@@ -352,11 +352,18 @@ def _parse(data: bytes, path: Path) -> NotebookNode:
 
 def _start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str) -> Any:
     """A Python kernel started in ``cwd``. Its sockets are files in ``sockets`` (IPC: no
-    port another user of the machine could reach; a short path, as socket paths are short)."""
+    port another user of the machine could reach; a short path, as socket paths are short).
+
+    The kernel is ipykernel's own, run by this interpreter (where the toolkit is installed):
+    with no kernel folders to search, a ``python3`` kernelspec the user installed for other
+    work (another Python, maybe without the toolkit) is never picked, and nothing is looked
+    up in, or created as, ``~/.ipython``."""
+    from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
 
     km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"),
-                       connection_file=str(sockets / "kernel.json"))
+                       connection_file=str(sockets / "kernel.json"),
+                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
     try:
         km.start_kernel(cwd=str(cwd), env=env)
     except Exception as exc:  # whatever jupyter_client or zmq raise: the analysis fails

@@ -355,10 +355,10 @@ class Store:
         if why is None:
             recorded = self._recorded() or {}
             pending = [(n, sql) for n, sql in self.migrations() if n not in recorded]
-            if pending:
+            if pending:  # (with none pending, the check above was the whole check)
                 self._apply(pending, create_record=not recorded and
                             "_migrations" not in self._catalog())
-            why = self.schema_mismatch()
+                why = self.schema_mismatch()
             if why is None:
                 return [n for n, _sql in pending]
         self._rebuild(why)
@@ -544,7 +544,14 @@ class Store:
         return [(t, "view" if k == "VIEW" else "table", c, d) for t, k, c, d in rows]
 
     def counts(self) -> dict[str, int]:
-        return {t: self.scalar(f'SELECT count(*) FROM "{t}"') for t in self.tables()}
+        """Rows per table and view, in name order (one query for all of them)."""
+        tables = self.tables()
+        if not tables:
+            return {}
+        quoted = ['"' + t.replace('"', '""') + '"' for t in tables]
+        sql = " UNION ALL ".join(f"SELECT {i}, count(*) FROM {q}" for i, q in enumerate(quoted))
+        found = dict(self.conn.execute(sql).fetchall())
+        return {t: found[i] for i, t in enumerate(tables)}
 
     def sources(self) -> list[dict[str, Any]]:
         return self.fetch_dicts("SELECT * FROM _sources ORDER BY source")
@@ -630,12 +637,19 @@ class Store:
         if self.read_only:
             raise ToolkitError("the store is open read-only; cannot refresh")
         todo = [src for src in self.declared if not only or src.name in only]
+        # what each source recorded, read once: a source's load changes its own records only
+        states = {row["source"]: row for row in self.sources()}
+        problems: dict[str, list[Problem]] = {}
+        for problem in self.problems():
+            problems.setdefault(problem.source, []).append(problem)
         results = []
         for i, source in enumerate(todo):
             if progress is not None:
                 progress(f"Loading {source.name}", i, len(todo))
             started = time.perf_counter()
-            result = self._run(source, cfg, full=full, progress=progress)
+            result = self._run(source, cfg, full=full, progress=progress,
+                               state=states.get(source.name),
+                               problems=problems.get(source.name, []))
             result.seconds = time.perf_counter() - started
             results.append(result)
         if progress is not None:
@@ -643,16 +657,16 @@ class Store:
         self.conn.execute("CHECKPOINT")
         return LoadReport(results)
 
-    def _run(self, source: Source, cfg: Config, *, full: bool, progress: Progress | None
-             ) -> SourceResult:
-        """Load one source unless its fingerprint is unchanged; a source present but
-        unreadable is recorded with its error (raised by the caller after the others)."""
+    def _run(self, source: Source, cfg: Config, *, full: bool, progress: Progress | None,
+             state: dict[str, Any] | None, problems: list[Problem]) -> SourceResult:
+        """Load one source unless its fingerprint is unchanged (``state``: its row of
+        ``_sources``; ``problems``: its recorded ones); a source present but unreadable is
+        recorded with its error (raised by the caller after the others)."""
         location, fp = source.fingerprint(cfg)
-        state = self.source_state(source.name)
         if not full and state and state.get("fingerprint") == fp:
             return SourceResult(source.name, location, bool(state.get("found")),
                                 state.get("note") or "", int(state.get("rows") or 0),
-                                skipped=True, problems=self.problems(source.name))
+                                skipped=True, problems=problems)
         try:
             try:
                 result = self._load_in_transaction(source, cfg, full, progress, fp)

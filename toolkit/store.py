@@ -192,6 +192,8 @@ class Store:
         self.declared: tuple[Source, ...] = tuple(sources)
         self.rebuilt: str | None = None  # why the schema was rebuilt on opening, if it was
         self.action_scope: str | None = None  # see scope_actions
+        # table -> {column: type} for insert_rows (the schema changes only in _apply)
+        self._column_types: dict[str, dict[str, str]] = {}
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -366,6 +368,7 @@ class Store:
 
     def _apply(self, migrations: Sequence[Migration], *, create_record: bool,
                drop: Sequence[tuple[str, str]] = ()) -> None:
+        self._column_types.clear()
         self.conn.execute("BEGIN")
         try:
             for kind, name in drop:
@@ -577,9 +580,12 @@ class Store:
             return 0
         import pyarrow as pa
 
-        target_types = dict(self.conn.execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
-            [table]).fetchall())
+        target_types = self._column_types.get(table)
+        if target_types is None:
+            # duckdb_columns(): the rows of information_schema.columns, at half the cost
+            target_types = self._column_types[table] = dict(self.conn.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ?",
+                [table]).fetchall())
         types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
         as_json = [target_types.get(c) == "JSON" for c in columns]
         cols = ", ".join(f'"{c}"' for c in columns)

@@ -14,6 +14,7 @@ the toolkit, and the kernel then refuses the mode-000 file to it as to anyone.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
@@ -104,6 +105,7 @@ def _drop_root_read_override() -> None:
             raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
 
 
+@functools.cache
 def _can_drop_capabilities() -> bool:
     if os.geteuid() != 0:
         return True  # mode bits already apply

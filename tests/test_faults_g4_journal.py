@@ -4,11 +4,13 @@ A real ``python -m toolkit`` child is SIGKILLed at every point of a journaled se
 (``after_journal``: none renamed; ``after_rename@<n>``: n renamed). Right after the kill the
 ledger is half-applied; the next command that opens the vault (a reader or an editor) finishes
 or undoes the edit from the journal, says which on stderr, and the files are then all-new or
-all-old as a set.
+all-old as a set. The next command runs in the test's process (the CLI in-process), except
+where another live process is the point (a journal whose run still holds the lock).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,9 +18,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tests.conftest import FixtureProject, tree_digest
 
@@ -36,7 +40,29 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+@dataclass
+class Ran:
+    """What a command did: its exit code and its two outputs."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _run(args: list[str], cwd: Path) -> Ran:
+    """The next command, run in this process (as ``toolkit`` in ``cwd``): only the edit that
+    is killed needs a process of its own; the recovery reads and writes files like any run."""
+    from toolkit.cli import cli
+
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(cli, ["--today", NOW[:10], *args],
+                                    env={"TOOLKIT_NOW": NOW, "TOOLKIT_EDITOR_PAUSE": None},
+                                    catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+def _run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The next command as a process of its own (where another live process matters)."""
     return subprocess.run([sys.executable, "-m", "toolkit", "--today", NOW[:10], *args],
                           cwd=cwd, env=_env(), capture_output=True, text=True, timeout=60,
                           check=False)
@@ -233,7 +259,7 @@ def test_g4_a_journal_of_a_run_that_holds_the_lock_is_left_to_it(project: Fixtur
     _kill_at(PRUNE, project.root, "after_rename@1")
     killed = _state(project.ledger)
     with FileLock(project.vault, 0):  # as a live writer would hold it
-        r = _run(["ledger", "list"], project.root)
+        r = _run_process(["ledger", "list"], project.root)
         assert r.returncode == 0 and "interrupted" not in r.stderr
         assert _state(project.ledger) == killed and (project.ledger / JOURNAL).exists()
     r = _run(["ledger", "list"], project.root)

@@ -436,10 +436,18 @@ HOSTILE_GOAL = "<script>alert('goal')</script> ship {{ 7*7 }}"
 
 
 def _goal_world(base: Path):  # type: ignore[no-untyped-def]
-    from tests._site_helpers import make_world
+    """A project with nothing but nagi-ledger's goal files (what the goals page and the
+    dashboard's goal card show; the other sources would only add pages to build)."""
+    from tests._site_helpers import TODAY, World
+    from toolkit.config import resolve
 
-    world = make_world(base)
-    nagi = world.home / ".nagi"
+    home, root = base / "home", base / "acme-api"
+    root.mkdir(parents=True)
+    (root / "toolkit.yaml").write_text("", encoding="utf-8")
+    cfg = resolve(project=root, env={"HOME": str(home)}, cwd=root, today=TODAY.isoformat())
+    world = World(root=root, home=home, cfg=cfg.with_overrides(analyses=False))
+    nagi = home / ".nagi"
+    nagi.mkdir(parents=True)
     write_goal(nagi / "goal.json", HOSTILE_GOAL, remaining=4, max_turns=10, extensions=1)
     (nagi / "goal_history.jsonl").write_text(
         history_line("write the docs", "done", "README updated in a1b2c3d", 2,

@@ -88,11 +88,9 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
             place = "'id ' || CAST(id AS VARCHAR)"
         else:
             place = "'row ' || CAST(rowid + 1 AS VARCHAR)"
-        for column in text_cols:
+        for column, families in _table_families(project, table, text_cols, cache,
+                                                seen).items():
             value = f'CAST("{column}" AS VARCHAR)'
-            families = _column_families(project, table, column, value, cache, seen)
-            if not families:
-                continue
             rows = project.sql(f'SELECT {place}, sha256({value}) FROM "{table}" '
                                f"WHERE list_contains($found, sha256({value})) ORDER BY rowid",
                                {"found": list(families)}).fetchall()
@@ -103,30 +101,44 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     return ["table", "place", "column", "family"], out
 
 
-def _column_families(project: Project, table: str, column: str, value: str,
-                     cache: dict[str, tuple[str, ...]], seen: dict[str, tuple[str, ...]]
-                     ) -> dict[str, tuple[str, ...]]:
-    """SHA-256 of each distinct value of one column holding a secret -> its families. Values
-    the cache knows are not read; the others are scanned (:func:`_scan`) and added to
-    ``seen`` with the known ones."""
-    keys = [r[0] for r in project.sql(
-        f'SELECT DISTINCT sha256({value}) FROM "{table}" WHERE "{column}" IS NOT NULL'
-    ).fetchall()]
-    todo = [k for k in keys if k not in cache]
-    for k in keys:
-        if k in cache:
-            seen[k] = cache[k]
+def _table_families(project: Project, table: str, columns: list[str],
+                    cache: dict[str, tuple[str, ...]], seen: dict[str, tuple[str, ...]]
+                    ) -> dict[str, dict[str, tuple[str, ...]]]:
+    """For each of ``columns`` (text columns of one table) holding a secret, in their order:
+    the SHA-256 of each distinct value holding one -> its families. One query reads the
+    SHA-256 of every column's distinct values; values the cache knows are not read, and one
+    more query reads the others, which are scanned (:func:`_scan`) and added to ``seen`` with
+    the known ones."""
+    values = [f'CAST("{column}" AS VARCHAR)' for column in columns]
+
+    def each_column(select: str, where: str = "") -> str:
+        return " UNION ALL ".join(
+            f'SELECT DISTINCT {i}, {select.format(v=v)} FROM "{table}" '
+            f'WHERE "{column}" IS NOT NULL{where.format(v=v)}'
+            for i, (column, v) in enumerate(zip(columns, values, strict=True)))
+
+    keys: dict[int, list[str]] = {}
+    for i, key in project.sql(each_column("sha256({v})")).fetchall():
+        keys.setdefault(i, []).append(key)
+    todo = sorted({k for ks in keys.values() for k in ks if k not in cache})
+    for ks in keys.values():
+        seen.update((k, cache[k]) for k in ks if k in cache)
     if todo:
-        distinct = project.sql(
-            f'SELECT DISTINCT sha256({value}), {value} FROM "{table}" '
-            f'WHERE "{column}" IS NOT NULL AND list_contains($todo, sha256({value}))',
+        rows = project.sql(
+            each_column("sha256({v}), {v}", " AND list_contains($todo, sha256({v}))"),
             {"todo": todo}).fetchall()
+        distinct = list({k: v for _, k, v in rows}.items())  # a value met in two columns once
         found: dict[int, list[str]] = {}
         for index, family in _scan([v for _, v in distinct]):  # each distinct value once
             found.setdefault(index, []).append(family)
         for i, (k, _) in enumerate(distinct):
             seen[k] = tuple(found.get(i, ()))
-    return {k: seen[k] for k in keys if seen.get(k)}
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for i, column in enumerate(columns):
+        families = {k: seen[k] for k in keys.get(i, []) if seen.get(k)}
+        if families:
+            out[column] = families
+    return out
 
 
 _SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slot: value SHA-256 -> families the finder saw

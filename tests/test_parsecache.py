@@ -169,3 +169,40 @@ def test_load_in_batches_stores_what_one_batch_stores(
     assert small == whole
     assert [r[3] for r in small[0] if r[1] == "patterns"] == list(range(13))
     assert len(small[1]) == 14
+
+
+def test_the_history_copies_the_stored_entries_as_a_parse_would_give_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history's working version takes the ledger source's rows in the store (the same
+    bytes, by their blob id) instead of parsing again: the same entry keys (repeated and
+    missing titles), text hashes, fields and notes as the history's own parse of the files."""
+    from toolkit.api import Project
+    from toolkit.store import Store
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    odd = ("\n---\n\n**Title:**\n**Date:** 2026-13-01\n**Category:** Debugging\n\n"
+           "**Context:** Straße\n\n**Pattern:** x\u2028y\n")
+    (ledger / "patterns.md").write_text(
+        "# Patterns\n" + "".join(ENTRY.format(n=n) for n in (1, 2, 3, 3, 4)) + odd + odd,
+        encoding="utf-8")
+    (ledger / "edge-cases.md").write_text(
+        "# Edge cases\n\n## Form A, café\n\n- **Observations:** 2\n\n### Context\n\nWhen.\n\n"
+        "---\n", encoding="utf-8")
+    (ledger / "antipatterns.md").write_text("# Antipatterns\n", encoding="utf-8")
+    sql = ("SELECT * FROM _history_entries ORDER BY file, position",
+           "SELECT * FROM _history_blobs ORDER BY file")
+
+    def history(name: str) -> list[list[tuple[object, ...]]]:
+        with Project.open(tmp_path, db=tmp_path / name / "s.duckdb") as project:
+            return [project.sql(q).fetchall() for q in sql]
+
+    copied = history("copied")
+    real = Store.source_state
+    monkeypatch.setattr(Store, "source_state",  # no record of what the ledger source stored
+                        lambda self, source: None if source == "ledger" else real(self, source))
+    parsed = history("parsed")
+    assert copied == parsed
+    assert len(copied[0]) == 8 and len(copied[1]) == 3
+    assert {r[2] for r in copied[0]} >= {"patterns/[untitled]", "patterns/[untitled]#2",
+                                         "edge-cases/form a, café"}

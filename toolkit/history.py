@@ -219,6 +219,10 @@ class _Blobs:
             "SELECT file, blob FROM _history_blobs").fetchall())
         self.entries: list[tuple[Any, ...]] = []
         self.blobs: list[tuple[str, str, int, str | None]] = []
+        # the contents whose entries the ledger source stored (ledger_entries): kind -> blob
+        state = (store.source_state("ledger") or {}).get("state") or {}
+        blobs = state.get("blobs") if isinstance(state, dict) else None
+        self.stored: dict[str, str] = blobs if isinstance(blobs, dict) else {}
 
     def missing(self, versions: Iterable[_Version]) -> set[tuple[str, str]]:
         from toolkit.sources.history import FILES
@@ -233,6 +237,9 @@ class _Blobs:
 
         if self.max_bytes is not None and len(data) > self.max_bytes:
             self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
+            return
+        if self.stored.get(kind) == oid:  # the ledger source's rows: copied, not parsed
+            self.copy_stored(kind, oid)
             return
         # The working files were just parsed by the ledger source: the same bytes at the same
         # path are not parsed twice (a cached parse is of UTF-8 bytes only).
@@ -260,13 +267,40 @@ class _Blobs:
         self.blobs.append((kind, oid, len(keys), None))
         self.known.add((kind, oid))
 
+    def copy_stored(self, kind: str, oid: str) -> None:
+        """The entries of ``kind`` with blob ``oid`` from ``ledger_entries``, which holds the
+        parse of these very bytes (the working files, as the ledger source loaded them): one
+        statement in the store, none of the entries built in Python."""
+        import pyarrow as pa
+
+        from toolkit.sources import history as hs
+
+        conn = self.store.conn
+        titles = [t for (t,) in conn.execute(
+            "SELECT title FROM ledger_entries WHERE file = ? ORDER BY position", [kind]).fetchall()]
+        keys = pa.table({"position": pa.array(range(len(titles)), pa.int32()),  # noqa: F841
+                         "entry_key": hs.entry_keys(kind, titles)})
+        self.flush_entries()  # the rows keep the order of the blobs read
+        conn.execute(
+            f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
+            "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, reflections, "
+            f"source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, evidence, related, form, "
+            "problems, l.position, line FROM ledger_entries l JOIN keys k "
+            "ON k.position = l.position WHERE file = ? ORDER BY l.position", [oid, kind])
+        self.blobs.append((kind, oid, len(titles), None))
+        self.known.add((kind, oid))
+
     def skip(self, kind: str, oid: str, where: str, why: str) -> None:
         message = f"{why}; its entries are left out of the history"
         self.blobs.append((kind, oid, 0, f"{where}\0{message}"))
         self.known.add((kind, oid))
 
-    def flush(self) -> None:
+    def flush_entries(self) -> None:
         self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
+        self.entries = []
+
+    def flush(self) -> None:
+        self.flush_entries()
         self.store.insert_rows("_history_blobs", ("file", "blob", "entries", "problem"),
                                self.blobs)
         self.entries, self.blobs = [], []
@@ -504,6 +538,7 @@ def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None
         if oid and (kind, oid) in missing:
             missing.discard((kind, oid))
             cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
+    fv.contents.clear()  # read once: a big file's bytes are not kept to the end of the load
 
 
 def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]

@@ -134,6 +134,17 @@ class LedgerFile:
         rows = self._rows()
         return self.entries[i] if rows is None else ledger_entry(rows.row(i))
 
+    def take(self, at: int, stop: int) -> list[LedgerEntry]:
+        """Entries ``[at, stop)`` for a reader that wants each once, in order (the loader):
+        a compact parse's records are let go as their entries are built, so a big ledger is
+        not held as records while its rows go into the store. Read nothing twice after it."""
+        rows = self._rows()
+        if rows is None:
+            return self.entries[at:stop]
+        built = [ledger_entry(rows.row(i)) for i in range(at, min(stop, len(rows.records)))]
+        rows.records[at:at + len(built)] = [b""] * len(built)
+        return built
+
 
 def _val(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").strip()
@@ -190,7 +201,10 @@ def _fast_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile
     # the groups of a match decoded at once (no NUL in the file: each group is one part;
     # decoding them apart would give the same text, as each starts and ends at ASCII)
     join, strip = b"\0".join, str.strip
-    rows: list[tuple[Any, ...]] = []
+    entries: list[LedgerEntry] = []
+    titles: list[str | None] = []
+    title_lines: list[int] = []
+    records: list[bytes] = []  # compact: each entry's record as soon as it is read
     problems: list[Problem] = []
     line = at = 0  # the index of the line that starts at ``at``
     while pos < size:
@@ -212,18 +226,19 @@ def _fast_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile
         end = m.end()
         row = entry_row(spath, kind, t, d, c, k, o, s, cx or None, pt or None, ev or None,
                         rl or None, form, line + 1, pos, end)
-        rows.append(row)
+        if compact:
+            titles.append(row[2])
+            title_lines.append(line + 1)
+            records.append(marshal.dumps(row, 4))
+        else:
+            entries.append(ledger_entry(row))
         for note in row[-1]:
             problems.append(Problem("smith", spath, line + 1, note))
         pos = end
-    if compact:
-        entries: list[LedgerEntry] | _Rows = _Rows(
-            [r[2] for r in rows], [r[13] for r in rows], [marshal.dumps(r, 4) for r in rows])
-    else:
-        entries = list(map(ledger_entry, rows))
-    return LedgerFile(path=path, kind=kind, data=data, entries=entries,
-                      header_end=header_end if rows else size, newline=b"\n", bom=False,
-                      problems=problems)
+    return LedgerFile(path=path, kind=kind, data=data,
+                      entries=_Rows(titles, title_lines, records) if compact else entries,
+                      header_end=header_end if titles or entries else size, newline=b"\n",
+                      bom=False, problems=problems)
 
 
 def _parse_ledger_bytes(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:

@@ -239,6 +239,7 @@ class _Blobs:
             self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
             return
         if self.stored.get(kind) == oid:  # the ledger source's rows: copied, not parsed
+            del data  # (the caller keeps no other reference: the bytes go before the copy)
             self.copy_stored(kind, oid)
             return
         # The working files were just parsed by the ledger source: the same bytes at the same
@@ -281,12 +282,16 @@ class _Blobs:
         keys = pa.table({"position": pa.array(range(len(titles)), pa.int32()),  # noqa: F841
                          "entry_key": hs.entry_keys(kind, titles)})
         self.flush_entries()  # the rows keep the order of the blobs read
-        conn.execute(
-            f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
-            "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, reflections, "
-            f"source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, evidence, related, form, "
-            "problems, l.position, line FROM ledger_entries l JOIN keys k "
-            "ON k.position = l.position WHERE file = ? ORDER BY l.position", [oid, kind])
+        from toolkit.store import ROW_BATCH
+
+        for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
+            conn.execute(
+                f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
+                "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
+                f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
+                "evidence, related, form, problems, l.position, line FROM ledger_entries l "
+                "JOIN keys k ON k.position = l.position WHERE file = ? AND l.position >= ? "
+                "AND l.position < ? ORDER BY l.position", [oid, kind, at, at + ROW_BATCH])
         self.blobs.append((kind, oid, len(titles), None))
         self.known.add((kind, oid))
 
@@ -534,11 +539,16 @@ def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Versio
 def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None:
     from toolkit.sources.history import FILES
 
-    for kind, oid in zip(FILES, fv.state, strict=True):
-        if oid and (kind, oid) in missing:
-            missing.discard((kind, oid))
-            cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
-    fv.contents.clear()  # read once: a big file's bytes are not kept to the end of the load
+    todo = [(kind, oid) for kind, oid in zip(FILES, fv.state, strict=True)
+            if oid and (kind, oid) in missing]
+    for i, (kind, oid) in enumerate(todo):
+        missing.discard((kind, oid))
+        # each file's bytes let go once read (kept while another file has the same bytes)
+        again = any(other == oid for _, other in todo[i + 1:])
+        data = fv.contents[oid] if again else fv.contents.pop(oid)
+        cache.parse(kind, oid, data, str(fv.path / f"{kind}.md"))
+        del data
+    fv.contents.clear()
 
 
 def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]

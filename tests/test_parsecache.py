@@ -206,3 +206,34 @@ def test_the_history_copies_the_stored_entries_as_a_parse_would_give_them(
     assert len(copied[0]) == 8 and len(copied[1]) == 3
     assert {r[2] for r in copied[0]} >= {"patterns/[untitled]", "patterns/[untitled]#2",
                                          "edge-cases/form a, café"}
+
+
+def test_a_load_limits_duckdbs_memory_only_while_the_ledger_loads(tmp_path: Path) -> None:
+    """The ledger and history loads run under a small DuckDB memory limit; the store's
+    connection has its own limit again afterwards, after a load that failed too."""
+    from toolkit.config import resolve
+    from toolkit.errors import DataError
+    from toolkit.loaders import LEDGER
+    from toolkit.source import Source
+    from toolkit.store import Store
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    _ledger(ledger)
+    cfg = resolve(project=tmp_path, env={"HOME": str(tmp_path / "home")})
+    seen: list[str] = []
+
+    def failing(store: Store, *args: object) -> None:
+        seen.append(store.scalar("SELECT current_setting('memory_limit')"))
+        raise DataError("unreadable")
+
+    broken = Source("ledger", LEDGER.fingerprint, failing, bounded_memory=True)  # type: ignore[arg-type]
+    with Store.open(tmp_path / "s.duckdb", sources=[LEDGER]) as store:
+        before = store.scalar("SELECT current_setting('memory_limit')")
+        report = store.refresh(cfg)
+        assert report.results[0].rows == 12
+        assert store.scalar("SELECT current_setting('memory_limit')") == before
+        store.declared = (broken,)
+        store.refresh(cfg, full=True)
+        assert store.scalar("SELECT current_setting('memory_limit')") == before
+    assert seen and seen[0] != before and seen[0].endswith("MiB")

@@ -600,7 +600,8 @@ SOURCE = Source(
         "_history_blobs": "every ledger file content parsed, even with no entries",
         "_history_version_files": "which file contents (git blobs) each version holds",
         "_history_entries": "the entries of each file content, parsed once",
-    })
+    },
+    bounded_memory=True)
 
 
 # --------------------------------------------------------------------------- library

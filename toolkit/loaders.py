@@ -152,7 +152,8 @@ LEDGER = Source(
         "ledger_meta": "meta.yaml (any of its three schemas), .meta.json and config.json, one "
                        "row",
         "reconcile_runs": "runs recorded in reconcile-log.md",
-    })
+    },
+    bounded_memory=True)
 
 
 # --------------------------------------------------------------------------- sessions

@@ -178,10 +178,9 @@ INSERT_BATCH_BYTES = 8 << 20
 # Rows a loader builds before it inserts them (the ledger's entries: a few MB), so a big
 # source is never held whole as rows.
 ROW_BATCH = 5000
-# DuckDB's memory limit while a load runs (see Store.refresh), in MB per thread of its own
-# (each works on blocks of its own), 64 at least: at 50,000 ledger entries on two threads it
-# takes the load's peak from about 345 to 285 MB, and the 1,000,000-row audit load from 245 to
-# 200 MB, no slower.
+# DuckDB's memory limit while a source with ``bounded_memory`` loads, in MB per thread of its
+# own (each works on blocks of its own), 64 at least: at 50,000 ledger entries on two threads
+# it takes the load's peak from about 345 to 285 MB.
 LOAD_MEMORY_MB_PER_THREAD = 32
 
 
@@ -639,25 +638,16 @@ class Store:
             raise ToolkitError("the store is open read-only; cannot refresh")
         todo = [src for src in self.declared if not only or src.name in only]
         results = []
-        # A load streams what it writes: DuckDB keeps a little of it in memory (the rest goes
-        # to its temporary files beside the store) instead of holding a big source's rows up
-        # to its default limit, most of the machine's memory.
-        threads = int(self.scalar("SELECT current_setting('threads')"))
-        limit = max(64, LOAD_MEMORY_MB_PER_THREAD * threads)
-        self.conn.execute(f"SET memory_limit = '{limit}MB'")
-        try:
-            for i, source in enumerate(todo):
-                if progress is not None:
-                    progress(f"Loading {source.name}", i, len(todo))
-                started = time.perf_counter()
-                result = self._run(source, cfg, full=full, progress=progress)
-                result.seconds = time.perf_counter() - started
-                results.append(result)
+        for i, source in enumerate(todo):
             if progress is not None:
-                progress("Loaded", len(todo), len(todo))
-            self.conn.execute("CHECKPOINT")
-        finally:
-            self.conn.execute("RESET memory_limit")
+                progress(f"Loading {source.name}", i, len(todo))
+            started = time.perf_counter()
+            result = self._run(source, cfg, full=full, progress=progress)
+            result.seconds = time.perf_counter() - started
+            results.append(result)
+        if progress is not None:
+            progress("Loaded", len(todo), len(todo))
+        self.conn.execute("CHECKPOINT")
         return LoadReport(results)
 
     def _run(self, source: Source, cfg: Config, *, full: bool, progress: Progress | None
@@ -688,10 +678,21 @@ class Store:
 
     def _load_in_transaction(self, source: Source, cfg: Config, full: bool,
                              progress: Progress | None, fp: str) -> SourceResult:
-        with self.transaction():
-            result = source.load(self, cfg, full, progress)
-            self.replace_problems(source.name, result.problems)
-            self.record_source(result, fp)
+        if source.bounded_memory:
+            # DuckDB keeps a little of what the load writes in memory (the rest goes to its
+            # temporary files beside the store) instead of holding a big source's rows up to
+            # its default limit, most of the machine's memory.
+            threads = int(self.scalar("SELECT current_setting('threads')"))
+            limit = max(64, LOAD_MEMORY_MB_PER_THREAD * threads)
+            self.conn.execute(f"SET memory_limit = '{limit}MB'")
+        try:
+            with self.transaction():
+                result = source.load(self, cfg, full, progress)
+                self.replace_problems(source.name, result.problems)
+                self.record_source(result, fp)
+        finally:
+            if source.bounded_memory:
+                self.conn.execute("RESET memory_limit")
         return result
 
     def transaction(self) -> _Transaction:

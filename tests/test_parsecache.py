@@ -237,3 +237,28 @@ def test_a_load_limits_duckdbs_memory_only_while_the_ledger_loads(tmp_path: Path
         store.refresh(cfg, full=True)
         assert store.scalar("SELECT current_setting('memory_limit')") == before
     assert seen and seen[0] != before and seen[0].endswith("MiB")
+
+
+def test_the_history_parses_working_files_the_stored_rows_are_not_of(tmp_path: Path) -> None:
+    """The stored rows are copied only for the very bytes the ledger source loaded (its git
+    blob id): a file changed since (here the history loads alone after an edit) is parsed."""
+    from toolkit.api import Project
+    from toolkit.config import resolve
+    from toolkit.loaders import SOURCES
+    from toolkit.store import Store
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    f = _ledger(ledger)
+    db = tmp_path / "store" / "s.duckdb"
+    Project.open(tmp_path, db=db).close()  # loads every source
+    f.write_text(f.read_text(encoding="utf-8").replace("retries at 7", "retries at 70"),
+                 encoding="utf-8")
+    cfg = resolve(project=tmp_path, db=str(db), env={"HOME": str(tmp_path / "home")})
+    with Store.open(db, sources=SOURCES) as store:
+        store.refresh(cfg, only=["history"])
+        titles = store.fetch("SELECT e.title FROM ledger_entry_versions e "
+                             "WHERE e.version_id = 'working' ORDER BY e.position")[1]
+        stored = store.fetch("SELECT title FROM ledger_entries ORDER BY position")[1]
+    assert ("Cap the webhook retries at 70",) in titles
+    assert ("Cap the webhook retries at 70",) not in stored  # the ledger source was not run

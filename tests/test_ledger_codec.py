@@ -1,5 +1,6 @@
 """toolkit.ledger.codec: one entry codec. Edit-then-parse returns the edit for random entries of
-both forms (CRLF, BOM, repeated and missing fields), and the editor and reconcile edit alike."""
+both forms (CRLF, BOM, repeated and missing fields), the editor and reconcile edit alike, and the
+fast path of standard entries reads what the full parser reads."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from toolkit.ledger import codec
 from toolkit.ledger.vault import EditorSession
 from toolkit.reconcile import set_values, work_file
 from toolkit.records import LEDGER_FILES
+from toolkit.sources import smith
 from toolkit.sources.history import entry_title_key
 from toolkit.sources.smith import parse_ledger_bytes
 
@@ -276,3 +278,104 @@ def test_entry_boundaries_at_the_edges_of_a_file(data: bytes, expected: list[tup
     assert [(e.title, e.date, e.related, e.start, e.end, e.line) for e in lf.entries] == expected
     assert [p.message for p in lf.problems if p.message.startswith("not part")] == \
         ([stray] if stray else [])
+
+
+# --------------------------------------------------------------------------- the fast path
+
+# Values of a standard entry's fields: plain, empty, padded with Unicode blanks, malformed,
+# non-ASCII, a broken UTF-8 sequence (parse_ledger_bytes reads bytes as they are).
+ODD_VALUES = ["", "   ", "\xa0x\u2003", "\x0c3", "²", "2026-13-45", "Debugging", "HIGH",
+              "café **bold** `code`", "a\u2028b", "\udcff"]
+# Lines of a section: those the fast path takes, then those that send the file to the full
+# parser (or that only one form takes: a bullet field line in a Form A section).
+SAFE_LINES = ["Plain text.", "- 2026-04-01 -- session s1: ok", "1. first", "", "<!-- c -->",
+              "| a | b |", "-- two dashes", "x **Date:** 2026-01-01"]
+ODD_LINES = ["- **Confidence:** high", "**Pattern:** again", "**bold** start", "---", "-----",
+             "## Heading", "### Sub", "# One", "```", "~~~", "  indented", "\tTab",
+             "**Title:** inside", "  ---", "* **Date:** 2026-01-01"]
+
+
+def _odd_value(rng: random.Random, name: str) -> str:
+    return rng.choice(ODD_VALUES) if rng.random() < 0.15 else _value(rng, name)
+
+
+def _section(rng: random.Random, odd: bool) -> str:
+    if rng.random() < 0.1:
+        return rng.choice(["", " "] if odd else [""])  # an empty section (a blank line: odd)
+    lines = [rng.choice(SAFE_LINES[:3])]
+    for _ in range(rng.randint(0, 3)):
+        lines.append(rng.choice(ODD_LINES if odd and rng.random() < 0.5 else SAFE_LINES))
+    return "\n".join(lines)
+
+
+def standard_file(rng: random.Random, *, odd: bool) -> bytes:
+    """A file of entries in Smith's writers' layout (codec.render_entry, both forms; field
+    values that may be odd). ``odd``: section lines and changes to the bytes (CRLF, a BOM,
+    no final newline, a field repeated, missing or moved, lines of blanks, stray text) that
+    the fast path leaves to the full parser."""
+    head = rng.choice(["# Ledger: Patterns\n\nDescription.\n\n<!-- sorted -->\n\n",
+                       "# Patterns\n\n", "", "\n"])
+    if odd and rng.random() < 0.2:
+        head += rng.choice(["- a list item\n\n", "```\ncode\n```\n\n", "**Date:** x\n\n"])
+    parts = [head]
+    for _ in range(rng.randint(0, 5)):
+        form = rng.choice("AB")
+        names = ["Date", "Category", "Confidence", *(["Observations"] if form == "A" else []),
+                 "Source reflections"]
+        fields = [(n, _odd_value(rng, n)) for n in names]
+        if odd and rng.random() < 0.3:
+            i = rng.randrange(len(fields))
+            change = rng.choice(["repeat", "drop", "move"])
+            if change == "repeat":
+                fields.insert(i, (fields[i][0], _value(rng, fields[i][0])))
+            elif change == "drop":
+                del fields[i]
+            else:
+                fields.append(fields.pop(i))
+        sections = [(n, _section(rng, odd)) for n in codec.SECTIONS]
+        text = codec.render_entry(form, _odd_value(rng, "Title"), fields, sections,
+                                  separator=not odd or rng.random() < 0.8)
+        if form == "A" and rng.random() < 0.2:
+            text = "---\n\n" + text  # a separator above a Form A entry too
+        parts.append(text + "\n" * rng.randint(0, 2))
+        if odd and rng.random() < 0.1:
+            parts.append(rng.choice(["stray text\n", "  \n", "\t\n\n"]))
+    data = "".join(parts).encode("utf-8", "surrogateescape")
+    if odd:
+        if rng.random() < 0.15:
+            data = data.replace(b"\n", b"\r\n")
+        if rng.random() < 0.1:
+            data = codec.BOM + data
+        if rng.random() < 0.1:
+            data = data.rstrip(b"\n")
+        if rng.random() < 0.05:
+            data = data.replace(b"None", b"No\0ne")
+    return data
+
+
+def _parse_state(lf: object) -> tuple[object, ...]:
+    return (lf.entries, lf.problems, lf.header_end, lf.newline, lf.bom)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_fast_path_and_the_full_parser_agree(seed: int) -> None:
+    """A file of standard entries is read by one regex match per entry; any other by the full
+    parser. Both give the same entries, byte ranges, lines, notes and header, compact or
+    not, on random files of both forms: standard ones (which the fast path must take), ones
+    with odd values and lines, CRLF, a BOM, repeated, missing and moved fields."""
+    rng = random.Random(seed)
+    files = [(standard_file(rng, odd=False), True), (standard_file(rng, odd=True), False),
+             (random_file(rng)[0], False)]
+    for data, standard in files:
+        path = Path("/v/patterns.md")
+        for compact in (False, True):
+            full = smith._full_parse(data, path, "patterns", compact)
+            fast = smith._fast_parse(data, path, "patterns", compact)
+            if standard:
+                assert fast is not None, data
+            if fast is not None:
+                assert _parse_state(fast) == _parse_state(full), data
+                assert fast.column("title") == full.column("title")
+                assert fast.column("line") == full.column("line")
+            assert _parse_state(parse_ledger_bytes(data, path, "patterns", compact=compact)) \
+                == _parse_state(full)

@@ -169,3 +169,96 @@ def test_load_in_batches_stores_what_one_batch_stores(
     assert small == whole
     assert [r[3] for r in small[0] if r[1] == "patterns"] == list(range(13))
     assert len(small[1]) == 14
+
+
+def test_the_history_copies_the_stored_entries_as_a_parse_would_give_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history's working version takes the ledger source's rows in the store (the same
+    bytes, by their blob id) instead of parsing again: the same entry keys (repeated and
+    missing titles), text hashes, fields and notes as the history's own parse of the files."""
+    from toolkit.api import Project
+    from toolkit.store import Store
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    odd = ("\n---\n\n**Title:**\n**Date:** 2026-13-01\n**Category:** Debugging\n\n"
+           "**Context:** Straße\n\n**Pattern:** x\u2028y\n")
+    (ledger / "patterns.md").write_text(
+        "# Patterns\n" + "".join(ENTRY.format(n=n) for n in (1, 2, 3, 3, 4)) + odd + odd,
+        encoding="utf-8")
+    (ledger / "edge-cases.md").write_text(
+        "# Edge cases\n\n## Form A, café\n\n- **Observations:** 2\n\n### Context\n\nWhen.\n\n"
+        "---\n", encoding="utf-8")
+    (ledger / "antipatterns.md").write_text("# Antipatterns\n", encoding="utf-8")
+    sql = ("SELECT * FROM _history_entries ORDER BY file, position",
+           "SELECT * FROM _history_blobs ORDER BY file")
+
+    def history(name: str) -> list[list[tuple[object, ...]]]:
+        with Project.open(tmp_path, db=tmp_path / name / "s.duckdb") as project:
+            return [project.sql(q).fetchall() for q in sql]
+
+    copied = history("copied")
+    real = Store.source_state
+    monkeypatch.setattr(Store, "source_state",  # no record of what the ledger source stored
+                        lambda self, source: None if source == "ledger" else real(self, source))
+    parsed = history("parsed")
+    assert copied == parsed
+    assert len(copied[0]) == 8 and len(copied[1]) == 3
+    assert {r[2] for r in copied[0]} >= {"patterns/[untitled]", "patterns/[untitled]#2",
+                                         "edge-cases/form a, café"}
+
+
+def test_a_load_limits_duckdbs_memory_only_while_the_ledger_loads(tmp_path: Path) -> None:
+    """The ledger and history loads run under a small DuckDB memory limit; the store's
+    connection has its own limit again afterwards, after a load that failed too."""
+    from toolkit.config import resolve
+    from toolkit.errors import DataError
+    from toolkit.loaders import LEDGER
+    from toolkit.source import Source
+    from toolkit.store import Store
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    _ledger(ledger)
+    cfg = resolve(project=tmp_path, env={"HOME": str(tmp_path / "home")})
+    seen: list[str] = []
+
+    def failing(store: Store, *args: object) -> None:
+        seen.append(store.scalar("SELECT current_setting('memory_limit')"))
+        raise DataError("unreadable")
+
+    broken = Source("ledger", LEDGER.fingerprint, failing, bounded_memory=True)  # type: ignore[arg-type]
+    with Store.open(tmp_path / "s.duckdb", sources=[LEDGER]) as store:
+        before = store.scalar("SELECT current_setting('memory_limit')")
+        report = store.refresh(cfg)
+        assert report.results[0].rows == 12
+        assert store.scalar("SELECT current_setting('memory_limit')") == before
+        store.declared = (broken,)
+        store.refresh(cfg, full=True)
+        assert store.scalar("SELECT current_setting('memory_limit')") == before
+    assert seen and seen[0] != before and seen[0].endswith("MiB")
+
+
+def test_the_history_parses_working_files_the_stored_rows_are_not_of(tmp_path: Path) -> None:
+    """The stored rows are copied only for the very bytes the ledger source loaded (its git
+    blob id): a file changed since (here the history loads alone after an edit) is parsed."""
+    from toolkit.api import Project
+    from toolkit.config import resolve
+    from toolkit.loaders import SOURCES
+    from toolkit.store import Store
+
+    ledger = tmp_path / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    f = _ledger(ledger)
+    db = tmp_path / "store" / "s.duckdb"
+    Project.open(tmp_path, db=db).close()  # loads every source
+    f.write_text(f.read_text(encoding="utf-8").replace("retries at 7", "retries at 70"),
+                 encoding="utf-8")
+    cfg = resolve(project=tmp_path, db=str(db), env={"HOME": str(tmp_path / "home")})
+    with Store.open(db, sources=SOURCES) as store:
+        store.refresh(cfg, only=["history"])
+        titles = store.fetch("SELECT e.title FROM ledger_entry_versions e "
+                             "WHERE e.version_id = 'working' ORDER BY e.position")[1]
+        stored = store.fetch("SELECT title FROM ledger_entries ORDER BY position")[1]
+    assert ("Cap the webhook retries at 70",) in titles
+    assert ("Cap the webhook retries at 70",) not in stored  # the ledger source was not run

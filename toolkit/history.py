@@ -219,6 +219,10 @@ class _Blobs:
             "SELECT file, blob FROM _history_blobs").fetchall())
         self.entries: list[tuple[Any, ...]] = []
         self.blobs: list[tuple[str, str, int, str | None]] = []
+        # the contents whose entries the ledger source stored (ledger_entries): kind -> blob
+        state = (store.source_state("ledger") or {}).get("state") or {}
+        blobs = state.get("blobs") if isinstance(state, dict) else None
+        self.stored: dict[str, str] = blobs if isinstance(blobs, dict) else {}
 
     def missing(self, versions: Iterable[_Version]) -> set[tuple[str, str]]:
         from toolkit.sources.history import FILES
@@ -233,6 +237,10 @@ class _Blobs:
 
         if self.max_bytes is not None and len(data) > self.max_bytes:
             self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
+            return
+        if self.stored.get(kind) == oid:  # the ledger source's rows: copied, not parsed
+            del data  # (the caller keeps no other reference: the bytes go before the copy)
+            self.copy_stored(kind, oid)
             return
         # The working files were just parsed by the ledger source: the same bytes at the same
         # path are not parsed twice (a cached parse is of UTF-8 bytes only).
@@ -260,13 +268,44 @@ class _Blobs:
         self.blobs.append((kind, oid, len(keys), None))
         self.known.add((kind, oid))
 
+    def copy_stored(self, kind: str, oid: str) -> None:
+        """The entries of ``kind`` with blob ``oid`` from ``ledger_entries``, which holds the
+        parse of these very bytes (the working files, as the ledger source loaded them): one
+        statement in the store, none of the entries built in Python."""
+        import pyarrow as pa
+
+        from toolkit.sources import history as hs
+
+        conn = self.store.conn
+        titles = [t for (t,) in conn.execute(
+            "SELECT title FROM ledger_entries WHERE file = ? ORDER BY position", [kind]).fetchall()]
+        keys = pa.table({"position": pa.array(range(len(titles)), pa.int32()),  # noqa: F841
+                         "entry_key": hs.entry_keys(kind, titles)})
+        self.flush_entries()  # the rows keep the order of the blobs read
+        from toolkit.store import ROW_BATCH
+
+        for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
+            conn.execute(
+                f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
+                "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
+                f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
+                "evidence, related, form, problems, l.position, line FROM ledger_entries l "
+                "JOIN keys k ON k.position = l.position WHERE file = ? AND l.position >= ? "
+                "AND l.position < ? ORDER BY l.position", [oid, kind, at, at + ROW_BATCH])
+        self.blobs.append((kind, oid, len(titles), None))
+        self.known.add((kind, oid))
+
     def skip(self, kind: str, oid: str, where: str, why: str) -> None:
         message = f"{why}; its entries are left out of the history"
         self.blobs.append((kind, oid, 0, f"{where}\0{message}"))
         self.known.add((kind, oid))
 
-    def flush(self) -> None:
+    def flush_entries(self) -> None:
         self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
+        self.entries = []
+
+    def flush(self) -> None:
+        self.flush_entries()
         self.store.insert_rows("_history_blobs", ("file", "blob", "entries", "problem"),
                                self.blobs)
         self.entries, self.blobs = [], []
@@ -500,10 +539,16 @@ def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Versio
 def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None:
     from toolkit.sources.history import FILES
 
-    for kind, oid in zip(FILES, fv.state, strict=True):
-        if oid and (kind, oid) in missing:
-            missing.discard((kind, oid))
-            cache.parse(kind, oid, fv.contents[oid], str(fv.path / f"{kind}.md"))
+    todo = [(kind, oid) for kind, oid in zip(FILES, fv.state, strict=True)
+            if oid and (kind, oid) in missing]
+    for i, (kind, oid) in enumerate(todo):
+        missing.discard((kind, oid))
+        # each file's bytes let go once read (kept while another file has the same bytes)
+        again = any(other == oid for _, other in todo[i + 1:])
+        data = fv.contents[oid] if again else fv.contents.pop(oid)
+        cache.parse(kind, oid, data, str(fv.path / f"{kind}.md"))
+        del data
+    fv.contents.clear()
 
 
 def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]
@@ -555,7 +600,8 @@ SOURCE = Source(
         "_history_blobs": "every ledger file content parsed, even with no entries",
         "_history_version_files": "which file contents (git blobs) each version holds",
         "_history_entries": "the entries of each file content, parsed once",
-    })
+    },
+    bounded_memory=True)
 
 
 # --------------------------------------------------------------------------- library

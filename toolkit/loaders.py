@@ -95,21 +95,25 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     columns = ("entry_id", "file", "title", "date", "date_raw", "category", "confidence",
                "observations", "source_reflections", "reflections", "context", "pattern",
                "evidence", "related", "form", "problems", "path", "line", "position")
+    from toolkit.sources.history import blob_id
+
     total = 0
+    blobs: dict[str, str] = {}  # the git blob id of each file whose entries are stored
     for kind in LEDGER_FILES:
         lf = vault.files[kind]
+        if lf.exists and lf.error is None:
+            blobs[kind] = blob_id(lf.data)
+        lf.data = b""  # read no more: the file's bytes are let go before the rows are stored
         if not lf.entry_count():
             continue
         ids = file_entry_ids(kind, lf.column("title"), cache=cfg.parse_cache)
         for at in range(0, len(ids), ROW_BATCH):
-            rows = []
-            for pos in range(at, min(at + ROW_BATCH, len(ids))):
-                e = lf.entry(pos)
-                rows.append((ids[pos], e.file, e.title, e.date, e.date, e.category,
-                             e.confidence, e.observations, e.source_reflections, e.reflections,
-                             e.context, e.pattern, e.evidence, e.related, e.form,
-                             list(e.problems), e.path, e.line, pos))
+            rows = [(ids[pos], e.file, e.title, e.date, e.date, e.category, e.confidence,
+                     e.observations, e.source_reflections, e.reflections, e.context, e.pattern,
+                     e.evidence, e.related, e.form, list(e.problems), e.path, e.line, pos)
+                    for pos, e in enumerate(lf.take(at, at + ROW_BATCH), at)]
             store.insert_rows("ledger_entries", columns, rows)
+            del rows
         total += len(ids)
     mj = vault.meta_json or {}
     lock = mj.get("lock") if isinstance(mj.get("lock"), dict) else None
@@ -131,8 +135,11 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
          list(r.prunes), list(r.budget_drops), r.path, r.line) for r in vault.reconcile_runs])
     missing = [lf.name for lf in vault.files.values() if not lf.exists]
     note = f"{total} entries" + (f"; missing: {', '.join(missing)}" if missing else "")
-    return SourceResult("ledger", str(cfg.ledger_dir), True, note, total,
-                        problems=vault.problems)
+    result = SourceResult("ledger", str(cfg.ledger_dir), True, note, total,
+                          problems=vault.problems)
+    # the history's working version holds these same contents: it copies their rows
+    result.state = {"blobs": blobs}
+    return result
 
 
 LEDGER = Source(
@@ -145,7 +152,8 @@ LEDGER = Source(
         "ledger_meta": "meta.yaml (any of its three schemas), .meta.json and config.json, one "
                        "row",
         "reconcile_runs": "runs recorded in reconcile-log.md",
-    })
+    },
+    bounded_memory=True)
 
 
 # --------------------------------------------------------------------------- sessions

@@ -29,6 +29,7 @@ import datetime as dt
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import Any
 
 from toolkit.errors import UsageError
 from toolkit.records import CATEGORIES, CONFIDENCES, LedgerEntry, ledger_entry
@@ -151,13 +152,26 @@ def parse_entry(block: bytes, ti: int, form: str, path: str, kind: str, start_of
                 fields[name] = value.partition("\n")[0].strip()
             else:
                 fields[name] = value
-    get = fields.get
-    date = get("date") or None
-    category = get("category")
+    get, tget = fields.get, texts.get
+    return ledger_entry(entry_row(path, kind, title, get("date"), get("category"),
+                                  get("confidence"), get("observations"),
+                                  get("source reflections"), tget("context"), tget("pattern"),
+                                  tget("evidence"), tget("related"), form, ti + 1, start_off,
+                                  end_off))
+
+
+def entry_row(path: str, kind: str, title: str, date: str | None, category: str | None,
+              confidence: str | None, obs_raw: str | None, source: str | None,
+              context: str | None, pattern: str | None, evidence: str | None,
+              related: str | None, form: str, line: int, start: int, end: int
+              ) -> tuple[Any, ...]:
+    """The row :func:`~toolkit.records.ledger_entry` takes for an entry read as these
+    stripped values (None or "" for a field the entry lacks, None for an empty section), with
+    the notes on what is missing or malformed: the one rule both readers of a ledger file
+    (the full one and its fast path for standard entries) apply."""
+    date = date or None
     category = category.lower() if category else None
-    confidence = get("confidence")
     confidence = confidence.lower() if confidence else None
-    obs_raw = get("observations")
     observations: int | None = None
     problems: list[str] = []
     if obs_raw:
@@ -179,11 +193,9 @@ def parse_entry(block: bytes, ti: int, form: str, path: str, kind: str, start_of
         problems.append("missing Confidence")
     elif confidence not in CONFIDENCES:
         problems.append(f"unknown Confidence {confidence!r}")
-    tget = texts.get
-    return ledger_entry((path, kind, title or None, date, category, confidence, observations,
-                         get("source reflections") or None, tget("context"), tget("pattern"),
-                         tget("evidence"), tget("related"), form, ti + 1, start_off, end_off,
-                         tuple(problems)))
+    return (path, kind, title or None, date, category, confidence, observations,
+            source or None, context, pattern, evidence, related, form, line, start, end,
+            tuple(problems))
 
 
 # --------------------------------------------------------------------------- editing

@@ -67,6 +67,11 @@ def text_hash(e: LedgerEntry) -> str:
     return hashlib.sha1("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+# text_hash in DuckDB's SQL, of a row with those columns (for rows copied in the store).
+TEXT_HASH_SQL = ("substr(sha1(concat_ws(chr(0), coalesce(title, ''), coalesce(category, ''), "
+                 "coalesce(context, ''), coalesce(pattern, ''))), 1, 16)")
+
+
 # --------------------------------------------------------------------------- git
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@ Entry boundaries (FORMATS.md §1.2), outside fenced code blocks:
 * Form B starts at a ``**Title:**`` line; the ``---`` separator just above it (only blank
   lines between) belongs to it, unless the previous Form A entry already closed with it.
   It runs to the next entry's start or the end of the file.
+
+A file whose entries are all in the writers' standard layout is read by a fast path (one
+regex match per entry) that gives the same answer as the full parser; see ``_fast_parse``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from toolkit.errors import DataError, TooLargeError
-from toolkit.ledger.codec import BOM, dominant_newline, parse_entry
+from toolkit.ledger.codec import BOM, dominant_newline, entry_row, parse_entry
 from toolkit.records import (
     LEDGER_FILES,
     LedgerEntry,
@@ -131,6 +134,17 @@ class LedgerFile:
         rows = self._rows()
         return self.entries[i] if rows is None else ledger_entry(rows.row(i))
 
+    def take(self, at: int, stop: int) -> list[LedgerEntry]:
+        """Entries ``[at, stop)`` for a reader that wants each once, in order (the loader):
+        a compact parse's records are let go as their entries are built, so a big ledger is
+        not held as records while its rows go into the store. Read nothing twice after it."""
+        rows = self._rows()
+        if rows is None:
+            return self.entries[at:stop]
+        built = [ledger_entry(rows.row(i)) for i in range(at, min(stop, len(rows.records)))]
+        rows.records[at:at + len(built)] = [b""] * len(built)
+        return built
+
 
 def _val(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").strip()
@@ -147,7 +161,94 @@ def parse_ledger_bytes(data: bytes, path: Path | str, kind: str, *,
         return _parse_ledger_bytes(data, Path(path), kind, compact)
 
 
+# The fast path: a file whose every entry is a standard one, as Smith's writers produce it
+# (FORMATS.md 1.2), is read with one regex match per entry that yields its fields, its title's
+# place and its byte range at once. Anything else -- CRLF, a BOM, no final newline, a field
+# missing, repeated or out of order, another heading, a line that pass 1 or a field split
+# would look at twice (a fence, an indent, a separator, a title or field line inside a
+# section) -- makes the whole file go to the full parser below. Both give the same answer
+# (tests/test_ledger_codec.py compares them on random files of both forms).
+_FAST_HEAD = re.compile(rb"(?:(?:# |[A-Za-z<])[^\n]*\n|\n)*")  # title, prose, comments
+# The lines of a section after its first: none that could start an entry, a fence or a field.
+_MORE_B = rb"(?:(?![-*+][ \t]+\*\*|---|\*\*|[#`~ \t])[^\n]*\n)*"
+_MORE_A = rb"(?:(?!---|\*\*|[#`~ \t])[^\n]*\n)*"
+_FAST_B = re.compile(
+    rb"---\n\n*\*\*Title:\*\*([^\n]*)\n\*\*Date:\*\*([^\n]*)\n"
+    rb"\*\*Category:\*\*([^\n]*)\n\*\*Confidence:\*\*([^\n]*)\n"
+    rb"\*\*Source reflections:\*\*([^\n]*)\n\n*"
+    rb"\*\*Context:\*\*([^\n]*\n" + _MORE_B + rb")\*\*Pattern:\*\*([^\n]*\n" + _MORE_B
+    + rb")\*\*Evidence:\*\*([^\n]*\n" + _MORE_B + rb")\*\*Related:\*\*([^\n]*\n" + _MORE_B
+    + rb")")
+_FAST_A = re.compile(
+    rb"(?:---\n\n*)?## ([^\n]*)\n\n*- \*\*Date:\*\*([^\n]*)\n- \*\*Category:\*\*([^\n]*)\n"
+    rb"- \*\*Confidence:\*\*([^\n]*)\n- \*\*Observations:\*\*([^\n]*)\n"
+    rb"- \*\*Source reflections:\*\*([^\n]*)\n\n*"
+    rb"### Context\n(" + _MORE_A + rb")### Pattern\n(" + _MORE_A + rb")### Evidence\n("
+    + _MORE_A + rb")### Related\n(" + _MORE_A + rb")---\n\n*")
+
+
+def _fast_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile | None:
+    """The parse of a file of standard entries only (see above), or None for any other."""
+    if data[-1:] not in (b"\n", b"") or b"\r" in data or b"\0" in data or data.startswith(BOM):
+        return None
+    head = _FAST_HEAD.match(data)
+    assert head is not None  # it matches the empty string
+    pos = header_end = head.end()
+    size = len(data)
+    spath = str(path)
+    count = data.count
+    match_b, match_a = _FAST_B.match, _FAST_A.match
+    # the groups of a match decoded at once (no NUL in the file: each group is one part;
+    # decoding them apart would give the same text, as each starts and ends at ASCII)
+    join, strip = b"\0".join, str.strip
+    entries: list[LedgerEntry] = []
+    titles: list[str | None] = []
+    title_lines: list[int] = []
+    records: list[bytes] = []  # compact: each entry's record as soon as it is read
+    problems: list[Problem] = []
+    line = at = 0  # the index of the line that starts at ``at``
+    while pos < size:
+        m = match_b(data, pos)
+        if m is not None:
+            t, d, c, k, s, cx, pt, ev, rl = map(strip, join(m.groups()).decode(
+                "utf-8", "replace").split("\0"))
+            o = None
+            form, title_at = "B", m.start(1) - 10  # len(b"**Title:**")
+        else:
+            m = match_a(data, pos)
+            if m is None:
+                return None
+            t, d, c, k, o, s, cx, pt, ev, rl = map(strip, join(m.groups()).decode(
+                "utf-8", "replace").split("\0"))
+            form, title_at = "A", m.start(1) - 3  # len(b"## ")
+        line += count(b"\n", at, title_at)
+        at = title_at
+        end = m.end()
+        row = entry_row(spath, kind, t, d, c, k, o, s, cx or None, pt or None, ev or None,
+                        rl or None, form, line + 1, pos, end)
+        if compact:
+            titles.append(row[2])
+            title_lines.append(line + 1)
+            records.append(marshal.dumps(row, 4))
+        else:
+            entries.append(ledger_entry(row))
+        for note in row[-1]:
+            problems.append(Problem("smith", spath, line + 1, note))
+        pos = end
+    return LedgerFile(path=path, kind=kind, data=data,
+                      entries=_Rows(titles, title_lines, records) if compact else entries,
+                      header_end=header_end if titles or entries else size, newline=b"\n",
+                      bom=False, problems=problems)
+
+
 def _parse_ledger_bytes(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:
+    fast = _fast_parse(data, path, kind, compact)
+    if fast is not None:
+        return fast
+    return _full_parse(data, path, kind, compact)
+
+
+def _full_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:
     bom = data.startswith(BOM)
     newline = dominant_newline(data)
 

@@ -376,9 +376,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
     return write_demo(tmp_path_factory.mktemp("handoff-demo") / "world")
 
 
+# The demo world's store, beside it: the first test to open it loads the world, the others'
+# refresh finds every source unchanged (the tests read it; none changes the world's files).
+DEMO_DB = "handoff.duckdb"
+
+
 def demo_handoff(demo, cli_run, monkeypatch, *args: str) -> str:
     monkeypatch.chdir(demo.project)
-    result = cli_run("--db", str(demo.root / "handoff.duckdb"), "handoff", *args)
+    result = cli_run("--db", str(demo.root / DEMO_DB), "handoff", *args)
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -435,7 +440,7 @@ def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):
     from toolkit.store import Store
 
     monkeypatch.chdir(demo.project)
-    cfg = config.resolve(db=str(demo.root / "gfm.duckdb"))
+    cfg = config.resolve(db=str(demo.root / DEMO_DB))
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         body = render_issue(build_report(store, cfg, now=NOW), marker=marker_for("acme")).body

@@ -93,13 +93,14 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: 
 
 def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
         tmp_path: Path) -> None:
-    """The build folder keeps the theme's compiled templates (jinja-cache) and the drawn charts
-    (chart-cache); a damaged or lost file there is made again, and the site does not change.
+    """The build folder keeps the compiled templates, the theme's and the pages' (jinja-cache),
+    and the drawn charts (chart-cache); a damaged or lost file there is made again, and the
+    site does not change.
     The chart process kept from the last build may have ended since: a new one draws them."""
     import toolkit.site as site_module
 
     world = make_world(tmp_path / "w")
-    site_module._THEME_BYTECODE.clear()  # as a new process (else they come from memory)
+    site_module._BYTECODE.clear()  # as a new process (else they come from memory)
     site_module._DRAWN.clear()
     first = build(world, clean=True)
     site_before = tree_bytes(first.out)
@@ -115,7 +116,7 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     for f in compiled:
         f.write_bytes(b"\x00garbage")
     charts[0].unlink()
-    site_module._THEME_BYTECODE.clear()  # as a new process: only the files
+    site_module._BYTECODE.clear()  # as a new process: only the files
     site_module._DRAWN.clear()
     # a full build that keeps the build folder's caches: the site and the page records gone
     shutil.rmtree(first.out)

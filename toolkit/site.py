@@ -92,6 +92,7 @@ BUILD_RECORD = "site-build.json"  # in the state folder: where the site was buil
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
+JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
@@ -210,7 +211,10 @@ class _Renderer:
     """The Jinja2 environment: StrictUndefined, autoescape for Markdown+HTML via finalize."""
 
     def __init__(self, templates: Path = TEMPLATES_DIR,
-                 scrub: Callable[[str], str] | None = None) -> None:
+                 scrub: Callable[[str], str] | None = None,
+                 compiled: Path | None = None) -> None:
+        """``compiled``: a folder that keeps the templates' compiled code between processes
+        (the build folder's ``jinja-cache``); in one process it is kept in memory."""
         import jinja2
 
         from toolkit.reports import Ref
@@ -221,7 +225,8 @@ class _Renderer:
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
             autoescape=True, finalize=_finalize, keep_trailing_newline=True,
-            trim_blocks=True, lstrip_blocks=True, auto_reload=False)
+            trim_blocks=True, lstrip_blocks=True, auto_reload=False,
+            bytecode_cache=_bytecode_cache(compiled))
         self.env.filters.update({
             "block": _block,
             "md": lambda v: Markup(md_escape(v)),
@@ -753,7 +758,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         from toolkit.redact import redactor
 
         scrub = redactor(fold=True)
-    renderer = _Renderer(templates, scrub)
+    renderer = _Renderer(templates, scrub, compiled=build / JINJA_CACHE)
     renderer.charts = {spec.name: spec for spec in content.charts}
     page_cache = _RenderCache(build, docs, templates, variant=f"redact={redact}")
     files: set[str] = set()  # every file of the docs folder
@@ -1272,34 +1277,42 @@ def _env(name: str, value: str) -> Iterator[None]:
             os.environ[name] = old
 
 
-def _theme_bytecode_cache(folder: Path) -> Any:
-    """The theme's templates compiled once: Jinja keeps each template's bytecode, keyed by its
-    name and the checksum of its source, in the build folder (a new process skips compiling
-    them) and in memory (a later build in this process, as under ``serve``, skips reading)."""
+def _bytecode_cache(folder: Path | None) -> Any:
+    """Templates compiled once: Jinja keeps each template's bytecode, keyed by its name, its
+    file and the checksum of its source, in memory (a later build in this process, as under
+    ``serve``, skips reading and compiling) and in ``folder``, the build folder's
+    ``jinja-cache`` (a new process skips compiling). The theme's templates and the toolkit's
+    own (``site_templates/``) use it; with no ``folder``, only the memory."""
     import jinja2
 
-    class Cache(jinja2.FileSystemBytecodeCache):
+    class Cache(jinja2.BytecodeCache):
         def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            code = _THEME_BYTECODE.get((bucket.key, bucket.checksum))
+            code = _BYTECODE.get((bucket.key, bucket.checksum))
             if code is not None:
                 bucket.code = code
                 return
+            if files is None:
+                return
             try:
-                super().load_bytecode(bucket)
+                files.load_bytecode(bucket)
             except Exception:  # a damaged file: compile the template again
                 bucket.reset()
             if bucket.code is not None:
-                _THEME_BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
+                _BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
 
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            _THEME_BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
-            super().dump_bytecode(bucket)
+            _BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
+            if files is not None:
+                files.dump_bytecode(bucket)
 
-    folder.mkdir(exist_ok=True)
-    return Cache(str(folder))
+    files = None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        files = jinja2.FileSystemBytecodeCache(str(folder))
+    return Cache()
 
 
-_THEME_BYTECODE: dict[tuple[str, str], Any] = {}
+_BYTECODE: dict[tuple[str, str], Any] = {}  # (key, checksum) -> code
 
 
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
@@ -1326,7 +1339,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             return nav
 
         def on_env(self, env: Any, *, config: Any, files: Any) -> Any:
-            env.bytecode_cache = _theme_bytecode_cache(config_file.parent / "jinja-cache")
+            env.bytecode_cache = _bytecode_cache(config_file.parent / JINJA_CACHE)
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
             return env

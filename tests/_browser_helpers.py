@@ -16,6 +16,8 @@ Registered as a plugin in tests/conftest.py, so every module uses the same fixtu
 from __future__ import annotations
 
 import functools
+import io
+import json
 import os
 import subprocess
 import sys
@@ -47,18 +49,38 @@ def need_chromium() -> None:
         pytest.skip(f"{CHROMIUM} not installed (apt install chromium)", allow_module_level=True)
 
 
+SEARCH_INDEX = "/search/search_index.json"
+
+
 class _Quiet(SimpleHTTPRequestHandler):
-    def __init__(self, *args: Any, overlay: Path | None = None, **kwargs: Any) -> None:
+    server: _Server
+
+    def __init__(self, *args: Any, overlay: Path | None = None, search: bool = True,
+                 **kwargs: Any) -> None:
         self.overlay = overlay
+        self.search = search
         super().__init__(*args, **kwargs)  # handles the request
 
     def translate_path(self, path: str) -> str:
         local = super().translate_path(path)
         if self.overlay is not None:
             mine = self.overlay / Path(local).relative_to(self.directory)
-            if mine.exists():
+            if mine.is_file() or (mine / "index.html").is_file():  # a page, or its folder
                 return str(mine)
         return local
+
+    def send_head(self) -> Any:
+        if self.search or urlsplit(self.path).path != SEARCH_INDEX:
+            return super().send_head()
+        with self.server.lock:  # the site's own index, its entries left out (read once)
+            if self.server.empty_index is None:
+                index = Path(self.translate_path(SEARCH_INDEX)).read_text(encoding="utf-8")
+                self.server.empty_index = json.dumps({**json.loads(index), "docs": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.server.empty_index)))
+        self.end_headers()
+        return io.BytesIO(self.server.empty_index)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -68,6 +90,8 @@ class _Server(ThreadingHTTPServer):
     # Chromium opens many connections at once; the default backlog (5) lets a busy machine
     # reset some of them, which the page reports as a console error
     request_queue_size = 128
+    lock = threading.Lock()
+    empty_index: bytes | None = None
 
 
 @dataclass
@@ -78,11 +102,14 @@ class Served:
     overlay: Path | None = None
 
 
-def serve(site: Path, overlay: Path | None = None) -> Iterator[Served]:
-    """Serve ``site`` on 127.0.0.1 (a free port) while the generator is suspended; a path
+def serve(site: Path, overlay: Path | None = None, *, search: bool = True) -> Iterator[Served]:
+    """Serve ``site`` on 127.0.0.1 (a free port) while the generator is suspended; a file
     that exists under ``overlay`` is served from there (a test's own pages beside a shared
-    site's, which stays as it was built)."""
-    handler = functools.partial(_Quiet, directory=str(site), overlay=overlay)
+    site's, which stays as it was built). With ``search`` off, the site's search index is
+    served with its configuration and no entry: for the tests that are not about search,
+    as Material's search worker indexes every entry again on each page opened, about half
+    of what opening a page of the demo site costs the browser."""
+    handler = functools.partial(_Quiet, directory=str(site), overlay=overlay, search=search)
     server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     host, port = server.server_address[:2]
@@ -120,6 +147,13 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def demo(demo_site: Path) -> Iterator[Served]:
     """The shared demo site, served on 127.0.0.1."""
     yield from serve(demo_site)
+
+
+@pytest.fixture(scope="session")
+def demo_no_search(demo_site: Path) -> Iterator[Served]:
+    """The shared demo site, served with an empty search index (``serve``'s ``search``), for
+    the tests that are not about search; the tests of search use ``demo``."""
+    yield from serve(demo_site, search=False)
 
 
 @pytest.fixture(scope="session")

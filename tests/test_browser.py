@@ -12,11 +12,9 @@ Skipped only when /usr/bin/chromium is missing and CI is unset; in CI a missing 
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -51,9 +49,10 @@ def _search(p: Any, word: str) -> Any:
     raise AssertionError(f"search for {word!r} showed no result")
 
 
-def test_home_renders_with_its_charts(demo: Served, page: tuple[Any, Watch]) -> None:
+def test_home_renders_with_its_charts(demo_no_search: Served,
+                                      page: tuple[Any, Watch]) -> None:
     p, watch = page
-    p.goto(demo.base, wait_until="load")
+    p.goto(demo_no_search.base, wait_until="load")
     assert p.locator("h1").first.inner_text().strip()
     charts = p.locator("article img[src*='charts/']")
     assert charts.count() >= 2
@@ -118,10 +117,10 @@ def test_search_finds_an_entry_by_a_word_from_its_pattern(demo: Served,
     assert any(location in (h or "") for h in hrefs), (word, location, hrefs)
 
 
-def test_entry_and_task_pages_open_from_their_indexes(demo: Served,
+def test_entry_and_task_pages_open_from_their_indexes(demo_no_search: Served,
                                                       page: tuple[Any, Watch]) -> None:
     p, _ = page
-    p.goto(demo.base + "ledger/patterns/", wait_until="load")
+    p.goto(demo_no_search.base + "ledger/patterns/", wait_until="load")
     link = p.locator("article table a[href*='ledger/patterns/'], article table a").first
     title = link.inner_text().strip()
     link.click()
@@ -129,7 +128,7 @@ def test_entry_and_task_pages_open_from_their_indexes(demo: Served,
     assert p.locator("article h1").first.inner_text().strip() == title
     assert "Pattern" in p.locator("article").inner_text()
 
-    p.goto(demo.base + "audit/tasks/", wait_until="load")
+    p.goto(demo_no_search.base + "audit/tasks/", wait_until="load")
     task_link = p.locator("article table a").first
     task = task_link.inner_text().strip()
     task_link.click()
@@ -148,7 +147,8 @@ def test_hostile_pages_open_no_dialog_and_make_no_outside_request(
     for path in (f"ledger/patterns/{entry.name}/", "slop/deadbeef/", f"audit/tasks/{slug}/",
                  "audit/actions/", "ledger/patterns/", "sessions/"):
         p.goto(hostile_served.base + path, wait_until="load")
-        p.wait_for_timeout(200)
+        # the page's scripts have all run (tables.js marks the body last)
+        p.wait_for_selector("body[data-tk-tables]", state="attached")
     p.goto(hostile_served.base + f"ledger/patterns/{entry.name}/", wait_until="load")
     assert p.title().startswith(HOSTILE_TITLE_SHOWN)
     assert p.locator("article h1").first.inner_text().strip() == HOSTILE_TITLE_SHOWN
@@ -160,12 +160,12 @@ def test_hostile_pages_open_no_dialog_and_make_no_outside_request(
     assert all(urlsplit(u).hostname in ("127.0.0.1", None) for u in watch.requests)
 
 
-def test_an_analysis_page_shows_its_charts_and_findings_offline(demo: Served,
-                                                                page: tuple[Any, Watch]) -> None:
+def test_an_analysis_page_shows_its_charts_and_findings_offline(
+        demo_no_search: Served, page: tuple[Any, Watch]) -> None:
     """build-site --demo ran the bundled notebooks: each is a page of the Analyses section, its
     charts files of the site; nothing is asked of another host (the fixture's check)."""
     p, watch = page
-    p.goto(demo.base + "analyses/debt-the-agent-left/", wait_until="load")
+    p.goto(demo_no_search.base + "analyses/debt-the-agent-left/", wait_until="load")
     assert p.locator("h1").first.inner_text().strip() == "Debt the agent left"
     nav = p.locator("nav.md-nav--primary").inner_text()
     assert "Analyses" in nav and "What each turn changed" in nav
@@ -215,9 +215,9 @@ class _TableWords(HTMLParser):
                 self.words[self.table or "text"].add(word)
 
 
-def _words_only_in(site: Path, where: str) -> list[tuple[str, set[str]]]:
-    """(word, page URLs) for words that stand only in ``where`` ("fields" or "table") on every
-    page of the site that has them, the rarest first."""
+@functools.cache
+def _words_by_place(site: Path) -> dict[str, set[tuple[str, str]]]:
+    """Every word of the site's pages: (where it stands, page URL) for each of its places."""
     seen: dict[str, set[tuple[str, str]]] = {}
     for html_file in sorted(site.rglob("index.html")):
         if html_file.parent.name in ("search", "assets"):
@@ -228,31 +228,38 @@ def _words_only_in(site: Path, where: str) -> list[tuple[str, set[str]]]:
         for kind, words in parser.words.items():
             for w in words:
                 seen.setdefault(w, set()).add((kind, "" if url == "." else url + "/"))
+    return seen
+
+
+def _words_only_in(site: Path, where: str) -> list[tuple[str, set[str]]]:
+    """(word, page URLs) for words that stand only in ``where`` ("fields" or "table") on every
+    page of the site that has them, the rarest first."""
+    seen = _words_by_place(site)
     return sorted(((w, {url for _, url in places}) for w, places in seen.items()
                    if {kind for kind, _ in places} == {where}), key=lambda c: (len(c[1]), c[0]))
 
 
-@pytest.mark.parametrize("where", ["table", "fields"])
 def test_search_finds_words_that_stand_only_in_tables_and_field_lists(
-        demo: Served, page: tuple[Any, Watch], where: str) -> None:
+        demo: Served, page: tuple[Any, Watch]) -> None:
     p, _ = page
-    candidates = _words_only_in(demo.site, where)
-    assert candidates, f"the demo site has no word only in a {where}"
     p.goto(demo.base, wait_until="load")
-    for word, urls in candidates[:3]:
-        _search(p, word)
-        hrefs = p.locator(".md-search-result__item a").evaluate_all(
-            "links => links.map(a => a.getAttribute('href'))")
-        paths = {urlsplit(h or "").path for h in hrefs}
-        assert paths & {"/" + u for u in urls}, (word, urls, hrefs)
-        previews = p.locator(".md-search-result__item").all_inner_texts()
-        assert not any("tkpost" in t or "tktable" in t for t in previews)
+    for where in ("table", "fields"):
+        candidates = _words_only_in(demo.site, where)
+        assert candidates, f"the demo site has no word only in a {where}"
+        for word, urls in candidates[:3]:
+            _search(p, word)
+            hrefs = p.locator(".md-search-result__item a").evaluate_all(
+                "links => links.map(a => a.getAttribute('href'))")
+            paths = {urlsplit(h or "").path for h in hrefs}
+            assert paths & {"/" + u for u in urls}, (where, word, urls, hrefs)
+            previews = p.locator(".md-search-result__item").all_inner_texts()
+            assert not any("tkpost" in t or "tktable" in t for t in previews)
 
 
 def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(
-        demo: Served, page: tuple[Any, Watch]) -> None:
+        demo_no_search: Served, page: tuple[Any, Watch]) -> None:
     p, _ = page
-    p.goto(demo.base + "snapshots/", wait_until="load")
+    p.goto(demo_no_search.base + "snapshots/", wait_until="load")
     links = p.locator("article table a[href*='turns/']")
     assert links.count() >= 2
     links.first.click()
@@ -269,20 +276,28 @@ def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(
 @pytest.fixture(scope="module")
 def fleet_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The fleet site of tests/_fleet_helpers.py (three projects, one gone), built by the CLI
-    as a user would."""
+    command as a user runs it (in this process), served without its search entries (the test
+    is not about search)."""
+    from click.testing import CliRunner
+
     from tests._fleet_helpers import make_fleet
+    from tests.conftest import isolate
+    from toolkit.cli import cli
 
     base = tmp_path_factory.mktemp("fleet")
     home = base / "home"
     home.mkdir()
-    world = make_fleet(base, home)
-    env = {**os.environ, **world.env(), "TOOLKIT_ANALYSES": "0"}
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "fleet", "--store",
-                           str(world.store), "build-site", "--out", str(base / "site"),
-                           "--build-time", "1778414400"],
-                          capture_output=True, text=True, env=env, cwd=base)
-    assert proc.returncode == 0, proc.stderr
-    yield from serve(base / "site")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, home)
+        world = make_fleet(base, home)
+        for key, value in world.env().items():
+            mp.setenv(key, value)
+        mp.chdir(base)  # where toolkit-fleet.yaml is found
+        result = CliRunner().invoke(cli, ["fleet", "--store", str(world.store), "build-site",
+                                          "--out", str(base / "site"),
+                                          "--build-time", "1778414400"])
+    assert result.exit_code == 0, result.output
+    yield from serve(base / "site", search=False)
 
 
 def test_the_fleet_overview_loads_offline_and_its_links_resolve(

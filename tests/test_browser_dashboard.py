@@ -2,7 +2,8 @@
 chart text size, the headline figures, the top lists, and dark mode.
 
 Uses the shared demo site, server, browser and request guard of tests/_browser_helpers.py (no
-request may leave 127.0.0.1, no console error, no dialog)."""
+request may leave 127.0.0.1, no console error, no dialog); the site is served with an empty
+search index, as no test here is about search."""
 
 from __future__ import annotations
 
@@ -45,13 +46,13 @@ _FONT_SIZES = """async () => {
 }"""
 
 
-def test_chart_text_is_at_least_11_px_at_1280_px(demo: Served,
+def test_chart_text_is_at_least_11_px_at_1280_px(demo_no_search: Served,
                                                  page: tuple[Any, Watch]) -> None:
     p, _ = page
     p.set_viewport_size({"width": 1280, "height": 900})
     seen = 0
     for path in CHART_PAGES:
-        p.goto(demo.base + path, wait_until="load")
+        p.goto(demo_no_search.base + path, wait_until="load")
         for chart in p.evaluate(_FONT_SIZES):
             seen += 1
             assert chart["sizes"], chart["src"]
@@ -64,10 +65,10 @@ def test_chart_text_is_at_least_11_px_at_1280_px(demo: Served,
 
 
 def test_home_opens_with_headline_figures_whose_links_open_their_pages(
-        demo: Served, page: tuple[Any, Watch]) -> None:
+        demo_no_search: Served, page: tuple[Any, Watch]) -> None:
     p, _ = page
     p.set_viewport_size({"width": 1280, "height": 900})
-    p.goto(demo.base, wait_until="load")
+    p.goto(demo_no_search.base, wait_until="load")
     cards = p.locator("article .tk-headlines > ul > li")
     assert cards.count() == 5
     first_table = p.locator("article table").first.bounding_box()
@@ -89,9 +90,9 @@ def test_home_opens_with_headline_figures_whose_links_open_their_pages(
 
 
 def test_the_demos_antipattern_is_to_avoid_not_to_follow(
-        demo: Served, page: tuple[Any, Watch]) -> None:
+        demo_no_search: Served, page: tuple[Any, Watch]) -> None:
     p, _ = page
-    p.goto(demo.base, wait_until="load")
+    p.goto(demo_no_search.base, wait_until="load")
     follow = p.locator("xpath=//h3[@id='top-high-confidence-entries-to-follow']"
                        "/following::table[1]")
     avoid = p.locator("xpath=//h3[@id='high-confidence-antipatterns-to-avoid']"
@@ -107,11 +108,11 @@ def test_the_demos_antipattern_is_to_avoid_not_to_follow(
 
 @pytest.mark.parametrize("scheme", ["dark", "light"])
 def test_the_palette_follows_the_system_setting_and_toggles(
-        demo: Served, browser: Any, scheme: str) -> None:
+        demo_no_search: Served, browser: Any, scheme: str) -> None:
     context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 900})
     try:
         p, watch = watched(context)
-        p.goto(demo.base, wait_until="load")
+        p.goto(demo_no_search.base, wait_until="load")
         body = p.locator("body")
         shown = body.get_attribute("data-md-color-scheme")
         assert shown == ("slate" if scheme == "dark" else "default")

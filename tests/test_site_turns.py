@@ -8,11 +8,14 @@ import datetime as dt
 import html
 import json
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests._history_helpers import SideRepo
+from tests.conftest import isolate
 from tests.test_secrets_in_links import STANDARD, _secret_part
 from toolkit import config as config_mod
 from toolkit import turn_diffs
@@ -33,12 +36,12 @@ def _env(home: Path) -> dict[str, str]:
     return {"HOME": str(home), "TOOLKIT_ANALYSES": "0"}
 
 
-def _build(root: Path, home: Path, redact: bool = False) -> Path:
+def _build(root: Path, home: Path, redact: bool = False, out: Path | None = None) -> Path:
     cfg = config_mod.resolve(cwd=root, env=_env(home))
     with Store.open(cfg.db_path, sources=SOURCES) as store:
         store.refresh(cfg)
         result = build_site(cfg, store, build_time=dt.datetime(2026, 5, 10, tzinfo=dt.UTC),
-                            redact=redact)
+                            redact=redact, out=out)
     assert result.warnings == []
     return result.out
 
@@ -56,32 +59,63 @@ def _diff_shown(page_html: str) -> str:
     return html.unescape(block)
 
 
-def test_each_turn_has_a_page_with_the_cli_diff_and_the_overview_links_to_it(
-        tmp_path: Path, isolated_env: Path) -> None:
-    root, side = _workspace(tmp_path, isolated_env)
-    (root / "app.py").write_text("print('one')\n")
-    side.snapshot("pre-turn:1: add the app")
-    (root / "app.py").write_text("print('two')\n")
-    (root / "notes.md").write_text(HOSTILE)
-    (root / "<img src=x onerror=alert(3)>.md").write_text("x\n")
-    side.snapshot("post-turn:1: add the app")
-    side.snapshot("pre-turn:2: <b>bold</b> {{ 7*7 }} prompt")
-    (root / "app.py").write_text("print('three')\n")
-    side.snapshot("post-turn:2: <b>bold</b> {{ 7*7 }} prompt")
-    site = _build(root, isolated_env)
+@dataclass
+class Turns:
+    """A workspace whose snapshots hold four turns, and its site (read it only)."""
 
+    root: Path
+    home: Path
+    site: Path
+
+    def page(self, turn: int) -> str:
+        return (self.site / "snapshots" / "turns" / f"turn-{turn}" / "index.html").read_text(
+            encoding="utf-8")
+
+
+SECRET = STANDARD[0]
+
+
+@pytest.fixture(scope="module")
+def turns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Turns]:
+    """Turns 1 and 2: hostile file names, contents and prompts; turn 3: a diff too big to show
+    whole; turn 4: a secret in a file. The site is built once, for the tests that read it."""
+    base = tmp_path_factory.mktemp("turns")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base / "home")
+        root, side = _workspace(base, base / "home")
+        (root / "app.py").write_text("print('one')\n")
+        side.snapshot("pre-turn:1: add the app")
+        (root / "app.py").write_text("print('two')\n")
+        (root / "notes.md").write_text(HOSTILE)
+        (root / "<img src=x onerror=alert(3)>.md").write_text("x\n")
+        side.snapshot("post-turn:1: add the app")
+        side.snapshot("pre-turn:2: <b>bold</b> {{ 7*7 }} prompt")
+        (root / "app.py").write_text("print('three')\n")
+        side.snapshot("post-turn:2: <b>bold</b> {{ 7*7 }} prompt")
+        side.snapshot("pre-turn:3: generate")
+        (root / "big.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
+        side.snapshot("post-turn:3: generate")
+        side.snapshot("pre-turn:4: add config")
+        (root / "settings.py").write_text(f"TOKEN = '{SECRET}'\n")
+        side.snapshot("post-turn:4: add config")
+        yield Turns(root, base / "home", _build(root, base / "home"))
+
+
+def test_each_turn_has_a_page_with_the_cli_diff_and_the_overview_links_to_it(
+        turns: Turns) -> None:
+    site = turns.site
     overview = (site / "snapshots" / "index.html").read_text(encoding="utf-8")
     for n in (1, 2):
         assert f'href="turns/turn-{n}/"' in overview
-        page = (site / "snapshots" / "turns" / f"turn-{n}" / "index.html").read_text("utf-8")
+        page = turns.page(n)
         assert 'href="../../"' in page  # back to the overview
-        cfg = config_mod.resolve(cwd=root, env={"HOME": str(isolated_env)})
+        cfg = config_mod.resolve(cwd=turns.root, env={"HOME": str(turns.home)})
         cli = turn_diff(cfg, turn=n, with_patch=True).patch
         # the CLI's text, with control and bidi characters shown as <U+XXXX> (as everywhere)
         assert cli and _diff_shown(page) == visible(cli)
-    turn1 = (site / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+    turn1 = turns.page(1)
     assert "add the app" in turn1 and "notes.md" in turn1
-    turn2 = (site / "snapshots" / "turns" / "turn-2" / "index.html").read_text("utf-8")
+    turn2 = turns.page(2)
     assert "&lt;b&gt;bold&lt;/b&gt;" in turn2 and "<b>bold</b>" not in turn2
     # the hostile file's diff is literal text: no tag, no link, no template, no heading
     assert "<script>alert" not in turn1 and "&lt;script&gt;alert(&#x27;diff&#x27;)" in turn1
@@ -99,18 +133,13 @@ def test_each_turn_has_a_page_with_the_cli_diff_and_the_overview_links_to_it(
                for d in index["docs"])
 
 
-def test_a_huge_diff_is_cut_with_a_note(tmp_path: Path, isolated_env: Path) -> None:
-    root, side = _workspace(tmp_path, isolated_env)
-    side.snapshot("pre-turn:1: generate")
-    (root / "big.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
-    side.snapshot("post-turn:1: generate")
-    site = _build(root, isolated_env)
-    page = (site / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
+def test_a_huge_diff_is_cut_with_a_note(turns: Turns) -> None:
+    page = turns.page(3)
     shown = _diff_shown(page)
     assert len(shown.splitlines()) == turn_diffs.MAX_LINES
     assert "line 1990" in shown and "line 4999" not in shown
     assert "The diff is cut: 2,000 of its 5,006 lines are shown" in page
-    assert "toolkit snapshots diff --turn 1 --patch" in page
+    assert "toolkit snapshots diff --turn 3 --patch" in page
 
 
 def test_cut_keeps_whole_lines_within_the_character_limit(
@@ -124,18 +153,20 @@ def test_cut_keeps_whole_lines_within_the_character_limit(
     assert turn_diffs.cut("", "x") == ("", "This turn changed no file.")
 
 
-def test_a_redacted_site_redacts_the_diffs(tmp_path: Path, isolated_env: Path) -> None:
-    root, side = _workspace(tmp_path, isolated_env)
-    side.snapshot("pre-turn:1: add config")
-    secret = STANDARD[0]
-    (root / "settings.py").write_text(f"TOKEN = '{secret}'\n")
-    side.snapshot("post-turn:1: add config")
-    plain = _build(root, isolated_env)
-    page = (plain / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
-    assert _secret_part(secret) in _diff_shown(page)  # the plain site shows the records
-    redacted = _build(root, isolated_env, redact=True)
-    page = (redacted / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
-    assert _secret_part(secret) not in page and "[REDACTED]" in _diff_shown(page)
+def test_a_redacted_site_redacts_the_diffs(turns: Turns, tmp_path: Path) -> None:
+    import shutil
+
+    # the plain site shows the records
+    assert _secret_part(SECRET) in _diff_shown(turns.page(4))
+    # built again with --redact over a copy of the plain site and its build folder (the
+    # diffs the plain build kept there must not be taken)
+    out = tmp_path / "site"
+    for name in ("", ".build"):
+        shutil.copytree(turns.site.with_name(turns.site.name + name), out.with_name("site" + name),
+                        symlinks=True)
+    redacted = _build(turns.root, turns.home, redact=True, out=out)
+    page = (redacted / "snapshots" / "turns" / "turn-4" / "index.html").read_text("utf-8")
+    assert _secret_part(SECRET) not in page and "[REDACTED]" in _diff_shown(page)
 
 
 def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(

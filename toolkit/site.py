@@ -62,7 +62,7 @@ from markupsafe import Markup
 from toolkit import clock, mdrender, mdsafe, site_theme
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
-from toolkit.pages import INTERNAL_PATH, Table, relative_link
+from toolkit.pages import INTERNAL_PATH, Deferred, Table, as_page, relative_link
 
 if TYPE_CHECKING:
     import jinja2
@@ -721,7 +721,7 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
     extra = [handoff_page.builder(cfg, build_time, checks)]
     extra += [checks_page.builder(checks)] if checks is not None else []
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
-                                         extra=extra, built=build_time)
+                                         extra=extra, built=build_time, lazy=True)
     checks_page.put_badge(content.pages, checks)
     turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")
@@ -766,7 +766,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
             raise ToolkitError("two pages of the site have the same path (a bug)")
         files.add(page.path)
         if not page_cache.reuse(page, renderer):
-            if _write_if_changed(docs / page.path, render_page(renderer, page)):
+            if _write_if_changed(docs / page.path, render_page(renderer, as_page(page))):
                 written.append(page.path)
             page_cache.rendered(page, renderer.used)
         if progress and ((i + 1) % 200 == 0 or i + 1 == total):
@@ -1024,7 +1024,7 @@ class _RenderCache:
         self.new: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
 
-    def reuse(self, page: Page, renderer: _Renderer) -> bool:
+    def reuse(self, page: Page | Deferred, renderer: _Renderer) -> bool:
         """True when ``page``'s file holds what rendering it would write; its tables and
         link targets are then added to ``renderer`` as rendering it would add them."""
         digest = _context_digest(page)
@@ -1051,7 +1051,7 @@ class _RenderCache:
         self.new[page.path] = entry
         return True
 
-    def rendered(self, page: Page, used: _Uses) -> None:
+    def rendered(self, page: Page | Deferred, used: _Uses) -> None:
         digest = self._digests.get(page.path)
         if digest is not None:
             self.new[page.path] = {"context": digest, "tables": used.tables,
@@ -1073,12 +1073,16 @@ class _RenderCache:
                                                 ).encode("utf-8"))
 
 
-def _context_digest(page: Page) -> str | None:
-    """The digest of a page's context (None when it cannot be pickled: always rendered)."""
+def _context_digest(page: Page | Deferred) -> str | None:
+    """The digest of a page's context (None when it cannot be pickled: always rendered). A
+    :class:`Deferred` page's is the digest of its maker and arguments, which stand for it."""
     import pickle
 
+    subject: Any = page
+    if isinstance(page, Deferred):
+        subject = ("deferred", page.make.__module__, page.make.__qualname__, page.args)
     try:
-        return hashlib.sha256(pickle.dumps(page, protocol=5)).hexdigest()
+        return hashlib.sha256(pickle.dumps(subject, protocol=5)).hexdigest()
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
 
@@ -1188,7 +1192,7 @@ _SECTIONS = ("Overview", "Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Sn
              "Analyses", "Data", "Warnings")
 
 
-def make_nav(pages: list[Page]) -> list[Any]:
+def make_nav(pages: Sequence[Page | Deferred]) -> list[Any]:
     """The navigation: pages with a ``nav`` label only, grouped by section in a fixed order."""
     sections: dict[str, list[tuple[str, str]]] = {}
     singles: dict[str, str] = {}
@@ -1212,7 +1216,8 @@ def make_nav(pages: list[Page]) -> list[Any]:
     return nav
 
 
-def _mkdocs_config(base: Path, pages: list[Page], site: Path, site_name: str) -> str:
+def _mkdocs_config(base: Path, pages: Sequence[Page | Deferred], site: Path, site_name: str
+                   ) -> str:
     import yaml
 
     from toolkit.textio import check_yaml_depth

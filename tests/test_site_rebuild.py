@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from tests._site_helpers import build, make_world, tree_bytes
-from toolkit.site import RENDER_CACHE, SEARCH_MAP, TEMPLATES_DIR
+from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
@@ -41,6 +41,14 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     # a damaged cache is ignored: every page is rendered, nothing differs
     (first.build_dir / RENDER_CACHE).write_text("{not json", encoding="utf-8")
     assert build(world, templates=templates).written == []
+
+    # a file of the tables the hook puts in place, changed by hand: the pages with a table
+    # in it are rendered again, and it holds their tables again
+    shard = sorted((first.build_dir / TABLES).iterdir())[0]
+    kept = shard.read_bytes()
+    shard.write_text("{}", encoding="utf-8")
+    assert build(world, templates=templates).written == []
+    assert shard.read_bytes() == kept
 
     # a template edit reaches every page made from it, though no data changed
     entry_tpl = templates / "ledger_entry.md.j2"
@@ -119,8 +127,9 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     site_module._DRAWN.clear()
     # a full build that keeps the build folder's caches: the site and the page records gone
     shutil.rmtree(first.out)
-    for record in (RENDER_CACHE, "state.json", "tables.json"):
+    for record in (RENDER_CACHE, "state.json"):
         (first.build_dir / record).unlink(missing_ok=True)
+    shutil.rmtree(first.build_dir / TABLES)
     again = build(world)
     assert again.mode == "full" and again.rebuilt > 0
     assert tree_bytes(again.out) == site_before

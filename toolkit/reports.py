@@ -853,13 +853,19 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
         files=Table(("File", "Entries", "High", "Medium", "Low"), [*rows, total]),
         categories=cat_table, confidences=conf_table, problems=len(malformed), chart=chart))
 
+    listed: dict[int, tuple[Any, ...]] = {}  # id(entry) -> its row, the same in every listing
+
     def listing(entries: list[dict[str, Any]]) -> Table:
         out = []
         for e in entries:
-            out.append((Ref(_entry_title(e), d.entry_path[e["entry_id"]]),
-                        Ref(f"{e['file']}.md", _file_path(e["file"])),
-                        _category_ref(e), _confidence_ref(e), e.get("date") or e.get("date_raw"),
-                        e.get("reflections"), len(e.get("problems") or [])))
+            row = listed.get(id(e))
+            if row is None:
+                row = listed[id(e)] = (
+                    Ref(_entry_title(e), d.entry_path[e["entry_id"]]),
+                    Ref(f"{e['file']}.md", _file_path(e["file"])), _category_ref(e),
+                    _confidence_ref(e), e.get("date") or e.get("date_raw"), e.get("reflections"),
+                    len(e.get("problems") or []))
+            out.append(row)
         return Table(("Entry", "File", "Category", "Confidence", "Date", "Reflections",
                       "Problems"), out, empty="No entries.")
 
@@ -871,8 +877,11 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
                               table=listing(entries), up=Ref("Ledger", "ledger/index.md")))
     rank: dict[str | None, int] = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
 
+    ranks = {id(e): (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
+             for e in d.ledger}
+
     def by_rank(e: dict[str, Any]) -> tuple[Any, ...]:
-        return (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
+        return ranks[id(e)]
 
     pages.append(GroupIndexPage(path="ledger/category/index.md", title="Ledger by category",
                                 nav=("Ledger", "By category"), table=cat_table, search=False))
@@ -1037,20 +1046,29 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
         day = day_of(s.get("created_at"))
         return (d.today - day).days if day else None
 
+    rows: dict[int, tuple[Any, ...]] = {}  # id(entry) -> its row, the same in every listing
+
+    def row(s: dict[str, Any]) -> tuple[Any, ...]:
+        made = rows.get(id(s))
+        if made is None:
+            made = rows[id(s)] = (
+                _slop_ref(d, s), _value_ref("bucket", s.get("bucket")),
+                _value_ref("severity", s.get("severity")), s.get("confidence"),
+                _value_ref("status", s.get("status")),
+                _value_ref("owner", s["owner"]) if s.get("owner") else None, age(s))
+        return made
+
     def listing(entries: list[dict[str, Any]]) -> Table:
         return Table(("Entry", "Bucket", "Severity", "Confidence", "Status", "Owner",
-                      "Age (days)"), [
-            (_slop_ref(d, s), _value_ref("bucket", s.get("bucket")),
-             _value_ref("severity", s.get("severity")), s.get("confidence"),
-             _value_ref("status", s.get("status")),
-             _value_ref("owner", s["owner"]) if s.get("owner") else None,
-             age(s)) for s in entries], empty="No entries.")
+                      "Age (days)"), [row(s) for s in entries], empty="No entries.")
 
     sev_rank: dict[str | None, int] = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
+    ranks = {id(s): (s.get("status") not in OPEN_STATUSES,
+                       sev_rank.get(s.get("severity"), 9), s.get("created_at") or "", s["id"])
+             for s in d.slop}
 
     def order(s: dict[str, Any]) -> tuple[Any, ...]:
-        return (s.get("status") not in OPEN_STATUSES, sev_rank.get(s.get("severity"), 9),
-                s.get("created_at") or "", s["id"])
+        return ranks[id(s)]
 
     labels = {"bucket": ("Bucket", "By bucket", SLOP_BUCKETS),
               "severity": ("Severity", "By severity", SLOP_SEVERITIES),

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from tests._site_helpers import build, make_world, tree_bytes
-from toolkit.site import RENDER_CACHE, SEARCH_MAP, TEMPLATES_DIR
+from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
@@ -41,6 +41,14 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     # a damaged cache is ignored: every page is rendered, nothing differs
     (first.build_dir / RENDER_CACHE).write_text("{not json", encoding="utf-8")
     assert build(world, templates=templates).written == []
+
+    # a file of the tables the hook puts in place, changed by hand: the pages with a table
+    # in it are rendered again, and it holds their tables again
+    shard = sorted((first.build_dir / TABLES).iterdir())[0]
+    kept = shard.read_bytes()
+    shard.write_text("{}", encoding="utf-8")
+    assert build(world, templates=templates).written == []
+    assert shard.read_bytes() == kept
 
     # a template edit reaches every page made from it, though no data changed
     entry_tpl = templates / "ledger_entry.md.j2"
@@ -120,8 +128,9 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     site_module._DRAWN.clear()
     # a full build that keeps the build folder's caches: the site and the page records gone
     shutil.rmtree(first.out)
-    for record in (RENDER_CACHE, "state.json", "tables.json"):
+    for record in (RENDER_CACHE, "state.json"):
         (first.build_dir / record).unlink(missing_ok=True)
+    shutil.rmtree(first.build_dir / TABLES)
     again = build(world)
     assert again.mode == "full" and again.rebuilt > 0
     assert tree_bytes(again.out) == site_before
@@ -130,3 +139,51 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     assert pids and not pids & {p.pid for p in ended}  # a new one drew them
     assert all(f.read_bytes() != b"\x00garbage" for f in compiled)  # compiled again
 
+
+
+def test_a_change_that_reaches_other_entries_pages_rebuilds_them_as_a_clean_build_would(
+        tmp_path: Path) -> None:
+    """An entry's page shows more than its own row: the titles of the entries its Related
+    text names, links to audit tasks (another source). Unchanged entries' pages are not even
+    made again on a rebuild, so a change to any of those must still reach them: the pages and
+    the search index are then exactly what a clean build makes."""
+    import sqlite3
+
+    world = make_world(tmp_path / "w")
+    first = build(world)
+    linking = "ledger/antipatterns/editing-an-applied-migration-in-place.md"
+    slop_page = "slop/4b7e2c91.md"
+
+    def html(page: str) -> str:
+        return (first.out / page.removesuffix(".md") / "index.html").read_text(encoding="utf-8")
+
+    assert "run-the-migration-dry-run" in html(linking)
+    assert ">task_01HZX3K9Q2</a>" not in html(slop_page)
+
+    # the entry the antipattern's Related names is renamed: the link on that page goes
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.replace(
+        "**Title:** Run the migration dry-run before applying schema changes",
+        "**Title:** Dry-run every migration zanzibarquux"), encoding="utf-8")
+    # a dispatch for the slop entry's task (the audit DB, not the slop ledger, changed): its
+    # page now links to the task's page
+    conn = sqlite3.connect(world.home / ".nagi" / "ledger.db")
+    conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, verdict) "
+                 "VALUES ('2026-05-09 10:00:00', 'task_01HZX3K9Q2', 'general-purpose', "
+                 "'sonnet', 'Drop the legacy header', NULL)")
+    conn.commit()
+    conn.close()
+    again = build(world)
+    assert again.mode == "incremental"
+    assert {linking, slop_page} <= set(again.written)
+    assert "ledger/patterns/run-the-migration-dry-run-before-applying-schema-changes.md" \
+        in again.removed
+    assert "run-the-migration-dry-run" not in html(linking)
+    assert ">task_01HZX3K9Q2</a>" in html(slop_page)
+    # the other entries' pages were left as they were
+    assert "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint.md" \
+        not in again.written
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert tree_bytes(again.out) == tree_bytes(full.out)

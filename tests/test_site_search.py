@@ -61,7 +61,10 @@ def _through_hooks(tables: dict[str, str], html: str) -> tuple[str, str]:
     the search plugin, the page's final HTML)."""
     from material.plugins.search.plugin import Parser
 
-    site_hooks._tables = tables
+    # as the hook reads them from the build folder: in files by the digests' first digits
+    site_hooks._tables = {}
+    for digest, table in tables.items():
+        site_hooks._tables.setdefault(digest[:2], {})[digest] = table
     for_search = site_hooks.on_page_content(html, page=_PAGE, config=None, files=None)
     parser = Parser()
     parser.feed(for_search)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolkit.fleet import NEAR_SAME, UNASSIGNED, project_rows, recurring_knowledge
-from toolkit.pages import Field, Page, Ref, Table
+from toolkit.pages import Deferred, Field, Page, Ref, Table
 from toolkit.records import RETRY_LIMIT
 from toolkit.slugs import unique_slugs
 
@@ -137,7 +137,7 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
                  u["pending"], u["open_debt"], None))
     recurring = recurring_knowledge(store.fetch_dicts(
         "SELECT project, entry_id, file, title, confidence FROM fleet_entries"))
-    pages: list[Page] = [FleetPage(
+    pages: list[Page | Deferred] = [FleetPage(
         path="index.md", title="Fleet overview", nav=("Overview",), wide=True,
         intro=f"Built on {today}. One card per project: its ledger entries by confidence, "
               "its tasks over the retry limit, its pending verdicts, its open debt and its "

@@ -7,6 +7,7 @@ their pages from these; ``reports`` imports the feature modules, never the other
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -53,6 +54,31 @@ class Page:
     tags: tuple[str, ...] = ()
     intro: str = ""  # one line under the title (trusted text written by us)
     wide: bool = False  # wide tables: the table of contents sidebar is hidden
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A page made only when it must be rendered: ``make(*args)`` builds it. ``make`` is a
+    module-level function that reads nothing but ``args`` (plain values: rows, strings,
+    :class:`Ref`, :class:`Table`), so the digest of ``(make, args)`` stands for the page's
+    context, and a rebuild whose render cache knows that digest skips building the page at
+    all (``toolkit.site._RenderCache``). For the many pages of one kind (one per entry)."""
+
+    path: str
+    make: Callable[..., Page]
+    args: tuple[Any, ...]
+    nav: None = None  # never in the navigation (see :class:`Page`)
+
+    def page(self) -> Page:
+        page = self.make(*self.args)
+        if page.path != self.path or page.nav is not None:
+            raise ValueError(f"deferred page {self.path} made {page.path} (a bug)")
+        return page
+
+
+def as_page(page: Page | Deferred) -> Page:
+    """The page itself, made now when it was deferred."""
+    return page.page() if isinstance(page, Deferred) else page
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from toolkit.history_report import history_pages, turn_activity
 from toolkit.pages import (
     CONFIDENCE_COLORS,
     Cell,
+    Deferred,
     Field,
     Page,
     Ref,
@@ -97,7 +98,7 @@ class Download:
 
 @dataclass
 class SiteContent:
-    pages: list[Page]
+    pages: list[Page | Deferred]
     charts: list[ChartSpec]
     downloads: list[Download]
 
@@ -530,18 +531,19 @@ def _history_table(h: EntryHistory | None) -> Table:
 
 def build_site_content(store: Store, *, today: dt.date, site_name: str,
                        roots: list[tuple[Path, str]], extra: Sequence[PageBuilder] = (),
-                       built: dt.datetime | None = None) -> SiteContent:
+                       built: dt.datetime | None = None, lazy: bool = False) -> SiteContent:
     """Every page, chart and download of the site, from the store's current content, plus
-    the pages of the ``extra`` builders (the handoff page, from toolkit.handoff_page)."""
+    the pages of the ``extra`` builders (the handoff page, from toolkit.handoff_page).
+    ``lazy``: the entry pages are :class:`Deferred` (made when the site renders them)."""
     data = load_site_data(store, today=today, site_name=site_name, roots=roots, built=built)
     charts: list[ChartSpec] = []
-    pages: list[Page] = []
+    pages: list[Page | Deferred] = []
     home = _home(store, data, charts)
     home.goal, home.goals_closed = goal_summary(store)
     pages.append(home)
-    pages += _ledger_pages(data, charts)
+    pages += _ledger_pages(data, charts, lazy)
     pages += history_pages(store, data, charts)
-    pages += _slop_pages(data, charts)
+    pages += _slop_pages(data, charts, lazy)
     pages += _audit_pages(store, data, charts)
     pages += goal_pages(store)
     pages += _session_pages(data)
@@ -818,8 +820,9 @@ def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ..
     return rows, total
 
 
-def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
-    pages: list[Page] = []
+def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
+                  ) -> list[Page | Deferred]:
+    pages: list[Page | Deferred] = []
     rows, total = _ledger_file_rows(d)
     cats = _count_by(d.ledger, "category")
     confs = confidence_counts(d)
@@ -850,13 +853,19 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         files=Table(("File", "Entries", "High", "Medium", "Low"), [*rows, total]),
         categories=cat_table, confidences=conf_table, problems=len(malformed), chart=chart))
 
+    listed: dict[int, tuple[Any, ...]] = {}  # id(entry) -> its row, the same in every listing
+
     def listing(entries: list[dict[str, Any]]) -> Table:
         out = []
         for e in entries:
-            out.append((Ref(_entry_title(e), d.entry_path[e["entry_id"]]),
-                        Ref(f"{e['file']}.md", _file_path(e["file"])),
-                        _category_ref(e), _confidence_ref(e), e.get("date") or e.get("date_raw"),
-                        e.get("reflections"), len(e.get("problems") or [])))
+            row = listed.get(id(e))
+            if row is None:
+                row = listed[id(e)] = (
+                    Ref(_entry_title(e), d.entry_path[e["entry_id"]]),
+                    Ref(f"{e['file']}.md", _file_path(e["file"])), _category_ref(e),
+                    _confidence_ref(e), e.get("date") or e.get("date_raw"), e.get("reflections"),
+                    len(e.get("problems") or []))
+            out.append(row)
         return Table(("Entry", "File", "Category", "Confidence", "Date", "Reflections",
                       "Problems"), out, empty="No entries.")
 
@@ -868,8 +877,11 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
                               table=listing(entries), up=Ref("Ledger", "ledger/index.md")))
     rank: dict[str | None, int] = {c: i for i, c in enumerate(reversed(CONFIDENCES))}
 
+    ranks = {id(e): (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
+             for e in d.ledger}
+
     def by_rank(e: dict[str, Any]) -> tuple[Any, ...]:
-        return (rank.get(e.get("confidence"), 9), -_date_ord(e.get("date")), e["entry_id"])
+        return ranks[id(e)]
 
     pages.append(GroupIndexPage(path="ledger/category/index.md", title="Ledger by category",
                                 nav=("Ledger", "By category"), table=cat_table, search=False))
@@ -902,37 +914,50 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
     kind_of = {e["entry_id"]: LEDGER_KINDS.get(e["file"], e["file"]) for e in d.ledger}
     keys = _entry_keys(d.ledger) if d.history is not None else {}
     for e in d.ledger:
-        related_ids = _related_ids(e.get("related"), by_title, e["entry_id"])
+        related = tuple((f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
+                        for r in _related_ids(e.get("related"), by_title, e["entry_id"]))
         history = None
         if d.history is not None:
             history = _history_table(d.history.get(keys[e["entry_id"]]))
-        source_refl = e.get("source_reflections")
-        fields = [
-            Field("File", Ref(f"{e['file']}.md", _file_path(e["file"]))),
-            Field("Date", e.get("date") or e.get("date_raw") or "[???]"),
-            Field("Category", _category_ref(e)),
-            Field("Confidence", _confidence_ref(e)),
-            Field("Reflections", e.get("reflections")),
-        ]
-        if e.get("observations") is not None:
-            fields.append(Field("Observations", e["observations"]))
-        if source_refl:
-            fields.append(Field("Source reflections", source_refl))
-        fields.append(Field("Entry form", {"A": "A (## heading and bullets)",
-                                           "B": "B (**Title:** fields)"}.get(e.get("form") or "",
-                                                                             e.get("form"))))
-        tags = tuple(t for t in (e["file"], e.get("category"), e.get("confidence"))
-                     if t in LEDGER_FILES or t in CATEGORIES or t in CONFIDENCES)
-        source = display_path(e.get("path"), d.roots)
-        pages.append(LedgerEntryPage(
-            path=d.entry_path[e["entry_id"]], title=_entry_title(e), tags=tags,
-            entry_id=e["entry_id"], fields=fields, problems=list(e.get("problems") or []),
-            context=e.get("context"), pattern=e.get("pattern"), evidence=e.get("evidence"),
-            related=e.get("related"),
-            related_entries=[Ref(f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
-                             for r in related_ids],
-            source=f"{source}:{e.get('line')}" if e.get("line") else source, history=history))
+        pages.append(_entry_page(lazy, _ledger_entry_page, (
+            d.entry_path[e["entry_id"]], e, related, history, display_path(e.get("path"), d.roots),
+            _category_ref(e), _confidence_ref(e))))
     return pages
+
+
+def _entry_page(lazy: bool, make: Callable[..., Page], args: tuple[Any, ...]) -> Page | Deferred:
+    """One entry's page: made now, or (``lazy``) when the site must render it."""
+    return Deferred(args[0], make, args) if lazy else make(*args)
+
+
+def _ledger_entry_page(path: str, e: dict[str, Any], related: tuple[tuple[str, str], ...],
+                       history: Table | None, source: str, category: Cell, confidence: Cell
+                       ) -> LedgerEntryPage:
+    """A ledger entry's page from its row and what it shows of others (a :class:`Deferred`
+    page's maker: it reads its arguments only)."""
+    source_refl = e.get("source_reflections")
+    fields = [
+        Field("File", Ref(f"{e['file']}.md", _file_path(e["file"]))),
+        Field("Date", e.get("date") or e.get("date_raw") or "[???]"),
+        Field("Category", category),
+        Field("Confidence", confidence),
+        Field("Reflections", e.get("reflections")),
+    ]
+    if e.get("observations") is not None:
+        fields.append(Field("Observations", e["observations"]))
+    if source_refl:
+        fields.append(Field("Source reflections", source_refl))
+    fields.append(Field("Entry form", {"A": "A (## heading and bullets)",
+                                       "B": "B (**Title:** fields)"}.get(e.get("form") or "",
+                                                                         e.get("form"))))
+    tags = tuple(t for t in (e["file"], e.get("category"), e.get("confidence"))
+                 if t in LEDGER_FILES or t in CATEGORIES or t in CONFIDENCES)
+    return LedgerEntryPage(
+        path=path, title=_entry_title(e), tags=tags,
+        entry_id=e["entry_id"], fields=fields, problems=list(e.get("problems") or []),
+        context=e.get("context"), pattern=e.get("pattern"), evidence=e.get("evidence"),
+        related=e.get("related"), related_entries=[Ref(text, to) for text, to in related],
+        source=f"{source}:{e.get('line')}" if e.get("line") else source, history=history)
 
 
 def _date_ord(value: Any) -> int:
@@ -1001,8 +1026,9 @@ def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartS
     return table, chart
 
 
-def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
-    pages: list[Page] = []
+def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
+                ) -> list[Page | Deferred]:
+    pages: list[Page | Deferred] = []
     open_slop = open_slop_entries(d)
     matrix, chart = _slop_matrix(d, open_slop, charts, "slop-open")
     statuses = _count_by(d.slop, "status")
@@ -1020,20 +1046,29 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
         day = day_of(s.get("created_at"))
         return (d.today - day).days if day else None
 
+    rows: dict[int, tuple[Any, ...]] = {}  # id(entry) -> its row, the same in every listing
+
+    def row(s: dict[str, Any]) -> tuple[Any, ...]:
+        made = rows.get(id(s))
+        if made is None:
+            made = rows[id(s)] = (
+                _slop_ref(d, s), _value_ref("bucket", s.get("bucket")),
+                _value_ref("severity", s.get("severity")), s.get("confidence"),
+                _value_ref("status", s.get("status")),
+                _value_ref("owner", s["owner"]) if s.get("owner") else None, age(s))
+        return made
+
     def listing(entries: list[dict[str, Any]]) -> Table:
         return Table(("Entry", "Bucket", "Severity", "Confidence", "Status", "Owner",
-                      "Age (days)"), [
-            (_slop_ref(d, s), _value_ref("bucket", s.get("bucket")),
-             _value_ref("severity", s.get("severity")), s.get("confidence"),
-             _value_ref("status", s.get("status")),
-             _value_ref("owner", s["owner"]) if s.get("owner") else None,
-             age(s)) for s in entries], empty="No entries.")
+                      "Age (days)"), [row(s) for s in entries], empty="No entries.")
 
     sev_rank: dict[str | None, int] = {v: i for i, v in enumerate(SLOP_SEVERITIES)}
+    ranks = {id(s): (s.get("status") not in OPEN_STATUSES,
+                       sev_rank.get(s.get("severity"), 9), s.get("created_at") or "", s["id"])
+             for s in d.slop}
 
     def order(s: dict[str, Any]) -> tuple[Any, ...]:
-        return (s.get("status") not in OPEN_STATUSES, sev_rank.get(s.get("severity"), 9),
-                s.get("created_at") or "", s["id"])
+        return ranks[id(s)]
 
     labels = {"bucket": ("Bucket", "By bucket", SLOP_BUCKETS),
               "severity": ("Severity", "By severity", SLOP_SEVERITIES),
@@ -1086,38 +1121,49 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]) -> list[Page]:
     dispatch_tasks = set(d.task_slug)
     for s in d.slop:
         task = s.get("task_id")
-        fields = [
-            Field("ID", s.get("id")),
-            Field("Bucket", _value_ref("bucket", s.get("bucket"))),
-            Field("Severity", _value_ref("severity", s.get("severity"))),
-            Field("Confidence", _shown(s.get("confidence"))),
-            Field("Owner", _value_ref("owner", s["owner"]) if s.get("owner") else "none"),
-            Field("Status", _value_ref("status", s.get("status"))),
-            Field("Created", s.get("created_at") or s.get("created_at_raw") or "[???]"),
-            Field("Updated", s.get("updated_at") or s.get("updated_at_raw") or "[???]"),
-            Field("Task", (Ref(task, task_path(d.task_slug[task])) if task in dispatch_tasks
-                           else task) if task else "none"),
-            Field("Thread", s.get("thread_id") or "none"),
-        ]
-        extra = []
-        if s.get("extra"):
-            try:
-                parsed = json.loads(s["extra"])
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, dict):
-                extra = [Field(str(k), json.dumps(v, ensure_ascii=False, sort_keys=True))
-                         for k, v in sorted(parsed.items())]
-        tags = tuple(t for t in (s.get("bucket"), s.get("severity"), s.get("status"))
-                     if t in SLOP_BUCKETS or t in SLOP_SEVERITIES or t in SLOP_STATUSES)
-        source = display_path(s.get("path"), d.roots)
-        pages.append(SlopEntryPage(
-            path=d.slop_path[s["id"]], title=_slop_title(s), tags=tags, slop_id=s["id"],
-            fields=fields, sources=[_maybe_url(x) for x in (s.get("source_links") or [])],
-            description=s.get("description"), cleanup=s.get("cleanup_recommendation"),
-            extra=extra, problems=list(s.get("problems") or []),
-            source=f"{source}:{s.get('line')}" if s.get("line") else source))
+        pages.append(_entry_page(lazy, _slop_entry_page, (
+            d.slop_path[s["id"]], s, _value_ref("bucket", s.get("bucket")),
+            _value_ref("severity", s.get("severity")),
+            _value_ref("owner", s["owner"]) if s.get("owner") else "none",
+            _value_ref("status", s.get("status")),
+            (Ref(task, task_path(d.task_slug[task])) if task in dispatch_tasks else task)
+            if task else "none", display_path(s.get("path"), d.roots))))
     return pages
+
+
+def _slop_entry_page(path: str, s: dict[str, Any], bucket: Cell, severity: Cell, owner: Cell,
+                     status: Cell, task: Cell, source: str) -> SlopEntryPage:
+    """A slop entry's page from its row and its links (a :class:`Deferred` page's maker: it
+    reads its arguments only)."""
+    fields = [
+        Field("ID", s.get("id")),
+        Field("Bucket", bucket),
+        Field("Severity", severity),
+        Field("Confidence", _shown(s.get("confidence"))),
+        Field("Owner", owner),
+        Field("Status", status),
+        Field("Created", s.get("created_at") or s.get("created_at_raw") or "[???]"),
+        Field("Updated", s.get("updated_at") or s.get("updated_at_raw") or "[???]"),
+        Field("Task", task),
+        Field("Thread", s.get("thread_id") or "none"),
+    ]
+    extra = []
+    if s.get("extra"):
+        try:
+            parsed = json.loads(s["extra"])
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            extra = [Field(str(k), json.dumps(v, ensure_ascii=False, sort_keys=True))
+                     for k, v in sorted(parsed.items())]
+    tags = tuple(t for t in (s.get("bucket"), s.get("severity"), s.get("status"))
+                 if t in SLOP_BUCKETS or t in SLOP_SEVERITIES or t in SLOP_STATUSES)
+    return SlopEntryPage(
+        path=path, title=_slop_title(s), tags=tags, slop_id=s["id"],
+        fields=fields, sources=[_maybe_url(x) for x in (s.get("source_links") or [])],
+        description=s.get("description"), cleanup=s.get("cleanup_recommendation"),
+        extra=extra, problems=list(s.get("problems") or []),
+        source=f"{source}:{s.get('line')}" if s.get("line") else source)
 
 
 @dataclass(frozen=True)

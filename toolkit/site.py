@@ -27,7 +27,11 @@ are spreadsheet-safe either way (``Store.copy_to(spreadsheet_safe=True)``).
 
 Rebuilds. Step 2 renders a page again only when its context (pickled, hashed), the templates
 and this package's code, or a chart it shows changed (``_RenderCache``, in the build folder);
-otherwise its Markdown file is left as it is. A full MkDocs build runs when the configuration
+otherwise its Markdown file is left as it is. The many per-entry pages are not even made then:
+step 1 hands them over as :class:`~toolkit.pages.Deferred` (a maker and the plain values it
+reads, whose digest stands for the context), and only the changed ones are made. The tables'
+HTML is kept in the build folder in files by digest, of which a rebuild rewrites and the hook
+reads only those it needs. A full MkDocs build runs when the configuration
 or nav changed, on ``--clean`` or when there is no previous build; otherwise MkDocs runs
 ``dirty`` (it renders only pages whose Markdown is newer than their HTML: exactly the files
 rewritten in step 2), and the search index is merged: the entries of rebuilt pages come from
@@ -62,7 +66,7 @@ from markupsafe import Markup
 from toolkit import clock, mdrender, mdsafe, site_theme
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
-from toolkit.pages import INTERNAL_PATH, Table, relative_link
+from toolkit.pages import INTERNAL_PATH, Deferred, Table, as_page, relative_link
 
 if TYPE_CHECKING:
     import jinja2
@@ -91,7 +95,7 @@ REDACTED_COPY = "redacted.duckdb"  # the redacted copy of the store a --redact b
 BUILD_RECORD = "site-build.json"  # in the state folder: where the site was built, redacted?
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
-TABLES = "tables.json"  # table HTML by digest, for toolkit/site_hooks.py
+TABLES = "tables"  # table HTML by digest, in shards by its first two digits (site_hooks.py)
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
@@ -242,6 +246,7 @@ class _Renderer:
         self.scrub = scrub  # a redacted build's redactor, for toolkit.mdrender
         self._cache: dict[str, jinja2.Template] = {}
         self.tables: dict[str, str] = {}  # digest -> table HTML, for every page rendered
+        self.kept: set[str] = set()  # digests of the tables of pages not rendered again
         self.targets: set[str] = {"index.md"}  # pages and files the tables link to
         self.budget = MAX_PAGE_TABLES
         self.charts: dict[str, Any] = {}  # chart name -> its ChartSpec (the chart's numbers)
@@ -726,7 +731,7 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
     extra = [handoff_page.builder(cfg, build_time, checks)]
     extra += [checks_page.builder(checks)] if checks is not None else []
     content = reports.build_site_content(store, today=today, site_name=site_name, roots=roots,
-                                         extra=extra, built=build_time)
+                                         extra=extra, built=build_time, lazy=True)
     checks_page.put_badge(content.pages, checks)
     turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")
@@ -771,7 +776,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
             raise ToolkitError("two pages of the site have the same path (a bug)")
         files.add(page.path)
         if not page_cache.reuse(page, renderer):
-            if _write_if_changed(docs / page.path, render_page(renderer, page)):
+            if _write_if_changed(docs / page.path, render_page(renderer, as_page(page))):
                 written.append(page.path)
             page_cache.rendered(page, renderer.used)
         if progress and ((i + 1) % 200 == 0 or i + 1 == total):
@@ -779,7 +784,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     pages.clear()
     written.sort()
     mark("templates")
-    page_cache.save()
+    page_cache.save(renderer.tables, renderer.kept)
     mark("writing")
     charts_drawn = _finish_charts(charts_job)
     for spec in content.charts:
@@ -811,9 +816,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     missing = sorted(renderer.targets - files)
     if missing:
         raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
-    _write_if_changed(build / TABLES, json.dumps(renderer.tables, sort_keys=True,
-                                                 ensure_ascii=False).encode("utf-8"))
-    del renderer, page_cache  # the tables' HTML: the hook reads it from tables.json
+    (build / "tables.json").unlink(missing_ok=True)  # where an older toolkit kept them
+    del renderer, page_cache  # the tables' HTML: the hook reads it from the tables folder
 
     state_path = build / STATE
     previous = _read_state(state_path)
@@ -1002,34 +1006,49 @@ def _versions() -> str:
 
 class _RenderCache:
     """Pages whose Markdown need not be rendered again: a page is rendered from its context
-    (a dataclass of plain values) by the templates and this package's code, and reads nothing
-    else but the chart specs it shows. So when the digest of the pickled context, the code and
-    templates (``code``), the charts the page used and its file in the build folder (size and
-    mtime, as this class last saw them) are all as they were, the file already holds the
-    page's bytes; its tables come from the previous tables.json. A one-change rebuild renders
-    only the pages whose data changed.
+    (a dataclass of plain values, or a :class:`Deferred` page's maker and arguments) by the
+    templates and this package's code, and reads nothing else but the chart specs it shows.
+    So when the digest of the pickled context, the code and templates (``code``), the charts
+    the page used and its file in the build folder (size and mtime, as this class last saw
+    them) are all as they were, the file already holds the page's bytes; its tables are
+    already in the tables folder. A one-change rebuild renders only the pages whose data
+    changed.
 
-    Kept in ``render-cache.json`` in the build folder: ``code`` and, per page path, the
-    context's digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`).
-    Anything unreadable or different means: render."""
+    The tables' HTML (what the hook puts in place of each placeholder) is kept in the build
+    folder's ``tables/``, one JSON file per first two digits of the table's digest, so a
+    rebuild rewrites only the files whose set of tables changed and the hook reads only the
+    files the pages it renders need. A file is trusted when its size and mtime are as this
+    class wrote it; a page with a table in any other file is rendered again.
+
+    Kept in ``render-cache.json`` in the build folder: ``code``, per page path the context's
+    digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`), and per
+    tables file its size, mtime_ns and the digest of its tables' names. Anything unreadable
+    or different means: render."""
 
     def __init__(self, build: Path, docs: Path, templates: Path, variant: str) -> None:
         self.path = build / RENDER_CACHE
         self.docs = docs
+        self.tables_dir = build / TABLES
         # variant: how the renderer is set up besides its code (a redacted build's renderer
         # redacts what it renders)
         self.code = _code_digest(templates, variant)
         old = _read_state(self.path)
-        self.old: dict[str, Any] = (old.get("pages") or {}) if old.get("code") == self.code \
-            else {}
-        self.tables: dict[str, str] = {}
-        if self.old:
-            tables = _read_state(build / TABLES)
-            self.tables = {k: v for k, v in tables.items() if isinstance(v, str)}
+        same = old.get("code") == self.code
+        self.old: dict[str, Any] = (old.get("pages") or {}) if same else {}
+        shards = old.get("tables") if same else None
+        self.shards: dict[str, Any] = shards if isinstance(shards, dict) else {}
+        self.intact: set[str] = set()  # tables files as they were written
+        for name, record in self.shards.items():
+            try:
+                st = (self.tables_dir / f"{name}.json").stat()
+                if [st.st_size, st.st_mtime_ns] == record[:2]:
+                    self.intact.add(name)
+            except (OSError, TypeError):
+                continue
         self.new: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
 
-    def reuse(self, page: Page, renderer: _Renderer) -> bool:
+    def reuse(self, page: Page | Deferred, renderer: _Renderer) -> bool:
         """True when ``page``'s file holds what rendering it would write; its tables and
         link targets are then added to ``renderer`` as rendering it would add them."""
         digest = _context_digest(page)
@@ -1040,7 +1059,9 @@ class _RenderCache:
         if not isinstance(entry, dict) or entry.get("context") != digest:
             return False
         try:
-            tables = {t: self.tables[t] for t in entry["tables"]}
+            tables = list(entry["tables"])
+            if not all(t[:2] in self.intact for t in tables):
+                return False
             charts = entry["charts"]
             st = (self.docs / page.path).stat()
             if [st.st_size, st.st_mtime_ns] != entry["file"]:
@@ -1051,20 +1072,23 @@ class _RenderCache:
             targets = list(entry["targets"])
         except (KeyError, TypeError, AttributeError, OSError):
             return False
-        renderer.tables.update(tables)
+        renderer.kept.update(tables)
         renderer.targets.update(targets)
         self.new[page.path] = entry
         return True
 
-    def rendered(self, page: Page, used: _Uses) -> None:
+    def rendered(self, page: Page | Deferred, used: _Uses) -> None:
         digest = self._digests.get(page.path)
         if digest is not None:
             self.new[page.path] = {"context": digest, "tables": used.tables,
                                    "targets": used.targets, "charts": used.charts}
 
-    def save(self) -> None:
-        """Record the files as written (call after writing the rendered pages); a reused
-        page's file was checked in :meth:`reuse`."""
+    def save(self, tables: dict[str, str], kept: set[str]) -> None:
+        """Write the tables files (``tables``: the HTML of the rendered pages' tables,
+        ``kept``: the names of the reused pages' tables, in intact files) and record the
+        pages' files as written (call after writing the rendered pages; a reused page's file
+        was checked in :meth:`reuse`)."""
+        shards = self._write_tables(tables, kept)
         for rel, entry in self.new.items():
             if "file" in entry:
                 continue
@@ -1074,16 +1098,52 @@ class _RenderCache:
                 continue
             entry["file"] = [st.st_size, st.st_mtime_ns]
         pages = {rel: e for rel, e in self.new.items() if "file" in e}
-        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages}
-                                                ).encode("utf-8"))
+        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages,
+                                                 "tables": shards}).encode("utf-8"))
+
+    def _write_tables(self, tables: dict[str, str], kept: set[str]) -> dict[str, Any]:
+        """Rewrite the tables files whose set of tables changed; their records."""
+        wanted: dict[str, list[str]] = {}
+        for name in sorted(kept | tables.keys()):
+            wanted.setdefault(name[:2], []).append(name)
+        self.tables_dir.mkdir(exist_ok=True)
+        for p in self.tables_dir.iterdir():
+            if p.stem not in wanted or p.suffix != ".json":
+                p.unlink()
+        records: dict[str, Any] = {}
+        for shard, names in wanted.items():
+            path = self.tables_dir / f"{shard}.json"
+            names_digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
+            record = self.shards.get(shard)
+            if shard in self.intact and record is not None and record[2:] == [names_digest]:
+                records[shard] = record
+                continue
+            old: dict[str, Any] = {}
+            if shard in self.intact and not all(n in tables for n in names):
+                old = _read_state(path)
+            try:
+                data = {n: tables[n] if n in tables else old[n] for n in names}
+            except KeyError:  # the file was changed, keeping its size and mtime
+                self.path.unlink(missing_ok=True)  # the next build renders every page
+                raise ToolkitError(f"{path} is damaged",
+                                   hint="Run toolkit build-site again") from None
+            _write_if_changed(path, json.dumps(data, sort_keys=True, ensure_ascii=False
+                                               ).encode("utf-8"))
+            st = path.stat()
+            records[shard] = [st.st_size, st.st_mtime_ns, names_digest]
+        return records
 
 
-def _context_digest(page: Page) -> str | None:
-    """The digest of a page's context (None when it cannot be pickled: always rendered)."""
+def _context_digest(page: Page | Deferred) -> str | None:
+    """The digest of a page's context (None when it cannot be pickled: always rendered). A
+    :class:`Deferred` page's is the digest of its maker and arguments, which stand for it."""
     import pickle
 
+    subject: Any = page
+    if isinstance(page, Deferred):
+        subject = ("deferred", page.make.__module__, page.make.__qualname__, page.args)
     try:
-        return hashlib.sha256(pickle.dumps(page, protocol=5)).hexdigest()
+        return hashlib.sha256(pickle.dumps(subject, protocol=5)).hexdigest()
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
 
@@ -1193,7 +1253,7 @@ _SECTIONS = ("Overview", "Dashboard", "Ledger", "Slop", "Audit", "Sessions", "Sn
              "Analyses", "Data", "Warnings")
 
 
-def make_nav(pages: list[Page]) -> list[Any]:
+def make_nav(pages: Sequence[Page | Deferred]) -> list[Any]:
     """The navigation: pages with a ``nav`` label only, grouped by section in a fixed order."""
     sections: dict[str, list[tuple[str, str]]] = {}
     singles: dict[str, str] = {}
@@ -1217,7 +1277,8 @@ def make_nav(pages: list[Page]) -> list[Any]:
     return nav
 
 
-def _mkdocs_config(base: Path, pages: list[Page], site: Path, site_name: str) -> str:
+def _mkdocs_config(base: Path, pages: Sequence[Page | Deferred], site: Path, site_name: str
+                   ) -> str:
     import yaml
 
     from toolkit.textio import check_yaml_depth

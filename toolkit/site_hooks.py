@@ -2,8 +2,9 @@
 
 ``toolkit.site`` renders tables straight to HTML (escaped there) and leaves a placeholder
 paragraph in the Markdown; this hook puts each table's HTML in place of its placeholder, from
-``tables.json`` next to the generated mkdocs.yml. The placeholder holds an HTML entity that
-AI-written text cannot produce, and the replacement always comes from tables.json, never from
+``tables/`` next to the generated mkdocs.yml (one JSON file per first two digits of the
+tables' digests, read when a page needs one). The placeholder holds an HTML entity that
+AI-written text cannot produce, and the replacement always comes from those files, never from
 the page. Every table is put in place after the search plugin read the page. Before that, a
 searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
 search plugin indexes, without parsing every tag of a large table); a table kept out of search
@@ -32,24 +33,35 @@ _HIDDEN = '<p data-search-exclude>&#35;tkpost-{}</p>'
 _READ = re.compile(r'<p data-tktable="([0-9a-f]{20})">[^<]*</p>'
                    r"|<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
 _TAG = re.compile(r"<[^>]+>")
-_tables: dict[str, str] = {}
+_folder = Path("tables")  # the build folder's tables/ (set by on_config)
+_tables: dict[str, dict[str, str]] = {}  # the tables files read so far, by name
 ASSETS = Path(__file__).resolve().parent / "site_assets"
 ASSETS_URL = "assets/toolkit"
 
 
 def on_config(config: Any) -> Any:
-    global _tables
-    path = Path(config.config_file_path).parent / "tables.json"
+    global _folder
+    _folder = Path(config.config_file_path).parent / "tables"
+    _tables.clear()
+    return config
+
+
+def _shard(name: str) -> dict[str, str]:
+    """The tables whose digest starts with ``name``, read when a page first needs one."""
     from toolkit.errors import DataError
     from toolkit.textio import check_json_depth
 
+    path = _folder / f"{name}.json"
     try:
         text = path.read_text(encoding="utf-8") if path.is_file() else "{}"
         check_json_depth(text, path)
-        _tables = json.loads(text)
+        tables = json.loads(text)
+        if not isinstance(tables, dict):
+            raise ValueError("not an object")
     except (ValueError, DataError) as exc:
         raise PluginError(f"{path} is damaged ({exc}); run toolkit build-site --clean") from None
-    return config
+    _tables[name] = tables
+    return tables
 
 
 def on_files(files: Any, *, config: Any) -> Any:
@@ -63,11 +75,14 @@ def on_files(files: Any, *, config: Any) -> Any:
 
 
 def _table(digest: str, page: Any) -> str:
+    tables = _tables.get(digest[:2])
+    if tables is None:
+        tables = _shard(digest[:2])
     try:
-        return _tables[digest]
+        return str(tables[digest])
     except KeyError:
-        raise PluginError(f"{page.file.src_uri}: table {digest} is not in tables.json; "
-                          "run toolkit build-site again") from None
+        raise PluginError(f"{page.file.src_uri}: table {digest} is not in the build folder's "
+                          "tables; run toolkit build-site again") from None
 
 
 def _text(m: re.Match[str], page: Any) -> str:

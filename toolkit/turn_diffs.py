@@ -25,13 +25,14 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from toolkit.config import Config
-    from toolkit.pages import Page
+    from toolkit.pages import Deferred, Page
 
 MAX_LINES = 2_000  # lines of one turn's diff shown on its page
 MAX_BYTES = 250_000  # bytes of one turn's diff on its page, escaped as the page shows it
 
 
-def add_diffs(cfg: Config, pages: Sequence[Page], *, redact: bool, cache: Path) -> None:
+def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, cache: Path
+              ) -> None:
     """Fill ``diff`` and ``diff_note`` of every turn page in ``pages``."""
     todo = [p for p in pages if isinstance(p, TurnPage)]
     if not todo:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolkit.checks.core import Result
-from toolkit.pages import Field, Page, Ref, Table, ledger_entry_path, task_path
+from toolkit.pages import Deferred, Field, Page, Ref, Table, ledger_entry_path, task_path
 
 if TYPE_CHECKING:
     from toolkit.reports import PageBuilder, SiteData
@@ -76,7 +76,7 @@ def badge(results: Sequence[Result]) -> Badge:
     return Badge(text, status, Ref(text, PATH))
 
 
-def put_badge(pages: Sequence[Page], results: Sequence[Result] | None) -> None:
+def put_badge(pages: Sequence[Page | Deferred], results: Sequence[Result] | None) -> None:
     """The badge on the dashboard (the first page), when checks ran."""
     from toolkit.reports import HomePage
 

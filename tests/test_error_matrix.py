@@ -246,8 +246,8 @@ def test_every_bad_out_folder(world, tmp_path, cell, command):
 @pytest.mark.parametrize("command", [["ledger", "export"], ["slop", "export"], ["handoff"]])
 @pytest.mark.parametrize("cell", [c for c in CELLS if c not in ("fifo", "missing-parent")])
 def test_every_bad_output_file(world, tmp_path, cell, command):
-    """--output FILE of the exports (a FIFO there is replaced by the written file, so it is
-    not a failure; a missing parent folder is refused and named)."""
+    """--output FILE of the exports (a FIFO there is written through, so it is not a failure:
+    tests/test_output_files.py; a missing parent folder is refused and named)."""
     path = bad_path(tmp_path / "bad" / cell, cell, want_folder=False)
     if cell == "unreadable":  # a file in a folder the toolkit may not enter
         folder = tmp_path / "bad" / "locked-out"

@@ -47,7 +47,8 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     for var in _ENV_VARS:
         monkeypatch.delenv(var, raising=False)
     # A site build starts no Jupyter kernel unless the test is about the analyses (they opt
-    # in with TOOLKIT_ANALYSES=1: tests/test_analyses.py, the CLI test, the browser's demo).
+    # in with TOOLKIT_ANALYSES=1: tests/test_analyses.py, whose CLI builds report them, and
+    # the browser's demo).
     monkeypatch.setenv("TOOLKIT_ANALYSES", "0")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")

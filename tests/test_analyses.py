@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-from tests._site_helpers import build, make_world, scan
+from tests._site_helpers import BUILD_TIME, TODAY, build, make_world, scan
 from toolkit.config import resolve
 from toolkit.errors import UsageError
 from toolkit.notebooks import NOTEBOOKS_DIR
@@ -67,7 +67,10 @@ def _analysis_files(result) -> list[str]:  # type: ignore[no-untyped-def]
     return [f for f in result.written if f.startswith("analyses/")]
 
 
-def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: Path) -> None:
+def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: Path,
+                                                                     cli_run) -> None:  # type: ignore[no-untyped-def]
+    """Built in-process, then (after the data changed) by `toolkit build-site`, whose report
+    says what the analyses did: this is the suite's CLI build with the analyses on."""
     world = make_world(tmp_path, analyses=True)
     first = build(world)
     assert first.analyses_run == BUNDLED and first.analyses_failed == []
@@ -102,10 +105,29 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: P
     data = json.loads(slop.read_text(encoding="utf-8"))
     data["entries"][0]["status"] = "resolved"
     slop.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    changed = build(world)
-    assert changed.analyses_run == BUNDLED  # the data they read changed
+
+    def build_site_cli():  # type: ignore[no-untyped-def]
+        return cli_run("--project", str(world.root), "--today", TODAY.isoformat(),
+                       "build-site", "--build-time", BUILD_TIME.isoformat(),
+                       env={"HOME": str(world.home), "NAGI_LEDGER_DB": str(world.cfg.audit_db),
+                            "CODESMITH_HOME": str(world.home / ".codesmith")})
+
+    changed = build_site_cli()
+    assert changed.exit_code == 0, changed.output
+    lines = changed.output.splitlines()
+    assert lines[0].startswith("Site built (")
+    # the data they read changed: every one (the bundled ones, none listed) ran again
+    assert lines[1] == ("Analyses: 4 notebooks run, 0 unchanged (data and notebook as last "
+                        "built)") and len(BUNDLED) == 4
+    assert lines[2] == f"Site:     {site}"
     debt = scan(site / "analyses" / "debt-the-agent-left" / "index.html").body_text
     assert "Finding: 1 of 3 entries are still open" in debt
+
+    unchanged = build_site_cli()
+    assert unchanged.output.startswith("Site built (incremental)")
+    assert ", 0 pages rendered," in unchanged.output
+    assert unchanged.output.splitlines()[1] == ("Analyses: 0 notebooks run, 4 unchanged (data "
+                                                "and notebook as last built)")
 
 
 def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(

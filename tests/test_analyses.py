@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -67,10 +68,19 @@ def _analysis_files(result) -> list[str]:  # type: ignore[no-untyped-def]
     return [f for f in result.written if f.startswith("analyses/")]
 
 
-def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: Path,
-                                                                     cli_run) -> None:  # type: ignore[no-untyped-def]
+def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
+        tmp_path: Path, cli_run, isolated_env: Path,  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Built in-process, then (after the data changed) by `toolkit build-site`, whose report
-    says what the analyses did: this is the suite's CLI build with the analyses on."""
+    says what the analyses did: this is the suite's CLI build with the analyses on. The
+    kernel is the toolkit's own Python, whatever `python3` kernel the user installed, and the
+    build leaves nothing in the user's home (no ~/.ipython)."""
+    spec = isolated_env / ".local" / "share" / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps(  # a kernel for other work, that cannot run these
+        {"argv": [sys.executable, "-c", "raise SystemExit(3)", "{connection_file}"],
+         "display_name": "another Python", "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")  # user kernels first, as outside a venv
     world = make_world(tmp_path, analyses=True)
     first = build(world)
     assert first.analyses_run == BUNDLED and first.analyses_failed == []
@@ -128,6 +138,7 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(tmp_path: P
     assert ", 0 pages rendered," in unchanged.output
     assert unchanged.output.splitlines()[1] == ("Analyses: 0 notebooks run, 4 unchanged (data "
                                                 "and notebook as last built)")
+    assert not (isolated_env / ".ipython").exists()
 
 
 def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(

@@ -1,6 +1,7 @@
 """The browser tests' shared parts: the demo site (built once per test run, read by every
-browser module), a http.server thread on 127.0.0.1 that serves a site, headless Chromium (one
-per test process), and the request guard (``page``: a request to any host but 127.0.0.1 fails
+browser module), a http.server thread on 127.0.0.1 that serves a site (with its search
+entries or, for the tests not about search, without), headless Chromium (one per test
+module), and the request guard (``page``: a request to any host but 127.0.0.1 fails
 the test, so do a console error and a dialog).
 
 No request leaves the machine: Chromium sends every request for another host to a proxy at
@@ -52,6 +53,17 @@ def need_chromium() -> None:
 SEARCH_INDEX = "/search/search_index.json"
 
 
+class _Server(ThreadingHTTPServer):
+    # Chromium opens many connections at once; the default backlog (5) lets a busy machine
+    # reset some of them, which the page reports as a console error
+    request_queue_size = 128
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lock = threading.Lock()
+        self.empty_index: bytes | None = None  # the site's search index without its entries
+
+
 class _Quiet(SimpleHTTPRequestHandler):
     server: _Server
 
@@ -86,14 +98,6 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
-    # Chromium opens many connections at once; the default backlog (5) lets a busy machine
-    # reset some of them, which the page reports as a console error
-    request_queue_size = 128
-    lock = threading.Lock()
-    empty_index: bytes | None = None
-
-
 @dataclass
 class Served:
     base: str
@@ -107,8 +111,8 @@ def serve(site: Path, overlay: Path | None = None, *, search: bool = True) -> It
     that exists under ``overlay`` is served from there (a test's own pages beside a shared
     site's, which stays as it was built). With ``search`` off, the site's search index is
     served with its configuration and no entry: for the tests that are not about search,
-    as Material's search worker indexes every entry again on each page opened, about half
-    of what opening a page of the demo site costs the browser."""
+    as Material's search worker indexes every entry again on each page opened, a third or
+    more of what opening a page of the demo site costs the browser."""
     handler = functools.partial(_Quiet, directory=str(site), overlay=overlay, search=search)
     server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -32,10 +32,14 @@ need_chromium()
 
 
 def _search(p: Any, word: str) -> Any:
-    """Type into Material's search box until results show (the index loads in a worker after
-    the page; a query typed before it is ready may be dropped, so type again)."""
+    """Type into Material's search box until results show. The index loads in a worker after
+    the page, and a query typed before it is ready may be dropped: wait until the results
+    line no longer says the search is starting (Material's sign that the worker is ready),
+    and type again if no result shows."""
     box = p.locator("input.md-search__input")
     items = p.locator(".md-search-result__item")
+    p.wait_for_function("() => document.querySelector('.md-search-result__meta')"
+                        ".textContent.trim() !== 'Initializing search'")
     for _ in range(6):
         box.click()  # focus opens the search dialog; fill() alone does not on every page
         box.press("Control+a")

@@ -46,8 +46,9 @@ def _damaged(raw: bytes) -> bytes:
 def _older_format(raw: bytes) -> bytes:
     """What the previous toolkit wrote: bare marshal data of (key, payload), here with the
     right key and a wrong payload."""
-    body = memoryview(raw)[len(parsecache._MAGIC) + parsecache._HEADER.size:]
-    _, key, (header_end, newline, bom, titles, lines, records, notes) = marshal.loads(body)
+    saved = parsecache._read(raw)
+    assert saved is not None
+    _, key, (header_end, newline, bom, titles, lines, records, notes) = saved
     titles = ["a title no parse gives"] * len(titles)
     return marshal.dumps((key, (header_end, newline, bom, titles, lines, records, notes)))
 

@@ -6,15 +6,16 @@ bytes loads the result instead of parsing again. Bytes that differ by one bit, a
 path or a changed parser miss, so a hit is always what a parse would give.
 
 Entries are ``marshal`` data (plain tuples, strings, numbers: fast to load, nothing executed),
-one file per slot, written to a temporary file and renamed into place: a reader sees the old
-entry or the new one, never half of one. The cache is the toolkit's own data, never a user's
-file, and it is not trusted as written: each file starts with a header (this format's magic
-and version, the length and CRC-32 of the marshal data after it), and the key saved with the
-data names the interpreter that wrote it (its version, so marshal's format, and its Unicode
-database, which the readers' case folding and stripping follow). A file that is damaged,
-truncated, left by another format or written by another interpreter is a miss -- it is
-parsed again and the file rewritten -- so a hit is always what a parse would give. Nothing
-here ever raises.
+written a part at a time (a payload's lists a few thousand items per part, so saving a big
+parse never holds a second copy of it as one marshal string), one file per slot, written to a
+temporary file and renamed into place: a reader sees the old entry or the new one, never half
+of one. The cache is the toolkit's own data, never a user's file, and it is not trusted as
+written: each file starts with a header (this format's magic and version, the length and CRC-32
+of the marshal data after it), and the key saved with the data names the interpreter that wrote
+it (its version, so marshal's format, and its Unicode database, which the readers' case folding
+and stripping follow). A file that is damaged, truncated, left by another format or written by
+another interpreter is a miss -- it is parsed again and the file rewritten -- so a hit is
+always what a parse would give. Nothing here ever raises.
 """
 
 from __future__ import annotations
@@ -27,15 +28,21 @@ import struct
 import sys
 import unicodedata
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 # marshal's format version: fixed, so an entry written by one Python is read by the same rules.
 _MARSHAL_VERSION = 4
 # The header of every cache file: magic and format version, then the length and CRC-32 of the
-# marshal data that follows (a damaged or cut file fails the check before marshal reads it).
-_MAGIC = b"toolkit-parsecache/2\n"
+# data that follows (a damaged or cut file fails the check before marshal reads it): parts,
+# each its length and its marshal data. The first part is (runtime, key, whether the payload
+# is a tuple, each item's length when it is a list else -1); then each item, a list as parts
+# of at most _PART items.
+_MAGIC = b"toolkit-parsecache/3\n"
 _HEADER = struct.Struct("<QI")
+_LENGTH = struct.Struct("<Q")
+_PART = 4096
 # Who wrote an entry: the interpreter (marshal's format, the str methods a parser calls) and
 # its Unicode database (case folding, what strip() removes). Saved with every key.
 RUNTIME = f"{sys.implementation.cache_tag}/{sys.version_info[:3]}/{unicodedata.unidata_version}"
@@ -69,21 +76,52 @@ def load(folder: Path, slot: str, key: tuple[str, ...]) -> Any:
         raw = (folder / f"{slot}.marshal").read_bytes()
     except OSError:
         return None
+    saved = _read(raw, key)
+    return saved[2] if saved is not None else None
+
+
+def _read(raw: bytes, key: tuple[str, ...] | None = None) -> tuple[Any, Any, Any] | None:
+    """(runtime, key, payload) of a cache file's bytes, or None when they are not a whole
+    file of this format (or, ``key`` given, not this interpreter's entry under ``key``: its
+    payload is then not read)."""
     start = len(_MAGIC) + _HEADER.size
     if len(raw) < start or not raw.startswith(_MAGIC):
         return None
     length, crc = _HEADER.unpack_from(raw, len(_MAGIC))
-    body = memoryview(raw)[start:]
-    if len(body) != length or zlib.crc32(body) != crc:
+    view = memoryview(raw)
+    if len(raw) - start != length or zlib.crc32(view[start:]) != crc:
         return None
+    at = start
+
+    def part() -> Any:
+        nonlocal at
+        (size,) = _LENGTH.unpack_from(raw, at)
+        at += _LENGTH.size + size
+        if at > len(raw):
+            raise ValueError("cut short")
+        return marshal.loads(view[at - size:at])
+
     try:
-        saved = marshal.loads(body)
+        runtime, saved_key, is_tuple, shape = part()
+        if key is not None and (runtime != RUNTIME or saved_key != key):
+            return None
+        items: list[Any] = []
+        for n in shape:
+            if n < 0:
+                items.append(part())
+                continue
+            whole: list[Any] = []
+            while len(whole) < n:
+                chunk = part()
+                if not isinstance(chunk, list) or not chunk:
+                    raise ValueError("not a part of a list")
+                whole.extend(chunk)
+            items.append(whole)
     except Exception:  # a file that passed the check but is not ours: a miss
         return None
-    if not (isinstance(saved, tuple) and len(saved) == 3):
+    if at != len(raw) or len(items) != len(shape):
         return None
-    runtime, saved_key, payload = saved
-    return payload if runtime == RUNTIME and saved_key == key else None
+    return runtime, saved_key, tuple(items) if is_tuple else items[0]
 
 
 def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
@@ -92,12 +130,33 @@ def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
     target = folder / f"{slot}.marshal"
     tmp = folder / f".{slot}.{os.getpid()}.tmp"
     try:
-        body = marshal.dumps((RUNTIME, key, payload), _MARSHAL_VERSION)
         folder.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
-            fh.write(_MAGIC + _HEADER.pack(len(body), zlib.crc32(body)))
-            fh.write(body)
+            fh.write(_MAGIC + _HEADER.pack(0, 0))
+            length = crc = 0
+            for obj in _parts(key, payload):
+                data = marshal.dumps(obj, _MARSHAL_VERSION)
+                head = _LENGTH.pack(len(data))
+                fh.write(head)
+                fh.write(data)
+                length += len(head) + len(data)
+                crc = zlib.crc32(data, zlib.crc32(head, crc))
+            fh.seek(len(_MAGIC))
+            fh.write(_HEADER.pack(length, crc))
         os.replace(tmp, target)
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+
+
+def _parts(key: tuple[str, ...], payload: Any) -> Iterator[Any]:
+    """What :func:`save` writes, a part at a time (see ``_MAGIC``)."""
+    items = payload if isinstance(payload, tuple) else (payload,)
+    yield (RUNTIME, key, isinstance(payload, tuple),
+           tuple(len(x) if isinstance(x, list) else -1 for x in items))
+    for x in items:
+        if isinstance(x, list):
+            for at in range(0, len(x), _PART):
+                yield x[at:at + _PART]
+        else:
+            yield x

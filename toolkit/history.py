@@ -544,10 +544,10 @@ def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None
     for i, (kind, oid) in enumerate(todo):
         missing.discard((kind, oid))
         # each file's bytes let go once read (kept while another file has the same bytes)
+        # (no reference kept here: parse lets the bytes go before it copies stored rows)
         again = any(other == oid for _, other in todo[i + 1:])
-        data = fv.contents[oid] if again else fv.contents.pop(oid)
-        cache.parse(kind, oid, data, str(fv.path / f"{kind}.md"))
-        del data
+        cache.parse(kind, oid, fv.contents[oid] if again else fv.contents.pop(oid),
+                    str(fv.path / f"{kind}.md"))
     fv.contents.clear()
 
 

@@ -73,3 +73,27 @@ def test_tables_align_wide_characters_and_show_controls_in_plain_text(hostile_sl
     assert len(starts) == 1  # every row's last column starts at the same terminal column
     assert "<U+001B>[31mred<U+001B>]0;pwned<U+0007> <U+202E>RTL" in out
     assert all(ch.isprintable() or ch == "\n" for ch in out)
+
+
+def test_json_longer_than_one_printed_piece_is_exactly_what_json_dumps_gives():
+    """--json output is printed while it is encoded, a piece at a time (a big listing is never
+    held as one string): piped, it is byte for byte the JSON of the whole, whatever falls on
+    a piece's edge (non-ASCII, a bidi control, a date)."""
+    import datetime as dt
+
+    import click
+    from click.testing import CliRunner
+
+    from toolkit.cli._common import JSON_PIECE, echo_json
+
+    data = {"entries": [{"title": f"Eintrag {i} — übernommen \u202e{'x' * (i % 7)}", "n": i,
+                         "when": dt.date(2026, 1, 1 + i % 28)} for i in range(3000)]}
+
+    @click.command()
+    def listing() -> None:
+        echo_json(data)
+
+    out = CliRunner().invoke(listing).stdout
+    expected = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+    assert len(expected) > 3 * JSON_PIECE
+    assert out == expected

@@ -473,10 +473,8 @@ def write_output(path: str | Path, data: bytes) -> Path:
     if not (stat.S_ISFIFO(kind) or stat.S_ISCHR(kind)):
         return atomic_replace(given, data)
     try:
-        with open(given, "wb", buffering=0) as fh:
-            view = memoryview(data)
-            while view:
-                view = view[fh.write(view) or 0:]
+        with open(given, "wb") as fh:  # a buffered write writes all of it, or raises
+            fh.write(data)
     except OSError as exc:
         raise _os_error(exc, given) from None
     return given

@@ -133,26 +133,20 @@ JSON_PIECE = 1 << 16  # characters of encoded JSON printed at a time
 
 
 def echo_json(data: Any) -> None:
-    """Print ``data`` as indented JSON (as :func:`echo_text` prints text), written out while it
+    """Print ``data`` as indented JSON through :func:`echo_text`, a piece at a time while it
     is encoded: a 50,000-entry listing is never held as one string, nor as the millions of
-    small pieces ``json.dumps`` joins, beside the data itself."""
-    import sys
-
-    from toolkit.display import visible  # character by character: pieces can be cut anywhere
-
-    tty = sys.stdout.isatty()
+    small pieces ``json.dumps`` joins, beside the data itself (``visible`` works character
+    by character, so a piece may end anywhere)."""
     pieces: list[str] = []
     size = 0
     for chunk in json.JSONEncoder(indent=2, ensure_ascii=False, default=str).iterencode(data):
         pieces.append(chunk)
         size += len(chunk)
         if size >= JSON_PIECE:
-            text = "".join(pieces)
-            click.echo(visible(text) if tty else text, nl=False)
+            echo_text("".join(pieces), nl=False)
             pieces.clear()
             size = 0
-    text = "".join(pieces)
-    click.echo(visible(text) if tty else text)
+    echo_text("".join(pieces))
 
 
 def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str) -> str:

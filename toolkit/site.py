@@ -1346,16 +1346,31 @@ def _bytecode_cache(folder: Path | None) -> Any:
     own (``site_templates/``) use it; with no ``folder``, only the memory."""
     import jinja2
 
+    files = None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        files = jinja2.FileSystemBytecodeCache(str(folder))
+    return _bytecode_cache_class()(files)
+
+
+@functools.cache
+def _bytecode_cache_class() -> Any:
+    """The class of :func:`_bytecode_cache`, made once (jinja2 is imported only by builds)."""
+    import jinja2
+
     class Cache(jinja2.BytecodeCache):
+        def __init__(self, files: jinja2.FileSystemBytecodeCache | None) -> None:
+            self.files = files
+
         def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
             code = _BYTECODE.get((bucket.key, bucket.checksum))
             if code is not None:
                 bucket.code = code
                 return
-            if files is None:
+            if self.files is None:
                 return
             try:
-                files.load_bytecode(bucket)
+                self.files.load_bytecode(bucket)
             except Exception:  # a damaged file: compile the template again
                 bucket.reset()
             if bucket.code is not None:
@@ -1363,14 +1378,10 @@ def _bytecode_cache(folder: Path | None) -> Any:
 
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
             _BYTECODE[(bucket.key, bucket.checksum)] = bucket.code
-            if files is not None:
-                files.dump_bytecode(bucket)
+            if self.files is not None:
+                self.files.dump_bytecode(bucket)
 
-    files = None
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        files = jinja2.FileSystemBytecodeCache(str(folder))
-    return Cache()
+    return Cache
 
 
 _BYTECODE: dict[tuple[str, str], Any] = {}  # (key, checksum) -> code

@@ -100,18 +100,18 @@ def test_a_cache_written_by_another_interpreter_is_a_miss(
 
 def test_spoiled_slug_cache_gives_the_same_ids(tmp_path: Path) -> None:
     """The entry ids kept beside the parses: a damaged file is a miss, never another id."""
-    from toolkit.loaders import entry_ids
+    from toolkit.slugs import file_entry_ids
 
     f = _ledger(tmp_path)
     cache = tmp_path / "cache"
-    entries = smith.read_ledger_file(f, "patterns", cache=cache).entries
-    plain = entry_ids(entries)
-    assert entry_ids(entries, cache) == plain
+    titles = [e.title for e in smith.read_ledger_file(f, "patterns", cache=cache).entries]
+    plain = file_entry_ids("patterns", titles)
+    assert file_entry_ids("patterns", titles, cache=cache) == plain
     slot = cache / "patterns.slugs.marshal"
     raw = slot.read_bytes()
     at = raw.rindex(b"cap-the-webhook-retries-at-7")
     slot.write_bytes(raw[:at] + b"z" + raw[at + 1:])
-    assert entry_ids(entries, cache) == plain
+    assert file_entry_ids("patterns", titles, cache=cache) == plain
     assert slot.read_bytes() == raw  # rewritten
 
 

@@ -56,22 +56,6 @@ def _ledger_fp(cfg: Config) -> tuple[str, str]:
     return str(cfg.ledger_dir), fingerprint_paths(_ledger_paths(cfg))
 
 
-def entry_ids(entries: list[Any], cache: Path | None = None) -> list[str]:
-    """Stable ids ``<file>/<slug>`` for ledger entries, unique within each file (``cache``:
-    see :func:`toolkit.slugs.unique_slugs`)."""
-    from toolkit.slugs import file_entry_ids
-
-    by_file: dict[str, list[int]] = {}
-    for i, e in enumerate(entries):
-        by_file.setdefault(e.file, []).append(i)
-    ids = [""] * len(entries)
-    for file, idxs in by_file.items():
-        for i, eid in zip(idxs, file_entry_ids(file, [entries[i].title for i in idxs],
-                                               cache=cache), strict=True):
-            ids[i] = eid
-    return ids
-
-
 def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
     from toolkit.ledger.vault import open_vault
     from toolkit.sources.smith import prune_limits
@@ -588,5 +572,5 @@ def settings() -> list[Setting]:
     return sorted((s for src in SOURCES for s in src.settings), key=lambda s: s.rank)
 
 
-__all__ = ["AUDIT", "LEDGER", "SESSIONS", "SLOP", "SNAPSHOTS", "SOURCES", "entry_ids",
+__all__ = ["AUDIT", "LEDGER", "SESSIONS", "SLOP", "SNAPSHOTS", "SOURCES",
            "settings"]

@@ -36,7 +36,10 @@ def cache_nav(env: Any, nav: Any) -> None:
     except jinja2.TemplateNotFound:  # a theme without it: nothing to do
         return
     in_nav = {id(p) for p in nav.pages}
-    urls = [u for u in _urls(nav.items) if isinstance(u, str)]
+    # every folder a nav page is in or below ("a/", "a/b/" of "a/b/c/"): an off-nav page whose
+    # folder holds a nav page may be its nav's active parent, so it is rendered itself
+    nav_folders = {u[:i + 1] for u in _urls(nav.items) if isinstance(u, str)
+                   for i, ch in enumerate(u) if ch == "/"}
     render: Callable[[Any], Iterator[str]] = template.root_render_func
     rendered: dict[str, str] = {}
     counts.update(rendered=0, reused=0)
@@ -48,7 +51,7 @@ def cache_nav(env: Any, nav: Any) -> None:
         url = page.url
         if not isinstance(url, str) or not url.endswith("/") or url == "/":
             return None
-        if any(u.startswith(url) for u in urls):
+        if url in nav_folders:
             return None
         return url[:-1].rpartition("/")[0]
 

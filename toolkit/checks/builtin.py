@@ -10,6 +10,7 @@ reconcile's budget (:func:`toolkit.reconcile.budget_overruns`), the redaction fi
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +145,7 @@ def _table_families(project: Project, table: str, columns: list[str],
 _SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slot: value SHA-256 -> families the finder saw
 
 
+@functools.cache
 def _scan_key() -> tuple[str, ...]:
     """What the cached scan results depend on besides the values: the finder's code."""
     from toolkit.parsecache import code_version

@@ -75,13 +75,15 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
     says what the analyses did: this is the suite's CLI build with the analyses on. The
     kernel is the toolkit's own Python, whatever `python3` kernel the user installed, and the
     build leaves nothing in the user's home (no ~/.ipython)."""
-    spec = isolated_env / ".local" / "share" / "jupyter" / "kernels" / "python3"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps(  # a kernel for other work, that cannot run these
-        {"argv": [sys.executable, "-c", "raise SystemExit(3)", "{connection_file}"],
-         "display_name": "another Python", "language": "python"}), encoding="utf-8")
-    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")  # user kernels first, as outside a venv
     world = make_world(tmp_path, analyses=True)
+    homes = (isolated_env, world.home)  # the in-process builds' home, the CLI builds'
+    for home in homes:
+        spec = home / ".local" / "share" / "jupyter" / "kernels" / "python3"
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps(  # a kernel for other work: cannot run these
+            {"argv": [sys.executable, "-c", "raise SystemExit(3)", "{connection_file}"],
+             "display_name": "another Python", "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")  # user kernels first, as outside a venv
     first = build(world)
     assert first.analyses_run == BUNDLED and first.analyses_failed == []
     nav = yaml.safe_load((first.build_dir / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
@@ -138,7 +140,7 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
     assert ", 0 pages rendered," in unchanged.output
     assert unchanged.output.splitlines()[1] == ("Analyses: 0 notebooks run, 4 unchanged (data "
                                                 "and notebook as last built)")
-    assert not (isolated_env / ".ipython").exists()
+    assert not any((home / ".ipython").exists() for home in homes)
 
 
 def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(

@@ -68,7 +68,7 @@ def test_output_into_a_named_pipe_goes_through_the_pipe(project, cli_run, tmp_pa
     reader = _FifoReader(fifo)
     result = cli_run(*args, str(fifo))
     got = reader.result()
-    assert result.exit_code in (0, 1), result.output  # `check` exits 1 when a check fails
+    assert result.exit_code == 0, result.output  # the formats project's checks only warn
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert [p.name for p in out.iterdir()] == ["report.pipe"]  # no file left beside it
     if args[0] == "check":

@@ -264,6 +264,10 @@ def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
 
     dry = run("publish", "--repo", "acme/api", "--dry-run")
     assert dry.exit_code == 0 and "Warning" not in dry.stderr
+    # a plain build after the redacted one brings the warning back
+    assert run("build-site", "--no-redact").exit_code == 0
+    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    assert "which was last built without redaction" in dry.stderr
 
 
 def test_query_csv_stays_faithful_for_programs(tmp_path: Path) -> None:

@@ -263,8 +263,7 @@ class _Blobs:
                  e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
                  e.related, e.form, list(e.problems), pos, e.line))
             if len(self.entries) >= ROW_BATCH:
-                self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
-                self.entries = []
+                self.flush_entries()
         self.blobs.append((kind, oid, len(keys), None))
         self.known.add((kind, oid))
 
@@ -279,19 +278,24 @@ class _Blobs:
         conn = self.store.conn
         titles = [t for (t,) in conn.execute(
             "SELECT title FROM ledger_entries WHERE file = ? ORDER BY position", [kind]).fetchall()]
-        keys = pa.table({"position": pa.array(range(len(titles)), pa.int32()),  # noqa: F841
+        keys = pa.table({"position": pa.array(range(len(titles)), pa.int32()),
                          "entry_key": hs.entry_keys(kind, titles)})
         self.flush_entries()  # the rows keep the order of the blobs read
         from toolkit.store import ROW_BATCH
 
-        for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
-            conn.execute(
-                f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
-                "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
-                f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
-                "evidence, related, form, problems, l.position, line FROM ledger_entries l "
-                "JOIN keys k ON k.position = l.position WHERE file = ? AND l.position >= ? "
-                "AND l.position < ? ORDER BY l.position", [oid, kind, at, at + ROW_BATCH])
+        conn.register("_history_keys", keys)
+        try:
+            for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
+                conn.execute(
+                    f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
+                    "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
+                    f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
+                    "evidence, related, form, problems, l.position, line "
+                    "FROM ledger_entries l JOIN _history_keys k ON k.position = l.position "
+                    "WHERE file = ? AND l.position >= ? AND l.position < ? ORDER BY l.position",
+                    [oid, kind, at, at + ROW_BATCH])
+        finally:
+            conn.unregister("_history_keys")
         self.blobs.append((kind, oid, len(titles), None))
         self.known.add((kind, oid))
 

@@ -1107,9 +1107,7 @@ class _RenderCache:
         for name in sorted(kept | tables.keys()):
             wanted.setdefault(name[:2], []).append(name)
         self.tables_dir.mkdir(exist_ok=True)
-        for p in self.tables_dir.iterdir():
-            if p.stem not in wanted or p.suffix != ".json":
-                p.unlink()
+        _prune_cache(self.tables_dir, {f"{shard}.json" for shard in wanted})
         records: dict[str, Any] = {}
         for shard, names in wanted.items():
             path = self.tables_dir / f"{shard}.json"

@@ -210,6 +210,53 @@ def test_backup_files_copies_and_verifies(tmp_path: Path) -> None:
     assert (dest / "meta.yaml").read_bytes() == b"x: 1\n"
 
 
+def test_linked_backup_keeps_the_version_read_after_the_file_is_replaced(
+        tmp_path: Path) -> None:
+    live = tmp_path / "patterns.md"
+    live.write_bytes(b"old\r\n")
+    live.chmod(0o640)
+    snap = FileSnapshot.read(live)
+    [backup] = backup_files([snap], tmp_path / ".backups" / "edit-1", link=True)
+    assert backup.stat().st_ino == live.stat().st_ino  # a link: no bytes copied
+    atomic_replace(snap, b"new\r\n", expected=snap)
+    # the replace gave the live name a new file; the backup alone keeps the old one
+    assert live.read_bytes() == b"new\r\n" and backup.read_bytes() == b"old\r\n"
+    assert live.stat().st_nlink == 1 and backup.stat().st_nlink == 1
+    assert backup.stat().st_mode & 0o777 == 0o640
+    with open(live, "r+b") as fh:  # even an in-place write of the live file now
+        fh.write(b"NEW")
+    assert backup.read_bytes() == b"old\r\n"
+
+
+@pytest.mark.parametrize("why", ["another filesystem", "a name linked meanwhile"])
+def test_backup_is_a_verified_copy_when_a_hard_link_cannot_be_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    live = tmp_path / "patterns.md"
+    live.write_bytes(b"old\n")
+    os.utime(live, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    snap = FileSnapshot.read(live)
+    stranger = tmp_path / "stranger.md"
+    real_link = os.link
+
+    def link(src: object, dst: object, **kw: object) -> None:
+        if why == "another filesystem":
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_link(src, stranger)  # someone else links the file at the same moment
+        real_link(src, dst, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", link)
+    [backup] = backup_files([snap], tmp_path / ".backups" / "edit-1", link=True)
+    monkeypatch.undo()
+    assert backup.stat().st_ino != live.stat().st_ino  # its own file
+    assert backup.read_bytes() == b"old\n"
+    assert backup.stat().st_mtime_ns == snap.st_mtime_ns
+    assert backup.stat().st_mode & 0o777 == snap.mode
+    assert sorted(p.name for p in backup.parent.iterdir()) == ["patterns.md"]
+    with open(live, "r+b") as fh:  # the stranger's in-place write cannot reach the backup
+        fh.write(b"NEW")
+    assert backup.read_bytes() == b"old\n"
+
+
 def test_backup_folder_unusable_gives_error_and_leaves_nothing(tmp_path: Path) -> None:
     (tmp_path / ".backups").write_text("not a folder")
     a = tmp_path / "a.md"

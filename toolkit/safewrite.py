@@ -33,6 +33,7 @@ soon as that file exists (default: 30 seconds).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
 import fcntl
@@ -43,7 +44,6 @@ import secrets
 import shutil
 import stat
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +67,42 @@ class NoSpaceError(ToolkitError):
     """The disk (or quota) is full: nothing was written."""
 
 
+# --------------------------------------------------------------------------- workers
+
+
+class Worker:
+    """One job (a hash, a write and fsync) run in a thread of its own; :meth:`join` waits for it
+    and re-raises what it raised.
+
+    ``threading.Thread.start`` returns only once the new thread has run; on a busy machine each
+    start then costs the caller a scheduler wake-up (measured: a few milliseconds per thread
+    under load, several per edit). The job's caller needs no such handshake: it only needs the
+    job done by :meth:`join`, so the thread is started with ``_thread`` and signals its end.
+    Every caller joins its workers before it returns or raises."""
+
+    def __init__(self, job: Callable[[], None]) -> None:
+        self.failure: BaseException | None = None
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _thread.start_new_thread(self._run, (job,))
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # re-raised by join(), in the caller's thread
+            self.failure = exc
+        finally:
+            self._done.release()
+
+    def join(self) -> None:
+        """Wait for the job to end; raise what it raised."""
+        with self._done:
+            pass
+        if self.failure is not None:
+            exc, self.failure = self.failure, None
+            raise exc
+
+
 # --------------------------------------------------------------------------- snapshots
 
 
@@ -88,7 +124,7 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
-    _hashing: list[threading.Thread] = field(default_factory=list, repr=False)
+    _hashing: list[Worker] = field(default_factory=list, repr=False)
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -111,14 +147,13 @@ class FileSnapshot:
         def run() -> None:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
 
-        worker = threading.Thread(target=run, name="toolkit-sha256", daemon=True)
-        self._hashing.append(worker)
-        worker.start()
+        self._hashing.append(Worker(run))
 
     def _wait_for_digest(self) -> None:
         while self._hashing:
-            self._hashing[0].join()
-            self._hashing.pop()
+            worker = self._hashing.pop()
+            with contextlib.suppress(Exception):  # no digest: sha256 computes it here
+                worker.join()
 
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
@@ -377,11 +412,12 @@ class PreparedReplace:
 
 class _Flushes:
     """fsyncs run in threads (fsync releases the GIL, and a journaling filesystem commits
-    concurrent fsyncs together), each started as soon as its file is written; :meth:`join`
+    concurrent fsyncs together), each started as soon as its file is written (a
+    :class:`Worker`: the caller does not wait for the thread to be scheduled); :meth:`join`
     waits for all and raises the first failure."""
 
     def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
+        self.threads: list[Worker] = []
         self.failure: list[BaseException] = []
 
     def _run(self, job: Callable[[], None]) -> None:
@@ -391,9 +427,7 @@ class _Flushes:
             self.failure.append(exc)
 
     def start(self, job: Callable[[], None]) -> None:
-        t = threading.Thread(target=self._run, args=(job,), name="toolkit-fsync")
-        t.start()
-        self.threads.append(t)
+        self.threads.append(Worker(functools.partial(self._run, job)))
 
     def join(self, path: Path, *, quiet: bool = False) -> None:
         """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
@@ -1054,15 +1088,19 @@ def backup_files(sources: Sequence[FileSnapshot | Path], dest_dir: Path, *,
 
 
 def _link_backup(src: FileSnapshot, dst: Path) -> bool:
-    """Hard-link ``dst`` to the snapshot's inode if the file is still that version."""
+    """Hard-link ``dst`` to the snapshot's inode if the file is still that version: same
+    inode, size, mtime and mode, and exactly one more link than when it was read (another
+    name made meanwhile could write the backup's bytes in place). Otherwise, or when linking
+    fails (another filesystem, no hard links), False: the caller copies the bytes read."""
     try:
         os.link(src.path, dst, follow_symlinks=False)
     except OSError:
         return False
     st = os.stat(dst)
-    if (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns) != (
-            src.st_ino, src.st_dev, src.st_size, src.st_mtime_ns):
-        os.unlink(dst)  # the file was replaced meanwhile: back up the bytes we read instead
+    if (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode),
+            st.st_nlink) != (src.st_ino, src.st_dev, src.st_size, src.st_mtime_ns, src.mode,
+                             src.st_nlink + 1):
+        os.unlink(dst)  # not the version read, or not ours alone: back up the bytes read
         return False
     return True
 

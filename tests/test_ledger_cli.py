@@ -296,6 +296,40 @@ def test_promote_and_demote(project: FixtureProject, cli_run) -> None:  # type: 
     assert (data["from"], data["to"], data["changed"]) == ("low", "medium", True)
 
 
+@pytest.mark.parametrize("links", ["hard links", "no hard links"])
+def test_promote_backup_holds_the_files_as_they_were_and_restores_them(  # type: ignore[no-untyped-def]
+        project: FixtureProject, cli_run, links: str) -> None:
+    import errno
+    import os
+    import shutil
+
+    def no_link(*a: object, **kw: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    ledger = project.ledger
+    before = {p.name: p.read_bytes() for p in ledger.iterdir() if p.is_file()}
+    with pytest.MonkeyPatch.context() as mp:
+        if links == "no hard links":  # e.g. a filesystem without them: verified copies
+            mp.setattr(os, "link", no_link)
+        data = json.loads(cli_run("ledger", "promote", "route table", "--json").stdout)
+    assert data["changed"] is True
+    backup = Path(data["backup_dir"])
+    assert backup.parent == ledger / ".backups"
+    saved = sorted(p.name for p in backup.iterdir())
+    assert "patterns.md" in saved and "meta.yaml" in saved
+    for name in saved:  # each file the promote replaced, as it was, in a file of its own
+        assert (backup / name).read_bytes() == before[name], name
+        assert (backup / name).stat().st_nlink == 1
+        assert (ledger / name).stat().st_ino != (backup / name).stat().st_ino
+    assert (ledger / "patterns.md").read_bytes() != before["patterns.md"]
+    for name in saved:  # putting the backup back gives the ledger as it was
+        shutil.copy2(backup / name, ledger / name)
+    assert {p.name: p.read_bytes() for p in ledger.iterdir() if p.is_file()} == before
+    shown = cli_run("ledger", "show", "route table")
+    assert shown.exit_code == 0, shown.output
+    assert "Confidence: low" in shown.stdout
+
+
 def test_promote_not_found_and_bad_meta(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     r = cli_run("ledger", "promote", "nothing like it")
     assert r.exit_code == 1

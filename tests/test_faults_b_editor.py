@@ -148,6 +148,40 @@ def test_b2_disk_full_during_temp_write_keeps_the_original(project: FixtureProje
         "reconcile-2026-05-03-221504"]  # the unused backup was removed
 
 
+# --------------------------------------------------------------------------- B10
+
+# No hard links here (another filesystem), and the disk returns the backup copy's bytes with
+# one byte flipped: the copy's SHA-256 check must stop the edit before anything is written.
+_NO_LINK_BAD_COPY = textwrap.dedent("""
+    import errno, os, sys
+    def link(*a, **kw):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+    real_write = os.write
+    def write(fd, data):
+        if "/.backups/" in os.readlink(f"/proc/self/fd/{fd}") and len(data):
+            data = bytes([data[0] ^ 1]) + bytes(data[1:])
+        return real_write(fd, data)
+    os.link, os.write = link, write
+    from toolkit.cli import cli
+    cli(sys.argv[1:], prog_name="toolkit")
+""")
+
+
+def test_b10_a_backup_copy_that_does_not_verify_stops_the_edit(project: FixtureProject) -> None:
+    before = tree_digest(project.root)
+    backups = sorted(p.name for p in (project.ledger / ".backups").iterdir())
+    r = subprocess.run([sys.executable, "-c", _NO_LINK_BAD_COPY, "--today", TODAY, "ledger",
+                        "promote", "route table"], cwd=project.root, env=_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    line = _error_line(r.stderr)
+    assert line.startswith(f"Error: {project.ledger / '.backups'}/edit-")
+    assert line.endswith("backup verification failed: copy differs from the original; nothing "
+                         "written")
+    assert tree_digest(project.root) == before  # the unverified backup folder is gone too
+    assert sorted(p.name for p in (project.ledger / ".backups").iterdir()) == backups
+
+
 # --------------------------------------------------------------------------- B3, B4
 
 

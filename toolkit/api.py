@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
     from toolkit.ledger_ops import Dashboard, ListResult, SearchHit, ShowResult
-    from toolkit.records import LedgerEntry, SlopEntry
+    from toolkit.records import LedgerEntry, Problem, SlopEntry
     from toolkit.slop_ops import Summary
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
-    from toolkit.source import Problem, Progress
+    from toolkit.source import Progress
     from toolkit.sources.slop import SlopFile
     from toolkit.store import LoadReport, Relation, Store
 

@@ -62,8 +62,9 @@ IN_PROCESS = {
 }
 SUBPROCESS_COMMANDS = (["status"], ["load"], ["query", "SELECT 1"])
 CHILD_CELLS = ("fifo", "unreadable")  # may block on open / need dropped capabilities
-# (cell, exit code) of SUBPROCESS_COMMANDS run through the console script so far (the module
-# runs on one xdist worker: --dist loadscope)
+# (cell, exit code) of SUBPROCESS_COMMANDS run through the console script so far in this
+# process (under --dist loadscope the whole module; a worker that gets only some of its tests
+# still runs each class it meets once)
 CONSOLE_CLASSES: set[tuple[str, int]] = set()
 
 

@@ -3,12 +3,15 @@ work, ends as one `Error:` line with a documented exit code, never a traceback o
 
 Rows: each path option (and its toolkit.yaml key and environment variable). Columns: a
 missing parent folder, a file where a folder belongs, a folder where a file belongs,
-``/dev/null/x``, a FIFO, a symlink loop and an unreadable file. ``status``, ``load`` and
-``query`` run through the real ``toolkit`` console script in a subprocess (a hang is a
-timeout); the other commands run in-process for speed. Unreadable cells always run in a
-subprocess: the suite runs as root, which ignores mode bits, so the child drops
-CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its capability bounding set before it execs
-the toolkit, and the kernel then refuses the mode-000 file to it as to anyone.
+``/dev/null/x``, a FIFO, a symlink loop and an unreadable file. Cells run in-process (click's
+CliRunner) except where a child process is the point: ``status``, ``load`` and ``query`` on a
+FIFO run through the real ``toolkit`` console script (a hang is a timeout, not a stuck
+suite), and so does the first cell of each (cell kind, exit code) of those commands, which must
+end as its in-process run did, so the entry point meets every kind of bad path and every
+exit code. Unreadable cells always run in a subprocess: the suite runs as root, which ignores
+mode bits, so the child drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its capability
+bounding set before it execs the toolkit, and the kernel then refuses the mode-000 file to it
+as to anyone.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ IN_PROCESS = {
     "--config": [["schema"], ["audit", "stats"]],
 }
 SUBPROCESS_COMMANDS = (["status"], ["load"], ["query", "SELECT 1"])
+CHILD_CELLS = ("fifo", "unreadable")  # may block on open / need dropped capabilities
+# (cell, exit code) of SUBPROCESS_COMMANDS run through the console script so far in this
+# process (under --dist loadscope the whole module; a worker that gets only some of its tests
+# still runs each class it meets once)
+CONSOLE_CLASSES: set[tuple[str, int]] = set()
 
 
 def bad_path(root: Path, cell: str, want_folder: bool) -> Path:
@@ -161,41 +169,62 @@ def _run_cells(jobs: list[tuple[str, Callable[[], tuple[int, str, str]], str]]) 
     assert not failures, "\n\n".join(failures)
 
 
+def _run_in_process(args: list[str], env: dict[str, str] | None = None, name: str = ""
+                    ) -> tuple[int, str, str]:
+    """``toolkit ARGS`` through click's CliRunner; a traceback fails the test here."""
+    result = CliRunner().invoke(cli, args, env=env, catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"{name or ' '.join(args)}: traceback") from result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
 @pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
 def test_every_bad_path_through_the_console_script(world, tmp_path, option):
     env = {**os.environ, "HOME": os.environ["HOME"]}
     drop_ok = _can_drop_capabilities()
     jobs = []
+    in_process = []
     for cell in CELLS:
         if cell == "unreadable" and not drop_ok:
             continue
         path = bad_path(tmp_path / "bad" / cell, cell, option in FOLDER_OPTIONS)
         for command in SUBPROCESS_COMMANDS:
             args = [option, str(path), *command]
-            jobs.append((f"{option} {cell} {' '.join(command)}",
-                         lambda args=args, cell=cell: _run_subprocess(
-                             args, env, world, drop=cell == "unreadable" and os.geteuid() == 0),
-                         str(path)))
+            name = f"{option} {cell} {' '.join(command)}"
+            if cell in CHILD_CELLS:
+                jobs.append((name, lambda args=args, cell=cell: _run_subprocess(
+                    args, env, world, drop=cell == "unreadable" and os.geteuid() == 0),
+                    str(path)))
+            else:
+                outcome = _run_in_process(args)
+                jobs.append((name, lambda outcome=outcome: outcome, str(path)))
+                in_process.append((name, cell, args, outcome[0]))
     _run_cells(jobs)
+    # the console script meets each kind of bad path with each exit code it ends in, and ends
+    # as the in-process run did
+    for name, cell, args, code in in_process:
+        if (cell, code) in CONSOLE_CLASSES:
+            continue
+        CONSOLE_CLASSES.add((cell, code))
+        child = _run_subprocess(args, env, world, drop=False)
+        check_outcome(*child, args[1])
+        assert child[0] == code, f"{name}: exit {child[0]} from the console script, " \
+                                 f"{code} in-process\n{child[2]}"
     if not drop_ok:
         pytest.skip("the unreadable cell needs PR_CAPBSET_DROP (CAP_SETPCAP) when run as root")
 
 
 @pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
 def test_every_bad_path_in_the_other_commands(world, tmp_path, option):
-    runner = CliRunner()
     jobs = []
     for cell in CELLS:
         if cell == "unreadable":
             continue  # run by the console-script test above (it needs a child process)
         path = bad_path(tmp_path / "bad" / cell, cell, option in FOLDER_OPTIONS)
         for command in IN_PROCESS[option]:
-            result = runner.invoke(cli, [option, str(path), *command], catch_exceptions=True)
-            if result.exception is not None and not isinstance(result.exception, SystemExit):
-                raise AssertionError(f"{option} {cell} {command}: traceback") \
-                    from result.exception
-            jobs.append((f"{option} {cell} {' '.join(command)}",
-                         lambda r=result: (r.exit_code, r.stdout, r.stderr), str(path)))
+            outcome = _run_in_process([option, str(path), *command])
+            jobs.append((f"{option} {cell} {' '.join(command)}", lambda o=outcome: o,
+                         str(path)))
     _run_cells(jobs)
 
 
@@ -203,7 +232,6 @@ def test_every_bad_path_in_the_other_commands(world, tmp_path, option):
 @pytest.mark.parametrize("how", ["toolkit.yaml", "environment"])
 def test_every_bad_path_setting(world, tmp_path, option, how):
     key, var = SETTINGS[option]
-    runner = CliRunner()
     jobs = []
     for cell in CELLS:
         if cell == "unreadable":
@@ -216,12 +244,9 @@ def test_every_bad_path_setting(world, tmp_path, option, how):
             (world / "toolkit.yaml").write_text("", encoding="utf-8")
             env = {var: str(path)}
         for command in (["status"], ["load"], *IN_PROCESS[option]):
-            result = runner.invoke(cli, command, env=env, catch_exceptions=True)
-            if result.exception is not None and not isinstance(result.exception, SystemExit):
-                raise AssertionError(f"{how} {key} {cell} {command}: traceback") \
-                    from result.exception
-            jobs.append((f"{how} {key} {cell} {' '.join(command)}",
-                         lambda r=result: (r.exit_code, r.stdout, r.stderr), str(path)))
+            name = f"{how} {key} {cell} {' '.join(command)}"
+            outcome = _run_in_process(command, env, name)
+            jobs.append((name, lambda o=outcome: o, str(path)))
     _run_cells(jobs)
 
 
@@ -229,16 +254,12 @@ def test_every_bad_path_setting(world, tmp_path, option, how):
 @pytest.mark.parametrize("cell", [c for c in CELLS if c not in ("folder-for-file",
                                                                  "missing-parent")])
 def test_every_bad_out_folder(world, tmp_path, cell, command):
-    runner = CliRunner()
     path = bad_path(tmp_path / "bad" / cell, cell, want_folder=True)
     if cell == "unreadable":
         code, out, err = _run_subprocess([*command, "--out", str(path / "x")],
                                          dict(os.environ), world, drop=os.geteuid() == 0)
     else:
-        result = runner.invoke(cli, [*command, "--out", str(path)], catch_exceptions=True)
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise AssertionError(f"--out {cell}: traceback") from result.exception
-        code, out, err = result.exit_code, result.stdout, result.stderr
+        code, out, err = _run_in_process([*command, "--out", str(path)])
     assert code != 0
     check_outcome(code, out, err, str(path))
 
@@ -256,10 +277,6 @@ def test_every_bad_output_file(world, tmp_path, cell, command):
         code, out, err = _run_subprocess([*command, "--output", str(folder / "x.md")],
                                          dict(os.environ), world, drop=os.geteuid() == 0)
     else:
-        result = CliRunner().invoke(cli, [*command, "--output", str(path)],
-                                    catch_exceptions=True)
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise AssertionError(f"--output {cell}: traceback") from result.exception
-        code, out, err = result.exit_code, result.stdout, result.stderr
+        code, out, err = _run_in_process([*command, "--output", str(path)])
     assert code != 0, out
     check_outcome(code, out, err, str(path))

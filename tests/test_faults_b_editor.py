@@ -1,8 +1,11 @@
 """FAULTS.md B1-B9: concurrency, crashes and disk faults of the ledger editor, with real second
-processes (``python -m toolkit ...``) stopped or killed at the editor's pause points."""
+processes (``python -m toolkit ...``) stopped or killed at the editor's pause points. The
+uninterrupted reference runs and the dry runs, where no second process is involved, run
+in-process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tests.conftest import FixtureProject, tree_digest
 
@@ -39,6 +43,16 @@ def _run(args: list[str], cwd: Path, today: str = TODAY,
          **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "toolkit", "--today", today, *args], cwd=cwd,
                           env=_env(**env), capture_output=True, text=True, timeout=60)
+
+
+def _run_here(args: list[str], cwd: Path, today: str = TODAY
+              ) -> subprocess.CompletedProcess[str]:
+    """``_run`` in this process (click's CliRunner), where no other process is involved."""
+    from toolkit.cli import cli
+
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(cli, ["--today", today, *args], catch_exceptions=False)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def _wait_marker(proc: subprocess.Popen[str], point: str) -> None:
@@ -217,7 +231,7 @@ def test_b4_sigkill_after_rename_gives_complete_file_and_rerun_is_noop(
         project: FixtureProject, tmp_path: Path) -> None:
     serial = tmp_path / "serial"
     shutil.copytree(project.root, serial, symlinks=True)
-    assert _run(["ledger", "prune", "--auto"], serial, today="2026-06-15").returncode == 0
+    assert _run_here(["ledger", "prune", "--auto"], serial, today="2026-06-15").returncode == 0
     expected = _ledger_bytes(serial / ".smith" / "vault" / "ledger")
     # On 2026-06-15 the prune removes one low entry from patterns.md and one from
     # antipatterns.md (no demotions: a demoted entry keeps its Date, as in the seed, so it
@@ -252,7 +266,7 @@ def test_b5_two_prunes_one_waits_then_exits_75_result_equals_one_run(
         project: FixtureProject, tmp_path: Path) -> None:
     serial = tmp_path / "serial"
     shutil.copytree(project.root, serial, symlinks=True)
-    r = _run(["ledger", "prune", "--auto"], serial)
+    r = _run_here(["ledger", "prune", "--auto"], serial)
     assert r.returncode == 0, r.stderr
     expected = _ledger_bytes(serial / ".smith" / "vault" / "ledger")
 
@@ -277,7 +291,7 @@ def test_b5_two_prunes_started_together_equal_one_serial_run(
     args = ["ledger", "prune", "--auto"]
     serial = tmp_path / "serial"
     shutil.copytree(project.root, serial, symlinks=True)
-    _run(args, serial, today="2026-06-15")  # removals only: a second run is a no-op
+    _run_here(args, serial, today="2026-06-15")  # removals only: a second run is a no-op
     expected = _ledger_bytes(serial / ".smith" / "vault" / "ledger")
     procs = [_start(args, project.root, today="2026-06-15") for _ in range(2)]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -452,7 +466,7 @@ def test_b9_dry_run_prints_a_diff_and_leaves_the_vault_identical(
     session = project.vault / "sessions" / "jane-doe_86e0b9_2026-05-04_141502.md"
     (project.vault / ".current-session").write_text(f"{session}\n")  # logging is on
     before = tree_digest(project.root)
-    r = _run(args, project.root)
+    r = _run_here(args, project.root)
     assert r.returncode == 0, r.stderr
     assert "--- a/" in r.stdout and "+++ b/" in r.stdout and "\n@@ -" in r.stdout
     assert "Dry run: nothing written." in r.stdout

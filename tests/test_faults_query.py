@@ -114,3 +114,27 @@ def test_d2_a_query_needing_more_than_the_memory_limit_does_not_spill_to_disk(pr
     assert result.stderr.splitlines() == [
         "Error: query stopped at the 100MB memory limit. Add a LIMIT or aggregate first"]
     assert sorted(p.name for p in state.iterdir()) == before
+
+def test_a_held_refresh_answers_from_its_store_and_a_query_still_runs_locked_down(project):
+    """``refresh(hold=True)`` (a command's): the toolkit's reads use the store it wrote, a
+    query of the caller's the read-only, locked-down connection; closed, the store is free."""
+    from toolkit import Project
+    from toolkit.errors import ToolkitError
+    from toolkit.loaders import SOURCES
+    from toolkit.store import Store
+
+    db = project.root / ".toolkit" / "ledger.duckdb"
+    with Project.open(project.root, refresh=False) as held:
+        assert held.refresh(hold=True).errors == []
+        counts = held.tables()
+        assert counts["actions"] == 3
+        with pytest.raises(ToolkitError, match="only one read-only SELECT"):
+            held.sql("SELECT * FROM read_csv('/etc/passwd')")
+        assert held.sql("SELECT current_setting('access_mode'), "
+                        "current_setting('enable_external_access'), "
+                        "current_setting('lock_configuration')").fetchall() == [
+            ("read_only", False, True)]
+        assert held.rows("SELECT count(*) FROM actions").rows == [(3,)]
+        assert held.tables() == counts
+    with Store.open(db, sources=SOURCES) as store:  # nothing holds it any more
+        assert store.counts() == counts

@@ -11,9 +11,10 @@ import pytest
 from tests.conftest import FORMATS, make_audit_db
 from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
+from toolkit.records import Problem
 from toolkit.sources.smith import parse_ledger_bytes, read_vault
 from toolkit.sources.snapshots import fnv1a64_hex, parse_label, side_repo_for
-from toolkit.store import Store
+from toolkit.store import FEW_PROBLEMS, Store
 
 # --------------------------------------------------------------------------- config
 
@@ -254,6 +255,22 @@ def test_migrations_are_recorded_and_not_reapplied(tmp_path):
     with Store.open(db, sources=SOURCES) as store:
         assert store.migrate() == []
         assert store.applied_migrations() == first
+
+
+
+@pytest.mark.parametrize("count", [0, 1, FEW_PROBLEMS, FEW_PROBLEMS + 1, 1500])
+def test_a_sources_warnings_are_stored_whole_however_many(tmp_path, count):
+    """A handful of warnings go in with bound values, many through Arrow: the same rows."""
+    problems = [Problem("slop", f"/p/{i % 7}/slop_ledger.json", None if i % 3 else i,
+                        f"entry {i}: 'title' is missing; \u00e9t\u00e9 \U0001f600")
+                for i in range(count)]
+    with Store.open(tmp_path / "s.duckdb", sources=SOURCES) as store:
+        store.replace_problems("audit", [Problem("audit", "/a.db", 3, "kept")])
+        store.replace_problems("slop", [Problem("slop", "/old", 1, "replaced")] * 3)
+        store.replace_problems("slop", problems)
+        assert store.problems("slop") == sorted(
+            problems, key=lambda p: (p.path, -1 if p.line is None else p.line, p.message))
+        assert store.problems("audit") == [Problem("audit", "/a.db", 3, "kept")]
 
 
 def test_nagi_export_json_is_a_source(tmp_path, cli_run, monkeypatch):

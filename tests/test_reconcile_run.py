@@ -3,6 +3,7 @@ processes (a second run, a SIGKILL between phases)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -546,9 +547,9 @@ def test_two_concurrent_reconciles_one_runs_the_other_exits_75(busy: Path,
     assert out.startswith("Ledger reconciliation complete.")
     assert len(read_reconcile_log(ledger_of(busy) / "reconcile-log.md")[0]) == 1
     # The same as one run on its own.
-    alone = subprocess.run(toolkit_argv(), cwd=serial, env=subprocess_env(serial),
-                           capture_output=True, text=True, timeout=60)
-    assert alone.returncode == 0, alone.stderr
+    with contextlib.chdir(serial):  # (no other process is involved in it)
+        alone = invoke()
+    assert alone.exit_code == 0, alone.stderr
     for name in ("patterns.md", "project-quirks.md", "meta.yaml", ".meta.json"):
         assert (ledger_of(busy) / name).read_bytes() == (ledger_of(serial) / name).read_bytes()
 
@@ -613,8 +614,8 @@ def test_sigkill_between_two_renames_of_the_reconcile_set(busy: Path, tmp_path: 
     `--status`) finishes or undoes it as a set and says which."""
     serial = tmp_path / "serial"
     shutil.copytree(busy, serial, symlinks=True)
-    assert subprocess.run(toolkit_argv(), cwd=serial, env=subprocess_env(serial),
-                          capture_output=True, check=False).returncode == 0
+    with contextlib.chdir(serial):  # the uninterrupted run, for reference
+        assert invoke().exit_code == 0
     names = [*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json"]
 
     def state(root: Path) -> dict[str, bytes | None]:

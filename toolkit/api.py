@@ -12,7 +12,10 @@ Reads go through one read-only connection to the store, locked down as ``toolkit
 (no file access, no extensions, no settings changes), opened on first use. It is closed by
 :meth:`Project.refresh` (which writes) and :meth:`Project.close`: a relation returned by
 :meth:`Project.sql` before then cannot be read after. Between calls the store stays free for
-the CLI only once the project is closed; use ``with Project.open() as project:``.
+the CLI only once the project is closed; use ``with Project.open() as project:``. A one-shot
+command refreshes with ``hold=True``: the connection that wrote stays open for the toolkit's
+own reads that follow (the store is not opened a second time), and a query of the caller's
+(:meth:`Project.sql`, :meth:`Project.rows`) still gets the read-only one.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
     from toolkit.ledger_ops import Dashboard, ListResult, SearchHit, ShowResult
-    from toolkit.records import LedgerEntry, SlopEntry
+    from toolkit.records import LedgerEntry, Problem, SlopEntry
     from toolkit.slop_ops import Summary
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
-    from toolkit.source import Problem, Progress
+    from toolkit.source import Progress
     from toolkit.sources.slop import SlopFile
     from toolkit.store import LoadReport, Relation, Store
 
@@ -324,6 +327,7 @@ class Project:
         self.config = config
         self.memory_limit = memory_limit  # DuckDB size a query may use (None: 1GB)
         self._reader: Store | None = None
+        self._held: Store | None = None  # the store a refresh with hold=True left open
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -381,6 +385,9 @@ class Project:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def __enter__(self) -> Project:
         return self
@@ -392,33 +399,57 @@ class Project:
         return f"Project({str(self.root)!r})"
 
     # -- the store -----------------------------------------------------------
-    def refresh(self, *, full: bool = False, progress: Progress | None = None
-                ) -> LoadReport:
+    def refresh(self, *, full: bool = False, progress: Progress | None = None,
+                hold: bool = False) -> LoadReport:
         """Bring the store up to date with the sources (``toolkit load``): sources that did
         not change are skipped. Returns what each source did; a source that is present but
         unreadable is in ``report.errors``, not raised (as ``toolkit status`` goes on).
-        ``progress(label, done, total)`` is called before each source and once at the end."""
+        ``progress(label, done, total)`` is called before each source and once at the end.
+        ``hold``: keep the store open for the reads that follow, until :meth:`close` (see the
+        module's docstring); it is locked for writing meanwhile."""
         from toolkit.loaders import SOURCES
         from toolkit.store import Store
 
         self.close()
-        with Store.open(self.config.db_path, sources=SOURCES) as store:
-            return store.refresh(self.config, full=full, progress=progress)
+        store = Store.open(self.config.db_path, sources=SOURCES)
+        try:
+            report = store.refresh(self.config, full=full, progress=progress)
+        except BaseException:
+            store.close()
+            raise
+        self._hold(store, hold)
+        return report
 
-    def refresh_audit(self, *, missing_ok: bool = False) -> None:
+    def _hold(self, store: Store, hold: bool) -> None:
+        if hold:
+            self._held = store
+        else:
+            store.close()
+
+    def refresh_audit(self, *, missing_ok: bool = False, hold: bool = False) -> None:
         """Bring the store's copy of the audit DB (only that source) up to date, as the
         ``toolkit audit`` readers and the MCP tools do before each answer: the audit source's
         own error is raised (damaged DB: :class:`~toolkit.errors.DataError`, locked:
         :class:`~toolkit.errors.BusyError`) rather than answering from stale rows, and a
         missing DB is a :class:`~toolkit.errors.NotFoundError` unless ``missing_ok`` (then it
-        reads as an empty ledger). The DB is never created."""
+        reads as an empty ledger). The DB is never created. ``hold``: as :meth:`refresh`'s."""
         from toolkit.audit_ops import open_audit_store
 
         self.close()
-        open_audit_store(self.config, missing_ok=missing_ok).close()
+        self._hold(open_audit_store(self.config, missing_ok=missing_ok), hold)
 
     def _store(self) -> Store:
-        """The read-only, locked-down store connection (opened on first use)."""
+        """The connection the toolkit's own reads use: the one a refresh held, else the
+        read-only one (:meth:`_query_store`)."""
+        return self._held or self._query_store()
+
+    def _query_store(self) -> Store:
+        """The read-only, locked-down store connection (opened on first use), for SQL the
+        caller wrote; a held one is closed first (a process opens a store one way at a
+        time)."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         if self._reader is None:
             from toolkit.loaders import SOURCES
             from toolkit.store import Store, open_query_connection
@@ -443,7 +474,7 @@ class Project:
         :class:`~toolkit.errors.ToolkitError`."""
         from toolkit.store import select_relation
 
-        return select_relation(self._store().conn, query, params)
+        return select_relation(self._query_store().conn, query, params)
 
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a
@@ -458,7 +489,7 @@ class Project:
         time or memory is a :class:`~toolkit.errors.ToolkitError`."""
         from toolkit.store import first_rows
 
-        store = self._store()
+        store = self._query_store()
         cols, rows, truncated = first_rows(store.conn, query, params, max_rows=max_rows,
                                            timeout=timeout, memory_limit=self.memory_limit)
         return Rows(cols, rows, truncated)

@@ -13,8 +13,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import sqlite3
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from toolkit.source import Place, Setting, Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from toolkit.config import Config
     from toolkit.store import Store
 
@@ -311,6 +311,7 @@ class _QueryFailed(Exception):
 
 def _connect(db: Path) -> sqlite3.Connection | None:
     """The audit DB opened read-only, or None when it is absent or cannot be opened."""
+    import sqlite3
     from urllib.parse import quote
 
     if not db.is_file():
@@ -332,6 +333,8 @@ def _connect(db: Path) -> sqlite3.Connection | None:
 
 def _rows(conn: sqlite3.Connection, sql: str, table: str, days: int, max_items: int,
           now: str | None) -> list[sqlite3.Row]:
+    import sqlite3
+
     since = "datetime('now', ?)" if now is None else "datetime(?, ?)"
     until = "" if now is None else " AND ts <= ?"
     params: list[Any] = [f"-{days} days"] if now is None else [now, f"-{days} days", now]
@@ -375,6 +378,8 @@ def brief_repos(env: dict[str, str] | None = None, cwd: Path | None = None) -> l
     listed = env.get("NAGI_BRIEF_REPOS")
     if listed:
         return [p for p in listed.split(os.pathsep) if p.strip()]
+    import subprocess
+
     try:
         proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=False,
                               capture_output=True, text=True, timeout=GIT_TIMEOUT_S, cwd=cwd)
@@ -386,6 +391,8 @@ def brief_repos(env: dict[str, str] | None = None, cwd: Path | None = None) -> l
 
 def _dirty_section(repos: list[str]) -> list[str]:
     """``git status --porcelain`` per repository, within one time budget for all of them."""
+    import subprocess
+
     lines: list[str] = []
     start = time.monotonic()
     for repo in repos:

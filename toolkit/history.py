@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import DataError, NotFoundError
-from toolkit.records import Problem
 from toolkit.source import Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
@@ -322,6 +321,7 @@ def _delete_versions(store: Store, where: str, params: list[Any] | None = None) 
 
 
 def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.records import Problem
     from toolkit.sources import history as hs
     from toolkit.sources import snapshots as snap
 

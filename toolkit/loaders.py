@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit import goals, history
 from toolkit.errors import BusyError
-from toolkit.records import Problem
 from toolkit.source import (
     FastPathFailed,
     Place,
@@ -34,6 +33,7 @@ from toolkit.source import (
 
 if TYPE_CHECKING:
     from toolkit.config import Config
+    from toolkit.records import Problem
     from toolkit.store import Store
 
 
@@ -247,6 +247,7 @@ def _audit_fp(cfg: Config) -> tuple[str, str]:
 
 
 def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    from toolkit.records import Problem
     from toolkit.sources import audit
 
     db = cfg.audit_db
@@ -309,6 +310,7 @@ def _file_identity(path: Path) -> list[Any]:
 def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
                       after: int, problems: list[Problem], progress: Any) -> int:
     """Copy rows with id > after: streamed Arrow batches (fast), or validated rows (careful)."""
+    from toolkit.records import Problem
     from toolkit.sources import audit
 
     if not careful() and all(c in present for c in ("id", "ts")):

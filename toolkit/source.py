@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import ToolkitError
-from toolkit.records import Problem
 
 if TYPE_CHECKING:
     from toolkit.config import Config
+    from toolkit.records import Problem
     from toolkit.store import Store
 
 

@@ -148,6 +148,9 @@ FROM actions GROUP BY ALL;
 ]
 
 BOOKKEEPING = ("_migrations", "_sources", "_problems")
+# A source's warnings up to this many are inserted with bound values (Store.replace_problems);
+# more go through Arrow (insert_rows), for which one multi-row VALUES statement gets slow.
+FEW_PROBLEMS = 100
 
 # The rows of ``actions`` a scoped connection reads (Store.scope_actions): the scope's
 # project (in a temporary table, so the name is a bound value, never SQL text) and the
@@ -623,8 +626,13 @@ class Store:
 
     def replace_problems(self, source: str, problems: Sequence[Problem]) -> None:
         self.conn.execute("DELETE FROM _problems WHERE source = ?", [source])
-        self.insert_rows("_problems", ("source", "path", "line", "message"),
-                         [(source, p.path, p.line, p.message) for p in problems])
+        rows = [(source, p.path, p.line, p.message) for p in problems]
+        if len(rows) > FEW_PROBLEMS:
+            self.insert_rows("_problems", ("source", "path", "line", "message"), rows)
+        elif rows:  # the usual handful: one statement, and no start of Arrow for it
+            self.conn.execute("INSERT INTO _problems VALUES "
+                              + ", ".join(["(?, ?, ?, ?)"] * len(rows)),
+                              [v for row in rows for v in row])
 
     def source_state(self, source: str) -> dict[str, Any] | None:
         rows = self.fetch_dicts("SELECT * FROM _sources WHERE source = ?", [source])

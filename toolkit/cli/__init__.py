@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from toolkit import __version__
 from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
 from toolkit.loaders import settings as source_settings
 
@@ -113,7 +114,7 @@ def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
                                               "max_content_width": 100})
-@click.version_option(package_name="agent-ledger-toolkit", prog_name="toolkit")
+@click.version_option(__version__, prog_name="toolkit")
 @click.option("--project", type=click.Path(file_okay=False), default=None,
               help="Project root (default: the nearest folder above with .smith/vault or "
                    "toolkit.yaml).")

@@ -42,7 +42,7 @@ def get_project(*, refresh: bool = True, quiet: bool = False, memory_limit: str 
 
     project = Project(get_config(), memory_limit=memory_limit)
     if refresh:
-        project.refresh(progress=None if quiet else progress_printer())
+        project.refresh(progress=None if quiet else progress_printer(), hold=True)
     return project
 
 

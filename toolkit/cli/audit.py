@@ -67,7 +67,7 @@ def _project() -> Project:
     from toolkit.display import visible
 
     project = Project(get_config())
-    project.refresh_audit()
+    project.refresh_audit(hold=True)
     try:
         problems = project.problems("audit")
     except BaseException:

@@ -719,6 +719,19 @@ class Store:
     def transaction(self) -> _Transaction:
         return _Transaction(self.conn)
 
+    def commit_staged(self) -> None:
+        """Commit what a load wrote so far and go on in a new transaction. Only for a loader
+        whose writes so far are staged: invisible to every reader until its last transaction
+        (the one that records its state) makes them count, and cleared by its next load when
+        that last transaction never came (the history's entries of contents it has not yet
+        recorded). DuckDB then holds a batch of rows in memory, not a whole load's until one
+        commit; a crash leaves the source's recorded state as it was."""
+        self.conn.execute("COMMIT")
+        from toolkit.safewrite import pause
+
+        pause("after_staged_commit")
+        self.conn.execute("BEGIN")
+
 
 class _Transaction:
     def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:

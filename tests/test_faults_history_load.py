@@ -32,12 +32,12 @@ def _history(root: Path, home: Path) -> dict[str, object]:
     with Store.open(cfg.db_path, sources=SOURCES, read_only=True) as store:
         return {
             "versions": store.fetch("SELECT version_id, seq, entries, high, medium, low "
-                                    "FROM ledger_versions ORDER BY version_id")[1],
+                                    "FROM ledger_versions ORDER BY seq, version_id")[1],
             "entries": store.fetch("SELECT version_id, entry_key, confidence, reflections, "
                                    "text_hash FROM ledger_entry_versions "
                                    "ORDER BY version_id, entry_key")[1],
             "changes": store.fetch("SELECT version_id, change, count(*) FROM ledger_changes "
-                                   "GROUP BY ALL ORDER BY ALL")[1],
+                                   "GROUP BY ALL ORDER BY min(seq), version_id, change")[1],
             "record": store.fetch("SELECT fingerprint, rows, state FROM _sources "
                                   "WHERE source = 'history'")[1],
         }

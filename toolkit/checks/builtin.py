@@ -2,10 +2,13 @@
 ``checks:`` sets them (an entry naming a built-in check: ``{name: stale-retries, days: 3}``).
 
 Each asks a question the toolkit already answers, in the place it answers it: the
-``task_status`` view, the slop and ledger tables, the Smith reader's ``meta_disagreements``,
-reconcile's budget (:func:`toolkit.reconcile.budget_overruns`), the redaction finder
+``task_status`` view, the slop and ledger tables, the Smith reader's ``meta_disagreements``
+(recorded in ``_problems`` when the ledger is loaded), reconcile's budget
+(:func:`toolkit.reconcile.budget_overruns`), the redaction finder
 (:func:`toolkit.redact.find_secrets`) and CodeSmith's loader rules
-(:func:`toolkit.sources.slop.load_problems`, recorded in ``_problems`` at load).
+(:func:`toolkit.sources.slop.load_problems`, recorded in ``_problems`` at load). Every caller
+runs the checks on a store it has just refreshed, so what a loader recorded is the answer the
+files give now: a check reads it rather than parse the ledger again.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.checks.core import Check, Rows
 from toolkit.sources.slop import LOAD_PREFIX
+from toolkit.sources.smith import META_COUNT_PREFIX
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -32,19 +36,6 @@ def _sql_text(value: str) -> str:
 
 
 # --------------------------------------------------------------------------- finders
-
-def _meta_counts(project: Project, _: dict[str, Any]) -> Rows:
-    """meta.yaml counts that disagree with the ledger files (the Smith reader's rule)."""
-    from toolkit.sources.smith import meta_disagreements, read_ledger, read_meta
-
-    ledger_dir = project.config.ledger_dir
-    if not ledger_dir.is_dir():
-        return ["path", "problem"], []
-    found = meta_disagreements(read_meta(ledger_dir),
-                               read_ledger(ledger_dir, project.config.max_file_bytes,
-                                           tolerate_large=True))
-    return ["path", "problem"], [(p.path, p.message) for p in found]
-
 
 def _ledger_budget(project: Project, _: dict[str, Any]) -> Rows:
     """Reconcile's word and entry budgets the ledger is over."""
@@ -255,7 +246,9 @@ ORDER BY created_at, position"""),
         rationale="meta.yaml's counts disagree with the ledger files. Smith and the "
                   "reconciler trust these counts to decide when to prune and reconcile; "
                   "wrong counts mean a half-finished edit or a hand edit that skipped them.",
-        finder=_meta_counts),
+        sql=f"""SELECT path, message AS problem
+FROM _problems WHERE source = 'ledger' AND starts_with(message, {_sql_text(META_COUNT_PREFIX)})
+ORDER BY rowid"""),
     Check(
         name="malformed-entries", level="warn", tags=("ledger",),
         description="ledger entries with a missing or malformed field",

@@ -23,6 +23,7 @@ from toolkit.sources.smith import META_COUNT_PREFIX
 
 if TYPE_CHECKING:
     from toolkit.api import Project
+    from toolkit.reconcile import FileCounts
 
 _TS = "strftime({col}, '%Y-%m-%d %H:%M:%S')"
 
@@ -38,11 +39,37 @@ def _sql_text(value: str) -> str:
 # --------------------------------------------------------------------------- finders
 
 def _ledger_budget(project: Project, _: dict[str, Any]) -> Rows:
-    """Reconcile's word and entry budgets the ledger is over."""
+    """Reconcile's word and entry budgets the ledger is over, of the files as the store holds
+    them (read again only where the load recorded no counts or a file it could not read)."""
     from toolkit.reconcile import budget_overruns
 
     return (["budget", "value", "limit"],
-            [(c.label.split(" > ")[0], c.value, c.limit) for c in budget_overruns(project.config)])
+            [(c.label.split(" > ")[0], c.value, c.limit)
+             for c in budget_overruns(project.config, _stored_ledger_files(project))])
+
+
+def _stored_ledger_files(project: Project) -> dict[str, FileCounts] | None:
+    """The five ledger files' counts as the store holds them (:class:`toolkit.reconcile.
+    FileCounts`): words as the ledger's load recorded them, entries from ``ledger_entries``.
+    None when the load recorded none (a store loaded by an older toolkit, or no ledger) or a
+    file could not be read (the reader says why, as reconcile's own check does)."""
+    import json
+
+    from toolkit.reconcile import FileCounts as Counts
+    from toolkit.records import LEDGER_FILES
+
+    rows = project.sql("SELECT state FROM _sources WHERE source = 'ledger'").fetchall()
+    state = json.loads(rows[0][0]) if rows and rows[0][0] else None
+    files = state.get("files") if isinstance(state, dict) else None
+    if not isinstance(files, dict) or set(files) != set(LEDGER_FILES):
+        return None
+    if any(not isinstance(f, list) or len(f) != 3 or f[2] is not None for f in files.values()):
+        return None
+    counts = {file: (n, titled) for file, n, titled in project.sql(
+        "SELECT file, count(*), count(*) FILTER (WHERE form = 'B') FROM ledger_entries "
+        "GROUP BY file").fetchall()}
+    return {kind: Counts(bool(files[kind][0]), int(files[kind][1]),
+                             *counts.get(kind, (0, 0))) for kind in LEDGER_FILES}
 
 
 SCAN_CHUNK = 2000  # values joined per finder call: one regex pass over many short texts

@@ -11,13 +11,12 @@ load gives.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests._history_helpers import Project, entry_b
+from tests.conftest import kill_at_pause
 from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
 from toolkit.store import ROW_BATCH, Store
@@ -55,23 +54,7 @@ def _toolkit(root: Path, home: Path, *args: str, pause: str | None = None
 
 
 def _kill_at(root: Path, home: Path, point: str) -> None:
-    proc = _toolkit(root, home, "load", pause=point)
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                return
-        raise AssertionError(f"never reached {point}; exit {proc.poll()}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    kill_at_pause(_toolkit(root, home, "load", pause=point), point, timeout=120)
 
 
 def _load(root: Path, home: Path, *args: str) -> None:

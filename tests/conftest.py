@@ -6,8 +6,11 @@ import fcntl
 import os
 import pickle
 import shutil
+import signal
 import sqlite3
 import stat
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,6 +235,27 @@ def cli_run():
         return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
 
     return run
+
+
+def kill_at_pause(proc: subprocess.Popen[str], point: str, timeout: float = 30) -> None:
+    """Wait until ``proc`` (started with ``TOOLKIT_EDITOR_PAUSE=<point>`` and stderr piped as
+    text) stops at ``point``, then SIGKILL it there; fail if it never gets there."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return
+        raise AssertionError(f"never reached {point}; exit {proc.poll()}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def tree_digest(root: Path) -> dict[str, tuple[str, int, int]]:

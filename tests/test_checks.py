@@ -401,3 +401,40 @@ def test_a_finder_that_cannot_read_its_file_is_that_checks_error(project, cli_ru
     assert row.split()[1:3] == ["ERROR", "0"]
     assert "config.json" in lines[lines.index(row) + 1]
     assert next(line for line in lines if line.startswith("meta-counts")).split()[1] == "PASS"
+
+
+def test_ledger_checks_answer_from_the_store_as_the_files_do(project, monkeypatch):
+    """meta-counts and ledger-budget read what the ledger's load recorded (no second parse of
+    the ledger), and give what the files give: reconcile's own budget check, the reader's
+    meta.yaml rule."""
+    from toolkit import reconcile
+    from toolkit.sources import smith
+
+    settings(project)
+    with (project.ledger / "patterns.md").open("a", encoding="utf-8") as f:
+        f.write("\n---\n\n**Title:** Caf\u00e9\u00a0words \u2003apart\n**Date:** 2026-05-03\n"
+                "**Category:** testing\n**Confidence:** low\n**Source reflections:** 1\n\n"
+                "**Context:** Non-breaking\u00a0and em\u2003spaces.\n\n**Pattern:** Count them."
+                "\n\n**Evidence:**\n- x\n\n**Related:** None\n")
+    config = project.root / ".smith" / "config.json"
+    data = json.loads(config.read_text())
+    data["ledger"]["reconcile"]["thresholds"].update(
+        total_tokens_max=10, single_file_tokens_max=10, patterns_per_category_max=1)
+    config.write_text(json.dumps(data))
+    with Project.open(project.root) as p:  # loads the store
+        from_files = [(c.label.split(" > ")[0], c.value, c.limit)
+                      for c in reconcile.budget_overruns(p.config)]
+        meta = smith.meta_disagreements(smith.read_meta(project.ledger),
+                                        smith.read_ledger(project.ledger, tolerate_large=True))
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the ledger was parsed again")
+
+    monkeypatch.setattr(smith, "read_ledger", no_parse)
+    with Project.open(project.root, refresh=False) as p:
+        got = {r.check.name: r for r in run_checks(
+            p, select(checks_for(p.config.checks), ["meta-counts", "ledger-budget"]))}
+    budget = got["ledger-budget"]
+    assert budget.status == "warn" and budget.count == len(from_files) > 2
+    assert budget.rows == from_files[:len(budget.rows)]
+    assert got["meta-counts"].rows == [(d.path, d.message) for d in meta] != []

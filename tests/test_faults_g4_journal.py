@@ -14,17 +14,15 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import FixtureProject, tree_digest
+from tests.conftest import FixtureProject, kill_at_pause, tree_digest
 
 NOW = "2026-06-15T12:00:00Z"
 NAMES = ("patterns.md", "antipatterns.md", "tool-preferences.md", "edge-cases.md",
@@ -70,25 +68,10 @@ def _run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]
 
 def _kill_at(args: list[str], cwd: Path, point: str) -> None:
     """Start the command, wait for it to reach ``point``, SIGKILL it there."""
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "--today", NOW[:10], *args],
-                            cwd=cwd, env=_env(TOOLKIT_EDITOR_PAUSE=point),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                return
-        raise AssertionError(f"never reached {point}; exit {proc.poll()}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    kill_at_pause(subprocess.Popen([sys.executable, "-m", "toolkit", "--today", NOW[:10], *args],
+                                   cwd=cwd, env=_env(TOOLKIT_EDITOR_PAUSE=point),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                  point)
 
 
 def _state(ledger: Path) -> dict[str, bytes | None]:

@@ -263,3 +263,13 @@ def test_the_history_parses_working_files_the_stored_rows_are_not_of(tmp_path: P
         stored = store.fetch("SELECT title FROM ledger_entries ORDER BY position")[1]
     assert ("Cap the webhook retries at 70",) in titles
     assert ("Cap the webhook retries at 70",) not in stored  # the ledger source was not run
+
+
+def test_a_ledgers_slugs_are_its_titles_slugs_and_none_is_kept_in_memory():
+    from toolkit.slugs import slugify, unique_slugs
+
+    titles = [f"Lesson {i}: keep the slugs of a big ledger out of memory" for i in range(2000)]
+    slugify.cache_clear()
+    slugs = unique_slugs(titles)
+    assert slugify.cache_info().currsize == 0  # none of the titles kept by slugify's cache
+    assert slugs == [slugify(t) for t in titles]

@@ -82,6 +82,21 @@ def test_tokens_are_words_times_1_3_rounded_down() -> None:
     assert rc.count_words(b"a  b\nc\r\n d") == 4
 
 
+@pytest.mark.parametrize("part", [1, 3, 7, 64])
+def test_a_big_text_counts_the_words_the_whole_text_has(monkeypatch, part: int) -> None:
+    """Counted a part at a time (each cut after a newline): the same count as the whole text
+    split at once, with Unicode spaces, CRLF, junk bytes and lines longer than a part."""
+    from toolkit.ledger.vault import meta
+
+    monkeypatch.setattr(meta, "_WORDS_PART", part)
+    text = ("Retry\u00a0budget \u2003in CI\r\n\nno-newline-for-a-long-while " * 5
+            + "\n\n  last words")
+    data = text.encode() + b" \xff\xfe junk\n" + "caf\u00e9 \u00e9t\u00e9\n".encode()
+    assert rc.count_words(text) == len(text.split())
+    assert rc.count_words(data) == len(data.decode("utf-8", "replace").split())
+    assert rc.count_words(b"") == rc.count_words("") == 0
+
+
 def test_signals_count_both_entry_forms_and_fall_back_without_meta_json(tmp_path: Path) -> None:
     ledger = make_project(tmp_path, {"patterns": entry_b("One") + entry_b("Two"),
                                      "edge-cases": entry_a("Three")}, meta=False)

@@ -32,7 +32,10 @@ a version and its base: added, removed, promoted, demoted (confidence up/down), 
 (reflection count up), edited (title as written, category, context or pattern changed).
 
 Incremental: commits already in the store are never read again; each distinct file content
-(git blob) is parsed once and its rows reused by every version that holds it.
+(git blob) is parsed once and its rows reused by every version that holds it. New contents'
+entries are written staged and committed a batch at a time; the load's last transaction
+replaces the versions and makes them count, so a load killed before it changed nothing a
+reader sees, nor the history's recorded state, and the next load does it again.
 """
 
 from __future__ import annotations
@@ -202,13 +205,20 @@ class _Version:
     base: str | None = None
 
 
+# The entries of a content are written staged, their blob id behind this mark (no version holds
+# such a blob, so no reader sees them), in batches each committed on its own; the load's last
+# transaction takes the mark off and records the contents in _history_blobs. A load that never
+# got there leaves marked rows only, which the next load deletes before it writes its own.
+STAGED = "staged:"
+
 _ENTRY_COLS = ("file", "blob", "entry_key", "title", "date", "category", "confidence",
                "reflections", "source_reflections", "text_hash", "context", "pattern",
                "evidence", "related", "form", "problems", "position", "line")
 
 
 class _Blobs:
-    """Ledger file contents (git blobs) parsed into entries, each content once ever."""
+    """Ledger file contents (git blobs) parsed into entries, each content once ever: staged
+    (see :data:`STAGED`) and committed a batch at a time, then :meth:`publish`-ed."""
 
     def __init__(self, store: Store, max_bytes: int | None, parses: Path | None = None) -> None:
         self.store = store
@@ -258,7 +268,7 @@ class _Blobs:
         for pos, key in enumerate(keys):
             e = lf.entry(pos)
             self.entries.append(
-                (kind, oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
+                (kind, STAGED + oid, key, e.title, e.date, e.category, e.confidence, e.reflections,
                  e.source_reflections, hs.text_hash(e), e.context, e.pattern, e.evidence,
                  e.related, e.form, list(e.problems), pos, e.line))
             if len(self.entries) >= ROW_BATCH:
@@ -292,7 +302,8 @@ class _Blobs:
                     "evidence, related, form, problems, l.position, line "
                     "FROM ledger_entries l JOIN _history_keys k ON k.position = l.position "
                     "WHERE file = ? AND l.position >= ? AND l.position < ? ORDER BY l.position",
-                    [oid, kind, at, at + ROW_BATCH])
+                    [STAGED + oid, kind, at, at + ROW_BATCH])
+                self.store.commit_staged()
         finally:
             conn.unregister("_history_keys")
         self.blobs.append((kind, oid, len(titles), None))
@@ -304,14 +315,26 @@ class _Blobs:
         self.known.add((kind, oid))
 
     def flush_entries(self) -> None:
-        self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
-        self.entries = []
+        """Write the entries built so far, staged, and commit them."""
+        if self.entries:
+            self.store.insert_rows("_history_entries", _ENTRY_COLS, self.entries)
+            self.entries = []
+            self.store.commit_staged()
 
-    def flush(self) -> None:
+    def publish(self, full: bool) -> None:
+        """In the load's last transaction: the staged entries count (a full load's replace
+        every earlier one) and the contents read are recorded."""
         self.flush_entries()
+        conn = self.store.conn
+        if full:
+            conn.execute("DELETE FROM _history_entries WHERE NOT starts_with(blob, ?)",
+                         [STAGED])
+            conn.execute("DELETE FROM _history_blobs")
+        conn.execute("UPDATE _history_entries SET blob = substr(blob, ?) "
+                     "WHERE starts_with(blob, ?)", [len(STAGED) + 1, STAGED])
         self.store.insert_rows("_history_blobs", ("file", "blob", "entries", "problem"),
                                self.blobs)
-        self.entries, self.blobs = [], []
+        self.blobs = []
 
 
 def _delete_versions(store: Store, where: str, params: list[Any] | None = None) -> None:
@@ -321,11 +344,18 @@ def _delete_versions(store: Store, where: str, params: list[Any] | None = None) 
 
 
 def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    """Load the history in two steps. First, with the store only read, the versions are worked
+    out and the contents no earlier load read are parsed into staged entries, committed a batch
+    at a time (see :data:`STAGED`). Then, in one last transaction, the versions are replaced
+    and the staged entries made to count: a load stopped before that changed nothing a reader
+    sees, nor the history's recorded state, and the next load does it again."""
     from toolkit.records import Problem
     from toolkit.sources import history as hs
     from toolkit.sources import snapshots as snap
 
     prev_state = (store.source_state("history") or {}).get("state") or {}
+    # the staged rows of a load that never finished (no reader sees them)
+    store.conn.execute("DELETE FROM _history_entries WHERE starts_with(blob, ?)", [STAGED])
     cache = _Blobs(store, cfg.max_file_bytes, cfg.parse_cache)
     problems: list[Problem] = []
     notes: list[str] = []
@@ -336,30 +366,32 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     repo = hs.find_project_repo(cfg.ledger_dir)
     repo_key = f"{repo.top}|{repo.rel}" if repo else None
     if full:
-        _delete_versions(store, "true")
-        store.conn.execute("DELETE FROM _history_entries")
-        store.conn.execute("DELETE FROM _history_blobs")
         cache.known.clear()
-    if full or repo_key is None or prev_state.get("repo") != repo_key:
-        _delete_versions(store, "source IN ('git', 'base')")
+    # the stored git and base versions are all dropped (below) on a full load or another repo
+    keep_git = not (full or repo_key is None or prev_state.get("repo") != repo_key)
     commits_read: list[str] = []
     head_state: tuple[str, ...] | None = None
     by_state: dict[str, str] = {}
     git_count = 0
+    commits: list[hs.Commit] = []
+    stale: list[str] = []
+    kept_git: list[tuple[dt.datetime | None, str]] = []  # (ts, ref) of stored versions kept
     if repo is None:
         notes.append("ledger not in a git repository: no git versions")
     else:
         commits = hs.ledger_commits(repo)
-        existing = dict(store.conn.execute(
-            "SELECT ref, state FROM ledger_versions WHERE source = 'git'").fetchall())
+        existing = {ref: (st, ts) for ref, st, ts in store.conn.execute(
+            "SELECT ref, state, ts FROM ledger_versions WHERE source = 'git'").fetchall()
+        } if keep_git else {}
+        stored_bases = {vid for (vid,) in store.conn.execute(
+            "SELECT version_id FROM ledger_versions WHERE source = 'base'").fetchall()
+        } if keep_git else set()
         current = {c.sha for c in commits}
         stale = [ref for ref in existing if ref not in current]
-        if stale:
-            _delete_versions(store, "source = 'git' AND ref IN (SELECT unnest(?::VARCHAR[]))",
-                             [stale])
-        for ref, st in existing.items():
+        for ref, (st, ts) in existing.items():
             if ref in current:
                 by_state.setdefault(st, f"git:{ref}")
+                kept_git.append((ts, ref))
         new = [c for c in commits if c.sha not in existing]
         revs = [c.sha for c in new] + [c.parents[0] for c in new if c.parents]
         if repo.head:
@@ -388,17 +420,11 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 dt.datetime.fromtimestamp(c.commit_time, dt.UTC).replace(tzinfo=None),
                 st, str(repo.top), c.author, c.subject, 0, base))
         new_versions.extend(v for v in base_versions.values()
-                            if store.scalar("SELECT count(*) FROM ledger_versions WHERE "
-                                            "version_id = ?", [v.version_id]) == 0)
+                            if v.version_id not in stored_bases)
         commits_read = [c.sha for c in new]
         git_count = len(commits)
         if repo.head:
             head_state = states[repo.head][0]
-        # order of the whole git timeline (parents before children)
-        store.conn.execute(
-            "UPDATE ledger_versions v SET seq = p.seq FROM (SELECT unnest(?::VARCHAR[]) AS id, "
-            "unnest(?::INTEGER[]) AS seq) p WHERE v.version_id = p.id",
-            [[f"git:{c.sha}" for c in commits], list(range(1, len(commits) + 1))])
         seq_of = {c.sha: i for i, c in enumerate(commits, 1)}
         for v in new_versions:
             if v.source == "git":
@@ -408,7 +434,6 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     has_git = git_count > 0
 
     # ---- folder copies, the working files, turn snapshots (cheap: rebuilt on every load)
-    _delete_versions(store, "source IN ('working', 'archive', 'backup', 'snapshot')")
     copies = hs.ledger_copies(cfg.ledger_dir, cfg.max_file_bytes)
     folders: list[Any] = []
     timeline = "copies" if has_git else "main"
@@ -436,9 +461,11 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     snap_versions = _snapshot_versions(store, cfg, git_blobs)
     new_versions.extend(snap_versions)
     if has_git:  # copies, and the first snapshot, against the committed ledger of their time
-        _anchor_to_main(store, new_versions, [
-            v for v in new_versions if v.timeline == "copies"
-            or (v.timeline == "snapshots" and v.seq == 1)])
+        seq_of = {c.sha: i for i, c in enumerate(commits, 1)}
+        _anchor_to_main(
+            [(ts, seq_of[ref], f"git:{ref}") for ts, ref in kept_git if ts is not None],
+            new_versions, [v for v in new_versions if v.timeline == "copies"
+                           or (v.timeline == "snapshots" and v.seq == 1)])
 
     # ---- entries: each content parsed once; git blobs read in one batch per repository
     missing = cache.missing(new_versions)
@@ -467,7 +494,23 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 cache.skip(kind, oid, where,
                            f"{blob_sizes.get(oid, 0)} bytes, over the size limit")
         missing -= want
-    cache.flush()
+    cache.flush_entries()
+
+    # ---- the last transaction: the versions replaced, the staged entries made to count
+    if full:
+        _delete_versions(store, "true")
+    if not keep_git:
+        _delete_versions(store, "source IN ('git', 'base')")
+    if stale:
+        _delete_versions(store, "source = 'git' AND ref IN (SELECT unnest(?::VARCHAR[]))",
+                         [stale])
+    if commits:  # order of the whole git timeline (parents before children)
+        store.conn.execute(
+            "UPDATE ledger_versions v SET seq = p.seq FROM (SELECT unnest(?::VARCHAR[]) AS id, "
+            "unnest(?::INTEGER[]) AS seq) p WHERE v.version_id = p.id",
+            [[f"git:{c.sha}" for c in commits], list(range(1, len(commits) + 1))])
+    _delete_versions(store, "source IN ('working', 'archive', 'backup', 'snapshot')")
+    cache.publish(full)
     store.insert_rows("ledger_versions", (
         "version_id", "source", "timeline", "ref", "ts", "author", "subject", "seq",
         "base_version_id", "state", "entries", "high", "medium", "low", "unrated", "location"),
@@ -524,13 +567,13 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     return result
 
 
-def _anchor_to_main(store: Store, versions: list[_Version], firsts: list[_Version]) -> None:
+def _anchor_to_main(stored_git: list[tuple[dt.datetime, int, str]], versions: list[_Version],
+                    firsts: list[_Version]) -> None:
     """The first version of the copies and snapshots timelines is compared with the newest
-    git version at or before its time (not with an empty ledger)."""
+    git version at or before its time (not with an empty ledger). ``stored_git``: the stored
+    git versions the load keeps, as (ts, seq, version_id)."""
     git = [(v.ts, v.seq, v.version_id) for v in versions if v.source == "git" and v.ts]
-    git += [(ts, seq, vid) for vid, ts, seq in store.conn.execute(
-        "SELECT version_id, ts, seq FROM ledger_versions WHERE source = 'git' AND ts IS NOT NULL"
-    ).fetchall()]
+    git += stored_git
     git.sort()
     for v in firsts:
         if v.ts is None:

@@ -82,11 +82,17 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     from toolkit.sources.history import blob_id
 
     total = 0
+    from toolkit.ledger.vault.meta import count_words
+
     blobs: dict[str, str] = {}  # the git blob id of each file whose entries are stored
+    # each file's words (reconcile's token estimate), so the ledger-budget check need not
+    # read the files again: (exists, words, error)
+    files: dict[str, tuple[bool, int, str | None]] = {}
     for kind in LEDGER_FILES:
         lf = vault.files[kind]
         if lf.exists and lf.error is None:
             blobs[kind] = blob_id(lf.data)
+        files[kind] = (lf.exists, count_words(lf.data) if lf.exists else 0, lf.error)
         lf.data = b""  # read no more: the file's bytes are let go before the rows are stored
         if not lf.entry_count():
             continue
@@ -122,7 +128,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     result = SourceResult("ledger", str(cfg.ledger_dir), True, note, total,
                           problems=vault.problems)
     # the history's working version holds these same contents: it copies their rows
-    result.state = {"blobs": blobs}
+    result.state = {"blobs": blobs, "files": files}
     return result
 
 

@@ -201,6 +201,19 @@ class FileSignal:
 
 
 @dataclass(frozen=True)
+class FileCounts:
+    """What the signals take of one ledger file, as the store holds it (the ledger's load
+    records each file's words; its entries are ``ledger_entries``'), for a caller that reads
+    the store rather than parse the files again (the ledger-budget check)."""
+
+    exists: bool
+    words: int
+    entries: int
+    title_lines: int  # Form B entries (their **Title:** lines)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Signals:
     """What the threshold check looks at (``.meta.json`` fields, FORMATS.md §1.4)."""
 
@@ -225,7 +238,8 @@ def _int_field(data: dict[str, Any], key: str) -> int | None:
 
 def compute_signals(files: dict[str, Any], meta_json: dict[str, Any] | None,
                     meta_json_error: str | None) -> Signals:
-    """Signals from parsed ledger files (``{kind: LedgerFile}``) and ``.meta.json``."""
+    """Signals from parsed ledger files (``{kind: LedgerFile}``, or :class:`FileCounts` as the
+    store holds them) and ``.meta.json``."""
     fs: list[FileSignal] = []
     words = 0
     for kind in LEDGER_FILES:
@@ -233,10 +247,13 @@ def compute_signals(files: dict[str, Any], meta_json: dict[str, Any] | None,
         if lf is None or not lf.exists:
             fs.append(FileSignal(kind, False, 0, 0, 0))
             continue
-        n = count_words(lf.data)
+        if isinstance(lf, FileCounts):
+            n, entries, titled = lf.words, lf.entries, lf.title_lines
+        else:
+            n, entries = count_words(lf.data), len(lf.entries)
+            titled = sum(1 for e in lf.entries if e.form == "B")
         words += n
-        fs.append(FileSignal(kind, True, tokens_for_words(n), len(lf.entries),
-                             sum(1 for e in lf.entries if e.form == "B"), lf.error))
+        fs.append(FileSignal(kind, True, tokens_for_words(n), entries, titled, lf.error))
     data = meta_json or {}
     state = "ok" if meta_json is not None else ("missing" if meta_json_error is None
                                                 else f"unreadable: {meta_json_error}")
@@ -1276,14 +1293,16 @@ def _signals(cfg: Any, files: dict[str, Any]) -> Signals:
 BUDGET_KEYS = ("total_tokens_max", "single_file_tokens_max", "patterns_per_category_max")
 
 
-def budget_overruns(cfg: Any) -> list[Check]:
+def budget_overruns(cfg: Any, files: dict[str, FileCounts] | None = None) -> list[Check]:
     """The ledger's word (estimated tokens) and entry budgets it is over now, as reconcile's
-    threshold check sees them (``.smith/config.json``'s limits). Reads only; no ledger: []."""
+    threshold check sees them (``.smith/config.json``'s limits). Reads only; no ledger: [].
+    ``files``: the five files' counts as the store holds them (else the files are read)."""
     from toolkit.sources.smith import read_ledger
 
     if not cfg.ledger_dir.is_dir():
         return []
-    signals = _signals(cfg, read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
+    signals = _signals(cfg, files if files is not None
+                       else read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
     return [c for c in evaluate(signals, _settings(cfg)) if c.key in BUDGET_KEYS and c.exceeded]
 
 

@@ -25,7 +25,8 @@ writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reache
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
 one file only; in a journaled set, ``after_journal`` before the first rename and
 ``after_rename@<n>`` after the n-th; reconcile's phases ``after_lock``, ``after_backup``,
-``after_ledger_write``, ``after_meta_write``) and wait there, so a test can SIGKILL it, edit
+``after_ledger_write``, ``after_meta_write``; a load's ``after_staged_commit``, see
+:meth:`toolkit.store.Store.commit_staged`) and wait there, so a test can SIGKILL it, edit
 the file or start a second run. This is the toolkit's one pause mechanism.
 ``<release>`` is either a number of seconds to wait or a file path: the writer continues as
 soon as that file exists (default: 30 seconds).
@@ -55,7 +56,7 @@ from toolkit.textio import max_file_bytes
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
 PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
                 "after_rename", "after_lock", "after_backup", "after_ledger_write",
-                "after_meta_write")
+                "after_meta_write", "after_staged_commit")
 TEMP_MARK = ".toolkit-tmp-"
 # Snapshots at least this big may be hashed in a background thread (see hash_in_background).
 BACKGROUND_HASH_BYTES = 1 << 20

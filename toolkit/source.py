@@ -97,9 +97,10 @@ class Source:
     (``found`` False with a note saying how to point the toolkit at it when it is absent).
     ``tables``: every table and view its migrations create, with what it holds (names
     starting with ``_`` are bookkeeping, not shown). ``bounded_memory``: DuckDB's memory is
-    limited while it loads (a source whose rows are built in Python and held in the store
-    until its one commit: the ledger and its history; the audit, streamed from SQLite in
-    row groups, keeps DuckDB's default and its measured speed)."""
+    limited while it loads (a source whose rows are built in Python and written to the store
+    in batches: the ledger, held until its one commit, and its history, which commits staged
+    batches with :meth:`toolkit.store.Store.commit_staged`; the audit, streamed from SQLite
+    in row groups, keeps DuckDB's default and its measured speed)."""
 
     name: str
     fingerprint: Callable[[Config], tuple[str, str]]

@@ -2,10 +2,13 @@
 ``checks:`` sets them (an entry naming a built-in check: ``{name: stale-retries, days: 3}``).
 
 Each asks a question the toolkit already answers, in the place it answers it: the
-``task_status`` view, the slop and ledger tables, the Smith reader's ``meta_disagreements``,
-reconcile's budget (:func:`toolkit.reconcile.budget_overruns`), the redaction finder
+``task_status`` view, the slop and ledger tables, the Smith reader's ``meta_disagreements``
+(recorded in ``_problems`` when the ledger is loaded), reconcile's budget
+(:func:`toolkit.reconcile.budget_overruns`), the redaction finder
 (:func:`toolkit.redact.find_secrets`) and CodeSmith's loader rules
-(:func:`toolkit.sources.slop.load_problems`, recorded in ``_problems`` at load).
+(:func:`toolkit.sources.slop.load_problems`, recorded in ``_problems`` at load). Every caller
+runs the checks on a store it has just refreshed, so what a loader recorded is the answer the
+files give now: a check reads it rather than parse the ledger again.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.checks.core import Check, Rows
 from toolkit.sources.slop import LOAD_PREFIX
+from toolkit.sources.smith import META_COUNT_PREFIX
 
 if TYPE_CHECKING:
     from toolkit.api import Project
+    from toolkit.reconcile import FileCounts
 
 _TS = "strftime({col}, '%Y-%m-%d %H:%M:%S')"
 
@@ -33,25 +38,38 @@ def _sql_text(value: str) -> str:
 
 # --------------------------------------------------------------------------- finders
 
-def _meta_counts(project: Project, _: dict[str, Any]) -> Rows:
-    """meta.yaml counts that disagree with the ledger files (the Smith reader's rule)."""
-    from toolkit.sources.smith import meta_disagreements, read_ledger, read_meta
-
-    ledger_dir = project.config.ledger_dir
-    if not ledger_dir.is_dir():
-        return ["path", "problem"], []
-    found = meta_disagreements(read_meta(ledger_dir),
-                               read_ledger(ledger_dir, project.config.max_file_bytes,
-                                           tolerate_large=True))
-    return ["path", "problem"], [(p.path, p.message) for p in found]
-
-
 def _ledger_budget(project: Project, _: dict[str, Any]) -> Rows:
-    """Reconcile's word and entry budgets the ledger is over."""
+    """Reconcile's word and entry budgets the ledger is over, of the files as the store holds
+    them (read again only where the load recorded no counts or a file it could not read)."""
     from toolkit.reconcile import budget_overruns
 
     return (["budget", "value", "limit"],
-            [(c.label.split(" > ")[0], c.value, c.limit) for c in budget_overruns(project.config)])
+            [(c.label.split(" > ")[0], c.value, c.limit)
+             for c in budget_overruns(project.config, _stored_ledger_files(project))])
+
+
+def _stored_ledger_files(project: Project) -> dict[str, FileCounts] | None:
+    """The five ledger files' counts as the store holds them (:class:`toolkit.reconcile.
+    FileCounts`): words as the ledger's load recorded them, entries from ``ledger_entries``.
+    None when the load recorded none (a store loaded by an older toolkit, or no ledger) or a
+    file could not be read (the reader says why, as reconcile's own check does)."""
+    import json
+
+    from toolkit.reconcile import FileCounts as Counts
+    from toolkit.records import LEDGER_FILES
+
+    rows = project.sql("SELECT state FROM _sources WHERE source = 'ledger'").fetchall()
+    state = json.loads(rows[0][0]) if rows and rows[0][0] else None
+    files = state.get("files") if isinstance(state, dict) else None
+    if not isinstance(files, dict) or set(files) != set(LEDGER_FILES):
+        return None
+    if any(not isinstance(f, list) or len(f) != 3 or f[2] is not None for f in files.values()):
+        return None
+    counts = {file: (n, titled) for file, n, titled in project.sql(
+        "SELECT file, count(*), count(*) FILTER (WHERE form = 'B') FROM ledger_entries "
+        "GROUP BY file").fetchall()}
+    return {kind: Counts(bool(files[kind][0]), int(files[kind][1]),
+                             *counts.get(kind, (0, 0))) for kind in LEDGER_FILES}
 
 
 SCAN_CHUNK = 2000  # values joined per finder call: one regex pass over many short texts
@@ -255,7 +273,9 @@ ORDER BY created_at, position"""),
         rationale="meta.yaml's counts disagree with the ledger files. Smith and the "
                   "reconciler trust these counts to decide when to prune and reconcile; "
                   "wrong counts mean a half-finished edit or a hand edit that skipped them.",
-        finder=_meta_counts),
+        sql=f"""SELECT path, message AS problem
+FROM _problems WHERE source = 'ledger' AND starts_with(message, {_sql_text(META_COUNT_PREFIX)})
+ORDER BY rowid"""),
     Check(
         name="malformed-entries", level="warn", tags=("ledger",),
         description="ledger entries with a missing or malformed field",

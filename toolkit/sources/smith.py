@@ -977,6 +977,11 @@ def read_ledger(ledger_dir: Path, max_bytes: int | None = None, *,
             for kind in LEDGER_FILES}
 
 
+# How each of meta_disagreements' notes starts (the meta-counts check finds them by it among
+# the problems the loader recorded).
+META_COUNT_PREFIX = "meta.yaml says "
+
+
 def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[Problem]:
     """meta.yaml counts that do not match the files: reported, never fixed on read (A2)."""
     out: list[Problem] = []
@@ -988,7 +993,7 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
         claimed = meta.count_for(kind)
         if claimed is not None and claimed != lf.entry_count():
             out.append(Problem("smith", str(meta.path), None,
-                               f"meta.yaml says {kind} has {claimed} entries; "
+                               f"{META_COUNT_PREFIX}{kind} has {claimed} entries; "
                                f"{kind}.md has {lf.entry_count()}"))
     return out
 

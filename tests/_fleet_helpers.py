@@ -99,3 +99,30 @@ def make_fleet(base: Path, home: Path) -> FleetWorld:
     return FleetWorld(base=base, home=home, alpha=alpha, beta=beta, gone=gone,
                       fleet_file=fleet_file, audit=audit, slop=slop,
                       store=base / "state" / "fleet.duckdb")
+
+
+def build_fleet_site(base: Path) -> Path:
+    """make_fleet's fleet under ``base`` (HOME ``base/home``) and its site (``base/site``), built
+    by `toolkit fleet build-site` as a user runs it (in this process) at the tests' build time;
+    the environment is the fleet's only while it builds."""
+    import pytest
+    from click.testing import CliRunner
+
+    from tests.conftest import isolate
+    from toolkit.cli import cli
+
+    home = base / "home"
+    home.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, home)
+        world = make_fleet(base, home)
+        for key, value in world.env().items():
+            mp.setenv(key, value)
+        mp.chdir(base)  # where toolkit-fleet.yaml is found
+        result = CliRunner().invoke(cli, ["fleet", "--store", str(world.store), "build-site",
+                                          "--out", str(base / "site"),
+                                          "--build-time", "2026-05-10T12:00:00+00:00"],
+                                    catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "Fleet site built (full)" in result.stdout
+    return base / "site"

@@ -140,6 +140,16 @@ def hostile_site(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     return built_once(tmp_path_factory, "hostile-site", _hostile_site)
 
 
+@pytest.fixture(scope="session")
+def shared_fleet_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site of tests/_fleet_helpers.py's fleet (alpha, beta, gone, ci-only), built once per
+    test run by `toolkit fleet build-site` (tests/test_fleet.py reads its pages,
+    tests/test_browser.py opens them). Read it only; build your own for anything else."""
+    from tests._fleet_helpers import build_fleet_site
+
+    return built_once(tmp_path_factory, "fleet-site", build_fleet_site)
+
+
 def copy_tree_writable(src: Path, dest: Path) -> Path:
     """Copy a fixture tree (its files may be read-only) and make the copy writable."""
     shutil.copytree(src, dest, dirs_exist_ok=True)

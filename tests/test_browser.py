@@ -278,30 +278,11 @@ def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(
 
 
 @pytest.fixture(scope="module")
-def fleet_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def fleet_served(shared_fleet_site: Path) -> Iterator[Served]:
     """The fleet site of tests/_fleet_helpers.py (three projects, one gone), built by the CLI
-    command as a user runs it (in this process), served without its search entries (the test
-    is not about search)."""
-    from click.testing import CliRunner
-
-    from tests._fleet_helpers import make_fleet
-    from tests.conftest import isolate
-    from toolkit.cli import cli
-
-    base = tmp_path_factory.mktemp("fleet")
-    home = base / "home"
-    home.mkdir()
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, home)
-        world = make_fleet(base, home)
-        for key, value in world.env().items():
-            mp.setenv(key, value)
-        mp.chdir(base)  # where toolkit-fleet.yaml is found
-        result = CliRunner().invoke(cli, ["fleet", "--store", str(world.store), "build-site",
-                                          "--out", str(base / "site"),
-                                          "--build-time", "1778414400"])
-    assert result.exit_code == 0, result.output
-    yield from serve(base / "site", search=False)
+    command as a user runs it (conftest's shared_fleet_site, which tests/test_fleet.py reads
+    too), served without its search entries (the test is not about search)."""
+    yield from serve(shared_fleet_site, search=False)
 
 
 def test_the_fleet_overview_loads_offline_and_its_links_resolve(

@@ -15,7 +15,6 @@ import pytest
 
 from tests._audit_helpers import insert
 from tests._fleet_helpers import SHARED_TITLE, FleetWorld, ledger_entry, make_fleet
-from tests.conftest import isolate
 from toolkit.config import resolve
 from toolkit.fleet import normalise_title, open_fleet, recurring_knowledge
 
@@ -252,26 +251,6 @@ def _build_fleet_site(cli_run, world: FleetWorld,  # type: ignore[no-untyped-def
 def fleet_site(world, cli_run, tmp_path) -> Path:
     """The fleet's site, built in this test's world (the test may build it again)."""
     return _build_fleet_site(cli_run, world, tmp_path / "fleet-site")
-
-
-@pytest.fixture(scope="module")
-def shared_fleet_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fleet's site, built once for the tests that only read its pages."""
-    from click.testing import CliRunner
-
-    from toolkit.cli import cli
-
-    def cli_run(*args: str):  # type: ignore[no-untyped-def]
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-    base = tmp_path_factory.mktemp("fleet")
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, base / "home")
-        w = make_fleet(base, base / "home")
-        for key, value in w.env().items():
-            mp.setenv(key, value)
-        mp.chdir(base)
-        return _build_fleet_site(cli_run, w, base / "fleet-site")
 
 
 def test_the_overview_has_a_card_per_project_with_its_numbers(shared_fleet_site):

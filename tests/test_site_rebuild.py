@@ -7,18 +7,44 @@ import json
 import shutil
 from pathlib import Path
 
-from tests._site_helpers import build, make_world, tree_bytes
-from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR
+import pytest
+
+from tests._site_helpers import World, build, make_world, tree_bytes
+from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildResult
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
 
+@pytest.fixture(scope="module")
+def _first_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, BuildResult, Path]:
+    base = tmp_path_factory.mktemp("rebuild")
+    world = make_world(base / "w")
+    first = build(world)
+    assert first.mode == "full" and first.warnings == []
+    shutil.copytree(base / "w", base / "as-built", symlinks=True)  # with the files' mtimes
+    return world, first, base / "as-built"
+
+
+@pytest.fixture
+def built_world(_first_build: tuple[World, BuildResult, Path]) -> tuple[World, BuildResult]:
+    """The formats world and its first full build (the site is in the project's default
+    folder), exactly as built: put back for each test at the same paths, file times included
+    (MkDocs' dirty build compares them), from a copy made once per module. The test may
+    change anything in it."""
+    world, first, as_built = _first_build
+    live = as_built.parent / "w"
+    shutil.rmtree(live)
+    shutil.copytree(as_built, live, symlinks=True)
+    return world, first
+
+
 def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_every_page(
-        tmp_path: Path) -> None:
-    world = make_world(tmp_path / "w")
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    world, first = built_world
+    # a copy of the templates (edited below); the pages record what the templates hold,
+    # wherever they are, so the first build's pages are those of this copy
     templates = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, templates)
-    first = build(world, templates=templates)
     docs = first.build_dir / "docs"
     site_before = tree_bytes(first.out)
 
@@ -67,9 +93,9 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     assert tree_bytes(edited.out) == tree_bytes(full.out)
 
 
-def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(tmp_path: Path) -> None:
-    world = make_world(tmp_path / "w")
-    first = build(world)
+def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    world, first = built_world
     index = first.out / "search" / "search_index.json"
     patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
     text = patterns.read_text(encoding="utf-8")
@@ -142,15 +168,14 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
 
 
 def test_a_change_that_reaches_other_entries_pages_rebuilds_them_as_a_clean_build_would(
-        tmp_path: Path) -> None:
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     """An entry's page shows more than its own row: the titles of the entries its Related
     text names, links to audit tasks (another source). Unchanged entries' pages are not even
     made again on a rebuild, so a change to any of those must still reach them: the pages and
     the search index are then exactly what a clean build makes."""
     import sqlite3
 
-    world = make_world(tmp_path / "w")
-    first = build(world)
+    world, first = built_world
     linking = "ledger/antipatterns/editing-an-applied-migration-in-place.md"
     slop_page = "slop/4b7e2c91.md"
 

@@ -100,6 +100,8 @@ JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_template
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
+# front matter of a page indexed for search as one entry (toolkit/site_hooks.py)
+ONE_SEARCH_ENTRY = "search_one_entry"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
 # bytes of table and code HTML on one page: past it, a table shows its first rows and a note
@@ -239,7 +241,7 @@ class _Renderer:
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
-            "headlines": _headlines,
+            "headlines": _headlines, "unsearched": _unsearched,
             # also a global: macros imported without context (_partials/) render |block
             "_r": self,
         })
@@ -358,7 +360,13 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
 # text, cells apart ("Task Approach", not "TaskApproach"); a table left out of search leaves
 # neither its text nor its placeholder in the index. Both are put in place after the search
 # plugin read the page (see toolkit/site_hooks.py).
-TABLE_TOKEN = "&#35;tktable-{}"  # searchable
+#
+# What the search plugin reads of a searchable table is its text, but not the words the site
+# repeats on every page of a kind: a table's header row (its column names) and a field list's
+# labels, unless a template says they are data (``fields(..., labels=True)``).
+TABLE_TOKEN = "&#35;tktable-{}"  # searchable: all its text (agent Markdown, verbatim text)
+ROWS_TOKEN = "&#35;tkrows-{}"  # searchable: its cells, not its header row
+FIELDS_TOKEN = "&#35;tkfields-{}"  # searchable: its values, not its header or labels
 POST_TOKEN = "&#35;tkpost-{}"  # not searchable
 
 
@@ -392,11 +400,14 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
     return _html_text(value)
 
 
-def _emit_table(ctx: Any, body: str, search: bool) -> Markup:
+def _emit_table(ctx: Any, body: str, search: bool | str) -> Markup:
+    """The placeholder of ``body``; ``search``: False, True or the token of what the search
+    index reads of it (``ROWS_TOKEN``, ``FIELDS_TOKEN``)."""
     digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
     ctx["_r"].tables[digest] = body
     ctx["_r"].budget -= len(body.encode("utf-8"))
-    return Markup((TABLE_TOKEN if search else POST_TOKEN).format(digest))
+    token = search if isinstance(search, str) else TABLE_TOKEN if search else POST_TOKEN
+    return Markup(token.format(digest))
 
 
 @_pass_context
@@ -407,7 +418,7 @@ def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
     rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
-    return _emit_table(ctx, _table_html(ctx, tbl), search)
+    return _emit_table(ctx, _table_html(ctx, tbl), ROWS_TOKEN if search else False)
 
 
 def _table_html(ctx: Any, tbl: Any) -> str:
@@ -454,13 +465,15 @@ def _block(ctx: Any, value: Any) -> Markup:
 
 
 @_pass_context
-def _fields(ctx: Any, fields: list[Any], search: bool = True) -> Markup:
+def _fields(ctx: Any, fields: list[Any], search: bool = True, labels: bool = False) -> Markup:
+    """A field list (a Field/Value table); ``labels``: its labels are data (searchable)."""
     src = _from(ctx)
     targets = ctx["_r"].targets
     rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td> "
                    f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
     return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n"
-                            f"</thead>\n<tbody>{rows}\n</tbody>\n</table>", search)
+                            f"</thead>\n<tbody>{rows}\n</tbody>\n</table>",
+                       (ROWS_TOKEN if labels else FIELDS_TOKEN) if search else False)
 
 
 @_pass_context
@@ -520,6 +533,14 @@ def _headlines(ctx: Any, headlines: Sequence[Any]) -> Markup:
 
 
 @_pass_context
+def _unsearched(ctx: Any, text: str, *values: Any) -> Markup:
+    """A paragraph kept out of the search index: ``text`` (ours) with each ``{}`` filled by a
+    value, escaped (provenance lines that repeat what the page's fields already hold)."""
+    body = html.escape(text, quote=False).format(*(_html_text(v) for v in values))
+    return _emit_table(ctx, f"<p>{body}</p>", search=False)
+
+
+@_pass_context
 def _pre(ctx: Any, text: str, search: bool = True) -> Markup:
     """Preformatted text (a notebook's printed output), verbatim, cut to ``MAX_BLOCK``
     characters."""
@@ -535,6 +556,8 @@ def _front_matter(page: Page) -> Markup:
         lines.append("tags: " + json.dumps(tags))
     if not page.search:
         lines.append("search:\n  exclude: true")
+    elif not page.search_sections:
+        lines.append(f"{ONE_SEARCH_ENTRY}: true")
     if page.wide:
         lines.append("hide:\n  - toc")
     lines.append("---")
@@ -546,7 +569,7 @@ def render_page(renderer: _Renderer, page: Page) -> bytes:
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 
-_ANY_TOKEN = re.compile(r"&#35;tk(?:table|post)-([0-9a-f]{20})")
+_ANY_TOKEN = re.compile(r"&#35;tk(?:table|rows|fields|post)-([0-9a-f]{20})")
 
 
 def render_page_text(page: Page) -> str:
@@ -1507,7 +1530,12 @@ class _SearchIndex:
         index = json.loads(data)
         grouped: dict[str, list[bytes]] = {}
         for e in index["docs"]:
-            grouped.setdefault(e["location"].split("#", 1)[0], []).append(_dump(e))
+            group = grouped.setdefault(e["location"].split("#", 1)[0], [])
+            if group:
+                # the search plugin gives each section its page's tags again; the page's
+                # entry has them, and the browser shows a section under its page
+                e.pop("tags", None)
+            group.append(_dump(e))
         return cls(data, config=_dump(index["config"]),
                    pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
 

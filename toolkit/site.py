@@ -1435,7 +1435,17 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             env.bytecode_cache = _bytecode_cache(config_file.parent / JINJA_CACHE)
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
+            site_theme.cache_partials(env)
             return env
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.markdown = site_theme.MarkdownOnce()
+
+        def on_pre_page(self, page: Any, *, config: Any, files: Any) -> Any:
+            if site_theme.ENABLED:
+                page.render = self.markdown.bind(page)
+            return page
 
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
             run.rebuilt.add(page.file.src_uri)

@@ -168,3 +168,27 @@ def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> 
     parser = Parser()
     parser.feed(site_hooks.on_page_content(html, page=plain, config=None, files=None))
     assert len(parser.data) == 3
+
+
+def test_a_table_whose_column_names_are_data_keeps_them_searchable() -> None:
+    """``table(x)`` leaves its column names (the site's) out of the index; ``table(x,
+    columns=True)`` (a check's rows, named by its query) keeps them; ``fields(x)`` leaves its
+    labels out, ``fields(x, labels=True)`` (a slop entry's other fields) keeps them."""
+    from toolkit.pages import Field, Table
+    from toolkit.site import _Renderer
+
+    renderer = _Renderer()
+    page = SimpleNamespace(path="checks.md")
+    tbl = Table(["agent_type", "short_id"], [["Explore", "ab12"]])
+    fields = [Field("flavour", "sour")]
+    out = {}
+    for name, call in (("rows", "table(t)"), ("columns", "table(t, columns=True)"),
+                       ("fields", "fields(f)"), ("labels", "fields(f, labels=True)")):
+        markdown = renderer.env.from_string("{{ " + call + " }}").render(
+            page=page, _r=renderer, t=tbl, f=fields)
+        text, _final = _through_hooks(renderer.tables, f"<p>{markdown}</p>")
+        out[name] = text
+    assert "agent_type" not in out["rows"] and "Explore ab12" in out["rows"]
+    assert "agent_type short_id Explore ab12" in out["columns"]
+    assert "flavour" not in out["fields"] and "sour" in out["fields"]
+    assert "flavour sour" in out["labels"]

@@ -363,7 +363,8 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
 #
 # What the search plugin reads of a searchable table is its text, but not the words the site
 # repeats on every page of a kind: a table's header row (its column names) and a field list's
-# labels, unless a template says they are data (``fields(..., labels=True)``).
+# labels, unless a template says they are data (``table(..., columns=True)``,
+# ``fields(..., labels=True)``).
 TABLE_TOKEN = "&#35;tktable-{}"  # searchable: all its text (agent Markdown, verbatim text)
 ROWS_TOKEN = "&#35;tkrows-{}"  # searchable: its cells, not its header row
 FIELDS_TOKEN = "&#35;tkfields-{}"  # searchable: its values, not its header or labels
@@ -411,14 +412,16 @@ def _emit_table(ctx: Any, body: str, search: bool | str) -> Markup:
 
 
 @_pass_context
-def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
+def _table(ctx: Any, tbl: Any, search: bool = True, columns: bool = False) -> Markup:
     """A table (or the table's ``empty`` line when it has no rows); ``search=False``: its
-    text stays out of the search index. Past the page's budget (``MAX_PAGE_TABLES``, shared
+    text stays out of the search index; ``columns``: its column names are data (a check's
+    query's), searchable too. Past the page's budget (``MAX_PAGE_TABLES``, shared
     with the page's field lists and code blocks, which are always whole) it shows its first
     rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
-    return _emit_table(ctx, _table_html(ctx, tbl), ROWS_TOKEN if search else False)
+    return _emit_table(ctx, _table_html(ctx, tbl),
+                       (TABLE_TOKEN if columns else ROWS_TOKEN) if search else False)
 
 
 def _table_html(ctx: Any, tbl: Any) -> str:

@@ -22,6 +22,9 @@ its CPU time and its own peak memory, ``VmHWM`` read by the process at exit: ben
    are printed, its median per page of the site (what still grows with the site's size) and
    its median CPU time (the issue's target: under 3 s at 15,000 pages).
 
+The size of the full build's search index (what every visitor downloads) is printed beside the
+floor's, which indexes the same text.
+
 Run: ``python bench/bench_site.py [--entries 5000] [--reps 3]``. Prints the best of ``reps``
 for each measure, their ratios, and the median of the per-rep ratios (the machine may be
 shared: the best-of and the median say how noisy the run was); no assertions.
@@ -301,6 +304,12 @@ def main() -> None:
               f"{statistics.median(full_peaks) / 2**20:.0f} MB (medians); full / floor per rep "
               + ", ".join(f"{r:.2f}" for r in mem)
               + f"; median {statistics.median(mem):.2f} (target < 1.5)")
+        index = site / "search" / "search_index.json"
+        floor_index = floor / "site" / "search" / "search_index.json"
+        print(f"search index: {index.stat().st_size / 1e6:.1f} MB, "
+              f"{len(json.loads(index.read_bytes())['docs'])} entries (target < 10 MB at "
+              f"15,000 pages); the floor's, of the same text: "
+              f"{floor_index.stat().st_size / 1e6:.1f} MB")
         if args.full_only:
             return
         incr = min(incr_times)

@@ -1540,16 +1540,38 @@ class _SearchIndex:
 
     @classmethod
     def parse(cls, data: bytes) -> _SearchIndex:
-        index = json.loads(data)
+        """The index's pieces. Its entries are decoded one at a time (the index as the search
+        plugin writes it, without spaces: holding all of them as objects at once would make the
+        end of a large build its peak of memory); any other form of JSON is read whole."""
+        text = data.decode("utf-8")
+        decoder = json.JSONDecoder()
+        head, docs = '{"config":', ',"docs":['
+        try:
+            if not text.startswith(head):
+                raise ValueError("not compact")
+            config, at = decoder.raw_decode(text, len(head))
+            if not text.startswith(docs, at):
+                raise ValueError("not compact")
+            at += len(docs)
+            entries: Iterator[Any] = iter(())
+            if not text.startswith("]}", at):
+                entries = _each_entry(decoder, text, at)
+            return cls._grouped(data, config, entries)
+        except ValueError:
+            index = json.loads(text)
+            return cls._grouped(data, index["config"], iter(index["docs"]))
+
+    @classmethod
+    def _grouped(cls, data: bytes, config: Any, entries: Iterator[Any]) -> _SearchIndex:
         grouped: dict[str, list[bytes]] = {}
-        for e in index["docs"]:
+        for e in entries:
             group = grouped.setdefault(e["location"].split("#", 1)[0], [])
             if group:
                 # the search plugin gives each section its page's tags again; the page's
                 # entry has them, and the browser shows a section under its page
                 e.pop("tags", None)
             group.append(_dump(e))
-        return cls(data, config=_dump(index["config"]),
+        return cls(data, config=_dump(config),
                    pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
 
     def piece(self, url: str) -> tuple[bytes, int] | None:
@@ -1584,6 +1606,20 @@ class _SearchIndex:
         _write_if_changed(map_path, json.dumps(
             {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
         return sum(n for _, _, n in pages.values())
+
+
+def _each_entry(decoder: json.JSONDecoder, text: str, at: int) -> Iterator[Any]:
+    """The entries of a compact JSON array from ``text[at:]`` (after its ``[``) to its end,
+    ``]}``; ValueError when the text is not that."""
+    while True:
+        entry, at = decoder.raw_decode(text, at)
+        yield entry
+        if text.startswith(",", at):
+            at += 1
+        elif text.startswith("]}", at) and at + 2 == len(text):
+            return
+        else:
+            raise ValueError("not compact")
 
 
 # =========================================================================== serving

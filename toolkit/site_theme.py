@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
-ENABLED = True  # False: every nav rendered by the theme (tests compare both)
+ENABLED = True  # False: the theme and MkDocs do all of it for every page (tests compare both)
 # the last build's count of nav HTML rendered and reused, page-free partials reused and pages
 # converted by the build's one Markdown converter (tests, benchmarks)
 counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "markdown": 0}

@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,37 +40,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from _measure import measure  # noqa: E402
 from bench_editor import make_vault  # noqa: E402  (the same realistic Form B entries)
 
 TITLE = re.compile(rb"^\*\*Title:\*\* (.*)$", re.MULTILINE)
 
-# Runs one command in this process and writes its CPU time and peak memory to a file, so each
-# process's figures are its own (RUSAGE_CHILDREN keeps the maximum of all children, and Linux
-# carries ru_maxrss over exec from the forked parent; /proc's VmHWM starts afresh).
-RUNNER = """
-import os, resource, runpy, sys
-out = sys.argv.pop(1)
-def report():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    with open("/proc/self/status") as fh:
-        hwm = [line.split()[1] for line in fh if line.startswith("VmHWM:")][0]
-    with open(out, "w") as fh:
-        fh.write(f"{r.ru_utime + r.ru_stime} {hwm}")
-try:
-    if sys.argv[1] == "--read":
-        open(sys.argv[2], "rb").read()
-    elif sys.argv[1] == "--imports":
-        import duckdb, pyarrow, toolkit.cli, toolkit.loaders  # noqa
-    elif sys.argv[1] == "--store":
-        import duckdb, pyarrow, toolkit.cli, toolkit.loaders  # noqa
-        from toolkit.store import Store
-        Store.open(sys.argv[2], sources=toolkit.loaders.SOURCES).close()
-    else:
-        sys.argv[0] = "toolkit"
-        runpy.run_module("toolkit", run_name="__main__")
-finally:
-    report()
-"""
+# What the cases besides the toolkit's commands run (bench/_measure.py runs each in a process of
+# its own and reads that process's own CPU time and peak memory).
+READ = "import sys; open(sys.argv[1], 'rb').read()"
+IMPORTS = "import duckdb, pyarrow, toolkit.cli, toolkit.loaders"
+STORE = IMPORTS + ("\nimport sys\nfrom toolkit.store import Store\n"
+                   "Store.open(sys.argv[1], sources=toolkit.loaders.SOURCES).close()")
 
 
 def parse_rate(entries: int, reps: int) -> None:
@@ -98,17 +77,13 @@ def parse_rate(entries: int, reps: int) -> None:
 
 
 def run(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS MB) of one process running ``toolkit <args>``."""
-    with tempfile.NamedTemporaryFile(prefix="bench-ledger-", suffix=".txt") as fh:
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", RUNNER, fh.name, *args], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-        wall = time.perf_counter() - t0
-        if proc.returncode:
-            raise SystemExit(f"toolkit {' '.join(args)}: exit {proc.returncode}\n"
-                             + proc.stderr.decode("utf-8", "replace"))
-        cpu, rss = Path(fh.name).read_text().split()
-    return wall, float(cpu), int(rss) // 1024
+    """(wall s, CPU s, peak RSS MB) of one process running ``toolkit <args>`` (or, for args
+    starting with ``-c``, that code)."""
+    argv = args if args[0] == "-c" else ["-m", "toolkit", *args]
+    got = measure(argv, env=env)
+    if got.returncode:
+        raise SystemExit(f"{' '.join(args)}: exit {got.returncode}\n{got.stderr}")
+    return got.wall, got.cpu, got.peak // 2**20
 
 
 def commands(entries: int, reps: int) -> None:
@@ -123,10 +98,10 @@ def commands(entries: int, reps: int) -> None:
         base = ["--project", str(root)]
         i = entries // 2
         cases = {
-            "floor (start Python, read the bytes)": ["--read", str(patterns)],
-            "interpreter (start Python, import the toolkit, DuckDB, Arrow)": ["--imports"],
+            "floor (start Python, read the bytes)": ["-c", READ, str(patterns)],
+            "interpreter (start Python, import the toolkit, DuckDB, Arrow)": ["-c", IMPORTS],
             "interpreter and a new empty store (open and migrate it)":
-                ["--store", str(root / "empty.duckdb")],
+                ["-c", STORE, str(root / "empty.duckdb")],
             "load (a new store)": [*base, "load"],
             "ledger search (one title)": [*base, "ledger", "search", f"Pattern {i:05d}:"],
             "ledger show": [*base, "ledger", "show", f"Pattern {i:05d}:"],

@@ -7,7 +7,8 @@ table, Context / Pattern / Evidence / Related or Description / Cleanup sections)
 many short pages as the toolkit writes index pages, and a nav of the same size (index pages
 only: a nav entry per entry page would make both builds quadratic).
 
-Measured, each as a subprocess (interpreter start-up and imports included, as a user sees them):
+Measured, each as a subprocess (interpreter start-up and imports included, as a user sees them;
+its CPU time and its own peak memory, ``VmHWM`` read by the process at exit: bench/_measure.py):
 
 1. floor: ``python -m mkdocs build`` of the hand-written pages;
 2. full: ``toolkit build-site`` from nothing: the site and its build folder (Markdown, chart
@@ -20,6 +21,9 @@ Measured, each as a subprocess (interpreter start-up and imports included, as a 
    number of documents its search index keeps. The one-change build's stages (``--timings``)
    are printed, its median per page of the site (what still grows with the site's size) and
    its median CPU time (the issue's target: under 3 s at 15,000 pages).
+
+The size of the full build's search index (what every visitor downloads) is printed beside the
+floor's, which indexes the same text.
 
 Run: ``python bench/bench_site.py [--entries 5000] [--reps 3]``. Prints the best of ``reps``
 for each measure, their ratios, and the median of the per-rep ratios (the machine may be
@@ -35,13 +39,15 @@ import random
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from _measure import measure  # noqa: E402
+
 BUILD_TIME = "2026-05-10T12:00:00"
 FILES = ("patterns", "antipatterns", "tool-preferences", "edge-cases", "project-quirks")
 CATEGORIES = ("implementation", "testing", "debugging", "specification", "audit")
@@ -186,28 +192,21 @@ def make_floor(base: Path, texts: list[dict[str, str]], extra_pages: int) -> Pat
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = None,
         peak: list[int] | None = None, cpu: list[float] | None = None) -> float:
-    """Run ``cmd`` as a subprocess; its wall time in seconds. ``peak`` gets its peak memory
-    (max RSS in bytes, from ``wait4``: this process's own, or a helper process's it waited
-    for, whichever is larger), ``cpu`` its CPU seconds (user + system, helpers included: on a
-    shared machine, less noisy than wall time)."""
-    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=so, stderr=se)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        so.seek(0)
-        se.seek(0)
-        stdout, stderr = so.read().decode(errors="replace"), se.read().decode(errors="replace")
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{stdout}\n{stderr}")
+    """Run ``python <cmd>`` (``-m module args``) as a subprocess; its wall time in seconds.
+    ``peak`` gets its peak memory in bytes (the process's own ``VmHWM`` at exit: see
+    bench/_measure.py; the chart process a build starts is not counted), ``cpu`` its CPU
+    seconds (user + system, the helper processes it waited for included: on a shared machine,
+    less noisy than wall time)."""
+    got = measure(cmd, cwd=cwd, env=env)
+    if got.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{got.stdout}\n{got.stderr}")
     if out is not None:
-        out.append(stdout)
+        out.append(got.stdout)
     if peak is not None:
-        peak.append(usage.ru_maxrss * 1024)  # Linux reports kilobytes
+        peak.append(got.peak)
     if cpu is not None:
-        cpu.append(usage.ru_utime + usage.ru_stime)
-    return elapsed
+        cpu.append(got.cpu)
+    return got.wall
 
 
 def search_locations(site: Path) -> set[str]:
@@ -225,8 +224,8 @@ def main() -> None:
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="bench-site-"))
-    toolkit = [sys.executable, "-m", "toolkit"]
-    mkdocs = [sys.executable, "-m", "mkdocs"]
+    toolkit = ["-m", "toolkit"]
+    mkdocs = ["-m", "mkdocs"]
     try:
         root, env, texts = make_world(base, args.entries)
         print(f"world: {args.entries} entries ({args.entries // 2} ledger, "
@@ -305,6 +304,12 @@ def main() -> None:
               f"{statistics.median(full_peaks) / 2**20:.0f} MB (medians); full / floor per rep "
               + ", ".join(f"{r:.2f}" for r in mem)
               + f"; median {statistics.median(mem):.2f} (target < 1.5)")
+        index = site / "search" / "search_index.json"
+        floor_index = floor / "site" / "search" / "search_index.json"
+        print(f"search index: {index.stat().st_size / 1e6:.1f} MB, "
+              f"{len(json.loads(index.read_bytes())['docs'])} entries (target < 10 MB at "
+              f"15,000 pages); the floor's, of the same text: "
+              f"{floor_index.stat().st_size / 1e6:.1f} MB")
         if args.full_only:
             return
         incr = min(incr_times)

@@ -91,7 +91,8 @@ def test_a_request_for_another_host_is_caught_and_goes_nowhere(browser: Any) -> 
 
 
 def _rare_pattern_word(site: Path) -> tuple[str, str]:
-    """A word from one ledger entry's Pattern that no other search entry contains."""
+    """A word from one ledger entry's Pattern (on its page) that no other search entry
+    contains. (An entry page is one search entry: its sections are not entries of their own.)"""
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     docs = index["docs"]
 
@@ -103,10 +104,14 @@ def _rare_pattern_word(site: Path) -> tuple[str, str]:
         for w in words(d["title"] + " " + d["text"]):
             counts[w] = counts.get(w, 0) + 1
     for d in docs:
-        if d["location"].startswith("ledger/") and d["location"].endswith("#pattern"):
-            for w in sorted(words(d["text"])):
-                if counts[w] == 1:
-                    return w, d["location"].split("#")[0]
+        location = d["location"]
+        if location.startswith("ledger/") and location.count("/") == 3:
+            html = (site / location / "index.html").read_text(encoding="utf-8")
+            after = html.partition('<h2 id="pattern">')[2].partition("</h2>")[2]
+            pattern = after.partition("<h2 ")[0]
+            for w in sorted(words(pattern)):
+                if counts.get(w) == 1:
+                    return w, location
     raise AssertionError("no rare word in any pattern")
 
 

@@ -408,3 +408,30 @@ def test_hostile_markdown_images_are_links_not_fetched(hostile_site: tuple[World
     assert not [a for t, a in tags if t == "img" and "tracker" in str(a)]
     links = [dict(a).get("href") for t, a in tags if t == "a"]
     assert "https://tracker.example/p.gif" in links and "http://tracker.example/b.png" in links
+
+
+def test_plain_text_is_rendered_as_markdown_it_renders_it() -> None:
+    """Plain sentences skip the parser (toolkit.mdrender._PLAIN): for every text the shortcut
+    takes, the HTML is markdown-it's, byte for byte (seeded random texts of the characters
+    the shortcut allows, and of those that open a block at a line's start)."""
+    import random
+
+    from toolkit import mdrender
+
+    rng = random.Random(16)
+    alphabet = "aZ09 ,.;:'\"?()/%$@=+-\n"
+    taken = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        source = mdrender.visible(text)
+        if mdrender._PLAIN.fullmatch(source):
+            taken += 1
+            assert mdrender.render(text) == mdrender._markdown_it(source, {}), text
+    assert taken > 500
+    # an entry's usual sentences, a quote, two lines
+    for text in ('Run "make test" before (and after) the change; 3/4 passed.', "One.\nTwo."):
+        assert mdrender._PLAIN.fullmatch(text)
+        assert mdrender.render(text) == mdrender._markdown_it(text, {})
+    # emphasis, a list, a heading: parsed
+    for text in ("a *b*", "- a", "# a", "a\n=", "1. a", "a  \nb"):
+        assert not mdrender._PLAIN.fullmatch(text), text

@@ -12,7 +12,7 @@ import pytest
 
 from tests._site_helpers import World
 from toolkit import site_hooks
-from toolkit.site import POST_TOKEN, TABLE_TOKEN
+from toolkit.site import FIELDS_TOKEN, POST_TOKEN, ROWS_TOKEN, TABLE_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +37,15 @@ def test_no_search_entry_holds_a_placeholder(index: list[dict[str, str]]) -> Non
 
 def test_table_cells_and_field_lists_are_indexed_with_boundaries(
         index: list[dict[str, str]]) -> None:
-    # a slop entry's field list: labels and values, each its own word
+    # a slop entry's field list: its values, each its own word
     slop = _page_text(index, "slop/4b7e2c91/")
-    for word in ("retained_compatibility", "task_01HZX3K9Q2", "Field Value"):
+    for word in ("retained_compatibility", "task_01HZX3K9Q2"):
         assert word in slop, word
     assert "crates/api/src/handlers/legacy_auth.rs:88" in slop  # a file name
     # a ledger entry's field list (category, its file)
     entry = _page_text(index,
                        "ledger/patterns/run-the-migration-dry-run-before-applying-schema-changes/")
-    assert "implementation" in entry and ".smith/vault/ledger/patterns.md:9" in entry
+    assert "implementation" in entry and "patterns.md" in entry
     # a table of tasks: header cells apart, and a task that is only a table cell
     dispatches = _page_text(index, "audit/dispatches/")
     assert "Cap webhook retries at 5 attempts" in dispatches
@@ -53,7 +53,41 @@ def test_table_cells_and_field_lists_are_indexed_with_boundaries(
         "cells run together"
 
 
-_PAGE = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
+def test_an_entry_page_is_one_search_entry_without_the_site_s_repeated_words(
+        formats_site: tuple[World, Path], index: list[dict[str, str]]) -> None:
+    """An entry page is indexed once (its sections are no entries of their own, so its
+    location, title and tags are not repeated per section), without the words every entry
+    page repeats (the field list's header and labels, a table's column names, the Source
+    line that names the file and id its fields hold); every word of its text is still there.
+    The page itself keeps its headings (with their anchors), labels and Source line."""
+    _world, site = formats_site
+    url = "slop/4b7e2c91/"
+    entries = [d for d in index if d["location"].split("#")[0] == url]
+    assert [d["location"] for d in entries] == [url]
+    [entry] = entries
+    assert entry["tags"] and "retained_compatibility" in entry["text"]
+    for boilerplate in ("Field Value", "Bucket", "Severity", "Source:", "Description"):
+        assert boilerplate not in entry["text"], boilerplate
+    html = (site / url / "index.html").read_text(encoding="utf-8")
+    assert '<h2 id="description">' in html and "data-tkhead" not in html
+    assert "<th>Field</th> <th>Value</th>" in html and "<td>Bucket</td>" in html
+    assert "<p>Source: " in html
+    # every word of the page's article but the site's own is in its entry
+    article = html.partition("<article")[2].partition(">")[2].partition("</article>")[0]
+    for ours in (r"<thead>.*?</thead>", r"<tr><td>[^<]*</td>", r"<h[1-6].*?</h[1-6]>",
+                 r"<p>Source: [^<]*</p>"):
+        article = re.sub(ours, " ", article, flags=re.DOTALL)
+
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"[a-z0-9_]{4,}", re.sub(r"<[^>]+>", " ", text).lower()))
+
+    assert words(article) <= words(entry["title"] + " " + entry["text"]), \
+        words(article) - words(entry["title"] + " " + entry["text"])
+    # the sections of a long page (the handoff report) stay entries of their own
+    assert sum(d["location"].startswith("handoff/#") for d in index) >= 2
+
+
+_PAGE = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"), meta={})
 
 
 def _through_hooks(tables: dict[str, str], html: str) -> tuple[str, str]:
@@ -92,3 +126,69 @@ def test_the_search_plugin_reads_a_table_as_its_text_and_the_page_gets_the_table
     text, final = _through_hooks({digest: table}, f"<p>{TABLE_TOKEN.format(digest)}</p>")
     assert "Task Approach fix &lt;b&gt; retrybudget" in text and "tktable" not in text
     assert final == f"<html>{table}</html>"
+
+
+def test_the_index_reads_a_site_table_without_its_header_and_a_field_list_without_labels(
+        ) -> None:
+    """A table of the site's (``table()``): its cells, not its column names; a field list
+    (``fields()``): its values, not its header or labels; agent Markdown keeps every word of
+    a table it holds (``TABLE_TOKEN``). Each page still gets its table whole."""
+    rows, fields, block = "abcdef0123456789abc1", "abcdef0123456789abc2", "abcdef0123456789abc3"
+    table = ("<table>\n<thead>\n<tr><th>Task</th> <th>Approach</th></tr>\n</thead>\n<tbody>"
+             "\n<tr><td>fixit</td> <td>retrybudget</td></tr>\n</tbody>\n</table>")
+    field_list = ("<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n</thead>\n"
+                  "<tbody>\n<tr><td>Bucket</td> <td>naming_drift</td></tr>\n"
+                  "<tr><td>Owner</td> <td><a href=\"x/\">omar</a></td></tr>\n</tbody>\n</table>")
+    html = (f"<p>{ROWS_TOKEN.format(rows)}</p>\n<p>{FIELDS_TOKEN.format(fields)}</p>\n"
+            f"<p>{TABLE_TOKEN.format(block)}</p>")
+    text, final = _through_hooks({rows: table, fields: field_list, block: table}, html)
+    assert re.sub(r"</?p>", " ", text).split() == ["fixit", "retrybudget", "naming_drift", "omar",
+                            "Task", "Approach", "fixit", "retrybudget"]
+    assert final == f"<html>{table}\n{field_list}\n{table}</html>"
+
+
+def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> None:
+    """``search_one_entry: true``: the search plugin sees no heading below the title (so no
+    section of its own), nor the headings' words; the page gets its headings back."""
+    from material.plugins.search.plugin import Parser
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="e.md"), meta={"search_one_entry": True})
+    html = ('<p>Intro.</p>\n<h2 id="context">Context<a class="headerlink" href="#context" '
+            'title="Permanent link">&para;</a></h2>\n<p>Some context.</p>\n'
+            '<h2 id="pattern">Pattern</h2>\n<p>A pattern.</p>')
+    for_search = site_hooks.on_page_content(html, page=page, config=None, files=None)
+    parser = Parser()
+    parser.feed(for_search)
+    assert len(parser.data) == 1
+    assert " ".join("".join(parser.data[0].text).split()) == \
+        "<p>Intro.</p> <p>Some context.</p> <p>A pattern.</p>"
+    assert site_hooks.on_post_page(for_search, page=page, config=None) == html
+    # a page without the flag keeps a section per heading
+    plain = SimpleNamespace(file=SimpleNamespace(src_uri="p.md"), meta={})
+    parser = Parser()
+    parser.feed(site_hooks.on_page_content(html, page=plain, config=None, files=None))
+    assert len(parser.data) == 3
+
+
+def test_a_table_whose_column_names_are_data_keeps_them_searchable() -> None:
+    """``table(x)`` leaves its column names (the site's) out of the index; ``table(x,
+    columns=True)`` (a check's rows, named by its query) keeps them; ``fields(x)`` leaves its
+    labels out, ``fields(x, labels=True)`` (a slop entry's other fields) keeps them."""
+    from toolkit.pages import Field, Table
+    from toolkit.site import _Renderer
+
+    renderer = _Renderer()
+    page = SimpleNamespace(path="checks.md")
+    tbl = Table(["agent_type", "short_id"], [["Explore", "ab12"]])
+    fields = [Field("flavour", "sour")]
+    out = {}
+    for name, call in (("rows", "table(t)"), ("columns", "table(t, columns=True)"),
+                       ("fields", "fields(f)"), ("labels", "fields(f, labels=True)")):
+        markdown = renderer.env.from_string("{{ " + call + " }}").render(
+            page=page, _r=renderer, t=tbl, f=fields)
+        text, _final = _through_hooks(renderer.tables, f"<p>{markdown}</p>")
+        out[name] = text
+    assert "agent_type" not in out["rows"] and "Explore ab12" in out["rows"]
+    assert "agent_type short_id Explore ab12" in out["columns"]
+    assert "flavour" not in out["fields"] and "sour" in out["fields"]
+    assert "flavour sour" in out["labels"]

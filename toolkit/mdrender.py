@@ -142,18 +142,36 @@ def _scrub_token(token: Token, scrub: Scrub, md: MarkdownIt) -> None:
 _TAG = re.compile(r"<[^>]*>")
 
 
+# Plain words: lines that start with a letter, end with no space and hold no character
+# markdown-it gives a meaning to (no emphasis, code, link, entity, table or escape) in a
+# paragraph of its own. markdown-it makes of such a text one paragraph, its line breaks kept
+# (breaks: true) and only ``"`` escaped: :func:`render` writes that without parsing it (most
+# entry text is plain sentences).
+_PLAIN_LINE = r"[A-Za-z](?:[A-Za-z0-9 ,.;:'\"?()/%$@=+-]*[A-Za-z0-9,.;:'\"?()/%$@=+-])?"
+_PLAIN = re.compile(rf"{_PLAIN_LINE}(?:\n{_PLAIN_LINE})*")
+
+
+def _markdown_it(source: str, env: dict[str, Any]) -> str | None:
+    """markdown-it's HTML of ``source``; None when it reaches the nesting limit."""
+    md = _parser()
+    tokens = md.parse(source, env)
+    if any(t.level >= md.options["maxNesting"] - 1 for t in tokens):
+        return None
+    return md.renderer.render(tokens, md.options, env).strip("\n")
+
+
 def render(text: str, *, scrub: Scrub | None = None) -> str:
     """One agent-written Markdown text as safe HTML (see the module docstring). With
     ``scrub``, if the rendered text still holds something ``scrub`` would change (a secret
     split by markup, ``ghp_**abc**def``), that text is shown scrubbed, literally, instead."""
     source = visible(text.replace("\r\n", "\n").replace("\r", "\n"))
     env: dict[str, Any] = {"tk_scrub": scrub} if scrub is not None else {}
-    md = _parser()
-    tokens = md.parse(source, env)
-    if any(t.level >= md.options["maxNesting"] - 1 for t in tokens):
+    if scrub is None and _PLAIN.fullmatch(source):
+        return "<p>" + source.replace('"', "&quot;").replace("\n", "<br />\n") + "</p>"
+    out = _markdown_it(source, env)
+    if out is None:
         # at its nesting limit markdown-it drops the rest of the text: show all of it
         return literal(scrub(source) if scrub is not None else source)
-    out = md.renderer.render(tokens, md.options, env).strip("\n")
     if scrub is not None:
         shown = html.unescape(_TAG.sub("", out))
         if scrub(shown) != shown:

@@ -51,6 +51,9 @@ class Page:
     title: str
     nav: tuple[str, ...] | None = None
     search: bool = True  # False: left out of the search index (long listings)
+    # False: one search entry for the whole page, not one per section (short pages of one
+    # thing, such as an entry: a result links to the page, whose sections fit in a screen)
+    search_sections: ClassVar[bool] = True
     tags: tuple[str, ...] = ()
     intro: str = ""  # one line under the title (trusted text written by us)
     wide: bool = False  # wide tables: the table of contents sidebar is hidden

@@ -231,6 +231,7 @@ class GroupIndexPage(Page):
 @dataclass(kw_only=True)
 class LedgerEntryPage(Page):
     template: ClassVar[str] = "ledger_entry.md.j2"
+    search_sections: ClassVar[bool] = False
     entry_id: str
     fields: list[Field]
     problems: list[str]
@@ -256,6 +257,7 @@ class SlopOverviewPage(Page):
 @dataclass(kw_only=True)
 class SlopEntryPage(Page):
     template: ClassVar[str] = "slop_entry.md.j2"
+    search_sections: ClassVar[bool] = False
     slop_id: str
     fields: list[Field]
     sources: list[Cell]  # a URL (shown as a link) or text
@@ -310,6 +312,7 @@ class ApproachesPage(Page):
 @dataclass(kw_only=True)
 class TaskPage(Page):
     template: ClassVar[str] = "audit_task.md.j2"
+    search_sections: ClassVar[bool] = False
     task: str
     fields: list[Field]
     dispatches: Table

@@ -100,6 +100,8 @@ JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_template
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
+# front matter of a page indexed for search as one entry (toolkit/site_hooks.py)
+ONE_SEARCH_ENTRY = "search_one_entry"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
 # bytes of table and code HTML on one page: past it, a table shows its first rows and a note
@@ -239,7 +241,7 @@ class _Renderer:
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
             "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
-            "headlines": _headlines,
+            "headlines": _headlines, "unsearched": _unsearched,
             # also a global: macros imported without context (_partials/) render |block
             "_r": self,
         })
@@ -358,7 +360,14 @@ def _url_cell(ctx: Any, value: Any) -> Markup:
 # text, cells apart ("Task Approach", not "TaskApproach"); a table left out of search leaves
 # neither its text nor its placeholder in the index. Both are put in place after the search
 # plugin read the page (see toolkit/site_hooks.py).
-TABLE_TOKEN = "&#35;tktable-{}"  # searchable
+#
+# What the search plugin reads of a searchable table is its text, but not the words the site
+# repeats on every page of a kind: a table's header row (its column names) and a field list's
+# labels, unless a template says they are data (``table(..., columns=True)``,
+# ``fields(..., labels=True)``).
+TABLE_TOKEN = "&#35;tktable-{}"  # searchable: all its text (agent Markdown, verbatim text)
+ROWS_TOKEN = "&#35;tkrows-{}"  # searchable: its cells, not its header row
+FIELDS_TOKEN = "&#35;tkfields-{}"  # searchable: its values, not its header or labels
 POST_TOKEN = "&#35;tkpost-{}"  # not searchable
 
 
@@ -392,22 +401,27 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
     return _html_text(value)
 
 
-def _emit_table(ctx: Any, body: str, search: bool) -> Markup:
+def _emit_table(ctx: Any, body: str, search: bool | str) -> Markup:
+    """The placeholder of ``body``; ``search``: False, True or the token of what the search
+    index reads of it (``ROWS_TOKEN``, ``FIELDS_TOKEN``)."""
     digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
     ctx["_r"].tables[digest] = body
     ctx["_r"].budget -= len(body.encode("utf-8"))
-    return Markup((TABLE_TOKEN if search else POST_TOKEN).format(digest))
+    token = search if isinstance(search, str) else TABLE_TOKEN if search else POST_TOKEN
+    return Markup(token.format(digest))
 
 
 @_pass_context
-def _table(ctx: Any, tbl: Any, search: bool = True) -> Markup:
+def _table(ctx: Any, tbl: Any, search: bool = True, columns: bool = False) -> Markup:
     """A table (or the table's ``empty`` line when it has no rows); ``search=False``: its
-    text stays out of the search index. Past the page's budget (``MAX_PAGE_TABLES``, shared
+    text stays out of the search index; ``columns``: its column names are data (a check's
+    query's), searchable too. Past the page's budget (``MAX_PAGE_TABLES``, shared
     with the page's field lists and code blocks, which are always whole) it shows its first
     rows and a note linking to the data downloads."""
     if not tbl.rows:
         return Markup("*" + md_escape(tbl.empty) + "*")
-    return _emit_table(ctx, _table_html(ctx, tbl), search)
+    return _emit_table(ctx, _table_html(ctx, tbl),
+                       (TABLE_TOKEN if columns else ROWS_TOKEN) if search else False)
 
 
 def _table_html(ctx: Any, tbl: Any) -> str:
@@ -454,13 +468,15 @@ def _block(ctx: Any, value: Any) -> Markup:
 
 
 @_pass_context
-def _fields(ctx: Any, fields: list[Any], search: bool = True) -> Markup:
+def _fields(ctx: Any, fields: list[Any], search: bool = True, labels: bool = False) -> Markup:
+    """A field list (a Field/Value table); ``labels``: its labels are data (searchable)."""
     src = _from(ctx)
     targets = ctx["_r"].targets
     rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td> "
                    f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
     return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n"
-                            f"</thead>\n<tbody>{rows}\n</tbody>\n</table>", search)
+                            f"</thead>\n<tbody>{rows}\n</tbody>\n</table>",
+                       (ROWS_TOKEN if labels else FIELDS_TOKEN) if search else False)
 
 
 @_pass_context
@@ -520,6 +536,14 @@ def _headlines(ctx: Any, headlines: Sequence[Any]) -> Markup:
 
 
 @_pass_context
+def _unsearched(ctx: Any, text: str, *values: Any) -> Markup:
+    """A paragraph kept out of the search index: ``text`` (ours) with each ``{}`` filled by a
+    value, escaped (provenance lines that repeat what the page's fields already hold)."""
+    body = html.escape(text, quote=False).format(*(_html_text(v) for v in values))
+    return _emit_table(ctx, f"<p>{body}</p>", search=False)
+
+
+@_pass_context
 def _pre(ctx: Any, text: str, search: bool = True) -> Markup:
     """Preformatted text (a notebook's printed output), verbatim, cut to ``MAX_BLOCK``
     characters."""
@@ -535,6 +559,8 @@ def _front_matter(page: Page) -> Markup:
         lines.append("tags: " + json.dumps(tags))
     if not page.search:
         lines.append("search:\n  exclude: true")
+    elif not page.search_sections:
+        lines.append(f"{ONE_SEARCH_ENTRY}: true")
     if page.wide:
         lines.append("hide:\n  - toc")
     lines.append("---")
@@ -546,7 +572,7 @@ def render_page(renderer: _Renderer, page: Page) -> bytes:
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 
-_ANY_TOKEN = re.compile(r"&#35;tk(?:table|post)-([0-9a-f]{20})")
+_ANY_TOKEN = re.compile(r"&#35;tk(?:table|rows|fields|post)-([0-9a-f]{20})")
 
 
 def render_page_text(page: Page) -> str:
@@ -1412,7 +1438,17 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             env.bytecode_cache = _bytecode_cache(config_file.parent / JINJA_CACHE)
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
+            site_theme.cache_partials(env)
             return env
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.markdown = site_theme.MarkdownOnce()
+
+        def on_pre_page(self, page: Any, *, config: Any, files: Any) -> Any:
+            if site_theme.ENABLED:
+                page.render = self.markdown.bind(page)
+            return page
 
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
             run.rebuilt.add(page.file.src_uri)
@@ -1504,11 +1540,38 @@ class _SearchIndex:
 
     @classmethod
     def parse(cls, data: bytes) -> _SearchIndex:
-        index = json.loads(data)
+        """The index's pieces. Its entries are decoded one at a time (the index as the search
+        plugin writes it, without spaces: holding all of them as objects at once would make the
+        end of a large build its peak of memory); any other form of JSON is read whole."""
+        text = data.decode("utf-8")
+        decoder = json.JSONDecoder()
+        head, docs = '{"config":', ',"docs":['
+        try:
+            if not text.startswith(head):
+                raise ValueError("not compact")
+            config, at = decoder.raw_decode(text, len(head))
+            if not text.startswith(docs, at):
+                raise ValueError("not compact")
+            at += len(docs)
+            entries: Iterator[Any] = iter(())
+            if not text.startswith("]}", at):
+                entries = _each_entry(decoder, text, at)
+            return cls._grouped(data, config, entries)
+        except ValueError:
+            index = json.loads(text)
+            return cls._grouped(data, index["config"], iter(index["docs"]))
+
+    @classmethod
+    def _grouped(cls, data: bytes, config: Any, entries: Iterator[Any]) -> _SearchIndex:
         grouped: dict[str, list[bytes]] = {}
-        for e in index["docs"]:
-            grouped.setdefault(e["location"].split("#", 1)[0], []).append(_dump(e))
-        return cls(data, config=_dump(index["config"]),
+        for e in entries:
+            group = grouped.setdefault(e["location"].split("#", 1)[0], [])
+            if group:
+                # the search plugin gives each section its page's tags again; the page's
+                # entry has them, and the browser shows a section under its page
+                e.pop("tags", None)
+            group.append(_dump(e))
+        return cls(data, config=_dump(config),
                    pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
 
     def piece(self, url: str) -> tuple[bytes, int] | None:
@@ -1543,6 +1606,20 @@ class _SearchIndex:
         _write_if_changed(map_path, json.dumps(
             {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
         return sum(n for _, _, n in pages.values())
+
+
+def _each_entry(decoder: json.JSONDecoder, text: str, at: int) -> Iterator[Any]:
+    """The entries of a compact JSON array from ``text[at:]`` (after its ``[``) to its end,
+    ``]}``; ValueError when the text is not that."""
+    while True:
+        entry, at = decoder.raw_decode(text, at)
+        yield entry
+        if text.startswith(",", at):
+            at += 1
+        elif text.startswith("]}", at) and at + 2 == len(text):
+            return
+        else:
+            raise ValueError("not compact")
 
 
 # =========================================================================== serving

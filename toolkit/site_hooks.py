@@ -24,7 +24,11 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-_TOKEN = re.compile(r"<p>&#35;tktable-([0-9a-f]{20})</p>")  # searchable
+# searchable: all its text (tktable), its cells without the header row (tkrows), a field list's
+# values (tkfields)
+_TOKEN = re.compile(r"<p>&#35;tk(table|rows|fields)-([0-9a-f]{20})</p>")
+_THEAD = re.compile(r"<thead>.*?</thead>", re.DOTALL)
+_LABEL = re.compile(r"<tr><td>[^<]*</td>")  # a field list's label cell (toolkit.site._fields)
 _POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # not searchable
 # what the search plugin reads in their place: the table's text, or (not searchable) the
 # placeholder in an element the plugin skips (it keeps the attribute: it only strips
@@ -43,6 +47,7 @@ def on_config(config: Any) -> Any:
     global _folder
     _folder = Path(config.config_file_path).parent / "tables"
     _tables.clear()
+    _held.clear()
     return config
 
 
@@ -86,20 +91,56 @@ def _table(digest: str, page: Any) -> str:
 
 
 def _text(m: re.Match[str], page: Any) -> str:
-    """A searchable table as one paragraph of its text (still escaped), cells apart."""
-    text = " ".join(_TAG.sub(" ", _table(m.group(1), page)).split())
-    return f'<p data-tktable="{m.group(1)}">{text}</p>'
+    """A searchable table as one paragraph of its text (still escaped), cells apart: without
+    its header row (tkrows) and a field list's labels (tkfields), which are the site's words
+    on every page of a kind."""
+    kind, digest = m.group(1), m.group(2)
+    body = _table(digest, page)
+    if kind != "table":
+        body = _THEAD.sub("", body, count=1)
+        if kind == "fields":
+            body = _LABEL.sub("<tr>", body)
+    text = " ".join(_TAG.sub(" ", body).split())
+    return f'<p data-tktable="{digest}">{text}</p>'
+
+
+# A page whose front matter says ``search_one_entry: true`` (toolkit.site.ONE_SEARCH_ENTRY) is
+# one search entry: before the search plugin reads the page, each heading below its title is
+# set aside (a heading with an id starts a section of the index) and an empty element the plugin
+# skips holds its place; the page gets its headings back after.
+_HEADING = re.compile(r'<h([2-6]) id="[^"]*">.*?</h\1>', re.DOTALL)
+_HELD = re.compile(r'<h[2-6] data-search-exclude data-tkhead="(\d+)"></h[2-6]>')
+_held: dict[str, list[str]] = {}  # a page's set-aside headings, by its source path
+
+
+def _set_aside(html: str, page: Any) -> str:
+    held: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        held.append(m.group(0))
+        return f'<h{m.group(1)} data-search-exclude data-tkhead="{len(held) - 1}"></h{m.group(1)}>'
+
+    html = _HEADING.sub(hold, html)
+    if held:
+        _held[page.file.src_uri] = held
+    return html
 
 
 def on_page_content(html: str, *, page: Any, config: Any, files: Any) -> str:
+    # headings first: a table's text is put in place below, and none of it is ours
+    if page.meta.get("search_one_entry") is True:
+        html = _set_aside(html, page)
     if "&#35;tkpost-" in html:
         html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)
-    if "&#35;tktable-" in html:
+    if "&#35;tk" in html:
         html = _TOKEN.sub(lambda m: _text(m, page), html)
     return html
 
 
 def on_post_page(output: str, *, page: Any, config: Any) -> str:
+    held = _held.pop(page.file.src_uri, None)
+    if held is not None:  # before the tables are put in place: only our markup is there yet
+        output = _HELD.sub(lambda m: held[int(m.group(1))], output)
     if "data-tktable=" not in output and "&#35;tkpost-" not in output:
         return output
     return _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)

@@ -10,7 +10,17 @@ the same nav HTML: it is rendered for the first of them and reused for the other
 Every other page (nav pages, the 404 page, pages above a nav page) is rendered as the theme
 renders it.
 
-:func:`cache_nav` installs this on the theme's Jinja environment (``on_env``).
+Some partials print the same bytes on every page: they read nothing but the site's config
+(``config``, ``features``, the translations ``lang``), use no ``url`` filter (which makes a
+link relative to the page) and include only icons. Such a partial (of :data:`PAGE_FREE`, each
+checked against that rule when the build starts) is rendered for the first page and reused.
+
+Python-Markdown: MkDocs makes a new converter, with every extension, for each page. Here one
+converter per build converts every page: it is reset between pages (as Python-Markdown resets
+it between documents) and given that page's MkDocs processors, as MkDocs gives a new one.
+
+:func:`cache_nav` and :func:`cache_partials` install this on the theme's Jinja environment
+(``on_env``), :func:`render_markdown` on each page (``on_pre_page``).
 """
 
 from __future__ import annotations
@@ -19,9 +29,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
-ENABLED = True  # False: every nav rendered by the theme (tests compare both)
-# the last build's count of nav HTML rendered and reused (tests, benchmarks)
-counts: dict[str, int] = {"rendered": 0, "reused": 0}
+ENABLED = True  # False: the theme and MkDocs do all of it for every page (tests compare both)
+# the last build's count of nav HTML rendered and reused, page-free partials reused and pages
+# converted by the build's one Markdown converter (tests, benchmarks)
+counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "markdown": 0}
+# partials that may print the same bytes on every page (each checked: see the module docstring)
+PAGE_FREE = ("partials/search.html", "partials/palette.html", "partials/top.html",
+             "partials/source.html", "partials/copyright.html",
+             "partials/javascripts/content.html")
+_SITE_WIDE = frozenset({"config", "features", "lang"})
 
 
 def cache_nav(env: Any, nav: Any) -> None:
@@ -42,7 +58,7 @@ def cache_nav(env: Any, nav: Any) -> None:
                    for i, ch in enumerate(u) if ch == "/"}
     render: Callable[[Any], Iterator[str]] = template.root_render_func
     rendered: dict[str, str] = {}
-    counts.update(rendered=0, reused=0)
+    counts.update(rendered=0, reused=0, partials=0)
 
     def key(page: Any) -> str | None:
         """The folder whose off-nav pages share ``page``'s nav HTML, or None."""
@@ -70,6 +86,100 @@ def cache_nav(env: Any, nav: Any) -> None:
         yield html
 
     template.root_render_func = root
+
+
+def cache_partials(env: Any) -> None:
+    """Render each partial of :data:`PAGE_FREE` that prints the same bytes on every page once
+    in this build's environment ``env``; the others as the theme does."""
+    if not ENABLED:
+        return
+    for name in PAGE_FREE:
+        template = _page_free(env, name)
+        if template is not None:
+            template.root_render_func = _once(template.root_render_func)
+
+
+def _page_free(env: Any, name: str) -> Any:
+    """The template ``name`` when it reads only the site's config (see the module
+    docstring), else None."""
+    import jinja2
+    from jinja2 import meta, nodes
+
+    try:
+        source = env.loader.get_source(env, name)[0]
+        tree = env.parse(source)
+    except (jinja2.TemplateError, OSError):
+        return None
+    if not meta.find_undeclared_variables(tree) <= _SITE_WIDE:
+        return None
+    if any(f.name == "url" for f in tree.find_all(nodes.Filter)):
+        return None
+    for inc in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+        target = inc.template
+        while isinstance(target, nodes.Concat) and target.nodes:
+            target = target.nodes[0]
+        while isinstance(target, nodes.Add):
+            target = target.left
+        if not (isinstance(inc, nodes.Include) and isinstance(target, nodes.Const)
+                and str(target.value).startswith(".icons/")):
+            return None
+    return env.get_template(name)
+
+
+def _once(render: Callable[[Any], Iterator[str]]) -> Callable[[Any], Iterator[str]]:
+    html: list[str] = []
+
+    def root(context: Any) -> Iterator[str]:
+        if html:
+            counts["partials"] += 1
+        else:
+            html.append("".join(render(context)))
+        yield html[0]
+
+    return root
+
+
+class MarkdownOnce:
+    """One Python-Markdown converter for a build's pages (see the module docstring):
+    ``page.render = MarkdownOnce(...).bind(page)`` before MkDocs renders the page."""
+
+    def __init__(self) -> None:
+        self.md: Any = None
+        counts["markdown"] = 0
+
+    def bind(self, page: Any) -> Callable[[Any, Any], None]:
+        return lambda config, files: self.render(page, config, files)
+
+    def render(self, page: Any, config: Any, files: Any) -> None:
+        """What MkDocs' ``Page.render`` does, with this build's converter."""
+        import logging
+
+        import markdown
+        from mkdocs.structure import pages as mk
+
+        if page.markdown is None:
+            raise RuntimeError("`markdown` field hasn't been set (via `read_source`)")
+        md = self.md
+        if md is None:
+            md = self.md = markdown.Markdown(extensions=config["markdown_extensions"],
+                                             extension_configs=config["mdx_configs"] or {})
+        else:
+            md.reset()
+        raw_html = mk._RawHTMLPreprocessor()
+        raw_html._register(md)
+        anchors = mk._ExtractAnchorsTreeprocessor(page.file, files, config)
+        anchors._register(md)
+        relative = mk._RelativePathTreeprocessor(page.file, files, config)
+        relative._register(md)
+        title = mk._ExtractTitleTreeprocessor()
+        title._register(md)
+        page.content = md.convert(page.markdown)
+        page.toc = mk.get_toc(getattr(md, "toc_tokens", []))
+        page._title_from_render = title.title
+        page.present_anchor_ids = anchors.present_anchor_ids | raw_html.present_anchor_ids
+        if mk.log.getEffectiveLevel() > logging.DEBUG:
+            page.links_to_anchors = relative.links_to_anchors
+        counts["markdown"] += 1
 
 
 def _urls(items: Any) -> Iterator[Any]:

@@ -1,0 +1,83 @@
+"""One process's own CPU time and peak memory, for the benchmarks.
+
+:func:`measure` runs ``python -m MODULE ARGS`` or ``python -c CODE ARGS`` in a child process
+through :data:`RUNNER`, which reads at the child's exit its own peak memory (``VmHWM`` in
+``/proc/self/status``) and CPU time (user + system, with the helper processes it waited for)
+and writes them to a file. Why not ``wait4``'s ``ru_maxrss``: Linux carries a process's
+``ru_maxrss`` over ``fork``/``vfork`` and ``exec``, so a child started from a large parent (the
+benchmark, holding its generated world) reports the parent's high-water mark if it stays below
+it, and ``RUSAGE_CHILDREN`` keeps the largest of all children ever waited for. ``VmHWM``
+belongs to the address space the child's ``exec`` made, and starts afresh.
+
+Not counted in the peak: helper processes the child starts (their own ``ru_maxrss`` has the same
+flaw); their CPU time is counted once the child has waited for them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# argv: the result file, then "-m MODULE ARGS..." or "-c CODE ARGS...". The report is written at
+# exit by atexit, registered before the command runs, so it runs last: after the command's own
+# exit handlers (which may end and wait for its helper processes).
+RUNNER = """
+import atexit, resource, runpy, sys
+out = sys.argv.pop(1)
+def report():
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open("/proc/self/status") as fh:
+        hwm = [line.split()[1] for line in fh if line.startswith("VmHWM:")][0]
+    with open(out, "w") as fh:
+        fh.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime} {hwm}")
+atexit.register(report)
+mode, what = sys.argv[1], sys.argv[2]
+sys.argv = [what if mode == "-m" else "-c", *sys.argv[3:]]
+if mode == "-m":
+    runpy.run_module(what, run_name="__main__", alter_sys=True)
+else:
+    exec(compile(what, "<bench>", "exec"), {"__name__": "__main__"})
+"""
+
+
+@dataclass
+class Measured:
+    """One run: wall seconds, CPU seconds (its own, its helpers'), peak memory in bytes."""
+
+    wall: float
+    cpu_self: float
+    cpu_helpers: float
+    peak: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def cpu(self) -> float:
+        return self.cpu_self + self.cpu_helpers
+
+
+def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+            ) -> Measured:
+    """Run ``python <argv>`` (``argv`` starts with ``-m MODULE`` or ``-c CODE``) and measure it."""
+    if len(argv) < 2 or argv[0] not in ("-m", "-c"):
+        raise ValueError("argv must start with -m MODULE or -c CODE")
+    with tempfile.NamedTemporaryFile(prefix="bench-measure-", suffix=".txt") as fh, \
+            tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        t0 = time.perf_counter()
+        code = subprocess.run([sys.executable, "-c", RUNNER, fh.name, *argv], cwd=cwd, env=env,
+                              stdout=so, stderr=se, check=False).returncode
+        wall = time.perf_counter() - t0
+        so.seek(0)
+        se.seek(0)
+        stdout, stderr = so.read().decode(errors="replace"), se.read().decode(errors="replace")
+        fields = Path(fh.name).read_text().split()
+    if len(fields) != 3:  # the child died before its exit handlers ran
+        return Measured(wall, 0.0, 0.0, 0, code or 1, stdout, stderr)
+    return Measured(wall, float(fields[0]), float(fields[1]), int(fields[2]) * 1024, code,
+                    stdout, stderr)

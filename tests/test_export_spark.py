@@ -83,8 +83,11 @@ def spark() -> Iterator[Any]:
     """One local Spark session for the module. Its JVM compiles with the client compiler only
     (-XX:TieredStopAtLevel=1: these reads are too short for the optimising compiler to pay
     off, and it would cost about as much CPU again as the reads), collects garbage in one
-    thread (a small heap, one task at a time) and keeps no perf-data file. stop() leaves the
-    JVM running until this Python process ends (a whole xdist worker), so it is ended here."""
+    thread (a small heap, one task at a time) and keeps no perf-data file. Adaptive query
+    execution is off: it plans each query again between its stages, which costs more than
+    these tiny queries run for (about a tenth of the JVM's CPU for the reads), and it changes
+    no answer. stop() leaves the JVM running until this Python process ends (a whole xdist
+    worker), so it is ended here."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -94,6 +97,7 @@ def spark() -> Iterator[Any]:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")
+               .config("spark.sql.adaptive.enabled", "false")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .getOrCreate())

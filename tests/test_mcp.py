@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests._audit_helpers import _no_injected_now, rows  # noqa: F401 - autouse fixture
+from tests.conftest import make_project
 
 NAGI_TOOLS = {"ledger_log_action", "ledger_log_dispatch", "ledger_log_verdict",
               "ledger_task_status", "ledger_session_report", "ledger_stats",
@@ -218,37 +221,25 @@ def test_mcp_readers_honour_an_injected_now(project, tmp_path):
 NAGI_SCHEMAS = Path(__file__).parent / "fixtures" / "mcp" / "nagi_ledger_tools.json"
 
 
-def test_tools_nagi_serves_exactly_nagi_ledgers_tools_and_schemas(project, tmp_path):
-    """`--tools nagi` is a drop-in for nagi-ledger's server: its ten tools and nothing else,
-    with the input schemas and annotations nagi-ledger's own server lists (recorded from it
-    in tests/fixtures/mcp/nagi_ledger_tools.json)."""
-    import json
-
-    expected = json.loads(NAGI_SCHEMAS.read_text(encoding="utf-8"))
-
-    async def script(raw, s: Session) -> Any:
-        tools = (await raw.list_tools()).tools
-        return {t.name: {"inputSchema": t.input_schema,
-                         "annotations": t.annotations.model_dump(by_alias=True,
-                                                                 exclude_none=True)}
-                for t in tools}
-
-    listed = run_session(project.root, _env(project), tmp_path / "server.log", script,
-                         "--tools", "nagi")
-    assert set(listed) == NAGI_TOOLS
-    assert listed == expected
-    assert listed["ledger_search"]["inputSchema"]["properties"]["since_days"]["anyOf"] == [
-        {"type": "number"}, {"type": "null"}]
-
-
-def test_nagi_ledgers_smoke_checks_pass_against_tools_nagi(project, tmp_path):
-    """The checks of nagi-ledger's tests/smoke_stdio.py, over real stdio, on a new DB."""
+@pytest.fixture(scope="module")
+def nagi_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """One `--tools nagi` server on a new DB, started once for the two tests that read what
+    it said: the tools it lists (with their schemas and annotations), then the checks of
+    nagi-ledger's tests/smoke_stdio.py over real stdio. (what it said, the DB it wrote)"""
+    base = tmp_path_factory.mktemp("nagi")
+    project = make_project(base / "acme-api", base / "home")
     env = _env(project)
-    db = tmp_path / "smoke" / "smoke_ledger.db"
+    db = base / "smoke" / "smoke_ledger.db"
     env["NAGI_LEDGER_DB"] = str(db)
 
     async def script(raw, s: Session) -> dict[str, Any]:
-        out: dict[str, Any] = {"names": {t.name for t in (await raw.list_tools()).tools}}
+        tools = (await raw.list_tools()).tools
+        out: dict[str, Any] = {
+            "names": {t.name for t in tools},
+            "listed": {t.name: {"inputSchema": t.input_schema,
+                                "annotations": t.annotations.model_dump(by_alias=True,
+                                                                        exclude_none=True)}
+                       for t in tools}}
 
         async def call(name: str, **args: Any) -> Any:
             return await raw.call_tool(name, args)
@@ -270,7 +261,27 @@ def test_nagi_ledgers_smoke_checks_pass_against_tools_nagi(project, tmp_path):
         out["half_day"] = await call("ledger_search", query="smoke", since_days=0.5)
         return out
 
-    out = run_session(project.root, env, tmp_path / "server.log", script, "--tools", "nagi")
+    out = run_session(project.root, env, base / "server.log", script, "--tools", "nagi")
+    return out, db
+
+
+def test_tools_nagi_serves_exactly_nagi_ledgers_tools_and_schemas(nagi_session):
+    """`--tools nagi` is a drop-in for nagi-ledger's server: its ten tools and nothing else,
+    with the input schemas and annotations nagi-ledger's own server lists (recorded from it
+    in tests/fixtures/mcp/nagi_ledger_tools.json)."""
+    import json
+
+    expected = json.loads(NAGI_SCHEMAS.read_text(encoding="utf-8"))
+    listed = nagi_session[0]["listed"]
+    assert set(listed) == NAGI_TOOLS
+    assert listed == expected
+    assert listed["ledger_search"]["inputSchema"]["properties"]["since_days"]["anyOf"] == [
+        {"type": "number"}, {"type": "null"}]
+
+
+def test_nagi_ledgers_smoke_checks_pass_against_tools_nagi(nagi_session):
+    """The checks of nagi-ledger's tests/smoke_stdio.py, over real stdio, on a new DB."""
+    out, db = nagi_session
     assert out["names"] == NAGI_TOOLS  # no tool the smoke test does not know
     for key in ("action", "dispatch", "status", "approach", "check", "search", "similar",
                 "half_day"):

@@ -94,69 +94,72 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     by_table: dict[str, dict[str, str]] = {}
     for table, column, kind in columns:
         by_table.setdefault(table, {})[column] = kind
+    text = [(table, column) for table, cols in by_table.items()
+            for column, kind in cols.items() if kind in _TEXT_TYPES]
     cache = _scan_cache(project)
     seen: dict[str, tuple[str, ...]] = {}  # what this run met: the cache kept for the next
+    found = _column_families(project, text, cache, seen)
     out: list[tuple[Any, ...]] = []
-    for table, cols in by_table.items():
-        text_cols = [c for c, k in cols.items() if k in _TEXT_TYPES]
-        if not text_cols:
+    for table, column in text:
+        families = found.get((table, column))
+        if not families:
             continue
+        cols = by_table[table]
         if "path" in cols and "line" in cols:
             place = "coalesce(path, '') || ':' || coalesce(CAST(line AS VARCHAR), '')"
         elif cols.get("id") in ("BIGINT", "INTEGER"):
             place = "'id ' || CAST(id AS VARCHAR)"
         else:
             place = "'row ' || CAST(rowid + 1 AS VARCHAR)"
-        for column, families in _table_families(project, table, text_cols, cache,
-                                                seen).items():
-            value = f'CAST("{column}" AS VARCHAR)'
-            rows = project.sql(f'SELECT {place}, sha256({value}) FROM "{table}" '
-                               f"WHERE list_contains($found, sha256({value})) ORDER BY rowid",
-                               {"found": list(families)}).fetchall()
-            out += [(table, _place(where), column, family)
-                    for where, key in rows for family in families[key]]
+        value = f'CAST("{column}" AS VARCHAR)'
+        rows = project.sql(f'SELECT {place}, sha256({value}) FROM "{table}" '
+                           f"WHERE list_contains($found, sha256({value})) ORDER BY rowid",
+                           {"found": list(families)}).fetchall()
+        out += [(table, _place(where), column, family)
+                for where, key in rows for family in families[key]]
     if seen != cache:
         _save_scan_cache(project, seen)
     return ["table", "place", "column", "family"], out
 
 
-def _table_families(project: Project, table: str, columns: list[str],
-                    cache: dict[str, tuple[str, ...]], seen: dict[str, tuple[str, ...]]
-                    ) -> dict[str, dict[str, tuple[str, ...]]]:
-    """For each of ``columns`` (text columns of one table) holding a secret, in their order:
-    the SHA-256 of each distinct value holding one -> its families. One query reads the
-    SHA-256 of every column's distinct values; values the cache knows are not read, and one
-    more query reads the others, which are scanned (:func:`_scan`) and added to ``seen`` with
-    the known ones."""
-    values = [f'CAST("{column}" AS VARCHAR)' for column in columns]
+def _column_families(project: Project, columns: list[tuple[str, str]],
+                     cache: dict[str, tuple[str, ...]], seen: dict[str, tuple[str, ...]]
+                     ) -> dict[tuple[str, str], dict[str, tuple[str, ...]]]:
+    """For each of ``columns`` ((table, text column) pairs) holding a secret: the SHA-256 of
+    each distinct value holding one -> its families. One query reads the SHA-256 of every
+    column's distinct values (a query per table costs more than the reading); values the
+    cache knows are not read, and one more query reads the others, which are scanned
+    (:func:`_scan`) and added to ``seen`` with the known ones."""
+    if not columns:
+        return {}
 
-    def each_column(select: str, where: str = "") -> str:
-        return " UNION ALL ".join(
-            f'SELECT DISTINCT {i}, {select.format(v=v)} FROM "{table}" '
-            f'WHERE "{column}" IS NOT NULL{where.format(v=v)}'
-            for i, (column, v) in enumerate(zip(columns, values, strict=True)))
-
+    # every column's values in one query: a query per table costs more than its reading
+    values = " UNION ALL ".join(
+        f'SELECT {i} AS i, CAST("{column}" AS VARCHAR) AS v FROM "{table}" '
+        f'WHERE "{column}" IS NOT NULL' for i, (table, column) in enumerate(columns))
     keys: dict[int, list[str]] = {}
-    for i, key in project.sql(each_column("sha256({v})")).fetchall():
+    for i, key in project.sql(f"SELECT DISTINCT i, sha256(v) FROM ({values})").fetchall():
         keys.setdefault(i, []).append(key)
     todo = sorted({k for ks in keys.values() for k in ks if k not in cache})
     for ks in keys.values():
         seen.update((k, cache[k]) for k in ks if k in cache)
     if todo:
+        # a join with the keys, not list_contains: DuckDB runs out of memory filtering a
+        # hundred branches by a list
         rows = project.sql(
-            each_column("sha256({v}), {v}", " AND list_contains($todo, sha256({v}))"),
-            {"todo": todo}).fetchall()
-        distinct = list({k: v for _, k, v in rows}.items())  # a value met in two columns once
+            f"SELECT DISTINCT k, v FROM (SELECT sha256(v) AS k, v FROM ({values})) "
+            "SEMI JOIN (SELECT unnest($todo) AS k) USING (k)", {"todo": todo}).fetchall()
+        distinct = list(dict(rows).items())  # a value met in two columns: once
         found: dict[int, list[str]] = {}
         for index, family in _scan([v for _, v in distinct]):  # each distinct value once
             found.setdefault(index, []).append(family)
         for i, (k, _) in enumerate(distinct):
             seen[k] = tuple(found.get(i, ()))
-    out: dict[str, dict[str, tuple[str, ...]]] = {}
-    for i, column in enumerate(columns):
+    out: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+    for i, pair in enumerate(columns):
         families = {k: seen[k] for k in keys.get(i, []) if seen.get(k)}
         if families:
-            out[column] = families
+            out[pair] = families
     return out
 
 

@@ -6,7 +6,9 @@ is AWS's own documentation example.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 
@@ -362,3 +364,85 @@ def test_fold_leaves_hex_digests_alone() -> None:
     digest = "acca0123456789abcdef"  # 20 hex characters that happen to start like an AWS id
     assert redact(f"table {digest} done", home=HOME, fold=True) == f"table {digest} done"
     assert find_secrets(f"id {digest}", home=HOME, fold=True) == []
+
+
+# --------------------------------------------------------------------------- FAULTS.md H3
+# Secrets spelled with HTML character references or Markdown backslash escapes: a Markdown or
+# HTML viewer shows the real token, so the span that decodes to it is redacted.
+GHP_BODY = GHP[len("ghp_"):]
+SPELLED: list[tuple[str, str]] = [
+    (f"found ghp&#95;{GHP_BODY} in the log", GHP_BODY),
+    (f"found ghp\\_{GHP_BODY} in the log", GHP_BODY),
+    (f"ghp&#x5f;{GHP_BODY} and ghp&#X5F;{GHP_BODY}", GHP_BODY),
+    (f"ghp&lowbar;{GHP_BODY}", GHP_BODY),
+    (f"&#103;&#x68;p_{GHP_BODY}", GHP_BODY),  # letters spelled as entities
+    (f"gh&#112;&UnderBar;{GHP_BODY}", GHP_BODY),
+    (f"ghp&amp;#95;{GHP_BODY}", GHP_BODY),  # spelled twice
+    (f"&#65;{AKIA[1:]} is the key id", AKIA[1:]),
+    (SK_OPENAI.replace("-", "&#45;"), SK_OPENAI[len("sk-proj-"):]),
+    (XOXB.replace("-", "\\-"), XOXB[len("xoxb-"):]),
+    (JWT.replace(".", "\\."), JWT[-20:]),
+    ("password: &quot;s3cr3t-Value9&quot;", "s3cr3t-Value9"),
+    ("postgres://admin:S3cretPw9&#64;db.internal:5432/app", "S3cretPw9"),
+    (f"the secret is {GHO[:3]}\\_{GHO[4:]}, rotate it", GHO[4:]),
+]
+# The same inside JSON strings (a JSON document, a ledger value written by a program).
+SPELLED_JSON: list[tuple[str, str]] = [
+    (json.dumps({"note": f"use ghp\\_{GHP_BODY}", "n": 1}), GHP_BODY),
+    (json.dumps({"note": f"use ghp&#95;{GHP_BODY}", "n": 1}), GHP_BODY),
+    (json.dumps({"note": f"use ghp&lowbar;{GHP_BODY}", "n": 1}), GHP_BODY),
+]
+SPELLED_DECOYS: list[str] = [
+    "AT&amp;T and Tom &amp; Jerry",
+    "https://example.com/search?q=token&amp;page=2&amp;sort=asc",
+    "the ghp&#95; prefix marks classic GitHub tokens",
+    "use `\\*` to glob and \\_private\\_ for a literal underscore",
+    "password: &lt;your-password&gt;",
+    "a &amp;&amp; b || c &#x3b; d &unknown; e &#99999999;",
+    json.dumps({"url": "https://example.com/?a=1&amp;b=2", "dir": "C:\\temp\\build"}),
+]
+
+
+def _shown(text: str) -> str:
+    """What a Markdown or HTML viewer shows, decoded twice (a text inside a JSON string)."""
+    for _ in range(2):
+        text = html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text))
+    return text
+
+
+@pytest.mark.parametrize(("text", "secret"), SPELLED + SPELLED_JSON,
+                         ids=[f"h3-{i}" for i in range(len(SPELLED + SPELLED_JSON))])
+def test_h3_entity_and_escape_spelled_secrets_are_redacted(text: str, secret: str) -> None:
+    assert secret in _shown(text)  # the viewer shows the secret
+    for fold in (False, True):
+        out = redact(text, home=HOME, fold=fold)
+        assert secret not in _shown(out) and MARKER in out
+        assert find_secrets(text, home=HOME, fold=fold), "the final scan must see it too"
+        assert find_secrets(out, home=HOME, fold=fold) == []
+        assert redact(out, home=HOME, fold=fold) == out
+
+
+def test_h3_only_the_spelled_span_is_replaced() -> None:
+    text = f"x ghp&#95;{GHP_BODY} y"
+    assert redact(text) == "x [REDACTED] y"
+    [finding] = find_secrets(text, home=HOME)
+    assert (finding.kind, text[finding.start:finding.end]) == \
+        ("github_token", f"ghp&#95;{GHP_BODY}")
+    assert redact("password: &quot;s3cr3t-Value9&quot;") == "password: &quot;[REDACTED]&quot;"
+    assert redact("postgres://admin:S3cretPw9&#64;db:5432") == "postgres://[REDACTED]&#64;db:5432"
+    for text, _secret in SPELLED_JSON:  # JSON stays JSON
+        assert json.loads(redact(text)) == {"note": "use [REDACTED]", "n": 1}
+
+
+@pytest.mark.parametrize("text", SPELLED_DECOYS,
+                         ids=[f"h3-decoy{i}" for i in range(len(SPELLED_DECOYS))])
+def test_h3_decoys_with_entities_and_escapes_pass_unchanged(text: str) -> None:
+    assert redact(text, home=HOME) == text
+    assert find_secrets(text, home=HOME) == []
+
+
+def test_h3_html_escaped_decoys_pass_unchanged() -> None:
+    """Every decoy with its ``&``, ``<``, ``"`` written as entities is still left alone."""
+    for decoy in DECOYS + H2_DECOYS:
+        escaped = html.escape(decoy)
+        assert redact(escaped, home=HOME) == escaped, decoy

@@ -27,8 +27,16 @@ SESSION_SECRET = "mysql -u root -pS3cure!pw9x app"
 PROSE_SECRET = "the password is hunter2hunter2"
 
 
+# GitHub tokens spelled as a viewer decodes them (FAULTS.md H3): an HTML character reference
+# and a Markdown backslash escape. Any spelling of the token holds its 36-character body.
+ENTITY_BODY = "Hq3Wz8Kp2Lm5Nb7Vc1Xd4Fg6Jt9Ry0Ua2Se8"
+ESCAPE_BODY = "Tm4Pq9Zx2Cv7Bn1Kl5Hj8Gf3Ds6Aw0Er2Yu7"
+SPELLED = f"ghp&#95;{ENTITY_BODY} and ghp\\_{ESCAPE_BODY}"
+
+
 def _secrets() -> list[str]:
-    return [_secret_part(s) for s in STANDARD] + ["S3cure!pw9x", "hunter2hunter2"]
+    return [_secret_part(s) for s in STANDARD] + ["S3cure!pw9x", "hunter2hunter2",
+                                                  ENTITY_BODY, ESCAPE_BODY]
 
 
 def _plant(world: World) -> None:
@@ -40,6 +48,9 @@ def _plant(world: World) -> None:
                  f"**Category:** sec {STANDARD[7 + i]}\n**Confidence:** high\n"
                  "**Source reflections:** 1\n\n"
                  f"**Context:** {PROSE_SECRET}\n\n**Pattern:** use {STANDARD[14 + i % 6]}\n")
+    text += ("\n---\n\n**Title:** Spelled tokens\n**Date:** 2026-05-03\n**Category:** sec\n"
+             "**Confidence:** high\n**Source reflections:** 1\n\n"
+             f"**Context:** the agent wrote {SPELLED}\n\n**Pattern:** rotate them\n")
     patterns.write_text(text, encoding="utf-8")
     session = next((vault / "sessions").glob("*.md"))
     session.write_text(session.read_text(encoding="utf-8") + (
@@ -52,7 +63,8 @@ def _plant(world: World) -> None:
             "id": f"5ec{i:05d}-0000-4000-8000-000000000000", "bucket": "stale_docs",
             "severity": "high", "confidence": "high", "owner": f"bot {STANDARD[-1 - i]}",
             "source_links": [f"https://ci.example.com/?token={secret}", "src/x.py:1"],
-            "title": f"Leaked {secret}", "description": f"found {secret}\n{PROSE_SECRET}",
+            "title": f"Leaked {secret}",
+            "description": f"found {secret}\n{PROSE_SECRET}\n{SPELLED}",
             "status": "open", "cleanup_recommendation": f"rotate {secret}",
             "created_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-01T00:00:00+00:00",
             "task_id": f"Rotate {secret}"})
@@ -150,6 +162,30 @@ def test_redacted_site_holds_no_secret_in_any_file(redacted: tuple[Config, Build
     assert "Rotate [REDACTED] now" in {r["task"] for r in rows}
     assert (result.out / "audit" / "tasks" / "rotate-redacted-now" / "index.html").is_file()
     assert (result.out / ".toolkit-site").read_text(encoding="utf-8").endswith("Redacted: yes\n")
+
+
+def test_spelled_tokens_leave_no_file_of_the_redacted_site(
+        plain: BuildResult, redacted: tuple[Config, BuildResult]) -> None:
+    """FAULTS.md H3: a slop description and a ledger entry hold ``ghp&#95;…`` and
+    ``ghp\\_…``, which a viewer shows as the tokens. The plain site's downloads keep those
+    spellings; the redacted site has neither spelling, nor the plain token, in any file
+    (pages, search index, data downloads)."""
+    spelled = [f"ghp&#95;{ENTITY_BODY}", f"ghp\\_{ESCAPE_BODY}"]
+    plain_json = (plain.out / "data" / "slop_entries.json").read_text(encoding="utf-8")
+    descriptions = [e["description"] for e in json.loads(plain_json)]
+    assert all(any(s in d for d in descriptions) for s in spelled)
+    assert f"ghp&#95;{ENTITY_BODY}" in (plain.out / "data" / "slop_entries.csv").read_text("utf-8")
+
+    _cfg, result = redacted
+    assert _leaks(result.out) == []  # any spelling holds the body: none is left anywhere
+    for path in sorted(p for p in result.out.rglob("*") if p.is_file()):
+        raw = path.read_bytes().decode("utf-8", "replace")
+        for token in ("ghp_" + ENTITY_BODY, "ghp_" + ESCAPE_BODY, *spelled):
+            assert token not in raw, (path.name, token)
+    entries = json.loads((result.out / "data" / "slop_entries.json").read_text("utf-8"))
+    assert any("[REDACTED] and [REDACTED]" in e["description"] for e in entries)
+    rows = list(csv.DictReader((result.out / "data" / "ledger_entries.csv").open(encoding="utf-8")))
+    assert any("the agent wrote [REDACTED] and [REDACTED]" in r["context"] for r in rows)
 
 
 def test_redact_setting_in_toolkit_yaml(redacted: tuple[Config, BuildResult]) -> None:

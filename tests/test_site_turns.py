@@ -169,6 +169,28 @@ def test_a_redacted_site_redacts_the_diffs(turns: Turns, tmp_path: Path) -> None
     assert _secret_part(SECRET) not in page and "[REDACTED]" in _diff_shown(page)
 
 
+def test_a_redacted_diff_cached_by_another_redactor_is_not_reused(
+        turns: Turns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redacted diff is cached as its build's redactor made it: after the redactor changes
+    (a new toolkit finds more, FAULTS.md H3), the diff is redacted again, not taken from the
+    cache where the older redactor left the secret."""
+    import shutil
+
+    out = tmp_path / "site"
+    for name in ("", ".build"):
+        shutil.copytree(turns.site.with_name(turns.site.name + name), out.with_name("site" + name),
+                        symlinks=True)
+    _build(turns.root, turns.home, redact=True, out=out)
+    cache = out.with_name("site.build") / "diff-cache"
+    for diff in cache.glob("*.diff"):  # what an older redactor that missed the secret kept
+        text = diff.read_text(encoding="utf-8")
+        diff.write_text(text.replace("[REDACTED]", SECRET), encoding="utf-8")
+    monkeypatch.setattr(turn_diffs, "code_version", lambda *modules: "a newer redactor")
+    redacted = _build(turns.root, turns.home, redact=True, out=out)
+    page = (redacted / "snapshots" / "turns" / "turn-4" / "index.html").read_text("utf-8")
+    assert _secret_part(SECRET) not in page and "[REDACTED]" in _diff_shown(page)
+
+
 def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(
         tmp_path: Path, isolated_env: Path) -> None:
     import shutil

@@ -21,9 +21,9 @@ The rules, each enforced here whatever the text holds:
 - Headings become bold paragraphs: the page's outline and table of contents are ours.
 - Invisible and control characters are shown as ``<U+XXXX>`` (``toolkit.display.visible``).
 - ``scrub`` (a redacted build passes ``toolkit.redact``'s redactor) runs again on the parsed
-  text, code and link targets, after entities and backslash escapes are decoded: a secret
-  spelled ``ghp\\_…`` or ``ghp&#95;…`` in the source, which the redaction of the raw text
-  cannot see, is redacted in what the reader gets.
+  text, code and link targets, after entities and backslash escapes are decoded. The redactor
+  already replaces a secret spelled ``ghp\\_…`` or ``ghp&#95;…`` in the source; this second
+  pass is for what only the parser puts together (a link target, a secret split by markup).
 
 Rendering is linear in the text's length (markdown-it's delimiter and nesting limits); the
 caller cuts the text first (``toolkit.site.MAX_BLOCK``). A text nested as deep as

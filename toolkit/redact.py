@@ -51,15 +51,30 @@ What is redacted
   and ``C:\\Users\\<user>\\…`` become ``~/…`` (``~\\…``), because a handoff report should not
   carry user names. ``/root``, ``/srv/home/x`` and relative paths are left alone.
 
+Spelled secrets
+---------------
+Agent Markdown may spell a secret the way a viewer decodes it: ``ghp&#95;…``, ``ghp&#x5f;…``,
+``ghp&lowbar;…``, letters as ``&#103;``, or ``ghp\\_…`` (a CommonMark backslash escape). Any
+Markdown or HTML viewer shows the real token, so a text holding ``&`` or ``\\`` is also read
+decoded (character references as ``html.unescape`` reads them, backslash escapes of ASCII
+punctuation; twice, for such text inside a JSON string or ``&amp;#95;``), and the span of the
+original text that decodes to a secret is replaced: ``x ghp&#95;… y`` becomes
+``x [REDACTED] y``, ``password: &quot;pw&quot;`` becomes ``password: &quot;[REDACTED]&quot;``.
+Text with neither character is read once, as before. Every output that redacts (site pages,
+downloads and search index of a redacted build, handoff, publish, exports) gets this here.
+
 What is never touched (the decoys the tests hold): UUIDs, 40-hex commit SHAs, 64-hex SHA-256
 digests, ordinary words (author, authority, tokenizer, tokens, password as a bare word), file
 paths outside home directories, URLs without credentials (``ssh://git@github.com``), e-mail
-addresses, model names (``deepseek-v4-pro``), ``sk-learn``.
+addresses, model names (``deepseek-v4-pro``), ``sk-learn``, ``&amp;`` and escapes that spell no
+secret (``AT&amp;T``, ``?a=1&amp;b=2``, ``\\*``).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import html
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -392,8 +407,89 @@ def _merge(hits: list[_Hit]) -> list[_Hit]:
     return out
 
 
+# How a Markdown or HTML viewer spells a character: a character reference as
+# ``html.unescape`` reads it (``&#95;``, ``&#x5f;``, ``&lowbar;``, ``&amp`` without ``;``) or a
+# CommonMark backslash escape of ASCII punctuation (``\_``).
+_SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
+                      r"|\\[!-/:-@\[-`{-~]")
+# Layers decoded: one for Markdown/HTML, one more for such text inside a JSON string
+# (``ghp\\_…``) or entities spelled twice (``&amp;#95;``).
+_DECODE_LAYERS = 2
+
+
+class _Decoded:
+    """A text with its references and escapes decoded (``text``), and where in the text it
+    was decoded from (``source``: the original, or another ``_Decoded``) each character
+    came from. Memory is one entry per decoded reference, not per character."""
+
+    __slots__ = ("_at", "_pieces", "_source", "text")
+
+    def __init__(self, text: str, pieces: list[tuple[int, int, int, int]],
+                 source: _Decoded | None) -> None:
+        self.text = text
+        self._pieces = pieces  # (start here, start in source, length here, length there)
+        self._at = [p[0] for p in pieces]
+        self._source = source
+
+    def origin(self, i: int) -> tuple[int, int]:
+        """The span of the original text that character ``i`` of ``text`` was decoded from."""
+        k = bisect.bisect_right(self._at, i) - 1
+        if k < 0:
+            start, end = i, i + 1
+        else:
+            here, there, n_here, n_there = self._pieces[k]
+            if i < here + n_here:  # inside a decoded reference: all of it
+                start, end = there, there + n_there
+            else:
+                start = i - here - n_here + there + n_there
+                end = start + 1
+        if self._source is None:
+            return start, end
+        return self._source.origin(start)[0], self._source.origin(end - 1)[1]
+
+
+def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
+    """``text`` with its references and escapes decoded; None if nothing decodes."""
+    parts: list[str] = []
+    pieces: list[tuple[int, int, int, int]] = []
+    pos = here = 0
+    for m in _SPELLED.finditer(text):
+        piece = m.group()
+        out = piece[1] if piece[0] == "\\" else html.unescape(piece)
+        if out == piece:
+            continue
+        parts.append(text[pos:m.start()])
+        here += m.start() - pos
+        pieces.append((here, m.start(), len(out), len(piece)))
+        parts.append(out)
+        here += len(out)
+        pos = m.end()
+    if not pieces:
+        return None
+    parts.append(text[pos:])
+    return _Decoded("".join(parts), pieces, source)
+
+
+def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
+    """Secrets that show once ``text``'s references and escapes are decoded, each as the span
+    of ``text`` that decodes to it (a viewer shows ``ghp&#95;…`` as the token)."""
+    layer: _Decoded | None = None
+    for _ in range(_DECODE_LAYERS):
+        decoded = _decode(text if layer is None else layer.text, layer)
+        if decoded is None:
+            return
+        layer = decoded
+        for h in _detect(layer.text, home, fold):
+            if h.end > h.start:
+                start, end = layer.origin(h.start)[0], layer.origin(h.end - 1)[1]
+                yield _Hit(h.kind, start, end, h.replacement)
+
+
 def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
-    return _merge(list(_detect(text, home, fold)))
+    hits = list(_detect(text, home, fold))
+    if "&" in text or "\\" in text:  # plain text (most) costs nothing more
+        hits += _decoded_hits(text, home, fold)
+    return _merge(hits)
 
 
 def find_secrets(text: str, *, home: str | None = None, fold: bool = False) -> list[Finding]:
@@ -437,7 +533,6 @@ def scan_variants(text: str) -> list[str]:
     """The copies of outgoing text a final scan looks at: as written, with percent-escapes
     decoded (a URL), with HTML entities decoded, each also case-folded. A secret that became
     part of a link or was lowercased is still seen."""
-    import html
     from urllib.parse import unquote
 
     out = [text]

@@ -5,8 +5,8 @@ A turn is found by its snapshots' SHAs (the store's, which redaction leaves alon
 longer than ``MAX_LINES`` lines or ``MAX_BYTES`` bytes as the page shows it (escaped) is cut
 at a line boundary with a note naming the command that prints it whole. With ``--redact`` the
 diff goes through ``toolkit.redact`` like every other text of the site. Diffs are cached in the
-build folder by their two commits (a snapshot commit never changes), so a rebuild runs git only
-for new turns.
+build folder by their two commits (a snapshot commit never changes) and, redacted, by the
+redactor's code, so a rebuild runs git only for new turns.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.display import visible
+from toolkit.parsecache import code_version
 from toolkit.reports import TurnPage
 from toolkit.snapshot_ops import turn_patch, turn_start
 from toolkit.sources import snapshots as snap
@@ -46,6 +47,9 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
     by_sha = {s.sha: s for s in snaps}
     turn_of = {s.sha: t for t in snap.group_turns(snaps) for s in t.snapshots}
     used: set[str] = set()
+    # a redacted diff is cached as the redactor of its build made it: a new redactor (one
+    # that finds more) must not reuse it
+    variant = f"{redact}|{code_version('toolkit.redact')}" if redact else "False"
     for p in todo:
         last = p.turn.shas[-1] if p.turn.shas else ""
         turn = turn_of.get(last)
@@ -58,7 +62,7 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
             continue
         start, _, _ = turn_start(turn, by_sha)
         end = turn.snapshots[-1]
-        name = hashlib.sha1(f"{redact}|{start.sha if start else ''}|{end.sha}".encode()
+        name = hashlib.sha1(f"{variant}|{start.sha if start else ''}|{end.sha}".encode()
                             ).hexdigest() + ".diff"
         used.add(name)
         cached = cache / name

@@ -44,7 +44,7 @@ def _search(p: Any, word: str) -> Any:
         box.click()  # focus opens the search dialog; fill() alone does not on every page
         box.press("Control+a")
         box.press("Backspace")
-        p.keyboard.type(word, delay=20)
+        p.keyboard.type(word)
         try:
             items.first.wait_for(timeout=2_500)
             return items
@@ -226,8 +226,10 @@ def _words_by_place(site: Path) -> dict[str, set[tuple[str, str]]]:
     for html_file in sorted(site.rglob("index.html")):
         if html_file.parent.name in ("search", "assets"):
             continue
-        parser = _TableWords()
-        parser.feed(html_file.read_text(encoding="utf-8"))
+        html = html_file.read_text(encoding="utf-8")
+        start, end = html.find("<article"), html.rfind("</article>")
+        parser = _TableWords()  # it reads only the article: the rest (the nav) is skipped
+        parser.feed(html[start:end + len("</article>")] if 0 <= start < end else html)
         url = html_file.parent.relative_to(site).as_posix()
         for kind, words in parser.words.items():
             for w in words:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests._browser_helpers import Served, Watch, check, need_chromium, watched
+from tests._browser_helpers import Served, Watch, need_chromium
 
 pytestmark = pytest.mark.browser
 need_chromium()
@@ -111,26 +111,23 @@ def test_the_demos_antipattern_is_to_avoid_not_to_follow(
 
 @pytest.mark.parametrize("scheme", ["dark", "light"])
 def test_the_palette_follows_the_system_setting_and_toggles(
-        demo_no_search: Served, browser: Any, scheme: str) -> None:
-    context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 900})
-    try:
-        p, watch = watched(context)
-        p.goto(demo_no_search.base, wait_until="load")
-        body = p.locator("body")
-        shown = body.get_attribute("data-md-color-scheme")
-        assert shown == ("slate" if scheme == "dark" else "default")
-        background = p.evaluate("getComputedStyle(document.body).backgroundColor")
-        rgb = [int(x) for x in background[background.index("(") + 1:-1].split(",")[:3]]
-        assert (sum(rgb) < 200) == (scheme == "dark"), background
-        # the toggle: system -> light -> dark -> system, whatever the system says
+        demo_no_search: Served, page: tuple[Any, Watch], scheme: str) -> None:
+    p, _ = page
+    p.emulate_media(color_scheme=scheme)  # the system's setting, as the page is told it
+    p.set_viewport_size({"width": 1280, "height": 900})
+    p.goto(demo_no_search.base, wait_until="load")
+    body = p.locator("body")
+    shown = body.get_attribute("data-md-color-scheme")
+    assert shown == ("slate" if scheme == "dark" else "default")
+    background = p.evaluate("getComputedStyle(document.body).backgroundColor")
+    rgb = [int(x) for x in background[background.index("(") + 1:-1].split(",")[:3]]
+    assert (sum(rgb) < 200) == (scheme == "dark"), background
+    # the toggle: system -> light -> dark -> system, whatever the system says
+    toggle = p.locator("form[data-md-component='palette'] label:visible")
+    assert toggle.count() == 1
+    seen = []
+    for _ in range(3):
+        toggle.click()
+        seen.append(body.get_attribute("data-md-color-scheme"))
         toggle = p.locator("form[data-md-component='palette'] label:visible")
-        assert toggle.count() == 1
-        seen = []
-        for _ in range(3):
-            toggle.click()
-            seen.append(body.get_attribute("data-md-color-scheme"))
-            toggle = p.locator("form[data-md-component='palette'] label:visible")
-        assert seen == ["default", "slate", "slate" if scheme == "dark" else "default"]
-    finally:
-        context.close()
-    check(watch)
+    assert seen == ["default", "slate", "slate" if scheme == "dark" else "default"]

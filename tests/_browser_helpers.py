@@ -6,9 +6,10 @@ the test, so do a console error and a dialog).
 
 No request leaves the machine: Chromium sends every request for another host to a proxy at
 127.0.0.1:1, where nothing listens, and resolves no other host name (it goes to 127.0.0.1
-directly). The guard only listens to the requests, so the browser keeps its cache within a
-test, as a reader's does (intercepting every request, as a route does, turns the cache off and
-sends each request through Python first).
+directly). The guard only listens to the requests, so the browser keeps its cache, as a
+reader's does (intercepting every request, as a route does, turns the cache off and sends each
+request through Python first): the ``page`` tests of a module share one browser context, each
+with a page of its own, and no cookie or stored data passes from one test to the next.
 
 Registered as a plugin in tests/conftest.py, so every module uses the same fixture instances
 (importing a module's fixtures into another makes a second instance, and a second build).
@@ -187,21 +188,22 @@ class Watch:
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
 
+    def opened(self, url: Any) -> None:
+        """Record a request or websocket (or its URL): a host but 127.0.0.1 is foreign."""
+        url = getattr(url, "url", url)
+        self.requests.append(url)
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname != "127.0.0.1":
+            self.foreign.append(url)
+
 
 def watched(context: Any) -> tuple[Any, Watch]:
     """A new page of ``context`` and what it does: every request and websocket it opens (a
     host but 127.0.0.1 is foreign), console errors, uncaught errors and dialogs (dismissed)."""
     watch = Watch()
-
-    def opened(url: str) -> None:
-        watch.requests.append(url)
-        parts = urlsplit(url)
-        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname != "127.0.0.1":
-            watch.foreign.append(url)
-
-    context.on("request", lambda r: opened(r.url))
+    context.on("request", watch.opened)
     p = context.new_page()
-    p.on("websocket", lambda ws: opened(ws.url))
+    p.on("websocket", watch.opened)
     p.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
     p.on("pageerror", lambda e: watch.errors.append(str(e)))
 
@@ -220,12 +222,54 @@ def check(watch: Watch) -> None:
     assert watch.dialogs == [], f"dialogs opened: {watch.dialogs}"
 
 
+# Clear what the page stored for its origin that outlives it (local storage: Material keeps
+# the palette there on every page), and tell whether anything else is left: IndexedDB
+# databases (session storage belongs to the page's tab, closed after the test).
+_FORGET = """async () => { localStorage.clear();
+  return localStorage.length + ((await indexedDB.databases?.()) || []).length; }"""
+
+
+def _forget(context: Any, p: Any, watch: Watch) -> bool:
+    """Clear the local storage ``p`` wrote; whether ``context`` still holds something a page
+    stored (a cookie, an IndexedDB, or anything in an origin other than the page's last,
+    which is asked of the context only when the page opened more than one): what one test
+    could otherwise leave for the next."""
+    if context.cookies():
+        return True
+    origins = {urlsplit(u)[:2] for u in watch.requests if urlsplit(u).scheme in ("http", "https")}
+    if p.url.startswith(("http://", "https://")) and origins <= {urlsplit(p.url)[:2]}:
+        try:
+            return bool(p.evaluate(_FORGET))
+        except Exception:  # playwright's Error: the page is gone or stuck; start afresh
+            return True
+    state = context.storage_state(indexed_db=True)
+    return any(o.get("localStorage") or o.get("indexedDB") for o in state["origins"])
+
+
+@pytest.fixture(scope="module")
+def _shared_context(browser: Any) -> Iterator[list[Any]]:
+    """The browser context the module's ``page`` tests share (in a one-item list, so that
+    ``page`` can replace it): like a reader's browser, it keeps the site's scripts and
+    styles in its cache from one page to the next, which a fresh context would load and
+    compile again for each test."""
+    holder = [browser.new_context()]
+    yield holder
+    holder[0].close()
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[tuple[Any, Watch]]:
-    """A fresh browser context and page; after the test, any request that left 127.0.0.1, any
-    console error and any dialog fail it."""
-    context = browser.new_context()
+def page(browser: Any, _shared_context: list[Any]) -> Iterator[tuple[Any, Watch]]:
+    """A fresh page, in a context without cookies or stored data (the module's shared
+    context: its HTTP cache is all a test can inherit, and a context a test stored anything
+    in is replaced after it); after the test, any request that left 127.0.0.1, any console
+    error and any dialog fail it."""
+    context = _shared_context[0]
     p, watch = watched(context)
     yield p, watch
-    context.close()
+    stored = _forget(context, p, watch)
+    p.close()
+    context.remove_listener("request", watch.opened)
+    if stored:
+        context.close()
+        _shared_context[0] = browser.new_context()
     check(watch)

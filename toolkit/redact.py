@@ -54,20 +54,27 @@ What is redacted
 Spelled secrets
 ---------------
 Agent Markdown may spell a secret the way a viewer decodes it: ``ghp&#95;…``, ``ghp&#x5f;…``,
-``ghp&lowbar;…``, letters as ``&#103;``, or ``ghp\\_…`` (a CommonMark backslash escape). Any
-Markdown or HTML viewer shows the real token, so a text holding ``&`` or ``\\`` is also read
-decoded (character references as ``html.unescape`` reads them, backslash escapes of ASCII
-punctuation; twice, for such text inside a JSON string or ``&amp;#95;``), and the span of the
-original text that decodes to a secret is replaced: ``x ghp&#95;… y`` becomes
-``x [REDACTED] y``, ``password: &quot;pw&quot;`` becomes ``password: &quot;[REDACTED]&quot;``.
-Text with neither character is read once, as before. Every output that redacts (site pages,
-downloads and search index of a redacted build, handoff, publish, exports) gets this here.
+``ghp&lowbar;…``, letters as ``&#103;``, or ``ghp\\_…`` (a CommonMark backslash escape); a link,
+a query string or a data download may carry it URL-encoded: ``ghp%5F…``, ``sk%2Dproj…``,
+``password=%70w…``. Any Markdown or HTML viewer, browser or URL decoder shows the real token,
+so a text holding ``&``, ``\\`` or ``%`` followed by two hex digits is also read decoded
+(character references as ``html.unescape`` reads them, backslash escapes of ASCII
+punctuation, percent-escapes as UTF-8 as ``urllib.parse.unquote`` reads them, all three in
+one pass; twice, for such text inside a JSON string, ``&amp;#95;``, ``%255F``, or the two
+mixed: ``&#37;5F``, which an ``href`` turns into ``%5F``, and ``%26%2395%3B``), and the span of
+the original text that decodes to a secret is replaced: ``x ghp&#95;… y`` becomes
+``x [REDACTED] y``, ``?t=ghp%5F…&n=1`` becomes ``?t=[REDACTED]&n=1``, ``password:
+&quot;pw&quot;`` becomes ``password: &quot;[REDACTED]&quot;``. Percent-escaped bytes that are
+not UTF-8 (``%DB_PASSWORD%``, a Windows variable) are left as written. Text with none of these
+is read once, as before. Every output that redacts (site pages, downloads and search index of
+a redacted build, handoff, publish, exports) gets this here, and publish's final scan reads the
+same decoded copies (``scan_variants``).
 
 What is never touched (the decoys the tests hold): UUIDs, 40-hex commit SHAs, 64-hex SHA-256
 digests, ordinary words (author, authority, tokenizer, tokens, password as a bare word), file
 paths outside home directories, URLs without credentials (``ssh://git@github.com``), e-mail
 addresses, model names (``deepseek-v4-pro``), ``sk-learn``, ``&amp;`` and escapes that spell no
-secret (``AT&amp;T``, ``?a=1&amp;b=2``, ``\\*``).
+secret (``AT&amp;T``, ``?a=1&amp;b=2``, ``\\*``, ``100%``, ``a%20b``, ``50%5F…``).
 """
 
 from __future__ import annotations
@@ -79,6 +86,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 MARKER = "[REDACTED]"
 
@@ -407,13 +415,19 @@ def _merge(hits: list[_Hit]) -> list[_Hit]:
     return out
 
 
-# How a Markdown or HTML viewer spells a character: a character reference as
-# ``html.unescape`` reads it (``&#95;``, ``&#x5f;``, ``&lowbar;``, ``&amp`` without ``;``) or a
-# CommonMark backslash escape of ASCII punctuation (``\_``).
+# How a Markdown or HTML viewer or a URL decoder spells a character: a character reference
+# as ``html.unescape`` reads it (``&#95;``, ``&#x5f;``, ``&lowbar;``, ``&amp`` without ``;``),
+# a CommonMark backslash escape of ASCII punctuation (``\_``), or one character
+# percent-encoded as UTF-8 (``%5F``, ``%C3%A9``), as ``urllib.parse.unquote`` reads it.
+_PERCENT_CHAR = (r"%[0-7][0-9a-fA-F]|%[cdCD][0-9a-fA-F]%[89abAB][0-9a-fA-F]"
+                 r"|%[eE][0-9a-fA-F](?:%[89abAB][0-9a-fA-F]){2}"
+                 r"|%[fF][0-7](?:%[89abAB][0-9a-fA-F]){3}")
 _SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
-                      r"|\\[!-/:-@\[-`{-~]")
-# Layers decoded: one for Markdown/HTML, one more for such text inside a JSON string
-# (``ghp\\_…``) or entities spelled twice (``&amp;#95;``).
+                      r"|\\[!-/:-@\[-`{-~]|" + _PERCENT_CHAR)
+# Is there a percent-escape at all (plain text, and ``100%``, skip the decoded reading)?
+_PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
+# Layers decoded: one for Markdown/HTML/URLs, one more for such text inside a JSON string
+# (``ghp\\_…``), spelled twice (``&amp;#95;``, ``%255F``) or mixed (``&#37;5F``, ``%26%2395;``).
 _DECODE_LAYERS = 2
 
 
@@ -455,7 +469,13 @@ def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
     pos = here = 0
     for m in _SPELLED.finditer(text):
         piece = m.group()
-        out = piece[1] if piece[0] == "\\" else html.unescape(piece)
+        first = piece[0]
+        if first == "%":
+            out = unquote(piece)
+            if "\ufffd" in out:  # bytes that are no UTF-8 (an overlong form): left as written
+                continue
+        else:
+            out = piece[1] if first == "\\" else html.unescape(piece)
         if out == piece:
             continue
         parts.append(text[pos:m.start()])
@@ -470,15 +490,20 @@ def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
     return _Decoded("".join(parts), pieces, source)
 
 
+def _layers(text: str) -> Iterator[_Decoded]:
+    """``text`` decoded once, then twice (while anything decodes)."""
+    layer: _Decoded | None = None
+    for _ in range(_DECODE_LAYERS):
+        layer = _decode(text if layer is None else layer.text, layer)
+        if layer is None:
+            return
+        yield layer
+
+
 def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
     """Secrets that show once ``text``'s references and escapes are decoded, each as the span
     of ``text`` that decodes to it (a viewer shows ``ghp&#95;…`` as the token)."""
-    layer: _Decoded | None = None
-    for _ in range(_DECODE_LAYERS):
-        decoded = _decode(text if layer is None else layer.text, layer)
-        if decoded is None:
-            return
-        layer = decoded
+    for layer in _layers(text):
         for h in _detect(layer.text, home, fold):
             if h.end > h.start:
                 start, end = layer.origin(h.start)[0], layer.origin(h.end - 1)[1]
@@ -487,7 +512,8 @@ def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
 
 def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
     hits = list(_detect(text, home, fold))
-    if "&" in text or "\\" in text:  # plain text (most) costs nothing more
+    if "&" in text or "\\" in text or ("%" in text and _PERCENT.search(text)):
+        # plain text (most) costs nothing more
         hits += _decoded_hits(text, home, fold)
     return _merge(hits)
 
@@ -530,16 +556,11 @@ def _apply(text: str, hits: list[_Hit]) -> str:
 
 
 def scan_variants(text: str) -> list[str]:
-    """The copies of outgoing text a final scan looks at: as written, with percent-escapes
-    decoded (a URL), with HTML entities decoded, each also case-folded. A secret that became
-    part of a link or was lowercased is still seen."""
-    from urllib.parse import unquote
-
-    out = [text]
-    for variant in (unquote(text), html.unescape(text), html.unescape(unquote(text))):
-        if variant not in out:
-            out.append(variant)
-    return out
+    """The copies of outgoing text a final scan looks at: as written, then with its
+    percent-escapes, character references and backslash escapes decoded, once and twice (the
+    decoding ``find_secrets`` reads, "Spelled secrets"). A caller case-folds each copy too, so
+    a secret that became part of a link or was lowercased is still seen."""
+    return [text] + [layer.text for layer in _layers(text)]
 
 
 def find_secrets_anywhere(text: str, *, home: str | None = None) -> list[Finding]:

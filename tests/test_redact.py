@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from urllib.parse import quote, unquote
 
 import pytest
 
@@ -446,3 +447,87 @@ def test_h3_html_escaped_decoys_pass_unchanged() -> None:
     for decoy in DECOYS + H2_DECOYS:
         escaped = html.escape(decoy)
         assert redact(escaped, home=HOME) == escaped, decoy
+
+
+# --------------------------------------------------------------------------- FAULTS.md H3
+# The same secrets percent-encoded, as in a link, a query string or a data download: a browser
+# or URL decoder shows the real token, so the span that decodes to it is redacted.
+PERCENT: list[tuple[str, str]] = [
+    (f"see https://ci.example.com/cb?code=7&access=ghp%5F{GHP_BODY}&page=2", GHP_BODY),
+    (f"ghp%5f{GHP_BODY}", GHP_BODY),  # lowercase hex
+    ("".join(f"%{b:02X}" for b in GHP.encode()), GHP_BODY),  # every character encoded
+    (f"gh%70_{GHP_BODY} and ghp_%52{GHP_BODY[1:]}", GHP_BODY[1:]),  # partly encoded
+    (SK_OPENAI.replace("-", "%2D"), SK_OPENAI[len("sk-proj-"):]),
+    (f"key id AKIA%49{AKIA[5:]} in the export", AKIA[5:]),
+    (XOXB.replace("-", "%2d"), XOXB[len("xoxb-"):]),
+    (f"https://app.example/#id_token={JWT.replace('.', '%2E')}", JWT[-20:]),
+    ("login?user=jane&password=%70w0rdS3cret9&next=%2Fhome", "pw0rdS3cret9"),
+    ("postgres://admin:S3cretPw9%40db.internal:5432/app", "S3cretPw9"),
+    (f"redirect=https%3A%2F%2Fx.example%2F%3Ftoken%3Dghp%5F{GHP_BODY}", GHP_BODY),
+    (f"ghp%255F{GHP_BODY} (encoded twice)", GHP_BODY),
+    (f"<a href=\"https://x.example/?t=ghp&#37;5F{GHP_BODY}\">x</a>", GHP_BODY),  # in an href
+    (f"ghp%26%2395%3B{GHP_BODY}", GHP_BODY),  # an entity, percent-encoded
+]
+PERCENT_JSON: list[tuple[str, str]] = [
+    (json.dumps({"link": f"https://x.example/?t=ghp%5F{GHP_BODY}", "n": 1}), GHP_BODY),
+    (json.dumps({"link": "https://x.example/?k=" + SK_OPENAI.replace("-", "%2D"), "n": 1}),
+     SK_OPENAI[len("sk-proj-"):]),
+]
+PERCENT_DECOYS: list[str] = [
+    "100% of the runs passed",
+    "coverage went from 50% to 75%, 100%25 sure",
+    "https://example.com/a%20b/c%2Fd?q=hello%20world&lang=en%2Dus",
+    f"progress_50%5F{GHP_BODY}.csv",  # decodes to 50_…: no secret
+    "the ghp%5F prefix marks classic GitHub tokens",
+    "set PATH=%PATH%; password=%DB_PASSWORD% and token: %TOKEN%",
+    "https://fr.example/%C3%A9t%C3%A9?search=password%20reset",
+    json.dumps({"url": "https://example.com/?q=a%20b&amp;x=%3Cy%3E", "pct": "99.5%"}),
+]
+
+
+def _seen(text: str) -> list[str]:
+    """What a browser, a URL decoder or a Markdown viewer can show, in either order."""
+    return [text, unquote(text), _shown(unquote(text)), unquote(_shown(text)),
+            unquote(unquote(text))]
+
+
+@pytest.mark.parametrize(("text", "secret"), PERCENT + PERCENT_JSON,
+                         ids=[f"h3-pct-{i}" for i in range(len(PERCENT + PERCENT_JSON))])
+def test_h3_percent_encoded_secrets_are_redacted(text: str, secret: str) -> None:
+    assert any(secret in view for view in _seen(text))  # a decoder shows the secret
+    for fold in (False, True):
+        out = redact(text, home=HOME, fold=fold)
+        assert not any(secret in view for view in _seen(out)) and MARKER in out, out
+        assert find_secrets(text, home=HOME, fold=fold), "the final scan must see it too"
+        assert find_secrets(out, home=HOME, fold=fold) == []
+        assert redact(out, home=HOME, fold=fold) == out
+
+
+def test_h3_only_the_percent_encoded_span_is_replaced() -> None:
+    text = f"x ghp%5F{GHP_BODY} y"
+    assert redact(text) == "x [REDACTED] y"
+    [finding] = find_secrets(text, home=HOME)
+    assert (finding.kind, text[finding.start:finding.end]) == \
+        ("github_token", f"ghp%5F{GHP_BODY}")
+    assert redact(PERCENT[0][0]) == \
+        "see https://ci.example.com/cb?code=7&access=[REDACTED]&page=2"
+    assert redact("login?user=jane&password=%70w0rdS3cret9&next=%2Fhome") == \
+        "login?user=jane&password=[REDACTED]&next=%2Fhome"
+    assert redact("postgres://admin:S3cretPw9%40db:5432") == "postgres://[REDACTED]%40db:5432"
+    for text, _secret in PERCENT_JSON:  # JSON stays JSON
+        assert json.loads(redact(text))["n"] == 1
+    assert json.loads(redact(PERCENT_JSON[0][0]))["link"] == "https://x.example/?t=[REDACTED]"
+
+
+@pytest.mark.parametrize("text", PERCENT_DECOYS,
+                         ids=[f"h3-pct-decoy{i}" for i in range(len(PERCENT_DECOYS))])
+def test_h3_percent_decoys_pass_unchanged(text: str) -> None:
+    assert redact(text, home=HOME) == text
+    assert find_secrets(text, home=HOME) == []
+
+
+def test_h3_url_encoded_decoys_pass_unchanged() -> None:
+    """Every decoy URL-encoded (as in a link or a query string) is still left alone."""
+    for decoy in DECOYS + H2_DECOYS + SPELLED_DECOYS:
+        encoded = quote(decoy, safe="/:")
+        assert redact(encoded, home=HOME) == encoded, decoy

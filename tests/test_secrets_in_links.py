@@ -110,6 +110,8 @@ def test_h1_handoff_report_links_hold_no_secret(project, cli_run):
     f"see {SITE}/audit/tasks/rotate-ghp_r7kq2mx9vl4pt8sw1nb6cy3hj5df0ga2ez7u-now/",
     f"see {SITE}/x?u=https%3A%2F%2Fadmin%3AS3cretPw9%40db.internal",
     "see [x](https://db.example/?token&#61;0123456789abcdefABCDEF)",
+    f"see {SITE}/x?t=ghp%5F" + "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u",
+    "see [x](https://db.example/?t=ghp&#37;5F" + "R7kQ2mX9vL4pT8sW1nB6cY3hJ5dF0gA2eZ7u)",
 ])
 def test_h1_final_scan_reads_lowercased_and_encoded_copies(link):
     from toolkit.publish import final_scan

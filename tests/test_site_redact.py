@@ -31,12 +31,13 @@ PROSE_SECRET = "the password is hunter2hunter2"
 # and a Markdown backslash escape. Any spelling of the token holds its 36-character body.
 ENTITY_BODY = "Hq3Wz8Kp2Lm5Nb7Vc1Xd4Fg6Jt9Ry0Ua2Se8"
 ESCAPE_BODY = "Tm4Pq9Zx2Cv7Bn1Kl5Hj8Gf3Ds6Aw0Er2Yu7"
-SPELLED = f"ghp&#95;{ENTITY_BODY} and ghp\\_{ESCAPE_BODY}"
+PERCENT_BODY = "Vb6Nm1Qw8Er3Ty5Ui7Op9As2Df4Gh0Jk3Lz6"
+SPELLED = f"ghp&#95;{ENTITY_BODY} and ghp\\_{ESCAPE_BODY} and ghp%5F{PERCENT_BODY}"
 
 
 def _secrets() -> list[str]:
     return [_secret_part(s) for s in STANDARD] + ["S3cure!pw9x", "hunter2hunter2",
-                                                  ENTITY_BODY, ESCAPE_BODY]
+                                                  ENTITY_BODY, ESCAPE_BODY, PERCENT_BODY]
 
 
 def _plant(world: World) -> None:
@@ -166,26 +167,29 @@ def test_redacted_site_holds_no_secret_in_any_file(redacted: tuple[Config, Build
 
 def test_spelled_tokens_leave_no_file_of_the_redacted_site(
         plain: BuildResult, redacted: tuple[Config, BuildResult]) -> None:
-    """FAULTS.md H3: a slop description and a ledger entry hold ``ghp&#95;…`` and
-    ``ghp\\_…``, which a viewer shows as the tokens. The plain site's downloads keep those
-    spellings; the redacted site has neither spelling, nor the plain token, in any file
-    (pages, search index, data downloads)."""
-    spelled = [f"ghp&#95;{ENTITY_BODY}", f"ghp\\_{ESCAPE_BODY}"]
+    """FAULTS.md H3: a slop description and a ledger entry hold ``ghp&#95;…``, ``ghp\\_…``
+    and ``ghp%5F…``, which a viewer or a browser shows as the tokens. The plain site's
+    downloads keep those spellings; the redacted site has none of them, nor the plain token,
+    in any file (pages, search index, data downloads)."""
+    spelled = [f"ghp&#95;{ENTITY_BODY}", f"ghp\\_{ESCAPE_BODY}", f"ghp%5F{PERCENT_BODY}"]
     plain_json = (plain.out / "data" / "slop_entries.json").read_text(encoding="utf-8")
     descriptions = [e["description"] for e in json.loads(plain_json)]
     assert all(any(s in d for d in descriptions) for s in spelled)
-    assert f"ghp&#95;{ENTITY_BODY}" in (plain.out / "data" / "slop_entries.csv").read_text("utf-8")
+    plain_csv = (plain.out / "data" / "slop_entries.csv").read_text("utf-8")
+    assert f"ghp&#95;{ENTITY_BODY}" in plain_csv and f"ghp%5F{PERCENT_BODY}" in plain_csv
 
     _cfg, result = redacted
     assert _leaks(result.out) == []  # any spelling holds the body: none is left anywhere
     for path in sorted(p for p in result.out.rglob("*") if p.is_file()):
         raw = path.read_bytes().decode("utf-8", "replace")
-        for token in ("ghp_" + ENTITY_BODY, "ghp_" + ESCAPE_BODY, *spelled):
+        for token in ("ghp_" + ENTITY_BODY, "ghp_" + ESCAPE_BODY, "ghp_" + PERCENT_BODY,
+                      *spelled):
             assert token not in raw, (path.name, token)
     entries = json.loads((result.out / "data" / "slop_entries.json").read_text("utf-8"))
-    assert any("[REDACTED] and [REDACTED]" in e["description"] for e in entries)
+    assert any("[REDACTED] and [REDACTED] and [REDACTED]" in e["description"] for e in entries)
     rows = list(csv.DictReader((result.out / "data" / "ledger_entries.csv").open(encoding="utf-8")))
-    assert any("the agent wrote [REDACTED] and [REDACTED]" in r["context"] for r in rows)
+    assert any("the agent wrote [REDACTED] and [REDACTED] and [REDACTED]" in r["context"]
+               for r in rows)
 
 
 def test_redact_setting_in_toolkit_yaml(redacted: tuple[Config, BuildResult]) -> None:

@@ -31,11 +31,21 @@ pytestmark = pytest.mark.browser
 need_chromium()
 
 
+_RESULTS_FOR = """word => {
+    const hs = [...document.querySelectorAll('.md-search-result__item a')].map(a =>
+        new URL(a.href, location.href).searchParams.get('h') || '');
+    return hs.includes(word) && hs.every(h => h === word || h === '');
+}"""
+
+
 def _search(p: Any, word: str) -> Any:
     """Type into Material's search box until results show. The index loads in a worker after
     the page, and a query typed before it is ready may be dropped: wait until the results
     line no longer says the search is starting (Material's sign that the worker is ready),
-    and type again if no result shows."""
+    and type again if no result shows. Results shown while typing (for a prefix of the word,
+    or for the previous search) do not count: each result links with the query it answers
+    (``?h=``; empty on a page whose sections matched but not its own text), and every link
+    must carry the whole word."""
     box = p.locator("input.md-search__input")
     items = p.locator(".md-search-result__item")
     p.wait_for_function("() => document.querySelector('.md-search-result__meta')"
@@ -46,11 +56,13 @@ def _search(p: Any, word: str) -> Any:
         box.press("Backspace")
         p.keyboard.type(word)
         try:
-            items.first.wait_for(timeout=2_500)
+            p.wait_for_function(_RESULTS_FOR, arg=word, timeout=2_500)
             return items
         except Exception:  # playwright's TimeoutError: type again
             continue
-    raise AssertionError(f"search for {word!r} showed no result")
+    shown = p.locator(".md-search-result__item a").evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))")
+    raise AssertionError(f"search for {word!r} showed no result for it: {shown[:5]}")
 
 
 def test_home_renders_with_its_charts(demo_no_search: Served,

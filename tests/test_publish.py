@@ -543,6 +543,16 @@ def test_cli_no_token_exits_1(project, github, cli_run, tmp_path):
         "CLI (gh) is not installed. Set GH_TOKEN or GITHUB_TOKEN, or install the GitHub CLI and "
         "run `gh auth login` so that `gh auth token` prints one\n")
     assert github.requests == []
+    # said before any work: the store was never made, no check ran
+    assert not (project.root / ".toolkit").exists()
+
+
+def test_cli_bad_repo_is_said_before_the_store_is_loaded(project, cli_run):
+    bad = cli_run("publish", "--repo", "not-a-repo", env={"GH_TOKEN": TOKEN})
+    assert bad.exit_code == 2
+    assert bad.stderr == ("Error: --repo 'not-a-repo' is not OWNER/NAME. "
+                          "For example --repo acme/api\n")
+    assert not (project.root / ".toolkit").exists()
 
 
 def test_cli_repo_and_labels_from_toolkit_yaml(project, github, cli_run):

@@ -562,19 +562,24 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
             scanner: Callable[[str], list[Any]] | None = None, timeout: int = 30,
             per_page: int = 100, now: dt.datetime | None = None,
             notify: Callable[[str], None] | None = None, full: bool = False,
-            checks: Sequence[Result] | None = None) -> PublishResult:
+            checks: Sequence[Result] | None = None, token: Token | None = None
+            ) -> PublishResult:
     """Publish the handoff report as one GitHub issue (created once, then kept up to date).
 
     ``full``: the complete listing goes to comments on the same issue, each under the body
     limit, found again by a hidden marker per part and updated in place. When the state file
     knows no earlier handoff, "since the last handoff" is read from the issue itself.
-    ``checks``: the check results the report lists (``toolkit.checks.run_configured``)."""
+    ``checks``: the check results the report lists (``toolkit.checks.run_configured``).
+    ``token``: the one :func:`find_token` gave (looked up here when not given, before the
+    report is built: a missing token is said before any work)."""
     import os
 
     from toolkit import handoff
 
     full_name = "/".join(parse_repo(repo))
     api = normalize_api_url(api_url or cfg.publish.get("api_url"))
+    if not dry_run and token is None:
+        token = find_token(os.environ if env is None else env, api_url=api)
     wanted = _labels(labels, cfg.publish.get("labels"))
     marker = marker_for(handoff.project_key(cfg))
 
@@ -596,7 +601,7 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
     if dry_run:
         return result
 
-    token = find_token(os.environ if env is None else env, api_url=api)
+    assert token is not None  # found above, before the report was built
     client = GitHubClient(api, token, clock=clock, policy=policy, timeout=timeout,
                           per_page=per_page, notify=notify)
     try:

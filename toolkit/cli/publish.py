@@ -105,9 +105,11 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     when GitHub asks for a wait longer than 15 minutes the command exits 75 and says when to
     run again.
     """
+    import os
+
     from toolkit.cli._common import open_store_checked
     from toolkit.errors import UsageError
-    from toolkit.publish import BODY_LIMIT
+    from toolkit.publish import BODY_LIMIT, find_token, normalize_api_url, parse_repo
     from toolkit.publish import publish as run_publish
     from toolkit.site import site_redaction_warning
 
@@ -116,6 +118,10 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     if not repo:
         raise UsageError("no repository given", hint="Pass --repo OWNER/NAME or set "
                          "publish.repo in toolkit.yaml")
+    # what the user must fix is said before the store is loaded and the checks are run
+    parse_repo(str(repo))
+    token = None if dry_run else find_token(
+        os.environ, api_url=normalize_api_url(api_url or cfg.publish.get("api_url")))
 
     def notify(message: str) -> None:
         click.echo(message, err=True)
@@ -128,7 +134,7 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     with store:
         result = run_publish(store, cfg, repo=str(repo), labels=labels, title=title,
                              dry_run=dry_run, api_url=api_url, timeout=timeout, notify=notify,
-                             full=full, checks=checks)
+                             full=full, checks=checks, token=token)
     if dry_run:
         click.echo(f"Title:  {result.title}")
         click.echo(f"Labels: {', '.join(result.labels)}")

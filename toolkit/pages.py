@@ -14,6 +14,18 @@ from typing import Any, ClassVar
 # What a generated page path may hold: letters, digits, ".", "_", "-", "/", one #anchor.
 INTERNAL_PATH = re.compile(r"^[A-Za-z0-9._/-]+(#[A-Za-z0-9_-]+)?$")
 
+# The build folder's table HTML by digest, in shards (``<shard>.json``) named by the digest's
+# first two digits: toolkit.site writes them, toolkit/site_hooks.py reads them.
+TABLES = "tables"
+# front matter of a page indexed for search as one entry (toolkit/site_hooks.py)
+ONE_SEARCH_ENTRY = "search_one_entry"
+
+
+def table_shard(digest: str) -> str:
+    """The shard of :data:`TABLES` that holds the table of ``digest``."""
+    return digest[:2]
+
+
 CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}
 
 

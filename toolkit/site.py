@@ -66,7 +66,16 @@ from markupsafe import Markup
 from toolkit import clock, mdrender, mdsafe, site_theme
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
-from toolkit.pages import INTERNAL_PATH, Deferred, Table, as_page, relative_link
+from toolkit.pages import (
+    INTERNAL_PATH,
+    ONE_SEARCH_ENTRY,
+    TABLES,
+    Deferred,
+    Table,
+    as_page,
+    relative_link,
+    table_shard,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -95,13 +104,10 @@ REDACTED_COPY = "redacted.duckdb"  # the redacted copy of the store a --redact b
 BUILD_RECORD = "site-build.json"  # in the state folder: where the site was built, redacted?
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
-TABLES = "tables"  # table HTML by digest, in shards by its first two digits (site_hooks.py)
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
-# front matter of a page indexed for search as one entry (toolkit/site_hooks.py)
-ONE_SEARCH_ENTRY = "search_one_entry"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
 # bytes of table and code HTML on one page: past it, a table shows its first rows and a note
@@ -1086,7 +1092,7 @@ class _RenderCache:
             return False
         try:
             tables = list(entry["tables"])
-            if not all(t[:2] in self.intact for t in tables):
+            if not all(table_shard(t) in self.intact for t in tables):
                 return False
             charts = entry["charts"]
             st = (self.docs / page.path).stat()
@@ -1131,7 +1137,7 @@ class _RenderCache:
         """Rewrite the tables files whose set of tables changed; their records."""
         wanted: dict[str, list[str]] = {}
         for name in sorted(kept | tables.keys()):
-            wanted.setdefault(name[:2], []).append(name)
+            wanted.setdefault(table_shard(name), []).append(name)
         self.tables_dir.mkdir(exist_ok=True)
         _prune_cache(self.tables_dir, {f"{shard}.json" for shard in wanted})
         records: dict[str, Any] = {}

@@ -24,6 +24,8 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
+from toolkit.pages import ONE_SEARCH_ENTRY, TABLES, table_shard
+
 # searchable: all its text (tktable), its cells without the header row (tkrows), a field list's
 # values (tkfields)
 _TOKEN = re.compile(r"<p>&#35;tk(table|rows|fields)-([0-9a-f]{20})</p>")
@@ -37,7 +39,7 @@ _HIDDEN = '<p data-search-exclude>&#35;tkpost-{}</p>'
 _READ = re.compile(r'<p data-tktable="([0-9a-f]{20})">[^<]*</p>'
                    r"|<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
 _TAG = re.compile(r"<[^>]+>")
-_folder = Path("tables")  # the build folder's tables/ (set by on_config)
+_folder = Path(TABLES)  # the build folder's tables/ (set by on_config)
 _tables: dict[str, dict[str, str]] = {}  # the tables files read so far, by name
 ASSETS = Path(__file__).resolve().parent / "site_assets"
 ASSETS_URL = "assets/toolkit"
@@ -45,7 +47,7 @@ ASSETS_URL = "assets/toolkit"
 
 def on_config(config: Any) -> Any:
     global _folder
-    _folder = Path(config.config_file_path).parent / "tables"
+    _folder = Path(config.config_file_path).parent / TABLES
     _tables.clear()
     _held.clear()
     return config
@@ -80,9 +82,10 @@ def on_files(files: Any, *, config: Any) -> Any:
 
 
 def _table(digest: str, page: Any) -> str:
-    tables = _tables.get(digest[:2])
+    shard = table_shard(digest)
+    tables = _tables.get(shard)
     if tables is None:
-        tables = _shard(digest[:2])
+        tables = _shard(shard)
     try:
         return str(tables[digest])
     except KeyError:
@@ -104,7 +107,7 @@ def _text(m: re.Match[str], page: Any) -> str:
     return f'<p data-tktable="{digest}">{text}</p>'
 
 
-# A page whose front matter says ``search_one_entry: true`` (toolkit.site.ONE_SEARCH_ENTRY) is
+# A page whose front matter says ``search_one_entry: true`` (toolkit.pages.ONE_SEARCH_ENTRY) is
 # one search entry: before the search plugin reads the page, each heading below its title is
 # set aside (a heading with an id starts a section of the index) and an empty element the plugin
 # skips holds its place; the page gets its headings back after.
@@ -128,7 +131,7 @@ def _set_aside(html: str, page: Any) -> str:
 
 def on_page_content(html: str, *, page: Any, config: Any, files: Any) -> str:
     # headings first: a table's text is put in place below, and none of it is ours
-    if page.meta.get("search_one_entry") is True:
+    if page.meta.get(ONE_SEARCH_ENTRY) is True:
         html = _set_aside(html, page)
     if "&#35;tkpost-" in html:
         html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)

@@ -58,7 +58,7 @@ def cache_nav(env: Any, nav: Any) -> None:
                    for i, ch in enumerate(u) if ch == "/"}
     render: Callable[[Any], Iterator[str]] = template.root_render_func
     rendered: dict[str, str] = {}
-    counts.update(rendered=0, reused=0, partials=0)
+    counts.update(rendered=0, reused=0)
 
     def key(page: Any) -> str | None:
         """The folder whose off-nav pages share ``page``'s nav HTML, or None."""
@@ -91,6 +91,7 @@ def cache_nav(env: Any, nav: Any) -> None:
 def cache_partials(env: Any) -> None:
     """Render each partial of :data:`PAGE_FREE` that prints the same bytes on every page once
     in this build's environment ``env``; the others as the theme does."""
+    counts["partials"] = 0
     if not ENABLED:
         return
     for name in PAGE_FREE:

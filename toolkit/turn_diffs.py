@@ -49,7 +49,7 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
     used: set[str] = set()
     # a redacted diff is cached as the redactor of its build made it: a new redactor (one
     # that finds more) must not reuse it
-    variant = f"{redact}|{code_version('toolkit.redact')}" if redact else "False"
+    variant = f"True|{code_version('toolkit.redact')}" if redact else "False"
     for p in todo:
         last = p.turn.shas[-1] if p.turn.shas else ""
         turn = turn_of.get(last)

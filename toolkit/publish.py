@@ -175,6 +175,17 @@ def find_token(env: Mapping[str, str], *, api_url: str = DEFAULT_API_URL) -> Tok
                        "GitHub CLI (gh) is not installed", hint=NO_TOKEN_HINT)
 
 
+def token_for(cfg: Config, api_url: str | None = None,
+              env: Mapping[str, str] | None = None) -> Token:
+    """:func:`find_token` for the API ``publish`` sends to (``api_url``, else
+    ``publish.api_url`` of ``toolkit.yaml``, else GitHub's), from ``env`` (default: the
+    process's environment)."""
+    import os
+
+    return find_token(os.environ if env is None else env,
+                      api_url=normalize_api_url(api_url or cfg.publish.get("api_url")))
+
+
 def marker_for(key: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-") or "default"
     return MARKER_TEMPLATE.format(key=safe)
@@ -572,14 +583,12 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
     ``checks``: the check results the report lists (``toolkit.checks.run_configured``).
     ``token``: the one :func:`find_token` gave (looked up here when not given, before the
     report is built: a missing token is said before any work)."""
-    import os
-
     from toolkit import handoff
 
     full_name = "/".join(parse_repo(repo))
     api = normalize_api_url(api_url or cfg.publish.get("api_url"))
-    if not dry_run and token is None:
-        token = find_token(os.environ if env is None else env, api_url=api)
+    if not dry_run:
+        token = token or token_for(cfg, api_url, env)
     wanted = _labels(labels, cfg.publish.get("labels"))
     marker = marker_for(handoff.project_key(cfg))
 
@@ -598,10 +607,9 @@ def publish(store: Store, cfg: Config, *, repo: str, labels: Sequence[str] = (),
     report, doc, parts = render()
     result = PublishResult(action="dry-run", repo=full_name, title=doc.title, body=doc.body,
                            labels=wanted, left_out=list(doc.left_out), comments=parts)
-    if dry_run:
+    if dry_run or token is None:  # (a token is found above unless this is a dry run)
         return result
 
-    assert token is not None  # found above, before the report was built
     client = GitHubClient(api, token, clock=clock, policy=policy, timeout=timeout,
                           per_page=per_page, notify=notify)
     try:

@@ -105,11 +105,9 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
     when GitHub asks for a wait longer than 15 minutes the command exits 75 and says when to
     run again.
     """
-    import os
-
     from toolkit.cli._common import open_store_checked
     from toolkit.errors import UsageError
-    from toolkit.publish import BODY_LIMIT, find_token, normalize_api_url, parse_repo
+    from toolkit.publish import BODY_LIMIT, parse_repo, token_for
     from toolkit.publish import publish as run_publish
     from toolkit.site import site_redaction_warning
 
@@ -120,8 +118,7 @@ def publish(repo: str | None, labels: tuple[str, ...], title: str | None, dry_ru
                          "publish.repo in toolkit.yaml")
     # what the user must fix is said before the store is loaded and the checks are run
     parse_repo(str(repo))
-    token = None if dry_run else find_token(
-        os.environ, api_url=normalize_api_url(api_url or cfg.publish.get("api_url")))
+    token = None if dry_run else token_for(cfg, api_url)
 
     def notify(message: str) -> None:
         click.echo(message, err=True)

@@ -374,6 +374,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     by_state: dict[str, str] = {}
     git_count = 0
     commits: list[hs.Commit] = []
+    seq_of: dict[str, int] = {}  # a commit's place on the main timeline
     stale: list[str] = []
     kept_git: list[tuple[dt.datetime | None, str]] = []  # (ts, ref) of stored versions kept
     if repo is None:
@@ -461,7 +462,6 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     snap_versions = _snapshot_versions(store, cfg, git_blobs)
     new_versions.extend(snap_versions)
     if has_git:  # copies, and the first snapshot, against the committed ledger of their time
-        seq_of = {c.sha: i for i, c in enumerate(commits, 1)}
         _anchor_to_main(
             [(ts, seq_of[ref], f"git:{ref}") for ts, ref in kept_git if ts is not None],
             new_versions, [v for v in new_versions if v.timeline == "copies"

@@ -66,7 +66,7 @@ the original text that decodes to a secret is replaced: ``x ghp&#95;… y`` beco
 ``x [REDACTED] y``, ``?t=ghp%5F…&n=1`` becomes ``?t=[REDACTED]&n=1``, ``password:
 &quot;pw&quot;`` becomes ``password: &quot;[REDACTED]&quot;``. Percent-escaped bytes that are
 not UTF-8 (``%DB_PASSWORD%``, a Windows variable) are left as written. Text with none of these
-is read once, as before. Every output that redacts (site pages, downloads and search index of
+is read once. Every output that redacts (site pages, downloads and search index of
 a redacted build, handoff, publish, exports) gets this here, and publish's final scan reads the
 same decoded copies (``scan_variants``).
 

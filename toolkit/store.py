@@ -632,7 +632,7 @@ class Store:
         if len(rows) > FEW_PROBLEMS:
             self.insert_rows("_problems", ("source", "path", "line", "message"), rows)
         elif rows:  # the usual handful: one statement, and no start of Arrow for it
-            self.conn.execute("INSERT INTO _problems VALUES "
+            self.conn.execute("INSERT INTO _problems (source, path, line, message) VALUES "
                               + ", ".join(["(?, ?, ?, ?)"] * len(rows)),
                               [v for row in rows for v in row])
 

@@ -78,7 +78,8 @@ def make_ledger_dir(vault: str | Path) -> Path:
 
 
 def write_export(path: Path, text: str) -> None:
-    """Write an export of the ledger to the file the user named (``--output``), atomically."""
+    """Write an export of the ledger to the file the user named (``--output``): atomically,
+    or through it when it is a pipe or a device (``safewrite.write_output``)."""
     from toolkit.safewrite import write_output
 
     write_output(path, text.encode("utf-8"))

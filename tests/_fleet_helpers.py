@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests._slop_helpers import entry, write_ledger
 from tests.conftest import FORMATS, make_audit_db
@@ -119,10 +121,18 @@ def build_fleet_site(base: Path) -> Path:
         for key, value in world.env().items():
             mp.setenv(key, value)
         mp.chdir(base)  # where toolkit-fleet.yaml is found
-        result = CliRunner().invoke(cli, ["fleet", "--store", str(world.store), "build-site",
-                                          "--out", str(base / "site"),
-                                          "--build-time", "2026-05-10T12:00:00+00:00"],
-                                    catch_exceptions=False)
+        return fleet_build_site(
+            lambda *args: CliRunner().invoke(cli, list(args), catch_exceptions=False),
+            world, base / "site")
+
+
+def fleet_build_site(run: Callable[..., Any], world: FleetWorld, out: Path) -> Path:
+    """`toolkit fleet build-site --out OUT` at the tests' build time through ``run`` (a
+    ``cli_run``), checked to have built the whole site."""
+    from tests._site_helpers import BUILD_TIME
+
+    result = run("fleet", "--store", str(world.store), "build-site", "--out", str(out),
+                 "--build-time", BUILD_TIME.isoformat())
     assert result.exit_code == 0, result.output
     assert "Fleet site built (full)" in result.stdout
-    return base / "site"
+    return out

@@ -5,7 +5,6 @@ with its folder deleted, ci-only seen only in the records, and rows with no proj
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from html.parser import HTMLParser
@@ -14,11 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests._audit_helpers import insert
-from tests._fleet_helpers import SHARED_TITLE, FleetWorld, ledger_entry, make_fleet
+from tests._fleet_helpers import (
+    SHARED_TITLE,
+    FleetWorld,
+    fleet_build_site,
+    ledger_entry,
+    make_fleet,
+)
+from tests._site_helpers import BUILD_TIME
 from toolkit.config import resolve
 from toolkit.fleet import normalise_title, open_fleet, recurring_knowledge
-
-BUILD_TIME = dt.datetime(2026, 5, 10, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
@@ -238,19 +242,10 @@ def _page(site: Path, rel: str) -> _Text:
     return parser
 
 
-def _build_fleet_site(cli_run, world: FleetWorld,  # type: ignore[no-untyped-def]
-                      out: Path) -> Path:
-    result = _fleet(cli_run, world, "build-site", "--out", str(out), "--build-time",
-                    BUILD_TIME.isoformat())
-    assert result.exit_code == 0, result.output
-    assert "Fleet site built (full)" in result.stdout
-    return out
-
-
 @pytest.fixture
 def fleet_site(world, cli_run, tmp_path) -> Path:
     """The fleet's site, built in this test's world (the test may build it again)."""
-    return _build_fleet_site(cli_run, world, tmp_path / "fleet-site")
+    return fleet_build_site(cli_run, world, tmp_path / "fleet-site")
 
 
 def test_the_overview_has_a_card_per_project_with_its_numbers(shared_fleet_site):

@@ -272,4 +272,6 @@ def test_a_ledgers_slugs_are_its_titles_slugs_and_none_is_kept_in_memory():
     slugify.cache_clear()
     slugs = unique_slugs(titles)
     assert slugify.cache_info().currsize == 0  # none of the titles kept by slugify's cache
-    assert slugs == [slugify(t) for t in titles]
+    assert slugs[0] == "lesson-0-keep-the-slugs-of-a-big-ledger-out-of-memory"
+    assert len(set(slugs)) == len(titles)
+    assert slugs == [slugify(t) for t in titles]  # the same slugs the cached path gives

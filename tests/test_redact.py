@@ -432,12 +432,18 @@ def _assert_spelled_secret_redacted(text: str, secret: str,
         assert redact(out, home=HOME, fold=fold) == out
 
 
-def test_h3_only_the_spelled_span_is_replaced() -> None:
-    text = f"x ghp&#95;{GHP_BODY} y"
+def _assert_only_the_token_is_replaced(underscore: str) -> None:
+    """``x ghp<underscore>… y``, the underscore spelled: the token goes, spelling and all,
+    and nothing around it; the one finding covers exactly the spelled token."""
+    text = f"x ghp{underscore}{GHP_BODY} y"
     assert redact(text) == "x [REDACTED] y"
     [finding] = find_secrets(text, home=HOME)
     assert (finding.kind, text[finding.start:finding.end]) == \
-        ("github_token", f"ghp&#95;{GHP_BODY}")
+        ("github_token", f"ghp{underscore}{GHP_BODY}")
+
+
+def test_h3_only_the_spelled_span_is_replaced() -> None:
+    _assert_only_the_token_is_replaced("&#95;")
     assert redact("password: &quot;s3cr3t-Value9&quot;") == "password: &quot;[REDACTED]&quot;"
     assert redact("postgres://admin:S3cretPw9&#64;db:5432") == "postgres://[REDACTED]&#64;db:5432"
     for text, _secret in SPELLED_JSON:  # JSON stays JSON
@@ -508,11 +514,7 @@ def test_h3_percent_encoded_secrets_are_redacted(text: str, secret: str) -> None
 
 
 def test_h3_only_the_percent_encoded_span_is_replaced() -> None:
-    text = f"x ghp%5F{GHP_BODY} y"
-    assert redact(text) == "x [REDACTED] y"
-    [finding] = find_secrets(text, home=HOME)
-    assert (finding.kind, text[finding.start:finding.end]) == \
-        ("github_token", f"ghp%5F{GHP_BODY}")
+    _assert_only_the_token_is_replaced("%5F")
     assert redact(PERCENT[0][0]) == \
         "see https://ci.example.com/cb?code=7&access=[REDACTED]&page=2"
     assert redact("login?user=jane&password=%70w0rdS3cret9&next=%2Fhome") == \

@@ -212,6 +212,14 @@ class FileCounts:
     title_lines: int  # Form B entries (their **Title:** lines)
     error: str | None = None
 
+    @classmethod
+    def of(cls, lf: Any) -> FileCounts:
+        """The counts of a parsed ledger file (a ``LedgerFile``); counts are returned as given."""
+        if isinstance(lf, FileCounts):
+            return lf
+        return cls(lf.exists, count_words(lf.data) if lf.exists else 0, len(lf.entries),
+                   sum(1 for e in lf.entries if e.form == "B"), lf.error)
+
 
 @dataclass(frozen=True)
 class Signals:
@@ -247,13 +255,10 @@ def compute_signals(files: dict[str, Any], meta_json: dict[str, Any] | None,
         if lf is None or not lf.exists:
             fs.append(FileSignal(kind, False, 0, 0, 0))
             continue
-        if isinstance(lf, FileCounts):
-            n, entries, titled = lf.words, lf.entries, lf.title_lines
-        else:
-            n, entries = count_words(lf.data), len(lf.entries)
-            titled = sum(1 for e in lf.entries if e.form == "B")
-        words += n
-        fs.append(FileSignal(kind, True, tokens_for_words(n), entries, titled, lf.error))
+        c = FileCounts.of(lf)
+        words += c.words
+        fs.append(FileSignal(kind, True, tokens_for_words(c.words), c.entries, c.title_lines,
+                             c.error))
     data = meta_json or {}
     state = "ok" if meta_json is not None else ("missing" if meta_json_error is None
                                                 else f"unreadable: {meta_json_error}")

@@ -29,6 +29,11 @@ MAX_LEN = 60
 
 @functools.lru_cache(maxsize=65536)
 def slugify(title: str | None, *, fallback: str = "untitled") -> str:
+    """A title's slug (cached: the same few names are slugged again and again)."""
+    return _slug(title, fallback)
+
+
+def _slug(title: str | None, fallback: str) -> str:
     text = redact(title, home="", fold=True) if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     slug = _NON_ALNUM.sub("-", folded.lower()).strip("-")[:MAX_LEN].strip("-")
@@ -74,8 +79,7 @@ def _unique_slugs(titles: Sequence[str | None], fallback: str) -> list[str]:
     # Each title of a list is slugged once here: not through slugify's cache, which would
     # keep every title and slug of a big ledger alive (about 20 MB at 50,000 entries) for
     # lookups that never come (the cache serves the few names slugged again and again).
-    make = slugify.__wrapped__
-    bases = [make(t, fallback=fallback) for t in titles]
+    bases = [_slug(t, fallback) for t in titles]
     used: set[str] = set()
     out = []
     for base in bases:

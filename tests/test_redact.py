@@ -387,12 +387,18 @@ SPELLED: list[tuple[str, str]] = [
     ("password: &quot;s3cr3t-Value9&quot;", "s3cr3t-Value9"),
     ("postgres://admin:S3cretPw9&#64;db.internal:5432/app", "S3cretPw9"),
     (f"the secret is {GHO[:3]}\\_{GHO[4:]}, rotate it", GHO[4:]),
+    # a string literal's escapes (JSON, JavaScript, Python): any program reading it shows them
+    (f'token = "ghp\\u005f{GHP_BODY}"', GHP_BODY),
+    (f"ghp\\x5F{GHP_BODY} and \\u0067hp_{GHP_BODY}", GHP_BODY),
+    (f"\\U00000067hp\\u005F{GHP_BODY}", GHP_BODY),
+    (SK_OPENAI.replace("-", "\\u002d"), SK_OPENAI[len("sk-proj-"):]),
 ]
 # The same inside JSON strings (a JSON document, a ledger value written by a program).
 SPELLED_JSON: list[tuple[str, str]] = [
     (json.dumps({"note": f"use ghp\\_{GHP_BODY}", "n": 1}), GHP_BODY),
     (json.dumps({"note": f"use ghp&#95;{GHP_BODY}", "n": 1}), GHP_BODY),
     (json.dumps({"note": f"use ghp&lowbar;{GHP_BODY}", "n": 1}), GHP_BODY),
+    (json.dumps({"note": f"use ghp\\u005f{GHP_BODY}", "n": 1}), GHP_BODY),
 ]
 SPELLED_DECOYS: list[str] = [
     "AT&amp;T and Tom &amp; Jerry",
@@ -402,12 +408,17 @@ SPELLED_DECOYS: list[str] = [
     "password: &lt;your-password&gt;",
     "a &amp;&amp; b || c &#x3b; d &unknown; e &#99999999;",
     json.dumps({"url": "https://example.com/?a=1&amp;b=2", "dir": "C:\\temp\\build"}),
+    "D:\\build\\x41\\out and \\u00e9t\\u00e9 \\ud83d\\ude00 \\UFFFFFFFF \\xZZ \\u12",
+    "the ghp\\u005f prefix marks classic GitHub tokens",
 ]
 
 
 def _shown(text: str) -> str:
-    """What a Markdown or HTML viewer shows, decoded twice (a text inside a JSON string)."""
+    """What a Markdown or HTML viewer (or a program reading a string literal's ``\\u005f``)
+    shows, decoded twice (a text inside a JSON string)."""
     for _ in range(2):
+        text = re.sub(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-F]{8}))",
+                      lambda m: chr(int(m[1] or m[2] or m[3], 16)), text)
         text = html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text))
     return text
 

@@ -54,21 +54,22 @@ What is redacted
 Spelled secrets
 ---------------
 Agent Markdown may spell a secret the way a viewer decodes it: ``ghp&#95;…``, ``ghp&#x5f;…``,
-``ghp&lowbar;…``, letters as ``&#103;``, or ``ghp\\_…`` (a CommonMark backslash escape); a link,
-a query string or a data download may carry it URL-encoded: ``ghp%5F…``, ``sk%2Dproj…``,
+``ghp&lowbar;…``, letters as ``&#103;``, ``ghp\\_…`` (a CommonMark backslash escape), or
+``ghp\\u005f…`` (a JSON, JavaScript or Python string's escape, also ``\\x5f``); a link, a query
+string or a data download may carry it URL-encoded: ``ghp%5F…``, ``sk%2Dproj…``,
 ``password=%70w…``. Any Markdown or HTML viewer, browser or URL decoder shows the real token,
 so a text holding ``&``, ``\\`` or ``%`` followed by two hex digits is also read decoded
-(character references as ``html.unescape`` reads them, backslash escapes of ASCII
-punctuation, percent-escapes as UTF-8 as ``urllib.parse.unquote`` reads them, all three in
-one pass; twice, for such text inside a JSON string, ``&amp;#95;``, ``%255F``, or the two
-mixed: ``&#37;5F``, which an ``href`` turns into ``%5F``, and ``%26%2395%3B``), and the span of
-the original text that decodes to a secret is replaced: ``x ghp&#95;… y`` becomes
-``x [REDACTED] y``, ``?t=ghp%5F…&n=1`` becomes ``?t=[REDACTED]&n=1``, ``password:
-&quot;pw&quot;`` becomes ``password: &quot;[REDACTED]&quot;``. Percent-escaped bytes that are
-not UTF-8 (``%DB_PASSWORD%``, a Windows variable) are left as written. Text with none of these
-is read once. Every output that redacts (site pages, downloads and search index of
-a redacted build, handoff, publish, exports) gets this here, and publish's final scan reads the
-same decoded copies (``scan_variants``).
+(character references as ``html.unescape`` reads them, backslash escapes of ASCII punctuation
+and ``\\u``/``\\x``/``\\U`` escapes of a code point, percent-escapes as UTF-8 as
+``urllib.parse.unquote`` reads them, all in one pass; twice, for such text inside a JSON
+string, ``&amp;#95;``, ``%255F``, or the two mixed: ``&#37;5F``, which an ``href`` turns into
+``%5F``, and ``%26%2395%3B``), and the span of the original text that decodes to a secret is
+replaced: ``x ghp&#95;… y`` becomes ``x [REDACTED] y``, ``?t=ghp%5F…&n=1`` becomes
+``?t=[REDACTED]&n=1``, ``password: &quot;pw&quot;`` becomes ``password:
+&quot;[REDACTED]&quot;``. Percent-escaped bytes that are not UTF-8 (``%DB_PASSWORD%``, a
+Windows variable) are left as written. Text with none of these is read once. Every output that
+redacts (site pages, downloads and search index of a redacted build, handoff, publish, exports)
+gets this here, and publish's final scan reads the same decoded copies (``scan_variants``).
 
 What is never touched (the decoys the tests hold): UUIDs, 40-hex commit SHAs, 64-hex SHA-256
 digests, ordinary words (author, authority, tokenizer, tokens, password as a bare word), file
@@ -417,13 +418,15 @@ def _merge(hits: list[_Hit]) -> list[_Hit]:
 
 # How a Markdown or HTML viewer or a URL decoder spells a character: a character reference
 # as ``html.unescape`` reads it (``&#95;``, ``&#x5f;``, ``&lowbar;``, ``&amp`` without ``;``),
-# a CommonMark backslash escape of ASCII punctuation (``\_``), or one character
+# a CommonMark backslash escape of ASCII punctuation (``\_``), a string literal's escape as
+# JSON, JavaScript or Python reads it (``\u005f``, ``\x5f``, ``\U0000005f``), or one character
 # percent-encoded as UTF-8 (``%5F``, ``%C3%A9``), as ``urllib.parse.unquote`` reads it.
 _PERCENT_CHAR = (r"%[0-7][0-9a-fA-F]|%[cdCD][0-9a-fA-F]%[89abAB][0-9a-fA-F]"
                  r"|%[eE][0-9a-fA-F](?:%[89abAB][0-9a-fA-F]){2}"
                  r"|%[fF][0-7](?:%[89abAB][0-9a-fA-F]){3}")
 _SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
-                      r"|\\[!-/:-@\[-`{-~]|" + _PERCENT_CHAR)
+                      r"|\\(?:[!-/:-@\[-`{-~]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})|"
+                      + _PERCENT_CHAR)
 # Is there a percent-escape at all (plain text, and ``100%``, skip the decoded reading)?
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 # Layers decoded: one for Markdown/HTML/URLs, one more for such text inside a JSON string
@@ -474,8 +477,10 @@ def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
             out = unquote(piece)
             if "\ufffd" in out:  # bytes that are no UTF-8 (an overlong form): left as written
                 continue
+        elif first == "\\":
+            out = piece[1] if len(piece) == 2 else _code_point(piece[2:])
         else:
-            out = piece[1] if first == "\\" else html.unescape(piece)
+            out = html.unescape(piece)
         if out == piece:
             continue
         parts.append(text[pos:m.start()])
@@ -488,6 +493,13 @@ def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
         return None
     parts.append(text[pos:])
     return _Decoded("".join(parts), pieces, source)
+
+
+def _code_point(hex_digits: str) -> str:
+    """The character a ``\\uXXXX``, ``\\xXX`` or ``\\UXXXXXXXX`` escape stands for (a
+    JSON, JavaScript or Python string's); beyond Unicode: the replacement character."""
+    n = int(hex_digits, 16)
+    return chr(n) if n <= 0x10FFFF else "\ufffd"
 
 
 def _layers(text: str) -> Iterator[_Decoded]:

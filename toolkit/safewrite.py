@@ -34,6 +34,7 @@ soon as that file exists (default: 30 seconds).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
 import fcntl
@@ -44,11 +45,11 @@ import secrets
 import shutil
 import stat
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError, ToolkitError
 from toolkit.textio import max_file_bytes
@@ -66,6 +67,114 @@ DEFERRED_WRITE_BYTES = 1 << 20
 
 class NoSpaceError(ToolkitError):
     """The disk (or quota) is full: nothing was written."""
+
+
+# --------------------------------------------------------------------------- helper threads
+
+
+class _Helper:
+    """One helper thread: runs the jobs it is given, one at a time, and waits idle between
+    them (see :class:`_Helpers`)."""
+
+    def __init__(self, pool: _Helpers) -> None:
+        self.pool = pool
+        self.job: Callable[[], None] | None = None
+        self.done: Any = None
+        self.go = _thread.allocate_lock()
+        self.go.acquire()  # released to hand over a job
+        self.taken = _thread.allocate_lock()
+        self.taken.acquire()  # released when the helper runs it
+
+    def loop(self, idle_first: bool) -> None:
+        if idle_first:
+            self.pool.idle(self, started=True)
+        while True:
+            self.go.acquire()
+            job, done = self.job, self.done
+            self.job = self.done = None
+            self.taken.release()
+            # a job keeps its own failure for its caller (a hash that failed is computed again
+            # by the caller)
+            with contextlib.suppress(BaseException):
+                if job is not None:
+                    job()
+            self.pool.idle(self)  # idle before its caller goes on: it may be given the next job
+            done.release()
+
+    def give(self, job: Callable[[], None], done: Any) -> None:
+        """Hand over a job and wait until this helper runs it (it then holds the CPU and the
+        GIL until its job sleeps in a system call: an fsync starts at once)."""
+        self.job, self.done = job, done
+        self.go.release()
+        self.taken.acquire()
+
+
+class _Helpers:
+    """Threads that fsync and hash for the writers, kept idle between jobs and woken for each.
+
+    A job goes to an idle helper; without one, a new thread is started for it. Waking a
+    sleeping thread is quick even on a loaded machine, starting one is not: the scheduler puts
+    a new thread behind every runnable process (measured on a loaded 2-core machine: a
+    ``Thread.start`` cost the caller milliseconds each, and threads started without waiting ran
+    their first line up to 40 ms late). So a writer that knows it will write calls
+    :func:`prestart_helpers` first: the threads are started without waiting for them, while it
+    reads and plans, and its fsyncs then run at once. The giver waits until the helper runs
+    the job, as ``Thread.start`` does. Helpers are daemon threads and never end; a forked
+    child starts with none."""
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._idle: list[_Helper] = []
+        self._starting = 0
+
+    def idle(self, helper: _Helper, *, started: bool = False) -> None:
+        with self._lock:
+            if started:
+                self._starting -= 1
+            self._idle.append(helper)
+
+    def prestart(self, count: int) -> None:
+        """Have ``count`` helpers idle or starting, without waiting for them."""
+        with self._lock:
+            new = max(0, count - len(self._idle) - self._starting)
+            self._starting += new
+        for _ in range(new):
+            _thread.start_new_thread(_Helper(self).loop, (True,))
+
+    def run(self, job: Callable[[], None]) -> Any:
+        """Run ``job`` in a helper; returns a lock that is released when the job has ended."""
+        done = _thread.allocate_lock()
+        done.acquire()
+        with self._lock:
+            helper = self._idle.pop() if self._idle else None
+        if helper is None:
+            helper = _Helper(self)
+            _thread.start_new_thread(helper.loop, (False,))
+        helper.give(job, done)
+        return done
+
+    def reset(self) -> None:
+        """In a forked child: the parent's helpers do not exist there."""
+        self._lock = _thread.allocate_lock()
+        self._idle = []
+        self._starting = 0
+
+
+_HELPERS = _Helpers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_HELPERS.reset)
+
+
+def prestart_helpers(count: int = 8) -> None:
+    """Start ``count`` fsync and hash helpers now, without waiting for them (see
+    :class:`_Helpers`): a writer calls it as soon as it knows it will write."""
+    _HELPERS.prestart(count)
+
+
+def _wait(done: Any) -> None:
+    """Wait for a job started with :meth:`_Helpers.run`."""
+    done.acquire()
+    done.release()
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -89,7 +198,7 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
-    _hashing: list[threading.Thread] = field(default_factory=list, repr=False)
+    _hashing: list[Any] = field(default_factory=list, repr=False)  # locks of running hashes
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -112,13 +221,11 @@ class FileSnapshot:
         def run() -> None:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
 
-        worker = threading.Thread(target=run, name="toolkit-sha256", daemon=True)
-        self._hashing.append(worker)
-        worker.start()
+        self._hashing.append(_HELPERS.run(run))
 
     def _wait_for_digest(self) -> None:
         while self._hashing:
-            self._hashing[0].join()
+            _wait(self._hashing[0])
             self._hashing.pop()
 
     @classmethod
@@ -377,17 +484,12 @@ class PreparedReplace:
 
 
 class _Flushes:
-    """fsyncs run in threads (fsync releases the GIL, and a journaling filesystem commits
-    concurrent fsyncs together), each started as soon as its file is written; :meth:`join`
-    waits for all and raises the first failure.
-
-    ``Thread.start`` returns once the new thread runs. That handshake is kept on purpose:
-    measured on a loaded 2-core machine, threads started without it (``_thread``) ran their
-    fsync tens of milliseconds late (a new thread waits its turn behind every runnable
-    process), and the promote got slower, not faster."""
+    """fsyncs run in helper threads (:class:`_Helpers`; fsync releases the GIL, and a
+    journaling filesystem commits concurrent fsyncs together), each started as soon as its
+    file is written; :meth:`join` waits for all and raises the first failure."""
 
     def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
+        self.threads: list[Any] = []  # the done-locks of the running jobs
         self.failure: list[BaseException] = []
 
     def _run(self, job: Callable[[], None]) -> None:
@@ -397,15 +499,13 @@ class _Flushes:
             self.failure.append(exc)
 
     def start(self, job: Callable[[], None]) -> None:
-        t = threading.Thread(target=self._run, args=(job,), name="toolkit-fsync")
-        t.start()
-        self.threads.append(t)
+        self.threads.append(_HELPERS.run(functools.partial(self._run, job)))
 
     def join(self, path: Path, *, quiet: bool = False) -> None:
         """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
         already failing with its own error)."""
         while self.threads:
-            self.threads.pop().join()
+            _wait(self.threads.pop())
         if self.failure and not quiet:
             exc = self.failure[0]
             self.failure = []

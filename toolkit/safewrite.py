@@ -80,6 +80,7 @@ class _Helper:
         self.pool = pool
         self.job: Callable[[], None] | None = None
         self.done: Any = None
+        self.wait = True
         self.go = _thread.allocate_lock()
         self.go.acquire()  # released to hand over a job
         self.taken = _thread.allocate_lock()
@@ -92,7 +93,8 @@ class _Helper:
             self.go.acquire()
             job, done = self.job, self.done
             self.job = self.done = None
-            self.taken.release()
+            if self.wait:
+                self.taken.release()
             # a job keeps its own failure for its caller (a hash that failed is computed again
             # by the caller)
             with contextlib.suppress(BaseException):
@@ -101,12 +103,13 @@ class _Helper:
             self.pool.idle(self)  # idle before its caller goes on: it may be given the next job
             done.release()
 
-    def give(self, job: Callable[[], None], done: Any) -> None:
-        """Hand over a job and wait until this helper runs it (it then holds the CPU and the
+    def give(self, job: Callable[[], None], done: Any, wait: bool) -> None:
+        """Hand over a job; ``wait``: until this helper runs it (it then holds the CPU and the
         GIL until its job sleeps in a system call: an fsync starts at once)."""
-        self.job, self.done = job, done
+        self.job, self.done, self.wait = job, done, wait
         self.go.release()
-        self.taken.acquire()
+        if wait:
+            self.taken.acquire()
 
 
 class _Helpers:
@@ -141,8 +144,10 @@ class _Helpers:
         for _ in range(new):
             _thread.start_new_thread(_Helper(self).loop, (True,))
 
-    def run(self, job: Callable[[], None]) -> Any:
-        """Run ``job`` in a helper; returns a lock that is released when the job has ended."""
+    def run(self, job: Callable[[], None], *, wait: bool = True) -> Any:
+        """Run ``job`` in a helper; returns a lock that is released when the job has ended.
+        ``wait``: return once the helper runs it (for a job that must start at once, an
+        fsync); without, at once (a job that only has to end before it is needed)."""
         done = _thread.allocate_lock()
         done.acquire()
         with self._lock:
@@ -150,7 +155,7 @@ class _Helpers:
         if helper is None:
             helper = _Helper(self)
             _thread.start_new_thread(helper.loop, (False,))
-        helper.give(job, done)
+        helper.give(job, done, wait)
         return done
 
     def reset(self) -> None:
@@ -221,7 +226,7 @@ class FileSnapshot:
         def run() -> None:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
 
-        self._hashing.append(_HELPERS.run(run))
+        self._hashing.append(_HELPERS.run(run, wait=False))
 
     def _wait_for_digest(self) -> None:
         while self._hashing:

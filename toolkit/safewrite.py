@@ -303,9 +303,11 @@ def changed_since(snapshot: FileSnapshot) -> bool:
 
 
 def _same_content(path: Path, data: bytes, chunk: int = 1 << 20) -> bool:
-    """Does the file hold exactly ``data``? Compared chunk by chunk in one reused buffer."""
+    """Does the file hold exactly ``data``? Compared chunk by chunk in one reused buffer (no
+    bigger than the file can be if it is the same, plus the byte that would show growth)."""
     view = memoryview(data)
-    buf = bytearray(chunk)
+    size = min(chunk, len(data) + 1)
+    buf = bytearray(size)
     pos = 0
     try:
         with open(path, "rb", buffering=0) as fh:
@@ -313,7 +315,8 @@ def _same_content(path: Path, data: bytes, chunk: int = 1 << 20) -> bool:
                 n = fh.readinto(buf)
                 if not n:
                     return pos == len(data)
-                if pos + n > len(data) or buf[:n] != view[pos:pos + n]:
+                # a whole buffer is compared as it is (a slice of it would be a copy)
+                if pos + n > len(data) or (buf if n == size else buf[:n]) != view[pos:pos + n]:
                     return False
                 pos += n
     except OSError:

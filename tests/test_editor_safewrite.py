@@ -374,3 +374,41 @@ def test_disk_full_while_a_big_temp_file_is_written_in_its_flush_thread(
     assert big.read_bytes() == b"b" * DEFERRED_WRITE_BYTES
     assert small.read_bytes() == b"small\n"
     assert _temps(tmp_path) == [] and not (tmp_path / ".journal.json").exists()
+
+
+def test_an_edit_still_writes_when_no_helper_thread_can_be_started_ahead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The editor starts its fsync and hash threads as it opens, as a head start only: when
+    the system refuses new threads then, the session still opens and the commit starts them
+    when it needs them (and a full disk of threads later still fails cleanly)."""
+    import _thread
+    import datetime as dt
+
+    from tests._editor_helpers import make_vault
+    from toolkit import safewrite
+    from toolkit.ledger.vault import EditorSession
+
+    monkeypatch.setattr(safewrite, "_HELPERS", safewrite._Helpers())  # none idle yet
+    refused = []
+
+    class Threads:  # the _thread module, refusing the first three threads asked for
+        def __getattr__(self, name: str) -> object:
+            return getattr(_thread, name)
+
+        @staticmethod
+        def start_new_thread(func: object, args: tuple[object, ...]) -> int:
+            if len(refused) < 3:
+                refused.append(args)
+                raise RuntimeError("can't start new thread")
+            return _thread.start_new_thread(func, args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safewrite, "_thread", Threads())
+    body = (b"# Ledger: Patterns\n\n---\n\n**Title:** Alpha entry\n**Confidence:** low\n\n"
+            + b"x" * (2 << 20) + b"\n")  # big enough to be hashed in a thread
+    vault = make_vault(tmp_path, {"patterns": body})
+    with EditorSession(vault, today=dt.date(2026, 6, 1), timeout=2.0) as s:
+        s.set_confidence(s.find("alpha")[0], "medium")
+        s.commit()
+    assert len(refused) == 3
+    assert (vault / "ledger" / "patterns.md").read_bytes() == body.replace(b"low", b"medium")
+    assert _temps(vault / "ledger") == []

@@ -137,12 +137,18 @@ class _Helpers:
             self._idle.append(helper)
 
     def prestart(self, count: int) -> None:
-        """Have ``count`` helpers idle or starting, without waiting for them."""
+        """Have ``count`` helpers idle or starting, without waiting for them. Only a head
+        start: when no thread can be started now, the jobs start theirs when they come."""
         with self._lock:
             new = max(0, count - len(self._idle) - self._starting)
             self._starting += new
-        for _ in range(new):
-            _thread.start_new_thread(_Helper(self).loop, (True,))
+        for started in range(new):
+            try:
+                _thread.start_new_thread(_Helper(self).loop, (True,))
+            except RuntimeError:  # "can't start new thread": no helpers now
+                with self._lock:
+                    self._starting -= new - started
+                return
 
     def run(self, job: Callable[[], None], *, wait: bool = True) -> Any:
         """Run ``job`` in a helper; returns a lock that is released when the job has ended.
@@ -226,7 +232,8 @@ class FileSnapshot:
         def run() -> None:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
 
-        self._hashing.append(_HELPERS.run(run, wait=False))
+        with contextlib.suppress(RuntimeError):  # no thread to be had: sha256 hashes it
+            self._hashing.append(_HELPERS.run(run, wait=False))
 
     def _wait_for_digest(self) -> None:
         while self._hashing:
@@ -507,7 +514,10 @@ class _Flushes:
             self.failure.append(exc)
 
     def start(self, job: Callable[[], None]) -> None:
-        self.threads.append(_HELPERS.run(functools.partial(self._run, job)))
+        try:
+            self.threads.append(_HELPERS.run(functools.partial(self._run, job)))
+        except RuntimeError:  # no thread to be had: done here, one after the other
+            self._run(job)
 
     def join(self, path: Path, *, quiet: bool = False) -> None:
         """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is

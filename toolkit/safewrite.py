@@ -34,7 +34,6 @@ soon as that file exists (default: 30 seconds).
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import errno
 import fcntl
@@ -45,11 +44,12 @@ import secrets
 import shutil
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError, ToolkitError
 from toolkit.textio import max_file_bytes
@@ -71,121 +71,63 @@ class NoSpaceError(ToolkitError):
 
 # --------------------------------------------------------------------------- helper threads
 
-
-class _Helper:
-    """One helper thread: runs the jobs it is given, one at a time, and waits idle between
-    them (see :class:`_Helpers`)."""
-
-    def __init__(self, pool: _Helpers) -> None:
-        self.pool = pool
-        self.job: Callable[[], None] | None = None
-        self.done: Any = None
-        self.wait = True
-        self.go = _thread.allocate_lock()
-        self.go.acquire()  # released to hand over a job
-        self.taken = _thread.allocate_lock()
-        self.taken.acquire()  # released when the helper runs it
-
-    def loop(self, idle_first: bool) -> None:
-        if idle_first:
-            self.pool.idle(self, started=True)
-        while True:
-            self.go.acquire()
-            job, done = self.job, self.done
-            self.job = self.done = None
-            if self.wait:
-                self.taken.release()
-            # a job keeps its own failure for its caller (a hash that failed is computed again
-            # by the caller)
-            with contextlib.suppress(BaseException):
-                if job is not None:
-                    job()
-            self.pool.idle(self)  # idle before its caller goes on: it may be given the next job
-            done.release()
-
-    def give(self, job: Callable[[], None], done: Any, wait: bool) -> None:
-        """Hand over a job; ``wait``: until this helper runs it (it then holds the CPU and the
-        GIL until its job sleeps in a system call: an fsync starts at once)."""
-        self.job, self.done, self.wait = job, done, wait
-        self.go.release()
-        if wait:
-            self.taken.acquire()
+# fsync and hash jobs run in these threads; an edit has at most this many at once.
+HELPER_THREADS = 8
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
 
 
-class _Helpers:
-    """Threads that fsync and hash for the writers, kept idle between jobs and woken for each.
-
-    A job goes to an idle helper; without one, a new thread is started for it. Waking a
-    sleeping thread is quick even on a loaded machine, starting one is not: the scheduler puts
-    a new thread behind every runnable process (measured on a loaded 2-core machine: a
-    ``Thread.start`` cost the caller milliseconds each, and threads started without waiting ran
-    their first line up to 40 ms late). So a writer that knows it will write calls
-    :func:`prestart_helpers` first: the threads are started without waiting for them, while it
-    reads and plans, and its fsyncs then run at once. The giver waits until the helper runs
-    the job, as ``Thread.start`` does. Helpers are daemon threads and never end; a forked
-    child starts with none."""
-
-    def __init__(self) -> None:
-        self._lock = _thread.allocate_lock()
-        self._idle: list[_Helper] = []
-        self._starting = 0
-
-    def idle(self, helper: _Helper, *, started: bool = False) -> None:
-        with self._lock:
-            if started:
-                self._starting -= 1
-            self._idle.append(helper)
-
-    def prestart(self, count: int) -> None:
-        """Have ``count`` helpers idle or starting, without waiting for them. Only a head
-        start: when no thread can be started now, the jobs start theirs when they come."""
-        with self._lock:
-            new = max(0, count - len(self._idle) - self._starting)
-            self._starting += new
-        for started in range(new):
-            try:
-                _thread.start_new_thread(_Helper(self).loop, (True,))
-            except RuntimeError:  # "can't start new thread": no helpers now
-                with self._lock:
-                    self._starting -= new - started
-                return
-
-    def run(self, job: Callable[[], None], *, wait: bool = True) -> Any:
-        """Run ``job`` in a helper; returns a lock that is released when the job has ended.
-        ``wait``: return once the helper runs it (for a job that must start at once, an
-        fsync); without, at once (a job that only has to end before it is needed)."""
-        done = _thread.allocate_lock()
-        done.acquire()
-        with self._lock:
-            helper = self._idle.pop() if self._idle else None
-        if helper is None:
-            helper = _Helper(self)
-            _thread.start_new_thread(helper.loop, (False,))
-        helper.give(job, done, wait)
-        return done
-
-    def reset(self) -> None:
-        """In a forked child: the parent's helpers do not exist there."""
-        self._lock = _thread.allocate_lock()
-        self._idle = []
-        self._starting = 0
+def _helper_pool() -> ThreadPoolExecutor:
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None:
+            _helpers = ThreadPoolExecutor(HELPER_THREADS, thread_name_prefix="toolkit-io")
+        return _helpers
 
 
-_HELPERS = _Helpers()
+def _forget_helpers() -> None:
+    """In a forked child: the parent's threads do not exist there."""
+    global _helpers, _helpers_lock
+    _helpers, _helpers_lock = None, threading.Lock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_HELPERS.reset)
+    os.register_at_fork(after_in_child=_forget_helpers)
 
 
-def prestart_helpers(count: int = 8) -> None:
-    """Start ``count`` fsync and hash helpers now, without waiting for them (see
-    :class:`_Helpers`): a writer calls it as soon as it knows it will write."""
-    _HELPERS.prestart(count)
+def prestart_helpers(count: int = HELPER_THREADS) -> None:
+    """Start ``count`` helper threads now, so that an edit's fsyncs start at once (a thread
+    kept idle wakes quickly on a loaded machine; starting one costs milliseconds). A head
+    start only: when no thread can be started, the jobs start theirs when they come."""
+    go = threading.Event()  # holds each thread on its first job, so each job needs a new one
+    try:
+        with contextlib.suppress(RuntimeError):  # "can't start new thread"
+            for _ in range(count):
+                _helper_pool().submit(go.wait)
+    finally:
+        go.set()
 
 
-def _wait(done: Any) -> None:
-    """Wait for a job started with :meth:`_Helpers.run`."""
-    done.acquire()
-    done.release()
+def _in_helper(job: Callable[[], None]) -> Future[None] | None:
+    """Run ``job`` in a helper thread; None when it was run here, no thread being had."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        if done.set_running_or_notify_cancel():  # False: the caller took it back
+            try:
+                job()
+            except BaseException as exc:
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+    try:
+        _helper_pool().submit(run)
+    except RuntimeError:  # no thread could be started, yet the job is queued: whoever
+        if done.cancel():  # takes it first runs it
+            job()
+            return None
+    return done
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -209,7 +151,7 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
-    _hashing: list[Any] = field(default_factory=list, repr=False)  # locks of running hashes
+    _hashing: list[Future[None]] = field(default_factory=list, repr=False)
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -232,13 +174,13 @@ class FileSnapshot:
         def run() -> None:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
 
-        with contextlib.suppress(RuntimeError):  # no thread to be had: sha256 hashes it
-            self._hashing.append(_HELPERS.run(run, wait=False))
+        hashing = _in_helper(run)
+        if hashing is not None:
+            self._hashing.append(hashing)
 
     def _wait_for_digest(self) -> None:
-        while self._hashing:
-            _wait(self._hashing[0])
-            self._hashing.pop()
+        wait(self._hashing)  # a hash that failed leaves no digest: sha256 computes it again
+        self._hashing.clear()
 
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
@@ -499,12 +441,12 @@ class PreparedReplace:
 
 
 class _Flushes:
-    """fsyncs run in helper threads (:class:`_Helpers`; fsync releases the GIL, and a
+    """fsyncs run in helper threads (:func:`prestart_helpers`; fsync releases the GIL, and a
     journaling filesystem commits concurrent fsyncs together), each started as soon as its
     file is written; :meth:`join` waits for all and raises the first failure."""
 
     def __init__(self) -> None:
-        self.threads: list[Any] = []  # the done-locks of the running jobs
+        self.threads: list[Future[None]] = []
         self.failure: list[BaseException] = []
 
     def _run(self, job: Callable[[], None]) -> None:
@@ -514,16 +456,15 @@ class _Flushes:
             self.failure.append(exc)
 
     def start(self, job: Callable[[], None]) -> None:
-        try:
-            self.threads.append(_HELPERS.run(functools.partial(self._run, job)))
-        except RuntimeError:  # no thread to be had: done here, one after the other
-            self._run(job)
+        running = _in_helper(functools.partial(self._run, job))
+        if running is not None:
+            self.threads.append(running)
 
     def join(self, path: Path, *, quiet: bool = False) -> None:
         """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
         already failing with its own error)."""
-        while self.threads:
-            _wait(self.threads.pop())
+        wait(self.threads)
+        self.threads = []
         if self.failure and not quiet:
             exc = self.failure[0]
             self.failure = []

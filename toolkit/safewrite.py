@@ -47,12 +47,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError, ToolkitError
 from toolkit.textio import max_file_bytes
+
+if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
 PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
@@ -78,6 +81,8 @@ _helpers_lock = threading.Lock()
 
 
 def _helper_pool() -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor
+
     global _helpers
     with _helpers_lock:
         if _helpers is None:
@@ -110,6 +115,8 @@ def prestart_helpers(count: int = HELPER_THREADS) -> None:
 
 def _in_helper(job: Callable[[], None]) -> Future[None] | None:
     """Run ``job`` in a helper thread; None when it was run here, no thread being had."""
+    from concurrent.futures import Future
+
     done: Future[None] = Future()
 
     def run() -> None:
@@ -179,7 +186,8 @@ class FileSnapshot:
             self._hashing.append(hashing)
 
     def _wait_for_digest(self) -> None:
-        wait(self._hashing)  # a hash that failed leaves no digest: sha256 computes it again
+        for hashing in self._hashing:  # a hash that failed leaves no digest: sha256 computes it
+            hashing.exception()  # waits for it
         self._hashing.clear()
 
     @classmethod
@@ -463,7 +471,8 @@ class _Flushes:
     def join(self, path: Path, *, quiet: bool = False) -> None:
         """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
         already failing with its own error)."""
-        wait(self.threads)
+        for running in self.threads:
+            running.result()  # waits for it (a job's failure is in self.failure)
         self.threads = []
         if self.failure and not quiet:
             exc = self.failure[0]

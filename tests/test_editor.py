@@ -15,7 +15,7 @@ from tests._editor_helpers import fixture_vault, make_vault, random_ledger
 from tests.conftest import FORMATS, tree_digest
 from toolkit.errors import DataError, RefusedError, ToolkitError, UsageError
 from toolkit.ledger.codec import title_key
-from toolkit.ledger.vault import EditorSession, locate_entries
+from toolkit.ledger.vault import EditorSession, locate, locate_entries
 from toolkit.ledger.vault import session as editor
 from toolkit.sources.smith import parse_ledger_bytes
 
@@ -465,6 +465,60 @@ def test_title_lookup_by_a_digit_run_equals_the_full_parse(query: str) -> None:
         want = [e for e in full if q in title_key(e.title)]
         assert want  # every query names at least one title
         assert locate_entries(data, "/v/patterns.md", "patterns", q) == want
+
+
+@pytest.mark.parametrize("query", ["use 123", "x; 42 y", "strasse 700", "k 100 units",
+                                   "uſe 123", "x\u037e 42", "e 123 b"])
+def test_title_lookup_by_an_anchor_finds_titles_that_fold_to_it(query: str) -> None:
+    """An anchored query finds the titles whose case fold or NFC form holds it even where
+    their own bytes do not: the long s, the Greek question mark (NFC: ";"), sharp s, the
+    Kelvin sign; the file is not refused for holding them."""
+    titles = ["U\u017fe 123 budget", "x\u037e 42 y", "Stra\u00dfe 700", "\u212a 100 units",
+              "use 1234", "Plain 123 title"]
+    body = "**Context:** use 123 and x; 42 y and strasse 700 in the text\n\n"
+    data = ("# Ledger: Patterns\n\n" + "".join(
+        f"---\n\n**Title:** {t}\n**Confidence:** low\n\n{body}" for t in titles)).encode()
+    full = parse_ledger_bytes(data, "/v/patterns.md", "patterns").entries
+    q = title_key(query)
+    want = [e for e in full if q in title_key(e.title)]
+    assert want
+    if q.isascii():  # searched by its anchor, not by a full parse
+        assert locate._quick_title_lines(data, q) is not None
+    assert locate_entries(data, "/v/patterns.md", "patterns", q) == want
+
+
+def test_only_semicolon_and_backtick_come_from_other_characters() -> None:
+    """What the anchors rely on (toolkit/ledger/vault/locate.py): of the ASCII characters that
+    are no letter, NFC and case folding make only ";" and "`" of any other code point."""
+    import unicodedata
+
+    made = {c for cp in range(0x80, 0x110000) if not 0xD800 <= cp <= 0xDFFF
+            for c in unicodedata.normalize("NFC", chr(cp)).casefold()
+            if c.isascii() and not c.isalpha()}
+    assert made <= {";", "`"}
+
+
+def test_utf8_check_reads_a_big_file_in_parts(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # A6
+    """The commit's UTF-8 check of a file found without a full parse: a character cut by the
+    edge of a part is whole, junk bytes after the first part are found at their offset."""
+    monkeypatch.setattr(editor, "FAST_FIND_BYTES", 0)
+    head = b"# Ledger\n\n**Title:** ok\n**Confidence:** low\n\n"
+    for cut in range(4):  # the 4-byte character starts 0-3 bytes before the edge
+        filler = b"a" * ((1 << 20) - len(head) - 1 - cut)
+        data = head + filler + "\U0001d11e\u2014 text\n".encode()
+        vault = make_vault(tmp_path / f"v{cut}", {"patterns": data})
+        with _session(vault) as s:
+            s.set_confidence(s.find("ok")[0], "high")
+            s.commit()
+        assert (vault / "ledger" / "patterns.md").read_bytes().endswith("\u2014 text\n".encode())
+    junk = head + b"a" * (3 << 20) + b"\xff junk\n"
+    vault = make_vault(tmp_path / "junk", {"patterns": junk})
+    with _session(vault) as s:
+        s.set_confidence(s.find("ok")[0], "high")
+        with pytest.raises(DataError, match=f"invalid UTF-8 at byte offset {len(junk) - 7}"):
+            s.commit()
+    assert (vault / "ledger" / "patterns.md").read_bytes() == junk
 
 
 def test_find_in_a_large_file_uses_the_fast_path(tmp_path: Path,

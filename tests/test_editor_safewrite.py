@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -374,3 +375,63 @@ def test_disk_full_while_a_big_temp_file_is_written_in_its_flush_thread(
     assert big.read_bytes() == b"b" * DEFERRED_WRITE_BYTES
     assert small.read_bytes() == b"small\n"
     assert _temps(tmp_path) == [] and not (tmp_path / ".journal.json").exists()
+
+
+def test_an_edit_still_writes_when_no_helper_thread_can_be_started_ahead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The editor starts its fsync and hash threads as it opens, as a head start only: when
+    the system refuses new threads then, the session still opens and the commit starts them
+    when it needs them (and a full disk of threads later still fails cleanly)."""
+    import datetime as dt
+    import threading
+
+    from tests._editor_helpers import make_vault
+    from toolkit import safewrite
+    from toolkit.ledger.vault import EditorSession
+
+    monkeypatch.setattr(safewrite, "_helpers", None)  # a new pool: no thread idle yet
+    refused = []
+    start = threading.Thread.start
+
+    def refuse_three(thread: threading.Thread) -> None:  # the first three starts fail
+        if len(refused) < 3:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refuse_three)
+    body = (b"# Ledger: Patterns\n\n---\n\n**Title:** Alpha entry\n**Confidence:** low\n\n"
+            + b"x" * (2 << 20) + b"\n")  # big enough to be hashed in a thread
+    vault = make_vault(tmp_path, {"patterns": body})
+    with EditorSession(vault, today=dt.date(2026, 6, 1), timeout=2.0) as s:
+        s.set_confidence(s.find("alpha")[0], "medium")
+        s.commit()
+    assert len(refused) == 3
+    assert (vault / "ledger" / "patterns.md").read_bytes() == body.replace(b"low", b"medium")
+    assert _temps(vault / "ledger") == []
+
+
+def test_a_forked_child_writes_with_threads_of_its_own(tmp_path: Path) -> None:
+    """A process forked after the helper threads started has none of them: its writes start
+    their own instead of waiting forever for threads that do not exist there."""
+    from toolkit import safewrite
+
+    safewrite.prestart_helpers()
+    big, small = tmp_path / "big.md", tmp_path / "small.md"
+    big.write_bytes(b"old\n")
+    small.write_bytes(b"old\n")
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 once both files are written
+        try:
+            safewrite.replace_all([(big, b"b" * (2 << 20), None), (small, b"new\n", None)])
+        finally:
+            os._exit(0)
+    for _ in range(600):  # a minute at most; a child that hangs is killed
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child never finished its write")
+    assert big.read_bytes() == b"b" * (2 << 20) and small.read_bytes() == b"new\n"

@@ -49,9 +49,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError, ToolkitError
 from toolkit.textio import max_file_bytes
+
+if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
 PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
@@ -66,6 +70,71 @@ DEFERRED_WRITE_BYTES = 1 << 20
 
 class NoSpaceError(ToolkitError):
     """The disk (or quota) is full: nothing was written."""
+
+
+# --------------------------------------------------------------------------- helper threads
+
+# fsync and hash jobs run in these threads; an edit has at most this many at once.
+HELPER_THREADS = 8
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def _helper_pool() -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor
+
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None:
+            _helpers = ThreadPoolExecutor(HELPER_THREADS, thread_name_prefix="toolkit-io")
+        return _helpers
+
+
+def _forget_helpers() -> None:
+    """In a forked child: the parent's threads do not exist there."""
+    global _helpers, _helpers_lock
+    _helpers, _helpers_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helpers)
+
+
+def prestart_helpers(count: int = HELPER_THREADS) -> None:
+    """Start ``count`` helper threads now, so that an edit's fsyncs start at once (a thread
+    kept idle wakes quickly on a loaded machine; starting one costs milliseconds). A head
+    start only: when no thread can be started, the jobs start theirs when they come."""
+    go = threading.Event()  # holds each thread on its first job, so each job needs a new one
+    try:
+        with contextlib.suppress(RuntimeError):  # "can't start new thread"
+            for _ in range(count):
+                _helper_pool().submit(go.wait)
+    finally:
+        go.set()
+
+
+def _in_helper(job: Callable[[], None]) -> Future[None] | None:
+    """Run ``job`` in a helper thread; None when it was run here, no thread being had."""
+    from concurrent.futures import Future
+
+    done: Future[None] = Future()
+
+    def run() -> None:
+        if done.set_running_or_notify_cancel():  # False: the caller took it back
+            try:
+                job()
+            except BaseException as exc:
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+    try:
+        _helper_pool().submit(run)
+    except RuntimeError:  # no thread could be started, yet the job is queued: whoever
+        if done.cancel():  # takes it first runs it
+            job()
+            return None
+    return done
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -89,7 +158,7 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
-    _hashing: list[threading.Thread] = field(default_factory=list, repr=False)
+    _hashing: list[Future[None]] = field(default_factory=list, repr=False)
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -112,14 +181,14 @@ class FileSnapshot:
         def run() -> None:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
 
-        worker = threading.Thread(target=run, name="toolkit-sha256", daemon=True)
-        self._hashing.append(worker)
-        worker.start()
+        hashing = _in_helper(run)
+        if hashing is not None:
+            self._hashing.append(hashing)
 
     def _wait_for_digest(self) -> None:
-        while self._hashing:
-            self._hashing[0].join()
-            self._hashing.pop()
+        for hashing in self._hashing:  # a hash that failed leaves no digest: sha256 computes it
+            hashing.exception()  # waits for it
+        self._hashing.clear()
 
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
@@ -191,9 +260,11 @@ def changed_since(snapshot: FileSnapshot) -> bool:
 
 
 def _same_content(path: Path, data: bytes, chunk: int = 1 << 20) -> bool:
-    """Does the file hold exactly ``data``? Compared chunk by chunk in one reused buffer."""
+    """Does the file hold exactly ``data``? Compared chunk by chunk in one reused buffer (no
+    bigger than the file can be if it is the same, plus the byte that would show growth)."""
     view = memoryview(data)
-    buf = bytearray(chunk)
+    size = min(chunk, len(data) + 1)
+    buf = bytearray(size)
     pos = 0
     try:
         with open(path, "rb", buffering=0) as fh:
@@ -201,7 +272,8 @@ def _same_content(path: Path, data: bytes, chunk: int = 1 << 20) -> bool:
                 n = fh.readinto(buf)
                 if not n:
                     return pos == len(data)
-                if pos + n > len(data) or buf[:n] != view[pos:pos + n]:
+                # a whole buffer is compared as it is (a slice of it would be a copy)
+                if pos + n > len(data) or (buf if n == size else buf[:n]) != view[pos:pos + n]:
                     return False
                 pos += n
     except OSError:
@@ -377,17 +449,12 @@ class PreparedReplace:
 
 
 class _Flushes:
-    """fsyncs run in threads (fsync releases the GIL, and a journaling filesystem commits
-    concurrent fsyncs together), each started as soon as its file is written; :meth:`join`
-    waits for all and raises the first failure.
-
-    ``Thread.start`` returns once the new thread runs. That handshake is kept on purpose:
-    measured on a loaded 2-core machine, threads started without it (``_thread``) ran their
-    fsync tens of milliseconds late (a new thread waits its turn behind every runnable
-    process), and the promote got slower, not faster."""
+    """fsyncs run in helper threads (:func:`prestart_helpers`; fsync releases the GIL, and a
+    journaling filesystem commits concurrent fsyncs together), each started as soon as its
+    file is written; :meth:`join` waits for all and raises the first failure."""
 
     def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
+        self.threads: list[Future[None]] = []
         self.failure: list[BaseException] = []
 
     def _run(self, job: Callable[[], None]) -> None:
@@ -397,15 +464,16 @@ class _Flushes:
             self.failure.append(exc)
 
     def start(self, job: Callable[[], None]) -> None:
-        t = threading.Thread(target=self._run, args=(job,), name="toolkit-fsync")
-        t.start()
-        self.threads.append(t)
+        running = _in_helper(functools.partial(self._run, job))
+        if running is not None:
+            self.threads.append(running)
 
     def join(self, path: Path, *, quiet: bool = False) -> None:
         """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
         already failing with its own error)."""
-        while self.threads:
-            self.threads.pop().join()
+        for running in self.threads:
+            running.result()  # waits for it (a job's failure is in self.failure)
+        self.threads = []
         if self.failure and not quiet:
             exc = self.failure[0]
             self.failure = []

@@ -91,20 +91,24 @@ def decode_utf8(data: bytes, path: Path | str) -> str:
 def check_utf8(data: bytes, path: Path | str) -> None:
     """Raise :class:`DataError` (with the byte offset) unless ``data`` is UTF-8 text without
     NUL bytes: the same verdict as :func:`decode_utf8`, without building the decoded text
-    (chunks through an incremental decoder: a big file's text, twice its size, never exists)."""
+    (decoded a MB at a time, so a big file's whole text never exists; a sequence cut at the
+    end of a part is decoded with the next)."""
     import codecs
 
     if b"\x00" in data or data.isascii():
         if b"\x00" in data:
             decode_utf8(data, path)  # raises with the offset
         return
-    dec = codecs.getincrementaldecoder("utf-8")()
-    step = 1 << 18
+    decode = codecs.utf_8_decode  # the codec itself: a fifth quicker than an incremental one
+    step = 1 << 20
     view = memoryview(data)
+    pos, size = 0, len(data)
     try:
-        for pos in range(0, len(data), step):
-            dec.decode(view[pos:pos + step])
-        dec.decode(b"", final=True)
+        while True:
+            final = pos + step >= size
+            pos += decode(view[pos:pos + step], "strict", final)[1]
+            if final:
+                return
     except UnicodeDecodeError:
         decode_utf8(data, path)  # raises with the exact offset
 

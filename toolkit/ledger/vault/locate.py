@@ -56,47 +56,55 @@ _FOLD_TO_ASCII_BYTES = (b"\x9f", b"\xb0", b"\x89", b"\xbf", b"\xbe", b"\xba", b"
 MAX_QUICK_OCCURRENCES = 2000
 
 
-_LETTERS = re.compile(rb"[A-Za-z]+")
+# An anchor holds no letter, nor the two ASCII characters that NFC also makes of another one
+# (U+037E -> ";", U+1FEF -> "`"; case folding makes only letters): no other character becomes
+# an anchor's bytes (tests/test_editor.py checks every code point).
+_NOT_ANCHOR = re.compile(rb"[A-Za-z;`]+")
 MIN_ANCHOR_BYTES = 3
 
 
 def _anchor(needle: bytes) -> bytes | None:
-    """The longest run of an ASCII query that holds no letter (at least
-    :data:`MIN_ANCHOR_BYTES` long), or None. ASCII lowering leaves such bytes as they are, so
-    every line whose lowered bytes hold the query holds its anchor in its own bytes."""
-    best = max(_LETTERS.split(needle), key=len)
+    """The longest run of an ASCII query that holds no letter, ``;`` or backtick (at least
+    :data:`MIN_ANCHOR_BYTES` long), or None. NFC and case folding make such bytes only of
+    themselves, so every title whose folded text holds the query holds its anchor in its own
+    bytes, whatever other characters it has."""
+    best = max(_NOT_ANCHOR.split(needle), key=len)
     return best if len(best) >= MIN_ANCHOR_BYTES else None
 
 
 def _quick_title_lines(data: bytes, q: str) -> list[int] | None:
-    """Start offsets of the entry-start lines whose ASCII-lowered bytes contain ``q`` -- every
-    line whose title can match -- or None when this shortcut cannot be exact (a non-ASCII
-    query, a character that case-folds to ASCII somewhere in the file, too many occurrences).
-    Fenced lines are included; the caller filters them.
+    """Start offsets of the entry-start lines whose folded text contains ``q`` -- every line
+    whose title can match -- or None when this shortcut cannot be exact (a non-ASCII query;
+    without an anchor, a character that case-folds to ASCII somewhere in the file; too many
+    occurrences). Fenced lines are included; the caller filters them.
 
     A query with a run of digits or punctuation (its anchor) is searched for by that run in
-    the file's own bytes, and only the lines holding it are lowered; otherwise in the whole
-    file lowered."""
-    if not q.isascii() or any(b in data for b in _FOLD_TO_ASCII_BYTES):
+    the file's own bytes, and only the lines holding it are folded; otherwise in the whole
+    file lowered, which is exact only for a file without such characters."""
+    if not q.isascii():
         return None
     needle = q.encode("ascii")
     anchor = _anchor(needle)
     if anchor is not None:
-        found = _lines_holding(data, data, anchor, needle)
+        found = _lines_holding(data, data, anchor, q)
         if found is not _TOO_MANY:
             return found
+    if any(b in data for b in _FOLD_TO_ASCII_BYTES):
+        return None
     return _lines_holding(data, data.lower(), needle, None)
 
 
 _TOO_MANY: list[int] = []  # too many occurrences to look at each (a marker, by identity)
 
 
-def _lines_holding(data: bytes, hay: bytes, needle: bytes, query: bytes | None
+def _lines_holding(data: bytes, hay: bytes, needle: bytes, query: str | None
                    ) -> list[int] | None:
     """Entry-start lines of ``data`` where ``hay`` (``data`` or its lowered bytes) holds
-    ``needle`` and, when ``query`` is given, whose lowered bytes hold ``query``. None when
-    over :data:`MAX_FAST_CANDIDATES` lines qualify; :data:`_TOO_MANY` when ``needle`` occurs
-    over :data:`MAX_QUICK_OCCURRENCES` times."""
+    ``needle`` and, when ``query`` (a :func:`title_key`) is given, whose folded text holds
+    ``query`` (an ASCII line is only lowered). None when over :data:`MAX_FAST_CANDIDATES`
+    lines qualify; :data:`_TOO_MANY` when ``needle`` occurs over
+    :data:`MAX_QUICK_OCCURRENCES` times."""
+    ascii_query = query.encode("ascii") if query is not None and query.isascii() else None
     found: list[int] = []
     seen_line = -1
     count = 0
@@ -117,7 +125,11 @@ def _lines_holding(data: bytes, hay: bytes, needle: bytes, query: bytes | None
             continue
         if query is not None:
             nl = data.find(b"\n", start)
-            if query not in data[start:len(data) if nl < 0 else nl].lower():
+            line = data[start:len(data) if nl < 0 else nl]
+            if line.isascii():
+                if ascii_query is None or ascii_query not in line.lower():
+                    continue
+            elif query not in title_key(line.decode("utf-8", "replace")):
                 continue
         found.append(start)
         if len(found) > MAX_FAST_CANDIDATES:

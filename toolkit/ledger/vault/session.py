@@ -158,6 +158,7 @@ from toolkit.safewrite import (
     cleanup_orphan_temps,
     edit_record,
     pause,
+    prestart_helpers,
     replace_all,
     sha256_of_edit,
     unique_dir,
@@ -385,6 +386,8 @@ class EditorSession:
                                      "the Ledger, or run `/smith` to initialize the vault")
         self._lock = FileLock(lock_path(self.ledger_dir), self.timeout, what="the ledger")
         self._lock.acquire()
+        if not self.dry_run:
+            prestart_helpers()  # started while the files are read and the edit planned
         try:
             recover_interrupted(self.vault, locked=True)  # before its temp files look orphaned
             if not self.dry_run:

@@ -4,7 +4,9 @@ snapshot tables surviving CodeSmith's pruning. Side repos are built with CodeSmi
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -13,25 +15,21 @@ import pytest
 
 from tests._history_helpers import SideRepo, git_env, run
 from tests._terminal_helpers import run_on_a_terminal
-from tests.conftest import make_audit_db, tree_digest
+from tests.conftest import isolate, make_audit_db, tree_digest
 from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
+from toolkit.sources.snapshots import side_repo_for
 from toolkit.store import Store
 
 
-@pytest.fixture
-def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A workspace that is the user's own git repo (all committed), and a side repo with two
-    turns: turn 1 edits app.py (tool step), adds lib/util.py and docs/notes.md; turn 2 deletes
-    docs/notes.md and edits app.py again."""
-    ws = tmp_path / "acme-api"
+def _build_world(ws: Path, snapshots_home: Path) -> SideRepo:
+    """The workspace and side repo of ``world``, built at ``ws``."""
     (ws / "src").mkdir(parents=True)
     (ws / ".gitignore").write_text(".toolkit/\n*.log\n")
     (ws / "src" / "app.py").write_text("def main():\n    return 1\n")
     (ws / "README.md").write_text("# acme\n")
     run(["git", "init", "-q", "-b", "main", str(ws)])
-    home = isolated_env
-    side = SideRepo.create(ws, home / ".codesmith" / "snapshots")
+    side = SideRepo.create(ws, snapshots_home)
     side.snapshot("pre-turn:1: add a helper")
     (ws / "src" / "app.py").write_text("def main():\n    return helper()\n")
     side.snapshot("tool:call_A1")
@@ -46,6 +44,37 @@ def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch): 
     (ws / "src" / "app.py").write_text("def main():\n    return helper() + 0\n")
     side.snapshot("post-turn:2: tidy up")
     commit_all(ws)
+    return side
+
+
+@pytest.fixture(scope="module")
+def _world_made(tmp_path_factory: pytest.TempPathFactory) -> SideRepo:
+    """``world``'s workspace and side repo, built once per module (in the tests'
+    environment) for each test to copy: never used in place."""
+    base = tmp_path_factory.mktemp("snapshots-world")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base / "home")
+        return _build_world(base / "acme-api", base / "home" / ".codesmith" / "snapshots")
+
+
+@pytest.fixture
+def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+          _world_made: SideRepo):
+    """A workspace that is the user's own git repo (all committed), and a side repo with two
+    turns: turn 1 edits app.py (tool step), adds lib/util.py and docs/notes.md; turn 2 deletes
+    docs/notes.md and edits app.py again. Each test has its own copy of the module's one
+    build: the workspace, and the side repo where CodeSmith keeps it for the copy's path
+    (its config names its work tree, as ``git init --work-tree`` wrote it)."""
+    ws = tmp_path / "acme-api"
+    shutil.copytree(_world_made.workspace, ws, symlinks=True)
+    git_dir = side_repo_for(ws, isolated_env / ".codesmith" / "snapshots")
+    git_dir.parent.mkdir(parents=True)
+    shutil.copytree(_world_made.git_dir, git_dir, symlinks=True)
+    config = git_dir / "config"
+    made = f"\tworktree = {_world_made.workspace}\n"
+    assert made in config.read_text()
+    config.write_text(config.read_text().replace(made, f"\tworktree = {ws}\n"))
+    side = SideRepo(ws, git_dir, clock=_world_made.clock)
     monkeypatch.chdir(ws)
     return ws, side
 
@@ -244,6 +273,38 @@ def test_restore_number_out_of_range(world, cli_run):
 
 
 # --------------------------------------------------------------------------- the store
+
+def test_the_files_of_many_diffs_read_at_once_are_those_of_each_diff(world):
+    """The store's loader reads every snapshot's files and every turn's in one git process
+    (diff-tree --stdin): the same files, statuses and line counts as one diff at a time,
+    also for names with a tab, a newline or the look of git's own pair line, a binary file,
+    a pair without a difference and a pair from the empty tree."""
+    from toolkit.sources import snapshots as snap
+
+    ws, side = world
+    trees = [side.git("rev-parse", f"HEAD~{n}^{{tree}}") for n in range(4, -1, -1)]
+    (ws / "odd\tname.txt").write_text("a\nb\n")
+    (ws / "line\nbreak.md").write_text("x\n")
+    (ws / f"{trees[0]} {trees[1]}\nlook-alike").write_text("y\n")
+    (ws / "blob.bin").write_bytes(b"\0\1\2")
+    side.snapshot("pre-turn:3: odd names")
+    (ws / "odd\tname.txt").write_text("a\nc\nd\n")
+    (ws / "blob.bin").write_bytes(b"\0\3")
+    (ws / "line\nbreak.md").unlink()
+    side.snapshot("post-turn:3: odd names")
+    trees += [side.git("rev-parse", f"HEAD~{n}^{{tree}}") for n in (1, 0)]
+    pairs = [(None, trees[0]), *itertools.pairwise(trees), (trees[2], trees[2]),
+             (trees[0], trees[-1]), (None, trees[-1])]
+    one_at_a_time = [snap.diff_trees(side.git_dir, old, new) for old, new in pairs]
+    assert snap.diff_tree_pairs(side.git_dir, pairs) == one_at_a_time
+    assert one_at_a_time[7] == []  # the pair without a difference
+    odd = {f.path: (f.status, f.added, f.deleted) for f in one_at_a_time[6]}
+    assert odd == {"odd\tname.txt": ("M", 2, 1), "blob.bin": ("M", None, None),
+                   "line\nbreak.md": ("D", 0, 1)}
+    added = {f.path: f.status for f in one_at_a_time[5]}
+    assert added[f"{trees[0]} {trees[1]}\nlook-alike"] == "A" and added["blob.bin"] == "A"
+    assert snap.diff_tree_pairs(side.git_dir, []) == []
+
 
 def _store(ws: Path, home: Path) -> Store:
     cfg = config_mod.resolve(cwd=ws, env={"HOME": str(home)})

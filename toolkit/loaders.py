@@ -446,11 +446,16 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
     store.conn.execute("DELETE FROM snapshot_files WHERE repo = ? AND (snap_key IS NULL OR "
                        "snap_key NOT IN (SELECT unnest(?::VARCHAR[])))", [r, keep])
     keep_set = set(keep)
+    # each one against its parent's tree, all in one git process (a parent outside the
+    # listing, which a shallow or grafted repo may have, is compared on its own)
+    todo = [s for s in snaps if s.key not in keep_set]
+    by_trees = [s for s in todo if s.tree and (s.parent is None or parent_tree[s.sha])]
+    changed = dict(zip([s.sha for s in by_trees], snap.diff_tree_pairs(
+        repo, [(parent_tree[s.sha], s.tree or "") for s in by_trees]), strict=True))
     files_rows = []
-    for s in snaps:
-        if s.key in keep_set:
-            continue
-        for f in snap.changed_files(repo, s):
+    for s in todo:
+        files = changed[s.sha] if s.sha in changed else snap.changed_files(repo, s)
+        for f in files:
             files_rows.append((r, s.sha, s.key, s.position, f.path, f.status, f.added,
                                f.deleted))
     store.insert_rows("snapshot_files", ("repo", "sha", "snap_key", "position", "path",
@@ -473,11 +478,18 @@ def _load_snapshots(store: Store, cfg: Config, full: bool, progress: Any) -> Sou
     keep_turns = [k for k, (span, _, _) in spans.items() if have_spans.get(k) == span]
     store.conn.execute("DELETE FROM turn_files WHERE repo = ? AND turn_key NOT IN "
                        "(SELECT unnest(?::VARCHAR[]))", [r, keep_turns])
+    todo_spans = [key for key in spans if key not in keep_turns]
+    pairs = [(spans[key][1], spans[key][2]) for key in todo_spans]
+    # all in one git process, as trees (a commit, where a snapshot has no tree, on its own)
+    trees = set(tree_of.values())
+    as_trees = [pair for pair in pairs if pair[1] in trees]
+    span_files = dict(zip(as_trees, snap.diff_tree_pairs(repo, as_trees), strict=True))
     turn_rows = []
-    for key, (span, start, end) in spans.items():
-        if key in keep_turns:
-            continue
-        for f in snap.diff_trees(repo, start, end):
+    for key, (start, end) in zip(todo_spans, pairs, strict=True):
+        span = spans[key][0]
+        files = span_files[(start, end)] if (start, end) in span_files else \
+            snap.diff_trees(repo, start, end)
+        for f in files:
             turn_rows.append((r, key, span, f.path, f.status, f.added, f.deleted))
     store.insert_rows("turn_files", ("repo", "turn_key", "span", "path", "status", "added",
                                      "deleted"), turn_rows)

@@ -161,12 +161,18 @@ def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
         raise UsageError("give a snapshot number or --turn")
     start, inner, notes = turn_start(chosen, by_sha)
     first, end = chosen.snapshots[0], chosen.snapshots[-1]
-    steps = []
-    if start is None:
-        steps.append(Step(None, first, snap.diff_trees(repo, None, first.sha)))
-    for a, b in itertools.pairwise(inner):
-        steps.append(Step(a, b, snap.diff_trees(repo, a.sha, b.sha)))
-    files = snap.diff_trees(repo, start.sha if start else None, end.sha)
+    # each step's files, then the turn's: all in one git process, between the trees
+    pairs: list[tuple[Snapshot | None, Snapshot]] = [
+        *([(None, first)] if start is None else []), *itertools.pairwise(inner), (start, end)]
+    trees = [(a.tree if a else None, b.tree) for a, b in pairs]
+    if all(new and (a is None or old) for (a, _), (old, new) in zip(pairs, trees, strict=True)):
+        found = snap.diff_tree_pairs(repo, [(old, new or "") for old, new in trees])
+        diffs = [[SnapshotFile(b.sha, f.path, f.status, f.added, f.deleted) for f in files]
+                 for (_, b), files in zip(pairs, found, strict=True)]
+    else:  # a snapshot without its tree (never from git log): between the commits
+        diffs = [snap.diff_trees(repo, a.sha if a else None, b.sha) for a, b in pairs]
+    steps = [Step(a, b, files) for (a, b), files in zip(pairs[:-1], diffs, strict=False)]
+    files = diffs[-1]
     text = turn_patch(repo, start, end) if with_patch else None
     return TurnDiff(chosen, start, end, files, steps, notes, text)
 

@@ -147,18 +147,27 @@ def list_snapshots(git_dir: Path, max_count: int | None = None) -> list[Snapshot
     return snaps[:max_count] if max_count else snaps
 
 
-def diff_trees(git_dir: Path, old: str | None, new: str) -> list[SnapshotFile]:
-    """Files that differ between two trees (or commits), with lines added and deleted
-    (None for binary files). ``old=None`` compares with the empty tree."""
-    base = old or EMPTY_TREE
-    numstat = git(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--numstat", base, new)
-    status = git(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--name-status", base, new)
+# one diff's files: each file's status (--raw) and its lines added and deleted (--numstat)
+_DIFF = ("diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat")
+# diff-tree --stdin names each pair of trees it compares on a line before its diff
+_PAIR = re.compile(r"([0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64})\n")
+
+
+def _diff_files(fields: list[str], new: str) -> list[SnapshotFile]:
+    """The files of one ``diff-tree -z --raw --numstat`` diff, from its NUL-ended fields: a
+    raw record (``:modes oids status``, then the path) per file, then a numstat record
+    (``added<TAB>deleted<TAB>path``; ``-`` for a binary file) per file."""
     kinds: dict[str, str] = {}
-    parts = status.split("\0")
-    for i in range(0, len(parts) - 1, 2):
-        kinds[parts[i + 1]] = parts[i]
     files: list[SnapshotFile] = []
-    for rec in numstat.split("\0"):
+    i = 0
+    while i < len(fields):
+        rec = fields[i]
+        if rec.startswith(":"):  # a raw record: the path is the next field
+            if i + 1 < len(fields):
+                kinds[fields[i + 1]] = rec.rsplit(" ", 1)[-1]
+            i += 2
+            continue
+        i += 1
         if not rec:
             continue
         added, deleted, path = [*rec.split("\t", 2), "", ""][:3]
@@ -167,6 +176,50 @@ def diff_trees(git_dir: Path, old: str | None, new: str) -> list[SnapshotFile]:
             added=int(added) if added.isdecimal() else None,
             deleted=int(deleted) if deleted.isdecimal() else None))
     return files
+
+
+def diff_trees(git_dir: Path, old: str | None, new: str) -> list[SnapshotFile]:
+    """Files that differ between two trees (or commits), with lines added and deleted
+    (None for binary files). ``old=None`` compares with the empty tree."""
+    out = git(git_dir, *_DIFF, old or EMPTY_TREE, new)
+    return _diff_files(out.split("\0"), new)
+
+
+def diff_tree_pairs(git_dir: Path, pairs: list[tuple[str | None, str]]
+                    ) -> list[list[SnapshotFile]]:
+    """``diff_trees`` for each (old, new) pair of tree IDs (not commits: git reads a pair of
+    commits on its input as a commit and its parent), all in one git process."""
+    if not pairs:
+        return []
+    wanted = [(old or EMPTY_TREE, new) for old, new in pairs]
+    proc = run_git([f"--git-dir={git_dir}", *_DIFF, "--stdin"], what=git_dir,
+                   input="".join(f"{a} {b}\n" for a, b in wanted).encode())
+    fields = proc.stdout.decode("utf-8", "replace").split("\0")
+    groups: list[list[str]] = []
+    i = 0
+    while i < len(fields):
+        field = fields[i]
+        # a pair's line starts the field after the previous diff's last one (several lines
+        # for pairs without a difference); a path (after a raw record) is never read as one
+        while m := _PAIR.match(field):
+            if len(groups) == len(wanted) or m.groups() != wanted[len(groups)]:
+                raise DataError("git diff-tree answered for trees it was not asked about",
+                                path=git_dir)
+            groups.append([])
+            field = field[m.end():]
+        if not groups:
+            if field:
+                raise DataError("git diff-tree answered without naming the trees",
+                                path=git_dir)
+            i += 1
+            continue
+        step = 2 if field.startswith(":") else 1
+        groups[-1] += [field, *fields[i + 1:i + step]]
+        i += step
+    if len(groups) != len(wanted):
+        raise DataError(f"git diff-tree compared {len(groups)} of {len(wanted)} pairs of trees",
+                        path=git_dir)
+    return [_diff_files(group, new) for group, (_, new) in zip(groups, wanted, strict=True)]
 
 
 def changed_files(git_dir: Path, snapshot: Snapshot) -> list[SnapshotFile]:

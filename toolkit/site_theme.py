@@ -14,6 +14,11 @@ Some partials print the same bytes on every page: they read nothing but the site
 (``config``, ``features``, the translations ``lang``), use no ``url`` filter (which makes a
 link relative to the page) and include only icons. Such a partial (of :data:`PAGE_FREE`, each
 checked against that rule when the build starts) is rendered for the first page and reused.
+A block of ``base.html`` (the page's head, its scripts, Material's ``__config``) that reads
+nothing but the site's config and ``base_url``, and the page only through the filters that make
+a link relative to it (``url``, ``script_tag``), prints the same bytes on two pages whose
+``base_url`` and links to the same targets come out the same: it is rendered once per such set
+(the filters record the links a rendering makes) and reused.
 
 Python-Markdown: MkDocs makes a new converter, with every extension, for each page. Here one
 converter per build converts every page: it is reset between pages (as Python-Markdown resets
@@ -32,12 +37,16 @@ NAV_TEMPLATE = "partials/nav.html"
 ENABLED = True  # False: the theme and MkDocs do all of it for every page (tests compare both)
 # the last build's count of nav HTML rendered and reused, page-free partials reused and pages
 # converted by the build's one Markdown converter (tests, benchmarks)
-counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "markdown": 0}
+counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "blocks": 0,
+                          "markdown": 0}
 # partials that may print the same bytes on every page (each checked: see the module docstring)
 PAGE_FREE = ("partials/search.html", "partials/palette.html", "partials/top.html",
              "partials/source.html", "partials/copyright.html",
              "partials/javascripts/content.html")
 _SITE_WIDE = frozenset({"config", "features", "lang"})
+# filters that make a link relative to the page (MkDocs'); the template of the blocks cached
+PAGE_URL_FILTERS = ("url", "script_tag")
+BLOCKS_OF = "base.html"
 
 
 def cache_nav(env: Any, nav: Any) -> None:
@@ -90,41 +99,102 @@ def cache_nav(env: Any, nav: Any) -> None:
 
 def cache_partials(env: Any) -> None:
     """Render each partial of :data:`PAGE_FREE` that prints the same bytes on every page once
-    in this build's environment ``env``; the others as the theme does."""
-    counts["partials"] = 0
+    in this build's environment ``env``, and each block of :data:`BLOCKS_OF` that reads only
+    the site's config and the page's links to fixed targets once per set of those links (see
+    the module docstring); the others as the theme does."""
+    import jinja2
+    from jinja2 import nodes
+
+    counts.update(partials=0, blocks=0)
     if not ENABLED:
         return
     for name in PAGE_FREE:
         template = _page_free(env, name)
         if template is not None:
             template.root_render_func = _once(template.root_render_func)
+    links = _Links(env)
+    try:
+        template = env.get_template(BLOCKS_OF)
+        tree = env.parse(env.loader.get_source(env, BLOCKS_OF)[0])
+    except (jinja2.TemplateError, OSError):
+        return
+    for block in tree.find_all(nodes.Block):
+        reads = _reads(env, block.body, links.names, set())
+        if reads is not None and block.name in template.blocks:
+            template.blocks[block.name] = links.cached(template.blocks[block.name], *reads)
 
 
 def _page_free(env: Any, name: str) -> Any:
     """The template ``name`` when it reads only the site's config (see the module
     docstring), else None."""
     import jinja2
-    from jinja2 import meta, nodes
 
     try:
-        source = env.loader.get_source(env, name)[0]
-        tree = env.parse(source)
+        tree = env.parse(env.loader.get_source(env, name)[0])
     except (jinja2.TemplateError, OSError):
         return None
-    if not meta.find_undeclared_variables(tree) <= _SITE_WIDE:
+    reads = _reads(env, tree.body, (), set())
+    if reads is None or reads[1]:
         return None
-    if any(f.name == "url" for f in tree.find_all(nodes.Filter)):
+    return env.get_template(name)
+
+
+def _reads(env: Any, body: list[Any], links: tuple[str, ...],
+           seen: set[str]) -> tuple[bool, frozenset[str]] | None:
+    """Whether the template code ``body`` reads only site-wide names (:data:`_SITE_WIDE`,
+    ``namespace``; ``base_url`` only when given ``links``), uses no filter that reads the
+    context but those of ``links`` (they make a link relative to the page), and includes or
+    imports only icons and templates (by a constant name) of which the same holds: (whether
+    it reads ``base_url``, the names it may read from the context before it sets them itself,
+    as ``{% if a %}{% set x = … %}{% endif %}{{ x }}`` does: the page's context must not hold
+    them). None when it does not."""
+    import jinja2
+    from jinja2 import meta, nodes
+    from jinja2.utils import _PassArg
+
+    tree = nodes.Template(list(body), lineno=1)
+    tree.set_environment(env)
+    names = set(meta.find_undeclared_variables(tree))
+    own = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    own |= {i.target for i in tree.find_all(nodes.Import)}
+    own |= {n if isinstance(n, str) else n[-1] for i in tree.find_all(nodes.FromImport)
+            for n in i.names}
+    own |= {m.name for m in tree.find_all(nodes.Macro)}
+    site_wide = _SITE_WIDE | {"namespace"} | ({"base_url"} if links else set())
+    if not names <= site_wide | own:
         return None
+    unsure = set(names - site_wide)
+    for f in tree.find_all(nodes.Filter):
+        if f.name in links:
+            continue
+        if (f.name in PAGE_URL_FILTERS
+                or _PassArg.from_obj(env.filters.get(f.name)) is _PassArg.context):
+            return None
     for inc in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
-        target = inc.template
+        target = inc.template  # type: ignore[attr-defined]  # each of these has one
         while isinstance(target, nodes.Concat) and target.nodes:
             target = target.nodes[0]
         while isinstance(target, nodes.Add):
             target = target.left
-        if not (isinstance(inc, nodes.Include) and isinstance(target, nodes.Const)
-                and str(target.value).startswith(".icons/")):
+        if not isinstance(target, nodes.Const):
             return None
-    return env.get_template(name)
+        name = str(target.value)
+        if name.startswith(".icons/") and isinstance(inc, (nodes.Include, nodes.Import)):
+            continue  # an icon: an SVG file
+        if not isinstance(inc, nodes.Include) or inc.template is not target or name in seen:
+            return None
+        seen.add(name)
+        try:
+            included = env.parse(env.loader.get_source(env, name)[0])
+        except (jinja2.TemplateError, OSError):
+            return None
+        more = _reads(env, included.body, links, seen)
+        if more is None:
+            return None
+        if more[0]:
+            names.add("base_url")
+        unsure |= more[1]
+    return "base_url" in names, frozenset(unsure)
 
 
 def _once(render: Callable[[Any], Iterator[str]]) -> Callable[[Any], Iterator[str]]:
@@ -138,6 +208,78 @@ def _once(render: Callable[[Any], Iterator[str]]) -> Callable[[Any], Iterator[st
         yield html[0]
 
     return root
+
+
+class _Links:
+    """The environment's filters that make a link relative to the page (:data:`PAGE_URL_FILTERS`),
+    wrapped so that a cached block learns which links it makes."""
+
+    def __init__(self, env: Any) -> None:
+        import jinja2
+        from jinja2.utils import _PassArg
+
+        self.made: list[tuple[str, Any, str]] | None = None  # the block being rendered's
+        self.filters: dict[str, Callable[..., Any]] = {}
+        for name in PAGE_URL_FILTERS:
+            f = env.filters.get(name)
+            if f is None or _PassArg.from_obj(f) is not _PassArg.context:
+                continue
+            self.filters[name] = f
+
+            def logged(context: Any, value: Any, _name: str = name,
+                       _f: Callable[..., Any] = f) -> Any:
+                out = _f(context, value)
+                if self.made is not None:
+                    self.made.append((_name, value, str(out)))
+                return out
+
+            env.filters[name] = jinja2.pass_context(logged)
+        self.names = tuple(self.filters)
+
+    def cached(self, render: Callable[[Any], Iterator[str]], by_base: bool,
+               unsure: frozenset[str]) -> Callable[[Any], Iterator[str]]:
+        """``render`` (a block that reads only the site's config, ``base_url`` when
+        ``by_base``, and makes links with these filters) once per ``base_url`` and set of links:
+        a page whose links to the same targets come out the same gets the same bytes (the block
+        takes the same branches: it reads nothing else). A page whose context holds a name of
+        ``unsure`` is rendered as the theme does."""
+        # each list of links a render made (the targets, in order), with the HTML per their
+        # results and base_url
+        made: list[tuple[list[tuple[str, Any, str]], dict[tuple[str, ...], str]]] = []
+
+        def block(context: Any) -> Iterator[str]:
+            if unsure and any(name in context for name in unsure):
+                yield from render(context)
+                return
+            base = str(context.get("base_url")) if by_base else ""
+            for links, done in made:
+                key = (base, *(str(self.filters[n](context, v)) for n, v, _ in links))
+                html = done.get(key)
+                if html is not None:
+                    counts["blocks"] += 1
+                    if self.made is not None:  # a cached block inside one being rendered
+                        self.made.extend((n, v, r) for (n, v, _), r in zip(links, key[1:],
+                                                                            strict=True))
+                    yield html
+                    return
+            outer, self.made = self.made, []
+            try:
+                html = "".join(render(context))
+                links = self.made
+            finally:
+                self.made = outer
+            if outer is not None:
+                outer.extend(links)
+            key = (base, *(r for _, _, r in links))
+            for seen, done in made:
+                if [(n, v) for n, v, _ in seen] == [(n, v) for n, v, _ in links]:
+                    done[key] = html
+                    break
+            else:
+                made.append((links, {key: html}))
+            yield html
+
+        return block
 
 
 class MarkdownOnce:

@@ -23,6 +23,8 @@ a link relative to it (``url``, ``script_tag``), prints the same bytes on two pa
 Python-Markdown: MkDocs makes a new converter, with every extension, for each page. Here one
 converter per build converts every page: it is reset between pages (as Python-Markdown resets
 it between documents) and given that page's MkDocs processors, as MkDocs gives a new one.
+A page whose Markdown is that of an earlier page but for its tables' placeholders gets that
+page's HTML with its own placeholders (see :class:`MarkdownOnce`).
 
 :func:`cache_nav` and :func:`cache_partials` install this on the theme's Jinja environment
 (``on_env``), :func:`render_markdown` on each page (``on_pre_page``).
@@ -30,7 +32,10 @@ it between documents) and given that page's MkDocs processors, as MkDocs gives a
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
@@ -282,13 +287,39 @@ class _Links:
         return block
 
 
+# a table's placeholder in a page's Markdown (toolkit.site, toolkit.site_hooks): inert text
+_SLOT = re.compile(r"(&#35;tk[a-z]+-)([0-9a-f]{20})")
+_LINK = re.compile(r"""\b(?:href|src)=["']([^"']*)""")
+_SHAPES = 512  # the most page shapes kept (then the memo starts again)
+
+
+@dataclass
+class _Shape:
+    """A page's conversion, its placeholders' digests left as slots (see MarkdownOnce)."""
+
+    pieces: list[str]  # the HTML between the slots
+    toc: list[Any]
+    title: str | None
+    anchors: set[str]
+    self_links: dict[str, str] | None  # the page's links to its own anchors
+
+
 class MarkdownOnce:
     """One Python-Markdown converter for a build's pages (see the module docstring):
-    ``page.render = MarkdownOnce(...).bind(page)`` before MkDocs renders the page."""
+    ``page.render = MarkdownOnce(...).bind(page)`` before MkDocs renders the page.
+
+    A page's Markdown that differs from an earlier page's only in its tables' placeholders
+    (``&#35;tktable-<digest>``: inert text) converts to that page's HTML with the other
+    digests: pages of one kind (a ledger entry) are converted once per shape. A shape is kept
+    only when its conversion holds each placeholder once, in order, and nowhere else (not in a
+    heading, its id or the title), and no link but to its own anchors or to another site (the
+    only links MkDocs leaves as written)."""
 
     def __init__(self) -> None:
         self.md: Any = None
-        counts["markdown"] = 0
+        self.shapes: dict[str, _Shape | None] = {}
+        self.toc: list[Any] = []  # the last conversion's headings (toc tokens)
+        counts.update(markdown=0, shapes=0)
 
     def bind(self, page: Any) -> Callable[[Any, Any], None]:
         return lambda config, files: self.render(page, config, files)
@@ -297,11 +328,43 @@ class MarkdownOnce:
         """What MkDocs' ``Page.render`` does, with this build's converter."""
         import logging
 
-        import markdown
         from mkdocs.structure import pages as mk
 
         if page.markdown is None:
             raise RuntimeError("`markdown` field hasn't been set (via `read_source`)")
+        digests: list[str] = []
+
+        def slot(m: re.Match[str]) -> str:
+            digests.append(m.group(2))
+            return f"{m.group(1)}{len(digests) - 1:020x}"
+
+        text = _SLOT.sub(slot, page.markdown) if "&#35;tk" in page.markdown else page.markdown
+        shape = self.shapes.get(text) if digests else None
+        if shape is not None:
+            html = [shape.pieces[0]]
+            for digest, piece in zip(digests, shape.pieces[1:], strict=True):
+                html += (digest, piece)
+            page.content = "".join(html)
+            page.toc = mk.get_toc(shape.toc)
+            page._title_from_render = shape.title
+            page.present_anchor_ids = set(shape.anchors)
+            if shape.self_links is not None:
+                page.links_to_anchors = {page.file: dict(shape.self_links)}
+            counts["shapes"] += 1
+            return
+        self._convert(page, config, files)
+        if digests and text not in self.shapes:
+            if len(self.shapes) >= _SHAPES:
+                self.shapes.clear()
+            self.shapes[text] = self._shape(page, text, digests, mk.log.getEffectiveLevel()
+                                            > logging.DEBUG)
+
+    def _convert(self, page: Any, config: Any, files: Any) -> None:
+        import logging
+
+        import markdown
+        from mkdocs.structure import pages as mk
+
         md = self.md
         if md is None:
             md = self.md = markdown.Markdown(extensions=config["markdown_extensions"],
@@ -317,12 +380,44 @@ class MarkdownOnce:
         title = mk._ExtractTitleTreeprocessor()
         title._register(md)
         page.content = md.convert(page.markdown)
+        self.toc = copy.deepcopy(getattr(md, "toc_tokens", []))
         page.toc = mk.get_toc(getattr(md, "toc_tokens", []))
         page._title_from_render = title.title
         page.present_anchor_ids = anchors.present_anchor_ids | raw_html.present_anchor_ids
         if mk.log.getEffectiveLevel() > logging.DEBUG:
             page.links_to_anchors = relative.links_to_anchors
         counts["markdown"] += 1
+
+    def _shape(self, page: Any, text: str, digests: list[str], links: bool) -> _Shape | None:
+        """The page just converted as a shape (its digests as slots), or None when its
+        conversion depends on more than the shape (see the class docstring)."""
+        html: str = page.content
+        found = _SLOT.findall(html)
+        if [d for _, d in found] != digests:
+            return None
+        if any(not (u.startswith("#") or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", u))
+               for u in _LINK.findall(html)):
+            return None
+        if any(html.count(d) != digests.count(d) for d in set(digests)):
+            return None  # a digest outside its placeholder too
+        pieces, at = [], 0
+        for m in _SLOT.finditer(html):
+            pieces.append(html[at:m.start(2)])
+            at = m.end(2)
+        pieces.append(html[at:])
+        known = repr((self.toc, page._title_from_render, sorted(page.present_anchor_ids)))
+        if any(d in known for d in digests):
+            return None
+        self_links: dict[str, str] | None = None
+        if links:
+            got = dict(page.links_to_anchors)
+            if set(got) - {page.file}:
+                return None
+            self_links = dict(got.get(page.file, {}))
+            if any(d in repr(self_links) for d in digests):
+                return None
+        return _Shape(pieces, self.toc, page._title_from_render, set(page.present_anchor_ids),
+                      self_links)
 
 
 def _urls(items: Any) -> Iterator[Any]:

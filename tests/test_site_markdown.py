@@ -438,3 +438,37 @@ def test_plain_text_is_rendered_as_markdown_it_renders_it() -> None:
     # emphasis, a list, a heading: parsed
     for text in ("a *b*", "- a", "# a", "a\n=", "1. a", "a  \nb"):
         assert not mdrender._PLAIN.fullmatch(text), text
+
+
+def test_a_plain_list_is_rendered_as_markdown_it_renders_it() -> None:
+    """A bullet list of plain one-line items skips the parser (toolkit.mdrender._PLAIN_LIST):
+    for every text the shortcut takes, the HTML is markdown-it's, byte for byte (seeded random
+    lists of the characters and markers it allows, and of those that nest a list, loosen it or
+    continue an item)."""
+    import random
+
+    from toolkit import mdrender
+
+    rng = random.Random(16)
+    alphabet = "aZ09 ,.;:'\"?()/%$@=+-"
+    markers = ("- ", "- ", "- ", "- 1. ", "- 12) ", "-", "* ", "  ", "")
+    taken = 0
+    for _ in range(20_000):
+        lines = ["".join([rng.choice(markers), *(rng.choice(alphabet)
+                                                 for _ in range(rng.randint(0, 25)))])
+                 for _ in range(rng.randint(1, 4))]
+        text = rng.choice(("\n", "\n", "\n\n")).join(lines)
+        source = mdrender.visible(text)
+        if mdrender._PLAIN_LIST.fullmatch(source):
+            taken += 1
+            assert mdrender.render(text) == mdrender._markdown_it(source, {}), text
+    assert taken > 200
+    # an entry's evidence
+    text = '- 2026-04-01 -- session s1: ran "make test".\n- 2026-04-02 -- 3/4 passed'
+    assert mdrender._PLAIN_LIST.fullmatch(text)
+    assert mdrender.render(text) == mdrender._markdown_it(text, {}) == (
+        "<ul>\n<li>2026-04-01 -- session s1: ran &quot;make test&quot;.</li>\n"
+        "<li>2026-04-02 -- 3/4 passed</li>\n</ul>")
+    # an item that starts a list, a loose list, another marker, a continued item: parsed
+    for text in ("- 1. a", "- 2) a", "- a\n\n- b", "- a\n* b", "- a\nb", "- a *b*", "- a  "):
+        assert not mdrender._PLAIN_LIST.fullmatch(text), text

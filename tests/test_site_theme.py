@@ -6,6 +6,7 @@ every page."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,12 @@ def test_theme_work_done_once_gives_the_same_site(
     assert site_theme.counts["reused"] + site_theme.counts["rendered"] == cached.pages + 1
     # the search box, palette and other site-wide partials: once, then reused on every page
     assert site_theme.counts["partials"] >= 3 * cached.pages
-    # every page converted by the build's one converter
-    assert site_theme.counts["markdown"] == cached.pages
+    # the theme's head and script blocks (config, styles, scripts...): once per set of links
+    assert site_theme.counts["blocks"] >= 4 * cached.pages
+    # every page converted by the build's one converter, or given the HTML of a page of its
+    # shape (ledger entries with the same sections) with its own tables
+    assert site_theme.counts["shapes"] >= 3
+    assert site_theme.counts["markdown"] + site_theme.counts["shapes"] == cached.pages
     assert tree_bytes(cached.out) == tree_bytes(plain.out)
 
 
@@ -48,3 +53,119 @@ def test_a_partial_that_reads_the_page_is_rendered_for_each_page() -> None:
     assert site_theme._page_free(env, "free.html") is not None
     for name in ("page.html", "link.html", "nested.html", "missing.html"):
         assert site_theme._page_free(env, name) is None, name
+
+
+def _links_env() -> object:
+    """A theme whose blocks read the site's config, make links relative to the page, read
+    the page, or read a name they may not set themselves."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.DictLoader({
+        "base.html": (
+            "{% block head %}<link href=\"{{ 'assets/a.css' | url }}\">"
+            "{% include 'partials/icons.html' %}{{ config.name }}{% endblock %}"
+            "|{% block cfg %}{{ base_url }}{% endblock %}"
+            "|{% block title %}{{ page.title }}{% endblock %}"
+            "|{% block maybe %}{% if config.flag %}{% set x = 1 %}{% endif %}{{ x }}"
+            "{% endblock %}"),
+        "partials/icons.html": "<i>{{ 'assets/i.svg' | url }}</i>",
+    }))
+
+    @jinja2.pass_context
+    def url(context: Any, value: str) -> str:  # as MkDocs': relative to the page's URL
+        depth = context["page"]["url"].count("/")
+        return "../" * depth + value if not value.startswith(context["page"]["url"]) \
+            else value[len(context["page"]["url"]):]
+
+    env.filters["url"] = url
+    return env
+
+
+def test_a_block_that_reads_the_site_only_is_rendered_once_per_set_of_links(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of base.html that read the site's config and make links to it are rendered once
+    per distinct set of links (each page gets the bytes the theme would print for it); a block
+    that reads the page, or a name the page's context holds, is rendered for every page."""
+    pages = [{"url": "a/x/", "title": "X"}, {"url": "a/y/", "title": "Y"},
+             {"url": "b/c/z/", "title": "Z"}, {"url": "assets/", "title": "A"},
+             {"url": "a/w/", "title": "W", "x": "page's"}]
+
+    def render_all(enabled: bool) -> list[str]:
+        monkeypatch.setattr(site_theme, "ENABLED", enabled)
+        env: Any = _links_env()
+        site_theme.cache_partials(env)
+        template = env.get_template("base.html")
+        return [template.render(page=p, config={"name": "S", "flag": False},
+                                base_url="../" * p["url"].count("/"), **(
+                                    {"x": p["x"]} if "x" in p else {})) for p in pages]
+
+    plain = render_all(False)
+    assert render_all(True) == plain
+    assert "<link href=\"../../assets/a.css\"><i>../../assets/i.svg</i>" in plain[0]
+    assert plain[3].startswith('<link href="a.css"><i>i.svg</i>')  # a link below the page
+    assert plain[4].endswith("|page's")
+    # head and cfg: reused for a/y/ and a/w/ (the links and base_url of a/x/); maybe: for
+    # a/y/, b/c/z/ and assets/ (a/w/'s context holds x: rendered); title: never
+    assert site_theme.counts["blocks"] == 2 + 2 + 3
+
+
+def _pages(tmp_path: Path, texts: dict[str, str]) -> tuple[Any, Any, list[Any]]:
+    """MkDocs pages of ``texts`` (path: Markdown) under the site's Markdown extensions."""
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import File, Files
+    from mkdocs.structure.pages import Page
+
+    docs = tmp_path / "docs"
+    for path, text in texts.items():
+        (docs / path).parent.mkdir(parents=True, exist_ok=True)
+        (docs / path).write_text(text, encoding="utf-8")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: S\ndocs_dir: docs\nmarkdown_extensions:\n  - toc:\n      permalink: true\n"
+        "  - tables\n  - admonition\n  - toolkit.mdsafe\n", encoding="utf-8")
+    config = load_config(str(tmp_path / "mkdocs.yml"))
+    files = Files([File(p, str(docs), str(tmp_path / "site"), True) for p in texts])
+    pages = [Page(None, f, config) for f in files]
+    for page in pages:
+        page.read_source(config)
+    return config, files, pages
+
+
+def _rendered(page: Any) -> tuple[Any, ...]:
+    return (page.content, str(page.toc), page._title_from_render,
+            sorted(page.present_anchor_ids),
+            {f.src_uri: a for f, a in getattr(page, "links_to_anchors", {}).items()})
+
+
+def test_pages_of_one_shape_are_converted_once_with_their_own_tables(tmp_path: Path) -> None:
+    """Pages whose Markdown differs only in their tables' placeholders get the HTML of one
+    conversion with their own placeholders; a page whose placeholder is in a heading or a code
+    span, or repeated as text, or that links to another page, is converted itself. Each page's
+    content, table of contents, title, anchors and links are MkDocs' own."""
+    def entry(a: str, b: str, extra: str = "") -> str:
+        return (f"---\ntitle: T\n---\n\n&#35;tkfields-{a}\n\n## Context\n\n&#35;tktable-{b}\n\n"
+                f"## Pattern [see](#context)\n\n&#35;tkpost-{a}\n{extra}")
+
+    digests = [f"{i:x}" * 20 for i in range(1, 16)]
+    texts = {f"e/{i}.md": entry(digests[i], digests[i + 1]) for i in range(3)}
+    # each of these twice, with other digests: the second must not take the first's HTML
+    for i in (4, 6):
+        texts[f"e/heading{i}.md"] = entry(digests[i], digests[i + 1]).replace(
+            "## Context", f"## Context &#35;tktable-{digests[i]}")
+        texts[f"e/code{i}.md"] = entry(digests[i], digests[i + 1]).replace(
+            f"&#35;tktable-{digests[i + 1]}", f"`&#35;tktable-{digests[i + 1]}`")
+        texts[f"e/twice{i}.md"] = entry(digests[i], digests[i + 1], f"\nplain {digests[i]}\n")
+    # the same link, from two folders: ../0/ from e/, left as written (and a warning) from e/s/
+    texts["e/link.md"] = entry(digests[8], digests[9], "\n[other](0.md)\n")
+    texts["e/s/link.md"] = entry(digests[9], digests[10], "\n[other](0.md)\n")
+    texts["x/0.md"] = entry(digests[3], digests[4])  # the shape of e/*.md, another folder
+    config, files, pages = _pages(tmp_path, texts)
+    for page in pages:
+        page.render(config, files)
+    plain = [_rendered(p) for p in pages]
+    once = site_theme.MarkdownOnce()
+    for page in pages:
+        once.render(page, config, files)
+    assert [_rendered(p) for p in pages] == plain
+    # e/1, e/2 and x/0 reuse e/0's conversion: no other page does
+    assert (site_theme.counts["shapes"], site_theme.counts["markdown"]) == (3, len(pages) - 3)
+    assert f"<p>&#35;tktable-{digests[4]}</p>" in pages[-1].content

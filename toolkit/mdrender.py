@@ -149,6 +149,12 @@ _TAG = re.compile(r"<[^>]*>")
 # entry text is plain sentences).
 _PLAIN_LINE = r"[A-Za-z](?:[A-Za-z0-9 ,.;:'\"?()/%$@=+-]*[A-Za-z0-9,.;:'\"?()/%$@=+-])?"
 _PLAIN = re.compile(rf"{_PLAIN_LINE}(?:\n{_PLAIN_LINE})*")
+# A bullet list of plain items, one line each ("- " and words that may start with a digit but
+# not with an ordered list's marker, ``1.`` or ``1)``, which would start a list in the item):
+# markdown-it makes of it one tight list, written here without parsing it (an entry's evidence).
+_PLAIN_ITEM = (r"(?![0-9]+[.)])[A-Za-z0-9]"
+               r"(?:[A-Za-z0-9 ,.;:'\"?()/%$@=+-]*[A-Za-z0-9,.;:'\"?()/%$@=+-])?")
+_PLAIN_LIST = re.compile(rf"- {_PLAIN_ITEM}(?:\n- {_PLAIN_ITEM})*")
 
 
 def _markdown_it(source: str, env: dict[str, Any]) -> str | None:
@@ -168,6 +174,9 @@ def render(text: str, *, scrub: Scrub | None = None) -> str:
     env: dict[str, Any] = {"tk_scrub": scrub} if scrub is not None else {}
     if scrub is None and _PLAIN.fullmatch(source):
         return "<p>" + source.replace('"', "&quot;").replace("\n", "<br />\n") + "</p>"
+    if scrub is None and _PLAIN_LIST.fullmatch(source):
+        items = source.replace('"', "&quot;").split("\n")
+        return "<ul>\n" + "".join(f"<li>{item[2:]}</li>\n" for item in items) + "</ul>"
     out = _markdown_it(source, env)
     if out is None:
         # at its nesting limit markdown-it drops the rest of the text: show all of it

@@ -14,10 +14,17 @@ Some partials print the same bytes on every page: they read nothing but the site
 (``config``, ``features``, the translations ``lang``), use no ``url`` filter (which makes a
 link relative to the page) and include only icons. Such a partial (of :data:`PAGE_FREE`, each
 checked against that rule when the build starts) is rendered for the first page and reused.
+A block of ``base.html`` (the page's head, its scripts, Material's ``__config``) that reads
+nothing but the site's config and ``base_url``, and the page only through the filters that make
+a link relative to it (``url``, ``script_tag``), prints the same bytes on two pages whose
+``base_url`` and links to the same targets come out the same: it is rendered once per such set
+(the filters record the links a rendering makes) and reused.
 
 Python-Markdown: MkDocs makes a new converter, with every extension, for each page. Here one
 converter per build converts every page: it is reset between pages (as Python-Markdown resets
 it between documents) and given that page's MkDocs processors, as MkDocs gives a new one.
+A page whose Markdown is that of an earlier page but for its tables' placeholders gets that
+page's HTML with its own placeholders (see :class:`MarkdownOnce`).
 
 :func:`cache_nav` and :func:`cache_partials` install this on the theme's Jinja environment
 (``on_env``), :func:`render_markdown` on each page (``on_pre_page``).
@@ -25,19 +32,26 @@ it between documents) and given that page's MkDocs processors, as MkDocs gives a
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
 ENABLED = True  # False: the theme and MkDocs do all of it for every page (tests compare both)
 # the last build's count of nav HTML rendered and reused, page-free partials reused and pages
 # converted by the build's one Markdown converter (tests, benchmarks)
-counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "markdown": 0}
+counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "blocks": 0,
+                          "markdown": 0}
 # partials that may print the same bytes on every page (each checked: see the module docstring)
 PAGE_FREE = ("partials/search.html", "partials/palette.html", "partials/top.html",
              "partials/source.html", "partials/copyright.html",
              "partials/javascripts/content.html")
 _SITE_WIDE = frozenset({"config", "features", "lang"})
+# filters that make a link relative to the page (MkDocs'); the template of the blocks cached
+PAGE_URL_FILTERS = ("url", "script_tag")
+BLOCKS_OF = "base.html"
 
 
 def cache_nav(env: Any, nav: Any) -> None:
@@ -90,41 +104,102 @@ def cache_nav(env: Any, nav: Any) -> None:
 
 def cache_partials(env: Any) -> None:
     """Render each partial of :data:`PAGE_FREE` that prints the same bytes on every page once
-    in this build's environment ``env``; the others as the theme does."""
-    counts["partials"] = 0
+    in this build's environment ``env``, and each block of :data:`BLOCKS_OF` that reads only
+    the site's config and the page's links to fixed targets once per set of those links (see
+    the module docstring); the others as the theme does."""
+    import jinja2
+    from jinja2 import nodes
+
+    counts.update(partials=0, blocks=0)
     if not ENABLED:
         return
     for name in PAGE_FREE:
         template = _page_free(env, name)
         if template is not None:
             template.root_render_func = _once(template.root_render_func)
+    links = _Links(env)
+    try:
+        template = env.get_template(BLOCKS_OF)
+        tree = env.parse(env.loader.get_source(env, BLOCKS_OF)[0])
+    except (jinja2.TemplateError, OSError):
+        return
+    for block in tree.find_all(nodes.Block):
+        reads = _reads(env, block.body, links.names, set())
+        if reads is not None and block.name in template.blocks:
+            template.blocks[block.name] = links.cached(template.blocks[block.name], *reads)
 
 
 def _page_free(env: Any, name: str) -> Any:
     """The template ``name`` when it reads only the site's config (see the module
     docstring), else None."""
     import jinja2
-    from jinja2 import meta, nodes
 
     try:
-        source = env.loader.get_source(env, name)[0]
-        tree = env.parse(source)
+        tree = env.parse(env.loader.get_source(env, name)[0])
     except (jinja2.TemplateError, OSError):
         return None
-    if not meta.find_undeclared_variables(tree) <= _SITE_WIDE:
+    reads = _reads(env, tree.body, (), set())
+    if reads is None or reads[1]:
         return None
-    if any(f.name == "url" for f in tree.find_all(nodes.Filter)):
+    return env.get_template(name)
+
+
+def _reads(env: Any, body: list[Any], links: tuple[str, ...],
+           seen: set[str]) -> tuple[bool, frozenset[str]] | None:
+    """Whether the template code ``body`` reads only site-wide names (:data:`_SITE_WIDE`,
+    ``namespace``; ``base_url`` only when given ``links``), uses no filter that reads the
+    context but those of ``links`` (they make a link relative to the page), and includes or
+    imports only icons and templates (by a constant name) of which the same holds: (whether
+    it reads ``base_url``, the names it may read from the context before it sets them itself,
+    as ``{% if a %}{% set x = … %}{% endif %}{{ x }}`` does: the page's context must not hold
+    them). None when it does not."""
+    import jinja2
+    from jinja2 import meta, nodes
+    from jinja2.utils import _PassArg
+
+    tree = nodes.Template(list(body), lineno=1)
+    tree.set_environment(env)
+    names = set(meta.find_undeclared_variables(tree))
+    own = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    own |= {i.target for i in tree.find_all(nodes.Import)}
+    own |= {n if isinstance(n, str) else n[-1] for i in tree.find_all(nodes.FromImport)
+            for n in i.names}
+    own |= {m.name for m in tree.find_all(nodes.Macro)}
+    site_wide = _SITE_WIDE | {"namespace"} | ({"base_url"} if links else set())
+    if not names <= site_wide | own:
         return None
+    unsure = set(names - site_wide)
+    for f in tree.find_all(nodes.Filter):
+        if f.name in links:
+            continue
+        if (f.name in PAGE_URL_FILTERS
+                or _PassArg.from_obj(env.filters.get(f.name)) is _PassArg.context):
+            return None
     for inc in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
-        target = inc.template
+        target = inc.template  # type: ignore[attr-defined]  # each of these has one
         while isinstance(target, nodes.Concat) and target.nodes:
             target = target.nodes[0]
         while isinstance(target, nodes.Add):
             target = target.left
-        if not (isinstance(inc, nodes.Include) and isinstance(target, nodes.Const)
-                and str(target.value).startswith(".icons/")):
+        if not isinstance(target, nodes.Const):
             return None
-    return env.get_template(name)
+        name = str(target.value)
+        if name.startswith(".icons/") and isinstance(inc, (nodes.Include, nodes.Import)):
+            continue  # an icon: an SVG file
+        if not isinstance(inc, nodes.Include) or inc.template is not target or name in seen:
+            return None
+        seen.add(name)
+        try:
+            included = env.parse(env.loader.get_source(env, name)[0])
+        except (jinja2.TemplateError, OSError):
+            return None
+        more = _reads(env, included.body, links, seen)
+        if more is None:
+            return None
+        if more[0]:
+            names.add("base_url")
+        unsure |= more[1]
+    return "base_url" in names, frozenset(unsure)
 
 
 def _once(render: Callable[[Any], Iterator[str]]) -> Callable[[Any], Iterator[str]]:
@@ -140,13 +215,111 @@ def _once(render: Callable[[Any], Iterator[str]]) -> Callable[[Any], Iterator[st
     return root
 
 
+class _Links:
+    """The environment's filters that make a link relative to the page (:data:`PAGE_URL_FILTERS`),
+    wrapped so that a cached block learns which links it makes."""
+
+    def __init__(self, env: Any) -> None:
+        import jinja2
+        from jinja2.utils import _PassArg
+
+        self.made: list[tuple[str, Any, str]] | None = None  # the block being rendered's
+        self.filters: dict[str, Callable[..., Any]] = {}
+        for name in PAGE_URL_FILTERS:
+            f = env.filters.get(name)
+            if f is None or _PassArg.from_obj(f) is not _PassArg.context:
+                continue
+            self.filters[name] = f
+
+            def logged(context: Any, value: Any, _name: str = name,
+                       _f: Callable[..., Any] = f) -> Any:
+                out = _f(context, value)
+                if self.made is not None:
+                    self.made.append((_name, value, str(out)))
+                return out
+
+            env.filters[name] = jinja2.pass_context(logged)
+        self.names = tuple(self.filters)
+
+    def cached(self, render: Callable[[Any], Iterator[str]], by_base: bool,
+               unsure: frozenset[str]) -> Callable[[Any], Iterator[str]]:
+        """``render`` (a block that reads only the site's config, ``base_url`` when
+        ``by_base``, and makes links with these filters) once per ``base_url`` and set of links:
+        a page whose links to the same targets come out the same gets the same bytes (the block
+        takes the same branches: it reads nothing else). A page whose context holds a name of
+        ``unsure`` is rendered as the theme does."""
+        # each list of links a render made (the targets, in order), with the HTML per their
+        # results and base_url
+        made: list[tuple[list[tuple[str, Any, str]], dict[tuple[str, ...], str]]] = []
+
+        def block(context: Any) -> Iterator[str]:
+            if unsure and any(name in context for name in unsure):
+                yield from render(context)
+                return
+            base = str(context.get("base_url")) if by_base else ""
+            for links, done in made:
+                key = (base, *(str(self.filters[n](context, v)) for n, v, _ in links))
+                html = done.get(key)
+                if html is not None:
+                    counts["blocks"] += 1
+                    if self.made is not None:  # a cached block inside one being rendered
+                        self.made.extend((n, v, r) for (n, v, _), r in zip(links, key[1:],
+                                                                            strict=True))
+                    yield html
+                    return
+            outer, self.made = self.made, []
+            try:
+                html = "".join(render(context))
+                links = self.made
+            finally:
+                self.made = outer
+            if outer is not None:
+                outer.extend(links)
+            key = (base, *(r for _, _, r in links))
+            for seen, done in made:
+                if [(n, v) for n, v, _ in seen] == [(n, v) for n, v, _ in links]:
+                    done[key] = html
+                    break
+            else:
+                made.append((links, {key: html}))
+            yield html
+
+        return block
+
+
+# a table's placeholder in a page's Markdown (toolkit.site, toolkit.site_hooks): inert text
+_SLOT = re.compile(r"(&#35;tk[a-z]+-)([0-9a-f]{20})")
+_LINK = re.compile(r"""\b(?:href|src)=["']([^"']*)""")
+_SHAPES = 512  # the most page shapes kept (then the memo starts again)
+
+
+@dataclass
+class _Shape:
+    """A page's conversion, its placeholders' digests left as slots (see MarkdownOnce)."""
+
+    pieces: list[str]  # the HTML between the slots
+    toc: list[Any]
+    title: str | None
+    anchors: set[str]
+    self_links: dict[str, str] | None  # the page's links to its own anchors
+
+
 class MarkdownOnce:
     """One Python-Markdown converter for a build's pages (see the module docstring):
-    ``page.render = MarkdownOnce(...).bind(page)`` before MkDocs renders the page."""
+    ``page.render = MarkdownOnce(...).bind(page)`` before MkDocs renders the page.
+
+    A page's Markdown that differs from an earlier page's only in its tables' placeholders
+    (``&#35;tktable-<digest>``: inert text) converts to that page's HTML with the other
+    digests: pages of one kind (a ledger entry) are converted once per shape. A shape is kept
+    only when its conversion holds each placeholder once, in order, and nowhere else (not in a
+    heading, its id or the title), and no link but to its own anchors or to another site (the
+    only links MkDocs leaves as written)."""
 
     def __init__(self) -> None:
         self.md: Any = None
-        counts["markdown"] = 0
+        self.shapes: dict[str, _Shape | None] = {}
+        self.toc: list[Any] = []  # the last conversion's headings (toc tokens)
+        counts.update(markdown=0, shapes=0)
 
     def bind(self, page: Any) -> Callable[[Any, Any], None]:
         return lambda config, files: self.render(page, config, files)
@@ -155,11 +328,43 @@ class MarkdownOnce:
         """What MkDocs' ``Page.render`` does, with this build's converter."""
         import logging
 
-        import markdown
         from mkdocs.structure import pages as mk
 
         if page.markdown is None:
             raise RuntimeError("`markdown` field hasn't been set (via `read_source`)")
+        digests: list[str] = []
+
+        def slot(m: re.Match[str]) -> str:
+            digests.append(m.group(2))
+            return f"{m.group(1)}{len(digests) - 1:020x}"
+
+        text = _SLOT.sub(slot, page.markdown) if "&#35;tk" in page.markdown else page.markdown
+        shape = self.shapes.get(text) if digests else None
+        if shape is not None:
+            html = [shape.pieces[0]]
+            for digest, piece in zip(digests, shape.pieces[1:], strict=True):
+                html += (digest, piece)
+            page.content = "".join(html)
+            page.toc = mk.get_toc(shape.toc)
+            page._title_from_render = shape.title
+            page.present_anchor_ids = set(shape.anchors)
+            if shape.self_links is not None:
+                page.links_to_anchors = {page.file: dict(shape.self_links)}
+            counts["shapes"] += 1
+            return
+        self._convert(page, config, files)
+        if digests and text not in self.shapes:
+            if len(self.shapes) >= _SHAPES:
+                self.shapes.clear()
+            self.shapes[text] = self._shape(page, text, digests, mk.log.getEffectiveLevel()
+                                            > logging.DEBUG)
+
+    def _convert(self, page: Any, config: Any, files: Any) -> None:
+        import logging
+
+        import markdown
+        from mkdocs.structure import pages as mk
+
         md = self.md
         if md is None:
             md = self.md = markdown.Markdown(extensions=config["markdown_extensions"],
@@ -175,12 +380,44 @@ class MarkdownOnce:
         title = mk._ExtractTitleTreeprocessor()
         title._register(md)
         page.content = md.convert(page.markdown)
+        self.toc = copy.deepcopy(getattr(md, "toc_tokens", []))
         page.toc = mk.get_toc(getattr(md, "toc_tokens", []))
         page._title_from_render = title.title
         page.present_anchor_ids = anchors.present_anchor_ids | raw_html.present_anchor_ids
         if mk.log.getEffectiveLevel() > logging.DEBUG:
             page.links_to_anchors = relative.links_to_anchors
         counts["markdown"] += 1
+
+    def _shape(self, page: Any, text: str, digests: list[str], links: bool) -> _Shape | None:
+        """The page just converted as a shape (its digests as slots), or None when its
+        conversion depends on more than the shape (see the class docstring)."""
+        html: str = page.content
+        found = _SLOT.findall(html)
+        if [d for _, d in found] != digests:
+            return None
+        if any(not (u.startswith("#") or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", u))
+               for u in _LINK.findall(html)):
+            return None
+        if any(html.count(d) != digests.count(d) for d in set(digests)):
+            return None  # a digest outside its placeholder too
+        pieces, at = [], 0
+        for m in _SLOT.finditer(html):
+            pieces.append(html[at:m.start(2)])
+            at = m.end(2)
+        pieces.append(html[at:])
+        known = repr((self.toc, page._title_from_render, sorted(page.present_anchor_ids)))
+        if any(d in known for d in digests):
+            return None
+        self_links: dict[str, str] | None = None
+        if links:
+            got = dict(page.links_to_anchors)
+            if set(got) - {page.file}:
+                return None
+            self_links = dict(got.get(page.file, {}))
+            if any(d in repr(self_links) for d in digests):
+                return None
+        return _Shape(pieces, self.toc, page._title_from_render, set(page.present_anchor_ids),
+                      self_links)
 
 
 def _urls(items: Any) -> Iterator[Any]:

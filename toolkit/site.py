@@ -1100,6 +1100,14 @@ class _RenderCache:
                 continue
         self.new: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
+        self._docs = str(docs) + os.sep
+        self._charts: dict[str, str | None] = {}  # chart name -> its spec's digest
+
+    def _chart_digest(self, renderer: _Renderer, name: str) -> str | None:
+        if name not in self._charts:
+            spec = renderer.charts.get(name)
+            self._charts[name] = spec.digest() if spec is not None else None
+        return self._charts[name]
 
     def reuse(self, page: Page | Deferred, renderer: _Renderer) -> bool:
         """True when ``page``'s file holds what rendering it would write; its tables and
@@ -1116,11 +1124,10 @@ class _RenderCache:
             if not all(table_shard(t) in self.intact for t in tables):
                 return False
             charts = entry["charts"]
-            st = (self.docs / page.path).stat()
+            st = os.stat(self._docs + page.path)  # a str path: a Path costs more than the stat
             if [st.st_size, st.st_mtime_ns] != entry["file"]:
                 return False
-            if any((s.digest() if (s := renderer.charts.get(n)) is not None else None) != d
-                   for n, d in charts.items()):
+            if charts and any(self._chart_digest(renderer, n) != d for n, d in charts.items()):
                 return False
             targets = list(entry["targets"])
         except (KeyError, TypeError, AttributeError, OSError):
@@ -1284,17 +1291,20 @@ def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
         return None
     keep = {f for f in files if not f.endswith(".md")} | (nav_paths & pages)
     render: set[str] = set()
+    html_at, md_at = str(site) + os.sep, str(docs) + os.sep  # str paths: Paths cost more
     for src, url in pairs:
         if src not in written:
             try:
-                if os.stat(site / (url + "index.html")).st_mtime >= os.stat(docs / src).st_mtime:
+                if os.stat(f"{html_at}{url}index.html").st_mtime >= \
+                        os.stat(md_at + src).st_mtime:
                     continue
             except OSError:
                 pass
         render.add(src)
         folder = posixpath.dirname(src)
         try:
-            text = (docs / src).read_text(encoding="utf-8")
+            with open(md_at + src, encoding="utf-8") as fh:
+                text = fh.read()
         except OSError:
             return None
         for m in set(_MD_PATH.findall(text)):

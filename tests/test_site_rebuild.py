@@ -294,3 +294,39 @@ def test_after_random_single_changes_the_rebuilt_site_is_a_full_builds_bytes(
         assert sorted(got) == sorted(want), what
         assert [p for p in want if got[p] != want[p]] == [], what
         assert again.search_docs == full.search_docs, what
+
+
+def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_one(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """A table's CSV and JSON are made again when its source was loaded again, not for a
+    change elsewhere; what they were made under includes whether the build is redacted, so
+    a redacted build right after a plain one (same data) still writes every download
+    redacted, and a download edited by hand is written again."""
+    world, first = built_world
+    data = first.build_dir / "docs" / "data"
+    token = "ghp_" + "Ab1" * 12  # a GitHub token the redaction finder knows
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    doc = json.loads(slop.read_text(encoding="utf-8"))
+    doc["entries"][0]["description"] += f" Token used: {token}"
+    slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+
+    plain = build(world)
+    assert {"data/slop_entries.csv", "data/slop_entries.json"} <= set(plain.written)
+    assert not [w for w in plain.written if w.startswith("data/ledger_")]
+    assert token in (data / "slop_entries.csv").read_text(encoding="utf-8")
+
+    redacted = build(world, redact=True)
+    assert {"data/slop_entries.csv", "data/slop_entries.json"} <= set(redacted.written)
+    assert [p.name for p in data.iterdir() if token in p.read_text(encoding="utf-8")] == []
+
+    plain_again = build(world)
+    assert token in (data / "slop_entries.csv").read_text(encoding="utf-8")
+    assert "data/slop_entries.csv" in plain_again.written
+    (data / "ledger_entries.csv").write_text("edited by hand\n", encoding="utf-8")
+    fixed = build(world)
+    assert fixed.written == ["data/ledger_entries.csv"]
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got = tree_bytes(first.build_dir / "docs" / "data")
+    assert got == tree_bytes(full.build_dir / "docs" / "data")
+    assert tree_bytes(fixed.out) == tree_bytes(full.out)

@@ -111,6 +111,7 @@ STATE = "state.json"
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
+DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
 # the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
 DIRTY_DOCS = "dirty-docs"
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
@@ -726,6 +727,8 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
     _write_if_changed(build / BUILD_MARKER, b"Made by toolkit build-site; safe to delete.\n")
     mark("clean")
     copy_path = build / REDACTED_COPY
+    # from the store itself: a redacted copy's _sources went through the redactor too
+    versions = store.table_versions()
     source = store
     if redact:
         from toolkit.redact import redact as redact_text
@@ -745,7 +748,7 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
                                  build=build, docs=docs, clean=clean,
                                  build_time=build_time, progress=progress, templates=templates,
                                  base_config=base_config, redact=redact, mark=mark,
-                                 site_name=site_name)
+                                 site_name=site_name, versions=versions)
     finally:
         if source is not store:
             source.close()
@@ -781,8 +784,8 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
 
 def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path, clean: bool,
                 build_time: dt.datetime, progress: Progress | None, templates: Path,
-                base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str
-                ) -> BuildResult:
+                base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str,
+                versions: dict[str, str] | None = None) -> BuildResult:
     """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact).
 
     Memory: each page's Markdown is written as soon as it is rendered, and the page contexts
@@ -794,7 +797,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     charts_job = _start_charts(content.charts, chart_cache)
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
     worker = ThreadPoolExecutor(max_workers=1)
-    downloads = worker.submit(_write_downloads, store, content.downloads, docs)
+    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
+                              versions or {}, f"redact={redact}")
     worker.shutdown(wait=False)
     scrub = None
     if redact:
@@ -1237,13 +1241,49 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
-def _write_downloads(store: Store, downloads: list[Any], docs: Path) -> list[str]:
+def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path,
+                     versions: dict[str, str], variant: str) -> list[str]:
+    """Write each table's CSV and JSON download; the docs-relative paths of those whose bytes
+    changed. A table's files are not written again, nor even made, when its key is as the
+    last build recorded it (``downloads.json`` in the build folder) and each file still has
+    the size and mtime recorded: the key is the table's version (``versions``: the load of
+    its source, :meth:`Store.table_versions`), its columns and types, whose actions the store
+    reads (``site_scope``), ``variant`` (whether it is redacted) and the code that writes it
+    (this package's version and the modules that copy and redact). A table without a version
+    (a view, or one no single source creates) is written every time."""
+    from toolkit.parsecache import code_version
+
+    record_path = build / DOWNLOADS
+    old = _read_state(record_path)
+    code = "|".join((_versions(), variant, str(store.action_scope),
+                     code_version("toolkit.store", "toolkit.redact", "toolkit.site")))
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for table, _kind, column, kind in store.schema():
+        columns.setdefault(table, []).append((column, kind))
+    record: dict[str, list[Any]] = {}
     written = []
     for d in downloads:
+        version = versions.get(d.table)
+        key = hashlib.sha256(json.dumps([code, d.table, version, columns.get(d.table)]).encode(
+            "utf-8")).hexdigest() if version else None
         for fmt in ("csv", "json"):
             rel = f"data/{d.table}.{fmt}"
-            if _copy_table_if_changed(store, d.table, docs / rel, fmt):
+            dest = docs / rel
+            seen = old.get(rel)
+            if key is not None and isinstance(seen, list) and seen[:1] == [key]:
+                try:
+                    st = os.stat(dest)
+                    if seen[1:] == [st.st_size, st.st_mtime_ns]:
+                        record[rel] = seen
+                        continue
+                except OSError:
+                    pass
+            if _copy_table_if_changed(store, d.table, dest, fmt):
                 written.append(rel)
+            if key is not None:
+                st = os.stat(dest)
+                record[rel] = [key, st.st_size, st.st_mtime_ns]
+    _write_state(record_path, record)
     return written
 
 

@@ -144,30 +144,19 @@ def _table_rows(project: Project, table: str, cols: dict[str, str],
 
 
 def _table_keys(project: Project, by_table: dict[str, dict[str, str]]) -> dict[str, str]:
-    """Per table that one source loads, what its content is as of now: that source's
-    fingerprint and the time of its last load (``_sources``; a source whose fingerprint is
-    unchanged is not loaded again, so its tables are as they were) and the table's columns
-    and types. Other tables have none (they are always read)."""
+    """Per table with a version (:func:`toolkit.store.table_versions`: the load of the one
+    source that creates it), that version and the table's columns and types. Other tables
+    have none (they are always read)."""
     import hashlib
     import json
 
     from toolkit.loaders import SOURCES
+    from toolkit.store import table_versions
 
-    owners: dict[str, list[str]] = {}
-    for source in SOURCES:
-        for table in source.tables:
-            owners.setdefault(table, []).append(source.name)
-    loads = {row["source"]: (row.get("fingerprint"), str(row.get("loaded_at")))
-             for row in project.sources()}
-    keys = {}
-    for table, cols in by_table.items():
-        names = owners.get(table, [])
-        load = loads.get(names[0]) if len(names) == 1 else None
-        if load is None or not load[0]:
-            continue
-        keys[table] = hashlib.sha256(json.dumps(
-            [table, names[0], *load, list(cols.items())]).encode("utf-8")).hexdigest()
-    return keys
+    versions = table_versions(SOURCES, project.sources(), list(by_table))
+    return {table: hashlib.sha256(json.dumps([table, versions[table], list(cols.items())])
+                                  .encode("utf-8")).hexdigest()
+            for table, cols in by_table.items() if table in versions}
 
 
 def _column_families(project: Project, columns: list[tuple[str, str]],

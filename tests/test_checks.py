@@ -160,17 +160,19 @@ def test_the_secret_scan_finds_a_secret_among_many_rows(project):
 
 def test_the_secret_scan_keeps_what_it_saw_and_a_lost_damaged_or_stale_record_changes_nothing(
         project):
-    """Each value is scanned once (its result kept beside the store under its SHA-256 and the
-    finder's code): a new secret is still found, and a record that is lost, damaged or made
-    by another finder gives the same answer as a first scan."""
+    """What each table gave is kept beside the store (its answer, under its source's load and
+    columns and the finder's code; what the finder saw in each value): a table whose source
+    did not change is not read again, yet a new secret in any source is still found, and a
+    record that is lost, damaged or made by another finder gives the same answer as a first
+    scan."""
     from toolkit import parsecache
-    from toolkit.checks.builtin import _SCAN_SLOT, _scan_key
+    from toolkit.checks.builtin import _scan_key, table_slot
 
     settings(project)
     assert one(project, "secrets").status == "pass"
     with Project.open(project.root) as p:
         folder = p.config.parse_cache
-    record = folder / f"{_SCAN_SLOT}.marshal"
+    record = folder / f"{table_slot('slop_entries')}.marshal"
     assert record.is_file()
     data = json.loads(project.slop.read_text())
     data["entries"][0]["description"] += f" Token used: {TOKEN}"
@@ -183,17 +185,28 @@ def test_the_secret_scan_keeps_what_it_saw_and_a_lost_damaged_or_stale_record_ch
         assert (r.status, r.count, r.rows) == (expected.status, expected.count, expected.rows)
 
     same()  # from the record
+    # another source changes: the slop's secret is still reported, the new one found too
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("INSERT INTO actions (tier, category, description) VALUES (0, 'git', ?)",
+                 (f"export GITHUB_TOKEN={TOKEN}",))
+    conn.commit()
+    conn.close()
+    both = one(project, "secrets")
+    assert sorted(r[0] for r in both.rows) == ["actions", "slop_entries"]
+    assert [r for r in both.rows if r[0] == "slop_entries"] == expected.rows
+    expected = both
+    same()
     record.write_bytes(record.read_bytes()[:-7])  # cut short
     same()
     record.write_bytes(b"not a record")
     same()
     record.unlink()
     same()
-    # another finder's record, claiming every value is clean: not used
-    saved = parsecache.load(folder, _SCAN_SLOT, _scan_key())
-    assert saved and any(saved.values())
-    parsecache.save(folder, _SCAN_SLOT, ("secrets-scan/1", "another finder"),
-                    {k: () for k in saved})
+    # another finder's record, claiming the table is clean: not used
+    saved = parsecache.load(folder, table_slot("slop_entries"), _scan_key())
+    assert saved and saved[1] and any(saved[2].values())
+    parsecache.save(folder, table_slot("slop_entries"), ("secrets-scan/1", "another finder"),
+                    (saved[0], [], {k: () for k in saved[2]}))
     same()
 
 

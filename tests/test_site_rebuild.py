@@ -4,6 +4,7 @@ cache in the build folder), and its output is what a full build makes (issue 16 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -212,3 +213,120 @@ def test_a_change_that_reaches_other_entries_pages_rebuilds_them_as_a_clean_buil
 
     full = build(world, out=tmp_path / "full" / "site", clean=True)
     assert tree_bytes(again.out) == tree_bytes(full.out)
+
+
+def _edit_ledger(world: World, rng: random.Random, word: str) -> str:
+    """A word added to one entry's Pattern or Context, or its confidence changed."""
+    files = sorted((world.root / ".smith" / "vault" / "ledger").glob("*.md"))
+    files = [f for f in files if "**Title:**" in f.read_text(encoding="utf-8")]
+    path = rng.choice(files)
+    text = path.read_text(encoding="utf-8")
+    field = rng.choice(["**Pattern:** ", "**Context:** ", "**Confidence:** "])
+    spots = [i for i in range(len(text)) if text.startswith(field, i)] or \
+        [i for i in range(len(text)) if text.startswith("**Title:** ", i)]
+    at = rng.choice(spots)
+    head, _, rest = text[at:].partition(" ")
+    if head == "**Confidence:**":
+        old = rest.split("\n", 1)[0]
+        new = rng.choice([c for c in ("low", "medium", "high") if c != old])
+        path.write_text(text[:at] + f"{head} {new}" + rest[len(old):], encoding="utf-8")
+        return f"ledger {path.name}: confidence {old} -> {new}"
+    path.write_text(text[:at] + f"{head} {word} " + rest, encoding="utf-8")
+    return f"ledger {path.name}: {head} gets {word}"
+
+
+def _edit_slop(world: World, rng: random.Random, word: str) -> str:
+    """One slop entry's status, severity or title changed."""
+    path = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    entry = rng.choice(data["entries"])
+    key = rng.choice(["status", "severity", "title"])
+    choices = {"status": ["open", "in_progress", "resolved", "accepted", "wont_fix"],
+               "severity": ["critical", "high", "medium", "low", "info"]}
+    if key == "title":
+        entry["title"] = f"{entry.get('title', '')} {word}"
+    else:
+        entry[key] = rng.choice([v for v in choices[key] if v != entry.get(key)])
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return f"slop {entry['id'][:8]}: {key} -> {entry[key]}"
+
+
+def _add_audit_row(world: World, rng: random.Random, word: str) -> str:
+    """A new action, dispatch or approach in the audit DB."""
+    import sqlite3
+
+    conn = sqlite3.connect(world.home / ".nagi" / "ledger.db")
+    kind = rng.choice(["action", "dispatch", "approach"])
+    task = rng.choice(["task_01HZX3K9Q2", f"task {word}"])
+    day = f"2026-05-{rng.randint(1, 9):02d} 1{rng.randint(0, 9)}:00:00"
+    if kind == "action":
+        conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                     "(?, ?, 'deploy', ?, 'acme-api')", [day, rng.randint(0, 2), word])
+    elif kind == "dispatch":
+        conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, "
+                     "verdict) VALUES (?, ?, 'general-purpose', 'sonnet', ?, ?)",
+                     [day, task, word, rng.choice([None, "CONFIRMED", "REFUTED"])])
+    else:
+        conn.execute("INSERT INTO approaches (ts, task, approach, outcome, reason) VALUES "
+                     "(?, ?, ?, 'DEAD_END', ?)", [day, task, word, word])
+    conn.commit()
+    conn.close()
+    return f"audit: new {kind} for {task}"
+
+
+def test_after_random_single_changes_the_rebuilt_site_is_a_full_builds_bytes(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """Property: whatever one change a user makes between builds (a ledger entry edited, a
+    slop entry changed, an audit row added), the incremental rebuild (which renders, and lets
+    MkDocs read, only what the change reaches) gives the same bytes as a clean full build,
+    every page and the whole search index; and it renders only a few pages."""
+    world, first = built_world
+    rng = random.Random(16003)
+    changes = [_edit_ledger, _edit_slop, _add_audit_row] * 2
+    rng.shuffle(changes)
+    for step, change in enumerate(changes):
+        what = change(world, rng, f"zanzibar{step}quux")
+        again = build(world)
+        assert again.mode == "incremental", what
+        assert again.rebuilt < first.rebuilt // 3, what
+        full = build(world, out=tmp_path / f"full{step}" / "site", clean=True)
+        got, want = tree_bytes(again.out), tree_bytes(full.out)
+        assert sorted(got) == sorted(want), what
+        assert [p for p in want if got[p] != want[p]] == [], what
+        assert again.search_docs == full.search_docs, what
+
+
+def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_one(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """A table's CSV and JSON are made again when its source was loaded again, not for a
+    change elsewhere; what they were made under includes whether the build is redacted, so
+    a redacted build right after a plain one (same data) still writes every download
+    redacted, and a download edited by hand is written again."""
+    world, first = built_world
+    data = first.build_dir / "docs" / "data"
+    token = "ghp_" + "Ab1" * 12  # a GitHub token the redaction finder knows
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    doc = json.loads(slop.read_text(encoding="utf-8"))
+    doc["entries"][0]["description"] += f" Token used: {token}"
+    slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+
+    plain = build(world)
+    assert {"data/slop_entries.csv", "data/slop_entries.json"} <= set(plain.written)
+    assert not [w for w in plain.written if w.startswith("data/ledger_")]
+    assert token in (data / "slop_entries.csv").read_text(encoding="utf-8")
+
+    redacted = build(world, redact=True)
+    assert {"data/slop_entries.csv", "data/slop_entries.json"} <= set(redacted.written)
+    assert [p.name for p in data.iterdir() if token in p.read_text(encoding="utf-8")] == []
+
+    plain_again = build(world)
+    assert token in (data / "slop_entries.csv").read_text(encoding="utf-8")
+    assert "data/slop_entries.csv" in plain_again.written
+    (data / "ledger_entries.csv").write_text("edited by hand\n", encoding="utf-8")
+    fixed = build(world)
+    assert fixed.written == ["data/ledger_entries.csv"]
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got = tree_bytes(first.build_dir / "docs" / "data")
+    assert got == tree_bytes(full.build_dir / "docs" / "data")
+    assert tree_bytes(fixed.out) == tree_bytes(full.out)

@@ -34,7 +34,10 @@ HTML is kept in the build folder in files by digest, of which a rebuild rewrites
 reads only those it needs. A full MkDocs build runs when the configuration
 or nav changed, on ``--clean`` or when there is no previous build; otherwise MkDocs runs
 ``dirty`` (it renders only pages whose Markdown is newer than their HTML: exactly the files
-rewritten in step 2), and the search index is merged: the entries of rebuilt pages come from
+rewritten in step 2). When the site has the same files as the last build, that dirty run reads
+only what the pages it renders need (``_dirty_subset``: them, the pages in the nav and those
+they link to, the static files), so its cost follows the change, not the site's size. The
+search index is merged: the entries of rebuilt pages come from
 this build, the others from the previous index (as bytes, located by ``search-map.json``), in
 the order a full build writes them. So the result is the same bytes a full build makes.
 """
@@ -50,6 +53,7 @@ import html
 import json
 import logging
 import os
+import posixpath
 import re
 import shutil
 import threading
@@ -59,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from markupsafe import Markup
 
@@ -107,6 +111,9 @@ STATE = "state.json"
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
+DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
+# the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
+DIRTY_DOCS = "dirty-docs"
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
@@ -720,6 +727,8 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
     _write_if_changed(build / BUILD_MARKER, b"Made by toolkit build-site; safe to delete.\n")
     mark("clean")
     copy_path = build / REDACTED_COPY
+    # from the store itself: a redacted copy's _sources went through the redactor too
+    versions = store.table_versions()
     source = store
     if redact:
         from toolkit.redact import redact as redact_text
@@ -739,7 +748,7 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
                                  build=build, docs=docs, clean=clean,
                                  build_time=build_time, progress=progress, templates=templates,
                                  base_config=base_config, redact=redact, mark=mark,
-                                 site_name=site_name)
+                                 site_name=site_name, versions=versions)
     finally:
         if source is not store:
             source.close()
@@ -775,8 +784,8 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
 
 def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path, clean: bool,
                 build_time: dt.datetime, progress: Progress | None, templates: Path,
-                base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str
-                ) -> BuildResult:
+                base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str,
+                versions: dict[str, str] | None = None) -> BuildResult:
     """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact).
 
     Memory: each page's Markdown is written as soon as it is rendered, and the page contexts
@@ -788,7 +797,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     charts_job = _start_charts(content.charts, chart_cache)
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
     worker = ThreadPoolExecutor(max_workers=1)
-    downloads = worker.submit(_write_downloads, store, content.downloads, docs)
+    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
+                              versions or {}, f"redact={redact}")
     worker.shutdown(wait=False)
     scrub = None
     if redact:
@@ -802,6 +812,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     written: list[str] = []
     pages = content.pages
     total = len(pages)
+    nav_paths = {p.path for p in pages if p.nav}
     for i in range(total):
         page, pages[i] = pages[i], None  # type: ignore[call-overload]  # let it go when done
         if page.path in files:
@@ -869,16 +880,30 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
+    subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous)
+              if incremental else None)
     mark("writing")
 
-    run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
-                      progress=progress, expected=len(written) if incremental else total)
+    try:
+        run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
+                          progress=progress, expected=len(written) if incremental else total,
+                          subset=subset)
+    except ToolkitError:
+        if subset is None:
+            raise
+        # a page needs a file the subset lacks (a link not seen as one): MkDocs reads every
+        # file, and renders again what the failed run rendered
+        for rel in subset.render:
+            _remove_output(site, rel)
+        run = _run_mkdocs(build / "mkdocs.yml", dirty=True, build_time=build_time,
+                          progress=progress, expected=len(written))
     mark("mkdocs")
     docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
                                     run.rebuilt)
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
                                f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
-    _write_state(state_path, {"signature": signature, "files": sorted(files)})
+    _write_state(state_path, {"signature": signature, "files": sorted(files),
+                              "order": [list(o) for o in run.order]})
     mark("search index")
     return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
                        pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),
@@ -1079,6 +1104,14 @@ class _RenderCache:
                 continue
         self.new: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
+        self._docs = str(docs) + os.sep
+        self._charts: dict[str, str | None] = {}  # chart name -> its spec's digest
+
+    def _chart_digest(self, renderer: _Renderer, name: str) -> str | None:
+        if name not in self._charts:
+            spec = renderer.charts.get(name)
+            self._charts[name] = spec.digest() if spec is not None else None
+        return self._charts[name]
 
     def reuse(self, page: Page | Deferred, renderer: _Renderer) -> bool:
         """True when ``page``'s file holds what rendering it would write; its tables and
@@ -1095,11 +1128,10 @@ class _RenderCache:
             if not all(table_shard(t) in self.intact for t in tables):
                 return False
             charts = entry["charts"]
-            st = (self.docs / page.path).stat()
+            st = os.stat(self._docs + page.path)  # a str path: a Path costs more than the stat
             if [st.st_size, st.st_mtime_ns] != entry["file"]:
                 return False
-            if any((s.digest() if (s := renderer.charts.get(n)) is not None else None) != d
-                   for n, d in charts.items()):
+            if charts and any(self._chart_digest(renderer, n) != d for n, d in charts.items()):
                 return False
             targets = list(entry["targets"])
         except (KeyError, TypeError, AttributeError, OSError):
@@ -1209,13 +1241,49 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
-def _write_downloads(store: Store, downloads: list[Any], docs: Path) -> list[str]:
+def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path,
+                     versions: dict[str, str], variant: str) -> list[str]:
+    """Write each table's CSV and JSON download; the docs-relative paths of those whose bytes
+    changed. A table's files are not written again, nor even made, when its key is as the
+    last build recorded it (``downloads.json`` in the build folder) and each file still has
+    the size and mtime recorded: the key is the table's version (``versions``: the load of
+    its source, :meth:`Store.table_versions`), its columns and types, whose actions the store
+    reads (``site_scope``), ``variant`` (whether it is redacted) and the code that writes it
+    (this package's version and the modules that copy and redact). A table without a version
+    (a view, or one no single source creates) is written every time."""
+    from toolkit.parsecache import code_version
+
+    record_path = build / DOWNLOADS
+    old = _read_state(record_path)
+    code = "|".join((_versions(), variant, str(store.action_scope),
+                     code_version("toolkit.store", "toolkit.redact", "toolkit.site")))
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for table, _kind, column, kind in store.schema():
+        columns.setdefault(table, []).append((column, kind))
+    record: dict[str, list[Any]] = {}
     written = []
     for d in downloads:
+        version = versions.get(d.table)
+        key = hashlib.sha256(json.dumps([code, d.table, version, columns.get(d.table)]).encode(
+            "utf-8")).hexdigest() if version else None
         for fmt in ("csv", "json"):
             rel = f"data/{d.table}.{fmt}"
-            if _copy_table_if_changed(store, d.table, docs / rel, fmt):
+            dest = docs / rel
+            seen = old.get(rel)
+            if key is not None and isinstance(seen, list) and seen[:1] == [key]:
+                try:
+                    st = os.stat(dest)
+                    if seen[1:] == [st.st_size, st.st_mtime_ns]:
+                        record[rel] = seen
+                        continue
+                except OSError:
+                    pass
+            if _copy_table_if_changed(store, d.table, dest, fmt):
                 written.append(rel)
+            if key is not None:
+                st = os.stat(dest)
+                record[rel] = [key, st.st_size, st.st_mtime_ns]
+    _write_state(record_path, record)
     return written
 
 
@@ -1226,6 +1294,82 @@ def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bo
     data = tmp.read_bytes()
     tmp.unlink()
     return _write_if_changed(dest, data)
+
+
+@dataclass
+class _Subset:
+    """What a dirty MkDocs run needs to read (:func:`_dirty_subset`): the docs files to show
+    it and the previous build's page order, which is this build's (the same files)."""
+
+    files: set[str]
+    order: list[tuple[str, str]]
+    render: set[str]  # the pages MkDocs will render
+
+
+# a docs-relative Markdown path in a page's text: a link MkDocs resolves to a page (every
+# match is resolved and kept if it names a page; a match that is no link only costs a file)
+_MD_PATH = re.compile(r"[A-Za-z0-9_.~%/-]+\.md\b")
+
+
+def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
+                  nav_paths: set[str], previous: dict[str, Any]) -> _Subset | None:
+    """The docs files a dirty MkDocs run must read, when the site has the same files as the
+    previous build (else None: MkDocs reads them all). A dirty run renders the pages whose
+    Markdown is newer than their HTML (those rewritten now, or left so by an interrupted
+    build); to render a page as a full build does, MkDocs needs the pages in the nav, the
+    pages it links to and the static files, and nothing else. So it is shown those only, and
+    the other pages (most of a site, after one change) cost nothing."""
+    order = previous.get("order")
+    if previous.get("files") != sorted(files) or not isinstance(order, list):
+        return None
+    try:
+        pairs = [(str(src), str(url)) for src, url in order]
+    except (TypeError, ValueError):
+        return None
+    pages = {f for f in files if f.endswith(".md")}
+    if len(pairs) != len(pages) or {src for src, _ in pairs} != pages:
+        return None
+    keep = {f for f in files if not f.endswith(".md")} | (nav_paths & pages)
+    render: set[str] = set()
+    html_at, md_at = str(site) + os.sep, str(docs) + os.sep  # str paths: Paths cost more
+    for src, url in pairs:
+        if src not in written:
+            try:
+                if os.stat(f"{html_at}{url}index.html").st_mtime >= \
+                        os.stat(md_at + src).st_mtime:
+                    continue
+            except OSError:
+                pass
+        render.add(src)
+        folder = posixpath.dirname(src)
+        try:
+            with open(md_at + src, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError:
+            return None
+        for m in set(_MD_PATH.findall(text)):
+            target = posixpath.normpath(posixpath.join(folder, unquote(m)))
+            if target in pages:
+                keep.add(target)
+    return _Subset(keep | render, pairs, render)
+
+
+def _link_docs(docs: Path, folder: Path, files: set[str]) -> None:
+    """``folder`` made afresh with ``files`` of ``docs`` as hard links (copies, keeping their
+    times, where the file system has none): the same files at the same paths, as MkDocs sees
+    them."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    made: set[str] = set()
+    for rel in sorted(files):
+        parent = posixpath.dirname(rel)
+        if parent not in made:
+            (folder / parent).mkdir(parents=True, exist_ok=True)
+            made.add(parent)
+        try:
+            os.link(docs / rel, folder / rel)
+        except OSError:
+            shutil.copy2(docs / rel, folder / rel)
 
 
 def _prune_cache(folder: Path, keep: set[str]) -> None:
@@ -1418,7 +1562,10 @@ _BYTECODE: dict[tuple[str, str], Any] = {}  # (key, checksum) -> code
 
 
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
-                progress: Progress | None, expected: int) -> _Run:
+                progress: Progress | None, expected: int, subset: _Subset | None = None
+                ) -> _Run:
+    """Run MkDocs on the build folder's config (``subset``: a dirty run reads only those docs
+    files, linked into a folder of their own, and the build order is the subset's)."""
     from mkdocs.commands import build as mk_build
     from mkdocs.config import config_options, load_config
     from mkdocs.config.defaults import MkDocsConfig
@@ -1429,6 +1576,9 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
 
     class _Tracker(BasePlugin):
         def on_files(self, files: Any, *, config: Any) -> Any:
+            if subset is not None:
+                run.order = subset.order
+                return files
             # page.url (what the search index holds) is '' for the home page, file.url './'
             run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url)
                          for f in files.documentation_pages()]
@@ -1474,6 +1624,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     log.propagate = False
     build_log.addFilter(dirty_filter)
     epoch = str(int(build_time.timestamp()))
+    subset_dir = config_file.parent / DIRTY_DOCS
     try:
         with _env("SOURCE_DATE_EPOCH", epoch):
             # MkDocs keeps plugin objects between builds in one process (for `mkdocs serve`),
@@ -1488,6 +1639,9 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 raise ToolkitError(f"the site configuration is invalid: {exc}",
                                    path=config_file) from None
             config.plugins["toolkit-tracker"] = _Tracker()
+            if subset is not None:
+                _link_docs(Path(config.docs_dir), subset_dir, subset.files)
+                config.docs_dir = str(subset_dir)
             config.plugins.on_startup(command="build", dirty=dirty)
             try:
                 mk_build.build(config, dirty=dirty)
@@ -1499,6 +1653,8 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             finally:
                 config.plugins.on_shutdown()
     finally:
+        if subset_dir.exists():
+            shutil.rmtree(subset_dir)
         build_log.removeFilter(dirty_filter)
         log.removeHandler(capture)
         for h in saved[2]:

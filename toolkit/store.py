@@ -569,6 +569,13 @@ class Store:
     def sources(self) -> list[dict[str, Any]]:
         return self.fetch_dicts("SELECT * FROM _sources ORDER BY source")
 
+    def table_versions(self) -> dict[str, str]:
+        """:func:`table_versions` of this store's base tables."""
+        base = [t for (t,) in self.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_catalog = current_database() AND table_type = 'BASE TABLE'").fetchall()]
+        return table_versions(self.declared, self.sources(), base)
+
     def problems(self, source: str | None = None) -> list[Problem]:
         sql = "SELECT source, path, line, message FROM _problems"
         params: list[Any] = []
@@ -1046,3 +1053,25 @@ def _is_select(statement: duckdb.Statement) -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def table_versions(declared: Sequence[Source], loads: Sequence[dict[str, Any]],
+                   tables: Sequence[str]) -> dict[str, str]:
+    """What each of ``tables`` (base tables: a view may read another source's tables) holds
+    as of now, when one source of ``declared`` creates it: that source's name, fingerprint
+    and time of its last load (``loads``: the rows of ``_sources``). A source whose fingerprint
+    is unchanged is not loaded again, so a table with the same version holds the same rows.
+    Tables no single source creates, or whose source has no fingerprint (absent, failed), have
+    none: a caller reads them every time."""
+    owners: dict[str, list[str]] = {}
+    for source in declared:
+        for table in source.tables:
+            owners.setdefault(table, []).append(source.name)
+    by_source = {row["source"]: row for row in loads}
+    out = {}
+    for table in tables:
+        names = owners.get(table, [])
+        row = by_source.get(names[0]) if len(names) == 1 else None
+        if row is not None and row.get("fingerprint"):
+            out[table] = f"{names[0]}\0{row['fingerprint']}\0{row.get('loaded_at')}"
+    return out

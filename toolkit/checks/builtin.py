@@ -82,9 +82,12 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     """Every place in the store (every text column of every source table) where the
     redaction finder sees a secret: table, row, column and family. Never the secret.
 
-    Each distinct value is scanned once: what the finder saw in it is kept beside the store
-    (:func:`_scan_cache`) under the value's SHA-256 and the finder's code, so the next run scans
-    only values it has not seen (a one-entry change scans that entry's text)."""
+    What a table gave is kept beside the store (:func:`_table_record`), one record per table:
+    its answer, under the table's :func:`_table_keys` (the load of its source, its columns)
+    and the finder's code, and what the finder saw in each of its distinct values (under the
+    value's SHA-256). A table whose source was not loaded again since is not read at all; a
+    changed one is, and only its values not seen before are scanned (a one-entry change
+    scans that entry's text)."""
     columns = project.sql(
         "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
         "JOIN information_schema.tables t USING (table_schema, table_name) "
@@ -94,17 +97,37 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
     by_table: dict[str, dict[str, str]] = {}
     for table, column, kind in columns:
         by_table.setdefault(table, {})[column] = kind
-    text = [(table, column) for table, cols in by_table.items()
-            for column, kind in cols.items() if kind in _TEXT_TYPES]
-    cache = _scan_cache(project)
-    seen: dict[str, tuple[str, ...]] = {}  # what this run met: the cache kept for the next
-    found = _column_families(project, text, cache, seen)
+    keys = _table_keys(project, by_table)
     out: list[tuple[Any, ...]] = []
-    for table, column in text:
+    for table, cols in by_table.items():
+        text = [(table, column) for column, kind in cols.items() if kind in _TEXT_TYPES]
+        if not text:
+            continue
+        key = keys.get(table, "")
+        record = _table_record(project, table)
+        if record is not None and key and record[0] == key:
+            out += record[1]
+            continue
+        cache = record[2] if record is not None else {}
+        seen: dict[str, tuple[str, ...]] = {}  # what this run met: kept for the next
+        rows = _table_rows(project, table, cols, _column_families(project, text, cache, seen))
+        out += rows
+        if record is None or (key, rows, seen) != record:
+            _save_table_record(project, table, (key, rows, seen))
+    return ["table", "place", "column", "family"], out
+
+
+def _table_rows(project: Project, table: str, cols: dict[str, str],
+                found: dict[tuple[str, str], dict[str, tuple[str, ...]]]
+                ) -> list[tuple[Any, ...]]:
+    """The rows of the secrets check for ``table``: per column (in order) holding a secret
+    (``found``: SHA-256 of each value holding one -> its families), each row's place and each
+    family."""
+    out: list[tuple[Any, ...]] = []
+    for column in cols:
         families = found.get((table, column))
         if not families:
             continue
-        cols = by_table[table]
         if "path" in cols and "line" in cols:
             place = "coalesce(path, '') || ':' || coalesce(CAST(line AS VARCHAR), '')"
         elif cols.get("id") in ("BIGINT", "INTEGER"):
@@ -117,9 +140,23 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
                            {"found": list(families)}).fetchall()
         out += [(table, _place(where), column, family)
                 for where, key in rows for family in families[key]]
-    if seen != cache:
-        _save_scan_cache(project, seen)
-    return ["table", "place", "column", "family"], out
+    return out
+
+
+def _table_keys(project: Project, by_table: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Per table with a version (:func:`toolkit.store.table_versions`: the load of the one
+    source that creates it), that version and the table's columns and types. Other tables
+    have none (they are always read)."""
+    import hashlib
+    import json
+
+    from toolkit.loaders import SOURCES
+    from toolkit.store import table_versions
+
+    versions = table_versions(SOURCES, project.sources(), list(by_table))
+    return {table: hashlib.sha256(json.dumps([table, versions[table], list(cols.items())])
+                                  .encode("utf-8")).hexdigest()
+            for table, cols in by_table.items() if table in versions}
 
 
 def _column_families(project: Project, columns: list[tuple[str, str]],
@@ -163,36 +200,53 @@ def _column_families(project: Project, columns: list[tuple[str, str]],
     return out
 
 
-_SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slot: value SHA-256 -> families the finder saw
+_SCAN_SLOT = "secrets-scan"  # toolkit.parsecache slots: one per table, "secrets-scan-<table>"
+Record = tuple[str, list[tuple[Any, ...]], dict[str, tuple[str, ...]]]
 
 
 @functools.cache
 def _scan_key() -> tuple[str, ...]:
-    """What the cached scan results depend on besides the values: the finder's code."""
+    """What the kept scan results depend on besides the values: the finder's code."""
     from toolkit.parsecache import code_version
 
-    return ("secrets-scan/2", code_version("toolkit.redact", "toolkit.checks.builtin"))
+    return ("secrets-scan/3", code_version("toolkit.redact", "toolkit.checks.builtin"))
 
 
-def _scan_cache(project: Project) -> dict[str, tuple[str, ...]]:
-    """The values scanned by an earlier run (SHA-256 -> families, empty for none); empty when
-    there is no cache, or it is damaged, stale or made by other code (toolkit.parsecache)."""
+def table_slot(table: str) -> str:
+    """The parse cache slot of ``table``'s record (a name safe as a file name)."""
+    import hashlib
+    import re
+
+    if re.fullmatch(r"[a-z0-9_]{1,64}", table):
+        return f"{_SCAN_SLOT}-{table}"
+    return f"{_SCAN_SLOT}-{hashlib.sha256(table.encode('utf-8')).hexdigest()[:32]}"
+
+
+def _table_record(project: Project, table: str) -> Record | None:
+    """What an earlier run kept for ``table``: (its key, its rows, value SHA-256 -> the
+    families the finder saw, empty for none); None when there is no record, or it is damaged,
+    or made by other code (toolkit.parsecache)."""
     from toolkit import parsecache
 
     folder = project.config.parse_cache
-    saved = parsecache.load(folder, _SCAN_SLOT, _scan_key()) if folder else None
-    if not isinstance(saved, dict):
-        return {}
-    return {k: v for k, v in saved.items() if isinstance(k, str) and isinstance(v, tuple)
-            and all(isinstance(f, str) for f in v)}
+    saved = parsecache.load(folder, table_slot(table), _scan_key()) if folder else None
+    if not (isinstance(saved, tuple) and len(saved) == 3 and isinstance(saved[0], str)
+            and isinstance(saved[1], list) and isinstance(saved[2], dict)):
+        return None
+    key, rows, values = saved
+    if not all(isinstance(r, tuple) and len(r) == 4 and all(isinstance(v, str) for v in r)
+               for r in rows):
+        return None
+    return key, rows, {k: v for k, v in values.items() if isinstance(k, str)
+                       and isinstance(v, tuple) and all(isinstance(f, str) for f in v)}
 
 
-def _save_scan_cache(project: Project, seen: dict[str, tuple[str, ...]]) -> None:
+def _save_table_record(project: Project, table: str, record: Record) -> None:
     from toolkit import parsecache
 
     folder = project.config.parse_cache
     if folder is not None:
-        parsecache.save(folder, _SCAN_SLOT, _scan_key(), seen)
+        parsecache.save(folder, table_slot(table), _scan_key(), record)
 
 
 def _place(text: str) -> str:

@@ -1211,18 +1211,20 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
 
 def _write_downloads(store: Store, downloads: list[Any], docs: Path) -> list[str]:
     written = []
+    columns = store.columns([d.table for d in downloads])  # one catalog query, not one a file
     for d in downloads:
         for fmt in ("csv", "json"):
             rel = f"data/{d.table}.{fmt}"
-            if _copy_table_if_changed(store, d.table, docs / rel, fmt):
+            if _copy_table_if_changed(store, d.table, docs / rel, fmt, columns[d.table]):
                 written.append(rel)
     return written
 
 
-def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bool:
+def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str,
+                           columns: list[tuple[str, str]]) -> bool:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".new")
-    store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True)
+    store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True, columns=columns)
     data = tmp.read_bytes()
     tmp.unlink()
     return _write_if_changed(dest, data)

@@ -7,7 +7,7 @@ formula in a spreadsheet (FAULTS.md I6)."""
 from __future__ import annotations
 
 import csv
-import functools
+import hashlib
 import html
 import json
 import re
@@ -96,7 +96,11 @@ def _leaks(out: Path) -> list[tuple[str, str]]:
         rel = path.relative_to(out).as_posix()
         hits = set(_secrets_in(rel))
         if path.is_file():
-            hits.update(_secrets_in_bytes(path.read_bytes()))
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).digest()
+            if digest not in _SCANNED:
+                _SCANNED[digest] = _secrets_in_bytes(data)
+            hits.update(_SCANNED[digest])
         found += [(rel, secret) for secret in _secrets() if secret in hits]
     return found
 
@@ -107,10 +111,13 @@ def _secrets_in(text: str) -> list[str]:
     return [s for s in _secrets() if s.casefold() in folded or _flat(s).strip("-") in flat]
 
 
-@functools.cache
+# the secrets found in each file content scanned so far, by its sha256: the sites of this
+# module share their theme's files, scanned once
+_SCANNED: dict[bytes, frozenset[str]] = {}
+
+
 def _secrets_in_bytes(data: bytes) -> frozenset[str]:
-    """The secrets a file's bytes hold, as written, entity- or URL-decoded (by content: the
-    sites of this module share their theme's files, read once)."""
+    """The secrets a file's bytes hold, as written, entity- or URL-decoded."""
     raw = data.decode("utf-8", "replace")
     return frozenset(s for text in (raw, html.unescape(raw), unquote(raw))
                      for s in _secrets_in(text))

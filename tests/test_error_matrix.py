@@ -4,26 +4,29 @@ work, ends as one `Error:` line with a documented exit code, never a traceback o
 Rows: each path option (and its toolkit.yaml key and environment variable). Columns: a
 missing parent folder, a file where a folder belongs, a folder where a file belongs,
 ``/dev/null/x``, a FIFO, a symlink loop and an unreadable file. Cells run in-process (click's
-CliRunner) except where a child process is the point: ``status``, ``load`` and ``query`` on a
-FIFO run through the real ``toolkit`` console script (a hang is a timeout, not a stuck
-suite), and so does the first cell of each (cell kind, exit code) of those commands, which must
-end as its in-process run did, so the entry point meets every kind of bad path and every
-exit code. Unreadable cells always run in a subprocess: the suite runs as root, which ignores
-mode bits, so the child drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its capability
-bounding set before it execs the toolkit, and the kernel then refuses the mode-000 file to it
-as to anyone.
+CliRunner) except where a child process is the point. ``status``, ``load`` and ``query`` on a
+FIFO run in a child forked from the test's process (the toolkit already imported), so that a
+hang is a timeout, not a stuck suite. Unreadable cells run in such a child too: the suite runs
+as root, which ignores mode bits, so the child drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH
+before it runs the command, and the kernel then refuses the mode-000 file to it as to anyone.
+The first cell of each (cell kind, exit code) of those commands runs through the real
+``toolkit`` console script, which must end as the in-process run did, so the entry point meets
+every kind of bad path and every exit code.
 """
-
 from __future__ import annotations
 
 import ctypes
 import functools
 import os
+import pickle
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -105,21 +108,43 @@ def bad_path(root: Path, cell: str, want_folder: bool) -> Path:
     return target
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
 def _drop_root_read_override() -> None:
-    """In the child before exec: root without the capabilities that skip mode bits."""
+    """In a forked child: root without the capabilities that skip mode bits (capset(2), on
+    this process's one thread; threads it starts later inherit the reduced sets)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    keep = ~((1 << 1) | (1 << 2)) & 0xFFFFFFFF  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[0], field, getattr(data[0], field) & keep)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 @functools.cache
 def _can_drop_capabilities() -> bool:
     if os.geteuid() != 0:
         return True  # mode bits already apply
-    probe = subprocess.run([sys.executable, "-c", "pass"], preexec_fn=_drop_root_read_override,
-                           check=False)
-    return probe.returncode == 0
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _drop_root_read_override()
+            code = 0
+        except BaseException:
+            code = 1
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 def check_outcome(code: int, stdout: str, stderr: str, shown: str) -> None:
@@ -148,20 +173,72 @@ def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -
     return project
 
 
-def _run_subprocess(args: list[str], env: dict[str, str], cwd: Path, drop: bool
-                    ) -> tuple[int, str, str]:
+def _run_subprocess(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    """``toolkit ARGS`` through the installed console script."""
     assert TOOLKIT is not None, "the toolkit console script is installed with the package"
     proc = subprocess.run([TOOLKIT, *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=120, check=False,
-                          preexec_fn=_drop_root_read_override if drop else None)
+                          timeout=120, check=False)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def _start_forked(args: list[str], drop: bool) -> tuple[int, int]:
+    """``toolkit ARGS`` run in-process (as ``_run_in_process``) in a child forked from this
+    process, in its current folder, with the capabilities that skip mode bits dropped first
+    when ``drop``: (pid, the pipe its outcome comes back on; ``_wait_forked`` reads it)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer on the pipe, then leave without pytest's exit handlers
+        code = 0
+        try:
+            os.close(read)
+            if drop:
+                _drop_root_read_override()
+            result = CliRunner().invoke(cli, args, catch_exceptions=True)
+            err = result.stderr
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                assert result.exc_info is not None
+                err += "".join(traceback.format_exception(*result.exc_info))  # "Traceback..."
+            with os.fdopen(write, "wb") as fh:
+                fh.write(pickle.dumps((result.exit_code, result.stdout, err)))
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _wait_forked(pid: int, fd: int, timeout: float = 120) -> tuple[int, str, str]:
+    """The outcome of a ``_start_forked`` child; one that has not answered within ``timeout``
+    seconds (a hang) is killed and fails the test."""
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError(f"no answer within {timeout:.0f} s: it hangs")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+        status = os.waitpid(pid, 0)[1]
+    assert chunks, f"the child ended without an answer ({status})"
+    outcome: tuple[int, str, str] = pickle.loads(b"".join(chunks))
+    return outcome
+
+
+def _run_forked(args: list[str], drop: bool) -> tuple[int, str, str]:
+    return _wait_forked(*_start_forked(args, drop))
 
 
 def _run_cells(jobs: list[tuple[str, Callable[[], tuple[int, str, str]], str]]) -> None:
     failures = []
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda job: (job[0], job[1](), job[2]), jobs))
-    for name, (code, out, err), shown in results:
+    for name, job, shown in jobs:
+        code, out, err = job()
         try:
             check_outcome(code, out, err, shown)
         except AssertionError as exc:
@@ -191,10 +268,9 @@ def test_every_bad_path_through_the_console_script(world, tmp_path, option):
         for command in SUBPROCESS_COMMANDS:
             args = [option, str(path), *command]
             name = f"{option} {cell} {' '.join(command)}"
-            if cell in CHILD_CELLS:
-                jobs.append((name, lambda args=args, cell=cell: _run_subprocess(
-                    args, env, world, drop=cell == "unreadable" and os.geteuid() == 0),
-                    str(path)))
+            if cell in CHILD_CELLS:  # started now, all at once; their answers are read below
+                child = _start_forked(args, drop=cell == "unreadable" and os.geteuid() == 0)
+                jobs.append((name, lambda child=child: _wait_forked(*child), str(path)))
             else:
                 outcome = _run_in_process(args)
                 jobs.append((name, lambda outcome=outcome: outcome, str(path)))
@@ -206,12 +282,12 @@ def test_every_bad_path_through_the_console_script(world, tmp_path, option):
         if (cell, code) in CONSOLE_CLASSES:
             continue
         CONSOLE_CLASSES.add((cell, code))
-        child = _run_subprocess(args, env, world, drop=False)
+        child = _run_subprocess(args, env, world)
         check_outcome(*child, args[1])
         assert child[0] == code, f"{name}: exit {child[0]} from the console script, " \
                                  f"{code} in-process\n{child[2]}"
     if not drop_ok:
-        pytest.skip("the unreadable cell needs PR_CAPBSET_DROP (CAP_SETPCAP) when run as root")
+        pytest.skip("the unreadable cell needs capset(2) to drop root's read override")
 
 
 @pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
@@ -256,8 +332,8 @@ def test_every_bad_path_setting(world, tmp_path, option, how):
 def test_every_bad_out_folder(world, tmp_path, cell, command):
     path = bad_path(tmp_path / "bad" / cell, cell, want_folder=True)
     if cell == "unreadable":
-        code, out, err = _run_subprocess([*command, "--out", str(path / "x")],
-                                         dict(os.environ), world, drop=os.geteuid() == 0)
+        code, out, err = _run_forked([*command, "--out", str(path / "x")],
+                                     drop=os.geteuid() == 0)
     else:
         code, out, err = _run_in_process([*command, "--out", str(path)])
     assert code != 0
@@ -274,8 +350,8 @@ def test_every_bad_output_file(world, tmp_path, cell, command):
         folder = tmp_path / "bad" / "locked-out"
         folder.mkdir()
         folder.chmod(0)
-        code, out, err = _run_subprocess([*command, "--output", str(folder / "x.md")],
-                                         dict(os.environ), world, drop=os.geteuid() == 0)
+        code, out, err = _run_forked([*command, "--output", str(folder / "x.md")],
+                                     drop=os.geteuid() == 0)
     else:
         code, out, err = _run_in_process([*command, "--output", str(path)])
     assert code != 0, out

@@ -82,7 +82,9 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 def spark() -> Iterator[Any]:
     """One local Spark session for the module. Its JVM compiles with the client compiler only
     (-XX:TieredStopAtLevel=1: these reads are too short for the optimising compiler to pay
-    off, and it would cost about as much CPU again as the reads), collects garbage in one
+    off, and it would cost about as much CPU again as the reads), in one compiler thread (a
+    second one compiles more of the methods these short reads never need again), collects
+    garbage in one
     thread (a small heap, one task at a time) and keeps no perf-data file. Adaptive query
     execution is off: it plans each query again between its stages, which costs more than
     these tiny queries run for (about a tenth of the JVM's CPU for the reads), and it changes
@@ -93,7 +95,8 @@ def spark() -> Iterator[Any]:
 
     session = (SparkSession.builder.master("local[1]").appName("toolkit-tests")
                .config("spark.driver.extraJavaOptions",
-                       "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData")
+                       "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC "
+                       "-XX:-UsePerfData")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")

@@ -7,6 +7,7 @@ formula in a spreadsheet (FAULTS.md I6)."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import json
 import re
@@ -90,20 +91,36 @@ def _plant(world: World) -> None:
 def _leaks(out: Path) -> list[tuple[str, str]]:
     """(file, secret) for every secret found in any file's name or content, in any case,
     also URL- and entity-decoded and spelled as a slug."""
-    secrets = [(s, s.casefold(), _flat(s).strip("-")) for s in _secrets()]
     found = []
     for path in sorted(out.rglob("*")):
         rel = path.relative_to(out).as_posix()
-        texts = [rel]
+        hits = set(_secrets_in(rel))
         if path.is_file():
-            raw = path.read_bytes().decode("utf-8", "replace")
-            texts += [raw, html.unescape(raw), unquote(raw)]
-        folded = [t.casefold() for t in texts]
-        flat = [_flat(t) for t in texts]
-        for secret, secret_folded, secret_flat in secrets:
-            if any(secret_folded in t for t in folded) or any(secret_flat in t for t in flat):
-                found.append((rel, secret))
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).digest()
+            if digest not in _SCANNED:
+                _SCANNED[digest] = _secrets_in_bytes(data)
+            hits.update(_SCANNED[digest])
+        found += [(rel, secret) for secret in _secrets() if secret in hits]
     return found
+
+
+def _secrets_in(text: str) -> list[str]:
+    """The secrets ``text`` holds, in any case, or spelled as a slug."""
+    folded, flat = text.casefold(), _flat(text)
+    return [s for s in _secrets() if s.casefold() in folded or _flat(s).strip("-") in flat]
+
+
+# the secrets found in each file content scanned so far, by its sha256: the sites of this
+# module share their theme's files, scanned once
+_SCANNED: dict[bytes, frozenset[str]] = {}
+
+
+def _secrets_in_bytes(data: bytes) -> frozenset[str]:
+    """The secrets a file's bytes hold, as written, entity- or URL-decoded."""
+    raw = data.decode("utf-8", "replace")
+    return frozenset(s for text in (raw, html.unescape(raw), unquote(raw))
+                     for s in _secrets_in(text))
 
 
 @pytest.fixture(scope="module")

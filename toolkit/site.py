@@ -1257,9 +1257,7 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
     old = _read_state(record_path)
     code = "|".join((_versions(), variant, str(store.action_scope),
                      code_version("toolkit.store", "toolkit.redact", "toolkit.site")))
-    columns: dict[str, list[tuple[str, str]]] = {}
-    for table, _kind, column, kind in store.schema():
-        columns.setdefault(table, []).append((column, kind))
+    columns = store.columns([d.table for d in downloads])  # one catalog query, not one a file
     record: dict[str, list[Any]] = {}
     written = []
     for d in downloads:
@@ -1278,7 +1276,7 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
                         continue
                 except OSError:
                     pass
-            if _copy_table_if_changed(store, d.table, dest, fmt):
+            if _copy_table_if_changed(store, d.table, dest, fmt, columns[d.table]):
                 written.append(rel)
             if key is not None:
                 st = os.stat(dest)
@@ -1287,10 +1285,11 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
     return written
 
 
-def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bool:
+def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str,
+                           columns: list[tuple[str, str]]) -> bool:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".new")
-    store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True)
+    store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True, columns=columns)
     data = tmp.read_bytes()
     tmp.unlink()
     return _write_if_changed(dest, data)

@@ -426,15 +426,21 @@ class Store:
         return rows[0][0] if rows else None  # a half-read result open on the connection
 
     def copy_to(self, table: str, dest: Path, fmt: str, *, ordered: bool = False,
-                spreadsheet_safe: bool = False) -> None:
+                spreadsheet_safe: bool = False,
+                columns: Sequence[tuple[str, str]] | None = None) -> None:
         """Write a table or view to a CSV or JSON file (site downloads, exports).
 
         ``ordered``: rows in a total order (``ORDER BY ALL``), so the same content always
         gives the same bytes (views such as task_status have no order of their own).
         ``spreadsheet_safe`` (CSV): a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab
         or a carriage return gets a leading ``'``, so a spreadsheet shows it instead of
-        evaluating it as a formula (OWASP "CSV injection"; FAULTS I6)."""
-        columns = [] if table.startswith("_") else self._columns(table)  # as tables() lists
+        evaluating it as a formula (OWASP "CSV injection"; FAULTS I6). ``columns``: the
+        table's (name, type) columns as :meth:`columns` gives them, when the caller has them
+        (a site build writes every download with the columns of one query)."""
+        if table.startswith("_"):  # as tables() lists them
+            columns = []
+        elif columns is None:
+            columns = self._columns(table)
         if not columns:
             raise ToolkitError(f"no table {table!r}")
         opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
@@ -445,6 +451,20 @@ class Store:
             select = ", ".join(_spreadsheet_safe(c, t) for c, t in columns)
         inner = f'SELECT * FROM "{table}"{order}'
         self.conn.execute(f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
+
+    def columns(self, tables: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """(name, type) of the columns of each of ``tables`` (tables or views), in order, in
+        one query; a name that is no table has none."""
+        out: dict[str, list[tuple[str, str]]] = {t: [] for t in tables}
+        if not tables:
+            return out
+        for t, c, d in self.conn.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                "WHERE table_catalog = current_database() AND table_schema = 'main' "
+                "AND list_contains(?, table_name) ORDER BY table_name, ordinal_position",
+                [list(tables)]).fetchall():
+            out[t].append((c, d))
+        return out
 
     def _columns(self, table: str) -> list[tuple[str, str]]:
         """(name, type) of a table's (or view's) columns, in order."""

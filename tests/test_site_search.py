@@ -192,3 +192,35 @@ def test_a_table_whose_column_names_are_data_keeps_them_searchable() -> None:
     assert "agent_type short_id Explore ab12" in out["columns"]
     assert "flavour" not in out["fields"] and "sour" in out["fields"]
     assert "flavour sour" in out["labels"]
+
+
+def test_the_hook_reads_each_table_from_its_file_and_names_a_damaged_one(
+        tmp_path: Path) -> None:
+    """The hook keeps where each table is in its tables file, not the tables (so a build never
+    holds every table's HTML): each comes back exactly as written (non-ASCII text, quotes,
+    line breaks), and a damaged file is named in the error."""
+    from mkdocs.exceptions import PluginError
+
+    from toolkit.pages import TABLES
+
+    first, second = "ab" + "0" * 18, "ab" + "1" * 18
+    tables = {first: '<table><tr><td>café "x"\n→ ü 🐛</td></tr></table>',
+              second: "<pre><code>line\u2028two \\ end</code></pre>"}
+    folder = tmp_path / TABLES
+    folder.mkdir()
+    shard = folder / "ab.json"
+    # as toolkit.site writes them
+    shard.write_text(json.dumps(tables, sort_keys=True, ensure_ascii=False), encoding="utf-8")
+    site_hooks._tables = {}
+    site_hooks.on_config(SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml")))
+    html = f"<p>{POST_TOKEN.format(second)}</p>\n<p>{POST_TOKEN.format(first)}</p>"
+    for_search = site_hooks.on_page_content(html, page=_PAGE, config=None, files=None)
+    assert site_hooks.on_post_page(for_search, page=_PAGE, config=None) == \
+        f"{tables[second]}\n{tables[first]}"
+    site_hooks.on_post_build(config=None)
+
+    for damaged in (json.dumps({first: ["not a table"]}), '{"' + first + '": "<p>cut sho'):
+        shard.write_text(damaged, encoding="utf-8")
+        with pytest.raises(PluginError, match=r"ab\.json is damaged"):
+            site_hooks.on_post_page(for_search, page=_PAGE, config=None)
+        site_hooks.on_post_build(config=None)

@@ -45,6 +45,7 @@ import atexit
 import contextlib
 import datetime as dt
 import functools
+import gc
 import hashlib
 import html
 import json
@@ -1209,6 +1210,24 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
+def _write_parts_if_changed(path: Path, parts: list[bytes]) -> bool:
+    """:func:`_write_if_changed` of ``b"".join(parts)``, without making that one large copy
+    (the search index: at the end of a build, a copy the size of the index would be its peak
+    of memory)."""
+    size = sum(len(p) for p in parts)
+    try:
+        if path.stat().st_size == size:
+            with open(path, "rb") as fh:
+                if all(fh.read(len(p)) == p for p in parts):
+                    return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.writelines(parts)
+    return True
+
+
 def _write_downloads(store: Store, downloads: list[Any], docs: Path) -> list[str]:
     written = []
     for d in downloads:
@@ -1460,6 +1479,10 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             run.rebuilt.add(page.file.src_uri)
             if progress and (len(run.rebuilt) % 200 == 0 or len(run.rebuilt) == expected):
                 progress("Building HTML", len(run.rebuilt), max(expected, len(run.rebuilt)))
+            # the page's HTML is written from ``output``, and nothing reads the page's own
+            # content after this (the search plugin indexed it before the theme rendered the
+            # page): let it go now, not when the whole build is done
+            page.content = None
             return output
 
     log = logging.getLogger("mkdocs")
@@ -1480,8 +1503,10 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             # and Material's search plugin then merges a dirty build's index with the previous
             # build's: pages rebuilt twice in a row would be indexed twice. Every build here
             # starts with new plugins, as in a new process; the index is merged below.
-            if isinstance(plugins_option := MkDocsConfig.plugins, config_options.Plugins):
-                plugins_option.plugin_cache.clear()
+            plugins_option = MkDocsConfig.plugins
+            plugin_cache = (plugins_option.plugin_cache
+                            if isinstance(plugins_option, config_options.Plugins) else {})
+            plugin_cache.clear()
             try:
                 config = load_config(str(config_file))
             except ConfigurationError as exc:
@@ -1498,6 +1523,11 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                                         "to see every message") from None
             finally:
                 config.plugins.on_shutdown()
+                # the plugins MkDocs keeps for its next build hold the pages and the search
+                # entries: let them go (with the nav's cycles) before the index is written
+                plugin_cache.clear()
+                del config
+                gc.collect()
     finally:
         build_log.removeFilter(dirty_filter)
         log.removeHandler(capture)
@@ -1545,11 +1575,11 @@ class _SearchIndex:
         return cls.parse(data)
 
     @classmethod
-    def parse(cls, data: bytes) -> _SearchIndex:
+    def parse(cls, data: bytes | str) -> _SearchIndex:
         """The index's pieces. Its entries are decoded one at a time (the index as the search
         plugin writes it, without spaces: holding all of them as objects at once would make the
         end of a large build its peak of memory); any other form of JSON is read whole."""
-        text = data.decode("utf-8")
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
         decoder = json.JSONDecoder()
         head, docs = '{"config":', ',"docs":['
         try:
@@ -1562,13 +1592,13 @@ class _SearchIndex:
             entries: Iterator[Any] = iter(())
             if not text.startswith("]}", at):
                 entries = _each_entry(decoder, text, at)
-            return cls._grouped(data, config, entries)
+            return cls._grouped(config, entries)
         except ValueError:
             index = json.loads(text)
-            return cls._grouped(data, index["config"], iter(index["docs"]))
+            return cls._grouped(index["config"], iter(index["docs"]))
 
     @classmethod
-    def _grouped(cls, data: bytes, config: Any, entries: Iterator[Any]) -> _SearchIndex:
+    def _grouped(cls, config: Any, entries: Iterator[Any]) -> _SearchIndex:
         grouped: dict[str, list[bytes]] = {}
         for e in entries:
             group = grouped.setdefault(e["location"].split("#", 1)[0], [])
@@ -1577,7 +1607,7 @@ class _SearchIndex:
                 # entry has them, and the browser shows a section under its page
                 e.pop("tags", None)
             group.append(_dump(e))
-        return cls(data, config=_dump(config),
+        return cls(b"", config=_dump(config),  # the pieces are all it needs
                    pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
 
     def piece(self, url: str) -> tuple[bytes, int] | None:
@@ -1592,7 +1622,8 @@ class _SearchIndex:
         """Make the index of the whole site from this build's (after a dirty build it holds the
         rebuilt pages only; the others come from ``old``) in build order, write it unless it
         is unchanged, and record its map. Returns the number of entries."""
-        new = _SearchIndex.parse(path.read_bytes())
+        # read as text: the file's bytes are let go once decoded
+        new = _SearchIndex.parse(path.read_text(encoding="utf-8"))
         parts = [b'{"config":', new.config or b"{}", b',"docs":[']
         pos = sum(len(p) for p in parts)
         pages: dict[str, tuple[int, int, int]] = {}
@@ -1607,7 +1638,8 @@ class _SearchIndex:
             pages[url] = (pos, pos + len(got[0]), got[1])
             pos += len(got[0])
         parts.append(b"]}")
-        _write_if_changed(path, b"".join(parts))
+        del new
+        _write_parts_if_changed(path, parts)
         st = path.stat()
         _write_if_changed(map_path, json.dumps(
             {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))

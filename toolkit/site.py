@@ -1242,9 +1242,29 @@ def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str) -> bo
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".new")
     store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True)
-    data = tmp.read_bytes()
-    tmp.unlink()
-    return _write_if_changed(dest, data)
+    # compared and moved as files: a download can be tens of MB, read while pages render
+    if _same_bytes(tmp, dest):
+        tmp.unlink()
+        return False
+    os.replace(tmp, dest)
+    return True
+
+
+def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    """Whether two files hold the same bytes (False when ``b`` does not exist), read a chunk
+    at a time."""
+    try:
+        if a.stat().st_size != b.stat().st_size:
+            return False
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                x = fa.read(chunk)
+                if x != fb.read(chunk):
+                    return False
+                if not x:
+                    return True
+    except FileNotFoundError:
+        return False
 
 
 def _prune_cache(folder: Path, keep: set[str]) -> None:

@@ -99,7 +99,7 @@ def _through_hooks(tables: dict[str, str], html: str) -> tuple[str, str]:
     site_hooks._tables = {}
     for digest, table in tables.items():
         site_hooks._tables.setdefault(digest[:2], {})[digest] = table
-    for_search = site_hooks.on_page_content(html, page=_PAGE, config=None, files=None)
+    for_search = site_hooks.for_search(html, _PAGE)
     parser = Parser()
     parser.feed(for_search)
     text = " ".join("".join(s.text) for s in parser.data)
@@ -156,7 +156,7 @@ def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> 
     html = ('<p>Intro.</p>\n<h2 id="context">Context<a class="headerlink" href="#context" '
             'title="Permanent link">&para;</a></h2>\n<p>Some context.</p>\n'
             '<h2 id="pattern">Pattern</h2>\n<p>A pattern.</p>')
-    for_search = site_hooks.on_page_content(html, page=page, config=None, files=None)
+    for_search = site_hooks.for_search(html, page)
     parser = Parser()
     parser.feed(for_search)
     assert len(parser.data) == 1
@@ -166,7 +166,7 @@ def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> 
     # a page without the flag keeps a section per heading
     plain = SimpleNamespace(file=SimpleNamespace(src_uri="p.md"), meta={})
     parser = Parser()
-    parser.feed(site_hooks.on_page_content(html, page=plain, config=None, files=None))
+    parser.feed(site_hooks.for_search(html, plain))
     assert len(parser.data) == 3
 
 
@@ -214,7 +214,7 @@ def test_the_hook_reads_each_table_from_its_file_and_names_a_damaged_one(
     site_hooks._tables = {}
     site_hooks.on_config(SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml")))
     html = f"<p>{POST_TOKEN.format(second)}</p>\n<p>{POST_TOKEN.format(first)}</p>"
-    for_search = site_hooks.on_page_content(html, page=_PAGE, config=None, files=None)
+    for_search = site_hooks.for_search(html, _PAGE)
     assert site_hooks.on_post_page(for_search, page=_PAGE, config=None) == \
         f"{tables[second]}\n{tables[first]}"
     site_hooks.on_post_build(config=None)

@@ -3,9 +3,11 @@
 ``toolkit.site`` renders tables straight to HTML (escaped there) and leaves a placeholder
 paragraph in the Markdown; this hook puts each table's HTML in place of its placeholder, from
 ``tables/`` next to the generated mkdocs.yml (one JSON file per first two digits of the
-tables' digests, read when a page needs one). The placeholder holds an HTML entity that
+tables' digests; each table is read from its file when a page needs it, so a build never holds
+all of them). The placeholder holds an HTML entity that
 AI-written text cannot produce, and the replacement always comes from those files, never from
-the page. Every table is put in place after the search plugin read the page. Before that, a
+the page. Every table is put in place after the search plugin read the page. Just before it
+reads the page (one page at a time, not when MkDocs converts every page first), a
 searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
 search plugin indexes, without parsing every tag of a large table); a table kept out of search
 has its placeholder marked ``data-search-exclude``. So the search index holds no placeholder.
@@ -204,7 +206,20 @@ def _set_aside(html: str, page: Any) -> str:
     return html
 
 
-def on_page_content(html: str, *, page: Any, config: Any, files: Any) -> str:
+@event_priority(50)  # before the search plugin (default priority) reads the page
+def on_page_context(context: Any, *, page: Any, config: Any, nav: Any) -> Any:
+    """The page as the search plugin is to read it (:func:`for_search`), made just before it
+    reads the page and the theme renders it, not when MkDocs converts every page first: a
+    build holds one page's tables' text and set-aside headings at a time."""
+    if page.content:
+        page.content = for_search(page.content, page)
+    return context
+
+
+def for_search(html: str, page: Any) -> str:
+    """A page's HTML as the search plugin reads it: each searchable table's placeholder is
+    its text, a table kept out of search is hidden from it, and a one-entry page's headings
+    are set aside; :func:`on_post_page` puts the tables and headings in place."""
     # headings first: a table's text is put in place below, and none of it is ours
     if page.meta.get(ONE_SEARCH_ENTRY) is True:
         html = _set_aside(html, page)

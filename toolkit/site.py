@@ -875,8 +875,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                       progress=progress, expected=len(written) if incremental else total)
     mark("mkdocs")
+    new_index, run.index = run.index, None
     docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
-                                    run.rebuilt)
+                                    run.rebuilt, new_index)
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
                                f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files)})
@@ -1374,6 +1375,7 @@ class _Run:
     order: list[tuple[str, str]] = field(default_factory=list)  # (src_uri, url), build order
     rebuilt: set[str] = field(default_factory=set)  # src_uri of pages rendered
     warnings: list[str] = field(default_factory=list)
+    index: _SearchIndex | None = None  # this build's search entries (_SearchIndex.take)
 
 
 class _Capture(logging.Handler):
@@ -1462,7 +1464,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     from mkdocs.config import config_options, load_config
     from mkdocs.config.defaults import MkDocsConfig
     from mkdocs.exceptions import Abort, ConfigurationError
-    from mkdocs.plugins import BasePlugin
+    from mkdocs.plugins import BasePlugin, event_priority
 
     run = _Run()
 
@@ -1494,6 +1496,10 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             if site_theme.ENABLED:
                 page.render = self.markdown.bind(page)
             return page
+
+        @event_priority(100)  # before the search plugin writes its index
+        def on_post_build(self, *, config: Any) -> None:
+            run.index = _SearchIndex.take(config)
 
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
             run.rebuilt.add(page.file.src_uri)
@@ -1618,6 +1624,23 @@ class _SearchIndex:
             return cls._grouped(index["config"], iter(index["docs"]))
 
     @classmethod
+    def take(cls, config: Any) -> _SearchIndex | None:
+        """This build's index, from the entries the search plugin holds at the end of a
+        build (MkDocs' ``config``), which it takes: the plugin then writes an index without
+        entries, which :meth:`write` replaces. So the index is never one JSON text in memory
+        and parsed again, and each entry is let go once it is in its page's piece. None when
+        no plugin holds entries as Material's search plugin does (the file is read then)."""
+        for plugin in config.plugins.values():
+            index = getattr(plugin, "search_index", None)
+            entries = getattr(index, "entries", None)
+            settings = getattr(index, "config", None)
+            if (index is not None and isinstance(entries, list) and isinstance(settings, dict)
+                    and all(k in settings for k in _INDEX_CONFIG)):
+                index.entries = []
+                return cls._grouped({k: settings[k] for k in _INDEX_CONFIG}, _taken(entries))
+        return None
+
+    @classmethod
     def _grouped(cls, config: Any, entries: Iterator[Any]) -> _SearchIndex:
         grouped: dict[str, list[bytes]] = {}
         for e in entries:
@@ -1638,12 +1661,14 @@ class _SearchIndex:
 
     @staticmethod
     def write(path: Path, map_path: Path, old: _SearchIndex | None,
-              order: list[tuple[str, str]], rebuilt: set[str]) -> int:
-        """Make the index of the whole site from this build's (after a dirty build it holds the
-        rebuilt pages only; the others come from ``old``) in build order, write it unless it
-        is unchanged, and record its map. Returns the number of entries."""
-        # read as text: the file's bytes are let go once decoded
-        new = _SearchIndex.parse(path.read_text(encoding="utf-8"))
+              order: list[tuple[str, str]], rebuilt: set[str],
+              new: _SearchIndex | None = None) -> int:
+        """Make the index of the whole site from this build's (``new``, else the search
+        plugin's file at ``path``; after a dirty build it holds the rebuilt pages only, the
+        others come from ``old``) in build order, write it unless it is unchanged, and record
+        its map. Returns the number of entries."""
+        if new is None:  # read as text: the file's bytes are let go once decoded
+            new = _SearchIndex.parse(path.read_text(encoding="utf-8"))
         parts = [b'{"config":', new.config or b"{}", b',"docs":[']
         pos = sum(len(p) for p in parts)
         pages: dict[str, tuple[int, int, int]] = {}
@@ -1664,6 +1689,17 @@ class _SearchIndex:
         _write_if_changed(map_path, json.dumps(
             {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
         return sum(n for _, _, n in pages.values())
+
+
+# the index's config: what Material's search plugin writes of its settings
+_INDEX_CONFIG = ("lang", "separator", "pipeline", "fields")
+
+
+def _taken(items: list[Any]) -> Iterator[Any]:
+    """Each item of ``items``, its place in the list emptied as it is given."""
+    for i, item in enumerate(items):
+        items[i] = None
+        yield item
 
 
 def _each_entry(decoder: json.JSONDecoder, text: str, at: int) -> Iterator[Any]:

@@ -99,7 +99,7 @@ def _through_hooks(tables: dict[str, str], html: str) -> tuple[str, str]:
     site_hooks._tables = {}
     for digest, table in tables.items():
         site_hooks._tables.setdefault(digest[:2], {})[digest] = table
-    for_search = site_hooks.on_page_content(html, page=_PAGE, config=None, files=None)
+    for_search = site_hooks.for_search(html, _PAGE)
     parser = Parser()
     parser.feed(for_search)
     text = " ".join("".join(s.text) for s in parser.data)
@@ -156,7 +156,7 @@ def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> 
     html = ('<p>Intro.</p>\n<h2 id="context">Context<a class="headerlink" href="#context" '
             'title="Permanent link">&para;</a></h2>\n<p>Some context.</p>\n'
             '<h2 id="pattern">Pattern</h2>\n<p>A pattern.</p>')
-    for_search = site_hooks.on_page_content(html, page=page, config=None, files=None)
+    for_search = site_hooks.for_search(html, page)
     parser = Parser()
     parser.feed(for_search)
     assert len(parser.data) == 1
@@ -166,7 +166,7 @@ def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> 
     # a page without the flag keeps a section per heading
     plain = SimpleNamespace(file=SimpleNamespace(src_uri="p.md"), meta={})
     parser = Parser()
-    parser.feed(site_hooks.on_page_content(html, page=plain, config=None, files=None))
+    parser.feed(site_hooks.for_search(html, plain))
     assert len(parser.data) == 3
 
 
@@ -192,3 +192,35 @@ def test_a_table_whose_column_names_are_data_keeps_them_searchable() -> None:
     assert "agent_type short_id Explore ab12" in out["columns"]
     assert "flavour" not in out["fields"] and "sour" in out["fields"]
     assert "flavour sour" in out["labels"]
+
+
+def test_the_hook_reads_each_table_from_its_file_and_names_a_damaged_one(
+        tmp_path: Path) -> None:
+    """The hook keeps where each table is in its tables file, not the tables (so a build never
+    holds every table's HTML): each comes back exactly as written (non-ASCII text, quotes,
+    line breaks), and a damaged file is named in the error."""
+    from mkdocs.exceptions import PluginError
+
+    from toolkit.pages import TABLES
+
+    first, second = "ab" + "0" * 18, "ab" + "1" * 18
+    tables = {first: '<table><tr><td>café "x"\n→ ü 🐛</td></tr></table>',
+              second: "<pre><code>line\u2028two \\ end</code></pre>"}
+    folder = tmp_path / TABLES
+    folder.mkdir()
+    shard = folder / "ab.json"
+    # as toolkit.site writes them
+    shard.write_text(json.dumps(tables, sort_keys=True, ensure_ascii=False), encoding="utf-8")
+    site_hooks._tables = {}
+    site_hooks.on_config(SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml")))
+    html = f"<p>{POST_TOKEN.format(second)}</p>\n<p>{POST_TOKEN.format(first)}</p>"
+    for_search = site_hooks.for_search(html, _PAGE)
+    assert site_hooks.on_post_page(for_search, page=_PAGE, config=None) == \
+        f"{tables[second]}\n{tables[first]}"
+    site_hooks.on_post_build(config=None)
+
+    for damaged in (json.dumps({first: ["not a table"]}), '{"' + first + '": "<p>cut sho'):
+        shard.write_text(damaged, encoding="utf-8")
+        with pytest.raises(PluginError, match=r"ab\.json is damaged"):
+            site_hooks.on_post_page(for_search, page=_PAGE, config=None)
+        site_hooks.on_post_build(config=None)

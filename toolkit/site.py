@@ -48,6 +48,7 @@ import atexit
 import contextlib
 import datetime as dt
 import functools
+import gc
 import hashlib
 import html
 import json
@@ -898,8 +899,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         run = _run_mkdocs(build / "mkdocs.yml", dirty=True, build_time=build_time,
                           progress=progress, expected=len(written))
     mark("mkdocs")
+    new_index, run.index = run.index, None
     docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
-                                    run.rebuilt)
+                                    run.rebuilt, new_index)
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
                                f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files),
@@ -1241,6 +1243,24 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
+def _write_parts_if_changed(path: Path, parts: list[bytes]) -> bool:
+    """:func:`_write_if_changed` of ``b"".join(parts)``, without making that one large copy
+    (the search index: at the end of a build, a copy the size of the index would be its peak
+    of memory)."""
+    size = sum(len(p) for p in parts)
+    try:
+        if path.stat().st_size == size:
+            with open(path, "rb") as fh:
+                if all(fh.read(len(p)) == p for p in parts):
+                    return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.writelines(parts)
+    return True
+
+
 def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path,
                      versions: dict[str, str], variant: str) -> list[str]:
     """Write each table's CSV and JSON download; the docs-relative paths of those whose bytes
@@ -1290,9 +1310,29 @@ def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str,
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".new")
     store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True, columns=columns)
-    data = tmp.read_bytes()
-    tmp.unlink()
-    return _write_if_changed(dest, data)
+    # compared and moved as files: a download can be tens of MB, read while pages render
+    if _same_bytes(tmp, dest):
+        tmp.unlink()
+        return False
+    os.replace(tmp, dest)
+    return True
+
+
+def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    """Whether two files hold the same bytes (False when ``b`` does not exist), read a chunk
+    at a time."""
+    try:
+        if a.stat().st_size != b.stat().st_size:
+            return False
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                x = fa.read(chunk)
+                if x != fb.read(chunk):
+                    return False
+                if not x:
+                    return True
+    except FileNotFoundError:
+        return False
 
 
 @dataclass
@@ -1478,6 +1518,7 @@ class _Run:
     order: list[tuple[str, str]] = field(default_factory=list)  # (src_uri, url), build order
     rebuilt: set[str] = field(default_factory=set)  # src_uri of pages rendered
     warnings: list[str] = field(default_factory=list)
+    index: _SearchIndex | None = None  # this build's search entries (_SearchIndex.take)
 
 
 class _Capture(logging.Handler):
@@ -1569,7 +1610,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     from mkdocs.config import config_options, load_config
     from mkdocs.config.defaults import MkDocsConfig
     from mkdocs.exceptions import Abort, ConfigurationError
-    from mkdocs.plugins import BasePlugin
+    from mkdocs.plugins import BasePlugin, event_priority
 
     run = _Run()
 
@@ -1605,10 +1646,18 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 page.render = self.markdown.bind(page)
             return page
 
+        @event_priority(100)  # before the search plugin writes its index
+        def on_post_build(self, *, config: Any) -> None:
+            run.index = _SearchIndex.take(config)
+
         def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
             run.rebuilt.add(page.file.src_uri)
             if progress and (len(run.rebuilt) % 200 == 0 or len(run.rebuilt) == expected):
                 progress("Building HTML", len(run.rebuilt), max(expected, len(run.rebuilt)))
+            # the page's HTML is written from ``output``, and nothing reads the page's own
+            # content after this (the search plugin indexed it before the theme rendered the
+            # page): let it go now, not when the whole build is done
+            page.content = None
             return output
 
     log = logging.getLogger("mkdocs")
@@ -1630,8 +1679,10 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             # and Material's search plugin then merges a dirty build's index with the previous
             # build's: pages rebuilt twice in a row would be indexed twice. Every build here
             # starts with new plugins, as in a new process; the index is merged below.
-            if isinstance(plugins_option := MkDocsConfig.plugins, config_options.Plugins):
-                plugins_option.plugin_cache.clear()
+            plugins_option = MkDocsConfig.plugins
+            plugin_cache = (plugins_option.plugin_cache
+                            if isinstance(plugins_option, config_options.Plugins) else {})
+            plugin_cache.clear()
             try:
                 config = load_config(str(config_file))
             except ConfigurationError as exc:
@@ -1651,6 +1702,11 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                                         "to see every message") from None
             finally:
                 config.plugins.on_shutdown()
+                # the plugins MkDocs keeps for its next build hold the pages and the search
+                # entries: let them go (with the nav's cycles) before the index is written
+                plugin_cache.clear()
+                del config
+                gc.collect()
     finally:
         if subset_dir.exists():
             shutil.rmtree(subset_dir)
@@ -1700,11 +1756,11 @@ class _SearchIndex:
         return cls.parse(data)
 
     @classmethod
-    def parse(cls, data: bytes) -> _SearchIndex:
+    def parse(cls, data: bytes | str) -> _SearchIndex:
         """The index's pieces. Its entries are decoded one at a time (the index as the search
         plugin writes it, without spaces: holding all of them as objects at once would make the
         end of a large build its peak of memory); any other form of JSON is read whole."""
-        text = data.decode("utf-8")
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
         decoder = json.JSONDecoder()
         head, docs = '{"config":', ',"docs":['
         try:
@@ -1717,13 +1773,30 @@ class _SearchIndex:
             entries: Iterator[Any] = iter(())
             if not text.startswith("]}", at):
                 entries = _each_entry(decoder, text, at)
-            return cls._grouped(data, config, entries)
+            return cls._grouped(config, entries)
         except ValueError:
             index = json.loads(text)
-            return cls._grouped(data, index["config"], iter(index["docs"]))
+            return cls._grouped(index["config"], iter(index["docs"]))
 
     @classmethod
-    def _grouped(cls, data: bytes, config: Any, entries: Iterator[Any]) -> _SearchIndex:
+    def take(cls, config: Any) -> _SearchIndex | None:
+        """This build's index, from the entries the search plugin holds at the end of a
+        build (MkDocs' ``config``), which it takes: the plugin then writes an index without
+        entries, which :meth:`write` replaces. So the index is never one JSON text in memory
+        and parsed again, and each entry is let go once it is in its page's piece. None when
+        no plugin holds entries as Material's search plugin does (the file is read then)."""
+        for plugin in config.plugins.values():
+            index = getattr(plugin, "search_index", None)
+            entries = getattr(index, "entries", None)
+            settings = getattr(index, "config", None)
+            if (index is not None and isinstance(entries, list) and isinstance(settings, dict)
+                    and all(k in settings for k in _INDEX_CONFIG)):
+                index.entries = []
+                return cls._grouped({k: settings[k] for k in _INDEX_CONFIG}, _taken(entries))
+        return None
+
+    @classmethod
+    def _grouped(cls, config: Any, entries: Iterator[Any]) -> _SearchIndex:
         grouped: dict[str, list[bytes]] = {}
         for e in entries:
             group = grouped.setdefault(e["location"].split("#", 1)[0], [])
@@ -1732,7 +1805,7 @@ class _SearchIndex:
                 # entry has them, and the browser shows a section under its page
                 e.pop("tags", None)
             group.append(_dump(e))
-        return cls(data, config=_dump(config),
+        return cls(b"", config=_dump(config),  # the pieces are all it needs
                    pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
 
     def piece(self, url: str) -> tuple[bytes, int] | None:
@@ -1743,11 +1816,14 @@ class _SearchIndex:
 
     @staticmethod
     def write(path: Path, map_path: Path, old: _SearchIndex | None,
-              order: list[tuple[str, str]], rebuilt: set[str]) -> int:
-        """Make the index of the whole site from this build's (after a dirty build it holds the
-        rebuilt pages only; the others come from ``old``) in build order, write it unless it
-        is unchanged, and record its map. Returns the number of entries."""
-        new = _SearchIndex.parse(path.read_bytes())
+              order: list[tuple[str, str]], rebuilt: set[str],
+              new: _SearchIndex | None = None) -> int:
+        """Make the index of the whole site from this build's (``new``, else the search
+        plugin's file at ``path``; after a dirty build it holds the rebuilt pages only, the
+        others come from ``old``) in build order, write it unless it is unchanged, and record
+        its map. Returns the number of entries."""
+        if new is None:  # read as text: the file's bytes are let go once decoded
+            new = _SearchIndex.parse(path.read_text(encoding="utf-8"))
         parts = [b'{"config":', new.config or b"{}", b',"docs":[']
         pos = sum(len(p) for p in parts)
         pages: dict[str, tuple[int, int, int]] = {}
@@ -1762,11 +1838,23 @@ class _SearchIndex:
             pages[url] = (pos, pos + len(got[0]), got[1])
             pos += len(got[0])
         parts.append(b"]}")
-        _write_if_changed(path, b"".join(parts))
+        del new
+        _write_parts_if_changed(path, parts)
         st = path.stat()
         _write_if_changed(map_path, json.dumps(
             {"index": [st.st_size, st.st_mtime_ns], "pages": pages}).encode("utf-8"))
         return sum(n for _, _, n in pages.values())
+
+
+# the index's config: what Material's search plugin writes of its settings
+_INDEX_CONFIG = ("lang", "separator", "pipeline", "fields")
+
+
+def _taken(items: list[Any]) -> Iterator[Any]:
+    """Each item of ``items``, its place in the list emptied as it is given."""
+    for i, item in enumerate(items):
+        items[i] = None
+        yield item
 
 
 def _each_entry(decoder: json.JSONDecoder, text: str, at: int) -> Iterator[Any]:

@@ -3,9 +3,11 @@
 ``toolkit.site`` renders tables straight to HTML (escaped there) and leaves a placeholder
 paragraph in the Markdown; this hook puts each table's HTML in place of its placeholder, from
 ``tables/`` next to the generated mkdocs.yml (one JSON file per first two digits of the
-tables' digests, read when a page needs one). The placeholder holds an HTML entity that
+tables' digests; each table is read from its file when a page needs it, so a build never holds
+all of them). The placeholder holds an HTML entity that
 AI-written text cannot produce, and the replacement always comes from those files, never from
-the page. Every table is put in place after the search plugin read the page. Before that, a
+the page. Every table is put in place after the search plugin read the page. Just before it
+reads the page (one page at a time, not when MkDocs converts every page first), a
 searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
 search plugin indexes, without parsing every tag of a large table); a table kept out of search
 has its placeholder marked ``data-search-exclude``. So the search index holds no placeholder.
@@ -18,11 +20,13 @@ the site at ``assets/toolkit/``, from the installed package, so no page fetches 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
 
 from toolkit.pages import ONE_SEARCH_ENTRY, TABLES, table_shard
 
@@ -40,35 +44,104 @@ _READ = re.compile(r'<p data-tktable="([0-9a-f]{20})">[^<]*</p>'
                    r"|<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
 _TAG = re.compile(r"<[^>]+>")
 _folder = Path(TABLES)  # the build folder's tables/ (set by on_config)
-_tables: dict[str, dict[str, str]] = {}  # the tables files read so far, by name
+# the tables files read so far, by name: each table's place in its file (see _Shard)
+_tables: dict[str, _Shard] = {}
 ASSETS = Path(__file__).resolve().parent / "site_assets"
 ASSETS_URL = "assets/toolkit"
+
+
+class _Shard:
+    """One tables file (a JSON object of HTML strings by digest): where each table's JSON
+    string is in the file, as ``start << 32 | length`` in bytes; a table is read from the file
+    when a page needs it, so a build never holds every table's HTML at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.places: dict[str, int] = {}
+        self.fd: int | None = None
+        if not path.is_file():
+            return
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+        del data
+        decoder = json.JSONDecoder()
+        at, end = _skip(text, 0), len(text)
+        if not text.startswith("{", at):
+            raise ValueError("not an object")
+        at = _skip(text, at + 1)
+        char = byte = 0  # a character offset of text and its byte offset in the file
+        while not text.startswith("}", at):
+            if not text.startswith('"', at):
+                raise ValueError("a key is not a string")
+            key, at = decoder.raw_decode(text, at)
+            at = _skip(text, at)
+            if not text.startswith(":", at):
+                raise ValueError("no ':' after a key")
+            at = _skip(text, at + 1)
+            if not text.startswith('"', at):
+                raise ValueError("a table is not a string")
+            _value, stop = decoder.raw_decode(text, at)
+            byte += len(text[char:at].encode("utf-8"))
+            length = len(text[at:stop].encode("utf-8"))
+            self.places[key] = byte << 32 | length
+            char, byte = stop, byte + length
+            at = _skip(text, stop)
+            if text.startswith(",", at):
+                at = _skip(text, at + 1)
+            elif not text.startswith("}", at):
+                raise ValueError("no ',' between tables")
+        if _skip(text, at + 1) != end:
+            raise ValueError("text after the object")
+
+    def get(self, digest: str) -> str | None:
+        place = self.places.get(digest)
+        if place is None:
+            return None
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        length = place & 0xFFFFFFFF
+        data = os.pread(self.fd, length, place >> 32)
+        value = json.loads(data) if len(data) == length else None
+        if not isinstance(value, str):
+            raise ValueError(f"table {digest} changed during the build")
+        return value
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _skip(text: str, at: int) -> int:
+    """The first offset from ``at`` that is not JSON whitespace."""
+    while at < len(text) and text[at] in " \t\n\r":
+        at += 1
+    return at
+
+
+def _forget_tables() -> None:
+    for shard in _tables.values():
+        shard.close()
+    _tables.clear()
 
 
 def on_config(config: Any) -> Any:
     global _folder
     _folder = Path(config.config_file_path).parent / TABLES
-    _tables.clear()
+    _forget_tables()
     _held.clear()
     return config
 
 
-def _shard(name: str) -> dict[str, str]:
+def _shard(name: str) -> _Shard:
     """The tables whose digest starts with ``name``, read when a page first needs one."""
-    from toolkit.errors import DataError
-    from toolkit.textio import check_json_depth
-
     path = _folder / f"{name}.json"
     try:
-        text = path.read_text(encoding="utf-8") if path.is_file() else "{}"
-        check_json_depth(text, path)
-        tables = json.loads(text)
-        if not isinstance(tables, dict):
-            raise ValueError("not an object")
-    except (ValueError, DataError) as exc:
+        shard = _Shard(path)
+    except (ValueError, OSError) as exc:
         raise PluginError(f"{path} is damaged ({exc}); run toolkit build-site --clean") from None
-    _tables[name] = tables
-    return tables
+    _tables[name] = shard
+    return shard
 
 
 def on_files(files: Any, *, config: Any) -> Any:
@@ -87,10 +160,14 @@ def _table(digest: str, page: Any) -> str:
     if tables is None:
         tables = _shard(shard)
     try:
-        return str(tables[digest])
-    except KeyError:
+        table = tables.get(digest)
+    except (ValueError, OSError) as exc:
+        raise PluginError(f"{tables.path} is damaged ({exc}); run toolkit build-site --clean"
+                          ) from None
+    if table is None:
         raise PluginError(f"{page.file.src_uri}: table {digest} is not in the build folder's "
-                          "tables; run toolkit build-site again") from None
+                          "tables; run toolkit build-site again")
+    return table
 
 
 def _text(m: re.Match[str], page: Any) -> str:
@@ -129,7 +206,20 @@ def _set_aside(html: str, page: Any) -> str:
     return html
 
 
-def on_page_content(html: str, *, page: Any, config: Any, files: Any) -> str:
+@event_priority(50)  # before the search plugin (default priority) reads the page
+def on_page_context(context: Any, *, page: Any, config: Any, nav: Any) -> Any:
+    """The page as the search plugin is to read it (:func:`for_search`), made just before it
+    reads the page and the theme renders it, not when MkDocs converts every page first: a
+    build holds one page's tables' text and set-aside headings at a time."""
+    if page.content:
+        page.content = for_search(page.content, page)
+    return context
+
+
+def for_search(html: str, page: Any) -> str:
+    """A page's HTML as the search plugin reads it: each searchable table's placeholder is
+    its text, a table kept out of search is hidden from it, and a one-entry page's headings
+    are set aside; :func:`on_post_page` puts the tables and headings in place."""
     # headings first: a table's text is put in place below, and none of it is ours
     if page.meta.get(ONE_SEARCH_ENTRY) is True:
         html = _set_aside(html, page)
@@ -147,3 +237,11 @@ def on_post_page(output: str, *, page: Any, config: Any) -> str:
     if "data-tktable=" not in output and "&#35;tkpost-" not in output:
         return output
     return _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)
+
+
+@event_priority(100)  # first: before the search plugin makes its index
+def on_post_build(*, config: Any) -> None:
+    """Every page is written: the tables and headings read for them are let go (MkDocs keeps
+    this module between builds of one process)."""
+    _forget_tables()
+    _held.clear()

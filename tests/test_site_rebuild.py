@@ -296,6 +296,47 @@ def test_after_random_single_changes_the_rebuilt_site_is_a_full_builds_bytes(
         assert again.search_docs == full.search_docs, what
 
 
+def test_a_dirty_run_whose_subset_misses_a_linked_page_falls_back_to_every_file(
+        built_world: tuple[World, BuildResult], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link the subset's scan did not see (here: the linked pages taken out of the subset
+    on purpose) makes the strict MkDocs run over the subset fail; the build then runs MkDocs
+    over every file and the site is a clean full build's bytes, with no warning left."""
+    import toolkit.site as site_mod
+
+    world, _first = built_world
+    real_subset, real_run = site_mod._dirty_subset, site_mod._run_mkdocs
+    runs: list[bool] = []
+    dropped: list[str] = []
+
+    def lacking_links(*args, **kwargs):  # type: ignore[no-untyped-def]
+        subset = real_subset(*args, **kwargs)
+        assert subset is not None, "one change to a built site: a subset is made"
+        linked = {f for f in subset.files - subset.render
+                  if f.endswith(".md") and f != "index.md" and "/" in f}
+        dropped.extend(sorted(linked))
+        subset.files -= linked
+        return subset
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        runs.append(kwargs.get("subset") is not None)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(site_mod, "_dirty_subset", lacking_links)
+    monkeypatch.setattr(site_mod, "_run_mkdocs", counted)
+    what = _edit_ledger(world, random.Random(5), "zanzibarfallback")
+    again = build(world)
+    assert dropped, "the rendered pages link to pages of the subset"
+    assert runs == [True, False], what  # the subset's run failed, the full one built
+    assert again.mode == "incremental" and again.warnings == []
+    monkeypatch.undo()
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [p for p in want if got[p] != want[p]] == [], what
+    assert again.search_docs == full.search_docs
+
+
 def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_one(
         built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     """A table's CSV and JSON are made again when its source was loaded again, not for a

@@ -286,8 +286,7 @@ class Store:
     def _main(self, table: str) -> str:
         """The quoted name of this store's own ``table`` (never a temporary stand-in)."""
         row = self.conn.execute("SELECT current_database()").fetchone()
-        db = str(row[0] if row else "memory").replace('"', '""')
-        return f'"{db}".main."{table}"'
+        return f'{_ident(str(row[0] if row else "memory"))}.main.{_ident(table)}'
 
     def __enter__(self) -> Store:
         return self
@@ -480,10 +479,10 @@ class Store:
         escaped = str(dest).replace("'", "''")
         try:
             row = self.conn.execute("SELECT current_database()").fetchone()
-            db = str(row[0] if row else "memory").replace('"', '""')
+            db = _ident(str(row[0] if row else "memory"))
             self.conn.execute(f"ATTACH '{escaped}' AS _toolkit_copy")
             try:
-                self.conn.execute(f'COPY FROM DATABASE "{db}" TO _toolkit_copy')
+                self.conn.execute(f"COPY FROM DATABASE {db} TO _toolkit_copy")
             finally:
                 self.conn.execute("DETACH _toolkit_copy")
         except duckdb.Error as exc:
@@ -540,7 +539,7 @@ class Store:
         if not tables:
             return {}
         sql = " UNION ALL ".join(
-            f"SELECT ? AS t, count(*), coalesce(sum(hash(r)), 0) FROM \"{table}\" AS r"
+            f"SELECT ? AS t, count(*), coalesce(sum(hash(r)), 0) FROM {_ident(table)} AS r"
             for table in tables)
         rows = self.conn.execute(sql, list(tables)).fetchall()
         return {t: (int(n), str(d)) for t, n, d in rows}
@@ -549,10 +548,10 @@ class Store:
         """Write a table to one Parquet file, its columns as (name in the store, name in the
         file), with their types (TIMESTAMP, INTEGER, lists as Parquet LIST)."""
         import duckdb
-        select = ", ".join(f'"{c}" AS "{as_}"' for c, as_ in columns)
+        select = ", ".join(f"{_ident(c)} AS {_ident(as_)}" for c, as_ in columns)
         escaped = str(dest).replace("'", "''")
         try:
-            self.conn.execute(f"COPY (SELECT {select} FROM \"{table}\") TO '{escaped}' "
+            self.conn.execute(f"COPY (SELECT {select} FROM {_ident(table)}) TO '{escaped}' "
                               "(FORMAT PARQUET)").fetchall()
         except duckdb.Error as exc:
             raise ToolkitError(f"cannot write {table} as Parquet: {_first_line(exc)}",
@@ -581,7 +580,7 @@ class Store:
         tables = self.tables()
         if not tables:
             return {}
-        quoted = ['"' + t.replace('"', '""') + '"' for t in tables]
+        quoted = [_ident(t) for t in tables]
         sql = " UNION ALL ".join(f"SELECT {i}, count(*) FROM {q}" for i, q in enumerate(quoted))
         found = dict(self.conn.execute(sql).fetchall())
         return {t: found[i] for i, t in enumerate(tables)}
@@ -625,7 +624,7 @@ class Store:
                 [table]).fetchall())
         types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
         as_json = [target_types.get(c) == "JSON" for c in columns]
-        cols = ", ".join(f'"{c}"' for c in columns)
+        cols = ", ".join(_ident(c) for c in columns)
         sel = ", ".join(_cast(c, target_types.get(c, "VARCHAR")) for c in columns)
         # The system allocator: a batch's memory goes back when the batch goes (Arrow's
         # default pool keeps freed pages for reuse, and they stay in the load's peak).
@@ -801,9 +800,14 @@ def _arrow_type(duck_type: str) -> Any:
 _FORMULA_START = r"'^[=+\-@\t\r]'"
 
 
+def _ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier (a ``"`` in it doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _spreadsheet_safe(column: str, duck_type: str) -> str:
     """A SELECT expression for one CSV column: text starting like a formula gets a ``'``."""
-    name = '"' + column.replace('"', '""') + '"'
+    name = _ident(column)
     if duck_type.upper() not in ("VARCHAR", "JSON"):
         return name
     text = f"CAST({name} AS VARCHAR)"
@@ -813,7 +817,7 @@ def _spreadsheet_safe(column: str, duck_type: str) -> str:
 
 def _redacted(column: str, duck_type: str) -> str:
     """A SELECT expression for one column of the redacted copy (same name and type)."""
-    name = '"' + column.replace('"', '""') + '"'
+    name = _ident(column)
     t = duck_type.upper()
     if t == "VARCHAR":
         return f"_toolkit_redact({name}) AS {name}"
@@ -830,8 +834,8 @@ def _redacted(column: str, duck_type: str) -> str:
 def _cast(column: str, duck_type: str) -> str:
     t = duck_type.upper()
     if t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "JSON"):
-        return f'TRY_CAST("{column}" AS {duck_type})'
-    return f'"{column}"'
+        return f"TRY_CAST({_ident(column)} AS {duck_type})"
+    return _ident(column)
 
 
 # Every connection the toolkit opens: DuckDB never downloads nor loads an extension by itself

@@ -448,7 +448,7 @@ class Store:
         select = "*"
         if fmt == "csv" and spreadsheet_safe:
             select = ", ".join(_spreadsheet_safe(c, t) for c, t in columns)
-        inner = f'SELECT * FROM "{table}"{order}'
+        inner = f"SELECT * FROM {_ident(table)}{order}"
         self.conn.execute(f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
 
     def columns(self, tables: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
@@ -510,8 +510,8 @@ class Store:
                 if kind != "BASE TABLE":
                     continue
                 exprs = ", ".join(_redacted(c, t) for c, t in self._columns(table))
-                self.conn.execute(f'CREATE TABLE _toolkit_redacted.main."{table}" AS '
-                                  f'SELECT {exprs} FROM "{table}"')
+                self.conn.execute(f"CREATE TABLE _toolkit_redacted.main.{_ident(table)} AS "
+                                  f"SELECT {exprs} FROM {_ident(table)}")
             views = self.conn.execute(
                 "SELECT sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
                 "AND database_name = current_database() ORDER BY view_name").fetchall()
@@ -641,7 +641,7 @@ class Store:
                                                                 default=str) for v in values]
                 arrays[c] = pa.array(values, type=types[i], memory_pool=pool)
             batch = pa.table(arrays)
-            self.conn.execute(f'INSERT INTO "{table}" ({cols}) SELECT {sel} FROM batch')
+            self.conn.execute(f"INSERT INTO {_ident(table)} ({cols}) SELECT {sel} FROM batch")
             size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
             del batch, arrays
         return len(rows)
@@ -650,7 +650,8 @@ class Store:
         """Insert from an Arrow RecordBatchReader, one expression per target column (streamed:
         batches are consumed as they are read, never held whole)."""
         src = reader  # noqa: F841 - referenced by name in SQL
-        self.conn.execute(f'INSERT INTO "{table}" SELECT {", ".join(exprs)} FROM src').fetchall()
+        self.conn.execute(f"INSERT INTO {_ident(table)} SELECT {', '.join(exprs)} FROM src"
+                          ).fetchall()
 
     def replace_problems(self, source: str, problems: Sequence[Problem]) -> None:
         self.conn.execute("DELETE FROM _problems WHERE source = ?", [source])

@@ -467,10 +467,7 @@ class Store:
 
     def _columns(self, table: str) -> list[tuple[str, str]]:
         """(name, type) of a table's (or view's) columns, in order."""
-        return [(c, t) for c, t in self.conn.execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE "
-            "table_catalog = current_database() AND table_schema = 'main' AND table_name = ? "
-            "ORDER BY ordinal_position", [table]).fetchall()]
+        return self.columns([table])[table]
 
     def copy_database(self, dest: Path) -> None:
         """A copy of this store at ``dest``, every table and view, for a reader that must not

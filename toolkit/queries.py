@@ -300,4 +300,6 @@ def site_rows(store: Store, table: str) -> list[dict[str, Any]]:
     order. ``table`` must be one of ``store.tables()`` (checked: it is not a parameter)."""
     if table not in store.tables():
         return []
-    return store.fetch_dicts(f'SELECT * FROM "{table}" ORDER BY ALL')
+    from toolkit.store import quote_ident
+
+    return store.fetch_dicts(f"SELECT * FROM {quote_ident(table)} ORDER BY ALL")

@@ -286,7 +286,7 @@ class Store:
     def _main(self, table: str) -> str:
         """The quoted name of this store's own ``table`` (never a temporary stand-in)."""
         row = self.conn.execute("SELECT current_database()").fetchone()
-        return f'{_ident(str(row[0] if row else "memory"))}.main.{_ident(table)}'
+        return f'{quote_ident(str(row[0] if row else "memory"))}.main.{quote_ident(table)}'
 
     def __enter__(self) -> Store:
         return self
@@ -448,7 +448,7 @@ class Store:
         select = "*"
         if fmt == "csv" and spreadsheet_safe:
             select = ", ".join(_spreadsheet_safe(c, t) for c, t in columns)
-        inner = f"SELECT * FROM {_ident(table)}{order}"
+        inner = f"SELECT * FROM {quote_ident(table)}{order}"
         self.conn.execute(f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
 
     def columns(self, tables: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
@@ -476,7 +476,7 @@ class Store:
         escaped = str(dest).replace("'", "''")
         try:
             row = self.conn.execute("SELECT current_database()").fetchone()
-            db = _ident(str(row[0] if row else "memory"))
+            db = quote_ident(str(row[0] if row else "memory"))
             self.conn.execute(f"ATTACH '{escaped}' AS _toolkit_copy")
             try:
                 self.conn.execute(f"COPY FROM DATABASE {db} TO _toolkit_copy")
@@ -507,8 +507,8 @@ class Store:
                 if kind != "BASE TABLE":
                     continue
                 exprs = ", ".join(_redacted(c, t) for c, t in self._columns(table))
-                self.conn.execute(f"CREATE TABLE _toolkit_redacted.main.{_ident(table)} AS "
-                                  f"SELECT {exprs} FROM {_ident(table)}")
+                self.conn.execute(f"CREATE TABLE _toolkit_redacted.main.{quote_ident(table)} AS "
+                                  f"SELECT {exprs} FROM {quote_ident(table)}")
             views = self.conn.execute(
                 "SELECT sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
                 "AND database_name = current_database() ORDER BY view_name").fetchall()
@@ -536,7 +536,7 @@ class Store:
         if not tables:
             return {}
         sql = " UNION ALL ".join(
-            f"SELECT ? AS t, count(*), coalesce(sum(hash(r)), 0) FROM {_ident(table)} AS r"
+            f"SELECT ? AS t, count(*), coalesce(sum(hash(r)), 0) FROM {quote_ident(table)} AS r"
             for table in tables)
         rows = self.conn.execute(sql, list(tables)).fetchall()
         return {t: (int(n), str(d)) for t, n, d in rows}
@@ -545,10 +545,10 @@ class Store:
         """Write a table to one Parquet file, its columns as (name in the store, name in the
         file), with their types (TIMESTAMP, INTEGER, lists as Parquet LIST)."""
         import duckdb
-        select = ", ".join(f"{_ident(c)} AS {_ident(as_)}" for c, as_ in columns)
+        select = ", ".join(f"{quote_ident(c)} AS {quote_ident(as_)}" for c, as_ in columns)
         escaped = str(dest).replace("'", "''")
         try:
-            self.conn.execute(f"COPY (SELECT {select} FROM {_ident(table)}) TO '{escaped}' "
+            self.conn.execute(f"COPY (SELECT {select} FROM {quote_ident(table)}) TO '{escaped}' "
                               "(FORMAT PARQUET)").fetchall()
         except duckdb.Error as exc:
             raise ToolkitError(f"cannot write {table} as Parquet: {_first_line(exc)}",
@@ -577,7 +577,7 @@ class Store:
         tables = self.tables()
         if not tables:
             return {}
-        quoted = [_ident(t) for t in tables]
+        quoted = [quote_ident(t) for t in tables]
         sql = " UNION ALL ".join(f"SELECT {i}, count(*) FROM {q}" for i, q in enumerate(quoted))
         found = dict(self.conn.execute(sql).fetchall())
         return {t: found[i] for i, t in enumerate(tables)}
@@ -621,7 +621,7 @@ class Store:
                 [table]).fetchall())
         types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
         as_json = [target_types.get(c) == "JSON" for c in columns]
-        cols = ", ".join(_ident(c) for c in columns)
+        cols = ", ".join(quote_ident(c) for c in columns)
         sel = ", ".join(_cast(c, target_types.get(c, "VARCHAR")) for c in columns)
         # The system allocator: a batch's memory goes back when the batch goes (Arrow's
         # default pool keeps freed pages for reuse, and they stay in the load's peak).
@@ -638,7 +638,7 @@ class Store:
                                                                 default=str) for v in values]
                 arrays[c] = pa.array(values, type=types[i], memory_pool=pool)
             batch = pa.table(arrays)
-            self.conn.execute(f"INSERT INTO {_ident(table)} ({cols}) SELECT {sel} FROM batch")
+            self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} FROM batch")
             size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
             del batch, arrays
         return len(rows)
@@ -647,7 +647,7 @@ class Store:
         """Insert from an Arrow RecordBatchReader, one expression per target column (streamed:
         batches are consumed as they are read, never held whole)."""
         src = reader  # noqa: F841 - referenced by name in SQL
-        self.conn.execute(f"INSERT INTO {_ident(table)} SELECT {', '.join(exprs)} FROM src"
+        self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT {', '.join(exprs)} FROM src"
                           ).fetchall()
 
     def replace_problems(self, source: str, problems: Sequence[Problem]) -> None:
@@ -798,14 +798,14 @@ def _arrow_type(duck_type: str) -> Any:
 _FORMULA_START = r"'^[=+\-@\t\r]'"
 
 
-def _ident(name: str) -> str:
-    """``name`` as a quoted SQL identifier (a ``"`` in it doubled)."""
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier (a ``"`` in it doubled), for DuckDB and SQLite."""
     return '"' + name.replace('"', '""') + '"'
 
 
 def _spreadsheet_safe(column: str, duck_type: str) -> str:
     """A SELECT expression for one CSV column: text starting like a formula gets a ``'``."""
-    name = _ident(column)
+    name = quote_ident(column)
     if duck_type.upper() not in ("VARCHAR", "JSON"):
         return name
     text = f"CAST({name} AS VARCHAR)"
@@ -815,7 +815,7 @@ def _spreadsheet_safe(column: str, duck_type: str) -> str:
 
 def _redacted(column: str, duck_type: str) -> str:
     """A SELECT expression for one column of the redacted copy (same name and type)."""
-    name = _ident(column)
+    name = quote_ident(column)
     t = duck_type.upper()
     if t == "VARCHAR":
         return f"_toolkit_redact({name}) AS {name}"
@@ -832,8 +832,8 @@ def _redacted(column: str, duck_type: str) -> str:
 def _cast(column: str, duck_type: str) -> str:
     t = duck_type.upper()
     if t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "JSON"):
-        return f"TRY_CAST({_ident(column)} AS {duck_type})"
-    return _ident(column)
+        return f"TRY_CAST({quote_ident(column)} AS {duck_type})"
+    return quote_ident(column)
 
 
 # Every connection the toolkit opens: DuckDB never downloads nor loads an extension by itself

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.checks.core import Check, Rows
 from toolkit.sources.slop import LOAD_PREFIX
 from toolkit.sources.smith import META_COUNT_PREFIX
+from toolkit.store import quote_ident
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -134,8 +135,8 @@ def _table_rows(project: Project, table: str, cols: dict[str, str],
             place = "'id ' || CAST(id AS VARCHAR)"
         else:
             place = "'row ' || CAST(rowid + 1 AS VARCHAR)"
-        value = f'CAST("{column}" AS VARCHAR)'
-        rows = project.sql(f'SELECT {place}, sha256({value}) FROM "{table}" '
+        value = f"CAST({quote_ident(column)} AS VARCHAR)"
+        rows = project.sql(f"SELECT {place}, sha256({value}) FROM {quote_ident(table)} "
                            f"WHERE list_contains($found, sha256({value})) ORDER BY rowid",
                            {"found": list(families)}).fetchall()
         out += [(table, _place(where), column, family)
@@ -172,8 +173,9 @@ def _column_families(project: Project, columns: list[tuple[str, str]],
 
     # every column's values in one query: a query per table costs more than its reading
     values = " UNION ALL ".join(
-        f'SELECT {i} AS i, CAST("{column}" AS VARCHAR) AS v FROM "{table}" '
-        f'WHERE "{column}" IS NOT NULL' for i, (table, column) in enumerate(columns))
+        f"SELECT {i} AS i, CAST({quote_ident(column)} AS VARCHAR) AS v "
+        f"FROM {quote_ident(table)} WHERE {quote_ident(column)} IS NOT NULL"
+        for i, (table, column) in enumerate(columns))
     keys: dict[int, list[str]] = {}
     for i, key in project.sql(f"SELECT DISTINCT i, sha256(v) FROM ({values})").fetchall():
         keys.setdefault(i, []).append(key)

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
+# matplotlib's settings and font cache (MPLCONFIGDIR) are kept in the site's build folder, as
+# IPython's and Jupyter's files are, so a build writes nothing in the user's home (matplotlib
+# would write ~/.cache/matplotlib and ~/.config/matplotlib); an MPLCONFIGDIR the user set wins
+MPL_DIR = "matplotlib"
 MAX_LABEL = 32  # characters of a category label shown on an axis
 MAX_WIDTH_IN = 7.0  # inches (72 pt, 96 CSS px each): 672 px, within a page's column at 1280 px
 MIN_FONT_PT = 10.0  # the smallest text of a chart (ticks, legend): 13.3 px at natural size
@@ -219,6 +223,31 @@ def _draw_time(ax: Axes, spec: ChartSpec, values: list[list[float]], names: list
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, show_offset=True))
     ax.set_ylabel(spec.ylabel)
     _integer_ticks(ax.yaxis)
+
+
+def mpl_env(build: Path) -> dict[str, str]:
+    """This process's environment for a child process that imports matplotlib, with its
+    settings and cache folder in ``build`` (:data:`MPL_DIR`)."""
+    env = dict(os.environ)
+    env.setdefault("MPLCONFIGDIR", str(build / MPL_DIR))
+    return env
+
+
+def import_matplotlib(build: Path) -> None:
+    """Import matplotlib in this process with its folder in ``build`` (:func:`mpl_env`); it
+    reads MPLCONFIGDIR when first imported, and writes its font cache then. Nothing to do
+    when it is already imported (it keeps the folder it chose)."""
+    if "matplotlib" in sys.modules:
+        return
+    before = os.environ.get("MPLCONFIGDIR")
+    os.environ["MPLCONFIGDIR"] = mpl_env(build)["MPLCONFIGDIR"]
+    try:
+        import matplotlib.font_manager  # noqa: F401  (reads the folder, writes the font cache)
+    finally:
+        if before is None:
+            del os.environ["MPLCONFIGDIR"]
+        else:
+            os.environ["MPLCONFIGDIR"] = before
 
 
 def render_svg(spec: ChartSpec) -> bytes:

@@ -795,7 +795,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     content = made.content
     config_text = _mkdocs_config(base_config, content.pages, site, site_name)
     chart_cache = build / "chart-cache"
-    charts_job = _start_charts(content.charts, chart_cache)
+    charts_job = _start_charts(content.charts, chart_cache, build)
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
     worker = ThreadPoolExecutor(max_workers=1)
     downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
@@ -838,8 +838,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
             svg = cache.read_bytes()
             _remember_chart(spec.digest(), svg)
         else:  # the chart process could not draw it: draw it here
-            from toolkit.charts import render_svg
+            from toolkit.charts import import_matplotlib, render_svg
 
+            import_matplotlib(build)
             svg = render_svg(spec)
             charts_drawn += 1
             _write_if_changed(cache, svg)
@@ -950,7 +951,7 @@ def site_redaction_warning(cfg: Config) -> str | None:
     return None
 
 
-def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
+def _start_charts(specs: list[Any], cache: Path, build: Path) -> tuple[Any, int] | None:
     """Draw the charts missing from the cache in a separate process (matplotlib's import and
     drawing overlap with rendering the pages); None when every chart is cached. The process
     is kept for the next build in this process (``serve``, the API), which then does not
@@ -967,7 +968,7 @@ def _start_charts(specs: list[Any], cache: Path) -> tuple[Any, int] | None:
 
     request = chart_request(cache, todo)
     for _ in range(2):  # a kept process may have ended since: start a new one
-        proc = _chart_process()
+        proc = _chart_process(build)
         try:
             proc.stdin.write(request + "\n")
             proc.stdin.flush()
@@ -1001,10 +1002,12 @@ _CHART_IDLE: list[Any] = []
 _CHART_LOCK = threading.Lock()
 
 
-def _chart_process() -> Any:
-    """An idle chart process, or a new one."""
+def _chart_process(build: Path) -> Any:
+    """An idle chart process, or a new one (with matplotlib's folder in ``build``)."""
     import subprocess
     import sys
+
+    from toolkit.charts import mpl_env
 
     with _CHART_LOCK:
         while _CHART_IDLE:
@@ -1014,7 +1017,8 @@ def _chart_process() -> Any:
             _end_chart_process(proc)
     return subprocess.Popen([sys.executable, "-m", "toolkit.charts", "--serve"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
+                            stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
+                            env=mpl_env(build))
 
 
 def _end_chart_process(proc: Any) -> None:

@@ -126,8 +126,9 @@ def _entry_pages(site: Path) -> list[str]:
 _FRAMES = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
 # After a change of window size: the two frames, then the end of the CSS transitions the
-# change started (Material's search box slides to its new width across a breakpoint, and the
-# page is wider than the window until it has).
+# change started (across the 1220 px breakpoint Material's search box changes width, and for a
+# frame or two the page is wider than the window). For a test that measures right after the
+# resize; _RESIZED_THEN_FIT measures four frames after it, by when that has passed.
 _SETTLED = (f"{_FRAMES}.then(() => Promise.all(document.getAnimations()"
             ".filter(a => a instanceof CSSTransition).map(a => a.finished.catch(() => null))))")
 
@@ -166,11 +167,11 @@ _SET_UP_THEN_FIT = f"""async () => {{
   return {{...await ({_FIT_BOTH_ENDS})(), url: location.href}};
 }}"""
 
-# After a resize: the page settled at the new width (_SETTLED), the tables in
+# After a resize: the frames that let the page take the new width in, the tables in
 # a closed <details> (a chart's numbers) opened (one is not laid out, so nothing tells tables.js
 # of the new width until a reader opens it), then _FIT at both ends.
 _RESIZED_THEN_FIT = f"""async () => {{
-  await {_SETTLED};
+  await {_FRAMES};
   document.querySelectorAll('article details').forEach(d => {{ d.open = true; }});
   return await ({_FIT_BOTH_ENDS})();
 }}"""
@@ -202,12 +203,11 @@ def test_no_table_cell_is_cut_off_without_a_sign(demo_no_search: Served,
 
 
 # The first table of the article with a header cell that holds ``column`` (as Playwright's
-# has_text matches: case and runs of white space aside): once the page has settled at its
-# width (_SETTLED), its box scrolled to its left end, its middle and its right end, and at
-# each, whether that header cell and the first column's are whole in view in the box. One
-# round trip a width.
+# has_text matches: case and runs of white space aside): after two frames (a resize taken in),
+# its box scrolled to its left end, its middle and its right end, and at each, whether that
+# header cell and the first column's are whole in view in the box. One round trip a width.
 _IN_VIEW_WHEREVER_SCROLLED = f"""async (column) => {{
-  await {_SETTLED};
+  await {_FRAMES};
   const norm = t => t.replace(/\\s+/g, ' ').trim().toLowerCase();
   const header = t => [...t.querySelectorAll('th')].find(th => norm(th.textContent)
                                                          .includes(norm(column)));

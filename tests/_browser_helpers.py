@@ -21,8 +21,6 @@ import functools
 import io
 import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -126,13 +124,23 @@ def serve(site: Path, overlay: Path | None = None, *, search: bool = True) -> It
 
 
 def _build_demo(base: Path) -> Path:
-    """`toolkit build-site --demo` in a subprocess, as a user runs it (analyses on)."""
-    env = {**os.environ, "HOME": str(base / "home"), "TOOLKIT_ANALYSES": "1"}
-    proc = subprocess.run([sys.executable, "-m", "toolkit", "build-site", "--demo",
-                           "--demo-dir", str(base / "demo"), "--build-time", "1778414400"],
-                          capture_output=True, text=True, env=env, cwd=base)
-    assert proc.returncode == 0, proc.stderr
-    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("Site:")]
+    """`toolkit build-site --demo` as a user runs it (analyses on), in this process (the
+    browser tests are about the site, not the process: no interpreter to start and import
+    the toolkit into again), in tests/conftest.py's isolated environment."""
+    from click.testing import CliRunner
+
+    from tests.conftest import isolate
+    from toolkit.cli import cli
+
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base / "home")
+        mp.setenv("TOOLKIT_ANALYSES", "1")
+        mp.chdir(base)
+        result = CliRunner().invoke(cli, ["build-site", "--demo", "--demo-dir",
+                                          str(base / "demo"), "--build-time", "1778414400"],
+                                    catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [line] = [ln for ln in result.output.splitlines() if ln.startswith("Site:")]
     site = Path(line.split(None, 1)[1])
     assert site.is_relative_to(base / "demo") and (site / "index.html").is_file()
     return site

@@ -65,16 +65,17 @@ def _search(p: Any, word: str) -> Any:
     raise AssertionError(f"search for {word!r} showed no result for it: {shown[:5]}")
 
 
+# For each image: its natural width once loaded and decoded (0 when it failed or is not loaded)
+_DRAWN = "imgs => imgs.map(img => img.complete ? img.naturalWidth : 0)"
+
+
 def test_home_renders_with_its_charts(demo_no_search: Served,
                                       page: tuple[Any, Watch]) -> None:
     p, watch = page
     p.goto(demo_no_search.base, wait_until="load")
     assert p.locator("h1").first.inner_text().strip()
-    charts = p.locator("article img[src*='charts/']")
-    assert charts.count() >= 2
-    for i in range(charts.count()):
-        width = charts.nth(i).evaluate("img => img.complete ? img.naturalWidth : 0")
-        assert width > 0
+    widths = p.locator("article img[src*='charts/']").evaluate_all(_DRAWN)
+    assert len(widths) >= 2 and all(w > 0 for w in widths), widths
     assert any("/charts/" in u and u.endswith(".svg") for u in watch.requests)
     assert "Open slop" in p.locator("article").inner_text()
 
@@ -190,10 +191,8 @@ def test_an_analysis_page_shows_its_charts_and_findings_offline(
     assert p.locator("h1").first.inner_text().strip() == "Debt the agent left"
     nav = p.locator("nav.md-nav--primary").inner_text()
     assert "Analyses" in nav and "What each turn changed" in nav
-    charts = p.locator("article img[src$='.svg']")
-    assert charts.count() >= 4
-    for i in range(charts.count()):
-        assert charts.nth(i).evaluate("img => img.complete ? img.naturalWidth : 0") > 0
+    widths = p.locator("article img[src$='.svg']").evaluate_all(_DRAWN)
+    assert len(widths) >= 4 and all(w > 0 for w in widths), widths
     text = p.locator("article").inner_text()
     assert text.count("Finding:") >= 4 and "open entries have no owner" in text
     assert p.locator("article pre").count() >= 4  # the printed listings, spacing kept

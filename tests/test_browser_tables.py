@@ -125,6 +125,13 @@ def _entry_pages(site: Path) -> list[str]:
 # them) have run by the second.
 _FRAMES = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
+# After a change of window size: the two frames, then the end of the CSS transitions the
+# change started (across the 1220 px breakpoint Material's search box changes width, and for a
+# frame or two the page is wider than the window). For a test that measures right after the
+# resize; _RESIZED_THEN_FIT measures four frames after it, by when that has passed.
+_SETTLED = (f"{_FRAMES}.then(() => Promise.all(document.getAnimations()"
+            ".filter(a => a instanceof CSSTransition).map(a => a.finished.catch(() => null))))")
+
 # _FIT with every table's box scrolled to its left end, then to its far right (nothing is cut
 # at the right there: the shadow moves left).
 _FIT_BOTH_ENDS = f"""async () => {{
@@ -145,23 +152,22 @@ def _widths(i: int) -> tuple[int, int]:
     return (1280, 390) if i % 2 == 0 else (390, 1280)
 
 
-def _resize(p: Any, width: int) -> None:
-    p.set_viewport_size({"width": width, "height": 900})
-    p.evaluate(f"() => {_FRAMES}")
-
-
-# Once the page's tables are set up (tables.js wraps each in its scrolling box), _FIT at both
-# ends: one round trip for what the browser is asked of a page at the width it opened at.
+# Once the page has loaded (its load event: the navigation is only committed when this is
+# sent) and its tables are set up (tables.js wraps each in its scrolling box), _FIT at both
+# ends: one round trip for opening a page and what the browser is asked of it at the width it
+# opened at.
 _SET_UP_THEN_FIT = f"""async () => {{
+  if (document.readyState !== 'complete')
+    await new Promise(r => window.addEventListener('load', r, {{once: true}}));
   const until = performance.now() + 30000;  // as long as a wait_for_selector waits
   while (!document.querySelector('article .tk-scroll table') && performance.now() < until)
     await {_FRAMES};
   if (!document.querySelector('article .tk-scroll table'))
     throw new Error('no table of the page was set up within 30 s');
-  return await ({_FIT_BOTH_ENDS})();
+  return {{...await ({_FIT_BOTH_ENDS})(), url: location.href}};
 }}"""
 
-# After a resize: the frames that let the page take the new width in (_resize), the tables in
+# After a resize: the frames that let the page take the new width in, the tables in
 # a closed <details> (a chart's numbers) opened (one is not laid out, so nothing tells tables.js
 # of the new width until a reader opens it), then _FIT at both ends.
 _RESIZED_THEN_FIT = f"""async () => {{
@@ -182,11 +188,13 @@ def test_no_table_cell_is_cut_off_without_a_sign(demo_no_search: Served,
         if i == 0:  # later pages open at the width the page before was left at
             p.set_viewport_size({"width": first, "height": 900})
         assert p.viewport_size == {"width": first, "height": 900}
-        p.goto(demo_no_search.base + path, wait_until="load")
+        p.goto(demo_no_search.base + path, wait_until="commit")  # _SET_UP_THEN_FIT waits
         for width in (first, second):
             if width == second:
                 p.set_viewport_size({"width": width, "height": 900})
             result = p.evaluate(_SET_UP_THEN_FIT if width == first else _RESIZED_THEN_FIT)
+            if width == first:  # the page opened, not the one before it
+                assert result["url"] == demo_no_search.base + path
             for end in ("start", "end"):
                 problems = result[end]["problems"]
                 assert problems == [], (path, width, end, problems[:5])
@@ -194,9 +202,20 @@ def test_no_table_cell_is_cut_off_without_a_sign(demo_no_search: Served,
     assert min(checked.values()) >= 30, checked
 
 
-# The table's box scrolled to its left end, its middle and its right end: at each, whether
-# each of ``cells`` (the column's header, the first column's) is whole in view in the box.
-_IN_VIEW_WHEREVER_SCROLLED = f"""async (scroll, cells) => {{
+# The first table of the article with a header cell that holds ``column`` (as Playwright's
+# has_text matches: case and runs of white space aside): after two frames (a resize taken in),
+# its box scrolled to its left end, its middle and its right end, and at each, whether that
+# header cell and the first column's are whole in view in the box. One round trip a width.
+_IN_VIEW_WHEREVER_SCROLLED = f"""async (column) => {{
+  await {_FRAMES};
+  const norm = t => t.replace(/\\s+/g, ' ').trim().toLowerCase();
+  const header = t => [...t.querySelectorAll('th')].find(th => norm(th.textContent)
+                                                         .includes(norm(column)));
+  const table = [...document.querySelectorAll('article table.dataTable, article .tk-scroll table')]
+    .find(header);
+  if (!table) throw new Error(`no table has a column ${{column}}`);
+  const cells = [header(table), table.querySelector('th')];
+  const scroll = table.closest('div.tk-scroll');
   const over = scroll.scrollWidth - scroll.clientWidth;
   const seen = [];
   for (const left of [0, Math.floor(over / 2), over]) {{
@@ -222,15 +241,10 @@ def test_the_columns_that_decide_the_order_stay_in_view(demo_no_search: Served,
         first, second = _widths(i)
         p.set_viewport_size({"width": first, "height": 900})
         p.goto(demo_no_search.base + path, wait_until="load")
-        table = p.locator("article table.dataTable, article .tk-scroll table").filter(
-            has=p.locator("th", has_text=column)).first
-        cells = [table.locator("th", has_text=column).first.element_handle(),
-                 table.locator("th").first.element_handle()]
-        scroll = table.locator("xpath=ancestor::div[contains(@class,'tk-scroll')]")
         for width in (first, second):
             if width == second:
-                _resize(p, width)
-            result = scroll.evaluate(_IN_VIEW_WHEREVER_SCROLLED, cells)
+                p.set_viewport_size({"width": width, "height": 900})
+            result = p.evaluate(_IN_VIEW_WHEREVER_SCROLLED, column)
             for left, (header_shown, first_shown) in result["seen"]:
                 assert header_shown, (path, width, column, left)
                 assert first_shown, (path, width, "first column", left)
@@ -241,10 +255,13 @@ def test_the_columns_that_decide_the_order_stay_in_view(demo_no_search: Served,
 # ------------------------------------------------------------------------ sort and filter
 
 def _column(p: Any, table: Any, name: str) -> list[str]:
-    headers = [t.strip() for t in table.locator("thead th").all_inner_texts()]
-    i = headers.index(name)
-    return [t.strip() for t in
-            table.locator(f"tbody tr td:nth-child({i + 1})").all_inner_texts()]
+    """The shown text of the cells of the column headed ``name``, top to bottom (one round
+    trip)."""
+    return table.evaluate("""(t, name) => {
+      const i = [...t.tHead.querySelectorAll('th')].map(c => c.innerText.trim()).indexOf(name);
+      if (i < 0) throw new Error(`no column ${name}`);
+      return [...t.tBodies[0].rows].map(r => r.cells[i].innerText.trim());
+    }""", name)
 
 
 def _sort(p: Any, table: Any, name: str, direction: str) -> None:
@@ -476,6 +493,15 @@ _STATE = """t => ({sortable: t.classList.contains('dataTable'),
                   clamped: t.querySelectorAll('.tk-long').length,
                   shown: [...t.tBodies[0].rows].filter(r => r.offsetHeight > 0).length})"""
 
+# Once the page has settled at its width (_SETTLED: a resize taken in): _STATE of each table
+# named by its id, and _FIT of the page, in one round trip.
+_STATES_AND_FIT = f"""async (ids) => {{
+  await {_SETTLED};
+  const state = {_STATE};
+  return {{states: Object.fromEntries(ids.map(id => [id, state(document.getElementById(id))])),
+          fit: ({_FIT})()}};
+}}"""
+
 
 def test_a_table_with_merged_cells_or_several_header_rows_is_fitted_not_sorted(
         demo_and_mine: Served, page: tuple[Any, Watch]) -> None:
@@ -494,14 +520,15 @@ def test_a_table_with_merged_cells_or_several_header_rows_is_fitted_not_sorted(
     p.wait_for_selector("body[data-tk-tables]", state="attached")
     for width in (390, 1280):
         if width == 1280:
-            _resize(p, width)
+            p.set_viewport_size({"width": width, "height": 900})
+        seen = p.evaluate(_STATES_AND_FIT, ["merged", "heads", "short", "plain"])
         for table_id, long_cells in (("merged", 8), ("heads", 8), ("short", 7)):
-            state = p.locator(f"#{table_id}").evaluate(_STATE)
+            state = seen["states"][table_id]
             assert state == {"sortable": False, "scroll": True, "ready": True,
                              "clamped": long_cells, "shown": 8}, (width, table_id, state)
         # the same table without the odd cells is made sortable: the page does sort tables
-        assert p.locator("#plain").evaluate(_STATE)["sortable"] is True
-        result = p.evaluate(_FIT)
+        assert seen["states"]["plain"]["sortable"] is True
+        result = seen["fit"]
         assert result["tables"] == 4 and result["problems"] == [], (width,
                                                                     result["problems"][:5])
 

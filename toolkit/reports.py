@@ -127,11 +127,15 @@ _SLOP_RESERVED = {"bucket", "severity", "status", "owner", "ageing", "index"}
 def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str, str]:
     """Slug of each slop entry's page ``slop/<slug>/``: its short id, or its full id when
     short ids collide (or are missing or clash with an index page)."""
-    count = Counter(slugify(s or "") for s in short_ids)
+    # each short id slugged once: the fallback differs only where the default's slug is
+    # "untitled" (perhaps with a suffix), so only those are slugged again
+    shorts = [slugify(s or "") for s in short_ids]
+    count = Counter(shorts)
     out: dict[str, str] = {}
     used: set[str] = set()
-    for full, short in zip(ids, short_ids, strict=True):
-        slug = slugify(short or "", fallback="entry")
+    for full, short, slug in zip(ids, short_ids, shorts, strict=True):
+        if slug.startswith("untitled"):
+            slug = slugify(short or "", fallback="entry")
         if not short or count[slug] > 1 or slug in _SLOP_RESERVED:
             slug = slugify(full or "", fallback="entry")
         base, n = slug, 1

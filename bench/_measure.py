@@ -11,6 +11,13 @@ belongs to the address space the child's ``exec`` made, and starts afresh.
 
 Not counted in the peak: helper processes the child starts (their own ``ru_maxrss`` has the same
 flaw); their CPU time is counted once the child has waited for them.
+
+Where the wall time goes (Linux): the child also reads, at exit, how long its threads waited
+in the run queue, runnable but not running (``/proc/self/task/*/schedstat``, second field):
+on a shared machine that is what the wall time has above the CPU time. What is left of the
+wall after the CPU time and that wait was spent blocked (disk, child processes, sleeps). The
+threads that ended before the exit are not counted in the wait, so ``blocked`` is an upper
+bound.
 """
 
 from __future__ import annotations
@@ -26,15 +33,23 @@ from pathlib import Path
 # exit by atexit, registered before the command runs, so it runs last: after the command's own
 # exit handlers (which may end and wait for its helper processes).
 RUNNER = """
-import atexit, resource, runpy, sys
+import atexit, glob, resource, runpy, sys
 out = sys.argv.pop(1)
 def report():
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open("/proc/self/status") as fh:
         hwm = [line.split()[1] for line in fh if line.startswith("VmHWM:")][0]
+    waited = 0
+    for name in glob.glob("/proc/self/task/*/schedstat"):
+        try:
+            with open(name) as fh:
+                waited += int(fh.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
     with open(out, "w") as fh:
-        fh.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime} {hwm}")
+        fh.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime} {hwm} "
+                 f"{waited / 1e9}")
 atexit.register(report)
 mode, what = sys.argv[1], sys.argv[2]
 sys.argv = [what if mode == "-m" else "-c", *sys.argv[3:]]
@@ -47,7 +62,8 @@ else:
 
 @dataclass
 class Measured:
-    """One run: wall seconds, CPU seconds (its own, its helpers'), peak memory in bytes."""
+    """One run: wall seconds, CPU seconds (its own, its helpers'), peak memory in bytes,
+    seconds its threads waited to run (the machine's load; 0 where not known)."""
 
     wall: float
     cpu_self: float
@@ -56,10 +72,16 @@ class Measured:
     returncode: int
     stdout: str
     stderr: str
+    waited: float = 0.0
 
     @property
     def cpu(self) -> float:
         return self.cpu_self + self.cpu_helpers
+
+    @property
+    def blocked(self) -> float:
+        """Wall seconds neither on a CPU nor waiting for one (at most: see the module)."""
+        return max(0.0, self.wall - self.cpu - self.waited)
 
 
 def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
@@ -77,7 +99,7 @@ def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | N
         se.seek(0)
         stdout, stderr = so.read().decode(errors="replace"), se.read().decode(errors="replace")
         fields = Path(fh.name).read_text().split()
-    if len(fields) != 3:  # the child died before its exit handlers ran
+    if len(fields) != 4:  # the child died before its exit handlers ran
         return Measured(wall, 0.0, 0.0, 0, code or 1, stdout, stderr)
     return Measured(wall, float(fields[0]), float(fields[1]), int(fields[2]) * 1024, code,
-                    stdout, stderr)
+                    stdout, stderr, float(fields[3]))

@@ -20,7 +20,9 @@ its CPU time and its own peak memory, ``VmHWM`` read by the process at exit: ben
    For comparison, plain ``mkdocs build --dirty`` of the floor after one page changed, and the
    number of documents its search index keeps. The one-change build's stages (``--timings``)
    are printed, its median per page of the site (what still grows with the site's size) and
-   its median CPU time (the issue's target: under 3 s at 15,000 pages).
+   its median CPU time (the issue's target: under 3 s at 15,000 pages), and where its wall
+   time beyond that went: waiting for a CPU (a shared machine's load) or blocked (disk,
+   helper processes); bench/_measure.py.
 
 The size of the full build's search index (what every visitor downloads) is printed beside the
 floor's, which indexes the same text.
@@ -194,12 +196,14 @@ def make_floor(base: Path, texts: list[dict[str, str]], extra_pages: int) -> Pat
 # --------------------------------------------------------------------------- timing
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = None,
-        peak: list[int] | None = None, cpu: list[float] | None = None) -> float:
+        peak: list[int] | None = None, cpu: list[float] | None = None,
+        wait: list[tuple[float, float]] | None = None) -> float:
     """Run ``python <cmd>`` (``-m module args``) as a subprocess; its wall time in seconds.
     ``peak`` gets its peak memory in bytes (the process's own ``VmHWM`` at exit: see
     bench/_measure.py; the chart process a build starts is not counted), ``cpu`` its CPU
     seconds (user + system, the helper processes it waited for included: on a shared machine,
-    less noisy than wall time)."""
+    less noisy than wall time); ``wait`` (seconds waiting for a CPU, seconds blocked): where
+    its wall time beyond its CPU time went."""
     got = measure(cmd, cwd=cwd, env=env)
     if got.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{got.stdout}\n{got.stderr}")
@@ -209,6 +213,8 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = 
         peak.append(got.peak)
     if cpu is not None:
         cpu.append(got.cpu)
+    if wait is not None:
+        wait.append((got.waited, got.blocked))
     return got.wall
 
 
@@ -250,6 +256,7 @@ def main() -> None:
         floor_cpu: list[float] = []
         full_cpu: list[float] = []
         incr_cpu: list[float] = []
+        incr_wait: list[tuple[float, float]] = []
         patterns = root / ".smith" / "vault" / "ledger" / "patterns.md"
         for rep in range(args.reps):
             for folder in (floor / "site", site, site.parent / "site.build"):
@@ -271,7 +278,8 @@ def main() -> None:
             patterns.write_text(text[:at] + word + " " + text[at:], encoding="utf-8")
             printed: list[str] = []
             incr_times.append(run([*toolkit, "build-site", "--timings", "--build-time",
-                                   BUILD_TIME], root, env, printed, cpu=incr_cpu))
+                                   BUILD_TIME], root, env, printed, cpu=incr_cpu,
+                                  wait=incr_wait))
             stages = [ln for ln in printed[0].splitlines() if ln.startswith("Stages:")]
             locations = search_locations(site)
             index = json.loads((site / "search" / "search_index.json").read_text())
@@ -283,7 +291,9 @@ def main() -> None:
             print(f"rep {rep + 1}: floor {floor_times[-1]:.1f} s "
                   f"({floor_peaks[-1] / 2**20:.0f} MB), full {full_times[-1]:.1f} s "
                   f"({full_peaks[-1] / 2**20:.0f} MB), "
-                  f"one change {incr_times[-1]:.1f} s, {incr_cpu[-1]:.1f} s CPU "
+                  f"one change {incr_times[-1]:.1f} s, {incr_cpu[-1]:.1f} s CPU, "
+                  f"{incr_wait[-1][0]:.1f} s waiting for a CPU, {incr_wait[-1][1]:.1f} s "
+                  "blocked "
                   f"(search: {len(locations)} of "
                   f"{len(full_locations)} pages, same set: {locations == full_locations}, "
                   f"new word found in {found} entry); floor --dirty {dirty_times[-1]:.1f} s "
@@ -325,7 +335,9 @@ def main() -> None:
               f"median {statistics.median(one):.3f} x full, {statistics.median(dirty):.2f} x "
               "plain mkdocs --dirty of the floor (which keeps only the changed page in search)")
         print(f"one change, CPU time: median {statistics.median(incr_cpu):.2f} s (target: "
-              "under 3 s at 15,000 pages)")
+              "under 3 s at 15,000 pages); the wall above it: median "
+              f"{statistics.median(w for w, _ in incr_wait):.2f} s waiting for a CPU (the "
+              f"machine's load), {statistics.median(b for _, b in incr_wait):.2f} s blocked")
     finally:
         if args.keep:
             print(f"kept {base}")

@@ -495,3 +495,44 @@ def test_the_sites_handoff_page_is_the_same_report(tmp_path, monkeypatch):
     html = scan(result.out / "handoff" / "index.html")
     assert re.search(r"Dispatches awaiting a verdict \(4\)\W* Dispatch When Task",
                      html.body_text)
+
+
+def test_the_sites_handoff_page_lists_the_first_urgent_items_and_links_to_all(
+        tmp_path, monkeypatch):
+    # the site's page does not grow with the slop ledger: past SITE_URGENT_ROWS critical and
+    # high items it says how many it leaves out and links to where all of them are; the
+    # report itself (the command, the issue) still lists every one
+    from tests._site_helpers import BUILD_TIME, build, make_world, scan
+    from toolkit import handoff
+    from toolkit.store import Store
+
+    world = make_world(tmp_path / "w")
+    monkeypatch.chdir(world.root)
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    add_slop(slop, *(slop_entry(f"Urgent item {i}", severity="critical") for i in range(5)))
+    monkeypatch.setattr(handoff, "SITE_URGENT_ROWS", 2)
+    result = build(world)
+    assert result.warnings == []  # MkDocs strict: the note's links resolve
+    page = (result.build_dir / "docs" / "handoff" / "index.md").read_text(encoding="utf-8")
+    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+        printed = handoff.export_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
+        report = handoff.build_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
+    urgent = [e for e in report.slop if e.get("severity") in ("critical", "high")]
+    assert len(urgent) > 2
+
+    def items(text: str) -> list[str]:
+        debt = section(text, "## Debt: open slop")
+        return [line for line in debt.splitlines() if line.startswith("- **")]
+
+    assert len(items(printed)) == len(urgent)  # the command lists every one
+    assert len(items(page)) == 2
+    # the first items of the report, in its order (the page links them to their pages)
+    assert [i.split(": ", 1)[1] for i in items(page)] == \
+        [i.split(": ", 1)[1] for i in items(printed)[:2]]
+    debt = section(page, "## Debt: open slop")
+    assert f"### Critical and high ({len(urgent)})" in debt
+    assert (f"_The first 2 of {len(urgent)} critical and high items are listed; all of them: "
+            "[open slop on the site](../slop/index.md) · "
+            "[slop_entries.csv](../data/slop_entries.csv) · ") in debt
+    html = scan(result.out / "handoff" / "index.html")
+    assert f"The first 2 of {len(urgent)} critical and high items are listed" in html.body_text

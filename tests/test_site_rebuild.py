@@ -69,6 +69,16 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     (first.build_dir / RENDER_CACHE).write_text("{not json", encoding="utf-8")
     assert build(world, templates=templates).written == []
 
+    # a cache whose list of link targets (the pages' records number into it) lost its
+    # entries: the pages that link are rendered again, not trusted, and nothing differs
+    record = json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8"))
+    assert record["targets"]
+    record["targets"] = []
+    (first.build_dir / RENDER_CACHE).write_text(json.dumps(record), encoding="utf-8")
+    assert build(world, templates=templates).written == []
+    assert json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8")
+                      )["targets"] and tree_bytes(first.out) == site_before
+
     # a file of the tables the hook puts in place, changed by hand: the pages with a table
     # in it are rendered again, and it holds their tables again
     shard = sorted((first.build_dir / TABLES).iterdir())[0]

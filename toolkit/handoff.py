@@ -134,6 +134,9 @@ def md_block(value: Any, limit: int | None = None) -> str:
 WINDOW_DAYS = 7  # the first handoff covers the last 7 days of activity
 INLINE_ROWS = 10  # items of one list shown before the rest goes into a collapsed block
 TASK_APPROACHES = 2  # dead ends and no-gos shown under an over-limit task (the rest: its page)
+# critical and high open slop items the site's handoff page lists (the rest: a note linking to
+# the slop pages and the download), so the page does not grow with the slop ledger
+SITE_URGENT_ROWS = 100
 STATE_SHOWN = ".toolkit/handoff-state.json"
 
 
@@ -869,34 +872,45 @@ def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
                          + f" | {sum(row.values())} |")
     urgent = [e for e in rows if e.get("severity") in ("critical", "high")]
     urgent.sort(key=_severity_rank)  # stable: the report's bucket order within a severity
+    # the site's page (no raw HTML) lists the first SITE_URGENT_ROWS; the rest is linked
+    shown = urgent if c.html else urgent[:SITE_URGENT_ROWS]
     items = []
-    for e in urgent:
+    for e in shown:
         sid = str(e.get("short_id") or e.get("id") or "")
         ident = md_link(c.t(sid, 40), c.links.to("slop", sid) if sid else None)
         status = str(e.get("status") or "").replace("_", " ")
         items.append(f"- **{c.t(e.get('severity'))}** {ident}: {c.t(e.get('title'), 160)} "
                      f"({c.t(e.get('bucket'))}, {c.t(status)})")
     if items:
-        intro += ["", f"### Critical and high ({len(items)})", ""]
+        intro += ["", f"### Critical and high ({len(urgent)})", ""]
     rest = len(rows) - len(urgent)
     outro = []
+    if len(shown) < len(urgent):
+        outro.append(f"_The first {len(shown)} of {len(urgent)} critical and high items are "
+                     f"listed; all of them: {_open_slop_links(c)}._")
     if rest:
         sev = _severity_counts([e for e in rows if e.get("severity") not in ("critical", "high")])
         parts = ", ".join(f"{sev[s]} {s}" for s in SEVERITY_ORDER if sev.get(s))
         extra = [n for s, n in sev.items() if s not in SEVERITY_ORDER]
         if extra:
             parts += (", " if parts else "") + f"{sum(extra)} of no known severity"
-        where = []
-        page = c.links.page("slop/index.md")
-        if page:
-            where.append(md_link("open slop on the site", page))
-            where.append(md_link("slop_entries.csv", c.links.page("data/slop_entries.csv")))
-        where.append("`toolkit slop query --status open` (and `--status in_progress`)")
         outro.append(f"_The other {_count(rest, 'open item', 'open items')} ({parts}): "
-                     + " · ".join(where) + "._")
+                     f"{_open_slop_links(c)}._")
     return Section("debt", f"## Debt: open slop ({len(rows)})", intro, items, "slop lines",
                    empty="_No critical or high open items._" if rows
                    else "_No open or in-progress slop._", outro=outro, always=True)
+
+
+def _open_slop_links(c: _Ctx) -> str:
+    """Where every open slop item is: the site's slop pages and download (when there is a
+    site to link to), and the command."""
+    where = []
+    page = c.links.page("slop/index.md")
+    if page:
+        where.append(md_link("open slop on the site", page))
+        where.append(md_link("slop_entries.csv", c.links.page("data/slop_entries.csv")))
+    where.append("`toolkit slop query --status open` (and `--status in_progress`)")
+    return " · ".join(where)
 
 
 # -- the complete listing (--full) ---------------------------------------------------------------

@@ -35,7 +35,8 @@ def handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime
                  checks: Sequence[Result] | None = None) -> HandoffPage:
     """The handoff page: the same report as ``toolkit handoff`` (same sections, same
     comparison with the last handoff, which it does not record), links relative to the
-    page, the collapsed blocks open (the site's Markdown takes no raw HTML)."""
+    page, the collapsed blocks open (the site's Markdown takes no raw HTML), the first
+    ``handoff.SITE_URGENT_ROWS`` critical and high slop items listed and the rest linked."""
     from markupsafe import Markup
 
     # the build's clock (the report shows the data's time; "now" would only stamp a state

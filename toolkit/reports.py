@@ -127,11 +127,15 @@ _SLOP_RESERVED = {"bucket", "severity", "status", "owner", "ageing", "index"}
 def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str, str]:
     """Slug of each slop entry's page ``slop/<slug>/``: its short id, or its full id when
     short ids collide (or are missing or clash with an index page)."""
-    count = Counter(slugify(s or "") for s in short_ids)
+    # each short id slugged once: the fallback differs only where the default's slug is
+    # "untitled" (perhaps with a suffix), so only those are slugged again
+    shorts = [slugify(s or "") for s in short_ids]
+    count = Counter(shorts)
     out: dict[str, str] = {}
     used: set[str] = set()
-    for full, short in zip(ids, short_ids, strict=True):
-        slug = slugify(short or "", fallback="entry")
+    for full, short, slug in zip(ids, short_ids, shorts, strict=True):
+        if slug.startswith("untitled"):
+            slug = slugify(short or "", fallback="entry")
         if not short or count[slug] > 1 or slug in _SLOP_RESERVED:
             slug = slugify(full or "", fallback="entry")
         base, n = slug, 1
@@ -570,6 +574,15 @@ def _count_by(rows: Iterable[dict[str, Any]], key: str) -> Counter[Any]:
     return Counter(r.get(key) for r in rows)
 
 
+def _group_by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
+    """The rows of each value of ``key``, in their order: one pass, where a pass per value
+    would grow with values times rows (a slop owner or a ledger category per agent)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r.get(key), []).append(r)
+    return groups
+
+
 def _ordered(values: Iterable[Any], known: Sequence[Any]) -> list[Any]:
     """Known values in their canonical order, then any others sorted (None last)."""
     present = set(values)
@@ -888,8 +901,9 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
 
     pages.append(GroupIndexPage(path="ledger/category/index.md", title="Ledger by category",
                                 nav=("Ledger", "By category"), table=cat_table, search=False))
+    by_category = _group_by(d.ledger, "category")
     for c in _ordered(cats, CATEGORIES):
-        entries = sorted((e for e in d.ledger if e.get("category") == c), key=by_rank)
+        entries = sorted(by_category.get(c, ()), key=by_rank)
         pages.append(ListPage(path=f"ledger/category/{_value_slug('category', c)}.md",
                               title=f"Category: {_shown(c)}", search=False,
                               intro="Highest confidence first, newest first.",
@@ -897,8 +911,9 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
                               up=Ref("Ledger by category", "ledger/category/index.md")))
     pages.append(GroupIndexPage(path="ledger/confidence/index.md", title="Ledger by confidence",
                                 nav=("Ledger", "By confidence"), table=conf_table, search=False))
+    by_confidence = _group_by(d.ledger, "confidence")
     for c in _ordered(confs, CONFIDENCES):
-        entries = sorted((e for e in d.ledger if e.get("confidence") == c), key=by_rank)
+        entries = sorted(by_confidence.get(c, ()), key=by_rank)
         pages.append(ListPage(path=f"ledger/confidence/{_value_slug('confidence', c)}.md",
                               title=f"Confidence: {_shown(c)}", search=False,
                               intro="Newest first.", table=listing(entries),
@@ -1087,8 +1102,9 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
             table=Table((label, "Entries", "Open"), [
                 (Ref(_shown(v), _dim_path(dim, v)), counts[v], open_counts[v]) for v in values],
                 empty="No entries.")))
+        groups = _group_by(d.slop, dim)
         for v in values:
-            entries = sorted((s for s in d.slop if s.get(dim) == v), key=order)
+            entries = sorted(groups.get(v, ()), key=order)
             pages.append(ListPage(
                 path=_dim_path(dim, v), title=f"Slop {label.lower()}: {_shown(v)}", search=False,
                 intro="Open entries first, then by severity, oldest first.",

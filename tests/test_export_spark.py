@@ -84,23 +84,24 @@ def spark() -> Iterator[Any]:
     """One local Spark session for the module. Its JVM compiles with the client compiler only
     (-XX:TieredStopAtLevel=1: these reads are too short for the optimising compiler to pay
     off, and it would cost about as much CPU again as the reads), in one compiler thread (a
-    second one compiles more of the methods these short reads never need again), collects
-    garbage in one
-    thread (a small heap, one task at a time), keeps no perf-data file and does not verify
-    the bytecode of the classes it loads from Spark's own jars (about 20,000 classes, most of
-    them never in the JDK's shared archive: verifying them was about a fifth of the JVM's CPU
-    in this module; the JDK's own classes are not verified either). Adaptive query
-    execution is off: it plans each query again between its stages, which costs more than
-    these tiny queries run for (about a tenth of the JVM's CPU for the reads), and it changes
-    no answer. stop() leaves the JVM running until this Python process ends (a whole xdist
-    worker), so it is ended here."""
+    second one compiles more of the methods these short reads never need again), and
+    collects garbage in one thread (one task at a time) with a young generation of half the
+    driver's 1 GB heap (the default third of a smaller start heap filled fifteen times in
+    this module, each collection copying the same ~60 MB that lives on; now six times). It
+    keeps no perf-data file and does not verify the bytecode of the classes it loads from
+    Spark's own jars (about 20,000, almost none in the JDK's shared archive: verifying them
+    was about a fifth of the JVM's CPU here; the JDK's own classes are never verified).
+    Adaptive query execution is off: it plans each query again between its stages, which
+    costs more than these tiny queries run for (about a tenth of the JVM's CPU for the
+    reads), and it changes no answer. stop() leaves the JVM running until this Python
+    process ends (a whole xdist worker), so it is ended here."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[1]").appName("toolkit-tests")
                .config("spark.driver.extraJavaOptions",
                        "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC "
-                       "-XX:-UsePerfData -XX:+UnlockDiagnosticVMOptions "
+                       "-Xms768m -Xmn512m -XX:-UsePerfData -XX:+UnlockDiagnosticVMOptions "
                        "-XX:-BytecodeVerificationRemote")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import pickle
 import shutil
@@ -35,10 +36,22 @@ _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TO
              "TOOLKIT_FLEET", "TOOLKIT_FLEET_DB", "XDG_CACHE_HOME")
 
 
+@pytest.fixture(scope="session")
+def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of this process's test HOMEs (its own under xdist)."""
+    return tmp_path_factory.mktemp("homes", numbered=False)
+
+
+_HOME_NUMBERS = itertools.count()
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh HOME and no toolkit-related environment variables for every test."""
-    home = tmp_path_factory.mktemp("home")
+def isolated_env(_homes: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh HOME and no toolkit-related environment variables for every test. The HOME is
+    a new empty folder, made with one mkdir (every test pays for it: pytest's ``mktemp``
+    also resolves the whole path and traces it, about half a millisecond more)."""
+    home = _homes / str(next(_HOME_NUMBERS))
+    home.mkdir()
     isolate(monkeypatch, home)
     return home
 

@@ -13,6 +13,7 @@ It is stopped, JVM and all, when the module ends.
 from __future__ import annotations
 
 import doctest
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,20 +84,25 @@ def spark() -> Iterator[Any]:
     """One local Spark session for the module. Its JVM compiles with the client compiler only
     (-XX:TieredStopAtLevel=1: these reads are too short for the optimising compiler to pay
     off, and it would cost about as much CPU again as the reads), in one compiler thread (a
-    second one compiles more of the methods these short reads never need again), collects
-    garbage in one
-    thread (a small heap, one task at a time) and keeps no perf-data file. Adaptive query
-    execution is off: it plans each query again between its stages, which costs more than
-    these tiny queries run for (about a tenth of the JVM's CPU for the reads), and it changes
-    no answer. stop() leaves the JVM running until this Python process ends (a whole xdist
-    worker), so it is ended here."""
+    second one compiles more of the methods these short reads never need again), and
+    collects garbage in one thread (one task at a time) with a young generation of half the
+    driver's 1 GB heap (the default third of a smaller start heap filled fifteen times in
+    this module, each collection copying the same ~60 MB that lives on; now six times). It
+    keeps no perf-data file and does not verify the bytecode of the classes it loads from
+    Spark's own jars (about 20,000, almost none in the JDK's shared archive: verifying them
+    was about a fifth of the JVM's CPU here; the JDK's own classes are never verified).
+    Adaptive query execution is off: it plans each query again between its stages, which
+    costs more than these tiny queries run for (about a tenth of the JVM's CPU for the
+    reads), and it changes no answer. stop() leaves the JVM running until this Python
+    process ends (a whole xdist worker), so it is ended here."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[1]").appName("toolkit-tests")
                .config("spark.driver.extraJavaOptions",
                        "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC "
-                       "-XX:-UsePerfData")
+                       "-Xms768m -Xmn512m -XX:-UsePerfData -XX:+UnlockDiagnosticVMOptions "
+                       "-XX:-BytecodeVerificationRemote")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "1")
@@ -123,13 +129,23 @@ def _expected_by_project(lake: dict[str, Any], table: str) -> dict[str, int]:
 
 
 def test_spark_reads_every_table_with_the_stores_counts_types_and_projects(lake, spark):
+    from pyspark.sql import functions as F
+
+    projects = []
     for table, columns in lake["columns"].items():
         df = spark.read.parquet(str(lake["out"] / table))
         got_types = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
         want_types = [(RENAMED.get(c, c), engine_types(t)["spark"]) for c, t in columns]
         assert got_types == [*want_types, ("project", "string")], table
-        by_project = {r["project"]: r["count"] for r in df.groupBy("project").count().collect()}
-        assert by_project == _expected_by_project(lake, table), table
+        projects.append(df.select(F.lit(table).alias("table"), "project"))
+    # every table's rows counted by project in one Spark job (a job per table cost more
+    # than the counting)
+    counted = functools.reduce(lambda a, b: a.unionAll(b), projects)
+    by_table: dict[str, dict[str, int]] = {}
+    for row in counted.groupBy("table", "project").count().collect():
+        by_table.setdefault(row["table"], {})[row["project"]] = row["count"]
+    for table in lake["columns"]:
+        assert by_table.get(table, {}) == _expected_by_project(lake, table), table
 
 
 def _duck_read(out: Path, table: str) -> str:

@@ -56,6 +56,27 @@ def run_session(project_root: Path, env: dict[str, str], errlog: Path, script,
     return asyncio.run(main())
 
 
+def run_in_process(project_root: Path, env: dict[str, str], script,
+                   monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``script`` against the server `toolkit mcp` builds, connected in this process (the
+    SDK's in-memory transport), with ``env`` and ``project_root`` as its environment and
+    folder: for tests about the tools' answers, not about the server process."""
+    from mcp import Client
+
+    from toolkit.config import resolve
+    from toolkit.mcp_server import build_server
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(project_root)
+
+    async def main() -> Any:
+        async with Client(build_server(resolve())) as client:
+            return await script(client, Session(client))
+
+    return asyncio.run(main())
+
+
 def _env(project) -> dict[str, str]:  # type: ignore[no-untyped-def]
     env = project.env()
     env["PATH"] = os.environ.get("PATH", "")
@@ -385,17 +406,17 @@ def test_default_tool_set_is_all_and_unknown_sets_are_refused(cli_run, project):
     assert result.exit_code == 2 and "'some' is not one of 'all', 'nagi'" in result.stderr
 
 
-def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, tmp_path):
+def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, monkeypatch):
     """FAULTS I3 and the error boundary over MCP: nagi-ledger's answer for a window SQLite
-    cannot compute, and a path error as a one-line tool error, not a crashed server."""
-    errlog = tmp_path / "server.log"
+    cannot compute, and a path error as a one-line tool error, not a crashed server (the
+    server in this process: the stdio tests above start the real one)."""
 
     async def script(raw, s: Session) -> dict[str, Any]:
         return {"report": await s.call("ledger_session_report", since_hours=10**11),
                 "stats": await s.call("ledger_stats", days=800000),
                 "search": await s.call("ledger_search", query="webhook", since_days=1e8)}
 
-    out = run_session(project.root, _env(project), errlog, script)
+    out = run_in_process(project.root, _env(project), script, monkeypatch)
     assert out["report"] == (False, "No entries in the last 100000000000h.")
     assert out["stats"][0] is False
     assert out["stats"][1]["dispatch_count"] == 3  # a start in year -164: every row
@@ -407,4 +428,4 @@ def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, tmp
     env = {**_env(project), "TOOLKIT_DB": "/dev/null/x/ledger.duckdb"}
     expected = ("Error executing tool ledger_stats: /dev/null/x/ledger.duckdb: a part of "
                 "this path is a file, not a folder")
-    assert run_session(project.root, env, errlog, read) == (True, expected)
+    assert run_in_process(project.root, env, read, monkeypatch) == (True, expected)

@@ -218,11 +218,13 @@ class Store:
         conn = _connect(path, read_only=read_only)
         store = cls(conn, path, read_only, sources)
         try:
+            catalog = store._catalog()  # one catalog read for the checks of opening
             if exists:
-                store._check_is_ours()
+                store._check_is_ours(catalog)
             if migrate and not read_only:
-                store.migrate()
-            elif read_only and (why := store.schema_mismatch()):
+                store._migrate(catalog)
+            elif read_only and (why := store._mismatch(catalog, store._recorded(catalog),
+                                                       pending_ok=False)):
                 raise DataError(f"the store's schema does not match this toolkit ({why})",
                                 path=path, hint="Run `toolkit load`: it rebuilds the store "
                                                 "from the sources")
@@ -231,9 +233,9 @@ class Store:
             raise
         return store
 
-    def _check_is_ours(self) -> None:
-        """Refuse a DuckDB file another program made: tables, none of them our bookkeeping."""
-        names = self._catalog()
+    def _check_is_ours(self, names: set[str]) -> None:
+        """Refuse a DuckDB file another program made (``names``: its tables, as
+        :meth:`_catalog` lists them): tables, none of them our bookkeeping."""
         if names and "_migrations" not in names:
             raise DataError("is a DuckDB database of another program, not a toolkit store; "
                             "nothing was changed in it", path=self.path,
@@ -312,11 +314,14 @@ class Store:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
             "AND table_catalog = current_database()").fetchall()}
 
-    def _recorded(self) -> dict[str, str | None] | None:
+    def _recorded(self, catalog: set[str] | None = None) -> dict[str, str | None] | None:
         """Applied migrations -> SHA-256 (None: no hashes recorded); None: no record at all.
+        ``catalog``: the tables, when the caller just listed them (no record: no query).
 
         An older toolkit's record (no hash column) reads as one unnamed migration without a
         hash, even when it is empty, so that it never matches."""
+        if catalog is not None and "_migrations" not in catalog:
+            return None
         cols = {r[0] for r in self.conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
             "AND table_catalog = current_database() AND table_name = '_migrations'"
@@ -338,9 +343,14 @@ class Store:
         by a newer toolkit), migrations recorded without their hashes (an older toolkit), or a
         table or view of the sources that is missing. ``pending_ok``: migrations not applied
         yet (and so their tables) are not a mismatch."""
-        recorded = self._recorded()
+        catalog = self._catalog()
+        return self._mismatch(catalog, self._recorded(catalog), pending_ok=pending_ok)
+
+    def _mismatch(self, catalog: set[str], recorded: dict[str, str | None] | None, *,
+                  pending_ok: bool) -> str | None:
+        """:meth:`schema_mismatch` of a store whose tables and record were just read."""
         if recorded is None:
-            return None if pending_ok or not self._catalog() else "no migration record"
+            return None if pending_ok or not catalog else "no migration record"
         if "" in recorded:
             return "migrations were recorded without their hashes by an older toolkit"
         code = {name: migration_sha256(sql) for name, sql in self.migrations()}
@@ -352,7 +362,7 @@ class Store:
                 return f"migration {name} changed since it was applied"
         if pending_ok and set(code) - set(recorded):
             return None
-        missing = sorted({*BOOKKEEPING, *self.table_docs()} - self._catalog())
+        missing = sorted({*BOOKKEEPING, *self.table_docs()} - catalog)
         if missing:
             return f"table {missing[0]} is missing"
         return None
@@ -361,13 +371,16 @@ class Store:
         """Apply pending migrations in one transaction with their records; rebuild the whole
         schema (one transaction too) when it does not match the code. Returns the names of the
         migrations applied."""
-        why = self.schema_mismatch(pending_ok=True)
+        return self._migrate(self._catalog())
+
+    def _migrate(self, catalog: set[str]) -> list[str]:
+        """:meth:`migrate`, the store's tables just read (``catalog``)."""
+        recorded = self._recorded(catalog)
+        why = self._mismatch(catalog, recorded, pending_ok=True)
         if why is None:
-            recorded = self._recorded() or {}
-            pending = [(n, sql) for n, sql in self.migrations() if n not in recorded]
+            pending = [(n, sql) for n, sql in self.migrations() if n not in (recorded or {})]
             if pending:  # (with none pending, the check above was the whole check)
-                self._apply(pending, create_record=not recorded and
-                            "_migrations" not in self._catalog())
+                self._apply(pending, create_record="_migrations" not in catalog)
                 why = self.schema_mismatch()
             if why is None:
                 return [n for n, _sql in pending]

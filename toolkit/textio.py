@@ -373,7 +373,8 @@ def load_yaml(text: str, path: Path | str) -> Any:
     check_yaml_depth(text, path)
     try:
         aliases = 0
-        for event in yaml.parse(text, Loader=_SafeLoader):
+        # an alias is written "*name": text without a "*" has none (no second parse for it)
+        for event in yaml.parse(text, Loader=_SafeLoader) if "*" in text else ():
             if isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:

@@ -55,6 +55,28 @@ def test_a_partial_that_reads_the_page_is_rendered_for_each_page() -> None:
         assert site_theme._page_free(env, name) is None, name
 
 
+def test_a_theme_template_edited_between_builds_is_judged_again() -> None:
+    """Which partials are page-free is worked out once per process (a later build, as under
+    `serve`, reuses it) only while the templates it read keep their text: a partial edited to
+    read the page is then rendered for each page."""
+    import jinja2
+
+    sources = {"partials/search.html": "<b>{{ config.site_name }}</b>"}
+
+    def rendered() -> list[str]:
+        env = jinja2.Environment(loader=jinja2.DictLoader(sources))
+        site_theme.cache_partials(env)
+        template = env.get_template("partials/search.html")
+        return [template.render(config={"site_name": "S"}, page={"title": t}) for t in "ab"]
+
+    assert rendered() == ["<b>S</b>", "<b>S</b>"]
+    assert rendered() == ["<b>S</b>", "<b>S</b>"] and site_theme.counts["partials"] == 1
+    sources["partials/search.html"] = "<b>{{ page.title }}</b>"
+    assert rendered() == ["<b>a</b>", "<b>b</b>"]
+    sources["partials/search.html"] = "<b>{{ config.site_name }}</b>"
+    assert rendered() == ["<b>S</b>", "<b>S</b>"]
+
+
 def _links_env() -> object:
     """A theme whose blocks read the site's config, make links relative to the page, read
     the page, or read a name they may not set themselves."""

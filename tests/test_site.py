@@ -230,6 +230,8 @@ def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) ->
         f"Error: {foreign} is not empty and was not built by toolkit build-site; refusing to "
         "overwrite it. Choose an empty or new --out folder")
     assert (foreign / "notes.txt").read_text() == "keep me"
+    # refused before anything was loaded: no store was made for a build that cannot happen
+    assert not (project.root / ".toolkit" / "ledger.duckdb").exists()
     # nor next to a folder it did not make, which would hold its Markdown
     out = project.root / "site"
     (project.root / "site.build").mkdir()

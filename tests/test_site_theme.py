@@ -191,3 +191,27 @@ def test_pages_of_one_shape_are_converted_once_with_their_own_tables(tmp_path: P
     # e/1, e/2 and x/0 reuse e/0's conversion: no other page does
     assert (site_theme.counts["shapes"], site_theme.counts["markdown"]) == (3, len(pages) - 3)
     assert f"<p>&#35;tktable-{digests[4]}</p>" in pages[-1].content
+
+
+def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(tmp_path: Path) -> None:
+    """The installed theme's static files are listed once per process; a ``custom_dir`` (the
+    user's own theme files, which may change between builds) is listed on every build: a file
+    added there reaches the site on the next build."""
+    import yaml
+
+    from toolkit.site import BASE_CONFIG
+
+    overrides = tmp_path / "overrides"
+    overrides.mkdir()
+    (overrides / "first.txt").write_text("one", encoding="utf-8")
+    config = yaml.safe_load(BASE_CONFIG.read_text(encoding="utf-8"))
+    config["theme"]["custom_dir"] = str(overrides)
+    base = tmp_path / "mkdocs.yml"
+    base.write_text(yaml.safe_dump(config), encoding="utf-8")
+    world = make_world(tmp_path / "w")
+    first = build(world, base_config=base)
+    assert (first.out / "first.txt").read_text(encoding="utf-8") == "one"
+    (overrides / "second.txt").write_text("two", encoding="utf-8")
+    again = build(world, base_config=base)
+    assert (again.out / "second.txt").read_text(encoding="utf-8") == "two"
+    assert (again.out / "assets" / "javascripts").is_dir()  # and the installed theme's files

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests._site_helpers import build, make_world, tree_bytes
+from tests._site_helpers import World, build, make_world, tree_bytes
 from toolkit import site_theme
 
 
@@ -193,7 +193,8 @@ def test_pages_of_one_shape_are_converted_once_with_their_own_tables(tmp_path: P
     assert f"<p>&#35;tktable-{digests[4]}</p>" in pages[-1].content
 
 
-def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(tmp_path: Path) -> None:
+def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(
+        formats_site: tuple[World, Path], tmp_path: Path) -> None:
     """The installed theme's static files are listed once per process; a ``custom_dir`` (the
     user's own theme files, which may change between builds) is listed on every build: a file
     added there reaches the site on the next build."""
@@ -208,10 +209,11 @@ def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(tmp_path:
     config["theme"]["custom_dir"] = str(overrides)
     base = tmp_path / "mkdocs.yml"
     base.write_text(yaml.safe_dump(config), encoding="utf-8")
-    world = make_world(tmp_path / "w")
-    first = build(world, base_config=base)
+    world, _ = formats_site  # read only: built into a folder of this test's
+    first = build(world, out=tmp_path / "site", base_config=base)
     assert (first.out / "first.txt").read_text(encoding="utf-8") == "one"
     (overrides / "second.txt").write_text("two", encoding="utf-8")
-    again = build(world, base_config=base)
+    again = build(world, out=tmp_path / "site", base_config=base)
+    assert again.mode == "incremental"
     assert (again.out / "second.txt").read_text(encoding="utf-8") == "two"
     assert (again.out / "assets" / "javascripts").is_dir()  # and the installed theme's files

@@ -1,4 +1,5 @@
-"""toolkit build-site / serve: pages, URL scheme, nav, reproducibility, incremental rebuilds."""
+"""toolkit build-site / serve: pages, URL scheme, nav, reproducibility (incremental rebuilds:
+tests/test_site_rebuild.py)."""
 
 from __future__ import annotations
 
@@ -143,63 +144,6 @@ def test_charts_are_static_svg_with_fixed_bytes(built: tuple[World, Path]) -> No
         .replace("http://matplotlib.org", "")
 
 
-def test_rebuild_after_one_change_rewrites_one_page_and_keeps_search_complete(
-        tmp_path: Path) -> None:
-    import toolkit.site as site_module
-
-    world = make_world(tmp_path / "w")
-    first = build(world)
-    docs = first.build_dir / "docs"
-    entry_md = docs / "ledger" / "patterns" / \
-        "grep-the-route-table-before-adding-a-new-endpoint.md"
-    untouched = docs / "ledger" / "antipatterns" / "editing-an-applied-migration-in-place.md"
-    before = untouched.stat().st_mtime_ns
-    pages_before = _search_locations(first.out)
-
-    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
-    text = patterns.read_text(encoding="utf-8")
-    patterns.write_text(text.replace("already existed under a different verb",
-                                     "already existed under a different verb zanzibarquux"),
-                        encoding="utf-8")
-    second = build(world)
-    assert second.mode == "incremental"
-    assert [w for w in second.written if w.endswith(".md")] == [
-        "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint.md"]
-    assert second.rebuilt == 1
-    assert untouched.stat().st_mtime_ns == before
-    # the entry's text is rendered Markdown, swapped in by the hook: on the page, not in its
-    # Markdown source
-    entry_html = second.out / "ledger" / "patterns" / entry_md.stem / "index.html"
-    assert "zanzibarquux" in entry_html.read_text()
-    index = json.loads((second.out / "search" / "search_index.json").read_text())
-    assert _search_locations(second.out) == pages_before
-    assert any("zanzibarquux" in d["text"] for d in index["docs"])
-
-    # an entry removed from the ledger disappears from the site and from search
-    patterns.write_text(text.split("\n---\n\n**Title:** Grep the route table")[0] + "\n",
-                        encoding="utf-8")
-    third = build(world)
-    gone = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
-    assert third.mode == "incremental" and f"{gone}.md" in third.removed
-    assert not (third.out / gone).exists()
-    assert f"{gone}/" not in _search_locations(third.out)
-    assert "Grep the route table" not in (third.out / "ledger/patterns/index.html").read_text()
-
-    # the entry's category has one entry less: its charts were drawn again, by a chart
-    # process this process keeps for its next build (matplotlib starts once)
-    assert third.charts_drawn > 0
-    kept = list(site_module._CHART_IDLE)
-    assert kept and all(p.poll() is None for p in kept)
-
-    # and the incremental result is exactly what a full build makes (its charts all drawn
-    # again, by the same chart process)
-    site_module._DRAWN.clear()
-    full = build(world, out=tmp_path / "full" / "site", clean=True)
-    assert full.mode == "full" and full.charts_drawn > third.charts_drawn
-    assert kept == site_module._CHART_IDLE  # the same process drew them
-    assert tree_bytes(third.out) == tree_bytes(full.out)
-
-
 def test_page_url_and_slugs() -> None:
     assert page_url("index.md") == ""
     assert page_url("ledger/patterns/index.md") == "ledger/patterns/"
@@ -286,6 +230,8 @@ def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) ->
         f"Error: {foreign} is not empty and was not built by toolkit build-site; refusing to "
         "overwrite it. Choose an empty or new --out folder")
     assert (foreign / "notes.txt").read_text() == "keep me"
+    # refused before anything was loaded: no store was made for a build that cannot happen
+    assert not (project.root / ".toolkit" / "ledger.duckdb").exists()
     # nor next to a folder it did not make, which would hold its Markdown
     out = project.root / "site"
     (project.root / "site.build").mkdir()

@@ -104,6 +104,67 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     assert tree_bytes(edited.out) == tree_bytes(full.out)
 
 
+def _search_locations(site: Path) -> set[str]:
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    return {d["location"].split("#")[0] for d in index["docs"]}
+
+
+def test_rebuild_after_one_change_rewrites_one_page_and_keeps_search_complete(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    import toolkit.site as site_module
+
+    world, first = built_world
+    docs = first.build_dir / "docs"
+    entry_md = docs / "ledger" / "patterns" / \
+        "grep-the-route-table-before-adding-a-new-endpoint.md"
+    untouched = docs / "ledger" / "antipatterns" / "editing-an-applied-migration-in-place.md"
+    before = untouched.stat().st_mtime_ns
+    pages_before = _search_locations(first.out)
+
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquux"),
+                        encoding="utf-8")
+    second = build(world)
+    assert second.mode == "incremental"
+    assert [w for w in second.written if w.endswith(".md")] == [
+        "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint.md"]
+    assert second.rebuilt == 1
+    assert untouched.stat().st_mtime_ns == before
+    # the entry's text is rendered Markdown, swapped in by the hook: on the page, not in its
+    # Markdown source
+    entry_html = second.out / "ledger" / "patterns" / entry_md.stem / "index.html"
+    assert "zanzibarquux" in entry_html.read_text()
+    index = json.loads((second.out / "search" / "search_index.json").read_text())
+    assert _search_locations(second.out) == pages_before
+    assert any("zanzibarquux" in d["text"] for d in index["docs"])
+
+    # an entry removed from the ledger disappears from the site and from search
+    patterns.write_text(text.split("\n---\n\n**Title:** Grep the route table")[0] + "\n",
+                        encoding="utf-8")
+    third = build(world)
+    gone = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
+    assert third.mode == "incremental" and f"{gone}.md" in third.removed
+    assert not (third.out / gone).exists()
+    assert f"{gone}/" not in _search_locations(third.out)
+    assert "Grep the route table" not in (third.out / "ledger/patterns/index.html").read_text()
+
+    # the entry's category has one entry less: its charts were drawn again, by a chart
+    # process this process keeps for its next build (matplotlib starts once)
+    assert third.charts_drawn > 0
+    kept = list(site_module._CHART_IDLE)
+    assert kept and all(p.poll() is None for p in kept)
+
+    # and the incremental result is exactly what a full build makes (its charts all drawn
+    # again, by the same chart process)
+    site_module._DRAWN.clear()
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert full.mode == "full" and full.charts_drawn > third.charts_drawn
+    assert kept == site_module._CHART_IDLE  # the same process drew them
+    assert tree_bytes(third.out) == tree_bytes(full.out)
+
+
 def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(
         built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     world, first = built_world
@@ -137,14 +198,14 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(
 
 
 def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
-        tmp_path: Path) -> None:
+        built_world: tuple[World, BuildResult]) -> None:
     """The build folder keeps the compiled templates, the theme's and the pages' (jinja-cache),
     and the drawn charts (chart-cache); a damaged or lost file there is made again, and the
     site does not change.
     The chart process kept from the last build may have ended since: a new one draws them."""
     import toolkit.site as site_module
 
-    world = make_world(tmp_path / "w")
+    world, _first = built_world
     site_module._BYTECODE.clear()  # as a new process (else they come from memory)
     site_module._DRAWN.clear()
     first = build(world, clean=True)

@@ -74,9 +74,17 @@ def download(site: Path, name: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """One world built twice: (site with the default scope, site with site_scope: all)."""
-    world = scoped_world(tmp_path_factory.mktemp("scope"))
+def scoped(tmp_path_factory: pytest.TempPathFactory) -> World:
+    """The scoped world (its sources and store), shared by the tests that only read it: they
+    build into their own folders."""
+    return scoped_world(tmp_path_factory.mktemp("scope"))
+
+
+@pytest.fixture(scope="module")
+def sites(scoped: World) -> tuple[Path, Path]:
+    """The scoped world built twice: (site with the default scope, site with site_scope:
+    all)."""
+    world = scoped
     own = build(world, out=world.root.parent / "site-project").out
     every = build(World(world.root, world.home, world.cfg.with_overrides(site_scope="all")),
                   out=world.root.parent / "site-all").out
@@ -164,9 +172,8 @@ def test_project_name_names_the_project_in_the_shared_audit_db(tmp_path: Path) -
     assert "Agent Ledger: acme-web" in (site / "index.html").read_text(encoding="utf-8")
 
 
-def test_redacted_site_is_scoped_too(tmp_path: Path) -> None:
-    world = scoped_world(tmp_path)
-    site = build(world, out=tmp_path / "site", redact=True).out
+def test_redacted_site_is_scoped_too(scoped: World, tmp_path: Path) -> None:
+    site = build(scoped, out=tmp_path / "site", redact=True).out
     descriptions = {r["description"] for r in download(site, "actions.csv")}
     assert not any("WEBONLY" in d for d in descriptions)
     assert any("OWNCASE" in d for d in descriptions)
@@ -236,10 +243,10 @@ def test_bad_scope_in_the_environment_is_a_usage_error(project, cli_run
         result.output
 
 
-def test_api_counts_the_sites_actions_and_nagi_ledger_every_projects(tmp_path: Path) -> None:
+def test_api_counts_the_sites_actions_and_nagi_ledger_every_projects(scoped: World) -> None:
     from toolkit import Project
 
-    world = scoped_world(tmp_path)
+    world = scoped
     env_free = dict(vault=world.cfg.vault, slop=world.cfg.slop_path,
                     audit_db=world.cfg.audit_db, today="2026-05-10")
     with Project.open(world.root, **env_free) as own:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests._site_helpers import build, make_world, tree_bytes
+from tests._site_helpers import World, build, make_world, tree_bytes
 from toolkit import site_theme
 
 
@@ -53,6 +53,28 @@ def test_a_partial_that_reads_the_page_is_rendered_for_each_page() -> None:
     assert site_theme._page_free(env, "free.html") is not None
     for name in ("page.html", "link.html", "nested.html", "missing.html"):
         assert site_theme._page_free(env, name) is None, name
+
+
+def test_a_theme_template_edited_between_builds_is_judged_again() -> None:
+    """Which partials are page-free is worked out once per process (a later build, as under
+    `serve`, reuses it) only while the templates it read keep their text: a partial edited to
+    read the page is then rendered for each page."""
+    import jinja2
+
+    sources = {"partials/search.html": "<b>{{ config.site_name }}</b>"}
+
+    def rendered() -> list[str]:
+        env = jinja2.Environment(loader=jinja2.DictLoader(sources))
+        site_theme.cache_partials(env)
+        template = env.get_template("partials/search.html")
+        return [template.render(config={"site_name": "S"}, page={"title": t}) for t in "ab"]
+
+    assert rendered() == ["<b>S</b>", "<b>S</b>"]
+    assert rendered() == ["<b>S</b>", "<b>S</b>"] and site_theme.counts["partials"] == 1
+    sources["partials/search.html"] = "<b>{{ page.title }}</b>"
+    assert rendered() == ["<b>a</b>", "<b>b</b>"]
+    sources["partials/search.html"] = "<b>{{ config.site_name }}</b>"
+    assert rendered() == ["<b>S</b>", "<b>S</b>"]
 
 
 def _links_env() -> object:
@@ -169,3 +191,29 @@ def test_pages_of_one_shape_are_converted_once_with_their_own_tables(tmp_path: P
     # e/1, e/2 and x/0 reuse e/0's conversion: no other page does
     assert (site_theme.counts["shapes"], site_theme.counts["markdown"]) == (3, len(pages) - 3)
     assert f"<p>&#35;tktable-{digests[4]}</p>" in pages[-1].content
+
+
+def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(
+        formats_site: tuple[World, Path], tmp_path: Path) -> None:
+    """The installed theme's static files are listed once per process; a ``custom_dir`` (the
+    user's own theme files, which may change between builds) is listed on every build: a file
+    added there reaches the site on the next build."""
+    import yaml
+
+    from toolkit.site import BASE_CONFIG
+
+    overrides = tmp_path / "overrides"
+    overrides.mkdir()
+    (overrides / "first.txt").write_text("one", encoding="utf-8")
+    config = yaml.safe_load(BASE_CONFIG.read_text(encoding="utf-8"))
+    config["theme"]["custom_dir"] = str(overrides)
+    base = tmp_path / "mkdocs.yml"
+    base.write_text(yaml.safe_dump(config), encoding="utf-8")
+    world, _ = formats_site  # read only: built into a folder of this test's
+    first = build(world, out=tmp_path / "site", base_config=base)
+    assert (first.out / "first.txt").read_text(encoding="utf-8") == "one"
+    (overrides / "second.txt").write_text("two", encoding="utf-8")
+    again = build(world, out=tmp_path / "site", base_config=base)
+    assert again.mode == "incremental"
+    assert (again.out / "second.txt").read_text(encoding="utf-8") == "two"
+    assert (again.out / "assets" / "javascripts").is_dir()  # and the installed theme's files

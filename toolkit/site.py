@@ -1629,6 +1629,40 @@ def _bytecode_cache_class() -> Any:
 _BYTECODE: dict[tuple[str, str], Any] = {}  # (key, checksum) -> code
 
 
+# the static files of installed themes, per theme folders, filter and static templates
+_THEME_FILES: dict[tuple[Any, ...], list[str]] = {}
+
+
+def _list_theme_once(theme: Any) -> None:
+    """MkDocs lists the theme's static files (the ones it copies into the site) on every build,
+    walking and matching every file of the theme's folders (about 14,500 for Material). A theme
+    installed as a package does not change while the process runs: its list is made once per
+    process (a later build, as under ``serve``, reuses it). A theme with a ``custom_dir`` (files
+    a user may edit between builds) is listed by MkDocs every time."""
+    if theme.custom_dir is not None:
+        return
+    make_env = theme.get_env
+
+    def get_env() -> Any:
+        env = make_env()
+        listed = env.list_templates
+
+        def list_templates(extensions: Any = None, filter_func: Any = None) -> list[str]:
+            code = getattr(filter_func, "__code__", None)
+            if extensions is not None or code is None:
+                return listed(extensions, filter_func)
+            key = (tuple(theme.dirs), code, tuple(sorted(theme.static_templates)))
+            names = _THEME_FILES.get(key)
+            if names is None:
+                names = _THEME_FILES[key] = list(listed(filter_func=filter_func))
+            return list(names)
+
+        env.list_templates = list_templates
+        return env
+
+    theme.get_env = get_env
+
+
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 progress: Progress | None, expected: int, subset: _Subset | None = None
                 ) -> _Run:
@@ -1717,6 +1751,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 raise ToolkitError(f"the site configuration is invalid: {exc}",
                                    path=config_file) from None
             config.plugins["toolkit-tracker"] = _Tracker()
+            _list_theme_once(config.theme)
             if subset is not None:
                 _link_docs(Path(config.docs_dir), subset_dir, subset.files)
                 config.docs_dir = str(subset_dir)

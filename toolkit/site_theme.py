@@ -106,27 +106,116 @@ def cache_partials(env: Any) -> None:
     """Render each partial of :data:`PAGE_FREE` that prints the same bytes on every page once
     in this build's environment ``env``, and each block of :data:`BLOCKS_OF` that reads only
     the site's config and the page's links to fixed targets once per set of those links (see
-    the module docstring); the others as the theme does."""
-    import jinja2
-    from jinja2 import nodes
-
+    the module docstring); the others as the theme does. Which ones qualify is worked out from
+    the templates' code once per process while their sources stay the same (:func:`_analysis`)."""
     counts.update(partials=0, blocks=0)
     if not ENABLED:
         return
-    for name in PAGE_FREE:
-        template = _page_free(env, name)
-        if template is not None:
-            template.root_render_func = _once(template.root_render_func)
+    found = _analysis(env)
+    for name in found.page_free:
+        template = env.get_template(name)
+        template.root_render_func = _once(template.root_render_func)
     links = _Links(env)
+    if found.blocks is None:
+        return
+    template = env.get_template(BLOCKS_OF)
+    for block_name, by_base, unsure in found.blocks:
+        if block_name in template.blocks:
+            template.blocks[block_name] = links.cached(template.blocks[block_name], by_base,
+                                                       unsure)
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    """What :func:`cache_partials` found in a theme's templates: the partials of
+    :data:`PAGE_FREE` that are page-free, and each block of :data:`BLOCKS_OF` that reads only
+    the site's config and links (its name and :func:`_reads`' answer); None when there is no
+    such template."""
+
+    page_free: tuple[str, ...]
+    blocks: tuple[tuple[str, bool, frozenset[str]], ...] | None
+
+
+# analyses made in this process (a later build, as under ``serve``, reuses them): per
+# environment settings and filters, each with the sources of the templates it read
+_ANALYSED: dict[tuple[Any, ...], list[tuple[dict[str, str | None], _Analysis]]] = {}
+_reading: list[dict[str, str | None]] = []  # the sources read by the analysis under way
+
+
+def _analysis(env: Any) -> _Analysis:
+    """The :class:`_Analysis` of ``env``'s templates: made again only when a template it read
+    has other source text (or appeared, or went) or the environment's syntax or filters
+    differ (its result depends on nothing else)."""
+    from jinja2.utils import _PassArg
+
+    key = (type(env.loader), env.block_start_string, env.block_end_string,
+           env.variable_start_string, env.variable_end_string, env.comment_start_string,
+           env.comment_end_string, env.line_statement_prefix, env.line_comment_prefix,
+           env.trim_blocks, env.lstrip_blocks, tuple(sorted(env.extensions)),
+           tuple(sorted((n, str(_PassArg.from_obj(f))) for n, f in env.filters.items())))
+    known = _ANALYSED.setdefault(key, [])
+    for sources, found in known:
+        if all(_current_source(env, name) == text for name, text in sources.items()):
+            return found
+    _reading.append({})
+    try:
+        found = _analyse(env)
+    finally:
+        sources = _reading.pop()
+    if len(known) >= 8:
+        known.clear()
+    known.append((sources, found))
+    return found
+
+
+def _analyse(env: Any) -> _Analysis:
+    import jinja2
+    from jinja2 import nodes
+
+    page_free = tuple(name for name in PAGE_FREE if _page_free(env, name) is not None)
     try:
         template = env.get_template(BLOCKS_OF)
-        tree = env.parse(env.loader.get_source(env, BLOCKS_OF)[0])
+        tree = env.parse(_source(env, BLOCKS_OF))
     except (jinja2.TemplateError, OSError):
-        return
+        return _Analysis(page_free, None)
+    blocks = []
     for block in tree.find_all(nodes.Block):
-        reads = _reads(env, block.body, links.names, set())
+        reads = _reads(env, block.body, _link_filters(env), set())
         if reads is not None and block.name in template.blocks:
-            template.blocks[block.name] = links.cached(template.blocks[block.name], *reads)
+            blocks.append((block.name, *reads))
+    return _Analysis(page_free, tuple(blocks))
+
+
+def _source(env: Any, name: str) -> str:
+    """The source text of the template ``name`` (recorded for :func:`_analysis`)."""
+    try:
+        text: str = env.loader.get_source(env, name)[0]
+    except BaseException:
+        if _reading:
+            _reading[-1][name] = None
+        raise
+    if _reading:
+        _reading[-1][name] = text
+    return text
+
+
+def _link_filters(env: Any) -> tuple[str, ...]:
+    """The filters of :data:`PAGE_URL_FILTERS` ``env`` has as filters that read the context
+    (MkDocs'): those :class:`_Links` wraps."""
+    from jinja2.utils import _PassArg
+
+    return tuple(name for name in PAGE_URL_FILTERS if name in env.filters
+                 and _PassArg.from_obj(env.filters[name]) is _PassArg.context)
+
+
+def _current_source(env: Any, name: str) -> str | None:
+    import jinja2
+
+    try:
+        text: str = env.loader.get_source(env, name)[0]
+    except (jinja2.TemplateError, OSError):
+        return None
+    return text
 
 
 def _page_free(env: Any, name: str) -> Any:
@@ -135,7 +224,7 @@ def _page_free(env: Any, name: str) -> Any:
     import jinja2
 
     try:
-        tree = env.parse(env.loader.get_source(env, name)[0])
+        tree = env.parse(_source(env, name))
     except (jinja2.TemplateError, OSError):
         return None
     reads = _reads(env, tree.body, (), set())
@@ -190,7 +279,7 @@ def _reads(env: Any, body: list[Any], links: tuple[str, ...],
             return None
         seen.add(name)
         try:
-            included = env.parse(env.loader.get_source(env, name)[0])
+            included = env.parse(_source(env, name))
         except (jinja2.TemplateError, OSError):
             return None
         more = _reads(env, included.body, links, seen)
@@ -221,15 +310,11 @@ class _Links:
 
     def __init__(self, env: Any) -> None:
         import jinja2
-        from jinja2.utils import _PassArg
 
         self.made: list[tuple[str, Any, str]] | None = None  # the block being rendered's
         self.filters: dict[str, Callable[..., Any]] = {}
-        for name in PAGE_URL_FILTERS:
-            f = env.filters.get(name)
-            if f is None or _PassArg.from_obj(f) is not _PassArg.context:
-                continue
-            self.filters[name] = f
+        for name in _link_filters(env):
+            f = self.filters[name] = env.filters[name]
 
             def logged(context: Any, value: Any, _name: str = name,
                        _f: Callable[..., Any] = f) -> Any:

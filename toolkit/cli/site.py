@@ -129,6 +129,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     """
     from toolkit import clock
     from toolkit.cli._common import open_store_checked
+    from toolkit.site import build_paths, check_output_folder
     from toolkit.site import build_site as build
 
     when = clock.now(build_time)
@@ -142,6 +143,8 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
         cfg = cfg.with_overrides(analyses=analyses)
     if scope is not None:
         cfg = cfg.with_overrides(site_scope=scope)
+    # a folder the build would refuse is refused before the store is loaded and checked
+    check_output_folder(build_paths(cfg, out)[0])
     bar, update = _progress()
     # the checks count ages to the site's "today" (its build time's day, unless --today)
     store, checks = open_store_checked(cfg.with_overrides(today=clock.today(cfg.today, when)))
@@ -194,7 +197,10 @@ def serve(out: Path | None, host: str, port: int, rebuild: bool) -> None:
     if rebuild:
         from toolkit.cli._common import open_store_checked
         from toolkit.site import build_site as build
+        from toolkit.site import check_output_folder
 
+        # a folder the build would refuse is refused before the store is loaded and checked
+        check_output_folder(build_paths(cfg, out)[0])
         store, checks = open_store_checked(cfg)
         with store:
             result = build(cfg, store, out=out, checks=checks)

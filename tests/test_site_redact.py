@@ -11,6 +11,7 @@ import hashlib
 import html
 import json
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 from urllib.parse import unquote
@@ -40,31 +41,29 @@ def _secrets() -> list[str]:
                                                   ENTITY_BODY, ESCAPE_BODY, PERCENT_BODY]
 
 
-def _plant(world: World, secrets: list[str] = STANDARD) -> None:
-    """The ``secrets`` (all twenty families by default) planted in every source."""
+def _plant(world: World) -> None:
     vault = world.cfg.vault
     patterns = vault / "ledger" / "patterns.md"
     text = patterns.read_text(encoding="utf-8")
-    n = len(secrets)
-    for i, secret in enumerate(secrets[:7]):
+    for i, secret in enumerate(STANDARD[:7]):
         text += (f"\n---\n\n**Title:** Never log {secret}\n**Date:** 2026-05-03\n"
-                 f"**Category:** sec {secrets[(7 + i) % n]}\n**Confidence:** high\n"
+                 f"**Category:** sec {STANDARD[7 + i]}\n**Confidence:** high\n"
                  "**Source reflections:** 1\n\n"
-                 f"**Context:** {PROSE_SECRET}\n\n**Pattern:** use {secrets[(14 + i % 6) % n]}\n")
+                 f"**Context:** {PROSE_SECRET}\n\n**Pattern:** use {STANDARD[14 + i % 6]}\n")
     text += ("\n---\n\n**Title:** Spelled tokens\n**Date:** 2026-05-03\n**Category:** sec\n"
              "**Confidence:** high\n**Source reflections:** 1\n\n"
              f"**Context:** the agent wrote {SPELLED}\n\n**Pattern:** rotate them\n")
     patterns.write_text(text, encoding="utf-8")
     session = next((vault / "sessions").glob("*.md"))
     session.write_text(session.read_text(encoding="utf-8") + (
-        f"\n### [15:00:00] User prompt\n\n> run {SESSION_SECRET}\n> and {secrets[8 % n]}\n"),
+        f"\n### [15:00:00] User prompt\n\n> run {SESSION_SECRET}\n> and {STANDARD[8]}\n"),
         encoding="utf-8")
     slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
     data = json.loads(slop.read_text(encoding="utf-8"))
-    for i, secret in enumerate(secrets):
+    for i, secret in enumerate(STANDARD):
         data["entries"].append({
             "id": f"5ec{i:05d}-0000-4000-8000-000000000000", "bucket": "stale_docs",
-            "severity": "high", "confidence": "high", "owner": f"bot {secrets[-1 - i]}",
+            "severity": "high", "confidence": "high", "owner": f"bot {STANDARD[-1 - i]}",
             "source_links": [f"https://ci.example.com/?token={secret}", "src/x.py:1"],
             "title": f"Leaked {secret}",
             "description": f"found {secret}\n{PROSE_SECRET}\n{SPELLED}",
@@ -73,7 +72,7 @@ def _plant(world: World, secrets: list[str] = STANDARD) -> None:
             "task_id": f"Rotate {secret}"})
     slop.write_text(json.dumps(data, indent=2), encoding="utf-8")
     conn = sqlite3.connect(world.cfg.audit_db)
-    for secret in secrets:
+    for secret in STANDARD:
         task = f"Rotate {secret} now"
         conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
                      "('2026-05-09 10:00:00', 2, ?, ?, ?)", [f"cat {secret}", f"used {secret}",
@@ -278,19 +277,14 @@ def _env(world: World) -> dict[str, str]:
             "SOURCE_DATE_EPOCH": str(int(BUILD_TIME.timestamp()))}
 
 
-# for the handoff's links: a secret of three families (a token, a URL's password, a key id), so
-# that three tasks are "Rotate [REDACTED] now" once redacted (slugs -2, -3 on site and report)
-FEW = [STANDARD[0], STANDARD[14], STANDARD[8]]
-
-
-def test_handoff_links_resolve_on_the_redacted_site_and_warnings(tmp_path: Path) -> None:
+def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
+                                                                 tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from toolkit.cli import cli
 
-    planted = make_world(tmp_path / "w")  # its own: the CLI builds below load and change it
-    _plant(planted, FEW)
-    root = planted.root
+    root = tmp_path / "proj"
+    shutil.copytree(planted.root, root, ignore=shutil.ignore_patterns(".toolkit"))
     site = tmp_path / "public"
     (root / "toolkit.yaml").write_text(
         f"site_url: https://site.example/acme\nsite_dir: {site}\n", encoding="utf-8")

@@ -74,7 +74,7 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
     """Built in-process, then (after the data changed) by `toolkit build-site`, whose report
     says what the analyses did: this is the suite's CLI build with the analyses on. The
     kernel is the toolkit's own Python, whatever `python3` kernel the user installed, and the
-    build leaves nothing in the user's home (no ~/.ipython)."""
+    build leaves nothing in the user's home (no ~/.ipython, ~/.cache or ~/.config)."""
     world = make_world(tmp_path, analyses=True)
     homes = (isolated_env, world.home)  # the in-process builds' home, the CLI builds'
     for home in homes:
@@ -140,7 +140,9 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
     assert ", 0 pages rendered," in unchanged.output
     assert unchanged.output.splitlines()[1] == ("Analyses: 0 notebooks run, 4 unchanged (data "
                                                 "and notebook as last built)")
-    assert not any((home / ".ipython").exists() for home in homes)
+    # nor matplotlib's font cache and settings (~/.cache, ~/.config: in the build folder)
+    assert not any((home / d).exists() for home in homes for d in (".ipython", ".cache",
+                                                                   ".config"))
 
 
 def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(

@@ -43,9 +43,10 @@ class EntryText:
     what the page's entries hold so far (their title, tags and text) is not given again."""
 
     def __init__(self, separator: str) -> None:
-        self._split = re.compile(separator, re.ASCII).split
+        # the separator between the words of a run of ASCII words, split at once
+        self._split = re.compile(f"{_SPACE.pattern}|{separator}", re.ASCII).split
         self._terms: set[str] = set()
-        self._words: set[str] = set()  # words with a character other than ASCII
+        self._words: set[str] = set()  # the words seen, as they are
         self._page: str | None = None
 
     def page(self, url: str) -> None:
@@ -54,41 +55,56 @@ class EntryText:
             self._terms = set()
             self._words = set()
 
-    def _terms_of(self, word: str) -> list[str]:
-        return [t.lower() for t in self._split(word) if t]
-
     def hold(self, text: str, *, html: bool = True) -> None:
         """The words of the entry's title (``html``: escaped, with markup, as its text is) or
         of a tag (plain text; one with a markup character, which the browser may read
         otherwise, is left out) count as held: the title and tags are searched too."""
         if not html and any(c in text for c in "<>&"):
             return
-        for word in _SPACE.split(_TAG.sub(" ", text) if html else text):
-            if word:
-                self._new(word)
+        self._take(_TAG.sub(" ", text) if html else text, [])
 
-    def _new(self, word: str) -> str:
-        """What of ``word`` is new to the page's entries (and hold it): an ASCII word's new
-        terms, a word with other characters whole unless held; "" when nothing is new."""
-        if not word.isascii():
-            if word in self._words:
-                return ""
-            self._words.add(word)
-            self._terms.update(self._terms_of(word))
-            return word
-        new = [t for t in self._terms_of(word) if t not in self._terms]
-        self._terms.update(new)
-        return " ".join(dict.fromkeys(new))
+    def _take(self, text: str, new: list[str]) -> None:
+        """Hold what ``text`` (plain) makes searchable; what was not held yet goes to ``new``
+        in the order of the text: each new term of its ASCII words, each new word with other
+        characters whole. A word seen before is skipped whole (its terms are held)."""
+        seen = self._words
+        words = [w for w in dict.fromkeys(_SPACE.split(text)) if w and w not in seen]
+        seen.update(words)
+        joined = " ".join(words)
+        if joined.isascii():
+            self._take_ascii(joined, new)
+            return
+        run: list[str] = []  # ASCII words, split at once
+        for word in words:
+            if word.isascii():
+                run.append(word)
+                continue
+            self._take_ascii(" ".join(run), new)
+            run = []
+            new.append(word)
+            self._terms.update(t.lower() for t in self._split(word) if t)
+        self._take_ascii(" ".join(run), new)
+
+    def _take_ascii(self, text: str, new: list[str]) -> None:
+        held, hold, give = self._terms, self._terms.add, new.append
+        for term in map(str.lower, filter(None, self._split(text))):
+            if term not in held:
+                hold(term)
+                give(term)
 
     def __call__(self, text: str) -> str:
-        words = [w for w in _SPACE.split(_TAG.sub(" ", text)) if w]
+        plain = _TAG.sub(" ", text)
+        words = _SPACE.split(plain.strip(" \t\n\r\f\v"))
+        if words == [""]:
+            return ""
         count, size = 0, -1
         for word in words:
             if count and size + 1 + len(word) > PREVIEW:
                 break
             count, size = count + 1, size + 1 + len(word)
-        for word in words[:count]:
-            self._new(word)
-        rest = " ".join(n for n in map(self._new, words[count:]) if n)
         head = " ".join(words[:count])
-        return f"{head}{HIDDEN_OPEN}{rest}{HIDDEN_CLOSE}" if rest else head
+        self._take(head, [])
+        rest: list[str] = []
+        if count < len(words):
+            self._take(" ".join(words[count:]), rest)
+        return f"{head}{HIDDEN_OPEN}{' '.join(rest)}{HIDDEN_CLOSE}" if rest else head

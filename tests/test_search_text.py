@@ -84,9 +84,11 @@ def test_the_entry_s_title_and_tags_count_as_held() -> None:
     make.hold("Legacy <code>X-Api-Token</code> header")
     for tag in ("retained_compatibility", "a<b"):
         make.hold(tag, html=False)
-    text = "filler " * 40 + "legacy x api token header retained_compatibility a&lt;b new"
-    # a tag with a markup character is not read as the text's escaped words would be
-    assert _parts(make(text))[1] == ["a", "b", "new"]
+    make.hold("<img src=x> unescaped")  # a title the plugin took from the page as it is
+    text = ("filler " * 40 + "legacy x api token header retained_compatibility a&lt;b new "
+            "unescaped img")
+    # a tag or title with a markup character is not read as the text's escaped words would be
+    assert _parts(make(text))[1] == ["a", "b", "new", "unescaped", "img"]
 
 
 def test_a_word_with_other_characters_is_left_out_only_when_the_same_word_is_held() -> None:

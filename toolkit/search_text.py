@@ -36,6 +36,7 @@ HIDDEN_OPEN, HIDDEN_CLOSE = "<rp>", "</rp>"
 
 _SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _TAG = re.compile(r"<[^>]*>")  # the plugin escapes the text's own < as &lt;
+_KEPT = re.compile(r"</?(?:p|code|pre|li|ol|ul|sub|sup)>")  # the markup the plugin keeps
 
 
 class EntryText:
@@ -56,12 +57,16 @@ class EntryText:
             self._words = set()
 
     def hold(self, text: str, *, html: bool = True) -> None:
-        """The words of the entry's title (``html``: escaped, with markup, as its text is) or
-        of a tag (plain text; one with a markup character, which the browser may read
-        otherwise, is left out) count as held: the title and tags are searched too."""
-        if not html and any(c in text for c in "<>&"):
+        """The words of the entry's title (``html``: escaped, with the plugin's markup, as its
+        text is) or of a tag (plain text) count as held: the title and tags are searched too.
+        One with other markup characters, which the browser may read otherwise, is not."""
+        if html:  # the plugin's markup; a title it took unescaped from the page is not held
+            text = _KEPT.sub(" ", text)
+            if "<" in text or ">" in text:
+                return
+        elif any(c in text for c in "<>&"):
             return
-        self._take(_TAG.sub(" ", text) if html else text, [])
+        self._take(text, [])
 
     def _take(self, text: str, new: list[str]) -> None:
         """Hold what ``text`` (plain) makes searchable; what was not held yet goes to ``new``

@@ -1758,9 +1758,9 @@ class _SearchIndex:
     @classmethod
     def parse(cls, data: bytes | str, *, plugin: bool = False) -> _SearchIndex:
         """The index's pieces (``plugin``: the search plugin's file, see :meth:`_grouped`). Its
-        entries are decoded one at a time (the index as the search
-        plugin writes it, without spaces: holding all of them as objects at once would make the
-        end of a large build its peak of memory); any other form of JSON is read whole."""
+        entries are decoded one at a time (the index as the search plugin writes it, without
+        spaces: holding all of them as objects at once would make the end of a large build its
+        peak of memory); any other form of JSON is read whole."""
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         decoder = json.JSONDecoder()
         head, docs = '{"config":', ',"docs":['

@@ -186,3 +186,12 @@ def scan(path: Path) -> PageScan:
     s.close()
     return s
 
+
+
+def search_terms(text: str, separator: str) -> set[str]:
+    """What Material's search (lunr, in the browser) indexes of a search entry's text or of a
+    phrase: its pieces between tags, whitespace and ``separator`` (the index config's, applied
+    as JavaScript does: an ASCII ``\\b``), lower-cased."""
+    plain = re.sub(r"<[^>]*>", " ", text)
+    return {t.lower() for chunk in plain.split()
+            for t in re.split(separator, chunk, flags=re.ASCII) if t}

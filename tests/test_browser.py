@@ -13,6 +13,7 @@ Skipped only when /usr/bin/chromium is missing and CI is unset; in CI a missing 
 from __future__ import annotations
 
 import functools
+import html
 import json
 import re
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ import pytest
 
 from tests._browser_helpers import Served, Watch, need_chromium, serve, watched
 from tests._site_helpers import HOSTILE_TASK, HOSTILE_TITLE_SHOWN
+from toolkit import search_text
 
 pytestmark = pytest.mark.browser
 
@@ -276,6 +278,41 @@ def test_search_finds_words_that_stand_only_in_tables_and_field_lists(
             assert paths & {"/" + u for u in urls}, (where, word, urls, hrefs)
             previews = p.locator(".md-search-result__item").all_inner_texts()
             assert not any("tkpost" in t or "tktable" in t for t in previews)
+
+
+def _hidden_only_word(site: Path) -> tuple[str, str, str]:
+    """(word, location, preview): a word of 7 letters or more that one search entry holds only
+    past its preview (hidden: toolkit/search_text.py) and no other entry holds at all."""
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    docs = index["docs"]
+    counts: dict[str, int] = {}
+    for d in docs:
+        text = " ".join([d["title"], d["text"], *(d.get("tags") or [])])
+        for w in set(re.findall(r"[a-z]{7,}", re.sub(r"<[^>]+>", " ", text).lower())):
+            counts[w] = counts.get(w, 0) + 1
+    for d in docs:
+        shown, _, hidden = d["text"].partition(search_text.HIDDEN_OPEN)
+        for w in re.findall(r"(?<![\w&])[a-z]{7,}(?!\w)", hidden):
+            if counts.get(w) == 1 and shown and not d.get("tags"):
+                return w, d["location"], shown
+    raise AssertionError("no word only in an entry's hidden part")
+
+
+def test_a_word_past_the_preview_is_found_and_the_result_shows_the_preview(
+        demo: Served, page: tuple[Any, Watch]) -> None:
+    """A result shows its entry's preview (the start of its text), never the words after it
+    that the entry holds for search; a search for such a word still finds the entry."""
+    p, _ = page
+    word, location, shown = _hidden_only_word(demo.site)
+    p.goto(demo.base, wait_until="load")
+    items = _search(p, word)
+    hit = items.filter(has=p.locator(f'a[href*="/{location}"]'))
+    assert hit.count() == 1, (word, location)
+    text = " ".join(hit.inner_text().split())
+    start = " ".join(html.unescape(shown).split()[:6])
+    assert start in text, (start, text)
+    assert word not in text.lower(), text  # the hidden terms take no room in the result
+    assert hit.locator("rp").count() == 1 and not hit.locator("rp").is_visible()
 
 
 def test_turn_pages_open_from_the_snapshots_overview_and_show_the_diff(

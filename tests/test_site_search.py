@@ -7,11 +7,12 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from tests._site_helpers import World
-from toolkit import site_hooks
+from tests._site_helpers import World, search_terms
+from toolkit import search_text, site_hooks
 from toolkit.site import FIELDS_TOKEN, POST_TOKEN, ROWS_TOKEN, TABLE_TOKEN
 
 
@@ -29,6 +30,21 @@ def _page_text(index: list[dict[str, str]], url: str) -> str:
                     if d["location"].split("#")[0] == url)
 
 
+@pytest.fixture(scope="module")
+def separator(formats_site: tuple[World, Path]) -> str:
+    """The separator of the site's search (its index's config)."""
+    _world, site = formats_site
+    return str(json.loads((site / "search" / "search_index.json").read_text(
+        encoding="utf-8"))["config"]["separator"])
+
+
+def _finds(index: list[dict[str, str]], url: str, phrase: str, separator: str) -> bool:
+    """Whether each term of ``phrase`` is in the page's entries (search finds the page)."""
+    page = _page_text(index, url) + " " + " ".join(
+        " ".join(d.get("tags") or []) for d in index if d["location"].split("#")[0] == url)
+    return search_terms(phrase, separator) <= search_terms(page, separator)
+
+
 def test_no_search_entry_holds_a_placeholder(index: list[dict[str, str]]) -> None:
     assert index
     bad = [d["location"] for d in index if re.search(r"tk(?:post|table)-|&#35;|#tk", d["text"])]
@@ -36,19 +52,19 @@ def test_no_search_entry_holds_a_placeholder(index: list[dict[str, str]]) -> Non
 
 
 def test_table_cells_and_field_lists_are_indexed_with_boundaries(
-        index: list[dict[str, str]]) -> None:
+        index: list[dict[str, str]], separator: str) -> None:
     # a slop entry's field list: its values, each its own word
-    slop = _page_text(index, "slop/4b7e2c91/")
     for word in ("retained_compatibility", "task_01HZX3K9Q2"):
-        assert word in slop, word
-    assert "crates/api/src/handlers/legacy_auth.rs:88" in slop  # a file name
+        assert _finds(index, "slop/4b7e2c91/", word, separator), word
+    assert _finds(index, "slop/4b7e2c91/", "crates/api/src/handlers/legacy_auth.rs:88",
+                  separator)  # a file name
     # a ledger entry's field list (category, its file)
-    entry = _page_text(index,
-                       "ledger/patterns/run-the-migration-dry-run-before-applying-schema-changes/")
-    assert "implementation" in entry and "patterns.md" in entry
+    url = "ledger/patterns/run-the-migration-dry-run-before-applying-schema-changes/"
+    assert _finds(index, url, "implementation patterns.md", separator)
     # a table of tasks: header cells apart, and a task that is only a table cell
     dispatches = _page_text(index, "audit/dispatches/")
-    assert "Cap webhook retries at 5 attempts" in dispatches
+    assert _finds(index, "audit/dispatches/", "Cap webhook retries at 5 attempts", separator)
+    assert not _finds(index, "audit/dispatches/", "zanzibarquux", separator)
     assert not re.search(r"[a-z][A-Z][a-z]+[A-Z]", re.sub(r"<[^>]+>", " ", dispatches)), \
         "cells run together"
 
@@ -224,3 +240,39 @@ def test_the_hook_reads_each_table_from_its_file_and_names_a_damaged_one(
         with pytest.raises(PluginError, match=r"ab\.json is damaged"):
             site_hooks.on_post_page(for_search, page=_PAGE, config=None)
         site_hooks.on_post_build(config=None)
+
+
+def _pages(index: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    pages: dict[str, list[dict[str, Any]]] = {}
+    for d in index:
+        pages.setdefault(d["location"].split("#")[0], []).append(d)
+    return pages
+
+
+def test_each_entry_shows_a_short_preview_and_repeats_no_term_of_its_page_after_it(
+        index: list[dict[str, Any]], separator: str) -> None:
+    """An entry's text is its preview (what a result shows: plain text, at most PREVIEW
+    characters but for one long word), then, hidden, only terms that neither the page's
+    earlier entries nor its own title, tags and preview hold."""
+    hidden_somewhere = 0
+    for url, entries in _pages(index).items():
+        held: set[str] = set()
+        for d in entries:
+            held |= search_terms(d["title"], separator)
+            held |= {t for tag in d.get("tags") or [] if tag.isascii()
+                     for t in search_terms(tag, separator)}
+            shown, _, rest = d["text"].partition(search_text.HIDDEN_OPEN)
+            assert "<" not in shown and ">" not in shown, (url, shown)
+            assert len(shown) <= search_text.PREVIEW or " " not in shown, (url, shown)
+            assert bool(shown) == bool(d["text"]), (url, d["text"])
+            held |= {t for w in shown.split() for t in
+                     (search_terms(w, separator) if w.isascii() else {w})}
+            if not rest:
+                continue
+            assert rest.endswith(search_text.HIDDEN_CLOSE) and "<" not in rest[:-5], rest
+            hidden_somewhere += 1
+            for word in rest.removesuffix(search_text.HIDDEN_CLOSE).split(" "):
+                new = search_terms(word, separator) if word.isascii() else {word}
+                assert new - held, f"{url}: {word!r} is held already ({d['location']})"
+                held |= new
+    assert hidden_somewhere > 5

@@ -68,7 +68,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import clock, mdrender, mdsafe, site_theme
+from toolkit import clock, mdrender, mdsafe, search_text, site_theme
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import (
@@ -875,7 +875,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
 
     (build / "mkdocs.yml").write_text(config_text, encoding="utf-8")
     signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
-                                ).encode("utf-8")).hexdigest()
+                                f"|search={search_text.FORM}").encode("utf-8")).hexdigest()
     index_path = site / "search" / "search_index.json"
     incremental = (not clean and previous.get("signature") == signature
                    and (site / MARKER).is_file() and index_path.is_file())
@@ -1819,10 +1819,11 @@ class _SearchIndex:
         return cls.parse(data)
 
     @classmethod
-    def parse(cls, data: bytes | str) -> _SearchIndex:
-        """The index's pieces. Its entries are decoded one at a time (the index as the search
-        plugin writes it, without spaces: holding all of them as objects at once would make the
-        end of a large build its peak of memory); any other form of JSON is read whole."""
+    def parse(cls, data: bytes | str, *, plugin: bool = False) -> _SearchIndex:
+        """The index's pieces (``plugin``: the search plugin's file, see :meth:`_grouped`). Its
+        entries are decoded one at a time (the index as the search plugin writes it, without
+        spaces: holding all of them as objects at once would make the end of a large build its
+        peak of memory); any other form of JSON is read whole."""
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         decoder = json.JSONDecoder()
         head, docs = '{"config":', ',"docs":['
@@ -1836,10 +1837,10 @@ class _SearchIndex:
             entries: Iterator[Any] = iter(())
             if not text.startswith("]}", at):
                 entries = _each_entry(decoder, text, at)
-            return cls._grouped(config, entries)
+            return cls._grouped(config, entries, plugin=plugin)
         except ValueError:
             index = json.loads(text)
-            return cls._grouped(index["config"], iter(index["docs"]))
+            return cls._grouped(index["config"], iter(index["docs"]), plugin=plugin)
 
     @classmethod
     def take(cls, config: Any) -> _SearchIndex | None:
@@ -1855,18 +1856,30 @@ class _SearchIndex:
             if (index is not None and isinstance(entries, list) and isinstance(settings, dict)
                     and all(k in settings for k in _INDEX_CONFIG)):
                 index.entries = []
-                return cls._grouped({k: settings[k] for k in _INDEX_CONFIG}, _taken(entries))
+                return cls._grouped({k: settings[k] for k in _INDEX_CONFIG}, _taken(entries),
+                                    plugin=True)
         return None
 
     @classmethod
-    def _grouped(cls, config: Any, entries: Iterator[Any]) -> _SearchIndex:
+    def _grouped(cls, config: Any, entries: Iterator[Any], *, plugin: bool) -> _SearchIndex:
+        """The entries' pieces by page; ``plugin``: the entries are the search plugin's, and
+        each gets its text as :mod:`toolkit.search_text` makes it (else they are this
+        class's already, from an index it wrote)."""
         grouped: dict[str, list[bytes]] = {}
+        text = search_text.EntryText(str(config["separator"])) if plugin else None
         for e in entries:
-            group = grouped.setdefault(e["location"].split("#", 1)[0], [])
+            url = e["location"].split("#", 1)[0]
+            group = grouped.setdefault(url, [])
             if group:
                 # the search plugin gives each section its page's tags again; the page's
                 # entry has them, and the browser shows a section under its page
                 e.pop("tags", None)
+            if text is not None:
+                text.page(url)
+                text.hold(str(e["title"]))
+                for tag in e.get("tags") or ():
+                    text.hold(str(tag), html=False)
+                e["text"] = text(e["text"])
             group.append(_dump(e))
         return cls(b"", config=_dump(config),  # the pieces are all it needs
                    pieces={u: (b",".join(v), len(v)) for u, v in grouped.items()})
@@ -1886,7 +1899,7 @@ class _SearchIndex:
         others come from ``old``) in build order, write it unless it is unchanged, and record
         its map. Returns the number of entries."""
         if new is None:  # read as text: the file's bytes are let go once decoded
-            new = _SearchIndex.parse(path.read_text(encoding="utf-8"))
+            new = _SearchIndex.parse(path.read_text(encoding="utf-8"), plugin=True)
         parts = [b'{"config":', new.config or b"{}", b',"docs":[']
         pos = sum(len(p) for p in parts)
         pages: dict[str, tuple[int, int, int]] = {}

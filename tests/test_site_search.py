@@ -81,7 +81,11 @@ def test_an_entry_page_is_one_search_entry_without_the_site_s_repeated_words(
     entries = [d for d in index if d["location"].split("#")[0] == url]
     assert [d["location"] for d in entries] == [url]
     [entry] = entries
-    assert entry["tags"] and "retained_compatibility" in entry["text"]
+    assert "retained_compatibility" in entry["tags"]  # (tags are searched too)
+    # a result shows the start of the text: the entry's own words first, its field list's ids
+    # and dates (the page shows them first) after them, still searchable
+    assert entry["text"].startswith("The X-Api-Token header path was kept"), entry["text"][:80]
+    assert "4b7e2c91 0d3a" in entry["text"] and "task_01hzx3k9q2" in entry["text"]
     for boilerplate in ("Field Value", "Bucket", "Severity", "Source:", "Description"):
         assert boilerplate not in entry["text"], boilerplate
     html = (site / url / "index.html").read_text(encoding="utf-8")
@@ -97,8 +101,8 @@ def test_an_entry_page_is_one_search_entry_without_the_site_s_repeated_words(
     def words(text: str) -> set[str]:
         return set(re.findall(r"[a-z0-9_]{4,}", re.sub(r"<[^>]+>", " ", text).lower()))
 
-    assert words(article) <= words(entry["title"] + " " + entry["text"]), \
-        words(article) - words(entry["title"] + " " + entry["text"])
+    held = " ".join([entry["title"], entry["text"], *entry["tags"]])
+    assert words(article) <= words(held), words(article) - words(held)
     # the sections of a long page (the handoff report) stay entries of their own
     assert sum(d["location"].startswith("handoff/#") for d in index) >= 2
 
@@ -184,6 +188,33 @@ def test_a_one_entry_page_is_indexed_as_one_section_and_keeps_its_headings() -> 
     parser = Parser()
     parser.feed(site_hooks.for_search(html, plain))
     assert len(parser.data) == 3
+
+
+@pytest.mark.parametrize("heading", [True, False])
+def test_a_one_entry_page_s_field_list_is_read_last_and_stays_in_its_place(
+        heading: bool) -> None:
+    """On a one-entry page (an entry's own page) the search plugin reads the field list's
+    values after the page's prose, so a result's preview is the entry's words, not its ids
+    and dates; the page gets its field list where it was, and nothing else."""
+    from material.plugins.search.plugin import Parser
+
+    digest = "abcdef0123456789abc4"
+    field_list = ("<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n</thead>\n"
+                  "<tbody>\n<tr><td>Id</td> <td>4b7e2c91</td></tr>\n</tbody>\n</table>")
+    site_hooks._tables = {digest[:2]: {digest: field_list}}
+    html = (f"<p>{FIELDS_TOKEN.format(digest)}</p>\n"
+            + ('<h2 id="description">Description</h2>\n' if heading else "")
+            + "<p>The header path was kept.</p>")
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="e.md"), meta={"search_one_entry": True})
+    for_search = site_hooks.for_search(html, page)
+    parser = Parser()
+    parser.feed(for_search)
+    [entry] = parser.data
+    assert " ".join("".join(entry.text).split()) == \
+        "<p>The header path was kept.</p> <p>4b7e2c91</p>"
+    final = site_hooks.on_post_page(f"<html>{for_search}</html>", page=page, config=None)
+    assert final == "<html>" + html.replace(f"<p>{FIELDS_TOKEN.format(digest)}</p>",
+                                            field_list) + "</html>"
 
 
 def test_a_table_whose_column_names_are_data_keeps_them_searchable() -> None:

@@ -31,7 +31,7 @@ import re
 PREVIEW = 160
 # what an index made by this module says of itself (part of the site's build signature: an
 # index of another form is made again in full, not merged page by page)
-FORM = f"preview {PREVIEW}, then the page's new terms in <rp>"
+FORM = f"preview {PREVIEW}, then the page's new terms in <rp>; one-entry pages' fields last"
 HIDDEN_OPEN, HIDDEN_CLOSE = "<rp>", "</rp>"
 
 _SPACE = re.compile(r"[ \t\n\r\f\v]+")

@@ -43,6 +43,11 @@ _HIDDEN = '<p data-search-exclude>&#35;tkpost-{}</p>'
 _READ = re.compile(r'<p data-tktable="([0-9a-f]{20})">[^<]*</p>'
                    r"|<p data-search-exclude>&#35;tkpost-([0-9a-f]{20})</p>")
 _TAG = re.compile(r"<[^>]+>")
+# a one-entry page's field lists, as the search plugin reads them: at the end of the page, after
+# its prose (a result's preview is the start of the entry's text: the entry's own words, not
+# its ids and dates); the page gets each field list in its place and loses this paragraph
+_LAST = '\n<p data-tklast>{}</p>'
+_LAST_READ = re.compile(r"\n<p data-tklast>[^<]*</p>")
 _folder = Path(TABLES)  # the build folder's tables/ (set by on_config)
 # the tables files read so far, by name: each table's place in its file (see _Shard)
 _tables: dict[str, _Shard] = {}
@@ -174,14 +179,17 @@ def _text(m: re.Match[str], page: Any) -> str:
     """A searchable table as one paragraph of its text (still escaped), cells apart: without
     its header row (tkrows) and a field list's labels (tkfields), which are the site's words
     on every page of a kind."""
-    kind, digest = m.group(1), m.group(2)
+    return f'<p data-tktable="{m.group(2)}">{_words(m.group(1), m.group(2), page)}</p>'
+
+
+def _words(kind: str, digest: str, page: Any) -> str:
+    """:func:`_text`'s text."""
     body = _table(digest, page)
     if kind != "table":
         body = _THEAD.sub("", body, count=1)
         if kind == "fields":
             body = _LABEL.sub("<tr>", body)
-    text = " ".join(_TAG.sub(" ", body).split())
-    return f'<p data-tktable="{digest}">{text}</p>'
+    return " ".join(_TAG.sub(" ", body).split())
 
 
 # A page whose front matter says ``search_one_entry: true`` (toolkit.pages.ONE_SEARCH_ENTRY) is
@@ -221,12 +229,21 @@ def for_search(html: str, page: Any) -> str:
     its text, a table kept out of search is hidden from it, and a one-entry page's headings
     are set aside; :func:`on_post_page` puts the tables and headings in place."""
     # headings first: a table's text is put in place below, and none of it is ours
-    if page.meta.get(ONE_SEARCH_ENTRY) is True:
+    one_entry = page.meta.get(ONE_SEARCH_ENTRY) is True
+    if one_entry:
         html = _set_aside(html, page)
     if "&#35;tkpost-" in html:
         html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)
     if "&#35;tk" in html:
-        html = _TOKEN.sub(lambda m: _text(m, page), html)
+        last: list[str] = []
+
+        def read(m: re.Match[str]) -> str:
+            if not (one_entry and m.group(1) == "fields"):
+                return _text(m, page)
+            last.append(_LAST.format(_words("fields", m.group(2), page)))
+            return _HIDDEN.format(m.group(2))  # the page gets the field list here
+
+        html = _TOKEN.sub(read, html) + "".join(last)
     return html
 
 
@@ -234,6 +251,8 @@ def on_post_page(output: str, *, page: Any, config: Any) -> str:
     held = _held.pop(page.file.src_uri, None)
     if held is not None:  # before the tables are put in place: only our markup is there yet
         output = _HELD.sub(lambda m: held[int(m.group(1))], output)
+    if "<p data-tklast>" in output:  # (a one-entry page's; the site's Markdown has no HTML)
+        output = _LAST_READ.sub("", output)
     if "data-tktable=" not in output and "&#35;tkpost-" not in output:
         return output
     return _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)

@@ -148,8 +148,13 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
 def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(
         project, cli_run) -> None:  # type: ignore[no-untyped-def]
     root = project.root
+    # the user's own matplotlib styles stay theirs in the kernel (charts.mpl_env)
+    styles = project.home / ".config" / "matplotlib" / "stylelib"
+    styles.mkdir(parents=True)
+    (styles / "house.mplstyle").write_text("axes.facecolor: 0.9\n", encoding="utf-8")
     _notebook(root / "nb" / "first.ipynb",
-              "import os\nleak = 1\nprint('kernel', os.getpid())",
+              "import os\nleak = 1\nprint('kernel', os.getpid())\n"
+              "import matplotlib.style as ms\nprint('house style:', 'house' in ms.available)",
               title="# First <b>bold</b>")
     _notebook(root / "nb" / "second.ipynb",
               "import os\nprint('kernel', os.getpid())\nprint('<script>alert(1)</script>')",
@@ -176,6 +181,7 @@ def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds
     assert "<script>alert(1)</script>" in text and "[x](javascript:alert(3)) text" in text
     assert second.title.startswith("Second <script>alert(2)</script>")
     first = scan(site / "analyses" / "first" / "index.html")
+    assert "house style: True" in first.body_text
     assert [a for t, a in second.tags if t == "script"] == \
         [a for t, a in first.tags if t == "script"]  # the theme's own scripts only
     assert not [a for t, a in second.tags if "javascript" in (dict(a).get("href") or "")]

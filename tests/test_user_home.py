@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FixtureProject
+from toolkit.charts import mpl_env
 
 # the variables that would send matplotlib's folders elsewhere than the home
 _AWAY = ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
@@ -60,3 +63,26 @@ def test_a_chart_drawn_in_the_toolkits_own_process_keeps_matplotlib_out_of_the_h
     assert proc.stdout == "<?xml"
     assert _files(home) == []
     assert list((build / "matplotlib").iterdir())
+
+
+def test_notebooks_keep_the_users_own_matplotlib_styles_and_the_sites_charts_do_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user with a matplotlib folder of their own (~/.config/matplotlib: styles,
+    matplotlibrc) keeps it in the analysis notebooks' kernel; the site's charts read the build
+    folder's, whatever the user set up, so they are the same for everyone."""
+    home, build = tmp_path / "home", tmp_path / "build"
+    styles = home / ".config" / "matplotlib" / "stylelib"
+    styles.mkdir(parents=True)
+    (styles / "house.mplstyle").write_text("axes.facecolor: 0.9\n", encoding="utf-8")
+    for name in _AWAY:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    code = "import matplotlib.style as s; print('house' in s.available)"
+
+    def has_house(env: dict[str, str]) -> str:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=120, check=True)
+        return proc.stdout.strip()
+
+    assert has_house(mpl_env(build, users=True)) == "True"  # the kernel's environment
+    assert has_house(mpl_env(build)) == "False"  # the chart process's

@@ -142,9 +142,11 @@ class Analyses:
                 no_copy = f"the store could not be copied for it ({exc})"
             settings = site_build_settings(self.cfg.with_overrides(today=self.today), snapshot)
             # IPython's profile and history, and Jupyter's runtime files, stay in the build's
-            # folders (deleted after), and matplotlib's in the build folder, not in the home
-            env = {**mpl_env(self.build), SITE_BUILD_ENV: settings,
-                   "SOURCE_DATE_EPOCH": str(self.epoch), "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+            # folders (deleted after), and matplotlib's in the build folder unless the user has
+            # one of their own (charts.mpl_env), not in the home
+            env = {**mpl_env(self.build, users=True), SITE_BUILD_ENV: settings,
+                   "SOURCE_DATE_EPOCH": str(self.epoch),
+                   "MPLBACKEND": "module://matplotlib_inline.backend_inline",
                    "IPYTHONDIR": str(work / "ipython"), "JUPYTER_RUNTIME_DIR": str(sockets)}
             for _slug, path, data, key, base in todo:
                 failure: str | None = None

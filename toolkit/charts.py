@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
 # matplotlib's settings and font cache (MPLCONFIGDIR) are kept in the site's build folder, as
 # IPython's and Jupyter's files are, so a build writes nothing in the user's home (matplotlib
-# would write ~/.cache/matplotlib and ~/.config/matplotlib); an MPLCONFIGDIR the user set wins
+# would write ~/.cache/matplotlib and ~/.config/matplotlib); an MPLCONFIGDIR the user set wins,
+# and the analysis notebooks keep a matplotlib folder the user has (their styles, matplotlibrc)
 MPL_DIR = "matplotlib"
 MAX_LABEL = 32  # characters of a category label shown on an axis
 MAX_WIDTH_IN = 7.0  # inches (72 pt, 96 CSS px each): 672 px, within a page's column at 1280 px
@@ -225,10 +226,18 @@ def _draw_time(ax: Axes, spec: ChartSpec, values: list[list[float]], names: list
     _integer_ticks(ax.yaxis)
 
 
-def mpl_env(build: Path) -> dict[str, str]:
+def mpl_env(build: Path, *, users: bool = False) -> dict[str, str]:
     """This process's environment for a child process that imports matplotlib, with its
-    settings and cache folder in ``build`` (:data:`MPL_DIR`)."""
+    settings and cache folder in ``build`` (:data:`MPL_DIR`). ``users`` (the user's own
+    notebooks): unchanged when the user has a matplotlib settings folder
+    (``$XDG_CONFIG_HOME/matplotlib``, else ``~/.config/matplotlib``), whose styles and
+    matplotlibrc their notebooks may use; matplotlib writes only in the user's own folders
+    then, as it does for them anyway. The site's own charts never read the user's settings."""
     env = dict(os.environ)
+    if users and "MPLCONFIGDIR" not in env:
+        config = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or "~", ".config")
+        if os.path.isdir(os.path.join(os.path.expanduser(config), "matplotlib")):
+            return env
     env.setdefault("MPLCONFIGDIR", str(build / MPL_DIR))
     return env
 

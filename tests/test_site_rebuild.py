@@ -198,7 +198,7 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(
 
 
 def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
-        built_world: tuple[World, BuildResult]) -> None:
+        built_world: tuple[World, BuildResult], monkeypatch: pytest.MonkeyPatch) -> None:
     """The build folder keeps the compiled templates, the theme's and the pages' (jinja-cache),
     and the drawn charts (chart-cache); a damaged or lost file there is made again, and the
     site does not change.
@@ -236,6 +236,20 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     pids = {p.pid for p in site_module._CHART_IDLE}
     assert pids and not pids & {p.pid for p in ended}  # a new one drew them
     assert all(f.read_bytes() != b"\x00garbage" for f in compiled)  # compiled again
+
+    # no chart process can be started at all: this process draws the lost chart itself,
+    # after the downloads' thread (matplotlib's import sets the environment), the same bytes
+    def no_process(build_dir: Path) -> None:
+        raise OSError("Resource temporarily unavailable")
+
+    charts[0].unlink()
+    site_module._DRAWN.clear()
+    shutil.rmtree(again.out)
+    (again.build_dir / "state.json").unlink()
+    monkeypatch.setattr(site_module, "_chart_process", no_process)
+    third = build(world)
+    assert third.charts_drawn == 1 and charts[0].is_file()
+    assert tree_bytes(third.out) == site_before
 
 
 

@@ -838,8 +838,12 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
             svg = cache.read_bytes()
             _remember_chart(spec.digest(), svg)
         else:  # the chart process could not draw it: draw it here
+            from concurrent.futures import wait
+
             from toolkit.charts import import_matplotlib, render_svg
 
+            # its import sets the process's environment a moment: not while DuckDB's thread runs
+            wait([downloads])
             import_matplotlib(build)
             svg = render_svg(spec)
             charts_drawn += 1
@@ -968,7 +972,10 @@ def _start_charts(specs: list[Any], cache: Path, build: Path) -> tuple[Any, int]
 
     request = chart_request(cache, todo)
     for _ in range(2):  # a kept process may have ended since: start a new one
-        proc = _chart_process(build)
+        try:
+            proc = _chart_process(build)
+        except OSError:  # no process can be started (out of processes or memory)
+            return None
         try:
             proc.stdin.write(request + "\n")
             proc.stdin.flush()

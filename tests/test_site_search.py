@@ -248,7 +248,7 @@ def test_the_hook_reads_each_table_from_its_file_and_names_a_damaged_one(
     line breaks), and a damaged file is named in the error."""
     from mkdocs.exceptions import PluginError
 
-    from toolkit.pages import TABLES
+    from toolkit.pages import TABLES, tables_file
 
     first, second = "ab" + "0" * 18, "ab" + "1" * 18
     tables = {first: '<table><tr><td>café "x"\n→ ü 🐛</td></tr></table>',
@@ -256,8 +256,7 @@ def test_the_hook_reads_each_table_from_its_file_and_names_a_damaged_one(
     folder = tmp_path / TABLES
     folder.mkdir()
     shard = folder / "ab.json"
-    # as toolkit.site writes them
-    shard.write_text(json.dumps(tables, sort_keys=True, ensure_ascii=False), encoding="utf-8")
+    shard.write_bytes(tables_file(tables))  # as toolkit.site writes them
     site_hooks._tables = {}
     site_hooks.on_config(SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml")))
     html = f"<p>{POST_TOKEN.format(second)}</p>\n<p>{POST_TOKEN.format(first)}</p>"

@@ -6,16 +6,17 @@ their pages from these; ``reports`` imports the feature modules, never the other
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 # What a generated page path may hold: letters, digits, ".", "_", "-", "/", one #anchor.
 INTERNAL_PATH = re.compile(r"^[A-Za-z0-9._/-]+(#[A-Za-z0-9_-]+)?$")
 
-# The build folder's table HTML by digest, in shards (``<shard>.json``) named by the digest's
-# first two digits: toolkit.site writes them, toolkit/site_hooks.py reads them.
+# The build folder's table HTML by digest, in shards (``<shard>.json``, see tables_file) named by
+# the digest's first two digits: toolkit.site writes them, toolkit/site_hooks.py reads them.
 TABLES = "tables"
 # front matter of a page indexed for search as one entry (toolkit/site_hooks.py)
 ONE_SEARCH_ENTRY = "search_one_entry"
@@ -24,6 +25,43 @@ ONE_SEARCH_ENTRY = "search_one_entry"
 def table_shard(digest: str) -> str:
     """The shard of :data:`TABLES` that holds the table of ``digest``."""
     return digest[:2]
+
+
+# A tables file is a JSON object written a line per table, in digest order:
+#   {
+#   "<digest>":"<its HTML as a JSON string>",
+#   ...
+#   }
+# (JSON escapes line breaks in a string), so a reader finds each table by its line, with no
+# need to parse the file, and any JSON reader reads it whole.
+_TABLE_LINE = re.compile(rb'"[0-9a-f]{20}":".*"')
+
+
+def tables_file(tables: dict[str, str]) -> bytes:
+    """The bytes of a tables file holding ``tables`` (HTML by digest)."""
+    lines = (f"{json.dumps(d)}:{json.dumps(tables[d], ensure_ascii=False)}"
+             for d in sorted(tables))
+    return ("{\n" + "".join(line + ",\n" for line in lines)).removesuffix(",\n").encode(
+        "utf-8") + (b"\n}\n" if tables else b"}\n")
+
+
+def table_places(data: bytes) -> Iterator[tuple[str, int, int]]:
+    """(digest, offset, length in bytes) of each table's JSON string in a tables file's
+    bytes; ValueError where the file is not in that form."""
+    lines = data.split(b"\n")
+    if len(lines) < 3 or lines[0] != b"{" or lines[-2:] != [b"}", b""]:
+        raise ValueError("not a tables file")
+    at = 2
+    for i, line in enumerate(lines[1:-2], start=1):
+        table = line
+        if i < len(lines) - 3:  # every table's line but the last ends with a comma
+            table = line.removesuffix(b",")
+            if table is line:
+                raise ValueError(f"no ',' after the table at byte {at}")
+        if not _TABLE_LINE.fullmatch(table):
+            raise ValueError(f"no table at byte {at}")
+        yield table[1:21].decode("ascii"), at + 23, len(table) - 23
+        at += len(line) + 1
 
 
 CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}

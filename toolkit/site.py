@@ -80,6 +80,7 @@ from toolkit.pages import (
     as_page,
     relative_link,
     table_shard,
+    tables_file,
 )
 
 if TYPE_CHECKING:
@@ -1222,8 +1223,7 @@ class _RenderCache:
                 self.path.unlink(missing_ok=True)  # the next build renders every page
                 raise ToolkitError(f"{path} is damaged",
                                    hint="Run toolkit build-site again") from None
-            _write_if_changed(path, json.dumps(data, sort_keys=True, ensure_ascii=False
-                                               ).encode("utf-8"))
+            _write_if_changed(path, tables_file(data))
             st = path.stat()
             records[shard] = [st.st_size, st.st_mtime_ns, names_digest]
         return records

@@ -28,7 +28,7 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from toolkit.pages import ONE_SEARCH_ENTRY, TABLES, table_shard
+from toolkit.pages import ONE_SEARCH_ENTRY, TABLES, table_places, table_shard
 
 # searchable: all its text (tktable), its cells without the header row (tkrows), a field list's
 # values (tkfields)
@@ -56,47 +56,17 @@ ASSETS_URL = "assets/toolkit"
 
 
 class _Shard:
-    """One tables file (a JSON object of HTML strings by digest): where each table's JSON
-    string is in the file, as ``start << 32 | length`` in bytes; a table is read from the file
-    when a page needs it, so a build never holds every table's HTML at once."""
+    """One tables file (:func:`toolkit.pages.tables_file`): where each table's JSON string is
+    in the file, as ``start << 32 | length`` in bytes; a table is read from the file when a
+    page needs it, so a build never holds every table's HTML at once."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.places: dict[str, int] = {}
         self.fd: int | None = None
-        if not path.is_file():
-            return
-        data = path.read_bytes()
-        text = data.decode("utf-8")
-        del data
-        decoder = json.JSONDecoder()
-        at, end = _skip(text, 0), len(text)
-        if not text.startswith("{", at):
-            raise ValueError("not an object")
-        at = _skip(text, at + 1)
-        char = byte = 0  # a character offset of text and its byte offset in the file
-        while not text.startswith("}", at):
-            if not text.startswith('"', at):
-                raise ValueError("a key is not a string")
-            key, at = decoder.raw_decode(text, at)
-            at = _skip(text, at)
-            if not text.startswith(":", at):
-                raise ValueError("no ':' after a key")
-            at = _skip(text, at + 1)
-            if not text.startswith('"', at):
-                raise ValueError("a table is not a string")
-            _value, stop = decoder.raw_decode(text, at)
-            byte += len(text[char:at].encode("utf-8"))
-            length = len(text[at:stop].encode("utf-8"))
-            self.places[key] = byte << 32 | length
-            char, byte = stop, byte + length
-            at = _skip(text, stop)
-            if text.startswith(",", at):
-                at = _skip(text, at + 1)
-            elif not text.startswith("}", at):
-                raise ValueError("no ',' between tables")
-        if _skip(text, at + 1) != end:
-            raise ValueError("text after the object")
+        if path.is_file():
+            for digest, start, length in table_places(path.read_bytes()):
+                self.places[digest] = start << 32 | length
 
     def get(self, digest: str) -> str | None:
         place = self.places.get(digest)
@@ -115,13 +85,6 @@ class _Shard:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-def _skip(text: str, at: int) -> int:
-    """The first offset from ``at`` that is not JSON whitespace."""
-    while at < len(text) and text[at] in " \t\n\r":
-        at += 1
-    return at
 
 
 def _forget_tables() -> None:

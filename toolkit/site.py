@@ -1259,9 +1259,18 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     """Write ``data`` unless the file already holds exactly it. Not atomic on purpose: the
     build folder is ours, and a file cut short by a crash differs, so the next run rewrites
     it."""
+    return _write_parts_if_changed(path, (data,))
+
+
+def _write_parts_if_changed(path: Path, parts: Sequence[bytes]) -> bool:
+    """:func:`_write_if_changed` of ``b"".join(parts)``, without making that one large copy
+    (the search index: at the end of a build, a copy the size of the index would be its peak
+    of memory)."""
     try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
-            return False
+        if path.stat().st_size == sum(map(len, parts)):
+            with open(path, "rb") as old:
+                if all(old.read(len(p)) == p for p in parts):
+                    return False
     except FileNotFoundError:
         pass
     try:
@@ -1270,24 +1279,6 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path, "wb")  # noqa: SIM115
     with fh:
-        fh.write(data)
-    return True
-
-
-def _write_parts_if_changed(path: Path, parts: list[bytes]) -> bool:
-    """:func:`_write_if_changed` of ``b"".join(parts)``, without making that one large copy
-    (the search index: at the end of a build, a copy the size of the index would be its peak
-    of memory)."""
-    size = sum(len(p) for p in parts)
-    try:
-        if path.stat().st_size == size:
-            with open(path, "rb") as fh:
-                if all(fh.read(len(p)) == p for p in parts):
-                    return False
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
         fh.writelines(parts)
     return True
 

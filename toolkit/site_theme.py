@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -139,7 +140,13 @@ class _Analysis:
 # analyses made in this process (a later build, as under ``serve``, reuses them): per
 # environment settings and filters, each with the sources of the templates it read
 _ANALYSED: dict[tuple[Any, ...], list[tuple[dict[str, str | None], _Analysis]]] = {}
-_reading: list[dict[str, str | None]] = []  # the sources read by the analysis under way
+# the sources read by the analysis under way, per thread (two builds may run at once)
+_local = threading.local()
+
+
+def _reading() -> list[dict[str, str | None]]:
+    stack: list[dict[str, str | None]] = _local.__dict__.setdefault("reading", [])
+    return stack
 
 
 def _analysis(env: Any) -> _Analysis:
@@ -157,11 +164,11 @@ def _analysis(env: Any) -> _Analysis:
     for sources, found in known:
         if all(_current_source(env, name) == text for name, text in sources.items()):
             return found
-    _reading.append({})
+    _reading().append({})
     try:
         found = _analyse(env)
     finally:
-        sources = _reading.pop()
+        sources = _reading().pop()
     if len(known) >= 8:
         known.clear()
     known.append((sources, found))
@@ -191,11 +198,11 @@ def _source(env: Any, name: str) -> str:
     try:
         text: str = env.loader.get_source(env, name)[0]
     except BaseException:
-        if _reading:
-            _reading[-1][name] = None
+        if reading := _reading():
+            reading[-1][name] = None
         raise
-    if _reading:
-        _reading[-1][name] = text
+    if reading := _reading():
+        reading[-1][name] = text
     return text
 
 

@@ -258,6 +258,17 @@ def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:
     assert result.output.strip() == (
         f"Error: {busy} is not empty and is not a demo written by `toolkit build-site --demo`; "
         "refusing to replace it. Choose another --demo-dir or remove the folder")
+    # an --out the build would refuse is refused before the demo world is written
+    foreign = project.root / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    fresh = project.root / "fresh-demo"
+    result = cli_run("build-site", "--demo", "--demo-dir", str(fresh), "--out", str(foreign))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {foreign} is not empty and was not built by toolkit build-site; refusing to "
+        "overwrite it. Choose an empty or new --out folder")
+    assert not fresh.exists() and (foreign / "notes.txt").read_text() == "keep me"
 
 
 def test_cli_serve_without_a_site(project, cli_run) -> None:

@@ -620,8 +620,13 @@ class BuildResult:
     analyses_failed: list[str] = field(default_factory=list)  # "name: cell N failed: why"
 
 
+def output_folder(out: Path) -> Path:
+    """The site folder an ``--out`` names (``~`` expanded, every parent resolved)."""
+    return Path(out).expanduser().resolve()
+
+
 def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
-    site = Path(out).expanduser().resolve() if out else cfg.site_dir.resolve()
+    site = output_folder(out) if out else cfg.site_dir.resolve()
     return site, site.parent / (site.name + ".build")
 
 

@@ -104,12 +104,12 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
     from toolkit import clock
     from toolkit.config import home_dir
     from toolkit.fleet_report import build_fleet_site
-    from toolkit.site import check_output_folder
+    from toolkit.site import check_output_folder, output_folder
 
     when = clock.now(build_time)
     home = home_dir(os.environ)
     # a folder the build would refuse is refused before every project is loaded
-    check_output_folder(out.expanduser().resolve())
+    check_output_folder(output_folder(out))
     with _open() as opened:
         result = build_fleet_site(opened.store, out=out, home=home, clean=clean,
                                   build_time=when, redact=redact)

@@ -129,11 +129,14 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     """
     from toolkit import clock
     from toolkit.cli._common import open_store_checked
-    from toolkit.site import build_paths, check_output_folder
+    from toolkit.site import build_paths, check_output_folder, output_folder
     from toolkit.site import build_site as build
 
     when = clock.now(build_time)
     if demo:
+        if out is not None:
+            # refused before the demo world is written (or a previous demo replaced)
+            check_output_folder(output_folder(out))
         world = _prepare_demo(demo_dir)
         click.echo(f"Demo world written to {world.root}")
         cfg = _demo_config(world)

@@ -15,7 +15,9 @@ in the same run.
   plus the interpreter (a process that starts Python and imports what ``load`` runs on: the
   toolkit's command line, DuckDB and Arrow); also against the same with the interpreter that
   has opened and migrated a new empty store (DuckDB's first connection and statements add
-  about 35 MB of its own code and catalog to the process before any row is loaded).
+  about 35 MB of its own code and catalog to the process before any row is loaded). One more
+  load shows which stage holds the peak: the store's opening, each source, its commits
+  (``bench/_stages.py``).
 
 The load average is printed with the figures: on a busy machine a process waits for a core,
 and its wall time is its CPU time and that wait.
@@ -41,6 +43,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from _measure import measure  # noqa: E402
+from _stages import load_stages  # noqa: E402
 from bench_editor import make_vault  # noqa: E402  (the same realistic Form B entries)
 
 TITLE = re.compile(rb"^\*\*Title:\*\* (.*)$", re.MULTILINE)
@@ -137,6 +140,11 @@ def commands(entries: int, reps: int) -> None:
         print(f"  with an open empty store as the interpreter ({with_store:.0f} MB): target "
               f"{2 * ledger_mb + with_store:.0f} MB "
               f"({load_peak / (2 * ledger_mb + with_store):.2f}x of target)")
+        shutil.rmtree(root / ".toolkit", ignore_errors=True)
+        hwm, stages = load_stages([*base, "load"], env, root / "stages.json")
+        print(f"load peak by stage (one more load, resident memory sampled every 2 ms; VmHWM "
+              f"{hwm / 2**20:.0f} MB): " + ", ".join(f"{name} {peak / 2**20:.0f}"
+                                                    for name, peak in stages.items()))
         print("load average (1, 5, 15 min): " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
               + f" on {os.cpu_count()} cores")
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
+from click.testing import CliRunner, Result
 
-from tests._site_helpers import BUILD_TIME, TODAY, build, make_world, scan
+from tests._site_helpers import BUILD_TIME, TODAY, PageScan, build, make_world, scan
+from tests.conftest import isolate, make_project
 from toolkit.config import resolve
 from toolkit.errors import UsageError
 from toolkit.notebooks import NOTEBOOKS_DIR
@@ -145,78 +148,122 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
                                                                    ".config"))
 
 
+@dataclass
+class Listed:
+    """A project listing three notebooks of its own (one fails, one is missing) and a leaky
+    one (a key in its text and its charts) beside the bundled ones, its site built three times
+    by `toolkit build-site` with ``redact: true`` (the first build, an unchanged rebuild, a
+    rebuild after a damaged cache): what each build said, and the pages as the first build
+    left them."""
+
+    root: Path
+    site: Path
+    build_dir: Path
+    first: Result
+    again: Result
+    third: Result
+    pages: dict[str, PageScan]  # slug -> the page after the first build
+    first_after_third: str  # the first notebook's page text after the third build
+
+
+@pytest.fixture(scope="module")
+def listed(tmp_path_factory: pytest.TempPathFactory) -> Listed:
+    """One kernel-running build serves the failing and the redacting cases (a kernel costs
+    more than a notebook run); the tests only read what it made."""
+    from toolkit.cli import cli
+
+    base = tmp_path_factory.mktemp("listed")
+    with pytest.MonkeyPatch.context() as mp:
+        project = make_project(base / "acme-api", base / "home")
+        isolate(mp, project.home)
+        mp.setenv("TOOLKIT_ANALYSES", "1")
+        mp.chdir(project.root)
+        root = project.root
+        # the user's own matplotlib styles stay theirs in the kernel (charts.mpl_env)
+        styles = project.home / ".config" / "matplotlib" / "stylelib"
+        styles.mkdir(parents=True)
+        (styles / "house.mplstyle").write_text("axes.facecolor: 0.9\n", encoding="utf-8")
+        _notebook(root / "nb" / "first.ipynb",
+                  "import os\nleak = 1\nprint('kernel', os.getpid())\n"
+                  "import matplotlib.style as ms\nprint('house style:', 'house' in ms.available)",
+                  title="# First <b>bold</b>")
+        _notebook(root / "nb" / "second.ipynb",
+                  "import os\nprint('kernel', os.getpid())\nprint('<script>alert(1)</script>')",
+                  "print(leak)  # the first notebook's variable: gone",
+                  title="# Second <script>alert(2)</script>\n\n[x](javascript:alert(3)) text")
+        _notebook(root / "leaky.ipynb",
+                  f"secret = {SECRET!r}\nprint('Finding: the key is', secret)",
+                  "import io\nimport matplotlib.pyplot as plt\nfrom IPython.display import "
+                  "Image, display\nfig, ax = plt.subplots()\nax.bar([secret], [1])\n"
+                  "ax.set_title(secret)\nplt.show()\nbuf = io.BytesIO()\n"
+                  "fig.savefig(buf, format='png')\ndisplay(Image(buf.getvalue()))",
+                  title=f"# Leaky {SECRET}")
+        (root / "toolkit.yaml").write_text("redact: true\n", encoding="utf-8")
+        _list_notebooks(root, "nb/first.ipynb", "nb/second.ipynb", "nb/missing.ipynb",
+                        "leaky.ipynb")
+        site = root / ".toolkit" / "site"
+
+        def build_site() -> Result:
+            return CliRunner().invoke(cli, ["build-site", "--build-time", "2026-05-10T12:00:00"],
+                                      catch_exceptions=False)
+
+        first = build_site()
+        pages = {slug: scan(site / "analyses" / slug / "index.html")
+                 for slug in ("debt-the-agent-left", "what-the-agent-learned", "first",
+                              "second", "missing")}
+        again = build_site()
+        cached = root / ".toolkit" / "site.build" / "analyses" / "first.ipynb"
+        cached.write_bytes(cached.read_bytes()[:100])  # a run cut short, or a damaged cache
+        third = build_site()
+        return Listed(root, site, root / ".toolkit" / "site.build", first, again, third, pages,
+                      scan(site / "analyses" / "first" / "index.html").body_text)
+
+
 def test_a_failing_listed_notebook_gets_its_page_and_the_rest_of_the_site_builds(
-        project, cli_run) -> None:  # type: ignore[no-untyped-def]
-    root = project.root
-    # the user's own matplotlib styles stay theirs in the kernel (charts.mpl_env)
-    styles = project.home / ".config" / "matplotlib" / "stylelib"
-    styles.mkdir(parents=True)
-    (styles / "house.mplstyle").write_text("axes.facecolor: 0.9\n", encoding="utf-8")
-    _notebook(root / "nb" / "first.ipynb",
-              "import os\nleak = 1\nprint('kernel', os.getpid())\n"
-              "import matplotlib.style as ms\nprint('house style:', 'house' in ms.available)",
-              title="# First <b>bold</b>")
-    _notebook(root / "nb" / "second.ipynb",
-              "import os\nprint('kernel', os.getpid())\nprint('<script>alert(1)</script>')",
-              "print(leak)  # the first notebook's variable: gone",
-              title="# Second <script>alert(2)</script>\n\n[x](javascript:alert(3)) text")
-    _list_notebooks(root, "nb/first.ipynb", "nb/second.ipynb", "nb/missing.ipynb")
-    result = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+        listed: Listed) -> None:
+    result = listed.first
     assert result.exit_code == 0, result.output
-    assert "Analyses: 7 notebooks run, 0 unchanged (data and notebook as last built), " \
+    assert "Analyses: 8 notebooks run, 0 unchanged (data and notebook as last built), " \
            "2 failed" in result.stdout
     assert result.stderr.splitlines() == [
         "Warning: analysis second.ipynb: cell 4 failed: NameError: name 'leak' is not defined",
         "Warning: analysis missing.ipynb: cannot read it (No such file or directory)"]
-    site = root / ".toolkit" / "site"
+    site = listed.site
     assert (site / "index.html").is_file() and (site / "ledger" / "index.html").is_file()
     for slug in ("debt-the-agent-left", "what-the-agent-learned", "first"):
-        assert "This analysis failed" not in scan(
-            site / "analyses" / slug / "index.html").body_text
+        assert "This analysis failed" not in listed.pages[slug].body_text
 
-    second = scan(site / "analyses" / "second" / "index.html")
+    second = listed.pages["second"]
     text = second.body_text
     assert "This analysis failed second.ipynb: cell 4 failed: NameError: name 'leak' is not " \
            "defined" in text
     assert "<script>alert(1)</script>" in text and "[x](javascript:alert(3)) text" in text
     assert second.title.startswith("Second <script>alert(2)</script>")
-    first = scan(site / "analyses" / "first" / "index.html")
+    first = listed.pages["first"]
     assert "house style: True" in first.body_text
     assert [a for t, a in second.tags if t == "script"] == \
         [a for t, a in first.tags if t == "script"]  # the theme's own scripts only
     assert not [a for t, a in second.tags if "javascript" in (dict(a).get("href") or "")]
-    pids = {re.search(r"kernel (\d+)", scan(site / "analyses" / p / "index.html").body_text)
-            [1] for p in ("first", "second")}  # type: ignore[index]
+    pids = {re.search(r"kernel (\d+)", listed.pages[p].body_text)[1]  # type: ignore[index]
+            for p in ("first", "second")}
     assert len(pids) == 1  # one kernel ran them both
-    missing = scan(site / "analyses" / "missing" / "index.html").body_text
+    missing = listed.pages["missing"].body_text
     assert "missing.ipynb: cannot read it (No such file or directory)" in missing
 
-    again = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
-    assert "Analyses: 0 notebooks run, 7 unchanged" in again.stdout  # failures are cached too
+    again = listed.again
+    assert "Analyses: 0 notebooks run, 8 unchanged" in again.stdout  # failures are cached too
     assert len(again.stderr.splitlines()) == 2
 
-    cached = root / ".toolkit" / "site.build" / "analyses" / "first.ipynb"
-    cached.write_bytes(cached.read_bytes()[:100])  # a run cut short, or a damaged cache
-    third = cli_run("build-site", "--build-time", "2026-05-10T12:00:00")
+    third = listed.third  # after the first notebook's cached run was cut short
     assert third.exit_code == 0
-    assert "Analyses: 1 notebooks run, 6 unchanged" in third.stdout
-    assert "kernel " in scan(site / "analyses" / "first" / "index.html").body_text
+    assert "Analyses: 1 notebooks run, 7 unchanged" in third.stdout
+    assert "kernel " in listed.first_after_third
 
 
-def test_a_redacted_build_redacts_the_notebooks_text_and_charts(tmp_path: Path) -> None:
-    world = make_world(tmp_path, analyses=True)
-    _notebook(world.root / "leaky.ipynb",
-              f"secret = {SECRET!r}\nprint('Finding: the key is', secret)",
-              "import io\nimport matplotlib.pyplot as plt\nfrom IPython.display import Image, "
-              "display\nfig, ax = plt.subplots()\nax.bar([secret], [1])\nax.set_title(secret)\n"
-              "plt.show()\nbuf = io.BytesIO()\nfig.savefig(buf, format='png')\n"
-              "display(Image(buf.getvalue()))",
-              title=f"# Leaky {SECRET}")
-    cfg = world.cfg.with_overrides(notebooks=(world.root / "leaky.ipynb",))
-    world = type(world)(root=world.root, home=world.home, cfg=cfg)
-    result = build(world, redact=True)
-    assert result.analyses_failed == []
-    page = result.out / "analyses" / "leaky" / "index.html"
+def test_a_redacted_build_redacts_the_notebooks_text_and_charts(listed: Listed) -> None:
+    assert listed.first.exit_code == 0 and "secrets redacted" in listed.first.stdout
+    assert not [line for line in listed.first.stderr.splitlines() if "leaky" in line]
+    page = listed.site / "analyses" / "leaky" / "index.html"
     text = scan(page).body_text
     assert "Finding: the key is [REDACTED]" in text
     assert "An image left out: a redacted site shows only images whose text can be redacted" \
@@ -224,7 +271,7 @@ def test_a_redacted_build_redacts_the_notebooks_text_and_charts(tmp_path: Path) 
     svg = (page.parent / "chart-1.svg").read_text(encoding="utf-8")
     assert "[REDACTED]" in svg
     assert sorted(p.name for p in page.parent.iterdir()) == ["chart-1.svg", "index.html"]
-    for folder in (result.out, result.build_dir / "docs"):
+    for folder in (listed.site, listed.build_dir / "docs"):
         for path in folder.rglob("*"):
             if path.is_file():
                 assert SECRET.encode() not in path.read_bytes(), path

@@ -13,12 +13,15 @@ import json
 import re
 import shutil
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from click.testing import CliRunner, Result
 
 from tests._site_helpers import BUILD_TIME, World, build, make_world
+from tests.conftest import isolate
 from tests.test_secrets_in_links import STANDARD, _flat, _secret_part
 from toolkit.config import Config, resolve
 from toolkit.site import BuildResult
@@ -132,10 +135,19 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> World:
     return world
 
 
+@dataclass
+class Built:
+    """A site the tests only read, and whether its build said it redacted."""
+
+    out: Path
+    redacted: bool
+
+
 @pytest.fixture(scope="module")
-def plain(planted: World, tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
-    """The planted world's site built without redaction (the tests only read it)."""
-    return build(planted, out=tmp_path_factory.mktemp("plain") / "site")
+def plain(published: Published) -> Built:
+    """The planted world's site built without redaction (the first build of ``published``,
+    as it was then; the tests only read it)."""
+    return Built(published.plain_site, "secrets redacted" in published.steps["build plain"].stdout)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +169,7 @@ def redacted(planted: World, tmp_path_factory: pytest.TempPathFactory
     return cfg, result
 
 
-def test_plain_site_shows_the_secrets(plain: BuildResult) -> None:
+def test_plain_site_shows_the_secrets(plain: Built) -> None:
     """The test world really puts the secrets on pages (so the redacted check means something)."""
     assert not plain.redacted
     leaked = {secret for _, secret in _leaks(plain.out)}
@@ -183,7 +195,7 @@ def test_redacted_site_holds_no_secret_in_any_file(redacted: tuple[Config, Build
 
 
 def test_spelled_tokens_leave_no_file_of_the_redacted_site(
-        plain: BuildResult, redacted: tuple[Config, BuildResult]) -> None:
+        plain: Built, redacted: tuple[Config, BuildResult]) -> None:
     """FAULTS.md H3: a slop description and a ledger entry hold ``ghp&#95;…``, ``ghp\\_…``
     and ``ghp%5F…``, which a viewer or a browser shows as the tokens. The plain site's
     downloads keep those spellings; the redacted site has none of them, nor the plain token,
@@ -247,7 +259,7 @@ def _plant_formulas(world: World) -> None:
     conn.close()
 
 
-def test_csv_downloads_cannot_run_a_formula(plain: BuildResult) -> None:
+def test_csv_downloads_cannot_run_a_formula(plain: Built) -> None:
     result = plain  # the planted world has the FORMULAS in its audit DB
 
     checked = 0
@@ -277,40 +289,72 @@ def _env(world: World) -> dict[str, str]:
             "SOURCE_DATE_EPOCH": str(int(BUILD_TIME.timestamp()))}
 
 
-def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
-                                                                 tmp_path: Path) -> None:
-    from click.testing import CliRunner
+@dataclass
+class Published:
+    """A copy of the planted project with site_url and site_dir set, taken through handoff,
+    build-site and publish --dry-run as a user would: each step's result, and copies of the
+    site as its first (plain) and its redacted build left it."""
 
+    steps: dict[str, Result]
+    plain_site: Path
+    redacted_site: Path
+
+
+@pytest.fixture(scope="module")
+def published(planted: World, tmp_path_factory: pytest.TempPathFactory) -> Published:
+    """Made once per module: the tests only read it."""
     from toolkit.cli import cli
 
-    root = tmp_path / "proj"
+    base = tmp_path_factory.mktemp("published")
+    root = base / "proj"
     shutil.copytree(planted.root, root, ignore=shutil.ignore_patterns(".toolkit"))
-    site = tmp_path / "public"
+    site = base / "public"
     (root / "toolkit.yaml").write_text(
         f"site_url: https://site.example/acme\nsite_dir: {site}\n", encoding="utf-8")
     runner = CliRunner()
+    steps: dict[str, Result] = {}
 
-    def run(*args: str):  # type: ignore[no-untyped-def]
-        return runner.invoke(cli, ["--project", str(root), *args], env=_env(planted),
-                             catch_exceptions=False)
+    def run(step: str, *args: str) -> None:
+        steps[step] = runner.invoke(cli, ["--project", str(root), *args], env=_env(planted),
+                                    catch_exceptions=False)
 
-    first = run("handoff")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base / "home")
+        run("no build", "handoff")
+        run("build plain", "build-site", "--no-redact")
+        plain_site = shutil.copytree(site, base / "plain-site")
+        run("handoff after plain", "handoff")
+        run("publish after plain", "publish", "--repo", "acme/api", "--dry-run")
+        run("build redacted", "build-site", "--redact")
+        redacted_site = shutil.copytree(site, base / "redacted-site")
+        run("handoff after redacted", "handoff", "--full")  # the listing links every task
+        run("publish after redacted", "publish", "--repo", "acme/api", "--dry-run")
+        run("build plain again", "build-site", "--no-redact")
+        run("publish after plain again", "publish", "--repo", "acme/api", "--dry-run")
+    return Published(steps, plain_site, redacted_site)
+
+
+def test_handoff_links_resolve_on_the_redacted_site_and_warnings(published: Published
+                                                                 ) -> None:
+    steps = published.steps
+    first = steps["no build"]
     assert first.exit_code == 0
     assert "Warning: the report links to the site at site_url, and no site build is recorded" \
         in first.stderr
 
-    assert run("build-site", "--no-redact").exit_code == 0
-    plain = run("handoff")
+    assert steps["build plain"].exit_code == 0
+    plain = steps["handoff after plain"]
     assert "which was last built without redaction" in plain.stderr
     assert "toolkit build-site --redact" in plain.stderr
-    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    dry = steps["publish after plain"]
     assert dry.exit_code == 0 and "which was last built without redaction" in dry.stderr
 
-    built = run("build-site", "--redact")
+    built = steps["build redacted"]
     assert built.exit_code == 0 and "secrets redacted" in built.stdout
-    report = run("handoff", "--full")  # the complete listing links every task
+    report = steps["handoff after redacted"]
     assert report.exit_code == 0
     assert "Warning" not in report.stderr
+    site = published.redacted_site  # as the redacted build left it
     links = re.findall(r"\(https://site\.example/acme/([^)]*)\)", report.stdout)
     assert any(link.startswith("audit/tasks/rotate-redacted-now") for link in links)
     for link in links:  # every link from the report is a page of the site
@@ -319,11 +363,11 @@ def test_handoff_links_resolve_on_the_redacted_site_and_warnings(planted: World,
         assert (site / link / "index.html").is_file() or (site / link).is_file(), link
     assert _leaks(site) == []
 
-    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    dry = steps["publish after redacted"]
     assert dry.exit_code == 0 and "Warning" not in dry.stderr
     # a plain build after the redacted one brings the warning back
-    assert run("build-site", "--no-redact").exit_code == 0
-    dry = run("publish", "--repo", "acme/api", "--dry-run")
+    assert steps["build plain again"].exit_code == 0
+    dry = steps["publish after plain again"]
     assert "which was last built without redaction" in dry.stderr
 
 

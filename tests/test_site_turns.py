@@ -153,41 +153,47 @@ def test_cut_keeps_whole_lines_within_the_character_limit(
     assert turn_diffs.cut("", "x") == ("", "This turn changed no file.")
 
 
-def test_a_redacted_site_redacts_the_diffs(turns: Turns, tmp_path: Path) -> None:
+def _copy_site(site: Path, out: Path) -> None:
+    """A copy of a built site and its build folder at ``out`` (and ``out``.build)."""
     import shutil
 
+    for name in ("", ".build"):
+        shutil.copytree(site.with_name(site.name + name), out.with_name(out.name + name),
+                        symlinks=True)
+
+
+@pytest.fixture(scope="module")
+def redacted(turns: Turns, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The turns site built again with --redact over a copy of the plain site and its build
+    folder (the diffs the plain build kept there must not be taken). Read it only."""
+    out = tmp_path_factory.mktemp("redacted") / "site"
+    _copy_site(turns.site, out)
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, turns.home)
+        return _build(turns.root, turns.home, redact=True, out=out)
+
+
+def test_a_redacted_site_redacts_the_diffs(turns: Turns, redacted: Path) -> None:
     # the plain site shows the records
     assert _secret_part(SECRET) in _diff_shown(turns.page(4))
-    # built again with --redact over a copy of the plain site and its build folder (the
-    # diffs the plain build kept there must not be taken)
-    out = tmp_path / "site"
-    for name in ("", ".build"):
-        shutil.copytree(turns.site.with_name(turns.site.name + name), out.with_name("site" + name),
-                        symlinks=True)
-    redacted = _build(turns.root, turns.home, redact=True, out=out)
     page = (redacted / "snapshots" / "turns" / "turn-4" / "index.html").read_text("utf-8")
     assert _secret_part(SECRET) not in page and "[REDACTED]" in _diff_shown(page)
 
 
 def test_a_redacted_diff_cached_by_another_redactor_is_not_reused(
-        turns: Turns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        turns: Turns, redacted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A redacted diff is cached as its build's redactor made it: after the redactor changes
     (a new toolkit finds more, FAULTS.md H3), the diff is redacted again, not taken from the
     cache where the older redactor left the secret."""
-    import shutil
-
     out = tmp_path / "site"
-    for name in ("", ".build"):
-        shutil.copytree(turns.site.with_name(turns.site.name + name), out.with_name("site" + name),
-                        symlinks=True)
-    _build(turns.root, turns.home, redact=True, out=out)
+    _copy_site(redacted, out)  # a redacted build's site and build folder
     cache = out.with_name("site.build") / "diff-cache"
     for diff in cache.glob("*.diff"):  # what an older redactor that missed the secret kept
         text = diff.read_text(encoding="utf-8")
         diff.write_text(text.replace("[REDACTED]", SECRET), encoding="utf-8")
     monkeypatch.setattr(turn_diffs, "code_version", lambda *modules: "a newer redactor")
-    redacted = _build(turns.root, turns.home, redact=True, out=out)
-    page = (redacted / "snapshots" / "turns" / "turn-4" / "index.html").read_text("utf-8")
+    again = _build(turns.root, turns.home, redact=True, out=out)
+    page = (again / "snapshots" / "turns" / "turn-4" / "index.html").read_text("utf-8")
     assert _secret_part(SECRET) not in page and "[REDACTED]" in _diff_shown(page)
 
 

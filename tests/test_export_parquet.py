@@ -48,11 +48,11 @@ def _partition_rows(out: Path, table: str) -> dict[str, int]:
     return dict(rows)
 
 
-def test_export_writes_one_dataset_per_table_with_its_schema(project, cli_run, tmp_path):
+def test_export_writes_one_dataset_per_table_with_its_schema(shared_project, cli_run, tmp_path):
     out = tmp_path / "lake"
     result = cli_run("export", "--format", "parquet", "--out", str(out))
     assert result.exit_code == 0, result.output
-    with _store(project) as store:
+    with _store(shared_project) as store:
         counts = store.counts()
         types = {(t, c): d for t, kind, c, d in store.schema() if kind == "table"}
         tables = sorted({t for t, _c in types})
@@ -166,15 +166,16 @@ def test_odd_project_names_stay_inside_the_folder_and_read_back_exactly(project,
 
 
 @pytest.mark.parametrize("name, why", [("", "empty"), ("x" * 300, "too long")])
-def test_an_unusable_project_name_is_a_usage_error(project, cli_run, tmp_path, name, why):
+def test_an_unusable_project_name_is_a_usage_error(shared_project, cli_run, tmp_path, name,
+                                                    why):
     result = cli_run("export", "--out", str(tmp_path / "lake"), "--project-name", name)
     assert result.exit_code == 2
     assert result.output.startswith("Error: the project name is ")
     assert why in result.output and "Traceback" not in result.output
 
 
-def test_a_symbolic_link_in_the_folder_is_refused_and_nothing_lands_outside(project, cli_run,
-                                                                            tmp_path):
+def test_a_symbolic_link_in_the_folder_is_refused_and_nothing_lands_outside(
+        shared_project, cli_run, tmp_path):
     out, elsewhere = tmp_path / "lake", tmp_path / "elsewhere"
     elsewhere.mkdir()
     out.mkdir()
@@ -192,17 +193,17 @@ def test_a_symbolic_link_in_the_folder_is_refused_and_nothing_lands_outside(proj
     assert list(elsewhere.iterdir()) == []
 
 
-def test_the_folder_being_a_file_is_a_usage_error(project, cli_run, tmp_path):
+def test_the_folder_being_a_file_is_a_usage_error(shared_project, cli_run, tmp_path):
     (tmp_path / "lake").write_text("x")
     result = cli_run("export", "--out", str(tmp_path / "lake"))
     assert result.exit_code == 2 and "is a file" in result.output
-    with _store(project) as store, pytest.raises(UsageError, match="is a file"):
+    with _store(shared_project) as store, pytest.raises(UsageError, match="is a file"):
         export_parquet(tmp_path / "lake", [("p", store)])
     assert (tmp_path / "lake").read_text() == "x"
 
 
-def test_a_table_gone_from_the_store_loses_only_this_projects_partition(project, cli_run,
-                                                                       tmp_path):
+def test_a_table_gone_from_the_store_loses_only_this_projects_partition(
+        shared_project, cli_run, tmp_path):
     out = tmp_path / "lake"
     cli_run("export", "--out", str(out))
     cli_run("export", "--out", str(out), "--project-name", "other")
@@ -299,8 +300,8 @@ def test_a_failed_write_leaves_the_old_partition_and_no_staging(project, tmp_pat
     assert tree_digest(out) == old
 
 
-def test_two_projects_with_one_name_are_refused(project, tmp_path):
-    with _store(project) as store, pytest.raises(UsageError, match="share the name 'a'"):
+def test_two_projects_with_one_name_are_refused(shared_project, tmp_path):
+    with _store(shared_project) as store, pytest.raises(UsageError, match="share the name 'a'"):
         export_parquet(tmp_path / "lake", [("a", store), ("a", store)])
     assert not (tmp_path / "lake").exists()
 

@@ -41,11 +41,13 @@ _RESULTS_FOR = """word => {
 
 
 def _search(p: Any, word: str) -> Any:
-    """Type into Material's search box until results show. The index loads in a worker after
-    the page, and a query typed before it is ready may be dropped: wait until the results
-    line no longer says the search is starting (Material's sign that the worker is ready),
-    and type again if no result shows. Results shown while typing (for a prefix of the word,
-    or for the previous search) do not count: each result links with the query it answers
+    """Enter a word into Material's search box until results show. The index loads in a
+    worker after the page, and a query entered before it is ready may be dropped: wait until
+    the results line no longer says the search is starting (Material's sign that the worker is
+    ready), and enter it again if no result shows. The box is emptied, then the word put in
+    whole, each followed by a key release (Material reads the box on each): one search, where
+    typing the word a letter at a time searched the whole index for each prefix first. Results
+    of the previous search do not count: each result links with the query it answers
     (``?h=``; empty on a page whose sections matched but not its own text), and every link
     must carry the whole word."""
     box = p.locator("input.md-search__input")
@@ -54,13 +56,13 @@ def _search(p: Any, word: str) -> Any:
                         ".textContent.trim() !== 'Initializing search'")
     for _ in range(6):
         box.click()  # focus opens the search dialog; fill() alone does not on every page
-        box.press("Control+a")
-        box.press("Backspace")
-        p.keyboard.type(word)
+        for query in ("", word):  # emptied first: Material ignores a query it last read
+            box.fill(query)
+            box.press("End")
         try:
             p.wait_for_function(_RESULTS_FOR, arg=word, timeout=2_500)
             return items
-        except Exception:  # playwright's TimeoutError: type again
+        except Exception:  # playwright's TimeoutError: enter it again
             continue
     shown = p.locator(".md-search-result__item a").evaluate_all(
         "links => links.map(a => a.getAttribute('href'))")

@@ -321,15 +321,19 @@ def _edit_ledger(world: World, rng: random.Random, word: str) -> str:
 
 
 def _edit_slop(world: World, rng: random.Random, word: str) -> str:
-    """One slop entry's status, severity or title changed."""
+    """One slop entry's status, severity or title changed (what its listings show), or its
+    description, cleanup, a source link or an extra field (what only its own page shows)."""
     path = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     entry = rng.choice(data["entries"])
-    key = rng.choice(["status", "severity", "title"])
+    key = rng.choice(["status", "severity", "title", "description", "cleanup_recommendation",
+                      "source_links", "x_reviewer"])
     choices = {"status": ["open", "in_progress", "resolved", "accepted", "wont_fix"],
                "severity": ["critical", "high", "medium", "low", "info"]}
-    if key == "title":
-        entry["title"] = f"{entry.get('title', '')} {word}"
+    if key == "source_links":
+        entry["source_links"] = [*(entry.get("source_links") or []), f"src/{word}.py:7"]
+    elif key in ("title", "description", "cleanup_recommendation", "x_reviewer"):
+        entry[key] = f"{entry.get(key, '')} {word}".strip()
     else:
         entry[key] = rng.choice([v for v in choices[key] if v != entry.get(key)])
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
@@ -456,3 +460,54 @@ def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_
     got = tree_bytes(first.build_dir / "docs" / "data")
     assert got == tree_bytes(full.build_dir / "docs" / "data")
     assert tree_bytes(fixed.out) == tree_bytes(full.out)
+
+
+def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered(
+        built_world: tuple[World, BuildResult], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site reads the short columns of every entry and, per entry, a digest of its whole
+    row made by the database; an entry's long text (a slop description, a ledger entry's
+    Evidence) is read only for the pages it renders. So after one entry's long text changed,
+    that entry alone is read whole and rendered, its page shows the change, and the site is
+    a clean build's bytes; with nothing changed, no entry is read whole."""
+    from toolkit.store import Store
+
+    world, _first = built_world
+    whole: list[list[object]] = []  # the keys of each whole-row query
+    real = Store.fetch_dicts
+
+    def recording(self: Store, sql: str, params: object = None) -> list[dict[str, object]]:
+        if "IN (SELECT unnest(" in sql and ("FROM ledger_entries" in sql
+                                             or "FROM slop_entries" in sql):
+            whole.append(list(params[0]))  # type: ignore[index]
+        return real(self, sql, params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "fetch_dicts", recording)
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    doc = json.loads(slop.read_text(encoding="utf-8"))
+    doc["entries"][1]["description"] += " zanzibardescription"
+    slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    at = text.index("**Evidence:**", text.index("**Title:** Grep the route table"))
+    at = text.index("\n- ", at) + 3
+    patterns.write_text(text[:at] + "zanzibarevidence " + text[at:], encoding="utf-8")
+
+    again = build(world)
+    assert again.mode == "incremental"
+    slop_page = "slop/e0a95d1f.md"
+    assert sorted(w for w in again.written if w.endswith(".md")) == [f"{ENTRY}.md", slop_page]
+    read = sorted(str(key) for keys in whole for key in keys)
+    assert read == ["1", "patterns/grep-the-route-table-before-adding-a-new-endpoint"]
+    assert "zanzibardescription" in (again.out / "slop/e0a95d1f/index.html").read_text()
+    assert "zanzibarevidence" in (again.out / ENTRY / "index.html").read_text()
+
+    whole.clear()
+    unchanged = build(world)
+    assert whole == [] and [w for w in unchanged.written if w.endswith(".md")] == []
+
+    monkeypatch.undo()
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [p for p in want if got[p] != want[p]] == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -110,28 +110,66 @@ class Page:
 
 
 @dataclass(frozen=True)
+class RowRef:
+    """A row of the store that a :class:`Deferred` page shows whole, fetched only when the
+    page is made: ``fetch(store, keys)`` (a module-level function of ``toolkit.queries``)
+    returns the whole rows of ``keys`` by key, and ``digest`` is the digest of the row's
+    whole content, computed by the query that found the row. So the row stands in a page's
+    arguments by its key and digest: a rebuild decides that an entry's page is unchanged
+    without reading the entry's text."""
+
+    fetch: Callable[[Any, list[Any]], dict[Any, dict[str, Any]]]
+    key: Any
+    digest: str
+
+
+@dataclass(frozen=True)
 class Deferred:
     """A page made only when it must be rendered: ``make(*args)`` builds it. ``make`` is a
     module-level function that reads nothing but ``args`` (plain values: rows, strings,
-    :class:`Ref`, :class:`Table`), so the digest of ``(make, args)`` stands for the page's
-    context, and a rebuild whose render cache knows that digest skips building the page at
-    all (``toolkit.site._RenderCache``). For the many pages of one kind (one per entry)."""
+    :class:`Ref`, :class:`Table`, :class:`RowRef` for a row fetched when the page is made),
+    so the digest of ``(make, args)`` stands for the page's context, and a rebuild whose
+    render cache knows that digest skips building the page at all
+    (``toolkit.site._RenderCache``). For the many pages of one kind (one per entry)."""
 
     path: str
     make: Callable[..., Page]
     args: tuple[Any, ...]
     nav: None = None  # never in the navigation (see :class:`Page`)
 
-    def page(self) -> Page:
-        page = self.make(*self.args)
+    def page(self, rows: dict[Any, dict[Any, Any]] | None = None) -> Page:
+        """The page, its :class:`RowRef` arguments replaced by their rows (``rows``: by
+        fetch function, then key; see :func:`make_pages`)."""
+        args = self.args
+        if any(isinstance(a, RowRef) for a in args):
+            try:
+                args = tuple((rows or {})[a.fetch][a.key] if isinstance(a, RowRef) else a
+                             for a in args)
+            except KeyError:
+                raise ValueError(f"deferred page {self.path}: its row was not fetched (a bug)"
+                                 ) from None
+        page = self.make(*args)
         if page.path != self.path or page.nav is not None:
             raise ValueError(f"deferred page {self.path} made {page.path} (a bug)")
         return page
 
 
-def as_page(page: Page | Deferred) -> Page:
-    """The page itself, made now when it was deferred."""
-    return page.page() if isinstance(page, Deferred) else page
+def fetch_rows(store: Any, pages: Iterable[Page | Deferred]) -> dict[Any, dict[Any, Any]]:
+    """The rows the deferred ``pages`` show (their :class:`RowRef` arguments), for
+    :meth:`Deferred.page`: one query per kind of row."""
+    wanted: dict[Any, set[Any]] = {}
+    for p in pages:
+        if isinstance(p, Deferred):
+            for a in p.args:
+                if isinstance(a, RowRef):
+                    wanted.setdefault(a.fetch, set()).add(a.key)
+    return {fetch: fetch(store, sorted(keys)) for fetch, keys in wanted.items()}
+
+
+def make_pages(store: Any, pages: Sequence[Page | Deferred]) -> list[Page]:
+    """The pages, the deferred ones made now (their rows fetched together)."""
+    rows = fetch_rows(store, pages)
+    return [p.page(rows) if isinstance(p, Deferred) else p for p in pages]
 
 
 @dataclass(frozen=True)

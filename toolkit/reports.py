@@ -41,8 +41,10 @@ from toolkit.pages import (
     Field,
     Page,
     Ref,
+    RowRef,
     Table,
     ledger_entry_path,
+    make_pages,
     task_path,
 )
 from toolkit.records import (
@@ -541,16 +543,17 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
                        built: dt.datetime | None = None, lazy: bool = False) -> SiteContent:
     """Every page, chart and download of the site, from the store's current content, plus
     the pages of the ``extra`` builders (the handoff page, from toolkit.handoff_page).
-    ``lazy``: the entry pages are :class:`Deferred` (made when the site renders them)."""
+    ``lazy``: the entry pages are :class:`Deferred` (made when the site renders them, which
+    then fetches the rows they show); otherwise they are made here."""
     data = load_site_data(store, today=today, site_name=site_name, roots=roots, built=built)
     charts: list[ChartSpec] = []
     pages: list[Page | Deferred] = []
     home = _home(store, data, charts)
     home.goal, home.goals_closed = goal_summary(store)
     pages.append(home)
-    pages += _ledger_pages(data, charts, lazy)
+    pages += _ledger_pages(data, charts)
     pages += history_pages(store, data, charts)
-    pages += _slop_pages(data, charts, lazy)
+    pages += _slop_pages(data, charts)
     pages += _audit_pages(store, data, charts)
     pages += goal_pages(store)
     pages += _session_pages(data)
@@ -565,6 +568,8 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     pages.append(_warnings_page(data))
     for builder in extra:
         pages += builder(store, data)
+    if not lazy:
+        pages = list(make_pages(store, pages))
     return SiteContent(pages=pages, charts=charts, downloads=downloads)
 
 
@@ -836,7 +841,7 @@ def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ..
     return rows, total
 
 
-def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
+def _ledger_pages(d: SiteData, charts: list[ChartSpec]
                   ) -> list[Page | Deferred]:
     pages: list[Page | Deferred] = []
     rows, total = _ledger_file_rows(d)
@@ -937,15 +942,11 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
         history = None
         if d.history is not None:
             history = _history_table(d.history.get(keys[e["entry_id"]]))
-        pages.append(_entry_page(lazy, _ledger_entry_page, (
-            d.entry_path[e["entry_id"]], e, related, history, display_path(e.get("path"), d.roots),
-            _category_ref(e), _confidence_ref(e))))
+        pages.append(Deferred(d.entry_path[e["entry_id"]], _ledger_entry_page, (
+            d.entry_path[e["entry_id"]],
+            RowRef(queries.site_ledger_rows, e["entry_id"], e["digest"]), related, history,
+            display_path(e.get("path"), d.roots), _category_ref(e), _confidence_ref(e))))
     return pages
-
-
-def _entry_page(lazy: bool, make: Callable[..., Page], args: tuple[Any, ...]) -> Page | Deferred:
-    """One entry's page: made now, or (``lazy``) when the site must render it."""
-    return Deferred(args[0], make, args) if lazy else make(*args)
 
 
 def _ledger_entry_page(path: str, e: dict[str, Any], related: tuple[tuple[str, str], ...],
@@ -1044,7 +1045,7 @@ def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartS
     return table, chart
 
 
-def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
+def _slop_pages(d: SiteData, charts: list[ChartSpec]
                 ) -> list[Page | Deferred]:
     pages: list[Page | Deferred] = []
     open_slop = open_slop_entries(d)
@@ -1140,8 +1141,9 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
     dispatch_tasks = set(d.task_slug)
     for s in d.slop:
         task = s.get("task_id")
-        pages.append(_entry_page(lazy, _slop_entry_page, (
-            d.slop_path[s["id"]], s, _value_ref("bucket", s.get("bucket")),
+        pages.append(Deferred(d.slop_path[s["id"]], _slop_entry_page, (
+            d.slop_path[s["id"]], RowRef(queries.site_slop_rows, s["position"], s["digest"]),
+            _value_ref("bucket", s.get("bucket")),
             _value_ref("severity", s.get("severity")),
             _value_ref("owner", s["owner"]) if s.get("owner") else "none",
             _value_ref("status", s.get("status")),

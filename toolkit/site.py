@@ -29,7 +29,10 @@ Rebuilds. Step 2 renders a page again only when its context (pickled, hashed), t
 and this package's code, or a chart it shows changed (``_RenderCache``, in the build folder);
 otherwise its Markdown file is left as it is. The many per-entry pages are not even made then:
 step 1 hands them over as :class:`~toolkit.pages.Deferred` (a maker and the plain values it
-reads, whose digest stands for the context), and only the changed ones are made. The tables'
+reads, whose digest stands for the context), and only the changed ones are made. Nor is an
+entry's row read whole: step 1 reads every entry's short columns (what the listings show) and a
+digest of its whole row, made by DuckDB (:class:`~toolkit.pages.RowRef`), and only the rows of
+the pages to render are then fetched, in one query per kind. The tables'
 HTML is kept in the build folder in files by digest, of which a rebuild rewrites and the hook
 reads only those it needs. A full MkDocs build runs when the configuration
 or nav changed, on ``--clean`` or when there is no previous build; otherwise MkDocs runs
@@ -77,7 +80,7 @@ from toolkit.pages import (
     TABLES,
     Deferred,
     Table,
-    as_page,
+    fetch_rows,
     relative_link,
     table_shard,
     tables_file,
@@ -797,11 +800,6 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     config_text = _mkdocs_config(base_config, content.pages, site, site_name)
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache, build)
-    # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
-    worker = ThreadPoolExecutor(max_workers=1)
-    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
-                              versions or {}, f"redact={redact}")
-    worker.shutdown(wait=False)
     scrub = None
     if redact:
         from toolkit.redact import redactor
@@ -815,18 +813,37 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     pages = content.pages
     total = len(pages)
     nav_paths = {p.path for p in pages if p.nav}
+    todo: list[Page | Deferred] = []  # the pages to render: those the cache cannot reuse
     for i in range(total):
         page, pages[i] = pages[i], None  # type: ignore[call-overload]  # let it go when done
         if page.path in files:
             raise ToolkitError("two pages of the site have the same path (a bug)")
         files.add(page.path)
         if not page_cache.reuse(page, renderer):
-            if _write_if_changed(docs / page.path, render_page(renderer, as_page(page))):
-                written.append(page.path)
-            page_cache.rendered(page, renderer.used)
-        if progress and ((i + 1) % 200 == 0 or i + 1 == total):
-            progress("Writing pages", i + 1, total)
+            todo.append(page)
     pages.clear()
+    # the rows the deferred pages to render show, fetched before the downloads' thread takes
+    # the store's connection (one query per kind of row: an entry's text is read only when its
+    # page is rendered)
+    rows = fetch_rows(store, todo)
+    # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
+    worker = ThreadPoolExecutor(max_workers=1)
+    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
+                              versions or {}, f"redact={redact}")
+    worker.shutdown(wait=False)
+    done = total - len(todo)
+    if progress and total:
+        progress("Writing pages", done, total)
+    for i in range(len(todo)):
+        page, todo[i] = todo[i], None  # type: ignore[call-overload]  # let it go when done
+        made_page = page.page(rows) if isinstance(page, Deferred) else page
+        if _write_if_changed(docs / page.path, render_page(renderer, made_page)):
+            written.append(page.path)
+        page_cache.rendered(page, renderer.used)
+        done += 1
+        if progress and (done % 200 == 0 or done == total):
+            progress("Writing pages", done, total)
+    del rows, todo
     written.sort()
     mark("templates")
     page_cache.save(renderer.tables, renderer.kept)

@@ -511,3 +511,38 @@ def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered
     got, want = tree_bytes(again.out), tree_bytes(full.out)
     assert sorted(got) == sorted(want)
     assert [p for p in want if got[p] != want[p]] == []
+
+
+def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_page_links_to(
+        built_world: tuple[World, BuildResult]) -> None:
+    """A rebuild writes back a reused page's record as it read it (its link targets are
+    numbers into the cache's list of targets); targets no page links to any more (entries
+    deleted over many builds) are dropped once they are most of the list, every record
+    renumbered, and the next rebuild still trusts every unchanged page."""
+    world, first = built_world
+    path = first.build_dir / RENDER_CACHE
+    record = json.loads(path.read_text(encoding="utf-8"))
+    stale = [f"ledger/patterns/deleted-{i}.md" for i in range(3000)]
+    record["targets"] = stale + record["targets"]
+    for page in record["pages"].values():
+        page[2] = [i + len(stale) for i in page[2]]
+    path.write_text(json.dumps(record), encoding="utf-8")
+
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     "already existed under a different verb zanzibarquux"),
+                        encoding="utf-8")
+    again = build(world)
+    assert [w for w in again.written if w.endswith(".md")] == [f"{ENTRY}.md"]
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    assert not set(stale) & set(kept["targets"])
+    assert len(kept["targets"]) < 1024
+    for rel, page in kept["pages"].items():  # each record still names its page's links
+        linked = {kept["targets"][i] for i in page[2]}
+        assert linked == set(record["targets"][i] for i in record["pages"][rel][2]) or \
+            rel == f"{ENTRY}.md", rel
+
+    unchanged = build(world)
+    assert [w for w in unchanged.written if w.endswith(".md")] == []
+    assert unchanged.rebuilt == 0

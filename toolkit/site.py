@@ -846,6 +846,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     del rows, todo
     written.sort()
     mark("templates")
+    renderer.targets.update(page_cache.kept_targets())
     page_cache.save(renderer.tables, renderer.kept)
     mark("writing")
     charts_drawn = _finish_charts(charts_job)
@@ -1112,9 +1113,12 @@ class _RenderCache:
     digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`), and per
     tables file its size, mtime_ns and the digest of its tables' names. Anything unreadable
     or different means: render. It is read and written on every build, so a page's record is
-    compact (:meth:`_pack`): its tables' names in one string and its link targets as numbers
-    into one list of the site's targets (the listings link to every entry page: as strings,
-    those links were most of the file's 9 MB at 15,000 pages)."""
+    compact: [context digest, its tables' names in one string, its link targets as numbers
+    into one list of the site's targets, charts, [size, mtime_ns]] (the listings link to every
+    entry page: as strings, those links were most of the file's 9 MB at 15,000 pages). A
+    reused page's record is written back as it was read (the list keeps its order, new
+    targets are added at its end), so a rebuild's cost per unchanged page is its checks; the
+    list drops the targets no page links to when they are most of it."""
 
     def __init__(self, build: Path, docs: Path, templates: Path, variant: str) -> None:
         self.path = build / RENDER_CACHE
@@ -1127,7 +1131,11 @@ class _RenderCache:
         same = old.get("code") == self.code
         self.old: dict[str, Any] = (old.get("pages") or {}) if same else {}
         names = old.get("targets") if same else None
-        self.names: list[Any] = names if isinstance(names, list) else []
+        # the site's link targets, which the pages' records number into (a list of anything
+        # else: no page's record is trusted)
+        self.names: list[str] = names if isinstance(names, list) and all(
+            isinstance(n, str) for n in names) else []
+        self._targets: set[int] = set()  # the numbers of the reused pages' targets
         shards = old.get("tables") if same else None
         self.shards: dict[str, Any] = shards if isinstance(shards, dict) else {}
         self.intact: set[str] = set()  # tables files as they were written
@@ -1138,7 +1146,8 @@ class _RenderCache:
                     self.intact.add(name)
             except (OSError, TypeError):
                 continue
-        self.new: dict[str, dict[str, Any]] = {}
+        # per page: its record as kept (a reused page's, as read) or what rendering it used
+        self.new: dict[str, list[Any] | dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
         self._docs = str(docs) + os.sep
         self._charts: dict[str, str | None] = {}  # chart name -> its spec's digest
@@ -1169,17 +1178,21 @@ class _RenderCache:
                 return False
             if charts and any(self._chart_digest(renderer, n) != d for n, d in charts.items()):
                 return False
-            names = self.names
-            targets = [names[i] for i in packed[2]]
-            if not all(isinstance(t, str) for t in targets):
+            targets = packed[2]
+            if targets and not (isinstance(targets, list) and min(targets) >= 0
+                                and max(targets) < len(self.names)):
                 return False
-        except (KeyError, TypeError, AttributeError, IndexError, OSError):
+            self._targets.update(targets)
+        except (KeyError, TypeError, AttributeError, IndexError, OSError, ValueError):
             return False
         renderer.kept.update(tables)
-        renderer.targets.update(targets)
-        self.new[page.path] = {"context": digest, "tables": tables, "targets": targets,
-                               "charts": charts, "file": packed[4]}
+        self.new[page.path] = packed  # kept as it is: its numbers are into the same names
         return True
+
+    def kept_targets(self) -> set[str]:
+        """The pages and files the reused pages link to."""
+        names = self.names
+        return {names[i] for i in self._targets}
 
     def rendered(self, page: Page | Deferred, used: _Uses) -> None:
         digest = self._digests.get(page.path)
@@ -1193,28 +1206,43 @@ class _RenderCache:
         pages' files as written (call after writing the rendered pages; a reused page's file
         was checked in :meth:`reuse`)."""
         shards = self._write_tables(tables, kept)
+        names = list(self.names)  # a reused page's record numbers into these, kept in order
+        number = {n: i for i, n in enumerate(names)}
+        used = set(self._targets)
+        pages: dict[str, list[Any]] = {}
         for rel, entry in self.new.items():
-            if "file" in entry:
+            if isinstance(entry, list):
+                pages[rel] = entry
                 continue
             try:
                 st = (self.docs / rel).stat()
             except OSError:
                 continue
-            entry["file"] = [st.st_size, st.st_mtime_ns]
-        names: dict[str, int] = {}
-        pages = {rel: self._pack(e, names) for rel, e in self.new.items() if "file" in e}
+            numbers = []
+            for t in entry["targets"]:
+                i = number.get(t)
+                if i is None:
+                    i = number[t] = len(names)
+                    names.append(t)
+                numbers.append(i)
+            used.update(numbers)
+            pages[rel] = [entry["context"], " ".join(entry["tables"]), numbers,
+                          entry["charts"], [st.st_size, st.st_mtime_ns]]
+        if len(names) > 2 * len(used) + 1024:  # mostly targets no page links to any more
+            names = self._compact(pages, names)
         _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages,
-                                                 "targets": list(names), "tables": shards},
+                                                 "targets": names, "tables": shards},
                                                 separators=(",", ":")).encode("utf-8"))
 
     @staticmethod
-    def _pack(entry: dict[str, Any], names: dict[str, int]) -> list[Any]:
-        """A page's record as kept: [context digest, its tables' names joined by spaces, its
-        targets as indexes into ``names`` (the file's list of targets, grown here), charts,
-        [size, mtime_ns]]."""
-        return [entry["context"], " ".join(entry["tables"]),
-                [names.setdefault(t, len(names)) for t in entry["targets"]], entry["charts"],
-                entry["file"]]
+    def _compact(pages: dict[str, list[Any]], names: list[str]) -> list[str]:
+        """``names`` without the targets no page's record numbers (each record renumbered):
+        targets that were linked once are not kept for ever."""
+        used = sorted({i for record in pages.values() for i in record[2]})
+        renumber = {old: new for new, old in enumerate(used)}
+        for record in pages.values():
+            record[2] = [renumber[i] for i in record[2]]
+        return [names[i] for i in used]
 
     def _write_tables(self, tables: dict[str, str], kept: set[str]) -> dict[str, Any]:
         """Rewrite the tables files whose set of tables changed; their records."""

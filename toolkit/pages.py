@@ -112,13 +112,13 @@ class Page:
 @dataclass(frozen=True)
 class RowRef:
     """A row of the store that a :class:`Deferred` page shows whole, fetched only when the
-    page is made: ``fetch(store, keys)`` (a module-level function of ``toolkit.queries``)
-    returns the whole rows of ``keys`` by key, and ``digest`` is the digest of the row's
-    whole content, computed by the query that found the row. So the row stands in a page's
-    arguments by its key and digest: a rebuild decides that an entry's page is unchanged
-    without reading the entry's text."""
+    page is made: ``fetch(store, keys)`` (a module-level function) returns the value of each
+    of ``keys`` (the whole row, or what the page shows of its rows), and ``digest`` is the
+    digest of that value's content, computed in the database by the query that found the key.
+    So the row stands in a page's arguments by its key and digest: a rebuild decides that an
+    entry's page is unchanged without reading the entry's text."""
 
-    fetch: Callable[[Any, list[Any]], dict[Any, dict[str, Any]]]
+    fetch: Callable[[Any, list[Any]], dict[Any, Any]]
     key: Any
     digest: str
 

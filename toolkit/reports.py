@@ -443,7 +443,7 @@ class SiteData:
     snapshot_files: list[dict[str, Any]]
     turn_files: list[dict[str, Any]]
     problems: list[Any]
-    history: dict[str, EntryHistory] | None
+    history: dict[str, str] | None  # entry key -> digest of its history (_entry_history)
     day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
     built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
     # derived
@@ -503,14 +503,34 @@ def scope_note(d: SiteData) -> str:
     return text + "."
 
 
-def _entry_history(store: Store, tables: list[str]) -> dict[str, EntryHistory] | None:
-    """Entry key -> its history on the main timeline, as ``toolkit ledger history TITLE``
-    shows it, when the history tables exist (None otherwise)."""
+def _entry_history(store: Store, tables: list[str]) -> dict[str, str] | None:
+    """Entry key -> the digest of its history as its page shows it (:func:`_history_table`,
+    ``toolkit ledger history TITLE``), for the entries with a history, when the history
+    tables exist (None otherwise); the history itself is read for the pages rendered
+    (:func:`entry_history_tables`)."""
     if "ledger_changes" not in tables:
         return None
+    from toolkit.history import entry_history_digests
+
+    return entry_history_digests(store, _HISTORY_SHOWN)
+
+
+# What an entry page's history table shows of one state (_history_table): no time for the
+# working files (theirs is the newest mtime of any ledger file), confidence and reflections
+# where the entry is present.
+_HISTORY_SHOWN = ("struct_pack(source := source, ts := CASE WHEN source = 'working' THEN NULL "
+                  "ELSE ts END, ref := ref, changes := changes, present := present, "
+                  "confidence := CASE WHEN present THEN confidence END, "
+                  "reflections := CASE WHEN present THEN reflections END, subject := subject)")
+
+
+def entry_history_tables(store: Store, keys: list[str]) -> dict[str, Table]:
+    """Entry key -> its history table (:func:`_history_table`), for each of ``keys`` (a
+    :class:`RowRef` fetch: an entry page's history, read when the page is rendered)."""
     from toolkit.history import entry_histories
 
-    return entry_histories(store)
+    found = entry_histories(store, keys)
+    return {k: _history_table(found.get(k)) for k in keys}
 
 
 def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
@@ -940,8 +960,9 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
         related = tuple((f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
                         for r in _related_ids(e.get("related"), by_title, e["entry_id"]))
         history = None
-        if d.history is not None:
-            history = _history_table(d.history.get(keys[e["entry_id"]]))
+        if d.history is not None:  # the entry's history table, by the digest of what it shows
+            key = keys[e["entry_id"]]
+            history = RowRef(entry_history_tables, key, d.history.get(key, ""))
         pages.append(Deferred(d.entry_path[e["entry_id"]], _ledger_entry_page, (
             d.entry_path[e["entry_id"]],
             RowRef(queries.site_ledger_rows, e["entry_id"], e["digest"]), related, history,

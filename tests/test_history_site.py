@@ -174,3 +174,18 @@ def test_an_entry_page_is_made_again_when_its_shown_history_changes_and_only_the
     got, want = tree_bytes(again.out), tree_bytes(full.out)
     assert sorted(got) == sorted(want)
     assert [f for f in want if got[f] != want[f]] == []
+
+
+def test_change_log_shows_the_newest_changes_up_to_its_limit_and_counts_them_all(
+        tmp_path, isolated_env, monkeypatch):
+    import toolkit.history_report as history_report
+
+    monkeypatch.setattr(history_report, "CHANGE_LOG_LIMIT", 2)
+    p = _project(tmp_path)
+    content = _content(p.root, isolated_env)
+    page = next(pg for pg in content.pages if pg.path == "ledger/history.md")
+    assert [(r[1], r[2]) for r in page.changes.rows] == [
+        ("removed", "Idempotency <b>keys</b>"),
+        ("promoted", Ref("Retry budget", "ledger/patterns/retry-budget.md"))]
+    assert (page.shown_changes, page.total_changes) == (2, 5)
+    assert "2 of 5" in _render(page).replace(",", "")

@@ -806,6 +806,12 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
     return [_change(r) for r in store.fetch_dicts(sql, params)]
 
 
+def change_count(store: Store, *, timelines: tuple[str, ...] = ("main",)) -> int:
+    """How many changes :func:`change_log` lists (without its ``limit``)."""
+    return int(store.scalar("SELECT count(*) FROM ledger_changes WHERE timeline IN "
+                            "(SELECT unnest(?::VARCHAR[]))", [list(timelines)]) or 0)
+
+
 def _ledger_kind(file: str | None) -> str | None:
     """The ledger file kind a user named (``tools``, ``patterns.md``...), None for all files."""
     from toolkit.records import ledger_kind

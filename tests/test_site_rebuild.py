@@ -546,3 +546,33 @@ def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_pag
     unchanged = build(world)
     assert [w for w in unchanged.written if w.endswith(".md")] == []
     assert unchanged.rebuilt == 0
+
+
+def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
+    """The page digest pickles links, tables, fields and row references by their fields'
+    values (plain_pickle): each comes back equal, and a change to any one field changes the
+    bytes (a page that shows it is rendered again). A class whose fields are not all
+    positional cannot be pickled that way."""
+    import dataclasses
+    import pickle
+
+    from toolkit import queries
+    from toolkit.pages import Field, Ref, RowRef, Table, plain_pickle
+    from toolkit.reports import Headline, Url
+
+    samples = [Ref("text", "a.md"), Table(("A",), [(1,)], "none", "A"), Field("L", 2),
+               RowRef(queries.site_ledger_rows, "k", "d"), Url("https://x.example/"),
+               Headline(Ref("t", "b.md"), (1, 2), "note")]
+    for value in samples:
+        data = pickle.dumps(value, protocol=5)
+        assert pickle.loads(data) == value
+        for f in dataclasses.fields(value):
+            other = dataclasses.replace(value, **{f.name: "changed"})
+            assert pickle.dumps(other, protocol=5) != data, (type(value).__name__, f.name)
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Named:
+        name: str
+
+    with pytest.raises(TypeError):
+        plain_pickle(Named)

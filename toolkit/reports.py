@@ -45,6 +45,7 @@ from toolkit.pages import (
     Table,
     ledger_entry_path,
     make_pages,
+    plain_pickle,
     task_path,
 )
 from toolkit.records import (
@@ -192,6 +193,7 @@ class HomePage(Page):
     headlines: list[Headline] = field(default_factory=list)  # the first thing the page shows
 
 
+@plain_pickle
 @dataclass(frozen=True)
 class Headline:
     """One figure at the top of the home page: a question (``title``, a link to the page that
@@ -1208,6 +1210,7 @@ def _slop_entry_page(path: str, s: dict[str, Any], bucket: Cell, severity: Cell,
         source=f"{source}:{s.get('line')}" if s.get("line") else source)
 
 
+@plain_pickle
 @dataclass(frozen=True)
 class Url:
     """A value that is a web link when it is a safe http(s) URL, text otherwise."""

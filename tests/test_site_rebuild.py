@@ -16,6 +16,15 @@ from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildR
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
 
+def _edit_entry(world: World, word: str) -> None:
+    """``word`` added to the Pattern of the ENTRY page's entry."""
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     f"already existed under a different verb {word}", 1),
+                        encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def _first_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, BuildResult, Path]:
     base = tmp_path_factory.mktemp("rebuild")
@@ -169,23 +178,17 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(
         built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     world, first = built_world
     index = first.out / "search" / "search_index.json"
-    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
-    text = patterns.read_text(encoding="utf-8")
 
     # the map is damaged: the index is read in full instead
     (first.build_dir / SEARCH_MAP).write_text('{"index": [1, 2], "pages": {"x/": [0, 9', "utf-8")
-    patterns.write_text(text.replace("already existed under a different verb",
-                                     "already existed under a different verb zanzibarquux"),
-                        encoding="utf-8")
+    _edit_entry(world, "zanzibarquux")
     second = build(world)
     assert second.mode == "incremental" and second.rebuilt == 1
 
     # the index was rewritten by hand (same map, other bytes): the map no longer describes it
     docs = json.loads(index.read_text(encoding="utf-8"))
     index.write_text(json.dumps(docs, indent=1), encoding="utf-8")
-    patterns.write_text(text.replace("already existed under a different verb",
-                                     "already existed under a different verb zanzibarquuy"),
-                        encoding="utf-8")
+    _edit_entry(world, "zanzibarquuy")
     third = build(world)
     assert third.mode == "incremental" and third.rebuilt == 1
     found = [d["location"] for d in json.loads(index.read_text(encoding="utf-8"))["docs"]
@@ -528,11 +531,7 @@ def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_pag
         page[2] = [i + len(stale) for i in page[2]]
     path.write_text(json.dumps(record), encoding="utf-8")
 
-    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
-    text = patterns.read_text(encoding="utf-8")
-    patterns.write_text(text.replace("already existed under a different verb",
-                                     "already existed under a different verb zanzibarquux"),
-                        encoding="utf-8")
+    _edit_entry(world, "zanzibarquux")
     again = build(world)
     assert [w for w in again.written if w.endswith(".md")] == [f"{ENTRY}.md"]
     kept = json.loads(path.read_text(encoding="utf-8"))
@@ -576,3 +575,24 @@ def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
 
     with pytest.raises(TypeError):
         plain_pickle(Named)
+
+
+def test_a_page_whose_html_is_older_than_its_markdown_is_rendered_again(
+        built_world: tuple[World, BuildResult]) -> None:
+    """What an interrupted build leaves: a page's Markdown written, its HTML not (older, and
+    here stale). The next build, with nothing changed, renders that page again (MkDocs is
+    shown it), and the site is what it was."""
+    import os
+
+    world, first = built_world
+    site_before = tree_bytes(first.out)
+    html = first.out / ENTRY / "index.html"
+    md = first.build_dir / "docs" / f"{ENTRY}.md"
+    html.write_text("<p>stale</p>\n", encoding="utf-8")
+    old = md.stat().st_mtime_ns - 10_000_000_000
+    os.utime(html, ns=(old, old))
+
+    again = build(world)
+    assert again.mode == "incremental" and again.written == []
+    assert again.rebuilt == 1
+    assert tree_bytes(again.out) == site_before

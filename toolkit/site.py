@@ -885,6 +885,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     if missing:
         raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
     (build / "tables.json").unlink(missing_ok=True)  # where an older toolkit kept them
+    md_times = page_cache.file_times
     del renderer, page_cache  # the tables' HTML: the hook reads it from the tables folder
 
     state_path = build / STATE
@@ -905,8 +906,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
-    subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous)
-              if incremental else None)
+    subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous,
+                            md_times=md_times) if incremental else None)
     mark("writing")
 
     try:
@@ -1151,6 +1152,8 @@ class _RenderCache:
         self._digests: dict[str, str] = {}
         self._docs = str(docs) + os.sep
         self._charts: dict[str, str | None] = {}  # chart name -> its spec's digest
+        # page path -> the mtime_ns of its file as the cache checked or wrote it (after save)
+        self.file_times: dict[str, int] = {}
 
     def _chart_digest(self, renderer: _Renderer, name: str) -> str | None:
         if name not in self._charts:
@@ -1230,6 +1233,7 @@ class _RenderCache:
                           entry["charts"], [st.st_size, st.st_mtime_ns]]
         if len(names) > 2 * len(used) + 1024:  # mostly targets no page links to any more
             names = self._compact(pages, names)
+        self.file_times = {rel: record[4][1] for rel, record in pages.items()}
         _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages,
                                                  "targets": names, "tables": shards},
                                                 separators=(",", ":")).encode("utf-8"))
@@ -1418,13 +1422,16 @@ _MD_PATH = re.compile(r"[A-Za-z0-9_.~%/-]+\.md\b")
 
 
 def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
-                  nav_paths: set[str], previous: dict[str, Any]) -> _Subset | None:
+                  nav_paths: set[str], previous: dict[str, Any],
+                  md_times: dict[str, int] | None = None) -> _Subset | None:
     """The docs files a dirty MkDocs run must read, when the site has the same files as the
     previous build (else None: MkDocs reads them all). A dirty run renders the pages whose
     Markdown is newer than their HTML (those rewritten now, or left so by an interrupted
     build); to render a page as a full build does, MkDocs needs the pages in the nav, the
     pages it links to and the static files, and nothing else. So it is shown those only, and
-    the other pages (most of a site, after one change) cost nothing."""
+    the other pages (most of a site, after one change) cost nothing. ``md_times``: the
+    mtime_ns of pages' Markdown files, as this build's render cache found or wrote them
+    (those not in it are read from the disk)."""
     order = previous.get("order")
     if previous.get("files") != sorted(files) or not isinstance(order, list):
         return None
@@ -1438,11 +1445,14 @@ def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
     keep = {f for f in files if not f.endswith(".md")} | (nav_paths & pages)
     render: set[str] = set()
     html_at, md_at = str(site) + os.sep, str(docs) + os.sep  # str paths: Paths cost more
+    times = md_times or {}
     for src, url in pairs:
         if src not in written:
             try:
-                if os.stat(f"{html_at}{url}index.html").st_mtime >= \
-                        os.stat(md_at + src).st_mtime:
+                md = times.get(src)
+                if md is None:
+                    md = os.stat(md_at + src).st_mtime_ns
+                if os.stat(f"{html_at}{url}index.html").st_mtime_ns >= md:
                     continue
             except OSError:
                 pass

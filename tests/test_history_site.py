@@ -5,6 +5,7 @@ Markdown (no MkDocs run: tests/test_site.py covers the build itself)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
 from pathlib import Path
 
@@ -106,3 +107,85 @@ def test_turn_timeline_shows_window_lines_and_audit_activity(tmp_path, isolated_
     text = _render(turn_page)
     assert "## Audit actions" in text and "pushed" in text
     assert "<script>" not in text and "&lt;script&gt;" in text
+
+
+def _build_site(root: Path, home: Path, out: Path | None = None, clean: bool = False
+                ):  # type: ignore[no-untyped-def]
+    from toolkit.site import build_site
+
+    cfg = config_mod.resolve(cwd=root, env={"HOME": str(home)}).with_overrides(analyses=False)
+    store = Store.open(cfg.db_path, sources=SOURCES)
+    try:
+        store.refresh(cfg)
+        return build_site(cfg, store, out=out, clean=clean,
+                          build_time=dt.datetime(2026, 5, 5, 12, tzinfo=dt.UTC))
+    finally:
+        store.close()
+
+
+def test_an_entry_page_is_made_again_when_its_shown_history_changes_and_only_then(
+        tmp_path, isolated_env, monkeypatch):
+    """An entry's page shows its history (a row per version that changed it). A rebuild
+    makes the page again when what that table shows changed (a commit reinforced the
+    entry), not when another entry's edit in the working files moved the working version's
+    time (which the table does not show); either way the site is a clean build's bytes."""
+    from tests._site_helpers import tree_bytes
+
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect", {"patterns": [entry_b("Retry budget"), entry_b("Cursor pages")]})
+    # both entries edited in the working files: each history shows the working version
+    p.write({"patterns": [entry_b("Retry budget", pattern="Keep a budget."),
+                          entry_b("Cursor pages", pattern="Use a cursor.")]})
+    first = _build_site(p.root, isolated_env)
+    retry, cursor = "ledger/patterns/retry-budget.md", "ledger/patterns/cursor-pages.md"
+    assert "now (not committed)" in (first.out / "ledger/patterns/retry-budget/index.html"
+                                     ).read_text(encoding="utf-8")
+
+    # one entry edited again, an hour later: its page alone is made again
+    p.write({"patterns": [entry_b("Retry budget", pattern="Keep a budget."),
+                          entry_b("Cursor pages", pattern="Page with a cursor.")]})
+    later = max(f.stat().st_mtime for f in p.ledger.iterdir()) + 3600
+    os.utime(p.ledger / "patterns.md", (later, later))  # the working version's time moves
+    made: list[object] = []  # the entries whose page is made: their row is read whole
+    real = Store.fetch_dicts
+
+    def recording(self, sql, params=None):  # type: ignore[no-untyped-def]
+        if "FROM ledger_entries WHERE entry_id IN" in sql:
+            made.extend(params[0])
+        return real(self, sql, params)
+
+    monkeypatch.setattr(Store, "fetch_dicts", recording)
+    edited = _build_site(p.root, isolated_env)
+    monkeypatch.undo()
+    assert edited.mode == "incremental"
+    assert [w for w in edited.written if w.startswith("ledger/patterns/")] == [cursor]
+    assert made == ["patterns/cursor-pages"]
+
+    # a commit reinforces the other entry: its history gains a row, its page shows it
+    p.commit("reinforce", {"patterns": [entry_b("Retry budget", "medium", 2),
+                                        entry_b("Cursor pages", pattern="Page with a cursor.")]})
+    again = _build_site(p.root, isolated_env)
+    assert retry in again.written
+    html = (first.out / "ledger/patterns/retry-budget/index.html").read_text(encoding="utf-8")
+    assert "reinforced" in html and "promoted" in html
+
+    full = _build_site(p.root, isolated_env, out=tmp_path / "full" / "site", clean=True)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [f for f in want if got[f] != want[f]] == []
+
+
+def test_change_log_shows_the_newest_changes_up_to_its_limit_and_counts_them_all(
+        tmp_path, isolated_env, monkeypatch):
+    import toolkit.history_report as history_report
+
+    monkeypatch.setattr(history_report, "CHANGE_LOG_LIMIT", 2)
+    p = _project(tmp_path)
+    content = _content(p.root, isolated_env)
+    page = next(pg for pg in content.pages if pg.path == "ledger/history.md")
+    assert [(r[1], r[2]) for r in page.changes.rows] == [
+        ("removed", "Idempotency <b>keys</b>"),
+        ("promoted", Ref("Retry budget", "ledger/patterns/retry-budget.md"))]
+    assert (page.shown_changes, page.total_changes) == (2, 5)
+    assert "2 of 5" in _render(page).replace(",", "")

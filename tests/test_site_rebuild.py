@@ -16,6 +16,15 @@ from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildR
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
 
+def _edit_entry(world: World, word: str) -> None:
+    """``word`` added to the Pattern of the ENTRY page's entry."""
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.replace("already existed under a different verb",
+                                     f"already existed under a different verb {word}", 1),
+                        encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def _first_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, BuildResult, Path]:
     base = tmp_path_factory.mktemp("rebuild")
@@ -169,23 +178,17 @@ def test_search_index_stays_complete_when_its_map_is_damaged_or_stale(
         built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     world, first = built_world
     index = first.out / "search" / "search_index.json"
-    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
-    text = patterns.read_text(encoding="utf-8")
 
     # the map is damaged: the index is read in full instead
     (first.build_dir / SEARCH_MAP).write_text('{"index": [1, 2], "pages": {"x/": [0, 9', "utf-8")
-    patterns.write_text(text.replace("already existed under a different verb",
-                                     "already existed under a different verb zanzibarquux"),
-                        encoding="utf-8")
+    _edit_entry(world, "zanzibarquux")
     second = build(world)
     assert second.mode == "incremental" and second.rebuilt == 1
 
     # the index was rewritten by hand (same map, other bytes): the map no longer describes it
     docs = json.loads(index.read_text(encoding="utf-8"))
     index.write_text(json.dumps(docs, indent=1), encoding="utf-8")
-    patterns.write_text(text.replace("already existed under a different verb",
-                                     "already existed under a different verb zanzibarquuy"),
-                        encoding="utf-8")
+    _edit_entry(world, "zanzibarquuy")
     third = build(world)
     assert third.mode == "incremental" and third.rebuilt == 1
     found = [d["location"] for d in json.loads(index.read_text(encoding="utf-8"))["docs"]
@@ -321,15 +324,19 @@ def _edit_ledger(world: World, rng: random.Random, word: str) -> str:
 
 
 def _edit_slop(world: World, rng: random.Random, word: str) -> str:
-    """One slop entry's status, severity or title changed."""
+    """One slop entry's status, severity or title changed (what its listings show), or its
+    description, cleanup, a source link or an extra field (what only its own page shows)."""
     path = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     entry = rng.choice(data["entries"])
-    key = rng.choice(["status", "severity", "title"])
+    key = rng.choice(["status", "severity", "title", "description", "cleanup_recommendation",
+                      "source_links", "x_reviewer"])
     choices = {"status": ["open", "in_progress", "resolved", "accepted", "wont_fix"],
                "severity": ["critical", "high", "medium", "low", "info"]}
-    if key == "title":
-        entry["title"] = f"{entry.get('title', '')} {word}"
+    if key == "source_links":
+        entry["source_links"] = [*(entry.get("source_links") or []), f"src/{word}.py:7"]
+    elif key in ("title", "description", "cleanup_recommendation", "x_reviewer"):
+        entry[key] = f"{entry.get(key, '')} {word}".strip()
     else:
         entry[key] = rng.choice([v for v in choices[key] if v != entry.get(key)])
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
@@ -456,3 +463,136 @@ def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_
     got = tree_bytes(first.build_dir / "docs" / "data")
     assert got == tree_bytes(full.build_dir / "docs" / "data")
     assert tree_bytes(fixed.out) == tree_bytes(full.out)
+
+
+def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered(
+        built_world: tuple[World, BuildResult], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site reads the short columns of every entry and, per entry, a digest of its whole
+    row made by the database; an entry's long text (a slop description, a ledger entry's
+    Evidence) is read only for the pages it renders. So after one entry's long text changed,
+    that entry alone is read whole and rendered, its page shows the change, and the site is
+    a clean build's bytes; with nothing changed, no entry is read whole."""
+    from toolkit.store import Store
+
+    world, _first = built_world
+    whole: list[list[object]] = []  # the keys of each whole-row query
+    real = Store.fetch_dicts
+
+    def recording(self: Store, sql: str, params: object = None) -> list[dict[str, object]]:
+        if "IN (SELECT unnest(" in sql and ("FROM ledger_entries" in sql
+                                             or "FROM slop_entries" in sql):
+            whole.append(list(params[0]))  # type: ignore[index]
+        return real(self, sql, params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "fetch_dicts", recording)
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    doc = json.loads(slop.read_text(encoding="utf-8"))
+    doc["entries"][1]["description"] += " zanzibardescription"
+    slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    at = text.index("**Evidence:**", text.index("**Title:** Grep the route table"))
+    at = text.index("\n- ", at) + 3
+    patterns.write_text(text[:at] + "zanzibarevidence " + text[at:], encoding="utf-8")
+
+    again = build(world)
+    assert again.mode == "incremental"
+    slop_page = "slop/e0a95d1f.md"
+    assert sorted(w for w in again.written if w.endswith(".md")) == [f"{ENTRY}.md", slop_page]
+    read = sorted(str(key) for keys in whole for key in keys)
+    assert read == ["1", "patterns/grep-the-route-table-before-adding-a-new-endpoint"]
+    assert "zanzibardescription" in (again.out / "slop/e0a95d1f/index.html").read_text()
+    assert "zanzibarevidence" in (again.out / ENTRY / "index.html").read_text()
+
+    whole.clear()
+    unchanged = build(world)
+    assert whole == [] and [w for w in unchanged.written if w.endswith(".md")] == []
+
+    monkeypatch.undo()
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [p for p in want if got[p] != want[p]] == []
+
+
+def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_page_links_to(
+        built_world: tuple[World, BuildResult]) -> None:
+    """A rebuild writes back a reused page's record as it read it (its link targets are
+    numbers into the cache's list of targets); targets no page links to any more (entries
+    deleted over many builds) are dropped once they are most of the list, every record
+    renumbered, and the next rebuild still trusts every unchanged page."""
+    world, first = built_world
+    path = first.build_dir / RENDER_CACHE
+    record = json.loads(path.read_text(encoding="utf-8"))
+    stale = [f"ledger/patterns/deleted-{i}.md" for i in range(3000)]
+    record["targets"] = stale + record["targets"]
+    for page in record["pages"].values():
+        page[2] = [i + len(stale) for i in page[2]]
+    path.write_text(json.dumps(record), encoding="utf-8")
+
+    _edit_entry(world, "zanzibarquux")
+    again = build(world)
+    assert [w for w in again.written if w.endswith(".md")] == [f"{ENTRY}.md"]
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    assert not set(stale) & set(kept["targets"])
+    assert len(kept["targets"]) < 1024
+    for rel, page in kept["pages"].items():  # each record still names its page's links
+        linked = {kept["targets"][i] for i in page[2]}
+        assert linked == set(record["targets"][i] for i in record["pages"][rel][2]) or \
+            rel == f"{ENTRY}.md", rel
+
+    unchanged = build(world)
+    assert [w for w in unchanged.written if w.endswith(".md")] == []
+    assert unchanged.rebuilt == 0
+
+
+def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
+    """The page digest pickles links, tables, fields and row references by their fields'
+    values (plain_pickle): each comes back equal, and a change to any one field changes the
+    bytes (a page that shows it is rendered again). A class whose fields are not all
+    positional cannot be pickled that way."""
+    import dataclasses
+    import pickle
+
+    from toolkit import queries
+    from toolkit.pages import Field, Ref, RowRef, Table, plain_pickle
+    from toolkit.reports import Headline, Url
+
+    samples = [Ref("text", "a.md"), Table(("A",), [(1,)], "none", "A"), Field("L", 2),
+               RowRef(queries.site_ledger_rows, "k", "d"), Url("https://x.example/"),
+               Headline(Ref("t", "b.md"), (1, 2), "note")]
+    for value in samples:
+        data = pickle.dumps(value, protocol=5)
+        assert pickle.loads(data) == value
+        for f in dataclasses.fields(value):
+            other = dataclasses.replace(value, **{f.name: "changed"})
+            assert pickle.dumps(other, protocol=5) != data, (type(value).__name__, f.name)
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Named:
+        name: str
+
+    with pytest.raises(TypeError):
+        plain_pickle(Named)
+
+
+def test_a_page_whose_html_is_older_than_its_markdown_is_rendered_again(
+        built_world: tuple[World, BuildResult]) -> None:
+    """What an interrupted build leaves: a page's Markdown written, its HTML not (older, and
+    here stale). The next build, with nothing changed, renders that page again (MkDocs is
+    shown it), and the site is what it was."""
+    import os
+
+    world, first = built_world
+    site_before = tree_bytes(first.out)
+    html = first.out / ENTRY / "index.html"
+    md = first.build_dir / "docs" / f"{ENTRY}.md"
+    html.write_text("<p>stale</p>\n", encoding="utf-8")
+    old = md.stat().st_mtime_ns - 10_000_000_000
+    os.utime(html, ns=(old, old))
+
+    again = build(world)
+    assert again.mode == "incremental" and again.written == []
+    assert again.rebuilt == 1
+    assert tree_bytes(again.out) == site_before

@@ -806,6 +806,12 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
     return [_change(r) for r in store.fetch_dicts(sql, params)]
 
 
+def change_count(store: Store, *, timelines: tuple[str, ...] = ("main",)) -> int:
+    """How many changes :func:`change_log` lists (without its ``limit``)."""
+    return int(store.scalar("SELECT count(*) FROM ledger_changes WHERE timeline IN "
+                            "(SELECT unnest(?::VARCHAR[]))", [list(timelines)]) or 0)
+
+
 def _ledger_kind(file: str | None) -> str | None:
     """The ledger file kind a user named (``tools``, ``patterns.md``...), None for all files."""
     from toolkit.records import ledger_kind
@@ -831,6 +837,36 @@ def find_entries(store: Store, title: str, file: str | None = None
     return [c for c in cands if want in c[0].split("/", 1)[1]]
 
 
+# Each entry's states (a row per version that changed it), for entry_histories; parameters:
+# every entry?, the entry keys otherwise, the timelines, whether they are several (then the
+# states are ordered by time).
+_ENTRY_STATES = (
+    "SELECT c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, "
+    "c.seq, list(c.change ORDER BY c.change_order) AS changes, any_value(c.file) AS file, "
+    "any_value(c.title) AS title, any_value(e.confidence) AS confidence, "
+    "any_value(e.reflections) AS reflections, bool_or(e.entry_key IS NOT NULL) AS present, "
+    "? AS by_time "
+    "FROM ledger_changes c LEFT JOIN ledger_entry_versions e "
+    "  ON e.version_id = c.version_id AND e.entry_key = c.entry_key "
+    "WHERE (? OR c.entry_key IN (SELECT unnest(?::VARCHAR[]))) "
+    "AND c.timeline IN (SELECT unnest(?::VARCHAR[])) "
+    "GROUP BY c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, c.seq")
+_STATE_ORDER = ("CASE WHEN by_time THEN ts END NULLS LAST, CASE timeline WHEN 'main' THEN 0 "
+                "WHEN 'copies' THEN 1 ELSE 2 END, seq")
+
+
+def entry_history_digests(store: Store, shown: str) -> dict[str, str]:
+    """Entry key -> the digest of what the site shows of its history on the main timeline
+    (``shown``: SQL of the values shown of one state, in the states' order), for every entry
+    with a state: a page that shows an entry's history is made again only when this
+    changes."""
+    rows = store.fetch(
+        f"SELECT entry_key, md5(string_agg(CAST(to_json({shown}) AS VARCHAR), chr(10) "
+        f"ORDER BY {_STATE_ORDER})) FROM ({_ENTRY_STATES}) GROUP BY entry_key",
+        [False, True, [], ["main"]])[1]
+    return dict(rows)
+
+
 def entry_histories(store: Store, entry_keys: Iterable[str] | None = None, *,
                     timelines: tuple[str, ...] = ("main",)) -> dict[str, EntryHistory]:
     """Entry key -> the versions in which that entry changed (appeared, changed confidence or
@@ -840,19 +876,8 @@ def entry_histories(store: Store, entry_keys: Iterable[str] | None = None, *,
     both ask this."""
     keys = None if entry_keys is None else sorted(set(entry_keys))
     rows = store.fetch_dicts(
-        "SELECT c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, "
-        "c.seq, list(c.change ORDER BY c.change_order) AS changes, any_value(c.file) AS file, "
-        "any_value(c.title) AS title, any_value(e.confidence) AS confidence, "
-        "any_value(e.reflections) AS reflections, bool_or(e.entry_key IS NOT NULL) AS present "
-        "FROM ledger_changes c LEFT JOIN ledger_entry_versions e "
-        "  ON e.version_id = c.version_id AND e.entry_key = c.entry_key "
-        "WHERE (? OR c.entry_key IN (SELECT unnest(?::VARCHAR[]))) "
-        "AND c.timeline IN (SELECT unnest(?::VARCHAR[])) "
-        "GROUP BY c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, "
-        "c.seq "
-        "ORDER BY c.entry_key, CASE WHEN ? THEN c.ts END NULLS LAST, CASE c.timeline "
-        "WHEN 'main' THEN 0 WHEN 'copies' THEN 1 ELSE 2 END, c.seq",
-        [keys is None, keys or [], list(timelines), len(timelines) > 1])
+        f"SELECT * FROM ({_ENTRY_STATES}) ORDER BY entry_key, {_STATE_ORDER}",
+        [len(timelines) > 1, keys is None, keys or [], list(timelines)])
     heads = store.fetch_dicts(
         "SELECT entry_key, any_value(file) AS file, arg_max(title, version_id) AS title "
         "FROM ledger_entry_versions WHERE (? OR entry_key IN (SELECT unnest(?::VARCHAR[]))) "

@@ -104,7 +104,7 @@ def _chart_points(versions: list[Any]) -> list[Any]:
 
 def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Page]:
     """The ledger history page (none when the store has no history tables)."""
-    from toolkit.history import change_log, growth
+    from toolkit.history import change_count, change_log, growth
 
     if "ledger_versions" not in d.tables:
         return []
@@ -126,7 +126,8 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
     growth_rows = [(_when(v.source, v.ts), v.source, _version_cell(v), v.high, v.medium, v.low,
                     v.unrated or None, v.entries, _changes_text(v.changes))
                    for v in reversed(versions)]
-    log = change_log(store, timelines=("main",))
+    # the newest CHANGE_LOG_LIMIT are shown: only they are read (each is an object)
+    log = change_log(store, timelines=("main",), limit=CHANGE_LOG_LIMIT)
     refs = _entry_refs(d)
 
     def arrow(old: Any, new: Any) -> str:
@@ -135,7 +136,7 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
         return f"{old} → {new if new is not None else '(removed)'}"
 
     change_rows = []
-    for c in log[:CHANGE_LOG_LIMIT]:
+    for c in log:
         title = c.title if c.title else "[???]"
         target = refs.get(c.entry_key)
         change_rows.append((
@@ -157,7 +158,7 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
                            "commits."),
         changes=Table(("When", "Change", "Entry", "File", "Confidence", "Reflections",
                        "Version"), change_rows, empty="No changes recorded.", key="Version"),
-        shown_changes=len(change_rows), total_changes=len(log),
+        shown_changes=len(change_rows), total_changes=change_count(store, timelines=("main",)),
         others=Table(("When", "Source", "Version", "High", "Medium", "Low", "Total",
                       "Changes against the committed ledger or the previous copy"), other_rows,
                      key="Version",

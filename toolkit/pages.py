@@ -7,10 +7,11 @@ their pages from these; ``reports`` imports the feature modules, never the other
 from __future__ import annotations
 
 import json
+import operator
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeVar
 
 # What a generated page path may hold: letters, digits, ".", "_", "-", "/", one #anchor.
 INTERNAL_PATH = re.compile(r"^[A-Za-z0-9._/-]+(#[A-Za-z0-9_-]+)?$")
@@ -66,7 +67,27 @@ def table_places(data: bytes) -> Iterator[tuple[str, int, int]]:
 
 CONFIDENCE_COLORS = {"high": "#2e7d32", "medium": "#9ccc65", "low": "#e0e0e0"}
 
+_C = TypeVar("_C", bound=type)
 
+
+def plain_pickle(cls: _C) -> _C:
+    """A frozen dataclass pickled as its class and its fields' values, in order (what its
+    constructor takes): the digest of a page's context (``toolkit.site``) pickles thousands
+    of these per build (a listing's links), and the default way costs about twice as much."""
+    names = [f.name for f in fields(cls)]
+    if any(not f.init or f.kw_only for f in fields(cls)):
+        raise TypeError(f"{cls.__name__}: every field must be a positional argument")
+    get = operator.attrgetter(*names)
+
+    def __reduce__(self: Any) -> tuple[Any, tuple[Any, ...]]:
+        values = get(self)
+        return cls, (values,) if len(names) == 1 else values
+
+    cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    return cls
+
+
+@plain_pickle
 @dataclass(frozen=True)
 class Ref:
     """A link to a page of the site: ``text`` is shown (escaped), ``path`` is the target's
@@ -76,6 +97,7 @@ class Ref:
     path: str
 
 
+@plain_pickle
 @dataclass(frozen=True)
 class Table:
     """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links.
@@ -109,31 +131,71 @@ class Page:
     wide: bool = False  # wide tables: the table of contents sidebar is hidden
 
 
+@plain_pickle
+@dataclass(frozen=True)
+class RowRef:
+    """A row of the store that a :class:`Deferred` page shows whole, fetched only when the
+    page is made: ``fetch(store, keys)`` (a module-level function) returns the value of each
+    of ``keys`` (the whole row, or what the page shows of its rows), and ``digest`` is the
+    digest of that value's content, computed in the database by the query that found the key.
+    So the row stands in a page's arguments by its key and digest: a rebuild decides that an
+    entry's page is unchanged without reading the entry's text."""
+
+    fetch: Callable[[Any, list[Any]], dict[Any, Any]]
+    key: Any
+    digest: str
+
+
 @dataclass(frozen=True)
 class Deferred:
     """A page made only when it must be rendered: ``make(*args)`` builds it. ``make`` is a
     module-level function that reads nothing but ``args`` (plain values: rows, strings,
-    :class:`Ref`, :class:`Table`), so the digest of ``(make, args)`` stands for the page's
-    context, and a rebuild whose render cache knows that digest skips building the page at
-    all (``toolkit.site._RenderCache``). For the many pages of one kind (one per entry)."""
+    :class:`Ref`, :class:`Table`, :class:`RowRef` for a row fetched when the page is made),
+    so the digest of ``(make, args)`` stands for the page's context, and a rebuild whose
+    render cache knows that digest skips building the page at all
+    (``toolkit.site._RenderCache``). For the many pages of one kind (one per entry)."""
 
     path: str
     make: Callable[..., Page]
     args: tuple[Any, ...]
     nav: None = None  # never in the navigation (see :class:`Page`)
 
-    def page(self) -> Page:
-        page = self.make(*self.args)
+    def page(self, rows: dict[Any, dict[Any, Any]] | None = None) -> Page:
+        """The page, its :class:`RowRef` arguments replaced by their rows (``rows``: by
+        fetch function, then key; see :func:`make_pages`)."""
+        args = self.args
+        if any(isinstance(a, RowRef) for a in args):
+            try:
+                args = tuple((rows or {})[a.fetch][a.key] if isinstance(a, RowRef) else a
+                             for a in args)
+            except KeyError:
+                raise ValueError(f"deferred page {self.path}: its row was not fetched (a bug)"
+                                 ) from None
+        page = self.make(*args)
         if page.path != self.path or page.nav is not None:
             raise ValueError(f"deferred page {self.path} made {page.path} (a bug)")
         return page
 
 
-def as_page(page: Page | Deferred) -> Page:
-    """The page itself, made now when it was deferred."""
-    return page.page() if isinstance(page, Deferred) else page
+def fetch_rows(store: Any, pages: Iterable[Page | Deferred]) -> dict[Any, dict[Any, Any]]:
+    """The rows the deferred ``pages`` show (their :class:`RowRef` arguments), for
+    :meth:`Deferred.page`: one query per kind of row."""
+    wanted: dict[Any, set[Any]] = {}
+    for p in pages:
+        if isinstance(p, Deferred):
+            for a in p.args:
+                if isinstance(a, RowRef):
+                    wanted.setdefault(a.fetch, set()).add(a.key)
+    return {fetch: fetch(store, sorted(keys)) for fetch, keys in wanted.items()}
 
 
+def make_pages(store: Any, pages: Sequence[Page | Deferred]) -> list[Page]:
+    """The pages, the deferred ones made now (their rows fetched together)."""
+    rows = fetch_rows(store, pages)
+    return [p.page(rows) if isinstance(p, Deferred) else p for p in pages]
+
+
+@plain_pickle
 @dataclass(frozen=True)
 class Field:
     label: str

@@ -177,13 +177,48 @@ def handoff_dead_end_total(store: Store) -> int:
 # the scoped stand-in on the site's connection (Store.scope_actions, site_scope): each
 # question over it counts the same rows.
 
+# An entry page shows its row whole; the listings, counts and links read only its short
+# columns. So the site asks for the short columns of every row and, per row, the digest of
+# the whole row (computed here, in the database), and fetches a row whole only for the pages
+# it renders (toolkit.pages.RowRef): an unchanged entry's long text is never read.
+# (name, SQL) of each column of a whole row, and the names of the long ones.
+_LEDGER_ROW = (("entry_id", "entry_id"), ("file", "file"), ("title", "title"),
+               ("date", "CAST(date AS VARCHAR)"), ("date_raw", "date_raw"),
+               ("category", "category"), ("confidence", "confidence"),
+               ("observations", "observations"), ("source_reflections", "source_reflections"),
+               ("reflections", "reflections"), ("context", "context"), ("pattern", "pattern"),
+               ("evidence", "evidence"), ("related", "related"), ("form", "form"),
+               ("problems", "problems"), ("path", "path"), ("line", "line"),
+               ("position", "position"))
+_LEDGER_LONG = ("context", "pattern", "evidence")
+
+
+def _columns(row: tuple[tuple[str, str], ...], skip: tuple[str, ...] = ()) -> str:
+    return ", ".join(f"{sql} AS {name}" for name, sql in row if name not in skip)
+
+
+def _row_digest(row: tuple[tuple[str, str], ...]) -> str:
+    """SQL: the digest of a whole row (``digest``): md5 of its columns as one JSON object,
+    which tells every value of every column apart (NULL from '', a list from its text)."""
+    return ("md5(CAST(to_json(struct_pack("
+            + ", ".join(f"{name} := {sql}" for name, sql in row) + ")) AS VARCHAR)) AS digest")
+
+
 def site_ledger_entries(store: Store) -> list[dict[str, Any]]:
-    """Every ledger entry, malformed ones included, in file order."""
+    """Every ledger entry, malformed ones included, in file order: its columns but the long
+    texts (Context, Pattern, Evidence), and ``digest``, the digest of its whole row (what
+    :func:`site_ledger_rows` returns for it)."""
     return store.fetch_dicts(
-        "SELECT entry_id, file, title, CAST(date AS VARCHAR) AS date, date_raw, category, "
-        "confidence, observations, source_reflections, reflections, context, pattern, "
-        "evidence, related, form, problems, path, line, position FROM ledger_entries "
-        "ORDER BY file, position, entry_id")
+        f"SELECT {_columns(_LEDGER_ROW, _LEDGER_LONG)}, {_row_digest(_LEDGER_ROW)} "
+        "FROM ledger_entries ORDER BY file, position, entry_id")
+
+
+def site_ledger_rows(store: Store, entry_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """entry_id -> the whole row of each of these ledger entries."""
+    rows = store.fetch_dicts(
+        f"SELECT {_columns(_LEDGER_ROW)} FROM ledger_entries "
+        "WHERE entry_id IN (SELECT unnest(?::VARCHAR[]))", [entry_ids])
+    return {r["entry_id"]: r for r in rows}
 
 
 def site_ledger_meta(store: Store) -> dict[str, Any] | None:
@@ -212,14 +247,35 @@ _UTC_CREATED = "timezone('UTC', created_at)"
 _UTC_UPDATED = "timezone('UTC', updated_at)"
 
 
+_SLOP_ROW = (("id", "id"), ("short_id", "short_id"), ("bucket", "bucket"),
+             ("severity", "severity"), ("confidence", "confidence"), ("owner", "owner"),
+             ("source_links", "source_links"), ("title", "title"),
+             ("description", "description"), ("status", "status"),
+             ("cleanup_recommendation", "cleanup_recommendation"),
+             ("created_at", _ts(_UTC_CREATED)), ("updated_at", _ts(_UTC_UPDATED)),
+             ("created_at_raw", "created_at_raw"), ("updated_at_raw", "updated_at_raw"),
+             ("task_id", "task_id"), ("thread_id", "thread_id"),
+             ("extra", "CAST(extra AS VARCHAR)"), ("problems", "problems"), ("path", "path"),
+             ("line", "line"), ("position", "position"))
+_SLOP_LONG = ("source_links", "description", "cleanup_recommendation", "extra")
+
+
 def site_slop_entries(store: Store) -> list[dict[str, Any]]:
-    """Every slop entry in file order; times as UTC text."""
+    """Every slop entry in file order, times as UTC text: its columns but the long ones
+    (source links, description, cleanup, extra fields), and ``digest``, the digest of its
+    whole row (what :func:`site_slop_rows` returns for it)."""
     return store.fetch_dicts(
-        "SELECT id, short_id, bucket, severity, confidence, owner, source_links, title, "
-        "description, status, cleanup_recommendation, "
-        f"{_ts(_UTC_CREATED)} AS created_at, {_ts(_UTC_UPDATED)} AS updated_at, "
-        "created_at_raw, updated_at_raw, task_id, thread_id, CAST(extra AS VARCHAR) AS extra, "
-        "problems, path, line, position FROM slop_entries ORDER BY position, id")
+        f"SELECT {_columns(_SLOP_ROW, _SLOP_LONG)}, {_row_digest(_SLOP_ROW)} "
+        "FROM slop_entries ORDER BY position, id")
+
+
+def site_slop_rows(store: Store, positions: list[int]) -> dict[int, dict[str, Any]]:
+    """position -> the whole row of each of these slop entries (a position is the entry's
+    place in the file: one row each)."""
+    rows = store.fetch_dicts(
+        f"SELECT {_columns(_SLOP_ROW)} FROM slop_entries "
+        "WHERE position IN (SELECT unnest(?::INTEGER[]))", [positions])
+    return {r["position"]: r for r in rows}
 
 
 def site_task_status(store: Store) -> list[dict[str, Any]]:

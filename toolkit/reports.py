@@ -41,8 +41,11 @@ from toolkit.pages import (
     Field,
     Page,
     Ref,
+    RowRef,
     Table,
     ledger_entry_path,
+    make_pages,
+    plain_pickle,
     task_path,
 )
 from toolkit.records import (
@@ -190,6 +193,7 @@ class HomePage(Page):
     headlines: list[Headline] = field(default_factory=list)  # the first thing the page shows
 
 
+@plain_pickle
 @dataclass(frozen=True)
 class Headline:
     """One figure at the top of the home page: a question (``title``, a link to the page that
@@ -441,7 +445,7 @@ class SiteData:
     snapshot_files: list[dict[str, Any]]
     turn_files: list[dict[str, Any]]
     problems: list[Any]
-    history: dict[str, EntryHistory] | None
+    history: dict[str, str] | None  # entry key -> digest of its history (_entry_history)
     day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
     built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
     # derived
@@ -501,14 +505,34 @@ def scope_note(d: SiteData) -> str:
     return text + "."
 
 
-def _entry_history(store: Store, tables: list[str]) -> dict[str, EntryHistory] | None:
-    """Entry key -> its history on the main timeline, as ``toolkit ledger history TITLE``
-    shows it, when the history tables exist (None otherwise)."""
+def _entry_history(store: Store, tables: list[str]) -> dict[str, str] | None:
+    """Entry key -> the digest of its history as its page shows it (:func:`_history_table`,
+    ``toolkit ledger history TITLE``), for the entries with a history, when the history
+    tables exist (None otherwise); the history itself is read for the pages rendered
+    (:func:`entry_history_tables`)."""
     if "ledger_changes" not in tables:
         return None
+    from toolkit.history import entry_history_digests
+
+    return entry_history_digests(store, _HISTORY_SHOWN)
+
+
+# What an entry page's history table shows of one state (_history_table): no time for the
+# working files (theirs is the newest mtime of any ledger file), confidence and reflections
+# where the entry is present.
+_HISTORY_SHOWN = ("struct_pack(source := source, ts := CASE WHEN source = 'working' THEN NULL "
+                  "ELSE ts END, ref := ref, changes := changes, present := present, "
+                  "confidence := CASE WHEN present THEN confidence END, "
+                  "reflections := CASE WHEN present THEN reflections END, subject := subject)")
+
+
+def entry_history_tables(store: Store, keys: list[str]) -> dict[str, Table]:
+    """Entry key -> its history table (:func:`_history_table`), for each of ``keys`` (a
+    :class:`RowRef` fetch: an entry page's history, read when the page is rendered)."""
     from toolkit.history import entry_histories
 
-    return entry_histories(store)
+    found = entry_histories(store, keys)
+    return {k: _history_table(found.get(k)) for k in keys}
 
 
 def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
@@ -541,16 +565,17 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
                        built: dt.datetime | None = None, lazy: bool = False) -> SiteContent:
     """Every page, chart and download of the site, from the store's current content, plus
     the pages of the ``extra`` builders (the handoff page, from toolkit.handoff_page).
-    ``lazy``: the entry pages are :class:`Deferred` (made when the site renders them)."""
+    ``lazy``: the entry pages are :class:`Deferred` (made when the site renders them, which
+    then fetches the rows they show); otherwise they are made here."""
     data = load_site_data(store, today=today, site_name=site_name, roots=roots, built=built)
     charts: list[ChartSpec] = []
     pages: list[Page | Deferred] = []
     home = _home(store, data, charts)
     home.goal, home.goals_closed = goal_summary(store)
     pages.append(home)
-    pages += _ledger_pages(data, charts, lazy)
+    pages += _ledger_pages(data, charts)
     pages += history_pages(store, data, charts)
-    pages += _slop_pages(data, charts, lazy)
+    pages += _slop_pages(data, charts)
     pages += _audit_pages(store, data, charts)
     pages += goal_pages(store)
     pages += _session_pages(data)
@@ -565,6 +590,8 @@ def build_site_content(store: Store, *, today: dt.date, site_name: str,
     pages.append(_warnings_page(data))
     for builder in extra:
         pages += builder(store, data)
+    if not lazy:
+        pages = list(make_pages(store, pages))
     return SiteContent(pages=pages, charts=charts, downloads=downloads)
 
 
@@ -836,7 +863,7 @@ def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ..
     return rows, total
 
 
-def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
+def _ledger_pages(d: SiteData, charts: list[ChartSpec]
                   ) -> list[Page | Deferred]:
     pages: list[Page | Deferred] = []
     rows, total = _ledger_file_rows(d)
@@ -935,17 +962,14 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
         related = tuple((f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
                         for r in _related_ids(e.get("related"), by_title, e["entry_id"]))
         history = None
-        if d.history is not None:
-            history = _history_table(d.history.get(keys[e["entry_id"]]))
-        pages.append(_entry_page(lazy, _ledger_entry_page, (
-            d.entry_path[e["entry_id"]], e, related, history, display_path(e.get("path"), d.roots),
-            _category_ref(e), _confidence_ref(e))))
+        if d.history is not None:  # the entry's history table, by the digest of what it shows
+            key = keys[e["entry_id"]]
+            history = RowRef(entry_history_tables, key, d.history.get(key, ""))
+        pages.append(Deferred(d.entry_path[e["entry_id"]], _ledger_entry_page, (
+            d.entry_path[e["entry_id"]],
+            RowRef(queries.site_ledger_rows, e["entry_id"], e["digest"]), related, history,
+            display_path(e.get("path"), d.roots), _category_ref(e), _confidence_ref(e))))
     return pages
-
-
-def _entry_page(lazy: bool, make: Callable[..., Page], args: tuple[Any, ...]) -> Page | Deferred:
-    """One entry's page: made now, or (``lazy``) when the site must render it."""
-    return Deferred(args[0], make, args) if lazy else make(*args)
 
 
 def _ledger_entry_page(path: str, e: dict[str, Any], related: tuple[tuple[str, str], ...],
@@ -1044,7 +1068,7 @@ def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartS
     return table, chart
 
 
-def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
+def _slop_pages(d: SiteData, charts: list[ChartSpec]
                 ) -> list[Page | Deferred]:
     pages: list[Page | Deferred] = []
     open_slop = open_slop_entries(d)
@@ -1140,8 +1164,9 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec], lazy: bool = False
     dispatch_tasks = set(d.task_slug)
     for s in d.slop:
         task = s.get("task_id")
-        pages.append(_entry_page(lazy, _slop_entry_page, (
-            d.slop_path[s["id"]], s, _value_ref("bucket", s.get("bucket")),
+        pages.append(Deferred(d.slop_path[s["id"]], _slop_entry_page, (
+            d.slop_path[s["id"]], RowRef(queries.site_slop_rows, s["position"], s["digest"]),
+            _value_ref("bucket", s.get("bucket")),
             _value_ref("severity", s.get("severity")),
             _value_ref("owner", s["owner"]) if s.get("owner") else "none",
             _value_ref("status", s.get("status")),
@@ -1185,6 +1210,7 @@ def _slop_entry_page(path: str, s: dict[str, Any], bucket: Cell, severity: Cell,
         source=f"{source}:{s.get('line')}" if s.get("line") else source)
 
 
+@plain_pickle
 @dataclass(frozen=True)
 class Url:
     """A value that is a web link when it is a safe http(s) URL, text otherwise."""

@@ -29,7 +29,10 @@ Rebuilds. Step 2 renders a page again only when its context (pickled, hashed), t
 and this package's code, or a chart it shows changed (``_RenderCache``, in the build folder);
 otherwise its Markdown file is left as it is. The many per-entry pages are not even made then:
 step 1 hands them over as :class:`~toolkit.pages.Deferred` (a maker and the plain values it
-reads, whose digest stands for the context), and only the changed ones are made. The tables'
+reads, whose digest stands for the context), and only the changed ones are made. Nor is an
+entry's row read whole: step 1 reads every entry's short columns (what the listings show) and a
+digest of its whole row, made by DuckDB (:class:`~toolkit.pages.RowRef`), and only the rows of
+the pages to render are then fetched, in one query per kind. The tables'
 HTML is kept in the build folder in files by digest, of which a rebuild rewrites and the hook
 reads only those it needs. A full MkDocs build runs when the configuration
 or nav changed, on ``--clean`` or when there is no previous build; otherwise MkDocs runs
@@ -77,7 +80,7 @@ from toolkit.pages import (
     TABLES,
     Deferred,
     Table,
-    as_page,
+    fetch_rows,
     relative_link,
     table_shard,
     tables_file,
@@ -802,11 +805,6 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     config_text = _mkdocs_config(base_config, content.pages, site, site_name)
     chart_cache = build / "chart-cache"
     charts_job = _start_charts(content.charts, chart_cache, build)
-    # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
-    worker = ThreadPoolExecutor(max_workers=1)
-    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
-                              versions or {}, f"redact={redact}")
-    worker.shutdown(wait=False)
     scrub = None
     if redact:
         from toolkit.redact import redactor
@@ -820,20 +818,40 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     pages = content.pages
     total = len(pages)
     nav_paths = {p.path for p in pages if p.nav}
+    todo: list[Page | Deferred] = []  # the pages to render: those the cache cannot reuse
     for i in range(total):
         page, pages[i] = pages[i], None  # type: ignore[call-overload]  # let it go when done
         if page.path in files:
             raise ToolkitError("two pages of the site have the same path (a bug)")
         files.add(page.path)
         if not page_cache.reuse(page, renderer):
-            if _write_if_changed(docs / page.path, render_page(renderer, as_page(page))):
-                written.append(page.path)
-            page_cache.rendered(page, renderer.used)
-        if progress and ((i + 1) % 200 == 0 or i + 1 == total):
-            progress("Writing pages", i + 1, total)
+            todo.append(page)
     pages.clear()
+    # the rows the deferred pages to render show, fetched before the downloads' thread takes
+    # the store's connection (one query per kind of row: an entry's text is read only when its
+    # page is rendered)
+    rows = fetch_rows(store, todo)
+    # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
+    worker = ThreadPoolExecutor(max_workers=1)
+    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
+                              versions or {}, f"redact={redact}")
+    worker.shutdown(wait=False)
+    done = total - len(todo)
+    if progress and total:
+        progress("Writing pages", done, total)
+    for i in range(len(todo)):
+        page, todo[i] = todo[i], None  # type: ignore[call-overload]  # let it go when done
+        made_page = page.page(rows) if isinstance(page, Deferred) else page
+        if _write_if_changed(docs / page.path, render_page(renderer, made_page)):
+            written.append(page.path)
+        page_cache.rendered(page, renderer.used)
+        done += 1
+        if progress and (done % 200 == 0 or done == total):
+            progress("Writing pages", done, total)
+    del rows, todo
     written.sort()
     mark("templates")
+    renderer.targets.update(page_cache.kept_targets())
     page_cache.save(renderer.tables, renderer.kept)
     mark("writing")
     charts_drawn = _finish_charts(charts_job)
@@ -872,6 +890,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     if missing:
         raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
     (build / "tables.json").unlink(missing_ok=True)  # where an older toolkit kept them
+    md_times = page_cache.file_times
     del renderer, page_cache  # the tables' HTML: the hook reads it from the tables folder
 
     state_path = build / STATE
@@ -892,8 +911,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
-    subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous)
-              if incremental else None)
+    subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous,
+                            md_times=md_times) if incremental else None)
     mark("writing")
 
     try:
@@ -1100,9 +1119,12 @@ class _RenderCache:
     digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`), and per
     tables file its size, mtime_ns and the digest of its tables' names. Anything unreadable
     or different means: render. It is read and written on every build, so a page's record is
-    compact (:meth:`_pack`): its tables' names in one string and its link targets as numbers
-    into one list of the site's targets (the listings link to every entry page: as strings,
-    those links were most of the file's 9 MB at 15,000 pages)."""
+    compact: [context digest, its tables' names in one string, its link targets as numbers
+    into one list of the site's targets, charts, [size, mtime_ns]] (the listings link to every
+    entry page: as strings, those links were most of the file's 9 MB at 15,000 pages). A
+    reused page's record is written back as it was read (the list keeps its order, new
+    targets are added at its end), so a rebuild's cost per unchanged page is its checks; the
+    list drops the targets no page links to when they are most of it."""
 
     def __init__(self, build: Path, docs: Path, templates: Path, variant: str) -> None:
         self.path = build / RENDER_CACHE
@@ -1115,7 +1137,11 @@ class _RenderCache:
         same = old.get("code") == self.code
         self.old: dict[str, Any] = (old.get("pages") or {}) if same else {}
         names = old.get("targets") if same else None
-        self.names: list[Any] = names if isinstance(names, list) else []
+        # the site's link targets, which the pages' records number into (a list of anything
+        # else: no page's record is trusted)
+        self.names: list[str] = names if isinstance(names, list) and all(
+            isinstance(n, str) for n in names) else []
+        self._targets: set[int] = set()  # the numbers of the reused pages' targets
         shards = old.get("tables") if same else None
         self.shards: dict[str, Any] = shards if isinstance(shards, dict) else {}
         self.intact: set[str] = set()  # tables files as they were written
@@ -1126,10 +1152,13 @@ class _RenderCache:
                     self.intact.add(name)
             except (OSError, TypeError):
                 continue
-        self.new: dict[str, dict[str, Any]] = {}
+        # per page: its record as kept (a reused page's, as read) or what rendering it used
+        self.new: dict[str, list[Any] | dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
         self._docs = str(docs) + os.sep
         self._charts: dict[str, str | None] = {}  # chart name -> its spec's digest
+        # page path -> the mtime_ns of its file as the cache checked or wrote it (after save)
+        self.file_times: dict[str, int] = {}
 
     def _chart_digest(self, renderer: _Renderer, name: str) -> str | None:
         if name not in self._charts:
@@ -1157,17 +1186,21 @@ class _RenderCache:
                 return False
             if charts and any(self._chart_digest(renderer, n) != d for n, d in charts.items()):
                 return False
-            names = self.names
-            targets = [names[i] for i in packed[2]]
-            if not all(isinstance(t, str) for t in targets):
+            targets = packed[2]
+            if targets and not (isinstance(targets, list) and min(targets) >= 0
+                                and max(targets) < len(self.names)):
                 return False
-        except (KeyError, TypeError, AttributeError, IndexError, OSError):
+            self._targets.update(targets)
+        except (KeyError, TypeError, AttributeError, IndexError, OSError, ValueError):
             return False
         renderer.kept.update(tables)
-        renderer.targets.update(targets)
-        self.new[page.path] = {"context": digest, "tables": tables, "targets": targets,
-                               "charts": charts, "file": packed[4]}
+        self.new[page.path] = packed  # kept as it is: its numbers are into the same names
         return True
+
+    def kept_targets(self) -> set[str]:
+        """The pages and files the reused pages link to."""
+        names = self.names
+        return {names[i] for i in self._targets}
 
     def rendered(self, page: Page | Deferred, used: _Uses) -> None:
         digest = self._digests.get(page.path)
@@ -1181,28 +1214,44 @@ class _RenderCache:
         pages' files as written (call after writing the rendered pages; a reused page's file
         was checked in :meth:`reuse`)."""
         shards = self._write_tables(tables, kept)
+        names = list(self.names)  # a reused page's record numbers into these, kept in order
+        number = {n: i for i, n in enumerate(names)}
+        used = set(self._targets)
+        pages: dict[str, list[Any]] = {}
         for rel, entry in self.new.items():
-            if "file" in entry:
+            if isinstance(entry, list):
+                pages[rel] = entry
                 continue
             try:
                 st = (self.docs / rel).stat()
             except OSError:
                 continue
-            entry["file"] = [st.st_size, st.st_mtime_ns]
-        names: dict[str, int] = {}
-        pages = {rel: self._pack(e, names) for rel, e in self.new.items() if "file" in e}
+            numbers = []
+            for t in entry["targets"]:
+                i = number.get(t)
+                if i is None:
+                    i = number[t] = len(names)
+                    names.append(t)
+                numbers.append(i)
+            used.update(numbers)
+            pages[rel] = [entry["context"], " ".join(entry["tables"]), numbers,
+                          entry["charts"], [st.st_size, st.st_mtime_ns]]
+        if len(names) > 2 * len(used) + 1024:  # mostly targets no page links to any more
+            names = self._compact(pages, names)
+        self.file_times = {rel: record[4][1] for rel, record in pages.items()}
         _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages,
-                                                 "targets": list(names), "tables": shards},
+                                                 "targets": names, "tables": shards},
                                                 separators=(",", ":")).encode("utf-8"))
 
     @staticmethod
-    def _pack(entry: dict[str, Any], names: dict[str, int]) -> list[Any]:
-        """A page's record as kept: [context digest, its tables' names joined by spaces, its
-        targets as indexes into ``names`` (the file's list of targets, grown here), charts,
-        [size, mtime_ns]]."""
-        return [entry["context"], " ".join(entry["tables"]),
-                [names.setdefault(t, len(names)) for t in entry["targets"]], entry["charts"],
-                entry["file"]]
+    def _compact(pages: dict[str, list[Any]], names: list[str]) -> list[str]:
+        """``names`` without the targets no page's record numbers (each record renumbered):
+        targets that were linked once are not kept for ever."""
+        used = sorted({i for record in pages.values() for i in record[2]})
+        renumber = {old: new for new, old in enumerate(used)}
+        for record in pages.values():
+            record[2] = [renumber[i] for i in record[2]]
+        return [names[i] for i in used]
 
     def _write_tables(self, tables: dict[str, str], kept: set[str]) -> dict[str, Any]:
         """Rewrite the tables files whose set of tables changed; their records."""
@@ -1378,13 +1427,16 @@ _MD_PATH = re.compile(r"[A-Za-z0-9_.~%/-]+\.md\b")
 
 
 def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
-                  nav_paths: set[str], previous: dict[str, Any]) -> _Subset | None:
+                  nav_paths: set[str], previous: dict[str, Any],
+                  md_times: dict[str, int] | None = None) -> _Subset | None:
     """The docs files a dirty MkDocs run must read, when the site has the same files as the
     previous build (else None: MkDocs reads them all). A dirty run renders the pages whose
     Markdown is newer than their HTML (those rewritten now, or left so by an interrupted
     build); to render a page as a full build does, MkDocs needs the pages in the nav, the
     pages it links to and the static files, and nothing else. So it is shown those only, and
-    the other pages (most of a site, after one change) cost nothing."""
+    the other pages (most of a site, after one change) cost nothing. ``md_times``: the
+    mtime_ns of pages' Markdown files, as this build's render cache found or wrote them
+    (those not in it are read from the disk)."""
     order = previous.get("order")
     if previous.get("files") != sorted(files) or not isinstance(order, list):
         return None
@@ -1398,11 +1450,14 @@ def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
     keep = {f for f in files if not f.endswith(".md")} | (nav_paths & pages)
     render: set[str] = set()
     html_at, md_at = str(site) + os.sep, str(docs) + os.sep  # str paths: Paths cost more
+    times = md_times or {}
     for src, url in pairs:
         if src not in written:
             try:
-                if os.stat(f"{html_at}{url}index.html").st_mtime >= \
-                        os.stat(md_at + src).st_mtime:
+                md = times.get(src)
+                if md is None:
+                    md = os.stat(md_at + src).st_mtime_ns
+                if os.stat(f"{html_at}{url}index.html").st_mtime_ns >= md:
                     continue
             except OSError:
                 pass

@@ -88,6 +88,17 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
     assert json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8")
                       )["targets"] and tree_bytes(first.out) == site_before
 
+    # pages' records whose link targets are not numbers into that list (floats, a boolean,
+    # out of range): those pages are rendered again, the build does not fail
+    record = json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8"))
+    linking = [path for path, rec in record["pages"].items() if rec[2]][:3]
+    assert len(linking) == 3
+    for path, bad in zip(linking, ([0.0], [True], [len(record["targets"])]), strict=True):
+        record["pages"][path][2] = bad
+    (first.build_dir / RENDER_CACHE).write_text(json.dumps(record), encoding="utf-8")
+    assert build(world, templates=templates).written == []
+    assert tree_bytes(first.out) == site_before
+
     # a file of the tables the hook puts in place, changed by hand: the pages with a table
     # in it are rendered again, and it holds their tables again
     shard = sorted((first.build_dir / TABLES).iterdir())[0]

@@ -1095,8 +1095,9 @@ def _finish_charts(job: tuple[Any, int] | None) -> int:
 def _versions() -> str:
     from importlib.metadata import version
 
+    # duckdb: the pages' row digests are its md5 of its to_json of the rows
     return "|".join(f"{p}={version(p)}" for p in ("agent-ledger-toolkit", "mkdocs",
-                                                   "mkdocs-material", "markdown"))
+                                                   "mkdocs-material", "markdown", "duckdb"))
 
 
 class _RenderCache:
@@ -1187,8 +1188,10 @@ class _RenderCache:
             if charts and any(self._chart_digest(renderer, n) != d for n, d in charts.items()):
                 return False
             targets = packed[2]
-            if targets and not (isinstance(targets, list) and min(targets) >= 0
-                                and max(targets) < len(self.names)):
+            n = len(self.names)
+            # numbers into self.names: anything else (a damaged file) renders the page again
+            if not isinstance(targets, list) or not all(
+                    type(i) is int and 0 <= i < n for i in targets):
                 return False
             self._targets.update(targets)
         except (KeyError, TypeError, AttributeError, IndexError, OSError, ValueError):

@@ -562,7 +562,7 @@ def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
     """The page digest pickles links, tables, fields and row references by their fields'
     values (plain_pickle): each comes back equal, and a change to any one field changes the
     bytes (a page that shows it is rendered again). A class whose fields are not all
-    positional cannot be pickled that way."""
+    positional cannot be pickled that way, and none of them can be subclassed."""
     import dataclasses
     import pickle
 
@@ -586,6 +586,12 @@ def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
 
     with pytest.raises(TypeError):
         plain_pickle(Named)
+
+    # a subclass's own fields would be left out of the digest: it cannot be made
+    with pytest.raises(TypeError, match="Anchored"):
+        @dataclasses.dataclass(frozen=True)
+        class Anchored(Ref):
+            anchor: str
 
 
 def test_a_page_whose_html_is_older_than_its_markdown_is_rendered_again(

@@ -83,7 +83,13 @@ def plain_pickle(cls: _C) -> _C:
         values = get(self)
         return cls, (values,) if len(names) == 1 else values
 
+    def __init_subclass__(sub: type, **kwargs: Any) -> None:
+        # a subclass would pickle as ``cls``, its own fields left out of the page's digest
+        raise TypeError(f"{sub.__name__}: {cls.__name__} pickles as its own fields only "
+                        "(plain_pickle); make a class of its own")
+
     cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
     return cls
 
 

@@ -796,9 +796,10 @@ def _change(r: dict[str, Any]) -> Change:
 
 def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
                limit: int | None = None) -> list[Change]:
-    """Changes, newest version first (within a version: by kind, then file and title)."""
+    """Changes, newest version first (within a version: by kind, then file, title and entry
+    key, so a ``limit`` keeps the same changes from run to run)."""
     sql = ("SELECT * FROM ledger_changes WHERE timeline IN (SELECT unnest(?::VARCHAR[])) "
-           "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title")
+           "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title, entry_key")
     params: list[Any] = [list(timelines)]
     if limit is not None:
         sql += " LIMIT ?"

@@ -1431,7 +1431,7 @@ _MD_PATH = re.compile(r"[A-Za-z0-9_.~%/-]+\.md\b")
 
 def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
                   nav_paths: set[str], previous: dict[str, Any],
-                  md_times: dict[str, int] | None = None) -> _Subset | None:
+                  md_times: dict[str, int]) -> _Subset | None:
     """The docs files a dirty MkDocs run must read, when the site has the same files as the
     previous build (else None: MkDocs reads them all). A dirty run renders the pages whose
     Markdown is newer than their HTML (those rewritten now, or left so by an interrupted
@@ -1453,11 +1453,10 @@ def _dirty_subset(docs: Path, site: Path, files: set[str], written: set[str],
     keep = {f for f in files if not f.endswith(".md")} | (nav_paths & pages)
     render: set[str] = set()
     html_at, md_at = str(site) + os.sep, str(docs) + os.sep  # str paths: Paths cost more
-    times = md_times or {}
     for src, url in pairs:
         if src not in written:
             try:
-                md = times.get(src)
+                md = md_times.get(src)
                 if md is None:
                     md = os.stat(md_at + src).st_mtime_ns
                 if os.stat(f"{html_at}{url}index.html").st_mtime_ns >= md:

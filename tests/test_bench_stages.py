@@ -11,12 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_load_stages_names_each_source_and_its_commit(tmp_path: Path) -> None:
+    saved = list(sys.path)
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         import _stages
         import bench_editor
     finally:
-        sys.path.remove(str(ROOT / "bench"))
+        sys.path[:] = saved  # bench/_stages.py puts bench/ on the path again when imported
     bench_editor.make_vault(tmp_path, 50)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SMITH_", "NAGI_", "CODESMITH_", "TOOLKIT_"))}

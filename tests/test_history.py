@@ -218,8 +218,8 @@ def test_vault_without_git_uses_archive_backup_and_working_files(tmp_path, isola
 def test_git_is_started_only_where_a_repository_can_be_found(tmp_path, isolated_env,
                                                             monkeypatch):
     """Every command that loads asks which repository holds the vault: a vault in none is
-    answered without starting git, and a vault in a linked worktree (a ``.git`` file) or below
-    a repository's subfolder still has its commits as versions."""
+    answered without starting git, a vault in a linked worktree (a ``.git`` file) or below
+    a repository's subfolder still has its commits as versions, and a load asks once."""
     calls = tmp_path / "git-calls"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -249,7 +249,10 @@ def test_git_is_started_only_where_a_repository_can_be_found(tmp_path, isolated_
                                    "WHERE source = 'git'")[1]
         assert git_versions == [(1,)], (root, res["history"].note)
         store.close()
-    assert "rev-parse" in calls.read_text()
+    # each load asked git once which repository holds the vault (its fingerprint and its
+    # reading of the commits share the answer)
+    asked = calls.read_text().splitlines()
+    assert sum(line.startswith("rev-parse --show-toplevel") for line in asked) == 2, asked
 
 
 def test_copies_next_to_git_are_compared_with_the_commit_of_their_time(project, isolated_env):

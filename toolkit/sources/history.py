@@ -24,6 +24,7 @@ from pathlib import Path
 from toolkit.errors import DataError
 from toolkit.ledger.codec import title_key
 from toolkit.records import LEDGER_FILES, LedgerEntry, Problem
+from toolkit.source import asked_once
 from toolkit.sources.snapshots import run_git
 
 FILES: tuple[str, ...] = LEDGER_FILES
@@ -110,7 +111,12 @@ def _git_could_find_a_repo(folder: Path) -> bool:
 
 
 def find_project_repo(ledger_dir: Path) -> ProjectRepo | None:
-    """The git repository holding the ledger folder (None when it is in none)."""
+    """The git repository holding the ledger folder (None when it is in none); asked once
+    per refresh (``toolkit.source.asking_once``)."""
+    return asked_once(("project-repo", str(ledger_dir)), lambda: _find_project_repo(ledger_dir))
+
+
+def _find_project_repo(ledger_dir: Path) -> ProjectRepo | None:
     probe = ledger_dir
     while not probe.is_dir():
         if probe.parent == probe:

@@ -171,7 +171,7 @@ def test_answers_match_the_mcp_tools(world):
 # --------------------------------------------------------------------------- what the CLI asks
 
 
-def test_a_ledger_read_given_its_command_line_is_logged_as_the_cli_logs_it(tmp_path,
+def test_a_ledger_read_given_its_command_line_is_logged_as_the_cli_logs_it(project,
                                                                           monkeypatch):
     """`toolkit ledger list` records itself in the vault session log through the same
     method; with ``request=`` the API's read is recorded the same way, byte for byte."""
@@ -179,20 +179,18 @@ def test_a_ledger_read_given_its_command_line_is_logged_as_the_cli_logs_it(tmp_p
 
     from toolkit.cli import cli
 
-    world = write_demo(tmp_path / "demo", audit_rows=100)
-    marker = world.project / ".smith" / "vault" / ".current-session"
-    session = world.project / ".smith" / "vault" / marker.read_text(encoding="utf-8").strip()
-    monkeypatch.chdir(world.project)
-    monkeypatch.setattr(sys, "argv", ["toolkit", "ledger", "list", "--confidence", "high"])
+    session = next((project.vault / "sessions").glob("*.md"))
+    (project.vault / ".current-session").write_text(f"{session}\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["toolkit", "ledger", "list", "--confidence", "medium"])
     start = session.read_bytes()
-    assert CliRunner().invoke(cli, ["ledger", "list", "--confidence", "high"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["ledger", "list", "--confidence", "medium"]).exit_code == 0
     by_cli = session.read_bytes()[len(start):]
-    with Project.open(refresh=False) as project:
-        listing = project.ledger_list(confidence="high",
-                                      request="toolkit ledger list --confidence high")
+    with Project.open(refresh=False) as api:
+        listing = api.ledger_list(confidence="medium",
+                                  request="toolkit ledger list --confidence medium")
     by_api = session.read_bytes()[len(start) + len(by_cli):]
-    assert listing.count == 9
-    assert b"> toolkit ledger list --confidence high" in by_cli
+    assert listing.count == 2
+    assert b"> toolkit ledger list --confidence medium" in by_cli
     strip = [line for line in by_cli.splitlines() if not line.startswith(b"### [")]
     assert [line for line in by_api.splitlines() if not line.startswith(b"### [")] == strip
 

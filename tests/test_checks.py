@@ -35,6 +35,19 @@ def one(project, name: str) -> Result:
     return results(project, name)[name]
 
 
+@pytest.fixture(scope="module")
+def _settled_project(_module_project):  # type: ignore[no-untyped-def]
+    settings(_module_project)
+    return _module_project
+
+
+@pytest.fixture
+def settled_project(_settled_project, shared_project):  # type: ignore[no-untyped-def]
+    """``shared_project`` with the default settings (written once): for the tests that only
+    read it (checks, the table, JSON); a test that changes a file uses ``project``."""
+    return shared_project
+
+
 def dispatch(db: Path, task: str, ts: str, verdict: str | None = None) -> None:
     conn = sqlite3.connect(db)
     conn.execute("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary, verdict) "
@@ -52,9 +65,8 @@ def test_every_builtin_check_has_a_rationale_level_and_tags():
         assert (c.sql is None) != (c.finder is None), c.name
 
 
-def test_the_fixture_world_passes_every_error_level_check(project):
-    settings(project)
-    for name, r in results(project).items():
+def test_the_fixture_world_passes_every_error_level_check(settled_project):
+    for name, r in results(settled_project).items():
         assert r.status in ("pass", "warn"), (name, r.message, r.rows)
 
 
@@ -319,8 +331,7 @@ def test_exit_codes(project, cli_run):
     assert bad.exit_code == 2 and "no check or tag named nope" in bad.output
 
 
-def test_table_shows_status_count_first_rows_and_why(project, cli_run):
-    settings(project)
+def test_table_shows_status_count_first_rows_and_why(settled_project, cli_run):
     out = cli_run("check").output
     lines = out.splitlines()
     assert lines[0].split() == ["check", "status", "rows", "why"]
@@ -366,8 +377,7 @@ def test_junit_xml_is_what_ci_reads(project, cli_run):
     assert not list(path.parent.glob(".*"))  # written atomically: no temp file left
 
 
-def test_json_output(project, cli_run):
-    settings(project)
+def test_json_output(settled_project, cli_run):
     data = json.loads(cli_run("check", "--json", "--select", "slop").output)
     assert data["ok"] is True
     assert data["totals"] == {"pass": 1, "fail": 0, "warn": 1, "error": 0}
@@ -376,14 +386,13 @@ def test_json_output(project, cli_run):
     assert slop["thresholds"] == {"days": 30} and slop["level"] == "warn"
 
 
-def test_check_reads_only(project, cli_run):
+def test_check_reads_only(settled_project, cli_run):
     """Checks leave the sources alone (the store is refreshed, as by every command)."""
     from tests.conftest import tree_digest
 
-    settings(project)
-    before = tree_digest(project.root / ".smith")
+    before = tree_digest(settled_project.root / ".smith")
     cli_run("check")
-    assert tree_digest(project.root / ".smith") == before
+    assert tree_digest(settled_project.root / ".smith") == before
 
 
 def test_a_store_that_is_not_one_is_bad_data(project, cli_run):

@@ -214,14 +214,14 @@ def test_task_status_matches_nagi_ledger_semantics(project, cli_run):
                                 "over_retry_limit": True}]
 
 
-def test_stats_by_tier_per_day(project, cli_run):
+def test_stats_by_tier_per_day(shared_project, cli_run):
     out = cli_run("query", "SELECT day, tier, actions FROM stats_by_tier ORDER BY tier",
                   "--format", "csv").output
     assert out.splitlines() == ["day,tier,actions", "2026-05-04,0,1", "2026-05-04,1,1",
                                 "2026-05-04,2,1"]
 
 
-def test_schema_lists_documented_tables(project, cli_run):
+def test_schema_lists_documented_tables(shared_project, cli_run):
     out = cli_run("schema").output
     for table in ("ledger_entries", "ledger_meta", "reconcile_runs", "sessions",
                   "session_events", "slop_entries", "actions", "dispatches", "approaches",
@@ -240,7 +240,7 @@ def test_schema_lists_documented_tables(project, cli_run):
     ("markdown", "| file | title |"),
     ("table", "file"),
 ])
-def test_query_formats(project, cli_run, fmt, expected_start):
+def test_query_formats(shared_project, cli_run, fmt, expected_start):
     out = cli_run("query", "SELECT file, title FROM ledger_entries ORDER BY file DESC, position",
                   "--format", fmt).output
     assert out.startswith(expected_start)

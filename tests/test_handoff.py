@@ -468,22 +468,40 @@ def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):
 
 # --------------------------------------------------------------------------- the site's page
 
-def test_the_sites_handoff_page_is_the_same_report(tmp_path, monkeypatch):
-    from tests._site_helpers import BUILD_TIME, build, make_world, scan
-    from toolkit.handoff import export_report
+@pytest.fixture(scope="module")
+def handoff_site(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The formats world with the cases of both site tests below (three more dispatches of
+    one task; five more critical slop items, past the page's SITE_URGENT_ROWS, patched to 2)
+    and its site, built once: (whether the build wrote a handoff state, build result, the
+    command's report, its Report; the report is made after the build, and writes the state)."""
+    from tests._site_helpers import BUILD_TIME, build, make_world
+    from toolkit import handoff
     from toolkit.store import Store
 
-    world = make_world(tmp_path / "w")
-    monkeypatch.chdir(world.root)
-    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
-    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
-    add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
-    result = build(world)
+    world = make_world(tmp_path_factory.mktemp("handoff-site"))
+    for _ in range(3):
+        add_dispatch(world.cfg.audit_db, "Fix flaky invoice test")
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    add_slop(slop, *(slop_entry(f"Urgent item {i}", severity="critical") for i in range(5)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(world.root)
+        mp.setattr(handoff, "SITE_URGENT_ROWS", 2)
+        result = build(world)
+        wrote_state = (world.root / ".toolkit" / "handoff-state.json").exists()
+        with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+            now = BUILD_TIME.replace(tzinfo=None)
+            printed = handoff.export_report(store, world.cfg, now=now)
+            report = handoff.build_report(store, world.cfg, now=now)
+    return wrote_state, result, printed, report
+
+
+def test_the_sites_handoff_page_is_the_same_report(handoff_site):
+    from tests._site_helpers import scan
+
+    wrote_state, result, printed, _report = handoff_site
     assert result.warnings == []  # MkDocs strict: every link of the page resolves
-    assert not (world.root / ".toolkit" / "handoff-state.json").exists()  # the site reads it
+    assert not wrote_state  # the site reads it
     page = (result.build_dir / "docs" / "handoff" / "index.md").read_text(encoding="utf-8")
-    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
-        printed = export_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
 
     def headings(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.startswith("## ")]
@@ -497,26 +515,15 @@ def test_the_sites_handoff_page_is_the_same_report(tmp_path, monkeypatch):
                      html.body_text)
 
 
-def test_the_sites_handoff_page_lists_the_first_urgent_items_and_links_to_all(
-        tmp_path, monkeypatch):
+def test_the_sites_handoff_page_lists_the_first_urgent_items_and_links_to_all(handoff_site):
     # the site's page does not grow with the slop ledger: past SITE_URGENT_ROWS critical and
     # high items it says how many it leaves out and links to where all of them are; the
     # report itself (the command, the issue) still lists every one
-    from tests._site_helpers import BUILD_TIME, build, make_world, scan
-    from toolkit import handoff
-    from toolkit.store import Store
+    from tests._site_helpers import scan
 
-    world = make_world(tmp_path / "w")
-    monkeypatch.chdir(world.root)
-    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
-    add_slop(slop, *(slop_entry(f"Urgent item {i}", severity="critical") for i in range(5)))
-    monkeypatch.setattr(handoff, "SITE_URGENT_ROWS", 2)
-    result = build(world)
+    _wrote_state, result, printed, report = handoff_site
     assert result.warnings == []  # MkDocs strict: the note's links resolve
     page = (result.build_dir / "docs" / "handoff" / "index.md").read_text(encoding="utf-8")
-    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
-        printed = handoff.export_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
-        report = handoff.build_report(store, world.cfg, now=BUILD_TIME.replace(tzinfo=None))
     urgent = [e for e in report.slop if e.get("severity") in ("critical", "high")]
     assert len(urgent) > 2
 

@@ -3,6 +3,8 @@ changes between them (``ledger_versions``, ``ledger_entry_versions``, ``ledger_c
 
 from __future__ import annotations
 
+import os
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -211,6 +213,46 @@ def test_vault_without_git_uses_archive_backup_and_working_files(tmp_path, isola
         (2, "reinforced", "patterns/a"),
         (3, "added", "patterns/c"), (3, "removed", "patterns/b"),
         (3, "promoted", "patterns/a"), (3, "reinforced", "patterns/a")]
+
+
+def test_git_is_started_only_where_a_repository_can_be_found(tmp_path, isolated_env,
+                                                            monkeypatch):
+    """Every command that loads asks which repository holds the vault: a vault in none is
+    answered without starting git, a vault in a linked worktree (a ``.git`` file) or below
+    a repository's subfolder still has its commits as versions, and a load asks once."""
+    calls = tmp_path / "git-calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexec "{shutil.which("git")}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    lone = Project.create(tmp_path / "nogit", git=False)
+    lone.write({"patterns": [entry_b("A")]})
+    store, res = _load(lone.root, isolated_env)
+    assert "ledger not in a git repository: no git versions" in res["history"].note
+    assert not calls.exists(), calls.read_text()
+    store.close()
+
+    repo = Project.create(tmp_path / "repo")
+    (repo.root / ".gitignore").write_text(".toolkit/\n")
+    repo.commit("reflect", {"patterns": [entry_b("A")]})
+    run(["git", "worktree", "add", "-q", "-b", "side", str(tmp_path / "linked")], cwd=repo.root)
+    assert (tmp_path / "linked" / ".git").is_file()
+    for root in (tmp_path / "linked", repo.root / "sub" / "folder"):
+        if not root.exists():  # a project folder below the repository's top
+            (root / ".smith" / "vault").mkdir(parents=True)
+            (root / ".smith" / "vault" / "ledger").symlink_to(repo.ledger)
+        store, res = _load(root, isolated_env)
+        git_versions = store.fetch("SELECT count(*) FROM ledger_versions "
+                                   "WHERE source = 'git'")[1]
+        assert git_versions == [(1,)], (root, res["history"].note)
+        store.close()
+    # each load asked git once which repository holds the vault (its fingerprint and its
+    # reading of the commits share the answer)
+    asked = calls.read_text().splitlines()
+    assert sum(line.startswith("rev-parse --show-toplevel") for line in asked) == 2, asked
 
 
 def test_copies_next_to_git_are_compared_with_the_commit_of_their_time(project, isolated_env):

@@ -97,3 +97,17 @@ def test_json_longer_than_one_printed_piece_is_exactly_what_json_dumps_gives():
     expected = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     assert len(expected) > 3 * JSON_PIECE
     assert out == expected
+
+
+def test_lines_of_ascii_keep_newlines_and_tabs_and_show_every_other_control():
+    """Multi-line ASCII text (descriptions, reports) keeps its newlines and tabs (spaces on
+    one line) and shows every other control character, whichever it is."""
+    from toolkit.display import visible
+
+    for code in range(128):
+        ch = chr(code)
+        text = f"line one{ch}\nline\ttwo"
+        shown = ch if ch in "\n\t" or 32 <= code < 127 else f"<U+{code:04X}>"
+        one_line = " " if ch in "\n\t" else shown
+        assert visible(text) == f"line one{shown}\nline\ttwo", code
+        assert visible(text, single_line=True) == f"line one{one_line} line two", code

@@ -7,6 +7,7 @@ while leaving ordinary text (accents, CJK, emoji) untouched. The stored bytes ne
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
@@ -22,10 +23,18 @@ def _needs_escape(ch: str) -> bool:
     return cat in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn")
 
 
+# The ASCII characters _needs_escape is true of: the controls (Cc) but newline and tab.
+_ASCII_ESCAPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_TO_SPACES = str.maketrans("\n\t", "  ")
+
+
 def visible(text: str, *, single_line: bool = False) -> str:
     """Text safe to print: invisible and control characters shown as <U+XXXX>."""
-    if text.isascii() and text.isprintable():  # the common case, fast
-        return text
+    if text.isascii():  # the common cases, fast: one line, or lines of plain ASCII
+        if text.isprintable():
+            return text
+        if not _ASCII_ESCAPED.search(text):  # its only controls are newlines and tabs
+            return text.translate(_TO_SPACES) if single_line else text
     out = []
     for ch in text:
         if single_line and ch in "\n\t":

@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolkit.errors import ToolkitError
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.records import Problem
     from toolkit.store import Store
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- settings
@@ -131,6 +133,33 @@ def carefully() -> Iterator[None]:
         yield
     finally:
         _CAREFUL.reset(token)
+
+
+_ASKED: contextvars.ContextVar[dict[Hashable, object] | None] = contextvars.ContextVar(
+    "asked_once", default=None)
+
+
+@contextmanager
+def asking_once() -> Iterator[None]:
+    """Within the block (a refresh), each question asked through :func:`asked_once` is asked
+    once: the sources fingerprint and then load the same git repositories (a side repo's
+    HEAD, the repository holding the vault), and all of them get the first answer (one HEAD
+    for the whole refresh, not one git process per question)."""
+    token = _ASKED.set({})
+    try:
+        yield
+    finally:
+        _ASKED.reset(token)
+
+
+def asked_once(key: Hashable, ask: Callable[[], T]) -> T:
+    """``ask()``, or inside :func:`asking_once` the answer it gave there for ``key``."""
+    asked = _ASKED.get()
+    if asked is None:
+        return ask()
+    if key not in asked:
+        asked[key] = ask()
+    return asked[key]  # type: ignore[return-value]
 
 
 def fingerprint_paths(paths: Sequence[Path]) -> str:

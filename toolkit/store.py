@@ -42,6 +42,7 @@ from toolkit.source import (
     Progress,
     Source,
     SourceResult,
+    asking_once,
     carefully,
     migration_sha256,
 )
@@ -704,15 +705,16 @@ class Store:
         for problem in self.problems():
             problems.setdefault(problem.source, []).append(problem)
         results = []
-        for i, source in enumerate(todo):
-            if progress is not None:
-                progress(f"Loading {source.name}", i, len(todo))
-            started = time.perf_counter()
-            result = self._run(source, cfg, full=full, progress=progress,
-                               state=states.get(source.name),
-                               problems=problems.get(source.name, []))
-            result.seconds = time.perf_counter() - started
-            results.append(result)
+        with asking_once():  # the sources ask git about the same repositories
+            for i, source in enumerate(todo):
+                if progress is not None:
+                    progress(f"Loading {source.name}", i, len(todo))
+                started = time.perf_counter()
+                result = self._run(source, cfg, full=full, progress=progress,
+                                   state=states.get(source.name),
+                                   problems=problems.get(source.name, []))
+                result.seconds = time.perf_counter() - started
+                results.append(result)
         if progress is not None:
             progress("Loaded", len(todo), len(todo))
         self.conn.execute("CHECKPOINT")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from pathlib import Path
 from toolkit.errors import DataError
 from toolkit.ledger.codec import title_key
 from toolkit.records import LEDGER_FILES, LedgerEntry, Problem
+from toolkit.source import asked_once
 from toolkit.sources.snapshots import run_git
 
 FILES: tuple[str, ...] = LEDGER_FILES
@@ -84,13 +86,44 @@ class ProjectRepo:
         return f"{self.rel}/{name}" if self.rel else name
 
 
+def _git_could_find_a_repo(folder: Path) -> bool:
+    """Whether git's discovery, started in ``folder``, could find a repository: a ``.git``
+    (folder, file or link) in it or a folder above it, or a folder above that could itself be
+    a git folder (it has a ``HEAD``), on its path as given or as resolved. Where neither is, git
+    finds none (the toolkit's git calls inherit no GIT_* variable), so no process is started
+    just to be told so: every command that loads runs this check. A name that cannot be
+    looked at counts as found (git then decides)."""
+    try:
+        starts = {folder.absolute(), folder.resolve()}
+    except (OSError, RuntimeError):
+        return True
+    for start in starts:
+        for place in (start, *start.parents):
+            for name in (".git", "HEAD"):
+                try:
+                    os.lstat(place / name)
+                    return True
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                except OSError:
+                    return True
+    return False
+
+
 def find_project_repo(ledger_dir: Path) -> ProjectRepo | None:
-    """The git repository holding the ledger folder (None when it is in none)."""
+    """The git repository holding the ledger folder (None when it is in none); asked once
+    per refresh (``toolkit.source.asking_once``)."""
+    return asked_once(("project-repo", str(ledger_dir)), lambda: _find_project_repo(ledger_dir))
+
+
+def _find_project_repo(ledger_dir: Path) -> ProjectRepo | None:
     probe = ledger_dir
     while not probe.is_dir():
         if probe.parent == probe:
             return None
         probe = probe.parent
+    if not _git_could_find_a_repo(probe):
+        return None
     proc = run_git(["rev-parse", "--show-toplevel", "HEAD"], cwd=probe, check=False)
     lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
     if not lines or not lines[0].startswith("/"):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from toolkit.errors import DataError
 from toolkit.records import Snapshot, SnapshotFile
+from toolkit.source import asked_once
 
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
@@ -107,8 +108,11 @@ def git(git_dir: Path, *args: str, work_tree: Path | None = None, check: bool = 
 
 
 def head_sha(git_dir: Path) -> str | None:
-    out = git(git_dir, "rev-parse", "--verify", "-q", "HEAD", check=False).strip()
-    return out or None
+    def ask() -> str | None:
+        out = git(git_dir, "rev-parse", "--verify", "-q", "HEAD", check=False).strip()
+        return out or None
+
+    return asked_once(("head", str(git_dir)), ask)
 
 
 # --------------------------------------------------------------------------- snapshots

@@ -11,6 +11,9 @@ reads the page (one page at a time, not when MkDocs converts every page first), 
 searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
 search plugin indexes, without parsing every tag of a large table); a table kept out of search
 has its placeholder marked ``data-search-exclude``. So the search index holds no placeholder.
+A list the toolkit converted from its own Markdown (``&#35;tkhtml-``: ``toolkit.site._bullets``)
+is put in place before the search plugin reads the page: the plugin and the page get the HTML
+Python-Markdown would have made of it.
 
 The hook also puts the site's bundled scripts and styles (``toolkit/site_assets/``: the tables'
 sorting, filtering and paging, listed in mkdocs.yml's ``extra_javascript``/``extra_css``) in
@@ -36,6 +39,9 @@ _TOKEN = re.compile(r"<p>&#35;tk(table|rows|fields)-([0-9a-f]{20})</p>")
 _THEAD = re.compile(r"<thead>.*?</thead>", re.DOTALL)
 _LABEL = re.compile(r"<tr><td>[^<]*</td>")  # a field list's label cell (toolkit.site._fields)
 _POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # not searchable
+# HTML the toolkit made of its own Markdown (toolkit.site._bullets): in place before the search
+# plugin reads the page, as Python-Markdown's HTML of it would be
+_HTML = re.compile(r"<p>&#35;tkhtml-([0-9a-f]{20})</p>")
 # what the search plugin reads in their place: the table's text, or (not searchable) the
 # placeholder in an element the plugin skips (it keeps the attribute: it only strips
 # data-search-* attributes that have a value)
@@ -195,6 +201,8 @@ def for_search(html: str, page: Any) -> str:
     one_entry = page.meta.get(ONE_SEARCH_ENTRY) is True
     if one_entry:
         html = _set_aside(html, page)
+    if "&#35;tkhtml-" in html:
+        html = _HTML.sub(lambda m: _table(m.group(1), page), html)
     if "&#35;tkpost-" in html:
         html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)
     if "&#35;tk" in html:

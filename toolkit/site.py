@@ -1752,6 +1752,8 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
             site_theme.cache_partials(env)
+            if self.nav is not None:
+                site_theme.cache_pages(env, self.nav)
             return env
 
         def __init__(self) -> None:

@@ -299,3 +299,31 @@ def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(
     assert again.mode == "incremental"
     assert (again.out / "second.txt").read_text(encoding="utf-8") == "two"
     assert (again.out / "assets" / "javascripts").is_dir()  # and the installed theme's files
+
+
+@pytest.mark.parametrize("title", [
+    "Entry 00005: Preference refund", 'A "quoted" \\ title & <b>tag</b> # not: a comment',
+    "  spaced  ", "---", "...", "title: x", "é ünïcode", "tab\there", "x\u2028y", "{{ 7*7 }}",
+    "[list, like]", "- dash", "null", "true", "'single'", "a" * 400])
+def test_the_toolkits_front_matter_is_read_as_mkdocs_reads_it(title: str) -> None:
+    """The front matter the toolkit writes is read without YAML, to the text and data MkDocs
+    reads from it (or left to MkDocs), whatever the title, tags and flags."""
+    import types
+
+    from mkdocs.utils.meta import get_data
+
+    from toolkit.site import _front_matter, html_title
+
+    read = 0
+    for tags, search, sections, wide in ((["patterns", "high"], True, False, False),
+                                         ([], False, True, True), (["x_y-1"], True, True, False),
+                                         (["Bad Tag"], True, False, True)):
+        page = types.SimpleNamespace(title=title, tags=tags, search=search,
+                                     search_sections=sections, wide=wide)
+        source = f"{_front_matter(page)}\n\n## Heading\n\nText.\n"
+        fast = site_theme.front_matter(source)
+        if fast is not None:
+            read += 1
+            assert fast == get_data(source), source
+    shown = html_title(title)  # as the page's title is written: read without YAML when ASCII
+    assert read == 4 or not (shown.isascii() and shown.isprintable())

@@ -1763,6 +1763,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
         def on_pre_page(self, page: Any, *, config: Any, files: Any) -> Any:
             if site_theme.ENABLED:
                 page.render = self.markdown.bind(page)
+                page.read_source = functools.partial(site_theme.read_source, page)
             return page
 
         @event_priority(100)  # before the search plugin writes its index

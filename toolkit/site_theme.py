@@ -819,3 +819,65 @@ def _same(a: Any, b: Any) -> bool:
         return False
     return bool(a == b)
 
+
+
+# =========================================================================== front matter
+
+# The front matter toolkit.site._front_matter writes, line by line: a title as a JSON string of
+# printable ASCII (escapes \" and \\ only: YAML reads such a double-quoted string as JSON does),
+# tags as a JSON list of plain names, and fixed lines. Any other front matter is read by MkDocs.
+_FRONT_LINE = re.compile(r'title: ("(?:[ !#-\[\]-~]|\\["\\])*")'
+                         r'|tags: (\[(?:"[a-z0-9_-]+"(?:, "[a-z0-9_-]+")*)?\])'
+                         r"|(search_one_entry: true)|(search:\n  exclude: true)|(hide:\n  - toc)")
+_FRONT_END = re.compile(r"(?:\.{3}|-{3})[ \t]*\n")
+
+
+def front_matter(source: str) -> tuple[str, dict[str, Any]] | None:
+    """MkDocs' reading of a page's front matter (``mkdocs.utils.meta.get_data``: the text after
+    it and its data) for front matter of the toolkit's lines only, without YAML; None for any
+    other text."""
+    import json
+
+    if not source.startswith("---\n"):
+        return None
+    at, meta = 4, {}
+    while True:
+        end = _FRONT_END.match(source, at)
+        if end is not None:
+            break
+        m = _FRONT_LINE.match(source, at)
+        if m is None or source[m.end():m.end() + 1] != "\n":
+            return None
+        title, tags, one, search, hide = m.groups()
+        key, value = (("title", json.loads(title)) if title is not None
+                      else ("tags", json.loads(tags)) if tags is not None
+                      else ("search_one_entry", True) if one is not None
+                      else ("search", {"exclude": True}) if search is not None
+                      else ("hide", ["toc"]) if hide is not None else ("", None))
+        if key in meta or not key:
+            return None
+        meta[key] = value
+        at = m.end() + 1
+    if at == 4:
+        return None  # no line: YAML reads None, which MkDocs does not take as front matter
+    return source[end.end():].lstrip("\n"), meta
+
+
+def read_source(page: Any, config: Any) -> None:
+    """MkDocs' ``Page.read_source``, with the toolkit's front matter read by
+    :func:`front_matter` (on each page: ``on_pre_page``)."""
+    from mkdocs.structure import pages as mk
+    from mkdocs.utils import meta as mk_meta
+
+    source = config.plugins.on_page_read_source(page=page, config=config)
+    if source is None:
+        try:
+            source = page.file.content_string
+        except OSError:
+            mk.log.error(f"File not found: {page.file.src_path}")
+            raise
+        except ValueError:
+            mk.log.error(f"Encoding error reading file: {page.file.src_path}")
+            raise
+    read = front_matter(source)
+    page.markdown, page.meta = read if read is not None else mk_meta.get_data(source)

@@ -97,6 +97,7 @@ def _forget_tables() -> None:
     for shard in _tables.values():
         shard.close()
     _tables.clear()
+    _read.clear()
 
 
 def on_config(config: Any) -> Any:
@@ -128,7 +129,19 @@ def on_files(files: Any, *, config: Any) -> Any:
     return files
 
 
+# the tables read for the page being built, by digest: read when the search plugin is to read
+# the page (their text), then put in place after the theme rendered it (their HTML), read once
+_read: dict[str, str] = {}
+
+
 def _table(digest: str, page: Any) -> str:
+    table = _read.get(digest)
+    if table is None:
+        table = _read[digest] = _table_of(digest, page)
+    return table
+
+
+def _table_of(digest: str, page: Any) -> str:
     shard = table_shard(digest)
     tables = _tables.get(shard)
     if tables is None:
@@ -225,8 +238,11 @@ def on_post_page(output: str, *, page: Any, config: Any) -> str:
     if "<p data-tklast>" in output:  # (a one-entry page's; the site's Markdown has no HTML)
         output = _LAST_READ.sub("", output)
     if "data-tktable=" not in output and "&#35;tkpost-" not in output:
+        _read.clear()
         return output
-    return _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)
+    output = _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)
+    _read.clear()
+    return output
 
 
 @event_priority(100)  # first: before the search plugin makes its index

@@ -47,8 +47,9 @@ from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
 ENABLED = True  # False: the theme and MkDocs do all of it for every page (tests compare both)
-# the last build's count of nav HTML rendered and reused, page-free partials reused and pages
-# converted by the build's one Markdown converter (tests, benchmarks)
+# the last build's count of nav HTML rendered and reused, page-free partials reused, pages
+# converted by the build's one Markdown converter, pages filled into a shape and shapes kept
+# (tests, benchmarks)
 counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "blocks": 0,
                           "markdown": 0, "pages": 0, "page_shapes": 0}
 # partials that may print the same bytes on every page (each checked: see the module docstring)

@@ -209,3 +209,26 @@ def test_relative_urls_in_pre_rendered_tables() -> None:
     for bad in ("../etc/passwd", "javascript:alert(1)", "a b.md"):
         with pytest.raises(ValueError):
             relative_url("index.md", bad)
+
+
+URLS = ["https://example.com/ok?a=1&b=<2>", "https://example.com/a_(b)*c*?q=1&r='2'",
+        "https://example.com/x?a=1&amp;b=2&#35;c", "http://example.com/~u/%41 \"q\"",
+        "https://example.com/[x]`y`\\z#frag!", "javascript:alert(1)", "https://", "ftp://x/y",
+        "https://ex.com/\u202eevil\u200b"]
+
+
+@pytest.mark.parametrize("value", NASTY + URLS)
+def test_a_bullet_list_made_without_markdown_is_python_markdowns(value: str) -> None:
+    """A slop entry's sources are listed as HTML the toolkit makes (its page then needs no
+    Markdown pass): the same bytes as the site's Python-Markdown makes of the Markdown list,
+    for any text and any URL, alone or beside others."""
+    from toolkit.reports import Url
+    from toolkit.site import _cell, bullets_html
+
+    for values in ([value], [Url(value)], ["first", Url(value), value]):
+        if not all(md_escape(v.url if isinstance(v, Url) else v) for v in values):
+            continue  # nothing shown: the list is left to Markdown
+        md = markdown.Markdown(extensions=["toc", "tables", "fenced_code", "admonition",
+                                           "toolkit.mdsafe"])
+        expected = md.convert("\n".join(f"- {_cell(v, 'slop/x.md')}" for v in values))
+        assert bullets_html(values) == expected, values

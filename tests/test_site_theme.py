@@ -5,6 +5,7 @@ every page."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,10 @@ def test_theme_work_done_once_gives_the_same_site(
     cached = build(world, out=tmp_path / "cached" / "site", clean=True)
     # entry pages (off the nav) reused a nav rendered for another page of their folder
     assert site_theme.counts["reused"] >= 10
-    # every page's nav, and the 404 page's
-    assert site_theme.counts["reused"] + site_theme.counts["rendered"] == cached.pages + 1
+    # every page's nav, and the 404 page's, but those of pages filled into a page of their
+    # shape (below)
+    assert (site_theme.counts["reused"] + site_theme.counts["rendered"]
+            >= cached.pages + 1 - site_theme.counts["pages"])
     # the search box, palette and other site-wide partials: once, then reused on every page
     assert site_theme.counts["partials"] >= 3 * cached.pages
     # the theme's head and script blocks (config, styles, scripts...): once per set of links
@@ -33,6 +36,8 @@ def test_theme_work_done_once_gives_the_same_site(
     # shape (ledger entries with the same sections) with its own tables
     assert site_theme.counts["shapes"] >= 3
     assert site_theme.counts["markdown"] + site_theme.counts["shapes"] == cached.pages
+    # entry pages of one folder and kind: the theme's page rendered once, filled for the others
+    assert site_theme.counts["pages"] >= 10
     assert tree_bytes(cached.out) == tree_bytes(plain.out)
 
 
@@ -131,6 +136,83 @@ def test_a_block_that_reads_the_site_only_is_rendered_once_per_set_of_links(
     assert site_theme.counts["blocks"] == 2 + 2 + 3
 
 
+class _Page:
+    """What the theme reads of an MkDocs page off the nav."""
+
+    def __init__(self, url: str, title: str, content: str, tags: list[str]) -> None:
+        self.url, self.title, self.content = url, title, content
+        self.meta = {"title": title, "tags": tags}
+        self.parent = None
+        self.toc = None
+
+
+PAGE_THEMES = {
+    # prints the title and content as they are, tests the content: one render per shape
+    "tests": '{% if "o" in page.title %}o{% endif %}{{ page.title }}',
+    "prints": ('<title>{{ page.meta.title }} - {{ config.name }}</title>'
+               '{% for t in page.meta.tags %}<i>{{ t }}</i>{% endfor %}'
+               '<a href="{{ "assets/x.css" | url }}">{{ page.title | d(config.name, true) }}</a>'
+               '{% if "<h1" not in page.content %}<h1>{{ page.title }}</h1>{% endif %}'
+               "{{ page.content }}"),
+    # each does more with the title or the URL than print it: every page as the theme renders it
+    "length": "{{ page.title | length }}{{ page.content }}",
+    "upper": "{{ page.title | upper }}",
+    "striptags": "{{ page.title | striptags }}",
+    "escaped": "{{ page.title | e }}",
+    "json": "{{ page.title | tojson }}",
+    "cut": "{{ page.title | truncate(14) }}",
+    "word": "{{ page.title.split()[0] }}",
+    "url": "{{ page.url }}{{ page.title }}",
+    # (the first page has as many words as the text standing for the content in the shape)
+    "count": "{{ page.content | wordcount }}{{ page.content }}",
+}
+
+
+@pytest.mark.parametrize("theme", sorted(PAGE_THEMES))
+def test_pages_of_one_shape_get_the_bytes_the_theme_prints_for_each(
+        theme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off-nav pages of one folder, front matter (but the title) and table of contents are
+    rendered once and filled with each page's title and content, only as far as the theme
+    prints those as they are: a theme that does anything else with them gets each page's own
+    rendering."""
+    import types
+
+    import jinja2
+
+    titles = ["Alpha one", "Beta two", "Gamma &amp; three", "Delta <b>four</b>",
+              "Epsilon   five", "Zeta six is a long title", "Eta", "Theta one"]
+    pages = [_Page(f"slop/e{i}/", t, ("<h1>x</h1>" if i == 5 else "") + f"<p>{t} body</p>",
+                   ["a", "b"] if i % 2 else ["a"]) for i, t in enumerate(titles)]
+    for page in pages[:2]:  # the pages that make the shapes: as many words as the slot
+        page.content = " ".join(["w"] * len(re.findall(r"\w+", site_theme._CONTENT_SLOT)))
+    nav = types.SimpleNamespace(pages=[], items=[])
+
+    def render_all(enabled: bool) -> list[str]:
+        monkeypatch.setattr(site_theme, "ENABLED", enabled)
+        env = jinja2.Environment(loader=jinja2.DictLoader({"main.html": PAGE_THEMES[theme]}))
+
+        @jinja2.pass_context
+        def url(context: Any, value: str) -> str:  # as MkDocs': relative to the page's URL
+            return "../" * context["page"].url.count("/") + value
+
+        env.filters["url"] = url
+        site_theme.cache_pages(env, nav)
+        template = env.get_template("main.html")
+        return [template.render(page=p, config={"name": "S"}) for p in pages]
+
+    plain = render_all(False)
+    assert render_all(True) == plain
+    if theme == "prints":
+        # two shapes (one tag, two tags); e5 holds a heading: rendered; the rest filled in
+        assert site_theme.counts["page_shapes"] == 2
+        assert site_theme.counts["pages"] == len(pages) - 3
+        assert "<i>b</i><a href=\"../../assets/x.css\">Beta two</a><h1>Beta two</h1>" in plain[1]
+    elif theme == "tests":  # the titles without an "o" (Gamma, Eta): one shape, once filled
+        assert site_theme.counts["pages"] == 1
+    else:
+        assert site_theme.counts["pages"] == 0
+
+
 def _pages(tmp_path: Path, texts: dict[str, str]) -> tuple[Any, Any, list[Any]]:
     """MkDocs pages of ``texts`` (path: Markdown) under the site's Markdown extensions."""
     from mkdocs.config import load_config
@@ -217,3 +299,31 @@ def test_files_of_a_custom_theme_folder_are_listed_again_on_each_build(
     assert again.mode == "incremental"
     assert (again.out / "second.txt").read_text(encoding="utf-8") == "two"
     assert (again.out / "assets" / "javascripts").is_dir()  # and the installed theme's files
+
+
+@pytest.mark.parametrize("title", [
+    "Entry 00005: Preference refund", 'A "quoted" \\ title & <b>tag</b> # not: a comment',
+    "  spaced  ", "---", "...", "title: x", "é ünïcode", "tab\there", "x\u2028y", "{{ 7*7 }}",
+    "[list, like]", "- dash", "null", "true", "'single'", "a" * 400])
+def test_the_toolkits_front_matter_is_read_as_mkdocs_reads_it(title: str) -> None:
+    """The front matter the toolkit writes is read without YAML, to the text and data MkDocs
+    reads from it (or left to MkDocs), whatever the title, tags and flags."""
+    import types
+
+    from mkdocs.utils.meta import get_data
+
+    from toolkit.site import _front_matter, html_title
+
+    read = 0
+    for tags, search, sections, wide in ((["patterns", "high"], True, False, False),
+                                         ([], False, True, True), (["x_y-1"], True, True, False),
+                                         (["Bad Tag"], True, False, True)):
+        page = types.SimpleNamespace(title=title, tags=tags, search=search,
+                                     search_sections=sections, wide=wide)
+        source = f"{_front_matter(page)}\n\n## Heading\n\nText.\n"
+        fast = site_theme.front_matter(source)
+        if fast is not None:
+            read += 1
+            assert fast == get_data(source), source
+    shown = html_title(title)  # as the page's title is written: read without YAML when ASCII
+    assert read == 4 or not (shown.isascii() and shown.isprintable())

@@ -258,8 +258,8 @@ class _Renderer:
         })
         self.env.globals.update({
             "link": _link, "table": _table, "fields": _fields, "chart": _chart, "code": _code,
-            "url": _url_cell, "front_matter": _front_matter, "Ref": Ref, "pre": _pre,
-            "headlines": _headlines, "unsearched": _unsearched,
+            "url": _url_cell, "bullets": _bullets, "front_matter": _front_matter, "Ref": Ref,
+            "pre": _pre, "headlines": _headlines, "unsearched": _unsearched,
             # also a global: macros imported without context (_partials/) render |block
             "_r": self,
         })
@@ -387,6 +387,9 @@ TABLE_TOKEN = "&#35;tktable-{}"  # searchable: all its text (agent Markdown, ver
 ROWS_TOKEN = "&#35;tkrows-{}"  # searchable: its cells, not its header row
 FIELDS_TOKEN = "&#35;tkfields-{}"  # searchable: its values, not its header or labels
 POST_TOKEN = "&#35;tkpost-{}"  # not searchable
+# searchable, and read by the search plugin as the page's own HTML: Markdown the toolkit
+# converts itself, to the bytes Python-Markdown makes of it (:func:`_bullets`)
+HTML_TOKEN = "&#35;tkhtml-{}"
 
 
 def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
@@ -497,6 +500,60 @@ def _fields(ctx: Any, fields: list[Any], search: bool = True, labels: bool = Fal
                        (ROWS_TOKEN if labels else FIELDS_TOKEN) if search else False)
 
 
+# Python-Markdown's reading of md_escape's text: a backslashed character is the character, an
+# entity is kept as written (md_escape writes nothing else that Markdown reads)
+_MD_BACKSLASHED = re.compile(r"\\([\\`*_{}\[\]|#!+\-.])")
+# an '&' that does not start an entity: escaped in an attribute, as Python-Markdown does
+_BARE_AMP = re.compile(r"&(?!(?:#[0-9]+|#x[0-9a-f]+|[0-9a-z]+);)", re.IGNORECASE)
+
+
+def _md_text_html(escaped: str) -> str:
+    """The HTML Python-Markdown makes of one line of ``md_escape``'s text."""
+    return _MD_BACKSLASHED.sub(r"\1", escaped) if "\\" in escaped else escaped
+
+
+def _md_cell_html(value: Any) -> str | None:
+    """The HTML Python-Markdown makes of :func:`_cell`'s Markdown for a text or a URL (a link
+    to another site, as MkDocs leaves it); None for any other value or an empty one."""
+    from toolkit.reports import Url
+
+    if type(value) is str:
+        text = md_escape(value)
+        return _md_text_html(text) if text else None
+    if type(value) is Url:
+        text = _md_text_html(md_escape(value.url))
+        safe = safe_url(value.url)
+        if not safe:
+            return text or None
+        href = _BARE_AMP.sub("&amp;", safe)  # safe_url leaves no < > " unencoded
+        return f'<a href="{href}">{text}</a>'
+    return None
+
+
+def bullets_html(values: Sequence[Any]) -> str | None:
+    """The HTML Python-Markdown makes of the bullet list of ``values`` (``- `` and
+    :func:`_cell`'s Markdown, a line each), when each is a text or a URL; else None."""
+    items = [_md_cell_html(v) for v in values]
+    if not items or any(i is None for i in items):
+        return None
+    return "<ul>" + "".join(f"\n<li>{i}</li>" for i in items) + "\n</ul>"
+
+
+@_pass_context
+def _bullets(ctx: Any, values: Sequence[Any]) -> Markup:
+    """A bullet list of texts and URLs (``url()``'s cells, one line each): the HTML of the
+    Markdown list, made here and put in place by the hook before the search plugin reads the
+    page, so the page needs no Markdown pass for it (a page's Markdown that differs from
+    another's only by placeholders is converted once: see toolkit.site_theme.MarkdownOnce).
+    A value of another kind (a link to a page, which MkDocs resolves) gives the Markdown list."""
+    body = bullets_html(values)
+    if body is None:
+        return Markup("\n".join(f"- {_cell(v, _from(ctx))}" for v in values))
+    digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
+    ctx["_r"].tables[digest] = body  # not counted in the page's budget: as the Markdown list
+    return Markup(HTML_TOKEN.format(digest))
+
+
 @_pass_context
 def _code(ctx: Any, text: str) -> Markup:
     """Untrusted multi-line text (a diff, already cut by toolkit.turn_diffs) shown verbatim,
@@ -590,7 +647,7 @@ def render_page(renderer: _Renderer, page: Page) -> bytes:
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 
-_ANY_TOKEN = re.compile(r"&#35;tk(?:table|rows|fields|post)-([0-9a-f]{20})")
+_ANY_TOKEN = re.compile(r"&#35;tk(?:table|rows|fields|post|html)-([0-9a-f]{20})")
 
 
 def render_page_text(page: Page) -> str:
@@ -1757,6 +1814,8 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
             site_theme.cache_partials(env)
+            if self.nav is not None:
+                site_theme.cache_pages(env, self.nav)
             return env
 
         def __init__(self) -> None:
@@ -1766,6 +1825,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
         def on_pre_page(self, page: Any, *, config: Any, files: Any) -> Any:
             if site_theme.ENABLED:
                 page.render = self.markdown.bind(page)
+                page.read_source = functools.partial(site_theme.read_source, page)
             return page
 
         @event_priority(100)  # before the search plugin writes its index

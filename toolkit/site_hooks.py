@@ -11,6 +11,9 @@ reads the page (one page at a time, not when MkDocs converts every page first), 
 searchable table's placeholder becomes a paragraph of the table's text, cells apart (what the
 search plugin indexes, without parsing every tag of a large table); a table kept out of search
 has its placeholder marked ``data-search-exclude``. So the search index holds no placeholder.
+A list the toolkit converted from its own Markdown (``&#35;tkhtml-``: ``toolkit.site._bullets``)
+is put in place before the search plugin reads the page: the plugin and the page get the HTML
+Python-Markdown would have made of it.
 
 The hook also puts the site's bundled scripts and styles (``toolkit/site_assets/``: the tables'
 sorting, filtering and paging, listed in mkdocs.yml's ``extra_javascript``/``extra_css``) in
@@ -36,6 +39,9 @@ _TOKEN = re.compile(r"<p>&#35;tk(table|rows|fields)-([0-9a-f]{20})</p>")
 _THEAD = re.compile(r"<thead>.*?</thead>", re.DOTALL)
 _LABEL = re.compile(r"<tr><td>[^<]*</td>")  # a field list's label cell (toolkit.site._fields)
 _POST = re.compile(r"<p>&#35;tkpost-([0-9a-f]{20})</p>")  # not searchable
+# HTML the toolkit made of its own Markdown (toolkit.site._bullets): in place before the search
+# plugin reads the page, as Python-Markdown's HTML of it would be
+_HTML = re.compile(r"<p>&#35;tkhtml-([0-9a-f]{20})</p>")
 # what the search plugin reads in their place: the table's text, or (not searchable) the
 # placeholder in an element the plugin skips (it keeps the attribute: it only strips
 # data-search-* attributes that have a value)
@@ -91,6 +97,7 @@ def _forget_tables() -> None:
     for shard in _tables.values():
         shard.close()
     _tables.clear()
+    _read.clear()
 
 
 def on_config(config: Any) -> Any:
@@ -122,7 +129,19 @@ def on_files(files: Any, *, config: Any) -> Any:
     return files
 
 
+# the tables read for the page being built, by digest: read when the search plugin is to read
+# the page (their text), then put in place after the theme rendered it (their HTML), read once
+_read: dict[str, str] = {}
+
+
 def _table(digest: str, page: Any) -> str:
+    table = _read.get(digest)
+    if table is None:
+        table = _read[digest] = _table_of(digest, page)
+    return table
+
+
+def _table_of(digest: str, page: Any) -> str:
     shard = table_shard(digest)
     tables = _tables.get(shard)
     if tables is None:
@@ -195,6 +214,8 @@ def for_search(html: str, page: Any) -> str:
     one_entry = page.meta.get(ONE_SEARCH_ENTRY) is True
     if one_entry:
         html = _set_aside(html, page)
+    if "&#35;tkhtml-" in html:
+        html = _HTML.sub(lambda m: _table(m.group(1), page), html)
     if "&#35;tkpost-" in html:
         html = _POST.sub(lambda m: _HIDDEN.format(m.group(1)), html)
     if "&#35;tk" in html:
@@ -217,8 +238,11 @@ def on_post_page(output: str, *, page: Any, config: Any) -> str:
     if "<p data-tklast>" in output:  # (a one-entry page's; the site's Markdown has no HTML)
         output = _LAST_READ.sub("", output)
     if "data-tktable=" not in output and "&#35;tkpost-" not in output:
+        _read.clear()
         return output
-    return _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)
+    output = _READ.sub(lambda m: _table(m.group(1) or m.group(2), page), output)
+    _read.clear()
+    return output
 
 
 @event_priority(100)  # first: before the search plugin makes its index

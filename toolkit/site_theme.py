@@ -26,8 +26,14 @@ it between documents) and given that page's MkDocs processors, as MkDocs gives a
 A page whose Markdown is that of an earlier page but for its tables' placeholders gets that
 page's HTML with its own placeholders (see :class:`MarkdownOnce`).
 
-:func:`cache_nav` and :func:`cache_partials` install this on the theme's Jinja environment
-(``on_env``), :func:`render_markdown` on each page (``on_pre_page``).
+A whole page off the nav (an entry page) is rendered once per shape (:func:`cache_pages`):
+pages of one folder whose front matter but the title, table of contents, context and every
+page attribute the theme reads are the same get the HTML of the first of them with their own
+title and content, as long as the theme does nothing with those but print them (checked on
+each shape, whose HTML must be the first page's own).
+
+:func:`cache_nav`, :func:`cache_partials` and :func:`cache_pages` install this on the theme's
+Jinja environment (``on_env``), :class:`MarkdownOnce` on each page (``on_pre_page``).
 """
 
 from __future__ import annotations
@@ -41,10 +47,11 @@ from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
 ENABLED = True  # False: the theme and MkDocs do all of it for every page (tests compare both)
-# the last build's count of nav HTML rendered and reused, page-free partials reused and pages
-# converted by the build's one Markdown converter (tests, benchmarks)
+# the last build's count of nav HTML rendered and reused, page-free partials reused, pages
+# converted by the build's one Markdown converter, pages filled into a shape and shapes kept
+# (tests, benchmarks)
 counts: dict[str, int] = {"rendered": 0, "reused": 0, "partials": 0, "blocks": 0,
-                          "markdown": 0}
+                          "markdown": 0, "pages": 0, "page_shapes": 0}
 # partials that may print the same bytes on every page (each checked: see the module docstring)
 PAGE_FREE = ("partials/search.html", "partials/palette.html", "partials/top.html",
              "partials/source.html", "partials/copyright.html",
@@ -66,25 +73,10 @@ def cache_nav(env: Any, nav: Any) -> None:
         template = env.get_template(NAV_TEMPLATE)
     except jinja2.TemplateNotFound:  # a theme without it: nothing to do
         return
-    in_nav = {id(p) for p in nav.pages}
-    # every folder a nav page is in or below ("a/", "a/b/" of "a/b/c/"): an off-nav page whose
-    # folder holds a nav page may be its nav's active parent, so it is rendered itself
-    nav_folders = {u[:i + 1] for u in _urls(nav.items) if isinstance(u, str)
-                   for i, ch in enumerate(u) if ch == "/"}
+    key = _folder_key(nav)
     render: Callable[[Any], Iterator[str]] = template.root_render_func
     rendered: dict[str, str] = {}
     counts.update(rendered=0, reused=0)
-
-    def key(page: Any) -> str | None:
-        """The folder whose off-nav pages share ``page``'s nav HTML, or None."""
-        if page is None or id(page) in in_nav or getattr(page, "parent", None) is not None:
-            return None
-        url = page.url
-        if not isinstance(url, str) or not url.endswith("/") or url == "/":
-            return None
-        if url in nav_folders:
-            return None
-        return url[:-1].rpartition("/")[0]
 
     def root(context: Any) -> Iterator[str]:
         folder = key(context.get("page"))
@@ -101,6 +93,28 @@ def cache_nav(env: Any, nav: Any) -> None:
         yield html
 
     template.root_render_func = root
+
+
+def _folder_key(nav: Any) -> Callable[[Any], str | None]:
+    """The folder whose off-nav pages share a page's nav HTML (see the module docstring), or
+    None for a page that is rendered itself."""
+    in_nav = {id(p) for p in nav.pages}
+    # every folder a nav page is in or below ("a/", "a/b/" of "a/b/c/"): an off-nav page whose
+    # folder holds a nav page may be its nav's active parent, so it is rendered itself
+    nav_folders = {u[:i + 1] for u in _urls(nav.items) if isinstance(u, str)
+                   for i, ch in enumerate(u) if ch == "/"}
+
+    def key(page: Any) -> str | None:
+        if page is None or id(page) in in_nav or getattr(page, "parent", None) is not None:
+            return None
+        url = page.url
+        if not isinstance(url, str) or not url.endswith("/") or url == "/":
+            return None
+        if url in nav_folders:
+            return None
+        return url[:-1].rpartition("/")[0]
+
+    return key
 
 
 def cache_partials(env: Any) -> None:
@@ -517,3 +531,354 @@ def _urls(items: Any) -> Iterator[Any]:
     for item in items or ():
         yield getattr(item, "url", None)
         yield from _urls(getattr(item, "children", None))
+
+
+# =========================================================================== pages by shape
+
+PAGE_TEMPLATE = "main.html"
+# What stands for a page's title and content when a page is rendered as its shape: characters
+# that any filter but printing the value as it is changes (markup, entities, quotes, spaces,
+# case), so a rendering that does more with them than print them does not match the page's own.
+_TITLE_SLOT = "\ue000Tk  <b>Title</b> &amp; 'q' \"Q\" \ue001"
+_CONTENT_SLOT = "\ue002Tk  <p>Content</p> &amp; 'q' \"Q\" \ue003"
+# the second rendering's: other lengths, words, case and characters
+_OTHER_SLOTS = ("\ue001tITLE \ue000 x&lt;y z", "\ue003<CONTENT>\ue002 a b c")
+_PRIVATE = re.compile("[\ue000-\ue003]")
+# the most shapes kept (each is a page's HTML but its content); and the shapes made in a folder
+# before it must have served as many pages as there are shapes, or no more are made there
+_SHAPES_KEPT = 256
+_TRIAL = 16
+# str's methods a template may call on a title or content: each call is logged (see _Slot)
+_UNLOGGED = frozenset({"__class__", "__new__", "__init__", "__getattribute__", "__setattr__",
+                       "__delattr__", "__init_subclass__", "__subclasshook__", "__str__",
+                       "__format__", "__reduce__", "__reduce_ex__", "__getnewargs__",
+                       "__sizeof__", "__dir__", "__getstate__", "__doc__"})
+
+
+class _Slot(str):
+    """A page's title or content as a page's shape is rendered with it (its value is the
+    slot's text, :data:`_TITLE_SLOT`): each operation a template does on it other than
+    printing it (a test ``"<h1" in content``, ``title|length``) is logged with its result, and
+    the shape serves a page only when the same operations on its own values give the same
+    results. ``log`` is None outside that rendering."""
+
+    name: str
+    log: list[tuple[str, str, tuple[Any, ...], tuple[tuple[str, Any], ...], Any]] | None
+
+
+def _truth(text: str) -> bool:
+    return str.__len__(text) > 0
+
+
+def _logged(name: str) -> Callable[..., Any]:
+    method = _truth if name == "__bool__" else getattr(str, name)
+
+    def call(self: _Slot, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        log = self.__dict__.get("log")
+        if log is not None:
+            log.append((self.__dict__["name"], name, args, tuple(kwargs.items()), result))
+        return result
+
+    return call
+
+
+for _name in [*dir(str), "__bool__"]:  # truth: logged apart from the length (str has none)
+    if _name not in _UNLOGGED:
+        setattr(_Slot, _name, _logged(_name))
+
+
+def _slot(name: str, text: str, log: list[Any]) -> _Slot:
+    value = _Slot(text)
+    value.__dict__.update(name=name, log=log)
+    return value
+
+
+class _PageView:
+    """The page as its shape is rendered: its title and content (and the title in its
+    front matter) are slots; every other attribute a template reads is the page's, recorded."""
+
+    def __init__(self, page: Any, title: _Slot, content: _Slot, meta: dict[str, Any]) -> None:
+        self.__dict__.update(_page=page, _title=title, _content=content, _meta=meta,
+                             _reads={})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        own = self.__dict__
+        if name == "title":
+            return own["_title"]
+        if name == "content":
+            return own["_content"]
+        if name == "meta":
+            return own["_meta"]
+        value = getattr(own["_page"], name)
+        own["_reads"].setdefault(name, value)
+        return value
+
+
+@dataclass
+class _PageShape:
+    """A page rendered with slots: the HTML between them, what the rendering read of the
+    page and of the context, and the operations it did on the slots."""
+
+    pieces: list[str]  # HTML, then alternately a slot's text and HTML
+    reads: dict[str, Any]  # the page's attributes read (but its URL: same folder)
+    names: dict[str, Any]  # the context's variables read (but the page)
+    log: list[Any]
+
+
+def cache_pages(env: Any, nav: Any) -> None:
+    """Render the pages off the nav (see :func:`cache_nav`) once per shape: a page whose
+    folder, front matter (but its title), table of contents, context and every attribute the
+    theme reads are another page's gets that page's HTML with its own title and content, when
+    the theme does nothing with those but print them (or tests on them that come out the same).
+    A shape is kept only when its HTML, with the first page's title and content, is the HTML
+    the theme renders for that page (rendered too), and holds nothing of the page's URL."""
+    import jinja2
+
+    if not ENABLED:
+        return
+    try:
+        template = env.get_template(PAGE_TEMPLATE)
+    except jinja2.TemplateNotFound:
+        return
+    folder_of = _folder_key(nav)
+    render: Callable[[Any], Iterator[str]] = template.root_render_func
+    shapes: dict[tuple[Any, ...], list[_PageShape]] = {}
+    closed: set[str] = set()  # folders where no more shapes are made
+    broken: set[str] = set()  # folders whose pages are rendered as the theme does
+    made: dict[str, int] = {}  # shapes made and pages given a shape, by folder
+    used: dict[str, int] = {}
+    base_context = env.context_class
+    counts.update(pages=0, page_shapes=0)
+
+    def signature(page: Any) -> tuple[Any, ...] | None:
+        folder = folder_of(page)
+        if folder is None:
+            return None
+        title, content, meta = page.title, page.content, page.meta
+        if type(title) is not str or not title or type(content) is not str:
+            return None
+        if not isinstance(meta, dict) or meta.get("title", title) != title:
+            return None
+        if _PRIVATE.search(title) or _PRIVATE.search(content):
+            return None
+        rest = _freeze({k: v for k, v in meta.items() if k != "title"})
+        toc = _freeze(page.toc)
+        if rest is None or toc is None:
+            return None
+        return folder, rest, toc
+
+    def matches(shape: _PageShape, page: Any, context: Any) -> bool:
+        """Whether ``page`` (its ``context``: MkDocs' or its variables) is of ``shape``."""
+        for name, value in shape.names.items():
+            if not _same(context.get(name, _MISSING), value):
+                return False
+        for name, value in shape.reads.items():
+            if name not in ("url", "toc") and not _same(getattr(page, name, _MISSING), value):
+                return False
+        values = {"title": page.title, "content": page.content}
+        for slot, op, args, kwargs, result in shape.log:
+            try:
+                method = _truth if op == "__bool__" else getattr(str, op)
+                if not _same(method(values[slot], *args, **dict(kwargs)), result):
+                    return False
+            except Exception:
+                return False
+        return True
+
+    def as_shape(page: Any, variables: dict[str, Any]) -> _PageShape | None:
+        """``page`` rendered with slots, twice, with slots of other texts (length, words,
+        case, characters): a theme that reads them other than by the logged operations (a
+        count of words) prints something else for each, and the page is no shape."""
+        first = with_slots(page, variables, _TITLE_SLOT, _CONTENT_SLOT)
+        second = with_slots(page, variables, *_OTHER_SLOTS)
+        if first is None or second is None:
+            return None
+        other = {_OTHER_SLOTS[0]: _TITLE_SLOT, _OTHER_SLOTS[1]: _CONTENT_SLOT}
+        pieces = [other.get(p, p) if i % 2 else p for i, p in enumerate(second.pieces)]
+        if pieces != first.pieces or [e[:3] for e in first.log] != [e[:3] for e in second.log]:
+            return None
+        if any(not _same(a[4], b[4]) for a, b in zip(first.log, second.log, strict=True)):
+            return None
+        leaf = page.url.rstrip("/").rpartition("/")[2]
+        if not leaf or any(leaf in p for p in first.pieces):
+            return None
+        return first
+
+    def with_slots(page: Any, variables: dict[str, Any], title_text: str,
+                   content_text: str) -> _PageShape | None:
+        log: list[Any] = []
+        title, content = _slot("title", title_text, log), _slot("content", content_text, log)
+        meta = dict(page.meta)
+        if "title" in meta:
+            meta["title"] = title
+        view = _PageView(page, title, content, meta)
+        names: dict[str, Any] = {}
+
+        class Recording(base_context):  # type: ignore[misc,valid-type]
+            def resolve_or_missing(self, key: str) -> Any:
+                if key != "page" and key in variables and key not in names:
+                    names[key] = variables[key]
+                return super().resolve_or_missing(key)
+
+        env.context_class = Recording
+        try:
+            html = "".join(render(template.new_context({**variables, "page": view})))
+        except Exception:
+            return None
+        finally:
+            env.context_class = base_context
+            title.log = content.log = None
+        at = re.compile(f"({re.escape(title_text)}|{re.escape(content_text)})")
+        return _PageShape(at.split(html), dict(view.__dict__["_reads"]), names, log)
+
+    def fill(shape: _PageShape, page: Any) -> str:
+        values = {_TITLE_SLOT: page.title, _CONTENT_SLOT: page.content}
+        return "".join(values[p] if i % 2 else p for i, p in enumerate(shape.pieces))
+
+    def root(context: Any) -> Iterator[str]:
+        page = context.get("page")
+        sig = signature(page)
+        if sig is None:
+            yield from render(context)
+            return
+        folder = sig[0]
+        if folder in broken:
+            yield from render(context)
+            return
+        known = shapes.setdefault(sig, [])
+        for kept in known:
+            if matches(kept, page, context):
+                counts["pages"] += 1
+                used[folder] = used.get(folder, 0) + 1
+                yield fill(kept, page)
+                return
+        if folder in closed or counts["page_shapes"] >= _SHAPES_KEPT:
+            yield from render(context)
+            return
+        variables = dict(context.get_all())  # before the theme sets its own
+        html = "".join(render(context))
+        shape = as_shape(page, variables)
+        made[folder] = made.get(folder, 0) + 1
+        if shape is not None and not matches(shape, page, variables):
+            pass  # the page's own values take another branch than the slots (a heading)
+        elif shape is None or fill(shape, page) != html:
+            broken.add(folder)  # the theme does more with these pages' values
+        else:
+            known.append(shape)
+            counts["page_shapes"] += 1
+        if (folder not in broken and made[folder] >= _TRIAL
+                and used.get(folder, 0) < made[folder]):
+            closed.add(folder)  # its pages are seldom of one shape: not worth the renders
+        yield html
+
+    template.root_render_func = root
+
+
+_MISSING = object()
+
+
+def _freeze(value: Any) -> Any:
+    """``value`` (front matter, a table of contents) as a hashable value of plain data; None
+    when it holds anything else."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return (type(value).__name__, value)
+    if isinstance(value, (list, tuple)):
+        frozen = [_freeze(v) for v in value]
+        return None if any(i is None for i in frozen) else ("list", tuple(frozen))
+    if isinstance(value, dict):
+        pairs = [(k, _freeze(v)) for k, v in value.items()]
+        if any(type(k) is not str or v is None for k, v in pairs):
+            return None
+        return ("dict", tuple(sorted(pairs)))
+    from mkdocs.structure.toc import TableOfContents
+
+    if isinstance(value, TableOfContents):
+        return _freeze([_freeze_anchor(a) for a in value])
+    return None
+
+
+def _freeze_anchor(anchor: Any) -> Any:
+    return {"title": anchor.title, "id": anchor.id, "level": anchor.level,
+            "children": [_freeze_anchor(c) for c in anchor.children]}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether a template reading ``a`` where it read ``b`` prints the same: the same object,
+    or equal plain data (lists of them), or equal values of a class that defines equality."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if type(a).__eq__ is object.__eq__:
+        return False
+    return bool(a == b)
+
+
+
+# =========================================================================== front matter
+
+# The front matter toolkit.site._front_matter writes, line by line: a title as a JSON string of
+# printable ASCII (escapes \" and \\ only: YAML reads such a double-quoted string as JSON does),
+# tags as a JSON list of plain names, and fixed lines. Any other front matter is read by MkDocs.
+_FRONT_LINE = re.compile(r'title: ("(?:[ !#-\[\]-~]|\\["\\])*")'
+                         r'|tags: (\[(?:"[a-z0-9_-]+"(?:, "[a-z0-9_-]+")*)?\])'
+                         r"|(search_one_entry: true)|(search:\n  exclude: true)|(hide:\n  - toc)")
+_FRONT_END = re.compile(r"(?:\.{3}|-{3})[ \t]*\n")
+
+
+def front_matter(source: str) -> tuple[str, dict[str, Any]] | None:
+    """MkDocs' reading of a page's front matter (``mkdocs.utils.meta.get_data``: the text after
+    it and its data) for front matter of the toolkit's lines only, without YAML; None for any
+    other text."""
+    import json
+
+    if not source.startswith("---\n"):
+        return None
+    at, meta = 4, {}
+    while True:
+        end = _FRONT_END.match(source, at)
+        if end is not None:
+            break
+        m = _FRONT_LINE.match(source, at)
+        if m is None or source[m.end():m.end() + 1] != "\n":
+            return None
+        title, tags, one, search, hide = m.groups()
+        key, value = (("title", json.loads(title)) if title is not None
+                      else ("tags", json.loads(tags)) if tags is not None
+                      else ("search_one_entry", True) if one is not None
+                      else ("search", {"exclude": True}) if search is not None
+                      else ("hide", ["toc"]) if hide is not None else ("", None))
+        if key in meta or not key:
+            return None
+        meta[key] = value
+        at = m.end() + 1
+    if at == 4:
+        return None  # no line: YAML reads None, which MkDocs does not take as front matter
+    return source[end.end():].lstrip("\n"), meta
+
+
+def read_source(page: Any, config: Any) -> None:
+    """MkDocs' ``Page.read_source``, with the toolkit's front matter read by
+    :func:`front_matter` (on each page: ``on_pre_page``)."""
+    from mkdocs.structure import pages as mk
+    from mkdocs.utils import meta as mk_meta
+
+    source = config.plugins.on_page_read_source(page=page, config=config)
+    if source is None:
+        try:
+            source = page.file.content_string
+        except OSError:
+            mk.log.error(f"File not found: {page.file.src_path}")
+            raise
+        except ValueError:
+            mk.log.error(f"Encoding error reading file: {page.file.src_path}")
+            raise
+    read = front_matter(source)
+    page.markdown, page.meta = read if read is not None else mk_meta.get_data(source)

@@ -189,3 +189,57 @@ def test_change_log_shows_the_newest_changes_up_to_its_limit_and_counts_them_all
         ("promoted", Ref("Retry budget", "ledger/patterns/retry-budget.md"))]
     assert (page.shown_changes, page.total_changes) == (2, 5)
     assert "2 of 5" in _render(page).replace(",", "")
+
+
+def test_an_entry_pages_history_digest_changes_whenever_its_history_table_does(
+        tmp_path, isolated_env):
+    """Whether an entry page is made again is decided by a digest of its history computed in
+    SQL (reports._HISTORY_SHOWN); the table the page shows is made in Python
+    (reports._history_table). Each column of each of the history's stored tables, changed in
+    every row or in its first row alone: every entry whose table changed has a new digest,
+    so a column shown but left out of the digest cannot leave a page stale."""
+    import pickle
+
+    from toolkit.history import entry_histories
+    from toolkit.reports import _entry_history, _history_table
+
+    p = _project(tmp_path)
+    p.write({"patterns": [entry_b("Retry budget", "high", 3)]})  # a working version too
+    cfg = config_mod.resolve(cwd=p.root, env={"HOME": str(isolated_env)})
+    store = Store.open(cfg.db_path, sources=SOURCES)
+
+    def shown() -> tuple[dict[str, bytes], dict[str, str] | None]:
+        tables = {k: pickle.dumps(_history_table(h)) for k, h in entry_histories(store).items()}
+        return tables, _entry_history(store, ["ledger_changes"])
+
+    change = {"VARCHAR": "coalesce({c} || 'x', 'x')", "INTEGER": "coalesce({c} + 1, 1)",
+              "TIMESTAMP": "coalesce({c} + INTERVAL 1 DAY, TIMESTAMP '2026-01-01')",
+              "VARCHAR[]": "list_append(coalesce({c}, []), 'x')"}
+    try:
+        store.refresh(cfg)
+        tables, digests = shown()
+        assert digests is not None and set(digests) == set(tables) and len(tables) == 2
+        stale, changed = [], set()
+        for table in ("ledger_versions", "_history_entries", "_history_version_files",
+                      "_history_blobs"):
+            for column, kind, *_ in store.fetch(f"DESCRIBE {table}")[1]:
+                for rows in ("", f" WHERE rowid = (SELECT min(rowid) FROM {table})"):
+                    store.conn.execute("BEGIN")
+                    try:
+                        store.conn.execute(f"UPDATE {table} SET {column} = "
+                                           f"{change[kind].format(c=column)}{rows}")
+                        tables2, digests2 = shown()
+                    finally:
+                        store.conn.execute("ROLLBACK")
+                    assert digests2 is not None
+                    for key in set(tables) | set(tables2):
+                        if tables.get(key) != tables2.get(key):
+                            changed.add(column)
+                            if digests.get(key) == digests2.get(key):
+                                stale.append((table, column, rows, key))
+    finally:
+        store.close()
+    assert stale == []
+    # the changes reached what the table shows: time, source, version, subject, the changes
+    # (an edit: text_hash), confidence and reflections
+    assert {"ts", "source", "ref", "subject", "text_hash", "confidence", "reflections"} <= changed

@@ -794,11 +794,15 @@ def _change(r: dict[str, Any]) -> Change:
                   old_reflections=r["old_reflections"], new_reflections=r["new_reflections"])
 
 
+# the changes of the timelines asked for (one parameter: their names)
+_ON_TIMELINES = "WHERE timeline IN (SELECT unnest(?::VARCHAR[]))"
+
+
 def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
                limit: int | None = None) -> list[Change]:
     """Changes, newest version first (within a version: by kind, then file, title and entry
     key, so a ``limit`` keeps the same changes from run to run)."""
-    sql = ("SELECT * FROM ledger_changes WHERE timeline IN (SELECT unnest(?::VARCHAR[])) "
+    sql = (f"SELECT * FROM ledger_changes {_ON_TIMELINES} "
            "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title, entry_key")
     params: list[Any] = [list(timelines)]
     if limit is not None:
@@ -809,8 +813,8 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
 
 def change_count(store: Store, *, timelines: tuple[str, ...] = ("main",)) -> int:
     """How many changes :func:`change_log` lists (without its ``limit``)."""
-    return int(store.scalar("SELECT count(*) FROM ledger_changes WHERE timeline IN "
-                            "(SELECT unnest(?::VARCHAR[]))", [list(timelines)]) or 0)
+    return int(store.scalar(f"SELECT count(*) FROM ledger_changes {_ON_TIMELINES}",
+                            [list(timelines)]) or 0)
 
 
 def _ledger_kind(file: str | None) -> str | None:

@@ -79,6 +79,7 @@ from toolkit.pages import (
     ONE_SEARCH_ENTRY,
     TABLES,
     Deferred,
+    Ref,
     Table,
     fetch_rows,
     relative_link,
@@ -220,13 +221,24 @@ def _target_parts(target: str) -> tuple[tuple[str, ...], bool]:
     return tuple(p for p in url.split("/") if p), url.endswith("/") or url == ""
 
 
-def _html_text(value: Any, limit: int = MAX_INLINE) -> str:
+def _html_text(value: Any) -> str:
     """One value as HTML text: invisible characters visible, escaped, one line."""
     text = value if type(value) is str else str(value)
+    # a site's tables repeat short values (a category, a date, an entry's title on each list)
+    return _short_html_text(text) if len(text) <= _SHORT else _text_html(text)
+
+
+_SHORT = 200  # characters of a value whose HTML text is remembered (bounds the cache's size)
+
+
+def _text_html(text: str) -> str:
     if not (text.isascii() and text.isprintable() and "  " not in text
-            and len(text) <= limit and text == text.strip()):
-        text = visible(_cut(" ".join(text.replace("\r", "\n").split()), limit))
+            and len(text) <= MAX_INLINE and text == text.strip()):
+        text = visible(_cut(" ".join(text.replace("\r", "\n").split()), MAX_INLINE))
     return html.escape(text, quote=True)
+
+
+_short_html_text = functools.lru_cache(maxsize=8192)(_text_html)
 
 
 # =========================================================================== templates
@@ -240,8 +252,6 @@ class _Renderer:
         """``compiled``: a folder that keeps the templates' compiled code between processes
         (the build folder's ``jinja-cache``); in one process it is kept in memory."""
         import jinja2
-
-        from toolkit.reports import Ref
 
         if not templates.is_dir():
             raise ToolkitError(f"site templates not found at {templates}",
@@ -333,7 +343,7 @@ def _pass_context(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _cell(value: Any, from_path: str) -> str:
-    from toolkit.reports import Ref, Url
+    from toolkit.reports import Url
 
     if value is None:
         return ""
@@ -393,8 +403,6 @@ HTML_TOKEN = "&#35;tkhtml-{}"
 
 
 def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
-    from toolkit.reports import Ref, Url
-
     kind = type(value)
     if kind is str:
         return _html_text(value)
@@ -407,6 +415,8 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
         text = _html_text(value.text) or "[???]"
         # no escaping needed: relative_url only accepts [A-Za-z0-9._/#-]
         return f'<a href="{relative_url(from_path, value.path)}">{text}</a>'
+    from toolkit.reports import Url  # after the common kinds: an import costs on every cell
+
     if isinstance(value, Url):
         safe = safe_url(value.url)
         text = _html_text(value.url)

@@ -222,7 +222,7 @@ def test_a_bullet_list_made_without_markdown_is_python_markdowns(value: str) -> 
     """A slop entry's sources are listed as HTML the toolkit makes (its page then needs no
     Markdown pass): the same bytes as the site's Python-Markdown makes of the Markdown list,
     for any text and any URL, alone or beside others."""
-    from toolkit.reports import Url
+    from toolkit.pages import Url
     from toolkit.site import _cell, bullets_html
 
     for values in ([value], [Url(value)], ["first", Url(value), value]):

@@ -567,8 +567,8 @@ def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
     import pickle
 
     from toolkit import queries
-    from toolkit.pages import Field, Ref, RowRef, Table, plain_pickle
-    from toolkit.reports import Headline, Url
+    from toolkit.pages import Field, Ref, RowRef, Table, Url, plain_pickle
+    from toolkit.reports import Headline
 
     samples = [Ref("text", "a.md"), Table(("A",), [(1,)], "none", "A"), Field("L", 2),
                RowRef(queries.site_ledger_rows, "k", "d"), Url("https://x.example/"),

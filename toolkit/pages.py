@@ -105,6 +105,14 @@ class Ref:
 
 @plain_pickle
 @dataclass(frozen=True)
+class Url:
+    """A value that is a web link when it is a safe http(s) URL, text otherwise."""
+
+    url: str
+
+
+@plain_pickle
+@dataclass(frozen=True)
 class Table:
     """A table whose cells are plain values (escaped when rendered) or :class:`Ref` links.
     ``key``: the column that decides the rows' order (or sums them up), when it is not the

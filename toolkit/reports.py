@@ -43,6 +43,7 @@ from toolkit.pages import (
     Ref,
     RowRef,
     Table,
+    Url,
     ledger_entry_path,
     make_pages,
     plain_pickle,
@@ -1208,14 +1209,6 @@ def _slop_entry_page(path: str, s: dict[str, Any], bucket: Cell, severity: Cell,
         description=s.get("description"), cleanup=s.get("cleanup_recommendation"),
         extra=extra, problems=list(s.get("problems") or []),
         source=f"{source}:{s.get('line')}" if s.get("line") else source)
-
-
-@plain_pickle
-@dataclass(frozen=True)
-class Url:
-    """A value that is a web link when it is a safe http(s) URL, text otherwise."""
-
-    url: str
 
 
 def _maybe_url(text: str) -> Cell:

@@ -81,6 +81,7 @@ from toolkit.pages import (
     Deferred,
     Ref,
     Table,
+    Url,
     fetch_rows,
     relative_link,
     table_shard,
@@ -343,8 +344,6 @@ def _pass_context(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _cell(value: Any, from_path: str) -> str:
-    from toolkit.reports import Url
-
     if value is None:
         return ""
     if isinstance(value, Ref):
@@ -415,8 +414,6 @@ def _html_cell(value: Any, from_path: str, targets: set[str]) -> str:
         text = _html_text(value.text) or "[???]"
         # no escaping needed: relative_url only accepts [A-Za-z0-9._/#-]
         return f'<a href="{relative_url(from_path, value.path)}">{text}</a>'
-    from toolkit.reports import Url  # after the common kinds: an import costs on every cell
-
     if isinstance(value, Url):
         safe = safe_url(value.url)
         text = _html_text(value.url)
@@ -525,8 +522,6 @@ def _md_text_html(escaped: str) -> str:
 def _md_cell_html(value: Any) -> str | None:
     """The HTML Python-Markdown makes of :func:`_cell`'s Markdown for a text or a URL (a link
     to another site, as MkDocs leaves it); None for any other value or an empty one."""
-    from toolkit.reports import Url
-
     if type(value) is str:
         text = md_escape(value)
         return _md_text_html(text) if text else None

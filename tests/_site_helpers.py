@@ -195,3 +195,25 @@ def search_terms(text: str, separator: str) -> set[str]:
     plain = re.sub(r"<[^>]*>", " ", text)
     return {t.lower() for chunk in plain.split()
             for t in re.split(separator, chunk, flags=re.ASCII) if t}
+
+
+@contextlib.contextmanager
+def rows_read_whole() -> Iterator[list[object]]:
+    """The keys of the ledger and slop entries whose rows the site reads whole while the block
+    runs (toolkit.queries.site_ledger_rows / site_slop_rows: only for the pages it renders).
+    Matched on the query's text: the fetch functions themselves are part of the pages'
+    pickled digests, so they cannot be wrapped."""
+    keys: list[object] = []
+    real = Store.fetch_dicts
+
+    def recording(self: Store, sql: str, params: object = None) -> list[dict[str, object]]:
+        if "IN (SELECT unnest(" in sql and ("FROM ledger_entries" in sql
+                                             or "FROM slop_entries" in sql):
+            keys.extend(params[0])  # type: ignore[index]
+        return real(self, sql, params)  # type: ignore[arg-type]
+
+    Store.fetch_dicts = recording  # type: ignore[method-assign]
+    try:
+        yield keys
+    finally:
+        Store.fetch_dicts = real  # type: ignore[method-assign]

@@ -124,12 +124,12 @@ def _build_site(root: Path, home: Path, out: Path | None = None, clean: bool = F
 
 
 def test_an_entry_page_is_made_again_when_its_shown_history_changes_and_only_then(
-        tmp_path, isolated_env, monkeypatch):
+        tmp_path, isolated_env):
     """An entry's page shows its history (a row per version that changed it). A rebuild
     makes the page again when what that table shows changed (a commit reinforced the
     entry), not when another entry's edit in the working files moved the working version's
     time (which the table does not show); either way the site is a clean build's bytes."""
-    from tests._site_helpers import tree_bytes
+    from tests._site_helpers import rows_read_whole, tree_bytes
 
     p = Project.create(tmp_path / "acme")
     (p.root / ".gitignore").write_text(".toolkit/\n")
@@ -147,17 +147,8 @@ def test_an_entry_page_is_made_again_when_its_shown_history_changes_and_only_the
                           entry_b("Cursor pages", pattern="Page with a cursor.")]})
     later = max(f.stat().st_mtime for f in p.ledger.iterdir()) + 3600
     os.utime(p.ledger / "patterns.md", (later, later))  # the working version's time moves
-    made: list[object] = []  # the entries whose page is made: their row is read whole
-    real = Store.fetch_dicts
-
-    def recording(self, sql, params=None):  # type: ignore[no-untyped-def]
-        if "FROM ledger_entries WHERE entry_id IN" in sql:
-            made.extend(params[0])
-        return real(self, sql, params)
-
-    monkeypatch.setattr(Store, "fetch_dicts", recording)
-    edited = _build_site(p.root, isolated_env)
-    monkeypatch.undo()
+    with rows_read_whole() as made:  # the entries whose page is made: read whole
+        edited = _build_site(p.root, isolated_env)
     assert edited.mode == "incremental"
     assert [w for w in edited.written if w.startswith("ledger/patterns/")] == [cursor]
     assert made == ["patterns/cursor-pages"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._site_helpers import World, build, make_world, tree_bytes
+from tests._site_helpers import World, build, make_world, rows_read_whole, tree_bytes
 from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildResult
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
@@ -477,26 +477,13 @@ def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_
 
 
 def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered(
-        built_world: tuple[World, BuildResult], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     """The site reads the short columns of every entry and, per entry, a digest of its whole
     row made by the database; an entry's long text (a slop description, a ledger entry's
     Evidence) is read only for the pages it renders. So after one entry's long text changed,
     that entry alone is read whole and rendered, its page shows the change, and the site is
     a clean build's bytes; with nothing changed, no entry is read whole."""
-    from toolkit.store import Store
-
     world, _first = built_world
-    whole: list[list[object]] = []  # the keys of each whole-row query
-    real = Store.fetch_dicts
-
-    def recording(self: Store, sql: str, params: object = None) -> list[dict[str, object]]:
-        if "IN (SELECT unnest(" in sql and ("FROM ledger_entries" in sql
-                                             or "FROM slop_entries" in sql):
-            whole.append(list(params[0]))  # type: ignore[index]
-        return real(self, sql, params)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Store, "fetch_dicts", recording)
     slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
     doc = json.loads(slop.read_text(encoding="utf-8"))
     doc["entries"][1]["description"] += " zanzibardescription"
@@ -507,20 +494,20 @@ def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered
     at = text.index("\n- ", at) + 3
     patterns.write_text(text[:at] + "zanzibarevidence " + text[at:], encoding="utf-8")
 
-    again = build(world)
+    with rows_read_whole() as whole:
+        again = build(world)
     assert again.mode == "incremental"
     slop_page = "slop/e0a95d1f.md"
     assert sorted(w for w in again.written if w.endswith(".md")) == [f"{ENTRY}.md", slop_page]
-    read = sorted(str(key) for keys in whole for key in keys)
+    read = sorted(str(key) for key in whole)
     assert read == ["1", "patterns/grep-the-route-table-before-adding-a-new-endpoint"]
     assert "zanzibardescription" in (again.out / "slop/e0a95d1f/index.html").read_text()
     assert "zanzibarevidence" in (again.out / ENTRY / "index.html").read_text()
 
-    whole.clear()
-    unchanged = build(world)
+    with rows_read_whole() as whole:
+        unchanged = build(world)
     assert whole == [] and [w for w in unchanged.written if w.endswith(".md")] == []
 
-    monkeypatch.undo()
     full = build(world, out=tmp_path / "full" / "site", clean=True)
     got, want = tree_bytes(again.out), tree_bytes(full.out)
     assert sorted(got) == sorted(want)

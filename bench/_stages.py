@@ -75,10 +75,8 @@ def _run(self, source, *args, **kwargs):
 st.Store._run = _run
 
 def report():
-    with open("/proc/self/status") as fh:
-        hwm = [line.split()[1] for line in fh if line.startswith("VmHWM:")][0]
     with open(out, "w") as fh:
-        json.dump({"hwm": int(hwm) * 1024, "stages": peaks}, fh)
+        json.dump(peaks, fh)
 atexit.register(report)
 threading.Thread(target=sampler, daemon=True).start()
 from toolkit.cli import cli
@@ -87,10 +85,10 @@ cli(sys.argv[1:], prog_name="toolkit")
 
 
 def load_stages(args: list[str], env: dict[str, str], result: Path) -> tuple[int, dict[str, int]]:
-    """Run ``toolkit <args>`` (a load) once with the stage hooks: (its VmHWM in bytes, the
-    highest resident bytes sampled in each stage, in the order the stages began)."""
+    """Run ``toolkit <args>`` (a load) once with the stage hooks: (its VmHWM in bytes, as
+    :func:`measure` reads it, the highest resident bytes sampled in each stage, in the order
+    the stages began)."""
     got = measure(["-c", PROFILE, str(result), *args], env=env)
     if got.returncode:
         raise SystemExit(f"{' '.join(args)}: exit {got.returncode}\n{got.stderr}")
-    data = json.loads(result.read_text())
-    return int(data["hwm"]), {k: int(v) for k, v in data["stages"].items()}
+    return got.peak, {k: int(v) for k, v in json.loads(result.read_text()).items()}

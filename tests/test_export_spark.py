@@ -93,8 +93,12 @@ def spark() -> Iterator[Any]:
     was about a fifth of the JVM's CPU here; the JDK's own classes are never verified).
     Adaptive query execution is off: it plans each query again between its stages, which
     costs more than these tiny queries run for (about a tenth of the JVM's CPU for the
-    reads), and it changes no answer. stop() leaves the JVM running until this Python
-    process ends (a whole xdist worker), so it is ended here."""
+    reads), and it changes no answer; so is whole-stage code generation, which writes Java
+    source for each query's plan and compiles it (Janino) before running it: for a few
+    thousand rows the compiling costs more than it saves (about a sixth of the module's
+    CPU), and the same operators, run without it, give the same rows. stop() leaves the
+    JVM running until this Python process ends (a whole xdist worker), so it is ended
+    here."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -109,6 +113,7 @@ def spark() -> Iterator[Any]:
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.codegen.wholeStage", "false")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     gateway = session.sparkContext._gateway

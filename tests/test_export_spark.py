@@ -71,7 +71,9 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     for table, kind, column, duck_type in demos["acme-api"].schema():
         if kind == "table":
             columns.setdefault(table, []).append((column, duck_type))
-    counts = {name: store.counts() for name, store in stores.items()}
+    # each store counted once (the odd names share one store)
+    counted = {id(store): store.counts() for store in stores.values()}
+    counts = {name: counted[id(store)] for name, store in stores.items()}
     try:
         yield {"out": out, "doc": doc, "stores": stores, "columns": columns, "counts": counts}
     finally:
@@ -93,8 +95,12 @@ def spark() -> Iterator[Any]:
     was about a fifth of the JVM's CPU here; the JDK's own classes are never verified).
     Adaptive query execution is off: it plans each query again between its stages, which
     costs more than these tiny queries run for (about a tenth of the JVM's CPU for the
-    reads), and it changes no answer. stop() leaves the JVM running until this Python
-    process ends (a whole xdist worker), so it is ended here."""
+    reads), and it changes no answer; so is whole-stage code generation, which writes Java
+    source for each query's plan and compiles it (Janino) before running it: for a few
+    thousand rows the compiling costs more than it saves (about a sixth of the module's
+    CPU), and the same operators, run without it, give the same rows. stop() leaves the
+    JVM running until this Python process ends (a whole xdist worker), so it is ended
+    here."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -109,6 +115,7 @@ def spark() -> Iterator[Any]:
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.codegen.wholeStage", "false")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     gateway = session.sparkContext._gateway
@@ -181,7 +188,8 @@ def test_values_survive_timestamps_tiers_and_lists_in_both_engines(lake, spark):
                             f"{_duck_read(lake['out'], 'actions')} GROUP BY ALL").fetchall()
     assert sorted(got_duck) == want
     lists = sorted((name, store.scalar("SELECT sum(len(problems)) FROM ledger_entries"))
-                   for name, store in lake["stores"].items() if store.counts()["ledger_entries"])
+                   for name, store in lake["stores"].items()
+                   if lake["counts"][name]["ledger_entries"])
     entries = spark.read.parquet(str(lake["out"] / "ledger_entries"))
     entries.createOrReplaceTempView("ledger_entries")
     got = spark.sql("SELECT project, sum(size(problems)) FROM ledger_entries "

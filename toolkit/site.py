@@ -1367,15 +1367,30 @@ def _context_digest(page: Page | Deferred) -> str | None:
 
 
 def _code_digest(templates: Path, variant: str) -> str:
-    """The digest of what renders a page besides its context: the templates, this package's
-    code (filters, escaping, table HTML), the versions of the libraries and ``variant``."""
+    """The digest of what renders a page besides its context: the templates (read on every
+    build: a user may edit them between two builds of one process, as under ``serve``), this
+    package's code (filters, escaping, table HTML), the versions of the libraries and
+    ``variant``."""
     h = hashlib.sha256((_versions() + "|" + variant).encode("utf-8"))
-    for folder, pattern in ((templates, "*"), (Path(__file__).resolve().parent, "*.py")):
-        for p in sorted(folder.rglob(pattern)):
-            if p.is_file():
-                h.update(f"\0{p.relative_to(folder)}\0".encode())
-                h.update(p.read_bytes())
+    _digest_files(h, templates, "*")
+    h.update(_package_digest())
     return h.hexdigest()
+
+
+def _digest_files(h: Any, folder: Path, pattern: str) -> None:
+    for p in sorted(folder.rglob(pattern)):
+        if p.is_file():
+            h.update(f"\0{p.relative_to(folder)}\0".encode())
+            h.update(p.read_bytes())
+
+
+@functools.cache
+def _package_digest() -> bytes:
+    """The digest of this package's source files, read once per process: the code that renders
+    is the code the process imported, whatever is edited on the disk later."""
+    h = hashlib.sha256()
+    _digest_files(h, Path(__file__).resolve().parent, "*.py")
+    return h.digest()
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:

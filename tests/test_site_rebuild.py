@@ -27,8 +27,15 @@ def _edit_entry(world: World, word: str) -> None:
 
 @pytest.fixture(scope="module")
 def _first_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, BuildResult, Path]:
+    """The first build, made as in a new process: no compiled template or drawn chart is
+    remembered from an earlier build of this process, so its build folder holds every
+    compiled template (jinja-cache) and chart (chart-cache), and it drew every chart."""
+    import toolkit.site as site_module
+
     base = tmp_path_factory.mktemp("rebuild")
     world = make_world(base / "w")
+    site_module._BYTECODE.clear()
+    site_module._DRAWN.clear()
     first = build(world)
     assert first.mode == "full" and first.warnings == []
     shutil.copytree(base / "w", base / "as-built", symlinks=True)  # with the files' mtimes
@@ -219,10 +226,7 @@ def test_damaged_caches_of_compiled_templates_and_charts_give_the_same_site(
     The chart process kept from the last build may have ended since: a new one draws them."""
     import toolkit.site as site_module
 
-    world, _first = built_world
-    site_module._BYTECODE.clear()  # as a new process (else they come from memory)
-    site_module._DRAWN.clear()
-    first = build(world, clean=True)
+    world, first = built_world  # built as in a new process (_first_build)
     site_before = tree_bytes(first.out)
     compiled = sorted((first.build_dir / "jinja-cache").iterdir())
     charts = sorted((first.build_dir / "chart-cache").iterdir())

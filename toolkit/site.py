@@ -1154,7 +1154,11 @@ def _finish_charts(job: tuple[Any, int] | None) -> int:
     return count
 
 
+@functools.cache
 def _versions() -> str:
+    """The versions of the packages a build's output depends on, read once per process (from
+    their installed metadata, which is slow to read; the code this process runs is the code
+    it imported, whatever is installed later)."""
     from importlib.metadata import version
 
     # duckdb: the pages' row digests are its md5 of its to_json of the rows
@@ -1363,15 +1367,30 @@ def _context_digest(page: Page | Deferred) -> str | None:
 
 
 def _code_digest(templates: Path, variant: str) -> str:
-    """The digest of what renders a page besides its context: the templates, this package's
-    code (filters, escaping, table HTML), the versions of the libraries and ``variant``."""
+    """The digest of what renders a page besides its context: the templates (read on every
+    build: a user may edit them between two builds of one process, as under ``serve``), this
+    package's code (filters, escaping, table HTML), the versions of the libraries and
+    ``variant``."""
     h = hashlib.sha256((_versions() + "|" + variant).encode("utf-8"))
-    for folder, pattern in ((templates, "*"), (Path(__file__).resolve().parent, "*.py")):
-        for p in sorted(folder.rglob(pattern)):
-            if p.is_file():
-                h.update(f"\0{p.relative_to(folder)}\0".encode())
-                h.update(p.read_bytes())
+    _digest_files(h, templates, "*")
+    h.update(_package_digest())
     return h.hexdigest()
+
+
+def _digest_files(h: Any, folder: Path, pattern: str) -> None:
+    for p in sorted(folder.rglob(pattern)):
+        if p.is_file():
+            h.update(f"\0{p.relative_to(folder)}\0".encode())
+            h.update(p.read_bytes())
+
+
+@functools.cache
+def _package_digest() -> bytes:
+    """The digest of this package's source files, read once per process: the code that renders
+    is the code the process imported, whatever is edited on the disk later."""
+    h = hashlib.sha256()
+    _digest_files(h, Path(__file__).resolve().parent, "*.py")
+    return h.digest()
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:
@@ -1669,7 +1688,14 @@ class _Run:
     rebuilt: set[str] = field(default_factory=set)  # src_uri of pages rendered
     warnings: list[str] = field(default_factory=list)
     index: _SearchIndex | None = None  # this build's search entries (_SearchIndex.take)
+    shown: int = 0  # the documentation pages MkDocs read (a dirty run's subset: its own)
 
+
+# Pages MkDocs must have read for its objects' cycles to be collected as soon as it is done
+# (not when Python's collector next runs on its own): a full collection takes time in
+# proportion to everything the process holds (about 0.1 s in a test or `serve` process), and
+# the memory it frees early matters only for a large site.
+_COLLECT_PAGES = 1_000
 
 class _Capture(logging.Handler):
     def __init__(self) -> None:
@@ -1755,18 +1781,24 @@ _BYTECODE: dict[tuple[str, str], Any] = {}  # (key, checksum) -> code
 _THEME_FILES: dict[tuple[Any, ...], list[str]] = {}
 
 
-def _list_theme_once(theme: Any) -> None:
-    """MkDocs lists the theme's static files (the ones it copies into the site) on every build,
-    walking and matching every file of the theme's folders (about 14,500 for Material). A theme
-    installed as a package does not change while the process runs: its list is made once per
-    process (a later build, as under ``serve``, reuses it). A theme with a ``custom_dir`` (files
-    a user may edit between builds) is listed by MkDocs every time."""
-    if theme.custom_dir is not None:
-        return
+def _theme_envs(theme: Any, compiled: Path) -> None:
+    """Every Jinja environment the theme makes during the build (the one the pages render with,
+    and those plugins make for themselves: Material's search plugin makes one per setting it
+    translates) compiles its templates once, through :func:`_bytecode_cache` on ``compiled``.
+
+    And MkDocs lists the theme's static files (the ones it copies into the site) on every
+    build, walking and matching every file of the theme's folders (about 14,500 for Material).
+    A theme installed as a package does not change while the process runs: its list is made
+    once per process (a later build, as under ``serve``, reuses it). A theme with a
+    ``custom_dir`` (files a user may edit between builds) is listed by MkDocs every time."""
     make_env = theme.get_env
+    listed_once = theme.custom_dir is None
 
     def get_env() -> Any:
         env = make_env()
+        env.bytecode_cache = _bytecode_cache(compiled)
+        if not listed_once:
+            return env
         listed = env.list_templates
 
         def list_templates(extensions: Any = None, filter_func: Any = None) -> list[str]:
@@ -1800,12 +1832,13 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
 
     class _Tracker(BasePlugin):
         def on_files(self, files: Any, *, config: Any) -> Any:
+            shown = files.documentation_pages()
+            run.shown = len(shown)
             if subset is not None:
                 run.order = subset.order
                 return files
             # page.url (what the search index holds) is '' for the home page, file.url './'
-            run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url)
-                         for f in files.documentation_pages()]
+            run.order = [(f.src_uri, "" if f.url in (".", "./") else f.url) for f in shown]
             return files
 
         nav: Any = None
@@ -1815,7 +1848,6 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             return nav
 
         def on_env(self, env: Any, *, config: Any, files: Any) -> Any:
-            env.bytecode_cache = _bytecode_cache(config_file.parent / JINJA_CACHE)
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
             site_theme.cache_partials(env)
@@ -1876,7 +1908,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 raise ToolkitError(f"the site configuration is invalid: {exc}",
                                    path=config_file) from None
             config.plugins["toolkit-tracker"] = _Tracker()
-            _list_theme_once(config.theme)
+            _theme_envs(config.theme, config_file.parent / JINJA_CACHE)
             if subset is not None:
                 _link_docs(Path(config.docs_dir), subset_dir, subset.files)
                 config.docs_dir = str(subset_dir)
@@ -1894,7 +1926,8 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 # entries: let them go (with the nav's cycles) before the index is written
                 plugin_cache.clear()
                 del config
-                gc.collect()
+                if run.shown >= _COLLECT_PAGES:
+                    gc.collect()
     finally:
         if subset_dir.exists():
             shutil.rmtree(subset_dir)

@@ -164,13 +164,36 @@ def check_outcome(code: int, stdout: str, stderr: str, shown: str) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty project (a toolkit.yaml makes the folder one) with HOME isolated."""
+def fresh_world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project (a toolkit.yaml makes the folder one) with HOME isolated; its store
+    is made by the first command that opens it."""
     project = tmp_path / "proj"
     project.mkdir()
     (project / "toolkit.yaml").write_text("", encoding="utf-8")
     monkeypatch.chdir(project)
     return project
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with the schema and nothing loaded, as the first command of a project makes
+    it: made once, copied into each ``world`` (a copy is a file; making one is DuckDB's
+    whole schema)."""
+    from toolkit.loaders import SOURCES
+    from toolkit.store import Store
+
+    path = tmp_path_factory.mktemp("empty-store") / "ledger.duckdb"
+    Store.open(path, sources=SOURCES).close()
+    return path
+
+
+@pytest.fixture
+def world(fresh_world: Path, empty_store: Path) -> Path:
+    """``fresh_world`` whose store a command already made (every cell after the first of a
+    test meets one; the console-script test starts from none)."""
+    (fresh_world / ".toolkit").mkdir()
+    shutil.copyfile(empty_store, fresh_world / ".toolkit" / "ledger.duckdb")
+    return fresh_world
 
 
 def _run_subprocess(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
@@ -256,7 +279,7 @@ def _run_in_process(args: list[str], env: dict[str, str] | None = None, name: st
 
 
 @pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
-def test_every_bad_path_through_the_console_script(world, tmp_path, option):
+def test_every_bad_path_through_the_console_script(fresh_world, tmp_path, option):
     env = {**os.environ, "HOME": os.environ["HOME"]}
     drop_ok = _can_drop_capabilities()
     jobs = []
@@ -282,7 +305,7 @@ def test_every_bad_path_through_the_console_script(world, tmp_path, option):
         if (cell, code) in CONSOLE_CLASSES:
             continue
         CONSOLE_CLASSES.add((cell, code))
-        child = _run_subprocess(args, env, world)
+        child = _run_subprocess(args, env, fresh_world)
         check_outcome(*child, args[1])
         assert child[0] == code, f"{name}: exit {child[0]} from the console script, " \
                                  f"{code} in-process\n{child[2]}"

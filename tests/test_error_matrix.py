@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests._store_helpers import give_store
 from toolkit.cli import cli
 
 EXIT_CODES = {0, 1, 2, 65, 75}  # documented in the README and toolkit/errors.py
@@ -174,25 +175,11 @@ def fresh_world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPa
     return project
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store with the schema and nothing loaded, as the first command of a project makes
-    it: made once, copied into each ``world`` (a copy is a file; making one is DuckDB's
-    whole schema)."""
-    from toolkit.loaders import SOURCES
-    from toolkit.store import Store
-
-    path = tmp_path_factory.mktemp("empty-store") / "ledger.duckdb"
-    Store.open(path, sources=SOURCES).close()
-    return path
-
-
 @pytest.fixture
 def world(fresh_world: Path, empty_store: Path) -> Path:
-    """``fresh_world`` whose store a command already made (every cell after the first of a
-    test meets one; the console-script test starts from none)."""
-    (fresh_world / ".toolkit").mkdir()
-    shutil.copyfile(empty_store, fresh_world / ".toolkit" / "ledger.duckdb")
+    """``fresh_world`` whose store a command already made (a copy of ``empty_store``: every
+    cell after the first of a test meets one; the console-script test starts from none)."""
+    give_store(fresh_world, empty_store)
     return fresh_world
 
 

@@ -14,11 +14,20 @@ import pytest
 
 from tests._history_helpers import SideRepo
 from tests._slop_helpers import entry, write_ledger
+from tests._store_helpers import with_store
 from toolkit import Project
 from toolkit.checks import BUILTIN, Result, checks_for, run_checks, select
 
 TODAY = "2026-06-01"
 TOKEN = "ghp_" + "Ab1" * 12  # a GitHub token the redaction finder knows
+
+
+@pytest.fixture
+def project(project, empty_store):
+    """conftest's ``project`` with its store's schema already made (``empty_store``): these
+    tests are about the checks, not about a project's first command.
+    A test that checks that nothing made a store takes ``bare_project``."""
+    return with_store(project, empty_store)
 
 
 def settings(project, text: str = "", today: str = TODAY) -> None:
@@ -405,12 +414,12 @@ def test_a_store_that_is_not_one_is_bad_data(project, cli_run):
     assert bogus.read_text() == "id,name\n1,x\n"
 
 
-def test_junit_xml_into_a_missing_folder_is_refused_before_running(project, cli_run):
-    settings(project)
-    result = cli_run("check", "--junit-xml", str(project.root / "nowhere" / "checks.xml"))
+def test_junit_xml_into_a_missing_folder_is_refused_before_running(bare_project, cli_run):
+    settings(bare_project)
+    result = cli_run("check", "--junit-xml", str(bare_project.root / "nowhere" / "checks.xml"))
     assert result.exit_code == 2
     assert "nowhere does not exist; nothing was run" in result.output
-    assert not (project.root / ".toolkit").exists()  # the store was not even loaded
+    assert not (bare_project.root / ".toolkit").exists()  # the store was not even loaded
 
 
 def test_a_finder_that_cannot_read_its_file_is_that_checks_error(project, cli_run):

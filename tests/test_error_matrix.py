@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests._store_helpers import give_store
 from toolkit.cli import cli
 
 EXIT_CODES = {0, 1, 2, 65, 75}  # documented in the README and toolkit/errors.py
@@ -164,13 +165,22 @@ def check_outcome(code: int, stdout: str, stderr: str, shown: str) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty project (a toolkit.yaml makes the folder one) with HOME isolated."""
+def fresh_world(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project (a toolkit.yaml makes the folder one) with HOME isolated; its store
+    is made by the first command that opens it."""
     project = tmp_path / "proj"
     project.mkdir()
     (project / "toolkit.yaml").write_text("", encoding="utf-8")
     monkeypatch.chdir(project)
     return project
+
+
+@pytest.fixture
+def world(fresh_world: Path, empty_store: Path) -> Path:
+    """``fresh_world`` whose store a command already made (a copy of ``empty_store``: every
+    cell after the first of a test meets one; the console-script test starts from none)."""
+    give_store(fresh_world, empty_store)
+    return fresh_world
 
 
 def _run_subprocess(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
@@ -256,7 +266,7 @@ def _run_in_process(args: list[str], env: dict[str, str] | None = None, name: st
 
 
 @pytest.mark.parametrize("option", [*FILE_OPTIONS, *FOLDER_OPTIONS])
-def test_every_bad_path_through_the_console_script(world, tmp_path, option):
+def test_every_bad_path_through_the_console_script(fresh_world, tmp_path, option):
     env = {**os.environ, "HOME": os.environ["HOME"]}
     drop_ok = _can_drop_capabilities()
     jobs = []
@@ -282,7 +292,7 @@ def test_every_bad_path_through_the_console_script(world, tmp_path, option):
         if (cell, code) in CONSOLE_CLASSES:
             continue
         CONSOLE_CLASSES.add((cell, code))
-        child = _run_subprocess(args, env, world)
+        child = _run_subprocess(args, env, fresh_world)
         check_outcome(*child, args[1])
         assert child[0] == code, f"{name}: exit {child[0]} from the console script, " \
                                  f"{code} in-process\n{child[2]}"

@@ -4,8 +4,11 @@ A real ``python -m toolkit`` child is SIGKILLed at every point of a journaled se
 (``after_journal``: none renamed; ``after_rename@<n>``: n renamed). Right after the kill the
 ledger is half-applied; the next command that opens the vault (a reader or an editor) finishes
 or undoes the edit from the journal, says which on stderr, and the files are then all-new or
-all-old as a set. The next command runs in the test's process (the CLI in-process), except
-where another live process is the point (a journal whose run still holds the lock).
+all-old as a set. The killed child is forked from the test's process (the toolkit already
+imported, as in tests/test_error_matrix.py): a process of its own, killed as one, without the
+start-up of a new interpreter. The next command runs in the test's process (the CLI
+in-process), except where another live process is the point (a journal whose run still holds
+the lock).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,12 +70,66 @@ def _run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]
                           check=False)
 
 
+class _Forked:
+    """``toolkit ARGS`` in a child forked from this process, in ``cwd`` with ``env``: its
+    stderr is readable as ``stderr``, its output goes nowhere; as much of ``subprocess.Popen``
+    as ``kill_at_pause`` uses."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: the CLI as the console script runs it, then leave at once
+            code = 70
+            try:
+                os.close(read)
+                os.dup2(write, 2)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+                sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+                os.environ.clear()
+                os.environ.update(env)
+                os.chdir(cwd)
+                from toolkit.cli import cli
+
+                try:
+                    cli(args, prog_name="toolkit")
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 1
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stderr = open(read, encoding="utf-8")  # noqa: SIM115 - closed by kill_at()
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 def _kill_at(args: list[str], cwd: Path, point: str) -> None:
     """Start the command, wait for it to reach ``point``, SIGKILL it there."""
-    kill_at_pause(subprocess.Popen([sys.executable, "-m", "toolkit", "--today", NOW[:10], *args],
-                                   cwd=cwd, env=_env(TOOLKIT_EDITOR_PAUSE=point),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-                  point)
+    child = _Forked(["--today", NOW[:10], *args], cwd, _env(TOOLKIT_EDITOR_PAUSE=point))
+    try:
+        kill_at_pause(child, point)  # type: ignore[arg-type]
+    finally:
+        child.stderr.close()
 
 
 def _state(ledger: Path) -> dict[str, bytes | None]:

@@ -24,6 +24,7 @@ from tests._publish_helpers import (
     run_publish,
     slop_entry,
 )
+from tests._store_helpers import with_store
 from tests.fake_github import FakeGitHub
 from toolkit.errors import BusyError, NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.publish import (
@@ -34,6 +35,14 @@ from toolkit.publish import (
     marker_for,
     normalize_api_url,
 )
+
+
+@pytest.fixture
+def project(project, empty_store):
+    """conftest's ``project`` with its store's schema already made (``empty_store``): these
+    tests are about GitHub, not about a project's first command.
+    A test that checks that nothing made a store takes ``bare_project``."""
+    return with_store(project, empty_store)
 
 
 def issue_writes(fake: FakeGitHub) -> list[str]:
@@ -531,7 +540,7 @@ def test_cli_missing_repo_and_bad_repo_are_usage_errors(project, cli_run):
                           "For example --repo acme/api\n")
 
 
-def test_cli_no_token_exits_1(project, github, cli_run, tmp_path):
+def test_cli_no_token_exits_1(bare_project, github, cli_run, tmp_path):
     bin_dir = tmp_path / "bin"  # git (the store's history loader needs it) but no gh
     bin_dir.mkdir()
     (bin_dir / "git").symlink_to(shutil.which("git"))
@@ -544,15 +553,15 @@ def test_cli_no_token_exits_1(project, github, cli_run, tmp_path):
         "run `gh auth login` so that `gh auth token` prints one\n")
     assert github.requests == []
     # said before any work: the store was never made, no check ran
-    assert not (project.root / ".toolkit").exists()
+    assert not (bare_project.root / ".toolkit").exists()
 
 
-def test_cli_bad_repo_is_said_before_the_store_is_loaded(project, cli_run):
+def test_cli_bad_repo_is_said_before_the_store_is_loaded(bare_project, cli_run):
     bad = cli_run("publish", "--repo", "not-a-repo", env={"GH_TOKEN": TOKEN})
     assert bad.exit_code == 2
     assert bad.stderr == ("Error: --repo 'not-a-repo' is not OWNER/NAME. "
                           "For example --repo acme/api\n")
-    assert not (project.root / ".toolkit").exists()
+    assert not (bare_project.root / ".toolkit").exists()
 
 
 def test_cli_repo_and_labels_from_toolkit_yaml(project, github, cli_run):

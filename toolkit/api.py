@@ -476,6 +476,16 @@ class Project:
 
         return select_relation(self._query_store().conn, query, params)
 
+    def _count_and_first(self, query: str, params: list[Any] | dict[str, Any] | None,
+                         limit: int, *, timeout: float | None = None
+                         ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
+        """(columns, rows, the first ``limit`` rows) of one read-only SELECT (as :meth:`sql`
+        checks it) on :meth:`sql`'s connection, in one pass: the checks' question. Stop it
+        from another thread with :meth:`interrupt`."""
+        from toolkit.store import count_and_first
+
+        return count_and_first(self._query_store().conn, query, params, limit, timeout=timeout)
+
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a
         timer's timeout); the query raises ``duckdb.InterruptException``."""

@@ -26,6 +26,7 @@ def _needs_escape(ch: str) -> bool:
 # The ASCII characters _needs_escape is true of: the controls (Cc) but newline and tab.
 _ASCII_ESCAPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _TO_SPACES = str.maketrans("\n\t", "  ")
+_LINE_BREAKS = re.compile(r"([\n\t])")
 
 
 def visible(text: str, *, single_line: bool = False) -> str:
@@ -35,14 +36,17 @@ def visible(text: str, *, single_line: bool = False) -> str:
             return text
         if not _ASCII_ESCAPED.search(text):  # its only controls are newlines and tabs
             return text.translate(_TO_SPACES) if single_line else text
+    # A printable piece holds none of the characters _needs_escape is true of (str.isprintable
+    # is false exactly for Other and Separator, which include them all): only the pieces that
+    # are not, between newlines and tabs, are looked at one character at a time.
     out = []
-    for ch in text:
-        if single_line and ch in "\n\t":
-            out.append(" ")
-        elif _needs_escape(ch):
-            out.append(f"<U+{ord(ch):04X}>")
+    for piece in _LINE_BREAKS.split(text):
+        if piece in ("\n", "\t"):
+            out.append(" " if single_line else piece)
+        elif piece.isprintable():
+            out.append(piece)
         else:
-            out.append(ch)
+            out.extend(f"<U+{ord(ch):04X}>" if _needs_escape(ch) else ch for ch in piece)
     return "".join(out)
 
 

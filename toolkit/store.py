@@ -1000,8 +1000,13 @@ def select_relation(conn: duckdb.DuckDBPyConnection, sql: str,
                     params: Sequence[Any] | dict[str, Any] | None = None) -> Relation:
     """The one read-only SELECT in ``sql`` as a relation on ``conn`` (from
     ``open_query_connection``), with ``params`` bound; read it with ``fetchall()``, ``df()``..."""
+    return _bound(conn, single_select(conn, sql), params)
+
+
+def _bound(conn: duckdb.DuckDBPyConnection, statement: duckdb.Statement,
+           params: Sequence[Any] | dict[str, Any] | None) -> Relation:
+    """:func:`select_relation` of a statement :func:`single_select` let through."""
     import duckdb
-    statement = single_select(conn, sql)
     try:
         return conn.sql(statement.query, params=params)
     except duckdb.PermissionException as exc:
@@ -1022,16 +1027,24 @@ def parse_select(sql: str) -> None:
         conn.close()
 
 
-def count_and_first(relation: Relation, limit: int, *, timeout: float | None = None
-                    ) -> tuple[int, list[tuple[Any, ...]]]:
-    """(rows of ``relation``, its first ``limit`` rows) in one pass. A query that fails or
-    is interrupted (``timeout``: the caller interrupts the connection) is a ToolkitError."""
+def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
+                    params: Sequence[Any] | dict[str, Any] | None, limit: int, *,
+                    timeout: float | None = None
+                    ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
+    """(columns, rows, the first ``limit`` rows) of the one read-only SELECT in ``sql`` on
+    ``conn`` (from ``open_query_connection``), counted and read in one pass. The columns
+    are its relation's (:func:`select_relation`, which also refuses anything else and
+    reports what does not bind); the pass is one statement on the connection, not a
+    relation built on that relation (three times the work for DuckDB's Python layer). A
+    query that fails or is interrupted (``timeout``: the caller interrupts the connection)
+    is a ToolkitError."""
     import duckdb
+    statement = single_select(conn, sql)
+    columns = list(_bound(conn, statement, params).columns)
+    counted = (f'SELECT *, count(*) OVER () AS "__toolkit_rows__" FROM (\n{statement.query}\n)'
+               f" AS relation_rows LIMIT {int(limit)}")  # (a line break ends a -- comment)
     try:
-        counted = relation.query(
-            "relation_rows", 'SELECT *, count(*) OVER () AS "__toolkit_rows__" '
-            f"FROM relation_rows LIMIT {int(limit)}")
-        fetched = counted.fetchall() if counted is not None else []
+        fetched = conn.execute(counted, params).fetchall()
     except duckdb.InterruptException:
         raise ToolkitError(f"query interrupted after the {timeout:g} s timeout"
                            if timeout is not None else "query interrupted") from None
@@ -1040,7 +1053,7 @@ def count_and_first(relation: Relation, limit: int, *, timeout: float | None = N
     except duckdb.Error as exc:
         raise ToolkitError(f"query failed: {_first_line(exc)}") from None
     count = int(fetched[0][-1]) if fetched else 0
-    return count, [tuple(r[:-1]) for r in fetched]
+    return columns, count, [tuple(r[:-1]) for r in fetched]
 
 
 def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,

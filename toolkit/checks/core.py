@@ -170,17 +170,14 @@ def _run_sql(project: Project, check: Check, timeout: float
              ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
     """(columns, failing row count, first rows): one pass over the check's query, on the
     project's locked-down read-only connection, interrupted after ``timeout`` seconds."""
-    from toolkit.store import count_and_first
-
     assert check.sql is not None
     timer = threading.Timer(timeout, project.interrupt)
     timer.start()
     try:
-        relation = project.sql(check.sql, params_for(check, project.today))
-        count, rows = count_and_first(relation, FIRST_ROWS, timeout=timeout)
+        return project._count_and_first(check.sql, params_for(check, project.today),
+                                        FIRST_ROWS, timeout=timeout)
     finally:
         timer.cancel()
-    return list(relation.columns), count, rows
 
 
 def run_checks(project: Project, checks: Sequence[Check], *,

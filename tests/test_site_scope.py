@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._site_helpers import World, build, make_world, scan
+from tests._site_helpers import BUILD_TIME, World, build, make_world, open_store, scan
 
 # Rows of three kinds besides the fixture's (2 acme-api actions, 1 with no project).
 WEB = [("2026-05-08 09:00:00", 2, "deploy", "WEBONLY shipped the storefront", "acme-web"),
@@ -293,3 +293,36 @@ def test_a_hostile_project_name_is_text_in_the_per_project_table(hostile_site
     assert "<img src=x onerror=alert(5)>" in {r[0] for r in tables(page)["Project"]}
     assert not any(tag == "img" and any(k == "onerror" for k, _ in attrs)
                    for tag, attrs in scan(page).tags)
+
+
+def test_the_store_reads_its_scope_after_a_build_and_stays_closed_when_closed(
+        scoped: World, tmp_path: Path) -> None:
+    """The build gives back DuckDB's memory before MkDocs runs by closing the store's
+    connection (Store.release); a caller that reads the store afterwards gets the same rows,
+    of the same scope, from the connection opened again. A closed store is not opened again,
+    and a store over a connection the caller made keeps it."""
+    import duckdb
+
+    from toolkit.site import build_site
+    from toolkit.store import Store
+
+    world = scoped
+    sql = "SELECT description FROM actions ORDER BY id"
+    with open_store(world) as store:
+        store.refresh(world.cfg)
+        store.scope_actions(world.cfg.action_scope)
+        before = store.fetch(sql)[1]
+        assert before and not any("WEBONLY" in d for (d,) in before)
+        build_site(world.cfg, store, out=tmp_path / "site", build_time=BUILD_TIME)
+        assert store.action_scope == world.cfg.action_scope
+        assert store.fetch(sql)[1] == before
+        store.release()
+        assert store.fetch(sql)[1] == before
+        store.close()
+        with pytest.raises(duckdb.ConnectionException):
+            store.fetch(sql)
+        theirs = duckdb.connect(str(world.cfg.db_path), read_only=True)
+        wrapped = Store(theirs, world.cfg.db_path, True)
+        wrapped.release()
+        assert theirs.execute("SELECT count(*) FROM actions").fetchone() == (8,)
+        theirs.close()

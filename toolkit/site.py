@@ -810,6 +810,7 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
         # is still a key id. Every action is copied: the copy is scoped below, as the store.
         with store.actions_scoped(None):
             source = store.redacted_copy(copy_path, redactor(fold=True))
+        store.release()  # the pages read the copy: DuckDB gives back what the copy took
         site_name = redact_text(site_name, fold=True)
         mark("redaction")
     try:
@@ -892,7 +893,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # the rows the deferred pages to render show, fetched before the downloads' thread takes
     # the store's connection (one query per kind of row: an entry's text is read only when its
     # page is rendered)
+    store.release()  # what the content's queries left in DuckDB's allocator goes back
     rows = fetch_rows(store, todo)
+    store.release()  # and what those queries left, before the pages render
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
     worker = ThreadPoolExecutor(max_workers=1)
     downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
@@ -946,6 +949,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         for fmt in ("csv", "json"):
             files.add(f"data/{d.table}.{fmt}")
     written += downloads.result()
+    # nothing reads the store after this: DuckDB gives back the memory the site's queries
+    # left in its allocator before MkDocs builds every page (the store opens again if used)
+    store.release()
     mark("downloads")
     _prune_cache(chart_cache, {f"{s.digest()}.svg" for s in content.charts})
     missing = sorted(renderer.targets - files)

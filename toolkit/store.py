@@ -195,8 +195,11 @@ class Store:
     ``with``. ``sources`` are the sources whose tables it holds and which it loads."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, path: Path, read_only: bool,
-                 sources: Sequence[Source] = ()) -> None:
-        self.conn = conn
+                 sources: Sequence[Source] = (), *, reopen: bool = False) -> None:
+        self._conn: duckdb.DuckDBPyConnection | None = conn
+        # release() may close the connection (reopened on next use): only when the store made
+        # it as Store.open does (_connect with no settings of a caller's)
+        self._reopen = reopen
         self.path = path
         self.read_only = read_only
         self.declared: tuple[Source, ...] = tuple(sources)
@@ -217,7 +220,7 @@ class Store:
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(path, read_only=read_only)
-        store = cls(conn, path, read_only, sources)
+        store = cls(conn, path, read_only, sources, reopen=True)
         try:
             catalog = store._catalog()  # one catalog read for the checks of opening
             if exists:
@@ -244,7 +247,29 @@ class Store:
                                  "new file")
 
     def close(self) -> None:
-        self.conn.close()
+        if self._conn is not None:
+            self._conn.close()
+        self._reopen = False  # closed for good: not opened again by a use
+
+    @property
+    def conn(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection; after :meth:`release`, opened again (same file, mode and
+        action scope) on first use."""
+        if self._conn is None:
+            self._conn = _connect(self.path, read_only=self.read_only)
+            scope, self.action_scope = self.action_scope, None
+            self.scope_actions(scope)
+        return self._conn
+
+    def release(self) -> None:
+        """Close the DuckDB connection now, giving back the memory DuckDB keeps from the
+        queries it ran (its allocator holds it until the connection closes: tens of MB after
+        the site's queries); the next use of the store opens it again. Not inside a
+        transaction. No effect on a store over a connection the caller made (its settings
+        could not be made again)."""
+        if self._conn is not None and self._reopen:
+            self._conn.close()
+            self._conn = None
 
     # -- whose audit actions this connection reads (site_scope) --------------
     def scope_actions(self, project: str | None) -> None:
@@ -256,6 +281,9 @@ class Store:
         rows. The site, the handoff and the API scope their connections so (``site_scope``);
         nagi-ledger's own answers (``toolkit audit``, the MCP server) never do. A scoped
         connection cannot write actions (the view refuses)."""
+        if self._conn is None:  # released: the scope is made when the store opens again
+            self.action_scope = project
+            return
         self.conn.execute("DROP VIEW IF EXISTS temp.actions")
         self.conn.execute("DROP TABLE IF EXISTS temp._toolkit_scope")
         self.action_scope = None
@@ -529,7 +557,7 @@ class Store:
         finally:
             self.conn.execute("DETACH _toolkit_redacted")
             self.conn.remove_function("_toolkit_redact")
-        copy = Store(_connect(dest, read_only=False), dest, False, self.declared)
+        copy = Store(_connect(dest, read_only=False), dest, False, self.declared, reopen=True)
         pending = [sql for (sql,) in views]
         while pending:  # a view may use another view: create in whatever order works
             failed = []

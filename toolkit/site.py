@@ -893,9 +893,15 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # the rows the deferred pages to render show, fetched before the downloads' thread takes
     # the store's connection (one query per kind of row: an entry's text is read only when its
     # page is rendered)
-    store.release()  # what the content's queries left in DuckDB's allocator goes back
+    # A large site's queries leave tens of MB in DuckDB's allocator, kept until the connection
+    # closes: it is closed (and opened again, about 30 ms, by the next read) before the rows
+    # are fetched and again before the pages render. A small site's keeps it open.
+    large = total >= _LARGE_SITE
+    if large:
+        store.release()
     rows = fetch_rows(store, todo)
-    store.release()  # and what those queries left, before the pages render
+    if large:
+        store.release()
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
     worker = ThreadPoolExecutor(max_workers=1)
     downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
@@ -1697,11 +1703,13 @@ class _Run:
     shown: int = 0  # the documentation pages MkDocs read (a dirty run's subset: its own)
 
 
-# Pages MkDocs must have read for its objects' cycles to be collected as soon as it is done
-# (not when Python's collector next runs on its own): a full collection takes time in
-# proportion to everything the process holds (about 0.1 s in a test or `serve` process), and
-# the memory it frees early matters only for a large site.
-_COLLECT_PAGES = 1_000
+# A large site, in pages: the build gives memory back early (the store's DuckDB connection
+# closed before the pages render; MkDocs' cycles collected as soon as it is done, not when
+# Python's collector next runs on its own). Each costs time whatever the site's size (a
+# reopen about 30 ms; a full collection about 0.1 s in a test or `serve` process), and the
+# memory it frees matters only for a large site.
+_LARGE_SITE = 1_000
+
 
 class _Capture(logging.Handler):
     def __init__(self) -> None:
@@ -1932,7 +1940,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 # entries: let them go (with the nav's cycles) before the index is written
                 plugin_cache.clear()
                 del config
-                if run.shown >= _COLLECT_PAGES:
+                if run.shown >= _LARGE_SITE:
                     gc.collect()
     finally:
         if subset_dir.exists():

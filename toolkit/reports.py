@@ -451,6 +451,8 @@ class SiteData:
     built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
     # derived
     entry_path: dict[str, str] = field(default_factory=dict)
+    # entry_id -> the history's entry key (_entry_keys), when the store has the history
+    entry_key: dict[str, str] = field(default_factory=dict)
     slop_path: dict[str, str] = field(default_factory=dict)
     task_slug: dict[str, str] = field(default_factory=dict)
     turn_activity: dict[tuple[str, str], Any] = field(default_factory=dict)  # history feature
@@ -477,6 +479,8 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
             store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)),
         built=built)
     data.entry_path = {e["entry_id"]: ledger_entry_path(e["entry_id"]) for e in data.ledger}
+    if data.history is not None:
+        data.entry_key = _entry_keys(data.ledger)
     slugs = slop_slugs([s["id"] for s in data.slop], [s["short_id"] for s in data.slop])
     data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
@@ -958,13 +962,12 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
             by_title[_norm_title(e["title"])].append(e["entry_id"])
     title_of = {e["entry_id"]: _entry_title(e) for e in d.ledger}
     kind_of = {e["entry_id"]: LEDGER_KINDS.get(e["file"], e["file"]) for e in d.ledger}
-    keys = _entry_keys(d.ledger) if d.history is not None else {}
     for e in d.ledger:
         related = tuple((f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
                         for r in _related_ids(e.get("related"), by_title, e["entry_id"]))
         history = None
         if d.history is not None:  # the entry's history table, by the digest of what it shows
-            key = keys[e["entry_id"]]
+            key = d.entry_key[e["entry_id"]]
             history = RowRef(entry_history_tables, key, d.history.get(key, ""))
         pages.append(Deferred(d.entry_path[e["entry_id"]], _ledger_entry_page, (
             d.entry_path[e["entry_id"]],

@@ -1830,7 +1830,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
             env.bytecode_cache = _bytecode_cache(config_file.parent / JINJA_CACHE)
             if self.nav is not None:
                 site_theme.cache_nav(env, self.nav)
-            site_theme.cache_partials(env)
+            site_theme.cache_partials(env, config_file.parent)
             if self.nav is not None:
                 site_theme.cache_pages(env, self.nav)
             return env

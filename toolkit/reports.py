@@ -460,6 +460,15 @@ class SiteData:
     # the site shows, None: every project's; (actions, projects) left out
     action_scope: str | None = None
     actions_hidden: tuple[int, int] = (0, 0)
+    _shown_paths: dict[str | None, str] = field(default_factory=dict)
+
+    def shown_path(self, path: str | None) -> str:
+        """:func:`display_path` of a source path, worked out once per path (every entry of a
+        file has its file's)."""
+        shown = self._shown_paths.get(path)
+        if shown is None:
+            shown = self._shown_paths[path] = display_path(path, self.roots)
+        return shown
 
 
 def load_site_data(store: Store, *, today: dt.date, site_name: str,
@@ -855,7 +864,10 @@ def _confidence_ref(e: dict[str, Any]) -> Cell:
 def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
     by_file: dict[str, Counter[Any]] = {f: Counter() for f in LEDGER_FILES}
     for e in d.ledger:
-        by_file.setdefault(e["file"], Counter())[e.get("confidence")] += 1
+        counts = by_file.get(e["file"])
+        if counts is None:  # (a file of no known kind)
+            counts = by_file[e["file"]] = Counter()
+        counts[e.get("confidence")] += 1
     rows = []
     tot: Counter[Any] = Counter()
     for f, c in by_file.items():
@@ -972,7 +984,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
         pages.append(Deferred(d.entry_path[e["entry_id"]], _ledger_entry_page, (
             d.entry_path[e["entry_id"]],
             RowRef(queries.site_ledger_rows, e["entry_id"], e["digest"]), related, history,
-            display_path(e.get("path"), d.roots), _category_ref(e), _confidence_ref(e))))
+            d.shown_path(e.get("path")), _category_ref(e), _confidence_ref(e))))
     return pages
 
 
@@ -1175,7 +1187,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]
             _value_ref("owner", s["owner"]) if s.get("owner") else "none",
             _value_ref("status", s.get("status")),
             (Ref(task, task_path(d.task_slug[task])) if task in dispatch_tasks else task)
-            if task else "none", display_path(s.get("path"), d.roots))))
+            if task else "none", d.shown_path(s.get("path")))))
     return pages
 
 

@@ -82,6 +82,40 @@ def test_a_theme_template_edited_between_builds_is_judged_again() -> None:
     assert rendered() == ["<b>S</b>", "<b>S</b>"]
 
 
+def test_the_judgement_kept_in_the_build_folder_is_trusted_only_for_the_same_templates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next process (the next `build-site`) reads which partials are page-free from the
+    build folder instead of working it out again, while the templates keep their text; an
+    edited partial, or a damaged file, is judged again."""
+    import jinja2
+
+    sources = {"partials/search.html": "<b>{{ config.site_name }}</b>"}
+    judged: list[int] = []
+    analyse = site_theme._analyse
+
+    def counted(env: Any) -> Any:
+        judged.append(1)
+        return analyse(env)
+
+    monkeypatch.setattr(site_theme, "_analyse", counted)
+
+    def rendered() -> list[str]:
+        site_theme._ANALYSED.clear()  # a new process
+        env = jinja2.Environment(loader=jinja2.DictLoader(sources))
+        site_theme.cache_partials(env, tmp_path)
+        template = env.get_template("partials/search.html")
+        return [template.render(config={"site_name": "S"}, page={"title": t}) for t in "ab"]
+
+    assert rendered() == ["<b>S</b>", "<b>S</b>"] and len(judged) == 1
+    assert rendered() == ["<b>S</b>", "<b>S</b>"] and len(judged) == 1
+    assert site_theme.counts["partials"] == 1
+    sources["partials/search.html"] = "<b>{{ page.title }}</b>"
+    assert rendered() == ["<b>a</b>", "<b>b</b>"] and len(judged) == 2
+    (tmp_path / site_theme.ANALYSIS_FILE).write_text('{"key": 1', encoding="utf-8")
+    assert rendered() == ["<b>a</b>", "<b>b</b>"] and len(judged) == 3
+    assert rendered() == ["<b>a</b>", "<b>b</b>"] and len(judged) == 3
+
+
 def _links_env() -> object:
     """A theme whose blocks read the site's config, make links relative to the page, read
     the page, or read a name they may not set themselves."""

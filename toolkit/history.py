@@ -280,32 +280,27 @@ class _Blobs:
         """The entries of ``kind`` with blob ``oid`` from ``ledger_entries``, which holds the
         parse of these very bytes (the working files, as the ledger source loaded them): one
         statement in the store, none of the entries built in Python."""
-        import pyarrow as pa
-
         from toolkit.sources import history as hs
 
         conn = self.store.conn
         titles = [t for (t,) in conn.execute(
             "SELECT title FROM ledger_entries WHERE file = ? ORDER BY position", [kind]).fetchall()]
-        keys = pa.table({"position": pa.array(range(len(titles)), pa.int32()),
-                         "entry_key": hs.entry_keys(kind, titles)})
+        keys = hs.entry_keys(kind, titles)
         self.flush_entries()  # the rows keep the order of the blobs read
         from toolkit.store import ROW_BATCH
 
-        conn.register("_history_keys", keys)
-        try:
-            for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
-                conn.execute(
-                    f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
-                    "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
-                    f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
-                    "evidence, related, form, problems, l.position, line "
-                    "FROM ledger_entries l JOIN _history_keys k ON k.position = l.position "
-                    "WHERE file = ? AND l.position >= ? AND l.position < ? ORDER BY l.position",
-                    [STAGED + oid, kind, at, at + ROW_BATCH])
-                self.store.commit_staged()
-        finally:
-            conn.unregister("_history_keys")
+        for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
+            stop = min(at + ROW_BATCH, len(titles))
+            conn.execute(
+                f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
+                "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
+                f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
+                "evidence, related, form, problems, l.position, line "
+                "FROM ledger_entries l JOIN (SELECT unnest(?::INTEGER[]) AS position, "
+                "unnest(?::VARCHAR[]) AS entry_key) k ON k.position = l.position "
+                "WHERE file = ? AND l.position >= ? AND l.position < ? ORDER BY l.position",
+                [STAGED + oid, list(range(at, stop)), keys[at:stop], kind, at, stop])
+            self.store.commit_staged()
         self.blobs.append((kind, oid, len(titles), None))
         self.known.add((kind, oid))
 

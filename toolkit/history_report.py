@@ -13,7 +13,7 @@ Values stay raw here, as everywhere in the reports layer: the templates escape t
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,7 +23,6 @@ from toolkit.pages import (
     Page,
     Ref,
     Table,
-    ledger_entry_path,
     task_path,
 )
 
@@ -75,20 +74,6 @@ def _changes_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in CHANGE_KINDS if counts.get(k)) or "no change"
 
 
-def _entry_refs(d: SiteData) -> dict[str, str]:
-    """History entry key -> page path of the current entry with that key."""
-    from toolkit.history import entry_key_for
-
-    seen: Counter[str] = Counter()
-    out = {}
-    for e in sorted(d.ledger, key=lambda e: (e["file"], e.get("position") or 0)):
-        base = entry_key_for(e["file"], e.get("title"))
-        seen[base] += 1
-        key = entry_key_for(e["file"], e.get("title"), seen[base])
-        out[key] = d.entry_path.get(e["entry_id"]) or ledger_entry_path(e["entry_id"])
-    return out
-
-
 def _chart_points(versions: list[Any]) -> list[Any]:
     """The last version of each day (the working files last), at most CHART_POINTS of them."""
     by_day: dict[str, Any] = {}
@@ -128,7 +113,8 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
                    for v in reversed(versions)]
     # the newest CHANGE_LOG_LIMIT are shown: only they are read (each is an object)
     log = change_log(store, timelines=("main",), limit=CHANGE_LOG_LIMIT)
-    refs = _entry_refs(d)
+    # history entry key -> page path of the current entry with that key
+    refs = {key: d.entry_path[entry_id] for entry_id, key in d.entry_key.items()}
 
     def arrow(old: Any, new: Any) -> str:
         if old is None or old == new:

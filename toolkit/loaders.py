@@ -56,45 +56,81 @@ def _ledger_fp(cfg: Config) -> tuple[str, str]:
     return str(cfg.ledger_dir), fingerprint_paths(_ledger_paths(cfg))
 
 
+# What a stored row of ledger_entries is made by besides its file's bytes: the parser and
+# the entry ids' slugs (a new toolkit may store the same bytes differently).
+_LEDGER_ROW_CODE = ("toolkit.sources.smith", "toolkit.ledger.codec", "toolkit.records",
+                    "toolkit.textio", "toolkit.slugs", "toolkit.redact", "toolkit.loaders")
+
+
+def _kept_ledger_files(store: Store, prev: dict[str, Any], made_by: dict[str, str],
+                       blobs: dict[str, str], counts: dict[str, int]) -> list[str]:
+    """The ledger files whose stored rows are those a load would store now: the same bytes
+    (git blob id) at the same place, stored by the same code, and as many rows as entries."""
+    before = prev.get("blobs")
+    if prev.get("made_by") != made_by or not isinstance(before, dict):
+        return []
+    same = [kind for kind, oid in blobs.items() if before.get(kind) == oid]
+    if not same:
+        return []
+    stored = dict(store.conn.execute(
+        "SELECT file, count(*) FROM ledger_entries GROUP BY file").fetchall())
+    return [kind for kind in same if stored.get(kind, 0) == counts[kind]]
+
+
 def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
+    """The ledger's files, meta and reconcile log. Only the files whose bytes changed since
+    the last load are stored again (a ``full`` load, a moved vault or another toolkit stores
+    them all): a file's rows depend on nothing but its bytes, its path and this code."""
+    from toolkit import parsecache
     from toolkit.ledger.vault import open_vault
     from toolkit.sources.smith import prune_limits
 
+    prev = {} if full else (store.source_state("ledger") or {}).get("state") or {}
     vault = open_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False,
                        tolerate_large=True,  # a big file: a warning in status and on the site
                        cache=cfg.parse_cache)  # the parses the ledger commands answer from
-    store.conn.execute("DELETE FROM ledger_entries")
     store.conn.execute("DELETE FROM ledger_meta")
     store.conn.execute("DELETE FROM reconcile_runs")
     if not vault.exists:
+        store.conn.execute("DELETE FROM ledger_entries")
         return SourceResult("ledger", str(cfg.ledger_dir), False,
                             "no Smith vault ledger (run /smith-reflect in the project, or pass "
                             "--project/--vault)")
     # Each file's entries a batch at a time (a cached or compact parse holds them as small
     # records until built): a big ledger is never held whole as objects, nor as rows.
+    from toolkit.ledger.vault.meta import count_words
     from toolkit.records import LEDGER_FILES
     from toolkit.slugs import file_entry_ids
+    from toolkit.sources.history import blob_id
     from toolkit.store import ROW_BATCH
 
     columns = ("entry_id", "file", "title", "date", "date_raw", "category", "confidence",
                "observations", "source_reflections", "reflections", "context", "pattern",
                "evidence", "related", "form", "problems", "path", "line", "position")
-    from toolkit.sources.history import blob_id
-
-    total = 0
-    from toolkit.ledger.vault.meta import count_words
-
+    made_by = {"code": parsecache.code_version(*_LEDGER_ROW_CODE),
+               "dir": str(vault.root / "ledger")}
     blobs: dict[str, str] = {}  # the git blob id of each file whose entries are stored
-    # each file's words (reconcile's token estimate), so the ledger-budget check need not
-    # read the files again: (exists, words, error)
-    files: dict[str, tuple[bool, int, str | None]] = {}
     for kind in LEDGER_FILES:
         lf = vault.files[kind]
         if lf.exists and lf.error is None:
             blobs[kind] = blob_id(lf.data)
-        files[kind] = (lf.exists, count_words(lf.data) if lf.exists else 0, lf.error)
+    counts = {kind: vault.files[kind].entry_count() for kind in LEDGER_FILES}
+    kept = _kept_ledger_files(store, prev, made_by, blobs, counts)
+    store.conn.execute("DELETE FROM ledger_entries WHERE NOT list_contains(?, file)", [kept])
+    # each file's words (reconcile's token estimate), so the ledger-budget check need not
+    # read the files again: (exists, words, error); a kept file's as the last load counted
+    files: dict[str, tuple[bool, int, str | None]] = {}
+    counted = prev.get("files")
+    before: dict[str, Any] = counted if isinstance(counted, dict) else {}
+    for kind in LEDGER_FILES:
+        lf = vault.files[kind]
+        was = before.get(kind)
+        if kind in kept and isinstance(was, list) and len(was) == 3:
+            files[kind] = (bool(was[0]), int(was[1]), was[2])
+        else:
+            files[kind] = (lf.exists, count_words(lf.data) if lf.exists else 0, lf.error)
         lf.data = b""  # read no more: the file's bytes are let go before the rows are stored
-        if not lf.entry_count():
+        if kind in kept or not counts[kind]:
             continue
         ids = file_entry_ids(kind, lf.column("title"), cache=cfg.parse_cache)
         for at in range(0, len(ids), ROW_BATCH):
@@ -104,7 +140,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
                     for pos, e in enumerate(lf.take(at, at + ROW_BATCH), at)]
             store.insert_rows("ledger_entries", columns, rows)
             del rows
-        total += len(ids)
+    total = sum(counts.values())
     mj = vault.meta_json or {}
     lock = mj.get("lock") if isinstance(mj.get("lock"), dict) else None
     limits = prune_limits(vault.meta, vault.smith_config)
@@ -128,7 +164,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     result = SourceResult("ledger", str(cfg.ledger_dir), True, note, total,
                           problems=vault.problems)
     # the history's working version holds these same contents: it copies their rows
-    result.state = {"blobs": blobs, "files": files}
+    result.state = {"blobs": blobs, "files": files, "made_by": made_by}
     return result
 
 

@@ -451,6 +451,8 @@ class SiteData:
     built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
     # derived
     entry_path: dict[str, str] = field(default_factory=dict)
+    # entry_id -> the history's entry key (_entry_keys), when the store has the history
+    entry_key: dict[str, str] = field(default_factory=dict)
     slop_path: dict[str, str] = field(default_factory=dict)
     task_slug: dict[str, str] = field(default_factory=dict)
     turn_activity: dict[tuple[str, str], Any] = field(default_factory=dict)  # history feature
@@ -458,6 +460,15 @@ class SiteData:
     # the site shows, None: every project's; (actions, projects) left out
     action_scope: str | None = None
     actions_hidden: tuple[int, int] = (0, 0)
+    _shown_paths: dict[str | None, str] = field(default_factory=dict)
+
+    def shown_path(self, path: str | None) -> str:
+        """:func:`display_path` of a source path, worked out once per path (every entry of a
+        file has its file's)."""
+        shown = self._shown_paths.get(path)
+        if shown is None:
+            shown = self._shown_paths[path] = display_path(path, self.roots)
+        return shown
 
 
 def load_site_data(store: Store, *, today: dt.date, site_name: str,
@@ -477,6 +488,8 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
             store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)),
         built=built)
     data.entry_path = {e["entry_id"]: ledger_entry_path(e["entry_id"]) for e in data.ledger}
+    if data.history is not None:
+        data.entry_key = _entry_keys(data.ledger)
     slugs = slop_slugs([s["id"] for s in data.slop], [s["short_id"] for s in data.slop])
     data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
@@ -851,7 +864,10 @@ def _confidence_ref(e: dict[str, Any]) -> Cell:
 def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
     by_file: dict[str, Counter[Any]] = {f: Counter() for f in LEDGER_FILES}
     for e in d.ledger:
-        by_file.setdefault(e["file"], Counter())[e.get("confidence")] += 1
+        counts = by_file.get(e["file"])
+        if counts is None:  # (a file of no known kind)
+            counts = by_file[e["file"]] = Counter()
+        counts[e.get("confidence")] += 1
     rows = []
     tot: Counter[Any] = Counter()
     for f, c in by_file.items():
@@ -958,18 +974,17 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
             by_title[_norm_title(e["title"])].append(e["entry_id"])
     title_of = {e["entry_id"]: _entry_title(e) for e in d.ledger}
     kind_of = {e["entry_id"]: LEDGER_KINDS.get(e["file"], e["file"]) for e in d.ledger}
-    keys = _entry_keys(d.ledger) if d.history is not None else {}
     for e in d.ledger:
         related = tuple((f"{title_of[r]} ({kind_of[r]})", d.entry_path[r])
                         for r in _related_ids(e.get("related"), by_title, e["entry_id"]))
         history = None
         if d.history is not None:  # the entry's history table, by the digest of what it shows
-            key = keys[e["entry_id"]]
+            key = d.entry_key[e["entry_id"]]
             history = RowRef(entry_history_tables, key, d.history.get(key, ""))
         pages.append(Deferred(d.entry_path[e["entry_id"]], _ledger_entry_page, (
             d.entry_path[e["entry_id"]],
             RowRef(queries.site_ledger_rows, e["entry_id"], e["digest"]), related, history,
-            display_path(e.get("path"), d.roots), _category_ref(e), _confidence_ref(e))))
+            d.shown_path(e.get("path")), _category_ref(e), _confidence_ref(e))))
     return pages
 
 
@@ -1172,7 +1187,7 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]
             _value_ref("owner", s["owner"]) if s.get("owner") else "none",
             _value_ref("status", s.get("status")),
             (Ref(task, task_path(d.task_slug[task])) if task in dispatch_tasks else task)
-            if task else "none", display_path(s.get("path"), d.roots))))
+            if task else "none", d.shown_path(s.get("path")))))
     return pages
 
 

@@ -38,11 +38,13 @@ Jinja environment (``on_env``), :class:`MarkdownOnce` on each page (``on_pre_pag
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 NAV_TEMPLATE = "partials/nav.html"
@@ -117,16 +119,17 @@ def _folder_key(nav: Any) -> Callable[[Any], str | None]:
     return key
 
 
-def cache_partials(env: Any) -> None:
+def cache_partials(env: Any, folder: Path | None = None) -> None:
     """Render each partial of :data:`PAGE_FREE` that prints the same bytes on every page once
     in this build's environment ``env``, and each block of :data:`BLOCKS_OF` that reads only
     the site's config and the page's links to fixed targets once per set of those links (see
     the module docstring); the others as the theme does. Which ones qualify is worked out from
-    the templates' code once per process while their sources stay the same (:func:`_analysis`)."""
+    the templates' code once per process while their sources stay the same (:func:`_analysis`),
+    and kept in ``folder`` (a build folder) for the next process."""
     counts.update(partials=0, blocks=0)
     if not ENABLED:
         return
-    found = _analysis(env)
+    found = _analysis(env, folder)
     for name in found.page_free:
         template = env.get_template(name)
         template.root_render_func = _once(template.root_render_func)
@@ -163,10 +166,16 @@ def _reading() -> list[dict[str, str | None]]:
     return stack
 
 
-def _analysis(env: Any) -> _Analysis:
+# the analysis kept in a build folder: the last one made there (see _analysis)
+ANALYSIS_FILE = "theme-analysis.json"
+
+
+def _analysis(env: Any, folder: Path | None = None) -> _Analysis:
     """The :class:`_Analysis` of ``env``'s templates: made again only when a template it read
     has other source text (or appeared, or went) or the environment's syntax or filters
-    differ (its result depends on nothing else)."""
+    differ (its result depends on nothing else). Kept in this process and, with the digests of
+    the sources it read, in ``folder``'s :data:`ANALYSIS_FILE`, which a later process trusts
+    under the same conditions (and this module's code the same)."""
     from jinja2.utils import _PassArg
 
     key = (type(env.loader), env.block_start_string, env.block_end_string,
@@ -178,15 +187,73 @@ def _analysis(env: Any) -> _Analysis:
     for sources, found in known:
         if all(_current_source(env, name) == text for name, text in sources.items()):
             return found
-    _reading().append({})
-    try:
-        found = _analyse(env)
-    finally:
-        sources = _reading().pop()
+    kept = _kept_analysis(folder / ANALYSIS_FILE, key, env) if folder is not None else None
+    if kept is not None:
+        sources, found = kept
+    else:
+        _reading().append({})
+        try:
+            found = _analyse(env)
+        finally:
+            sources = _reading().pop()
+        if folder is not None:
+            _keep_analysis(folder / ANALYSIS_FILE, key, sources, found)
     if len(known) >= 8:
         known.clear()
     known.append((sources, found))
     return found
+
+
+def _analysis_key(key: tuple[Any, ...]) -> str:
+    """What a kept analysis must match besides its sources: the environment (as
+    :func:`_analysis` keys it) and this module's code."""
+    from toolkit.parsecache import code_version
+
+    return f"{code_version(__name__)}|{key!r}"
+
+
+def _digest(text: str | None) -> str | None:
+    import hashlib
+
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _kept_analysis(path: Path, key: tuple[Any, ...], env: Any
+                   ) -> tuple[dict[str, str | None], _Analysis] | None:
+    """The analysis kept in ``path`` with the sources it read (their current text), when it
+    was made under ``key`` from the same sources; None otherwise (or unreadable)."""
+    import json
+
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept["key"] != _analysis_key(key):
+            return None
+        sources = {}
+        for name, digest in kept["sources"].items():
+            text = _current_source(env, name)
+            if _digest(text) != digest:
+                return None
+            sources[name] = text
+        blocks = kept["blocks"]
+        found = _Analysis(tuple(str(n) for n in kept["page_free"]), None if blocks is None else
+                          tuple((str(b), bool(by_base), frozenset(map(str, unsure)))
+                                for b, by_base, unsure in blocks))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return sources, found
+
+
+def _keep_analysis(path: Path, key: tuple[Any, ...], sources: dict[str, str | None],
+                   found: _Analysis) -> None:
+    import json
+
+    data = {"key": _analysis_key(key),
+            "sources": {name: _digest(text) for name, text in sorted(sources.items())},
+            "page_free": list(found.page_free),
+            "blocks": None if found.blocks is None else [
+                [b, by_base, sorted(unsure)] for b, by_base, unsure in found.blocks]}
+    with contextlib.suppress(OSError):  # only a cache: the next build analyses again
+        path.write_text(json.dumps(data), encoding="utf-8")
 
 
 def _analyse(env: Any) -> _Analysis:

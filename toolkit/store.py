@@ -184,6 +184,11 @@ INSERT_BATCH_BYTES = 8 << 20
 # about 10 MB below batches of 5,000 (what a batch leaves behind in freed memory is smaller),
 # for the same CPU time.
 ROW_BATCH = 2000
+# Store.insert_rows binds this many rows or fewer as lists, a list per column, instead of
+# converting them to Arrow: a refresh that stores a few rows (a one-change rebuild's) then
+# never imports pyarrow (a tenth of a second of CPU), and at this size a list costs about
+# what Arrow does.
+FEW_ROWS = ROW_BATCH
 # DuckDB's memory limit while a source with ``bounded_memory`` loads, in MB per thread of its
 # own (each works on blocks of its own), 64 at least: at 50,000 ledger entries on two threads
 # it takes the load's peak from about 345 to 285 MB.
@@ -650,21 +655,37 @@ class Store:
         """Bulk-insert Python rows via Arrow, in batches of about :data:`INSERT_BATCH_BYTES`
         (sized from the first batch): a batch's Arrow copy of the values is all that exists
         besides the rows (a copy of a big ledger's whole text at once added half again to the
-        load's peak memory), and small rows still go a hundred thousand per statement."""
+        load's peak memory), and small rows still go a hundred thousand per statement.
+        :data:`FEW_ROWS` rows or fewer go as lists, one per column, with the same types."""
         if not rows:
             return 0
-        import pyarrow as pa
-
         target_types = self._column_types.get(table)
         if target_types is None:
             # duckdb_columns(): the rows of information_schema.columns, at half the cost
             target_types = self._column_types[table] = dict(self.conn.execute(
                 "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ?",
                 [table]).fetchall())
-        types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
         as_json = [target_types.get(c) == "JSON" for c in columns]
         cols = ", ".join(quote_ident(c) for c in columns)
         sel = ", ".join(_cast(c, target_types.get(c, "VARCHAR")) for c in columns)
+
+        def values(i: int, part: Sequence[Sequence[Any]]) -> list[Any]:
+            got = [r[i] for r in part]
+            if as_json[i]:
+                got = [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                       for v in got]
+            return got
+
+        if len(rows) <= FEW_ROWS:
+            lists = ", ".join(
+                f"unnest(?::{_list_type(target_types.get(c, 'VARCHAR'))}[]) AS {quote_ident(c)}"
+                for c in columns)
+            self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} FROM "
+                              f"(SELECT {lists})", [values(i, rows) for i in range(len(columns))])
+            return len(rows)
+        import pyarrow as pa
+
+        types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
         # The system allocator: a batch's memory goes back when the batch goes (Arrow's
         # default pool keeps freed pages for reuse, and they stay in the load's peak).
         pool = pa.system_memory_pool()
@@ -672,13 +693,8 @@ class Store:
         while at < len(rows):
             part = rows[at:at + size]
             at += len(part)
-            arrays = {}
-            for i, c in enumerate(columns):
-                values = [r[i] for r in part]
-                if as_json[i]:
-                    values = [None if v is None else json.dumps(v, ensure_ascii=False,
-                                                                default=str) for v in values]
-                arrays[c] = pa.array(values, type=types[i], memory_pool=pool)
+            arrays = {c: pa.array(values(i, part), type=types[i], memory_pool=pool)
+                      for i, c in enumerate(columns)}
             batch = pa.table(arrays)
             self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} FROM batch")
             size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
@@ -819,6 +835,21 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _list_type(duck_type: str) -> str:
+    """The SQL type a column's values are bound as (:meth:`Store.insert_rows`, a few rows):
+    :func:`_arrow_type`'s, in DuckDB's words."""
+    t = duck_type.upper()
+    if t.endswith("[]"):
+        return "VARCHAR[]" if t.startswith("VARCHAR") else "BIGINT[]"
+    if t in ("INTEGER", "BIGINT", "SMALLINT"):
+        return "BIGINT"
+    if t == "BOOLEAN":
+        return "BOOLEAN"
+    if t in ("DOUBLE", "FLOAT"):
+        return "DOUBLE"
+    return "VARCHAR"  # VARCHAR, JSON, DATE, TIMESTAMP*: cast in SQL (TRY_CAST)
 
 
 def _arrow_type(duck_type: str) -> Any:

@@ -105,7 +105,7 @@ def _secrets(project: Project, _: dict[str, Any]) -> Rows:
         if not text:
             continue
         key = keys.get(table, "")
-        record = _table_record(project, table)
+        record = _table_record(project, table, key)
         if record is not None and key and record[0] == key:
             out += record[1]
             continue
@@ -224,10 +224,11 @@ def table_slot(table: str) -> str:
     return f"{_SCAN_SLOT}-{hashlib.sha256(table.encode('utf-8')).hexdigest()[:32]}"
 
 
-def _table_record(project: Project, table: str) -> Record | None:
+def _table_record(project: Project, table: str, key: str = "") -> Record | None:
     """What an earlier run kept for ``table``: (its key, its rows, value SHA-256 -> the
     families the finder saw, empty for none); None when there is no record, or it is damaged,
-    or made by other code (toolkit.parsecache)."""
+    or made by other code (toolkit.parsecache). A record under ``key`` (the table unchanged
+    since) comes without its values: its rows are the answer, and nothing is scanned."""
     from toolkit import parsecache
 
     folder = project.config.parse_cache
@@ -235,12 +236,14 @@ def _table_record(project: Project, table: str) -> Record | None:
     if not (isinstance(saved, tuple) and len(saved) == 3 and isinstance(saved[0], str)
             and isinstance(saved[1], list) and isinstance(saved[2], dict)):
         return None
-    key, rows, values = saved
+    kept, rows, values = saved
     if not all(isinstance(r, tuple) and len(r) == 4 and all(isinstance(v, str) for v in r)
                for r in rows):
         return None
-    return key, rows, {k: v for k, v in values.items() if isinstance(k, str)
-                       and isinstance(v, tuple) and all(isinstance(f, str) for f in v)}
+    if key and kept == key:
+        return kept, rows, {}
+    return kept, rows, {k: v for k, v in values.items() if isinstance(k, str)
+                        and isinstance(v, tuple) and all(isinstance(f, str) for f in v)}
 
 
 def _save_table_record(project: Project, table: str, record: Record) -> None:

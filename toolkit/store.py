@@ -1100,7 +1100,8 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
     import duckdb
     statement = single_select(conn, sql)
     columns = list(_bound(conn, statement, params).columns)
-    counted = (f'SELECT *, count(*) OVER () AS "__toolkit_rows__" FROM (\n{statement.query}\n)'
+    counted = (f'SELECT *, count(*) OVER () AS "__toolkit_rows__" FROM (\n'
+               f"{_statement_body(statement.query)}\n)"
                f" AS relation_rows LIMIT {int(limit)}")  # (a line break ends a -- comment)
     try:
         fetched = conn.execute(counted, params).fetchall()
@@ -1113,6 +1114,18 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
         raise ToolkitError(f"query failed: {_first_line(exc)}") from None
     count = int(fetched[0][-1]) if fetched else 0
     return columns, count, [tuple(r[:-1]) for r in fetched]
+
+
+def _statement_body(text: str) -> str:
+    """A statement's text without what follows its last token: the closing ``;`` and the
+    comments around it (inside a subquery a ``;`` is a syntax error)."""
+    import duckdb
+    end = len(text)
+    for pos, kind in reversed(duckdb.tokenize(text)):
+        if kind != duckdb.token_type.comment and text[pos:end].strip() != ";":
+            break
+        end = pos
+    return text[:end]
 
 
 def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,

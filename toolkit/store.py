@@ -677,12 +677,17 @@ class Store:
             return got
 
         if len(rows) <= FEW_ROWS:
-            lists = ", ".join(
-                f"unnest(?::{_list_type(target_types.get(c, 'VARCHAR'))}[]) AS {quote_ident(c)}"
-                for c in columns)
-            self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} FROM "
-                              f"(SELECT {lists})", [values(i, rows) for i in range(len(columns))])
-            return len(rows)
+            kinds = [_list_type(target_types.get(c, "VARCHAR")) for c in columns]
+            lists = [values(i, rows) for i in range(len(columns))]
+            # only values DuckDB binds as Arrow converts them; any other (a float for an
+            # integer, a date for text...) goes through Arrow: stored or refused as in a
+            # large insert, never converted another way
+            if all(_binds_as_arrow(kind, got) for kind, got in zip(kinds, lists, strict=True)):
+                unnest = ", ".join(f"unnest(?::{kind}[]) AS {quote_ident(c)}"
+                                   for kind, c in zip(kinds, columns, strict=True))
+                self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} "
+                                  f"FROM (SELECT {unnest})", lists)
+                return len(rows)
         import pyarrow as pa
 
         types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
@@ -850,6 +855,27 @@ def _list_type(duck_type: str) -> str:
     if t in ("DOUBLE", "FLOAT"):
         return "DOUBLE"
     return "VARCHAR"  # VARCHAR, JSON, DATE, TIMESTAMP*: cast in SQL (TRY_CAST)
+
+
+def _plain_int(value: Any) -> bool:
+    return type(value) is int and -(1 << 63) <= value < (1 << 63)
+
+
+_PLAIN: dict[str, Callable[[Any], bool]] = {
+    "VARCHAR": lambda v: isinstance(v, str),
+    "BIGINT": _plain_int,
+    "DOUBLE": lambda v: type(v) is float or (_plain_int(v) and abs(v) <= 1 << 53),
+    "BOOLEAN": lambda v: type(v) is bool,
+    "VARCHAR[]": lambda v: type(v) is list and all(x is None or isinstance(x, str) for x in v),
+    "BIGINT[]": lambda v: type(v) is list and all(x is None or _plain_int(x) for x in v),
+}
+
+
+def _binds_as_arrow(kind: str, values: list[Any]) -> bool:
+    """Whether every value of a column bound as ``kind`` (:func:`_list_type`) is one DuckDB
+    stores exactly as the Arrow path does (its Python type is the column's own)."""
+    plain = _PLAIN[kind]
+    return all(v is None or plain(v) for v in values)
 
 
 def _arrow_type(duck_type: str) -> Any:

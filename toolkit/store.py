@@ -261,6 +261,9 @@ class Store:
         """The DuckDB connection; after :meth:`release`, opened again (same file, mode and
         action scope) on first use."""
         if self._conn is None:
+            if not self._reopen:  # released, then closed: closed for good, as DuckDB says
+                import duckdb
+                raise duckdb.ConnectionException("Connection already closed!")
             self._conn = _connect(self.path, read_only=self.read_only)
             scope, self.action_scope = self.action_scope, None
             self.scope_actions(scope)

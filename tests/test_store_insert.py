@@ -17,6 +17,7 @@ from toolkit.store import FEW_ROWS, Store
 VALUES: list[tuple[str, Any]] = [
     ("VARCHAR", "text"), ("VARCHAR", ""), ("VARCHAR", None), ("VARCHAR", 7), ("VARCHAR", 1.5),
     ("VARCHAR", True), ("VARCHAR", dt.datetime(2026, 1, 1, tzinfo=dt.UTC)),
+    ("VARCHAR", "lone \udcff surrogate"), ("VARCHAR[]", ["lone \ud800"]),
     ("INTEGER", 3), ("INTEGER", 2.7), ("INTEGER", True), ("INTEGER", "12"),
     ("BIGINT", 2**62), ("BIGINT", 1.5),
     ("DOUBLE", 2), ("DOUBLE", 0.25), ("DOUBLE", "2.5"),

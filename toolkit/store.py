@@ -688,9 +688,13 @@ class Store:
             if all(_binds_as_arrow(kind, got) for kind, got in zip(kinds, lists, strict=True)):
                 unnest = ", ".join(f"unnest(?::{kind}[]) AS {quote_ident(c)}"
                                    for kind, c in zip(kinds, columns, strict=True))
-                self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} "
-                                  f"FROM (SELECT {unnest})", lists)
-                return len(rows)
+                import duckdb
+                try:
+                    self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT "
+                                      f"{sel} FROM (SELECT {unnest})", lists)
+                    return len(rows)
+                except duckdb.InvalidInputException:
+                    pass  # a value DuckDB cannot take (a lone surrogate): Arrow says which
         import pyarrow as pa
 
         types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]

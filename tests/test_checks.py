@@ -281,6 +281,17 @@ def test_user_checks_from_toolkit_yaml(project):
     assert got["few-approaches"].status == "warn" and got["few-approaches"].count > 0
 
 
+@pytest.mark.parametrize("end", [";", " ;", "\n      ;", "; -- the end", " -- note\n      ;"])
+def test_a_check_whose_sql_ends_with_a_semicolon_runs_as_without_it(project, end):
+    # the query is counted inside a subquery: its closing ";" (and comments after) must
+    # not end up inside the parentheses
+    settings(project, "checks:\n  - name: some-dispatches\n    sql: |\n"
+             f"      SELECT id FROM dispatches WHERE ';' = ';'{end}\n    expect: count >= 1\n")
+    got = results(project, "user")["some-dispatches"]
+    assert got.status == "pass", got.message
+    assert got.count > 0
+
+
 def test_a_broken_check_is_its_own_error_and_the_others_run(project, cli_run):
     settings(project, USER + "  - name: typo\n    sql: SELECT * FROM no_such_table\n"
              "  - name: slow\n    sql: SELECT count(*) FROM range(100000000000)\n")

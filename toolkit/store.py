@@ -261,6 +261,9 @@ class Store:
         """The DuckDB connection; after :meth:`release`, opened again (same file, mode and
         action scope) on first use."""
         if self._conn is None:
+            if not self._reopen:  # released, then closed: closed for good, as DuckDB says
+                import duckdb
+                raise duckdb.ConnectionException("Connection already closed!")
             self._conn = _connect(self.path, read_only=self.read_only)
             scope, self.action_scope = self.action_scope, None
             self.scope_actions(scope)
@@ -677,12 +680,21 @@ class Store:
             return got
 
         if len(rows) <= FEW_ROWS:
-            lists = ", ".join(
-                f"unnest(?::{_list_type(target_types.get(c, 'VARCHAR'))}[]) AS {quote_ident(c)}"
-                for c in columns)
-            self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} FROM "
-                              f"(SELECT {lists})", [values(i, rows) for i in range(len(columns))])
-            return len(rows)
+            kinds = [_list_type(target_types.get(c, "VARCHAR")) for c in columns]
+            lists = [values(i, rows) for i in range(len(columns))]
+            # only values DuckDB binds as Arrow converts them; any other (a float for an
+            # integer, a date for text...) goes through Arrow: stored or refused as in a
+            # large insert, never converted another way
+            if all(_binds_as_arrow(kind, got) for kind, got in zip(kinds, lists, strict=True)):
+                unnest = ", ".join(f"unnest(?::{kind}[]) AS {quote_ident(c)}"
+                                   for kind, c in zip(kinds, columns, strict=True))
+                import duckdb
+                try:
+                    self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT "
+                                      f"{sel} FROM (SELECT {unnest})", lists)
+                    return len(rows)
+                except duckdb.InvalidInputException:
+                    pass  # a value DuckDB cannot take (a lone surrogate): Arrow says which
         import pyarrow as pa
 
         types = [_arrow_type(target_types.get(c, "VARCHAR")) for c in columns]
@@ -850,6 +862,27 @@ def _list_type(duck_type: str) -> str:
     if t in ("DOUBLE", "FLOAT"):
         return "DOUBLE"
     return "VARCHAR"  # VARCHAR, JSON, DATE, TIMESTAMP*: cast in SQL (TRY_CAST)
+
+
+def _plain_int(value: Any) -> bool:
+    return type(value) is int and -(1 << 63) <= value < (1 << 63)
+
+
+_PLAIN: dict[str, Callable[[Any], bool]] = {
+    "VARCHAR": lambda v: isinstance(v, str),
+    "BIGINT": _plain_int,
+    "DOUBLE": lambda v: type(v) is float or (_plain_int(v) and abs(v) <= 1 << 53),
+    "BOOLEAN": lambda v: type(v) is bool,
+    "VARCHAR[]": lambda v: type(v) is list and all(x is None or isinstance(x, str) for x in v),
+    "BIGINT[]": lambda v: type(v) is list and all(x is None or _plain_int(x) for x in v),
+}
+
+
+def _binds_as_arrow(kind: str, values: list[Any]) -> bool:
+    """Whether every value of a column bound as ``kind`` (:func:`_list_type`) is one DuckDB
+    stores exactly as the Arrow path does (its Python type is the column's own)."""
+    plain = _PLAIN[kind]
+    return all(v is None or plain(v) for v in values)
 
 
 def _arrow_type(duck_type: str) -> Any:
@@ -1100,7 +1133,8 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
     import duckdb
     statement = single_select(conn, sql)
     columns = list(_bound(conn, statement, params).columns)
-    counted = (f'SELECT *, count(*) OVER () AS "__toolkit_rows__" FROM (\n{statement.query}\n)'
+    counted = (f'SELECT *, count(*) OVER () AS "__toolkit_rows__" FROM (\n'
+               f"{_statement_body(statement.query)}\n)"
                f" AS relation_rows LIMIT {int(limit)}")  # (a line break ends a -- comment)
     try:
         fetched = conn.execute(counted, params).fetchall()
@@ -1113,6 +1147,18 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
         raise ToolkitError(f"query failed: {_first_line(exc)}") from None
     count = int(fetched[0][-1]) if fetched else 0
     return columns, count, [tuple(r[:-1]) for r in fetched]
+
+
+def _statement_body(text: str) -> str:
+    """A statement's text without what follows its last token: the closing ``;`` and the
+    comments around it (inside a subquery a ``;`` is a syntax error)."""
+    import duckdb
+    end = len(text)
+    for pos, kind in reversed(duckdb.tokenize(text)):
+        if kind != duckdb.token_type.comment and text[pos:end].strip() != ";":
+            break
+        end = pos
+    return text[:end]
 
 
 def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,

@@ -205,6 +205,7 @@ class Store:
         # release() may close the connection (reopened on next use): only when the store made
         # it as Store.open does (_connect with no settings of a caller's)
         self._reopen = reopen
+        self._released: tuple[Any, ...] | None = None  # the file as release() left it
         self.path = path
         self.read_only = read_only
         self.declared: tuple[Source, ...] = tuple(sources)
@@ -264,7 +265,15 @@ class Store:
             if not self._reopen:  # released, then closed: closed for good, as DuckDB says
                 import duckdb
                 raise duckdb.ConnectionException("Connection already closed!")
-            self._conn = _connect(self.path, read_only=self.read_only)
+            conn = _connect(self.path, read_only=self.read_only)
+            if _file_state(self.path) != self._released:
+                # another process wrote the store while it was released: what this store's
+                # user read before and what it would read now are two states of it
+                conn.close()
+                self._reopen = False
+                raise BusyError("another toolkit process changed the store while this one "
+                                "was using it; run the command again", path=self.path)
+            self._conn = conn
             scope, self.action_scope = self.action_scope, None
             self.scope_actions(scope)
         return self._conn
@@ -274,10 +283,17 @@ class Store:
         queries it ran (its allocator holds it until the connection closes: tens of MB after
         the site's queries); the next use of the store opens it again. Not inside a
         transaction. No effect on a store over a connection the caller made (its settings
-        could not be made again)."""
+        could not be made again).
+
+        DuckDB's lock on the file goes with the connection: another process may open the store
+        meanwhile. Reading it again after another process wrote it is refused (BusyError, exit
+        75), so a caller never mixes two states of the store; the file as the close left it
+        (its identity, size and modification time, and its write-ahead log's) is what says so:
+        DuckDB rewrites it only when something is written."""
         if self._conn is not None and self._reopen:
             self._conn.close()
             self._conn = None
+            self._released = _file_state(self.path)
 
     # -- whose audit actions this connection reads (site_scope) --------------
     def scope_actions(self, project: str | None) -> None:
@@ -995,6 +1011,19 @@ def check_store_path(path: Path) -> bool:
     raise DataError(f"is {kind}, not a toolkit store; nothing was changed in it", path=path,
                     hint="Point --db (or TOOLKIT_DB, or `db:` in toolkit.yaml) at a DuckDB "
                          "file or a new path")
+
+
+def _file_state(path: Path) -> tuple[Any, ...]:
+    """What changes when DuckDB writes the store's file: its and its write-ahead log's
+    identity, size and modification time (None for a file that does not exist)."""
+    def one(p: str) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    return one(str(path)), one(f"{path}.wal")
 
 
 def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None

@@ -28,3 +28,38 @@ def test_a_store_closed_after_a_release_is_not_opened_again_by_a_use(tmp_path):
                             "duckdb.connect(sys.argv[1]).execute('CREATE TABLE t (x INT)')",
                             str(path)], capture_output=True, text=True, timeout=60)
     assert other.returncode == 0, other.stderr
+
+
+def _write_in_another_process(path, sql: str) -> None:
+    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; "
+                            "duckdb.connect(sys.argv[1]).execute(sys.argv[2])",
+                            str(path), sql], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+
+
+def test_a_release_mid_way_through_one_reading_refuses_a_store_written_meanwhile(tmp_path):
+    """``release(same_state=True)``: what is read next must be of the state read before (a
+    site's pages and their rows); another process's write in the gap is refused as busy, and
+    the store, still released, reads the new state on its next use. A plain release reads
+    whatever the store holds when it is next used; a reader in the gap changes nothing."""
+    from toolkit.errors import BusyError
+
+    path = tmp_path / "ledger.duckdb"
+    store = Store.open(path, sources=SOURCES)
+    store.conn.execute("CREATE TABLE notes (x INT)")
+    store.release(same_state=True)
+    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; print(duckdb.connect("
+                            "sys.argv[1], read_only=True).execute('SELECT count(*) FROM notes')"
+                            ".fetchone()[0])", str(path)], capture_output=True, text=True,
+                           timeout=60)
+    assert other.stdout.strip() == "0", other.stderr
+    assert store.scalar("SELECT count(*) FROM notes") == 0  # only read: the same state
+    store.release(same_state=True)
+    _write_in_another_process(path, "INSERT INTO notes VALUES (1)")
+    with pytest.raises(BusyError, match="changed the store while this one was using it"):
+        store.scalar("SELECT count(*) FROM notes")
+    assert store.scalar("SELECT count(*) FROM notes") == 1  # a new reading: the new state
+    store.release()
+    _write_in_another_process(path, "INSERT INTO notes VALUES (2)")
+    assert store.scalar("SELECT count(*) FROM notes") == 2
+    store.close()

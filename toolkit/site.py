@@ -906,10 +906,10 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # are fetched and again before the pages render. A small site's keeps it open.
     large = total >= _LARGE_SITE
     if large:
-        store.release()
+        store.release(same_state=True)  # the rows must be of the state the pages were made of
     rows = fetch_rows(store, todo)
     if large:
-        store.release()
+        store.release(same_state=True)  # and so must the downloads
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
     worker = ThreadPoolExecutor(max_workers=1)
     downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,

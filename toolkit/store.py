@@ -266,11 +266,12 @@ class Store:
                 import duckdb
                 raise duckdb.ConnectionException("Connection already closed!")
             conn = _connect(self.path, read_only=self.read_only)
-            if _file_state(self.path) != self._released:
-                # another process wrote the store while it was released: what this store's
-                # user read before and what it would read now are two states of it
+            released, self._released = self._released, None
+            if released is not None and _file_state(self.path) != released:
+                # another process wrote the store while it was released mid-way through one
+                # reading of it: what was read before and what would be read now are two
+                # states of it (the store stays released: a later use reads the new state)
                 conn.close()
-                self._reopen = False
                 raise BusyError("another toolkit process changed the store while this one "
                                 "was using it; run the command again", path=self.path)
             self._conn = conn
@@ -278,7 +279,7 @@ class Store:
             self.scope_actions(scope)
         return self._conn
 
-    def release(self) -> None:
+    def release(self, *, same_state: bool = False) -> None:
         """Close the DuckDB connection now, giving back the memory DuckDB keeps from the
         queries it ran (its allocator holds it until the connection closes: tens of MB after
         the site's queries); the next use of the store opens it again. Not inside a
@@ -286,14 +287,16 @@ class Store:
         could not be made again).
 
         DuckDB's lock on the file goes with the connection: another process may open the store
-        meanwhile. Reading it again after another process wrote it is refused (BusyError, exit
-        75), so a caller never mixes two states of the store; the file as the close left it
-        (its identity, size and modification time, and its write-ahead log's) is what says so:
-        DuckDB rewrites it only when something is written."""
+        meanwhile, and the next use reads whatever state the store then holds. ``same_state``:
+        the caller is mid-way through reading one state of the store (a site's build), so its
+        next use is refused (BusyError, exit 75) if another process wrote the store meanwhile;
+        the file as the close left it (its identity, size and modification time, and its
+        write-ahead log's) is what says so: DuckDB rewrites it only when something is
+        written."""
         if self._conn is not None and self._reopen:
             self._conn.close()
             self._conn = None
-            self._released = _file_state(self.path)
+            self._released = _file_state(self.path) if same_state else None
 
     # -- whose audit actions this connection reads (site_scope) --------------
     def scope_actions(self, project: str | None) -> None:

@@ -56,10 +56,15 @@ def _ledger_fp(cfg: Config) -> tuple[str, str]:
     return str(cfg.ledger_dir), fingerprint_paths(_ledger_paths(cfg))
 
 
-# What a stored row of ledger_entries is made by besides its file's bytes: the parser and
-# the entry ids' slugs (a new toolkit may store the same bytes differently).
-_LEDGER_ROW_CODE = ("toolkit.sources.smith", "toolkit.ledger.codec", "toolkit.records",
-                    "toolkit.textio", "toolkit.slugs", "toolkit.redact", "toolkit.loaders")
+def _ledger_row_code() -> str:
+    """What a stored row of ledger_entries is made by besides its file's bytes: the parser,
+    the entry ids' slugs, this loader and the store's insert (a new toolkit may store the same
+    bytes differently)."""
+    from toolkit import parsecache
+    from toolkit.slugs import SLUG_MODULES
+    from toolkit.sources.smith import PARSER_MODULES
+
+    return parsecache.code_version(*PARSER_MODULES, *SLUG_MODULES, __name__, "toolkit.store")
 
 
 def _kept_ledger_files(store: Store, prev: dict[str, Any], made_by: dict[str, str],
@@ -81,7 +86,6 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     """The ledger's files, meta and reconcile log. Only the files whose bytes changed since
     the last load are stored again (a ``full`` load, a moved vault or another toolkit stores
     them all): a file's rows depend on nothing but its bytes, its path and this code."""
-    from toolkit import parsecache
     from toolkit.ledger.vault import open_vault
     from toolkit.sources.smith import prune_limits
 
@@ -107,7 +111,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     columns = ("entry_id", "file", "title", "date", "date_raw", "category", "confidence",
                "observations", "source_reflections", "reflections", "context", "pattern",
                "evidence", "related", "form", "problems", "path", "line", "position")
-    made_by = {"code": parsecache.code_version(*_LEDGER_ROW_CODE),
+    made_by = {"code": _ledger_row_code(),
                "dir": str(vault.root / "ledger")}
     blobs: dict[str, str] = {}  # the git blob id of each file whose entries are stored
     for kind in LEDGER_FILES:

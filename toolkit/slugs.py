@@ -25,6 +25,8 @@ _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
              *(f"lpt{i}" for i in range(10)), "index", "assets", "search"}
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 MAX_LEN = 60
+# The modules a title's slug is made by (cached slugs made by other code are made again).
+SLUG_MODULES = (__name__, "toolkit.redact")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -58,7 +60,7 @@ def unique_slugs(titles: Sequence[str | None], *, fallback: str = "untitled",
 
     from toolkit import parsecache
 
-    key = (parsecache.code_version(__name__, "toolkit.redact"), fallback,
+    key = (parsecache.code_version(*SLUG_MODULES), fallback,
            parsecache.digest(marshal.dumps(list(titles))))
     saved = parsecache.load(cache, slot, key)
     if isinstance(saved, list) and len(saved) == len(titles):

@@ -869,8 +869,8 @@ class _Transaction:
 
 
 def _list_type(duck_type: str) -> str:
-    """The SQL type a column's values are bound as (:meth:`Store.insert_rows`, a few rows):
-    :func:`_arrow_type`'s, in DuckDB's words."""
+    """The SQL type a column's values are bound as (:meth:`Store.insert_rows`; as Arrow
+    values, :func:`_arrow_type`, for many rows)."""
     t = duck_type.upper()
     if t.endswith("[]"):
         return "VARCHAR[]" if t.startswith("VARCHAR") else "BIGINT[]"
@@ -905,18 +905,12 @@ def _binds_as_arrow(kind: str, values: list[Any]) -> bool:
 
 
 def _arrow_type(duck_type: str) -> Any:
+    """The Arrow type a column's values are converted to: :func:`_list_type`'s."""
     import pyarrow as pa
 
-    t = duck_type.upper()
-    if t.endswith("[]"):
-        return pa.list_(pa.string()) if t.startswith("VARCHAR") else pa.list_(pa.int64())
-    if t in ("INTEGER", "BIGINT", "SMALLINT"):
-        return pa.int64()
-    if t == "BOOLEAN":
-        return pa.bool_()
-    if t in ("DOUBLE", "FLOAT"):
-        return pa.float64()
-    return pa.string()  # VARCHAR, JSON, DATE, TIMESTAMP*: cast in SQL (TRY_CAST)
+    return {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(),
+            "BOOLEAN": pa.bool_(), "VARCHAR[]": pa.list_(pa.string()),
+            "BIGINT[]": pa.list_(pa.int64())}[_list_type(duck_type)]
 
 
 # a formula's first character: = + - @, tab or carriage return (one RE2 class: DuckDB plans

@@ -524,6 +524,11 @@ _ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
 _entry_row = operator.attrgetter(*_ENTRY_FIELDS)  # an entry as the tuple ledger_entry takes
 
 
+# The modules a ledger file's parse is made by: a cached parse (and a stored row) made by
+# other code is made again.
+PARSER_MODULES = (__name__, "toolkit.ledger.codec", "toolkit.records", "toolkit.textio")
+
+
 def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
     """What a cached parse must match: this parser (and the UTF-8 check a hit skips), this
     path and kind, these bytes."""
@@ -531,8 +536,7 @@ def _parse_key(path: Path, kind: str, data: bytes) -> tuple[str, ...]:
 
     global _PARSER_VERSION
     if _PARSER_VERSION is None:
-        _PARSER_VERSION = parsecache.code_version(__name__, "toolkit.ledger.codec",
-                                                  "toolkit.records", "toolkit.textio")
+        _PARSER_VERSION = parsecache.code_version(*PARSER_MODULES)
     return _PARSER_VERSION, str(path), kind, parsecache.digest(data)
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -420,10 +419,7 @@ def _printed(text: str) -> list[Any]:
     return blocks
 
 
-@functools.cache
 def _version() -> str:
-    """The toolkit's version, read once per process (its installed metadata is slow to read,
-    and the code this process runs is the code it imported)."""
-    from importlib.metadata import version
+    from toolkit.parsecache import package_version
 
-    return version("agent-ledger-toolkit")
+    return package_version("agent-ledger-toolkit")

@@ -28,7 +28,6 @@ the hash of their spec, so an unchanged chart costs nothing on a rebuild).
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import io
 import json
@@ -101,13 +100,11 @@ class ChartSpec:
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-@functools.cache
 def _renderer_version() -> str:
-    """The drawing code's version and matplotlib's (read once: reading package metadata is
-    slow, and a digest is taken several times per chart and build)."""
-    from importlib.metadata import version
+    """The drawing code's version and matplotlib's."""
+    from toolkit.parsecache import package_version
 
-    return "3:" + version("matplotlib")
+    return "3:" + package_version("matplotlib")
 
 
 def _short(label: str) -> str:

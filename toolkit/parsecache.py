@@ -21,6 +21,7 @@ always what a parse would give. Nothing here ever raises.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import marshal
 import os
@@ -62,6 +63,16 @@ def code_version(*modules: str) -> str:
         except OSError:
             h.update(name.encode())
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def package_version(name: str) -> str:
+    """An installed package's version, read once per process (package metadata is slow to
+    read, and the code this process runs is the code it imported, whatever is installed
+    later)."""
+    from importlib.metadata import version
+
+    return version(name)
 
 
 def digest(data: bytes) -> str:

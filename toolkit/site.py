@@ -1175,16 +1175,13 @@ def _finish_charts(job: tuple[Any, int] | None) -> int:
     return count
 
 
-@functools.cache
 def _versions() -> str:
-    """The versions of the packages a build's output depends on, read once per process (from
-    their installed metadata, which is slow to read; the code this process runs is the code
-    it imported, whatever is installed later)."""
-    from importlib.metadata import version
+    """The versions of the packages a build's output depends on."""
+    from toolkit.parsecache import package_version
 
     # duckdb: the pages' row digests are its md5 of its to_json of the rows
-    return "|".join(f"{p}={version(p)}" for p in ("agent-ledger-toolkit", "mkdocs",
-                                                   "mkdocs-material", "markdown", "duckdb"))
+    return "|".join(f"{p}={package_version(p)}" for p in (
+        "agent-ledger-toolkit", "mkdocs", "mkdocs-material", "markdown", "duckdb"))
 
 
 class _RenderCache:

@@ -44,6 +44,7 @@ from toolkit.source import (
     SourceResult,
     asking_once,
     carefully,
+    fingerprint_paths,
     migration_sha256,
 )
 
@@ -205,7 +206,7 @@ class Store:
         # release() may close the connection (reopened on next use): only when the store made
         # it as Store.open does (_connect with no settings of a caller's)
         self._reopen = reopen
-        self._released: tuple[Any, ...] | None = None  # the file as release() left it
+        self._released: str | None = None  # the file as release() left it
         self.path = path
         self.read_only = read_only
         self.declared: tuple[Source, ...] = tuple(sources)
@@ -1010,17 +1011,10 @@ def check_store_path(path: Path) -> bool:
                          "file or a new path")
 
 
-def _file_state(path: Path) -> tuple[Any, ...]:
+def _file_state(path: Path) -> str:
     """What changes when DuckDB writes the store's file: its and its write-ahead log's
-    identity, size and modification time (None for a file that does not exist)."""
-    def one(p: str) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(p)
-        except OSError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns
-
-    return one(str(path)), one(f"{path}.wal")
+    identity, size and modification time."""
+    return fingerprint_paths([path, path.with_name(path.name + ".wal")])
 
 
 def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FORMATS, copy_tree_writable, make_audit_db
 from toolkit.config import Config, resolve
 from toolkit.store import Store
@@ -212,8 +214,6 @@ def rows_read_whole() -> Iterator[list[object]]:
             keys.extend(params[0])  # type: ignore[index]
         return real(self, sql, params)  # type: ignore[arg-type]
 
-    Store.fetch_dicts = recording  # type: ignore[method-assign]
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Store, "fetch_dicts", recording)
         yield keys
-    finally:
-        Store.fetch_dicts = real  # type: ignore[method-assign]

@@ -28,16 +28,23 @@ def give_store(root: Path, empty_store: Path) -> None:
     shutil.copyfile(empty_store, root / ".toolkit" / "ledger.duckdb")
 
 
-def with_store(project: Any, empty_store: Path) -> Any:
-    """``project`` (conftest's FixtureProject) with a copy of ``empty_store`` as its store."""
-    give_store(project.root, empty_store)
-    return project
+def project_with_store() -> Any:
+    """A ``project`` fixture for a test module (``project = project_with_store()``): conftest's
+    ``project`` with its store's schema already made (a copy of ``empty_store``), for tests
+    that are not about a project's first command. A test that checks that nothing made a
+    store takes ``bare_project``."""
+    @pytest.fixture(name="project")
+    def project_with_schema(project: Any, empty_store: Path) -> Any:
+        give_store(project.root, empty_store)
+        return project
+
+    return project_with_schema
 
 
 @pytest.fixture
 def bare_project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """conftest's ``project``, for the tests of a module whose ``project`` has a store
-    (``with_store``) that check that nothing made one."""
+    (``project_with_store``) that check that nothing made one."""
     from tests.conftest import make_project
 
     made = make_project(tmp_path / "acme-api", isolated_env)

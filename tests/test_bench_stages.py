@@ -19,10 +19,9 @@ def test_load_stages_names_each_source_and_its_commit(tmp_path: Path) -> None:
     finally:
         sys.path[:] = saved  # bench/_stages.py puts bench/ on the path again when imported
     bench_editor.make_vault(tmp_path, 50)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SMITH_", "NAGI_", "CODESMITH_", "TOOLKIT_"))}
-    env.update(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               PYTHONPATH=str(ROOT))
+    # (conftest's isolated_env has taken the toolkit's own variables out of the environment)
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "PYTHONPATH": str(ROOT)}
     hwm, stages = _stages.load_stages(["--project", str(tmp_path), "load"], env,
                                       tmp_path / "stages.json")
     assert (tmp_path / ".toolkit" / "ledger.duckdb").is_file()  # the load itself ran

@@ -14,7 +14,7 @@ import pytest
 
 from tests._history_helpers import SideRepo
 from tests._slop_helpers import entry, write_ledger
-from tests._store_helpers import with_store
+from tests._store_helpers import project_with_store
 from toolkit import Project
 from toolkit.checks import BUILTIN, Result, checks_for, run_checks, select
 
@@ -22,12 +22,7 @@ TODAY = "2026-06-01"
 TOKEN = "ghp_" + "Ab1" * 12  # a GitHub token the redaction finder knows
 
 
-@pytest.fixture
-def project(project, empty_store):
-    """conftest's ``project`` with its store's schema already made (``empty_store``): these
-    tests are about the checks, not about a project's first command.
-    A test that checks that nothing made a store takes ``bare_project``."""
-    return with_store(project, empty_store)
+project = project_with_store()  # the store's schema made: not what these tests are about
 
 
 def settings(project, text: str = "", today: str = TODAY) -> None:

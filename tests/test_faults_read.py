@@ -7,17 +7,11 @@ import json
 
 import pytest
 
-from tests._store_helpers import with_store
+from tests._store_helpers import project_with_store
 from tests.conftest import tree_digest
 from toolkit.sources.smith import parse_ledger_bytes
 
-
-@pytest.fixture
-def project(project, empty_store):
-    """conftest's ``project`` with its store's schema already made (``empty_store``): these
-    tests are about reading bad files, not about a project's first command.
-    A test that checks that nothing made a store takes ``bare_project``."""
-    return with_store(project, empty_store)
+project = project_with_store()  # the store's schema made: not what these tests are about
 
 
 def _entries(cli_run, where: str = "1=1") -> list[dict]:

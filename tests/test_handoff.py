@@ -17,18 +17,12 @@ from tests._publish_helpers import (
     set_confidence,
     slop_entry,
 )
-from tests._store_helpers import with_store
+from tests._store_helpers import project_with_store
 from toolkit.handoff import md_block, md_text, site_link
 from toolkit.loaders import SOURCES
 from toolkit.mdsafe import unescape as unescape_markdown
 
-
-@pytest.fixture
-def project(project, empty_store):
-    """conftest's ``project`` with its store's schema already made (``empty_store``): these
-    tests are about the report, not about a project's first command.
-    A test that checks that nothing made a store takes ``bare_project``."""
-    return with_store(project, empty_store)
+project = project_with_store()  # the store's schema made: not what these tests are about
 
 
 def run_handoff(project, *, since=None, now=NOW, site_url=None, full=False):

@@ -24,7 +24,7 @@ from tests._publish_helpers import (
     run_publish,
     slop_entry,
 )
-from tests._store_helpers import with_store
+from tests._store_helpers import project_with_store
 from tests.fake_github import FakeGitHub
 from toolkit.errors import BusyError, NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.publish import (
@@ -36,13 +36,7 @@ from toolkit.publish import (
     normalize_api_url,
 )
 
-
-@pytest.fixture
-def project(project, empty_store):
-    """conftest's ``project`` with its store's schema already made (``empty_store``): these
-    tests are about GitHub, not about a project's first command.
-    A test that checks that nothing made a store takes ``bare_project``."""
-    return with_store(project, empty_store)
+project = project_with_store()  # the store's schema made: not what these tests are about
 
 
 def issue_writes(fake: FakeGitHub) -> list[str]:

@@ -14,6 +14,17 @@ from toolkit.loaders import SOURCES
 from toolkit.store import Store
 
 
+def _in_another_process(path, sql: str, *, read_only: bool = False) -> str:
+    """Run ``sql`` on the store at ``path`` in another Python process; its first value."""
+    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; row = duckdb.connect("
+                            "sys.argv[1], read_only=sys.argv[3] == 'ro').execute(sys.argv[2])"
+                            ".fetchone(); print(row[0] if row else '')",
+                            str(path), sql, "ro" if read_only else "rw"],
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+    return other.stdout.strip()
+
+
 def test_a_store_closed_after_a_release_is_not_opened_again_by_a_use(tmp_path):
     path = tmp_path / "ledger.duckdb"
     store = Store.open(path, sources=SOURCES)
@@ -24,17 +35,7 @@ def test_a_store_closed_after_a_release_is_not_opened_again_by_a_use(tmp_path):
     with pytest.raises(duckdb.ConnectionException):
         store.scalar("SELECT count(*) FROM ledger_entries")
     # and nothing of this process holds the file: another process writes it
-    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; "
-                            "duckdb.connect(sys.argv[1]).execute('CREATE TABLE t (x INT)')",
-                            str(path)], capture_output=True, text=True, timeout=60)
-    assert other.returncode == 0, other.stderr
-
-
-def _write_in_another_process(path, sql: str) -> None:
-    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; "
-                            "duckdb.connect(sys.argv[1]).execute(sys.argv[2])",
-                            str(path), sql], capture_output=True, text=True, timeout=60)
-    assert other.returncode == 0, other.stderr
+    _in_another_process(path, "CREATE TABLE t (x INT)")
 
 
 def test_a_release_mid_way_through_one_reading_refuses_a_store_written_meanwhile(tmp_path):
@@ -48,18 +49,14 @@ def test_a_release_mid_way_through_one_reading_refuses_a_store_written_meanwhile
     store = Store.open(path, sources=SOURCES)
     store.conn.execute("CREATE TABLE notes (x INT)")
     store.release(same_state=True)
-    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; print(duckdb.connect("
-                            "sys.argv[1], read_only=True).execute('SELECT count(*) FROM notes')"
-                            ".fetchone()[0])", str(path)], capture_output=True, text=True,
-                           timeout=60)
-    assert other.stdout.strip() == "0", other.stderr
+    assert _in_another_process(path, "SELECT count(*) FROM notes", read_only=True) == "0"
     assert store.scalar("SELECT count(*) FROM notes") == 0  # only read: the same state
     store.release(same_state=True)
-    _write_in_another_process(path, "INSERT INTO notes VALUES (1)")
+    _in_another_process(path, "INSERT INTO notes VALUES (1)")
     with pytest.raises(BusyError, match="changed the store while this one was using it"):
         store.scalar("SELECT count(*) FROM notes")
     assert store.scalar("SELECT count(*) FROM notes") == 1  # a new reading: the new state
     store.release()
-    _write_in_another_process(path, "INSERT INTO notes VALUES (2)")
+    _in_another_process(path, "INSERT INTO notes VALUES (2)")
     assert store.scalar("SELECT count(*) FROM notes") == 2
     store.close()

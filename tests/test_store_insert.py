@@ -52,3 +52,29 @@ def test_a_few_rows_are_stored_as_many_rows_are(tmp_path, duck_type, value):
     few = _stored(tmp_path / "few.duckdb", duck_type, value, 1)
     many = _stored(tmp_path / "many.duckdb", duck_type, value, FEW_ROWS + 1)
     assert few == many
+
+
+PLAIN = [("VARCHAR", "text"), ("INTEGER", 3), ("BIGINT", 2**62), ("DOUBLE", 0.25),
+         ("DOUBLE", 2), ("BOOLEAN", False), ("JSON", {"a": [1, "é"]}),
+         ("TIMESTAMP", "2026-01-01T05:00:00"), ("DATE", "2026-02-03"),
+         ("VARCHAR[]", ["a", None]), ("INTEGER[]", [1, None])]
+
+
+def test_a_few_rows_of_the_columns_own_types_go_without_arrow(tmp_path, monkeypatch):
+    """What the comparison above compares: a few plain rows are bound as lists (a one-change
+    refresh need not import pyarrow), and a value of another type goes through Arrow."""
+    import toolkit.store as store_mod
+
+    arrow_for: list[str] = []
+    real = store_mod._arrow_type
+
+    def arrow_type(duck_type: str) -> Any:
+        arrow_for.append(duck_type)
+        return real(duck_type)
+
+    monkeypatch.setattr(store_mod, "_arrow_type", arrow_type)
+    for i, (duck_type, value) in enumerate(PLAIN):
+        assert _stored(tmp_path / f"plain{i}.duckdb", duck_type, value, FEW_ROWS) != []
+    assert arrow_for == []
+    _stored(tmp_path / "odd.duckdb", "INTEGER", 2.7, 1)
+    assert arrow_for == ["INTEGER"]

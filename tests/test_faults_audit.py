@@ -189,3 +189,76 @@ def test_audit_db_is_never_written(project, cli_run):
     time.sleep(0.01)
     assert tree_digest(project.audit_db.parent) == before
     assert os.stat(project.audit_db).st_mtime_ns == mtime
+
+
+# the same wrong values in the audit DB (careful path) and in a hand-edited JSON export
+_ODD_ACTIONS = [  # (tier, description) of actions 1..6; ts is a number in action 2
+    (1, "fine"), ("2", "tier as text"), ("two", "tier not a number"), (2.5, "tier a float"),
+    (True, "tier a boolean"), (0, {"nested": "object"})]
+
+
+@pytest.mark.parametrize("copies", [1, 700], ids=["few rows", "many rows"])
+def test_c5_wrong_types_in_a_json_export_load_as_from_the_db_with_notes(
+        project, cli_run, monkeypatch, copies):
+    """A nagi-ledger JSON export whose values have the wrong type (a hand edit) loads as the
+    DB's careful path loads the same values: a wrong integer is NULL with a warning, an
+    integer's text is the integer, a number in a text column is its text; never a traceback.
+    With more rows than the store binds as lists, the rows go through Arrow: same result."""
+    from toolkit.store import FEW_ROWS
+
+    assert copies == 1 or 6 * copies > FEW_ROWS
+    actions = []
+    for n in range(copies):
+        for i, (tier, text) in enumerate(_ODD_ACTIONS, start=1):
+            actions.append({"id": n * 6 + i, "ts": 20260504 if i == 2 else "2026-05-04 05:00:00",
+                            "tier": tier, "category": "git", "description": text,
+                            "project": "acme-api"})
+    export = project.root.parent / "export.json"
+    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": actions,
+                                  "dispatches": [], "approaches": []}), encoding="utf-8")
+    project.audit_db.unlink()
+    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+
+    def stored() -> tuple[list[dict], list[str]]:
+        rows = json.loads(cli_run("query", "SELECT id, CAST(ts AS VARCHAR) AS ts, tier, "
+                                  "description FROM actions WHERE id <= 6 ORDER BY id",
+                                  "--format", "json").output)
+        notes = [w["message"] for w in json.loads(cli_run("status", "--json").output)["warnings"]
+                 if "actions." in w["message"] and "(row id " in w["message"]]
+        return rows, sorted(n for n in notes if int(n.rsplit(" ", 1)[1][:-1]) <= 6)
+
+    from_json = stored()
+    assert [r["tier"] for r in from_json[0]] == [1, 2, None, None, None, 0]
+    assert from_json[0][1]["ts"] is None and from_json[0][0]["ts"] == "2026-05-04 05:00:00"
+    assert from_json[0][5]["description"] is None
+    assert from_json[1] == sorted([
+        "actions.tier is 'two', not an integer (row id 3)",
+        "actions.tier is 2.5, not an integer (row id 4)",
+        "actions.tier is True, not an integer (row id 5)",
+        "actions.description is a JSON dict, not text (row id 6)"])
+    total = json.loads(cli_run("query", "SELECT count(*) AS n FROM actions",
+                               "--format", "json").output)
+    assert total == [{"n": 6 * copies}]
+
+    # the same values in the DB (an object, which SQLite cannot hold, as its JSON text): the
+    # same rows and notes
+    monkeypatch.delenv("NAGI_LEDGER_EXPORT")
+    make_audit_db(project.audit_db, samples=False)
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("PRAGMA ignore_check_constraints=ON")
+    conn.executemany("INSERT INTO actions VALUES (?, ?, ?, 'git', ?, 'acme-api')",
+                     [(a["id"], a["ts"], a["tier"], json.dumps(a["description"])
+                       if isinstance(a["description"], dict) else a["description"])
+                      for a in actions])
+    conn.commit()
+    conn.close()
+    assert cli_run("load", "--full").exit_code == 0
+    from_db = stored()
+    assert from_db[0][5].pop("description") == '{"nested": "object"}'
+    del from_json[0][5]["description"]
+    # SQLite keeps True as 1: the one value that is not wrong there
+    assert from_db[0][4].pop("tier") == 1 and from_json[0][4].pop("tier") is None
+    assert from_db[0] == from_json[0]
+    assert from_db[1] == [n for n in from_json[1] if "True" not in n and "dict" not in n]

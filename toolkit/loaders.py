@@ -412,14 +412,22 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     from toolkit.sources import audit
 
     assert cfg.audit_json is not None
+    from toolkit.records import Problem
+
     data = audit.read_export(cfg.audit_json, cfg.max_file_bytes)
     total = 0
+    bad: list[tuple[int | None, str]] = []
     for t, cols in audit.TABLES.items():
         store.conn.execute(f"DELETE FROM {t}")
-        rows = [tuple(r.get(c) for c in cols) for r in data[t]]
+        rows = [row for r in data[t]
+                if (row := audit.checked_row(t, [r.get(c) for c in cols], bad)) is not None]
         total += store.insert_rows(t, cols, rows)
+    problems = [Problem("audit", str(cfg.audit_json), None,
+                        note + (f" (row id {rid})" if rid is not None else ""))
+                for rid, note in bad]
     return SourceResult("audit", str(cfg.audit_json), True,
-                        f"{total} rows from a nagi-ledger JSON export", total)
+                        f"{total} rows from a nagi-ledger JSON export", total,
+                        problems=problems)
 
 
 AUDIT = Source(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,30 +176,52 @@ def stream_into(path: Path, table: str, present: list[str], after_id: int,
         conn.close()
 
 
+def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]]
+                ) -> tuple[Any, ...] | None:
+    """One row of ``table`` (values in ``TABLES[table]`` order) with the store's types, or
+    None when it has no integer id; what was wrong goes to ``bad`` as (row id, note).
+
+    An integer column takes an int or its text ("7"); anything else there (a float, true,
+    "two") is stored as NULL with a note. A text column takes text, bytes (decoded, bad bytes
+    shown as U+FFFD) and numbers (as text); a list or an object (only in a hand-edited JSON
+    export) is stored as NULL with a note. The audit DB's careful path and the JSON export
+    read rows through this, so a value is taken or refused the same way from either."""
+    row = list(raw)
+    rid = row[0] if isinstance(row[0], int) and not isinstance(row[0], bool) else None
+    for i, c in enumerate(TABLES[table]):
+        v = row[i]
+        if v is None or (c in INT_COLUMNS and isinstance(v, int) and not isinstance(v, bool)):
+            continue
+        if c in INT_COLUMNS:
+            try:
+                if isinstance(v, bool | float | list | dict):
+                    raise ValueError
+                row[i] = int(str(v).strip())
+            except ValueError:
+                bad.append((rid, f"{table}.{c} is {v!r}, not an integer"))
+                row[i] = None
+        elif isinstance(v, list | dict):
+            bad.append((rid, f"{table}.{c} is a JSON {type(v).__name__}, not text"))
+            row[i] = None
+        elif not isinstance(v, str):
+            row[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+    if not isinstance(row[0], int):
+        bad.append((None, f"{table} row with id {raw[0]!r} skipped"))
+        return None
+    return tuple(row)
+
+
 def read_rows(conn: sqlite3.Connection, path: Path, table: str, present: list[str],
               after_id: int) -> tuple[list[tuple[Any, ...]], list[tuple[int | None, str]]]:
-    """Rows with id > after_id through sqlite3, validating types; (rows, bad-row notes)."""
+    """Rows with id > after_id through sqlite3, validating types (``checked_row``);
+    (rows, bad-row notes)."""
     rows: list[tuple[Any, ...]] = []
     bad: list[tuple[int | None, str]] = []
-    cols = TABLES[table]
     try:
         for raw in conn.execute(_select(table, present), (after_id,)):
-            row = list(raw)
-            for i, c in enumerate(cols):
-                v = row[i]
-                if c in INT_COLUMNS and v is not None and not isinstance(v, int):
-                    try:
-                        row[i] = int(str(v).strip())
-                    except ValueError:
-                        bad.append((row[0] if isinstance(row[0], int) else None,
-                                    f"{table}.{c} is {v!r}, not an integer"))
-                        row[i] = None
-                elif c not in INT_COLUMNS and v is not None and not isinstance(v, str):
-                    row[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-            if not isinstance(row[0], int):
-                bad.append((None, f"{table} row with id {row[0]!r} skipped"))
-                continue
-            rows.append(tuple(row))
+            row = checked_row(table, raw, bad)
+            if row is not None:
+                rows.append(row)
     except sqlite3.Error as exc:
         raise _translate(exc, path) from None
     return rows, bad

@@ -1197,7 +1197,8 @@ class _RenderCache:
 
     The tables' HTML (what the hook puts in place of each placeholder) is kept in the build
     folder's ``tables/``, one JSON file per first two digits of the table's digest, so a
-    rebuild rewrites only the files whose set of tables changed and the hook reads only the
+    rebuild rewrites only the files whose set of tables changed (and gathers the tables'
+    names only of the files a rendered or gone page reached) and the hook reads only the
     files the pages it renders need. A file is trusted when its size and mtime are as this
     class wrote it; a page with a table in any other file is rendered again.
 
@@ -1343,14 +1344,44 @@ class _RenderCache:
             record[2] = [renumber[i] for i in record[2]]
         return [names[i] for i in used]
 
+    def _touched_shards(self, tables: dict[str, str]) -> set[str] | None:
+        """The tables files whose set of tables may differ from the last build's: those of
+        the rendered pages' tables and of the tables the last build's records of the pages
+        not reused (rendered again, or gone) named. Any other file's tables are all still
+        used (each was named by a page's record, and those pages were reused with their
+        records as they were) and no other is added: its record stands. None: not known (a
+        record not in its form), every file is checked."""
+        touched = set(map(table_shard, tables))
+        new = self.new
+        for rel, packed in self.old.items():
+            if new.get(rel) is packed:  # reused: its record as it was read
+                continue
+            if not isinstance(packed, list) or len(packed) != 5 or not isinstance(
+                    packed[1], str):
+                return None
+            touched.update(map(table_shard, packed[1].split()))
+        return touched
+
     def _write_tables(self, tables: dict[str, str], kept: set[str]) -> dict[str, Any]:
         """Rewrite the tables files whose set of tables changed; their records."""
+        touched = self._touched_shards(tables)
+        records: dict[str, Any] = {}
         wanted: dict[str, list[str]] = {}
-        for name in sorted(kept | tables.keys()):
+        if touched is None:
+            names_of: Any = sorted(kept | tables.keys())
+        else:
+            # an intact file of the last build's that no change reached: as it is (its
+            # tables' names are not gathered, sorted and digested again)
+            for shard in self.intact - touched:
+                record = self.shards.get(shard)
+                if record is not None:
+                    records[shard] = record
+            names_of = sorted({n for n in kept if table_shard(n) in touched}
+                              | tables.keys())
+        for name in names_of:
             wanted.setdefault(table_shard(name), []).append(name)
         self.tables_dir.mkdir(exist_ok=True)
-        _prune_cache(self.tables_dir, {f"{shard}.json" for shard in wanted})
-        records: dict[str, Any] = {}
+        _prune_cache(self.tables_dir, {f"{shard}.json" for shard in (*wanted, *records)})
         for shard, names in wanted.items():
             path = self.tables_dir / f"{shard}.json"
             names_digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
@@ -1370,7 +1401,7 @@ class _RenderCache:
             _write_if_changed(path, tables_file(data))
             st = path.stat()
             records[shard] = [st.st_size, st.st_mtime_ns, names_digest]
-        return records
+        return dict(sorted(records.items()))
 
 
 def _context_digest(page: Page | Deferred) -> str | None:

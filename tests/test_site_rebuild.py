@@ -549,6 +549,36 @@ def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_pag
     assert unchanged.rebuilt == 0
 
 
+def test_the_tables_files_after_a_rebuild_hold_the_tables_a_full_build_keeps(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """A rebuild rewrites only the tables files a change reached: those of the tables the
+    rendered pages show now and of those they (or pages gone) showed before. After an entry's
+    confidence changed (its page and the listings it is in show other tables, and no page
+    shows the old ones), the build folder's tables are a clean build's, and so is the site."""
+    world, first = built_world
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    at = text.index("**Confidence:** low", text.index("**Title:** Grep the route table"))
+    patterns.write_text(text[:at] + "**Confidence:** high" + text[at + 19:], encoding="utf-8")
+
+    def tables(build_dir: Path) -> dict[str, str]:
+        return {name: html for f in sorted((build_dir / TABLES).glob("*.json"))
+                for name, html in json.loads(f.read_text(encoding="utf-8")).items()}
+
+    before = tables(first.build_dir)
+    again = build(world)
+    assert again.mode == "incremental"
+    assert "ledger/confidence/high.md" in again.written
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got, want = tables(again.build_dir), tables(full.build_dir)
+    assert set(before) - set(want) and set(want) - set(before)  # tables gone, tables new
+    assert sorted(got) == sorted(want) and got == want
+    assert tree_bytes(again.out) == tree_bytes(full.out)
+    unchanged = build(world)  # and the next rebuild trusts every page and tables file
+    assert [w for w in unchanged.written if w.endswith(".md")] == []
+    assert tables(unchanged.build_dir) == want
+
+
 def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
     """The page digest pickles links, tables, fields and row references by their fields'
     values (plain_pickle): each comes back equal, and a change to any one field changes the

@@ -362,3 +362,51 @@ def test_the_toolkits_front_matter_is_read_as_mkdocs_reads_it(title: str) -> Non
     shown = html_title(title)  # as the page's title is written: read without YAML when ASCII
     # (any other, as a cut title's "…", left to MkDocs)
     assert read == (4 if shown.isascii() and shown.isprintable() else 0)
+
+
+def test_the_theme_files_list_kept_in_the_build_folder_is_trusted_only_under_its_key(
+        formats_site: tuple[World, Path], tmp_path: Path) -> None:
+    """The installed theme's static files, as MkDocs lists them, are kept in the build folder
+    for the next process, which copies what that list names while the packages' versions and
+    the theme's folders are the same; a list kept under other versions (a theme upgraded
+    since), or a damaged one, is made again, and the site is the same."""
+    import json
+    import shutil
+
+    import toolkit.site as site_module
+
+    world, _ = formats_site  # read only: built into a folder of this test's
+    site_module._THEME_FILES.clear()  # as a new process
+    first = build(world, out=tmp_path / "site")
+    kept = first.build_dir / site_module.THEME_FILES
+    record = json.loads(kept.read_bytes())
+    listed = record["files"]
+    assert "assets/javascripts/bundle" in " ".join(listed)
+    assert all((first.out / name).is_file() for name in listed)
+    site_before = tree_bytes(first.out)
+    dropped = next(n for n in listed if n.endswith(".js"))
+
+    def new_process_full_build(files: list[str], key: Any) -> dict[str, bytes]:
+        site_module._THEME_FILES.clear()  # a new process: only the kept file
+        kept.write_text(json.dumps({"key": key, "files": files}), encoding="utf-8")
+        shutil.rmtree(first.out)
+        (first.build_dir / "state.json").unlink()
+        again = build(world, out=tmp_path / "site")
+        assert again.mode == "full"
+        return tree_bytes(again.out)
+
+    # trusted under its key: the next process copies what it names (a file left out of it
+    # here, to show it was read)
+    without = new_process_full_build([n for n in listed if n != dropped], record["key"])
+    assert dropped not in without and len(without) == len(site_before) - 1
+    # kept under another version of the packages: listed again, the whole site
+    stale = [record["key"][0] + "-older", *record["key"][1:]]
+    assert new_process_full_build([n for n in listed if n != dropped], stale) == site_before
+    assert json.loads(kept.read_bytes()) == record  # and kept afresh
+    # damaged: listed again
+    site_module._THEME_FILES.clear()
+    kept.write_text('{"key": [', encoding="utf-8")
+    shutil.rmtree(first.out)
+    (first.build_dir / "state.json").unlink()
+    assert tree_bytes(build(world, out=tmp_path / "site").out) == site_before
+    assert json.loads(kept.read_bytes()) == record

@@ -119,6 +119,7 @@ STATE = "state.json"
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
+THEME_FILES = "theme-files.json"  # the theme's static files, as MkDocs lists them (_theme_envs)
 DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
 # the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
 DIRTY_DOCS = "dirty-docs"
@@ -1196,7 +1197,8 @@ class _RenderCache:
 
     The tables' HTML (what the hook puts in place of each placeholder) is kept in the build
     folder's ``tables/``, one JSON file per first two digits of the table's digest, so a
-    rebuild rewrites only the files whose set of tables changed and the hook reads only the
+    rebuild rewrites only the files whose set of tables changed (and gathers the tables'
+    names only of the files a rendered or gone page reached) and the hook reads only the
     files the pages it renders need. A file is trusted when its size and mtime are as this
     class wrote it; a page with a table in any other file is rendered again.
 
@@ -1342,14 +1344,44 @@ class _RenderCache:
             record[2] = [renumber[i] for i in record[2]]
         return [names[i] for i in used]
 
+    def _touched_shards(self, tables: dict[str, str]) -> set[str] | None:
+        """The tables files whose set of tables may differ from the last build's: those of
+        the rendered pages' tables and of the tables the last build's records of the pages
+        not reused (rendered again, or gone) named. Any other file's tables are all still
+        used (each was named by a page's record, and those pages were reused with their
+        records as they were) and no other is added: its record stands. None: not known (a
+        record not in its form), every file is checked."""
+        touched = set(map(table_shard, tables))
+        new = self.new
+        for rel, packed in self.old.items():
+            if new.get(rel) is packed:  # reused: its record as it was read
+                continue
+            if not isinstance(packed, list) or len(packed) != 5 or not isinstance(
+                    packed[1], str):
+                return None
+            touched.update(map(table_shard, packed[1].split()))
+        return touched
+
     def _write_tables(self, tables: dict[str, str], kept: set[str]) -> dict[str, Any]:
         """Rewrite the tables files whose set of tables changed; their records."""
+        touched = self._touched_shards(tables)
+        records: dict[str, Any] = {}
         wanted: dict[str, list[str]] = {}
-        for name in sorted(kept | tables.keys()):
+        if touched is None:
+            names_of: Any = sorted(kept | tables.keys())
+        else:
+            # an intact file of the last build's that no change reached: as it is (its
+            # tables' names are not gathered, sorted and digested again)
+            for shard in self.intact - touched:
+                record = self.shards.get(shard)
+                if record is not None:
+                    records[shard] = record
+            names_of = sorted({n for n in kept if table_shard(n) in touched}
+                              | tables.keys())
+        for name in names_of:
             wanted.setdefault(table_shard(name), []).append(name)
         self.tables_dir.mkdir(exist_ok=True)
-        _prune_cache(self.tables_dir, {f"{shard}.json" for shard in wanted})
-        records: dict[str, Any] = {}
+        _prune_cache(self.tables_dir, {f"{shard}.json" for shard in (*wanted, *records)})
         for shard, names in wanted.items():
             path = self.tables_dir / f"{shard}.json"
             names_digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
@@ -1369,7 +1401,7 @@ class _RenderCache:
             _write_if_changed(path, tables_file(data))
             st = path.stat()
             records[shard] = [st.st_size, st.st_mtime_ns, names_digest]
-        return records
+        return dict(sorted(records.items()))
 
 
 def _context_digest(page: Page | Deferred) -> str | None:
@@ -1809,12 +1841,16 @@ def _theme_envs(theme: Any, compiled: Path) -> None:
     translates) compiles its templates once, through :func:`_bytecode_cache` on ``compiled``.
 
     And MkDocs lists the theme's static files (the ones it copies into the site) on every
-    build, walking and matching every file of the theme's folders (about 14,500 for Material).
-    A theme installed as a package does not change while the process runs: its list is made
-    once per process (a later build, as under ``serve``, reuses it). A theme with a
-    ``custom_dir`` (files a user may edit between builds) is listed by MkDocs every time."""
+    build, walking and matching every file of the theme's folders (about 14,500 for Material:
+    0.2 s of CPU). A theme installed as a package changes only with its version: its list is
+    made once per process (a later build, as under ``serve``, reuses it) and kept in the build
+    folder's :data:`THEME_FILES` for the next process, which trusts it while the theme's
+    folders, its static templates, the filter MkDocs lists with and the versions of the
+    packages (:func:`_versions`) are the same. A theme with a ``custom_dir`` (files a user
+    may edit between builds) is listed by MkDocs every time."""
     make_env = theme.get_env
     listed_once = theme.custom_dir is None
+    kept_at = compiled.parent / THEME_FILES
 
     def get_env() -> Any:
         env = make_env()
@@ -1830,13 +1866,34 @@ def _theme_envs(theme: Any, compiled: Path) -> None:
             key = (tuple(theme.dirs), code, tuple(sorted(theme.static_templates)))
             names = _THEME_FILES.get(key)
             if names is None:
-                names = _THEME_FILES[key] = list(listed(filter_func=filter_func))
+                names = _THEME_FILES[key] = _kept_theme_files(
+                    kept_at, key, lambda: list(listed(filter_func=filter_func)))
             return list(names)
 
         env.list_templates = list_templates
         return env
 
     theme.get_env = get_env
+
+
+def _kept_theme_files(path: Path, key: tuple[Any, ...], make: Callable[[], list[str]]
+                      ) -> list[str]:
+    """The theme's static files as kept in ``path`` under ``key`` (the theme's folders, the
+    code of the filter MkDocs lists them with, its static templates) and the packages'
+    versions; else ``make()``, kept there for the next build."""
+    dirs, code, static = key
+    stamp = [_versions(), [str(d) for d in dirs],
+             [code.co_filename, code.co_firstlineno, code.co_qualname], list(static)]
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        kept = json.loads(path.read_bytes())
+        names = kept["files"]
+        if kept["key"] == stamp and isinstance(names, list) and all(
+                isinstance(n, str) for n in names):
+            return names
+    names = make()
+    _write_if_changed(path, json.dumps({"key": stamp, "files": names},
+                                       separators=(",", ":")).encode("utf-8"))
+    return names
 
 
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,

@@ -262,3 +262,26 @@ def test_c5_wrong_types_in_a_json_export_load_as_from_the_db_with_notes(
     assert from_db[0][4].pop("tier") == 1 and from_json[0][4].pop("tier") is None
     assert from_db[0] == from_json[0]
     assert from_db[1] == [n for n in from_json[1] if "True" not in n and "dict" not in n]
+
+
+def test_c5_a_json_exports_id_given_as_text_names_its_row_in_the_notes(
+        project, cli_run, monkeypatch):
+    """An id written as text in a hand-edited export ("7") is the row's id: the row is stored
+    with it, and a note on another of its values names that row, as the DB's careful path
+    named it before the two readers shared their checks."""
+    export = project.root.parent / "export.json"
+    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [
+        {"id": "7", "ts": "2026-05-04 05:00:00", "tier": "two", "category": "git",
+         "description": "tier not a number", "project": "acme-api"}],
+        "dispatches": [], "approaches": []}), encoding="utf-8")
+    project.audit_db.unlink()
+    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(cli_run("query", "SELECT id, tier FROM actions", "--format",
+                              "json").output)
+    assert rows == [{"id": 7, "tier": None}]
+    notes = [w["message"] for w in json.loads(cli_run("status", "--json").output)["warnings"]
+             if "actions.tier" in w["message"]]
+    assert notes and all(n.endswith("actions.tier is 'two', not an integer (row id 7)")
+                         for n in notes), notes

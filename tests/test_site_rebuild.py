@@ -579,6 +579,28 @@ def test_the_tables_files_after_a_rebuild_hold_the_tables_a_full_build_keeps(
     assert tables(unchanged.build_dir) == want
 
 
+@pytest.mark.parametrize("pages", [[1], "pages", 7], ids=["list", "text", "number"])
+def test_a_render_cache_whose_pages_are_not_a_mapping_renders_every_page_again(
+        built_world: tuple[World, BuildResult], pages: object) -> None:
+    """A damaged ``render-cache.json`` whose pages' records are not a mapping (its code as
+    this build's, so it is read) is not trusted: every page's Markdown is made again (the
+    same bytes, so no file is written), the site is as it was, and the records are written
+    afresh (the build crashed with an AttributeError)."""
+    world, first = built_world
+    site_before = tree_bytes(first.out)
+    kept = first.build_dir / RENDER_CACHE
+    record = json.loads(kept.read_bytes())
+    assert isinstance(record["pages"], dict) and record["pages"]
+    record["pages"] = pages
+    kept.write_text(json.dumps(record), encoding="utf-8")
+    again = build(world)
+    assert again.warnings == [] and again.written == []  # made again: the same bytes
+    assert tree_bytes(again.out) == site_before
+    assert isinstance(json.loads(kept.read_bytes())["pages"], dict)
+    unchanged = build(world)  # and the next build trusts the records written afresh
+    assert [w for w in unchanged.written if w.endswith(".md")] == []
+
+
 def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
     """The page digest pickles links, tables, fields and row references by their fields'
     values (plain_pickle): each comes back equal, and a change to any one field changes the

@@ -1222,7 +1222,9 @@ class _RenderCache:
         self.code = _code_digest(templates, variant)
         old = _read_state(self.path)
         same = old.get("code") == self.code
-        self.old: dict[str, Any] = (old.get("pages") or {}) if same else {}
+        pages = old.get("pages") if same else None
+        # per page path its record (anything else, a damaged file: no page's record is trusted)
+        self.old: dict[str, Any] = pages if isinstance(pages, dict) else {}
         names = old.get("targets") if same else None
         # the site's link targets, which the pages' records number into (a list of anything
         # else: no page's record is trusted)

@@ -176,6 +176,13 @@ def stream_into(path: Path, table: str, present: list[str], after_id: int,
         conn.close()
 
 
+def _row_id(row: list[Any]) -> int | None:
+    """The row's id as taken so far, for a note (the id column comes first: its text "7" is
+    already 7 when a later column's note is written)."""
+    rid = row[0]
+    return rid if isinstance(rid, int) and not isinstance(rid, bool) else None
+
+
 def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]]
                 ) -> tuple[Any, ...] | None:
     """One row of ``table`` (values in ``TABLES[table]`` order) with the store's types, or
@@ -187,7 +194,6 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
     export) is stored as NULL with a note. The audit DB's careful path and the JSON export
     read rows through this, so a value is taken or refused the same way from either."""
     row = list(raw)
-    rid = row[0] if isinstance(row[0], int) and not isinstance(row[0], bool) else None
     for i, c in enumerate(TABLES[table]):
         v = row[i]
         if v is None or (c in INT_COLUMNS and isinstance(v, int) and not isinstance(v, bool)):
@@ -198,10 +204,10 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
                     raise ValueError
                 row[i] = int(str(v).strip())
             except ValueError:
-                bad.append((rid, f"{table}.{c} is {v!r}, not an integer"))
+                bad.append((_row_id(row), f"{table}.{c} is {v!r}, not an integer"))
                 row[i] = None
         elif isinstance(v, list | dict):
-            bad.append((rid, f"{table}.{c} is a JSON {type(v).__name__}, not text"))
+            bad.append((_row_id(row), f"{table}.{c} is a JSON {type(v).__name__}, not text"))
             row[i] = None
         elif not isinstance(v, str):
             row[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)

@@ -285,3 +285,47 @@ def test_c5_a_json_exports_id_given_as_text_names_its_row_in_the_notes(
              if "actions.tier" in w["message"]]
     assert notes and all(n.endswith("actions.tier is 'two', not an integer (row id 7)")
                          for n in notes), notes
+
+
+def test_c5_an_integer_too_large_for_the_store_is_a_note_from_the_db_and_an_export(
+        project, cli_run, monkeypatch):
+    """A tier beyond what the store's INTEGER holds (2**31, in the DB), and a tier or id beyond
+    any 64-bit integer (only a JSON export can hold one), load as NULL with a note naming the
+    value; the load does not fail."""
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("PRAGMA ignore_check_constraints=ON")
+    conn.execute("INSERT INTO actions VALUES (4, '2026-05-05 00:00:00', ?, 'x', 'big tier', "
+                 "NULL)", (2**31,))
+    conn.commit()
+    conn.close()
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+
+    def state() -> tuple[list[dict], list[str]]:
+        rows = json.loads(cli_run("query", "SELECT id, tier FROM actions WHERE id > 3 "
+                                  "ORDER BY id", "--format", "json").output)
+        return rows, [w["message"] for w in json.loads(cli_run("status", "--json").output)[
+            "warnings"] if "too large" in w["message"]]
+
+    assert state() == ([{"id": 4, "tier": None}],
+                       ["actions.tier is 2147483648, too large an integer (row id 4)"])
+
+    export = project.root.parent / "export.json"
+    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "dispatches": [],
+                                  "approaches": [], "actions": [
+        {"id": 4, "ts": "2026-05-05 00:00:00", "tier": 2**70, "category": "x",
+         "description": "huge tier", "project": None},
+        {"id": 2**64, "ts": "2026-05-05 00:00:00", "tier": 1, "category": "x",
+         "description": "huge id", "project": None},
+        {"id": 5, "ts": "2026-05-05 00:00:00", "tier": str(2**31), "category": "x",
+         "description": "big tier as text", "project": None}]}), encoding="utf-8")
+    project.audit_db.unlink()
+    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+    rows, notes = state()
+    assert rows == [{"id": 4, "tier": None}, {"id": 5, "tier": None}]
+    assert sorted(notes) == sorted([
+        f"actions.tier is {2**70}, too large an integer (row id 4)",
+        f"actions.id is {2**64}, too large an integer",
+        "actions.tier is '2147483648', too large an integer (row id 5)"])

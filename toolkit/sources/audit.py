@@ -26,7 +26,9 @@ TABLES: dict[str, tuple[str, ...]] = {
                    "verdict_ts", "verdict_notes"),
     "approaches": ("id", "ts", "task", "approach", "outcome", "reason"),
 }
-INT_COLUMNS = {"id", "tier"}
+# The integer columns, with the bound of what the store's column holds (id BIGINT, tier
+# INTEGER): a value beyond it is a note, not a failed load.
+INT_COLUMNS = {"id": 2**63, "tier": 2**31}
 BUSY_TIMEOUT_MS = 5000
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -188,24 +190,31 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
     """One row of ``table`` (values in ``TABLES[table]`` order) with the store's types, or
     None when it has no integer id; what was wrong goes to ``bad`` as (row id, note).
 
-    An integer column takes an int or its text ("7"); anything else there (a float, true,
-    "two") is stored as NULL with a note. A text column takes text, bytes (decoded, bad bytes
+    An integer column takes an int or its text ("7") that its store column can hold;
+    anything else there (a float, true, "two", 2**31 in ``tier``) is stored as NULL with a
+    note. A text column takes text, bytes (decoded, bad bytes
     shown as U+FFFD) and numbers (as text); a list or an object (only in a hand-edited JSON
     export) is stored as NULL with a note. The audit DB's careful path and the JSON export
     read rows through this, so a value is taken or refused the same way from either."""
     row = list(raw)
     for i, c in enumerate(TABLES[table]):
         v = row[i]
-        if v is None or (c in INT_COLUMNS and isinstance(v, int) and not isinstance(v, bool)):
+        if v is None:
             continue
         if c in INT_COLUMNS:
             try:
                 if isinstance(v, bool | float | list | dict):
                     raise ValueError
-                row[i] = int(str(v).strip())
+                n = v if isinstance(v, int) else int(str(v).strip())
             except ValueError:
                 bad.append((_row_id(row), f"{table}.{c} is {v!r}, not an integer"))
                 row[i] = None
+                continue
+            if -INT_COLUMNS[c] <= n < INT_COLUMNS[c]:
+                row[i] = n
+            else:  # more than the store's column holds (nagi-ledger's are small numbers)
+                row[i] = None
+                bad.append((_row_id(row), f"{table}.{c} is {v!r}, too large an integer"))
         elif isinstance(v, list | dict):
             bad.append((_row_id(row), f"{table}.{c} is a JSON {type(v).__name__}, not text"))
             row[i] = None

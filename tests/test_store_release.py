@@ -60,3 +60,27 @@ def test_a_release_mid_way_through_one_reading_refuses_a_store_written_meanwhile
     _in_another_process(path, "INSERT INTO notes VALUES (2)")
     assert store.scalar("SELECT count(*) FROM notes") == 2
     store.close()
+
+
+def test_giving_back_freed_memory_holds_on_the_connections_a_release_makes_again(tmp_path):
+    """A site build asks DuckDB to give freed memory back to the system at once (its peak
+    memory: docs/guide/site.md); the store's releases between the build's stages must not
+    lose that. A store over the caller's own connection leaves its settings alone."""
+    setting = "SELECT current_setting('allocator_bulk_deallocation_flush_threshold')"
+    path = tmp_path / "ledger.duckdb"
+    store = Store.open(path, sources=SOURCES)
+    default = store.scalar(setting)
+    store.give_back_freed_memory()
+    lean = store.scalar(setting)  # 1 MB, as DuckDB prints it
+    assert lean != default
+    store.release()
+    assert store.scalar(setting) == lean  # opened again, set again
+    store.close()
+    other = Store.open(path, sources=SOURCES)  # a store that was not asked keeps the default
+    assert other.scalar(setting) == default
+    other.close()
+    conn = duckdb.connect(str(path))
+    theirs = Store(conn, path, read_only=False, sources=SOURCES)
+    theirs.give_back_freed_memory()
+    assert theirs.scalar(setting) == default
+    conn.close()

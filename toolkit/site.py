@@ -792,6 +792,9 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
 
     check_output_folder(site)
     build_time = build_time or clock.now()
+    # the site's queries, rows and downloads free tens of MB at a time: given back to the
+    # system as they are freed, they are not held beside the pages' own memory
+    store.give_back_freed_memory()
     if clean:
         for folder in (site, build):
             if folder.is_dir():
@@ -812,6 +815,7 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
         # is still a key id. Every action is copied: the copy is scoped below, as the store.
         with store.actions_scoped(None):
             source = store.redacted_copy(copy_path, redactor(fold=True))
+            source.give_back_freed_memory()
         store.release()  # the pages read the copy: DuckDB gives back what the copy took
         site_name = redact_text(site_name, fold=True)
         mark("redaction")

@@ -237,6 +237,7 @@ class Store:
         self.action_scope: str | None = None  # see scope_actions
         # table -> {column: type} for insert_rows (the schema changes only in _apply)
         self._column_types: dict[str, dict[str, str]] = {}
+        self._lean = False  # see give_back_freed_memory
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -301,6 +302,8 @@ class Store:
             self._conn = conn
             scope, self.action_scope = self.action_scope, None
             self.scope_actions(scope)
+            if self._lean:
+                _give_back_freed_memory(conn)
         return self._conn
 
     def release(self, *, same_state: bool = False) -> None:
@@ -321,6 +324,19 @@ class Store:
             self._conn.close()
             self._conn = None
             self._released = _file_state(self.path) if same_state else None
+
+    def give_back_freed_memory(self) -> None:
+        """From now on, on this connection and on those :meth:`release` makes again, DuckDB
+        gives the memory a query freed back to the system as soon as a block of 1 MB or more
+        is freed at once, instead of keeping it for the next queries until the connection
+        closes (``allocator_bulk_deallocation_flush_threshold``, 512 MB by default). A site
+        build's queries and downloads then leave about 25 and 30 MB less behind at 5,000
+        entries (docs/guide/site.md), for a few tens of ms of CPU. No effect with a DuckDB
+        that has no such setting, nor on a store over a connection the caller made (its
+        database's settings are the caller's)."""
+        self._lean = self._reopen
+        if self._lean and self._conn is not None:
+            _give_back_freed_memory(self._conn)
 
     # -- whose audit actions this connection reads (site_scope) --------------
     def scope_actions(self, project: str | None) -> None:
@@ -1038,6 +1054,14 @@ def _file_state(path: Path) -> str:
     """What changes when DuckDB writes the store's file: its and its write-ahead log's
     identity, size and modification time."""
     return fingerprint_paths([path, path.with_name(path.name + ".wal")])
+
+
+def _give_back_freed_memory(conn: duckdb.DuckDBPyConnection) -> None:
+    """See :meth:`Store.give_back_freed_memory`."""
+    import duckdb
+    # a DuckDB without the setting keeps what it keeps
+    with contextlib.suppress(duckdb.CatalogException):
+        conn.execute("SET allocator_bulk_deallocation_flush_threshold = '1MB'")
 
 
 def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None

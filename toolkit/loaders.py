@@ -106,7 +106,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     from toolkit.records import LEDGER_FILES
     from toolkit.slugs import file_entry_ids
     from toolkit.sources.history import blob_id
-    from toolkit.store import ROW_BATCH, give_back_freed_memory
+    from toolkit.store import ROW_BATCH, trim_c_heap
 
     columns = ("entry_id", "file", "title", "date", "date_raw", "category", "confidence",
                "observations", "source_reflections", "reflections", "context", "pattern",
@@ -144,7 +144,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
                     for pos, e in enumerate(lf.take(at, at + ROW_BATCH), at)]
             store.insert_rows("ledger_entries", columns, rows)
             del rows
-            give_back_freed_memory()  # the batch's records and rows: DuckDB's from here on
+            trim_c_heap()  # the batch's records and rows: DuckDB's from here on
     total = sum(counts.values())
     mj = vault.meta_json or {}
     lock = mj.get("lock") if isinstance(mj.get("lock"), dict) else None

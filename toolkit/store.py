@@ -202,12 +202,12 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
     try:
         trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to call
+    except (OSError, AttributeError, TypeError):  # not glibc (macOS, musl, Windows): none
         return None
     return trim
 
 
-def give_back_freed_memory() -> None:
+def trim_c_heap() -> None:
     """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
     nothing). Objects a load lets go of a batch at a time (a parse's records, a batch's rows
     and Arrow buffers) are many small blocks freed in the middle of the heap: glibc keeps

@@ -851,8 +851,10 @@ _ENTRY_STATES = (
     "WHERE (? OR c.entry_key IN (SELECT unnest(?::VARCHAR[]))) "
     "AND c.timeline IN (SELECT unnest(?::VARCHAR[])) "
     "GROUP BY c.entry_key, c.version_id, c.source, c.timeline, c.ref, c.ts, c.subject, c.seq")
+# (version_id last: seq is unique on a timeline as the history writes it, but an order that
+# is total whatever the rows say keeps the digest and the table in one order)
 _STATE_ORDER = ("CASE WHEN by_time THEN ts END NULLS LAST, CASE timeline WHEN 'main' THEN 0 "
-                "WHEN 'copies' THEN 1 ELSE 2 END, seq")
+                "WHEN 'copies' THEN 1 ELSE 2 END, seq, version_id")
 
 
 def entry_history_digests(store: Store, shown: str) -> dict[str, str]:

@@ -357,7 +357,6 @@ def _file_identity(path: Path) -> list[Any]:
 def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
                       after: int, problems: list[Problem], progress: Any) -> int:
     """Copy rows with id > after: streamed Arrow batches (fast), or validated rows (careful)."""
-    from toolkit.records import Problem
     from toolkit.sources import audit
 
     if not careful() and all(c in present for c in ("id", "ts")):
@@ -372,9 +371,7 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
             raise FastPathFailed(str(exc)) from None
         return int(store.scalar(f"SELECT count(*) FROM {table}") - before)
     rows, bad = audit.read_rows(conn, db, table, present, after)
-    for rid, note in bad:
-        problems.append(Problem("audit", str(db), None,
-                                f"{note}" + (f" (row id {rid})" if rid is not None else "")))
+    problems += _bad_row_problems(db, bad)
     cols = audit.TABLES[table]
     return store.insert_rows(table, cols, rows)
 
@@ -409,12 +406,18 @@ def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
         store.conn.unregister("_verdicts")
 
 
+def _bad_row_problems(path: Path, bad: list[tuple[int | None, str]]) -> list[Problem]:
+    """The problems of the audit rows ``audit.checked_row`` found wrong in ``path``."""
+    from toolkit.records import Problem
+
+    return [Problem("audit", str(path), None,
+                    note + (f" (row id {rid})" if rid is not None else "")) for rid, note in bad]
+
+
 def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     from toolkit.sources import audit
 
     assert cfg.audit_json is not None
-    from toolkit.records import Problem
-
     data = audit.read_export(cfg.audit_json, cfg.max_file_bytes)
     total = 0
     bad: list[tuple[int | None, str]] = []
@@ -423,12 +426,9 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
         rows = [row for r in data[t]
                 if (row := audit.checked_row(t, [r.get(c) for c in cols], bad)) is not None]
         total += store.insert_rows(t, cols, rows)
-    problems = [Problem("audit", str(cfg.audit_json), None,
-                        note + (f" (row id {rid})" if rid is not None else ""))
-                for rid, note in bad]
     return SourceResult("audit", str(cfg.audit_json), True,
                         f"{total} rows from a nagi-ledger JSON export", total,
-                        problems=problems)
+                        problems=_bad_row_problems(cfg.audit_json, bad))
 
 
 AUDIT = Source(

@@ -192,9 +192,9 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
 
     An integer column takes an int or its text ("7") that its store column can hold;
     anything else there (a float, true, "two", 2**31 in ``tier``) is stored as NULL with a
-    note. A text column takes text, bytes (decoded, bad bytes
-    shown as U+FFFD) and numbers (as text); a list or an object (only in a hand-edited JSON
-    export) is stored as NULL with a note. The audit DB's careful path and the JSON export
+    note. A text column takes text, bytes (decoded, bad bytes shown as U+FFFD) and numbers
+    (as text); a list or an object (only in a hand-edited JSON export) is stored as NULL with
+    a note. The audit DB's careful path and the JSON export
     read rows through this, so a value is taken or refused the same way from either."""
     row = list(raw)
     for i, c in enumerate(TABLES[table]):
@@ -207,8 +207,8 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
                     raise ValueError
                 n = v if isinstance(v, int) else int(str(v).strip())
             except ValueError:
-                bad.append((_row_id(row), f"{table}.{c} is {v!r}, not an integer"))
                 row[i] = None
+                bad.append((_row_id(row), f"{table}.{c} is {v!r}, not an integer"))
                 continue
             if -INT_COLUMNS[c] <= n < INT_COLUMNS[c]:
                 row[i] = n
@@ -216,8 +216,8 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
                 row[i] = None
                 bad.append((_row_id(row), f"{table}.{c} is {v!r}, too large an integer"))
         elif isinstance(v, list | dict):
-            bad.append((_row_id(row), f"{table}.{c} is a JSON {type(v).__name__}, not text"))
             row[i] = None
+            bad.append((_row_id(row), f"{table}.{c} is a JSON {type(v).__name__}, not text"))
         elif not isinstance(v, str):
             row[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
     if not isinstance(row[0], int):

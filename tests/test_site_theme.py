@@ -111,7 +111,7 @@ def test_the_judgement_kept_in_the_build_folder_is_trusted_only_for_the_same_tem
     assert site_theme.counts["partials"] == 1
     sources["partials/search.html"] = "<b>{{ page.title }}</b>"
     assert rendered() == ["<b>a</b>", "<b>b</b>"] and len(judged) == 2
-    (tmp_path / site_theme.ANALYSIS_FILE).write_text('{"key": 1', encoding="utf-8")
+    (tmp_path / f"{site_theme.ANALYSIS_SLOT}.marshal").write_bytes(b'{"key": 1')  # damaged
     assert rendered() == ["<b>a</b>", "<b>b</b>"] and len(judged) == 3
     assert rendered() == ["<b>a</b>", "<b>b</b>"] and len(judged) == 3
 
@@ -374,12 +374,19 @@ def test_the_theme_files_list_kept_in_the_build_folder_is_trusted_only_under_its
     import shutil
 
     import toolkit.site as site_module
+    from toolkit import parsecache
 
     world, _ = formats_site  # read only: built into a folder of this test's
     site_module._THEME_FILES.clear()  # as a new process
     first = build(world, out=tmp_path / "site")
-    kept = first.build_dir / site_module.THEME_FILES
-    record = json.loads(kept.read_bytes())
+    kept = first.build_dir / f"{site_module.THEME_FILES}.marshal"
+
+    def kept_record() -> dict[str, Any]:
+        saved = parsecache._read(kept.read_bytes())
+        assert saved is not None
+        return {"key": json.loads(saved[1][0]), "files": saved[2]}
+
+    record = kept_record()
     listed = record["files"]
     assert "assets/javascripts/bundle" in " ".join(listed)
     assert all((first.out / name).is_file() for name in listed)
@@ -388,7 +395,7 @@ def test_the_theme_files_list_kept_in_the_build_folder_is_trusted_only_under_its
 
     def new_process_full_build(files: list[str], key: Any) -> dict[str, bytes]:
         site_module._THEME_FILES.clear()  # a new process: only the kept file
-        kept.write_text(json.dumps({"key": key, "files": files}), encoding="utf-8")
+        parsecache.save(first.build_dir, site_module.THEME_FILES, (json.dumps(key),), files)
         shutil.rmtree(first.out)
         (first.build_dir / "state.json").unlink()
         again = build(world, out=tmp_path / "site")
@@ -402,11 +409,11 @@ def test_the_theme_files_list_kept_in_the_build_folder_is_trusted_only_under_its
     # kept under another version of the packages: listed again, the whole site
     stale = [record["key"][0] + "-older", *record["key"][1:]]
     assert new_process_full_build([n for n in listed if n != dropped], stale) == site_before
-    assert json.loads(kept.read_bytes()) == record  # and kept afresh
+    assert kept_record() == record  # and kept afresh
     # damaged: listed again
     site_module._THEME_FILES.clear()
-    kept.write_text('{"key": [', encoding="utf-8")
+    kept.write_bytes(kept.read_bytes()[:-9])  # cut short
     shutil.rmtree(first.out)
     (first.build_dir / "state.json").unlink()
     assert tree_bytes(build(world, out=tmp_path / "site").out) == site_before
-    assert json.loads(kept.read_bytes()) == record
+    assert kept_record() == record

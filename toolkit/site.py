@@ -119,7 +119,7 @@ STATE = "state.json"
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
-THEME_FILES = "theme-files.json"  # the theme's static files, as MkDocs lists them (_theme_envs)
+THEME_FILES = "theme-files"  # parse-cache slot: the theme's static files as MkDocs lists them
 DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
 # the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
 DIRTY_DOCS = "dirty-docs"
@@ -1850,13 +1850,13 @@ def _theme_envs(theme: Any, compiled: Path) -> None:
     build, walking and matching every file of the theme's folders (about 14,500 for Material:
     0.2 s of CPU). A theme installed as a package changes only with its version: its list is
     made once per process (a later build, as under ``serve``, reuses it) and kept in the build
-    folder's :data:`THEME_FILES` for the next process, which trusts it while the theme's
-    folders, its static templates, the filter MkDocs lists with and the versions of the
-    packages (:func:`_versions`) are the same. A theme with a ``custom_dir`` (files a user
+    folder (parse-cache slot :data:`THEME_FILES`) for the next process, which trusts it while
+    the theme's folders, its static templates, the filter MkDocs lists with and the versions
+    of the packages (:func:`_versions`) are the same. A theme with a ``custom_dir`` (files a user
     may edit between builds) is listed by MkDocs every time."""
     make_env = theme.get_env
     listed_once = theme.custom_dir is None
-    kept_at = compiled.parent / THEME_FILES
+    kept_in = compiled.parent  # the build folder
 
     def get_env() -> Any:
         env = make_env()
@@ -1873,7 +1873,7 @@ def _theme_envs(theme: Any, compiled: Path) -> None:
             names = _THEME_FILES.get(key)
             if names is None:
                 names = _THEME_FILES[key] = _kept_theme_files(
-                    kept_at, key, lambda: list(listed(filter_func=filter_func)))
+                    kept_in, key, lambda: list(listed(filter_func=filter_func)))
             return list(names)
 
         env.list_templates = list_templates
@@ -1882,23 +1882,22 @@ def _theme_envs(theme: Any, compiled: Path) -> None:
     theme.get_env = get_env
 
 
-def _kept_theme_files(path: Path, key: tuple[Any, ...], make: Callable[[], list[str]]
+def _kept_theme_files(folder: Path, key: tuple[Any, ...], make: Callable[[], list[str]]
                       ) -> list[str]:
-    """The theme's static files as kept in ``path`` under ``key`` (the theme's folders, the
+    """The theme's static files as kept in ``folder`` under ``key`` (the theme's folders, the
     code of the filter MkDocs lists them with, its static templates) and the packages'
     versions; else ``make()``, kept there for the next build."""
+    from toolkit import parsecache
+
     dirs, code, static = key
-    stamp = [_versions(), [str(d) for d in dirs],
-             [code.co_filename, code.co_firstlineno, code.co_qualname], list(static)]
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        kept = json.loads(path.read_bytes())
-        names = kept["files"]
-        if kept["key"] == stamp and isinstance(names, list) and all(
-                isinstance(n, str) for n in names):
-            return names
+    stamp = (json.dumps([_versions(), [str(d) for d in dirs],
+                         [code.co_filename, code.co_firstlineno, code.co_qualname],
+                         list(static)]),)
+    names = parsecache.load(folder, THEME_FILES, stamp)
+    if isinstance(names, list) and all(isinstance(n, str) for n in names):
+        return names
     names = make()
-    _write_if_changed(path, json.dumps({"key": stamp, "files": names},
-                                       separators=(",", ":")).encode("utf-8"))
+    parsecache.save(folder, THEME_FILES, stamp, names)
     return names
 
 

@@ -38,7 +38,6 @@ Jinja environment (``on_env``), :class:`MarkdownOnce` on each page (``on_pre_pag
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 import threading
@@ -166,15 +165,16 @@ def _reading() -> list[dict[str, str | None]]:
     return stack
 
 
-# the analysis kept in a build folder: the last one made there (see _analysis)
-ANALYSIS_FILE = "theme-analysis.json"
+# the parse-cache slot (toolkit.parsecache) of the analysis kept in a build folder: the last
+# one made there (see _analysis)
+ANALYSIS_SLOT = "theme-analysis"
 
 
 def _analysis(env: Any, folder: Path | None = None) -> _Analysis:
     """The :class:`_Analysis` of ``env``'s templates: made again only when a template it read
     has other source text (or appeared, or went) or the environment's syntax or filters
     differ (its result depends on nothing else). Kept in this process and, with the digests of
-    the sources it read, in ``folder``'s :data:`ANALYSIS_FILE`, which a later process trusts
+    the sources it read, in ``folder``'s :data:`ANALYSIS_SLOT`, which a later process trusts
     under the same conditions (and this module's code the same)."""
     from jinja2.utils import _PassArg
 
@@ -187,7 +187,7 @@ def _analysis(env: Any, folder: Path | None = None) -> _Analysis:
     for sources, found in known:
         if all(_current_source(env, name) == text for name, text in sources.items()):
             return found
-    kept = _kept_analysis(folder / ANALYSIS_FILE, key, env) if folder is not None else None
+    kept = _kept_analysis(folder, key, env) if folder is not None else None
     if kept is not None:
         sources, found = kept
     else:
@@ -197,19 +197,19 @@ def _analysis(env: Any, folder: Path | None = None) -> _Analysis:
         finally:
             sources = _reading().pop()
         if folder is not None:
-            _keep_analysis(folder / ANALYSIS_FILE, key, sources, found)
+            _keep_analysis(folder, key, sources, found)
     if len(known) >= 8:
         known.clear()
     known.append((sources, found))
     return found
 
 
-def _analysis_key(key: tuple[Any, ...]) -> str:
+def _analysis_key(key: tuple[Any, ...]) -> tuple[str]:
     """What a kept analysis must match besides its sources: the environment (as
     :func:`_analysis` keys it) and this module's code."""
     from toolkit.parsecache import code_version
 
-    return f"{code_version(__name__)}|{key!r}"
+    return (f"{code_version(__name__)}|{key!r}",)
 
 
 def _digest(text: str | None) -> str | None:
@@ -218,42 +218,38 @@ def _digest(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _kept_analysis(path: Path, key: tuple[Any, ...], env: Any
+def _kept_analysis(folder: Path, key: tuple[Any, ...], env: Any
                    ) -> tuple[dict[str, str | None], _Analysis] | None:
-    """The analysis kept in ``path`` with the sources it read (their current text), when it
+    """The analysis kept in ``folder`` with the sources it read (their current text), when it
     was made under ``key`` from the same sources; None otherwise (or unreadable)."""
-    import json
+    from toolkit import parsecache
 
+    kept = parsecache.load(folder, ANALYSIS_SLOT, _analysis_key(key))
     try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-        if kept["key"] != _analysis_key(key):
-            return None
+        digests, page_free, blocks = kept
         sources = {}
-        for name, digest in kept["sources"].items():
+        for name, digest in digests.items():
             text = _current_source(env, name)
             if _digest(text) != digest:
                 return None
             sources[name] = text
-        blocks = kept["blocks"]
-        found = _Analysis(tuple(str(n) for n in kept["page_free"]), None if blocks is None else
+        found = _Analysis(tuple(str(n) for n in page_free), None if blocks is None else
                           tuple((str(b), bool(by_base), frozenset(map(str, unsure)))
                                 for b, by_base, unsure in blocks))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):  # None (no such entry), or not its form
         return None
     return sources, found
 
 
-def _keep_analysis(path: Path, key: tuple[Any, ...], sources: dict[str, str | None],
+def _keep_analysis(folder: Path, key: tuple[Any, ...], sources: dict[str, str | None],
                    found: _Analysis) -> None:
-    import json
+    from toolkit import parsecache
 
-    data = {"key": _analysis_key(key),
-            "sources": {name: _digest(text) for name, text in sorted(sources.items())},
-            "page_free": list(found.page_free),
-            "blocks": None if found.blocks is None else [
-                [b, by_base, sorted(unsure)] for b, by_base, unsure in found.blocks]}
-    with contextlib.suppress(OSError):  # only a cache: the next build analyses again
-        path.write_text(json.dumps(data), encoding="utf-8")
+    parsecache.save(folder, ANALYSIS_SLOT, _analysis_key(key), (
+        {name: _digest(text) for name, text in sorted(sources.items())},
+        list(found.page_free),
+        None if found.blocks is None else [
+            [b, by_base, sorted(unsure)] for b, by_base, unsure in found.blocks]))
 
 
 def _analyse(env: Any) -> _Analysis:

@@ -293,13 +293,12 @@ class _Blobs:
             stop = min(at + ROW_BATCH, len(titles))
             conn.execute(
                 f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
-                "SELECT file, ?, k.entry_key, title, date_raw, category, confidence, "
-                f"reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, pattern, "
-                "evidence, related, form, problems, l.position, line "
-                "FROM ledger_entries l JOIN (SELECT unnest(?::INTEGER[]) AS position, "
-                "unnest(?::VARCHAR[]) AS entry_key) k ON k.position = l.position "
-                "WHERE file = ? AND l.position >= ? AND l.position < ? ORDER BY l.position",
-                [STAGED + oid, list(range(at, stop)), keys[at:stop], kind, at, stop])
+                "SELECT file, ?, (?::VARCHAR[])[position - ? + 1], title, date_raw, category, "
+                f"confidence, reflections, source_reflections, {hs.TEXT_HASH_SQL}, context, "
+                "pattern, evidence, related, form, problems, position, line "
+                "FROM ledger_entries WHERE file = ? AND position >= ? AND position < ? "
+                "ORDER BY position",
+                [STAGED + oid, keys[at:stop], at, kind, at, stop])
             self.store.commit_staged()
         self.blobs.append((kind, oid, len(titles), None))
         self.known.add((kind, oid))

@@ -264,7 +264,7 @@ def main() -> None:
             floor_times.append(run([*mkdocs, "build", "-q"], floor, env, peak=floor_peaks,
                                    cpu=floor_cpu))
             # its full index, before the --dirty build below rewrites it with one page
-            floor_index = (floor / "site" / "search" / "search_index.json").stat().st_size
+            floor_index_bytes = (floor / "site" / "search" / "search_index.json").stat().st_size
             full_times.append(run([*toolkit, "build-site", "--build-time", BUILD_TIME],
                                   root, env, peak=full_peaks, cpu=full_cpu))
             if args.full_only:
@@ -323,7 +323,7 @@ def main() -> None:
         print(f"search index: {index.stat().st_size / 1e6:.1f} MB, "
               f"{len(json.loads(index.read_bytes())['docs'])} entries (target < 10 MB at "
               f"15,000 pages); the floor's, of the same text: "
-              f"{floor_index / 1e6:.1f} MB")
+              f"{floor_index_bytes / 1e6:.1f} MB")
         if args.full_only:
             return
         incr = min(incr_times)

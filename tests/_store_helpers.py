@@ -45,8 +45,6 @@ def project_with_store() -> Any:
 def bare_project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """conftest's ``project``, for the tests of a module whose ``project`` has a store
     (``project_with_store``) that check that nothing made one."""
-    from tests.conftest import make_project
+    from tests.conftest import laid_out_project
 
-    made = make_project(tmp_path / "acme-api", isolated_env)
-    monkeypatch.chdir(made.root)
-    return made
+    return laid_out_project(tmp_path, isolated_env, monkeypatch)

@@ -33,7 +33,9 @@ FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
 _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TOOLKIT_DB",
              "TOOLKIT_MAX_FILE_MB", "TOOLKIT_TODAY", "TOOLKIT_SITE_URL", "GH_TOKEN",
              "GITHUB_TOKEN", "SOURCE_DATE_EPOCH", "TOOLKIT_EDITOR_PAUSE", "NAGI_BRIEF_REPOS",
-             "TOOLKIT_FLEET", "TOOLKIT_FLEET_DB", "XDG_CACHE_HOME")
+             "TOOLKIT_FLEET", "TOOLKIT_FLEET_DB", "XDG_CACHE_HOME", "TOOLKIT_NOW",
+             "TOOLKIT_LOCK_TIMEOUT", "TOOLKIT_SITE_SCOPE", "TOOLKIT_SITE_BUILD",
+             "TOOLKIT_RECONCILE_FAULT", "TOOLKIT_LABEL")
 
 
 @pytest.fixture(scope="session")
@@ -222,13 +224,20 @@ def make_project(root: Path, home: Path) -> FixtureProject:
                           audit_db=audit_db, home=home)
 
 
+def laid_out_project(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+                     ) -> FixtureProject:
+    """``make_project`` in ``tmp_path/acme-api`` with ``home``, the current directory its root
+    (the ``project`` fixture's, and any variant's, such as _store_helpers' ``bare_project``)."""
+    made = make_project(tmp_path / "acme-api", home)
+    monkeypatch.chdir(made.root)
+    return made
+
+
 @pytest.fixture
 def project(tmp_path: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureProject:
     """The tests/fixtures/formats example files laid out as a real project, HOME and env pointing at
     them; the current directory is the project root."""
-    made = make_project(tmp_path / "acme-api", isolated_env)
-    monkeypatch.chdir(made.root)
-    return made
+    return laid_out_project(tmp_path, isolated_env, monkeypatch)
 
 
 @pytest.fixture(scope="module")

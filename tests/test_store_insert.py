@@ -74,7 +74,8 @@ def test_a_few_rows_of_the_columns_own_types_go_without_arrow(tmp_path, monkeypa
 
     monkeypatch.setattr(store_mod, "_arrow_type", arrow_type)
     for i, (duck_type, value) in enumerate(PLAIN):
-        assert _stored(tmp_path / f"plain{i}.duckdb", duck_type, value, FEW_ROWS) != []
+        got = _stored(tmp_path / f"plain{i}.duckdb", duck_type, value, FEW_ROWS)
+        assert isinstance(got, list) and len(got) == 1, (duck_type, value, got)  # stored
     assert arrow_for == []
     _stored(tmp_path / "odd.duckdb", "INTEGER", 2.7, 1)
     assert arrow_for == ["INTEGER"]

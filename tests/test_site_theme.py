@@ -6,6 +6,7 @@ every page."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +61,26 @@ def test_a_partial_that_reads_the_page_is_rendered_for_each_page() -> None:
         assert site_theme._page_free(env, name) is None, name
 
 
+def _search_partial_for_pages(sources: dict[str, str], folder: Path | None = None
+                              ) -> list[str]:
+    """The search partial of a theme made of ``sources`` (its judgement kept in ``folder``)
+    rendered for pages titled "a" and "b" of a site named "S"."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.DictLoader(sources))
+    site_theme.cache_partials(env, folder)
+    template = env.get_template("partials/search.html")
+    return [template.render(config={"site_name": "S"}, page={"title": t}) for t in "ab"]
+
+
 def test_a_theme_template_edited_between_builds_is_judged_again() -> None:
     """Which partials are page-free is worked out once per process (a later build, as under
     `serve`, reuses it) only while the templates it read keep their text: a partial edited to
     read the page is then rendered for each page."""
-    import jinja2
-
     sources = {"partials/search.html": "<b>{{ config.site_name }}</b>"}
 
     def rendered() -> list[str]:
-        env = jinja2.Environment(loader=jinja2.DictLoader(sources))
-        site_theme.cache_partials(env)
-        template = env.get_template("partials/search.html")
-        return [template.render(config={"site_name": "S"}, page={"title": t}) for t in "ab"]
+        return _search_partial_for_pages(sources)
 
     assert rendered() == ["<b>S</b>", "<b>S</b>"]
     assert rendered() == ["<b>S</b>", "<b>S</b>"] and site_theme.counts["partials"] == 1
@@ -87,8 +95,6 @@ def test_the_judgement_kept_in_the_build_folder_is_trusted_only_for_the_same_tem
     """The next process (the next `build-site`) reads which partials are page-free from the
     build folder instead of working it out again, while the templates keep their text; an
     edited partial, or a damaged file, is judged again."""
-    import jinja2
-
     sources = {"partials/search.html": "<b>{{ config.site_name }}</b>"}
     judged: list[int] = []
     analyse = site_theme._analyse
@@ -100,11 +106,8 @@ def test_the_judgement_kept_in_the_build_folder_is_trusted_only_for_the_same_tem
     monkeypatch.setattr(site_theme, "_analyse", counted)
 
     def rendered() -> list[str]:
-        site_theme._ANALYSED.clear()  # a new process
-        env = jinja2.Environment(loader=jinja2.DictLoader(sources))
-        site_theme.cache_partials(env, tmp_path)
-        template = env.get_template("partials/search.html")
-        return [template.render(config={"site_name": "S"}, page={"title": t}) for t in "ab"]
+        monkeypatch.setattr(site_theme, "_ANALYSED", {})  # a new process
+        return _search_partial_for_pages(sources, tmp_path)
 
     assert rendered() == ["<b>S</b>", "<b>S</b>"] and len(judged) == 1
     assert rendered() == ["<b>S</b>", "<b>S</b>"] and len(judged) == 1
@@ -393,9 +396,12 @@ def test_the_theme_files_list_kept_in_the_build_folder_is_trusted_only_under_its
     site_before = tree_bytes(first.out)
     dropped = next(n for n in listed if n.endswith(".js"))
 
-    def new_process_full_build(files: list[str], key: Any) -> dict[str, bytes]:
-        site_module._THEME_FILES.clear()  # a new process: only the kept file
+    def kept_as(files: list[str], key: Any) -> None:
         parsecache.save(first.build_dir, site_module.THEME_FILES, (json.dumps(key),), files)
+
+    def new_process_full_build(keep: Callable[[], None]) -> dict[str, bytes]:
+        site_module._THEME_FILES.clear()  # a new process: only the kept file
+        keep()
         shutil.rmtree(first.out)
         (first.build_dir / "state.json").unlink()
         again = build(world, out=tmp_path / "site")
@@ -404,16 +410,16 @@ def test_the_theme_files_list_kept_in_the_build_folder_is_trusted_only_under_its
 
     # trusted under its key: the next process copies what it names (a file left out of it
     # here, to show it was read)
-    without = new_process_full_build([n for n in listed if n != dropped], record["key"])
+    without = new_process_full_build(
+        lambda: kept_as([n for n in listed if n != dropped], record["key"]))
     assert dropped not in without and len(without) == len(site_before) - 1
     # kept under another version of the packages: listed again, the whole site
     stale = [record["key"][0] + "-older", *record["key"][1:]]
-    assert new_process_full_build([n for n in listed if n != dropped], stale) == site_before
+    assert new_process_full_build(
+        lambda: kept_as([n for n in listed if n != dropped], stale)) == site_before
     assert kept_record() == record  # and kept afresh
-    # damaged: listed again
-    site_module._THEME_FILES.clear()
-    kept.write_bytes(kept.read_bytes()[:-9])  # cut short
-    shutil.rmtree(first.out)
-    (first.build_dir / "state.json").unlink()
-    assert tree_bytes(build(world, out=tmp_path / "site").out) == site_before
+    def cut_short() -> None:
+        kept.write_bytes(kept.read_bytes()[:-9])
+
+    assert new_process_full_build(cut_short) == site_before  # damaged: listed again
     assert kept_record() == record

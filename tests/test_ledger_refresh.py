@@ -18,6 +18,9 @@ from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
 from toolkit.store import Store
 
+# ledger_entries' columns, as its DDL in toolkit/store.py orders them (rows read with *)
+_TITLE, _PATH = 2, 16
+
 
 def _cfg(root: Path, home: Path, db: Path, **flags: Any) -> config_mod.Config:
     env = {"HOME": str(home), "TOOLKIT_MAX_FILE_MB": "0.01"}  # 10,485 bytes: see too_large
@@ -126,7 +129,7 @@ def test_a_full_refresh_and_a_moved_vault_store_every_file_as_from_scratch(
     scratch = _refresh(_cfg(project.root, isolated_env, tmp_path / "scratch2.duckdb",
                             vault=str(moved)))
     assert after == scratch
-    assert {row[16] for row in after["ledger_entries"]} == {
+    assert {row[_PATH] for row in after["ledger_entries"]} == {
         str(moved / "ledger" / f"{k}.md")
         for k in ("patterns", "antipatterns", "edge-cases", "tool-preferences")}
 
@@ -144,4 +147,4 @@ def test_stored_rows_that_disagree_with_the_recorded_state_are_stored_again(
     CHANGES["one entry edited"](project.ledger)
     after = _refresh(_cfg(project.root, isolated_env, kept))
     assert after == _refresh(_cfg(project.root, isolated_env, tmp_path / "scratch.duckdb"))
-    assert ("Use ruff",) in [(r[2],) for r in after["ledger_entries"]]
+    assert "Use ruff" in {r[_TITLE] for r in after["ledger_entries"]}

@@ -83,4 +83,6 @@ def test_giving_back_freed_memory_holds_on_the_connections_a_release_makes_again
     theirs = Store(conn, path, read_only=False, sources=SOURCES)
     theirs.give_back_freed_memory()
     assert theirs.scalar(setting) == default
+    theirs.release()  # the caller's connection: kept open
+    assert conn.execute("SELECT count(*) FROM ledger_entries").fetchone() == (0,)
     conn.close()

@@ -480,6 +480,39 @@ def test_downloads_follow_their_source_and_a_redacted_build_never_keeps_a_plain_
     assert tree_bytes(fixed.out) == tree_bytes(full.out)
 
 
+def test_a_views_download_is_made_again_only_when_a_table_it_reads_was_loaded_again(
+        built_world: tuple[World, BuildResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """With nothing changed, no download is made again, a view's neither; after one ledger
+    entry changed, the history's views (which read the ledger's versions) are made again
+    and show it, the audit's and snapshots' views are not, and the downloads are a clean
+    build's bytes."""
+    from toolkit.store import Store
+
+    world, _first = built_world
+    copied: list[str] = []
+    real = Store.copy_to
+
+    def copy_to(self: Store, table: str, *args: object, **kwargs: object) -> None:
+        copied.append(table)
+        real(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "copy_to", copy_to)
+    build(world)  # the files put back are new files to the store: every source is loaded again
+    copied.clear()
+    build(world)
+    assert copied == []
+    _edit_entry(world, "zanzibarview")
+    again = build(world)
+    views = {"ledger_changes", "ledger_entry_versions", "snapshot_turns", "stats_by_tier",
+             "task_status"}
+    assert sorted(views & set(copied)) == ["ledger_changes", "ledger_entry_versions"]
+    data = again.build_dir / "docs" / "data"
+    assert "zanzibarview" in (data / "ledger_entry_versions.csv").read_text(encoding="utf-8")
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert tree_bytes(data) == tree_bytes(full.build_dir / "docs" / "data")
+
+
 def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered(
         built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
     """The site reads the short columns of every entry and, per entry, a digest of its whole

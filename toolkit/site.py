@@ -1487,8 +1487,10 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
     the size and mtime recorded: the key is the table's version (``versions``: the load of
     its source, :meth:`Store.table_versions`), its columns and types, whose actions the store
     reads (``site_scope``), ``variant`` (whether it is redacted) and the code that writes it
-    (this package's version and the modules that copy and redact). A table without a version
-    (a view, or one no single source creates) is written every time."""
+    (this package's version and the modules that copy and redact). A view's version is made
+    of those of the tables it reads (:func:`toolkit.store.view_versions`). A table or view
+    without a version (no single source creates it, or it reads such a table, or the time)
+    is written every time."""
     from toolkit.parsecache import code_version
 
     record_path = build / DOWNLOADS

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -695,11 +697,16 @@ class Store:
         return self.fetch_dicts("SELECT * FROM _sources ORDER BY source")
 
     def table_versions(self) -> dict[str, str]:
-        """:func:`table_versions` of this store's base tables."""
+        """:func:`table_versions` of this store's base tables, with :func:`view_versions` of
+        its views."""
         base = [t for (t,) in self.conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
             "AND table_catalog = current_database() AND table_type = 'BASE TABLE'").fetchall()]
-        return table_versions(self.declared, self.sources(), base)
+        versions = table_versions(self.declared, self.sources(), base)
+        views = dict(self.conn.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary "
+            "AND schema_name = 'main' AND database_name = current_database()").fetchall())
+        return {**versions, **view_versions(views, versions, base)}
 
     def problems(self, source: str | None = None) -> list[Problem]:
         sql = "SELECT source, path, line, message FROM _problems"
@@ -1296,4 +1303,51 @@ def table_versions(declared: Sequence[Source], loads: Sequence[dict[str, Any]],
         row = by_source.get(names[0]) if len(names) == 1 else None
         if row is not None and row.get("fingerprint"):
             out[table] = f"{names[0]}\0{row['fingerprint']}\0{row.get('loaded_at')}"
+    return out
+
+
+# What a view may call that gives another answer over the same rows: the time, chance, the
+# session's settings, files (a function read_..., glob) and queries named by a string.
+_VOLATILE = re.compile(r"\b(?:now|today|current_\w+|get_current_\w+|random|setseed|"
+                       r"gen_random_uuid|uuid\w*|nextval|currval|getenv|read_\w+|glob|"
+                       r"query|query_table)\b", re.IGNORECASE)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def view_versions(views: dict[str, str], versions: dict[str, str], tables: Sequence[str]
+                  ) -> dict[str, str]:
+    """What each view of ``views`` (name -> its SQL, as ``duckdb_views()`` gives it) shows as
+    of now: the digest of its SQL (and of the views it reads) and of the versions
+    (``versions``, :func:`table_versions`) of the base tables (``tables``) it reads, directly
+    or through other views. Which tables it reads: every name in its SQL that is one of them
+    (a column or a word in a string of the same name only adds one: a view gets a new
+    version more often, never too seldom). A view that reads a table without a version, or
+    no table at all, or that calls anything that answers differently over the same rows
+    (the time, a random number, a file) has none: a caller reads it every time."""
+    known = {name.lower(): name for name in (*tables, *views)}
+    out: dict[str, str] = {}
+    for view in views:
+        parts: dict[str, str] = {}  # what the version is made of: views' SQL, tables' versions
+        todo, ok = [view], True
+        while todo and ok:
+            name = todo.pop()
+            if f"view {name}" in parts:
+                continue
+            sql = views[name]
+            parts[f"view {name}"] = sql
+            if _VOLATILE.search(sql):
+                ok = False
+                break
+            for word in {w.lower() for w in _NAME.findall(sql)} - {name.lower()}:
+                read = known.get(word)
+                if read in views:
+                    todo.append(read)
+                elif read is not None:
+                    if read not in versions:
+                        ok = False
+                        break
+                    parts[f"table {read}"] = versions[read]
+        if ok and any(k.startswith("table ") for k in parts):
+            out[view] = hashlib.sha256(json.dumps(sorted(parts.items())).encode("utf-8")
+                                       ).hexdigest()
     return out

@@ -9,6 +9,11 @@ benchmark, holding its generated world) reports the parent's high-water mark if 
 it, and ``RUSAGE_CHILDREN`` keeps the largest of all children ever waited for. ``VmHWM``
 belongs to the address space the child's ``exec`` made, and starts afresh.
 
+On request (``split``), a thread of the child samples its resident size every 20 ms and keeps,
+at the largest, its anonymous part (heap, stacks) and its file-backed part (the code of the
+interpreter and the libraries: clean pages the kernel drops and reads again under pressure),
+so a peak can be told apart from the code a library maps.
+
 Not counted in the peak: helper processes the child starts (their own ``ru_maxrss`` has the same
 flaw); their CPU time is counted once the child has waited for them.
 
@@ -33,8 +38,20 @@ from pathlib import Path
 # exit by atexit, registered before the command runs, so it runs last: after the command's own
 # exit handlers (which may end and wait for its helper processes).
 RUNNER = """
-import atexit, glob, resource, runpy, sys
+import atexit, glob, resource, runpy, sys, threading, time
 out = sys.argv.pop(1)
+split = [0, 0, 0]  # at the largest resident size sampled: it, its anonymous and file parts (kB)
+def sample():
+    while True:
+        with open("/proc/self/status") as fh:
+            got = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in fh)
+                   if k in ("VmRSS", "RssAnon", "RssFile")}
+        if got.get("VmRSS", 0) > split[0]:
+            split[:] = [got["VmRSS"], got.get("RssAnon", 0), got.get("RssFile", 0)]
+        time.sleep(0.02)
+if sys.argv[1] == "--split":
+    sys.argv.pop(1)
+    threading.Thread(target=sample, daemon=True).start()
 def report():
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -49,7 +66,7 @@ def report():
             pass
     with open(out, "w") as fh:
         fh.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime} {hwm} "
-                 f"{waited / 1e9}")
+                 f"{waited / 1e9} {split[1]} {split[2]}")
 atexit.register(report)
 mode, what = sys.argv[1], sys.argv[2]
 sys.argv = [what if mode == "-m" else "-c", *sys.argv[3:]]
@@ -73,6 +90,8 @@ class Measured:
     stdout: str
     stderr: str
     waited: float = 0.0
+    anon: int = 0  # bytes, at the largest resident size sampled: anonymous (heap, stacks)
+    file: int = 0  # and file-backed (the code of the interpreter and libraries); 0: not sampled
 
     @property
     def cpu(self) -> float:
@@ -84,11 +103,16 @@ class Measured:
         return max(0.0, self.wall - self.cpu - self.waited)
 
 
-def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
-            ) -> Measured:
-    """Run ``python <argv>`` (``argv`` starts with ``-m MODULE`` or ``-c CODE``) and measure it."""
+def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+            split: bool = False) -> Measured:
+    """Run ``python <argv>`` (``argv`` starts with ``-m MODULE`` or ``-c CODE``) and measure it.
+    ``split``: a thread of the child also reads its resident size every 20 ms and keeps, at the
+    largest, how much was anonymous memory and how much file-backed pages (library code the
+    kernel can drop and read again): ``Measured.anon`` and ``.file``."""
     if len(argv) < 2 or argv[0] not in ("-m", "-c"):
         raise ValueError("argv must start with -m MODULE or -c CODE")
+    if split:
+        argv = ["--split", *argv]
     with tempfile.NamedTemporaryFile(prefix="bench-measure-", suffix=".txt") as fh, \
             tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
         t0 = time.perf_counter()
@@ -99,7 +123,8 @@ def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | N
         se.seek(0)
         stdout, stderr = so.read().decode(errors="replace"), se.read().decode(errors="replace")
         fields = Path(fh.name).read_text().split()
-    if len(fields) != 4:  # the child died before its exit handlers ran
+    if len(fields) != 6:  # the child died before its exit handlers ran
         return Measured(wall, 0.0, 0.0, 0, code or 1, stdout, stderr)
     return Measured(wall, float(fields[0]), float(fields[1]), int(fields[2]) * 1024, code,
-                    stdout, stderr, float(fields[3]))
+                    stdout, stderr, float(fields[3]), int(fields[4]) * 1024,
+                    int(fields[5]) * 1024)

@@ -24,6 +24,10 @@ its CPU time and its own peak memory, ``VmHWM`` read by the process at exit: ben
    time beyond that went: waiting for a CPU (a shared machine's load) or blocked (disk,
    helper processes); bench/_measure.py.
 
+Beside each peak, what the process's resident memory was made of at its largest (sampled):
+anonymous memory (heap, stacks) and file-backed pages (the code of the interpreter and the
+libraries, DuckDB's among them, which the kernel can drop and read again).
+
 The size of the full build's search index (what every visitor downloads) is printed beside the
 floor's, which indexes the same text.
 
@@ -197,14 +201,16 @@ def make_floor(base: Path, texts: list[dict[str, str]], extra_pages: int) -> Pat
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = None,
         peak: list[int] | None = None, cpu: list[float] | None = None,
-        wait: list[tuple[float, float]] | None = None) -> float:
+        wait: list[tuple[float, float]] | None = None,
+        split: list[tuple[int, int]] | None = None) -> float:
     """Run ``python <cmd>`` (``-m module args``) as a subprocess; its wall time in seconds.
     ``peak`` gets its peak memory in bytes (the process's own ``VmHWM`` at exit: see
     bench/_measure.py; the chart process a build starts is not counted), ``cpu`` its CPU
     seconds (user + system, the helper processes it waited for included: on a shared machine,
     less noisy than wall time); ``wait`` (seconds waiting for a CPU, seconds blocked): where
-    its wall time beyond its CPU time went."""
-    got = measure(cmd, cwd=cwd, env=env)
+    its wall time beyond its CPU time went; ``split`` (bytes anonymous, bytes file-backed):
+    what its resident memory was made of at its largest (sampled every 20 ms)."""
+    got = measure(cmd, cwd=cwd, env=env, split=split is not None)
     if got.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{got.stdout}\n{got.stderr}")
     if out is not None:
@@ -215,6 +221,8 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], out: list[str] | None = 
         cpu.append(got.cpu)
     if wait is not None:
         wait.append((got.waited, got.blocked))
+    if split is not None:
+        split.append((got.anon, got.file))
     return got.wall
 
 
@@ -253,6 +261,8 @@ def main() -> None:
         floor_times, full_times, incr_times, dirty_times = [], [], [], []
         floor_peaks: list[int] = []
         full_peaks: list[int] = []
+        floor_split: list[tuple[int, int]] = []
+        full_split: list[tuple[int, int]] = []
         floor_cpu: list[float] = []
         full_cpu: list[float] = []
         incr_cpu: list[float] = []
@@ -262,11 +272,12 @@ def main() -> None:
             for folder in (floor / "site", site, site.parent / "site.build"):
                 shutil.rmtree(folder, ignore_errors=True)
             floor_times.append(run([*mkdocs, "build", "-q"], floor, env, peak=floor_peaks,
-                                   cpu=floor_cpu))
+                                   cpu=floor_cpu, split=floor_split))
             # its full index, before the --dirty build below rewrites it with one page
             floor_index_bytes = (floor / "site" / "search" / "search_index.json").stat().st_size
             full_times.append(run([*toolkit, "build-site", "--build-time", BUILD_TIME],
-                                  root, env, peak=full_peaks, cpu=full_cpu))
+                                  root, env, peak=full_peaks, cpu=full_cpu,
+                                  split=full_split))
             if args.full_only:
                 print(f"rep {rep + 1}: floor {floor_times[-1]:.1f} s "
                       f"({floor_peaks[-1] / 2**20:.0f} MB), full {full_times[-1]:.1f} s "
@@ -319,6 +330,14 @@ def main() -> None:
               f"{statistics.median(full_peaks) / 2**20:.0f} MB (medians); full / floor per rep "
               + ", ".join(f"{r:.2f}" for r in mem)
               + f"; median {statistics.median(mem):.2f} (target < 1.5)")
+        anon = statistics.median(b[0] / a[0] for a, b in zip(floor_split, full_split,
+                                                               strict=True) if a[0])
+        print("  at the largest resident size (sampled), median: anonymous memory floor "
+              f"{statistics.median(a for a, _ in floor_split) / 2**20:.0f} MB, full "
+              f"{statistics.median(a for a, _ in full_split) / 2**20:.0f} MB "
+              f"({anon:.2f} x); file-backed pages (library code, which the kernel can drop "
+              f"and read again) floor {statistics.median(f for _, f in floor_split) / 2**20:.0f}"
+              f" MB, full {statistics.median(f for _, f in full_split) / 2**20:.0f} MB")
         index = site / "search" / "search_index.json"
         print(f"search index: {index.stat().st_size / 1e6:.1f} MB, "
               f"{len(json.loads(index.read_bytes())['docs'])} entries (target < 10 MB at "

@@ -79,14 +79,15 @@ def parse_rate(entries: int, reps: int) -> None:
           f"({parse / scan:.2f}x of floor)")
 
 
-def run(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS MB) of one process running ``toolkit <args>`` (or, for args
-    starting with ``-c``, that code)."""
+def run(args: list[str], env: dict[str, str]) -> tuple[float, float, int, float, float]:
+    """(wall s, CPU s, peak RSS MB, and at the largest resident size sampled its anonymous and
+    its file-backed MB) of one process running ``toolkit <args>`` (or, for args starting with
+    ``-c``, that code)."""
     argv = args if args[0] == "-c" else ["-m", "toolkit", *args]
-    got = measure(argv, env=env)
+    got = measure(argv, env=env, split=True)
     if got.returncode:
         raise SystemExit(f"{' '.join(args)}: exit {got.returncode}\n{got.stderr}")
-    return got.wall, got.cpu, got.peak // 2**20
+    return got.wall, got.cpu, got.peak // 2**20, got.anon / 2**20, got.file / 2**20
 
 
 def commands(entries: int, reps: int) -> None:
@@ -110,7 +111,8 @@ def commands(entries: int, reps: int) -> None:
             "ledger show": [*base, "ledger", "show", f"Pattern {i:05d}:"],
             "ledger list --json": [*base, "ledger", "list", "--json"],
         }
-        results: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cases}
+        results: dict[str, list[tuple[float, float, int, float, float]]] = {
+            k: [] for k in cases}
         run([*base, "ledger", "show", "Pattern 00000:"], env)  # compiles the bytecode
         shutil.rmtree(root / ".toolkit", ignore_errors=True)
         for _ in range(reps):
@@ -124,8 +126,8 @@ def commands(entries: int, reps: int) -> None:
         floor = [statistics.median(r[k] for r in results[next(iter(cases))]) for k in range(3)]
         medians = {}
         for name, rows in results.items():
-            wall, cpu, rss = medians[name] = tuple(statistics.median(r[k] for r in rows)
-                                                   for k in range(3))
+            medians[name] = tuple(statistics.median(r[k] for r in rows) for k in range(5))
+            wall, cpu, rss = medians[name][:3]
             ratio = "" if name.startswith(("floor", "interpreter")) else \
                 f"  ({wall / floor[0]:.1f}x wall, {cpu / floor[1]:.1f}x CPU of floor)"
             print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, {rss:.0f} MB peak{ratio}")
@@ -140,6 +142,15 @@ def commands(entries: int, reps: int) -> None:
         print(f"  with an open empty store as the interpreter ({with_store:.0f} MB): target "
               f"{2 * ledger_mb + with_store:.0f} MB "
               f"({load_peak / (2 * ledger_mb + with_store):.2f}x of target)")
+        split = {k: medians[k][3:] for k in ("load (a new store)", next(
+            k for k in cases if k.startswith("interpreter")))}
+        (load_anon, load_file), (interp_anon, interp_file) = split.values()
+        print(f"  at the largest resident size (sampled), median: the load's anonymous memory "
+              f"{load_anon:.0f} MB, file-backed pages (library code, which the kernel can drop "
+              f"and read again) {load_file:.0f} MB; the interpreter's {interp_anon:.0f} and "
+              f"{interp_file:.0f} MB; in anonymous memory, target 2 x {ledger_mb:.0f} MB + "
+              f"{interp_anon:.0f} MB = {2 * ledger_mb + interp_anon:.0f} MB "
+              f"({load_anon / (2 * ledger_mb + interp_anon):.2f}x of target)")
         shutil.rmtree(root / ".toolkit", ignore_errors=True)
         hwm, stages = load_stages([*base, "load"], env, root / "stages.json")
         print(f"load peak by stage (one more load, resident memory sampled every 2 ms; VmHWM "

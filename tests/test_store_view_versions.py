@@ -5,7 +5,10 @@ view's downloads again only when its version changed (tests/test_site_rebuild.py
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
+import pytest
 
 from toolkit.store import view_versions
 
@@ -32,7 +35,12 @@ VIEWS = _views(
     "CREATE VIEW recent AS SELECT id FROM entries WHERE ts > now() - INTERVAL 1 DAY",
     "CREATE VIEW counted AS SELECT count(*) AS n FROM _bookkeeping",
     "CREATE VIEW constant AS SELECT 1 AS one",
+    "CREATE VIEW local_recent AS SELECT id FROM entries WHERE ts > localtimestamp",
+    "CREATE VIEW catalog AS SELECT e.id FROM entries e, duckdb_tables() t "
+    "WHERE t.table_name = e.title",
+    "CREATE VIEW variable AS SELECT id FROM entries WHERE title = getvariable('title')",
 )
+UNVERSIONED = ("recent", "counted", "constant", "local_recent", "catalog", "variable")
 
 
 def test_a_view_follows_the_tables_it_reads_directly_or_through_another_view() -> None:
@@ -59,6 +67,16 @@ def test_a_view_whose_sql_changed_has_another_version() -> None:
 
 def test_a_view_over_an_unversioned_table_the_time_or_nothing_has_no_version() -> None:
     versions = view_versions(VIEWS, {"entries": "e1", "slop": "s1"}, TABLES)
-    for view in ("recent", "counted", "constant"):
+    for view in UNVERSIONED:
         assert view not in versions
     assert "both_kinds" not in view_versions(VIEWS, {"entries": "e1"}, TABLES)
+
+
+def test_a_view_that_reads_a_file_has_no_version(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "titles.csv").write_text("title\nGrep first\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # DuckDB reads the file when the view is made
+    views = _views("CREATE VIEW from_file AS SELECT e.id FROM entries e "
+                   "JOIN 'titles.csv' f USING (title)")
+    assert '"titles.csv"' in views["from_file"]  # as DuckDB keeps it
+    assert view_versions(views, {"entries": "e1", "slop": "s1"}, TABLES) == {}

@@ -1307,11 +1307,23 @@ def table_versions(declared: Sequence[Source], loads: Sequence[dict[str, Any]],
 
 
 # What a view may call that gives another answer over the same rows: the time, chance, the
-# session's settings, files (a function read_..., glob) and queries named by a string.
-_VOLATILE = re.compile(r"\b(?:now|today|current_\w+|get_current_\w+|random|setseed|"
-                       r"gen_random_uuid|uuid\w*|nextval|currval|getenv|read_\w+|glob|"
-                       r"query|query_table)\b", re.IGNORECASE)
+# session's settings and variables, the catalog, files (a function read_..., glob, or a file
+# named in quotes: DuckDB keeps FROM 'x.csv' as FROM "x.csv", and no name of the toolkit's
+# tables and columns needs a character but letters, digits and _) and queries named by a
+# string.
+_VOLATILE = re.compile(r"\b(?:now|today|current_\w+|get_current_\w+|local\w*time\w*|"
+                       r"\w+_timestamp|random|setseed|gen_random_uuid|uuid\w*|nextval|currval|"
+                       r"getenv|getvariable|duckdb_\w+|pragma_\w+|read_\w+|glob|query|"
+                       r"query_table)\b|\b(?:from|join)\s+'", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")  # a string, a quoted name
+
+
+def _reads_something_else(sql: str) -> bool:
+    """Whether a view's SQL calls something of :data:`_VOLATILE` or names a file (a quoted
+    name with a character but letters, digits and _)."""
+    return bool(_VOLATILE.search(sql)) or any(
+        q.startswith('"') and re.search(r"\W", q[1:-1]) for q in _QUOTED.findall(sql))
 
 
 def view_versions(views: dict[str, str], versions: dict[str, str], tables: Sequence[str]
@@ -1323,7 +1335,9 @@ def view_versions(views: dict[str, str], versions: dict[str, str], tables: Seque
     (a column or a word in a string of the same name only adds one: a view gets a new
     version more often, never too seldom). A view that reads a table without a version, or
     no table at all, or that calls anything that answers differently over the same rows
-    (the time, a random number, a file) has none: a caller reads it every time."""
+    (the time, a random number, a file) has none: a caller reads it every time. Made for the
+    toolkit's own views (its migrations create them all), which read the main schema only: a
+    table of another schema or an attached database is not seen."""
     known = {name.lower(): name for name in (*tables, *views)}
     out: dict[str, str] = {}
     for view in views:
@@ -1335,7 +1349,7 @@ def view_versions(views: dict[str, str], versions: dict[str, str], tables: Seque
                 continue
             sql = views[name]
             parts[f"view {name}"] = sql
-            if _VOLATILE.search(sql):
+            if _reads_something_else(sql):
                 ok = False
                 break
             for word in {w.lower() for w in _NAME.findall(sql)} - {name.lower()}:

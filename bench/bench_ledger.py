@@ -132,7 +132,8 @@ def commands(entries: int, reps: int) -> None:
                 f"  ({wall / floor[0]:.1f}x wall, {cpu / floor[1]:.1f}x CPU of floor)"
             print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, {rss:.0f} MB peak{ratio}")
         ledger_mb = sum(f.stat().st_size for f in (vault / "ledger").glob("*.md")) / 2**20
-        interpreter = medians[next(k for k in cases if k.startswith("interpreter"))][2]
+        interpreter_case = next(k for k in cases if k.startswith("interpreter"))
+        interpreter = medians[interpreter_case][2]
         target = 2 * ledger_mb + interpreter
         load_peak = medians["load (a new store)"][2]
         print(f"load memory: peak {load_peak:.0f} MB; target 2 x {ledger_mb:.0f} MB of ledger "
@@ -142,9 +143,8 @@ def commands(entries: int, reps: int) -> None:
         print(f"  with an open empty store as the interpreter ({with_store:.0f} MB): target "
               f"{2 * ledger_mb + with_store:.0f} MB "
               f"({load_peak / (2 * ledger_mb + with_store):.2f}x of target)")
-        split = {k: medians[k][3:] for k in ("load (a new store)", next(
-            k for k in cases if k.startswith("interpreter")))}
-        (load_anon, load_file), (interp_anon, interp_file) = split.values()
+        load_anon, load_file = medians["load (a new store)"][3:]
+        interp_anon, interp_file = medians[interpreter_case][3:]
         print(f"  at the largest resident size (sampled), median: the load's anonymous memory "
               f"{load_anon:.0f} MB, file-backed pages (library code, which the kernel can drop "
               f"and read again) {load_file:.0f} MB; the interpreter's {interp_anon:.0f} and "

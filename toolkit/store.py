@@ -1341,27 +1341,37 @@ def view_versions(views: dict[str, str], versions: dict[str, str], tables: Seque
     known = {name.lower(): name for name in (*tables, *views)}
     out: dict[str, str] = {}
     for view in views:
-        parts: dict[str, str] = {}  # what the version is made of: views' SQL, tables' versions
-        todo, ok = [view], True
-        while todo and ok:
-            name = todo.pop()
-            if f"view {name}" in parts:
-                continue
-            sql = views[name]
-            parts[f"view {name}"] = sql
-            if _reads_something_else(sql):
-                ok = False
-                break
-            for word in {w.lower() for w in _NAME.findall(sql)} - {name.lower()}:
-                read = known.get(word)
-                if read in views:
-                    todo.append(read)
-                elif read is not None:
-                    if read not in versions:
-                        ok = False
-                        break
-                    parts[f"table {read}"] = versions[read]
-        if ok and any(k.startswith("table ") for k in parts):
-            out[view] = hashlib.sha256(json.dumps(sorted(parts.items())).encode("utf-8")
-                                       ).hexdigest()
+        read = _view_reads(view, views, known)
+        if read is None:
+            continue
+        read_views, read_tables = read
+        if read_tables and read_tables <= versions.keys():
+            made_of = [sorted((v, views[v]) for v in read_views),
+                       sorted((t, versions[t]) for t in read_tables)]
+            out[view] = hashlib.sha256(json.dumps(made_of).encode("utf-8")).hexdigest()
     return out
+
+
+def _view_reads(view: str, views: dict[str, str], known: dict[str, str]
+                ) -> tuple[set[str], set[str]] | None:
+    """The views (``view`` among them) and the base tables ``view`` reads, directly or
+    through other views: every name in their SQL that ``known`` (lowercased name -> name)
+    holds. None when one of them reads something else (:func:`_reads_something_else`)."""
+    read_views: set[str] = set()
+    read_tables: set[str] = set()
+    todo = [view]
+    while todo:
+        name = todo.pop()
+        if name in read_views:
+            continue
+        read_views.add(name)  # its own name, in its CREATE VIEW, comes back here
+        sql = views[name]
+        if _reads_something_else(sql):
+            return None
+        for word in {w.lower() for w in _NAME.findall(sql)}:
+            found = known.get(word)
+            if found in views:
+                todo.append(found)
+            elif found is not None:
+                read_tables.add(found)
+    return read_views, read_tables

@@ -50,6 +50,28 @@ def test_export_redacts_secrets_and_home_paths(project, cli_run) -> None:
     assert "| https://[REDACTED]@ci.example.com/job/1 |" in out
 
 
+def test_export_cuts_the_redacted_title_so_no_key_prefix_survives_the_cut() -> None:
+    """The summary table cuts a title to 60 characters. Cut first and redacted after, a key
+    that straddles the cut is too short for its detector and its first characters reach the
+    export (``ghp_Zq8Wm3Rt6Y…``); the title is redacted first, then cut."""
+    from toolkit.sources.slop import parse_slop
+
+    token = "ghp_" + "Zq8Wm3Rt6Yp1Lk4Jh7Gf2Ds5Aa9Xc0Vb3Nm6"
+    key_id = "AKIA" + "Q7WX3MPL9RT2VZ5K"
+    titles = [f"Leaked the deploy key for staging in config: {token}",
+              f"Leaked the deploy key for staging in the app: {key_id}"]
+    sf = parse_slop(serde_pretty({"entries": [entry(i + 1, title=t) for i, t in
+                                              enumerate(titles)]}), Path("x.json"))
+    md = slop_ops.export_markdown(sf.entries, now=NOW)
+    for secret in (token, key_id):
+        assert secret[:8] not in md and secret[4:12] not in md
+    assert "| Leaked the deploy key for staging in config: [REDACTED] |" in md
+    assert "### 00000001 — Leaked the deploy key for staging in config: [REDACTED]\n" in md
+    # unredacted on request, cut as CodeSmith cuts it
+    raw = slop_ops.export_markdown(sf.entries, now=NOW, redact_output=False)
+    assert f"| {titles[0][:59]}… |" in raw
+
+
 def test_export_layout_details() -> None:
     long_title = "A" * 59 + "BCD|E"
     entries = slop_ops.load(Path("/nonexistent")).entries  # empty

@@ -125,6 +125,14 @@ HOME_PATHS: list[tuple[str, str]] = [
     ("snapshot of /home/dev/projects/acme-api", "snapshot of ~/projects/acme-api"),
     ("opened /Users/jane.doe/Library/Logs/app.log", "opened ~/Library/Logs/app.log"),
     ("C:\\Users\\Jane\\AppData\\config.json", "~\\AppData\\config.json"),
+    # a file URI (an editor's or a browser's link, pytest's report): the path after file://
+    ("open file:///home/dev/projects/acme-api/x.py:3", "open file://~/projects/acme-api/x.py:3"),
+    ("<file:///Users/jane.doe/notes.md>", "<file://~/notes.md>"),
+    ("see FILE:///home/dev/app.log", "see FILE://~/app.log"),
+    (f"file://{HOME}/a.txt", "file://~/a.txt"),
+    # a path glued to another by "/": a history entry key is "<file>/<title>"
+    ("patterns//home/dev/.aws/credentials is read first",
+     "patterns/~/.aws/credentials is read first"),
 ]
 
 DECOYS: list[str] = [

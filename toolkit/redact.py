@@ -48,7 +48,8 @@ What is redacted
 - Home directory paths: ``<home>/…`` becomes ``~/…`` (so ``<home>/.codesmith/secrets`` becomes
   ``~/.codesmith/secrets`` as in CodeSmith), where home is the ``home`` argument or the real
   home directory. Other users' homes are also folded: ``/home/<user>/…``, ``/Users/<user>/…``
-  and ``C:\\Users\\<user>\\…`` become ``~/…`` (``~\\…``), because a handoff report should not
+  and ``C:\\Users\\<user>\\…`` become ``~/…`` (``~\\…``), also after a ``/`` (a file URI's
+  ``file:///home/<user>/x`` becomes ``file://~/x``), because a handoff report should not
   carry user names. ``/root``, ``/srv/home/x`` and relative paths are left alone.
 
 Spelled secrets
@@ -387,7 +388,10 @@ def _home_hits(text: str, home: str | None) -> Iterator[_Hit]:
             yield _Hit("home_path", m.start(), m.end(), "~")
 
 
-_OTHER_HOME = re.compile(r"(?<![\w.~/-])/(?:home|Users)/[A-Za-z0-9._-]+(?=/)")
+# Not inside a name (``/srv/home/app``), but after a ``/``: a file URI's path
+# (``file:///home/<user>/…``) and a path glued to another (``patterns//home/<user>/…``, an
+# entry key made of a file and a title) name the user as the bare path does.
+_OTHER_HOME = re.compile(r"(?<![\w.~-])/(?:home|Users)/[A-Za-z0-9._-]+(?=/)")
 _WINDOWS_HOME = re.compile(r"(?<![\w.~-])[A-Za-z]:\\Users\\[A-Za-z0-9._ -]+?(?=\\)")
 
 

@@ -157,6 +157,22 @@ def test_secrets_report_place_and_family_never_the_secret(project, cli_run):
     assert TOKEN not in junit.read_text()
 
 
+def test_a_failing_row_shows_no_secret_split_by_an_invisible_character(project, cli_run):
+    """A row value holding a token with a zero-width space inside (as pasted from a chat):
+    the reports show the invisible character as ``<U+200B>``, so it must be redacted first,
+    on the text a viewer reads whole, not after the marker has split the token in two."""
+    settings(project)
+    split = TOKEN[:10] + "\u200b" + TOKEN[10:]
+    dispatch(project.audit_db, f"deploy with {split} today", "2026-05-01 10:00:00")
+    junit = project.root / "out.xml"
+    for args in (("check",), ("check", "--json"), ("check", "--junit-xml", str(junit))):
+        out = cli_run(*args).output
+        assert "deploy with [REDACTED] today" in out
+        assert TOKEN[10:] not in out and TOKEN[:10] not in out
+    assert "deploy with [REDACTED] today" in junit.read_text()
+    assert TOKEN[10:] not in junit.read_text()
+
+
 def test_the_secret_scan_finds_a_secret_among_many_rows(project):
     """Values are searched in chunks; a secret deep in a large table is found in its row."""
     settings(project)

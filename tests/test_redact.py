@@ -549,3 +549,38 @@ def test_h3_url_encoded_decoys_pass_unchanged() -> None:
     for decoy in DECOYS + H2_DECOYS + SPELLED_DECOYS:
         encoded = quote(decoy, safe="/:")
         assert redact(encoded, home=HOME) == encoded, decoy
+
+
+# A secret with an invisible character inside (U+200B zero-width space, U+00AD soft hyphen,
+# U+2060 word joiner, U+FEFF, a bidi mark), as text pasted from a chat or a rich-text page
+# holds it: a viewer shows the secret whole, and the site, the handoff and the check reports
+# show each such character as a visible ``<U+200B>`` between the secret's two halves.
+INVISIBLE: list[tuple[str, str]] = [
+    (f"token {GHP[:9]}\u200b{GHP[9:]} for CI", GHP),
+    (f"aws {AKIA[:8]}\u00ad{AKIA[8:]} key", AKIA),
+    (f"key {SK_OPENAI[:14]}\u2060{SK_OPENAI[14:]}", SK_OPENAI),
+    ("\ufeffpassword = hunt\u200ber2-Xq9", "hunter2-Xq9"),
+    (f"{GHP[:4]}\u200e{GHP[4:]}", GHP),
+]
+
+
+def _invisible_stripped(text: str) -> list[str]:
+    return [text, re.sub("[\u00ad\u200b-\u200f\u2060\ufeff]", "", text)]
+
+
+@pytest.mark.parametrize(("text", "secret"), INVISIBLE,
+                         ids=[f"invisible-{i}" for i in range(len(INVISIBLE))])
+def test_a_secret_split_by_an_invisible_character_is_redacted(text: str, secret: str) -> None:
+    _assert_spelled_secret_redacted(text, secret, _invisible_stripped)
+    assert not any(secret[4:12] in view for view in
+                   _invisible_stripped(redact(text, home=HOME)))
+
+
+def test_invisible_characters_that_split_no_secret_stay() -> None:
+    for text in ("zero\u200bwidth and soft\u00adhyphen", "\ufeffBOM first", "a\u200db emoji"):
+        assert redact(text, home=HOME) == text
+        assert find_secrets(text, home=HOME) == []
+    for decoy in ("the ghp_\u200bprefix marks classic GitHub tokens",
+                  "AKIA\u200b is the prefix of AWS access key ids.",
+                  "commit 3f2d1d33a761afeb\u200b15b07964436e4394c7333dd2 fixed it"):
+        assert redact(decoy, home=HOME) == decoy

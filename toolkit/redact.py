@@ -68,7 +68,10 @@ string, ``&amp;#95;``, ``%255F``, or the two mixed: ``&#37;5F``, which an ``href
 replaced: ``x ghp&#95;… y`` becomes ``x [REDACTED] y``, ``?t=ghp%5F…&n=1`` becomes
 ``?t=[REDACTED]&n=1``, ``password: &quot;pw&quot;`` becomes ``password:
 &quot;[REDACTED]&quot;``. Percent-escaped bytes that are not UTF-8 (``%DB_PASSWORD%``, a
-Windows variable) are left as written. Text with none of these is read once. Every output that
+Windows variable) are left as written. A character a viewer draws as nothing (a soft hyphen,
+a zero-width space or joiner, a word joiner, a bidi mark, the BOM), as text pasted from a chat
+or a rich-text page may hold inside a token, is read as nothing the same way, and the span
+that holds it is replaced. Text with none of these is read once. Every output that
 redacts (site pages, downloads and search index of a redacted build, handoff, publish, exports)
 gets this here, and publish's final scan reads the same decoded copies (``scan_variants``).
 
@@ -428,9 +431,15 @@ def _merge(hits: list[_Hit]) -> list[_Hit]:
 _PERCENT_CHAR = (r"%[0-7][0-9a-fA-F]|%[cdCD][0-9a-fA-F]%[89abAB][0-9a-fA-F]"
                  r"|%[eE][0-9a-fA-F](?:%[89abAB][0-9a-fA-F]){2}"
                  r"|%[fF][0-7](?:%[89abAB][0-9a-fA-F]){3}")
+# Characters a viewer does not show (Unicode's format characters that draw nothing: soft
+# hyphen, zero-width space and joiners, word joiner, bidi marks, the BOM, tag characters):
+# read as nothing, so a secret pasted with one inside is read whole.
+_INVISIBLE_CHARS = ("\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+                    "\ufeff\U000e0001\U000e0020-\U000e007f")
+_INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}]")
 _SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
                       r"|\\(?:[!-/:-@\[-`{-~]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})|"
-                      + _PERCENT_CHAR)
+                      + _PERCENT_CHAR + f"|[{_INVISIBLE_CHARS}]")
 # Is there a percent-escape at all (plain text, and ``100%``, skip the decoded reading)?
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 # Layers decoded: one for Markdown/HTML/URLs, one more for such text inside a JSON string
@@ -483,8 +492,10 @@ def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
                 continue
         elif first == "\\":
             out = piece[1] if len(piece) == 2 else _code_point(piece[2:])
-        else:
+        elif first == "&":
             out = html.unescape(piece)
+        else:  # an invisible character: a viewer shows nothing
+            out = ""
         if out == piece:
             continue
         parts.append(text[pos:m.start()])
@@ -528,7 +539,8 @@ def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
 
 def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
     hits = list(_detect(text, home, fold))
-    if "&" in text or "\\" in text or ("%" in text and _PERCENT.search(text)):
+    if "&" in text or "\\" in text or ("%" in text and _PERCENT.search(text)) \
+            or (not text.isascii() and _INVISIBLE.search(text)):
         # plain text (most) costs nothing more
         hits += _decoded_hits(text, home, fold)
     return _merge(hits)

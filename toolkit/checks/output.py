@@ -20,8 +20,10 @@ def cell(value: Any) -> str:
     from toolkit.display import visible
     from toolkit.redact import redact
 
-    # fold: the loaders lowercase some values (a category), and a lowercased key is still one
-    return "" if value is None else redact(visible(str(value), single_line=True), fold=True)
+    # fold: the loaders lowercase some values (a category), and a lowercased key is still one.
+    # Redacted before it is made visible: an invisible character inside a secret becomes a
+    # visible <U+200B> that would split it for the redactor, and the reader reads it whole.
+    return "" if value is None else visible(redact(str(value), fold=True), single_line=True)
 
 
 def row_text(row: Sequence[Any], limit: int = CELL_MAX) -> str:

@@ -124,3 +124,22 @@ def test_h1_final_scan_passes_a_clean_redacted_report(project, github, clock):  
     _plant(project)
     result = run_publish(project, github, clock, dry_run=True)
     assert "[REDACTED]" in result.body  # the scan did not refuse the redacted markers
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+@pytest.mark.parametrize("secret", STANDARD, ids=[f"s{i}" for i in range(len(STANDARD))])
+def test_h1_a_slug_never_folds_a_broken_secret_back_together(secret: str) -> None:
+    """A slug keeps only ASCII: NFKD turns a fullwidth ``ghp`` into ``ghp`` and drops a
+    combining accent or a CJK character. A secret the redactor did not see as one because
+    of such a character must not become one in the slug (a file name, URL and anchor)."""
+    from toolkit.slugs import slugify
+
+    part = _secret_part(secret)
+    at = secret.index(part) + 3
+    for broken in (secret[:at] + "\u0301" + secret[at:], secret[:at] + "中" + secret[at:],
+                   _fullwidth(secret[:at]) + secret[at:]):
+        slug = slugify(f"Rotate {broken} now")
+        assert _flat(part).strip("-") not in slug, (broken, slug)

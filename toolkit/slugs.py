@@ -5,9 +5,10 @@ and stays short. When the title had characters that ASCII folding dropped (CJK, 
 controls), a short hash of the title is appended so different titles stay different.
 
 A slug is made from the *redacted* title (``toolkit.redact``, home paths folded whatever the
-machine's home is): slugs become file names, URLs and anchors, and handoff reports and GitHub
-issues link to them, so a secret in a title or task name must not survive in its slug, in any
-case (FAULTS H1). The site and the links to it use this one function, so links still resolve.
+machine's home is), redacted again once folded to ASCII if that changed it: slugs become file
+names, URLs and anchors, and handoff reports and GitHub issues link to them, so a secret in a
+title or task name must not survive in its slug, in any case (FAULTS H1). The site and the
+links to it use this one function, so links still resolve.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
 def _slug(title: str | None, fallback: str) -> str:
     text = redact(title, home="", fold=True) if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    if folded != text:
+        # folding to ASCII can join what the redactor saw apart (a fullwidth "ghp" becomes
+        # "ghp", a combining accent or a CJK character inside a token is dropped): what
+        # the slug is made of is redacted as it now reads
+        folded = redact(folded, home="", fold=True)
     slug = _NON_ALNUM.sub("-", folded.lower()).strip("-")[:MAX_LEN].strip("-")
     lossy = not text.isascii() and any(ord(ch) > 127 and not unicodedata.combining(ch)
                                        for ch in unicodedata.normalize("NFKD", text))

@@ -584,3 +584,36 @@ def test_invisible_characters_that_split_no_secret_stay() -> None:
                   "AKIA\u200b is the prefix of AWS access key ids.",
                   "commit 3f2d1d33a761afeb\u200b15b07964436e4394c7333dd2 fixed it"):
         assert redact(decoy, home=HOME) == decoy
+
+
+# A token an upstream tool already cut, with an ellipsis at the cut (a DuckDB error message
+# shows 50 characters of its input, an agent's tool cuts a long line): too short for its
+# family's detector, but a recognisable prefix of the token.
+CUT: list[tuple[str, str]] = [
+    ('Malformed JSON.  Input: "{x yyyyyyyyyyyyyyyyyyyy ' + GHP[:23] + '..."', GHP[:23]),
+    (f"token {GHP[:14]}… (cut)", GHP[:14]),
+    (f"key {AKIA[:10]}…", AKIA[:10]),
+    (f"slack {XOXB[:16]}...", XOXB[:16]),
+    (f"jwt {JWT[:30]}…", JWT[:30]),
+    (f"{GH_PAT[:24]}…", GH_PAT[:24]),
+    (f"sk {SK_OPENAI[:15]}...", SK_OPENAI[:15]),
+]
+CUT_DECOYS = ["the ghp_… prefix", "ids start AKIA…", "Use eyJ… tokens", "sk-learn... works",
+              "ghp_abc… is short", "see xoxb-… in the docs", "sk-… keys"]
+
+
+@pytest.mark.parametrize(("text", "prefix"), CUT, ids=[f"cut-{i}" for i in range(len(CUT))])
+def test_a_token_cut_before_the_redactor_saw_it_is_redacted(text: str, prefix: str) -> None:
+    for fold in (False, True):
+        out = redact(text, home=HOME, fold=fold)
+        assert prefix[:8] not in out and MARKER in out, out
+        assert find_secrets(text, home=HOME, fold=fold)
+        assert find_secrets(out, home=HOME, fold=fold) == []
+        assert redact(out, home=HOME, fold=fold) == out
+    assert redact(text.casefold(), home=HOME, fold=True).count(MARKER) == 1
+
+
+def test_an_ellipsis_after_a_bare_prefix_is_no_secret() -> None:
+    for decoy in CUT_DECOYS:
+        assert redact(decoy, home=HOME) == decoy
+        assert find_secrets(decoy, home=HOME) == []

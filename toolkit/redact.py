@@ -30,6 +30,11 @@ What is redacted
   ``redis://:pass@host``) becomes ``scheme://[REDACTED]@host`` (scheme and host kept;
   ``ssh://git@host`` has no password and is left alone).
 - Stripe webhook signing secrets (``whsec_…``) and SendGrid keys (``SG.<id>.<secret>``).
+- A token of one of these families that was already cut before it got here, with an ellipsis
+  (``…`` or ``...``) at the cut, as a DuckDB error message or an agent's tool cuts a long line:
+  the prefix and the 4+ characters after it (with a digit or mixed case; capitals and digits
+  after ``AKIA``/``ASIA``) before the ellipsis, so no recognisable prefix of a key stays;
+  ``the ghp_… prefix`` and ``sk-learn...`` are left alone.
 - Secrets written without ``=``, only the value replaced: ``aws configure set
   aws_secret_access_key …`` (and ``aws_session_token``), ``curl -u user:pw`` /
   ``--user``, a ``.netrc`` ``machine … login … password …`` (one line or several),
@@ -330,6 +335,30 @@ _SIMPLE_FOLDED = tuple(
     for kind, p in _SIMPLE)
 
 
+# A token of a fixed-prefix family that something upstream already cut, marked with an
+# ellipsis (a DuckDB error message shows 50 characters of its input; agents' tools cut long
+# lines): too short for its family's pattern, but a recognisable prefix of a real token. The
+# part before the ellipsis (4+ characters after the prefix, with a digit or mixed case, or
+# capitals and digits after AKIA/ASIA, so "the ghp_... prefix" and "sk-learn..." stay) is
+# replaced.
+_CUT_PREFIXES = (r"gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_(?:live|test)_|AIza|AKIA|ASIA"
+                 r"|xox[abposr]-|xapp-|eyJ|whsec_|SG\.|d?sk-")
+_CUT_TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:" + _CUT_PREFIXES + r")"
+                        r"(?P<body>[A-Za-z0-9_\-.+/=]{4,}?)(?=…|\.\.\.)")
+_CUT_TOKEN_FOLDED = re.compile(_CUT_TOKEN.pattern, _I)
+
+
+def _cut_hits(text: str, fold: bool) -> Iterator[_Hit]:
+    for m in (_CUT_TOKEN_FOLDED if fold else _CUT_TOKEN).finditer(text):
+        body = m.group("body")
+        if m.group().upper().startswith(("AKIA", "ASIA")):  # a key id: capitals and digits
+            keyish = body.isalnum() and (fold or body.isupper() or body.isdigit())
+        else:
+            keyish = any(c.isdigit() for c in body) or body.lower() != body != body.upper()
+        if keyish:
+            yield _Hit("cut_token", m.start(), m.end(), MARKER)
+
+
 def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
     low = text.lower()
     for kind, pattern in (_SIMPLE_FOLDED if fold else _SIMPLE) \
@@ -357,6 +386,8 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
     if any(g in low for g in _ASSIGN_GATES):
         yield from _assignment_hits(text)
     yield from _contextual_hits(text, low)
+    if "…" in text or "..." in text:
+        yield from _cut_hits(text, fold)
     yield from _home_hits(text, home)
 
 

@@ -305,6 +305,14 @@ H2_SECRETS: list[tuple[str, str]] = [
     ("The password is hunter2.", "hunter2"),
     ("fyi the password for the staging db is swordfish, rotate it", "swordfish"),
     ("Passphrase was `correct-horse-42` on the old laptop", "correct-horse-42"),
+    # a command line's password or key flag, its value after a space
+    ("docker login -u admin -p Dock3r-Pw-77 registry.example.com", "Dock3r-Pw-77"),
+    ("docker login --username admin --password 'Dock3r-Pw-78' ghcr.io", "Dock3r-Pw-78"),
+    ("redis-cli -h cache.internal -a R3dis-Pw-99 ping", "R3dis-Pw-99"),
+    ("sshpass -p 'Ssh-Pw-4242' ssh deploy@host", "Ssh-Pw-4242"),
+    ("mytool sync --api-key 9f8e7d6c5b4a3f2e1d0c --verbose", "9f8e7d6c5b4a3f2e1d0c"),
+    ("vault login --token 7f3a9c2e1b8d4f6a0c5e9d8b", "7f3a9c2e1b8d4f6a0c5e9d8b"),
+    ("tool --client-secret \"Cl1ent-S3cret\" --tenant acme", "Cl1ent-S3cret"),
 ]
 H2_DECOYS: list[str] = [
     "sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709 and md5 d41d8cd98f00b204e9800998ecf8427e",
@@ -326,6 +334,16 @@ H2_DECOYS: list[str] = [
     "machine example.com login jane",
     "The SG.1 signal group and whsec_ are documented in the wiki",
     "AccountName=acmestore;EndpointSuffix=core.windows.net",
+    "docker login -u admin --password-stdin < pw.txt",
+    "docker login -u admin -p \"$REGISTRY_PASSWORD\" ghcr.io",
+    "docker run -p 8080:80 nginx",
+    "mytool --api-key API_KEY  the key to use (--token TOKEN, --password TEXT)",
+    "vault login --token-file ~/.vault-token",
+    "redis-cli -a $REDIS_PASSWORD ping",
+    "gh auth login --with-token < token.txt",
+    "tool --password --other-flag",
+    "README still documents the v1 --token flag; the --password option is deprecated",
+    "pass --token and --user, or set --secret to true",
 ]
 
 

@@ -37,7 +37,10 @@ What is redacted
   ``the ghp_… prefix`` and ``sk-learn...`` are left alone.
 - Secrets written without ``=``, only the value replaced: ``aws configure set
   aws_secret_access_key …`` (and ``aws_session_token``), ``curl -u user:pw`` /
-  ``--user``, a ``.netrc`` ``machine … login … password …`` (one line or several),
+  ``--user``, a command line's ``--password pw`` / ``--api-key k`` / ``--client-secret s``
+  (not a word of prose about the flag: "the ``--token`` flag"), ``docker login -p pw``,
+  ``sshpass -p pw``, ``redis-cli -a pw``, a ``.netrc`` ``machine … login … password …``
+  (one line or several),
   ``mysql -p<pw>`` (``-p`` followed by a space prompts and is left alone), and a password
   stated in prose ("the password is …", "password for the db was …"; ordinary words after
   "is", such as "wrong", "required" or "stored", are not passwords).
@@ -255,6 +258,19 @@ _CONTEXTUAL: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     # mysql -p<pw> / mysqldump -p'pw' (-p with a space after it prompts: nothing to hide)
     ("mysql_password", "mysql", re.compile(
         r"(?<![\w-])mysql(?:dump|admin|import|show|check)?\b[^\n]{0,300}?[ \t]-p" + _VALUE)),
+    # a command line's password or key flag, the value after a space (with "=" it is an
+    # assignment): --password pw, --api-key k, --client-secret s (not --password-stdin)
+    ("cli_flag_secret", "--", re.compile(
+        r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|passphrase|pass|secret|token|api-?key"
+        r"|access-key|secret-key|private-key|credentials?)[ \t]+(?!-)" + _VALUE, _I)),
+    # docker (podman, nerdctl) login -p pw, sshpass -p pw, redis-cli -a pw
+    ("cli_login_password", "login", re.compile(
+        r"(?<![\w-])(?:docker|podman|nerdctl)[ \t]+login\b[^\n]{0,300}?[ \t]-p[ \t]+(?!-)"
+        + _VALUE, _I)),
+    ("cli_sshpass_password", "sshpass", re.compile(
+        r"(?<![\w-])sshpass[ \t]+-p[ \t]*(?!-)" + _VALUE, _I)),
+    ("cli_redis_password", "redis-cli", re.compile(
+        r"(?<![\w-])redis-cli\b[^\n]{0,300}?[ \t]-a[ \t]+(?!-)" + _VALUE, _I)),
     # prose: "the password is hunter2", "password for the db was 'x'"
     ("password_in_prose", "pass", re.compile(
         r"(?<![\w-])(?:password|passphrase|passwd|passcode)"
@@ -286,6 +302,13 @@ def _prose_value_is_secret(value: str) -> bool:
     return not (v.isalpha() and v.islower() and low.endswith(("ed", "ly", "ing")))
 
 
+_METAVAR = re.compile(r"[A-Z][A-Z_]*")  # a help text's placeholder: --token TOKEN
+_FLAG_PLACEHOLDERS = frozenset({  # ... also as the case-folded copy reads it
+    "token", "password", "passwd", "pass", "passphrase", "secret", "key", "api_key", "apikey",
+    "api-key", "access_key", "secret_key", "private_key", "credential", "credentials", "value",
+    "pw", "pwd"})
+
+
 def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
     for kind, gate, pattern in _CONTEXTUAL:
         if gate not in low:
@@ -300,6 +323,12 @@ def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
                 value = trimmed
             if not _value_is_secret(value):
                 continue
+            if kind.startswith("cli_") and (_METAVAR.fullmatch(value)  # --token TOKEN (help)
+                                            or value.lower() in _FLAG_PLACEHOLDERS):
+                continue
+            if kind == "cli_flag_secret" and value.isalpha() \
+                    and (value.islower() or value.istitle() or value.isupper()):
+                continue  # a word of prose about the flag: "the --token flag", "--password is"
             if kind == "password_in_prose" and group == "bare" \
                     and not _prose_value_is_secret(value):
                 continue

@@ -689,3 +689,52 @@ def test_a_page_whose_html_is_older_than_its_markdown_is_rendered_again(
     assert again.mode == "incremental" and again.written == []
     assert again.rebuilt == 1
     assert tree_bytes(again.out) == site_before
+
+
+def test_a_build_killed_after_mkdocs_wrote_pages_is_followed_by_a_clean_builds_site(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """A build killed after MkDocs' dirty run wrote the changed page's HTML and before the
+    toolkit wrote the search index and its state leaves HTML newer than its Markdown (which a
+    dirty run trusts) beside an index that is not the site's (the search plugin's, without
+    entries). The next build, with nothing changed, gives a clean build's site."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from tests._site_helpers import BUILD_TIME
+    from tests.conftest import kill_at_pause
+
+    world, first = built_world
+    _edit_entry(world, "zanzibarkilled")
+    # the build of tests._site_helpers.build, in a process of its own (the world's settings)
+    child = ("import pickle, sys\n"
+             "from toolkit.loaders import SOURCES\n"
+             "from toolkit.site import build_site\n"
+             "from toolkit.store import Store\n"
+             "cfg, when = pickle.loads(sys.stdin.buffer.read())\n"
+             "with Store.open(cfg.db_path, sources=SOURCES) as store:\n"
+             "    store.refresh(cfg)\n"
+             "    print(build_site(cfg, store, build_time=when).mode)\n")
+    proc = subprocess.Popen([sys.executable, "-c", child], cwd=world.root,
+                            env={**os.environ, "TOOLKIT_EDITOR_PAUSE": "site_before_search_index"},
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.buffer.write(pickle.dumps((world.cfg, BUILD_TIME)))
+    proc.stdin.close()
+    kill_at_pause(proc, "site_before_search_index")
+    # killed where meant: an incremental build, the page's HTML is the new one, the index and
+    # the state still the last build's
+    state = json.loads((first.build_dir / "state.json").read_text(encoding="utf-8"))
+    assert state["signature"] is not None
+    assert "zanzibarkilled" in (first.out / ENTRY / "index.html").read_text(encoding="utf-8")
+    index = first.out / "search" / "search_index.json"
+    assert "zanzibarkilled" not in index.read_text(encoding="utf-8")
+
+    again = build(world)
+    assert "zanzibarkilled" in index.read_text(encoding="utf-8")
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [p for p in want if got[p] != want[p]] == []

@@ -42,7 +42,9 @@ only what the pages it renders need (``_dirty_subset``: them, the pages in the n
 they link to, the static files), so its cost follows the change, not the site's size. The
 search index is merged: the entries of rebuilt pages come from
 this build, the others from the previous index (as bytes, located by ``search-map.json``), in
-the order a full build writes them. So the result is the same bytes a full build makes.
+the order a full build writes them. So the result is the same bytes a full build makes. A
+build stopped while MkDocs ran or before the index was written (``mkdocs-running`` is left in
+the build folder) is followed by a full MkDocs run: its HTML and index are not trusted.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ from toolkit.pages import (
     tables_file,
 )
 from toolkit.records import acyclic_build
+from toolkit.safewrite import pause
 
 if TYPE_CHECKING:
     import jinja2
@@ -123,6 +126,11 @@ THEME_FILES = "theme-files"  # parse-cache slot: the theme's static files as MkD
 DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
 # the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
 DIRTY_DOCS = "dirty-docs"
+# there while MkDocs runs and the search index is written: a build that finds it was stopped
+# (killed, or MkDocs failed) after some pages' HTML was written and before the index and the
+# state that go with them were, so their HTML (newer than its Markdown, or cut short) and
+# the index are not to be trusted: it builds in full
+MKDOCS_RUNNING = "mkdocs-running"
 HOOKS = Path(__file__).resolve().parent / "site_hooks.py"
 MAX_INLINE = 1_000  # characters of one AI-written value shown in a table cell or field
 MAX_BLOCK = 20_000  # characters of one AI-written text block shown on a page
@@ -998,8 +1006,10 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
                                 f"|search={search_text.FORM}").encode("utf-8")).hexdigest()
     index_path = site / "search" / "search_index.json"
+    running = build / MKDOCS_RUNNING
     incremental = (not clean and previous.get("signature") == signature
-                   and (site / MARKER).is_file() and index_path.is_file())
+                   and (site / MARKER).is_file() and index_path.is_file()
+                   and not running.exists())
     old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
@@ -1007,6 +1017,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
                             md_times=md_times) if incremental else None)
     mark("writing")
 
+    running.write_bytes(b"")
     try:
         run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                           progress=progress, expected=len(written) if incremental else total,
@@ -1022,12 +1033,14 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
                           progress=progress, expected=len(written))
     mark("mkdocs")
     new_index, run.index = run.index, None
+    pause("site_before_search_index")
     docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
                                     run.rebuilt, new_index)
     (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
                                f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
     _write_state(state_path, {"signature": signature, "files": sorted(files),
                               "order": [list(o) for o in run.order]})
+    running.unlink()
     mark("search index")
     return BuildResult(out=site, build_dir=build, mode="incremental" if incremental else "full",
                        pages=total, written=written, removed=removed, rebuilt=len(run.rebuilt),

@@ -738,3 +738,19 @@ def test_a_build_killed_after_mkdocs_wrote_pages_is_followed_by_a_clean_builds_s
     got, want = tree_bytes(again.out), tree_bytes(full.out)
     assert sorted(got) == sorted(want)
     assert [p for p in want if got[p] != want[p]] == []
+
+
+def test_a_search_index_cut_short_is_built_again_in_full(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """The site's search index cut short (its map then no longer describes it, and it is no
+    JSON): nothing of it is kept, the build does not fail, and it gives a clean build's site."""
+    world, first = built_world
+    index = first.out / "search" / "search_index.json"
+    with open(index, "r+b") as fh:
+        fh.truncate(300)
+    again = build(world)
+    assert again.mode == "full"
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [p for p in want if got[p] != want[p]] == []

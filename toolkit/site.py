@@ -44,7 +44,10 @@ search index is merged: the entries of rebuilt pages come from
 this build, the others from the previous index (as bytes, located by ``search-map.json``), in
 the order a full build writes them. So the result is the same bytes a full build makes. A
 build stopped while MkDocs ran or before the index was written (``mkdocs-running`` is left in
-the build folder) is followed by a full MkDocs run: its HTML and index are not trusted.
+the build folder) is followed by a full MkDocs run: its HTML and index are not trusted, nor is
+an index that cannot be read. A file of the site changed by hand after a build (not by a
+build: a build stopped part-way is the case above) is not looked for: a dirty run rewrites an
+output only when its source is newer, and ``--clean`` builds the site afresh.
 """
 
 from __future__ import annotations
@@ -1005,12 +1008,13 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     (build / "mkdocs.yml").write_text(config_text, encoding="utf-8")
     signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
                                 f"|search={search_text.FORM}").encode("utf-8")).hexdigest()
-    index_path = site / "search" / "search_index.json"
+    index_path = site / INDEX
     running = build / MKDOCS_RUNNING
     incremental = (not clean and previous.get("signature") == signature
-                   and (site / MARKER).is_file() and index_path.is_file()
-                   and not running.exists())
+                   and not running.exists() and (site / MARKER).is_file()
+                   and index_path.is_file())
     old_index = _SearchIndex.read(index_path, build / SEARCH_MAP) if incremental else None
+    incremental = old_index is not None  # an index that cannot be read: built in full
     if not incremental:
         _write_state(state_path, {"signature": None, "files": sorted(files)})
     subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous,
@@ -1653,6 +1657,16 @@ def _link_docs(docs: Path, folder: Path, files: set[str]) -> None:
             shutil.copy2(docs / rel, folder / rel)
 
 
+def _remove_output_file(site: Path, rel: str) -> None:
+    target = site / rel
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    parent = target.parent
+    while parent != site and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
 def _prune_cache(folder: Path, keep: set[str]) -> None:
     if folder.is_dir():
         for p in folder.iterdir():
@@ -1677,13 +1691,7 @@ def _remove_output(site: Path, rel: str) -> None:
     """Delete the built output of a docs file that no longer exists."""
     from toolkit.reports import page_url
 
-    target = site / (page_url(rel) + "index.html") if rel.endswith(".md") else site / rel
-    with contextlib.suppress(FileNotFoundError):
-        target.unlink()
-    parent = target.parent
-    while parent != site and parent.is_dir() and not any(parent.iterdir()):
-        parent.rmdir()
-        parent = parent.parent
+    _remove_output_file(site, page_url(rel) + "index.html" if rel.endswith(".md") else rel)
 
 
 def _read_state(path: Path) -> dict[str, Any]:
@@ -2065,7 +2073,8 @@ class _SearchIndex:
     pieces: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, path: Path, map_path: Path) -> _SearchIndex:
+    def read(cls, path: Path, map_path: Path) -> _SearchIndex | None:
+        """The index at ``path``; None when it is not an index (cut short, edited)."""
         st = path.stat()
         data = path.read_bytes()
         mapped = _read_state(map_path)
@@ -2077,7 +2086,10 @@ class _SearchIndex:
                     return cls(data, pages=pages)
         except (KeyError, TypeError, ValueError, AttributeError):
             pass
-        return cls.parse(data)
+        try:
+            return cls.parse(data)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
 
     @classmethod
     def parse(cls, data: bytes | str, *, plugin: bool = False) -> _SearchIndex:
@@ -2183,6 +2195,7 @@ class _SearchIndex:
         return sum(n for _, _, n in pages.values())
 
 
+INDEX = "search/search_index.json"  # the site's search index, in the site folder
 # the index's config: what Material's search plugin writes of its settings
 _INDEX_CONFIG = ("lang", "separator", "pipeline", "fields")
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from tests._site_helpers import BUILD_TIME, TODAY, PageScan, build, make_world, scan
+from tests._site_helpers import BUILD_TIME, TODAY, PageScan, World, build, make_world, scan
 from tests.conftest import isolate, make_project
 from toolkit.config import resolve
 from toolkit.errors import UsageError
@@ -306,3 +306,33 @@ def test_project_open_in_a_build_kernel_takes_the_build_settings_for_its_project
     other.mkdir()
     with Project.open(other, refresh=False) as project:
         assert project.config.db_path == other / ".toolkit" / "ledger.duckdb"
+
+
+def test_a_notebooks_cached_run_is_not_reused_when_the_build_shows_other_actions(
+        tmp_path: Path) -> None:
+    """The kernel reads the build's settings, whose actions among them (``site_scope``): a
+    rebuild with the other scope runs the notebook again, and its page is a clean build's."""
+    import sqlite3
+
+    world = make_world(tmp_path, analyses=True)
+    conn = sqlite3.connect(world.home / ".nagi" / "ledger.db")
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                 "('2026-05-02 09:00:00', 2, 'deploy', 'another project', 'acme-web')")
+    conn.commit()
+    conn.close()
+    _notebook(world.root / "scope.ipynb",
+              "from toolkit.api import Project\n"
+              "print('days shown:', [d.day for d in Project.open(project_path)"
+              ".stats_by_tier()])")
+    cfg = world.cfg.with_overrides(notebooks=(world.root / "scope.ipynb",))
+    page = Path("analyses") / "scope" / "index.html"
+
+    first = build(World(world.root, world.home, cfg))
+    assert "scope.ipynb" in first.analyses_run
+    assert "2026-05-02" not in scan(first.out / page).body_text  # another project's day
+    every = World(world.root, world.home, cfg.with_overrides(site_scope="all"))
+    again = build(every)
+    assert "scope.ipynb" in again.analyses_run
+    full = build(every, out=tmp_path / "full" / "site", clean=True)
+    assert (again.out / page).read_bytes() == (full.out / page).read_bytes()
+    assert "2026-05-02" in scan(full.out / page).body_text

@@ -5,7 +5,9 @@
 ``notebooks/``, then those listed under ``notebooks:`` in toolkit.yaml):
 
 * **Cache.** The key is the store's source fingerprints (``_sources``), the notebook's bytes,
-  the build's "today", whether the build redacts, and the toolkit's version. A notebook whose
+  the build's "today", whether the build redacts, the settings the kernel is given (the
+  project, its name and sources, whose actions it reads: ``site_scope``) and the toolkit's
+  version. A notebook whose
   key matches the one cached in ``<build>/analyses/`` is not run again: its executed copy (or
   its failure) is read from there, so an unchanged rebuild starts no kernel.
 * **Running.** The build holds its store open for writing, and DuckDB lets one process open
@@ -99,11 +101,13 @@ class Analyses:
         cache = self.build / CACHE
         cache.mkdir(parents=True, exist_ok=True)
         sources = _fingerprints(store)
+        settings = self._settings(None)
         todo: list[tuple[str, Path, bytes | None, str, Path]] = []
         for slug, path in _slugged(notebook_paths(self.cfg)):
             data, why = _read(path)
             key = hashlib.sha256(json.dumps({
                 "sources": sources, "today": self.today.isoformat(), "redact": self.redact,
+                "settings": settings,
                 "notebook": hashlib.sha256(data).hexdigest() if data is not None else why,
                 "toolkit": _version()}, sort_keys=True).encode("utf-8")).hexdigest()
             todo.append((slug, path, data, key, cache / slug))
@@ -124,11 +128,21 @@ class Analyses:
             pages.append(self._page(slug, path, nb, failure))
         return pages
 
+    def _settings(self, snapshot: Path | None) -> str:
+        """What the kernel is told of the build (``TOOLKIT_SITE_BUILD``: the project, its
+        sources, its "today", whose actions it reads...), reading the store copy
+        ``snapshot``; with None, what the cache's key holds of it (every part of it but the
+        copy's path, which is new on every run)."""
+        from toolkit.api import site_build_settings
+
+        return site_build_settings(self.cfg.with_overrides(today=self.today),
+                                   snapshot or Path("store.duckdb"))
+
     # -- running -------------------------------------------------------------
     def _run(self, store: Store, todo: list[tuple[str, Path, bytes | None, str, Path]]) -> None:
         """Run the notebooks whose cache is stale in one kernel, on a copy of the store."""
         from toolkit import notebooks
-        from toolkit.api import SITE_BUILD_ENV, site_build_settings
+        from toolkit.api import SITE_BUILD_ENV
 
         work = Path(tempfile.mkdtemp(prefix="run-", dir=self.build / CACHE))
         sockets = Path(tempfile.mkdtemp(prefix="tk-"))  # private (0700)
@@ -140,7 +154,7 @@ class Analyses:
                 store.copy_database(snapshot)
             except (ToolkitError, OSError) as exc:
                 no_copy = f"the store could not be copied for it ({exc})"
-            settings = site_build_settings(self.cfg.with_overrides(today=self.today), snapshot)
+            settings = self._settings(snapshot)
             # IPython's profile and history, and Jupyter's runtime files, stay in the build's
             # folders (deleted after), and matplotlib's in the build folder unless the user has
             # one of their own (charts.mpl_env), not in the home

@@ -18,7 +18,7 @@ from tests._history_helpers import SideRepo
 from tests.conftest import isolate
 from tests.test_secrets_in_links import STANDARD, _secret_part
 from toolkit import config as config_mod
-from toolkit import turn_diffs
+from toolkit import parsecache, turn_diffs
 from toolkit.display import visible
 from toolkit.loaders import SOURCES
 from toolkit.site import build_site
@@ -188,13 +188,33 @@ def test_a_redacted_diff_cached_by_another_redactor_is_not_reused(
     out = tmp_path / "site"
     _copy_site(redacted, out)  # a redacted build's site and build folder
     cache = out.with_name("site.build") / "diff-cache"
-    for diff in cache.glob("*.diff"):  # what an older redactor that missed the secret kept
-        text = diff.read_text(encoding="utf-8")
-        diff.write_text(text.replace("[REDACTED]", SECRET), encoding="utf-8")
+    kept = sorted(cache.glob("*.marshal"))
+    assert kept
+    for diff in kept:  # what an older redactor that missed the secret kept
+        text = parsecache.load(cache, diff.stem, (diff.stem,))
+        assert isinstance(text, str)
+        parsecache.save(cache, diff.stem, (diff.stem,), text.replace("[REDACTED]", SECRET))
     monkeypatch.setattr(turn_diffs, "code_version", lambda *modules: "a newer redactor")
     again = _build(turns.root, turns.home, redact=True, out=out)
     page = (again / "snapshots" / "turns" / "turn-4" / "index.html").read_text("utf-8")
     assert _secret_part(SECRET) not in page and "[REDACTED]" in _diff_shown(page)
+
+
+def test_a_cached_diff_cut_short_is_read_from_the_side_repo_again(
+        turns: Turns, tmp_path: Path) -> None:
+    """A build killed while it wrote a diff into its cache leaves the file cut short: the next
+    build shows every turn's diff whole, as the first build did, not what the file holds."""
+    out = tmp_path / "site"
+    _copy_site(turns.site, out)
+    kept = sorted((out.with_name("site.build") / "diff-cache").iterdir())
+    assert kept
+    for diff in kept:
+        with open(diff, "r+b") as fh:
+            fh.truncate(diff.stat().st_size // 2)
+    again = _build(turns.root, turns.home, out=out)
+    for turn in (1, 2, 3, 4):
+        page = (again / "snapshots" / "turns" / f"turn-{turn}" / "index.html").read_text("utf-8")
+        assert page == turns.page(turn)
 
 
 def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(

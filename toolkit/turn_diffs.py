@@ -6,7 +6,8 @@ longer than ``MAX_LINES`` lines or ``MAX_BYTES`` bytes as the page shows it (esc
 at a line boundary with a note naming the command that prints it whole. With ``--redact`` the
 diff goes through ``toolkit.redact`` like every other text of the site. Diffs are cached in the
 build folder by their two commits (a snapshot commit never changes) and, redacted, by the
-redactor's code, so a rebuild runs git only for new turns.
+redactor's code, so a rebuild runs git only for new turns; a cache file is a
+``toolkit.parsecache`` file, so one cut short (a build killed while writing it) is a miss.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolkit import parsecache
 from toolkit.display import visible
 from toolkit.parsecache import code_version
 from toolkit.reports import TurnPage
@@ -63,19 +65,18 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
         start, _, _ = turn_start(turn, by_sha)
         end = turn.snapshots[-1]
         name = hashlib.sha1(f"{variant}|{start.sha if start else ''}|{end.sha}".encode()
-                            ).hexdigest() + ".diff"
-        used.add(name)
-        cached = cache / name
-        if cached.is_file():
-            text = cached.read_text(encoding="utf-8", errors="replace")
-        else:
+                            ).hexdigest()
+        used.add(f"{name}.marshal")
+        # a parse-cache file: one cut short (a build killed while writing it) or damaged is
+        # a miss, never a diff shown cut
+        text = parsecache.load(cache, name, (name,))
+        if not isinstance(text, str):
             text = turn_patch(repo, start, end)
             if redact:
                 from toolkit.redact import redact as redact_text
 
                 text = redact_text(text, fold=True)
-            cache.mkdir(parents=True, exist_ok=True)
-            cached.write_text(text, encoding="utf-8", errors="replace")
+            parsecache.save(cache, name, (name,), text)
         how = (f"toolkit snapshots diff --turn {turn.turn} --patch" if turn.turn is not None
                else "toolkit snapshots diff N --patch (N: this snapshot's number in "
                     "toolkit snapshots)")

@@ -754,3 +754,22 @@ def test_a_search_index_cut_short_is_built_again_in_full(
     got, want = tree_bytes(again.out), tree_bytes(full.out)
     assert sorted(got) == sorted(want)
     assert [p for p in want if got[p] != want[p]] == []
+
+
+def test_a_cached_chart_cut_short_is_drawn_again(
+        built_world: tuple[World, BuildResult]) -> None:
+    """A chart cut short in the build folder's chart-cache (a build killed while it wrote
+    it there, or a damaged disk) is drawn again, not copied into the site as it is."""
+    import toolkit.site as site_module
+
+    world, first = built_world
+    site_before = tree_bytes(first.out)
+    charts = sorted((first.build_dir / "chart-cache").iterdir())
+    assert charts
+    for chart in charts:
+        with open(chart, "r+b") as fh:
+            fh.truncate(chart.stat().st_size // 2)
+    site_module._DRAWN.clear()  # as a new process: only the files
+    again = build(world)
+    assert again.charts_drawn == len(charts)
+    assert tree_bytes(again.out) == site_before

@@ -301,12 +301,26 @@ def _specs(items: list[dict[str, Any]]) -> list[ChartSpec]:
     return out
 
 
+def cached_svg(cache: Path, digest: str) -> bytes | None:
+    """The SVG of the chart whose spec has ``digest``, as the chart cache ``cache`` (a build
+    folder's ``chart-cache``) holds it; None when it holds no whole one (none, cut short or
+    damaged: a ``toolkit.parsecache`` file)."""
+    from toolkit import parsecache
+
+    svg = parsecache.load(cache, digest, (digest,))
+    return svg if isinstance(svg, bytes) else None
+
+
+def cache_svg(cache: Path, digest: str, svg: bytes) -> None:
+    """Keep ``svg`` in the chart cache (see :func:`cached_svg`)."""
+    from toolkit import parsecache
+
+    parsecache.save(cache, digest, (digest,), svg)
+
+
 def _write_svgs(cache: Path, specs: list[ChartSpec]) -> None:
     for spec in specs:
-        target = cache / f"{spec.digest()}.svg"
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(render_svg(spec))
-        os.replace(tmp, target)
+        cache_svg(cache, spec.digest(), render_svg(spec))
 
 
 def main(argv: list[str]) -> int:

@@ -77,6 +77,7 @@ from urllib.parse import quote, unquote, urlsplit
 from markupsafe import Markup
 
 from toolkit import clock, mdrender, mdsafe, search_text, site_theme
+from toolkit.charts import cache_svg, cached_svg
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import (
@@ -957,9 +958,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     charts_drawn = _finish_charts(charts_job)
     for spec in content.charts:
         rel = f"charts/{spec.name}.svg"
-        cache = chart_cache / f"{spec.digest()}.svg"
-        if cache.is_file():
-            svg = cache.read_bytes()
+        kept = cached_svg(chart_cache, spec.digest())
+        if kept is not None:
+            svg = kept
             _remember_chart(spec.digest(), svg)
         else:  # the chart process could not draw it: draw it here
             from concurrent.futures import wait
@@ -971,7 +972,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
             import_matplotlib(build)
             svg = render_svg(spec)
             charts_drawn += 1
-            _write_if_changed(cache, svg)
+            cache_svg(chart_cache, spec.digest(), svg)
         files.add(rel)
         if _write_if_changed(docs / rel, svg):
             written.append(rel)
@@ -988,7 +989,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # left in its allocator before MkDocs builds every page (the store opens again if used)
     store.release()
     mark("downloads")
-    _prune_cache(chart_cache, {f"{s.digest()}.svg" for s in content.charts})
+    _prune_cache(chart_cache, {f"{s.digest()}.marshal" for s in content.charts})
     missing = sorted(renderer.targets - files)
     if missing:
         raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
@@ -1094,11 +1095,11 @@ def _start_charts(specs: list[Any], cache: Path, build: Path) -> tuple[Any, int]
     drawing overlap with rendering the pages); None when every chart is cached. The process
     is kept for the next build in this process (``serve``, the API), which then does not
     import matplotlib again."""
-    todo = [s for s in specs if not (cache / f"{s.digest()}.svg").is_file()]
+    todo = [s for s in specs if cached_svg(cache, s.digest()) is None]
     if todo:
         cache.mkdir(parents=True, exist_ok=True)
     for spec in [s for s in todo if s.digest() in _DRAWN]:  # drawn earlier in this process
-        _write_if_changed(cache / f"{spec.digest()}.svg", _DRAWN[spec.digest()])
+        cache_svg(cache, spec.digest(), _DRAWN[spec.digest()])
         todo.remove(spec)
     if not todo:
         return None

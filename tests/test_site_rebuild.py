@@ -773,3 +773,35 @@ def test_a_cached_chart_cut_short_is_drawn_again(
     again = build(world)
     assert again.charts_drawn == len(charts)
     assert tree_bytes(again.out) == site_before
+
+
+def test_an_edited_theme_override_reaches_every_page(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """A base configuration whose theme has a ``custom_dir`` of override templates: an
+    override edited between two builds (the configuration's text the same) changes every
+    page's HTML, as a clean build of it does, though no page's Markdown changed."""
+    import yaml
+
+    from toolkit.site import BASE_CONFIG
+
+    world, _first = built_world
+    overrides = tmp_path / "overrides"
+    overrides.mkdir()
+    main = overrides / "main.html"
+    main.write_text('{% extends "base.html" %}\n{% block announce %}Banner one{% endblock %}\n',
+                    encoding="utf-8")
+    config = yaml.safe_load(BASE_CONFIG.read_text(encoding="utf-8"))
+    config["theme"]["custom_dir"] = str(overrides)
+    base = tmp_path / "mkdocs.yml"
+    base.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    first = build(world, base_config=base)
+    assert "Banner one" in (first.out / ENTRY / "index.html").read_text(encoding="utf-8")
+
+    main.write_text(main.read_text(encoding="utf-8").replace("Banner one", "Banner two"),
+                    encoding="utf-8")
+    again = build(world, base_config=base)
+    assert "Banner two" in (again.out / ENTRY / "index.html").read_text(encoding="utf-8")
+    full = build(world, out=tmp_path / "full" / "site", clean=True, base_config=base)
+    got, want = tree_bytes(again.out), tree_bytes(full.out)
+    assert sorted(got) == sorted(want)
+    assert [p for p in want if got[p] != want[p]] == []

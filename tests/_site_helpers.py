@@ -151,6 +151,13 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def differing_files(got: Path, want: Path) -> list[str]:
+    """The files of two folders (two builds' sites) that are not the same bytes, or are in
+    only one of them: [] when the folders hold the same files."""
+    a, b = tree_bytes(got), tree_bytes(want)
+    return sorted(p for p in a.keys() | b.keys() if a.get(p) != b.get(p))
+
+
 class PageScan(HTMLParser):
     """Every start tag with its attributes, the <title> text and the page's visible text."""
 

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests._site_helpers import World, build, make_world, rows_read_whole, tree_bytes
+from tests._site_helpers import (
+    World,
+    build,
+    differing_files,
+    make_world,
+    rows_read_whole,
+    tree_bytes,
+)
 from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildResult
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
@@ -397,9 +404,7 @@ def test_after_random_single_changes_the_rebuilt_site_is_a_full_builds_bytes(
         assert again.mode == "incremental", what
         assert again.rebuilt < first.rebuilt // 3, what
         full = build(world, out=tmp_path / f"full{step}" / "site", clean=True)
-        got, want = tree_bytes(again.out), tree_bytes(full.out)
-        assert sorted(got) == sorted(want), what
-        assert [p for p in want if got[p] != want[p]] == [], what
+        assert differing_files(again.out, full.out) == [], what
         assert again.search_docs == full.search_docs, what
 
 
@@ -438,9 +443,7 @@ def test_a_dirty_run_whose_subset_misses_a_linked_page_falls_back_to_every_file(
     assert again.mode == "incremental" and again.warnings == []
     monkeypatch.undo()
     full = build(world, out=tmp_path / "full" / "site", clean=True)
-    got, want = tree_bytes(again.out), tree_bytes(full.out)
-    assert sorted(got) == sorted(want)
-    assert [p for p in want if got[p] != want[p]] == [], what
+    assert differing_files(again.out, full.out) == []
     assert again.search_docs == full.search_docs
 
 
@@ -546,9 +549,7 @@ def test_an_entry_whose_own_text_changed_is_the_only_one_read_whole_and_rendered
     assert whole == [] and [w for w in unchanged.written if w.endswith(".md")] == []
 
     full = build(world, out=tmp_path / "full" / "site", clean=True)
-    got, want = tree_bytes(again.out), tree_bytes(full.out)
-    assert sorted(got) == sorted(want)
-    assert [p for p in want if got[p] != want[p]] == []
+    assert differing_files(again.out, full.out) == []
 
 
 def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_page_links_to(
@@ -735,9 +736,7 @@ def test_a_build_killed_after_mkdocs_wrote_pages_is_followed_by_a_clean_builds_s
     again = build(world)
     assert "zanzibarkilled" in index.read_text(encoding="utf-8")
     full = build(world, out=tmp_path / "full" / "site", clean=True)
-    got, want = tree_bytes(again.out), tree_bytes(full.out)
-    assert sorted(got) == sorted(want)
-    assert [p for p in want if got[p] != want[p]] == []
+    assert differing_files(again.out, full.out) == []
 
 
 def test_a_search_index_cut_short_is_built_again_in_full(
@@ -751,9 +750,7 @@ def test_a_search_index_cut_short_is_built_again_in_full(
     again = build(world)
     assert again.mode == "full"
     full = build(world, out=tmp_path / "full" / "site", clean=True)
-    got, want = tree_bytes(again.out), tree_bytes(full.out)
-    assert sorted(got) == sorted(want)
-    assert [p for p in want if got[p] != want[p]] == []
+    assert differing_files(again.out, full.out) == []
 
 
 def test_a_cached_chart_cut_short_is_drawn_again(
@@ -802,6 +799,4 @@ def test_an_edited_theme_override_reaches_every_page(
     again = build(world, base_config=base)
     assert "Banner two" in (again.out / ENTRY / "index.html").read_text(encoding="utf-8")
     full = build(world, out=tmp_path / "full" / "site", clean=True, base_config=base)
-    got, want = tree_bytes(again.out), tree_bytes(full.out)
-    assert sorted(got) == sorted(want)
-    assert [p for p in want if got[p] != want[p]] == []
+    assert differing_files(again.out, full.out) == []

@@ -7,6 +7,7 @@ import json
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -800,3 +801,27 @@ def test_an_edited_theme_override_reaches_every_page(
     assert "Banner two" in (again.out / ENTRY / "index.html").read_text(encoding="utf-8")
     full = build(world, out=tmp_path / "full" / "site", clean=True, base_config=base)
     assert differing_files(again.out, full.out) == []
+
+
+def test_another_version_of_the_agents_markdown_renderer_reaches_every_entry_page(
+        built_world: tuple[World, BuildResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    """markdown-it-py, which renders the agents' Markdown on the pages (toolkit.mdrender), is
+    not pinned: when another version of it is installed (rich may bring one), a rebuild with
+    no data changed renders the pages again with it, as a clean build would."""
+    import markdown_it.renderer
+
+    import toolkit.parsecache as parsecache
+
+    world, first = built_world
+    assert "Rendered by the other version." not in (first.out / ENTRY / "index.html").read_text()
+    installed = parsecache.package_version
+    monkeypatch.setattr(parsecache, "package_version", lambda name: (
+        "999.0" if name == "markdown-it-py" else installed(name)))
+    render = markdown_it.renderer.RendererHTML.render
+
+    def other_version(self: Any, tokens: Any, options: Any, env: Any) -> str:
+        return render(self, tokens, options, env) + "\n<p>Rendered by the other version.</p>"
+
+    monkeypatch.setattr(markdown_it.renderer.RendererHTML, "render", other_version)
+    again = build(world)
+    assert "Rendered by the other version." in (again.out / ENTRY / "index.html").read_text()

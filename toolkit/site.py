@@ -1208,9 +1208,11 @@ def _versions() -> str:
     """The versions of the packages a build's output depends on."""
     from toolkit.parsecache import package_version
 
-    # duckdb: the pages' row digests are its md5 of its to_json of the rows
+    # duckdb: the pages' row digests are its md5 of its to_json of the rows; markdown-it-py:
+    # the agents' Markdown on the pages (toolkit.mdrender), not pinned (rich needs it too)
     return "|".join(f"{p}={package_version(p)}" for p in (
-        "agent-ledger-toolkit", "mkdocs", "mkdocs-material", "markdown", "duckdb"))
+        "agent-ledger-toolkit", "mkdocs", "mkdocs-material", "markdown", "duckdb",
+        "markdown-it-py"))
 
 
 class _RenderCache:

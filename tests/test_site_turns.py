@@ -233,3 +233,29 @@ def test_a_side_repo_gone_since_the_load_leaves_a_note_not_a_failure(
     page = (result.out / "snapshots" / "turns" / "turn-1" / "index.html").read_text("utf-8")
     assert "The snapshot repository is gone: no diff to show." in page
     assert "a.txt" in page and 'class="tk-code"' not in page
+
+
+def test_a_diff_cached_by_other_patch_code_is_not_reused(
+        turns: Turns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The diffs are cached by their commits, which never change, but the text is the
+    toolkit's (``snapshots diff --patch``): after an upgrade whose patches read otherwise, a
+    rebuild shows every turn's diff as the new code makes it, as a clean build would."""
+    import toolkit.parsecache as parsecache
+    import toolkit.turn_diffs as turn_diffs
+
+    out = tmp_path / "site"
+    _copy_site(turns.site, out)
+    made = turn_diffs.turn_patch
+    monkeypatch.setattr(turn_diffs, "turn_patch", lambda *a: made(*a) + "+ the new code\n")
+    again = _build(turns.root, turns.home, out=out)
+    # the same code: the cached diffs are shown
+    assert "the new code" not in (again / "snapshots" / "turns" / "turn-1" / "index.html"
+                                  ).read_text("utf-8")
+    # the patch's code changed
+    installed = parsecache.code_version
+    monkeypatch.setattr(turn_diffs, "code_version", lambda *names: (
+        "other" if "toolkit.snapshot_ops" in names else installed(*names)))
+    again = _build(turns.root, turns.home, out=out)
+    for turn in (1, 2, 4):
+        page = (again / "snapshots" / "turns" / f"turn-{turn}" / "index.html").read_text("utf-8")
+        assert "the new code" in page

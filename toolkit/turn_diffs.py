@@ -5,9 +5,10 @@ A turn is found by its snapshots' SHAs (the store's, which redaction leaves alon
 longer than ``MAX_LINES`` lines or ``MAX_BYTES`` bytes as the page shows it (escaped) is cut
 at a line boundary with a note naming the command that prints it whole. With ``--redact`` the
 diff goes through ``toolkit.redact`` like every other text of the site. Diffs are cached in the
-build folder by their two commits (a snapshot commit never changes) and, redacted, by the
-redactor's code, so a rebuild runs git only for new turns; a cache file is a
-``toolkit.parsecache`` file, so one cut short (a build killed while writing it) is a miss.
+build folder by their two commits (a snapshot commit never changes), the code that makes the
+patch and, redacted, the redactor's code, so a rebuild runs git only for new turns; a cache
+file is a ``toolkit.parsecache`` file, so one cut short (a build killed while writing it) is a
+miss.
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
     by_sha = {s.sha: s for s in snaps}
     turn_of = {s.sha: t for t in snap.group_turns(snaps) for s in t.snapshots}
     used: set[str] = set()
-    # a redacted diff is cached as the redactor of its build made it: a new redactor (one
-    # that finds more) must not reuse it
-    variant = f"True|{code_version('toolkit.redact')}" if redact else "False"
+    # a diff is cached as the code that made it made it: the patch's (a toolkit whose diffs
+    # read otherwise must not reuse it) and, redacted, the redactor's (a new redactor, one
+    # that finds more, must not either)
+    made_by = code_version(snap.__name__, "toolkit.snapshot_ops")
+    variant = f"True|{made_by}|{code_version('toolkit.redact')}" if redact else f"False|{made_by}"
     for p in todo:
         last = p.turn.shas[-1] if p.turn.shas else ""
         turn = turn_of.get(last)

@@ -313,6 +313,8 @@ H2_SECRETS: list[tuple[str, str]] = [
     ("mytool sync --api-key 9f8e7d6c5b4a3f2e1d0c --verbose", "9f8e7d6c5b4a3f2e1d0c"),
     ("vault login --token 7f3a9c2e1b8d4f6a0c5e9d8b", "7f3a9c2e1b8d4f6a0c5e9d8b"),
     ("tool --client-secret \"Cl1ent-S3cret\" --tenant acme", "Cl1ent-S3cret"),
+    # a short number is a password after a password flag, however it is qualified
+    ("psql-wrap --db-password 48213 --host db", "48213"),
 ]
 H2_DECOYS: list[str] = [
     "sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709 and md5 d41d8cd98f00b204e9800998ecf8427e",
@@ -344,6 +346,7 @@ H2_DECOYS: list[str] = [
     "tool --password --other-flag",
     "README still documents the v1 --token flag; the --password option is deprecated",
     "pass --token and --user, or set --secret to true",
+    "llm --max-token 4096 --temperature 0.2 and ffmpeg-wrap --second-pass 2 in.mp4",
 ]
 
 

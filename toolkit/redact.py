@@ -38,7 +38,9 @@ What is redacted
 - Secrets written without ``=``, only the value replaced: ``aws configure set
   aws_secret_access_key …`` (and ``aws_session_token``), ``curl -u user:pw`` /
   ``--user``, a command line's ``--password pw`` / ``--api-key k`` / ``--client-secret s``
-  (not a word of prose about the flag: "the ``--token`` flag"), ``docker login -p pw``,
+  (not a word of prose about the flag: "the ``--token`` flag", nor a count of up to five
+  digits after a flag that only ends in token or pass: ``--max-token 4096``),
+  ``docker login -p pw``,
   ``sshpass -p pw``, ``redis-cli -a pw``, a ``.netrc`` ``machine … login … password …``
   (one line or several),
   ``mysql -p<pw>`` (``-p`` followed by a space prompts and is left alone), and a password
@@ -261,8 +263,9 @@ _CONTEXTUAL: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     # a command line's password or key flag, the value after a space (with "=" it is an
     # assignment): --password pw, --api-key k, --client-secret s (not --password-stdin)
     ("cli_flag_secret", "--", re.compile(
-        r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|passphrase|pass|secret|token|api-?key"
-        r"|access-key|secret-key|private-key|credentials?)[ \t]+(?!-)" + _VALUE, _I)),
+        r"(?<![\w-])--(?P<qual>(?:[a-z0-9]+-)*)(?P<kw>password|passwd|passphrase|pass|secret"
+        r"|token|api-?key|access-key|secret-key|private-key|credentials?)[ \t]+(?!-)" + _VALUE,
+        _I)),
     # docker (podman, nerdctl) login -p pw, sshpass -p pw, redis-cli -a pw
     ("cli_login_password", "login", re.compile(
         r"(?<![\w-])(?:docker|podman|nerdctl)[ \t]+login\b[^\n]{0,300}?[ \t]-p[ \t]+(?!-)"
@@ -329,6 +332,9 @@ def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
             if kind == "cli_flag_secret" and value.isalpha() \
                     and (value.islower() or value.istitle() or value.isupper()):
                 continue  # a word of prose about the flag: "the --token flag", "--password is"
+            if kind == "cli_flag_secret" and m.group("qual") and value.isdigit() \
+                    and len(value) <= 5 and m.group("kw").lower() in ("token", "pass"):
+                continue  # a count named after one: --max-token 4096, --second-pass 2
             if kind == "password_in_prose" and group == "bare" \
                     and not _prose_value_is_secret(value):
                 continue

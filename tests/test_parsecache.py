@@ -275,3 +275,16 @@ def test_a_ledgers_slugs_are_its_titles_slugs_and_none_is_kept_in_memory():
     assert slugs[0] == "lesson-0-keep-the-slugs-of-a-big-ledger-out-of-memory"
     assert len(set(slugs)) == len(titles)
     assert slugs == [slugify(t) for t in titles]  # the same slugs the cached path gives
+
+
+def test_prune_keeps_only_the_slots_still_used(tmp_path: Path) -> None:
+    """A build's own caches (charts, turn diffs) are pruned to the entries it used: the others,
+    and a temporary file a killed save left, go; a missing folder is no error."""
+    cache = tmp_path / "cache"
+    for slot in ("a", "b", "c"):
+        parsecache.save(cache, slot, (slot,), slot * 3)
+    (cache / ".b.4242.tmp").write_bytes(b"cut")
+    parsecache.prune(cache, {"b"})
+    assert sorted(p.name for p in cache.iterdir()) == ["b.marshal"]
+    assert parsecache.load(cache, "b", ("b",)) == "bbb"
+    parsecache.prune(tmp_path / "missing", {"b"})

@@ -160,6 +160,18 @@ def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
             tmp.unlink(missing_ok=True)
 
 
+def prune(folder: Path, slots: set[str]) -> None:
+    """Delete every file of ``folder`` but the entries of ``slots`` (a cache of entries of its
+    own, such as a build's chart or diff cache: entries no longer used, and temporary files a
+    killed save left, go). A file that cannot be deleted stays."""
+    keep = {f"{slot}.marshal" for slot in slots}
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            if p.name not in keep and p.is_file():
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+
 def _parts(key: tuple[str, ...], payload: Any) -> Iterator[Any]:
     """What :func:`save` writes, a part at a time (see ``_MAGIC``)."""
     items = payload if isinstance(payload, tuple) else (payload,)

@@ -76,7 +76,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from markupsafe import Markup
 
-from toolkit import clock, mdrender, mdsafe, search_text, site_theme
+from toolkit import clock, mdrender, mdsafe, parsecache, search_text, site_theme
 from toolkit.charts import cache_svg, cached_svg
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
@@ -892,7 +892,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     config_text, config_files = _mkdocs_config(base_config, content.pages, site, site_name,
                                                build)
     chart_cache = build / "chart-cache"
-    charts_job = _start_charts(content.charts, chart_cache, build)
+    kept_charts: dict[str, bytes] = {}  # the charts the cache holds whole, by digest
+    charts_job = _start_charts(content.charts, chart_cache, build, kept_charts)
     scrub = None
     if redact:
         from toolkit.redact import redactor
@@ -959,7 +960,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     charts_drawn = _finish_charts(charts_job)
     for spec in content.charts:
         rel = f"charts/{spec.name}.svg"
-        kept = cached_svg(chart_cache, spec.digest())
+        kept = kept_charts.get(spec.digest()) or cached_svg(chart_cache, spec.digest())
         if kept is not None:
             svg = kept
             _remember_chart(spec.digest(), svg)
@@ -990,7 +991,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # left in its allocator before MkDocs builds every page (the store opens again if used)
     store.release()
     mark("downloads")
-    _prune_cache(chart_cache, {f"{s.digest()}.marshal" for s in content.charts})
+    parsecache.prune(chart_cache, {s.digest() for s in content.charts})
     missing = sorted(renderer.targets - files)
     if missing:
         raise ToolkitError(f"a page links to {missing[0]}, which the site does not have (a bug)")
@@ -1011,7 +1012,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
                                 f"|search={search_text.FORM}|{config_files}"
                                 ).encode("utf-8")).hexdigest()
-    index_path = site / INDEX
+    index_path = site / "search" / "search_index.json"
     running = build / MKDOCS_RUNNING
     incremental = (not clean and previous.get("signature") == signature
                    and not running.exists() and (site / MARKER).is_file()
@@ -1092,19 +1093,26 @@ def site_redaction_warning(cfg: Config) -> str | None:
     return None
 
 
-def _start_charts(specs: list[Any], cache: Path, build: Path) -> tuple[Any, int] | None:
+def _start_charts(specs: list[Any], cache: Path, build: Path, kept: dict[str, bytes]
+                  ) -> tuple[Any, int] | None:
     """Draw the charts missing from the cache in a separate process (matplotlib's import and
-    drawing overlap with rendering the pages); None when every chart is cached. The process
-    is kept for the next build in this process (``serve``, the API), which then does not
-    import matplotlib again."""
-    todo = [s for s in specs if cached_svg(cache, s.digest()) is None]
-    if todo:
-        cache.mkdir(parents=True, exist_ok=True)
-    for spec in [s for s in todo if s.digest() in _DRAWN]:  # drawn earlier in this process
-        cache_svg(cache, spec.digest(), _DRAWN[spec.digest()])
-        todo.remove(spec)
+    drawing overlap with rendering the pages); None when every chart is cached. ``kept``
+    gets the SVG of each chart the cache holds whole (or that this process drew before), by
+    digest, so the build reads none twice. The process is kept for the next build in this
+    process (``serve``, the API), which then does not import matplotlib again."""
+    todo = []
+    for spec in specs:
+        svg = cached_svg(cache, spec.digest())
+        if svg is None and spec.digest() in _DRAWN:  # drawn earlier in this process
+            svg = _DRAWN[spec.digest()]
+            cache_svg(cache, spec.digest(), svg)
+        if svg is None:
+            todo.append(spec)
+        else:
+            kept[spec.digest()] = svg
     if not todo:
         return None
+    cache.mkdir(parents=True, exist_ok=True)
     from toolkit.charts import chart_request
 
     request = chart_request(cache, todo)
@@ -1674,16 +1682,6 @@ def _link_docs(docs: Path, folder: Path, files: set[str]) -> None:
             shutil.copy2(docs / rel, folder / rel)
 
 
-def _remove_output_file(site: Path, rel: str) -> None:
-    target = site / rel
-    with contextlib.suppress(FileNotFoundError):
-        target.unlink()
-    parent = target.parent
-    while parent != site and parent.is_dir() and not any(parent.iterdir()):
-        parent.rmdir()
-        parent = parent.parent
-
-
 def _prune_cache(folder: Path, keep: set[str]) -> None:
     if folder.is_dir():
         for p in folder.iterdir():
@@ -1708,7 +1706,13 @@ def _remove_output(site: Path, rel: str) -> None:
     """Delete the built output of a docs file that no longer exists."""
     from toolkit.reports import page_url
 
-    _remove_output_file(site, page_url(rel) + "index.html" if rel.endswith(".md") else rel)
+    target = site / (page_url(rel) + "index.html") if rel.endswith(".md") else site / rel
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    parent = target.parent
+    while parent != site and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
 
 
 def _read_state(path: Path) -> dict[str, Any]:
@@ -2240,7 +2244,6 @@ class _SearchIndex:
         return sum(n for _, _, n in pages.values())
 
 
-INDEX = "search/search_index.json"  # the site's search index, in the site folder
 # the index's config: what Material's search plugin writes of its settings
 _INDEX_CONFIG = ("lang", "separator", "pipeline", "fields")
 

@@ -69,7 +69,7 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
         end = turn.snapshots[-1]
         name = hashlib.sha1(f"{variant}|{start.sha if start else ''}|{end.sha}".encode()
                             ).hexdigest()
-        used.add(f"{name}.marshal")
+        used.add(name)
         # a parse-cache file: one cut short (a build killed while writing it) or damaged is
         # a miss, never a diff shown cut
         text = parsecache.load(cache, name, (name,))
@@ -84,10 +84,7 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
                else "toolkit snapshots diff N --patch (N: this snapshot's number in "
                     "toolkit snapshots)")
         p.diff, p.diff_note = cut(text, how)
-    if cache.is_dir():
-        for old in cache.iterdir():
-            if old.name not in used:
-                old.unlink()
+    parsecache.prune(cache, used)
 
 
 def cut(text: str, how: str) -> tuple[str, str]:

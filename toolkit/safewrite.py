@@ -566,7 +566,10 @@ class Journal:
     inside this folder; ``operation``: what the edit is, for the recovery message;
     ``backups``: per item, the verified backup of the file's old version (None: the file did
     not exist); ``undo_remove``: folders the edit created that a rollback removes;
-    ``backup_sums``: their SHA-256 when the caller knows them (else they are read);
+    ``backup_sums``: their SHA-256 when the caller knows them (else they are read), or the
+    :class:`FileSnapshot` whose bytes the backup holds (its digest is then taken when the
+    journal is written, so a digest still being computed in a helper thread is waited for
+    only then, after the temp files were started);
     ``new_sums``: the SHA-256 of each item's new bytes when the caller knows them (see
     :func:`sha256_of_edit`), else they are computed; ``edits``: per item, the byte edits that
     turn its expected version into its new bytes (``(start, end, data)`` ranges of the old
@@ -580,7 +583,8 @@ class Journal:
     operation: str
     backups: list[Path | None]
     undo_remove: list[Path] = field(default_factory=list)
-    backup_sums: list[str | None] | None = None  # SHA-256 of each backup, when known
+    # SHA-256 of each backup (or the snapshot it holds), when known
+    backup_sums: Sequence[str | FileSnapshot | None] | None = None
     new_sums: list[str | None] | None = None  # SHA-256 of each item's new bytes, when known
     edits: list[EditList | None] | None = None  # each item's byte edits, when known
 
@@ -709,7 +713,9 @@ def _journal_bytes(journal: Journal, prepared: list[PreparedReplace],
             also_old = first[0].sha256  # its rename may not be durable yet at a power loss
         else:
             old = expected.sha256 if expected is not None else _sha256_of(p.path)
-        if backup is not None and bsum is None:
+        if isinstance(bsum, FileSnapshot):
+            bsum = bsum.sha256
+        elif backup is not None and bsum is None:
             bsum = _sha256_of(backup)
         record = None
         if edits is not None and nsum is None and expected is not None and also_old is None:

@@ -768,11 +768,13 @@ class EditorSession:
             (snap, c.new, snap) for c, snap in zip(changes, snaps, strict=True)]
         # the backups hold the bytes read (copies of them, or links verified by inode)
         backups: list[Path | None] = [dest / snap.given.name for snap in snaps]
-        sums: list[str | None] = [snap.sha256 for snap in snaps]
+        # the backups' digests are those of the snapshots: taken when the journal is written
+        # (a big file's is being computed in a helper thread; the writes start meanwhile)
+        sums: list[str | FileSnapshot | None] = list(snaps)
         if meta_yaml_change is not None and self.meta_yaml is not None:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))
             backups.append(dest / "meta.yaml")
-            sums.append(self.meta_yaml.sha256)
+            sums.append(self.meta_yaml)
             new_sums.append(None)
             edit_lists.append(None)
         if lock is not None and self.meta_json is not None:
@@ -780,7 +782,7 @@ class EditorSession:
                 self.meta_json.data, self.meta_json.given, {"lock": None})
             items.append((lock[0], final, lock[0]))  # checked against the locked version
             backups.append(dest / ".meta.json")  # the version before the lock was taken
-            sums.append(self.meta_json.sha256)
+            sums.append(self.meta_json)
             new_sums.append(None)
             edit_lists.append(None)
         journal = Journal(journal_path(self.vault), self.vault, self.operation, backups,

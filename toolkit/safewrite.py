@@ -62,8 +62,6 @@ PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journa
                 "after_rename", "after_lock", "after_backup", "after_ledger_write",
                 "after_meta_write", "after_staged_commit")
 TEMP_MARK = ".toolkit-tmp-"
-# Snapshots at least this big may be hashed in a background thread (see hash_in_background).
-BACKGROUND_HASH_BYTES = 1 << 20
 # replace_all writes temp files at least this big in the thread that flushes them.
 DEFERRED_WRITE_BYTES = 1 << 20
 
@@ -158,7 +156,6 @@ class FileSnapshot:
     st_nlink: int
     given: Path
     _digest: list[str] = field(default_factory=list, repr=False)
-    _hashing: list[Future[None]] = field(default_factory=list, repr=False)
 
     @property
     def bytes(self) -> bytes:  # the name the issue uses
@@ -166,29 +163,9 @@ class FileSnapshot:
 
     @property
     def sha256(self) -> str:
-        self._wait_for_digest()
         if not self._digest:
             self._digest.append(hashlib.sha256(self.data).hexdigest())
         return self._digest[0]
-
-    def hash_in_background(self) -> None:
-        """Start computing :attr:`sha256` in a thread (hashlib lets other threads run while it
-        hashes a big buffer): a writer that will need the digest starts it as soon as it knows,
-        and the hashing overlaps its next steps. :attr:`sha256` waits for it."""
-        if self._digest or self._hashing or len(self.data) < BACKGROUND_HASH_BYTES:
-            return
-
-        def run() -> None:
-            self._digest.append(hashlib.sha256(self.data).hexdigest())
-
-        hashing = _in_helper(run)
-        if hashing is not None:
-            self._hashing.append(hashing)
-
-    def _wait_for_digest(self) -> None:
-        for hashing in self._hashing:  # a hash that failed leaves no digest: sha256 computes it
-            hashing.exception()  # waits for it
-        self._hashing.clear()
 
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
@@ -227,7 +204,6 @@ def sha256_of_edit(old: FileSnapshot, new: bytes, same_prefix: int) -> str:
     when not known yet): a journaled one-line edit of a large file hashes it about 1.5 times
     instead of twice. The prefix is compared first (a memcmp), so a wrong ``same_prefix``
     costs speed, never a wrong digest."""
-    old._wait_for_digest()
     data = memoryview(old.data)
     k = max(0, min(same_prefix, len(data), len(new)))
     if not new.startswith(data[:k]):

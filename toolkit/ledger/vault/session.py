@@ -221,7 +221,6 @@ class _Doc:
         self._seq = 0
         self._checked = False
         self.line_hint: tuple[int, int] | None = None  # for the diff (see Change.line_hint)
-        self.hash_ahead = False  # a session that writes: hash the file from its first edit
         if self.exists:
             try:
                 self.snapshot = FileSnapshot.read(self.path, max_bytes)
@@ -306,10 +305,6 @@ class _Doc:
                 raise UsageError(f"{self.name}: overlapping edits at bytes {start}-{end}")
         self._seq += 1
         self.edits.append(_Edit(start, end, data, kind, self._seq))
-        if self.snapshot is not None and self.hash_ahead:
-            # the commit needs the digest of the file as read (backup, journal): a big file is
-            # hashed in a thread while the session plans and writes
-            self.snapshot.hash_in_background()
 
     def render(self) -> bytes:
         data = self.data
@@ -401,7 +396,6 @@ class EditorSession:
             self._wait_for_json_lock()
             for kind in LEDGER_FILES:
                 d = self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes, self.notes)
-                d.hash_ahead = not self.dry_run
                 if d.error:
                     self.notes.append(f"skipped: {d.error}")
             self.meta_yaml = self._snap(self.ledger_dir / "meta.yaml")

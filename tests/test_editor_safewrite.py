@@ -379,7 +379,7 @@ def test_disk_full_while_a_big_temp_file_is_written_in_its_flush_thread(
 
 def test_an_edit_still_writes_when_no_helper_thread_can_be_started_ahead(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The editor starts its fsync and hash threads as it opens, as a head start only: when
+    """The editor starts its fsync threads as it opens, as a head start only: when
     the system refuses new threads then, the session still opens and the commit starts them
     when it needs them (and a full disk of threads later still fails cleanly)."""
     import datetime as dt
@@ -401,7 +401,7 @@ def test_an_edit_still_writes_when_no_helper_thread_can_be_started_ahead(
 
     monkeypatch.setattr(threading.Thread, "start", refuse_three)
     body = (b"# Ledger: Patterns\n\n---\n\n**Title:** Alpha entry\n**Confidence:** low\n\n"
-            + b"x" * (2 << 20) + b"\n")  # big enough to be hashed in a thread
+            + b"x" * (2 << 20) + b"\n")  # big enough to be written in a flush thread
     vault = make_vault(tmp_path, {"patterns": body})
     with EditorSession(vault, today=dt.date(2026, 6, 1), timeout=2.0) as s:
         s.set_confidence(s.find("alpha")[0], "medium")
@@ -435,3 +435,86 @@ def test_a_forked_child_writes_with_threads_of_its_own(tmp_path: Path) -> None:
         os.waitpid(pid, 0)
         pytest.fail("the forked child never finished its write")
     assert big.read_bytes() == b"b" * (2 << 20) and small.read_bytes() == b"new\n"
+
+
+class _NeverStarted:
+    """Helper threads that never take a job: each job stays queued (a Future nobody runs)."""
+
+    def __init__(self) -> None:
+        self.queued = 0
+
+    def __call__(self, job: object) -> object:
+        from concurrent.futures import Future
+
+        class Pending(Future):  # type: ignore[type-arg]
+            def result(self, timeout: float | None = None) -> None:  # never finishes
+                raise AssertionError("waited for a job that no helper thread took")
+
+        self.queued += 1
+        return Pending()
+
+
+@pytest.mark.parametrize("helpers", ["threads", "never started"])
+def test_every_temp_file_and_folder_is_flushed_before_the_first_rename(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: str) -> None:
+    """replace_all flushes each temp file (big ones written in a helper thread), the journal,
+    its folder and the ``also_fsync`` folders before it renames anything, then each target's
+    folder after the renames -- also when no helper thread takes a job in time: the caller
+    runs the jobs still queued when it comes to wait for them."""
+    import stat as stat_mod
+
+    from toolkit import safewrite
+    from toolkit.safewrite import DEFERRED_WRITE_BYTES, Journal, replace_all
+
+    big, small = tmp_path / "big.md", tmp_path / "small.md"
+    big.write_bytes(b"b" * DEFERRED_WRITE_BYTES)
+    small.write_bytes(b"small\n")
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    first_target = tmp_path / "lock.json"
+    first_target.write_bytes(b"{}\n")
+    snaps = [FileSnapshot.read(big), FileSnapshot.read(small)]
+    first = FileSnapshot.read(first_target)
+    flushed: list[tuple[int, int]] = []  # (inode, is a folder) of each fsync
+    renames: list[tuple[Path, list[tuple[int, int]]]] = []  # target, fsyncs done before
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        st = os.fstat(fd)
+        flushed.append((st.st_ino, int(stat_mod.S_ISDIR(st.st_mode))))
+
+    def replace(src: object, dst: object) -> None:
+        renames.append((Path(str(dst)), list(flushed)))
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    never = _NeverStarted()
+    if helpers == "never started":
+        monkeypatch.setattr(safewrite, "_in_helper", never)
+    temps: dict[Path, int] = {}  # temp file -> its inode, as each is created
+    real_init = safewrite.PreparedReplace.__init__
+
+    def init(self: safewrite.PreparedReplace, *a: object, **k: object) -> None:
+        real_init(self, *a, **k)  # type: ignore[arg-type]
+        temps[self.tmp] = os.stat(self.tmp).st_ino
+
+    monkeypatch.setattr(safewrite.PreparedReplace, "__init__", init)
+    journal = Journal(tmp_path / ".journal.json", tmp_path, "edit", [None, None])
+    replace_all([(snaps[0], b"c" * (DEFERRED_WRITE_BYTES + 1), snaps[0]),
+                 (snaps[1], b"new small\n", snaps[1])], also_fsync=[backups],
+                journal=journal, first=(first, b'{"lock": 1}\n'))
+    monkeypatch.undo()
+    assert big.read_bytes() == b"c" * (DEFERRED_WRITE_BYTES + 1)
+    assert small.read_bytes() == b"new small\n" and first_target.read_bytes() == b'{"lock": 1}\n'
+    assert len(temps) == 4  # the three temp files and the journal
+    assert [t for t, _ in renames] == [first_target, big, small]
+    before_first_rename = set(renames[0][1])
+    for tmp, ino in temps.items():
+        assert (ino, 0) in before_first_rename, f"{tmp.name} renamed before it was flushed"
+    for folder in (backups, tmp_path):  # the backups; the journal's and temp files' names
+        assert (folder.stat().st_ino, 1) in before_first_rename, f"{folder} not flushed"
+    assert flushed[-1] == (tmp_path.stat().st_ino, 1)  # the renames made durable
+    if helpers == "never started":
+        assert never.queued >= 6  # every flush was queued for a helper, and run by the caller

@@ -427,10 +427,12 @@ class PreparedReplace:
 class _Flushes:
     """fsyncs run in helper threads (:func:`prestart_helpers`; fsync releases the GIL, and a
     journaling filesystem commits concurrent fsyncs together), each started as soon as its
-    file is written; :meth:`join` waits for all and raises the first failure."""
+    file is written; :meth:`join` waits for all and raises the first failure. A job that no
+    helper has taken yet when :meth:`join` comes to it is run by the joining thread (which
+    would otherwise only wait: on a busy machine a helper can take milliseconds to wake)."""
 
     def __init__(self) -> None:
-        self.threads: list[Future[None]] = []
+        self.threads: list[tuple[Future[None], Callable[[], None]]] = []
         self.failure: list[BaseException] = []
 
     def _run(self, job: Callable[[], None]) -> None:
@@ -442,12 +444,20 @@ class _Flushes:
     def start(self, job: Callable[[], None]) -> None:
         running = _in_helper(functools.partial(self._run, job))
         if running is not None:
-            self.threads.append(running)
+            self.threads.append((running, job))
 
     def join(self, path: Path, *, quiet: bool = False) -> None:
-        """Wait for every fsync; raise the first failure (not when ``quiet``: the caller is
-        already failing with its own error)."""
-        for running in self.threads:
+        """Wait for every fsync (running here each one no helper has started); raise the first
+        failure. ``quiet``: the caller is already failing with its own error (and removes the
+        temp files): nothing is raised, and a job not started is dropped."""
+        waiting = []
+        for running, job in self.threads:
+            if running.cancel():  # not started: no helper will run it now
+                if not quiet:
+                    self._run(job)
+            else:
+                waiting.append(running)
+        for running in waiting:
             running.result()  # waits for it (a job's failure is in self.failure)
         self.threads = []
         if self.failure and not quiet:
@@ -747,17 +757,18 @@ def replace_all(items: list[tuple[FileSnapshot | str | Path, bytes, FileSnapshot
     first_file: PreparedReplace | None = None
     first_written: FileSnapshot | None = None
     # Each temp file is flushed as soon as it is written, while the next ones, the journal
-    # (which may wait for the old versions' digests) and ``during_fsync`` are done here.
+    # (which may hash the old versions) and ``during_fsync`` are done here. The items come
+    # before ``first`` (a small file): a big item's write, the longest job, is queued first.
     flushes = _Flushes()
     try:
         try:
-            if first is not None:
-                first_file = PreparedReplace(first[0], first[1])
-                flushes.start(first_file.fsync)
             for target, data, expected in items:
                 prepared.append(PreparedReplace(target, data, expected=expected,
                                                 deferred=len(data) >= DEFERRED_WRITE_BYTES))
                 flushes.start(prepared[-1].fsync)
+            if first is not None:
+                first_file = PreparedReplace(first[0], first[1])
+                flushes.start(first_file.fsync)
             for d in also_fsync or []:
                 flushes.start(functools.partial(_fsync_dir, d))
             if journal is not None:  # written at its name, flushed together with the others

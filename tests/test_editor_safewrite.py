@@ -518,3 +518,23 @@ def test_every_temp_file_and_folder_is_flushed_before_the_first_rename(
     assert flushed[-1] == (tmp_path.stat().st_ino, 1)  # the renames made durable
     if helpers == "never started":
         assert never.queued >= 6  # every flush was queued for a helper, and run by the caller
+
+
+def test_helper_threads_are_started_once_per_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prestart_helpers starts the pool's threads once; the next edit in the same process
+    finds them idle and does not wake each of them again (a new pool, as after a fork, is
+    started again)."""
+    from toolkit import safewrite
+
+    monkeypatch.setattr(safewrite, "_helpers", None)
+    monkeypatch.setattr(safewrite, "_prestarted", None)
+    safewrite.prestart_helpers()
+    pool = safewrite._helper_pool()
+    submitted = []
+    real_submit = pool.submit
+    monkeypatch.setattr(pool, "submit", lambda *a, **k: submitted.append(a) or real_submit(*a, **k))
+    safewrite.prestart_helpers()
+    assert submitted == []
+    monkeypatch.setattr(safewrite, "_helpers", None)  # a new pool
+    safewrite.prestart_helpers()
+    assert safewrite._prestarted is not None and safewrite._prestarted[0] is not pool

@@ -762,8 +762,8 @@ class EditorSession:
             (snap, c.new, snap) for c, snap in zip(changes, snaps, strict=True)]
         # the backups hold the bytes read (copies of them, or links verified by inode)
         backups: list[Path | None] = [dest / snap.given.name for snap in snaps]
-        # the backups' digests are those of the snapshots: taken when the journal is written
-        # (a big file's is being computed in a helper thread; the writes start meanwhile)
+        # the backups' digests are those of the snapshots: taken when the journal is written,
+        # while the temp files (the big one written in a helper thread) are flushed
         sums: list[str | FileSnapshot | None] = list(snaps)
         if meta_yaml_change is not None and self.meta_yaml is not None:
             items.append((self.meta_yaml, meta_yaml_change.new, self.meta_yaml))

@@ -638,3 +638,70 @@ def test_an_ellipsis_after_a_bare_prefix_is_no_secret() -> None:
     for decoy in CUT_DECOYS:
         assert redact(decoy, home=HOME) == decoy
         assert find_secrets(decoy, home=HOME) == []
+
+
+# A token glued to a word by "_" or "-" (an environment variable's name, a tool call's id, a
+# file name): for the families whose shape is distinctive (a fixed prefix and a long random
+# body of their real length), the glued token is the secret all the same. A bare "sk-" and
+# bodies that read as a word stay behind the word-start rule.
+NPM = "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+HF = "hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3h"
+AIZA = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
+GLPAT = "glpat-" + "x9Y8w7V6u5T4s3R2q1P0"
+STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+GH_PAT_REAL = ("github_pat_" + "11AB2CDE3F0g4HiJ5kLmN6" + "_"
+               + "oP7qRs8TuV9wXy0Za1Bc2De3Fg4Hi5Jk6Lm7No8Pq9Rs0Tu1Vw2Xy3Za4Bc")
+GLUED: list[tuple[str, str]] = [
+    (f"tool call call_{SK_OPENAI} failed", SK_OPENAI),
+    (f"env TOKEN_{GHP} was set", GHP),
+    (f"mirror key-{GLPAT} rotated", GLPAT),
+    (f"GH_{GH_PAT_REAL}", GH_PAT_REAL),
+    (f"file token-{GHO}.txt", GHO),
+    (f"{GHP}_old kept", GHP),  # glued after it too
+    (f"AWS_{AKIA}_ID", AKIA),
+    (f"SLACK_{XOXB}", XOXB),
+    (f"NPM_{NPM}", NPM),
+    (f"HF_{HF} in the notebook", HF),
+    (f"maps_{AIZA}", AIZA),
+    (f"STRIPE_{STRIPE}", STRIPE),
+    (f"key_{SK_ANTHROPIC}", SK_ANTHROPIC),
+    (f"hook_{WHSEC}", WHSEC),
+    (f"mail-{SENDGRID}", SENDGRID),
+    (f"id_token_{JWT}", JWT),
+]
+GLUED_DECOYS: list[str] = [
+    "risk-skeleton-Generator2026Plan and task-sk-Learn2026ModelPipeline",
+    "is_ghs_AuthenticationEnabledFlag and use_gho_Redirect is set",
+    "run_pk_test_suiteForCheckout then sk_test_ alone",
+    "hugs-xoxo-from-the-team-2026 and note-xoxb-bots",
+    "x-glpat-rotation-guide-update and my_npm_install_cache",
+    "load_hf_ModelFromPretrainedCache and BIRD_AKIAPOLAAU_COUNT",
+    "the_AIza_prefix_marks_google_keys and docs-eyJ-intro.md",
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), GLUED,
+                         ids=[f"glued-{i}" for i in range(len(GLUED))])
+def test_a_token_glued_to_a_word_is_redacted(text: str, secret: str) -> None:
+    for fold in (False, True):
+        out = redact(text, home=HOME, fold=fold)
+        assert secret not in out and secret[-12:] not in out and MARKER in out, out
+        assert find_secrets(text, home=HOME, fold=fold), "the final scan must see it too"
+        assert find_secrets(out, home=HOME, fold=fold) == []
+        assert redact(out, home=HOME, fold=fold) == out
+    assert secret.lower()[-12:] not in redact(text.lower(), home=HOME, fold=True)
+
+
+def test_only_the_glued_token_is_replaced() -> None:
+    assert redact(f"env TOKEN_{GHP} was set") == "env TOKEN_[REDACTED] was set"
+    assert redact(f"tool call call_{SK_OPENAI} failed") == "tool call call_[REDACTED] failed"
+    assert redact(f"mirror key-{GLPAT} rotated") == "mirror key-[REDACTED] rotated"
+
+
+@pytest.mark.parametrize("text", GLUED_DECOYS,
+                         ids=[f"glued-decoy{i}" for i in range(len(GLUED_DECOYS))])
+def test_identifiers_that_hold_a_prefix_stay(text: str) -> None:
+    for fold in (False, True):
+        assert redact(text, home=HOME, fold=fold) == text
+        assert find_secrets(text, home=HOME, fold=fold) == []
+

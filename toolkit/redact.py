@@ -30,6 +30,16 @@ What is redacted
   ``redis://:pass@host``) becomes ``scheme://[REDACTED]@host`` (scheme and host kept;
   ``ssh://git@host`` has no password and is left alone).
 - Stripe webhook signing secrets (``whsec_…``) and SendGrid keys (``SG.<id>.<secret>``).
+- A token of these families glued to a word by ``_`` or ``-`` (``TOKEN_ghp_…``,
+  ``call_sk-proj-…``, ``key-glpat-…``, ``ghp_…_old``), where the family's real format tells it
+  from a code identifier that holds the prefix: GitHub (``gh?_`` + 36, ``github_pat_`` 22 +
+  ``_`` + 59), npm (+ 36), Hugging Face (+ 34), Google (``AIza`` + 35), SendGrid (22 and 43),
+  Slack (``xoxb-`` and its kin with digits first, ``xapp-<digit>-``), JWTs, AWS key ids, and,
+  with a random-looking body (both cases, or a digit where the text may be case-folded),
+  GitLab, Stripe keys, ``whsec_``, and ``sk-proj-``/``sk-ant-…-``/``sk-svcacct-``/``sk-admin-``
+  with a key-like part. A bare ``sk-``/``dsk-``/``deepseek-`` keeps the word-start rule
+  (``task-sk-Learn2026…``, ``risk-skeleton-…`` stay), as do bodies of the wrong length or
+  that read as words (``is_ghs_AuthenticationEnabledFlag``, ``x-glpat-rotation-guide``).
 - A token of one of these families that was already cut before it got here, with an ellipsis
   (``…`` or ``...``) at the cut, as a DuckDB error message or an agent's tool cuts a long line:
   the prefix and the 4+ characters after it (with a digit or mixed case; capitals and digits
@@ -161,6 +171,45 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"|(?:[A-Za-z0-9+/=:,\- \t\r\n]|\\[nr])*)", re.DOTALL)),
 )
+
+# The same families glued to a word by "_" or "-" (``TOKEN_ghp_…``, ``call_sk-proj-…``,
+# ``key-glpat-…``, ``ghp_…_old``): only where the family's real format tells a glued token
+# from a code identifier that holds the prefix. A fixed length where the format has one
+# (``gh?_`` + 36, ``npm_`` + 36, ``hf_`` + 34, ``AIza`` + 35, ``github_pat_`` 22 + ``_`` + 59,
+# SendGrid 22 and 43, Slack's digits first), else a random-looking body (``_random``). A bare
+# ``sk-``, ``dsk-``, ``deepseek-`` (``task-sk-…``) keeps the word-start rule; ``AKIA…`` ids
+# need none (their pattern only wants no letter or digit before).
+_GLUED: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (kind, re.compile(r"(?<![A-Za-z0-9])(?:" + pattern + ")"), check) for kind, pattern, check in (
+        ("github_token", r"gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9])"
+                         r"|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])", ""),
+        ("gitlab_token", r"glpat-(?P<body>[A-Za-z0-9_-]{20,})", "mixed"),
+        ("npm_token", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ""),
+        ("huggingface_token", r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", ""),
+        ("stripe_key", r"[rsp]k_(?:live|test)_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9])",
+         "mixed"),
+        ("google_api_key", r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])", ""),
+        ("slack_token", r"xox[bpas]-\d+-[A-Za-z0-9-]{8,}|xapp-\d-[A-Za-z0-9-]{10,}", ""),
+        ("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ""),
+        ("stripe_webhook_secret", r"whsec_(?P<body>[A-Za-z0-9+/=]{32,})(?![A-Za-z0-9+/=])",
+         "digit"),
+        ("sendgrid_key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])", ""),
+        ("api_key", r"sk-(?:proj|svcacct|admin|ant-[a-z]+[0-9]*)-"
+                    r"(?P<body>[^\s,;\"'`()\[\]{}<>]+)", "keyish"),
+    ))
+_GLUED_FOLDED = tuple((kind, re.compile(p.pattern, re.IGNORECASE), check)
+                      for kind, p, check in _GLUED)
+_GLUED_GATES = {"api_key": ("sk-",)}
+
+
+def _random(body: str, check: str, fold: bool) -> bool:
+    """Does a glued token's body look random (``check``: "mixed": both cases, or a digit
+    when the text may be case-folded; "digit": a digit or both cases; "keyish": ``_keyish``)?"""
+    if check == "keyish":
+        return _keyish(body)
+    mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    return mixed or ((fold or check == "digit") and any(c.isdigit() for c in body))
+
 
 # CodeSmith's prefixes. The span runs to whitespace , ; (CodeSmith) or a quote/bracket (ours).
 _PREFIX = re.compile(r"(?<![A-Za-z0-9_-])(?P<prefix>sk-|dsk-|deepseek-)"
@@ -401,6 +450,8 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
         if any(g in low for g in _SIMPLE_GATES[kind]):
             for m in pattern.finditer(text):
                 yield _Hit(kind, m.start(), m.end(), MARKER)
+    if ("_" in text or "-" in text) and (_ANY_SIMPLE_GATE.search(low) or "sk-" in low):
+        yield from _glued_hits(text, low, fold)
     if "sk-" in low or "deepseek-" in low:
         for m in _PREFIX.finditer(text):
             if _keyish(m.group("body")):
@@ -424,6 +475,14 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
     if "…" in text or "..." in text:
         yield from _cut_hits(text, fold)
     yield from _home_hits(text, home)
+
+
+def _glued_hits(text: str, low: str, fold: bool) -> Iterator[_Hit]:
+    for kind, pattern, check in _GLUED_FOLDED if fold else _GLUED:
+        if any(g in low for g in _GLUED_GATES.get(kind) or _SIMPLE_GATES[kind]):
+            for m in pattern.finditer(text):
+                if not check or _random(m.group("body"), check, fold):
+                    yield _Hit(kind, m.start(), m.end(), MARKER)
 
 
 def _assignment_hits(text: str) -> Iterator[_Hit]:

@@ -705,3 +705,73 @@ def test_identifiers_that_hold_a_prefix_stay(text: str) -> None:
         assert redact(text, home=HOME, fold=fold) == text
         assert find_secrets(text, home=HOME, fold=fold) == []
 
+
+# A token hard-wrapped across a line break (a terminal, an e-mail, a quoted reply, a ledger
+# entry wrapped at 80 columns): each half alone is no token, together they are one. For the
+# families with a fixed prefix and a known body length, a head that ends at a line break short
+# of its length, completed by the body characters that start the next line (after indentation
+# or a quote marker), is replaced, both parts, and the line break stays.
+WRAPPED: list[tuple[str, list[str]]] = [
+    (f"ledger: {GHP[:25]}\n{GHP[25:]} was pasted", [GHP[:25], GHP[25:]]),
+    (f"pasted {GHP[:12]}\n{GHP[12:]}", [GHP[4:12], GHP[12:]]),
+    (f"> run with {GHO[:30]}\n> {GHO[30:]} now", [GHO[4:30], GHO[30:]]),
+    (f"  - token {NPM[:20]}\n    {NPM[20:]}\n  - next", [NPM[4:20], NPM[20:]]),
+    (f"key id {AKIA[:12]}\r\n{AKIA[12:]} (rotate)", [AKIA[4:12], AKIA[12:]]),
+    (f"{HF[:3]}\n{HF[3:]}", [HF[3:]]),
+    (f"maps key {AIZA[:20]}\n>> {AIZA[20:]}", [AIZA[4:20], AIZA[20:]]),
+    (f"{GH_PAT_REAL[:50]}\n{GH_PAT_REAL[50:]}", [GH_PAT_REAL[11:50], GH_PAT_REAL[50:]]),
+    (json.dumps({"note": f"use {GHP[:25]}\n{GHP[25:]} here"}), [GHP[:25], GHP[25:]]),
+    # a private key whose BEGIN line was wrapped, between words or inside one
+    (PEM_RSA.replace("RSA PRIVATE KEY-----\nMIIE", "RSA PRIVATE\nKEY-----\nMIIE", 1),
+     ["MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"]),
+    (PEM_OPENSSH.replace("PRIVATE KEY-----\nb3B", "PRIV\nATE KEY-----\nb3B", 1),
+     ["b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"]),
+    ("> -----BEGIN EC PRIVATE KEY-\n> ----\n> MHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY\n",
+     ["MHcCAQEEIIrYSSNQFaA2Hwf1duRSxKtLYX5CB04fSeQ6tF1aY"]),
+]
+WRAPPED_DECOYS: list[str] = [
+    "the ghp_\nprefix marks classic GitHub tokens",
+    "ghp_abc\nDEF and AKIA\nIOSFODNN is the id",
+    f"> quoting {GHP[:10]}\n> and more words here",
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----",
+]
+
+
+@pytest.mark.parametrize(("text", "parts"), WRAPPED,
+                         ids=[f"wrapped-{i}" for i in range(len(WRAPPED))])
+def test_a_token_wrapped_across_a_line_break_is_redacted(text: str, parts: list[str]) -> None:
+    for fold in (False, True):
+        out = redact(text, home=HOME, fold=fold)
+        for part in parts:
+            assert part not in out, (part, out)
+        assert MARKER in out
+        assert find_secrets(text, home=HOME, fold=fold), "the final scan must see it too"
+        assert find_secrets(out, home=HOME, fold=fold) == []
+        assert redact(out, home=HOME, fold=fold) == out
+
+
+def test_a_wrapped_token_keeps_its_line_break_and_what_is_around() -> None:
+    assert redact(f"ledger: {GHP[:12]}\n{GHP[12:]} was pasted") == \
+        "ledger: [REDACTED]\n[REDACTED] was pasted"
+    assert redact(f"> run with {GHO[:30]}\n> {GHO[30:]} now") == \
+        "> run with [REDACTED]\n> [REDACTED] now"
+    [finding] = find_secrets(f"x {AKIA[:10]}\n  {AKIA[10:]} y")
+    assert finding.kind == "aws_access_key_id" and finding.line == 1
+    # a block whose END line was wrapped ends there: the text after it stays
+    wrapped_end = PEM_RSA.replace("-----END RSA PRIVATE KEY", "-----END RSA PRI\nVATE KEY")
+    assert redact(f"a\n{wrapped_end}\nb. c") == "a\n[REDACTED]\nb. c"
+
+
+def test_a_complete_token_before_a_line_break_takes_nothing_from_the_next_line() -> None:
+    for token in (GHP, AKIA, NPM, HF, AIZA):
+        assert redact(f"{token}\nnext line") == "[REDACTED]\nnext line"
+        assert redact(f"> {token}\n> Y3hJ5dF0 more") == "> [REDACTED]\n> Y3hJ5dF0 more"
+
+
+@pytest.mark.parametrize("text", WRAPPED_DECOYS,
+                         ids=[f"wrapped-decoy{i}" for i in range(len(WRAPPED_DECOYS))])
+def test_line_breaks_after_a_bare_or_short_prefix_stay(text: str) -> None:
+    for fold in (False, True):
+        assert redact(text, home=HOME, fold=fold) == text
+        assert find_secrets(text, home=HOME, fold=fold) == []
+

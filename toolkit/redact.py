@@ -40,6 +40,16 @@ What is redacted
   with a key-like part. A bare ``sk-``/``dsk-``/``deepseek-`` keeps the word-start rule
   (``task-sk-Learn2026…``, ``risk-skeleton-…`` stay), as do bodies of the wrong length or
   that read as words (``is_ghs_AuthenticationEnabledFlag``, ``x-glpat-rotation-guide``).
+- A token hard-wrapped across a line break (a terminal, an e-mail, a quoted reply, a ledger
+  entry wrapped at 80 columns; also a JSON string's ``\\n``): for the families with a fixed
+  prefix and a known body length (GitHub ``gh?_`` + 36 and ``github_pat_``, npm, Hugging Face,
+  Google ``AIza``, AWS ``AKIA``/``ASIA``), a head that ends at a line break short of its length,
+  completed by the body characters that start the next line (after indentation or ``> ``
+  quote markers), is replaced, both parts, and the line break stays:
+  ``x ghp_R7kQ2mX9\\n  vL4p… y`` becomes ``x [REDACTED]\\n  [REDACTED] y``. A complete token
+  takes nothing from the next line, and a head the next line does not complete stays. A PEM
+  block whose BEGIN or END line was wrapped (between words or inside one, also quoted) is
+  redacted as a whole block.
 - A token of one of these families that was already cut before it got here, with an ellipsis
   (``…`` or ``...``) at the cut, as a DuckDB error message or an agent's tool cuts a long line:
   the prefix and the 4+ characters after it (with a digit or mixed case; capitals and digits
@@ -144,6 +154,27 @@ class _Hit:
 
 _I = re.IGNORECASE
 
+# A line break inside a token or a PEM header that was hard-wrapped (a terminal, an e-mail, a
+# ledger entry wrapped at 80 columns), also a JSON string's ``\\n``, with the next line's
+# indentation and quote markers (``> ``).
+_LINE_BREAK = r"(?:\r?\n|\\r\\n|\\n)[ \t]*(?:>[ \t]*)*"
+_PEM_BREAK = r"(?:[ \t]*" + _LINE_BREAK + ")"
+
+
+def _wrappable(literal: str) -> str:
+    """A pattern for ``literal`` that may be broken across lines at any character."""
+    return (_PEM_BREAK + "?").join(re.escape(c) for c in literal)
+
+
+def _pem_line(word: str) -> str:
+    """``-----BEGIN … PRIVATE KEY-----`` (``word`` BEGIN or END), also wrapped."""
+    sep = r"(?: |" + _PEM_BREAK + ")"
+    name = r"[A-Z0-9]+(?:" + _PEM_BREAK + r"[A-Z0-9]+)*"
+    return (_wrappable("-----" + word) + sep + "(?:" + name + sep + ")*"
+            + _wrappable("PRIVATE") + sep + _wrappable("KEY")
+            + "(?:" + sep + _wrappable("BLOCK") + ")?" + _wrappable("-----"))
+
+
 # Simple families: the whole match is the secret.
 _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github_token", re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,255}"
@@ -167,9 +198,8 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("sendgrid_key", re.compile(
         r"(?<![A-Za-z0-9_.-])SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{30,}(?![A-Za-z0-9_-])")),
     ("private_key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r"|(?:[A-Za-z0-9+/=:,\- \t\r\n]|\\[nr])*)", re.DOTALL)),
+        _pem_line("BEGIN") + r"(?:.*?" + _pem_line("END")
+        + r"|(?:[A-Za-z0-9+/=:,\- \t\r\n>]|\\[nr])*)", re.DOTALL)),
 )
 
 # The same families glued to a word by "_" or "-" (``TOKEN_ghp_…``, ``call_sk-proj-…``,
@@ -209,6 +239,50 @@ def _random(body: str, check: str, fold: bool) -> bool:
         return _keyish(body)
     mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
     return mixed or ((fold or check == "digit") and any(c.isdigit() for c in body))
+
+
+# A token of a fixed-prefix family with a known body length, hard-wrapped: the head ends at a
+# line break short of the family's length and the next line (after its indentation or quote
+# marker) starts with the body characters that complete it. Each half alone escapes the
+# family's pattern; together they are redacted, both parts, and the line break stays. A
+# complete token takes nothing from the next line.
+_WRAPPED_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
+    # kind, prefix, the whole body, the characters a body is made of
+    ("github_token", r"gh[pousr]_", r"[A-Za-z0-9]{36}", "A-Za-z0-9"),
+    ("github_token", r"github_pat_", r"[A-Za-z0-9]{22}_[A-Za-z0-9]{59}", "A-Za-z0-9_"),
+    ("npm_token", r"npm_", r"[A-Za-z0-9]{36}", "A-Za-z0-9"),
+    ("huggingface_token", r"hf_", r"[A-Za-z0-9]{34}", "A-Za-z0-9"),
+    ("google_api_key", r"AIza", r"[A-Za-z0-9_-]{35}", "A-Za-z0-9_-"),
+    ("aws_access_key_id", r"AKIA|ASIA", r"[A-Z0-9]{16}", "A-Z0-9"),
+)
+_WRAPPED = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    + "|".join(f"(?:{prefix})(?P<h{i}>[{chars}]*)"
+               for i, (_kind, prefix, _body, chars) in enumerate(_WRAPPED_FAMILIES))
+    + r")(?P<brk>" + _LINE_BREAK + r")(?P<tail>[A-Za-z0-9_-]+)")
+_WRAPPED_FOLDED = re.compile(_WRAPPED.pattern, _I)
+_WRAPPED_GATE = re.compile(
+    r"(?:" + "|".join(prefix for _k, prefix, _b, _c in _WRAPPED_FAMILIES)
+    + r")[A-Za-z0-9_-]*(?:\r?\n|\\[rn])", _I)
+# per family: (the whole body, its characters from the start of the next line), as written
+# and case-folded
+_WRAPPED_BODIES = tuple((re.compile(body), re.compile(f"[{chars}]*"))
+                        for _k, _p, body, chars in _WRAPPED_FAMILIES)
+_WRAPPED_BODIES_FOLDED = tuple((re.compile(body, _I), re.compile(f"[{chars}]*", _I))
+                               for _k, _p, body, chars in _WRAPPED_FAMILIES)
+
+
+def _wrapped_hits(text: str, fold: bool) -> Iterator[_Hit]:
+    bodies = _WRAPPED_BODIES_FOLDED if fold else _WRAPPED_BODIES
+    for m in (_WRAPPED_FOLDED if fold else _WRAPPED).finditer(text):
+        i = next(i for i in range(len(_WRAPPED_FAMILIES)) if m.group(f"h{i}") is not None)
+        whole, chars = bodies[i]
+        head = m.group(f"h{i}")
+        run = chars.match(m.group("tail"))  # "_old" glued after is no body
+        tail = run.group() if run else ""
+        if tail and whole.fullmatch(head + tail):  # so the head is short of the whole
+            yield _Hit(_WRAPPED_FAMILIES[i][0], m.start(), m.start("tail") + len(tail),
+                       MARKER + m.group("brk") + MARKER)
 
 
 # CodeSmith's prefixes. The span runs to whitespace , ; (CodeSmith) or a quote/bracket (ours).
@@ -400,7 +474,7 @@ _SIMPLE_GATES: dict[str, tuple[str, ...]] = {
                           "acca"),
     "slack_token": ("xox", "xapp-"),
     "slack_webhook": ("hooks.slack.com",), "jwt": ("eyj",), "stripe_webhook_secret": ("whsec_",),
-    "sendgrid_key": ("sg.",), "private_key": ("-----begin",),
+    "sendgrid_key": ("sg.",), "private_key": ("-----begin", "private"),
 }
 _ASSIGN_GATES = ("pass", "secret", "token", "key", "credential")
 # Any gate of any simple family: most text (a title, a line) holds none, and one search says
@@ -452,6 +526,8 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
                 yield _Hit(kind, m.start(), m.end(), MARKER)
     if ("_" in text or "-" in text) and (_ANY_SIMPLE_GATE.search(low) or "sk-" in low):
         yield from _glued_hits(text, low, fold)
+    if ("\n" in text or "\\n" in text) and _WRAPPED_GATE.search(text):
+        yield from _wrapped_hits(text, fold)
     if "sk-" in low or "deepseek-" in low:
         for m in _PREFIX.finditer(text):
             if _keyish(m.group("body")):

@@ -775,3 +775,49 @@ def test_line_breaks_after_a_bare_or_short_prefix_stay(text: str) -> None:
         assert redact(text, home=HOME, fold=fold) == text
         assert find_secrets(text, home=HOME, fold=fold) == []
 
+
+# A token written in fullwidth letters (U+FF01-U+FF5E, as an IME or a CJK font's text holds
+# them): a reader sees the token in another spelling, and NFKC (a search engine, a copy into a
+# terminal) turns it back into the token. It is read folded to ASCII, one character for one,
+# like the other spellings, and the span is replaced.
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+FULLWIDTH: list[tuple[str, str]] = [
+    (f"token {_fullwidth(GHP)} for CI", GHP_BODY),
+    (f"{_fullwidth('ghp_')}{GHP_BODY} in the log", GHP_BODY),
+    (f"key {_fullwidth(AKIA)}", AKIA[4:]),
+    (f"{_fullwidth(SK_OPENAI)}、です", SK_OPENAI[8:]),
+    (_fullwidth("password=hunter2-Xq9"), "hunter2-Xq9"),
+    (f"env TOKEN{_fullwidth('_' + GHP)}", GHP_BODY),  # fullwidth and glued
+    (f"{_fullwidth(GHP[:25])}\n{_fullwidth(GHP[25:])}", GHP[25:]),  # and wrapped
+]
+
+
+def _nfkc(text: str) -> list[str]:
+    import unicodedata
+    return [text, unicodedata.normalize("NFKC", text)]
+
+
+@pytest.mark.parametrize(("text", "secret"), FULLWIDTH,
+                         ids=[f"fullwidth-{i}" for i in range(len(FULLWIDTH))])
+def test_a_token_in_fullwidth_letters_is_redacted(text: str, secret: str) -> None:
+    _assert_spelled_secret_redacted(text, secret, _nfkc)
+
+
+def test_only_the_fullwidth_span_is_replaced() -> None:
+    assert redact(f"token {_fullwidth(GHP)} for CI") == "token [REDACTED] for CI"
+    assert redact(f"これは{_fullwidth(AKIA)}です。") == "これは[REDACTED]です。"
+
+
+def test_fullwidth_text_that_spells_no_secret_stays() -> None:
+    for text in ("ビルドが失敗しました\uff08原因\uff1a依存関係\uff09。再試行してください\uff01",
+                 _fullwidth("the ghp_ prefix"), f"{_fullwidth('AKIA')} is the prefix",
+                 _fullwidth("100%")):
+        assert redact(text, home=HOME) == text
+        assert find_secrets(text, home=HOME) == []
+    for decoy in DECOYS + H2_DECOYS + GLUED_DECOYS:
+        wide = _fullwidth(decoy)
+        assert redact(wide, home=HOME) == wide, decoy
+

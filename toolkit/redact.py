@@ -101,7 +101,12 @@ replaced: ``x ghp&#95;… y`` becomes ``x [REDACTED] y``, ``?t=ghp%5F…&n=1`` b
 Windows variable) are left as written. A character a viewer draws as nothing (a soft hyphen,
 a zero-width space or joiner, a word joiner, a bidi mark, the BOM), as text pasted from a chat
 or a rich-text page may hold inside a token, is read as nothing the same way, and the span
-that holds it is replaced. Text with none of these is read once. Every output that
+that holds it is replaced. A fullwidth form of an ASCII character (U+FF01-U+FF5E, as an IME
+or CJK text writes them: ``ghp_…`` as U+FF47 U+FF48 U+FF50 U+FF3F …; NFKC, a search engine or
+a copy into a terminal turns them back) is read as that character, one for one, and the
+span is replaced: ``token <fullwidth ghp_…> for CI`` becomes ``token [REDACTED] for CI``. CJK
+text whose fullwidth punctuation (U+FF08 U+FF1A U+FF09 …) spells no secret is
+left as written. Text with none of these is read once. Every output that
 redacts (site pages, downloads and search index of a redacted build, handoff, publish, exports)
 gets this here, and publish's final scan reads the same decoded copies (``scan_variants``).
 
@@ -637,10 +642,16 @@ _PERCENT_CHAR = (r"%[0-7][0-9a-fA-F]|%[cdCD][0-9a-fA-F]%[89abAB][0-9a-fA-F]"
 # read as nothing, so a secret pasted with one inside is read whole.
 _INVISIBLE_CHARS = ("\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
                     "\ufeff\U000e0001\U000e0020-\U000e007f")
-_INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}]")
+# Fullwidth forms of ASCII (U+FF01-U+FF5E, ``ghp_…`` as an IME or CJK text may write it):
+# the same characters in another spelling (NFKC, a search engine or a terminal's copy turns
+# them back), read as their ASCII character, one for one, so a span maps back exactly.
+_FULLWIDTH_CHARS = "\uff01-\uff5e"
+_FULLWIDTH_OFFSET = 0xFEE0  # U+FF47 (fullwidth g) - "g"
+# Is there a character read otherwise than written (plain ASCII text has none)?
+_UNICODE_SPELLED = re.compile(f"[{_INVISIBLE_CHARS}{_FULLWIDTH_CHARS}]")
 _SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
                       r"|\\(?:[!-/:-@\[-`{-~]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})|"
-                      + _PERCENT_CHAR + f"|[{_INVISIBLE_CHARS}]")
+                      + _PERCENT_CHAR + f"|[{_INVISIBLE_CHARS}{_FULLWIDTH_CHARS}]")
 # Is there a percent-escape at all (plain text, and ``100%``, skip the decoded reading)?
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 # Layers decoded: one for Markdown/HTML/URLs, one more for such text inside a JSON string
@@ -695,6 +706,8 @@ def _decode(text: str, source: _Decoded | None) -> _Decoded | None:
             out = piece[1] if len(piece) == 2 else _code_point(piece[2:])
         elif first == "&":
             out = html.unescape(piece)
+        elif "\uff01" <= first <= "\uff5e":  # a fullwidth form: its ASCII character
+            out = chr(ord(first) - _FULLWIDTH_OFFSET)
         else:  # an invisible character: a viewer shows nothing
             out = ""
         if out == piece:
@@ -741,7 +754,7 @@ def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
 def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
     hits = list(_detect(text, home, fold))
     if "&" in text or "\\" in text or ("%" in text and _PERCENT.search(text)) \
-            or (not text.isascii() and _INVISIBLE.search(text)):
+            or (not text.isascii() and _UNICODE_SPELLED.search(text)):
         # plain text (most) costs nothing more
         hits += _decoded_hits(text, home, fold)
     return _merge(hits)
@@ -786,9 +799,10 @@ def _apply(text: str, hits: list[_Hit]) -> str:
 
 def scan_variants(text: str) -> list[str]:
     """The copies of outgoing text a final scan looks at: as written, then with its
-    percent-escapes, character references and backslash escapes decoded, once and twice (the
-    decoding ``find_secrets`` reads, "Spelled secrets"). A caller case-folds each copy too, so
-    a secret that became part of a link or was lowercased is still seen."""
+    percent-escapes, character references, backslash escapes, invisible characters and
+    fullwidth forms decoded, once and twice (the decoding ``find_secrets`` reads, "Spelled
+    secrets"). A caller case-folds each copy too, so a secret that became part of a link or
+    was lowercased is still seen."""
     return [text] + [layer.text for layer in _layers(text)]
 
 

@@ -613,7 +613,7 @@ def test_invisible_characters_that_split_no_secret_stay() -> None:
 CUT: list[tuple[str, str]] = [
     ('Malformed JSON.  Input: "{x yyyyyyyyyyyyyyyyyyyy ' + GHP[:23] + '..."', GHP[:23]),
     (f"token {GHP[:14]}… (cut)", GHP[:14]),
-    (f"key {AKIA[:10]}…", AKIA[:10]),
+    (f"key {AKIA[:14]}…", AKIA[:14]),  # lowercased, a cut key id needs a digit (below)
     (f"slack {XOXB[:16]}...", XOXB[:16]),
     (f"jwt {JWT[:30]}…", JWT[:30]),
     (f"{GH_PAT[:24]}…", GH_PAT[:24]),
@@ -821,3 +821,20 @@ def test_fullwidth_text_that_spells_no_secret_stays() -> None:
         wide = _fullwidth(decoy)
         assert redact(wide, home=HOME) == wide, decoy
 
+
+# A cut key id in case-folded text: AWS key ids are capitals and digits, so lowercased, the
+# cut prefix needs a digit to be told from a word that starts "akia"/"asia" (a bird, a
+# village); in its capitals it is a key id as before.
+def test_a_folded_word_before_an_ellipsis_is_no_cut_key_id() -> None:
+    for text in ("the akiapolaau... sings", "flights to Akiachak… and Akiak…",
+                 "asiatics... wrote"):
+        assert redact(text, home=HOME, fold=True) == text
+        assert redact(text.casefold(), home=HOME, fold=True) == text.casefold()
+    for text in ("key akia2xq7...", f"key {ASIA[:10].lower()}…", "id asia7kq2m…"):
+        out = redact(text, home=HOME, fold=True)
+        assert out.startswith(text.split()[0]) and MARKER in out and text[4:10] not in out, out
+    # in its capitals a cut key id needs no digit, folded or not
+    for fold in (False, True):
+        assert redact(f"key {AKIA[:10]}…", home=HOME, fold=fold) == "key [REDACTED]…"
+    # lowercased with no digit in what is left it reads as such a word, and is left: the price
+    assert redact(f"key {AKIA[:10].lower()}…", home=HOME, fold=True) == "key akiaiosfod…"

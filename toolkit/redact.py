@@ -53,8 +53,10 @@ What is redacted
 - A token of one of these families that was already cut before it got here, with an ellipsis
   (``…`` or ``...``) at the cut, as a DuckDB error message or an agent's tool cuts a long line:
   the prefix and the 4+ characters after it (with a digit or mixed case; capitals and digits
-  after ``AKIA``/``ASIA``) before the ellipsis, so no recognisable prefix of a key stays;
-  ``the ghp_… prefix`` and ``sk-learn...`` are left alone.
+  after ``AKIA``/``ASIA``, and a digit among them when they were lowercased) before the
+  ellipsis, so
+  no recognisable prefix of a key stays; ``the ghp_… prefix``, ``sk-learn...`` and, folded,
+  ``akiapolaau...`` or ``Akiachak…`` (words) are left alone.
 - Secrets written without ``=``, only the value replaced: ``aws configure set
   aws_secret_access_key …`` (and ``aws_session_token``), ``curl -u user:pw`` /
   ``--user``, a command line's ``--password pw`` / ``--api-key k`` / ``--client-secret s``
@@ -502,8 +504,8 @@ _SIMPLE_FOLDED = tuple(
 # ellipsis (a DuckDB error message shows 50 characters of its input; agents' tools cut long
 # lines): too short for its family's pattern, but a recognisable prefix of a real token. The
 # part before the ellipsis (4+ characters after the prefix, with a digit or mixed case, or
-# capitals and digits after AKIA/ASIA, so "the ghp_... prefix" and "sk-learn..." stay) is
-# replaced.
+# capitals and digits after AKIA/ASIA, and a digit among them if lowercased, so "the ghp_...
+# prefix", "sk-learn..." and a folded "akiapolaau..." stay) is replaced.
 _CUT_PREFIXES = (r"gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_(?:live|test)_|AIza|AKIA|ASIA"
                  r"|xox[abposr]-|xapp-|eyJ|whsec_|SG\.|d?sk-")
 _CUT_TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:" + _CUT_PREFIXES + r")"
@@ -515,7 +517,10 @@ def _cut_hits(text: str, fold: bool) -> Iterator[_Hit]:
     for m in (_CUT_TOKEN_FOLDED if fold else _CUT_TOKEN).finditer(text):
         body = m.group("body")
         if m.group().upper().startswith(("AKIA", "ASIA")):  # a key id: capitals and digits
-            keyish = body.isalnum() and (fold or body.isupper() or body.isdigit())
+            # case-folded, a word that starts "akia"/"asia" (a bird, a village) reads as one:
+            # lowercase, the cut key id needs a digit, as a key id has and such a word has not
+            keyish = body.isalnum() and (body.isupper() or body.isdigit()
+                                         or (fold and any(c.isdigit() for c in body)))
         else:
             keyish = any(c.isdigit() for c in body) or body.lower() != body != body.upper()
         if keyish:

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import sqlite3
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -39,9 +40,25 @@ PERCENT_BODY = "Vb6Nm1Qw8Er3Ty5Ui7Op9As2Df4Gh0Jk3Lz6"
 SPELLED = f"ghp&#95;{ENTITY_BODY} and ghp\\_{ESCAPE_BODY} and ghp%5F{PERCENT_BODY}"
 
 
+# Tokens glued to a word, hard-wrapped across a line break, and written in fullwidth letters:
+# in a ledger entry's Context and a slop description. Each half of the wrapped ones must go.
+GLUED_GHP = "ghp_" + "Gl8uEd2Tk5Wq9Zr3Xv6Nb1Mc4Hs7Jd0Fa2Ky"
+GLUED_SK = "sk-proj-" + "Qz7Rt2Yu5Io8Pa1Sd4Fg6Hj9Kl3Zx0Cv"
+WRAP_GHP = ("ghp_" + "Wr4pPd9Lm2Nx6B", "q8Vt1Zc5Hy3Kj7Gf0Ds2Ea")  # the two lines' parts
+WRAP_AKIA = ("AKIA" + "Q7WRAPZ3XK", "5TN2VB")
+FULLWIDTH_BODY = "Fw6Lt3Hr9Mz1Qp5Xk8Cv2Bn4Jd7Sg0Ya3Uw6"
+FULLWIDTH_GHP = "".join(chr(ord(c) + 0xFEE0) for c in "ghp_" + FULLWIDTH_BODY)
+MESSY = (f"the agent wrote TOKEN_{GLUED_GHP} and call_{GLUED_SK}, then pasted {WRAP_GHP[0]}\n"
+         f"  {WRAP_GHP[1]} and {WRAP_AKIA[0]}\n> {WRAP_AKIA[1]} and {FULLWIDTH_GHP} for CI; "
+         "words that start like a key id stay: Akiachak… and the akiapolaau...")
+MESSY_PARTS = [GLUED_GHP, GLUED_SK, WRAP_GHP[0][4:], WRAP_GHP[1], WRAP_AKIA[0][4:],
+               WRAP_AKIA[1] + " and", FULLWIDTH_BODY]
+
+
 def _secrets() -> list[str]:
     return [_secret_part(s) for s in STANDARD] + ["S3cure!pw9x", "hunter2hunter2",
-                                                  ENTITY_BODY, ESCAPE_BODY, PERCENT_BODY]
+                                                  ENTITY_BODY, ESCAPE_BODY, PERCENT_BODY,
+                                                  *MESSY_PARTS[:5]]
 
 
 def _plant(world: World) -> None:
@@ -56,6 +73,9 @@ def _plant(world: World) -> None:
     text += ("\n---\n\n**Title:** Spelled tokens\n**Date:** 2026-05-03\n**Category:** sec\n"
              "**Confidence:** high\n**Source reflections:** 1\n\n"
              f"**Context:** the agent wrote {SPELLED}\n\n**Pattern:** rotate them\n")
+    text += ("\n---\n\n**Title:** Glued, wrapped and fullwidth tokens\n**Date:** 2026-05-03\n"
+             "**Category:** sec\n**Confidence:** high\n**Source reflections:** 1\n\n"
+             f"**Context:** {MESSY}\n\n**Pattern:** rotate them\n")
     patterns.write_text(text, encoding="utf-8")
     session = next((vault / "sessions").glob("*.md"))
     session.write_text(session.read_text(encoding="utf-8") + (
@@ -69,7 +89,7 @@ def _plant(world: World) -> None:
             "severity": "high", "confidence": "high", "owner": f"bot {STANDARD[-1 - i]}",
             "source_links": [f"https://ci.example.com/?token={secret}", "src/x.py:1"],
             "title": f"Leaked {secret}",
-            "description": f"found {secret}\n{PROSE_SECRET}\n{SPELLED}",
+            "description": f"found {secret}\n{PROSE_SECRET}\n{SPELLED}\n{MESSY}",
             "status": "open", "cleanup_recommendation": f"rotate {secret}",
             "created_at": "2026-05-01T00:00:00+00:00", "updated_at": "2026-05-01T00:00:00+00:00",
             "task_id": f"Rotate {secret}"})
@@ -218,6 +238,34 @@ def test_spelled_tokens_leave_no_file_of_the_redacted_site(
     assert any("[REDACTED] and [REDACTED] and [REDACTED]" in e["description"] for e in entries)
     rows = list(csv.DictReader((result.out / "data" / "ledger_entries.csv").open(encoding="utf-8")))
     assert any("the agent wrote [REDACTED] and [REDACTED] and [REDACTED]" in r["context"]
+               for r in rows)
+
+
+def test_glued_wrapped_and_fullwidth_tokens_leave_no_file_of_the_redacted_site(
+        plain: Built, redacted: tuple[Config, BuildResult]) -> None:
+    """A ledger entry and the slop descriptions hold a token glued to a word (``TOKEN_ghp_…``,
+    ``call_sk-proj-…``), two hard-wrapped across a line break (indented, quoted) and one in
+    fullwidth letters. The plain site's downloads show them; the redacted site has no part of
+    any in any file, also read NFKC-normalised (as a search engine or a copy reads the
+    fullwidth one), and the text around them stays, with words that start "akia" before an
+    ellipsis (the redacted build reads values case-folded too)."""
+    plain_csv = (plain.out / "data" / "ledger_entries.csv").read_text("utf-8")
+    descriptions = "\n".join(e["description"] for e in json.loads(
+        (plain.out / "data" / "slop_entries.json").read_text("utf-8")))
+    for part in [*MESSY_PARTS[:-1], FULLWIDTH_GHP]:
+        assert part in plain_csv and part in descriptions, part
+
+    _cfg, result = redacted
+    assert _leaks(result.out) == []
+    for path in sorted(p for p in result.out.rglob("*") if p.is_file()):
+        raw = path.read_bytes().decode("utf-8", "replace")
+        for text in (raw, unicodedata.normalize("NFKC", raw)):
+            for part in MESSY_PARTS:
+                assert part not in text, (path.name, part)
+    rows = list(csv.DictReader((result.out / "data" / "ledger_entries.csv").open(encoding="utf-8")))
+    assert any("the agent wrote TOKEN_[REDACTED] and call_[REDACTED], then pasted [REDACTED]\n"
+               "  [REDACTED] and [REDACTED]\n> [REDACTED] and [REDACTED] for CI; words that "
+               "start like a key id stay: Akiachak… and the akiapolaau..." in r["context"]
                for r in rows)
 
 

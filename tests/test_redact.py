@@ -776,6 +776,14 @@ def test_line_breaks_after_a_bare_or_short_prefix_stay(text: str) -> None:
         assert find_secrets(text, home=HOME, fold=fold) == []
 
 
+def test_hostile_line_breaks_take_linear_work() -> None:
+    # a PEM header's words each on a line (a break is a separator or inside a word: one
+    # reading, or the work explodes), heads that never complete, a quote marker bomb
+    for blob in ("-----BEGIN " + "A\n" * 20_000 + "no key here",
+                 "ghp_abc\n" * 20_000, "ghp_abc\n" + "> " * 50_000 + "x"):
+        assert redact(blob, home=HOME, fold=True) == blob
+
+
 # A token written in fullwidth letters (U+FF01-U+FF5E, as an IME or a CJK font's text holds
 # them): a reader sees the token in another spelling, and NFKC (a search engine, a copy into a
 # terminal) turns it back into the token. It is read folded to ASCII, one character for one,
@@ -790,6 +798,8 @@ FULLWIDTH: list[tuple[str, str]] = [
     (f"key {_fullwidth(AKIA)}", AKIA[4:]),
     (f"{_fullwidth(SK_OPENAI)}、です", SK_OPENAI[8:]),
     (_fullwidth("password=hunter2-Xq9"), "hunter2-Xq9"),
+    (f"password{_fullwidth('=')} hunter2-Xq9", "hunter2-Xq9"),  # one fullwidth mark
+    (f"ログ{_fullwidth('(')}ghp{_fullwidth('_')}{GHP_BODY}{_fullwidth(')')}", GHP_BODY),
     (f"env TOKEN{_fullwidth('_' + GHP)}", GHP_BODY),  # fullwidth and glued
     (f"{_fullwidth(GHP[:25])}\n{_fullwidth(GHP[25:])}", GHP[25:]),  # and wrapped
 ]

@@ -174,9 +174,10 @@ def _wrappable(literal: str) -> str:
 
 
 def _pem_line(word: str) -> str:
-    """``-----BEGIN … PRIVATE KEY-----`` (``word`` BEGIN or END), also wrapped."""
+    """``-----BEGIN … PRIVATE KEY-----`` (``word`` BEGIN or END), also wrapped: between its
+    words, or inside the dashes, BEGIN/END, PRIVATE, KEY or BLOCK."""
     sep = r"(?: |" + _PEM_BREAK + ")"
-    name = r"[A-Z0-9]+(?:" + _PEM_BREAK + r"[A-Z0-9]+)*"
+    name = r"[A-Z0-9]+"  # not broken inside, or "A\nB" reads two ways (and work explodes)
     return (_wrappable("-----" + word) + sep + "(?:" + name + sep + ")*"
             + _wrappable("PRIVATE") + sep + _wrappable("KEY")
             + "(?:" + sep + _wrappable("BLOCK") + ")?" + _wrappable("-----"))
@@ -184,8 +185,9 @@ def _pem_line(word: str) -> str:
 
 # Simple families: the whole match is the secret.
 _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("github_token", re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,255}"
-                                r"|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])")),
+    ("github_token", re.compile(r"(?<![A-Za-z0-9_])(?:(?:gh[pousr]_[A-Za-z0-9]{20,255}"
+                                r"|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])"
+                                r"|gh[pousr]_[A-Za-z0-9]{36}(?=[_-]))")),  # ghp_…_old
     ("gitlab_token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}")),
     ("npm_token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,}(?![A-Za-z0-9])")),
     ("huggingface_token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])")),
@@ -210,33 +212,38 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # The same families glued to a word by "_" or "-" (``TOKEN_ghp_…``, ``call_sk-proj-…``,
-# ``key-glpat-…``, ``ghp_…_old``): only where the family's real format tells a glued token
-# from a code identifier that holds the prefix. A fixed length where the format has one
-# (``gh?_`` + 36, ``npm_`` + 36, ``hf_`` + 34, ``AIza`` + 35, ``github_pat_`` 22 + ``_`` + 59,
-# SendGrid 22 and 43, Slack's digits first), else a random-looking body (``_random``). A bare
-# ``sk-``, ``dsk-``, ``deepseek-`` (``task-sk-…``) keeps the word-start rule; ``AKIA…`` ids
-# need none (their pattern only wants no letter or digit before).
-_GLUED: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
-    (kind, re.compile(r"(?<![A-Za-z0-9])(?:" + pattern + ")"), check) for kind, pattern, check in (
-        ("github_token", r"gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9])"
-                         r"|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])", ""),
-        ("gitlab_token", r"glpat-(?P<body>[A-Za-z0-9_-]{20,})", "mixed"),
-        ("npm_token", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ""),
-        ("huggingface_token", r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", ""),
-        ("stripe_key", r"[rsp]k_(?:live|test)_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9])",
-         "mixed"),
-        ("google_api_key", r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])", ""),
-        ("slack_token", r"xox[bpas]-\d+-[A-Za-z0-9-]{8,}|xapp-\d-[A-Za-z0-9-]{10,}", ""),
-        ("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ""),
-        ("stripe_webhook_secret", r"whsec_(?P<body>[A-Za-z0-9+/=]{32,})(?![A-Za-z0-9+/=])",
-         "digit"),
-        ("sendgrid_key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])", ""),
-        ("api_key", r"sk-(?:proj|svcacct|admin|ant-[a-z]+[0-9]*)-"
-                    r"(?P<body>[^\s,;\"'`()\[\]{}<>]+)", "keyish"),
-    ))
-_GLUED_FOLDED = tuple((kind, re.compile(p.pattern, re.IGNORECASE), check)
-                      for kind, p, check in _GLUED)
-_GLUED_GATES = {"api_key": ("sk-",)}
+# ``key-glpat-…``; ``ghp_…_old`` is in the family's own pattern): only where the family's
+# real format tells a glued token from a code identifier that holds the prefix. A fixed
+# length where the format has one (``gh?_`` + 36, ``npm_`` + 36, ``hf_`` + 34, ``AIza`` + 35,
+# ``github_pat_`` 22 + ``_`` + 59, SendGrid 22 and 43, Slack's digits first), else a
+# random-looking body (``_random``). A bare ``sk-``, ``dsk-``, ``deepseek-`` (``task-sk-…``)
+# keeps the word-start rule. ``AKIA…`` ids need nothing here (their pattern only wants no
+# letter or digit before), nor do ``npm_`` and ``hf_`` for a glue after.
+_GLUED_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    # kind, pattern (its body group, if it has a check, named "body"), check of the body
+    ("github_token", r"gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9])"
+                     r"|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])", ""),
+    ("gitlab_token", r"glpat-(?P<body>[A-Za-z0-9_-]{20,})", "mixed"),
+    ("npm_token", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ""),
+    ("huggingface_token", r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", ""),
+    ("stripe_key", r"[rsp]k_(?:live|test)_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9])", "mixed"),
+    ("google_api_key", r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])", ""),
+    ("slack_token", r"xox[bpas]-\d+-[A-Za-z0-9-]{8,}|xapp-\d-[A-Za-z0-9-]{10,}", ""),
+    ("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ""),
+    ("stripe_webhook_secret", r"whsec_(?P<body>[A-Za-z0-9+/=]{32,})(?![A-Za-z0-9+/=])", "digit"),
+    ("sendgrid_key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])", ""),
+    ("api_key", r"sk-(?:proj|svcacct|admin|ant-[a-z]+[0-9]*)-"
+                r"(?P<body>[^\s,;\"'`()\[\]{}<>]+)", "keyish"),
+)
+# One pattern for all (one scan of the text): family i is group g<i>, its body b<i>.
+_GLUED = re.compile(r"(?<=[_-])(?:" + "|".join(
+    f"(?P<g{i}>" + pattern.replace("(?P<body>", f"(?P<b{i}>") + ")"
+    for i, (_kind, pattern, _check) in enumerate(_GLUED_FAMILIES)) + ")")
+_GLUED_FOLDED = re.compile(_GLUED.pattern, _I)
+# A prefix glued at all (searched in the lowercased text: "_" and "-" are rare in prose, so
+# this costs about a microsecond on a line and skips the scan)
+_GLUED_GATE = re.compile(r"[_-](?:gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_(?:live|test)_"
+                         r"|aiza|xox[bpas]-|xapp-|eyj|whsec_|sg\.|sk-)")
 
 
 def _random(body: str, check: str, fold: bool) -> bool:
@@ -268,9 +275,9 @@ _WRAPPED = re.compile(
                for i, (_kind, prefix, _body, chars) in enumerate(_WRAPPED_FAMILIES))
     + r")(?P<brk>" + _LINE_BREAK + r")(?P<tail>[A-Za-z0-9_-]+)")
 _WRAPPED_FOLDED = re.compile(_WRAPPED.pattern, _I)
-_WRAPPED_GATE = re.compile(
-    r"(?:" + "|".join(prefix for _k, prefix, _b, _c in _WRAPPED_FAMILIES)
-    + r")[A-Za-z0-9_-]*(?:\r?\n|\\[rn])", _I)
+# Where a family's prefix is (in the lowercased text): most text holds none, and this search
+# skips the whole scan, which is tried at every character.
+_WRAPPED_GATE = re.compile(r"gh[pousr]_|github_pat_|npm_|hf_|aiza|akia|asia")
 # per family: (the whole body, its characters from the start of the next line), as written
 # and case-folded
 _WRAPPED_BODIES = tuple((re.compile(body), re.compile(f"[{chars}]*"))
@@ -529,14 +536,14 @@ def _cut_hits(text: str, fold: bool) -> Iterator[_Hit]:
 
 def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
     low = text.lower()
-    for kind, pattern in (_SIMPLE_FOLDED if fold else _SIMPLE) \
-            if _ANY_SIMPLE_GATE.search(low) else ():
+    simple = _ANY_SIMPLE_GATE.search(low) is not None
+    for kind, pattern in (_SIMPLE_FOLDED if fold else _SIMPLE) if simple else ():
         if any(g in low for g in _SIMPLE_GATES[kind]):
             for m in pattern.finditer(text):
                 yield _Hit(kind, m.start(), m.end(), MARKER)
-    if ("_" in text or "-" in text) and (_ANY_SIMPLE_GATE.search(low) or "sk-" in low):
-        yield from _glued_hits(text, low, fold)
-    if ("\n" in text or "\\n" in text) and _WRAPPED_GATE.search(text):
+    if ("_" in text or "-" in text) and _GLUED_GATE.search(low):
+        yield from _glued_hits(text, fold)
+    if ("\n" in text or "\\n" in text) and _WRAPPED_GATE.search(low):
         yield from _wrapped_hits(text, fold)
     if "sk-" in low or "deepseek-" in low:
         for m in _PREFIX.finditer(text):
@@ -563,12 +570,12 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
     yield from _home_hits(text, home)
 
 
-def _glued_hits(text: str, low: str, fold: bool) -> Iterator[_Hit]:
-    for kind, pattern, check in _GLUED_FOLDED if fold else _GLUED:
-        if any(g in low for g in _GLUED_GATES.get(kind) or _SIMPLE_GATES[kind]):
-            for m in pattern.finditer(text):
-                if not check or _random(m.group("body"), check, fold):
-                    yield _Hit(kind, m.start(), m.end(), MARKER)
+def _glued_hits(text: str, fold: bool) -> Iterator[_Hit]:
+    for m in (_GLUED_FOLDED if fold else _GLUED).finditer(text):
+        i = int((m.lastgroup or "g0")[1:])
+        kind, _pattern, check = _GLUED_FAMILIES[i]
+        if not check or _random(m.group(f"b{i}"), check, fold):
+            yield _Hit(kind, m.start(), m.end(), MARKER)
 
 
 def _assignment_hits(text: str) -> Iterator[_Hit]:
@@ -652,8 +659,13 @@ _INVISIBLE_CHARS = ("\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u
 # them back), read as their ASCII character, one for one, so a span maps back exactly.
 _FULLWIDTH_CHARS = "\uff01-\uff5e"
 _FULLWIDTH_OFFSET = 0xFEE0  # U+FF47 (fullwidth g) - "g"
-# Is there a character read otherwise than written (plain ASCII text has none)?
-_UNICODE_SPELLED = re.compile(f"[{_INVISIBLE_CHARS}{_FULLWIDTH_CHARS}]")
+# Is there a character read otherwise than written that can be part of a secret (plain ASCII
+# text has none)? An invisible one, a fullwidth letter or digit, or a fullwidth mark next to
+# ASCII (``password`` U+FF1D ``…``); fullwidth punctuation inside CJK text (U+FF08 原因 …) decodes
+# to nothing a detector reads, and is not read twice.
+_UNICODE_SPELLED = re.compile(
+    f"[{_INVISIBLE_CHARS}\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]"
+    f"|[!-~][ \t]*[{_FULLWIDTH_CHARS}]|[{_FULLWIDTH_CHARS}][ \t]*[!-~]")
 _SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
                       r"|\\(?:[!-/:-@\[-`{-~]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})|"
                       + _PERCENT_CHAR + f"|[{_INVISIBLE_CHARS}{_FULLWIDTH_CHARS}]")

@@ -757,6 +757,9 @@ def test_a_wrapped_token_keeps_its_line_break_and_what_is_around() -> None:
         "> run with [REDACTED]\n> [REDACTED] now"
     [finding] = find_secrets(f"x {AKIA[:10]}\n  {AKIA[10:]} y")
     assert finding.kind == "aws_access_key_id" and finding.line == 1
+    # a line break spelled (``&#10;`` in a JSON string): one marker, and JSON stays JSON
+    spelled = json.dumps({"n": f"{GHP[:25]}&#10;{GHP[25:]}", "m": 1})
+    assert json.loads(redact(spelled)) == {"n": MARKER, "m": 1}
     # a block whose END line was wrapped ends there: the text after it stays
     wrapped_end = PEM_RSA.replace("-----END RSA PRIVATE KEY", "-----END RSA PRI\nVATE KEY")
     assert redact(f"a\n{wrapped_end}\nb. c") == "a\n[REDACTED]\nb. c"

@@ -765,7 +765,10 @@ def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
         for h in _detect(layer.text, home, fold):
             if h.end > h.start:
                 start, end = layer.origin(h.start)[0], layer.origin(h.end - 1)[1]
-                yield _Hit(h.kind, start, end, h.replacement)
+                # a wrapped token's replacement holds its line break as decoded (``&#10;``
+                # read as one): the span as written becomes one marker
+                marker = h.replacement if h.replacement in (MARKER, "~") else MARKER
+                yield _Hit(h.kind, start, end, marker)
 
 
 def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:

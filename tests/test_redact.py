@@ -675,6 +675,7 @@ GLUED_DECOYS: list[str] = [
     "run_pk_test_suiteForCheckout then sk_test_ alone",
     "hugs-xoxo-from-the-team-2026 and note-xoxb-bots",
     "x-glpat-rotation-guide-update and my_npm_install_cache",
+    "docs/run_npm_installDependenciesAndCacheTheResult.md",  # 36 letters: a name, no digit
     "load_hf_ModelFromPretrainedCache and BIRD_AKIAPOLAAU_COUNT",
     "the_AIza_prefix_marks_google_keys and docs-eyJ-intro.md",
 ]

@@ -32,14 +32,16 @@ What is redacted
 - Stripe webhook signing secrets (``whsec_…``) and SendGrid keys (``SG.<id>.<secret>``).
 - A token of these families glued to a word by ``_`` or ``-`` (``TOKEN_ghp_…``,
   ``call_sk-proj-…``, ``key-glpat-…``, ``ghp_…_old``), where the family's real format tells it
-  from a code identifier that holds the prefix: GitHub (``gh?_`` + 36, ``github_pat_`` 22 +
-  ``_`` + 59), npm (+ 36), Hugging Face (+ 34), Google (``AIza`` + 35), SendGrid (22 and 43),
-  Slack (``xoxb-`` and its kin with digits first, ``xapp-<digit>-``), JWTs, AWS key ids, and,
-  with a random-looking body (both cases, or a digit where the text may be case-folded),
-  GitLab, Stripe keys, ``whsec_``, and ``sk-proj-``/``sk-ant-…-``/``sk-svcacct-``/``sk-admin-``
-  with a key-like part. A bare ``sk-``/``dsk-``/``deepseek-`` keeps the word-start rule
-  (``task-sk-Learn2026…``, ``risk-skeleton-…`` stay), as do bodies of the wrong length or
-  that read as words (``is_ghs_AuthenticationEnabledFlag``, ``x-glpat-rotation-guide``).
+  from a code identifier that holds the prefix: GitHub (``gh?_`` + 36 with a digit,
+  ``github_pat_`` 22 + ``_`` + 59), npm (+ 36 with a digit), Hugging Face (+ 34), Google
+  (``AIza`` + 35), SendGrid (22 and 43), Slack (``xoxb-`` and its kin with digits first,
+  ``xapp-<digit>-``), JWTs, AWS key ids; with a random-looking body GitLab and Stripe keys
+  (both cases, or a digit where the text may be case-folded), ``whsec_`` (a digit or both
+  cases), and ``sk-proj-``/``sk-ant-…-``/``sk-svcacct-``/``sk-admin-`` with a key-like part.
+  A bare ``sk-``/``dsk-``/``deepseek-`` keeps the word-start rule (``task-sk-Learn2026…``,
+  ``risk-skeleton-…`` stay), as do bodies of the wrong length or that read as words
+  (``is_ghs_AuthenticationEnabledFlag``, ``x-glpat-rotation-guide``,
+  ``run_npm_installDependenciesAndCacheTheResult``).
 - A token hard-wrapped across a line break (a terminal, an e-mail, a quoted reply, a ledger
   entry wrapped at 80 columns; also a JSON string's ``\\n``): for the families with a fixed
   prefix and a known body length (GitHub ``gh?_`` + 36 and ``github_pat_``, npm, Hugging Face,
@@ -214,17 +216,17 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
 # The same families glued to a word by "_" or "-" (``TOKEN_ghp_…``, ``call_sk-proj-…``,
 # ``key-glpat-…``; ``ghp_…_old`` is in the family's own pattern): only where the family's
 # real format tells a glued token from a code identifier that holds the prefix. A fixed
-# length where the format has one (``gh?_`` + 36, ``npm_`` + 36, ``hf_`` + 34, ``AIza`` + 35,
-# ``github_pat_`` 22 + ``_`` + 59, SendGrid 22 and 43, Slack's digits first), else a
-# random-looking body (``_random``). A bare ``sk-``, ``dsk-``, ``deepseek-`` (``task-sk-…``)
-# keeps the word-start rule. ``AKIA…`` ids need nothing here (their pattern only wants no
-# letter or digit before), nor do ``npm_`` and ``hf_`` for a glue after.
+# length where the format has one (``gh?_`` + 36 and ``npm_`` + 36 with a digit, ``hf_`` + 34,
+# ``AIza`` + 35, ``github_pat_`` 22 + ``_`` + 59, SendGrid 22 and 43, Slack's digits first),
+# else a random-looking body (``_random``). A bare ``sk-``, ``dsk-``, ``deepseek-``
+# (``task-sk-…``) keeps the word-start rule. ``AKIA…`` ids need nothing here (their pattern
+# only wants no letter or digit before), nor do ``npm_`` and ``hf_`` for a glue after.
 _GLUED_FAMILIES: tuple[tuple[str, str, str], ...] = (
     # kind, pattern (its body group, if it has a check, named "body"), check of the body
-    ("github_token", r"gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9])"
-                     r"|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])", ""),
+    ("github_token", r"gh[pousr]_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9])", "number"),
+    ("github_token", r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])", ""),
     ("gitlab_token", r"glpat-(?P<body>[A-Za-z0-9_-]{20,})", "mixed"),
-    ("npm_token", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ""),
+    ("npm_token", r"npm_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9])", "number"),
     ("huggingface_token", r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", ""),
     ("stripe_key", r"[rsp]k_(?:live|test)_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9])", "mixed"),
     ("google_api_key", r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])", ""),
@@ -248,9 +250,13 @@ _GLUED_GATE = re.compile(r"[_-](?:gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_
 
 def _random(body: str, check: str, fold: bool) -> bool:
     """Does a glued token's body look random (``check``: "mixed": both cases, or a digit
-    when the text may be case-folded; "digit": a digit or both cases; "keyish": ``_keyish``)?"""
+    when the text may be case-folded; "digit": a digit or both cases; "number": a digit, as
+    36 random base-62 characters all but always hold and a 36-letter camelCase name does not;
+    "keyish": ``_keyish``)?"""
     if check == "keyish":
         return _keyish(body)
+    if check == "number":
+        return any(c.isdigit() for c in body)
     mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
     return mixed or ((fold or check == "digit") and any(c.isdigit() for c in body))
 

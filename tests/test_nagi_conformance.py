@@ -396,3 +396,59 @@ def test_stats_excludes_entries_outside_window(ledger):
 def test_stats_rejects_nonpositive_days(ledger):
     with pytest.raises(UsageError, match=r"^'days' must be a positive number\.$"):
         ledger.stats(0)
+
+
+# --- timestamps as written ---------------------------------------------------------------
+# nagi-ledger's readers never parse ``ts``: ledger.py's check_approaches, search and
+# similar_tasks return the column's text as stored, search orders by that text (Python's str
+# order), and every window (session_report, stats, search's since_days) is SQLite's TEXT
+# comparison ``ts >= datetime('now', ?)``. A row written by hand, or by another tool, with a
+# timestamp in another shape is answered as that text, compared as that text.
+
+def _odd_ts_rows(ledger: Ledger) -> None:
+    ledger.log_action(0, "fresh", "widget fresh")  # creates the DB with nagi's schema
+    ledger.sql("INSERT INTO actions (ts, tier, category, description) VALUES "
+               "('yesterday', 1, 'words', 'widget worded'), "            # 'y' > '2': in
+               "(' ' || datetime('now', '-1 hours'), 2, 'spaced', 'widget spaced'), "  # ' ' < '2'
+               "('', 0, 'blank', 'widget blank')")                        # '' < anything
+    ledger.sql("INSERT INTO approaches (ts, task, approach, outcome, reason) VALUES "
+               "('2026-12-01', 'odd task', 'date only', 'DEAD_END', 'r'), "
+               "('2026-12-03T00:37:13Z', 'odd task', 'iso', 'NO_GO', 'r'), "
+               "('1796266819', 'odd task', 'epoch', 'WORKS', 'r')")
+    ledger.sql("INSERT INTO dispatches (ts, task, agent_type, model, brief_summary) VALUES "
+               "('2026-12-03 05:00:00', 'odd task', 'fork', 'opus', 'b'), "
+               "('2026-12-03T00:00:00', 'odd task', 'fork', 'opus', 'b')")
+
+
+def test_approaches_and_similar_tasks_return_ts_as_stored(ledger):
+    _odd_ts_rows(ledger)
+    got = ledger._read(audit_ops.check_approaches, "odd task")
+    assert [(i["approach"], i["ts"]) for i in got["dead_ends"] + got["no_gos"] + got["works"]
+            ] == [("date only", "2026-12-01"), ("iso", "2026-12-03T00:37:13Z"),
+                  ("epoch", "1796266819")]
+    assert [(r["kind"], r["id"], r["ts"]) for r in ledger.similar_tasks("odd task")] == [
+        ("dispatches", 1, "2026-12-03 05:00:00"), ("dispatches", 2, "2026-12-03T00:00:00"),
+        ("approaches", 1, "2026-12-01"), ("approaches", 2, "2026-12-03T00:37:13Z"),
+        ("approaches", 3, "1796266819")]
+
+
+def test_search_orders_equal_scores_by_the_ts_text(ledger):
+    # ledger.search: scored.sort(key=ts, reverse=True) on the text: 'T' (0x54) sorts after
+    # ' ' (0x20), so "2026-12-03T00:00:00" is "newer" than "2026-12-03 05:00:00"
+    _odd_ts_rows(ledger)
+    assert [(r["kind"], r["id"], r["ts"]) for r in ledger.search("odd", kinds=["dispatches"])
+            ] == [("dispatches", 2, "2026-12-03T00:00:00"),
+                  ("dispatches", 1, "2026-12-03 05:00:00")]
+
+
+def test_windows_compare_the_ts_text(ledger):
+    # stats / session_report / search(since_days): ts >= datetime('now', '-N ...') as TEXT
+    _odd_ts_rows(ledger)
+    ledger.sql("DELETE FROM dispatches")  # their fixed dates would leave the window some day
+    assert ledger.stats(1)["actions_by_category"] == {"fresh": 1, "words": 1}
+    assert ledger.stats(1)["actions_by_tier"] == {"0": 1, "1": 1, "2": 0}
+    assert {r["title"] for r in ledger.search("widget", since_days=1)} == {
+        "widget fresh", "widget worded"}
+    assert ledger._read(audit_ops.session_report, 1) == (
+        "## 自律実行リスト (last 1h)\n\n### fresh\n- [Tier 0] widget fresh\n\n"
+        "### words\n- [Tier 1] widget worded\n\n## Dispatches\n(no dispatches)")

@@ -377,15 +377,16 @@ def parse_now(value: str | None) -> dt.datetime | None:
 
 
 def _window(now: dt.datetime | None, amount: float, unit: str
-            ) -> tuple[dt.datetime | None, dt.datetime | None]:
+            ) -> tuple[str | None, dt.datetime | None]:
     """(since, until) of the window reaching ``amount`` ``unit`` (hours, days) before now.
 
-    The start is computed as nagi-ledger computes it, by SQLite's ``datetime(now, '-N
-    unit')``, so every number gets nagi-ledger's answer, however large: a start before year 1
-    (SQLite answers a negative year, which sorts before every timestamp) keeps every row;
-    a number SQLite cannot apply (it answers NULL, and ``ts >= NULL`` holds for no row) gives
-    ``since`` None: an empty window. Without an injected now this is nagi-ledger's
-    ``ts >= datetime('now', '-N ...')`` (no end); with one the window also ends there.
+    ``since`` is nagi-ledger's start exactly: the text of SQLite's ``datetime(now, '-N
+    unit')``, which the rows' ``ts`` text is compared with (nagi-ledger's ``ts >= datetime('now',
+    ?)`` on a TEXT column), so every number and every ``ts`` gets nagi-ledger's answer: a start
+    before year 1 (a negative year, ``-0001-...``, before every digit) keeps every row written
+    as a date; a number SQLite cannot apply (it answers NULL, and ``ts >= NULL`` holds for no
+    row) gives ``since`` None: an empty window. Without an injected now this is nagi-ledger's
+    window (no end); with one the window also ends there.
     """
     base = "now" if now is None else now.strftime("%Y-%m-%d %H:%M:%S.%f")
     conn = sqlite3.connect(":memory:")
@@ -393,11 +394,7 @@ def _window(now: dt.datetime | None, amount: float, unit: str
         [(start,)] = conn.execute("SELECT datetime(?, ?)", (base, f"-{amount} {unit}"))
     finally:
         conn.close()
-    if start is None:
-        return None, now
-    if start.startswith("-") or start < "0001":
-        return dt.datetime.min, now
-    return dt.datetime.fromisoformat(start), now
+    return start, now
 
 
 def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:

@@ -372,8 +372,8 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
         return int(store.scalar(f"SELECT count(*) FROM {table}") - before)
     rows, bad = audit.read_rows(conn, db, table, present, after)
     problems += _bad_row_problems(db, bad)
-    cols = audit.TABLES[table]
-    return store.insert_rows(table, cols, rows)
+    return store.insert_rows(table, audit.STORE_COLUMNS[table], [audit.with_raw_ts(r)
+                                                                 for r in rows])
 
 
 def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
@@ -423,13 +423,23 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     bad: list[tuple[int | None, str]] = []
     for t, cols in audit.TABLES.items():
         store.conn.execute(f"DELETE FROM {t}")
-        rows = [row for r in data[t]
+        rows = [audit.with_raw_ts(row) for r in data[t]
                 if (row := audit.checked_row(t, [r.get(c) for c in cols], bad)) is not None]
-        total += store.insert_rows(t, cols, rows)
+        total += store.insert_rows(t, audit.STORE_COLUMNS[t], rows)
     return SourceResult("audit", str(cfg.audit_json), True,
                         f"{total} rows from a nagi-ledger JSON export", total,
                         problems=_bad_row_problems(cfg.audit_json, bad))
 
+
+# nagi-ledger answers with ``ts`` as written and compares it as text (its windows are SQLite's
+# ``ts >= datetime('now', ?)`` on the TEXT column): ``ts_raw`` keeps that text beside the parsed
+# ``ts``. Forgetting the audit source's state makes the next refresh read every row again.
+AUDIT_TS_RAW_MIGRATION = ("m130_audit_ts_raw", """
+ALTER TABLE actions ADD COLUMN ts_raw VARCHAR;
+ALTER TABLE dispatches ADD COLUMN ts_raw VARCHAR;
+ALTER TABLE approaches ADD COLUMN ts_raw VARCHAR;
+DELETE FROM _sources WHERE source = 'audit';
+""")
 
 AUDIT = Source(
     "audit", _audit_fp, _load_audit,
@@ -446,7 +456,8 @@ AUDIT = Source(
         "approaches": "nagi-ledger approaches: DEAD_END, NO_GO, WORKS",
         "task_status": "dispatches, retries, last verdict, over retry limit, per task",
         "stats_by_tier": "actions per day and tier",
-    })
+    },
+    migrations=(AUDIT_TS_RAW_MIGRATION,))
 
 
 # --------------------------------------------------------------------------- snapshots

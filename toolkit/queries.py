@@ -25,12 +25,14 @@ def _ts(col: str) -> str:
 
 # --- audit ---------------------------------------------------------------------------------
 # The nagi-ledger tables (actions, dispatches, approaches). Used by toolkit.audit_ops, which
-# shapes the rows into nagi-ledger's return values. A time window is ``ts >= since`` (as in
-# nagi-ledger) and, when ``until`` is given (an injected "now"), also ``ts <= until``. A
+# shapes the rows into nagi-ledger's return values. Their ``ts`` is answered as nagi-ledger
+# answers it, as written (``ts_raw``), and a time window starts as nagi-ledger's does, by
+# comparing that text with ``since``, SQLite's ``datetime(now, '-N unit')`` text. When
+# ``until`` is given (an injected "now"), a row whose time parses must also be no later. A
 # ``since`` of None is SQLite's NULL start (a number too large to apply): ``ts >= NULL`` holds
 # for no row, as in nagi-ledger.
 
-_WINDOW = "ts >= ? AND ts <= coalesce(CAST(? AS TIMESTAMP), ts)"
+_WINDOW = "ts_raw >= ? AND (ts IS NULL OR ts <= coalesce(CAST(? AS TIMESTAMP), ts))"
 
 def audit_task_dispatch_summary(store: Store, task: str) -> tuple[int, str | None]:
     """(dispatches recorded for exactly this task, verdict of the newest one or None)."""
@@ -43,27 +45,27 @@ def audit_task_dispatch_summary(store: Store, task: str) -> tuple[int, str | Non
 def audit_task_approaches(store: Store, task: str) -> list[dict[str, Any]]:
     """Every approach recorded for exactly this task, newest first."""
     return store.fetch_dicts(
-        f"SELECT id, approach, outcome, reason, {_ts('ts')} AS ts FROM approaches "
+        "SELECT id, approach, outcome, reason, ts_raw AS ts FROM approaches "
         "WHERE task = ? ORDER BY id DESC", [task])
 
 
-def audit_actions_since(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
+def audit_actions_since(store: Store, since: str | None, until: dt.datetime | None = None
                         ) -> list[dict[str, Any]]:
     """Actions in the window, by category then id (the session report's order)."""
     return store.fetch_dicts(
-        f"SELECT id, {_ts('ts')} AS ts, tier, category, description, project FROM actions "
+        "SELECT id, ts_raw AS ts, tier, category, description, project FROM actions "
         f"WHERE {_WINDOW} ORDER BY category, id", [since, until])
 
 
-def audit_dispatches_since(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
+def audit_dispatches_since(store: Store, since: str | None, until: dt.datetime | None = None
                            ) -> list[dict[str, Any]]:
     """Dispatches in the window, oldest first."""
     return store.fetch_dicts(
-        f"SELECT id, {_ts('ts')} AS ts, task, agent_type, model, verdict FROM dispatches "
+        "SELECT id, ts_raw AS ts, task, agent_type, model, verdict FROM dispatches "
         f"WHERE {_WINDOW} ORDER BY id", [since, until])
 
 
-def audit_action_counts_by_tier(store: Store, since: dt.datetime | None,
+def audit_action_counts_by_tier(store: Store, since: str | None,
                                 until: dt.datetime | None = None
                                 ) -> list[tuple[int | None, int]]:
     return [(r[0], int(r[1])) for r in store.fetch(
@@ -71,7 +73,7 @@ def audit_action_counts_by_tier(store: Store, since: dt.datetime | None,
         [since, until])[1]]
 
 
-def audit_action_counts_by_category(store: Store, since: dt.datetime | None,
+def audit_action_counts_by_category(store: Store, since: str | None,
                                     until: dt.datetime | None = None
                                     ) -> list[tuple[str | None, int]]:
     return [(r[0], int(r[1])) for r in store.fetch(
@@ -79,13 +81,13 @@ def audit_action_counts_by_category(store: Store, since: dt.datetime | None,
         "ORDER BY category", [since, until])[1]]
 
 
-def audit_dispatch_count(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
+def audit_dispatch_count(store: Store, since: str | None, until: dt.datetime | None = None
                          ) -> int:
     return int(store.scalar(f"SELECT count(*) FROM dispatches WHERE {_WINDOW}",
                             [since, until]) or 0)
 
 
-def audit_verdict_counts(store: Store, since: dt.datetime | None, until: dt.datetime | None = None
+def audit_verdict_counts(store: Store, since: str | None, until: dt.datetime | None = None
                          ) -> list[tuple[str | None, int]]:
     """(verdict or None, dispatches) for the dispatches in the window."""
     return [(r[0], int(r[1])) for r in store.fetch(
@@ -102,7 +104,7 @@ _AUDIT_SEARCH = {
 }
 
 
-def audit_search_rows(store: Store, kind: str, since: dt.datetime | None,
+def audit_search_rows(store: Store, kind: str, since: str | None,
                       until: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Every row of one audit table (in the window, if any), by id: ``{id, ts, title, status,
     f1, f2, f3}`` where f1-f3 are the fields ledger_search scores."""
@@ -111,19 +113,19 @@ def audit_search_rows(store: Store, kind: str, since: dt.datetime | None,
     if since is not None:
         where, params = f"WHERE {_WINDOW}", [since, until]
     return store.fetch_dicts(
-        f"SELECT id, {_ts('ts')} AS ts, {title} AS title, {status} AS status, "
+        f"SELECT id, ts_raw AS ts, {title} AS title, {status} AS status, "
         f"{f1} AS f1, {f2} AS f2, {f3} AS f3 FROM {kind} {where} ORDER BY id", params)
 
 
 def audit_task_candidates(store: Store) -> list[dict[str, Any]]:
     """Every dispatch by id, then every approach by id: ``{kind, id, task, ts, verdict}``
     (verdict: the dispatch's verdict or NULL, or the approach's outcome)."""
-    return store.fetch_dicts(f"""
-SELECT kind, id, task, {_ts('ts')} AS ts, verdict FROM (
-  SELECT 0 AS k, 'dispatches' AS kind, id, task, ts, verdict FROM dispatches
+    return store.fetch_dicts("""
+SELECT kind, id, task, ts, verdict FROM (
+  SELECT 0 AS k, 'dispatches' AS kind, id, task, ts_raw AS ts, verdict FROM dispatches
   WHERE task IS NOT NULL
   UNION ALL
-  SELECT 1, 'approaches', id, task, ts, outcome FROM approaches WHERE task IS NOT NULL)
+  SELECT 1, 'approaches', id, task, ts_raw, outcome FROM approaches WHERE task IS NOT NULL)
 ORDER BY k, id""")
 
 

@@ -26,6 +26,10 @@ TABLES: dict[str, tuple[str, ...]] = {
                    "verdict_ts", "verdict_notes"),
     "approaches": ("id", "ts", "task", "approach", "outcome", "reason"),
 }
+# The store's columns of each table: the DB's, then ``ts_raw``, the ``ts`` text as written
+# (the store's ``ts`` is that text parsed, NULL when it is no timestamp; nagi-ledger's answers
+# and windows use the text).
+STORE_COLUMNS: dict[str, tuple[str, ...]] = {t: (*cols, "ts_raw") for t, cols in TABLES.items()}
 # The integer columns, with the bound of what the store's column holds (id BIGINT, tier
 # INTEGER): a value beyond it is a note, not a failed load.
 INT_COLUMNS = {"id": 2**63, "tier": 2**31}
@@ -158,7 +162,14 @@ def stream_select(table: str, present: list[str]) -> tuple[str, list[str]]:
         else:
             sel.append(f'"{c}"')
             rebuild.append(f'"{c}"')
+    rebuild.append('CAST("ts" AS VARCHAR) AS "ts_raw"' if "ts" in present
+                   else 'CAST(NULL AS VARCHAR) AS "ts_raw"')
     return (f'SELECT {", ".join(sel)} FROM "{table}" WHERE id > ? ORDER BY id', rebuild)
+
+
+def with_raw_ts(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A ``checked_row`` with its ``ts`` text appended (``STORE_COLUMNS`` order)."""
+    return (*row, row[1])
 
 
 def stream_into(path: Path, table: str, present: list[str], after_id: int,

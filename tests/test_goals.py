@@ -369,6 +369,17 @@ def test_a_db_query_that_fails_prints_no_brief_at_all(cli_run, world):
     assert "no such column: agent_type; nagi-ledger prints no brief then" in result.stderr
 
 
+def test_a_goal_that_cannot_be_printed_prints_no_brief_at_all(cli_run, world):
+    # session_brief.py: json.loads keeps a "\\ud800" escape as a lone surrogate, print()
+    # cannot encode it, and __main__'s fail-open ends it with nothing on stdout and exit 0
+    # ("session_brief error: 'utf-8' codec can't encode character '\\ud800' ..." on stderr)
+    world["goal"].write_text('{"goal": "\\ud800 lone", "remaining": 1, "max_turns": 2, '
+                             '"created": 3}', encoding="utf-8")
+    result = brief(cli_run)
+    assert result.stdout == ""
+    assert "lone surrogate" in result.stderr and "nagi-ledger prints no brief" in result.stderr
+
+
 def test_a_missing_table_counts_as_empty_and_the_db_is_not_created(cli_run, world):
     conn = sqlite3.connect(world["db"])
     conn.execute("CREATE TABLE dispatches (id INTEGER PRIMARY KEY, ts TEXT, task TEXT, "

@@ -464,6 +464,13 @@ def brief(goal_file: Path, audit_db: Path, repos: list[str], *, days: int = BRIE
     if len(text) > BRIEF_MAX_LEN:
         marker = f"\n\n{BRIEF_TRUNCATED}"
         text = text[:BRIEF_MAX_LEN - len(marker)] + marker
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # a "\ud800" escape in goal.json: session_brief.py's print() cannot write it, and its
+        # fail-open ends the hook with nothing printed (exit 0)
+        return Brief("", [*warnings, f"{goal_file}: the brief holds a lone surrogate "
+                          f"({exc.object[exc.start:exc.end]!a}); nagi-ledger prints no brief then"])
     return Brief(text, warnings)
 
 

@@ -452,3 +452,26 @@ def test_windows_compare_the_ts_text(ledger):
     assert ledger._read(audit_ops.session_report, 1) == (
         "## 自律実行リスト (last 1h)\n\n### fresh\n- [Tier 0] widget fresh\n\n"
         "### words\n- [Tier 1] widget worded\n\n## Dispatches\n(no dispatches)")
+
+
+def test_text_that_is_not_utf8_fails_only_what_reads_it(ledger):
+    # nagi-ledger reads with Python's sqlite3: a value that is not UTF-8 fails a query only
+    # when the query returns it ("Could not decode to UTF-8 column ..."). task_status reads
+    # dispatches.verdict, check_approaches the task's approaches, stats tier/category/verdict:
+    # they answer. (session_report and search, which read the description, fail there; the
+    # toolkit answers them with U+FFFD: docs/guide/differences.md.)
+    ledger.log_action(1, "git", "good row", "p")
+    ledger.log_dispatch("task a", "fork", "opus", "b")
+    ledger.log_approach("task a", "ap", "DEAD_END", "r")
+    ledger.sql("INSERT INTO actions (tier, category, description) "
+               "VALUES (0, 'git', CAST(x'6261640aff' AS TEXT))")
+    ledger.sql("INSERT INTO dispatches (task, agent_type, model, brief_summary) "
+               "VALUES ('task a', 'fork', 'opus', CAST(x'ff' AS TEXT))")
+    assert ledger.task_status("task a") == {"dispatch_count": 2, "retry_count": 1,
+                                            "last_verdict": None, "over_retry_limit": False}
+    assert ledger.stats(7) == {"actions_by_tier": {"0": 1, "1": 1, "2": 0},
+                               "actions_by_category": {"git": 2}, "dispatch_count": 2,
+                               "verdicts": {**EMPTY_VERDICTS, "PENDING": 2}}
+    approaches = ledger._read(audit_ops.check_approaches, "task a")
+    assert [(a["approach"], a["reason"]) for a in approaches["dead_ends"]] == [("ap", "r")]
+    assert [r["title"] for r in ledger.search("bad")] == ["bad\n\ufffd"]

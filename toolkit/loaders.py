@@ -382,11 +382,14 @@ def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
 
     from toolkit.sources.audit import _translate
 
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # as the rows were read
     try:
         rows = conn.execute("SELECT id, verdict, verdict_ts, verdict_notes FROM dispatches "
                             "WHERE id <= ?", (upto,)).fetchall()
     except sqlite3.Error as exc:
         raise _translate(exc, db) from None
+    finally:
+        conn.text_factory = str
     import pyarrow as pa
 
     upd = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),

@@ -203,15 +203,22 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
 
     An integer column takes an int or its text ("7") that its store column can hold;
     anything else there (a float, true, "two", 2**31 in ``tier``) is stored as NULL with a
-    note. A text column takes text, bytes (decoded, bad bytes shown as U+FFFD) and numbers
-    (as text); a list or an object (only in a hand-edited JSON export) is stored as NULL with
-    a note. The audit DB's careful path and the JSON export
+    note. A text column takes text, bytes and numbers (as text); bytes that are not UTF-8
+    are shown with U+FFFD, with a note; a list or an object (only in a hand-edited JSON
+    export) is stored as NULL with a note. The audit DB's careful path and the JSON export
     read rows through this, so a value is taken or refused the same way from either."""
     row = list(raw)
     for i, c in enumerate(TABLES[table]):
         v = row[i]
         if v is None:
             continue
+        if isinstance(v, bytes):  # read_rows reads text as bytes: invalid UTF-8 is a note
+            try:
+                v = row[i] = v.decode("utf-8")
+            except UnicodeDecodeError:
+                v = row[i] = v.decode("utf-8", "replace")
+                bad.append((_row_id(row), f"{table}.{c} is not valid UTF-8 text (read with "
+                                          "U+FFFD)"))
         if c in INT_COLUMNS:
             try:
                 if isinstance(v, bool | float | list | dict):
@@ -243,6 +250,7 @@ def read_rows(conn: sqlite3.Connection, path: Path, table: str, present: list[st
     (rows, bad-row notes)."""
     rows: list[tuple[Any, ...]] = []
     bad: list[tuple[int | None, str]] = []
+    conn.text_factory = bytes  # text that is not UTF-8 must not fail the whole table
     try:
         for raw in conn.execute(_select(table, present), (after_id,)):
             row = checked_row(table, raw, bad)
@@ -250,6 +258,8 @@ def read_rows(conn: sqlite3.Connection, path: Path, table: str, present: list[st
                 rows.append(row)
     except sqlite3.Error as exc:
         raise _translate(exc, path) from None
+    finally:
+        conn.text_factory = str
     return rows, bad
 
 

@@ -76,7 +76,9 @@ def test_export_writes_one_dataset_per_table_with_its_schema(shared_project, cli
     actions = pq.read_schema(out / "actions" / "project=acme-api" / "part-0.parquet")
     assert str(actions.field("ts").type) == "timestamp[us]"
     assert str(actions.field("tier").type) == "int32"
-    assert actions.names[-1] == "record_project"  # the store's column, beside the partition
+    # the store's project column, renamed beside the partition, where the store has it
+    assert actions.names == ["id", "ts", "tier", "category", "description", "record_project",
+                             "ts_raw"]
     entries = pq.read_schema(out / "ledger_entries" / "project=acme-api" / "part-0.parquet")
     assert str(entries.field("problems").type) == "list<element: string>"
     assert _partition_rows(out, "actions") == {"acme-api": counts["actions"]}

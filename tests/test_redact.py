@@ -699,12 +699,6 @@ def test_only_the_glued_token_is_replaced() -> None:
     assert redact(f"mirror key-{GLPAT} rotated") == "mirror key-[REDACTED] rotated"
 
 
-@pytest.mark.parametrize("text", GLUED_DECOYS,
-                         ids=[f"glued-decoy{i}" for i in range(len(GLUED_DECOYS))])
-def test_identifiers_that_hold_a_prefix_stay(text: str) -> None:
-    for fold in (False, True):
-        assert redact(text, home=HOME, fold=fold) == text
-        assert find_secrets(text, home=HOME, fold=fold) == []
 
 
 # A token hard-wrapped across a line break (a terminal, an e-mail, a quoted reply, a ledger
@@ -772,9 +766,12 @@ def test_a_complete_token_before_a_line_break_takes_nothing_from_the_next_line()
         assert redact(f"> {token}\n> Y3hJ5dF0 more") == "> [REDACTED]\n> Y3hJ5dF0 more"
 
 
-@pytest.mark.parametrize("text", WRAPPED_DECOYS,
-                         ids=[f"wrapped-decoy{i}" for i in range(len(WRAPPED_DECOYS))])
-def test_line_breaks_after_a_bare_or_short_prefix_stay(text: str) -> None:
+@pytest.mark.parametrize("text", GLUED_DECOYS + WRAPPED_DECOYS,
+                         ids=[f"glued-decoy{i}" for i in range(len(GLUED_DECOYS))]
+                         + [f"wrapped-decoy{i}" for i in range(len(WRAPPED_DECOYS))])
+def test_identifiers_that_hold_a_prefix_and_lines_after_a_short_one_stay(text: str) -> None:
+    """Glued decoys: code identifiers that hold a family's prefix. Wrapped decoys: a line
+    break after a bare or short prefix, or a next line that does not complete it."""
     for fold in (False, True):
         assert redact(text, home=HOME, fold=fold) == text
         assert find_secrets(text, home=HOME, fold=fold) == []

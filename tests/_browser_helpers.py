@@ -156,6 +156,25 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(tmp_path_factory, "browser-demo", _build_demo)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _demo_site_first(request: pytest.FixtureRequest) -> None:
+    """Under pytest-xdist, the first worker builds the shared demo site before its first test
+    when any test of the run needs it: the build takes 15-40 s (its notebooks run in a kernel),
+    and built when a test first asks, it made the other worker wait on its lock whenever both
+    came to a module that reads it at once (the browser modules, test_handoff.py). Built
+    first, the other worker runs other modules meanwhile. A build that fails here is left for
+    the tests that need it, which report the failure as theirs (pytest keeps the fixture's
+    error; in the other worker, built_once tries again from nothing)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") != "gw0":
+        return
+    if not any("demo_site" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        return
+    try:
+        request.getfixturevalue("demo_site")
+    except Exception:  # reported by the test that needs the site (see above)
+        return
+
+
 @pytest.fixture(scope="session")
 def demo(demo_site: Path) -> Iterator[Served]:
     """The shared demo site, served on 127.0.0.1."""

@@ -110,7 +110,9 @@ def child_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
                make: Callable[[Path], T]) -> T:
     """``make(folder)``, run once per test run for ``name``; every later caller (in any xdist
-    worker) gets its result (pickled beside the folder)."""
+    worker) gets its result (pickled beside the folder). When ``make`` fails, its folder is
+    removed, so that the next caller tries again from nothing (and fails with the same error,
+    in its own test)."""
     root = _run_folder(tmp_path_factory)
     done = root / f"{name}.pickle"
     with open(root / f"{name}.lock", "w") as lock:
@@ -118,7 +120,12 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
         if not done.is_file():
             folder = root / name
             folder.mkdir()
-            done.write_bytes(pickle.dumps(make(folder)))
+            try:
+                made = make(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            done.write_bytes(pickle.dumps(made))
         result: T = pickle.loads(done.read_bytes())
         return result
 

@@ -475,3 +475,16 @@ def test_text_that_is_not_utf8_fails_only_what_reads_it(ledger):
     approaches = ledger._read(audit_ops.check_approaches, "task a")
     assert [(a["approach"], a["reason"]) for a in approaches["dead_ends"]] == [("ap", "r")]
     assert [r["title"] for r in ledger.search("bad")] == ["bad\n\ufffd"]
+
+
+def test_a_blob_in_a_text_column_is_read_as_its_text(ledger):
+    # nagi-ledger reads a BLOB (written by hand) as bytes: stats keys such a category by its
+    # bytes, after the text ones (SQLite orders BLOB after TEXT), and session_report and
+    # search fail (TypeError: bytes met str). The toolkit reads it as its text, among the
+    # others, and every tool answers (docs/guide/differences.md).
+    ledger.log_action(1, "zeta", "text row")
+    ledger.sql("INSERT INTO actions (tier, category, description) "
+               "VALUES (0, CAST('alpha' AS BLOB), CAST('blob cat' AS BLOB))")
+    assert list(ledger.stats(7)["actions_by_category"].items()) == [("alpha", 1), ("zeta", 1)]
+    assert [r["title"] for r in ledger.search("blob")] == ["blob cat"]
+    assert "### alpha\n- [Tier 0] blob cat" in ledger._read(audit_ops.session_report, 24)

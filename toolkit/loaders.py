@@ -372,7 +372,7 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
         return int(store.scalar(f"SELECT count(*) FROM {table}") - before)
     rows, bad = audit.read_rows(conn, db, table, present, after)
     problems += _bad_row_problems(db, bad)
-    return store.insert_rows(table, audit.STORE_COLUMNS[table], [audit.with_raw_ts(r)
+    return store.insert_rows(table, audit.STORE_COLUMNS[table], [audit.with_raw_ts(table, r)
                                                                  for r in rows])
 
 
@@ -426,7 +426,7 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     bad: list[tuple[int | None, str]] = []
     for t, cols in audit.TABLES.items():
         store.conn.execute(f"DELETE FROM {t}")
-        rows = [audit.with_raw_ts(row) for r in data[t]
+        rows = [audit.with_raw_ts(t, row) for r in data[t]
                 if (row := audit.checked_row(t, [r.get(c) for c in cols], bad)) is not None]
         total += store.insert_rows(t, audit.STORE_COLUMNS[t], rows)
     return SourceResult("audit", str(cfg.audit_json), True,

@@ -164,10 +164,15 @@ def prune(folder: Path, slots: set[str]) -> None:
     """Delete every file of ``folder`` but the entries of ``slots`` (a cache of entries of its
     own, such as a build's chart or diff cache: entries no longer used, and temporary files a
     killed save left, go). A file that cannot be deleted stays."""
-    keep = {f"{slot}.marshal" for slot in slots}
+    keep_only(folder, {f"{slot}.marshal" for slot in slots})
+
+
+def keep_only(folder: Path, names: set[str]) -> None:
+    """Delete every file of ``folder`` whose name is not in ``names`` (a build folder's cache
+    of its own files); a missing folder, or a file that cannot be deleted, is no error."""
     with contextlib.suppress(OSError):
         for p in folder.iterdir():
-            if p.name not in keep and p.is_file():
+            if p.name not in names and p.is_file():
                 with contextlib.suppress(OSError):
                     p.unlink()
 

@@ -213,6 +213,27 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
         + r"|(?:[A-Za-z0-9+/=:,\- \t\r\n>]|\\[nr])*)", re.DOTALL)),
 )
 
+# The families whose format fixes a body's length after a fixed prefix: a token glued to a
+# word and a token hard-wrapped across a line break are both told by that length (below).
+_FIXED_LENGTH: tuple[tuple[str, str, str, str, str | None], ...] = (
+    # kind, prefix, the whole body, the characters a body is made of, and the check of a
+    # glued body (``_random``; "": none; None: not looked for glued)
+    ("github_token", r"gh[pousr]_", r"[A-Za-z0-9]{36}", "A-Za-z0-9", "number"),
+    ("github_token", r"github_pat_", r"[A-Za-z0-9]{22}_[A-Za-z0-9]{59}", "A-Za-z0-9_", ""),
+    ("npm_token", r"npm_", r"[A-Za-z0-9]{36}", "A-Za-z0-9", "number"),
+    ("huggingface_token", r"hf_", r"[A-Za-z0-9]{34}", "A-Za-z0-9", ""),
+    ("google_api_key", r"AIza", r"[A-Za-z0-9_-]{35}", "A-Za-z0-9_-", ""),
+    ("aws_access_key_id", r"AKIA|ASIA", r"[A-Z0-9]{16}", "A-Z0-9", None),
+)
+
+
+def _whole_token(prefix: str, body: str) -> str:
+    """A fixed-length token, its body the group "body": it ends where its last part's
+    characters end (``github_pat_…`` may be followed by ``_old``, an ``AIza`` key not)."""
+    last = re.findall(r"\[[^\]]+\]", body)[-1]
+    return f"(?:{prefix})(?P<body>{body})(?!{last})"
+
+
 # The same families glued to a word by "_" or "-" (``TOKEN_ghp_…``, ``call_sk-proj-…``,
 # ``key-glpat-…``; ``ghp_…_old`` is in the family's own pattern): only where the family's
 # real format tells a glued token from a code identifier that holds the prefix. A fixed
@@ -223,13 +244,10 @@ _SIMPLE: tuple[tuple[str, re.Pattern[str]], ...] = (
 # only wants no letter or digit before), nor do ``npm_`` and ``hf_`` for a glue after.
 _GLUED_FAMILIES: tuple[tuple[str, str, str], ...] = (
     # kind, pattern (its body group, if it has a check, named "body"), check of the body
-    ("github_token", r"gh[pousr]_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9])", "number"),
-    ("github_token", r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9])", ""),
+    *((kind, _whole_token(prefix, body), check)
+      for kind, prefix, body, _chars, check in _FIXED_LENGTH if check is not None),
     ("gitlab_token", r"glpat-(?P<body>[A-Za-z0-9_-]{20,})", "mixed"),
-    ("npm_token", r"npm_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9])", "number"),
-    ("huggingface_token", r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", ""),
     ("stripe_key", r"[rsp]k_(?:live|test)_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9])", "mixed"),
-    ("google_api_key", r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])", ""),
     ("slack_token", r"xox[bpas]-\d+-[A-Za-z0-9-]{8,}|xapp-\d-[A-Za-z0-9-]{10,}", ""),
     ("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ""),
     ("stripe_webhook_secret", r"whsec_(?P<body>[A-Za-z0-9+/=]{32,})(?![A-Za-z0-9+/=])", "digit"),
@@ -266,15 +284,7 @@ def _random(body: str, check: str, fold: bool) -> bool:
 # marker) starts with the body characters that complete it. Each half alone escapes the
 # family's pattern; together they are redacted, both parts, and the line break stays. A
 # complete token takes nothing from the next line.
-_WRAPPED_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
-    # kind, prefix, the whole body, the characters a body is made of
-    ("github_token", r"gh[pousr]_", r"[A-Za-z0-9]{36}", "A-Za-z0-9"),
-    ("github_token", r"github_pat_", r"[A-Za-z0-9]{22}_[A-Za-z0-9]{59}", "A-Za-z0-9_"),
-    ("npm_token", r"npm_", r"[A-Za-z0-9]{36}", "A-Za-z0-9"),
-    ("huggingface_token", r"hf_", r"[A-Za-z0-9]{34}", "A-Za-z0-9"),
-    ("google_api_key", r"AIza", r"[A-Za-z0-9_-]{35}", "A-Za-z0-9_-"),
-    ("aws_access_key_id", r"AKIA|ASIA", r"[A-Z0-9]{16}", "A-Z0-9"),
-)
+_WRAPPED_FAMILIES = tuple(row[:4] for row in _FIXED_LENGTH)  # kind, prefix, body, characters
 _WRAPPED = re.compile(
     r"(?<![A-Za-z0-9])(?:"
     + "|".join(f"(?:{prefix})(?P<h{i}>[{chars}]*)"

@@ -566,8 +566,7 @@ class Journal:
     not exist); ``undo_remove``: folders the edit created that a rollback removes;
     ``backup_sums``: their SHA-256 when the caller knows them (else they are read), or the
     :class:`FileSnapshot` whose bytes the backup holds (its digest is then taken when the
-    journal is written, so a digest still being computed in a helper thread is waited for
-    only then, after the temp files were started);
+    journal is written, after the temp files were started);
     ``new_sums``: the SHA-256 of each item's new bytes when the caller knows them (see
     :func:`sha256_of_edit`), else they are computed; ``edits``: per item, the byte edits that
     turn its expected version into its new bytes (``(start, end, data)`` ranges of the old

@@ -1421,7 +1421,8 @@ class _RenderCache:
         for name in names_of:
             wanted.setdefault(table_shard(name), []).append(name)
         self.tables_dir.mkdir(exist_ok=True)
-        _prune_cache(self.tables_dir, {f"{shard}.json" for shard in (*wanted, *records)})
+        parsecache.keep_only(self.tables_dir,
+                             {f"{shard}.json" for shard in (*wanted, *records)})
         for shard, names in wanted.items():
             path = self.tables_dir / f"{shard}.json"
             names_digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
@@ -1680,13 +1681,6 @@ def _link_docs(docs: Path, folder: Path, files: set[str]) -> None:
             os.link(docs / rel, folder / rel)
         except OSError:
             shutil.copy2(docs / rel, folder / rel)
-
-
-def _prune_cache(folder: Path, keep: set[str]) -> None:
-    if folder.is_dir():
-        for p in folder.iterdir():
-            if p.name not in keep:
-                p.unlink()
 
 
 def _remove_unexpected(docs: Path, expected: set[str]) -> None:

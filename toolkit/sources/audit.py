@@ -167,9 +167,9 @@ def stream_select(table: str, present: list[str]) -> tuple[str, list[str]]:
     return (f'SELECT {", ".join(sel)} FROM "{table}" WHERE id > ? ORDER BY id', rebuild)
 
 
-def with_raw_ts(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A ``checked_row`` with its ``ts`` text appended (``STORE_COLUMNS`` order)."""
-    return (*row, row[1])
+def with_raw_ts(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A ``checked_row`` of ``table`` with its ``ts`` text appended (``STORE_COLUMNS`` order)."""
+    return (*row, row[TABLES[table].index("ts")])
 
 
 def stream_into(path: Path, table: str, present: list[str], after_id: int,

@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import stat
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,22 +275,27 @@ def cli_run():
     return run
 
 
-def kill_at_pause(proc: subprocess.Popen[str], point: str, timeout: float = 30) -> None:
+def kill_at_pause(proc: subprocess.Popen[str], point: str, timeout: float = 300) -> None:
     """Wait until ``proc`` (started with ``TOOLKIT_EDITOR_PAUSE=<point>`` and stderr piped as
-    text) stops at ``point``, then SIGKILL it there; fail if it never gets there."""
+    text) stops at ``point``, then SIGKILL it there; fail if it ends without getting there.
+
+    A slow machine only makes the child slower, so its progress is not timed: ``timeout`` is a
+    watchdog that kills a child still running after that many seconds (a hang), which then
+    fails here as "never reached"."""
+    import threading
+
     assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
     try:
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
+        for line in proc.stderr:
             if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 return
-        raise AssertionError(f"never reached {point}; exit {proc.poll()}")
+        raise AssertionError(f"never reached {point}; exit {proc.wait()}")
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()

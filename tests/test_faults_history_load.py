@@ -54,7 +54,7 @@ def _toolkit(root: Path, home: Path, *args: str, pause: str | None = None
 
 
 def _kill_at(root: Path, home: Path, point: str) -> None:
-    kill_at_pause(_toolkit(root, home, "load", pause=point), point, timeout=120)
+    kill_at_pause(_toolkit(root, home, "load", pause=point), point)
 
 
 def _load(root: Path, home: Path, *args: str) -> None:

@@ -495,10 +495,13 @@ class Store:
             if create_record:
                 self.conn.execute("CREATE TABLE _migrations (name VARCHAR PRIMARY KEY, "
                                   "applied_at TIMESTAMP, sha256 VARCHAR)")
-            for name, sql in migrations:
+            for _name, sql in migrations:
                 self.conn.execute(sql)
-                self.conn.execute("INSERT INTO _migrations VALUES (?, now(), ?)",
-                                  [name, migration_sha256(sql)])
+            if migrations:  # their records in one statement (one costs about what ten do)
+                self.conn.execute(
+                    "INSERT INTO _migrations SELECT unnest($names), now(), unnest($sums)",
+                    {"names": [name for name, _sql in migrations],
+                     "sums": [migration_sha256(sql) for _name, sql in migrations]})
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -730,10 +733,7 @@ class Store:
             return 0
         target_types = self._column_types.get(table)
         if target_types is None:
-            # duckdb_columns(): the rows of information_schema.columns, at half the cost
-            target_types = self._column_types[table] = dict(self.conn.execute(
-                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ?",
-                [table]).fetchall())
+            target_types = self._column_types[table] = self._types_of(table)
         as_json = [target_types.get(c) == "JSON" for c in columns]
         cols = ", ".join(quote_ident(c) for c in columns)
         sel = ", ".join(_cast(c, target_types.get(c, "VARCHAR")) for c in columns)
@@ -778,6 +778,25 @@ class Store:
             size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
             del batch, arrays
         return len(rows)
+
+    def _types_of(self, table: str) -> dict[str, str]:
+        """{column: type} of ``table`` (of every table of that name, as DuckDB lists them).
+        The first call reads every table's columns in one query (a load inserts into a dozen
+        tables, and a catalog query costs about what it costs for one table); a table made
+        after it is read on its own."""
+        if not self._column_types:
+            # duckdb_columns(): the rows of information_schema.columns, at half the cost
+            every: dict[str, dict[str, str]] = {}
+            for name, column, kind in self.conn.execute(
+                    "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                    "WHERE NOT internal").fetchall():
+                every.setdefault(name, {})[column] = kind
+            self._column_types.update(every)
+            if table in every:
+                return every[table]
+        return dict(self.conn.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ?",
+            [table]).fetchall())
 
     def insert_stream(self, table: str, reader: Any, exprs: Sequence[str]) -> None:
         """Insert from an Arrow RecordBatchReader, one expression per target column (streamed:

@@ -20,8 +20,6 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.redact import redact
-
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
              *(f"lpt{i}" for i in range(10)), "index", "assets", "search"}
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -37,6 +35,10 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
 
 
 def _slug(title: str | None, fallback: str) -> str:
+    # imported here: compiling the redactor's patterns costs a command that makes no slug
+    # (its entry ids kept with the parses it reads) about a tenth of a second
+    from toolkit.redact import redact
+
     text = redact(title, home="", fold=True) if title else ""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     if folded != text:

@@ -153,7 +153,10 @@ def test_a_cached_parse_is_used_only_for_the_same_bytes(tmp_path: Path,
 
 
 PIECES = ["a", "B", "ß", "SS", "é", "e\u0301", "ﬁ", "İ", "\n", "\n", "\r\n", "\r", "\u2028",
-          "\x0c", " ", "café", "CAFÉ", "—", "x"]
+          "\x0c", " ", "café", "CAFÉ", "—", "x",
+          # digits and punctuation, which a query's anchor is made of, and characters that
+          # fold or compose into letters or ";" and "`" beside them
+          "2026", "-04", ":", "0", "v1.2", "\u212a", "\u017f", "\u037e", "\u1fef", "\uff10"]
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -170,7 +173,9 @@ def test_search_finds_the_lines_a_line_by_line_fold_finds(seed: int) -> None:
     lines = text.splitlines()
     st = _SearchText(text.encode("utf-8"))
     assert st.count == len(lines)
-    for query in ("ss", "é", "cafe\u0301", "cafe", "e", "a", "fi", "x\nx", "—", "b ss"):
+    for query in ("ss", "é", "cafe\u0301", "cafe", "e", "a", "fi", "x\nx", "—", "b ss",
+                  # queries with an anchor (a run of three or more bytes without a letter)
+                  "2026-04", "-04:", "k 2026", "s:0", "v1.2", ";`:", " 0 ", "a;`b"):
         q = unicodedata.normalize("NFC", query).casefold()
         want = [i for i, line in enumerate(lines, 1)
                 if q in unicodedata.normalize("NFC", line).casefold()]
@@ -179,6 +184,22 @@ def test_search_finds_the_lines_a_line_by_line_fold_finds(seed: int) -> None:
     rng.shuffle(order)
     for n in [*range(1, len(lines) + 1), *order]:
         assert st.line(n) == lines[n - 1]
+
+
+def test_a_query_with_digits_finds_the_lines_whose_letters_fold_to_it() -> None:
+    """A query's digits and punctuation are looked for first; the letters around them match
+    in any case and in any character that folds to them (a Kelvin sign, a long s, an
+    accented letter written in two code points), as a line-by-line fold finds them."""
+    from toolkit.ledger_ops import _SearchText
+
+    lines = ["**Title:** Pattern 00030: retry", "PATTERN 00030: again", "pattern 00031: no",
+             "\u212a 2026-04 kelvin", "\u017f 2026-04 long s", "caf\u00e9 2026", "cafe\u0301 2026",
+             "none 2026-05", "x; 2026` y"]
+    st = _SearchText("\n".join(lines).encode("utf-8") + b"\n")
+    for query, want in (("pattern 00030:", [1, 2]), ("k 2026-04", [4]), ("s 2026-04", [5]),
+                        ("caf\u00e9 2026", [6, 7]), ("; 2026`", [9])):
+        q = unicodedata.normalize("NFC", query).casefold()
+        assert st.matching(q) == want, query
 
 
 def test_a_cache_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from toolkit.display import shown, visible
 from toolkit.errors import NotFoundError, RefusedError, ToolkitError, UsageError
@@ -493,7 +493,11 @@ class _SearchText:
     def matching(self, q: str) -> list[int]:
         import unicodedata
 
-        from toolkit.ledger.vault.locate import _FOLD_TO_ASCII_BYTES
+        from toolkit.ledger.vault.locate import (
+            _FOLD_TO_ASCII_BYTES,
+            MAX_QUICK_OCCURRENCES,
+            _anchor,
+        )
 
         def folds(line: str) -> bool:
             return q in unicodedata.normalize("NFC", line).casefold()
@@ -503,6 +507,14 @@ class _SearchText:
         if "\n" in q:
             return []  # no line holds a line break
         data = self.data
+        anchor = _anchor(q.encode("ascii")) if q.isascii() else None
+        if anchor is not None:
+            # a line whose folded text holds the query holds its anchor (its run of digits
+            # and punctuation) in its own bytes: only those lines are folded, and the file is
+            # not lowered whole (unless the anchor is on too many lines)
+            candidates = _lines_holding(data, anchor, b"\n", limit=MAX_QUICK_OCCURRENCES)
+            if candidates is not None:
+                return [n for n in candidates if folds(self.line(n))]
         if q.isascii() and not any(b in data for b in _FOLD_TO_ASCII_BYTES):
             return [n for n in _lines_holding(data.lower(), q.encode("ascii"), b"\n")
                     if folds(self.line(n))]
@@ -536,15 +548,26 @@ class _SearchText:
         return data[pos: eol if eol >= 0 else len(data)].decode("utf-8", "replace")
 
 
-def _lines_holding(hay: Any, needle: Any, nl: Any) -> list[int]:
+@overload
+def _lines_holding(hay: Any, needle: Any, nl: Any) -> list[int]: ...
+
+
+@overload
+def _lines_holding(hay: Any, needle: Any, nl: Any, *, limit: int) -> list[int] | None: ...
+
+
+def _lines_holding(hay: Any, needle: Any, nl: Any, *, limit: int | None = None
+                   ) -> list[int] | None:
     """1-based numbers of the ``nl``-separated lines of ``hay`` (str or bytes) that hold
-    ``needle`` (which holds no ``nl``)."""
+    ``needle`` (which holds no ``nl``); None when more than ``limit`` lines do."""
     out: list[int] = []
     pos = hay.find(needle)
     at, line = 0, 1
     while pos >= 0:
         line += hay.count(nl, at, pos)
         out.append(line)
+        if limit is not None and len(out) > limit:
+            return None
         eol = hay.find(nl, pos)
         if eol < 0:
             break

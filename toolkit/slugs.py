@@ -35,8 +35,8 @@ def slugify(title: str | None, *, fallback: str = "untitled") -> str:
 
 
 def _slug(title: str | None, fallback: str) -> str:
-    # imported here: compiling the redactor's patterns costs a command that makes no slug
-    # (its entry ids kept with the parses it reads) about a tenth of a second
+    # imported here: compiling the redactor's patterns costs a few hundredths of a second,
+    # which a command that makes no slug (its entry ids kept with the parses it reads) skips
     from toolkit.redact import redact
 
     text = redact(title, home="", fold=True) if title else ""

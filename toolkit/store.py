@@ -497,7 +497,7 @@ class Store:
                                   "applied_at TIMESTAMP, sha256 VARCHAR)")
             for _name, sql in migrations:
                 self.conn.execute(sql)
-            if migrations:  # their records in one statement (one costs about what ten do)
+            if migrations:  # their records in one statement, not one each
                 self.conn.execute(
                     "INSERT INTO _migrations SELECT unnest($names), now(), unnest($sums)",
                     {"names": [name for name, _sql in migrations],
@@ -780,12 +780,12 @@ class Store:
         return len(rows)
 
     def _types_of(self, table: str) -> dict[str, str]:
-        """{column: type} of ``table`` (of every table of that name, as DuckDB lists them).
-        The first call reads every table's columns in one query (a load inserts into a dozen
-        tables, and a catalog query costs about what it costs for one table); a table made
-        after it is read on its own."""
+        """{column: type} of ``table`` (of every table or view of that name, as DuckDB lists
+        them, DuckDB's own catalog views aside). The first call reads every table's columns in
+        one query (a load inserts into a dozen tables, and a catalog query costs about what it
+        costs for one table); a table made after it is read on its own."""
+        # duckdb_columns(): the rows of information_schema.columns, at half the cost
         if not self._column_types:
-            # duckdb_columns(): the rows of information_schema.columns, at half the cost
             every: dict[str, dict[str, str]] = {}
             for name, column, kind in self.conn.execute(
                     "SELECT table_name, column_name, data_type FROM duckdb_columns() "
@@ -795,8 +795,8 @@ class Store:
             if table in every:
                 return every[table]
         return dict(self.conn.execute(
-            "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ?",
-            [table]).fetchall())
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE NOT internal "
+            "AND table_name = ?", [table]).fetchall())
 
     def insert_stream(self, table: str, reader: Any, exprs: Sequence[str]) -> None:
         """Insert from an Arrow RecordBatchReader, one expression per target column (streamed:

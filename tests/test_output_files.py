@@ -78,3 +78,42 @@ def test_output_into_a_named_pipe_goes_through_the_pipe(project, cli_run, tmp_pa
         again = cli_run(*args, str(regular))
         assert again.exit_code == 0, again.output
         assert got == regular.read_bytes() and len(got) > 200
+
+
+
+# A command whose output is still in stdout's buffer when it returns (as when a pipe's reader
+# stopped reading after the command's last flush): the console script's flush at the end.
+_BUFFERED = """
+import sys
+import click
+from toolkit.cli import COMMANDS, cli
+
+@click.command()
+def buffered():
+    sys.stdout.write("a line the command left in the buffer\\n")
+
+COMMANDS["buffered"] = ("__main__:buffered", "Leave a line in stdout's buffer.")
+cli(["buffered"], prog_name="toolkit")
+"""
+
+
+@pytest.mark.parametrize("script", [_BUFFERED, "from toolkit.cli import cli\n"
+                                               "cli(['ledger', 'list'], prog_name='toolkit')"],
+                         ids=["left in the buffer", "ledger list"])
+def test_a_reader_that_stopped_reading_gets_exit_1_and_no_traceback(project, script):
+    """`toolkit snapshots | head -5`: when the reader of stdout is gone before the command's
+    output is written out, the console script exits 1 with nothing on stderr (Python's own
+    flush at exit printed "Exception ignored ... BrokenPipeError" and exited 120)."""
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        # stdout buffered, as in a user's shell (PYTHONUNBUFFERED writes every line at once)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        proc = subprocess.run([sys.executable, "-c", script], stdout=write_end,
+                              stderr=subprocess.PIPE, cwd=project.root, env=env, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr.decode()) == (1, "")

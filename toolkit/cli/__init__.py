@@ -77,12 +77,27 @@ class LazyGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's ``main``, then what is still buffered for stdout written out here: a reader
+        that stopped reading (``toolkit snapshots | head -5``) is then met like one that stopped
+        during the command (exit 1, nothing on stderr), not by Python's own flush at exit,
+        which prints a traceback and exits 120."""
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:
+                _stdout_gone()
+                sys.exit(EXIT_FAILURE)  # (a SystemExit on its way out is replaced)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ToolkitError as exc:
             _fail(exc)
         except BrokenPipeError:
+            _stdout_gone()
             sys.exit(EXIT_FAILURE)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -94,6 +109,22 @@ class LazyGroup(click.Group):
             if translated is None:
                 raise
             _fail(translated)
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null: its reader is gone, and what it still buffers would fail
+    again when Python flushes it at exit."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (click's test runner)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _fail(exc: ToolkitError) -> None:

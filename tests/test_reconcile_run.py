@@ -298,6 +298,24 @@ def test_crlf_and_bom_files_keep_their_form(tmp_path: Path, monkeypatch: pytest.
 # --------------------------------------------------------------------------- dry run, status
 
 
+def test_status_time_is_the_one_clock_source_date_epoch_moved_to_today(busy: Path) -> None:
+    """Without TOOLKIT_NOW, the status's time is SOURCE_DATE_EPOCH (as every output's "now"),
+    moved to the injected day when there is one: the same text on every run, whatever the
+    time of day."""
+    from toolkit.cli import cli
+
+    env = {"TOOLKIT_NOW": None, "SOURCE_DATE_EPOCH": "1778414400"}  # 2026-05-10 12:00:00 UTC
+    result = CliRunner().invoke(cli, ["ledger", "reconcile", "--status"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "Reconcile status at 2026-05-10 12:00:00 UTC"
+    assert "Last reconcile: 2026-05-01T00:00:00Z (228.0 hours ago;" in result.stdout
+    moved = CliRunner().invoke(cli, ["--today", "2026-05-08", "ledger", "reconcile", "--status"],
+                               env=env)
+    assert moved.exit_code == 0, moved.output
+    assert moved.stdout.splitlines()[0] == "Reconcile status at 2026-05-08 12:00:00 UTC"
+    assert "Last reconcile: 2026-05-01T00:00:00Z (180.0 hours ago;" in moved.stdout
+
+
 def test_dry_run_leaves_the_vault_byte_identical_and_shows_the_plan(busy: Path,
                                                                     tmp_path: Path) -> None:
     before = tree_digest(busy)

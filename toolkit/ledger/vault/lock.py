@@ -66,7 +66,11 @@ def iso_z(when: dt.datetime) -> str:
 
 
 def now_for(today: dt.date | None = None) -> dt.datetime:
-    """``$TOOLKIT_NOW`` if set, else now (UTC), moved to the injected day if there is one."""
+    """``$TOOLKIT_NOW`` if set, else the run's time (:func:`toolkit.clock.now`:
+    ``$SOURCE_DATE_EPOCH``, else the real time; UTC), moved to the injected day if there is
+    one."""
+    from toolkit import clock
+
     fixed = os.environ.get(NOW_ENV)
     if fixed:
         when = parse_instant(fixed)
@@ -74,7 +78,7 @@ def now_for(today: dt.date | None = None) -> dt.datetime:
             raise UsageError(f"{NOW_ENV}={fixed!r} is not an ISO-8601 time",
                              hint="Use e.g. 2026-05-10T12:00:00Z or unset it")
         return when
-    real = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    real = clock.now().replace(microsecond=0)
     if today is not None and today != real.date():
         return dt.datetime.combine(today, real.time(), dt.UTC)
     return real

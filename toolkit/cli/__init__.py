@@ -83,13 +83,12 @@ class LazyGroup(click.Group):
         during the command (exit 1, nothing on stderr), not by Python's own flush at exit,
         which prints a traceback and exits 120."""
         try:
-            return super().main(*args, **kwargs)
-        finally:
-            try:
-                sys.stdout.flush()
-            except BrokenPipeError:
-                _stdout_gone()
-                sys.exit(EXIT_FAILURE)  # (a SystemExit on its way out is replaced)
+            result = super().main(*args, **kwargs)
+        except SystemExit:  # click's standalone mode ends here (a bug's traceback goes past)
+            _flush_stdout()
+            raise
+        _flush_stdout()
+        return result
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -109,6 +108,15 @@ class LazyGroup(click.Group):
             if translated is None:
                 raise
             _fail(translated)
+
+
+def _flush_stdout() -> None:
+    """Write out what stdout still holds; a reader that is gone means exit 1."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+        sys.exit(EXIT_FAILURE)
 
 
 def _stdout_gone() -> None:

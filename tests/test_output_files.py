@@ -80,7 +80,6 @@ def test_output_into_a_named_pipe_goes_through_the_pipe(project, cli_run, tmp_pa
         assert got == regular.read_bytes() and len(got) > 200
 
 
-
 # A command whose output is still in stdout's buffer when it returns (as when a pipe's reader
 # stopped reading after the command's last flush): the console script's flush at the end.
 _BUFFERED = """

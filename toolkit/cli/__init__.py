@@ -78,10 +78,11 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        """click's ``main``, then what is still buffered for stdout written out here: a reader
-        that stopped reading (``toolkit snapshots | head -5``) is then met like one that stopped
-        during the command (exit 1, nothing on stderr), not by Python's own flush at exit,
-        which prints a traceback and exits 120."""
+        """click's ``main``, then what is still buffered for stdout written out here. A reader
+        that stops reading (``toolkit snapshots | head -5``) during the command is click's to
+        handle (exit 1, its streams made quiet); one that stopped before the last of the output
+        left the buffer is met the same way here, not by Python's own flush at exit, which
+        prints a traceback and exits 120."""
         try:
             result = super().main(*args, **kwargs)
         except SystemExit:  # click's standalone mode ends here (a bug's traceback goes past)
@@ -96,8 +97,7 @@ class LazyGroup(click.Group):
         except ToolkitError as exc:
             _fail(exc)
         except BrokenPipeError:
-            _stdout_gone()
-            sys.exit(EXIT_FAILURE)
+            raise  # click's main handles a closed stdout (not an error to translate below)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
@@ -111,28 +111,20 @@ class LazyGroup(click.Group):
 
 
 def _flush_stdout() -> None:
-    """Write out what stdout still holds; a reader that is gone means exit 1."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _stdout_gone()
-        sys.exit(EXIT_FAILURE)
-
-
-def _stdout_gone() -> None:
-    """Point stdout at /dev/null: its reader is gone, and what it still buffers would fail
-    again when Python flushes it at exit."""
+    """Write out what stdout still holds. When its reader is gone: exit 1, with stdout
+    pointed at /dev/null, so that what it still buffers does not fail again when Python
+    flushes it at exit."""
     import os
 
     try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # not a file (click's test runner)
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+        sys.exit(EXIT_FAILURE)
 
 
 def _fail(exc: ToolkitError) -> None:

@@ -77,6 +77,22 @@ def test_the_legend_stands_outside_the_plot(kind: str) -> None:
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y0 >= 0  # and inside the picture
 
 
+@pytest.mark.parametrize("name_length", [1, 18, 30, 60])
+def test_the_legend_has_as_many_columns_as_fit_the_width(name_length: int) -> None:
+    names = [f"{i}" + "x" * name_length for i in range(5)]
+    spec = ChartSpec(name="w", title="t", labels=("a", "b"),
+                     series=tuple(Series(n, (1, 2), "#90a4ae") for n in names))
+    fig = _drawn(spec)
+    [legend] = fig.legends
+    assert legend.get_window_extent().x1 <= fig.bbox.width
+    ncols = legend._ncols
+    if ncols < len(names):  # one more column would not have fit, after the layout
+        wider = fig.legend(loc="outside lower left", ncols=ncols + 1, frameon=False)
+        fig.draw_without_rendering()
+        assert wider.get_window_extent().x1 > fig.bbox.width
+    assert (ncols == len(names)) == (name_length == 1)  # short names: one row
+
+
 def test_charts_are_drawn_at_a_width_a_page_shows_unscaled_with_no_text_under_10_pt() -> None:
     wide = ChartSpec(name="w", title="Per day", labels=tuple(f"2026-01-{d:02d}" for d in
                                                               range(1, 31)),

@@ -104,7 +104,7 @@ def _renderer_version() -> str:
     """The drawing code's version and matplotlib's."""
     from toolkit.parsecache import package_version
 
-    return "3:" + package_version("matplotlib")
+    return "4:" + package_version("matplotlib")
 
 
 def _short(label: str) -> str:
@@ -157,13 +157,16 @@ def draw(spec: ChartSpec) -> Figure:
 
 
 def _legend(fig: Figure, entries: int) -> None:
-    """The legend in as few rows as fit the picture's width."""
+    """The legend in as few rows as fit the picture's width.
+
+    A legend "outside lower left" is anchored to the figure's corner: its place and size do
+    not depend on the layout, so its width is measured without a layout pass (the same to the
+    last bit as after one; a pass costs about as much as drawing the chart)."""
     ncols = min(entries, 5)
     while True:
         legend = fig.legend(loc="outside lower left", ncols=ncols, frameon=False)
         if ncols == 1:
             return
-        fig.draw_without_rendering()
         if legend.get_window_extent().x1 <= fig.bbox.width:
             return
         legend.remove()

@@ -512,15 +512,15 @@ class _SearchText:
             # a line whose folded text holds the query holds its anchor (its run of digits
             # and punctuation) in its own bytes: only those lines are folded, and the file is
             # not lowered whole (unless the anchor is on too many lines)
-            candidates = _lines_holding(data, anchor, b"\n", limit=MAX_QUICK_OCCURRENCES)
+            candidates = _line_numbers_holding(data, anchor, b"\n", limit=MAX_QUICK_OCCURRENCES)
             if candidates is not None:
                 return [n for n in candidates if folds(self.line(n))]
         if q.isascii() and not any(b in data for b in _FOLD_TO_ASCII_BYTES):
-            return [n for n in _lines_holding(data.lower(), q.encode("ascii"), b"\n")
+            return [n for n in _line_numbers_holding(data.lower(), q.encode("ascii"), b"\n")
                     if folds(self.line(n))]
         text = data.decode("utf-8", "replace")
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFC", text).casefold()
-        return _lines_holding(folded, q, "\n")
+        return _line_numbers_holding(folded, q, "\n")
 
     def line(self, n: int) -> str:
         """Line ``n`` (1-based) without its line break."""
@@ -549,15 +549,15 @@ class _SearchText:
 
 
 @overload
-def _lines_holding(hay: Any, needle: Any, nl: Any) -> list[int]: ...
+def _line_numbers_holding(hay: Any, needle: Any, nl: Any) -> list[int]: ...
 
 
 @overload
-def _lines_holding(hay: Any, needle: Any, nl: Any, *, limit: int) -> list[int] | None: ...
+def _line_numbers_holding(hay: Any, needle: Any, nl: Any, *, limit: int) -> list[int] | None: ...
 
 
-def _lines_holding(hay: Any, needle: Any, nl: Any, *, limit: int | None = None
-                   ) -> list[int] | None:
+def _line_numbers_holding(hay: Any, needle: Any, nl: Any, *, limit: int | None = None
+                          ) -> list[int] | None:
     """1-based numbers of the ``nl``-separated lines of ``hay`` (str or bytes) that hold
     ``needle`` (which holds no ``nl``); None when more than ``limit`` lines do."""
     out: list[int] = []

@@ -86,19 +86,19 @@ def _quick_title_lines(data: bytes, q: str) -> list[int] | None:
     needle = q.encode("ascii")
     anchor = _anchor(needle)
     if anchor is not None:
-        found = _lines_holding(data, data, anchor, q)
+        found = _entry_starts_holding(data, data, anchor, q)
         if found is not _TOO_MANY:
             return found
     if any(b in data for b in _FOLD_TO_ASCII_BYTES):
         return None
-    return _lines_holding(data, data.lower(), needle, None)
+    return _entry_starts_holding(data, data.lower(), needle, None)
 
 
 _TOO_MANY: list[int] = []  # too many occurrences to look at each (a marker, by identity)
 
 
-def _lines_holding(data: bytes, hay: bytes, needle: bytes, query: str | None
-                   ) -> list[int] | None:
+def _entry_starts_holding(data: bytes, hay: bytes, needle: bytes, query: str | None
+                          ) -> list[int] | None:
     """Entry-start lines of ``data`` where ``hay`` (``data`` or its lowered bytes) holds
     ``needle`` and, when ``query`` (a :func:`title_key`) is given, whose folded text holds
     ``query`` (an ASCII line is only lowered). None when over :data:`MAX_FAST_CANDIDATES`

@@ -505,6 +505,37 @@ def test_oversized_file_refuses_and_junk_file_is_skipped_never_touched(
     assert junk.read_bytes() == before[junk]
 
 
+def test_read_commands_warn_about_a_junk_file_instead_of_answering_as_if_it_were_empty(
+        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    """FAULTS A6: the entries of a file with junk bytes are in no answer, so `ledger list`,
+    `search` and `show` name the file on stderr (as the dashboard does) instead of answering
+    "nothing matches" as if the ledger had no such entries; the file is never touched."""
+    junk = project.ledger / "antipatterns.md"
+    offset = len(junk.read_bytes())
+    junk.write_bytes(junk.read_bytes() + b"\x00\xff junk")
+    before = tree_digest(project.ledger)
+    warning = (f"warning: {junk}: NUL byte at byte offset {offset}; this is not a text file. "
+               "Restore the file from a backup or remove the binary junk\n")
+    r = cli_run("ledger", "list", "--file", "antipatterns")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "No entries match the given filters.\n",
+                                                 warning)
+    r = cli_run("ledger", "list")
+    assert r.exit_code == 0 and r.stderr == warning and "--- patterns.md ---" in r.stdout
+    r = cli_run("ledger", "list", "--json")
+    assert r.stderr == warning and json.loads(r.stdout)["files"][1]["error"]
+    r = cli_run("ledger", "search", "autogenerate")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, 'No results for "autogenerate".\n',
+                                                 warning)
+    r = cli_run("ledger", "show", "migration in place")
+    assert r.exit_code == 1 and r.stderr.startswith(warning)
+    assert _error(r).startswith('Error: No entries found matching "migration in place".')
+    # a file that was read gives no warning
+    assert cli_run("ledger", "list", "--file", "patterns").stderr == ""
+    assert cli_run("ledger", "show", "migration in place", "--file", "patterns"
+                   ).stderr.startswith("Error:")
+    assert tree_digest(project.ledger) == before
+
+
 def test_bad_meta_json_or_alias_bomb_refuses_the_write(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     meta_json = project.ledger / ".meta.json"
     meta_json.write_text('{"total_patterns": 4, "total_patterns": 5, "lock": null}\n')

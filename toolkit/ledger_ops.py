@@ -151,6 +151,9 @@ class FileSummary:
     medium: int
     low: int
     unknown: int
+    # why the file could not be read, as ``toolkit status`` words it (path, offset, what to
+    # do); None when it was read
+    problem: Problem | None = None
 
     @property
     def name(self) -> str:
@@ -173,8 +176,10 @@ def _summaries(files: dict[str, Any]) -> list[FileSummary]:
                 counts[e.confidence] += 1
             else:
                 unknown += 1
+        problem = (lf.problems[0] if lf.problems else Problem("smith", str(lf.path), None,
+                                                                lf.error)) if lf.error else None
         out.append(FileSummary(kind, lf.exists, lf.error, len(lf.entries), counts["high"],
-                               counts["medium"], counts["low"], unknown))
+                               counts["medium"], counts["low"], unknown, problem))
     return out
 
 

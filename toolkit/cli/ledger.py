@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shlex
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -204,6 +205,17 @@ def _render_dashboard(d: Any) -> None:
 # --------------------------------------------------------------------------- read commands
 
 
+def _warn_unreadable(summaries: Iterable[Any]) -> None:
+    """A ``warning:`` line on stderr for each ledger file that could not be read (junk
+    bytes, not UTF-8): its entries are in no answer, and an empty answer must not look like
+    a ledger without them (FAULTS A6). The dashboard shows the same lines."""
+    from toolkit.display import visible
+
+    for summary in summaries:
+        if summary.problem is not None:
+            click.echo(f"warning: {visible(str(summary.problem), single_line=True)}", err=True)
+
+
 @ledger.command("list",
                 short_help="List entries by file: [confidence] title, category, observations.")
 @click.option("--category", type=click.Choice(CATEGORIES, case_sensitive=False),
@@ -220,6 +232,7 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
 
     result = get_project(refresh=False).ledger_list(category=category, confidence=confidence,
                                                     file=file_, request=_request())
+    _warn_unreadable(summary for summary, _ in result.groups)
     if as_json:
         echo_json(result.to_dict())
         return
@@ -249,14 +262,18 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
 def show(title: str, index: int | None, file_: str | None, as_json: bool) -> None:
     """Show one entry in full. TITLE is a case-insensitive part of the title; when several
     entries match they are listed and none is shown (choose with --index)."""
+    from toolkit.errors import NotFoundError
     from toolkit.ledger_ops import AmbiguousMatchError
 
+    project = get_project(refresh=False)
     try:
-        r = get_project(refresh=False).ledger_entry(title, index=index, file=file_,
-                                                    request=_request())
+        r = project.ledger_entry(title, index=index, file=file_, request=_request())
     except AmbiguousMatchError as exc:
         if not as_json:
             _ambiguous(exc)
+        raise
+    except NotFoundError:  # the entry may be in a file that could not be read
+        _warn_unreadable(summary for summary, _ in project.ledger_list(file=file_).groups)
         raise
     if as_json:
         echo_json(r.to_dict())
@@ -290,7 +307,9 @@ def search(query: str, as_json: bool) -> None:
     confidence and two lines of context."""
     from toolkit.display import shown, visible
 
-    hits = get_project(refresh=False).ledger_search_lines(query, request=_request())
+    project = get_project(refresh=False)
+    hits = project.ledger_search_lines(query, request=_request())
+    _warn_unreadable(summary for summary, _ in project.ledger_list().groups)
     if as_json:
         echo_json({"query": query, "results": [h.to_dict() for h in hits]})
         return

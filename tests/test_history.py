@@ -341,6 +341,32 @@ def test_history_command_without_any_history(tmp_path, cli_with_history, monkeyp
     assert result.output.startswith("No ledger history yet")
 
 
+def test_a_vault_outside_git_without_copies_has_no_history(tmp_path, cli_with_history,
+                                                         monkeypatch):
+    """The working files alone are no past version: `has_ledger_history()` is False and
+    `toolkit ledger history` says there is no history yet (docs/guide/api.md), until a copy
+    (here a backup) gives one."""
+    from toolkit import Project as ApiProject
+
+    p = Project.create(tmp_path / "solo", git=False)
+    p.write({"patterns": [entry_b("Retry budget")]})
+    monkeypatch.chdir(p.root)
+    result = cli_with_history()
+    assert result.exit_code == 0
+    assert result.output == ("No ledger history yet: the vault's ledger is not in a git "
+                             "repository with commits, and there are no archive, backup or "
+                             "snapshot copies.\n")
+    with ApiProject.open() as project:
+        assert not project.has_ledger_history()
+    backup = p.ledger / ".backups" / "reconcile-2026-04-02-120000"
+    backup.mkdir(parents=True)
+    shutil.copy2(p.ledger / "patterns.md", backup / "patterns.md")
+    with ApiProject.open() as project:
+        assert project.has_ledger_history()
+    result = cli_with_history()
+    assert result.exit_code == 0 and "backup" in result.output and "working" in result.output
+
+
 def test_history_command_all_sources_and_file_filter(project, cli_with_history, monkeypatch):
     back = project.ledger / ".backups" / "reconcile-2026-04-01-033000"
     back.mkdir(parents=True)

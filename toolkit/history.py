@@ -961,7 +961,10 @@ def turn_summaries(store: Store) -> list[dict[str, Any]]:
 
 
 def has_history(store: Store) -> bool:
-    return bool(store.scalar("SELECT count(*) FROM ledger_versions WHERE source <> 'base'"))
+    """Whether the ledger has any past version: a git commit or a copy (archive, backup,
+    snapshot). The working files alone are the ledger as it is, not a past version."""
+    return bool(store.scalar("SELECT count(*) FROM ledger_versions "
+                             "WHERE source NOT IN ('base', 'working')"))
 
 
 __all__ = ["CHANGE_KINDS", "MIGRATIONS", "SOURCE", "Change", "EntryHistory",

@@ -400,14 +400,17 @@ def test_b7_same_size_edit_of_meta_json_while_the_files_are_flushed_is_detected(
 def test_the_seed_lock_is_in_place_before_the_first_ledger_file_is_renamed(
         project: FixtureProject, tmp_path: Path) -> None:
     """The lock field's temp file is flushed with the others; it is renamed before the journal
-    and before any ledger file, and the commit's last write gives it back."""
+    and before any ledger file, and the commit's last write gives it back. It is stamped with
+    the run's time (SOURCE_DATE_EPOCH here), not moved to `--today`: other sessions read it
+    by their clock."""
     before = _ledger_bytes(project.ledger)
     release = tmp_path / "go"
     proc = _start(["ledger", "promote", "route table"], project.root,
-                  TOOLKIT_EDITOR_PAUSE=f"after_journal:{release}")
+                  TOOLKIT_EDITOR_PAUSE=f"after_journal:{release}",
+                  SOURCE_DATE_EPOCH="2026-09-05T12:00:00")
     _wait_marker(proc, "after_journal")
     lock = json.loads((project.ledger / ".meta.json").read_text())["lock"]
-    assert lock is not None and lock["acquired"].startswith(TODAY)
+    assert lock is not None and lock["acquired"] == "2026-09-05T12:00:00Z"
     assert {n: b for n, b in _ledger_bytes(project.ledger).items() if n != ".meta.json"} == \
         {n: b for n, b in before.items() if n != ".meta.json"}
     release.touch()
@@ -450,6 +453,33 @@ def test_b8_fresh_meta_json_lock_waits_then_exits_75_naming_the_holder(
         "Wait for it to finish (the lock expires after 10 minutes), or use --force if that "
         "run is dead")
     assert tree_digest(project.root) == before
+
+
+def test_b8_the_lock_is_judged_by_the_real_clock_not_the_today_setting(
+        project: FixtureProject) -> None:
+    """`today` (here `--today 2026-09-01`) moves ages and pruning, not the instant another
+    session took the `.meta.json` lock: a lock taken 2 minutes before the run's real time
+    (SOURCE_DATE_EPOCH, days after `today`) is fresh and blocks; one taken at 11:58 on the
+    `today` day, days before the real time, is stale and taken over."""
+    real = {"SOURCE_DATE_EPOCH": "2026-09-05T12:00:00"}
+    _set_lock(project, "2026-09-05T11:58:00Z")
+    before = tree_digest(project.root)
+    r = _run(["ledger", "promote", "route table"], project.root, TOOLKIT_LOCK_TIMEOUT="0.3",
+             **real)
+    assert r.returncode == 75, r.stdout + r.stderr
+    assert _error_line(r.stderr) == (
+        f"Error: {project.ledger / '.meta.json'}: ledger is locked by another run: "
+        "c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 (acquired 2026-09-05T11:58:00Z, 2 min ago). "
+        "Wait for it to finish (the lock expires after 10 minutes), or use --force if that "
+        "run is dead")
+    assert tree_digest(project.root) == before
+    _set_lock(project, "2026-09-01T11:58:00Z")
+    r = _run(["ledger", "promote", "route table"], project.root, TOOLKIT_LOCK_TIMEOUT="0.3",
+             **real)
+    assert r.returncode == 0, r.stderr
+    assert ("note: stale lock taken over: held by c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 "
+            "(acquired 2026-09-01T11:58:00Z, 5762 min ago)") in r.stderr
+    assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
 
 
 # --------------------------------------------------------------------------- B9

@@ -372,6 +372,33 @@ def test_fresh_lock_exits_75_naming_the_holder(busy: Path) -> None:
     assert [event for event, _ in logged(busy)] == ["invoked"]  # the dry run logs nothing
 
 
+def test_the_lock_is_judged_by_the_clock_not_the_today_setting(busy: Path) -> None:
+    """`--today` moves ages and pruning, not the instant another session took the lock: a
+    lock taken 5 minutes before the run's time (SOURCE_DATE_EPOCH, 9 days after `today`) is
+    held, in `--status` and in a run."""
+    from toolkit.cli import cli
+
+    meta = ledger_of(busy) / ".meta.json"
+    meta.write_text(json.dumps(meta_json(context_budget_violations=4, lock={
+        "pid": "c3f1a9e2", "acquired": "2026-05-10T11:55:00Z"})))
+    before = user_files(busy)
+    env = {"TOOLKIT_NOW": None, "SOURCE_DATE_EPOCH": "2026-05-10T12:00:00",
+           "TOOLKIT_LOCK_TIMEOUT": "0.2"}
+    result = CliRunner().invoke(cli, ["--today", "2026-05-01", "ledger", "reconcile",
+                                      "--status"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "Lock: held by c3f1a9e2 (acquired 2026-05-10T11:55:00Z, 5 min ago)" in \
+        result.stdout.splitlines()
+    result = CliRunner().invoke(cli, ["--today", "2026-05-01", "ledger", "reconcile"],
+                                env=env)
+    assert result.exit_code == 75, result.output
+    assert result.stderr == (f"Error: {meta}: Reconciliation already in progress: locked "
+                             "by c3f1a9e2 (acquired 2026-05-10T11:55:00Z, 5 min ago). "
+                             "Wait for it to finish (the lock expires after 10 minutes), "
+                             "or use --force if that run is dead\n")
+    assert user_files(busy) == before
+
+
 def test_stale_lock_is_taken_over_with_a_note(busy: Path) -> None:
     (ledger_of(busy) / ".meta.json").write_text(json.dumps(meta_json(
         context_budget_violations=4, lock={"pid": "dead-session",

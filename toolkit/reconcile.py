@@ -1266,6 +1266,9 @@ class Status:
     decision: Decision
     lock_fresh: bool
     meta_json_path: Path
+    # the instant the lock is judged by (the run's time, not moved to ``today``; see
+    # EditorSession.lock_now); None: ``now``
+    lock_now: dt.datetime | None = None
 
 
 def _scope(category: str | None) -> tuple[str, ...]:
@@ -1319,14 +1322,15 @@ def reconcile_status(cfg: Any, *, now: dt.datetime | None = None) -> Status:
 
     _require_ledger(cfg.ledger_dir)
     recover_interrupted(cfg.vault)  # a killed edit is finished or undone first (G4)
+    lock_now = now or now_for()  # another session's lock is judged by the clock, not `today`
     now = now or now_for(cfg.today)
     settings = _settings(cfg)
     signals = _signals(cfg, read_ledger(cfg.ledger_dir, cfg.max_file_bytes))
     return Status(now=now, settings=settings, signals=signals,
                   checks=tuple(evaluate(signals, settings)),
                   decision=decide(signals, settings, now, force=False),
-                  lock_fresh=lock_blocks(signals.lock, now),
-                  meta_json_path=cfg.ledger_dir / ".meta.json")
+                  lock_fresh=lock_blocks(signals.lock, lock_now),
+                  meta_json_path=cfg.ledger_dir / ".meta.json", lock_now=lock_now)
 
 
 # --------------------------------------------------------------------------- the run
@@ -1401,11 +1405,13 @@ def run_reconcile(cfg: Any, *, dry_run: bool = False, force: bool = False,
     current session log when there is one: the invocation, and the mutation when files
     changed (``request`` is the command line as typed).
     """
+    lock_now = now or now_for()  # another session's lock is judged by the clock, not `today`
     now = now or now_for(cfg.today)
     judge = judge or FuzzyJudge()
     try:
         report = _run(cfg, dry_run=dry_run, force=force, category=category, judge=judge,
-                      max_judge_calls=max_judge_calls, now=now, lock_wait=lock_wait)
+                      max_judge_calls=max_judge_calls, now=now, lock_wait=lock_wait,
+                      lock_now=lock_now)
     except ToolkitError as exc:
         if not dry_run:
             _session_log(cfg, request, now, force, category, judge, None, f"error: {exc}")
@@ -1453,7 +1459,8 @@ def _counts(r: Report) -> str:
 
 
 def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
-         max_judge_calls: int, now: dt.datetime, lock_wait: float | None) -> Report:
+         max_judge_calls: int, now: dt.datetime, lock_wait: float | None,
+         lock_now: dt.datetime | None = None) -> Report:
     from toolkit.ledger.vault import (
         EditorSession,
         check_inside,
@@ -1483,7 +1490,8 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
         return report
     meta_path = ledger_dir / ".meta.json"
     meta_json, _err = read_json_file(meta_path)
-    report.notes = check_lock(meta_json, meta_path, now, force=force)  # blocked: exit 75
+    lock_now = lock_now or now
+    report.notes = check_lock(meta_json, meta_path, lock_now, force=force)  # blocked: exit 75
     if not decision.run:
         return report
     # An editor command that grabbed the OS lock just after take_lock() waits for our
@@ -1500,7 +1508,7 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
         report.diffs = {c.name: c.diff() for c in changes}
         return report
 
-    ticket = take_lock(ledger_dir, now, force=force, timeout=wait)  # Phase 0
+    ticket = take_lock(ledger_dir, lock_now, force=force, timeout=wait)  # Phase 0
     report.notes = list(ticket.notes)
     written: list[Written] = []
     failure: BaseException | None = None

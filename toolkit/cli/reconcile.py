@@ -189,7 +189,7 @@ def _render_status(st: Status) -> None:
         click.echo("Lock: free")
     else:
         state = "held" if st.lock_fresh else "stale, would be taken over"
-        click.echo(f"Lock: {state} by {_t(s.lock.describe(st.now))}")
+        click.echo(f"Lock: {state} by {_t(s.lock.describe(st.lock_now or st.now))}")
     if not st.settings.enabled:
         click.echo("Would run: no (ledger.reconcile.enabled is false)")
     elif st.decision.run:

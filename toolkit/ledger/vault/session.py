@@ -366,6 +366,12 @@ class EditorSession:
     def now(self) -> dt.datetime:
         return self._now or now_for(self.today)
 
+    def lock_now(self) -> dt.datetime:
+        """The instant the seed's ``.meta.json`` lock is judged and stamped with: the run's
+        time, never moved to the ``today`` setting, since the lock is shared with other
+        processes (a Smith session) that stamp it with their own clock."""
+        return self._now or now_for()
+
     def __enter__(self) -> EditorSession:
         self.open()
         return self
@@ -435,7 +441,7 @@ class EditorSession:
             holder = read_lock_field(data)
             if holder is None or holder.pid == holder_id():
                 return
-            now = self.now()
+            now = self.lock_now()
             blocks, note = judge_lock(holder, now, force=self.force)
             if not blocks:
                 if note:
@@ -750,7 +756,7 @@ class EditorSession:
         backup_files(sources, dest, link=True, fsync_folder=False)
         # The seed's lock field: its temp file is flushed with the others and renamed before
         # the journal and before any ledger file (replace_all's ``first``).
-        lock = self._json_lock_bytes(now)
+        lock = self._json_lock_bytes(self.lock_now())
 
         def validate_changed() -> None:
             for c in changes:
@@ -903,7 +909,7 @@ class EditorSession:
             rdir = unique_dir(self.ledger_dir / ".backups", f"reset-{now:%Y-%m-%d-%H%M%S}")
             backup_files([self.meta_json], rdir)
             json_backup = rdir / ".meta.json"
-        held = self._take_json_lock(now)
+        held = self._take_json_lock(self.lock_now())
         try:
             # The archive holds the files as read (hard links where possible, verified);
             # then the fresh templates replace the six files as one journaled set (G4).

@@ -441,6 +441,25 @@ def test_the_brief_writes_nothing(cli_run, world):
     assert not (world["root"] / ".toolkit").exists()  # no store either
 
 
+def test_the_brief_leaves_a_checked_repositorys_index_alone(cli_run, world, tmp_path,
+                                                            monkeypatch):
+    """`git status` refreshes a repository's index and writes it back when it can (a file's
+    stat data changed, its content did not): the brief only reads, so the user's own git
+    command never meets the brief's index.lock, and .git/index is as it was."""
+    path = repo(tmp_path / "checked", untracked=1)
+    git("add", "file0.txt", cwd=path)
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "one",
+        cwd=path)
+    tracked = path / "file0.txt"
+    os.utime(tracked, ns=(tracked.stat().st_atime_ns, tracked.stat().st_mtime_ns + 10**9))
+    (path / "new.txt").write_text("dirty", encoding="utf-8")
+    monkeypatch.setenv("NAGI_BRIEF_REPOS", str(path))
+    index = path / ".git" / "index"
+    before = file_state(index), index.read_bytes()
+    assert "### 未 commit" in brief(cli_run, "--now", NOW).stdout
+    assert (file_state(index), index.read_bytes()) == before
+
+
 # =========================================================================== site and handoff
 
 HOSTILE_GOAL = "<script>alert('goal')</script> ship {{ 7*7 }}"

@@ -403,7 +403,11 @@ def _dirty_section(repos: list[str]) -> list[str]:
         try:
             if not path.is_dir():
                 continue
-            proc = subprocess.run(["git", "-C", str(path), "status", "--porcelain"],
+            # nagi-ledger's command, read-only: without --no-optional-locks git status
+            # refreshes the repository's index and writes it back (taking index.lock, which
+            # a git command of the user's running at the same time would then fail on)
+            proc = subprocess.run(["git", "--no-optional-locks", "-C", str(path), "status",
+                                   "--porcelain"],
                                   check=False, capture_output=True, text=True,
                                   timeout=min(GIT_TIMEOUT_S, left))
         except Exception:

@@ -26,6 +26,7 @@ from toolkit.safewrite import (
     cleanup_orphan_temps,
     sha256_of_edit,
 )
+from toolkit.textio import read_bytes
 
 
 def _temps(directory: Path) -> list[Path]:
@@ -47,9 +48,26 @@ def test_snapshot_records_bytes_and_identity(tmp_path: Path) -> None:
 def test_snapshot_refuses_oversized_file_before_reading_it(tmp_path: Path) -> None:
     f = tmp_path / "big.md"
     f.write_bytes(b"x" * 2048)
-    with pytest.raises(DataError, match="over the 0 MB limit") as err:
+    with pytest.raises(DataError, match="file is 2 KB, over the 1 KB limit") as err:
         FileSnapshot.read(f, max_bytes=1024)
     assert "TOOLKIT_MAX_FILE_MB" in str(err.value)
+
+
+@pytest.mark.parametrize(("size", "limit", "shown"), [
+    (6000, int(0.005 * 1024 * 1024), "file is 5.9 KB, over the 5.1 KB limit"),  # max_file_mb: 0.005
+    (300, 200, "file is 300 bytes, over the 200 bytes limit"),
+    (1_200_000, 1024 * 1024, "file is 1.1 MB, over the 1 MB limit"),
+    (3 * 1024 * 1024, int(2.5 * 1024 * 1024), "file is 3 MB, over the 2.5 MB limit"),
+])
+def test_a_file_over_the_limit_is_named_with_both_sizes_in_a_unit_that_shows_them(
+        tmp_path: Path, size: int, limit: int, shown: str) -> None:
+    """Both readers word it the same; a fractional `max_file_mb` is not shown as "0 MB"."""
+    f = tmp_path / "big.md"
+    f.write_bytes(b"x" * size)
+    for read in (lambda: FileSnapshot.read(f, max_bytes=limit), lambda: read_bytes(f, limit)):
+        with pytest.raises(DataError) as err:
+            read()
+        assert err.value.message == shown
 
 
 def test_changed_since_sees_same_size_edit_in_same_mtime_tick(tmp_path: Path) -> None:

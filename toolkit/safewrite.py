@@ -183,7 +183,7 @@ class FileSnapshot:
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
         """Read a whole file, refusing it before reading when it is over the size limit."""
         from toolkit.errors import TooLargeError
-        from toolkit.textio import MAX_FILE_ENV
+        from toolkit.textio import too_large
 
         given = Path(path)
         real = Path(os.path.realpath(given))
@@ -191,13 +191,7 @@ class FileSnapshot:
         with open(real, "rb") as fh:
             st = os.fstat(fh.fileno())
             if st.st_size > limit:
-                raise TooLargeError(
-                    f"file is {st.st_size / 1024 / 1024:.1f} MB, over the "
-                    f"{limit / 1024 / 1024:.0f} MB limit",
-                    path=given,
-                    hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in "
-                         "toolkit.yaml",
-                )
+                raise too_large(given, st.st_size, limit)
             # read what stat promises (+1 to notice growth) rather than a limit-sized buffer
             data = fh.read(st.st_size + 1)
             if len(data) > st.st_size:

@@ -42,6 +42,22 @@ def max_file_bytes(override: int | None = None) -> int:
     return DEFAULT_MAX_FILE_BYTES
 
 
+def _size_text(n: float, decimals: int) -> str:
+    for unit, scale in (("MB", 1024 * 1024), ("KB", 1024)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.{decimals}f} {unit}"
+    return f"{n:.0f} bytes"
+
+
+def too_large(path: Path, size: int, limit: int) -> TooLargeError:
+    """The error for a file of ``size`` bytes over the ``limit``: both in the unit that shows
+    them (a limit of 0.005 MB is "5.1 KB", not "0 MB"), with how to raise the limit."""
+    return TooLargeError(
+        f"file is {_size_text(size, 1)}, over the {_size_text(limit, 1)} limit", path=path,
+        hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml")
+
+
 def read_bytes(path: Path, limit: int | None = None) -> bytes:
     """Read a whole file, refusing it before reading when it is larger than the limit."""
     limit = max_file_bytes(limit)
@@ -55,11 +71,7 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
         raise DataError("is not a regular file (a FIFO, socket or device)", path=path)
     size = st.st_size
     if size > limit:
-        raise TooLargeError(
-            f"file is {size / 1024 / 1024:.1f} MB, over the {limit / 1024 / 1024:.0f} MB limit",
-            path=path,
-            hint=f"Raise the limit with {MAX_FILE_ENV}=<MB> or `max_file_mb:` in toolkit.yaml",
-        )
+        raise too_large(path, size, limit)
     try:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)

@@ -384,11 +384,12 @@ def test_a_project_path_that_is_a_file_is_missing_and_the_others_are_read(world,
     result = _fleet(cli_run, world, "list", "--json")
     assert result.exit_code == 0, result.output
     rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
-    assert rows["gone"]["status"] == "missing" and "is not a folder" in rows["gone"]["note"]
+    assert rows["gone"]["status"] == "missing" and rows["gone"]["note"] == \
+        "the project path is a file, not a folder"
     assert rows["alpha"]["status"] == rows["beta"]["status"] == "found"
     exported = _fleet(cli_run, world, "export", "--out", str(tmp_path / "lake"))
     assert exported.exit_code == 0, exported.output
-    assert f"Skipped gone: the project folder is not a folder ({world.gone})." in \
+    assert f"Skipped gone: the project path is a file, not a folder ({world.gone})." in \
         exported.stderr
     assert world.gone.read_text(encoding="utf-8") == "not a folder\n"
 

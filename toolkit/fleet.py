@@ -219,15 +219,24 @@ class _Plan:
     fingerprint: str
 
 
+def missing_reason(path: Path) -> str | None:
+    """Why a fleet project's folder cannot be read ("the project folder does not exist", or
+    "the project path is a file, not a folder"), or None when it is a folder."""
+    if path.is_dir():
+        return None
+    return ("the project path is a file, not a folder" if path.exists()
+            else "the project folder does not exist")
+
+
 def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
     from toolkit import config as config_mod
     from toolkit.loaders import LEDGER, SESSIONS
 
     assert p.path is not None
     h = hashlib.sha256(json.dumps([p.name, str(p.path), p.origins, p.last_session]).encode())
-    if not p.path.is_dir():
-        why = "is not a folder" if p.path.exists() else "does not exist"
-        return _Plan(p, "missing", f"the project folder {why}", None, h.hexdigest() + ":missing")
+    why = missing_reason(p.path)
+    if why is not None:
+        return _Plan(p, "missing", why, None, h.hexdigest() + ":missing")
     try:
         cfg = config_mod.resolve(project=p.path, env=dict(env))
     except ToolkitError as exc:

@@ -63,9 +63,10 @@ def _open() -> Any:
 def list_projects(as_json: bool) -> None:
     """List the projects, their folders and last activity.
 
-    For each: its folder, its status (found; missing: the folder is gone; no folder: seen
-    only in the records), whether its vault is found, and its last activity (the latest of
-    its vault's last session, its last audit action and its last slop change)."""
+    For each: its folder, its status (found; missing: the folder is gone, or the path is a
+    file, as --json's note says; no folder: seen only in the records), whether its vault is
+    found, and its last activity (the latest of its vault's last session, its last audit
+    action and its last slop change)."""
     from toolkit.fleet import project_rows
 
     with _open() as opened:
@@ -145,7 +146,7 @@ def export(fmt: str, out: Path) -> None:
     from toolkit.cli.data import echo_export
     from toolkit.errors import ToolkitError
     from toolkit.export import export_parquet
-    from toolkit.fleet import find_fleet_file, known_projects
+    from toolkit.fleet import find_fleet_file, known_projects, missing_reason
 
     opts = click.get_current_context().obj
     env = dict(os.environ)
@@ -159,10 +160,10 @@ def export(fmt: str, out: Path) -> None:
         for p in known_projects(env, fleet_file):
             if p.path is None:
                 continue
-            if not p.path.is_dir():
-                why = "is not a folder" if p.path.exists() else "does not exist"
-                click.echo(visible(f"Skipped {p.name}: the project folder {why} ({p.path}).",
-                                   single_line=True), err=True)
+            why = missing_reason(p.path)
+            if why is not None:
+                click.echo(visible(f"Skipped {p.name}: {why} ({p.path}).", single_line=True),
+                           err=True)
                 skipped += 1
                 continue
             try:

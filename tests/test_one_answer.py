@@ -177,3 +177,42 @@ def test_without_a_ledger_the_mcp_search_says_what_the_cli_says(tmp_path, isolat
     with pytest.raises(NotFoundError) as err:
         _tools(tmp_path, {"HOME": str(isolated_env)}).smith_ledger_search("anything")
     assert result.stderr.strip() == f"Error: {err.value}"
+
+
+# --------------------------------------------------------------------------- slop pages
+
+def _slop_world(project: Any) -> None:
+    """The fixture project's slop ledger holding two entries under one id (CodeSmith does not
+    check ids are unique) and two whose ids share their first 8 characters."""
+    from tests._slop_helpers import entry, write_ledger
+
+    twin = "abcd1234-1111-4222-8333-000000000001"
+    write_ledger(project.slop, [
+        entry(1, id=twin, title="First under the twin id", severity="critical"),
+        entry(2, id=twin, title="Second under the twin id", severity="critical"),
+        entry(3, id="feed5678-1111-4222-8333-000000000003", title="Short id shared, one",
+              severity="high"),
+        entry(4, id="feed5678-1111-4222-8333-000000000004", title="Short id shared, two",
+              severity="high"),
+        entry(5, title="A short id of its own", severity="high")])
+
+
+def test_every_slop_entry_slop_query_lists_has_a_page_of_its_own(project, cli_run):
+    """`toolkit slop query` lists both entries of an id the file holds twice; the site gives
+    each its page (its build stopped before: "two pages of the site have the same path")."""
+    _slop_world(project)
+    listed = _json(cli_run("slop", "query", "--json"))["entries"]
+    assert [e["title"] for e in listed][:2] == ["First under the twin id",
+                                                "Second under the twin id"]
+    content = _site(project.root, project.home)
+    paths = [pg.path for pg in content.pages]
+    assert len(paths) == len(set(paths))
+    entry_pages = sorted(p for p in paths if p.startswith("slop/") and p.count("/") == 1
+                         and p not in ("slop/index.md", "slop/ageing.md"))
+    twins = ["slop/abcd1234-1111-4222-8333-000000000001.md",
+             "slop/abcd1234-1111-4222-8333-000000000001-2.md"]
+    assert entry_pages == sorted([*twins, "slop/feed5678-1111-4222-8333-000000000003.md",
+                                  "slop/feed5678-1111-4222-8333-000000000004.md",
+                                  f"slop/{listed[4]['id'][:8]}.md"])
+    titles = {pg.path: pg.title for pg in content.pages if pg.path in twins}
+    assert sorted(titles.values()) == ["First under the twin id", "Second under the twin id"]

@@ -149,8 +149,11 @@ def test_page_url_and_slugs() -> None:
     assert page_url("ledger/patterns/index.md") == "ledger/patterns/"
     assert page_url("ledger/patterns/x.md") == "ledger/patterns/x/"
     assert slop_slugs(["aaaa1111-1", "aaaa1111-2", "bbbb2222-3"],
-                      ["aaaa1111", "aaaa1111", "bbbb2222"]) == {
-        "aaaa1111-1": "aaaa1111-1", "aaaa1111-2": "aaaa1111-2", "bbbb2222-3": "bbbb2222"}
+                      ["aaaa1111", "aaaa1111", "bbbb2222"]) == [
+        "aaaa1111-1", "aaaa1111-2", "bbbb2222"]
+    # an id held twice: a page each
+    assert slop_slugs(["cccc3333-1", "cccc3333-1"], ["cccc3333", "cccc3333"]) == [
+        "cccc3333-1", "cccc3333-1-2"]
     assert task_slugs(["Fix login", "fix login!"]) == {"Fix login": "fix-login",
                                                         "fix login!": "fix-login-2"}
 

@@ -53,8 +53,8 @@ def handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime
 
 def _site_links(d: SiteData) -> Links:
     here = "handoff/index.md"
-    slop_by_short = {s["short_id"]: d.slop_path[s["id"]] for s in d.slop
-                     if s.get("short_id") and s["id"] in d.slop_path}
+    slop_by_short = {s["short_id"]: d.slop_path[s["position"]] for s in d.slop
+                     if s.get("short_id")}
 
     class SiteLinks(Links):
         def to(self, kind: str, key: str = "") -> str | None:

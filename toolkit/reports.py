@@ -128,14 +128,16 @@ def task_slugs(tasks: Iterable[str]) -> dict[str, str]:
 _SLOP_RESERVED = {"bucket", "severity", "status", "owner", "ageing", "index"}
 
 
-def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str, str]:
-    """Slug of each slop entry's page ``slop/<slug>/``: its short id, or its full id when
-    short ids collide (or are missing or clash with an index page)."""
+def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> list[str]:
+    """Slug of each slop entry's page ``slop/<slug>/``, in the entries' order: its short id,
+    or its full id when short ids collide (or are missing or clash with an index page); an id
+    the file holds twice gets ``-2`` (CodeSmith does not check ids are unique: each entry
+    keeps a page of its own)."""
     # each short id slugged once: the fallback differs only where the default's slug is
     # "untitled" (perhaps with a suffix), so only those are slugged again
     shorts = [slugify(s or "") for s in short_ids]
     count = Counter(shorts)
-    out: dict[str, str] = {}
+    out: list[str] = []
     used: set[str] = set()
     for full, short, slug in zip(ids, short_ids, shorts, strict=True):
         if slug.startswith("untitled"):
@@ -147,7 +149,7 @@ def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> dict[str,
             n += 1
             slug = f"{base}-{n}"
         used.add(slug)
-        out[full] = slug
+        out.append(slug)
     return out
 
 
@@ -453,7 +455,7 @@ class SiteData:
     entry_path: dict[str, str] = field(default_factory=dict)
     # entry_id -> the history's entry key (_entry_keys), when the store has the history
     entry_key: dict[str, str] = field(default_factory=dict)
-    slop_path: dict[str, str] = field(default_factory=dict)
+    slop_path: dict[int, str] = field(default_factory=dict)  # slop position -> its page
     task_slug: dict[str, str] = field(default_factory=dict)
     turn_activity: dict[tuple[str, str], Any] = field(default_factory=dict)  # history feature
     # site_scope (Store.scope_actions): the project whose actions (and the unassigned ones)
@@ -491,7 +493,8 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     if data.history is not None:
         data.entry_key = _entry_keys(data.ledger)
     slugs = slop_slugs([s["id"] for s in data.slop], [s["short_id"] for s in data.slop])
-    data.slop_path = {k: f"slop/{v}.md" for k, v in slugs.items()}
+    data.slop_path = {s["position"]: f"slop/{slug}.md" for s, slug in zip(data.slop, slugs,
+                                                                            strict=True)}
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
     data.task_slug = task_slugs(t for t in all_tasks if t is not None)
     _VALUE_SLUGS.clear()
@@ -1049,7 +1052,7 @@ def _related_ids(related: str | None, by_title: dict[str, list[str]], self_id: s
 # --------------------------------------------------------------------------- slop
 
 def _slop_ref(d: SiteData, s: dict[str, Any]) -> Ref:
-    return Ref(_slop_title(s), d.slop_path[s["id"]])
+    return Ref(_slop_title(s), d.slop_path[s["position"]])
 
 
 def _dim_path(dim: str, value: Any) -> str:
@@ -1180,8 +1183,9 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]
     dispatch_tasks = set(d.task_slug)
     for s in d.slop:
         task = s.get("task_id")
-        pages.append(Deferred(d.slop_path[s["id"]], _slop_entry_page, (
-            d.slop_path[s["id"]], RowRef(queries.site_slop_rows, s["position"], s["digest"]),
+        path = d.slop_path[s["position"]]
+        pages.append(Deferred(path, _slop_entry_page, (
+            path, RowRef(queries.site_slop_rows, s["position"], s["digest"]),
             _value_ref("bucket", s.get("bucket")),
             _value_ref("severity", s.get("severity")),
             _value_ref("owner", s["owner"]) if s.get("owner") else "none",

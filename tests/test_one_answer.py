@@ -216,3 +216,37 @@ def test_every_slop_entry_slop_query_lists_has_a_page_of_its_own(project, cli_ru
                                   f"slop/{listed[4]['id'][:8]}.md"])
     titles = {pg.path: pg.title for pg in content.pages if pg.path in twins}
     assert sorted(titles.values()) == ["First under the twin id", "Second under the twin id"]
+
+
+def test_the_sites_handoff_and_checks_link_a_shared_short_id_to_no_other_entrys_page(
+        project):
+    """The handoff and the checks name slop entries by short id; on the site each short id
+    linked to the page of the last entry holding it, so two entries whose ids start alike
+    both linked to the second's page. A short id of one entry links to its page; a shared
+    one links to none (`toolkit slop query` tells them apart)."""
+    import re
+
+    from toolkit import config as config_mod
+    from toolkit import handoff_page
+    from toolkit.checks.page import _targets
+    from toolkit.cli._common import open_store
+    from toolkit.reports import build_site_content, load_site_data
+
+    _slop_world(project)
+    cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home)})
+    store = open_store(cfg, quiet=True)
+    try:
+        content = build_site_content(store, today=dt.date(2026, 5, 5), site_name="acme",
+                                     roots=[(project.root, "project")],
+                                     extra=[handoff_page.builder(cfg, None)])
+        data = load_site_data(store, today=dt.date(2026, 5, 5), site_name="acme",
+                              roots=[(project.root, "project")])
+    finally:
+        store.close()
+    report = str(_page(content, "handoff/index.md").report)
+    links = dict(re.findall(r"\[(\w{8})\]\(\.\./(slop/[^)]+)\)", report))
+    own = next(s for s in data.slop if s["title"] == "A short id of its own")
+    assert links == {own["short_id"]: data.slop_path[own["position"]]}
+    assert "feed5678" in report and "abcd1234" in report  # listed, not linked
+    slop_targets = {k: v for k, v in _targets(data).items() if k[0] == "slop"}
+    assert slop_targets == {("slop", own["short_id"]): data.slop_path[own["position"]]}

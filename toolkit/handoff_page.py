@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from toolkit import handoff
 from toolkit.handoff import Links
 from toolkit.pages import relative_link, task_path
-from toolkit.reports import HandoffPage, Page, PageBuilder, SiteData
+from toolkit.reports import HandoffPage, Page, PageBuilder, SiteData, slop_short_paths
 
 if TYPE_CHECKING:
     from toolkit.checks import Result
@@ -53,8 +53,7 @@ def handoff_page(store: Store, d: SiteData, cfg: Config, build_time: dt.datetime
 
 def _site_links(d: SiteData) -> Links:
     here = "handoff/index.md"
-    slop_by_short = {s["short_id"]: d.slop_path[s["position"]] for s in d.slop
-                     if s.get("short_id")}
+    slop_by_short = slop_short_paths(d)
 
     class SiteLinks(Links):
         def to(self, kind: str, key: str = "") -> str | None:

@@ -153,6 +153,15 @@ def slop_slugs(ids: Sequence[str], short_ids: Sequence[str | None]) -> list[str]
     return out
 
 
+def slop_short_paths(d: SiteData) -> dict[str, str]:
+    """Short id -> the page of the one slop entry it names, for links by short id (the
+    handoff's, the checks' rows). A short id that several entries share names none of them:
+    it gets no link rather than one to another entry's page."""
+    count = Counter(s.get("short_id") for s in d.slop)
+    return {s["short_id"]: d.slop_path[s["position"]] for s in d.slop
+            if s.get("short_id") and count[s["short_id"]] == 1}
+
+
 def display_path(path: str | None, roots: Sequence[tuple[Path, str]]) -> str:
     """A source path as shown on the site: relative to the project (or ``~/`` for the home
     folder), never the machine's absolute path."""

@@ -131,10 +131,11 @@ def _with_thresholds(text: str, thresholds: dict[str, Any]) -> str:
 
 def _targets(d: SiteData) -> dict[tuple[str, str], str]:
     """(kind, key) -> page path: tasks, slop short ids, ledger entries by path:line."""
+    from toolkit.reports import slop_short_paths
+
     out: dict[tuple[str, str], str] = {}
     out.update({("task", t): task_path(s) for t, s in d.task_slug.items()})
-    out.update({("slop", s["short_id"]): d.slop_path[s["position"]] for s in d.slop
-                if s.get("short_id")})
+    out.update({("slop", short): path for short, path in slop_short_paths(d).items()})
     out.update({("place", f"{e['path']}:{e['line']}"): ledger_entry_path(e["entry_id"])
                 for e in d.ledger if e.get("path") and e.get("line") is not None})
     return out

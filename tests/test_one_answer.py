@@ -250,3 +250,36 @@ def test_the_sites_handoff_and_checks_link_a_shared_short_id_to_no_other_entrys_
     assert "feed5678" in report and "abcd1234" in report  # listed, not linked
     slop_targets = {k: v for k, v in _targets(data).items() if k[0] == "slop"}
     assert slop_targets == {("slop", own["short_id"]): data.slop_path[own["position"]]}
+
+
+# --------------------------------------------------------------------------- ledger counts
+
+def test_entries_per_file_and_confidence_are_the_dashboards_on_the_site(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """`toolkit ledger` counts an entry of no known confidence (none given, or another word)
+    in a [???] column; the site's tables by file left it out, so a file's row did not add
+    up (antipatterns.md: 1 entry, 0 high, 0 medium, 0 low) and its chart's total was one
+    short. Both tables now have the column when such an entry exists, and the chart a
+    series; with every entry rated they keep the seed's five columns."""
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Rated", "high"), entry_b("Odd word", "certain")],
+             "antipatterns": [entry_b("Unrated", "").replace("**Confidence:** \n", "")]})
+    monkeypatch.chdir(p.root)
+    files = _json(cli_run("ledger", "--json"))["files"]
+    cli = [(f["file"], f["entries"], f["high"], f["medium"], f["low"], f["unknown"])
+           for f in files]
+    content = _site(p.root, isolated_env)
+    for table in (_page(content, "index.md").ledger_table,
+                  _page(content, "ledger/index.md").files):
+        assert table.columns == ("File", "Entries", "High", "Medium", "Low", "[???]")
+        shown = [tuple(int(c.text) if hasattr(c, "text") and c.text.isdigit() else
+                       c.text if hasattr(c, "text") else c for c in row) for row in table.rows]
+        assert sorted(shown[:-1]) == sorted(cli)
+        assert shown[-1] == ("Total", 3, 1, 0, 0, 2)
+    chart = next(c for c in content.charts if c.name == "ledger-by-file")
+    assert sum(sum(s.values) for s in chart.series) == 3
+
+    p.write({"patterns": [entry_b("Rated", "high")]})
+    content = _site(p.root, isolated_env)
+    assert _page(content, "ledger/index.md").files.columns == (
+        "File", "Entries", "High", "Medium", "Low")

@@ -792,7 +792,6 @@ def _count(n: int, one: str, many: str = "") -> str:
 
 
 def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
-    ledger_rows, totals = _ledger_file_rows(d)
     meta = d.ledger_meta or {}
     top = _top_table(d, (e for e in d.ledger if e["file"] != "antipatterns"),
                      "No high-confidence entries yet.")
@@ -840,7 +839,7 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
         clock=(clock.describe(d.built, d.today) if d.built is not None
                else f"Ages and windows are counted to {d.today.isoformat()}."),
         total_reflections=meta.get("total_reflections"), total_entries=len(d.ledger),
-        ledger_table=Table(("File", "Entries", "High", "Medium", "Low"), [*ledger_rows, totals]),
+        ledger_table=_ledger_file_table(d),
         top_entries=top, top_avoid=avoid, slop_open=len(open_slop), slop_table=slop_table,
         slop_chart=slop_chart,
         audit_days=audit_days, audit_chart=audit_chart, audit_week_total=week_total,
@@ -873,29 +872,38 @@ def _confidence_ref(e: dict[str, Any]) -> Cell:
     return _value_ref("confidence", c) if c else "[???]"
 
 
-def _ledger_file_rows(d: SiteData) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
+UNRATED = "[???]"  # the column of entries of no known confidence (missing or another word)
+UNRATED_COLOR = "#9e9e9e"
+
+
+def _ledger_file_table(d: SiteData) -> Table:
+    """Entries per file and confidence, as ``toolkit ledger``'s dashboard counts them: the
+    column of entries of no known confidence (``[???]``) is there when any is."""
+    rated = ("high", "medium", "low")
     by_file: dict[str, Counter[Any]] = {f: Counter() for f in LEDGER_FILES}
     for e in d.ledger:
         counts = by_file.get(e["file"])
         if counts is None:  # (a file of no known kind)
             counts = by_file[e["file"]] = Counter()
         counts[e.get("confidence")] += 1
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     tot: Counter[Any] = Counter()
     for f, c in by_file.items():
-        n = sum(c.values())
         tot.update(c)
-        rows.append((Ref(f"{f}.md", _file_path(f)), n,
+        rows.append((Ref(f"{f}.md", _file_path(f)), c.total(),
                      *(Ref(str(c[k]), f"ledger/confidence/{k}.md") if c[k] else 0
-                       for k in ("high", "medium", "low"))))
-    total = ("Total", sum(tot.values()), tot["high"], tot["medium"], tot["low"])
-    return rows, total
+                       for k in rated), c.total() - sum(c[k] for k in rated)))
+    rows.append(("Total", tot.total(), *(tot[k] for k in rated),
+                 tot.total() - sum(tot[k] for k in rated)))
+    columns: tuple[str, ...] = ("File", "Entries", "High", "Medium", "Low", UNRATED)
+    if not rows[-1][-1]:  # every entry rated: the seed's five columns
+        columns, rows = columns[:-1], [r[:-1] for r in rows]
+    return Table(columns, rows)
 
 
 def _ledger_pages(d: SiteData, charts: list[ChartSpec]
                   ) -> list[Page | Deferred]:
     pages: list[Page | Deferred] = []
-    rows, total = _ledger_file_rows(d)
     cats = _count_by(d.ledger, "category")
     confs = confidence_counts(d)
     malformed = [e for e in d.ledger if e.get("problems")]
@@ -904,11 +912,15 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
         chart = "ledger-by-file"
         per = {f: Counter(e.get("confidence") for e in d.ledger if e["file"] == f)
                for f in LEDGER_FILES}
+        unrated = tuple(per[f].total() - sum(per[f][k] for k in CONFIDENCES)
+                        for f in LEDGER_FILES)
         charts.append(ChartSpec(
             name=chart, title="Ledger entries by file and confidence",
             labels=tuple(LEDGER_FILES),
             series=tuple(Series(k, tuple(per[f][k] for f in LEDGER_FILES), CONFIDENCE_COLORS[k])
-                         for k in reversed(CONFIDENCES)), ylabel="entries"))
+                         for k in reversed(CONFIDENCES))
+            + ((Series(UNRATED, unrated, UNRATED_COLOR),) if any(unrated) else ()),
+            ylabel="entries"))
     cat_table = Table(("Category", "Entries"), [
         (Ref(_shown(c), f"ledger/category/{_value_slug('category', c)}.md"), cats[c])
         for c in _ordered(cats, CATEGORIES)])
@@ -922,7 +934,7 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
               "and project quirks.",
         last_reflection=meta.get("last_reflection"),
         total_reflections=meta.get("total_reflections"),
-        files=Table(("File", "Entries", "High", "Medium", "Low"), [*rows, total]),
+        files=_ledger_file_table(d),
         categories=cat_table, confidences=conf_table, problems=len(malformed), chart=chart))
 
     listed: dict[int, tuple[Any, ...]] = {}  # id(entry) -> its row, the same in every listing

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -224,8 +225,6 @@ def test_the_sites_handoff_and_checks_link_a_shared_short_id_to_no_other_entrys_
     linked to the page of the last entry holding it, so two entries whose ids start alike
     both linked to the second's page. A short id of one entry links to its page; a shared
     one links to none (`toolkit slop query` tells them apart)."""
-    import re
-
     from toolkit import config as config_mod
     from toolkit import handoff_page
     from toolkit.checks.page import _targets
@@ -283,3 +282,22 @@ def test_entries_per_file_and_confidence_are_the_dashboards_on_the_site(
     content = _site(p.root, isolated_env)
     assert _page(content, "ledger/index.md").files.columns == (
         "File", "Entries", "High", "Medium", "Low")
+
+
+def test_ledger_history_lists_the_entries_a_title_matches_in_ledger_shows_order(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """`toolkit ledger show` lists the entries a title matches in the seed's file order
+    (patterns before antipatterns), each file's in its order; `ledger history` listed them
+    by file name, then title (antipatterns first, then "Alpha retry" before "Zeta retry")."""
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect", {"patterns": [entry_b("Zeta retry"), entry_b("Alpha retry")],
+                         "antipatterns": [entry_b("Blind retry")]})
+    monkeypatch.chdir(p.root)
+    shown = cli_run("ledger", "show", "retry")
+    assert shown.exit_code == 1
+    listed = re.findall(r"^\d+\. \[\w+\] (.+) — (\w+)\.md$", shown.stdout, re.M)
+    assert listed == [("Zeta retry", "patterns"), ("Alpha retry", "patterns"),
+                      ("Blind retry", "antipatterns")]
+    rows = _json(cli_run("ledger", "history", "retry", "--format", "json"))
+    assert [r["entry"] for r in rows] == [f"{f}/{t.lower()}" for t, f in listed]

@@ -821,13 +821,23 @@ def _ledger_kind(file: str | None) -> str | None:
 def find_entries(store: Store, title: str, file: str | None = None
                  ) -> list[tuple[str, str, str | None]]:
     """(entry_key, file, title) of entries whose title matches in any version: exact (NFC,
-    case-folded) matches if any, otherwise titles containing the text."""
+    case-folded) matches if any, otherwise titles containing the text. In the order
+    ``toolkit ledger show`` lists its matches: the seed's file order (patterns first), then
+    each entry's place in its file (in the newest version that has it); its title is the
+    newest version's."""
+    from toolkit.records import LEDGER_FILES
     from toolkit.sources.history import entry_title_key
 
     kind = _ledger_kind(file)
-    rows = store.fetch(
-        "SELECT entry_key, file, arg_max(title, version_id) FROM ledger_entry_versions "
-        "GROUP BY entry_key, file ORDER BY file, entry_key")[1]
+    newest = "(v.timeline = 'main', v.seq, v.version_id)"
+    found = store.fetch(
+        f"SELECT e.entry_key, e.file, arg_max(e.title, {newest}), "
+        f"arg_max(e.position, {newest}) FROM ledger_entry_versions e "
+        "JOIN ledger_versions v ON v.version_id = e.version_id GROUP BY e.entry_key, e.file")[1]
+    rank = {f: i for i, f in enumerate(LEDGER_FILES)}
+    found.sort(key=lambda r: (rank.get(r[1], len(rank)), r[1],
+                              r[3] if r[3] is not None else -1, r[0]))
+    rows = [(k, f, t) for k, f, t, _ in found]
     want = entry_title_key(title)
     cands = [(k, f, t) for k, f, t in rows if kind is None or f == kind]
     exact = [c for c in cands if c[0].split("/", 1)[1].split("#", 1)[0] == want]

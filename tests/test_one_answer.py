@@ -301,3 +301,38 @@ def test_ledger_history_lists_the_entries_a_title_matches_in_ledger_shows_order(
                       ("Blind retry", "antipatterns")]
     rows = _json(cli_run("ledger", "history", "retry", "--format", "json"))
     assert [r["entry"] for r in rows] == [f"{f}/{t.lower()}" for t, f in listed]
+
+
+# --------------------------------------------------------------------------- one clock
+
+def test_the_checks_count_days_in_utc_as_slop_query_does_whatever_the_machines_zone(
+        project, cli_run, monkeypatch):
+    """High slop created 30 days before today at 03:00 UTC: `slop query` says 30 days old,
+    and old-high-slop (older than 30 days) lets it pass, on a machine in UTC. In Los
+    Angeles the check read today as midnight there (the store's DuckDB took the machine's
+    zone), 07:00 UTC, and flagged it; `toolkit query` printed times in that zone too."""
+    import time
+
+    from tests._slop_helpers import entry, write_ledger
+
+    created = "2026-10-29T03:00:00+00:00"
+    write_ledger(project.slop, [entry(1, severity="high", created_at=created,
+                                      updated_at=created)])
+    today = ("--today", "2026-11-28")
+    seen = []
+    try:
+        for zone in ("UTC", "America/Los_Angeles", "Asia/Tokyo"):
+            monkeypatch.setenv("TZ", zone)
+            time.tzset()
+            ages = [e["age_days"] for e in _json(cli_run(*today, "slop", "query",
+                                                         "--json"))["entries"]]
+            result = cli_run(*today, "check", "--json")
+            check = next(c for c in json.loads(result.stdout)["checks"]
+                         if c["name"] == "old-high-slop")
+            shown = _json(cli_run("query", "SELECT created_at FROM slop_entries",
+                                  "--format", "json"))
+            seen.append((zone, ages, check["failing_rows"], shown[0]["created_at"]))
+    finally:
+        monkeypatch.setenv("TZ", "UTC")
+        time.tzset()
+    assert [s[1:] for s in seen] == [([30], 0, seen[0][3])] * 3, seen

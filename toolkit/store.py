@@ -1097,15 +1097,35 @@ def _give_back_freed_memory(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute("SET allocator_bulk_deallocation_flush_threshold = '1MB'")
 
 
+def _in_utc(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``conn`` with UTC as its time zone. DuckDB takes the machine's, and reads a date or a
+    time without an offset as a time there: a check's ``CAST($today AS TIMESTAMPTZ)`` was
+    midnight in Los Angeles, not UTC, so `toolkit check` (and the handoff and the site that
+    show its results) flagged slop a day early or late by the machine's zone, and
+    ``toolkit query`` printed times in it. A second connection in this process shares the
+    first's database, whose setting is UTC already (and may be locked)."""
+    import duckdb
+    try:
+        if conn.execute("SELECT current_setting('TimeZone')").fetchall()[0][0] != "UTC":
+            conn.execute("SET TimeZone = 'UTC'")
+    except duckdb.CatalogException:  # a DuckDB without ICU: its time zone is UTC anyway
+        pass
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None
              ) -> duckdb.DuckDBPyConnection:
     """Open the store's DuckDB file; another process's lock is "busy", a bad file "bad data".
 
-    Call ``check_store_path`` first: only a file with DuckDB's header gets here."""
+    Call ``check_store_path`` first: only a file with DuckDB's header gets here. Its time
+    zone is UTC whatever the machine's (:func:`_in_utc`)."""
     import duckdb
     try:
-        return duckdb.connect(str(path), read_only=read_only,
-                              config={**_NO_EXTENSIONS, **(config or {})})
+        return _in_utc(duckdb.connect(str(path), read_only=read_only,
+                                      config={**_NO_EXTENSIONS, **(config or {})}))
     except (duckdb.ParserException, duckdb.InvalidInputException):
         raise  # a bad setting in ``config`` (the caller names it), not a bad file
     except duckdb.Error as exc:  # IOException, or a plain Error for a corrupt block

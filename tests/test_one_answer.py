@@ -336,3 +336,26 @@ def test_the_checks_count_days_in_utc_as_slop_query_does_whatever_the_machines_z
         monkeypatch.setenv("TZ", "UTC")
         time.tzset()
     assert [s[1:] for s in seen] == [([30], 0, seen[0][3])] * 3, seen
+
+
+def test_slops_open_count_is_the_handoffs_and_the_sites_with_a_status_of_no_known_kind(
+        project, cli_run):
+    """`toolkit slop`'s summary line counts `open` and `in_progress` as open (its guide says
+    so); a status CodeSmith does not know ("closed") or none was counted open there too, so
+    it said 4 open where the handoff and the site (open or in progress) said 2."""
+    from tests._slop_helpers import entry, write_ledger
+
+    missing = entry(4)
+    del missing["status"]
+    write_ledger(project.slop, [entry(1), entry(2, status="in_progress"),
+                                entry(3, status="closed"), missing,
+                                entry(5, status="resolved"), entry(6, status="wont_fix")])
+    summary = _json(cli_run("slop", "--json"))
+    assert (summary["total"], summary["open"], summary["resolved"], summary["accepted"]) == \
+        (6, 2, 1, 1)
+    assert cli_run("slop").stdout.startswith(
+        f"File: {project.slop}\nSlop Ledger: 6 total | 2 open | 1 resolved | 1 accepted\n")
+    handoff = cli_run("handoff")
+    assert "- **2** open slop items" in handoff.stdout
+    content = _site(project.root, project.home)
+    assert _page(content, "slop/index.md").open_total == 2

@@ -242,7 +242,10 @@ class Summary:
 
 
 def summarize(entries: Iterable[SlopEntry]) -> Summary:
-    """Counts by bucket and by status (buckets sorted, like CodeSmith's BTreeMap)."""
+    """Counts by bucket and by status (buckets sorted, like CodeSmith's BTreeMap). "open" is
+    ``open`` and ``in_progress``, as the site and the handoff count open slop: a status of no
+    known kind (or none; CodeSmith loads neither) is in none of the three counts, only in
+    the total and by status."""
     total = opened = resolved = accepted = 0
     buckets: dict[str, dict[str, int]] = {}
     statuses: dict[str, int] = {}
@@ -253,7 +256,7 @@ def summarize(entries: Iterable[SlopEntry]) -> Summary:
             resolved += 1
         elif e.status in ("accepted", "wont_fix"):
             accepted += 1
-        else:
+        elif e.status in ("open", "in_progress"):
             opened += 1
         row = buckets.setdefault(e.bucket or "[???]", {})
         row[status] = row.get(status, 0) + 1

@@ -517,8 +517,9 @@ def test_read_commands_warn_about_a_junk_file_instead_of_answering_as_if_it_were
     warning = (f"warning: {junk}: NUL byte at byte offset {offset}; this is not a text file. "
                "Restore the file from a backup or remove the binary junk\n")
     r = cli_run("ledger", "list", "--file", "antipatterns")
-    assert (r.exit_code, r.stdout, r.stderr) == (0, "No entries match the given filters.\n",
-                                                 warning)
+    assert (r.exit_code, r.stdout, r.stderr) == (
+        0, f"--- antipatterns.md --- (unreadable: NUL byte at byte offset {offset}; this is not "
+           "a text file)\n", warning)  # the file marked where its entries would be
     r = cli_run("ledger", "list")
     assert r.exit_code == 0 and r.stderr == warning and "--- patterns.md ---" in r.stdout
     r = cli_run("ledger", "list", "--json")

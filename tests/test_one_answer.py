@@ -359,3 +359,28 @@ def test_slops_open_count_is_the_handoffs_and_the_sites_with_a_status_of_no_know
     assert "- **2** open slop items" in handoff.stdout
     content = _site(project.root, project.home)
     assert _page(content, "slop/index.md").open_total == 2
+
+
+# --------------------------------------------------------------------------- unreadable files
+
+def test_a_ledger_file_that_cannot_be_read_is_reported_by_dashboard_list_and_search(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """antipatterns.md is not UTF-8: the dashboard marks it "(unreadable)" and `ledger
+    export` says so, but `ledger list` showed nothing for it (as for an empty file) and
+    `ledger search` answered from the other files without a word. List now marks it as the
+    dashboard does, and search names it on stderr as `toolkit status` does."""
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Retry budget")]})
+    (p.ledger / "antipatterns.md").write_bytes(
+        b"# Antipatterns\n\n" + entry_b("Blind retry \xff").encode("utf-8") + b"\xff\xfe\n")
+    monkeypatch.chdir(p.root)
+    assert "| antipatterns.md (unreadable) |" in cli_run("ledger").stdout
+    listed = cli_run("ledger", "list")
+    assert listed.exit_code == 0
+    assert "--- antipatterns.md --- (unreadable: invalid UTF-8 at byte offset" in listed.stdout
+    for args in ((), ("--json",)):
+        found = cli_run("ledger", "search", "retry", *args)
+        assert found.exit_code == 0
+        assert found.stderr.startswith(f"warning: {p.ledger / 'antipatterns.md'}: invalid "
+                                       "UTF-8 at byte offset"), args
+    assert [h["file"] for h in _json(found)["results"]] == ["patterns.md"]

@@ -228,6 +228,7 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
              as_json: bool) -> None:
     """List entries grouped by file: [confidence] Title — Category (N observations, last:
     date). Filters combine (AND)."""
+    from toolkit.display import visible
     from toolkit.ledger_ops import entry_line
 
     result = get_project(refresh=False).ledger_list(category=category, confidence=confidence,
@@ -236,11 +237,16 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
     if as_json:
         echo_json(result.to_dict())
         return
-    if result.count == 0:
+    if result.count == 0 and not any(summary.error for summary, _ in result.groups):
         click.echo("No entries match the given filters.")
         return
     first = True
     for summary, entries in result.groups:
+        if summary.error:  # its entries are unknown, filtered or not (the dashboard's mark)
+            click.echo(("" if first else "\n") + f"--- {summary.name} --- (unreadable: "
+                       f"{visible(summary.error, single_line=True)})")
+            first = False
+            continue
         if not summary.exists:
             if not result.filters:
                 click.echo(("" if first else "\n") + f"--- {summary.name} --- "

@@ -384,3 +384,25 @@ def test_a_ledger_file_that_cannot_be_read_is_reported_by_dashboard_list_and_sea
         assert found.stderr.startswith(f"warning: {p.ledger / 'antipatterns.md'}: invalid "
                                        "UTF-8 at byte offset"), args
     assert [h["file"] for h in _json(found)["results"]] == ["patterns.md"]
+
+
+def test_ledger_history_counts_entries_of_no_known_confidence_as_the_site_does(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """The site's history table has an Unrated column; `toolkit ledger history` showed only
+    high, medium and low, which did not add up to its total (and the site's table of copies
+    and snapshots had no such column). It has the column (unrated) when any version holds
+    such an entry, and the rows are the site's."""
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect", {"patterns": [entry_b("Rated", "high")]})
+    p.commit("reflect", {"patterns": [entry_b("Rated", "high"), entry_b("Odd", "certain")]})
+    monkeypatch.chdir(p.root)
+    rows = _json(cli_run("ledger", "history", "--format", "json"))
+    cli = [(r["high"], r["medium"], r["low"], r["unrated"], r["total"]) for r in rows]
+    assert cli == [(1, 0, 0, 0, 1), (1, 0, 0, 1, 2)]
+    page = _page(_site(p.root, isolated_env), "ledger/history.md")
+    for table in (page.growth, page.others):  # the copies' table has the column too
+        assert table.columns[3:8] == ("High", "Medium", "Low", "Unrated", "Total")
+    # the site: newest first, no unrated entries left blank
+    assert [tuple(r[3:8]) for r in reversed(page.growth.rows)] == [
+        (h, m, low, u or None, t) for h, m, low, u, t in cli]

@@ -131,7 +131,7 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
             arrow(c.old_reflections, c.new_reflections),
             f"{c.short_ref} {c.subject or ''}".strip() if c.source == "git" else c.short_ref))
     other_rows = [(_when(v.source, v.ts), v.source, v.short_ref, v.high, v.medium, v.low,
-                   v.entries, _changes_text(v.changes)) for v in others]
+                   v.unrated or None, v.entries, _changes_text(v.changes)) for v in others]
     return [HistoryPage(
         path="ledger/history.md", title="Ledger history", nav=("Ledger", "History"),
         intro="How the Smith Ledger grew and changed: every git commit that changed a ledger "
@@ -145,7 +145,7 @@ def history_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pa
         changes=Table(("When", "Change", "Entry", "File", "Confidence", "Reflections",
                        "Version"), change_rows, empty="No changes recorded.", key="Version"),
         shown_changes=len(change_rows), total_changes=change_count(store, timelines=("main",)),
-        others=Table(("When", "Source", "Version", "High", "Medium", "Low", "Total",
+        others=Table(("When", "Source", "Version", "High", "Medium", "Low", "Unrated", "Total",
                       "Changes against the committed ledger or the previous copy"), other_rows,
                      key="Version",
                      empty="No archive or backup copies, and no turn snapshot holds the "

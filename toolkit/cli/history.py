@@ -53,12 +53,17 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
         else:
             histories = project.entry_history(title, file=file_, all_sources=all_sources)
     if histories is None:
-        cols = ["when", "source", "version", "high", "medium", "low", "total", "changes"]
+        # entries of no known confidence in a column of their own when there are any (the
+        # site's history table has it; the rated three would not add up to the total)
+        unrated = any(v.unrated for v in versions)
+        cols = ["when", "source", "version", "high", "medium", "low",
+                *(["unrated"] if unrated else []), "total", "changes"]
         if all_sources:
             cols.insert(1, "timeline")
         rows = []
         for v in versions:
-            row = [_ts(v.ts), v.source, v.short_ref, v.high, v.medium, v.low, v.entries,
+            row = [_ts(v.ts), v.source, v.short_ref, v.high, v.medium, v.low,
+                   *([v.unrated] if unrated else []), v.entries,
                    _changes(v.changes) or ("(no change)" if v.source != "git" or v.seq > 1
                                            else "")]
             if all_sources:

@@ -141,6 +141,19 @@ def test_slop_ledger_query_answers_as_slop_query(project, cli_run):
     assert tools.slop_ledger_query(status="won_t_fix")["matched"] == 1
 
 
+def test_slop_ledger_query_searches_the_text_as_given_as_slop_query_does(project, cli_run):
+    """A search with spaces around it is a substring with those spaces in `toolkit slop
+    query --search` (and Project.slop_query); the MCP tool trimmed it first, so a search
+    for two spaces found every entry (as no search) where the CLI found none."""
+    tools = _tools(project.root, project.env())
+    for text in ("token", " token ", "  ", ""):
+        cli = _json(cli_run("slop", "query", "--search", text, "--json"))
+        mcp = tools.slop_ledger_query(search=text)
+        assert (mcp["matched"], [e["id"] for e in mcp["entries"]]) == \
+            (cli["matched"], [e["id"] for e in cli["entries"]]), repr(text)
+    assert [tools.slop_ledger_query(search=t)["matched"] for t in ("  ", "")] == [0, 3]
+
+
 # --------------------------------------------------------------------------- escaping
 
 def test_the_site_and_the_handoff_escape_text_alike_and_the_scan_reads_it_back():

@@ -168,8 +168,10 @@ class LedgerTools:
         if isinstance(limit, bool) or limit < 1:
             raise UsageError("'limit' must be a positive integer.")
         with Project(self.cfg) as project:
+            # the text as given, as `toolkit slop query --search` takes it: a substring,
+            # spaces included (it was trimmed here, so "  retry " found what "retry" finds)
             result = project.slop_query(bucket=bucket, severity=severity, status=status,
-                                        search=(search or "").strip() or None, limit=limit)
+                                        search=search or None, limit=limit)
         return {"matched": result.matched, "entries": [codesmith_dict(e) for e in result.entries]}
 
 

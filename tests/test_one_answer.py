@@ -419,3 +419,24 @@ def test_ledger_history_counts_entries_of_no_known_confidence_as_the_site_does(
     # the site: newest first, no unrated entries left blank
     assert [tuple(r[3:8]) for r in reversed(page.growth.rows)] == [
         (h, m, low, u or None, t) for h, m, low, u, t in cli]
+
+
+# --------------------------------------------------------------------------- redaction
+
+def test_the_handoff_redacts_a_password_as_the_site_does_not_twice(project, cli_run):
+    """The handoff redacts each value, escapes it, then scans the whole report again; that
+    scan read `password=\\[REDACTED\\]` as a password whose value is the backslash, so the
+    brief showed `password=[REDACTED][REDACTED\\]` where the redacted site shows
+    `password=[REDACTED]`. A value that starts with the marker, escaped or not, is left."""
+    from toolkit.handoff import md_text
+    from toolkit.redact import redact
+
+    brief = "use password=hunter2secret, then the password is hunter2secret --token ab12cd34ef"
+    cli_run("audit", "log-dispatch", "Rotate the keys", "--agent-type", "fork",
+            "--model", "opus", "--summary", brief)
+    once = md_text(redact(brief), None)
+    assert once == ("use password=\\[REDACTED\\], then the password is \\[REDACTED\\] --token "
+                    "\\[REDACTED\\]")
+    assert redact(once) == once
+    report = cli_run("handoff").stdout
+    assert once in report and "[REDACTED][REDACTED" not in report

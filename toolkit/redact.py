@@ -376,6 +376,18 @@ def _is_marker(value: str) -> bool:
     return value[:len(MARKER)].upper() == MARKER
 
 
+# The marker as Markdown escapes it (``\\[REDACTED\\]``: the handoff escapes each redacted
+# value, then scans the whole report again): a value starting there was redacted already.
+_ESCAPED_MARKER = re.compile(r"\\+\[REDACTED\\*\]", _I)
+
+
+def _redacted_at(text: str, start: int) -> bool:
+    """Does a value at ``start`` begin with the marker, escaped or not? The bare value
+    pattern stops at ``[``, so the escaped marker's value is its ``\\`` alone."""
+    return _is_marker(text[start:start + len(MARKER)]) \
+        or _ESCAPED_MARKER.match(text, start) is not None
+
+
 def _value_is_secret(value: str) -> bool:
     v = value.strip()
     if not v or _is_marker(v) or v == "~":
@@ -473,6 +485,8 @@ def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
             group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
             start, end = m.start(group), m.end(group)
             value = text[start:end]
+            if _redacted_at(text, start):
+                continue
             if group == "bare":
                 trimmed = value.rstrip(".,;:!?")
                 end -= len(value) - len(trimmed)
@@ -605,7 +619,7 @@ def _assignment_hits(text: str) -> Iterator[_Hit]:
             end = len(text) if eol < 0 else eol
             while end > start and text[end - 1] in " \t\r":
                 end -= 1
-        if _value_is_secret(text[start:end]):
+        if _value_is_secret(text[start:end]) and not _redacted_at(text, start):
             yield _Hit("secret_assignment", start, end, MARKER)
 
 

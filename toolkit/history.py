@@ -833,7 +833,8 @@ def find_entries(store: Store, title: str, file: str | None = None
     found = store.fetch(
         f"SELECT e.entry_key, e.file, arg_max(e.title, {newest}), "
         f"arg_max(e.position, {newest}) FROM ledger_entry_versions e "
-        "JOIN ledger_versions v ON v.version_id = e.version_id GROUP BY e.entry_key, e.file")[1]
+        "LEFT JOIN ledger_versions v ON v.version_id = e.version_id "
+        "GROUP BY e.entry_key, e.file")[1]
     rank = {f: i for i, f in enumerate(LEDGER_FILES)}
     found.sort(key=lambda r: (rank.get(r[1], len(rank)), r[1],
                               r[3] if r[3] is not None else -1, r[0]))

@@ -440,3 +440,26 @@ def test_the_handoff_redacts_a_password_as_the_site_does_not_twice(project, cli_
     assert redact(once) == once
     report = cli_run("handoff").stdout
     assert once in report and "[REDACTED][REDACTED" not in report
+
+
+def test_a_meta_total_the_dashboard_disputes_fails_the_meta_counts_check(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """meta.yaml's total_entries says 9, its counts by file match the files (2): the
+    dashboard said "Total entries: 2 (meta.yaml says 9)" while meta-counts (and so the
+    handoff and the site's checks) passed. The check now fails with that disagreement."""
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("One")], "antipatterns": [entry_b("Two")]})
+    meta = p.ledger / "meta.yaml"
+    meta.write_text('last_reflection: "2026-04-01"\ntotal_reflections: 2\ntotal_entries: 9\n'
+                    "entries_by_file:\n  patterns: 1\n  antipatterns: 1\n  tool-preferences: 0\n"
+                    "  edge-cases: 0\n  project-quirks: 0\n")
+    monkeypatch.chdir(p.root)
+    assert "Total entries: 2 (meta.yaml says 9)\n" in cli_run("ledger").stdout
+    checks = json.loads(cli_run("check", "--json").stdout)["checks"]
+    counts = next(c for c in checks if c["name"] == "meta-counts")
+    assert (counts["status"], counts["rows"]) == ("fail", [
+        {"path": str(meta), "problem": "meta.yaml says total_entries is 9; the ledger files "
+                                       "have 2"}])
+    meta.write_text(meta.read_text().replace("total_entries: 9", "total_entries: 2"))
+    checks = json.loads(cli_run("check", "--json").stdout)["checks"]
+    assert next(c for c in checks if c["name"] == "meta-counts")["status"] == "pass"

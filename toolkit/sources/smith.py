@@ -999,6 +999,15 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
             out.append(Problem("smith", str(meta.path), None,
                                f"{META_COUNT_PREFIX}{kind} has {claimed} entries; "
                                f"{kind}.md has {lf.entry_count()}"))
+    # its total_entries (the smith-init schema has none: its total is the files' counts),
+    # which the dashboard compares too ("Total entries: 5 (meta.yaml says 9)")
+    total = meta.total_entries if meta.schema != "smith-init" else None
+    if total is not None and not any(lf.error for lf in files.values()):
+        actual = sum(lf.entry_count() for lf in files.values() if lf.exists)
+        if total != actual:
+            out.append(Problem("smith", str(meta.path), None,
+                               f"{META_COUNT_PREFIX}total_entries is {total}; the ledger "
+                               f"files have {actual}"))
     return out
 
 

@@ -1102,14 +1102,14 @@ def _in_utc(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     time without an offset as a time there: a check's ``CAST($today AS TIMESTAMPTZ)`` was
     midnight in Los Angeles, not UTC, so `toolkit check` (and the handoff and the site that
     show its results) flagged slop a day early or late by the machine's zone, and
-    ``toolkit query`` printed times in it. A second connection in this process shares the
-    first's database, whose setting is UTC already (and may be locked)."""
+    ``toolkit query`` printed times in it. The setting is the connection's own (another
+    connection to the same file, or a cursor of this one, starts from the machine's zone):
+    every connection the store opens comes here."""
     import duckdb
     try:
-        if conn.execute("SELECT current_setting('TimeZone')").fetchall()[0][0] != "UTC":
-            conn.execute("SET TimeZone = 'UTC'")
-    except duckdb.CatalogException:  # a DuckDB without ICU: its time zone is UTC anyway
-        pass
+        conn.execute("SET TimeZone = 'UTC'")
+    except (duckdb.CatalogException, duckdb.InvalidInputException):
+        pass  # a DuckDB without ICU (it names the missing extension): its zone is UTC anyway
     except BaseException:
         conn.close()
         raise

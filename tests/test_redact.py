@@ -849,3 +849,25 @@ def test_a_folded_word_before_an_ellipsis_is_no_cut_key_id() -> None:
         assert redact(f"key {AKIA[:10]}…", home=HOME, fold=fold) == "key [REDACTED]…"
     # lowercased with no digit in what is left it reads as such a word, and is left: the price
     assert redact(f"key {AKIA[:10].lower()}…", home=HOME, fold=True) == "key akiaiosfod…"
+
+
+# A marker (as written, or as the handoff's Markdown escapes it) already in the text: what it
+# stands for was redacted, what follows it in the same value was not.
+MARKED = [
+    ('password: "[REDACTED] hunter2xyz"', 'password: "[REDACTED] [REDACTED]"'),
+    ('password: "\\[REDACTED\\] hunter2xyz"', 'password: "\\[REDACTED\\] [REDACTED]"'),
+    ("password=\\[REDACTED\\]hunter2xyz", "password=\\[REDACTED\\][REDACTED]"),
+    ("password: \\[REDACTED\\] hunter2xyz", "password: \\[REDACTED\\] [REDACTED]"),
+    ('token: "\\[REDACTED\\]ghp_abcdefghijklmnopqrstuvwxyz0123456789"',
+     'token: "\\[REDACTED\\][REDACTED]"'),
+    ("use password=\\[REDACTED\\] to log in", "use password=\\[REDACTED\\] to log in"),
+    ("the password is \\[REDACTED\\]", "the password is \\[REDACTED\\]"),
+    ("--token \\[REDACTED\\]", "--token \\[REDACTED\\]"),
+]
+
+
+@pytest.mark.parametrize(("text", "shown"), MARKED, ids=[t for t, _ in MARKED])
+def test_a_marker_in_front_of_a_secret_never_hides_it_and_is_not_redacted_again(
+        text: str, shown: str) -> None:
+    assert redact(text) == shown
+    assert redact(shown) == shown  # a second scan (the handoff's) changes nothing

@@ -376,16 +376,28 @@ def _is_marker(value: str) -> bool:
     return value[:len(MARKER)].upper() == MARKER
 
 
-# The marker as Markdown escapes it (``\\[REDACTED\\]``: the handoff escapes each redacted
-# value, then scans the whole report again): a value starting there was redacted already.
-_ESCAPED_MARKER = re.compile(r"\\+\[REDACTED\\*\]", _I)
+# Markers, as written or as Markdown escapes them (``\\[REDACTED\\]``: the handoff escapes
+# each redacted value, then scans the whole report again), one after another.
+_MARKER_RUN = re.compile(r"\\*\[REDACTED\\*\](?:[ \t]*\\*\[REDACTED\\*\])*", _I)
+# What a bare value is made of (as in _ASSIGN and _CONTEXTUAL): the text glued to a marker.
+_GLUED_REST = re.compile(r"[^\s,;&\"'`|<>()\[\]{}]*")
 
 
-def _redacted_at(text: str, start: int) -> bool:
-    """Does a value at ``start`` begin with the marker, escaped or not? The bare value
-    pattern stops at ``[``, so the escaped marker's value is its ``\\`` alone."""
-    return _is_marker(text[start:start + len(MARKER)]) \
-        or _ESCAPED_MARKER.match(text, start) is not None
+def _unredacted(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The part of the value ``text[start:end]`` not redacted yet: all of it, unless it starts
+    with markers (escaped or not); then what follows them (a quoted value's or a line's
+    rest; for a bare value, which stops at ``[``, the text glued to the last marker), or None
+    when nothing does. A marker in front of a secret never hides the secret."""
+    m = _MARKER_RUN.match(text, start)
+    if m is None:
+        return start, end
+    after = m.end()
+    if after >= end:  # a bare value: it ended inside the markers
+        end = _GLUED_REST.match(text, after).end()  # type: ignore[union-attr]  # matches ""
+    else:  # a quoted value or a line's rest: what follows the markers' spaces
+        while after < end and text[after] in " \t":
+            after += 1
+    return (after, end) if after < end else None
 
 
 def _value_is_secret(value: str) -> bool:
@@ -483,10 +495,11 @@ def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
             continue
         for m in pattern.finditer(text):
             group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
-            start, end = m.start(group), m.end(group)
-            value = text[start:end]
-            if _redacted_at(text, start):
+            part = _unredacted(text, m.start(group), m.end(group))
+            if part is None:
                 continue
+            start, end = part
+            value = text[start:end]
             if group == "bare":
                 trimmed = value.rstrip(".,;:!?")
                 end -= len(value) - len(trimmed)
@@ -619,8 +632,9 @@ def _assignment_hits(text: str) -> Iterator[_Hit]:
             end = len(text) if eol < 0 else eol
             while end > start and text[end - 1] in " \t\r":
                 end -= 1
-        if _value_is_secret(text[start:end]) and not _redacted_at(text, start):
-            yield _Hit("secret_assignment", start, end, MARKER)
+        part = _unredacted(text, start, end)
+        if part is not None and _value_is_secret(text[part[0]:part[1]]):
+            yield _Hit("secret_assignment", part[0], part[1], MARKER)
 
 
 def _home_hits(text: str, home: str | None) -> Iterator[_Hit]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from contextlib import AbstractContextManager
 
     from toolkit.config import Config
@@ -546,16 +547,19 @@ class Project:
                             log=request is not None, cache=self.config.parse_cache)
 
     def ledger_entry(self, title: str, *, index: int | None = None, file: str | None = None,
-                     request: str | None = None) -> ShowResult:
+                     request: str | None = None,
+                     unreadable: Callable[[Problem], None] | None = None) -> ShowResult:
         """``toolkit ledger show``: the entry whose title holds ``title`` (any case), as
         ``.entry`` with its block as written (``.text``). Several matches raise
         :class:`~toolkit.ledger_ops.AmbiguousMatchError` (``.matches``) unless ``index``
-        picks the N-th; none is a :class:`~toolkit.errors.NotFoundError`."""
+        picks the N-th; none is a :class:`~toolkit.errors.NotFoundError`, after
+        ``unreadable(problem)`` for each file searched that could not be read."""
         from toolkit.ledger_ops import show
 
         return show(self.config.vault, title, index=index, file=file,
                     max_bytes=self.config.max_file_bytes, request=request,
-                    log=request is not None, cache=self.config.parse_cache)
+                    log=request is not None, cache=self.config.parse_cache,
+                    unreadable=unreadable)
 
     def ledger_dashboard(self, *, top: int = 5, request: str | None = None) -> Dashboard:
         """``toolkit ledger``'s dashboard: totals, entries per file by confidence, the top
@@ -575,15 +579,18 @@ class Project:
                                                 max_bytes=self.config.max_file_bytes,
                                                 cache=self.config.parse_cache))
 
-    def ledger_search_lines(self, text: str, *, context: int = 2, request: str | None = None
+    def ledger_search_lines(self, text: str, *, context: int = 2, request: str | None = None,
+                            unreadable: Callable[[Problem], None] | None = None
                             ) -> list[SearchHit]:
         """``toolkit ledger search``: every line holding ``text`` (any case), with
-        ``context`` lines around it, one hit per entry (the nearest entry above)."""
+        ``context`` lines around it, one hit per entry (the nearest entry above);
+        ``unreadable(problem)`` for each file that could not be read, and was not searched."""
         from toolkit.ledger_ops import search
 
         return search(self.config.vault, text, context=context,
                       max_bytes=self.config.max_file_bytes, request=request,
-                      log=request is not None, cache=self.config.parse_cache)
+                      log=request is not None, cache=self.config.parse_cache,
+                      unreadable=unreadable)
 
     # -- ledger history (`toolkit ledger history`) -----------------------------
     def has_ledger_history(self) -> bool:

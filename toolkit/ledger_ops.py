@@ -165,6 +165,27 @@ class FileSummary:
                 "low": self.low, "unknown": self.unknown}
 
 
+def _read_problem(lf: Any) -> Problem | None:
+    """Why a ledger file could not be read, as ``toolkit status`` words it; None when it
+    was read."""
+    if not lf.error:
+        return None
+    return lf.problems[0] if lf.problems else Problem("smith", str(lf.path), None, lf.error)
+
+
+def _report_unreadable(v: Any, unreadable: Callable[[Problem], None] | None,
+                       kind: str | None = None) -> None:
+    """``unreadable(problem)`` for each ledger file (``kind``: that one) that could not be
+    read: its entries are in no answer, and an empty answer must not look like a ledger
+    without them (FAULTS A6). Costs nothing per entry."""
+    if unreadable is None:
+        return
+    for k in LEDGER_FILES:
+        problem = _read_problem(v.files[k]) if not kind or k == kind else None
+        if problem is not None:
+            unreadable(problem)
+
+
 def _summaries(files: dict[str, Any]) -> list[FileSummary]:
     out = []
     for kind in LEDGER_FILES:
@@ -176,10 +197,8 @@ def _summaries(files: dict[str, Any]) -> list[FileSummary]:
                 counts[e.confidence] += 1
             else:
                 unknown += 1
-        problem = (lf.problems[0] if lf.problems else Problem("smith", str(lf.path), None,
-                                                                lf.error)) if lf.error else None
         out.append(FileSummary(kind, lf.exists, lf.error, len(lf.entries), counts["high"],
-                               counts["medium"], counts["low"], unknown, problem))
+                               counts["medium"], counts["low"], unknown, _read_problem(lf)))
     return out
 
 
@@ -346,9 +365,11 @@ class ShowResult:
 
 def show(vault: Path, title: str, *, index: int | None = None, file: str | None = None,
          max_bytes: int | None = None, request: str | None = None, log: bool = True,
-         cache: Path | None = None) -> ShowResult:
+         cache: Path | None = None, unreadable: Callable[[Problem], None] | None = None
+         ) -> ShowResult:
     """The one entry whose title holds ``title`` (``index``: the N-th of several), with its
-    block as written (``log``: as :func:`dashboard`'s)."""
+    block as written (``log``: as :func:`dashboard`'s). When none is found, ``unreadable``
+    is told of each file searched that could not be read (the entry may be there)."""
     vault = Path(vault)
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
@@ -360,6 +381,7 @@ def show(vault: Path, title: str, *, index: int | None = None, file: str | None 
             raise
         except NotFoundError:
             logged.outcome = "no entry found"
+            _report_unreadable(v, unreadable, kind)
             raise
         data = v.files[e.file].data
         logged.outcome = f'showed "{e.title}" from {e.file_name}'
@@ -403,12 +425,13 @@ def entry_hits(vault: Path, query: str, *, limit: int = 20, max_bytes: int | Non
 
 
 def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None = None,
-           request: str | None = None, log: bool = True, cache: Path | None = None
-           ) -> list[SearchHit]:
+           request: str | None = None, log: bool = True, cache: Path | None = None,
+           unreadable: Callable[[Problem], None] | None = None) -> list[SearchHit]:
     """Case-insensitive search of every ledger line; each hit names its entry (the nearest
     entry above it), file and confidence, with ``context`` lines before and after. The one
     ledger search: ``toolkit ledger search`` and the MCP tool ``smith_ledger_search`` (which
-    passes ``log=False``: a read-only tool writes no session log)."""
+    passes ``log=False``: a read-only tool writes no session log). ``unreadable`` is told of
+    each file that could not be read, and so was not searched."""
     import bisect
     import unicodedata
 
@@ -418,6 +441,7 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
     if not query.strip():
         raise UsageError("the search query is empty")
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
+    _report_unreadable(v, unreadable)
     q = unicodedata.normalize("NFC", query).casefold()
     hits: list[SearchHit] = []
     hit_at: dict[int, tuple[str, int]] = {}  # id(hit) -> (file, index of its entry)

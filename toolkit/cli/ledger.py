@@ -12,7 +12,6 @@ import importlib.util
 import os
 import shlex
 import sys
-from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -205,15 +204,13 @@ def _render_dashboard(d: Any) -> None:
 # --------------------------------------------------------------------------- read commands
 
 
-def _warn_unreadable(summaries: Iterable[Any]) -> None:
-    """A ``warning:`` line on stderr for each ledger file that could not be read (junk
-    bytes, not UTF-8): its entries are in no answer, and an empty answer must not look like
-    a ledger without them (FAULTS A6). The dashboard shows the same lines."""
+def _warn_unreadable(problem: Any) -> None:
+    """A ``warning:`` line on stderr for a ledger file that could not be read (junk bytes,
+    not UTF-8): its entries are in no answer, and an empty answer must not look like a
+    ledger without them (FAULTS A6). The dashboard shows the same lines."""
     from toolkit.display import visible
 
-    for summary in summaries:
-        if summary.problem is not None:
-            click.echo(f"warning: {visible(str(summary.problem), single_line=True)}", err=True)
+    click.echo(f"warning: {visible(str(problem), single_line=True)}", err=True)
 
 
 @ledger.command("list",
@@ -233,7 +230,9 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
 
     result = get_project(refresh=False).ledger_list(category=category, confidence=confidence,
                                                     file=file_, request=_request())
-    _warn_unreadable(summary for summary, _ in result.groups)
+    for summary, _ in result.groups:
+        if summary.problem is not None:
+            _warn_unreadable(summary.problem)
     if as_json:
         echo_json(result.to_dict())
         return
@@ -268,18 +267,15 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
 def show(title: str, index: int | None, file_: str | None, as_json: bool) -> None:
     """Show one entry in full. TITLE is a case-insensitive part of the title; when several
     entries match they are listed and none is shown (choose with --index)."""
-    from toolkit.errors import NotFoundError
     from toolkit.ledger_ops import AmbiguousMatchError
 
-    project = get_project(refresh=False)
     try:
-        r = project.ledger_entry(title, index=index, file=file_, request=_request())
+        r = get_project(refresh=False).ledger_entry(title, index=index, file=file_,
+                                                    request=_request(),
+                                                    unreadable=_warn_unreadable)
     except AmbiguousMatchError as exc:
         if not as_json:
             _ambiguous(exc)
-        raise
-    except NotFoundError:  # the entry may be in a file that could not be read
-        _warn_unreadable(summary for summary, _ in project.ledger_list(file=file_).groups)
         raise
     if as_json:
         echo_json(r.to_dict())
@@ -313,9 +309,8 @@ def search(query: str, as_json: bool) -> None:
     confidence and two lines of context."""
     from toolkit.display import shown, visible
 
-    project = get_project(refresh=False)
-    hits = project.ledger_search_lines(query, request=_request())
-    _warn_unreadable(summary for summary, _ in project.ledger_list().groups)
+    hits = get_project(refresh=False).ledger_search_lines(query, request=_request(),
+                                                          unreadable=_warn_unreadable)
     if as_json:
         echo_json({"query": query, "results": [h.to_dict() for h in hits]})
         return

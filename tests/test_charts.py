@@ -3,6 +3,8 @@ and their numbers on the page as text."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,38 @@ def test_the_legend_has_as_many_columns_as_fit_the_width(name_length: int) -> No
         fig.draw_without_rendering()
         assert wider.get_window_extent().x1 > fig.bbox.width
     assert (ncols == len(names)) == (name_length == 1)  # short names: one row
+
+
+@pytest.mark.parametrize("labels", [
+    ("patterns", "antipatterns", "tool-preferences", "edge-cases", "project-quirks"),
+    ("retained_compatibility", "unmigrated_callers", "duplicate_concepts", "naming_drift",
+     "stale_docs", "stale_tests"),
+    ("a", "b"),
+    ("x" * 40, "y" * 40),
+])
+def test_the_labels_along_x_never_overlap_and_the_picture_stays_in_a_page(
+        labels: tuple[str, ...]) -> None:
+    spec = ChartSpec(name="f", title="Ledger entries by file", labels=labels,
+                     series=(Series("n", tuple(range(1, len(labels) + 1)), "#90a4ae"),))
+    fig = _drawn(spec)
+    texts = fig.axes[0].get_xticklabels()
+    boxes = [t.get_window_extent() for t in texts]
+    if texts[0].get_rotation():  # slanted: neighbours' baselines are a line height apart
+        anchors = [(b.x1 + b.x0) / 2 for b in boxes]
+        height = max(t.get_fontsize() for t in texts)
+        for a, b in itertools.pairwise(anchors):
+            assert (b - a) * math.sin(math.radians(45)) >= height, labels
+    else:
+        for left, right in itertools.pairwise(boxes):
+            assert left.x1 <= right.x0, (labels, left, right)
+    assert all(b.x0 >= 0 and b.x1 <= fig.bbox.width for b in boxes)  # nothing cut off
+    assert fig.get_size_inches()[0] <= MAX_WIDTH_IN
+
+
+def test_short_labels_keep_the_narrow_picture() -> None:
+    spec = ChartSpec(name="s", title="t", labels=("a", "b", "c"),
+                     series=(Series("n", (1, 2, 3), "#90a4ae"),))
+    assert _drawn(spec).get_size_inches()[0] == 5.0
 
 
 def test_charts_are_drawn_at_a_width_a_page_shows_unscaled_with_no_text_under_10_pt() -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
+import itertools
 import json
 import os
 import sys
@@ -104,7 +105,7 @@ def _renderer_version() -> str:
     """The drawing code's version and matplotlib's."""
     from toolkit.parsecache import package_version
 
-    return "4:" + package_version("matplotlib")
+    return "5:" + package_version("matplotlib")
 
 
 def _short(label: str) -> str:
@@ -150,6 +151,8 @@ def draw(spec: ChartSpec) -> Figure:
         _draw_time(ax, spec, values, names, colors)
     else:
         _draw_categories(ax, spec, values, names, colors)
+        if not spec.horizontal:
+            _fit_category_labels(fig, ax)
     ax.set_title(_short(spec.title) if len(spec.title) > 80 else spec.title, loc="left")
     if len(spec.series) > 1:  # under the plot (the layout makes room), never over it
         _legend(fig, len(spec.series))
@@ -199,6 +202,35 @@ def _draw_categories(ax: Axes, spec: ChartSpec, values: list[list[float]], names
                       ha="right" if n > 6 else "center")
         ax.set_ylabel(spec.ylabel)
         _integer_ticks(ax.yaxis)
+
+
+# Room beside the plot that the labels along x do not get: the y axis's ticks and label.
+_Y_AXIS_PX = 40.0
+_LABEL_GAP_PX = 8.0
+
+
+def _fit_category_labels(fig: Figure, ax: Axes) -> None:
+    """Labels along x side by side that do not touch: the picture is made wider (up to
+    MAX_WIDTH_IN) when two neighbours would meet, and the labels are slanted when even that
+    is not enough. Their widths are measured (a label's size does not depend on the
+    layout); each gets an equal share of the plot's width."""
+    labels = ax.get_xticklabels()
+    if len(labels) < 2 or labels[0].get_rotation():
+        return
+    renderer = fig._get_renderer()  # type: ignore[attr-defined]  # the legend's way too
+    widths = [t.get_window_extent(renderer).width for t in labels]
+    slot = max((a + b) / 2 for a, b in itertools.pairwise(widths)) + _LABEL_GAP_PX
+    needed = (slot * len(labels) + _Y_AXIS_PX) / fig.dpi  # inches
+    width, height = fig.get_size_inches()
+    if needed <= width:
+        return
+    if needed <= MAX_WIDTH_IN:
+        fig.set_size_inches(needed, height)
+        return
+    fig.set_size_inches(MAX_WIDTH_IN, height)
+    for t in labels:
+        t.set_rotation(45)
+        t.set_horizontalalignment("right")
 
 
 def _draw_time(ax: Axes, spec: ChartSpec, values: list[list[float]], names: list[str],

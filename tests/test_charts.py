@@ -190,3 +190,19 @@ def test_every_chart_of_the_site_has_its_numbers_on_its_page_as_text(
     assert any(week.values())
     for day, total in week.items():
         assert re.search(rf"{day}\s+(\d+\s+)+{total}\b", home)
+
+
+def test_a_chart_with_a_legend_is_drawn_under_an_iso_source_date_epoch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock takes SOURCE_DATE_EPOCH as an ISO time too; matplotlib reads it as int() when
+    the legend is measured. The chart is the same as under the same instant in seconds, and
+    the variable is left as it was."""
+    spec = ChartSpec(name="e", title="Actions", labels=("2026-12-01", "2026-12-02", "2026-12-03"),
+                     series=TIERS, time=True)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1796212800")
+    seconds = render_svg(spec)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "2026-12-02T12:00:00Z")
+    assert render_svg(spec) == seconds
+    assert b"2026-12-02" not in seconds.split(b"<g", 1)[0]  # no Date metadata either way
+    import os
+    assert os.environ["SOURCE_DATE_EPOCH"] == "2026-12-02T12:00:00Z"

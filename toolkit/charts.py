@@ -27,6 +27,7 @@ the hash of their spec, so an unchanged chart costs nothing on a rebuild).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import io
@@ -34,7 +35,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,12 +292,31 @@ def import_matplotlib(build: Path) -> None:
             os.environ["MPLCONFIGDIR"] = before
 
 
+@contextlib.contextmanager
+def _epoch_in_seconds() -> Iterator[None]:
+    """``SOURCE_DATE_EPOCH`` as Unix seconds while a chart is drawn. The toolkit's clock also
+    takes an ISO time there (``toolkit.clock.now``), but matplotlib reads the variable itself
+    whenever it makes an SVG renderer, as int() (the legend is measured with one, before the
+    ``Date``-less save): an ISO value would crash the build. The same instant, in seconds."""
+    from toolkit import clock
+
+    raw = os.environ.get(clock.EPOCH_ENV)
+    if not raw or raw.strip().isdigit():
+        yield
+        return
+    os.environ[clock.EPOCH_ENV] = str(int(clock.now().timestamp()))
+    try:
+        yield
+    finally:
+        os.environ[clock.EPOCH_ENV] = raw
+
+
 def render_svg(spec: ChartSpec) -> bytes:
     """The chart as SVG bytes; the same spec always gives the same bytes."""
     import matplotlib
 
     matplotlib.use("svg", force=False)
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(RC), _epoch_in_seconds():
         fig = draw(spec)
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})

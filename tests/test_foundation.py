@@ -345,3 +345,48 @@ def test_table_columns_line_up_with_wide_characters():
     # the second column starts at the same terminal column on every line
     starts = [cell_len(line[: line.rindex(" ") + 1]) for line in (lines[0], lines[2], lines[3])]
     assert len(set(starts)) == 1, out
+
+
+_NIGHT_SESSION = """---
+session_start: "2026-12-31T23:50:00"
+project: "acme-api"
+---
+
+# Session Log
+
+## Started: 2026-12-31 23:50:00
+
+### [23:55:00] User prompt
+
+> ship it before the year ends
+
+- `[23:59:59]` **Edit** `a.py`
+- `[00:00:01]` **Edit** `b.py`
+
+### [00:05:00] Subagent invoked: check it
+
+## Resumed: 2027-01-02 08:00:00
+
+### [08:05:00] User prompt
+
+> again
+
+## Ended: 2027-01-02 09:00:00
+"""
+
+
+def test_session_event_times_cross_midnight_and_follow_resumed_dates(project, cli_run):
+    """A log writes only [HH:MM:SS]: an event's day is the last full date before it, moved
+    on at midnight; never the session's first day for every event."""
+    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(
+        _NIGHT_SESSION)
+    assert cli_run("load").exit_code == 0
+    result = cli_run("query", "--format", "json",
+                     "SELECT kind, strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts FROM session_events "
+                     "WHERE session LIKE '%2026-12-31%' ORDER BY seq")
+    rows = [(r["kind"], r["ts"]) for r in json.loads(result.output)]
+    assert rows == [
+        ("started", "2026-12-31 23:50:00"), ("prompt", "2026-12-31 23:55:00"),
+        ("file_change", "2026-12-31 23:59:59"), ("file_change", "2027-01-01 00:00:01"),
+        ("subagent_invoked", "2027-01-01 00:05:00"), ("resumed", "2027-01-02 08:00:00"),
+        ("prompt", "2027-01-02 08:05:00"), ("ended", "2027-01-02 09:00:00")]

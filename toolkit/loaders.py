@@ -16,10 +16,12 @@ migrations of their own source, here.
 from __future__ import annotations
 
 import datetime as dt
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit import goals, history
+from toolkit import clock, goals, history
 from toolkit.errors import BusyError
 from toolkit.source import (
     FastPathFailed,
@@ -195,10 +197,44 @@ def _session_fp(cfg: Config) -> tuple[str, str]:
     return str(d), fingerprint_paths([d, *paths])
 
 
-def _event_ts(start: str | None, time: str | None) -> str | None:
-    if not start or not time or len(time) != 8:
-        return None
-    return f"{start[:10]} {time}"
+_STAMPED = ("started", "resumed", "ended")  # events whose heading holds a full date-time
+
+
+def _event_times(start: str | None, events: Sequence[Any]) -> list[str | None]:
+    """Each event's date-time (``YYYY-MM-DD HH:MM:SS``), in log order. A log writes only the
+    time of day (``[HH:MM:SS]``); its day is the last full date before it (``session_start``,
+    a ``## Started/Resumed/Ended: <date-time>`` heading), moved one day on each time that is
+    earlier than the one before it (the log is appended, so that is midnight passing). None
+    for an event without a readable time, or before any date."""
+    day: dt.date | None = None
+    last = ""
+    if start:
+        try:
+            begun = dt.datetime.fromisoformat(start)
+            day, last = begun.date(), begun.strftime("%H:%M:%S")
+        except ValueError:
+            pass
+    out: list[str | None] = []
+    for e in events:
+        if e.kind in _STAMPED:
+            try:
+                when = dt.datetime.fromisoformat(e.title.split(": ", 1)[1].strip())
+            except (IndexError, ValueError):
+                when = None
+            if when is not None:
+                when = clock.utc(when).replace(tzinfo=None) if when.tzinfo else when
+                day, last = when.date(), when.strftime("%H:%M:%S")
+                out.append(when.strftime("%Y-%m-%d %H:%M:%S"))
+                continue
+        time = e.time
+        if day is None or not time or not re.fullmatch(r"\d{2}:\d{2}:\d{2}", time):
+            out.append(None)
+            continue
+        if time < last:
+            day += dt.timedelta(days=1)
+        last = time
+        out.append(f"{day.isoformat()} {time}")
+    return out
 
 
 def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
@@ -217,8 +253,8 @@ def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> Sour
         start = s.session_start.replace("T", " ") if s.session_start else None
         srows.append((s.name, s.path, start, s.ended, s.project, s.branch, s.author, s.status,
                       s.legacy_name, len(events), list(s.problems)))
-        for e in events:
-            erows.append((e.session, e.seq, _event_ts(start, e.time), e.time, e.kind, e.title,
+        for e, ts in zip(events, _event_times(start, events), strict=True):
+            erows.append((e.session, e.seq, ts, e.time, e.kind, e.title,
                           e.body, e.tool, e.tokens_in, e.tokens_out, e.tokens_total, e.target,
                           dict(e.fields) or None, e.path, e.line))
     store.insert_rows("sessions", ("name", "path", "session_start", "ended", "project",

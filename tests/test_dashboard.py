@@ -145,3 +145,32 @@ def test_antipatterns_are_never_top_entries_to_follow_and_every_kind_is_labelled
     entry = scan(site / "ledger" / "patterns"
                  / "run-the-migration-dry-run-before-applying-schema-changes" / "index.html")
     assert f"{ANTIPATTERN} (antipattern)" in entry.body_text
+
+
+def test_the_weeks_and_months_action_counts_end_with_today(tmp_path: Path) -> None:
+    """``today`` injected before the newest actions: "Actions this week" (TODAY - 6 to TODAY)
+    and the audit page's "Last 7/30 days" count no action dated after today, as the per-day
+    table beside them, which sums to the same number."""
+    from tests._site_helpers import open_store
+    from toolkit.queries import site_actions_by_tier_since
+    from toolkit.reports import actions_this_week
+
+    world = make_world(tmp_path)
+    conn = sqlite3.connect(world.home / ".nagi" / "ledger.db")
+    conn.execute("DELETE FROM actions")
+    for ts in ("2026-05-04 00:00:00", "2026-05-10 23:59:59", "2026-05-11 00:00:00",
+               "2026-05-12 09:00:00"):
+        conn.execute("INSERT INTO actions (ts, tier, category, description) "
+                     "VALUES (?, 1, 'deploy', 'x')", [ts])
+    conn.commit()
+    conn.close()
+    with open_store(world) as store:
+        store.refresh(world.cfg)
+        assert actions_this_week(store, TODAY) == {1: 2}
+        assert site_actions_by_tier_since(store, None) == {1: 4}  # all time: every action
+    out = build(world).out
+    card = " ".join(_cards(out)["Actions this week"][0])
+    assert "2 tier 1" in card and "4 tier 1" not in card
+    audit = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (out / "audit" / "index.html")
+                                       .read_text(encoding="utf-8")))
+    assert "tier 1 (notable) 2 2 4 " in audit  # last 7 days, last 30 days, all time

@@ -326,10 +326,17 @@ def site_actions_by_category_tier(store: Store) -> list[tuple[str | None, int | 
         "ORDER BY category NULLS LAST, tier NULLS LAST")[1]]
 
 
-def site_actions_by_tier_since(store: Store, since: dt.date | None) -> dict[int | None, int]:
-    rows = store.fetch("SELECT tier, count(*) FROM actions WHERE ? IS NULL OR "
-                       "ts >= CAST(? AS DATE) GROUP BY tier ORDER BY tier NULLS LAST",
-                       [None if since is None else since.isoformat()] * 2)[1]
+def site_actions_by_tier_since(store: Store, since: dt.date | None,
+                               until: dt.date | None = None) -> dict[int | None, int]:
+    """Actions per tier on the days from ``since`` through ``until`` (either None: no bound
+    on that side). A window "to today" ends with today: an action dated after it (an injected
+    ``today`` earlier than the data) is not in "the last 7 days", as it is in no day of the
+    per-day table beside it."""
+    low = None if since is None else since.isoformat()
+    high = None if until is None else (until + dt.timedelta(days=1)).isoformat()
+    rows = store.fetch("SELECT tier, count(*) FROM actions WHERE (? IS NULL OR "
+                       "ts >= CAST(? AS DATE)) AND (? IS NULL OR ts < CAST(? AS DATE)) "
+                       "GROUP BY tier ORDER BY tier NULLS LAST", [low, low, high, high])[1]
     return {r[0]: int(r[1]) for r in rows}
 
 

@@ -747,7 +747,7 @@ def week_start(today: dt.date) -> dt.date:
 
 def actions_this_week(store: Store, today: dt.date) -> dict[int | None, int]:
     """Audit actions per tier since :func:`week_start` (the home page and the audit stats)."""
-    return queries.site_actions_by_tier_since(store, week_start(today))
+    return queries.site_actions_by_tier_since(store, week_start(today), today)
 
 
 HIGH_SEVERITIES = ("critical", "high")  # "open high-severity debt" on the home page
@@ -1273,7 +1273,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     day_tier = d.day_tier
     all_tiers = queries.site_actions_by_tier_since(store, None)
     week = actions_this_week(store, d.today)
-    month = queries.site_actions_by_tier_since(store, since)
+    month = queries.site_actions_by_tier_since(store, since, d.today)
     tiers = _ordered(set(all_tiers) | set(AUDIT_TIERS), AUDIT_TIERS)
     totals = Table(("Tier", "Last 7 days", f"Last {STATS_DAYS} days", "All time"), [
         (TIER_NAMES.get(t, _shown(t)), week.get(t, 0), month.get(t, 0), all_tiers.get(t, 0))

@@ -98,3 +98,19 @@ def test_a_bad_source_date_epoch_is_a_usage_error_everywhere(
         assert result.output.strip().splitlines()[-1] == (
             "Error: SOURCE_DATE_EPOCH: 'yesterday' is not a time; use Unix seconds or "
             "YYYY-MM-DDTHH:MM:SS")
+
+
+def test_slop_created_after_today_is_counted_in_the_ageing_bands(
+        project, cli_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A today setting before an open entry's creation: its age is negative; the ageing
+    bands still count every open entry the page lists (a band of its own, not none)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    built = cli_run("--today", "2026-05-01", "build-site", "--no-analyses")
+    assert built.exit_code == 0, built.output
+    page = (project.root / ".toolkit" / "site" / "slop" / "ageing" / "index.html").read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    bands = text[text.index("Age Open entries"):text.index("The numbers in this chart")]
+    # the in-progress entry of 2026-04-29 is 2 days old; the open one of 2026-05-04, -3
+    assert bands.split() == ["Age", "Open", "entries", "0-7", "days", "1", "8-30", "days", "0",
+                             "31-90", "days", "0", "over", "90", "days", "0", "after", "today",
+                             "1"]

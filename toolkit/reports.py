@@ -88,6 +88,7 @@ SEVERITY_COLORS = {"critical": "#b71c1c", "high": "#e53935", "medium": "#fb8c00"
                    "low": "#fdd835", "info": "#90a4ae"}
 AGE_BANDS: tuple[tuple[str, int, int | None], ...] = (
     ("0-7 days", 0, 7), ("8-30 days", 8, 30), ("31-90 days", 31, 90), ("over 90 days", 91, None))
+AFTER_TODAY = "after today"  # the band of entries created after ``today`` (a negative age)
 
 
 # --------------------------------------------------------------------------- building blocks
@@ -1185,7 +1186,9 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]
                 bands[name] += 1
         if a is None:
             bands["unknown"] += 1
-    band_names = [b[0] for b in AGE_BANDS] + (["unknown"] if bands["unknown"] else [])
+        elif a < 0:  # created after the day ages count to (a today setting before the data)
+            bands[AFTER_TODAY] += 1
+    band_names = ([b[0] for b in AGE_BANDS] + [b for b in (AFTER_TODAY, "unknown") if bands[b]])
     age_chart = None
     if open_slop:
         age_chart = "slop-ageing"

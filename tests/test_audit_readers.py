@@ -6,6 +6,7 @@ test that inserts rows or damages the DB builds its own (``project``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 
@@ -614,3 +615,47 @@ def test_i3_a_huge_limit_or_offset_is_answered_as_a_python_slice(cli_run, shared
                          "--json")) == everything
     assert _json(cli_run("audit", "search", "webhook", "--offset", str(10**20),
                          "--json")) == []
+
+
+@pytest.mark.parametrize("careful", [False, True], ids=["streamed", "careful"])
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo"])
+def test_a_ts_with_an_offset_is_its_utc_time(cli_run, project, monkeypatch, zone, careful):
+    """A row written by hand with an offset (nagi-ledger writes UTC without one) is at its UTC
+    time in the store, whatever the machine's zone, on either load path: a --now window ending
+    after it holds it, and its verdict time is UTC too."""
+    import time
+
+    from toolkit.source import carefully
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        insert(project.audit_db, "actions", ts="2026-05-05T08:00:00+09:00", tier=2,
+               category="offset", description="Tokyo morning", project=None)
+        insert(project.audit_db, "dispatches", ts="2026-05-04 23:30:00", task="Offset task",
+               agent_type="fork", model="opus", brief_summary="b", verdict="CONFIRMED",
+               verdict_ts="2026-05-05T01:00:00-08:00")
+        with carefully() if careful else contextlib.nullcontext():
+            report = _json(cli_run("audit", "report", "--since-hours", "2",
+                                   "--now", "2026-05-05 00:00:00", "--json"))
+        assert "### offset\n- [Tier 2] Tokyo morning" in str(report)
+        rows = _json(cli_run("query", "--format", "json",
+                             "SELECT strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts, ts_raw "
+                             "FROM actions WHERE category = 'offset'"))
+        assert rows == [{"ts": "2026-05-04 23:00:00", "ts_raw": "2026-05-05T08:00:00+09:00"}]
+        verdict = _json(cli_run("query", "--format", "json",
+                                "SELECT strftime(verdict_ts, '%Y-%m-%d %H:%M:%S') AS v "
+                                "FROM dispatches WHERE task = 'Offset task'"))
+        assert verdict == [{"v": "2026-05-05 09:00:00"}]
+        conn = sqlite3.connect(project.audit_db)  # a verdict given after the row was loaded
+        conn.execute("UPDATE dispatches SET verdict = 'REFUTED', "
+                     "verdict_ts = '2026-05-05T10:00:00+09:00' WHERE task = 'Offset task'")
+        conn.commit()
+        conn.close()
+        verdict = _json(cli_run("query", "--format", "json",
+                                "SELECT strftime(verdict_ts, '%Y-%m-%d %H:%M:%S') AS v "
+                                "FROM dispatches WHERE task = 'Offset task'"))
+        assert verdict == [{"v": "2026-05-05 01:00:00"}]
+    finally:
+        monkeypatch.undo()
+        time.tzset()

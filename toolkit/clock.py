@@ -69,3 +69,19 @@ def describe(when: dt.datetime, day: dt.date) -> str:
     if day != utc(when).date():
         text += f"; ages and windows are counted to {day.isoformat()}"
     return text + "."
+
+
+# A date-time text that names its offset (``Z``, ``+09:00``, ``-0800``, DuckDB's own ``+09``).
+_OFFSET_TEXT = r"[T ]\d\d:\d\d(:\d\d(\.\d+)?)?\s*(Z|z|[+-]\d\d(:?\d\d)?)$"
+
+
+def utc_timestamp_sql(expr: str) -> str:
+    """A DuckDB expression reading ``expr`` (text, or a time) as the store's TIMESTAMP: UTC
+    without offset, as :func:`utc` reads a time. A text with an offset is moved to UTC (a
+    bare ``TRY_CAST(... AS TIMESTAMP)`` drops the offset: ``...T08:00:00+09:00`` would be
+    08:00, not 23:00 the day before); one without is taken as UTC; what is no time, NULL.
+    Independent of the connection's TimeZone."""
+    text = f"CAST({expr} AS VARCHAR)"
+    return (f"CASE WHEN regexp_matches({text}, '{_OFFSET_TEXT}') "
+            f"THEN timezone('UTC', TRY_CAST({text} AS TIMESTAMPTZ)) "
+            f"ELSE TRY_CAST({expr} AS TIMESTAMP) END")

@@ -433,14 +433,15 @@ def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
                     "verdict_ts": pa.array([r[2] for r in rows], pa.string()),
                     "verdict_notes": pa.array([r[3] for r in rows], pa.string())})
     store.conn.register("_verdicts", upd)
+    verdict_ts = clock.utc_timestamp_sql("v.verdict_ts")
     try:
         store.conn.execute(
             "UPDATE dispatches d SET verdict = v.verdict, "
-            "verdict_ts = TRY_CAST(v.verdict_ts AS TIMESTAMP), verdict_notes = v.verdict_notes "
+            f"verdict_ts = {verdict_ts}, verdict_notes = v.verdict_notes "
             "FROM _verdicts v WHERE d.id = v.id AND (d.verdict IS DISTINCT FROM v.verdict "
             "OR d.verdict_notes IS DISTINCT FROM v.verdict_notes "
             "OR CAST(d.verdict_ts AS VARCHAR) IS DISTINCT FROM "
-            "CAST(TRY_CAST(v.verdict_ts AS TIMESTAMP) AS VARCHAR))")
+            f"CAST({verdict_ts} AS VARCHAR))")
     finally:
         store.conn.unregister("_verdicts")
 

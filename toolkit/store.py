@@ -1019,7 +1019,10 @@ def _redacted(column: str, duck_type: str) -> str:
 
 def _cast(column: str, duck_type: str) -> str:
     t = duck_type.upper()
-    if t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "JSON"):
+    if t == "TIMESTAMP":  # UTC: a text with an offset is moved to UTC, not stripped of it
+        from toolkit.clock import utc_timestamp_sql
+        return utc_timestamp_sql(quote_ident(column))
+    if t in ("DATE", "TIMESTAMP WITH TIME ZONE", "JSON"):
         return f"TRY_CAST({quote_ident(column)} AS {duck_type})"
     return quote_ident(column)
 

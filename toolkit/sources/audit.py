@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit.clock import utc_timestamp_sql
 from toolkit.errors import BusyError, DataError, NotFoundError
 from toolkit.textio import as_text, decode_utf8, load_json, read_bytes
 
@@ -153,12 +154,12 @@ def stream_select(table: str, present: list[str]) -> tuple[str, list[str]]:
         elif c in NULLABLE_TEXT:
             sel.append(f'"{c}" IS NULL AS "{c}__null", '
                        f'coalesce(CAST("{c}" AS TEXT), \'\') AS "{c}"')
-            cast = "TRY_CAST({} AS TIMESTAMP)" if c.endswith("_ts") else "{}"
+            cast = utc_timestamp_sql("{}") if c.endswith("_ts") else "{}"
             rebuild.append(f'CASE WHEN "{c}__null" = 1 THEN NULL ELSE '
                            f'{cast.format(chr(34) + c + chr(34))} END AS "{c}"')
         elif c == "ts":
             sel.append('"ts"')
-            rebuild.append('TRY_CAST("ts" AS TIMESTAMP) AS "ts"')
+            rebuild.append(f'{utc_timestamp_sql(chr(34) + "ts" + chr(34))} AS "ts"')
         else:
             sel.append(f'"{c}"')
             rebuild.append(f'"{c}"')

@@ -285,6 +285,27 @@ def test_the_days_window_counts_back_from_now(cli_run, world):
         brief(cli_run, "--now", NOW).stdout
 
 
+def test_the_window_of_an_injected_now_ends_as_the_other_audit_commands_end_it(cli_run,
+                                                                              world):
+    """A row written by hand in another shape (``T``, ``Z``, an offset) is in the brief's
+    --now window when its time is, as in `audit search`/`report`/`stats` (the end compares
+    times, not texts: '2026-05-04T11:00:00Z' sorts after '2026-05-04 12:00:00' as text); a
+    ts that is no time at all passes the end, as there."""
+    db = make_audit_db(world["db"], samples=False)
+    for ts, task in [("2026-05-04T11:00:00Z", "zulu before now"),
+                     ("2026-05-04T20:30:00+09:00", "tokyo before now"),
+                     ("2026-05-04T12:00:01Z", "zulu after now"),
+                     ("2026-05-04T12:30:00+00:00", "offset after now")]:
+        insert(db, "approaches", ts=ts, task=task, approach="a", outcome="DEAD_END",
+               reason="r")
+    out = brief(cli_run, "--now", NOW).stdout
+    assert out == (f"{HEADER}\n\n### 直近の dead-end\n- tokyo before now: a\n"
+                   "- zulu before now: a\n")
+    hits = json.loads(cli_run("audit", "search", "now", "--since-days", "3", "--now", NOW,
+                                "--json").stdout)
+    assert sorted(h["title"] for h in hits) == ["tokyo before now: a", "zulu before now: a"]
+
+
 def test_max_items_caps_each_section(cli_run, world):
     db = make_audit_db(world["db"], samples=False)
     for i in range(8):

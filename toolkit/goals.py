@@ -336,7 +336,10 @@ def _rows(conn: sqlite3.Connection, sql: str, table: str, days: int, max_items: 
     import sqlite3
 
     since = "datetime('now', ?)" if now is None else "datetime(?, ?)"
-    until = "" if now is None else " AND ts <= ?"
+    # the end of an injected now's window compares times, as the store's windows do
+    # (toolkit.queries): a row written with a 'T', a 'Z' or an offset is in it when its time
+    # is, and a ts that is no time at all (NULL for SQLite too) is in every window it starts
+    until = "" if now is None else " AND (julianday(ts) IS NULL OR julianday(ts) <= julianday(?))"
     params: list[Any] = [f"-{days} days"] if now is None else [now, f"-{days} days", now]
     try:
         return conn.execute(sql.format(since=since, until=until), [*params, max_items]

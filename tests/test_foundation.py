@@ -390,3 +390,30 @@ def test_session_event_times_cross_midnight_and_follow_resumed_dates(project, cl
         ("file_change", "2026-12-31 23:59:59"), ("file_change", "2027-01-01 00:00:01"),
         ("subagent_invoked", "2027-01-01 00:05:00"), ("resumed", "2027-01-02 08:00:00"),
         ("prompt", "2027-01-02 08:05:00"), ("ended", "2027-01-02 09:00:00")]
+
+
+@pytest.mark.parametrize("start", ['"2026-12-31T23:50:00+09:00"', "2026-12-31T23:50:00+09:00"],
+                         ids=["quoted", "yaml-time"])
+def test_a_session_start_with_an_offset_puts_the_session_and_its_events_in_utc(
+        project, cli_run, start):
+    """session_start with an offset, quoted or not (YAML then reads a time): the session and
+    its events are at their UTC times, the events on the log's clock (the start's offset);
+    a time that is no time of day is None."""
+    text = _NIGHT_SESSION.replace('"2026-12-31T23:50:00"', start).replace(
+        "### [00:05:00] Subagent", "### [25:61:00] Odd\n\n### [00:05:00] Subagent")
+    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(text)
+    assert cli_run("load").exit_code == 0
+    result = cli_run("query", "--format", "json",
+                     "SELECT strftime(session_start, '%Y-%m-%d %H:%M:%S') AS s FROM sessions "
+                     "WHERE name LIKE '%2026-12-31%'")
+    assert json.loads(result.output) == [{"s": "2026-12-31 14:50:00"}]
+    result = cli_run("query", "--format", "json",
+                     "SELECT kind, strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts FROM session_events "
+                     "WHERE session LIKE '%2026-12-31%' ORDER BY seq")
+    rows = [(r["kind"], r["ts"]) for r in json.loads(result.output)]
+    assert rows == [
+        ("started", "2026-12-31 14:50:00"), ("prompt", "2026-12-31 14:55:00"),
+        ("file_change", "2026-12-31 14:59:59"), ("file_change", "2026-12-31 15:00:01"),
+        ("other", None), ("subagent_invoked", "2026-12-31 15:05:00"),
+        ("resumed", "2027-01-01 23:00:00"), ("prompt", "2027-01-01 23:05:00"),
+        ("ended", "2027-01-02 00:00:00")]

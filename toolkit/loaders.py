@@ -204,16 +204,24 @@ def _event_times(start: str | None, events: Sequence[Any]) -> list[str | None]:
     """Each event's date-time (``YYYY-MM-DD HH:MM:SS``), in log order. A log writes only the
     time of day (``[HH:MM:SS]``); its day is the last full date before it (``session_start``,
     a ``## Started/Resumed/Ended: <date-time>`` heading), moved one day on each time that is
-    earlier than the one before it (the log is appended, so that is midnight passing). None
-    for an event without a readable time, or before any date."""
+    earlier than the one before it (the log is appended, so that is midnight passing). The
+    times are the log's clock: a ``session_start`` with an offset says which (the store's
+    times are UTC, as ``session_start`` itself is stored). None for an event without a
+    readable time, or before any date."""
     day: dt.date | None = None
     last = ""
+    zone: dt.tzinfo = dt.UTC
     if start:
         try:
             begun = dt.datetime.fromisoformat(start)
-            day, last = begun.date(), begun.strftime("%H:%M:%S")
+            day, last, zone = begun.date(), begun.strftime("%H:%M:%S"), begun.tzinfo or dt.UTC
         except ValueError:
             pass
+
+    def utc_text(wall: dt.datetime) -> str:
+        at = wall if wall.tzinfo else wall.replace(tzinfo=zone)
+        return clock.utc(at).strftime("%Y-%m-%d %H:%M:%S")
+
     out: list[str | None] = []
     for e in events:
         if e.kind in _STAMPED:
@@ -222,18 +230,25 @@ def _event_times(start: str | None, events: Sequence[Any]) -> list[str | None]:
             except (IndexError, ValueError):
                 when = None
             if when is not None:
-                when = clock.utc(when).replace(tzinfo=None) if when.tzinfo else when
+                if when.tzinfo is not None:  # its own offset: the log's clock from here
+                    zone = when.tzinfo
                 day, last = when.date(), when.strftime("%H:%M:%S")
-                out.append(when.strftime("%Y-%m-%d %H:%M:%S"))
+                out.append(utc_text(when))
                 continue
         time = e.time
         if day is None or not time or not re.fullmatch(r"\d{2}:\d{2}:\d{2}", time):
             out.append(None)
             continue
+        try:
+            wall = dt.datetime.fromisoformat(f"{day.isoformat()}T{time}")
+        except ValueError:  # 25:61:00
+            out.append(None)
+            continue
         if time < last:
             day += dt.timedelta(days=1)
+            wall += dt.timedelta(days=1)
         last = time
-        out.append(f"{day.isoformat()} {time}")
+        out.append(utc_text(wall))
     return out
 
 

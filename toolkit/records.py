@@ -205,7 +205,7 @@ class Session:
 
     path: str
     name: str  # file name without .md
-    session_start: str | None  # ISO "YYYY-MM-DDTHH:MM:SS" (UTC)
+    session_start: str | None  # ISO "YYYY-MM-DDTHH:MM:SS": UTC, unless it carries an offset
     project: str | None
     branch: str | None
     author: str | None

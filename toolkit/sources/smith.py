@@ -863,8 +863,8 @@ def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]
             notes.append(f"frontmatter: {exc.message}")
             problems.append(Problem("smith", str(path), (exc.line or 0) + 1, exc.message))
     start = fm.get("session_start")
-    if isinstance(start, dt.datetime):
-        start = start.strftime("%Y-%m-%dT%H:%M:%S")
+    if isinstance(start, dt.datetime):  # YAML read an unquoted time: keep its offset, if any
+        start = start.isoformat() if start.tzinfo else start.strftime("%Y-%m-%dT%H:%M:%S")
     events: list[SessionEvent] = []
     ended: str | None = None
     cur: dict[str, Any] | None = None

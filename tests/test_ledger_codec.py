@@ -282,6 +282,25 @@ def test_entry_boundaries_at_the_edges_of_a_file(data: bytes, expected: list[tup
 
 # --------------------------------------------------------------------------- the fast path
 
+def test_a_date_that_is_no_calendar_day_is_a_problem_so_check_names_it() -> None:
+    """2026-02-29 has Smith's shape but no age: never pruned (nor aged on the site). A
+    problem says so (the malformed-entries check lists it) instead of a silent skip; 2028's
+    leap day is a day."""
+    from toolkit.ledger_ops import prune_candidates
+
+    data = b"".join(
+        f"**Title:** On {day}\n**Date:** {day}\n**Category:** testing\n"
+        f"**Confidence:** low\n**Source reflections:** 1\n\n---\n\n".encode()
+        for day in ("2026-02-29", "2028-02-29", "2026-04-31"))
+    no_day, leap, april = parse_ledger_bytes(data, "p.md", "patterns").entries
+    assert no_day.problems == ("Date is not a day of the calendar: '2026-02-29'",)
+    assert april.problems == ("Date is not a day of the calendar: '2026-04-31'",)
+    assert leap.problems == ()
+    plan = prune_candidates([no_day, leap, april], dt.date(2028, 11, 28),
+                            {"low": 30, "medium": 90})
+    assert [c.entry.title for c in plan.removals] == ["On 2028-02-29"]
+
+
 # Values of a standard entry's fields: plain, empty, padded with Unicode blanks, malformed,
 # non-ASCII, a broken UTF-8 sequence (parse_ledger_bytes reads bytes as they are).
 ODD_VALUES = ["", "   ", "\xa0x\u2003", "\x0c3", "²", "2026-13-45", "Debugging", "HIGH",

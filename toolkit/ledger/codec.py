@@ -85,6 +85,14 @@ def confidence_rank(value: str | None) -> int:
     return CONF_RANK.get(value or "", len(CONF_RANK))
 
 
+def _calendar_day(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def sort_key(entry: LedgerEntry) -> tuple[int, int]:
     """Smith's file order: high, medium, low (unknown last); newest Date first."""
     try:
@@ -185,6 +193,8 @@ def entry_row(path: str, kind: str, title: str, date: str | None, category: str 
         problems.append("missing Date")
     elif not DATE.match(date):
         problems.append(f"Date is not YYYY-MM-DD: {date!r}")
+    elif not _calendar_day(date):  # 2026-02-29: no age, so never pruned; say why
+        problems.append(f"Date is not a day of the calendar: {date!r}")
     if category is None:
         problems.append("missing Category")
     elif category not in CATEGORIES:

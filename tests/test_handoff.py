@@ -78,6 +78,18 @@ def test_first_handoff_covers_the_last_7_days_of_activity_and_a_rerun_is_identic
         "confidence"] == "low"
 
 
+def test_the_newest_record_is_found_in_utc_whatever_a_timestamps_offset(project):
+    """A slop entry updated at 2026-05-04T23:59:00-08:00 is 2026-05-05 07:59 UTC: newer than
+    the fixture's 2026-05-04 14:20 UTC, though its text sorts below 2026-05-05. "data as of"
+    and the first handoff's window end there."""
+    add_slop(project.slop, slop_entry("Late in Los Angeles",
+                                      created_at="2026-05-04T23:59:00-08:00",
+                                      updated_at="2026-05-04T23:59:00-08:00"))
+    text = run_handoff(project)
+    assert "data as of 2026-05-05 07:59 (UTC)" in text
+    assert "## What the ledger learned in the 7 days to 2026-05-05 (" in text
+
+
 def test_the_state_is_stamped_by_the_toolkits_clock_not_by_today(project, cli_run,
                                                                   monkeypatch):
     # one clock (toolkit.clock): SOURCE_DATE_EPOCH is the time, as for the site and slop

@@ -245,9 +245,20 @@ def _newest(slop: list[dict[str, Any]], dispatches: list[dict[str, Any]],
     stamps += [str(r["verdict_ts"]) for r in dispatches if r.get("verdict_ts")]
     stamps += [str(a["ts"]) for _, rows in approaches for a in rows if a.get("ts")]
     stamps += dates
-    # Sources write "YYYY-MM-DD HH:MM:SS" or RFC 3339 ("…T…+00:00", UTC): compare alike.
-    stamps = [x.replace("T", " ")[:19] for x in stamps]
-    return max(stamps)[:16] if stamps else None
+    # Sources write "YYYY-MM-DD HH:MM:SS" (UTC) or RFC 3339 with an offset (CodeSmith's
+    # "…T…+00:00", or another offset by hand): compare them alike, as UTC text
+    return max(_utc_text(x) for x in stamps)[:16] if stamps else None
+
+
+def _utc_text(stamp: str) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` in UTC for a time with or without an offset (without: UTC);
+    anything else (a ledger Date) as written, to 19 characters."""
+    from toolkit.slop_ops import parse_timestamp
+
+    when = parse_timestamp(stamp)
+    if when is None:
+        return stamp.replace("T", " ")[:19]
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def project_key(cfg: Config) -> str:

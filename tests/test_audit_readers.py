@@ -659,3 +659,33 @@ def test_a_ts_with_an_offset_is_its_utc_time(cli_run, project, monkeypatch, zone
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_every_audit_table_streams_into_the_store_without_the_careful_path(tmp_path):
+    """The streamed copy (Arrow batches: the fast path) must run for a standard DB: when it
+    raises, the load goes on row by row, with the same rows but about five times as slow, so
+    no answer shows it. Each table's stream, its offset and NULL times included, goes into
+    a real store here, and must not raise."""
+    from toolkit.loaders import SOURCES
+    from toolkit.sources import audit
+    from toolkit.store import Store
+
+    db = make_audit_db(tmp_path / "ledger.db")
+    insert(db, "actions", ts="2026-05-05T08:00:00+09:00", tier=1, category="c",
+           description="d", project=None)
+    insert(db, "dispatches", ts="2026-05-04 23:30:00", task="t", agent_type="a", model="m",
+           brief_summary="b", verdict="CONFIRMED", verdict_ts="2026-05-05T01:00:00-08:00")
+    conn = audit.connect_ro(db)
+    try:
+        schema = audit.inspect(conn, db)
+    finally:
+        conn.close()
+    with Store.open(tmp_path / "store.duckdb", sources=SOURCES) as store:
+        for table, present in schema.tables.items():
+            audit.stream_into(db, table, present, 0, store.insert_stream)
+            assert store.scalar(f"SELECT count(*) FROM {table}") == \
+                sqlite3.connect(db).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        assert store.scalar("SELECT CAST(max(verdict_ts) AS VARCHAR) FROM dispatches") == \
+            "2026-05-05 09:00:00"
+        assert store.scalar("SELECT CAST(ts AS VARCHAR) FROM actions WHERE tier = 1 "
+                            "AND category = 'c'") == "2026-05-04 23:00:00"

@@ -154,9 +154,9 @@ def stream_select(table: str, present: list[str]) -> tuple[str, list[str]]:
         elif c in NULLABLE_TEXT:
             sel.append(f'"{c}" IS NULL AS "{c}__null", '
                        f'coalesce(CAST("{c}" AS TEXT), \'\') AS "{c}"')
-            cast = utc_timestamp_sql("{}") if c.endswith("_ts") else "{}"
-            rebuild.append(f'CASE WHEN "{c}__null" = 1 THEN NULL ELSE '
-                           f'{cast.format(chr(34) + c + chr(34))} END AS "{c}"')
+            column = f'"{c}"'
+            value = utc_timestamp_sql(column) if c.endswith("_ts") else column
+            rebuild.append(f'CASE WHEN "{c}__null" = 1 THEN NULL ELSE {value} END AS "{c}"')
         elif c == "ts":
             sel.append('"ts"')
             rebuild.append(f'{utc_timestamp_sql(chr(34) + "ts" + chr(34))} AS "ts"')

@@ -392,6 +392,23 @@ def test_session_event_times_cross_midnight_and_follow_resumed_dates(project, cl
         ("prompt", "2027-01-02 08:05:00"), ("ended", "2027-01-02 09:00:00")]
 
 
+def test_an_event_a_second_before_the_line_above_it_stays_on_that_day(project, cli_run):
+    """Lines a little out of order (the Started heading stamped a second after the first
+    edit) are not midnight passing: only a time more than 12 hours earlier moves the day."""
+    text = _NIGHT_SESSION.replace("- `[23:59:59]` **Edit** `a.py`",
+                                  "- `[23:49:59]` **Edit** `a.py`")
+    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(text)
+    assert cli_run("load").exit_code == 0
+    result = cli_run("query", "--format", "json",
+                     "SELECT kind, strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts FROM session_events "
+                     "WHERE session LIKE '%2026-12-31%' ORDER BY seq")
+    rows = [(r["kind"], r["ts"]) for r in json.loads(result.output)][:5]
+    assert rows == [
+        ("started", "2026-12-31 23:50:00"), ("prompt", "2026-12-31 23:55:00"),
+        ("file_change", "2026-12-31 23:49:59"), ("file_change", "2027-01-01 00:00:01"),
+        ("subagent_invoked", "2027-01-01 00:05:00")]
+
+
 @pytest.mark.parametrize("start", ['"2026-12-31T23:50:00+09:00"', "2026-12-31T23:50:00+09:00"],
                          ids=["quoted", "yaml-time"])
 def test_a_session_start_with_an_offset_puts_the_session_and_its_events_in_utc(

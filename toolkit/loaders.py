@@ -204,7 +204,8 @@ def _event_times(start: str | None, events: Sequence[Any]) -> list[str | None]:
     """Each event's date-time (``YYYY-MM-DD HH:MM:SS``), in log order. A log writes only the
     time of day (``[HH:MM:SS]``); its day is the last full date before it (``session_start``,
     a ``## Started/Resumed/Ended: <date-time>`` heading), moved one day on each time that is
-    earlier than the one before it (the log is appended, so that is midnight passing). The
+    more than 12 hours earlier than the one before it (the log is appended, so that is
+    midnight passing; a few seconds earlier is a line written out of order). The
     times are the log's clock: a ``session_start`` with an offset says which (the store's
     times are UTC, as ``session_start`` itself is stored). None for an event without a
     readable time, or before any date."""
@@ -244,12 +245,23 @@ def _event_times(start: str | None, events: Sequence[Any]) -> list[str | None]:
         except ValueError:  # 25:61:00
             out.append(None)
             continue
-        if time < last:
+        if time < last and _seconds(last) - _seconds(time) > _MIDNIGHT_GAP_S:
             day += dt.timedelta(days=1)
             wall += dt.timedelta(days=1)
         last = time
         out.append(utc_text(wall))
     return out
+
+
+# A time of day more than this before the one above it is the next day; less is a line
+# written a little out of order (a heading stamped a second after the line below it).
+_MIDNIGHT_GAP_S = 12 * 3600
+
+
+def _seconds(time: str) -> int:
+    """Seconds since midnight of an ``HH:MM:SS`` text."""
+    h, m, sec = time.split(":")
+    return int(h) * 3600 + int(m) * 60 + int(sec)
 
 
 def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:

@@ -440,6 +440,14 @@ def test_b8_stale_meta_json_lock_is_taken_over_with_a_note(project: FixtureProje
     assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
 
 
+def _locked(project: FixtureProject, acquired: str) -> str:
+    """The error of a run that meets the fixture's lock, taken at ``acquired`` 2 min ago."""
+    return (f"Error: {project.ledger / '.meta.json'}: ledger is locked by another run: "
+            f"c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 (acquired {acquired}, 2 min ago). "
+            "Wait for it to finish (the lock expires after 10 minutes), or use --force if that "
+            "run is dead")
+
+
 def test_b8_fresh_meta_json_lock_waits_then_exits_75_naming_the_holder(
         project: FixtureProject) -> None:
     _set_lock(project, "2026-09-01T11:58:00Z")
@@ -447,11 +455,7 @@ def test_b8_fresh_meta_json_lock_waits_then_exits_75_naming_the_holder(
     r = _run(["ledger", "promote", "route table"], project.root,
              TOOLKIT_NOW="2026-09-01T12:00:00Z", TOOLKIT_LOCK_TIMEOUT="0.3")
     assert r.returncode == 75
-    assert _error_line(r.stderr) == (
-        f"Error: {project.ledger / '.meta.json'}: ledger is locked by another run: "
-        "c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 (acquired 2026-09-01T11:58:00Z, 2 min ago). "
-        "Wait for it to finish (the lock expires after 10 minutes), or use --force if that "
-        "run is dead")
+    assert _error_line(r.stderr) == _locked(project, "2026-09-01T11:58:00Z")
     assert tree_digest(project.root) == before
 
 
@@ -467,11 +471,7 @@ def test_b8_the_lock_is_judged_by_the_real_clock_not_the_today_setting(
     r = _run(["ledger", "promote", "route table"], project.root, TOOLKIT_LOCK_TIMEOUT="0.3",
              **real)
     assert r.returncode == 75, r.stdout + r.stderr
-    assert _error_line(r.stderr) == (
-        f"Error: {project.ledger / '.meta.json'}: ledger is locked by another run: "
-        "c3f1a9e2-5b7d-4e11-9a0c-2d8e6f4b1a77 (acquired 2026-09-05T11:58:00Z, 2 min ago). "
-        "Wait for it to finish (the lock expires after 10 minutes), or use --force if that "
-        "run is dead")
+    assert _error_line(r.stderr) == _locked(project, "2026-09-05T11:58:00Z")
     assert tree_digest(project.root) == before
     _set_lock(project, "2026-09-01T11:58:00Z")
     r = _run(["ledger", "promote", "route table"], project.root, TOOLKIT_LOCK_TIMEOUT="0.3",

@@ -375,17 +375,20 @@ project: "acme-api"
 """
 
 
-def test_session_event_times_cross_midnight_and_follow_resumed_dates(project, cli_run):
-    """A log writes only [HH:MM:SS]: an event's day is the last full date before it, moved
-    on at midnight; never the session's first day for every event."""
-    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(
-        _NIGHT_SESSION)
+def _night_events(project, cli_run, text=_NIGHT_SESSION):
+    """The (kind, UTC time) of each event of the night session ``text``, once loaded."""
+    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(text)
     assert cli_run("load").exit_code == 0
     result = cli_run("query", "--format", "json",
                      "SELECT kind, strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts FROM session_events "
                      "WHERE session LIKE '%2026-12-31%' ORDER BY seq")
-    rows = [(r["kind"], r["ts"]) for r in json.loads(result.output)]
-    assert rows == [
+    return [(r["kind"], r["ts"]) for r in json.loads(result.output)]
+
+
+def test_session_event_times_cross_midnight_and_follow_resumed_dates(project, cli_run):
+    """A log writes only [HH:MM:SS]: an event's day is the last full date before it, moved
+    on at midnight; never the session's first day for every event."""
+    assert _night_events(project, cli_run) == [
         ("started", "2026-12-31 23:50:00"), ("prompt", "2026-12-31 23:55:00"),
         ("file_change", "2026-12-31 23:59:59"), ("file_change", "2027-01-01 00:00:01"),
         ("subagent_invoked", "2027-01-01 00:05:00"), ("resumed", "2027-01-02 08:00:00"),
@@ -397,13 +400,7 @@ def test_an_event_a_second_before_the_line_above_it_stays_on_that_day(project, c
     edit) are not midnight passing: only a time more than 12 hours earlier moves the day."""
     text = _NIGHT_SESSION.replace("- `[23:59:59]` **Edit** `a.py`",
                                   "- `[23:49:59]` **Edit** `a.py`")
-    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(text)
-    assert cli_run("load").exit_code == 0
-    result = cli_run("query", "--format", "json",
-                     "SELECT kind, strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts FROM session_events "
-                     "WHERE session LIKE '%2026-12-31%' ORDER BY seq")
-    rows = [(r["kind"], r["ts"]) for r in json.loads(result.output)][:5]
-    assert rows == [
+    assert _night_events(project, cli_run, text)[:5] == [
         ("started", "2026-12-31 23:50:00"), ("prompt", "2026-12-31 23:55:00"),
         ("file_change", "2026-12-31 23:49:59"), ("file_change", "2027-01-01 00:00:01"),
         ("subagent_invoked", "2027-01-01 00:05:00")]
@@ -418,17 +415,12 @@ def test_a_session_start_with_an_offset_puts_the_session_and_its_events_in_utc(
     a time that is no time of day is None."""
     text = _NIGHT_SESSION.replace('"2026-12-31T23:50:00"', start).replace(
         "### [00:05:00] Subagent", "### [25:61:00] Odd\n\n### [00:05:00] Subagent")
-    (project.vault / "sessions" / "jane-doe_86e0b9_2026-12-31_235000.md").write_text(text)
-    assert cli_run("load").exit_code == 0
+    events = _night_events(project, cli_run, text)
     result = cli_run("query", "--format", "json",
                      "SELECT strftime(session_start, '%Y-%m-%d %H:%M:%S') AS s FROM sessions "
                      "WHERE name LIKE '%2026-12-31%'")
     assert json.loads(result.output) == [{"s": "2026-12-31 14:50:00"}]
-    result = cli_run("query", "--format", "json",
-                     "SELECT kind, strftime(ts, '%Y-%m-%d %H:%M:%S') AS ts FROM session_events "
-                     "WHERE session LIKE '%2026-12-31%' ORDER BY seq")
-    rows = [(r["kind"], r["ts"]) for r in json.loads(result.output)]
-    assert rows == [
+    assert events == [
         ("started", "2026-12-31 14:50:00"), ("prompt", "2026-12-31 14:55:00"),
         ("file_change", "2026-12-31 14:59:59"), ("file_change", "2026-12-31 15:00:01"),
         ("other", None), ("subagent_invoked", "2026-12-31 15:05:00"),

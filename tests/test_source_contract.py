@@ -81,3 +81,31 @@ def test_paths_of_settings_are_paths(project):
     for setting in settings():
         value = getattr(cfg, setting.attr)
         assert value is None or isinstance(value, Path)
+
+
+def test_a_source_loaded_by_other_toolkit_code_is_loaded_again_in_full(tmp_path):
+    """The store records, with each source's fingerprint, a stamp of the toolkit's code. An
+    unchanged source is skipped; after an upgrade (another stamp) every source is read again
+    in full, so a fix in how rows are read reaches a store loaded before it. Seen here through
+    an audit row edited in place: an ordinary refresh copies only new rows, a full one all."""
+    import sqlite3
+
+    from tests._site_helpers import make_world, open_store
+
+    world = make_world(tmp_path)
+    with open_store(world) as store:
+        store.refresh(world.cfg)
+        db = world.cfg.audit_db
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE actions SET description = 'edited in place' WHERE id = 1")
+        conn.commit()
+        conn.close()
+        assert store.refresh(world.cfg, only=["ledger"]).results[0].skipped
+        store.refresh(world.cfg)  # the DB's file changed: new rows only
+        assert store.scalar("SELECT description FROM actions WHERE id = 1") != "edited in place"
+        store.conn.execute("UPDATE _sources SET fingerprint = regexp_replace(fingerprint, "
+                           "'@[0-9a-f]+$', '@0000000000000000')")
+        report = store.refresh(world.cfg)
+        assert not any(r.skipped for r in report.results if r.found)
+        assert store.scalar("SELECT description FROM actions WHERE id = 1") == "edited in place"
+        assert all(r.skipped for r in store.refresh(world.cfg).results if r.found)

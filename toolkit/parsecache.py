@@ -66,6 +66,23 @@ def code_version(*modules: str) -> str:
 
 
 @functools.cache
+def package_stamp() -> str:
+    """A short digest of this package's source files' names, sizes and modification times
+    (read once per process, a stat of each: cheap enough for every refresh): it changes when
+    the toolkit is upgraded or its code edited. The store keeps it with each source's load, so
+    that a load made by other code is made again in full (see ``Store.refresh``)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        h.update(f"{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
 def package_version(name: str) -> str:
     """An installed package's version, read once per process (package metadata is slow to
     read, and the code this process runs is the code it imported, whatever is installed

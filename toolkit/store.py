@@ -868,11 +868,20 @@ class Store:
         """Load one source unless its fingerprint is unchanged (``state``: its row of
         ``_sources``; ``problems``: its recorded ones); a source present but unreadable is
         recorded with its error (raised by the caller after the others)."""
+        from toolkit.parsecache import package_stamp
+
         location, fp = source.fingerprint(cfg)
-        if not full and state and state.get("fingerprint") == fp:
+        # the recorded fingerprint names the toolkit's code too: a load made by other code
+        # (an upgrade, an edit) is made again, in full (its rows may be read another way now)
+        code = package_stamp()
+        recorded = str(state.get("fingerprint") or "") if state else ""
+        if not full and state and recorded == f"{fp}@{code}":
             return SourceResult(source.name, location, bool(state.get("found")),
                                 state.get("note") or "", int(state.get("rows") or 0),
                                 skipped=True, problems=problems)
+        if recorded and not recorded.endswith(f"@{code}"):
+            full = True
+        fp = f"{fp}@{code}"
         try:
             try:
                 result = self._load_in_transaction(source, cfg, full, progress, fp)

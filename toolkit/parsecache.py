@@ -71,14 +71,18 @@ def package_stamp() -> str:
     (read once per process, a stat of each: cheap enough for every refresh): it changes when
     the toolkit is upgraded or its code edited. The store keeps it with each source's load, so
     that a load made by other code is made again in full (see ``Store.refresh``)."""
-    root = Path(__file__).resolve().parent
+    root = os.path.dirname(os.path.realpath(__file__))
+    files = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]  # byte code: not read
+        files += [os.path.join(folder, n) for n in names if n.endswith(".py")]
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
+    for path in sorted(files):
         try:
-            st = p.stat()
+            st = os.stat(path)
         except OSError:
             continue
-        h.update(f"{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
 

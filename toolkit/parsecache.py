@@ -66,11 +66,11 @@ def code_version(*modules: str) -> str:
 
 
 @functools.cache
-def package_stamp() -> str:
-    """A short digest of this package's source files' names, sizes and modification times
-    (read once per process, a stat of each: cheap enough for every refresh): it changes when
-    the toolkit is upgraded or its code edited. The store keeps it with each source's load, so
-    that a load made by other code is made again in full (see ``Store.refresh``)."""
+def package_digest() -> bytes:
+    """The digest of this package's source files, names and contents, read once per process
+    (the code this process runs is the code it imported, whatever is edited on the disk
+    later; a few milliseconds). The site keys its render caches on it, and the store each
+    source's load, so that a load made by other code is made again (``Store.refresh``)."""
     root = os.path.dirname(os.path.realpath(__file__))
     files = []
     for folder, subfolders, names in os.walk(root):
@@ -78,12 +78,10 @@ def package_stamp() -> str:
         files += [os.path.join(folder, n) for n in names if n.endswith(".py")]
     h = hashlib.sha256()
     for path in sorted(files):
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+        h.update(f"\0{os.path.relpath(path, root)}\0".encode())
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    return h.digest()
 
 
 @functools.cache

@@ -1460,7 +1460,7 @@ def _counts(r: Report) -> str:
 
 def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: Judge,
          max_judge_calls: int, now: dt.datetime, lock_wait: float | None,
-         lock_now: dt.datetime | None = None) -> Report:
+         lock_now: dt.datetime) -> Report:
     from toolkit.ledger.vault import (
         EditorSession,
         check_inside,
@@ -1490,7 +1490,6 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
         return report
     meta_path = ledger_dir / ".meta.json"
     meta_json, _err = read_json_file(meta_path)
-    lock_now = lock_now or now
     report.notes = check_lock(meta_json, meta_path, lock_now, force=force)  # blocked: exit 75
     if not decision.run:
         return report

@@ -877,25 +877,32 @@ UNRATED = "[???]"  # the column of entries of no known confidence (missing or an
 UNRATED_COLOR = "#9e9e9e"
 
 
+def _per_file_confidence(d: SiteData) -> dict[str, Counter[Any]]:
+    """Entries per file (the five in the seed's order, then any of no known kind) and
+    confidence: what the files table and its chart both show."""
+    by_file: dict[str, Counter[Any]] = {f: Counter() for f in LEDGER_FILES}
+    for e in d.ledger:
+        by_file.setdefault(e["file"], Counter())[e.get("confidence")] += 1
+    return by_file
+
+
+def _unrated(counts: Counter[Any]) -> int:
+    """Entries of no known confidence (none given, or another word)."""
+    return counts.total() - sum(counts[k] for k in CONFIDENCES)
+
+
 def _ledger_file_table(d: SiteData) -> Table:
     """Entries per file and confidence, as ``toolkit ledger``'s dashboard counts them: the
     column of entries of no known confidence (``[???]``) is there when any is."""
     rated = ("high", "medium", "low")
-    by_file: dict[str, Counter[Any]] = {f: Counter() for f in LEDGER_FILES}
-    for e in d.ledger:
-        counts = by_file.get(e["file"])
-        if counts is None:  # (a file of no known kind)
-            counts = by_file[e["file"]] = Counter()
-        counts[e.get("confidence")] += 1
     rows: list[tuple[Any, ...]] = []
     tot: Counter[Any] = Counter()
-    for f, c in by_file.items():
+    for f, c in _per_file_confidence(d).items():
         tot.update(c)
         rows.append((Ref(f"{f}.md", _file_path(f)), c.total(),
                      *(Ref(str(c[k]), f"ledger/confidence/{k}.md") if c[k] else 0
-                       for k in rated), c.total() - sum(c[k] for k in rated)))
-    rows.append(("Total", tot.total(), *(tot[k] for k in rated),
-                 tot.total() - sum(tot[k] for k in rated)))
+                       for k in rated), _unrated(c)))
+    rows.append(("Total", tot.total(), *(tot[k] for k in rated), _unrated(tot)))
     columns: tuple[str, ...] = ("File", "Entries", "High", "Medium", "Low", UNRATED)
     if not rows[-1][-1]:  # every entry rated: the seed's five columns
         columns, rows = columns[:-1], [r[:-1] for r in rows]
@@ -911,10 +918,8 @@ def _ledger_pages(d: SiteData, charts: list[ChartSpec]
     chart = None
     if d.ledger:
         chart = "ledger-by-file"
-        per = {f: Counter(e.get("confidence") for e in d.ledger if e["file"] == f)
-               for f in LEDGER_FILES}
-        unrated = tuple(per[f].total() - sum(per[f][k] for k in CONFIDENCES)
-                        for f in LEDGER_FILES)
+        per = _per_file_confidence(d)
+        unrated = tuple(_unrated(per[f]) for f in LEDGER_FILES)
         charts.append(ChartSpec(
             name=chart, title="Ledger entries by file and confidence",
             labels=tuple(LEDGER_FILES),

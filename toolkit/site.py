@@ -1466,7 +1466,7 @@ def _code_digest(templates: Path, variant: str) -> str:
     ``variant``."""
     h = hashlib.sha256((_versions() + "|" + variant).encode("utf-8"))
     _digest_files(h, templates, "*")
-    h.update(_package_digest())
+    h.update(parsecache.package_digest())
     return h.hexdigest()
 
 
@@ -1487,15 +1487,6 @@ def _digest_files(h: Any, folder: Path, pattern: str) -> None:
         if p.is_file():
             h.update(f"\0{p.relative_to(folder)}\0".encode())
             h.update(p.read_bytes())
-
-
-@functools.cache
-def _package_digest() -> bytes:
-    """The digest of this package's source files, read once per process: the code that renders
-    is the code the process imported, whatever is edited on the disk later."""
-    h = hashlib.sha256()
-    _digest_files(h, Path(__file__).resolve().parent, "*.py")
-    return h.digest()
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:
@@ -1790,7 +1781,7 @@ def _config_files_digest(config: dict[str, Any], folder: Path) -> str:
     hooks' code (the toolkit's own among them: this package's) and this package's code, with
     relative paths read from ``folder``, where the generated mkdocs.yml is. A dirty MkDocs run
     renders only the pages whose Markdown changed, so a change here must be a full run."""
-    h = hashlib.sha256(_package_digest())
+    h = hashlib.sha256(parsecache.package_digest())
     theme = config.get("theme")
     custom = theme.get("custom_dir") if isinstance(theme, dict) else None
     hooks = config.get("hooks")

@@ -868,12 +868,12 @@ class Store:
         """Load one source unless its fingerprint is unchanged (``state``: its row of
         ``_sources``; ``problems``: its recorded ones); a source present but unreadable is
         recorded with its error (raised by the caller after the others)."""
-        from toolkit.parsecache import package_stamp
+        from toolkit.parsecache import package_digest
 
         location, fp = source.fingerprint(cfg)
         # the recorded fingerprint names the toolkit's code too: a load made by other code
         # (an upgrade, an edit) is made again, in full (its rows may be read another way now)
-        code = package_stamp()
+        code = package_digest().hex()[:16]
         recorded = str(state.get("fingerprint") or "") if state else ""
         if not full and state and recorded == f"{fp}@{code}":
             return SourceResult(source.name, location, bool(state.get("found")),

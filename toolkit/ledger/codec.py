@@ -85,12 +85,25 @@ def confidence_rank(value: str | None) -> int:
     return CONF_RANK.get(value or "", len(CONF_RANK))
 
 
-def _calendar_day(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
+def _date_problem(date: str) -> str | None:
+    """What is wrong with a Date's text, or None; remembered per text (a ledger repeats the
+    same few dates: the parser asks once per entry)."""
+    if date in _DATE_PROBLEMS:
+        return _DATE_PROBLEMS[date]
+    problem: str | None = None
+    if not DATE.match(date):
+        problem = f"Date is not YYYY-MM-DD: {date!r}"
+    else:
+        try:
+            dt.date.fromisoformat(date)
+        except ValueError:  # 2026-02-29: no age, so never pruned; say why
+            problem = f"Date is not a day of the calendar: {date!r}"
+    if len(_DATE_PROBLEMS) < 4096:
+        _DATE_PROBLEMS[date] = problem
+    return problem
+
+
+_DATE_PROBLEMS: dict[str, str | None] = {}
 
 
 def sort_key(entry: LedgerEntry) -> tuple[int, int]:
@@ -191,10 +204,8 @@ def entry_row(path: str, kind: str, title: str, date: str | None, category: str 
         problems.append("missing title")
     if date is None:
         problems.append("missing Date")
-    elif not DATE.match(date):
-        problems.append(f"Date is not YYYY-MM-DD: {date!r}")
-    elif not _calendar_day(date):  # 2026-02-29: no age, so never pruned; say why
-        problems.append(f"Date is not a day of the calendar: {date!r}")
+    elif (wrong := _date_problem(date)) is not None:
+        problems.append(wrong)
     if category is None:
         problems.append("missing Category")
     elif category not in CATEGORIES:

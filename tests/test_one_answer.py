@@ -399,6 +399,39 @@ def test_a_ledger_file_that_cannot_be_read_is_reported_by_dashboard_list_and_sea
     assert [h["file"] for h in _json(found)["results"]] == ["patterns.md"]
 
 
+def test_the_sites_files_tables_mark_a_missing_and_an_unreadable_file_as_the_dashboard_does(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """A ledger file that is missing or not UTF-8 has no count: `toolkit ledger` says
+    "(missing)" / "(unreadable)" with dashes, but the site's tables by file (home page and
+    ledger overview) gave it a row of zeros, as for an empty file. They now mark it as the
+    dashboard does, and count it again once it can be read."""
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Retry budget")]})
+    (p.ledger / "antipatterns.md").write_bytes(b"# Antipatterns\n\n\xff\xfe\n")
+    (p.ledger / "edge-cases.md").unlink()
+    monkeypatch.chdir(p.root)
+    dashboard = cli_run("ledger").stdout
+    assert re.search(r"\| antipatterns\.md \(unreadable\) +\| +- \|", dashboard)
+    assert re.search(r"\| edge-cases\.md \(missing\) +\| +- \|", dashboard)
+
+    def rows(content: Any, path: str, table: str) -> dict[str, tuple[Any, ...]]:
+        got = getattr(_page(content, path), table).rows
+        return {getattr(r[0], "text", r[0]): tuple(getattr(c, "text", c) for c in r[1:])
+                for r in got}
+
+    content = _site(p.root, isolated_env)
+    for shown in (rows(content, "index.md", "ledger_table"),
+                  rows(content, "ledger/index.md", "files")):
+        assert shown["antipatterns.md (unreadable)"] == ("-",) * 4
+        assert shown["edge-cases.md (missing)"] == ("-",) * 4
+        assert shown["patterns.md"] == (1, 0, 0, "1")
+        assert shown["Total"] == (1, 0, 0, 1)
+
+    p.write({"patterns": [entry_b("Retry budget")], "antipatterns": [entry_b("Blind retry")]})
+    shown = rows(_site(p.root, isolated_env), "ledger/index.md", "files")
+    assert shown["antipatterns.md"][0] == 1 and shown["edge-cases.md"][0] == 0
+
+
 def test_ledger_history_counts_entries_of_no_known_confidence_as_the_site_does(
         tmp_path, isolated_env, monkeypatch, cli_run):
     """The site's history table has an Unrated column; `toolkit ledger history` showed only

@@ -175,6 +175,22 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     return result
 
 
+def ledger_file_states(state: Any) -> dict[str, tuple[bool, int, str | None]] | None:
+    """The five ledger files as a ledger load recorded them in its ``state`` (the ``_sources``
+    row's, decoded): ``{kind: (exists, words, error)}``, ``error`` saying why the file could
+    not be read. None when the load recorded none (no ledger, or another toolkit's load)."""
+    from toolkit.records import LEDGER_FILES
+
+    files = state.get("files") if isinstance(state, dict) else None
+    if not isinstance(files, dict) or set(files) != set(LEDGER_FILES):
+        return None
+    if any(not isinstance(f, list) or len(f) != 3 for f in files.values()):
+        return None
+    return {kind: (bool(files[kind][0]), int(files[kind][1]),
+                   None if files[kind][2] is None else str(files[kind][2]))
+            for kind in LEDGER_FILES}
+
+
 LEDGER = Source(
     "ledger", _ledger_fp, _load_ledger,
     settings=(Setting("vault", "Smith vault folder (default: .smith/vault at the project root).",

@@ -461,6 +461,9 @@ class SiteData:
     history: dict[str, str] | None  # entry key -> digest of its history (_entry_history)
     day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
     built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
+    # ledger files the last load found missing or could not read: kind -> "missing" or
+    # "unreadable" (the files table marks them, as ``toolkit ledger`` does, instead of a 0)
+    ledger_absent: dict[str, str] = field(default_factory=dict)
     # derived
     entry_path: dict[str, str] = field(default_factory=dict)
     # entry_id -> the history's entry key (_entry_keys), when the store has the history
@@ -498,7 +501,7 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
         problems=store.problems(), history=_entry_history(store, tables),
         day_tier=queries.site_actions_by_day_tier(
             store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)),
-        built=built)
+        built=built, ledger_absent=_ledger_absent(store))
     data.entry_path = {e["entry_id"]: ledger_entry_path(e["entry_id"]) for e in data.ledger}
     if data.history is not None:
         data.entry_key = _entry_keys(data.ledger)
@@ -849,6 +852,14 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
         headlines=_headlines(d, week, open_slop))
 
 
+def _ledger_absent(store: Store) -> dict[str, str]:
+    from toolkit.loaders import ledger_file_states
+
+    files = ledger_file_states((store.source_state("ledger") or {}).get("state")) or {}
+    return {kind: "missing" if not exists else "unreadable"
+            for kind, (exists, _words, error) in files.items() if not exists or error}
+
+
 def _fmt_ts(value: Any) -> str | None:
     if value is None:
         return None
@@ -899,6 +910,10 @@ def _ledger_file_table(d: SiteData) -> Table:
     tot: Counter[Any] = Counter()
     for f, c in _per_file_confidence(d).items():
         tot.update(c)
+        absent = d.ledger_absent.get(f)
+        if absent:  # no count to give: the file is not there, or could not be read
+            rows.append((Ref(f"{f}.md ({absent})", _file_path(f)), *["-"] * 5))
+            continue
         rows.append((Ref(f"{f}.md", _file_path(f)), c.total(),
                      *(Ref(str(c[k]), f"ledger/confidence/{k}.md") if c[k] else 0
                        for k in rated), _unrated(c)))

@@ -56,21 +56,19 @@ def _stored_ledger_files(project: Project) -> dict[str, FileCounts] | None:
     file could not be read (the reader says why, as reconcile's own check does)."""
     import json
 
+    from toolkit.loaders import ledger_file_states
     from toolkit.reconcile import FileCounts as Counts
     from toolkit.records import LEDGER_FILES
 
     rows = project.sql("SELECT state FROM _sources WHERE source = 'ledger'").fetchall()
-    state = json.loads(rows[0][0]) if rows and rows[0][0] else None
-    files = state.get("files") if isinstance(state, dict) else None
-    if not isinstance(files, dict) or set(files) != set(LEDGER_FILES):
-        return None
-    if any(not isinstance(f, list) or len(f) != 3 or f[2] is not None for f in files.values()):
+    files = ledger_file_states(json.loads(rows[0][0]) if rows and rows[0][0] else None)
+    if files is None or any(error is not None for _e, _w, error in files.values()):
         return None
     counts = {file: (n, titled) for file, n, titled in project.sql(
         "SELECT file, count(*), count(*) FILTER (WHERE form = 'B') FROM ledger_entries "
         "GROUP BY file").fetchall()}
-    return {kind: Counts(bool(files[kind][0]), int(files[kind][1]),
-                             *counts.get(kind, (0, 0))) for kind in LEDGER_FILES}
+    return {kind: Counts(files[kind][0], files[kind][1], *counts.get(kind, (0, 0)))
+            for kind in LEDGER_FILES}
 
 
 SCAN_CHUNK = 2000  # values joined per finder call: one regex pass over many short texts

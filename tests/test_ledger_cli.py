@@ -365,6 +365,16 @@ def test_duplicate_titles_nfc_nfd_act_on_none_without_a_choice(project: FixtureP
         (project.ledger / "patterns.md").read_text()[-80:]
 
 
+def _lines(project: FixtureProject, kind: str, title: str) -> list[int]:
+    """The line numbers of ``kind``'s Form B entries titled ``title`` (their title lines)."""
+    lines = (project.ledger / f"{kind}.md").read_text().splitlines()
+    return [n for n, line in enumerate(lines, 1) if line == f"**Title:** {title}"]
+
+
+def _line(project: FixtureProject, kind: str, title: str) -> int:
+    return _lines(project, kind, title)[0]
+
+
 def test_same_title_twice_show_promote_demote_list_all_and_act_on_none(
         project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     _add(project, "patterns", _entry_b("Same title", "medium"))
@@ -380,6 +390,17 @@ def test_same_title_twice_show_promote_demote_list_all_and_act_on_none(
                             "3. [medium] Same title — antipatterns.md\n\n"), command
         assert _error(r) == ('Error: 3 entries match "same title"; nothing was done. Choose one '
                              "with --index N (1-3) or narrow with --file"), command
+    # with --json, stdout says the same as JSON a script can read (it said nothing at all)
+    for command in ("show", "promote", "demote"):
+        r = cli_run("ledger", command, "same title", "--json")
+        assert r.exit_code == 1, command
+        assert json.loads(r.stdout) == {"error": "ambiguous", "query": "same title", "matches": [
+            {"index": i, "title": "Same title", "file": f, "line": line, "confidence": "medium"}
+            for i, (f, line) in enumerate(
+                [("patterns.md", _line(project, "patterns", "Same title")),
+                 *[("antipatterns.md", n) for n in _lines(project, "antipatterns",
+                                                           "Same title")]], 1)]}, command
+        assert _error(r).startswith('Error: 3 entries match "same title"; nothing was done.')
     assert tree_digest(project.root) == before
     r = cli_run("ledger", "demote", "same title", "--index", "3")
     assert r.exit_code == 0

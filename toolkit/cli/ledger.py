@@ -108,11 +108,18 @@ def _pick_options(func: Any) -> Any:
     return func
 
 
-def _ambiguous(exc: Any) -> None:
-    """The seed's listing of several matches (on stdout), before the error line."""
+def _ambiguous(exc: Any, as_json: bool = False) -> None:
+    """The seed's listing of several matches (on stdout), before the error line; with
+    ``--json`` the same candidates as JSON (``--index`` takes their ``index``), so a script
+    reading stdout learns what to choose from."""
     from toolkit.display import visible
     from toolkit.ledger_ops import short_line
 
+    if as_json:
+        echo_json({"error": "ambiguous", "query": exc.query, "matches": [
+            {"index": i, "title": e.title, "file": e.file_name, "line": e.line,
+             "confidence": e.confidence} for i, e in enumerate(exc.matches, 1)]})
+        return
     click.echo(f'Multiple entries match "{visible(exc.query, single_line=True)}":\n')
     for i, e in enumerate(exc.matches, 1):
         click.echo(f"{i}. {short_line(e)}")
@@ -274,8 +281,7 @@ def show(title: str, index: int | None, file_: str | None, as_json: bool) -> Non
                                                     request=_request(),
                                                     unreadable=_warn_unreadable)
     except AmbiguousMatchError as exc:
-        if not as_json:
-            _ambiguous(exc)
+        _ambiguous(exc, as_json)
         raise
     if as_json:
         echo_json(r.to_dict())
@@ -467,8 +473,7 @@ def _confidence_command(direction: str) -> Any:
                      dry_run=dry_run, force=force, max_bytes=cfg.max_file_bytes,
                      request=_request())
         except ledger_ops.AmbiguousMatchError as exc:
-            if not as_json:
-                _ambiguous(exc)
+            _ambiguous(exc, as_json)
             raise
         _notes(r.notes)
         if as_json:

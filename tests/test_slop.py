@@ -220,6 +220,21 @@ def test_query_table_list_and_empty(project, cli_run) -> None:
     assert cli_run("slop", "query").stdout == "Slop ledger is empty.\n"
 
 
+def test_query_list_shows_the_first_line_as_rusts_lines_cuts_it(project, cli_run) -> None:
+    """CodeSmith's listing prints ``description.lines().next()``: Rust's ``lines()`` ends a
+    line only at ``\\n`` (a ``\\r`` just before it is dropped), so a form feed, a bare
+    ``\\r``, U+0085 or U+2028 stay in the first line (shown by ``visible`` as ``<U+XXXX>``)
+    instead of cutting it as Python's ``splitlines()`` does."""
+    write_ledger(project.slop, [
+        entry(1, description="first\u2028second"), entry(2, description="a\rb\nc"),
+        entry(3, description="x\x0cy\x85z"), entry(4, description="crlf\r\nnext"),
+        entry(5, description="\nafter a blank first line"), entry(6, description="")])
+    listing = cli_run("slop", "query", "--format", "list")
+    assert listing.exit_code == 0
+    assert [line for line in listing.stdout.splitlines() if line.startswith("  ")] == [
+        "  first<U+2028>second", "  a<U+000D>b", "  x<U+000C>y<U+0085>z", "  crlf", "  "]
+
+
 def test_query_library_matches_cli_semantics() -> None:
     from toolkit.sources.slop import parse_slop
 

@@ -283,6 +283,16 @@ def truncate(text: str, max_chars: int) -> str:
     return text[:max_chars - 1] + "…"
 
 
+def first_line(text: str) -> str | None:
+    """Rust's ``text.lines().next()``, as CodeSmith's listing takes a description's first
+    line: None for empty text; else the text up to the first ``\\n`` (without a ``\\r`` just
+    before it). Only ``\\n`` ends a line there, unlike ``str.splitlines``."""
+    if not text:
+        return None
+    line, nl, _rest = text.partition("\n")
+    return line[:-1] if nl and line.endswith("\r") else line
+
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 

@@ -124,7 +124,7 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
     """
     from toolkit.cli._common import render_rows
     from toolkit.display import visible
-    from toolkit.slop_ops import age_days, debug_name
+    from toolkit.slop_ops import age_days, debug_name, first_line
 
     project = get_project(refresh=False)
     result = project.slop_query(limit=limit, **filters)
@@ -151,7 +151,7 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
                 click.echo(visible(f"- [{e.short_id}] **{e.bucket}** ({debug_name(e.severity)} | "
                                    f"{debug_name(e.confidence)} | {debug_name(e.status)}) — "
                                    f"{e.title}", single_line=True))
-                first = e.description.splitlines()[0] if e.description.splitlines() else None
+                first = first_line(e.description)
                 if first is not None:
                     click.echo("  " + visible(first, single_line=True))
     else:

@@ -194,6 +194,33 @@ def test_a5_bad_json_exit_65_nothing_written(project, cli_run, payload, message,
     _no_temps(project.slop.parent)
 
 
+def test_duplicate_keys_codesmith_ignores_do_not_refuse_the_file(project, cli_run) -> None:
+    """serde refuses a known field given twice (above), but it skips unknown fields without
+    looking into them: a key twice among an entry's unknown fields, or inside an unknown
+    top-level or entry value, loads in CodeSmith. The toolkit read such a file as invalid
+    JSON (exit 65) and would not query, append to or update it."""
+    one = serde_pretty(entry(1)).replace("\n", "\n    ")
+    dup_entry = one.replace('"id":', '"note": 1,\n      "note": 2,\n      "id":', 1)
+    text = ('{\n  "meta": {"a": 1, "a": 2},\n  "entries": [\n    ' + dup_entry + ",\n    "
+            + serde_pretty(entry(2, extra={"k": 2})).replace("\n", "\n    ")
+            .replace('"k": 2', '"k": 1, "k": 2') + "\n  ]\n}")
+    project.slop.write_text(text, encoding="utf-8")
+    summary = cli_run("slop", "--json")
+    assert summary.exit_code == 0, summary.output
+    assert json.loads(summary.stdout)["total"] == 2
+    assert not any("CodeSmith will not load" in w["message"]
+                   for w in json.loads(summary.stdout)["warnings"])
+    assert cli_run("slop", "update", "00000002", "--status", "resolved").exit_code == 0
+    after = project.slop.read_text(encoding="utf-8")
+    assert after.startswith('{\n  "meta": {"a": 1, "a": 2},\n  "entries": [\n    ' + dup_entry)
+    assert read_entries(project.slop)[1]["status"] == "resolved"
+    # a known field twice is still refused, as CodeSmith refuses it
+    project.slop.write_text(text.replace('"note": 1', '"title": "x"'), encoding="utf-8")
+    refused = cli_run("slop")
+    assert refused.exit_code == 65
+    assert "invalid JSON: duplicate key 'title'" in _last_error(refused)
+
+
 def test_a6_invalid_utf8_is_reported_by_offset(project, cli_run) -> None:
     project.slop.write_bytes(b'{"entries": [{"title": "\xff"}]}')
     digest = tree_digest(project.home)

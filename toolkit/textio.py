@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -441,6 +442,22 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _noting_duplicates(found: list[tuple[dict[str, Any], str]]
+                       ) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An ``object_pairs_hook`` that keeps the last value of a key given twice (as
+    ``json.loads`` does) and notes (object, key) in ``found`` for the caller to judge."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for key, _value in pairs:
+                if key in seen:
+                    found.append((out, key))
+                seen.add(key)
+        return out
+    return hook
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -517,12 +534,17 @@ def check_json_depth(text: str, path: Path | str, raw: bytes | None = None) -> N
                             line=line)
 
 
-def load_json(text: str, path: Path | str, raw: bytes | None = None) -> Any:
+def load_json(text: str, path: Path | str, raw: bytes | None = None,
+              duplicates: list[tuple[dict[str, Any], str]] | None = None) -> Any:
     """Strict JSON: no NaN/Infinity, no duplicate keys, bounded nesting; errors with line.
-    ``raw``: the UTF-8 bytes ``text`` was decoded from, when the caller has them."""
+    ``raw``: the UTF-8 bytes ``text`` was decoded from, when the caller has them.
+    ``duplicates``: a key given twice in an object is not an error but noted there as
+    (object, key), the object holding the last value, for a caller whose format allows it in
+    some places (the slop ledger: serde skips unknown fields unread)."""
     check_json_depth(text, path, raw)
+    hook = _no_duplicates if duplicates is None else _noting_duplicates(duplicates)
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        return json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise DataError(f"invalid JSON, column {exc.colno}: {exc.msg}", path=path, line=exc.lineno,
                         hint="Fix the JSON or restore the file from a backup") from None

@@ -268,6 +268,21 @@ def _entry_lines(text: str) -> list[int]:
     return lines
 
 
+def _refuse_duplicate_fields(data: Any, duplicates: list[tuple[dict[str, Any], str]],
+                             path: Path) -> None:
+    """Refuse a key given twice where serde (CodeSmith's loader) refuses it: ``entries`` at
+    the top, or a field of SlopEntry in an entry. serde skips unknown fields unread, so a key
+    twice among them, or anywhere inside an unknown field's value, loads (the last one is
+    read here)."""
+    entries = data if isinstance(data, list) else (
+        data.get("entries") if isinstance(data, dict) else None)
+    in_entries = ({id(e) for e in entries if isinstance(e, dict)} if isinstance(entries, list)
+                  else set())
+    for obj, key in duplicates:
+        if (obj is data and key == "entries") or (id(obj) in in_entries and key in _KNOWN):
+            raise DataError(f"invalid JSON: duplicate key {key!r}", path=path)
+
+
 def parse_slop(text: str, path: Path, *, bom: bool = False) -> SlopFile:
     """Parse the file's text (without its BOM; ``bom`` says whether it had one)."""
     return parse_slop_data(text, path, bom=bom)[0]
@@ -285,7 +300,10 @@ def parse_slop_data(text: str, path: Path, *, bom: bool = False, raw: bytes | No
 
 def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFile, Any]:
     empty = not text.strip()
-    data = {"entries": []} if empty else load_json(text, path, raw)
+    duplicates: list[tuple[dict[str, Any], str]] = []
+    data = {"entries": []} if empty else load_json(text, path, raw, duplicates)
+    if duplicates:
+        _refuse_duplicate_fields(data, duplicates, path)
     spath = str(path)
     top_extra: dict[str, Any] = {}
     if isinstance(data, list):

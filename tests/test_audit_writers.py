@@ -105,7 +105,9 @@ def test_first_write_creates_folder_and_db_with_exactly_nagi_ledgers_schema(
                          "--category", " git ", "--project", "acme", "--json")) == {"id": 1}
     assert fresh.is_file()
     reference = make_audit_db(tmp_path / "ref.db", samples=False)
-    assert normalized_schema(fresh) == normalized_schema(reference)
+    # byte for byte: SQLite keeps each CREATE statement's text, and `.schema` shows it
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+    assert rows(fresh, schema) == rows(reference, schema)
     for table in ("actions", "dispatches", "approaches"):
         assert rows(fresh, f"PRAGMA table_info({table})") == \
             rows(reference, f"PRAGMA table_info({table})")

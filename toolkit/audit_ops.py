@@ -45,38 +45,38 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_MS = 5000  # nagi-ledger's busy timeout; tests lower it
 SEARCH_KINDS: tuple[str, ...] = ("actions", "dispatches", "approaches")
 
-# nagi-ledger's schema (FORMATS.md §3.2, formats/nagi-ledger/audit_schema.sql): no indexes,
-# no foreign keys, no schema version. Kept to the letter so nagi-ledger sees its own tables.
-SCHEMA_SQL = """CREATE TABLE IF NOT EXISTS actions (
-  id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts          TEXT NOT NULL DEFAULT (datetime('now')),
-  tier        INTEGER NOT NULL CHECK (tier IN (0, 1, 2)),      -- 0=info, 1=notable, 2=high-impact
-  category    TEXT NOT NULL,                                   -- free text; hook uses 'tool_failure'
+# nagi-ledger's schema (ledger.py SCHEMA; formats/nagi-ledger/audit_schema.sql): no indexes,
+# no foreign keys, no schema version. Kept to the byte: SQLite stores each CREATE statement's
+# text in sqlite_master, so a DB the toolkit creates shows nagi-ledger's own `.schema`.
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS actions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts TEXT NOT NULL DEFAULT (datetime('now')),
+  tier INTEGER NOT NULL CHECK(tier IN (0,1,2)),
+  category TEXT NOT NULL,
   description TEXT NOT NULL,
-  project     TEXT                                             -- nullable
+  project TEXT
 );
-
 CREATE TABLE IF NOT EXISTS dispatches (
-  id            INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts            TEXT NOT NULL DEFAULT (datetime('now')),
-  task          TEXT NOT NULL,                                 -- exact-match key for retry counting
-  agent_type    TEXT NOT NULL,
-  model         TEXT NOT NULL,
-  brief_summary TEXT NOT NULL,                                 -- hook rows are prefixed '[auto] '
-  verdict       TEXT CHECK (verdict IN ('CONFIRMED', 'REFUTED', 'PARTIAL') OR verdict IS NULL),
-  verdict_ts    TEXT,                                          -- set with datetime('now') by ledger_log_verdict
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts TEXT NOT NULL DEFAULT (datetime('now')),
+  task TEXT NOT NULL,
+  agent_type TEXT NOT NULL,
+  model TEXT NOT NULL,
+  brief_summary TEXT NOT NULL,
+  verdict TEXT CHECK(verdict IN ('CONFIRMED','REFUTED','PARTIAL') OR verdict IS NULL),
+  verdict_ts TEXT,
   verdict_notes TEXT
 );
-
 CREATE TABLE IF NOT EXISTS approaches (
-  id       INTEGER PRIMARY KEY AUTOINCREMENT,
-  ts       TEXT NOT NULL DEFAULT (datetime('now')),
-  task     TEXT NOT NULL,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts TEXT NOT NULL DEFAULT (datetime('now')),
+  task TEXT NOT NULL,
   approach TEXT NOT NULL,
-  outcome  TEXT NOT NULL CHECK (outcome IN ('DEAD_END', 'NO_GO', 'WORKS')),
-  reason   TEXT NOT NULL
+  outcome TEXT NOT NULL CHECK(outcome IN ('DEAD_END','NO_GO','WORKS')),
+  reason TEXT NOT NULL
 );
-"""  # noqa: E501 - nagi-ledger's schema text, kept to the letter (its comments included)
+"""
 
 
 # --------------------------------------------------------------------------- validation

@@ -235,6 +235,20 @@ def test_query_list_shows_the_first_line_as_rusts_lines_cuts_it(project, cli_run
         "  first<U+2028>second", "  a<U+000D>b", "  x<U+000C>y<U+0085>z", "  crlf", "  "]
 
 
+def test_an_empty_id_is_shown_empty_as_codesmith_shows_it(project, cli_run) -> None:
+    """An entry whose id is "" loads in CodeSmith (serde only needs a string), and its
+    listing and export show the empty short id (``- [] **…``, ``|  | …``). The toolkit showed
+    a made-up ``missing-id-0`` there; that stand-in is for an id that is absent or not text."""
+    write_ledger(project.slop, [entry(1, id="", title="No id here")])
+    listing = cli_run("slop", "query", "--format", "list")
+    assert listing.stdout.splitlines()[2] == (
+        "- [] **stale_docs** (Medium | High | Open) — No id here")
+    export = cli_run("slop", "export", env={"SOURCE_DATE_EPOCH": EPOCH_1430}).stdout
+    assert "|  | Medium | High | Open | No id here | - |" in export
+    assert "###  — No id here" in export
+    assert "missing-id" not in listing.stdout + export
+
+
 def test_query_library_matches_cli_semantics() -> None:
     from toolkit.sources.slop import parse_slop
 

@@ -341,7 +341,7 @@ def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFil
             # CodeSmith loads it as is: every value is already what the reader hands on
             get = raw.get
             entries.append(SlopEntry(
-                spath, index, line, raw["id"] or f"missing-id-{index}", raw["bucket"],
+                spath, index, line, raw["id"], raw["bucket"],
                 raw["severity"], raw["confidence"], get("owner"),
                 tuple(get("source_links") or ()), raw["title"], raw["description"],
                 raw["status"], get("cleanup_recommendation"), raw["created_at"],
@@ -366,8 +366,9 @@ def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFil
             v = raw.get(name)
             return None if v is None else as_text(str(v))
 
+        # an id that is absent or not text gets a stand-in; "" is CodeSmith's id as written
         entry_id = text_field("id") if isinstance(raw.get("id"), str) else None
-        if not entry_id:
+        if entry_id is None:
             entry_id = f"missing-id-{index}"
         if extra:
             problems.append(Problem("slop", spath, line, f"entry {entry_id[:8]}: {note}"))

@@ -248,6 +248,30 @@ def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) ->
     assert (project.root / "site.build" / "draft.md").read_text() == "mine"
 
 
+def test_cli_refuses_a_markdown_folder_that_is_a_link_before_touching_anything(
+        project, cli_run, tmp_path: Path) -> None:
+    # a crafted checkout (or a stray link) puts <out>.build elsewhere: the build would write
+    # its Markdown through the link, and --clean deleted the site before it failed
+    # ("Error: Cannot call rmtree on a symbolic link", naming nothing)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    site = project.root / "site"
+    site.mkdir()
+    (site / ".toolkit-site").write_text("made by toolkit build-site\n")
+    (site / "index.html").write_text("the last build")
+    (project.root / "site.build").symlink_to(outside)
+    for extra in ((), ("--clean",)):
+        result = cli_run("build-site", "--no-analyses", "--out", str(site), *extra)
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines()[-1] == (
+            f"Error: {project.root / 'site.build'} is a symbolic link (to {outside}); "
+            "refusing to write the site's Markdown through it. Choose another --out, or "
+            "remove the link")
+        assert list(outside.iterdir()) == []
+        assert (site / "index.html").read_text() == "the last build"
+        assert (project.root / "site.build").is_symlink()
+
+
 def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:
     result = cli_run("build-site", "--build-time", "yesterday")
     assert result.exit_code == 2

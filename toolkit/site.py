@@ -728,6 +728,10 @@ def check_output_folder(out: Path) -> None:
                 raise UsageError(f"refusing to build the site into {out}",
                                  hint="Choose an empty or new --out folder")
     build = out.parent / (out.name + ".build")
+    if build.is_symlink():  # never made by the toolkit: its Markdown would land elsewhere
+        raise UsageError(f"{build} is a symbolic link (to {os.readlink(build)}); refusing to "
+                         "write the site's Markdown through it",
+                         hint="Choose another --out, or remove the link")
     if build.exists() and not build.is_dir():
         raise UsageError(f"{build} is a file, not a folder", hint="Choose another --out")
     if build.is_dir() and any(build.iterdir()) and not (build / BUILD_MARKER).is_file():

@@ -27,6 +27,35 @@ def test_output_into_a_missing_folder_names_the_folder(project, cli_run, tmp_pat
     assert not target.parent.exists()
 
 
+@pytest.mark.parametrize("args", [
+    ["handoff", "-o"],
+    ["slop", "export", "-o"],
+    ["ledger", "export", "-o"],
+    ["check", "--junit-xml"],
+])
+@pytest.mark.parametrize("source", ["slop", "ledger file", "audit DB", "toolkit.yaml",
+                                    "link to the slop ledger"])
+def test_output_never_replaces_a_file_the_toolkit_reads(project, cli_run, args, source):
+    # `-o` naming the slop ledger (a slip of tab completion) replaced its 150 entries with
+    # the Markdown export, and the ledger's own files with a report: no backup, no warning
+    (project.root / "toolkit.yaml").write_text("project_name: acme-api\n")
+    target = {"slop": project.slop, "ledger file": project.ledger / "patterns.md",
+              "audit DB": project.audit_db, "toolkit.yaml": project.root / "toolkit.yaml",
+              "link to the slop ledger": project.root / "slop-link.json"}[source]
+    if source == "link to the slop ledger":
+        target.symlink_to(project.slop)
+    kept = target.resolve()
+    before = kept.read_bytes()
+    result = cli_run(*args, str(target))
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (
+        f"Error: {target}: the output would replace {kept}, a file the toolkit reads; "
+        "nothing written. Write the output somewhere else")
+    assert kept.read_bytes() == before
+    assert target.is_symlink() == (source == "link to the slop ledger")
+    assert not [p for p in kept.parent.iterdir() if ".toolkit-tmp-" in p.name]
+
+
 class _FifoReader:
     """A reader on a named pipe that collects everything written until the last writer
     closes it (it holds a writer end itself until ``result`` so the command's open neither

@@ -163,6 +163,17 @@ class Config:
 
         return clock.today(self.today)
 
+    def source_paths(self) -> tuple[Path, ...]:
+        """The files and folders the toolkit reads its sources and settings from (and its
+        store): an output the user names (``--output``) never replaces a file among them
+        (``toolkit.safewrite.write_output``)."""
+        audit = self.audit_db
+        paths = [self.vault, self.smith_config, self.slop_path, self.audit_json, self.goal_file,
+                 self.goal_history, self.snapshots_home, self.config_file, self.db_path,
+                 self.db_path.with_name(self.db_path.name + ".wal"), audit,
+                 *(audit.with_name(audit.name + end) for end in ("-wal", "-shm", "-journal"))]
+        return tuple(dict.fromkeys(p for p in paths if p is not None))
+
     def with_overrides(self, **kwargs: Any) -> Config:
         return replace(self, **kwargs)
 

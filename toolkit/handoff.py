@@ -1313,7 +1313,7 @@ def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     if output is not None:
         from toolkit.safewrite import write_output
 
-        write_output(output, text.encode("utf-8"))
+        write_output(output, text.encode("utf-8"), keep=cfg.source_paths())
     if since is None:
         record_state(cfg, report)
     return text

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -640,9 +640,11 @@ def export_text(vault: Path, *, max_bytes: int | None = None) -> str:
 
 
 def export(vault: Path, *, output: Path | None = None, redact: bool = True,
-           max_bytes: int | None = None, request: str | None = None) -> str:
+           max_bytes: int | None = None, request: str | None = None,
+           keep: Sequence[Path] = ()) -> str:
     """The export text (redacted unless ``redact=False``); written atomically to ``output``
-    when given. Returns the text."""
+    when given, never over the vault's files nor one of ``keep`` (the other sources,
+    ``Config.source_paths``). Returns the text."""
     vault = Path(vault)
     text = export_text(vault, max_bytes=max_bytes)
     if redact:
@@ -656,7 +658,7 @@ def export(vault: Path, *, output: Path | None = None, redact: bool = True,
             out = Path(output)
             if out.is_dir():
                 raise UsageError(f"{out} is a folder; give a file name for --output")
-            write_export(out, text)
+            write_export(out, text, keep=(vault, *keep))
             log.outcome = f"exported to {out}"
         else:
             log.outcome = "exported to stdout"

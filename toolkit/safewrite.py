@@ -51,7 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.errors import BusyError, ConflictError, NotFoundError, RefusedError, ToolkitError
+from toolkit.errors import (
+    BusyError,
+    ConflictError,
+    NotFoundError,
+    RefusedError,
+    ToolkitError,
+    UsageError,
+)
 from toolkit.textio import max_file_bytes
 
 if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
@@ -524,18 +531,31 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     return path
 
 
-def write_output(path: str | Path, data: bytes) -> Path:
+def write_output(path: str | Path, data: bytes, *, keep: Sequence[Path] = ()) -> Path:
     """Write a file the user named for a command's output (``--output``, ``--junit-xml``).
 
     A new or regular file is replaced atomically (:func:`atomic_replace`). A named pipe or a
     device (``/dev/stdout``, ``/dev/null``, a FIFO a reader waits on) is written to as it is:
     replacing it would swap the pipe or device for a regular file beside it, which the reader
-    never sees (and, run as root, would replace ``/dev/null``). Returns the path written."""
+    never sees (and, run as root, would replace ``/dev/null``). Returns the path written.
+
+    ``keep``: the files and folders the command reads its sources from
+    (:meth:`toolkit.config.Config.source_paths`). An existing file that is one of them, or
+    inside one of the folders (through any symbolic link), is never replaced by the output:
+    :class:`UsageError`, nothing written."""
     given = Path(path)
     try:
         kind = os.stat(given).st_mode
     except OSError:  # missing (or unreachable): atomic_replace names the problem
         kind = 0
+    if stat.S_ISREG(kind) and keep:
+        real = os.path.realpath(given)
+        for kept in keep:
+            mine = os.path.realpath(kept)
+            if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
+                raise UsageError(f"the output would replace {real}, a file the toolkit reads; "
+                                 "nothing written", path=given,
+                                 hint="Write the output somewhere else")
     if not (stat.S_ISFIFO(kind) or stat.S_ISCHR(kind)):
         return atomic_replace(given, data)
     try:

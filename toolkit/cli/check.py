@@ -53,7 +53,7 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
     if junit:
         from toolkit.safewrite import write_output
 
-        write_output(Path(junit), junit_xml(results))
+        write_output(Path(junit), junit_xml(results), keep=cfg.source_paths())
     if as_json:
         echo_json(json_of(results))
     else:

@@ -353,7 +353,7 @@ def export(output: str | None, no_redact: bool, as_json: bool) -> None:
     cfg = get_config()
     text = export_ledger(cfg.vault, output=Path(output) if output else None,
                          redact=not no_redact, max_bytes=cfg.max_file_bytes,
-                         request=_request())
+                         request=_request(), keep=cfg.source_paths())
     if as_json:
         echo_json({"output": output, "redacted": not no_redact, "text": text})
     elif output:

@@ -362,7 +362,7 @@ def export_cmd(title: str | None, output: str | None, as_json: bool, **filters: 
     if output is not None:
         from toolkit.safewrite import write_output
 
-        write_output(Path(output), text.encode("utf-8"))
+        write_output(Path(output), text.encode("utf-8"), keep=get_config().source_paths())
     if as_json:
         echo_json({"title": title or "Slop Ledger Export",
                    "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -4,6 +4,7 @@ user gave (FAULTS G3)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.errors import RefusedError
@@ -77,9 +78,10 @@ def make_ledger_dir(vault: str | Path) -> Path:
     return ledger
 
 
-def write_export(path: Path, text: str) -> None:
+def write_export(path: Path, text: str, keep: Sequence[Path] = ()) -> None:
     """Write an export of the ledger to the file the user named (``--output``): atomically,
-    or through it when it is a pipe or a device (``safewrite.write_output``)."""
+    or through it when it is a pipe or a device, never over a file among ``keep``
+    (``safewrite.write_output``)."""
     from toolkit.safewrite import write_output
 
-    write_output(path, text.encode("utf-8"))
+    write_output(path, text.encode("utf-8"), keep=keep)

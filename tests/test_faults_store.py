@@ -186,3 +186,33 @@ def test_i1_a_config_fifo_is_refused_without_opening_it(project, tmp_path):
                           cwd=project.root)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"Error: {fifo}: the config file is not a regular file"]
+
+
+@pytest.mark.parametrize("command", [("load",), ("status",), ("handoff",),
+                                     ("build-site", "--no-analyses")])
+def test_a_toolkit_folder_linked_outside_the_project_is_refused(project, cli_run, tmp_path,
+                                                                command):
+    # a checkout that ships `.toolkit` as a link (or one left from elsewhere): the store, its
+    # caches, the handoff state and the site were all written wherever the link pointed
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project.root / ".toolkit").symlink_to(outside)
+    result = cli_run(*command)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {project.root / '.toolkit'}: is a symlink to {outside}, outside the project "
+        f"folder ({project.root}); refusing to keep the store and the site there. Replace "
+        "the link with a folder, or name those places in toolkit.yaml (db:, site_dir:)")
+    assert list(outside.iterdir()) == []
+    # named by the user, the place is used as named
+    (project.root / "toolkit.yaml").write_text(
+        f"db: {outside / 'ledger.duckdb'}\nsite_dir: {outside / 'site'}\n")
+    assert cli_run("load").exit_code == 0
+    assert (outside / "ledger.duckdb").is_file()
+
+
+def test_a_toolkit_folder_linked_inside_the_project_is_followed(project, cli_run):
+    (project.root / "state").mkdir()
+    (project.root / ".toolkit").symlink_to(project.root / "state")
+    assert cli_run("load").exit_code == 0
+    assert (project.root / "state" / "ledger.duckdb").is_file()

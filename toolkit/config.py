@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit import loaders
-from toolkit.errors import UsageError
+from toolkit.errors import RefusedError, UsageError
 from toolkit.source import Place
 from toolkit.textio import load_yaml, read_text
 
@@ -301,8 +301,11 @@ def resolve(
     state = root / ".toolkit"
     if project is None and found is None:
         state = cache_dir(env) / _folder_key(root)
-    db = pick("db", env.get("TOOLKIT_DB"), state / "ledger.duckdb")
-    site_dir = pick("site_dir", None, state / "site")
+    default_db, default_site = state / "ledger.duckdb", state / "site"
+    db = pick("db", env.get("TOOLKIT_DB"), default_db)
+    site_dir = pick("site_dir", None, default_site)
+    if state == root / ".toolkit" and (db is default_db or site_dir is default_site):
+        _check_state_inside(state, root)
     site_url = pick("site_url", env.get("TOOLKIT_SITE_URL"), None)
 
     max_mb = pick("max_file_mb", env.get("TOOLKIT_MAX_FILE_MB"), None)
@@ -349,6 +352,22 @@ def resolve(
         project_name=project_name,
         site_scope=site_scope,
     )
+
+
+def _check_state_inside(state: Path, root: Path) -> None:
+    """Refuse a project's ``.toolkit`` that is a link leading outside the project folder
+    (FAULTS G6): the store, its caches, the handoff state and the site would all be written
+    wherever it points. A link that stays inside is followed; places named in toolkit.yaml,
+    the environment or options are used as named."""
+    if not state.is_symlink():
+        return
+    real, root_real = Path(os.path.realpath(state)), Path(os.path.realpath(root))
+    if real == root_real or root_real in real.parents:
+        return
+    raise RefusedError(f"is a symlink to {real}, outside the project folder ({root_real}); "
+                       "refusing to keep the store and the site there", path=state,
+                       hint="Replace the link with a folder, or name those places in "
+                            "toolkit.yaml (db:, site_dir:)")
 
 
 def parse_site_scope(value: Any, path: Path | None = None) -> str:

@@ -56,6 +56,24 @@ def test_output_never_replaces_a_file_the_toolkit_reads(project, cli_run, args, 
     assert not [p for p in kept.parent.iterdir() if ".toolkit-tmp-" in p.name]
 
 
+@pytest.mark.parametrize("args", [
+    ["handoff", "-o"],
+    ["slop", "export", "-o"],
+    ["ledger", "export", "-o"],
+    ["check", "--junit-xml"],
+])
+def test_output_with_the_longest_name_the_folder_takes_is_written(project, cli_run, tmp_path,
+                                                                  args):
+    # a name of 255 bytes (the file system's limit) is valid, but the temp file beside it
+    # (".<name>.toolkit-tmp-<pid>-<hex>") was not: "File name too long; nothing written"
+    target = tmp_path / ("r" * 249 + "é.out")
+    assert len(os.fsencode(target.name)) == 255
+    result = cli_run(*args, str(target))
+    assert result.exit_code in (0, 1) and "Error" not in result.output, result.output
+    assert target.stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
 class _FifoReader:
     """A reader on a named pipe that collects everything written until the last writer
     closes it (it holds a writer end itself until ``result`` so the command's open neither

@@ -69,6 +69,7 @@ PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journa
                 "after_rename", "after_lock", "after_backup", "after_ledger_write",
                 "after_meta_write", "after_staged_commit")
 TEMP_MARK = ".toolkit-tmp-"
+NAME_MAX = 255  # bytes in one file name (Linux, macOS and Windows file systems alike)
 # replace_all writes temp files at least this big in the thread that flushes them.
 DEFERRED_WRITE_BYTES = 1 << 20
 
@@ -323,7 +324,12 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def temp_path_for(path: Path) -> Path:
-    return path.parent / f".{path.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    """``.<name>.toolkit-tmp-<pid>-<hex>`` beside ``path``; the name is cut (by bytes) so the
+    temp file's name fits where ``path``'s does: a file of the longest name the folder takes
+    (NAME_MAX) is still written through a temp file beside it."""
+    tail = f"{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    name = os.fsencode(path.name)[:NAME_MAX - 1 - len(os.fsencode(tail))]
+    return path.parent / (os.fsdecode(b"." + name) + tail)
 
 
 def _space_error(path: Path) -> NoSpaceError:

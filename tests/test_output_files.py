@@ -74,6 +74,27 @@ def test_output_with_the_longest_name_the_folder_takes_is_written(project, cli_r
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+@pytest.mark.parametrize("args", [
+    ["handoff", "-o"],
+    ["slop", "export", "-o"],
+    ["ledger", "export", "-o"],
+    ["check", "--junit-xml"],
+])
+def test_output_naming_a_folder_that_does_not_exist_yet_writes_no_file(project, cli_run,
+                                                                        tmp_path, args):
+    # `-o reports/` wrote a file named "reports" (the slash dropped), where the user meant
+    # a folder: a later `mkdir reports` then fails
+    given = str(tmp_path / "reports") + "/"
+    label = {"handoff": "'--output' / '-o'", "slop": "'-o' / '--output'",
+             "ledger": "'--output' / '-o'", "check": "'--junit-xml'"}[args[0]]
+    result = cli_run(*args, given)
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (
+        f"Error: Invalid value for {label}: {given!r} names a folder (it ends with /); give a "
+        "file name")
+    assert not (tmp_path / "reports").exists()
+
+
 class _FifoReader:
     """A reader on a named pipe that collects everything written until the last writer
     closes it (it holds a writer end itself until ``result`` so the command's open neither

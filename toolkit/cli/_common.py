@@ -15,6 +15,21 @@ if TYPE_CHECKING:
     from toolkit.store import Store
 
 
+class OutputFile(click.Path):
+    """The file an ``--output``/``-o`` or ``--junit-xml`` option names: ``click.Path`` for a
+    file, that also refuses a name ending in ``/`` (a folder the user meant: the slash would
+    be dropped on the way and a file of that name written)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.endswith("/"):
+            self.fail(f"{value!r} names a folder (it ends with /); give a file name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
     """The Config for this invocation (global options > toolkit.yaml > env > defaults)."""
     from toolkit import config as config_mod

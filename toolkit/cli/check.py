@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from toolkit.cli._common import echo_json, get_config
+from toolkit.cli._common import OutputFile, echo_json, get_config
 
 
 @click.command()
@@ -15,7 +15,7 @@ from toolkit.cli._common import echo_json, get_config
 @click.option("--skip", "skipped", multiple=True, metavar="NAME|TAG",
               help="Leave out these checks (names or tags).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--junit-xml", "junit", type=click.Path(dir_okay=False), default=None,
+@click.option("--junit-xml", "junit", type=OutputFile(), default=None,
               metavar="FILE", help="Also write the results as JUnit XML (for CI) to FILE.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds before one check's query is interrupted (an error of that check).")

@@ -16,7 +16,14 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import echo_json, echo_text, get_config, get_project, table_text
+from toolkit.cli._common import (
+    OutputFile,
+    echo_json,
+    echo_text,
+    get_config,
+    get_project,
+    table_text,
+)
 from toolkit.records import CATEGORIES, CONFIDENCES
 
 # Subcommands written in other modules, imported on first use; listed only when their module
@@ -338,7 +345,7 @@ def search(query: str, as_json: bool) -> None:
 
 @ledger.command(
     short_help="Export the whole ledger (meta.yaml and the five files) as Markdown.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--output", "-o", type=OutputFile(), metavar="FILE",
               help="Write the export to FILE (atomically) instead of printing it.")
 @click.option("--no-redact", is_flag=True,
               help="Keep secrets as they are (the export is redacted by default).")

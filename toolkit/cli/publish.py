@@ -6,7 +6,7 @@ import datetime as dt
 
 import click
 
-from toolkit.cli._common import get_config
+from toolkit.cli._common import OutputFile, get_config
 
 
 def _since(value: str | None) -> dt.date | None:
@@ -24,7 +24,7 @@ def _since(value: str | None) -> dt.date | None:
 @click.option("--since", metavar="YYYY-MM-DD", default=None,
               help="Report ledger entries dated on or after this day, instead of the changes "
                    "since the last handoff.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--output", "-o", type=OutputFile(), default=None, metavar="FILE",
               help="Write the report to FILE (atomically) instead of printing it.")
 @click.option("--full", is_flag=True,
               help="Add the complete listing: every open slop entry in CodeSmith's layout, "

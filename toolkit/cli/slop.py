@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import echo_json, echo_text, get_config, get_project
+from toolkit.cli._common import OutputFile, echo_json, echo_text, get_config, get_project
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -338,7 +338,7 @@ def repair_cmd(yes: bool, force: bool, as_json: bool) -> None:
 @slop.command("export", short_help="CodeSmith's Markdown handoff, redacted.")
 @click.option("--title", help="Report title (default \"Slop Ledger Export\").")
 @_filter_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output", type=OutputFile(), default=None,
               help="Write the Markdown to this file instead of standard output.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {title, generated_at, entries, markdown} as JSON.")

@@ -500,6 +500,28 @@ def test_no_log_without_pointer_or_outside_sessions(project: FixtureProject, cli
     assert tree_digest(project.vault / "sessions") == before
 
 
+@pytest.mark.parametrize("linked", ["sessions", "vault"])
+def test_no_log_through_a_sessions_folder_or_vault_linked_outside(
+        project: FixtureProject, cli_run, tmp_path: Path, linked: str) -> None:  # type: ignore[no-untyped-def]
+    # a cloned repository ships `.smith/vault/sessions` as a link to a folder of the user's
+    # and points .current-session at a file there: every ledger command (even `ledger
+    # export`, `ledger list`) appended its log block to that file outside the project
+    folder = project.vault / "sessions" if linked == "sessions" else project.vault
+    outside = tmp_path / "elsewhere" / folder.name
+    outside.parent.mkdir()
+    folder.rename(outside)
+    folder.symlink_to(outside, target_is_directory=True)
+    victim = outside / ("notes.md" if linked == "sessions" else "sessions/notes.md")
+    victim.parent.mkdir(exist_ok=True)
+    victim.write_text("keep me\n")
+    (project.vault / ".current-session").write_text(
+        ".smith/vault/sessions/notes.md\n")
+    for args in (("ledger", "export"), ("ledger", "list"), ("ledger", "promote", "route table")):
+        r = cli_run(*args)
+        assert r.exit_code in (0, 1), r.output
+        assert victim.read_text() == "keep me\n"
+
+
 def test_oversized_file_refuses_and_junk_file_is_skipped_never_touched(
         project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     big = project.ledger / "patterns.md"

@@ -15,15 +15,21 @@ def session_log_path(vault: Path) -> Path | None:
     """The current vault session log, if ``.current-session`` names one inside ``sessions/``.
 
     A pointer to anywhere else is ignored: a cloned repository must not be able to make the
-    toolkit append to an arbitrary file."""
+    toolkit append to an arbitrary file. Nor through links: ``sessions/`` must stay inside
+    the vault and the vault inside the project folder (the walls of FAULTS G3)."""
+    from toolkit.ledger.vault.paths import vault_roots
     from toolkit.sources.smith import current_session_log
 
     p = current_session_log(Path(vault))
     if p is None or p.suffix != ".md":
         return None
-    sessions = Path(os.path.realpath(Path(vault) / "sessions"))
+    root, vault = vault_roots(vault)
+    root_real, vault_real = Path(os.path.realpath(root)), Path(os.path.realpath(vault))
+    sessions = Path(os.path.realpath(vault / "sessions"))
     real = Path(os.path.realpath(p))
-    if sessions not in real.parents or not real.is_file():
+    if (sessions not in real.parents or vault_real not in sessions.parents
+            or not (vault_real == root_real or root_real in vault_real.parents)
+            or not real.is_file()):
         return None
     return real
 

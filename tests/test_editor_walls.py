@@ -155,6 +155,33 @@ def test_g3_backups_or_archive_linked_outside_is_refused(
     assert tree_digest(project.root) == before_in
 
 
+@pytest.mark.parametrize("name", ["meta.yaml", ".meta.json", "reconcile-log.md"])
+@pytest.mark.parametrize("args", [("ledger", "promote", "route table"),
+                                  ("ledger", "reconcile", "--force")], ids=" ".join)
+def test_g3_a_meta_or_log_file_linked_outside_the_vault_is_refused(
+        project: FixtureProject, cli_run, tmp_path: Path, name: str,
+        args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    # only the five ledger files had the link rule (A14): meta.yaml, .meta.json and
+    # reconcile-log.md linked to a file outside were rewritten through the link
+    outside = tmp_path / "elsewhere" / name
+    outside.parent.mkdir()
+    link = project.ledger / name
+    if link.exists():
+        link.rename(outside)
+    else:
+        outside.write_text("# Reconcile Log\n")
+    link.symlink_to(outside)
+    before_out, before_in = outside.read_bytes(), tree_digest(project.root)
+    r = cli_run(*args)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.splitlines()[-1] == (
+        f"Error: {link}: is a symlink to {outside}, outside the vault ({project.vault}); "
+        "refusing to edit the ledger through it. Replace the link with the file itself; "
+        "nothing was written")
+    assert outside.read_bytes() == before_out
+    assert tree_digest(project.root) == before_in
+
+
 def test_g3_a_link_that_stays_inside_the_vault_is_followed(
         project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     real = project.vault / "ledger-real"

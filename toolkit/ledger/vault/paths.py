@@ -9,6 +9,9 @@ from pathlib import Path
 
 from toolkit.errors import RefusedError
 
+# Files of ledger/ that the editor and reconcile write besides the five ledger files.
+LEDGER_SIDE_FILES = ("meta.yaml", ".meta.json", "reconcile-log.md")
+
 
 def _inside(real: Path, root_real: Path) -> bool:
     return real == root_real or root_real in real.parents
@@ -45,7 +48,8 @@ def check_inside(vault: str | Path) -> None:
     "Inside" is decided on real paths (every parent resolved, so a link anywhere on the way
     counts): ``.smith`` and the vault must stay inside the project folder (the folder holding
     ``.smith``; links above it are the user's business), and ``ledger/``, ``ledger/.backups``
-    and ``ledger/archive`` inside the vault. A link that stays inside is followed. The ledger
+    and ``ledger/archive`` inside the vault, as must ``meta.yaml``, ``.meta.json`` and
+    ``reconcile-log.md`` when they are links. A link that stays inside is followed. The ledger
     files themselves follow the same rule in :func:`toolkit.safewrite.check_editable`."""
     root, vault = vault_roots(vault)
     root_real = Path(os.path.realpath(root))
@@ -67,6 +71,18 @@ def check_inside(vault: str | Path) -> None:
             f"is a symlink to {target}, outside {what} ({base_real}); refusing to edit the "
             "ledger through it", path=culprit,
             hint="Replace the link with the folder itself; nothing was written")
+    # the files an edit writes besides the five ledger files (those follow check_editable's
+    # rule when they change): a link leading out of the vault is refused as a folder's is
+    for name in LEDGER_SIDE_FILES:
+        path = ledger / name
+        if not path.is_symlink():
+            continue
+        real = Path(os.path.realpath(path))
+        if not _inside(real, vault_real):
+            raise RefusedError(
+                f"is a symlink to {real}, outside the vault ({vault_real}); refusing to edit "
+                "the ledger through it", path=path,
+                hint="Replace the link with the file itself; nothing was written")
 
 
 

@@ -193,6 +193,17 @@ def test_a_symbolic_link_in_the_folder_is_refused_and_nothing_lands_outside(
     result = cli_run("export", "--out", str(out))
     assert result.exit_code == 1 and "refusing to write through a symbolic link" in result.output
     assert list(elsewhere.iterdir()) == []
+    # a table's schema file linked to a file outside: it was rewritten through the link
+    (out / "actions" / "project=acme-api").unlink()
+    theirs = elsewhere / "theirs.json"
+    theirs.write_text('{"mine": 1}\n')
+    (out / "actions" / "_schema.json").unlink(missing_ok=True)
+    (out / "actions" / "_schema.json").symlink_to(theirs)
+    result = cli_run("export", "--out", str(out))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {out / 'actions' / '_schema.json'}: refusing to "
+                                    "write through a symbolic link")
+    assert theirs.read_text() == '{"mine": 1}\n'
 
 
 def test_the_folder_being_a_file_is_a_usage_error(shared_project, cli_run, tmp_path):

@@ -277,7 +277,7 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
         table_dir.mkdir(exist_ok=True)
         key = (table, tuple(columns))
         if key not in shared.schemas:
-            _write_schema(table_dir / SCHEMA_FILE, _table_schema(store, table, columns))
+            _write_schema(_inside(table_dir, SCHEMA_FILE), _table_schema(store, table, columns))
             shared.schemas.add(key)
         target = _inside(table_dir, dirname)
         _repair(table_dir, dirname)

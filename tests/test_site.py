@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import threading
 import urllib.request
 from pathlib import Path
@@ -192,6 +193,42 @@ def test_path_like_titles_and_tasks_get_pages_inside_the_site_only(tmp_path: Pat
             slug = pages[title].parent.name
             assert slug.isascii() and not slug.startswith("."), (title, slug)
             assert pages[title].parent.parent == out / folder
+
+
+@pytest.mark.parametrize("planted", ["site.build/docs/index.md", "site/404.html",
+                                     "site.build/docs/ledger"])
+def test_a_link_planted_in_the_site_folders_is_never_written_through(
+        tmp_path: Path, planted: str) -> None:
+    """The site and its build folder are the toolkit's; a symbolic link in either (a checkout
+    that ships .toolkit/, a stray link) was written through: the dashboard's Markdown landed
+    in the file a planted docs/index.md pointed at, outside every folder the user gave."""
+    from toolkit.errors import UsageError
+
+    world = make_world(tmp_path / "w")
+    out = tmp_path / "w" / "out" / "site"
+    build(world, out=out)
+    victim = tmp_path / "victim"
+    link = out.parent / planted
+    if link.is_dir():
+        shutil.rmtree(link)
+        victim.mkdir()
+    else:
+        link.unlink()
+        victim.write_text("theirs")
+    link.symlink_to(victim)
+    _edit = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    _edit.write_text(_edit.read_text(encoding="utf-8").replace("route table", "route map"),
+                     encoding="utf-8")
+    before = tree_bytes(tmp_path / "victim") if victim.is_dir() else victim.read_bytes()
+    with pytest.raises(UsageError) as err:
+        build(world, out=out)
+    assert str(err.value) == (
+        f"{link}: is a symbolic link (to {victim}); the toolkit never puts one in its site "
+        "folders and will not write through it. Remove it, or build with --clean")
+    assert (tree_bytes(victim) if victim.is_dir() else victim.read_bytes()) == before
+    build(world, out=out, clean=True)  # --clean deletes the link, never what it points at
+    assert not link.is_symlink()
+    assert (tree_bytes(victim) if victim.is_dir() else victim.read_bytes()) == before
 
 
 # --------------------------------------------------------------------------- CLI

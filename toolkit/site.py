@@ -740,6 +740,25 @@ def check_output_folder(out: Path) -> None:
                          hint="Choose another --out, or move that folder")
 
 
+def _refuse_links(folder: Path) -> None:
+    """Refuse a symbolic link anywhere in a site folder or its build folder: the toolkit never
+    makes one there, and its writes (and MkDocs') would go wherever it points."""
+    stack = [str(folder)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        raise UsageError(
+                            f"is a symbolic link (to {os.readlink(entry.path)}); the toolkit "
+                            "never puts one in its site folders and will not write through it",
+                            path=entry.path, hint="Remove it, or build with --clean")
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+
+
 def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: bool = False,
                build_time: dt.datetime | None = None, progress: Progress | None = None,
                templates: Path = TEMPLATES_DIR, base_config: Path = BASE_CONFIG,
@@ -807,6 +826,9 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
         last[0] = now
 
     check_output_folder(site)
+    if not clean:  # --clean deletes the folders, and a link in them, without following it
+        for folder in (site, build):
+            _refuse_links(folder)
     build_time = build_time or clock.now()
     # the site's queries, rows and downloads free tens of MB at a time: given back to the
     # system as they are freed, they are not held beside the pages' own memory

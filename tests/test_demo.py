@@ -433,3 +433,14 @@ def test_every_demo_data_file_ships_in_a_regular_install() -> None:
     files = sorted(p.relative_to(data.parent).as_posix() for p in data.rglob("*") if p.is_file())
     assert files
     assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []
+
+
+def test_cli_next_step_can_be_pasted_into_a_shell(tmp_path: Path, cli_run) -> None:
+    # "Next: cd /tmp/my demos/acme-api && toolkit status" printed the folder bare
+    import shlex
+
+    result = cli_run("demo", str(tmp_path / "my demos"))
+    assert result.exit_code == 0, result.output
+    project = tmp_path / "my demos" / "acme-api"
+    assert result.output.splitlines()[-1] == (
+        f"Next: cd {shlex.quote(str(project))} && toolkit status")

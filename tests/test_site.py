@@ -260,6 +260,21 @@ def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:
         server.server_close()
 
 
+def test_the_commands_the_build_prints_can_be_pasted_into_a_shell(project, cli_run) -> None:
+    # a folder with a space (or a quote) was printed bare: `python -m http.server -d
+    # /home/me/My Sites/acme` pasted as printed serves the wrong folder or fails
+    import shlex
+
+    out = project.root / "My Sites" / "it's here"
+    result = cli_run("build-site", "--no-analyses", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    view = result.output.splitlines()[3]
+    assert view == (f"View it:  toolkit serve --out {shlex.quote(str(out))}   "
+                    f"(or: python -m http.server -d {shlex.quote(str(out))})")
+    assert shlex.split(view.split("(or: ")[1].rstrip(")")) == [
+        "python", "-m", "http.server", "-d", str(out)]
+
+
 def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) -> None:
     foreign = project.root / "mine"
     foreign.mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ def demo(directory: str, seed: int, audit_rows: int) -> None:
     click.echo(f"Demo world written to {world.root}")
     for key, value in world.counts.items():
         click.echo(f"  {key}: {value}")
-    click.echo(f"Next: cd {world.project} && toolkit status")
+    click.echo(f"Next: cd {shlex.quote(str(world.project))} && toolkit status")
 
 
 @click.command()

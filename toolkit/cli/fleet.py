@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +122,7 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
                f"{result.rebuilt} pages rendered; projects read again: {len(load.read)}, "
                f"unchanged: {len(load.unchanged)}.")
     click.echo(f"Site:     {result.out}")
-    click.echo(f"View it:  python -m http.server -d {result.out}")
+    click.echo(f"View it:  python -m http.server -d {shlex.quote(str(result.out))}")
 
 
 @fleet.command("export")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -176,10 +177,12 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
         click.echo("Stages:   " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()))
     click.echo(f"Site:     {result.out}")
     click.echo(f"Markdown: {result.build_dir / 'docs'}")
-    where = f" --project {cfg.project_root}" if demo else ""
-    out_opt = f" --out {result.out}" if out is not None else ""
+    # commands to paste into a shell: a folder with a space or a quote is quoted
+    where = f" --project {shlex.quote(str(cfg.project_root))}" if demo else ""
+    site = shlex.quote(str(result.out))
+    out_opt = f" --out {site}" if out is not None else ""
     click.echo(f"View it:  toolkit{where} serve{out_opt}   "
-               f"(or: python -m http.server -d {result.out})")
+               f"(or: python -m http.server -d {site})")
 
 
 @click.command()

@@ -162,6 +162,23 @@ def test_a_damaged_state_file_counts_as_the_first_handoff(project):
     assert json.loads(state.read_text())["version"] == 1
 
 
+def test_the_state_files_replace_a_link_never_write_through_it(project, cli_run, tmp_path):
+    # .toolkit/handoff-state.json (or site-build.json) planted as a link to a file of the
+    # user's: the handoff (the site build) replaced that file with its JSON state
+    theirs = tmp_path / "theirs"
+    theirs.write_text("export PATH=mine\n")
+    state_dir = project.root / ".toolkit"
+    state_dir.mkdir(exist_ok=True)
+    for name, args in (("handoff-state.json", ("handoff",)),
+                       ("site-build.json", ("build-site", "--no-analyses"))):
+        link = state_dir / name
+        link.symlink_to(theirs)
+        result = cli_run(*args)
+        assert result.exit_code == 0, result.output
+        assert theirs.read_text() == "export PATH=mine\n"
+        assert not link.is_symlink() and isinstance(json.loads(link.read_text()), dict)
+
+
 # --------------------------------------------------------------------------- the sections
 
 def _with_attention(project):

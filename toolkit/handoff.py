@@ -490,7 +490,7 @@ def record_state(cfg: Config, report: HandoffReport) -> Path:
     except OSError as exc:
         raise ToolkitError(f"cannot create the state folder: {exc.strerror}",
                            path=path.parent) from None
-    return atomic_replace(path, data)
+    return atomic_replace(path, data, follow_links=False)  # ours: a link there is replaced
 
 
 # --------------------------------------------------------------------------- links

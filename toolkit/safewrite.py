@@ -355,17 +355,23 @@ class PreparedReplace:
 
     def __init__(self, target: FileSnapshot | str | Path, new_bytes: bytes, *,
                  expected: FileSnapshot | None = None, mode: int | None = None,
-                 in_place: bool = False, deferred: bool = False) -> None:
+                 in_place: bool = False, deferred: bool = False,
+                 follow_links: bool = True) -> None:
         if isinstance(target, FileSnapshot):
             self.path = target.path
             self.mode = target.mode if mode is None else mode
             self.expected: FileSnapshot | None = expected if expected is not None else target
         else:
-            self.path = Path(os.path.realpath(target))
+            # follow_links=False: a link at the name is replaced, never written through
+            self.path = Path(os.path.realpath(target) if follow_links
+                             else os.path.abspath(target))
             self.expected = expected
             if mode is None:
                 try:
-                    mode = os.stat(self.path).st_mode & 0o7777
+                    st = os.stat(self.path) if follow_links else os.lstat(self.path)
+                    if not (follow_links or stat.S_ISREG(st.st_mode)):
+                        raise FileNotFoundError  # a link's mode is not a file's
+                    mode = st.st_mode & 0o7777
                 except FileNotFoundError:
                     umask = os.umask(0)
                     os.umask(umask)
@@ -510,7 +516,8 @@ def _fsync_all(prepared: list[PreparedReplace], dirs: list[Path],
 def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
                    expected: FileSnapshot | None = None, mode: int | None = None,
                    fsync: bool = True, fsync_dir: bool = True,
-                   during_fsync: Callable[[], None] | None = None) -> Path:
+                   during_fsync: Callable[[], None] | None = None,
+                   follow_links: bool = True) -> Path:
     """Replace a file's content atomically; return the path written.
 
     ``target`` is a snapshot (its real path and mode are used) or a path (a new file gets
@@ -520,9 +527,12 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     original is intact or the new content is complete. ``fsync_dir=False`` leaves the folder's
     fsync to the caller (one :func:`fsync_dir` after several replaces in the same folder).
     ``during_fsync``: work (a check) to run while the disk flushes the temp file; when it raises,
-    nothing is renamed and the temp file is removed.
+    nothing is renamed and the temp file is removed. ``follow_links=False`` (the toolkit's own
+    state files): a symbolic link at a path target is replaced by the file, never written
+    through (a user's file, by contrast, is edited at the link's target).
     """
-    p = PreparedReplace(target, new_bytes, expected=expected, mode=mode)
+    p = PreparedReplace(target, new_bytes, expected=expected, mode=mode,
+                        follow_links=follow_links)
     try:
         if fsync:
             _fsync_all([p], [], during_fsync)

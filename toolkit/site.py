@@ -1097,7 +1097,7 @@ def _record_build(cfg: Config, site: Path, redacted: bool) -> None:
             return
     # the site is built; only the warning in handoff/publish depends on the record
     with contextlib.suppress(OSError, ToolkitError):
-        atomic_replace(path, text)
+        atomic_replace(path, text, follow_links=False)  # ours: a link there is replaced
 
 
 def site_redaction_warning(cfg: Config) -> str | None:

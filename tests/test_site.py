@@ -231,6 +231,31 @@ def test_a_link_planted_in_the_site_folders_is_never_written_through(
     assert (tree_bytes(victim) if victim.is_dir() else victim.read_bytes()) == before
 
 
+def test_a_page_that_cannot_be_written_fails_with_its_own_error_not_a_busy_store(
+        tmp_path: Path) -> None:
+    """A project deep enough that a page's path passes the system's limit (PATH_MAX) while
+    the downloads' thread still writes: the error left with the store's connection busy, and
+    the cleanup's "connection is busy with another call" hid the real one."""
+    import errno
+
+    from toolkit.config import resolve
+
+    deep = tmp_path
+    while len(str(deep)) < 4010 - len("/acme-api"):
+        deep = deep / ("d" * min(200, 4010 - len("/acme-api") - len(str(deep)) - 1))
+    deep.mkdir(parents=True)
+    made = make_world(tmp_path / "w")  # its home (the audit DB: SQLite's paths are short)
+    root = made.root.rename(deep / "acme-api")
+    env = {"HOME": str(made.home), "NAGI_LEDGER_DB": str(made.cfg.audit_db),
+           "CODESMITH_HOME": str(made.home / ".codesmith")}
+    world = World(root=root, home=made.home,
+                  cfg=resolve(project=root, env=env, cwd=root, analyses=False))
+    with pytest.raises(OSError) as err:
+        build(world)
+    assert err.value.errno == errno.ENAMETOOLONG
+    assert str(err.value.filename).startswith(str(world.root / ".toolkit" / "site.build"))
+
+
 # --------------------------------------------------------------------------- CLI
 
 def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:

@@ -964,55 +964,64 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
                               versions or {}, f"redact={redact}")
     worker.shutdown(wait=False)
-    done = total - len(todo)
-    if progress and total:
-        progress("Writing pages", done, total)
-    for i in range(len(todo)):
-        page, todo[i] = todo[i], None  # type: ignore[call-overload]  # let it go when done
-        made_page = page.page(rows) if isinstance(page, Deferred) else page
-        if _write_if_changed(docs / page.path, render_page(renderer, made_page)):
-            written.append(page.path)
-        page_cache.rendered(page, renderer.used)
-        done += 1
-        if progress and (done % 200 == 0 or done == total):
+    try:
+        done = total - len(todo)
+        if progress and total:
             progress("Writing pages", done, total)
-    del rows, todo
-    written.sort()
-    mark("templates")
-    renderer.targets.update(page_cache.kept_targets())
-    with acyclic_build():  # a record per page
-        page_cache.save(renderer.tables, renderer.kept)
-    mark("writing")
-    charts_drawn = _finish_charts(charts_job)
-    for spec in content.charts:
-        rel = f"charts/{spec.name}.svg"
-        kept = kept_charts.get(spec.digest()) or cached_svg(chart_cache, spec.digest())
-        if kept is not None:
-            svg = kept
-            _remember_chart(spec.digest(), svg)
-        else:  # the chart process could not draw it: draw it here
-            from concurrent.futures import wait
+        for i in range(len(todo)):
+            page, todo[i] = todo[i], None  # type: ignore[call-overload]  # let it go when done
+            made_page = page.page(rows) if isinstance(page, Deferred) else page
+            if _write_if_changed(docs / page.path, render_page(renderer, made_page)):
+                written.append(page.path)
+            page_cache.rendered(page, renderer.used)
+            done += 1
+            if progress and (done % 200 == 0 or done == total):
+                progress("Writing pages", done, total)
+        del rows, todo
+        written.sort()
+        mark("templates")
+        renderer.targets.update(page_cache.kept_targets())
+        with acyclic_build():  # a record per page
+            page_cache.save(renderer.tables, renderer.kept)
+        mark("writing")
+        charts_drawn = _finish_charts(charts_job)
+        for spec in content.charts:
+            rel = f"charts/{spec.name}.svg"
+            kept = kept_charts.get(spec.digest()) or cached_svg(chart_cache, spec.digest())
+            if kept is not None:
+                svg = kept
+                _remember_chart(spec.digest(), svg)
+            else:  # the chart process could not draw it: draw it here
+                from concurrent.futures import wait
 
-            from toolkit.charts import import_matplotlib, render_svg
+                from toolkit.charts import import_matplotlib, render_svg
 
-            # its import sets the process's environment a moment: not while DuckDB's thread runs
-            wait([downloads])
-            import_matplotlib(build)
-            svg = render_svg(spec)
-            charts_drawn += 1
-            cache_svg(chart_cache, spec.digest(), svg)
-        files.add(rel)
-        if _write_if_changed(docs / rel, svg):
-            written.append(rel)
-    for rel, data in sorted(made.files.items()):
-        files.add(rel)
-        if _write_if_changed(docs / rel, data):
-            written.append(rel)
-    mark("charts")
-    for d in content.downloads:
-        for fmt in ("csv", "json"):
-            files.add(f"data/{d.table}.{fmt}")
-    written += downloads.result()
+                # its import sets the process's environment a moment: not while DuckDB's thread runs
+                wait([downloads])
+                import_matplotlib(build)
+                svg = render_svg(spec)
+                charts_drawn += 1
+                cache_svg(chart_cache, spec.digest(), svg)
+            files.add(rel)
+            if _write_if_changed(docs / rel, svg):
+                written.append(rel)
+        for rel, data in sorted(made.files.items()):
+            files.add(rel)
+            if _write_if_changed(docs / rel, data):
+                written.append(rel)
+        mark("charts")
+        for d in content.downloads:
+            for fmt in ("csv", "json"):
+                files.add(f"data/{d.table}.{fmt}")
+        written += downloads.result()
+    except BaseException:
+        # the downloads' thread holds the store's connection: the error leaves once it is
+        # done, or the cleanup on its way (the actions' scope, closing the store) fails on
+        # the busy connection and its "connection is busy" hides the real error
+        from concurrent.futures import wait
+
+        wait([downloads])
+        raise
     # nothing reads the store after this: DuckDB gives back the memory the site's queries
     # left in its allocator before MkDocs builds every page (the store opens again if used)
     store.release()

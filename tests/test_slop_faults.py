@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -281,6 +282,27 @@ def test_symlinked_ledger_edits_the_target_and_keeps_the_link(project, cli_run, 
     assert cli_run("slop", "update", "4b7e", "--status", "resolved").exit_code == 0
     assert project.slop.is_symlink()
     assert read_entries(real)[0]["status"] == "resolved"
+
+
+def test_a_backups_folder_linked_outside_is_refused_before_anything_is_written(
+        project, cli_run, tmp_path) -> None:
+    # the vault's .backups has this wall (FAULTS G3); the slop ledger's had none, and each
+    # write put a copy of the whole ledger wherever .backups pointed
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    backups = project.slop.parent / ".backups"
+    if backups.exists():
+        shutil.rmtree(backups)
+    backups.symlink_to(elsewhere)
+    before = project.slop.read_bytes()
+    result = cli_run("slop", "update", "4b7e", "--status", "resolved")
+    assert result.exit_code == 1
+    assert _last_error(result) == (
+        f"Error: {backups}: is a symlink to {elsewhere}, outside the slop ledger's folder "
+        f"({project.slop.parent}); refusing to write the backup through it. Replace the link "
+        "with a folder; nothing was written")
+    assert project.slop.read_bytes() == before
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_hard_linked_ledger_needs_force(project, cli_run, tmp_path) -> None:

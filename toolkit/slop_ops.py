@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
+import os
 import re
 import time
 import uuid
@@ -489,9 +490,18 @@ class _WriteSession:
             raise ConflictError("changed on disk since it was read; nothing written",
                                 path=self.path,
                                 hint="Run the command again to work on the current version")
+        folder = self.path.parent
+        if (folder / ".backups").is_symlink():  # the vault's wall (FAULTS G3), for this folder
+            real = Path(os.path.realpath(folder / ".backups"))
+            mine = Path(os.path.realpath(folder))
+            if mine not in real.parents:
+                raise RefusedError(
+                    f"is a symlink to {real}, outside the slop ledger's folder ({mine}); "
+                    "refusing to write the backup through it", path=folder / ".backups",
+                    hint="Replace the link with a folder; nothing was written")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         backups = safewrite.backup_files(
-            [self.snapshot], safewrite.unique_dir(self.path.parent / ".backups", stamp))
+            [self.snapshot], safewrite.unique_dir(folder / ".backups", stamp))
         safewrite.atomic_replace(self.snapshot, data, expected=self.snapshot)
         return backups[0]
 

@@ -95,6 +95,15 @@ def test_output_naming_a_folder_that_does_not_exist_yet_writes_no_file(project, 
     assert not (tmp_path / "reports").exists()
 
 
+def test_an_output_of_ones_own_beside_the_sources_is_replaced(project, cli_run):
+    # only what the toolkit reads is kept: a report kept in the vault is written again
+    report = project.vault / "handoff.md"
+    report.write_text("last week's report\n")
+    result = cli_run("handoff", "-o", str(report))
+    assert result.exit_code == 0, result.output
+    assert report.read_text().startswith("# ")
+
+
 class _FifoReader:
     """A reader on a named pipe that collects everything written until the last writer
     closes it (it holds a writer end itself until ``result`` so the command's open neither

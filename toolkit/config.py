@@ -168,7 +168,8 @@ class Config:
         store): an output the user names (``--output``) never replaces a file among them
         (``toolkit.safewrite.write_output``)."""
         audit = self.audit_db
-        paths = [self.vault, self.smith_config, self.slop_path, self.audit_json, self.goal_file,
+        paths = [self.ledger_dir, self.sessions_dir, self.vault / ".current-session",
+                 self.smith_config, self.slop_path, self.audit_json, self.goal_file,
                  self.goal_history, self.snapshots_home, self.config_file, self.db_path,
                  self.db_path.with_name(self.db_path.name + ".wal"), audit,
                  *(audit.with_name(audit.name + end) for end in ("-wal", "-shm", "-journal"))]

@@ -643,8 +643,8 @@ def export(vault: Path, *, output: Path | None = None, redact: bool = True,
            max_bytes: int | None = None, request: str | None = None,
            keep: Sequence[Path] = ()) -> str:
     """The export text (redacted unless ``redact=False``); written atomically to ``output``
-    when given, never over the vault's files nor one of ``keep`` (the other sources,
-    ``Config.source_paths``). Returns the text."""
+    when given, never over the vault's ledger and session files nor one of ``keep`` (the
+    other sources, ``Config.source_paths``). Returns the text."""
     vault = Path(vault)
     text = export_text(vault, max_bytes=max_bytes)
     if redact:
@@ -658,7 +658,7 @@ def export(vault: Path, *, output: Path | None = None, redact: bool = True,
             out = Path(output)
             if out.is_dir():
                 raise UsageError(f"{out} is a folder; give a file name for --output")
-            write_export(out, text, keep=(vault, *keep))
+            write_export(out, text, keep=(vault / "ledger", vault / "sessions", *keep))
             log.outcome = f"exported to {out}"
         else:
             log.outcome = "exported to stdout"

@@ -178,6 +178,25 @@ def test_a6_a_folder_where_a_ledger_file_belongs_is_reported_rest_loads(project,
     assert result.exit_code == 0, result.output
 
 
+def test_a_session_log_linked_outside_the_vault_is_read_with_a_warning(project, cli_run,
+                                                                         tmp_path):
+    # read through the link (as the ledger's read commands do, FAULTS G3), but never
+    # silently: its prompts go into the store, the site and the handoff
+    session = next((project.vault / "sessions").glob("*.md"))
+    other = session.with_name("jane-doe_86e0b9_2026-05-05_090000.md")
+    other.write_bytes(session.read_bytes())
+    elsewhere = tmp_path / "elsewhere.md"
+    session.rename(elsewhere)
+    session.symlink_to(elsewhere)
+    result = cli_run("status")
+    assert result.exit_code == 0, result.output
+    assert (f"  {session}: is a symlink to {elsewhere}, outside the vault; read through it"
+            in result.output.splitlines())
+    inside = project.vault / "sessions" / "also-here.md"
+    inside.symlink_to(other.name)  # a link that stays inside: no warning
+    assert str(inside) not in cli_run("status").output
+
+
 def test_a6_a_folder_where_the_slop_ledger_belongs_is_bad_data(project, cli_run):
     project.slop.unlink()
     project.slop.mkdir()

@@ -23,6 +23,7 @@ import bisect
 import datetime as dt
 import marshal
 import operator
+import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -844,6 +845,12 @@ def _event_kind(title: str) -> str:
 def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]]:
     name = path.stem
     problems: list[Problem] = []
+    if path.is_symlink():  # read through, as the ledger's read commands do, but said (G3)
+        real = Path(os.path.realpath(path))
+        vault = Path(os.path.realpath(path.parent.parent))
+        if vault not in real.parents:
+            problems.append(Problem("smith", str(path), None, f"is a symlink to {real}, "
+                                    "outside the vault; read through it"))
     try:
         text = decode_utf8(read_bytes(path), path)
     except DataError as exc:

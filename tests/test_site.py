@@ -375,6 +375,39 @@ def test_cli_bad_build_time_and_foreign_demo_dir(project, cli_run) -> None:
     assert not fresh.exists() and (foreign / "notes.txt").read_text() == "keep me"
 
 
+def test_serve_never_serves_a_file_outside_the_site_through_a_link(tmp_path: Path) -> None:
+    # `toolkit serve` (SimpleHTTPRequestHandler) followed a link in the site folder: a
+    # planted site/etc -> /etc served /etc/passwd to any page in the browser
+    import urllib.error
+
+    from toolkit.site import make_server
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<p>home</p>")
+    (site / "page.html").symlink_to("index.html")  # a link that stays inside: served
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "secret.txt").write_text("ghp_not_for_the_browser")
+    (site / "outside").symlink_to(private)
+    (site / "secret.txt").symlink_to(private / "secret.txt")
+    server = make_server(site, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        for path in ("/", "/page.html"):
+            with urllib.request.urlopen(f"http://{host}:{port}{path}") as resp:
+                assert resp.read() == b"<p>home</p>"
+        for path in ("/outside/secret.txt", "/secret.txt", "/outside/"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"http://{host}:{port}{path}")
+            assert err.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_cli_serve_without_a_site(project, cli_run) -> None:
     result = cli_run("serve", "--no-build", "--port", "0")
     assert result.exit_code == 1

@@ -2299,9 +2299,20 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
     if not (site / "index.html").is_file():
         raise ToolkitError(f"no site at {site}", hint="Run `toolkit build-site` first")
 
+    root = os.path.realpath(site)
+
     class Handler(SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def translate_path(self, path: str) -> str:
+            # a link in the folder is followed only while it stays inside: any other file
+            # is answered as missing (a link planted to /etc would serve it to every page)
+            local = super().translate_path(path)
+            real = os.path.realpath(local)
+            if real != root and not real.startswith(root + os.sep):
+                return os.path.join(root, MARKER, "outside")  # below a file: never found
+            return local
 
     handler = functools.partial(Handler, directory=str(site))
     try:

@@ -95,6 +95,25 @@ def test_output_naming_a_folder_that_does_not_exist_yet_writes_no_file(project, 
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.parametrize("args", [
+    ["handoff", "-o"],
+    ["slop", "export", "-o"],
+    ["ledger", "export", "-o"],
+    ["check", "--junit-xml"],
+])
+def test_a_dash_is_not_taken_for_a_file_named_dash(project, cli_run, args):
+    # `-o -` (standard output, by the usual convention) wrote a file named "-" in the
+    # current folder and said so; a pipe after it got nothing
+    result = cli_run(*args, "-")
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1].endswith(
+        ": '-' would be a file named '-'; leave the option out to print to standard output "
+        "(or give /dev/stdout), or write ./- for such a file")
+    assert not (project.root / "-").exists()
+    assert cli_run(*args, "./-").exit_code in (0, 1)  # a file named "-" when said so
+    assert (project.root / "-").is_file()
+
+
 def test_an_output_of_ones_own_beside_the_sources_is_replaced(project, cli_run):
     # only what the toolkit reads is kept: a report kept in the vault is written again
     report = project.vault / "handoff.md"

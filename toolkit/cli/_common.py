@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 class OutputFile(click.Path):
     """The file an ``--output``/``-o`` or ``--junit-xml`` option names: ``click.Path`` for a
     file, that also refuses a name ending in ``/`` (a folder the user meant: the slash would
-    be dropped on the way and a file of that name written)."""
+    be dropped on the way and a file of that name written) and ``-`` (standard output, by
+    the usual convention, which would become a file named ``-``)."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
@@ -27,6 +28,10 @@ class OutputFile(click.Path):
                 ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.endswith("/"):
             self.fail(f"{value!r} names a folder (it ends with /); give a file name", param, ctx)
+        if value == "-":  # the usual "standard output", which would become a file here
+            self.fail("'-' would be a file named '-'; leave the option out to print to "
+                      "standard output (or give /dev/stdout), or write ./- for such a file",
+                      param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -288,3 +288,19 @@ def test_prune_keeps_only_the_slots_still_used(tmp_path: Path) -> None:
     assert sorted(p.name for p in cache.iterdir()) == ["b.marshal"]
     assert parsecache.load(cache, "b", ("b",)) == "bbb"
     parsecache.prune(tmp_path / "missing", {"b"})
+
+
+def test_a_link_at_the_temp_files_name_is_replaced_not_written_through(tmp_path: Path) -> None:
+    # the temp name (".<slot>.<pid>.tmp" in the cache folder, beside the store) is known in
+    # advance: a link planted there had the cache's bytes written into the file it named
+    import os
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("theirs")
+    (folder / f".slot.{os.getpid()}.tmp").symlink_to(victim)
+    parsecache.save(folder, "slot", ("key",), [1, 2, 3])
+    assert victim.read_text() == "theirs"
+    assert parsecache.load(folder, "slot", ("key",)) == [1, 2, 3]
+    assert sorted(p.name for p in folder.iterdir()) == ["slot.marshal"]

@@ -161,7 +161,11 @@ def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
     tmp = folder / f".{slot}.{os.getpid()}.tmp"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
+        # a new file at the temp name: whatever is there (a killed save's file, or a link
+        # planted at this predictable name) is removed, never written through
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(_MAGIC + _HEADER.pack(0, 0))
             length = crc = 0
             for obj in _parts(key, payload):

@@ -825,3 +825,47 @@ def test_another_version_of_the_agents_markdown_renderer_reaches_every_entry_pag
     monkeypatch.setattr(markdown_it.renderer.RendererHTML, "render", other_version)
     again = build(world)
     assert "Rendered by the other version." in (again.out / ENTRY / "index.html").read_text()
+
+
+def _build_killed_at(world: World, point: str, **kwargs: Any) -> None:
+    """``build_site`` of the world, in a process of its own, SIGKILLed at the pause ``point``."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from tests._site_helpers import BUILD_TIME
+    from tests.conftest import kill_at_pause
+
+    child = ("import pickle, sys\n"
+             "from toolkit.loaders import SOURCES\n"
+             "from toolkit.site import build_site\n"
+             "from toolkit.store import Store\n"
+             "cfg, when, kwargs = pickle.loads(sys.stdin.buffer.read())\n"
+             "with Store.open(cfg.db_path, sources=SOURCES) as store:\n"
+             "    store.refresh(cfg)\n"
+             "    build_site(cfg, store, build_time=when, **kwargs)\n")
+    proc = subprocess.Popen([sys.executable, "-c", child], cwd=world.root,
+                            env={**os.environ, "TOOLKIT_EDITOR_PAUSE": point},
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.buffer.write(pickle.dumps((world.cfg, BUILD_TIME, kwargs)))
+    proc.stdin.close()
+    kill_at_pause(proc, point)
+
+
+def test_a_first_build_killed_after_mkdocs_wrote_pages_does_not_lock_the_folder_out(
+        built_world: tuple[World, BuildResult], tmp_path: Path) -> None:
+    """The first build into a new folder (or a --clean one) killed (Ctrl-C, a closed terminal)
+    after MkDocs wrote the pages: the folder holds the site's pages, so the next build must
+    take it as the toolkit's, never refuse it as "not built by toolkit build-site"."""
+    world, _ = built_world
+    out = tmp_path / "new" / "site"
+    _build_killed_at(world, "site_before_search_index", out=out)
+    assert (out / "index.html").is_file()
+    again = build(world, out=out)
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert differing_files(again.out, full.out) == []
+    _build_killed_at(world, "site_before_search_index", out=out, clean=True)
+    assert build(world, out=out).out == out

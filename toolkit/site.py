@@ -1061,6 +1061,12 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     mark("writing")
 
     running.write_bytes(b"")
+    # the folder is marked as ours before MkDocs writes into it: a build killed meanwhile
+    # (Ctrl-C, a closed terminal) leaves pages the next build must take as its own, never a
+    # folder it refuses as "not built by toolkit build-site". Until the build ends, it does
+    # not claim to be redacted (some of its pages may be the last build's or this one's).
+    site.mkdir(parents=True, exist_ok=True)
+    _write_marker(site, redacted=False)
     try:
         run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                           progress=progress, expected=len(written) if incremental else total,
@@ -1079,8 +1085,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     pause("site_before_search_index")
     docs_count = _SearchIndex.write(index_path, build / SEARCH_MAP, old_index, run.order,
                                     run.rebuilt, new_index)
-    (site / MARKER).write_text("Built by toolkit build-site; safe to delete and rebuild.\n"
-                               f"Redacted: {'yes' if redact else 'no'}\n", encoding="utf-8")
+    _write_marker(site, redacted=redact)
     _write_state(state_path, {"signature": signature, "files": sorted(files),
                               "order": [list(o) for o in run.order]})
     running.unlink()
@@ -1091,6 +1096,12 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
                        warnings=run.warnings, redacted=redact, analyses_run=made.analyses_run,
                        analyses_cached=made.analyses_cached,
                        analyses_failed=made.analyses_failed)
+
+
+def _write_marker(site: Path, *, redacted: bool) -> None:
+    _write_if_changed(site / MARKER, ("Built by toolkit build-site; safe to delete and rebuild.\n"
+                                      f"Redacted: {'yes' if redacted else 'no'}\n"
+                                      ).encode())
 
 
 def _record_build(cfg: Config, site: Path, redacted: bool) -> None:

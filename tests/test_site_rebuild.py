@@ -869,3 +869,21 @@ def test_a_first_build_killed_after_mkdocs_wrote_pages_does_not_lock_the_folder_
     assert differing_files(again.out, full.out) == []
     _build_killed_at(world, "site_before_search_index", out=out, clean=True)
     assert build(world, out=out).out == out
+
+
+def test_a_plain_build_killed_over_a_redacted_site_is_not_recorded_as_redacted(
+        built_world: tuple[World, BuildResult]) -> None:
+    """A plain build killed after MkDocs wrote its pages (which show secrets) over a redacted
+    site: handoff and publish, which link to the site, warn that it is not redacted."""
+    from dataclasses import replace
+
+    from toolkit.site import site_redaction_warning
+
+    world, _ = built_world
+    cfg = replace(world.cfg, site_url="https://example.org/site/")
+    build(world, redact=True)
+    assert site_redaction_warning(cfg) is None
+    _edit_entry(world, "zanzibarplain")
+    _build_killed_at(world, "site_before_search_index", redact=False)
+    warning = site_redaction_warning(cfg)
+    assert warning is not None and "without redaction" in warning

@@ -783,6 +783,8 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
                                 build_time=build_time, today=today, redact=redact, mark=mark,
                                 checks=checks)
 
+    if not redact:  # recorded before its pages are written: a build killed meanwhile leaves
+        _record_build(cfg, site, False)  # pages that show secrets, and handoff warns of them
     result = render_site(store, content, site=site, build=build, site_name=site_name_for(cfg),
                          clean=clean, build_time=build_time, progress=progress,
                          templates=templates, base_config=base_config, redact=redact,

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -336,3 +339,47 @@ def test_a_notebooks_cached_run_is_not_reused_when_the_build_shows_other_actions
     full = build(every, out=tmp_path / "full" / "site", clean=True)
     assert (again.out / page).read_bytes() == (full.out / page).read_bytes()
     assert "2026-05-02" in scan(full.out / page).body_text
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
+        project, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C (or ``kill``) while a notebook runs stops build-site there, as it stops any other
+    command: "Interrupted." and exit 130 (a SIGTERM ends the process), no traceback, no run of
+    the notebook recorded (as failed or otherwise); the next build runs it and succeeds."""
+    root = project.root
+    hold, ready = tmp_path / "hold", tmp_path / "ready"
+    hold.touch()
+    _notebook(root / "nb" / "slow.ipynb",
+              "import pathlib, time\n"
+              f"if pathlib.Path({str(hold)!r}).exists():\n"
+              f"    pathlib.Path({str(ready)!r}).touch()\n"
+              "    time.sleep(300)\n"
+              "print('Finding: ran to the end')")
+    _list_notebooks(root, "nb/slow.ipynb")
+    args = [sys.executable, "-m", "toolkit", "build-site", "--build-time", "2026-05-10T12:00:00"]
+    proc = subprocess.Popen(args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        while not ready.exists():  # the notebook's cell is running (a watchdog, not a timing)
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in err and "Site built" not in out
+    if signum == signal.SIGINT:
+        assert (proc.returncode, err) == (130, "Interrupted.\n")
+    else:
+        assert proc.returncode == -signal.SIGTERM
+    assert not (root / ".toolkit" / "site.build" / "analyses" / "slow.json").exists()
+
+    hold.unlink()
+    again = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "Warning" not in again.stderr
+    page = scan(root / ".toolkit" / "site" / "analyses" / "slow" / "index.html")
+    assert "ran to the end" in page.body_text

@@ -8,7 +8,10 @@ sets the given values. Running needs the ``notebooks`` extra (or the ``test`` ex
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +117,8 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", km=km,
                             resources={"metadata": {"path": str(cwd)}},
-                            record_timing=False, coalesce_streams=True)
+                            record_timing=False, coalesce_streams=True,
+                            on_notebook_start=_signals_back, on_cell_start=_signals_back)
     why: str | None = None
     try:
         client.execute()
@@ -137,6 +141,19 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
         where = f"cell {index + 1}" if index is not None else "a cell"
         raise ToolkitError(f"{name}: {where} failed: {why}")
     return nb
+
+
+def _signals_back(**_: Any) -> None:
+    """Ctrl-C and SIGTERM stop a notebook's run as they stop any other command (a
+    KeyboardInterrupt; the process's end). nbclient sets handlers of its own for them on its
+    event loop for the whole run, which only shut the kernel down and let the run go on: the
+    command ignored Ctrl-C and ``kill`` until the notebook ended, then built the rest of the
+    site, recorded the analysis as failed and exited 0. Taken off here (a hook nbclient calls
+    once its handlers are set), Python's own handling of the two signals is back."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(RuntimeError, ValueError):  # set only in the main thread
+            loop.remove_signal_handler(signum)
 
 
 def text_outputs(nb: NotebookNode) -> list[list[str]]:

@@ -482,6 +482,35 @@ def test_b8_the_lock_is_judged_by_the_real_clock_not_the_today_setting(
     assert json.loads((project.ledger / ".meta.json").read_text())["lock"] is None
 
 
+
+@pytest.mark.parametrize(("pid", "acquired", "note"), [
+    ("toolkit-editor@{host}:99999999999999999999", "2026-09-01T11:58:00Z",
+     "lock left by a run that was killed (toolkit-editor@{host}:99999999999999999999 "
+     "(acquired 2026-09-01T11:58:00Z, 2 min ago)) taken over"),
+    ("c3f1a9e2", "0001-01-01T00:00:00+01:00",
+     "stale lock taken over: held by c3f1a9e2 (acquired 0001-01-01T00:00:00+01:00)"),
+    ("c3f1a9e2", "9999-12-31T23:59:59-01:00",
+     "stale lock taken over: held by c3f1a9e2 (acquired 9999-12-31T23:59:59-01:00)"),
+], ids=["pid-past-any-process", "time-before-year-1-in-utc", "time-past-year-9999-in-utc"])
+def test_b8_a_lock_whose_pid_or_time_cannot_be_real_is_stale_not_a_usage_error(
+        project: FixtureProject, pid: str, acquired: str, note: str) -> None:
+    """A garbage ``.meta.json`` lock (a process id no process can have, a time that is out of
+    range once moved to UTC) holds nobody: taken over with a note, as a lock with an unreadable
+    time is; never "Error: a number is too large" (exit 2) for every ledger edit."""
+    import socket
+
+    host = socket.gethostname()
+    path = project.ledger / ".meta.json"
+    data = json.loads(path.read_text())
+    data["lock"] = {"pid": pid.format(host=host), "acquired": acquired}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    for args in (["ledger", "reconcile", "--status"], ["ledger", "promote", "route table"]):
+        r = _run(args, project.root, TOOLKIT_NOW="2026-09-01T12:00:00Z")
+        assert r.returncode == 0, r.stderr
+    assert f"note: {note.format(host=host)}" in r.stderr
+    assert json.loads(path.read_text())["lock"] is None
+
+
 # --------------------------------------------------------------------------- B9
 
 

@@ -1230,7 +1230,7 @@ def pid_alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # past what a pid can be: no process has it
         return False
     except PermissionError:
         return True

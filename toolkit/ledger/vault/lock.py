@@ -54,11 +54,11 @@ def parse_instant(value: Any) -> dt.datetime | None:
         text = text[:-1] + "+00:00"
     try:
         when = dt.datetime.fromisoformat(text)
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return when.astimezone(dt.UTC)
+    except (ValueError, OverflowError):  # OverflowError: before year 1 or past 9999 in UTC
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.astimezone(dt.UTC)
 
 
 def iso_z(when: dt.datetime) -> str:

@@ -298,3 +298,32 @@ def test_a13_lenient_slop_read(project, cli_run):
     assert any("CodeSmith will not load this file: entry 2 (" in w
                and "severity 'Catastrophic' is not one of" in w for w in warnings)
     assert any("unknown field(s) reviewer (kept)" in w for w in warnings)
+
+
+@pytest.mark.parametrize("fields", [
+    {"lock": {"pid": 12345, "acquired": "2026-05-04T09:02:41Z"}},
+    {"lock": {"pid": "c3f1a9e2", "acquired": 1777885361}},
+    {"lock": {"pid": {"host": "x"}, "acquired": ["2026-05-04"]}},
+    {"last_reconcile": 5},
+    {"last_reconcile": {"at": "2026-05-04"}},
+], ids=["numeric-pid", "numeric-time", "objects", "numeric-last-reconcile",
+        "object-last-reconcile"])
+def test_a_meta_json_lock_or_last_reconcile_that_is_not_text_still_loads(
+        project, cli_run, fields):
+    """A ``.meta.json`` another tool (or a hand edit) wrote with a number or an object where
+    Smith writes text (the lock's pid and time, last_reconcile): the store loads, holding
+    what ``ledger reconcile --status`` reads from it; never a pyarrow traceback from every
+    command that loads the store."""
+    path = project.ledger / ".meta.json"
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    data.update(fields)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = cli_run("load")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(cli_run("query", "SELECT lock_holder, lock_acquired, last_reconcile "
+                                       "FROM ledger_meta", "--format", "json").output)
+    lock = fields.get("lock")
+    want_lock = [str(lock["pid"]), str(lock["acquired"])] if lock else [None, None]
+    want_last = None if "last_reconcile" in fields else data.get("last_reconcile")
+    assert [rows[0]["lock_holder"], rows[0]["lock_acquired"]] == want_lock
+    assert rows[0]["last_reconcile"] == want_last

@@ -104,6 +104,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
                             "--project/--vault)")
     # Each file's entries a batch at a time (a cached or compact parse holds them as small
     # records until built): a big ledger is never held whole as objects, nor as rows.
+    from toolkit.ledger.vault.lock import read_lock_field
     from toolkit.ledger.vault.meta import count_words
     from toolkit.records import LEDGER_FILES
     from toolkit.slugs import file_entry_ids
@@ -149,7 +150,10 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
             trim_c_heap()  # the batch's records and rows: DuckDB's from here on
     total = sum(counts.values())
     mj = vault.meta_json or {}
-    lock = mj.get("lock") if isinstance(mj.get("lock"), dict) else None
+    # the lock as reconcile reads it (text, whatever JSON type another tool wrote); a
+    # last_reconcile that is not text is no time, as reconcile takes it ("never")
+    lock = read_lock_field(mj) if isinstance(mj.get("lock"), dict) else None
+    last_reconcile = mj.get("last_reconcile")
     limits = prune_limits(vault.meta, vault.smith_config)
     store.insert_rows("ledger_meta", (
         "meta_schema", "last_reflection", "total_reflections", "meta_yaml", "meta_json",
@@ -159,7 +163,8 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
             vault.meta.data or None, vault.meta_json, vault.smith_config,
             mj.get("estimated_tokens") if isinstance(mj.get("estimated_tokens"), int) else None,
             mj.get("total_patterns") if isinstance(mj.get("total_patterns"), int) else None,
-            mj.get("last_reconcile"), (lock or {}).get("pid"), (lock or {}).get("acquired"),
+            last_reconcile if isinstance(last_reconcile, str) else None,
+            lock.pid if lock else None, lock.acquired_raw if lock else None,
             limits["low"], limits["medium"])])
     store.insert_rows("reconcile_runs", (
         "ran_at", "trigger", "signals", "backup", "result", "actions", "merges", "prunes",

@@ -794,13 +794,19 @@ class EditorSession:
             # version read.
             replace_all(items, during_fsync=validate_changed, also_fsync=[dest],
                         journal=journal, first=lock)
-        except ToolkitError as exc:
+        except BaseException as exc:
+            # an error, or Ctrl-C (KeyboardInterrupt): replace_all put back what it had
+            # replaced either way; the lock field and the backup go the same way for both
             held: FileSnapshot | None = getattr(exc, "first_written", None)
             done = [Path(p).name for p in getattr(exc, "written", [])]
             json_done = held is not None and any(Path(p) == held.path
                                                  for p in getattr(exc, "written", []))
             if not json_done:
                 self._release_json_lock(held, None, quiet=True)
+            if not isinstance(exc, ToolkitError):  # nothing left written: no backup of it
+                if not done:
+                    shutil.rmtree(dest, ignore_errors=True)
+                raise
             if done:
                 raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
                                 path=exc.path, line=exc.line,
@@ -932,16 +938,22 @@ class EditorSession:
                           undo_remove=[archive])
         try:
             replace_all(items, journal=journal)
-        except ToolkitError as exc:
+        except BaseException as exc:  # an error, or Ctrl-C (KeyboardInterrupt)
             done = [Path(p).name for p in getattr(exc, "written", [])]
             if not done:  # nothing replaced, or all put back: no archive, lock given back
                 shutil.rmtree(archive, ignore_errors=True)
+                if json_backup is not None:
+                    shutil.rmtree(json_backup.parent, ignore_errors=True)
                 self._release_json_lock(held, None, quiet=True)
+                if not isinstance(exc, ToolkitError):
+                    raise
                 undone = getattr(exc, "rolled_back", [])
                 if undone:
                     raise type(exc)(f"{exc.message} (the files already replaced were put "
                                     f"back: {', '.join(undone)})", path=exc.path,
                                     line=exc.line, hint=exc.hint) from None
+                raise
+            if not isinstance(exc, ToolkitError):
                 raise
             raise type(exc)(f"{exc.message}; already written: {', '.join(done)}",
                             path=exc.path, line=exc.line,

@@ -829,13 +829,20 @@ def test_another_version_of_the_agents_markdown_renderer_reaches_every_entry_pag
 
 def _build_killed_at(world: World, point: str, **kwargs: Any) -> None:
     """``build_site`` of the world, in a process of its own, SIGKILLed at the pause ``point``."""
+    from tests.conftest import kill_at_pause
+
+    kill_at_pause(_start_build(world, point, **kwargs), point)
+
+
+def _start_build(world: World, pause: str, **kwargs: Any) -> Any:
+    """``build_site`` of the world started in a process of its own, which stops at the pause
+    ``pause`` (``TOOLKIT_EDITOR_PAUSE``'s syntax); its stderr is piped, as text."""
     import os
     import pickle
     import subprocess
     import sys
 
     from tests._site_helpers import BUILD_TIME
-    from tests.conftest import kill_at_pause
 
     child = ("import pickle, sys\n"
              "from toolkit.loaders import SOURCES\n"
@@ -846,13 +853,13 @@ def _build_killed_at(world: World, point: str, **kwargs: Any) -> None:
              "    store.refresh(cfg)\n"
              "    build_site(cfg, store, build_time=when, **kwargs)\n")
     proc = subprocess.Popen([sys.executable, "-c", child], cwd=world.root,
-                            env={**os.environ, "TOOLKIT_EDITOR_PAUSE": point},
+                            env={**os.environ, "TOOLKIT_EDITOR_PAUSE": pause},
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdin is not None
     proc.stdin.buffer.write(pickle.dumps((world.cfg, BUILD_TIME, kwargs)))
     proc.stdin.close()
-    kill_at_pause(proc, point)
+    return proc
 
 
 def test_a_first_build_killed_after_mkdocs_wrote_pages_does_not_lock_the_folder_out(
@@ -887,3 +894,38 @@ def test_a_plain_build_killed_over_a_redacted_site_is_not_recorded_as_redacted(
     _build_killed_at(world, "site_before_search_index", redact=False)
     warning = site_redaction_warning(cfg)
     assert warning is not None and "without redaction" in warning
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["build", "clean-build"])
+def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
+        built_world: tuple[World, BuildResult], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, clean: bool) -> None:
+    """Two builds of one site at once (build-site twice, or serve while build-site runs): the
+    second waits for the first, then exits 75, and touches nothing; the first ends with a
+    whole site. (The second used to empty or rewrite the folders under the first, which
+    then reported success over a site without its pages.)"""
+    from toolkit.errors import BusyError
+
+    world, first = built_world
+    _edit_entry(world, "zanzibarfirst")
+    release = tmp_path / "release"
+    proc = _start_build(world, f"site_before_search_index:{release}")
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first build holds the site, stopped before its end
+            if line.startswith("TOOLKIT_EDITOR_PAUSE site_before_search_index "):
+                break
+        else:
+            raise AssertionError(f"never reached the pause; exit {proc.wait()}")
+        monkeypatch.setenv("TOOLKIT_LOCK_TIMEOUT", "0.2")
+        with pytest.raises(BusyError, match="the site's build folder is locked by another run"):
+            build(world, clean=clean)
+        release.touch()
+        assert proc.wait(timeout=300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "zanzibarfirst" in (first.out / ENTRY / "index.html").read_text(encoding="utf-8")
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert differing_files(first.out, full.out) == []

@@ -1027,6 +1027,21 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
 # --------------------------------------------------------------------------- locks
 
 
+DEFAULT_LOCK_TIMEOUT = 10.0
+LOCK_TIMEOUT_ENV = "TOOLKIT_LOCK_TIMEOUT"
+
+
+def lock_timeout() -> float:
+    """Seconds a run waits for another run's lock (``$TOOLKIT_LOCK_TIMEOUT``, else 10)."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV)
+    if raw:
+        try:
+            return max(float(raw), 0.0)
+        except ValueError:
+            pass
+    return DEFAULT_LOCK_TIMEOUT
+
+
 class FileLock:
     """An exclusive ``flock`` on ``lock_path`` (a file, created if needed, or a directory).
 

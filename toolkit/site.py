@@ -94,7 +94,7 @@ from toolkit.pages import (
     tables_file,
 )
 from toolkit.records import acyclic_build
-from toolkit.safewrite import pause
+from toolkit.safewrite import FileLock, lock_timeout, pause
 
 if TYPE_CHECKING:
     import jinja2
@@ -828,6 +828,26 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
         last[0] = now
 
     check_output_folder(site)
+    # one build of a site at a time: another (a second build-site, serve, a fleet site) would
+    # empty or rewrite the folders under this one, which would end "built" with a site
+    # missing its pages. The lock is on the build folder, which --clean empties, never
+    # removes; the other run waits for it, then exits 75.
+    build.mkdir(parents=True, exist_ok=True)
+    with FileLock(build, timeout=lock_timeout(), what="the site's build folder"):
+        return _render_site(store, make, site=site, build=build, site_name=site_name,
+                            clean=clean, build_time=build_time, progress=progress,
+                            templates=templates, base_config=base_config, redact=redact,
+                            action_scope=action_scope, started=started, timings=timings,
+                            mark=mark)
+
+
+def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, site_name: str,
+                 clean: bool, build_time: dt.datetime | None, progress: Progress | None,
+                 templates: Path, base_config: Path, redact: bool, action_scope: str | None,
+                 started: float, timings: dict[str, float], mark: Callable[[str], None]
+                 ) -> BuildResult:
+    """:func:`render_site` under the build folder's lock."""
+    check_output_folder(site)  # as it is now that no other build is writing it
     if not clean:  # --clean deletes the folders, and a link in them, without following it
         for folder in (site, build):
             _refuse_links(folder)
@@ -836,9 +856,13 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
     # system as they are freed, they are not held beside the pages' own memory
     store.give_back_freed_memory()
     if clean:
-        for folder in (site, build):
-            if folder.is_dir():
-                shutil.rmtree(folder)
+        if site.is_dir():
+            shutil.rmtree(site)
+        for child in list(build.iterdir()):  # the folder stays: it holds the lock
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
     docs = build / "docs"
     docs.mkdir(parents=True, exist_ok=True)
     _write_if_changed(build / BUILD_MARKER, b"Made by toolkit build-site; safe to delete.\n")

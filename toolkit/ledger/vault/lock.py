@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import UsageError
+
+# the wait for a lock is safewrite's (the site's build uses it too); named here as before
+from toolkit.safewrite import DEFAULT_LOCK_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from toolkit.safewrite import LOCK_TIMEOUT_ENV as LOCK_TIMEOUT_ENV
+from toolkit.safewrite import lock_timeout as lock_timeout
 from toolkit.safewrite import pid_alive
 
 LOCK_EXPIRY = dt.timedelta(minutes=10)
-DEFAULT_LOCK_TIMEOUT = 10.0
-LOCK_TIMEOUT_ENV = "TOOLKIT_LOCK_TIMEOUT"
 NOW_ENV = "TOOLKIT_NOW"
 _HOLDER = re.compile(r"^toolkit[-\w]*@(?P<host>[^:]+):(?P<pid>\d+)$")
 
@@ -28,16 +31,6 @@ def lock_path(ledger_dir: Path) -> Path:
 
     Locking a folder leaves no lock file behind in the user's tree."""
     return Path(ledger_dir).parent
-
-
-def lock_timeout() -> float:
-    raw = os.environ.get(LOCK_TIMEOUT_ENV)
-    if raw:
-        try:
-            return max(float(raw), 0.0)
-        except ValueError:
-            pass
-    return DEFAULT_LOCK_TIMEOUT
 
 
 def holder_id() -> str:

@@ -387,7 +387,30 @@ def test_b7_same_size_edit_after_the_temp_write_is_detected(project, tmp_path) -
     assert proc.returncode == 1
     assert "changed on disk since it was read; nothing written" in err
     assert project.slop.read_bytes() == edited
+    assert not (project.slop.parent / ".backups").exists()  # nothing written: no backup
     _no_temps(project.slop.parent)
+
+
+@pytest.mark.parametrize("args", [("update", "4b7e", "--status", "resolved"),
+                                  ("append", "--bucket", "tool_gaps", "--severity", "low",
+                                   "--confidence", "low", "--title", "t", "--description", "d")],
+                         ids=["update", "append"])
+def test_ctrl_c_after_the_temp_write_leaves_the_file_and_its_folder_as_they_were(
+        project, tmp_path, args) -> None:
+    """Ctrl-C (SIGINT) after the temp file is written, before the rename: "Interrupted.",
+    exit 130, the file and its folder (CodeSmith's) exactly as before: no temp file, and no
+    backup of a write that did not happen."""
+    before = tree_digest(project.slop.parent)
+    proc = _spawn(project, "after_temp_write", tmp_path / "never", *args)
+    try:
+        _wait_for_pause(proc, "after_temp_write")
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (proc.returncode, err) == (130, "Interrupted.\n")
+    assert tree_digest(project.slop.parent) == before
 
 
 def test_b5_a_second_run_waits_for_the_lock_then_exits_75(project) -> None:

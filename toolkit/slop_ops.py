@@ -30,11 +30,13 @@ when the file changed on disk since it was read (``toolkit.safewrite``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import json
 import os
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -500,10 +502,27 @@ class _WriteSession:
                     "refusing to write the backup through it", path=folder / ".backups",
                     hint="Replace the link with a folder; nothing was written")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        backups = safewrite.backup_files(
-            [self.snapshot], safewrite.unique_dir(folder / ".backups", stamp))
-        safewrite.atomic_replace(self.snapshot, data, expected=self.snapshot)
+        made = not (folder / ".backups").exists()
+        dest = safewrite.unique_dir(folder / ".backups", stamp)
+        backups = safewrite.backup_files([self.snapshot], dest)
+        try:
+            safewrite.atomic_replace(self.snapshot, data, expected=self.snapshot)
+        except BaseException:  # refused (changed meanwhile), failed, or Ctrl-C (KeyboardInterrupt)
+            if not _holds(self.path, data):  # nothing written: no backup of it either
+                shutil.rmtree(dest, ignore_errors=True)
+                if made:  # .backups itself, made for this backup
+                    with contextlib.suppress(OSError):
+                        dest.parent.rmdir()
+            raise
         return backups[0]
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at ``path`` now holds exactly ``data``."""
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
 
 
 _WS = re.compile(r"[ \t\n\r]*")

@@ -104,3 +104,39 @@ def test_a_load_killed_after_a_history_batch_leaves_the_history_as_it_was(tmp_pa
     full = _history(p.root, isolated_env)
     assert {k: v for k, v in full.items() if k != "record"} == \
         {k: v for k, v in after.items() if k != "record"}
+
+
+def test_ctrl_c_after_a_history_batch_is_interrupted_and_the_next_load_is_whole(
+        tmp_path, isolated_env):
+    """Ctrl-C (SIGINT) right after a batch commit, where no transaction is open: the load
+    says "Interrupted." and exits 130 (never "the store failed: ... cannot rollback - no
+    transaction is active", exit 1); nothing a reader sees changed, and the next load
+    gives what a full load gives."""
+    import signal
+
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect: one lesson", {"patterns": [entry_b("Retry budget")]})
+    _load(p.root, isolated_env)
+    before = _history(p.root, isolated_env)
+    many = [entry_b(f"Lesson {i:05d}") for i in range(BIG)]
+    p.commit("reflect: many lessons", {"patterns": many})
+
+    proc = _toolkit(p.root, isolated_env, "load", pause="after_staged_commit")
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("TOOLKIT_EDITOR_PAUSE after_staged_commit "):
+            break
+    else:
+        raise AssertionError(f"never paused; exit {proc.wait()}")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "Interrupted.\n")
+    assert _history(p.root, isolated_env) == before
+
+    _load(p.root, isolated_env)
+    after = _history(p.root, isolated_env)
+    _load(p.root, isolated_env, "--full")
+    full = _history(p.root, isolated_env)
+    assert {k: v for k, v in full.items() if k != "record"} == \
+        {k: v for k, v in after.items() if k != "record"}

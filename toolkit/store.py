@@ -942,7 +942,15 @@ class _Transaction:
         self.conn.execute("BEGIN")
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if not exc_type:
+            self.conn.execute("COMMIT")
+            return
+        # what went wrong is the error to show: a rollback that cannot be made (no transaction
+        # open, e.g. Ctrl-C between a staged commit and the next BEGIN) must not replace it
+        import duckdb
+
+        with contextlib.suppress(duckdb.Error):
+            self.conn.execute("ROLLBACK")
 
 
 def _list_type(duck_type: str) -> str:

@@ -5,6 +5,7 @@ naming its cell; an unchanged rebuild runs none; a redacted build redacts them."
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -345,8 +346,9 @@ def test_a_notebooks_cached_run_is_not_reused_when_the_build_shows_other_actions
 def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
         project, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C (or ``kill``) while a notebook runs stops build-site there, as it stops any other
-    command: "Interrupted." and exit 130 (a SIGTERM ends the process), no traceback, no run of
-    the notebook recorded (as failed or otherwise); the next build runs it and succeeds."""
+    command: "Interrupted." and exit 130 (SIGTERM: exit 143, silently), no traceback, the
+    kernel shut down and its socket folder removed, no run of the notebook recorded (as
+    failed or otherwise); the next build runs it and succeeds."""
     root = project.root
     hold, ready = tmp_path / "hold", tmp_path / "ready"
     hold.touch()
@@ -358,8 +360,10 @@ def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
               "print('Finding: ran to the end')")
     _list_notebooks(root, "nb/slow.ipynb")
     args = [sys.executable, "-m", "toolkit", "build-site", "--build-time", "2026-05-10T12:00:00"]
+    tmp = tmp_path / "tmp"  # the kernel's socket folder goes here, and must go away
+    tmp.mkdir()
     proc = subprocess.Popen(args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, env={**os.environ, "TMPDIR": str(tmp)})
     try:
         while not ready.exists():  # the notebook's cell is running (a watchdog, not a timing)
             assert proc.poll() is None, proc.communicate()
@@ -373,9 +377,10 @@ def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
     assert "Traceback" not in err and "Site built" not in out
     if signum == signal.SIGINT:
         assert (proc.returncode, err) == (130, "Interrupted.\n")
-    else:
-        assert proc.returncode == -signal.SIGTERM
+    else:  # the exit code a SIGTERM's death gives, after the clean-up
+        assert (proc.returncode, err) == (128 + signal.SIGTERM, "")
     assert not (root / ".toolkit" / "site.build" / "analyses" / "slow.json").exists()
+    assert list(tmp.iterdir()) == []  # the kernel was shut down and its sockets removed
 
     hold.unlink()
     again = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300)

@@ -120,6 +120,7 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
                             record_timing=False, coalesce_streams=True,
                             on_notebook_start=_signals_back, on_cell_start=_signals_back)
     why: str | None = None
+    sigterm = signal.getsignal(signal.SIGTERM)
     try:
         client.execute()
     except CellExecutionError as exc:
@@ -129,6 +130,8 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
     except DeadKernelError:
         why = "the kernel died"
     finally:
+        with contextlib.suppress(ValueError, TypeError):  # not the main thread: never set
+            signal.signal(signal.SIGTERM, sigterm)
         if km is not None and client.kc is not None:
             client.kc.stop_channels()  # the caller's kernel lives on; this client does not
     if why is not None:
@@ -144,16 +147,24 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
 
 
 def _signals_back(**_: Any) -> None:
-    """Ctrl-C and SIGTERM stop a notebook's run as they stop any other command (a
-    KeyboardInterrupt; the process's end). nbclient sets handlers of its own for them on its
-    event loop for the whole run, which only shut the kernel down and let the run go on: the
-    command ignored Ctrl-C and ``kill`` until the notebook ended, then built the rest of the
-    site, recorded the analysis as failed and exited 0. Taken off here (a hook nbclient calls
-    once its handlers are set), Python's own handling of the two signals is back."""
+    """Ctrl-C and SIGTERM stop a notebook's run. nbclient sets handlers of its own for them
+    on its event loop for the whole run, which only shut the kernel down and let the run go
+    on: the command ignored Ctrl-C and ``kill`` until the notebook ended, then built the rest
+    of the site, recorded the analysis as failed and exited 0. Taken off here (a hook nbclient
+    calls once its handlers are set): Ctrl-C is Python's KeyboardInterrupt again, and SIGTERM
+    ends the command as SystemExit(143), the code its death gives, after the caller's
+    clean-up (the kernel shut down, its socket folder removed) -- :func:`execute` puts the
+    handler it found back when the run ends."""
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(RuntimeError, ValueError):  # set only in the main thread
             loop.remove_signal_handler(signum)
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def text_outputs(nb: NotebookNode) -> list[list[str]]:

@@ -304,3 +304,18 @@ def test_a_link_at_the_temp_files_name_is_replaced_not_written_through(tmp_path:
     assert victim.read_text() == "theirs"
     assert parsecache.load(folder, "slot", ("key",)) == [1, 2, 3]
     assert sorted(p.name for p in folder.iterdir()) == ["slot.marshal"]
+
+
+def test_ctrl_c_during_a_save_leaves_no_temp_file_and_the_old_entry(tmp_path: Path) -> None:
+    # Ctrl-C while a big payload was being written left ".<slot>.<pid>.tmp" in the cache
+    # folder (only an OSError removed it); nothing prunes that folder, so they piled up
+    class Interrupted(list):  # type: ignore[type-arg]
+        def __getitem__(self, item):  # type: ignore[no-untyped-def]
+            raise KeyboardInterrupt
+
+    folder = tmp_path / "cache"
+    parsecache.save(folder, "slot", ("old",), [1, 2])
+    with pytest.raises(KeyboardInterrupt):
+        parsecache.save(folder, "slot", ("new",), Interrupted([3, 4]))
+    assert sorted(p.name for p in folder.iterdir()) == ["slot.marshal"]
+    assert parsecache.load(folder, "slot", ("old",)) == [1, 2]

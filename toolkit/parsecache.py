@@ -178,9 +178,11 @@ def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
             fh.seek(len(_MAGIC))
             fh.write(_HEADER.pack(length, crc))
         os.replace(tmp, target)
-    except (OSError, ValueError):
+    except BaseException as exc:  # a failure, or Ctrl-C: no half-written temp file stays
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+        if not isinstance(exc, (OSError, ValueError)):
+            raise
 
 
 def prune(folder: Path, slots: set[str]) -> None:

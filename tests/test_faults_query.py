@@ -5,6 +5,8 @@ statement is followed by a check that the store is intact."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 REFUSED = "Error: only one read-only SELECT is allowed"
@@ -85,7 +87,9 @@ def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(BusyError) as err:
             Project.open(project.root, refresh=False).rows("SELECT 1")
-        assert str(err.value) == (f"{db}: the store is in use by another toolkit process; "
+        # the holder is named as DuckDB names it: it need not be a toolkit command
+        assert str(err.value) == (f"{db}: the store is in use by another process "
+                                  f"({Path(sys.executable).resolve().name}, PID {holder.pid}); "
                                   "retry when it finishes")
     finally:
         holder.communicate("")

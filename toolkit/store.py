@@ -1117,6 +1117,16 @@ def _give_back_freed_memory(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute("SET allocator_bulk_deallocation_flush_threshold = '1MB'")
 
 
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
+
+
+def _holder(message: str) -> str:
+    """`` (python3.11, PID 9543)``: who holds the store, as DuckDB's lock error names it (a
+    toolkit command, a notebook, the DuckDB shell...); empty when it does not say."""
+    found = _LOCK_HOLDER.search(message)
+    return f" ({Path(found[1]).name}, PID {found[2]})" if found else ""
+
+
 def _in_utc(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``conn`` with UTC as its time zone. DuckDB takes the machine's, and reads a date or a
     time without an offset as a time there: a check's ``CAST($today AS TIMESTAMPTZ)`` was
@@ -1150,8 +1160,8 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
         raise  # a bad setting in ``config`` (the caller names it), not a bad file
     except duckdb.Error as exc:  # IOException, or a plain Error for a corrupt block
         if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
-            raise BusyError("the store is in use by another toolkit process; retry when it "
-                            "finishes", path=path) from None
+            raise BusyError(f"the store is in use by another process{_holder(str(exc))}; "
+                            "retry when it finishes", path=path) from None
         if "different configuration" in str(exc):  # same file, open in this process
             raise BusyError("the store is open in this process with other settings (a "
                             "query connection or another Project)", path=path,

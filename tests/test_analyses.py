@@ -346,7 +346,7 @@ def test_a_notebooks_cached_run_is_not_reused_when_the_build_shows_other_actions
 def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
         project, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C (or ``kill``) while a notebook runs stops build-site there, as it stops any other
-    command: "Interrupted." and exit 130 (SIGTERM: exit 143, silently), no traceback, the
+    command: "Interrupted." and exit 130 (SIGTERM: "Terminated.", exit 143), no traceback, the
     kernel shut down and its socket folder removed, no run of the notebook recorded (as
     failed or otherwise); the next build runs it and succeeds."""
     root = project.root
@@ -378,7 +378,7 @@ def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
     if signum == signal.SIGINT:
         assert (proc.returncode, err) == (130, "Interrupted.\n")
     else:  # the exit code a SIGTERM's death gives, after the clean-up
-        assert (proc.returncode, err) == (128 + signal.SIGTERM, "")
+        assert (proc.returncode, err) == (128 + signal.SIGTERM, "Terminated.\n")
     assert not (root / ".toolkit" / "site.build" / "analyses" / "slow.json").exists()
     assert list(tmp.iterdir()) == []  # the kernel was shut down and its sockets removed
 

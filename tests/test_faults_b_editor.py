@@ -260,21 +260,26 @@ def test_b4_sigkill_after_rename_gives_complete_file_and_rerun_is_noop(
 
 
 
-@pytest.mark.parametrize(("command", "point"), [
-    ("prune", "after_temp_write"), ("prune", "after_rename@1"), ("prune", "after_rename@3"),
-    ("reset", "after_rename@1"), ("reset", "after_rename@3")])
-def test_b4_ctrl_c_during_a_prune_or_reset_puts_every_file_back_and_frees_the_lock(
-        project: FixtureProject, command: str, point: str) -> None:
+@pytest.mark.parametrize(("command", "point", "signum"), [
+    ("prune", "after_temp_write", signal.SIGINT), ("prune", "after_rename@1", signal.SIGINT),
+    ("prune", "after_rename@3", signal.SIGINT), ("reset", "after_rename@1", signal.SIGINT),
+    ("reset", "after_rename@3", signal.SIGINT), ("prune", "after_rename@1", signal.SIGTERM),
+    ("reset", "after_rename@3", signal.SIGTERM)])
+def test_b4_ctrl_c_or_kill_during_a_prune_or_reset_puts_every_file_back_and_frees_the_lock(
+        project: FixtureProject, command: str, point: str, signum: int) -> None:
     """Ctrl-C (SIGINT) while a prune or reset writes: "Interrupted.", exit 130, and the vault
     exactly as before -- the ledger files put back, ``.meta.json``'s lock field null again (a
     Smith session is not kept waiting 10 minutes on a run that has ended), no temp file, no
-    backup or archive folder of an edit that wrote nothing."""
+    backup or archive folder of an edit that wrote nothing. ``kill`` (SIGTERM) the same,
+    "Terminated.", exit 143: it killed the command on the spot, leaving the journal to put
+    the files back on the next run and the lock of a dead run in ``.meta.json``."""
     before = tree_digest(project.vault)
     proc = _start(["ledger", command, "--yes"], project.root, TOOLKIT_EDITOR_PAUSE=point)
     _wait_marker(proc, point)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err) == (130, "Interrupted.\n")
+    assert (proc.returncode, err) == ((130, "Interrupted.\n") if signum == signal.SIGINT
+                                      else (143, "Terminated.\n"))
     assert tree_digest(project.vault) == before
     r = _run(["ledger", command, "--yes"], project.root)
     assert r.returncode == 0, r.stderr

@@ -26,6 +26,13 @@ EXIT_DATA = 65
 EXIT_BUSY = 75
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a service manager stopping the command), raised by the command line
+    as Ctrl-C's KeyboardInterrupt is, so it ends through the same clean-up (an edit puts its
+    files back and gives the ``.meta.json`` lock back; a load rolls back): exit 143, the code
+    the signal's death gives."""
+
+
 class ToolkitError(Exception):
     """Base class: a problem the user can act on. Never shown with a traceback."""
 

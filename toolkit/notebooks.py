@@ -152,7 +152,7 @@ def _signals_back(**_: Any) -> None:
     on: the command ignored Ctrl-C and ``kill`` until the notebook ended, then built the rest
     of the site, recorded the analysis as failed and exited 0. Taken off here (a hook nbclient
     calls once its handlers are set): Ctrl-C is Python's KeyboardInterrupt again, and SIGTERM
-    ends the command as SystemExit(143), the code its death gives, after the caller's
+    ends the command as :class:`toolkit.errors.Terminated` (exit 143), after the caller's
     clean-up (the kernel shut down, its socket folder removed) -- :func:`execute` puts the
     handler it found back when the run ends."""
     loop = asyncio.get_running_loop()
@@ -164,7 +164,9 @@ def _signals_back(**_: Any) -> None:
 
 
 def _terminated(signum: int, _frame: Any) -> None:
-    raise SystemExit(128 + signum)
+    from toolkit.errors import Terminated
+
+    raise Terminated  # as the command line takes SIGTERM: "Terminated.", exit 143
 
 
 def text_outputs(nb: NotebookNode) -> list[list[str]]:

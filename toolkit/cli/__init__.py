@@ -8,14 +8,16 @@ options, makes one library call and renders the result.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from toolkit import __version__
-from toolkit.errors import EXIT_FAILURE, ToolkitError, from_exception
+from toolkit.errors import EXIT_FAILURE, Terminated, ToolkitError, from_exception
 from toolkit.loaders import settings as source_settings
 
 # name -> ("module:attribute", short help). Keep sorted by name; one entry per command or group.
@@ -83,11 +85,19 @@ class LazyGroup(click.Group):
         handle (exit 1, its streams made quiet); one that stopped before the last of the output
         left the buffer is met the same way here, not by Python's own flush at exit, which
         prints a traceback and exits 120."""
+        # SIGTERM ends a command as Ctrl-C does (its clean-up runs), not in the middle of a
+        # write with the .meta.json lock left for ten minutes; put back when the command ends
+        # (a test's runner calls this in its own process)
+        main_thread = threading.current_thread() is threading.main_thread()
+        before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
         try:
             result = super().main(*args, **kwargs)
         except SystemExit:  # click's standalone mode ends here (a bug's traceback goes past)
             _flush_stdout()
             raise
+        finally:
+            if main_thread:  # (None: a handler set outside Python; the default stands in)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
         _flush_stdout()
         return result
 
@@ -98,6 +108,9 @@ class LazyGroup(click.Group):
             _fail(exc)
         except BrokenPipeError:
             raise  # click's main handles a closed stdout (not an error to translate below)
+        except Terminated:
+            click.echo("Terminated.", err=True)
+            sys.exit(128 + signal.SIGTERM)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
@@ -108,6 +121,10 @@ class LazyGroup(click.Group):
             if translated is None:
                 raise
             _fail(translated)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 def _flush_stdout() -> None:

@@ -71,3 +71,20 @@ def test_a_table_after_the_budget_is_spent_is_only_its_note(
     assert "None of the 3 rows are shown" in text
     assert "Entry title" not in text and "old entry" not in text
     assert text.count("<table>") == 1
+
+
+def test_a_slop_entry_with_50_000_source_links_keeps_its_page_under_1_mb() -> None:
+    from toolkit.reports import Field, SlopEntryPage, Url
+
+    sources: list = [f"acme_api/module_{i}.py:{i}" for i in range(25_000)]
+    sources += [Url(f"https://example.com/issue/{i}") for i in range(25_000)]
+    page = SlopEntryPage(path="slop/abc.md", title="Many links", slop_id="abc",
+                         fields=[Field("ID", "abc")], sources=sources, description="d",
+                         cleanup=None, extra=[], problems=[], source="slop.json")
+    text = render_page_text(page)
+    assert len(text.encode("utf-8")) < 1_000_000
+    m = re.search(r"The first ([\d,]+) of 50,000 items are shown", text)
+    assert m and 0 < int(m.group(1).replace(",", "")) < 50_000
+    assert text.count("<li>") == int(m.group(1).replace(",", ""))
+    assert "<li>acme_api/module_0.py:0</li>" in text
+    assert '<a href="../../data/">data downloads</a>' in text

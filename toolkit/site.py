@@ -491,13 +491,19 @@ def _table_html(ctx: Any, tbl: Any) -> str:
     if shown == 0:  # the page's budget is spent: not even the header (it would add up)
         parts = []
     if shown < len(tbl.rows):
-        targets.add("data/index.md")
-        first = f"The first {shown:,} of" if shown else "None of the"
-        parts.append(f"\n<p><em>{first} {len(tbl.rows):,} rows are shown (a "
-                     "page stays under 1 MB); every row is in the "
-                     f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
-                     "</em></p>")
+        parts.append(_cut_note(ctx, shown, len(tbl.rows), "rows"))
     return "".join(parts)
+
+
+def _cut_note(ctx: Any, shown: int, total: int, what: str) -> str:
+    """The note under a table or list cut to the page's budget, linking to the downloads."""
+    src = _from(ctx)
+    ctx["_r"].targets.add("data/index.md")
+    first = f"The first {shown:,} of" if shown else "None of the"
+    return (f"\n<p><em>{first} {total:,} {what} are shown (a "
+            f"page stays under 1 MB); every {what[:-1]} is in the "
+            f'<a href="{relative_url(src, "data/index.md")}">data downloads</a>.'
+            "</em></p>")
 
 
 @_pass_context
@@ -564,13 +570,32 @@ def _bullets(ctx: Any, values: Sequence[Any]) -> Markup:
     Markdown list, made here and put in place by the hook before the search plugin reads the
     page, so the page needs no Markdown pass for it (a page's Markdown that differs from
     another's only by placeholders is converted once: see toolkit.site_theme.MarkdownOnce).
-    A value of another kind (a link to a page, which MkDocs resolves) gives the Markdown list."""
-    body = bullets_html(values)
+    A value of another kind (a link to a page, which MkDocs resolves) gives the Markdown list.
+    Past the page's budget (``MAX_PAGE_TABLES``, as a table) it shows its first items and a
+    note linking to the data downloads."""
+    r = ctx["_r"]
+    src = _from(ctx)
+    used = shown = 0
+    for v in values:
+        size = len((_md_cell_html(v) or _cell(v, src)).encode("utf-8")) + 12  # "<li>" etc.
+        if used + size > r.budget - 400:  # the note counts too
+            break
+        used += size
+        shown += 1
+    r.budget -= used
+    cut = values[:shown]
+    note = _cut_note(ctx, shown, len(values), "items") if shown < len(values) else ""
+    body = bullets_html(cut) if cut else ""
     if body is None:
-        return Markup("\n".join(f"- {_cell(v, _from(ctx))}" for v in values))
-    digest = hashlib.sha1(body.encode("utf-8")).hexdigest()[:20]
-    ctx["_r"].tables[digest] = body  # not counted in the page's budget: as the Markdown list
-    return Markup(HTML_TOKEN.format(digest))
+        md = "\n".join(f"- {_cell(v, src)}" for v in cut)
+    else:
+        md = ""
+        note = body + note
+    if note:
+        digest = hashlib.sha1(note.encode("utf-8")).hexdigest()[:20]
+        r.tables[digest] = note
+        md += ("\n\n" if md else "") + HTML_TOKEN.format(digest)
+    return Markup(md)
 
 
 @_pass_context

@@ -137,6 +137,9 @@ TASK_APPROACHES = 2  # dead ends and no-gos shown under an over-limit task (the 
 # critical and high open slop items the site's handoff page lists (the rest: a note linking to
 # the slop pages and the download), so the page does not grow with the slop ledger
 SITE_URGENT_ROWS = 100
+# buckets in the debt table (the ones with the most open items; the rest summed in one row),
+# so neither the report nor the site's handoff page grows with the number of distinct buckets
+BUCKET_ROWS = 30
 STATE_SHOWN = ".toolkit/handoff-state.json"
 
 
@@ -876,11 +879,17 @@ def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
     if counts:
         intro += ["| Bucket | " + " | ".join(s.capitalize() for s in SEVERITY_ORDER)
                   + " | Total |", "|---|" + "---:|" * (len(SEVERITY_ORDER) + 1)]
-        for bucket in sorted(counts):
+        top = set(sorted(counts, key=lambda b: (-sum(counts[b].values()), b))[:BUCKET_ROWS])
+        for bucket in sorted(top):
             row = counts[bucket]
             cells = [str(row.get(s, 0)) for s in SEVERITY_ORDER]
             intro.append(f"| {c.t(bucket)} | " + " | ".join(cells)
                          + f" | {sum(row.values())} |")
+        if len(top) < len(counts):  # the rest in one row: the totals stay exact
+            others = [counts[b] for b in counts if b not in top]
+            cells = [str(sum(r.get(s, 0) for r in others)) for s in SEVERITY_ORDER]
+            intro.append(f"| _{len(others):,} other buckets_ | " + " | ".join(cells)
+                         + f" | {sum(sum(r.values()) for r in others)} |")
     urgent = [e for e in rows if e.get("severity") in ("critical", "high")]
     urgent.sort(key=_severity_rank)  # stable: the report's bucket order within a severity
     # the site's page (no raw HTML) lists the first SITE_URGENT_ROWS; the rest is linked

@@ -88,3 +88,20 @@ def test_a_slop_entry_with_50_000_source_links_keeps_its_page_under_1_mb() -> No
     assert text.count("<li>") == int(m.group(1).replace(",", ""))
     assert "<li>acme_api/module_0.py:0</li>" in text
     assert '<a href="../../data/">data downloads</a>' in text
+
+
+def test_a_slop_entry_with_50_000_unknown_fields_keeps_its_page_under_1_mb() -> None:
+    from toolkit.reports import Field, SlopEntryPage
+
+    page = SlopEntryPage(path="slop/abc.md", title="Many fields", slop_id="abc",
+                         fields=[Field("ID", "abc"), Field("Owner", "billing-team")],
+                         sources=[], description="d", cleanup=None,
+                         extra=[Field(f"key_{i}", f"value {i}") for i in range(50_000)],
+                         problems=[], source="slop.json")
+    text = render_page_text(page)
+    assert len(text.encode("utf-8")) < 1_000_000
+    assert "<td>Owner</td> <td>billing-team</td>" in text  # the entry's own fields: whole
+    m = re.search(r"The first ([\d,]+) of 50,000 fields are shown", text)
+    assert m and 0 < int(m.group(1).replace(",", "")) < 50_000
+    assert "<td>key_0</td> <td>value 0</td>" in text
+    assert '<a href="../../data/">data downloads</a>' in text

@@ -517,13 +517,23 @@ def _block(ctx: Any, value: Any) -> Markup:
 
 @_pass_context
 def _fields(ctx: Any, fields: list[Any], search: bool = True, labels: bool = False) -> Markup:
-    """A field list (a Field/Value table); ``labels``: its labels are data (searchable)."""
+    """A field list (a Field/Value table); ``labels``: its labels are data (searchable).
+    Whole unless it alone outgrows the page's budget (a slop entry's thousands of unknown
+    fields): then its first fields and a note linking to the data downloads."""
     src = _from(ctx)
     targets = ctx["_r"].targets
-    rows = "".join(f"\n<tr><td>{_html_text(f.label)}</td> "
-                   f"<td>{_html_cell(f.value, src, targets)}</td></tr>" for f in fields)
+    budget = max(ctx["_r"].budget, MAX_PAGE_TABLES // 2) - 600  # the header and the note
+    rows: list[str] = []
+    for f in fields:
+        row = (f"\n<tr><td>{_html_text(f.label)}</td> "
+               f"<td>{_html_cell(f.value, src, targets)}</td></tr>")
+        budget -= len(row.encode("utf-8"))
+        if budget < 0:
+            break
+        rows.append(row)
+    note = _cut_note(ctx, len(rows), len(fields), "fields") if len(rows) < len(fields) else ""
     return _emit_table(ctx, "<table>\n<thead>\n<tr><th>Field</th> <th>Value</th></tr>\n"
-                            f"</thead>\n<tbody>{rows}\n</tbody>\n</table>",
+                            f"</thead>\n<tbody>{''.join(rows)}\n</tbody>\n</table>{note}",
                        (ROWS_TOKEN if labels else FIELDS_TOKEN) if search else False)
 
 

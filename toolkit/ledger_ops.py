@@ -473,8 +473,9 @@ def search(vault: Path, query: str, *, context: int = 2, max_bytes: int | None =
                 wanted: set[int] = set()
                 for i in matched:
                     wanted.update(range(max(1, i - context), min(lines.count, i + context) + 1))
+                is_match = set(matched)  # a set: an entry may hold 50,000 matching lines
                 for n in sorted(wanted):
-                    shown_lines.append((n, lines.line(n), n in matched))
+                    shown_lines.append((n, lines.line(n), n in is_match))
                 hit = SearchHit(f"{kind}.md", e.title if e else None,
                                 e.confidence if e else None, e.line if e else None,
                                 shown_lines, e)
@@ -564,7 +565,9 @@ class _SearchText:
         elif n < at:
             pos, at = 0, 1
         need = n - at
-        while need:  # whole chunks with fewer breaks than needed, then break by break
+        # whole chunks with fewer breaks than needed, then break by break (a near line is
+        # found break by break: counting a chunk for it costs 64 KB per line shown)
+        while need > 64:
             cnt = data.count(b"\n", pos, pos + _CHUNK)
             if cnt >= need or pos + _CHUNK >= len(data):
                 break

@@ -105,3 +105,22 @@ def test_a_slop_entry_with_50_000_unknown_fields_keeps_its_page_under_1_mb() -> 
     assert m and 0 < int(m.group(1).replace(",", "")) < 50_000
     assert "<td>key_0</td> <td>value 0</td>" in text
     assert '<a href="../../data/">data downloads</a>' in text
+
+
+def test_a_ledger_entry_related_to_10_000_entries_keeps_its_page_under_1_mb(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.reports import Field, LedgerEntryPage
+
+    monkeypatch.setattr(site_mod, "MAX_PAGE_TABLES", 20_000)  # the Markdown list, 700 KB whole
+    refs = [Ref(f"A fairly ordinary ledger entry title number {i} (pattern)",
+                f"ledger/patterns/e{i}.md") for i in range(10_000)]
+    page = LedgerEntryPage(path="ledger/patterns/x.md", title="x", entry_id="x",
+                           fields=[Field("File", "patterns.md")], problems=[], context="c",
+                           pattern="p", evidence="e", related="r", related_entries=refs,
+                           source="patterns.md", history=None)
+    text = render_page_text(page)
+    assert len(text.encode("utf-8")) < 40_000
+    m = re.search(r"The first ([\d,]+) of 10,000 items are shown", text)
+    assert m and 0 < int(m.group(1).replace(",", "")) < 10_000
+    assert "- [A fairly ordinary ledger entry title number 0 (pattern)](e0.md)" in text
+    assert text.count("- [A fairly ordinary") == int(m.group(1).replace(",", ""))

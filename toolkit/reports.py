@@ -1081,12 +1081,14 @@ def _related_ids(related: str | None, by_title: dict[str, list[str]], self_id: s
     import re
 
     found: list[str] = []
+    seen: set[str] = {self_id}  # a set: one Related text may name thousands of entries
     candidates = re.findall(r"'([^'\n]{3,})'|\"([^\"\n]{3,})\"|“([^”\n]{3,})”", related)
     names = [next(g for g in groups if g) for groups in candidates]
     names += [ln.strip(" -*\t") for ln in related.splitlines()]
     for name in names:
         for eid in by_title.get(_norm_title(name), []):
-            if eid != self_id and eid not in found:
+            if eid not in seen:
+                seen.add(eid)
                 found.append(eid)
     return found
 

@@ -4,6 +4,8 @@ in the same run.
 * **Parse rate** (10,000 entries): ``parse_ledger_bytes`` of one ledger file, in entries per
   second of CPU time, against a regex scan of the same bytes for the entries' title lines
   (the least any reader that finds the entries must do).
+* **One big entry** (40,000 matching lines in one Evidence): ``ledger search``, in-process,
+  against a regex scan of the file for the same words (it grew quadratically once).
 * **Commands** (50,000 entries): ``toolkit load`` into a new store (which parses the ledger
   and keeps the parses beside the store), then ``toolkit ledger search`` (one title),
   ``ledger show`` and ``ledger list --json`` (which answer from those parses), each a real
@@ -77,6 +79,37 @@ def parse_rate(entries: int, reps: int) -> None:
     print(f"floor (regex scan for the title lines): {entries / scan:,.0f} entries/s")
     print(f"parse_ledger_bytes: {entries / parse:,.0f} entries/s "
           f"({parse / scan:.2f}x of floor)")
+
+
+def one_big_entry(lines: int, reps: int) -> None:
+    """``ledger search`` of one entry whose Evidence holds ``lines`` matching lines (a shape
+    the uniform ledgers never have: each shown line was once looked up in a list of the
+    matches, quadratic), in-process, against a regex scan of the same bytes for the words."""
+    from toolkit.ledger_ops import search
+
+    with tempfile.TemporaryDirectory(prefix="bench-ledger-big-") as tmp:
+        vault = Path(tmp) / ".smith" / "vault"
+        (vault / "ledger").mkdir(parents=True)
+        evidence = "\n".join(f"- 2026-08-01 -- session s{i}: evidence line {i}"
+                             for i in range(lines))
+        path = vault / "ledger" / "patterns.md"
+        path.write_text("# Ledger: Patterns\n\n---\n\n**Title:** Big one\n**Date:** "
+                        "2026-11-01\n**Category:** implementation\n**Confidence:** high\n\n"
+                        f"**Context:** c\n\n**Pattern:** p\n\n**Evidence:**\n{evidence}\n",
+                        encoding="utf-8")
+        words = re.compile(rb"(?i)evidence line")
+        scans, searches = [], []
+        for _ in range(reps):
+            t0 = time.process_time()
+            found = sum(1 for _ in words.finditer(path.read_bytes()))
+            scans.append(time.process_time() - t0)
+            t0 = time.process_time()
+            hits = search(vault, "evidence line", log=False)
+            searches.append(time.process_time() - t0)
+        assert found == sum(m for _, _, m in hits[0].lines) == lines
+    scan, took = statistics.median(scans), statistics.median(searches)
+    print(f"search of one entry with {lines:,} matching lines: {took:.2f} s CPU "
+          f"({took / scan:.0f}x of a regex scan of the file, {scan * 1000:.0f} ms)")
 
 
 def run(args: list[str], env: dict[str, str]) -> tuple[float, float, int, float, float]:
@@ -167,6 +200,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     parse_rate(args.parse_entries, max(args.reps, 5))
+    one_big_entry(40_000, args.reps)
     commands(args.entries, args.reps)
 
 

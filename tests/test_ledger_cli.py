@@ -194,12 +194,11 @@ def test_search_with_context(project: FixtureProject, cli_run) -> None:  # type:
         ("edge-cases.md", "Redis client drops pipelined commands after a failover")}
 
 
-def test_search_of_one_entry_with_40_000_matching_lines_takes_linear_work(
+def test_search_of_one_entry_with_40_000_matching_lines_shows_each_once(
         tmp_path: Path) -> None:
     # each shown line was looked up in the list of the entry's matches: 40,000 matches took
-    # 17 s (a 3 MB Evidence, 19 s), 0.5 s once linear
-    import time
-
+    # 17 s (a 3 MB Evidence, 19 s), 0.5 s once linear; the time is measured in
+    # bench/bench_ledger.py ("search of one entry"), the answer here
     from toolkit.ledger_ops import search
 
     vault = tmp_path / ".smith" / "vault"
@@ -209,9 +208,7 @@ def test_search_of_one_entry_with_40_000_matching_lines_takes_linear_work(
         "# Ledger: Patterns\n\n---\n\n**Title:** Big one\n**Date:** 2026-11-01\n"
         "**Category:** implementation\n**Confidence:** high\n\n**Context:** c\n\n"
         f"**Pattern:** p\n\n**Evidence:**\n{evidence}\n", encoding="utf-8")
-    start = time.perf_counter()
     hits = search(vault, "EVIDENCE LINE", log=False)
-    assert time.perf_counter() - start < 8
     assert [h.title for h in hits] == ["Big one"]
     shown = hits[0].lines
     assert sum(matched for _, _, matched in shown) == 40_000

@@ -152,6 +152,36 @@ def test_load_then_status_lists_every_source(project, cli_run):
         "slop": True, "snapshots": False}
 
 
+def test_status_prints_the_first_warnings_in_the_readers_order_and_all_with_all(
+        tmp_path, monkeypatch, cli_run):
+    """A slop ledger written on one line with 120 entries of an unknown field gives 120
+    warnings on line 1: `status` printed every one (a messy ledger's thousands flooded the
+    terminal) and in the text order of their messages (entry e10 before e2). It prints the
+    first 50 and says how many more (`--all`, like --json, gives them all), in the order the
+    reader noted them."""
+    entries = [{"id": f"e{i}", "bucket": "stale_docs", "severity": "low", "confidence": "high",
+                "title": f"t{i}", "description": "d", "status": "open",
+                "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                "weird": i} for i in range(120)]
+    slop = tmp_path / "slop.json"
+    slop.write_text(json.dumps({"entries": entries}), encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+    def warned(*args: str) -> list[str]:
+        out = cli_run("--slop", str(slop), "status", *args).output
+        return [line.split(": ", 2)[1] for line in out.splitlines()
+                if line.startswith(f"  {slop}:")]
+
+    assert warned() == [f"entry e{i}" for i in range(50)]
+    assert "  ... and 70 more (`toolkit status --all` prints them all)" in \
+        cli_run("--slop", str(slop), "status").output
+    assert warned("--all") == [f"entry e{i}" for i in range(120)]
+    listed = json.loads(cli_run("--slop", str(slop), "status", "--json").output)["warnings"]
+    assert [w["message"].split(":")[0] for w in listed] == [f"entry e{i}" for i in range(120)]
+
+
 def test_every_data_command_refreshes_first(project, cli_run):
     # no `load` at all: query sees the data
     result = cli_run("query", "SELECT count(*) AS n FROM dispatches", "--format", "csv")
@@ -268,8 +298,9 @@ def test_a_sources_warnings_are_stored_whole_however_many(tmp_path, count):
         store.replace_problems("audit", [Problem("audit", "/a.db", 3, "kept")])
         store.replace_problems("slop", [Problem("slop", "/old", 1, "replaced")] * 3)
         store.replace_problems("slop", problems)
+        # by file and line, and within a line in the order given (a stable sort's)
         assert store.problems("slop") == sorted(
-            problems, key=lambda p: (p.path, -1 if p.line is None else p.line, p.message))
+            problems, key=lambda p: (p.path, -1 if p.line is None else p.line))
         assert store.problems("audit") == [Problem("audit", "/a.db", 3, "kept")]
 
 

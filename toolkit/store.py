@@ -717,7 +717,9 @@ class Store:
         if source:
             sql += " WHERE source = ?"
             params.append(source)
-        rows = self.conn.execute(sql + " ORDER BY source, path, line NULLS FIRST, message",
+        # within a line, in the order the reader noted them (a one-line slop ledger's
+        # entries: entry 2 before entry 10), not by the message's text
+        rows = self.conn.execute(sql + " ORDER BY source, path, line NULLS FIRST, rowid",
                                  params).fetchall()
         return [Problem(*r) for r in rows]
 

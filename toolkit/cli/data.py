@@ -61,10 +61,16 @@ def load(full: bool) -> None:
         raise report.errors[0]
 
 
+STATUS_WARNINGS = 50  # warnings `status` prints unless --all (a messy ledger has thousands)
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(as_json: bool) -> None:
-    """Show each source (where it was found or why not), rows per table, and warnings."""
+@click.option("--all", "show_all", is_flag=True,
+              help=f"Print every warning (without it, the first {STATUS_WARNINGS}).")
+def status(as_json: bool, show_all: bool) -> None:
+    """Show each source (where it was found or why not), rows per table, and warnings (the
+    first 50 unless --all; --json lists them all)."""
     from toolkit.cli._common import echo_json, get_project
     from toolkit.display import visible
 
@@ -94,9 +100,13 @@ def status(as_json: bool) -> None:
         click.echo(f"  {t:<20} {n:>9,}")
     click.echo("")
     if problems:
-        click.echo(f"Warnings ({len(problems)}):")
-        for p in problems:
+        click.echo(f"Warnings ({len(problems):,}):")
+        shown = problems if show_all else problems[:STATUS_WARNINGS]
+        for p in shown:
             click.echo(f"  {visible(str(p), single_line=True)}")
+        if len(shown) < len(problems):
+            click.echo(f"  ... and {len(problems) - len(shown):,} more (`toolkit status --all` "
+                       "prints them all)")
     else:
         click.echo("Warnings: none")
 

@@ -568,7 +568,10 @@ def _md_cell_html(value: Any) -> str | None:
 def bullets_html(values: Sequence[Any]) -> str | None:
     """The HTML Python-Markdown makes of the bullet list of ``values`` (``- `` and
     :func:`_cell`'s Markdown, a line each), when each is a text or a URL; else None."""
-    items = [_md_cell_html(v) for v in values]
+    return _ul([_md_cell_html(v) for v in values])
+
+
+def _ul(items: Sequence[str | None]) -> str | None:
     if not items or any(i is None for i in items):
         return None
     return "<ul>" + "".join(f"\n<li>{i}</li>" for i in items) + "\n</ul>"
@@ -586,16 +589,19 @@ def _bullets(ctx: Any, values: Sequence[Any]) -> Markup:
     r = ctx["_r"]
     src = _from(ctx)
     used = shown = 0
+    items: list[str | None] = []  # each value's HTML, made once (None: a link to a page)
     for v in values:
-        size = len((_md_cell_html(v) or _cell(v, src)).encode("utf-8")) + 12  # "<li>" etc.
+        item = _md_cell_html(v)
+        size = len((item or _cell(v, src)).encode("utf-8")) + 12  # "<li>" etc.
         if used + size > r.budget - 400:  # the note counts too
             break
         used += size
         shown += 1
+        items.append(item)
     r.budget -= used
     cut = values[:shown]
     note = _cut_note(ctx, shown, len(values), "items") if shown < len(values) else ""
-    body = bullets_html(cut) if cut else ""
+    body = _ul(items) if cut else ""
     if body is None:
         md = "\n".join(f"- {_cell(v, src)}" for v in cut)
     else:

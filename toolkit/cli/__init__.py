@@ -181,7 +181,8 @@ def cli(ctx: click.Context, project: str | None, config_file: str | None, db: st
     learned (Smith Ledger), left behind (CodeSmith slop ledger) and did (nagi-ledger audit DB,
     turn snapshots).
 
-    Exit codes: 0 ok, 1 failure, 2 usage, 65 bad data, 75 busy or locked.
+    Exit codes: 0 ok, 1 failure, 2 usage, 65 bad data, 75 busy or locked, 130 interrupted
+    (Ctrl-C), 143 terminated (SIGTERM: cleaned up as after Ctrl-C).
     """
     ctx.obj = {"project": project, "config_file": config_file, "db": db, **paths,
                "today": today}

@@ -420,3 +420,38 @@ def test_g4_a_damaged_temp_file_of_an_edit_journaled_as_edits_rolls_back(
     data[0] = ord("#") if data[0] != ord("#") else ord("x")
     temp.write_bytes(bytes(data))
     _assert_prune_rolled_back_after_one_rename(project, old)
+
+
+def test_g4_an_unreadable_journal_is_reported_by_an_incremental_load_and_status(
+        project: FixtureProject) -> None:
+    """A journal that stops every ledger command stops the ledger's load too, even when the
+    ledger files are as the last load read them: ``load`` and ``status`` (and the site's
+    warnings, read from the same store) say what ``ledger list`` says, not "unchanged"."""
+    r = _run(["load"], project.root)
+    assert r.returncode == 0, r.stderr
+    journal = project.ledger / JOURNAL
+    journal.write_bytes(b"[]")
+    listed = _run(["ledger", "list"], project.root)
+    assert listed.returncode == 65
+    said = listed.stderr.removeprefix(f"Error: {journal}: ").strip()
+    assert said.startswith("the journal of an interrupted edit is unreadable")
+
+    r = _run(["load"], project.root)
+    assert r.returncode == 65
+    assert "ledger     unchanged" not in r.stdout
+    assert f"{journal}: {said}" in r.stdout and r.stderr == listed.stderr
+    r = _run(["status", "--json"], project.root)
+    assert r.returncode == 0, r.stderr
+    status = json.loads(r.stdout)
+    ledger = next(s for s in status["sources"] if s["source"] == "ledger")
+    assert ledger["note"] == f"error: {journal}: {said}"
+    assert {"source": "ledger", "path": str(journal), "line": None,
+            "message": said} in status["warnings"]
+    assert journal.read_bytes() == b"[]"  # left for the user, as the ledger commands leave it
+
+    journal.unlink()  # the user compared the files and deleted it: the ledger loads again
+    r = _run(["load"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ledger     loaded")
+    r = _run(["status", "--json"], project.root)
+    assert not any("journal" in w["message"] for w in json.loads(r.stdout)["warnings"])

@@ -47,11 +47,17 @@ def _codesmith_home(place: Place) -> Path:
 # --------------------------------------------------------------------------- Smith ledger
 
 def _ledger_paths(cfg: Config) -> list[Path]:
+    """What the ledger's load reads: its files, and the intent journal of an interrupted edit
+    (FAULTS G4), which the load's :func:`~toolkit.ledger.vault.open_vault` finishes or undoes
+    first -- or reports, when it cannot -- as every ledger command does. A journal appearing,
+    changing or going away is a change of the source: an incremental ``load`` and ``status``
+    then say what ``ledger list`` says instead of "unchanged"."""
+    from toolkit.ledger.vault import journal_path
     from toolkit.records import LEDGER_FILES
 
     d = cfg.ledger_dir
     return [*(d / f"{k}.md" for k in LEDGER_FILES), d / "meta.yaml", d / ".meta.json",
-            d / "reconcile-log.md", cfg.smith_config]
+            d / "reconcile-log.md", cfg.smith_config, journal_path(cfg.vault)]
 
 
 def _ledger_fp(cfg: Config) -> tuple[str, str]:

@@ -408,6 +408,33 @@ def test_restore_leaves_the_toolkit_state_folder_alone(world, cli_run):
     assert (ws / ".toolkit" / "new.txt").exists()
 
 
+def test_restore_leaves_the_toolkit_outputs_named_in_toolkit_yaml_alone(world, cli_run):
+    """A site folder (and its ``.build`` folder) and a store that toolkit.yaml puts in the
+    workspace, outside ``.toolkit/`` and not ignored, are the toolkit's outputs, not the
+    user's files: restoring a snapshot taken before they existed leaves them as they are."""
+    ws, side = world
+    (ws / "toolkit.yaml").write_text("site_dir: site\ndb: ledger.duckdb\n")
+    commit_all(ws)
+    side.snapshot("pre-turn:3: before the site")
+    outputs = {"site/index.html": b"<html>my site</html>\n",
+               "site.build/docs/index.md": b"# my site\n",
+               "ledger.duckdb": b"store\n", "ledger.duckdb.wal": b"wal\n",
+               "ledger.duckdb.cache/parse.bin": b"cache\n",
+               "handoff-state.json": b"{}\n", "site-build.json": b"{}\n"}
+    for rel, data in outputs.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_bytes(data)
+    (ws / "README.md").write_text("# changed\n")
+    side.snapshot("post-turn:3: site built")  # CodeSmith snapshots them with the user's files
+    commit_all(ws)
+    result = cli_run("snapshots", "restore", "2", "--yes")
+    assert result.exit_code == 0, result.output
+    assert (ws / "README.md").read_text() == "# acme\n"  # restored: the user's file
+    assert {rel: (ws / rel).read_bytes() for rel in outputs} == outputs
+    assert result.output.splitlines()[1:3] == [
+        "  1 to change, 0 to create, 0 to delete (4 unchanged)", "  change  README.md"]
+
+
 # --------------------------------------------------------------------------- restore stays inside
 # FAULTS G1/G2: nothing outside the workspace is written or deleted; a path git refuses, or one
 # below a symlinked folder that stays, is refused and listed; the counts are what was done.

@@ -142,6 +142,22 @@ class Config:
     def state_dir(self) -> Path:
         return self.db_path.parent
 
+    def outputs(self) -> tuple[Path, ...]:
+        """Every file and folder the toolkit itself writes for this project: the state folder,
+        the store with its ``.wal``, DuckDB's ``.tmp`` spill folder and the parse cache, the
+        handoff state and the site's build record, the site folder and its ``.build`` folder.
+        A snapshot restore leaves each alone wherever the configuration puts it
+        (:func:`toolkit.snapshot_ops.plan_restore`)."""
+        from toolkit.handoff import STATE_FILE
+        from toolkit.site import BUILD_RECORD
+
+        db = self.db_path
+        site = self.site_dir
+        return (self.state_dir, db, *(db.with_name(db.name + end)
+                                      for end in (".wal", ".tmp", ".cache")),
+                self.state_dir / STATE_FILE, self.state_dir / BUILD_RECORD,
+                site, site.with_name(site.name + ".build"))
+
     @property
     def parse_cache(self) -> Path | None:
         """Where readers keep parses of big files (:mod:`toolkit.parsecache`): beside the

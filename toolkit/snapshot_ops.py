@@ -10,7 +10,9 @@ path that is a file now and a folder in the snapshot, or the reverse, restores c
 "Files in the workspace now" means
 the files the side repo tracks or would track: its HEAD tree plus every file ``git add -A``
 would pick up (its ``info/exclude`` and the workspace's ``.gitignore`` files are honoured);
-``.git`` is never touched, nor the toolkit's own state folder. The checkout uses a throw-away
+``.git`` is never touched, nor the toolkit's own outputs (its state folder, store, caches,
+site and the site's ``.build`` folder, wherever the configuration puts them in the workspace:
+:meth:`toolkit.config.Config.outputs`). The checkout uses a throw-away
 index, so the side repo's index is left as CodeSmith wrote it.
 
 Safety the toolkit adds: the restore is refused when the user's own git repository (the one
@@ -191,7 +193,7 @@ class RestorePlan:
     unchanged: int
     user_repo: Path | None
     user_changes: list[str]  # `git status --porcelain` lines of the user's repo
-    protected: list[str]  # workspace folders restore leaves alone (the toolkit's state)
+    protected: list[str]  # workspace paths restore leaves alone (the toolkit's outputs)
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, why), never touched
 
     @property
@@ -362,15 +364,21 @@ def user_repo_changes(workspace: Path, protected: list[str]) -> tuple[Path | Non
 
 
 def _protected(cfg: Config) -> list[str]:
-    """Workspace folders a restore leaves alone: the toolkit's state (its store and site),
-    wherever the configuration puts it, and the default ``.toolkit/``."""
-    out = {".toolkit/"}
-    try:
-        rel = cfg.state_dir.resolve().relative_to(cfg.workspace.resolve()).as_posix()
+    """Workspace paths a restore leaves alone, each with everything below it: the default
+    ``.toolkit/`` and the toolkit's own outputs (:meth:`Config.outputs`: its state folder,
+    store, caches, handoff state, site and the site's ``.build`` folder) wherever the
+    configuration puts them. A path is taken as named (its last part not followed), so a
+    link the user made there is left alone too."""
+    out = {".toolkit"}
+    workspace = cfg.workspace.resolve()
+    for path in cfg.outputs():
+        try:
+            path = Path(os.path.abspath(path))
+            rel = (path.parent.resolve() / path.name).relative_to(workspace).as_posix()
+        except (ValueError, OSError):
+            continue  # outside the workspace: a restore never goes there
         if rel not in ("", "."):
-            out.add(rel + "/")
-    except (ValueError, OSError):
-        pass
+            out.add(rel)
     return sorted(out)
 
 
@@ -384,7 +392,7 @@ def plan_restore(cfg: Config, n: int) -> RestorePlan:
     protected = _protected(cfg)
 
     def guarded(p: str) -> bool:
-        return p == ".git" or p.startswith(".git/") or any(p.startswith(x) for x in protected)
+        return any(p == x or p.startswith(x + "/") for x in (".git", *protected))
 
     refused: dict[str, str] = {}
     tree, bad = _ls_tree(repo, target.sha)

@@ -88,6 +88,12 @@ def find_project_root(start: Path) -> Path | None:
     return None
 
 
+# The state files the toolkit keeps in the state folder (named here, where Config.outputs
+# lists them; the site and the handoff write them)
+BUILD_RECORD = "site-build.json"  # where the site was built, redacted or not
+HANDOFF_STATE = "handoff-state.json"  # what the last handoff reported
+
+
 @dataclass(frozen=True)
 class Config:
     """Every path and setting one command needs, already resolved."""
@@ -148,14 +154,11 @@ class Config:
         handoff state and the site's build record, the site folder and its ``.build`` folder.
         A snapshot restore leaves each alone wherever the configuration puts it
         (:func:`toolkit.snapshot_ops.plan_restore`)."""
-        from toolkit.handoff import STATE_FILE
-        from toolkit.site import BUILD_RECORD
-
         db = self.db_path
         site = self.site_dir
         return (self.state_dir, db, *(db.with_name(db.name + end)
                                       for end in (".wal", ".tmp", ".cache")),
-                self.state_dir / STATE_FILE, self.state_dir / BUILD_RECORD,
+                self.state_dir / HANDOFF_STATE, self.state_dir / BUILD_RECORD,
                 site, site.with_name(site.name + ".build"))
 
     @property

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from toolkit import mdsafe
+from toolkit.config import HANDOFF_STATE
 from toolkit.errors import DataError, ToolkitError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from toolkit.config import Config
     from toolkit.store import Store
 
-STATE_FILE = "handoff-state.json"
+STATE_FILE = HANDOFF_STATE
 STATE_VERSION = 1
 DISPATCH_ROWS = 200  # newest refuted/pending dispatches listed (totals are always exact)
 APPROACH_ROWS = 1000

@@ -78,6 +78,7 @@ from markupsafe import Markup
 
 from toolkit import clock, mdrender, mdsafe, parsecache, search_text, site_theme
 from toolkit.charts import cache_svg, cached_svg
+from toolkit.config import BUILD_RECORD
 from toolkit.display import display_roots, visible
 from toolkit.errors import DataError, ToolkitError, UsageError
 from toolkit.pages import (
@@ -120,7 +121,6 @@ TEMPLATES_DIR = REPO_ROOT / "site_templates"
 BASE_CONFIG = REPO_ROOT / "mkdocs.yml"
 MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfiles on clean)
 REDACTED_COPY = "redacted.duckdb"  # the redacted copy of the store a --redact build reads
-BUILD_RECORD = "site-build.json"  # in the state folder: where the site was built, redacted?
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/

@@ -21,7 +21,7 @@ from typing import Any
 from toolkit import loaders
 from toolkit.errors import RefusedError, UsageError
 from toolkit.source import Place
-from toolkit.textio import load_yaml, read_text
+from toolkit.textio import load_yaml, read_text, within
 
 CONFIG_NAME = "toolkit.yaml"
 
@@ -379,11 +379,9 @@ def _check_state_inside(state: Path, root: Path) -> None:
     (FAULTS G6): the store, its caches, the handoff state and the site would all be written
     wherever it points. A link that stays inside is followed; places named in toolkit.yaml,
     the environment or options are used as named."""
-    if not state.is_symlink():
+    if not state.is_symlink() or within(state, root):
         return
     real, root_real = Path(os.path.realpath(state)), Path(os.path.realpath(root))
-    if real == root_real or root_real in real.parents:
-        return
     raise RefusedError(f"is a symlink to {real}, outside the project folder ({root_real}); "
                        "refusing to keep the store and the site there", path=state,
                        hint="Replace the link with a folder, or name those places in "

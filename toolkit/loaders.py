@@ -133,13 +133,11 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     # each file's words (reconcile's token estimate), so the ledger-budget check need not
     # read the files again: (exists, words, error); a kept file's as the last load counted
     files: dict[str, tuple[bool, int, str | None]] = {}
-    counted = prev.get("files")
-    before: dict[str, Any] = counted if isinstance(counted, dict) else {}
+    before = ledger_file_states(prev) or {}
     for kind in LEDGER_FILES:
         lf = vault.files[kind]
-        was = before.get(kind)
-        if kind in kept and isinstance(was, list) and len(was) == 3:
-            files[kind] = (bool(was[0]), int(was[1]), was[2])
+        if kind in kept and kind in before:
+            files[kind] = before[kind]
         else:
             files[kind] = (lf.exists, count_words(lf.data) if lf.exists else 0, lf.error)
         lf.data = b""  # read no more: the file's bytes are let go before the rows are stored
@@ -487,15 +485,14 @@ def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
                     "verdict_ts": pa.array([r[2] for r in rows], pa.string()),
                     "verdict_notes": pa.array([r[3] for r in rows], pa.string())})
     store.conn.register("_verdicts", upd)
-    verdict_ts = clock.utc_timestamp_sql("v.verdict_ts")
     try:
         store.conn.execute(
-            "UPDATE dispatches d SET verdict = v.verdict, "
-            f"verdict_ts = {verdict_ts}, verdict_notes = v.verdict_notes "
-            "FROM _verdicts v WHERE d.id = v.id AND (d.verdict IS DISTINCT FROM v.verdict "
+            "UPDATE dispatches d SET verdict = v.verdict, verdict_ts = v.ts, "
+            "verdict_notes = v.verdict_notes FROM (SELECT id, verdict, verdict_notes, "
+            f"{clock.utc_timestamp_sql('verdict_ts')} AS ts FROM _verdicts) v "
+            "WHERE d.id = v.id AND (d.verdict IS DISTINCT FROM v.verdict "
             "OR d.verdict_notes IS DISTINCT FROM v.verdict_notes "
-            "OR CAST(d.verdict_ts AS VARCHAR) IS DISTINCT FROM "
-            f"CAST({verdict_ts} AS VARCHAR))")
+            "OR CAST(d.verdict_ts AS VARCHAR) IS DISTINCT FROM CAST(v.ts AS VARCHAR))")
     finally:
         store.conn.unregister("_verdicts")
 

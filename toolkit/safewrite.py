@@ -59,7 +59,7 @@ from toolkit.errors import (
     ToolkitError,
     UsageError,
 )
-from toolkit.textio import max_file_bytes
+from toolkit.textio import max_file_bytes, within
 
 if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -564,14 +564,10 @@ def write_output(path: str | Path, data: bytes, *, keep: Sequence[Path] = ()) ->
         kind = os.stat(given).st_mode
     except OSError:  # missing (or unreachable): atomic_replace names the problem
         kind = 0
-    if stat.S_ISREG(kind) and keep:
-        real = os.path.realpath(given)
-        for kept in keep:
-            mine = os.path.realpath(kept)
-            if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
-                raise UsageError(f"the output would replace {real}, a file the toolkit reads; "
-                                 "nothing written", path=given,
-                                 hint="Write the output somewhere else")
+    if stat.S_ISREG(kind) and any(within(given, kept) for kept in keep):
+        raise UsageError(f"the output would replace {os.path.realpath(given)}, a file the "
+                         "toolkit reads; nothing written", path=given,
+                         hint="Write the output somewhere else")
     if not (stat.S_ISFIFO(kind) or stat.S_ISCHR(kind)):
         return atomic_replace(given, data)
     try:
@@ -973,16 +969,13 @@ def recover_journal(path: Path, root: Path, *, rollback: bool = False) -> Recove
         raise DataError(f"the journal of an interrupted edit is unreadable ({exc})", path=path,
                         hint=hint) from None
 
-    def inside(p: Path) -> bool:
-        real = Path(os.path.realpath(p))
-        return root_real == real or root_real in real.parents
-
     for target, temp, backup, _, _ in files:
-        if not (inside(target) and inside(temp) and (backup is None or inside(backup))
+        if not (within(target, root_real) and within(temp, root_real)
+                and (backup is None or within(backup, root_real))
                 and temp.parent == target.parent and TEMP_MARK in temp.name):
             raise DataError(f"the journal names a path outside {root_real}", path=path,
                             hint=hint)
-    undo_remove = [d for d in undo_remove if inside(d) and d != root_real]
+    undo_remove = [d for d in undo_remove if within(d, root_real) and d != root_real]
     states = []
     for (target, _, _, old, new), old2, record in zip(files, also_old, records, strict=True):
         state = _version_of(target, old, old2, new, record)
@@ -1290,7 +1283,7 @@ def check_editable(path: str | Path, root: str | Path | None = None, *,
     real = Path(os.path.realpath(p))
     if p.is_symlink() and root is not None:
         root_real = Path(os.path.realpath(root))
-        if real != root_real and root_real not in real.parents:
+        if not within(real, root_real):
             raise RefusedError(
                 f"is a symlink to {real}, outside {root_real}; refusing to edit it",
                 path=p, hint="Replace the link with a copy of the file to edit it here")

@@ -62,7 +62,7 @@ from toolkit.sources.slop import (
     parse_slop_data,
     read_slop,
 )
-from toolkit.textio import decode_utf8, json_surrogate_free, lone_surrogate
+from toolkit.textio import decode_utf8, json_surrogate_free, lone_surrogate, within
 
 DEFAULT_LIMIT = 50
 LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75
@@ -493,17 +493,17 @@ class _WriteSession:
                                 path=self.path,
                                 hint="Run the command again to work on the current version")
         folder = self.path.parent
-        if (folder / ".backups").is_symlink():  # the vault's wall (FAULTS G3), for this folder
-            real = Path(os.path.realpath(folder / ".backups"))
-            mine = Path(os.path.realpath(folder))
-            if mine not in real.parents:
-                raise RefusedError(
-                    f"is a symlink to {real}, outside the slop ledger's folder ({mine}); "
-                    "refusing to write the backup through it", path=folder / ".backups",
-                    hint="Replace the link with a folder; nothing was written")
+        backups_dir = folder / ".backups"
+        if backups_dir.is_symlink() and not within(backups_dir, folder, strictly=True):
+            # the vault's wall (FAULTS G3), for this folder
+            real, mine = os.path.realpath(backups_dir), os.path.realpath(folder)
+            raise RefusedError(
+                f"is a symlink to {real}, outside the slop ledger's folder ({mine}); "
+                "refusing to write the backup through it", path=backups_dir,
+                hint="Replace the link with a folder; nothing was written")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        made = not (folder / ".backups").exists()
-        dest = safewrite.unique_dir(folder / ".backups", stamp)
+        made = not backups_dir.exists()
+        dest = safewrite.unique_dir(backups_dir, stamp)
         backups = safewrite.backup_files([self.snapshot], dest)
         try:
             safewrite.atomic_replace(self.snapshot, data, expected=self.snapshot)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from toolkit.errors import ConflictError, NotFoundError, RefusedError, UsageError
 from toolkit.records import Snapshot, SnapshotFile
 from toolkit.sources import snapshots as snap
+from toolkit.textio import within
 
 if TYPE_CHECKING:
     from toolkit.config import Config
@@ -264,8 +265,7 @@ def _link_above(ws: Path, rel: str) -> tuple[str, str] | None:
             return None
         if stat.S_ISLNK(st.st_mode):
             real = Path(os.path.realpath(cur))
-            inside = real == ws or ws in real.parents
-            where = "inside" if inside else "outside"
+            where = "inside" if within(real, ws) else "outside"
             return "/".join(parts[:i + 1]), f"{real} ({where} the workspace)"
         if not stat.S_ISDIR(st.st_mode):
             return None

@@ -43,6 +43,16 @@ def max_file_bytes(override: int | None = None) -> int:
     return DEFAULT_MAX_FILE_BYTES
 
 
+def within(path: str | Path, root: str | Path, *, strictly: bool = False) -> bool:
+    """Whether ``path`` is ``root`` or below it (``strictly``: below it only), every symbolic
+    link on the way of either resolved: the one test of the toolkit's walls (FAULTS G3, G6),
+    for writes that must stay inside the folder the user gave and reads that say when they
+    leave it."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    below = real.startswith(top.rstrip(os.sep) + os.sep)
+    return below or (not strictly and real == top)
+
+
 def _size_text(n: float, decimals: int) -> str:
     for unit, scale in (("MB", 1024 * 1024), ("KB", 1024)):
         if n >= scale:

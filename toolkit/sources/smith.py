@@ -40,7 +40,7 @@ from toolkit.records import (
     acyclic_build,
     ledger_entry,
 )
-from toolkit.textio import check_utf8, decode_utf8, load_json, load_yaml, read_bytes
+from toolkit.textio import check_utf8, decode_utf8, load_json, load_yaml, read_bytes, within
 
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -845,12 +845,10 @@ def _event_kind(title: str) -> str:
 def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]]:
     name = path.stem
     problems: list[Problem] = []
-    if path.is_symlink():  # read through, as the ledger's read commands do, but said (G3)
-        real = Path(os.path.realpath(path))
-        vault = Path(os.path.realpath(path.parent.parent))
-        if vault not in real.parents:
-            problems.append(Problem("smith", str(path), None, f"is a symlink to {real}, "
-                                    "outside the vault; read through it"))
+    # read through, as the ledger's read commands do, but said (G3)
+    if path.is_symlink() and not within(path, path.parent.parent, strictly=True):
+        problems.append(Problem("smith", str(path), None, f"is a symlink to "
+                                f"{os.path.realpath(path)}, outside the vault; read through it"))
     try:
         text = decode_utf8(read_bytes(path), path)
     except DataError as exc:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.ledger.vault.lock import lock_path, now_for
+from toolkit.textio import within
 
 
 def session_log_path(vault: Path) -> Path | None:
@@ -24,12 +25,10 @@ def session_log_path(vault: Path) -> Path | None:
     if p is None or p.suffix != ".md":
         return None
     root, vault = vault_roots(vault)
-    root_real, vault_real = Path(os.path.realpath(root)), Path(os.path.realpath(vault))
-    sessions = Path(os.path.realpath(vault / "sessions"))
+    sessions = vault / "sessions"
     real = Path(os.path.realpath(p))
-    if (sessions not in real.parents or vault_real not in sessions.parents
-            or not (vault_real == root_real or root_real in vault_real.parents)
-            or not real.is_file()):
+    if not (within(real, sessions, strictly=True) and within(sessions, vault, strictly=True)
+            and within(vault, root) and real.is_file()):
         return None
     return real
 

@@ -8,13 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.errors import RefusedError
+from toolkit.textio import within
 
 # Files of ledger/ that the editor and reconcile write besides the five ledger files.
 LEDGER_SIDE_FILES = ("meta.yaml", ".meta.json", "reconcile-log.md")
-
-
-def _inside(real: Path, root_real: Path) -> bool:
-    return real == root_real or root_real in real.parents
 
 
 def _walk_out(path: Path, base: Path, root_real: Path) -> Path:
@@ -27,7 +24,7 @@ def _walk_out(path: Path, base: Path, root_real: Path) -> Path:
     current = base
     for part in parts:
         current = current / part
-        if not _inside(Path(os.path.realpath(current)), root_real):
+        if not within(current, root_real):
             return current
     return path
 
@@ -63,7 +60,7 @@ def check_inside(vault: str | Path) -> None:
         if not (path.exists() or path.is_symlink()):
             continue
         real = Path(os.path.realpath(path))
-        if _inside(real, base_real):
+        if within(real, base_real):
             continue
         culprit = _walk_out(path, base if path != base else root, base_real)
         target = Path(os.path.realpath(culprit))
@@ -78,7 +75,7 @@ def check_inside(vault: str | Path) -> None:
         if not path.is_symlink():
             continue
         real = Path(os.path.realpath(path))
-        if not _inside(real, vault_real):
+        if not within(real, vault_real):
             raise RefusedError(
                 f"is a symlink to {real}, outside the vault ({vault_real}); refusing to edit "
                 "the ledger through it", path=path,

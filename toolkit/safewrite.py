@@ -547,7 +547,7 @@ def atomic_replace(target: FileSnapshot | str | Path, new_bytes: bytes, *,
     return path
 
 
-def write_output(path: str | Path, data: bytes, *, keep: Sequence[Path] = ()) -> Path:
+def write_output(path: str | Path, data: bytes, *, keep: Sequence[Path]) -> Path:
     """Write a file the user named for a command's output (``--output``, ``--junit-xml``).
 
     A new or regular file is replaced atomically (:func:`atomic_replace`). A named pipe or a
@@ -555,10 +555,10 @@ def write_output(path: str | Path, data: bytes, *, keep: Sequence[Path] = ()) ->
     replacing it would swap the pipe or device for a regular file beside it, which the reader
     never sees (and, run as root, would replace ``/dev/null``). Returns the path written.
 
-    ``keep``: the files and folders the command reads its sources from
-    (:meth:`toolkit.config.Config.source_paths`). An existing file that is one of them, or
-    inside one of the folders (through any symbolic link), is never replaced by the output:
-    :class:`UsageError`, nothing written."""
+    ``keep`` (required, so that no output command forgets it): the files and folders the
+    command reads its sources from (:meth:`toolkit.config.Config.source_paths`). An existing
+    file that is one of them, or inside one of the folders (through any symbolic link), is
+    never replaced by the output: :class:`UsageError`, nothing written."""
     given = Path(path)
     try:
         kind = os.stat(given).st_mode

@@ -91,7 +91,7 @@ def make_ledger_dir(vault: str | Path) -> Path:
     return ledger
 
 
-def write_export(path: Path, text: str, keep: Sequence[Path] = ()) -> None:
+def write_export(path: Path, text: str, keep: Sequence[Path]) -> None:
     """Write an export of the ledger to the file the user named (``--output``): atomically,
     or through it when it is a pipe or a device, never over a file among ``keep``
     (``safewrite.write_output``)."""

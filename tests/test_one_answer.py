@@ -496,3 +496,31 @@ def test_a_meta_total_the_dashboard_disputes_fails_the_meta_counts_check(
     meta.write_text(meta.read_text().replace("total_entries: 9", "total_entries: 2"))
     checks = json.loads(cli_run("check", "--json").stdout)["checks"]
     assert next(c for c in checks if c["name"] == "meta-counts")["status"] == "pass"
+
+
+def test_the_handoffs_debt_table_counts_open_slop_as_the_sites_matrix_does(project, cli_run):
+    """An open entry of a severity CodeSmith does not know ("urgent") has a column of its
+    own in the site's bucket-by-severity table; the handoff's table had only the five known
+    columns, so its row read 0 0 0 0 0 with a total of 1 and the buckets came in another
+    order. Both now lay out the same matrix: the same columns and rows, in the same order."""
+    from tests._slop_helpers import entry, write_ledger
+
+    write_ledger(project.slop, [entry(1, bucket="tool_gaps", severity="high"),
+                                entry(2, bucket="retained_compatibility", severity="urgent"),
+                                entry(3, bucket="retained_compatibility", severity="low",
+                                      status="in_progress"),
+                                entry(4, bucket="misc", severity="critical"),
+                                entry(5, bucket="tool_gaps", severity="low",
+                                      status="resolved")])
+    debt = cli_run("handoff").stdout.split("## Debt: open slop (4)\n", 1)[1]
+    handoff = [[cell.strip().replace("\\_", "_") for cell in line.strip("|").split("|")]
+               for line in debt.lstrip("\n").split("\n\n", 1)[0].splitlines()]
+    matrix = _page(_site(project.root, project.home), "slop/index.md").matrix
+    site = [[c.text if hasattr(c, "text") else str(c) for c in row] for row in matrix.rows]
+    assert [c.lower() for c in handoff[0]] == [c.lower() for c in matrix.columns] == [
+        "bucket", "critical", "high", "medium", "low", "info", "urgent", "total"]
+    assert handoff[2:] == site == [
+        ["retained_compatibility", "0", "0", "0", "1", "0", "1", "2"],
+        ["tool_gaps", "0", "1", "0", "0", "0", "0", "1"],
+        ["misc", "1", "0", "0", "0", "0", "0", "1"]]
+

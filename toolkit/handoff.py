@@ -870,27 +870,27 @@ def _learned_section(report: HandoffReport, c: _Ctx) -> Section:
 
 
 def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
+    from toolkit.reports import slop_matrix
+
     rows = report.slop
-    counts: dict[str, dict[str, int]] = {}
-    for e in rows:
-        bucket = str(e.get("bucket") or "[???]")
-        counts.setdefault(bucket, {}).setdefault(str(e.get("severity")), 0)
-        counts[bucket][str(e.get("severity"))] += 1
+    # the site's bucket-by-severity table (its rows, columns and order), cut to the largest
+    # BUCKET_ROWS buckets
+    m = slop_matrix(rows)
     intro: list[str] = []
-    if counts:
-        intro += ["| Bucket | " + " | ".join(s.capitalize() for s in SEVERITY_ORDER)
-                  + " | Total |", "|---|" + "---:|" * (len(SEVERITY_ORDER) + 1)]
-        top = set(sorted(counts, key=lambda b: (-sum(counts[b].values()), b))[:BUCKET_ROWS])
-        for bucket in sorted(top):
-            row = counts[bucket]
-            cells = [str(row.get(s, 0)) for s in SEVERITY_ORDER]
-            intro.append(f"| {c.t(bucket)} | " + " | ".join(cells)
-                         + f" | {sum(row.values())} |")
-        if len(top) < len(counts):  # the rest in one row: the totals stay exact
-            others = [counts[b] for b in counts if b not in top]
-            cells = [str(sum(r.get(s, 0) for r in others)) for s in SEVERITY_ORDER]
+    if rows:
+        intro += ["| Bucket | " + " | ".join(
+            str(s).capitalize() if s in SEVERITY_ORDER else c.t(_shown(s), 40)
+            for s in m.severities) + " | Total |", "|---|" + "---:|" * (len(m.severities) + 1)]
+        top = set(sorted(m.buckets, key=lambda b: (-m.total(b), _shown(b)))[:BUCKET_ROWS])
+        for bucket in (b for b in m.buckets if b in top):
+            cells = [str(m.counts[(bucket, s)]) for s in m.severities]
+            intro.append(f"| {c.t(_shown(bucket))} | " + " | ".join(cells)
+                         + f" | {m.total(bucket)} |")
+        if len(top) < len(m.buckets):  # the rest in one row: the totals stay exact
+            others = [b for b in m.buckets if b not in top]
+            cells = [str(sum(m.counts[(b, s)] for b in others)) for s in m.severities]
             intro.append(f"| _{len(others):,} other buckets_ | " + " | ".join(cells)
-                         + f" | {sum(sum(r.values()) for r in others)} |")
+                         + f" | {sum(m.total(b) for b in others)} |")
     urgent = [e for e in rows if e.get("severity") in ("critical", "high")]
     urgent.sort(key=_severity_rank)  # stable: the report's bucket order within a severity
     # the site's page (no raw HTML) lists the first SITE_URGENT_ROWS; the rest is linked
@@ -920,6 +920,11 @@ def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
     return Section("debt", f"## Debt: open slop ({len(rows)})", intro, items, "slop lines",
                    empty="_No critical or high open items._" if rows
                    else "_No open or in-progress slop._", outro=outro, always=True)
+
+
+def _shown(value: Any) -> str:
+    """A bucket or severity as the site shows it (none: ``[???]``)."""
+    return "[???]" if value in (None, "") else str(value)
 
 
 def _open_slop_links(c: _Ctx) -> str:

@@ -1103,12 +1103,35 @@ def _dim_path(dim: str, value: Any) -> str:
     return f"slop/{dim}/{_value_slug(dim, value)}.md"
 
 
-def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartSpec],
-                 chart_name: str) -> tuple[Table, str | None]:
+@dataclass(frozen=True)
+class SlopMatrix:
+    """Slop entries counted by bucket and severity: the one table of the site's home and slop
+    pages and the handoff's debt section. Rows: CodeSmith's buckets in its order, then any
+    others (sorted, no bucket last); columns: its five severities, then any other an entry
+    has (so every entry is in a column and each row's cells add up to its total)."""
+
+    buckets: list[Any]
+    severities: list[Any]
+    counts: Counter[tuple[Any, Any]]
+
+    def total(self, bucket: Any) -> int:
+        return sum(self.counts[(bucket, v)] for v in self.severities)
+
+
+def slop_matrix(entries: Iterable[dict[str, Any]]) -> SlopMatrix:
+    """``entries`` (slop rows: ``bucket``, ``severity``) as a :class:`SlopMatrix`."""
     counts: Counter[tuple[Any, Any]] = Counter((s.get("bucket"), s.get("severity"))
                                                for s in entries)
-    buckets = _ordered({b for b, _ in counts}, SLOP_BUCKETS)
-    sevs = _ordered({v for _, v in counts} | set(SLOP_SEVERITIES), SLOP_SEVERITIES)
+    return SlopMatrix(
+        buckets=_ordered({b for b, _ in counts}, SLOP_BUCKETS),
+        severities=_ordered({v for _, v in counts} | set(SLOP_SEVERITIES), SLOP_SEVERITIES),
+        counts=counts)
+
+
+def _slop_matrix(d: SiteData, entries: list[dict[str, Any]], charts: list[ChartSpec],
+                 chart_name: str) -> tuple[Table, str | None]:
+    m = slop_matrix(entries)
+    counts, buckets, sevs = m.counts, m.buckets, m.severities
     rows = []
     for b in buckets:
         cells = [counts[(b, v)] for v in sevs]

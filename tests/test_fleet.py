@@ -79,7 +79,7 @@ def test_list_json_gives_each_project_and_its_activity(world, cli_run):
     assert alpha["last_action"] == "2026-05-07 10:00:00"
     assert alpha["last_slop_change"] == "2026-05-08 07:00:00"
     assert alpha["last_activity"] == "2026-05-08 07:00:00"
-    assert alpha["entries_by_confidence"] == {"high": 1, "medium": 1, "low": 1}
+    assert alpha["entries_by_confidence"] == {"high": 1, "medium": 1, "low": 1, "unknown": 0}
     assert rows["beta"]["origins"] == ["fleet file", "audit", "slop"]
     assert rows["beta"]["open_debt"] == 1  # one open, one resolved
     assert rows["gone"]["status"] == "missing" and rows["gone"]["vault"] is False

@@ -524,3 +524,44 @@ def test_the_handoffs_debt_table_counts_open_slop_as_the_sites_matrix_does(proje
         ["tool_gaps", "0", "1", "0", "0", "0", "0", "1"],
         ["misc", "1", "0", "0", "0", "0", "0", "1"]]
 
+
+def test_the_fleets_card_counts_a_projects_entries_as_its_dashboard_does(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """An entry whose confidence is no known one ("maybe") is in the dashboard's `[???]`
+    column (`toolkit ledger`, the site); the fleet counted it in `entries` but in no
+    confidence, so alpha's card read 1 / 1 / 1 for 4 entries. The card and `fleet list
+    --json` now count it as the dashboard does."""
+    from tests._fleet_helpers import ledger_entry, make_fleet
+    from toolkit import config as config_mod
+    from toolkit.fleet import open_fleet
+    from toolkit.fleet_report import build_fleet_content
+
+    w = make_fleet(tmp_path, isolated_env)
+    for key, value in w.env().items():
+        monkeypatch.setenv(key, value)
+    with (w.alpha / ".smith" / "vault" / "ledger" / "patterns.md").open("a") as f:
+        f.write(ledger_entry("Guess the retry budget", "maybe"))
+    monkeypatch.chdir(w.alpha)
+    files = _json(cli_run("ledger", "--json"))["files"]
+    dashboard = {c: sum(f[c] for f in files) for c in ("high", "medium", "low", "unknown")}
+    assert dashboard == {"high": 1, "medium": 1, "low": 1, "unknown": 1}
+
+    monkeypatch.chdir(tmp_path)
+    listed = {p["name"]: p for p in _json(cli_run("fleet", "--store", str(w.store), "list",
+                                                  "--json"))["projects"]}
+    assert listed["alpha"]["entries"] == 4
+    assert listed["alpha"]["entries_by_confidence"] == dashboard
+    fleet = open_fleet(config_mod.resolve(cwd=tmp_path, env=w.env()), store_path=w.store,
+                       fleet_file=w.fleet_file, env=w.env())
+    try:
+        content = build_fleet_content(fleet.store, home=w.home, today="2026-05-09")
+    finally:
+        fleet.close()
+    overview = _page(content, "index.md").sections[0].table
+    column = overview.columns.index("Entries (high / medium / low)")
+    cards = {row[0].text: row[column] for row in overview.rows}
+    assert cards["alpha"] == "1 / 1 / 1 + 1 [???]"
+    assert cards["beta"] == "1 / 0 / 1"  # none of no known confidence: as before
+    card = next(f.value for f in _page(content, "projects/alpha.md").sections[0].fields
+                if f.label.startswith("Entries"))
+    assert card == cards["alpha"]

@@ -411,10 +411,12 @@ WITH audit AS (SELECT project, max(ts) AS last_action, count(*) AS actions FROM 
      ent AS (SELECT project, count(*) AS entries,
                     count(*) FILTER (WHERE confidence = 'high') AS high,
                     count(*) FILTER (WHERE confidence = 'medium') AS medium,
-                    count(*) FILTER (WHERE confidence = 'low') AS low
+                    count(*) FILTER (WHERE confidence = 'low') AS low,
+                    count(*) FILTER (WHERE confidence IS NULL
+                                     OR confidence NOT IN ('high', 'medium', 'low')) AS unknown
              FROM fleet_entries GROUP BY project)
 SELECT n.project, audit.last_action, audit.actions, slop.last_change, slop.open_debt,
-       sess.last_session, ent.entries, ent.high, ent.medium, ent.low
+       sess.last_session, ent.entries, ent.high, ent.medium, ent.low, ent.unknown
 FROM (SELECT unnest(?::VARCHAR[]) AS project) n
 LEFT JOIN audit USING (project) LEFT JOIN slop USING (project)
 LEFT JOIN sess USING (project) LEFT JOIN ent USING (project)
@@ -454,9 +456,11 @@ def project_rows(store: Store) -> list[dict[str, Any]]:
             "last_session": last_session, "last_action": _ts(a["last_action"]),
             "last_slop_change": _ts(a["last_change"]),
             "entries": int(a["entries"] or 0),
+            # as the dashboard counts them (``toolkit ledger``: its ``[???]`` is unknown)
             "entries_by_confidence": {"high": int(a["high"] or 0),
                                       "medium": int(a["medium"] or 0),
-                                      "low": int(a["low"] or 0)},
+                                      "low": int(a["low"] or 0),
+                                      "unknown": int(a["unknown"] or 0)},
             "actions": int(a["actions"] or 0), "open_debt": int(a["open_debt"] or 0)})
         row["last_activity"] = max((t for t in (row["last_session"], row["last_action"],
                                                 row["last_slop_change"]) if t), default=None)

@@ -179,8 +179,11 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
 
 
 def _by_confidence(p: Mapping[str, Any]) -> str:
+    """The card's entries by confidence; those of no known confidence as the dashboard's
+    ``[???]`` column counts them, when there are any."""
     conf = p["entries_by_confidence"]
-    return f"{conf['high']} / {conf['medium']} / {conf['low']}"
+    unknown = f" + {conf['unknown']} [???]" if conf["unknown"] else ""
+    return f"{conf['high']} / {conf['medium']} / {conf['low']}{unknown}"
 
 
 def _project_page(store: Store, p: Mapping[str, Any], path: str, card: Mapping[str, int],

@@ -129,3 +129,36 @@ def test_text_outputs_ignore_images_and_stderr_but_not_text():
                                                      "text/plain": "<Figure>"})])])
     assert notebooks.text_outputs(nb) == [["12 entries\n", "<Figure>"]]
     assert notebooks.text_outputs(changed) != notebooks.text_outputs(nb)
+
+
+def test_the_prune_finding_counts_what_ledger_prune_would_prune(tmp_path, kernel, monkeypatch,
+                                                                cli_run):
+    """An old low entry with a problem (no Category) is never pruned (`toolkit ledger prune`
+    skips it), but the analysis counted it: "2 entries are past their prune limit ...
+    `toolkit ledger prune --dry-run` shows what pruning them would change", where the dry run
+    listed 1. The notebook now asks the API for prune's own candidates."""
+    import json
+
+    from tests._history_helpers import Project, entry_b
+
+    p = Project.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Old low rule", "low", date="2026-01-05"),
+                          entry_b("Old low without a category", "low", date="2026-01-05",
+                                  category=""),
+                          entry_b("Fresh low rule", "low", date="2026-04-30")]})
+    missing = tmp_path / "missing"
+    (p.root / "toolkit.yaml").write_text(
+        f'today: "2026-05-05"\naudit_db: {missing / "ledger.db"}\n'
+        f"slop: {missing / 'slop.json'}\ngoal_file: {missing / 'goal.json'}\n"
+        f"goal_history: {missing / 'goal_history.jsonl'}\nsnapshots_home: {missing}\n",
+        encoding="utf-8")
+    monkeypatch.chdir(p.root)
+    plan = json.loads(cli_run("ledger", "prune", "--dry-run", "--json").stdout)
+    assert [c["title"] for c in plan["removed"]] == ["Old low rule"]
+
+    path = notebooks.NOTEBOOKS_DIR / "what_the_agent_learned.ipynb"
+    run = _rerun(notebooks.with_parameters(notebooks.read(path), project_path=str(p.root)),
+                 kernel, path.name)
+    finding = next(t for texts in notebooks.text_outputs(run) for t in texts
+                   if "past their prune limit" in t)
+    assert finding.startswith("Finding: 1 entries are past their prune limit"), finding

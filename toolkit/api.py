@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
-    from toolkit.ledger_ops import Dashboard, ListResult, SearchHit, ShowResult
+    from toolkit.ledger_ops import Dashboard, ListResult, PrunePlan, SearchHit, ShowResult
     from toolkit.records import LedgerEntry, Problem, SlopEntry
     from toolkit.slop_ops import Summary
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
@@ -569,6 +569,17 @@ class Project:
         return dashboard(self.config.vault, max_bytes=self.config.max_file_bytes, top=top,
                          request=request, log=request is not None,
                          cache=self.config.parse_cache)
+
+    def prune_candidates(self) -> PrunePlan:
+        """What ``toolkit ledger prune`` would do today (``today``), as its ``--dry-run``
+        lists it: low entries older than the low limit to remove, medium ones older than the
+        medium limit to demote (limits from ``meta.yaml`` or ``.smith/config.json``); an
+        entry with a problem (a missing or unknown Date, Category or Confidence) is never
+        one. Writes nothing."""
+        from toolkit.ledger_ops import prune_candidates
+
+        limits = self.ledger_dashboard().limits
+        return prune_candidates(self.ledger_entries(), self.today, limits)
 
     def ledger_search(self, text: str, *, limit: int = 20) -> list[LedgerHit]:
         """Entries holding ``text`` (any case) on any of their lines, in file order, with the

@@ -565,3 +565,38 @@ def test_the_fleets_card_counts_a_projects_entries_as_its_dashboard_does(
     card = next(f.value for f in _page(content, "projects/alpha.md").sections[0].fields
                 if f.label.startswith("Entries"))
     assert card == cards["alpha"]
+
+
+def test_the_fleets_debt_table_counts_every_status_as_slop_does(
+        tmp_path, isolated_env, monkeypatch, cli_run):
+    """A slop entry whose status CodeSmith does not know ("blocked") has a column of its own
+    in `toolkit slop`'s table (and a page on the site), but the fleet's Debt by project had
+    only the five known columns: beta's row read 0 open, 1 resolved ... with a total of 3.
+    Each status an entry has is now a column, as `toolkit slop` lays them out."""
+    from tests._fleet_helpers import make_fleet
+    from tests._slop_helpers import entry, read_entries, write_ledger
+    from toolkit import config as config_mod
+    from toolkit.fleet import open_fleet
+    from toolkit.fleet_report import build_fleet_content
+
+    w = make_fleet(tmp_path, isolated_env)
+    for key, value in w.env().items():
+        monkeypatch.setenv(key, value)
+    write_ledger(w.slop, [*read_entries(w.slop), entry(5, project="beta", status="blocked")])
+    monkeypatch.chdir(tmp_path)
+    statuses = _json(cli_run("slop", "--json"))["by_status"]
+    assert statuses == {"open": 3, "resolved": 1, "blocked": 1}
+
+    fleet = open_fleet(config_mod.resolve(cwd=tmp_path, env=w.env()), store_path=w.store,
+                       fleet_file=w.fleet_file, env=w.env())
+    try:
+        content = build_fleet_content(fleet.store, home=w.home, today="2026-05-09")
+    finally:
+        fleet.close()
+    table = _page(content, "debt.md").sections[0].table
+    assert table.columns == ("Project", "Open", "In progress", "Resolved", "Accepted",
+                             "Won't fix", "blocked", "Open severe", "Total")
+    rows = {row[0].text: row[1:] for row in table.rows}
+    assert rows["beta"] == (1, 0, 1, 0, 0, 1, 1, 3)
+    assert sum(sum(r[:6]) for r in rows.values()) == sum(r[-1] for r in rows.values()) == \
+        sum(statuses.values())

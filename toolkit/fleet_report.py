@@ -68,18 +68,36 @@ FROM {_DISPATCHES} d JOIN t ON t.task = d.task AND t.project IS NOT DISTINCT FRO
 GROUP BY ALL ORDER BY d.project NULLS LAST, dispatches DESC, d.agent_type, d.model
 """
 
+# entries per project and status, and the open critical or high ones
 _DEBT = """
-SELECT project,
-       count(*) FILTER (WHERE status = 'open') AS open,
-       count(*) FILTER (WHERE status = 'in_progress') AS in_progress,
-       count(*) FILTER (WHERE status = 'resolved') AS resolved,
-       count(*) FILTER (WHERE status = 'accepted') AS accepted,
-       count(*) FILTER (WHERE status = 'wont_fix') AS wont_fix,
+SELECT project, status, count(*) AS n,
        count(*) FILTER (WHERE status IN ('open', 'in_progress')
-                        AND severity IN ('critical', 'high')) AS open_severe,
-       count(*) AS total
-FROM fleet_slop GROUP BY project ORDER BY project NULLS LAST
+                        AND severity IN ('critical', 'high')) AS open_severe
+FROM fleet_slop GROUP BY ALL
 """
+_STATUS_LABELS = {"open": "Open", "in_progress": "In progress", "resolved": "Resolved",
+                  "accepted": "Accepted", "wont_fix": "Won't fix"}
+
+
+def _debt_table(store: Store, ref: Callable[[str | None], Any]) -> Table:
+    """Debt by project: a column per status, CodeSmith's five and any other an entry has (as
+    `toolkit slop` lays them out), so each row's statuses add up to its total."""
+    from toolkit.records import SLOP_STATUSES
+    from toolkit.reports import ordered_values
+
+    counts: dict[tuple[str | None, str | None], int] = {}
+    severe: dict[str | None, int] = {}
+    for project, status, n, open_severe in store.fetch(_DEBT)[1]:
+        counts[(project, status)] = int(n)
+        severe[project] = severe.get(project, 0) + int(open_severe)
+    statuses = ordered_values({s for _, s in counts} | set(SLOP_STATUSES), SLOP_STATUSES)
+    projects = sorted(severe, key=lambda p: (p is None, p or ""))
+    return Table(
+        ("Project", *(_STATUS_LABELS.get(s, "[???]" if s is None else str(s)) for s in statuses),
+         "Open severe", "Total"),
+        [(ref(p), *(counts.get((p, s), 0) for s in statuses), severe[p],
+          sum(counts.get((p, s), 0) for s in statuses)) for p in projects],
+        empty="The slop ledger has no entries.")
 
 
 def _shown(project: str | None) -> str:
@@ -170,11 +188,7 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
         path="debt.md", title="Debt by project", nav=("Debt by project",), wide=True,
         intro="The slop ledger's entries by project and status; open severe: critical or "
               "high, open or in progress.",
-        sections=[Section("By project", "", Table(
-            ("Project", "Open", "In progress", "Resolved", "Accepted", "Won't fix",
-             "Open severe", "Total"),
-            [(ref(r[0]), *r[1:]) for r in store.fetch(_DEBT)[1]],
-            empty="The slop ledger has no entries."))]))
+        sections=[Section("By project", "", _debt_table(store, ref))]))
     return SiteContent(pages=pages, charts=[], downloads=[])
 
 

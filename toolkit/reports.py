@@ -640,6 +640,12 @@ def _group_by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, list[dict[s
     return groups
 
 
+def ordered_values(values: Iterable[Any], known: Sequence[Any]) -> list[Any]:
+    """Known values in their canonical order, then any others sorted (None last): the order
+    of a table's rows or columns of values (a slop bucket, severity, status...)."""
+    return _ordered(values, known)
+
+
 def _ordered(values: Iterable[Any], known: Sequence[Any]) -> list[Any]:
     """Known values in their canonical order, then any others sorted (None last)."""
     present = set(values)

@@ -600,3 +600,29 @@ def test_the_fleets_debt_table_counts_every_status_as_slop_does(
     assert rows["beta"] == (1, 0, 1, 0, 0, 1, 1, 3)
     assert sum(sum(r[:6]) for r in rows.values()) == sum(r[-1] for r in rows.values()) == \
         sum(statuses.values())
+
+
+def test_an_empty_and_a_missing_slop_value_are_one_value_on_the_site_as_in_slop(
+        project, cli_run):
+    """An entry with ``"owner": ""`` and one with no owner (or an empty and a missing bucket)
+    are both "[???]" and share the page slop/owner/none: the site made that page twice and
+    the build stopped ("two pages of the site have the same path"), and the handoff's debt
+    table came to list "[???]" twice. `toolkit slop` counts them as one bucket; so do the
+    site's pages and the handoff now."""
+    from tests._slop_helpers import entry, write_ledger
+
+    empty, missing = entry(1, owner="", bucket=""), entry(2)
+    del missing["bucket"]
+    write_ledger(project.slop, [empty, missing, entry(3, owner="ops")])
+    assert _json(cli_run("slop", "--json"))["by_bucket"] == {"[???]": 2, "stale_docs": 1}
+    content = _site(project.root, project.home)
+    paths = [pg.path for pg in content.pages]
+    assert len(paths) == len(set(paths))
+    owners = _page(content, "slop/owner/index.md").table.rows
+    assert [(r[0].text, r[0].path, r[1]) for r in owners] == [
+        ("ops", "slop/owner/ops.md", 1), ("[???]", "slop/owner/none.md", 2)]
+    matrix = _page(content, "slop/index.md").matrix
+    assert [(r[0].text, r[-1]) for r in matrix.rows] == [("stale_docs", 1), ("[???]", 2)]
+    debt = cli_run("handoff").stdout.split("## Debt: open slop (3)\n", 1)[1]
+    assert [line.split(" | ")[0] for line in debt.splitlines() if line.startswith("| ")
+            and not line.startswith("| Bucket")] == ["| stale\\_docs", "| \\[???\\]"]

@@ -70,7 +70,7 @@ GROUP BY ALL ORDER BY d.project NULLS LAST, dispatches DESC, d.agent_type, d.mod
 
 # entries per project and status, and the open critical or high ones
 _DEBT = """
-SELECT project, status, count(*) AS n,
+SELECT project, nullif(status, '') AS status, count(*) AS n,
        count(*) FILTER (WHERE status IN ('open', 'in_progress')
                         AND severity IN ('critical', 'high')) AS open_severe
 FROM fleet_slop GROUP BY ALL

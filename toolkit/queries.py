@@ -249,10 +249,13 @@ _UTC_CREATED = "timezone('UTC', created_at)"
 _UTC_UPDATED = "timezone('UTC', updated_at)"
 
 
-_SLOP_ROW = (("id", "id"), ("short_id", "short_id"), ("bucket", "bucket"),
-             ("severity", "severity"), ("confidence", "confidence"), ("owner", "owner"),
+# An empty bucket, severity, status or owner is none, as a missing one: both are "[???]" with
+# the one page slop/<dimension>/none (as `toolkit slop` counts them, one value)
+_SLOP_ROW = (("id", "id"), ("short_id", "short_id"), ("bucket", "nullif(bucket, '')"),
+             ("severity", "nullif(severity, '')"), ("confidence", "confidence"),
+             ("owner", "nullif(owner, '')"),
              ("source_links", "source_links"), ("title", "title"),
-             ("description", "description"), ("status", "status"),
+             ("description", "description"), ("status", "nullif(status, '')"),
              ("cleanup_recommendation", "cleanup_recommendation"),
              ("created_at", _ts(_UTC_CREATED)), ("updated_at", _ts(_UTC_UPDATED)),
              ("created_at_raw", "created_at_raw"), ("updated_at_raw", "updated_at_raw"),

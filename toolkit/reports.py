@@ -1125,8 +1125,9 @@ class SlopMatrix:
 
 
 def slop_matrix(entries: Iterable[dict[str, Any]]) -> SlopMatrix:
-    """``entries`` (slop rows: ``bucket``, ``severity``) as a :class:`SlopMatrix`."""
-    counts: Counter[tuple[Any, Any]] = Counter((s.get("bucket"), s.get("severity"))
+    """``entries`` (slop rows: ``bucket``, ``severity``) as a :class:`SlopMatrix`; an empty
+    value is none (``[???]``), as a missing one."""
+    counts: Counter[tuple[Any, Any]] = Counter((s.get("bucket") or None, s.get("severity") or None)
                                                for s in entries)
     return SlopMatrix(
         buckets=_ordered({b for b, _ in counts}, SLOP_BUCKETS),

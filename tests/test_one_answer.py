@@ -626,3 +626,22 @@ def test_an_empty_and_a_missing_slop_value_are_one_value_on_the_site_as_in_slop(
     debt = cli_run("handoff").stdout.split("## Debt: open slop (3)\n", 1)[1]
     assert [line.split(" | ")[0] for line in debt.splitlines() if line.startswith("| ")
             and not line.startswith("| Bucket")] == ["| stale\\_docs", "| \\[???\\]"]
+
+
+def test_a_slop_ledger_that_is_not_json_fails_slop_unloadable_as_toolkit_slop_refuses_it(
+        project, cli_run):
+    """A slop ledger cut short (not JSON) is refused by `toolkit slop` (exit 65) and
+    CodeSmith cannot load it, but `toolkit check` passed slop-unloadable: the check looked
+    only for the loader-rule warnings, and the store kept the last rows it read. The read
+    error is now the check's failing row, in the terminal, the handoff and the site."""
+    (project.slop).write_text('{"entries": [', encoding="utf-8")
+    refused = cli_run("slop")
+    assert refused.exit_code == 65
+    assert "invalid JSON" in refused.stderr
+    result = cli_run("check", "--select", "slop-unloadable", "--json")
+    assert result.exit_code == 1, result.output
+    [check] = json.loads(result.stdout)["checks"]
+    assert (check["status"], check["failing_rows"]) == ("fail", 1)
+    assert check["rows"][0]["path"].endswith(project.slop.name)
+    assert check["rows"][0]["problem"].startswith("invalid JSON, column 14")
+    assert "- **slop-unloadable** (FAIL, error level, 1 row)" in cli_run("handoff").stdout

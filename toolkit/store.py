@@ -152,6 +152,9 @@ FROM actions GROUP BY ALL;
 ]
 
 BOOKKEEPING = ("_migrations", "_sources", "_problems")
+# How ``_sources.note`` begins for a source present but unreadable at its last load (its one
+# problem in ``_problems`` says why; its tables keep the rows of the last load that read it)
+SOURCE_ERROR = "error: "
 # A source's warnings up to this many are inserted with bound values (Store.replace_problems);
 # more go through Arrow (insert_rows), for which one multi-row VALUES statement gets slow.
 FEW_PROBLEMS = 100
@@ -892,7 +895,7 @@ class Store:
                 with carefully():
                     result = self._load_in_transaction(source, cfg, full, progress, fp)
         except ToolkitError as exc:
-            result = SourceResult(source.name, location, True, f"error: {exc}",
+            result = SourceResult(source.name, location, True, f"{SOURCE_ERROR}{exc}",
                                   problems=[Problem(source.name, exc.path or location,
                                                     exc.line, exc.detail)], error=exc)
             with self.transaction():

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.checks.core import Check, Rows
 from toolkit.sources.slop import LOAD_PREFIX
 from toolkit.sources.smith import META_COUNT_PREFIX
-from toolkit.store import quote_ident
+from toolkit.store import SOURCE_ERROR, quote_ident
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -374,7 +374,12 @@ ORDER BY repo, min(position)"""),
         rationale="CodeSmith refuses to load a slop ledger it cannot parse. The agent then "
                   "starts with no slop ledger at all, and its next write can replace the "
                   "file.",
-        sql=f"""SELECT path, line, substr(message, {len(LOAD_PREFIX) + 1}) AS problem
-FROM _problems WHERE source = 'slop' AND starts_with(message, {_sql_text(LOAD_PREFIX)})
+        # the loader's rules; or a file that cannot be read at all (not JSON, not UTF-8):
+        # then the slop source's one problem says why (and its rows are an older read's)
+        sql=f"""SELECT path, line, CASE WHEN starts_with(message, {_sql_text(LOAD_PREFIX)})
+    THEN substr(message, {len(LOAD_PREFIX) + 1}) ELSE message END AS problem
+FROM _problems WHERE source = 'slop' AND (starts_with(message, {_sql_text(LOAD_PREFIX)})
+    OR (SELECT starts_with(note, {_sql_text(SOURCE_ERROR)}) FROM _sources
+        WHERE source = 'slop'))
 ORDER BY line NULLS FIRST, message"""),
 )

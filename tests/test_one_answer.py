@@ -645,3 +645,34 @@ def test_a_slop_ledger_that_is_not_json_fails_slop_unloadable_as_toolkit_slop_re
     assert check["rows"][0]["path"].endswith(project.slop.name)
     assert check["rows"][0]["problem"].startswith("invalid JSON, column 14")
     assert "- **slop-unloadable** (FAIL, error level, 1 row)" in cli_run("handoff").stdout
+
+
+def test_the_dashboards_week_of_actions_is_the_audit_pages_with_a_tier_of_no_known_kind(
+        project):
+    """An audit DB written by hand can hold a tier nagi-ledger never writes (3, or text,
+    read as none). The home page counted them in "N actions by tier" and its headline, but
+    its day table had only tiers 0-2, so its totals summed to less and the day read 2 where
+    the audit page's day table read 4. Both tables now have the same columns and rows."""
+    import sqlite3
+
+    conn = sqlite3.connect(project.audit_db)
+    conn.execute("PRAGMA ignore_check_constraints = 1")
+    for tier in (0, 1, 3, "two"):
+        conn.execute("INSERT INTO actions (ts, tier, category, description) "
+                     "VALUES ('2026-05-04 10:00:00', ?, 'deploy', 'shipped')", (tier,))
+    conn.commit()
+    conn.close()
+    content = _site(project.root, project.home)
+    home = _page(content, "index.md")
+    stats = _page(content, "audit/index.md")
+
+    def cells(row: tuple[Any, ...]) -> list[Any]:
+        return [c.text if hasattr(c, "text") else c for c in row]
+
+    week = {cells(r)[0]: cells(r) for r in home.audit_days.rows}
+    month = {cells(r)[0]: cells(r) for r in stats.per_day.rows}
+    assert home.audit_days.columns == stats.per_day.columns == (
+        "Day", "Tier 0", "Tier 1", "Tier 2", "Tier 3", "Tier [???]", "Total")
+    assert week == {day: row for day, row in month.items() if day in week}
+    assert week["2026-05-04"][4:] == [1, 1, sum(week["2026-05-04"][1:6])]
+    assert sum(r[-1] for r in week.values()) == home.audit_week_total

@@ -791,7 +791,7 @@ def _headlines(d: SiteData, week: dict[int | None, int], open_slop: list[dict[st
         Headline(Ref("Open high-severity debt", "slop/severity/index.md"), debt,
                  note="open or in-progress slop entries"),
         Headline(Ref("Actions this week", "audit/index.md#actions-by-tier"), tuple(
-            Ref(f"{week.get(t, 0)} {TIER_NAMES.get(t, 'tier ' + _shown(t))}",
+            Ref(f"{week.get(t, 0)} {_tier_name(t)}",
                 "audit/index.md#actions-by-tier") for t in tiers),
                  note=f"{week_start(d.today).isoformat()} to {d.today.isoformat()}"),
     ]
@@ -817,12 +817,13 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
     by_day: dict[tuple[str, Any], int] = {}
     for day_iso, tier, n in d.day_tier:
         by_day[(day_iso, tier)] = n
+    tiers = site_tiers(store)  # the audit page's columns
     audit_rows: list[tuple[Any, ...]] = []
     for day in days:
-        counts = [by_day.get((day.isoformat(), t), 0) for t in AUDIT_TIERS]
+        counts = [by_day.get((day.isoformat(), t), 0) for t in tiers]
         audit_rows.append((day.isoformat(), *counts, sum(counts)))
     week_total = sum(week.values())
-    audit_days = Table(("Day", *(f"Tier {t}" for t in AUDIT_TIERS), "Total"),
+    audit_days = Table(("Day", *(_tier_column(t) for t in tiers), "Total"),
                        [(Ref(r[0], "audit/index.md#actions-per-day"), *r[1:])
                         for r in audit_rows], key="Total")
     audit_chart = None
@@ -831,8 +832,8 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
         charts.append(ChartSpec(
             name=audit_chart, title=f"Actions in the last {DASHBOARD_DAYS} days by tier",
             labels=tuple(day.isoformat() for day in days), time=True,
-            series=tuple(Series(TIER_NAMES[t], tuple(r[1 + i] for r in audit_rows),
-                                TIER_COLORS[t]) for i, t in enumerate(AUDIT_TIERS)),
+            series=tuple(Series(_tier_name(t), tuple(r[1 + i] for r in audit_rows),
+                                TIER_COLORS.get(t, "#607d8b")) for i, t in enumerate(tiers)),
             ylabel="actions"))
 
     pending = pending_dispatches(d.dispatches)
@@ -1315,6 +1316,22 @@ def _maybe_url(text: str) -> Cell:
 
 # --------------------------------------------------------------------------- audit
 
+def site_tiers(store: Store) -> list[Any]:
+    """The tiers the site's tables of actions have a column for (the home page's week, the
+    audit page's days, projects and categories): nagi-ledger's three, then any other an
+    action of the site's scope has (a DB written by hand: 3, or none for text)."""
+    found = queries.site_actions_by_tier_since(store, None)
+    return _ordered(set(found) | set(AUDIT_TIERS), AUDIT_TIERS)
+
+
+def _tier_column(tier: Any) -> str:
+    return f"Tier {_shown(tier)}"
+
+
+def _tier_name(tier: Any) -> str:
+    return TIER_NAMES.get(tier, f"tier {_shown(tier)}")
+
+
 def _task_ref(d: SiteData, task: str | None) -> Cell:
     if task is None:
         return "[???]"
@@ -1329,9 +1346,9 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     all_tiers = queries.site_actions_by_tier_since(store, None)
     week = actions_this_week(store, d.today)
     month = queries.site_actions_by_tier_since(store, since, d.today)
-    tiers = _ordered(set(all_tiers) | set(AUDIT_TIERS), AUDIT_TIERS)
+    tiers = site_tiers(store)
     totals = Table(("Tier", "Last 7 days", f"Last {STATS_DAYS} days", "All time"), [
-        (TIER_NAMES.get(t, _shown(t)), week.get(t, 0), month.get(t, 0), all_tiers.get(t, 0))
+        (_tier_name(t), week.get(t, 0), month.get(t, 0), all_tiers.get(t, 0))
         for t in tiers])
     grid: dict[tuple[str, Any], int] = {(day, t): n for day, t, n in day_tier}
     days = [since + dt.timedelta(days=i) for i in range(STATS_DAYS)]
@@ -1345,7 +1362,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         charts.append(ChartSpec(
             name=per_day_chart, title=f"Actions per day by tier (last {STATS_DAYS} days)",
             labels=tuple(day.isoformat() for day in days), time=True,
-            series=tuple(Series(TIER_NAMES.get(t, _shown(t)),
+            series=tuple(Series(_tier_name(t),
                                 tuple(r[1 + i] for r in per_day_rows),
                                 TIER_COLORS.get(t, "#607d8b")) for i, t in enumerate(tiers)),
             ylabel="actions"))
@@ -1354,7 +1371,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     for c, t, n in cat_tier:
         cats[c][t] += n
     cat_order = sorted(cats, key=lambda c: (-sum(cats[c].values()), str(c)))
-    per_cat = Table(("Category", *(f"Tier {t}" for t in tiers), "Total"), [
+    per_cat = Table(("Category", *(_tier_column(t) for t in tiers), "Total"), [
         (_shown(c), *(cats[c][t] for t in tiers), sum(cats[c].values())) for c in cat_order],
         empty="No actions recorded.", key="Total")
     per_cat_chart = None
@@ -1364,13 +1381,13 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         charts.append(ChartSpec(
             name=per_cat_chart, title="Actions per category by tier (top 15, all time)",
             labels=tuple(_shown(c) for c in top),
-            series=tuple(Series(TIER_NAMES.get(t, _shown(t)), tuple(cats[c][t] for c in top),
+            series=tuple(Series(_tier_name(t), tuple(cats[c][t] for c in top),
                                 TIER_COLORS.get(t, "#607d8b")) for t in tiers),
             horizontal=True, ylabel="actions"))
     by_project: dict[Any, Counter[Any]] = defaultdict(Counter)
     for p, t, n in queries.site_actions_by_project_tier(store):
         by_project[p][t] += n
-    per_project = Table(("Project", *(f"Tier {t}" for t in tiers), "Total"), [
+    per_project = Table(("Project", *(_tier_column(t) for t in tiers), "Total"), [
         (NO_PROJECT if p is None else p, *(by_project[p][t] for t in tiers),
          sum(by_project[p].values()))
         for p in sorted(by_project, key=lambda p: (p is None, -sum(by_project[p].values()),
@@ -1385,7 +1402,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
         intro="What the agent did (nagi-ledger): autonomous actions by tier and category, "
               "dispatch verdicts. " + scope_note(d) + " " + SHARED_AUDIT,
         totals=totals, per_project=per_project,
-        per_day=Table(("Day", *(f"Tier {t}" for t in tiers), "Total"), per_day_rows,
+        per_day=Table(("Day", *(_tier_column(t) for t in tiers), "Total"), per_day_rows,
                       key="Total"),
         per_day_chart=per_day_chart, per_category=per_cat, per_category_chart=per_cat_chart,
         verdicts=verdict_tbl, days=STATS_DAYS))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -1316,11 +1316,13 @@ def _maybe_url(text: str) -> Cell:
 
 # --------------------------------------------------------------------------- audit
 
-def site_tiers(store: Store) -> list[Any]:
+def site_tiers(store: Store, found: Mapping[Any, int] | None = None) -> list[Any]:
     """The tiers the site's tables of actions have a column for (the home page's week, the
     audit page's days, projects and categories): nagi-ledger's three, then any other an
-    action of the site's scope has (a DB written by hand: 3, or none for text)."""
-    found = queries.site_actions_by_tier_since(store, None)
+    action of the site's scope has (a DB written by hand: 3, or none for text). ``found``:
+    the site's actions by tier, all time, when the caller has them already."""
+    if found is None:
+        found = queries.site_actions_by_tier_since(store, None)
     return _ordered(set(found) | set(AUDIT_TIERS), AUDIT_TIERS)
 
 
@@ -1346,7 +1348,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     all_tiers = queries.site_actions_by_tier_since(store, None)
     week = actions_this_week(store, d.today)
     month = queries.site_actions_by_tier_since(store, since, d.today)
-    tiers = site_tiers(store)
+    tiers = site_tiers(store, all_tiers)
     totals = Table(("Tier", "Last 7 days", f"Last {STATS_DAYS} days", "All time"), [
         (_tier_name(t), week.get(t, 0), month.get(t, 0), all_tiers.get(t, 0))
         for t in tiers])

@@ -2,11 +2,14 @@
 a thread and as each stage begins and ends, each sample counted against the stage the load is
 in, for the benchmarks.
 
-The stages are the store's opening, each source's load (``ledger``, ``history``...), its
-commits (``ledger: commit``: the load's own transaction ending, or a staged commit of a source
-that commits a batch at a time) and what follows it (``ledger: after``; after the last source,
-the store's checkpoint). The hooks wrap ``Store.open``, ``Store._run``, ``Store.commit_staged``
-and the store's transactions; nothing else in the load changes. A sample 2 ms apart can miss a
+The stages are the store's opening, each source's load (``ledger``, ``history``...), within
+it the ledger's parse (``ledger: parse``: reading the vault and parsing its files) and the
+batches of rows written to the store (``ledger: insert``, ``history: insert``), its commits
+(``ledger: commit``: the load's own transaction ending, or a staged commit of a source that
+commits a batch at a time) and what follows it (``ledger: after``; after the last source, the
+store's checkpoint). The hooks wrap ``Store.open``, ``Store._run``, ``open_vault``,
+``Store.insert_rows``, ``Store.commit_staged`` and the store's transactions; nothing else in
+the load changes. A sample 2 ms apart can miss a
 shorter peak, and the kernel updates the high-water mark (``VmHWM``, given beside them) only
 now and then: either can be a few MB above the other.
 """
@@ -62,7 +65,13 @@ def during(label, fn):
 def commit(where):
     return where.removesuffix(": commit") + ": commit"
 
+def part(name):
+    return lambda where: where.split(": ")[0] + ": " + name
+
 st.Store.open = classmethod(during(lambda where: "open", st.Store.open.__func__))
+import toolkit.ledger.vault as vault  # the ledger's loader imports open_vault when it runs
+vault.open_vault = during(part("parse"), vault.open_vault)
+st.Store.insert_rows = during(part("insert"), st.Store.insert_rows)
 st.Store.commit_staged = during(commit, st.Store.commit_staged)
 st._Transaction.__exit__ = during(commit, st._Transaction.__exit__)
 run_source = st.Store._run

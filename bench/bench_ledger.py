@@ -18,8 +18,8 @@ in the same run.
   toolkit's command line, DuckDB and Arrow); also against the same with the interpreter that
   has opened and migrated a new empty store (DuckDB's first connection and statements add
   about 35 MB of its own code and catalog to the process before any row is loaded). One more
-  load shows which stage holds the peak: the store's opening, each source, its commits
-  (``bench/_stages.py``).
+  load shows which stage holds the peak: the store's opening, each source, the ledger's parse,
+  the batches of rows inserted, the commits (``bench/_stages.py``).
 
 The load average is printed with the figures: on a busy machine a process waits for a core,
 and its wall time is its CPU time and that wait.

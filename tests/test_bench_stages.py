@@ -25,7 +25,7 @@ def test_load_stages_names_each_source_and_its_commit(tmp_path: Path) -> None:
     hwm, stages = _stages.load_stages(["--project", str(tmp_path), "load"], env,
                                       tmp_path / "stages.json")
     assert (tmp_path / ".toolkit" / "ledger.duckdb").is_file()  # the load itself ran
-    for stage in ("open", "ledger", "ledger: commit", "history"):
+    for stage in ("open", "ledger", "ledger: parse", "ledger: insert", "ledger: commit", "history"):
         assert stage in stages, stages
     assert list(stages).index("ledger") < list(stages).index("history")
     assert hwm > 0 and all(peak > 0 for peak in stages.values())

@@ -116,8 +116,11 @@ def measure(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | N
     with tempfile.NamedTemporaryFile(prefix="bench-measure-", suffix=".txt") as fh, \
             tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
         t0 = time.perf_counter()
-        code = subprocess.run([sys.executable, "-c", RUNNER, fh.name, *argv], cwd=cwd, env=env,
-                              stdout=so, stderr=se, check=False).returncode
+        # -P: the working folder is not put first on the child's path (as ``-c`` and ``-m``
+        # do), so a benchmark started inside a checkout measures the toolkit its PYTHONPATH
+        # or installation names, not the checkout's
+        code = subprocess.run([sys.executable, "-P", "-c", RUNNER, fh.name, *argv], cwd=cwd,
+                              env=env, stdout=so, stderr=se, check=False).returncode
         wall = time.perf_counter() - t0
         so.seek(0)
         se.seek(0)

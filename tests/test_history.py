@@ -411,3 +411,48 @@ def test_history_command_file_filter_without_title_counts_that_file(project, cli
     assert result.output.splitlines()[-1] == (
         "Error: unknown ledger file 'nonsense'. Use patterns, antipatterns, tool-preferences "
         "(tools), edge-cases or project-quirks (quirks)")
+
+
+def test_two_files_with_the_same_content_both_get_their_entries(tmp_path, isolated_env):
+    """Two ledger files of one commit holding the same bytes are one blob in git; the
+    history reads each content once, as it parses it, and both files get their entries."""
+    p = Project.create(tmp_path / "twins")
+    same = "# Ledger\n\n" + entry_b("Same lesson", "medium")
+    p.commit("twins", {"patterns": [], "antipatterns": []})
+    (p.ledger / "patterns.md").write_text(same)
+    (p.ledger / "antipatterns.md").write_text(same)
+    p.commit("the same lesson in two files")
+    store, res = _load(p.root, isolated_env)
+    assert not res["history"].problems
+    assert store.fetch(
+        "SELECT v.seq, e.entry_key, e.confidence FROM ledger_entry_versions e "
+        "JOIN ledger_versions v USING (version_id) ORDER BY v.seq, e.entry_key")[1] == [
+        (2, "antipatterns/same lesson", "medium"), (2, "patterns/same lesson", "medium")]
+    store.close()
+
+
+def test_blobs_are_read_in_the_order_asked_and_a_missing_one_is_none(tmp_path):
+    """``cat_blobs`` answers each object asked for, in order, one at a time: a blob's bytes
+    (also an empty one), None for an object that is no blob or is missing; a folder that is
+    no repository is a DataError naming it."""
+    from toolkit.errors import DataError
+    from toolkit.sources.snapshots import cat_blobs
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    run(["git", "init", "-q"], cwd=repo)
+    blobs = [run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data)
+             for data in (b"one\n", b"", b"three\nlines\n" * 1000)]
+    (repo / "f").write_text("x")
+    run(["git", "add", "f"], cwd=repo)
+    tree = run(["git", "write-tree"], cwd=repo)
+    absent = "0123456789abcdef0123456789abcdef01234567"
+    got = list(cat_blobs([], [blobs[2], tree, blobs[0], absent, blobs[1]], cwd=repo))
+    assert got == [(blobs[2], b"three\nlines\n" * 1000), (tree, None), (blobs[0], b"one\n"),
+                   (absent, None), (blobs[1], b"")]
+    stream = cat_blobs([], blobs, cwd=repo)
+    assert next(stream) == (blobs[0], b"one\n")
+    stream.close()  # a reader that stops early ends git (no process is left behind)
+    with pytest.raises(DataError) as err:
+        list(cat_blobs([f"--git-dir={tmp_path / 'none'}"], blobs, what=tmp_path / "none"))
+    assert "git cat-file failed" in err.value.message

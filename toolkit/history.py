@@ -40,8 +40,10 @@ reader sees, nor the history's recorded state, and the next load does it again.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -475,18 +477,37 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             continue
         blob_sizes = {oid: size for _, oid, size in git_blobs}
         limit = cfg.max_file_bytes
-        blobs = hs.read_blobs(args, cwd, [oid for _, oid in want
-                                          if limit is None or blob_sizes.get(oid, 0) <= limit],
-                                 what)
+        order = sorted(want)
+        readable = {oid for _, oid in order if limit is None or blob_sizes.get(oid, 0) <= limit}
         rel = (repo.rel if repo else "") if sources[0] == "git" else (_vault_in_workspace(cfg)
                                                                        or "")
-        for kind, oid in sorted(want):
-            where = f"{what}:{rel + '/' if rel else ''}{kind}.md (blob {oid[:12]})"
-            if oid in blobs:
-                cache.parse(kind, oid, blobs[oid], where)
-            else:
-                cache.skip(kind, oid, where,
-                           f"{blob_sizes.get(oid, 0)} bytes, over the size limit")
+        # each content is read when it is parsed, one at a time (not every version's at once);
+        # one wanted again for another file is kept until then
+        wanted_again = Counter(oid for _, oid in order)
+        kept: dict[str, bytes | None] = {}
+        stream = hs.read_blobs(args, cwd, [o for o in dict.fromkeys(o for _, o in order)
+                                           if o in readable], what)
+        with contextlib.closing(stream):  # git ends with the loop, whatever happens in it
+            for kind, oid in order:
+                where = f"{what}:{rel + '/' if rel else ''}{kind}.md (blob {oid[:12]})"
+                wanted_again[oid] -= 1
+                if oid not in readable:
+                    cache.skip(kind, oid, where,
+                               f"{blob_sizes.get(oid, 0)} bytes, over the size limit")
+                    continue
+                if oid in kept:
+                    data = kept[oid] if wanted_again[oid] else kept.pop(oid)
+                else:
+                    got, data = next(stream)
+                    if got != oid:  # cat_blobs answers in the order asked
+                        raise AssertionError(f"git answered {got} for {oid}")
+                    if wanted_again[oid]:
+                        kept[oid] = data
+                if data is None:
+                    cache.skip(kind, oid, where, "not a file of the repository")
+                else:
+                    cache.parse(kind, oid, data, where)
+                del data
         missing -= want
     cache.flush_entries()
 

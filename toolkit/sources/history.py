@@ -17,7 +17,7 @@ import datetime as dt
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,25 +199,12 @@ def tree_states(git_args: list[str], cwd: Path | None, revs: list[str], rel: str
 
 
 def read_blobs(git_args: list[str], cwd: Path | None, oids: list[str], what: Path
-               ) -> dict[str, bytes]:
-    """Blob contents by one ``git cat-file --batch`` process."""
-    wanted = list(dict.fromkeys(o for o in oids if o))
-    if not wanted:
-        return {}
-    data = "".join(o + "\n" for o in wanted).encode("ascii")
-    out = run_git([*git_args, "cat-file", "--batch"], cwd=cwd, input=data, what=what).stdout
-    blobs: dict[str, bytes] = {}
-    pos = 0
-    for oid in wanted:
-        nl = out.index(b"\n", pos)
-        header = out[pos:nl].split(b" ")
-        pos = nl + 1
-        if len(header) < 3 or header[1] != b"blob":
-            continue
-        size = int(header[2])
-        blobs[oid] = out[pos:pos + size]
-        pos += size + 1
-    return blobs
+               ) -> Generator[tuple[str, bytes | None], None, None]:
+    """Each of ``oids`` with its contents (None: no such blob), in order, from one
+    ``git cat-file --batch`` process, one at a time (``snapshots.cat_blobs``)."""
+    from toolkit.sources.snapshots import cat_blobs
+
+    return cat_blobs(git_args, oids, cwd=cwd, what=what)
 
 
 # --------------------------------------------------------------------------- folder copies

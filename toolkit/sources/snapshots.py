@@ -17,9 +17,11 @@ its first surviving snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +99,57 @@ def run_git(args: list[str], *, cwd: Path | None = None, input: bytes | None = N
         raise DataError(f"git {cmd} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
                         path=what or cwd)
     return proc
+
+
+def cat_blobs(args: list[str], oids: list[str], *, cwd: Path | None = None,
+              what: Path | str | None = None) -> Generator[tuple[str, bytes | None], None, None]:
+    """Each of ``oids`` (in order) with its bytes, or None when it is no blob of the
+    repository, from one ``git cat-file --batch`` (the runner's environment and errors).
+
+    One object is asked for and read at a time, so a caller that takes each before asking
+    for the next holds one content, not all of them (the output of a batch of a big ledger's
+    versions held whole, and each content cut out of it, was twice their size)."""
+    try:
+        proc = subprocess.Popen(["git", *args, "cat-file", "--batch"], cwd=cwd,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=git_env())
+    except FileNotFoundError:
+        from toolkit.errors import ToolkitError
+
+        raise ToolkitError("git is not installed", hint="Install git and retry") from None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        for oid in oids:
+            header = b""
+            try:
+                proc.stdin.write(oid.encode("ascii") + b"\n")
+                proc.stdin.flush()
+                header = proc.stdout.readline()
+            except BrokenPipeError:
+                pass
+            fields = header.split()
+            data = None
+            if len(fields) == 3:  # "<oid> <type> <size>", the content, a newline
+                size = int(fields[2])
+                data = proc.stdout.read(size)
+                if len(data) != size or proc.stdout.read(1) != b"\n":
+                    header = b""
+                elif fields[1] != b"blob":
+                    data = None
+            if not header:  # git ended: the repository could not be read
+                proc.stdin.close()
+                msg = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
+                raise DataError(f"git cat-file failed: "
+                                f"{msg[-1] if msg else 'exit ' + str(proc.wait())}",
+                                path=what or cwd)
+            yield oid, data  # None: "<oid> missing", or not a blob
+    finally:
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 def git(git_dir: Path, *args: str, work_tree: Path | None = None, check: bool = True) -> str:

@@ -231,6 +231,49 @@ def test_a_link_planted_in_the_site_folders_is_never_written_through(
     assert (tree_bytes(victim) if victim.is_dir() else victim.read_bytes()) == before
 
 
+@pytest.mark.parametrize("case", ["page rendered", "unchanged page, full MkDocs run",
+                                  "unchanged page"])
+def test_a_link_in_a_page_folder_is_refused_before_anything_is_written_into_it(
+        tmp_path: Path, case: str) -> None:
+    """The folders of the site's pages (one per entry) are walked for links only before the
+    build writes into them: a link planted in the folder of the page the edit renders again
+    is refused before MkDocs writes the page; in an unchanged page's folder, it is refused
+    when MkDocs runs in full (it writes every page), and otherwise nothing is written into
+    that folder, so nothing goes through the link."""
+    from toolkit.errors import UsageError
+    from toolkit.site import MKDOCS_RUNNING
+
+    world = make_world(tmp_path / "w")
+    out = tmp_path / "w" / "out" / "site"
+    build(world, out=out)
+    edited = out / "ledger" / "patterns" / \
+        "run-the-migration-dry-run-before-applying-schema-changes" / "index.html"
+    # a page no edit of a ledger entry renders again, nor links to
+    link = edited if case == "page rendered" else sorted(out.glob("slop/*/index.html"))[0]
+    victim = tmp_path / "victim.html"
+    victim.write_text("theirs", encoding="utf-8")
+    link.unlink()
+    link.symlink_to(victim)
+    if case == "unchanged page, full MkDocs run":  # a build stopped while MkDocs ran
+        (out.parent / "site.build" / MKDOCS_RUNNING).write_bytes(b"")
+    _edit = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    _edit.write_text(_edit.read_text(encoding="utf-8").replace(
+        "caught two index-name", "caught three index-name"), encoding="utf-8")
+    if case == "unchanged page":
+        assert build(world, out=out).mode == "incremental"
+        assert "caught three index-name" in edited.read_text(encoding="utf-8")
+    else:
+        with pytest.raises(UsageError) as err:
+            build(world, out=out)
+        assert str(err.value) == (
+            f"{link}: is a symbolic link (to {victim}); the toolkit never puts one in its "
+            "site folders and will not write through it. Remove it, or build with --clean")
+    assert victim.read_text(encoding="utf-8") == "theirs"
+    build(world, out=out, clean=True)  # --clean deletes the link, never what it points at
+    assert not link.is_symlink()
+    assert victim.read_text(encoding="utf-8") == "theirs"
+
+
 def test_a_page_that_cannot_be_written_fails_with_its_own_error_not_a_busy_store(
         tmp_path: Path) -> None:
     """A project deep enough that a page's path passes the system's limit (PATH_MAX) while

@@ -781,13 +781,19 @@ def check_output_folder(out: Path) -> None:
                          hint="Choose another --out, or move that folder")
 
 
-def _refuse_links(folder: Path) -> None:
+def _refuse_links(folder: Path, defer: Callable[[str], bool] | None = None) -> set[str]:
     """Refuse a symbolic link anywhere in a site folder or its build folder: the toolkit never
-    makes one there, and its writes (and MkDocs') would go wherever it points."""
-    stack = [str(folder)]
+    makes one there, and its writes (and MkDocs') would go wherever it points.
+
+    ``defer(rel)``: a folder (its path relative to ``folder``, ``/``-separated) whose own entry
+    is checked but not what it holds; those folders are returned, for :class:`_LinkGuard` to
+    walk before anything is written into them."""
+    deferred: set[str] = set()
+    stack = [(str(folder), "")]
     while stack:
+        path, rel = stack.pop()
         try:
-            with os.scandir(stack.pop()) as entries:
+            with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.is_symlink():
                         raise UsageError(
@@ -795,9 +801,62 @@ def _refuse_links(folder: Path) -> None:
                             "never puts one in its site folders and will not write through it",
                             path=entry.path, hint="Remove it, or build with --clean")
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                        sub = f"{rel}/{entry.name}" if rel else entry.name
+                        if defer is not None and defer(sub):
+                            deferred.add(sub)
+                        else:
+                            stack.append((entry.path, sub))
         except (FileNotFoundError, NotADirectoryError):
             continue
+    return deferred
+
+
+class _LinkGuard:
+    """The site folder's check for symbolic links (:func:`_refuse_links`), made a part at a
+    time: most of a big site is one folder per page (``ledger/patterns/<entry>/index.html``),
+    and a one-change rebuild writes into a few of them. So the folders of the last build's
+    pages below the top level (``state.json``'s order) are left out of the first walk (each
+    is seen to be a folder, not a link, in its parent's listing; what it holds is not read)
+    and walked only before anything may be written into them: the folders of the files
+    MkDocs is given (:meth:`check` from its ``on_files``, before it writes a file), or all of
+    them (:meth:`check_all`) before a run that is given every file. The rest of the site (its
+    top level, ``search/``, ``assets/``, the other folders) and the build folder are walked
+    whole before the build writes anything, as before."""
+
+    def __init__(self, site: Path, previous: dict[str, Any]) -> None:
+        self.site = site
+        page_dirs: set[str] = set()
+        order = previous.get("order")
+        if isinstance(order, list):
+            for pair in order:
+                url = pair[1] if isinstance(pair, list) and len(pair) == 2 else None
+                if isinstance(url, str) and url.count("/") >= 2:  # below the top level
+                    page_dirs.add(url.rstrip("/"))
+        # a page's folder that holds others' (ledger/patterns/, the file's index) is walked
+        inner = {posixpath.dirname(d) for d in page_dirs}
+        self.later = _refuse_links(site, (page_dirs - inner).__contains__)
+
+    def check(self, dests: Iterator[str] | Sequence[str]) -> None:
+        """Walk the folders left for later that hold one of ``dests`` (site-relative paths
+        of files about to be written)."""
+        if not self.later:
+            return
+        parents: set[str] = set()
+        for dest in dests:
+            parent = posixpath.dirname(dest)
+            while parent and parent not in parents:
+                parents.add(parent)
+                parent = posixpath.dirname(parent)
+        self._walk(self.later & parents)
+
+    def check_all(self) -> None:
+        """Walk every folder left for later (a run that may write anywhere in the site)."""
+        self._walk(set(self.later))
+
+    def _walk(self, folders: set[str]) -> None:
+        for rel in sorted(folders):
+            _refuse_links(self.site / rel)
+            self.later.discard(rel)
 
 
 def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: bool = False,
@@ -889,9 +948,12 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
                  ) -> BuildResult:
     """:func:`render_site` under the build folder's lock."""
     check_output_folder(site)  # as it is now that no other build is writing it
+    previous: dict[str, Any] = {}  # the last build's record (state.json): none with --clean
+    guard = None
     if not clean:  # --clean deletes the folders, and a link in them, without following it
-        for folder in (site, build):
-            _refuse_links(folder)
+        _refuse_links(build)
+        previous = _read_state(build / STATE)
+        guard = _LinkGuard(site, previous)
     build_time = build_time or clock.now()
     # the site's queries, rows and downloads free tens of MB at a time: given back to the
     # system as they are freed, they are not held beside the pages' own memory
@@ -932,7 +994,8 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
                                  build=build, docs=docs, clean=clean,
                                  build_time=build_time, progress=progress, templates=templates,
                                  base_config=base_config, redact=redact, mark=mark,
-                                 site_name=site_name, versions=versions)
+                                 site_name=site_name, versions=versions,
+                                 previous=previous, guard=guard)
     finally:
         if source is not store:
             source.close()
@@ -975,7 +1038,8 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
 def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path, clean: bool,
                 build_time: dt.datetime, progress: Progress | None, templates: Path,
                 base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str,
-                versions: dict[str, str] | None = None) -> BuildResult:
+                versions: dict[str, str] | None = None, previous: dict[str, Any] | None = None,
+                guard: _LinkGuard | None = None) -> BuildResult:
     """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact).
 
     Memory: each page's Markdown is written as soon as it is rendered, and the page contexts
@@ -1102,7 +1166,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     del renderer, page_cache  # the tables' HTML: the hook reads it from the tables folder
 
     state_path = build / STATE
-    previous = _read_state(state_path)
+    previous = previous or {}  # (read before the build folder was walked, or --clean)
     removed = sorted(set(previous.get("files", [])) - files)
     for rel in removed:
         with contextlib.suppress(FileNotFoundError):
@@ -1134,19 +1198,24 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # not claim to be redacted (some of its pages may be the last build's or this one's).
     site.mkdir(parents=True, exist_ok=True)
     _write_marker(site, redacted=False)
+    check = guard.check if guard is not None else None
+    if guard is not None and subset is None:
+        guard.check_all()  # MkDocs is given every file
     try:
         run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                           progress=progress, expected=len(written) if incremental else total,
-                          subset=subset)
+                          subset=subset, check=check)
     except ToolkitError:
         if subset is None:
             raise
+        if guard is not None:
+            guard.check_all()
         # a page needs a file the subset lacks (a link not seen as one): MkDocs reads every
         # file, and renders again what the failed run rendered
         for rel in subset.render:
             _remove_output(site, rel)
         run = _run_mkdocs(build / "mkdocs.yml", dirty=True, build_time=build_time,
-                          progress=progress, expected=len(written))
+                          progress=progress, expected=len(written), check=check)
     mark("mkdocs")
     new_index, run.index = run.index, None
     pause("site_before_search_index")
@@ -2076,10 +2145,12 @@ def _kept_theme_files(folder: Path, key: tuple[Any, ...], make: Callable[[], lis
 
 
 def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
-                progress: Progress | None, expected: int, subset: _Subset | None = None
-                ) -> _Run:
+                progress: Progress | None, expected: int, subset: _Subset | None = None,
+                check: Callable[[Iterator[str]], None] | None = None) -> _Run:
     """Run MkDocs on the build folder's config (``subset``: a dirty run reads only those docs
-    files, linked into a folder of their own, and the build order is the subset's)."""
+    files, linked into a folder of their own, and the build order is the subset's).
+    ``check``: called with the site-relative path of every file MkDocs was given, before it
+    writes any (:meth:`_LinkGuard.check`)."""
     from mkdocs.commands import build as mk_build
     from mkdocs.config import config_options, load_config
     from mkdocs.config.defaults import MkDocsConfig
@@ -2089,7 +2160,10 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
     run = _Run()
 
     class _Tracker(BasePlugin):
+        @event_priority(100)  # before any other plugin sees the files
         def on_files(self, files: Any, *, config: Any) -> Any:
+            if check is not None:  # the folders MkDocs may write into: no link in them
+                check(f.dest_uri for f in files)
             shown = files.documentation_pages()
             run.shown = len(shown)
             if subset is not None:

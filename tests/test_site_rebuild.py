@@ -929,3 +929,65 @@ def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
     assert "zanzibarfirst" in (first.out / ENTRY / "index.html").read_text(encoding="utf-8")
     full = build(world, out=tmp_path / "full" / "site", clean=True)
     assert differing_files(first.out, full.out) == []
+
+
+def test_the_slop_ledgers_answers_are_kept_until_its_source_the_code_the_redaction_or_the_scope_change(  # noqa: E501
+        built_world: tuple[World, BuildResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """The slop ledger's rows and page slugs are kept in the build folder for the next build
+    (``reports.KeptAnswers``) while the slop ledger is not loaded again: a ledger edit does
+    not ask for them. They are asked again, and the pages show what the source holds, when
+    the slop ledger changed, when the code changed, when the build is redacted (a redacted
+    build never shows a plain build's answer) or not, and when the site scope changed; and
+    the site is a clean build's bytes."""
+    from dataclasses import replace
+
+    from toolkit import parsecache, queries
+
+    world, _first = built_world
+    asked: list[str] = []
+    real = queries.site_slop_entries
+
+    def site_slop_entries(store: Any) -> list[dict[str, Any]]:
+        asked.append("slop")
+        return real(store)
+
+    monkeypatch.setattr(queries, "site_slop_entries", site_slop_entries)
+    build(world)  # the files put back are new files to the store: every source is loaded again
+    asked.clear()
+    build(world)
+    assert asked == []
+    _edit_entry(world, "zanzibarview")
+    edited = build(world)
+    assert asked == [] and edited.rebuilt > 0
+
+    token = "ghp_" + "Cd2" * 12  # a GitHub token the redaction finder knows
+    slop = world.home / ".codesmith" / "slop_ledger" / "slop_ledger.json"
+    doc = json.loads(slop.read_text(encoding="utf-8"))
+    doc["entries"][0]["title"] = f"zanzibarslop {token}"
+    slop.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    site = edited.out
+
+    def shown(text: str) -> bool:  # on the slop pages and listings
+        return any(text in p.read_text(encoding="utf-8") for p in site.glob("slop/**/*.html"))
+
+    build(world)  # the source changed
+    assert asked == ["slop"] and shown("zanzibarslop") and shown(token)
+    build(world, redact=True)  # the redaction changed
+    assert asked == ["slop"] * 2 and shown("zanzibarslop") and not shown(token)
+    build(world)
+    assert asked == ["slop"] * 3 and shown(token)
+    build(replace(world, cfg=world.cfg.with_overrides(site_scope="all")))  # the scope changed
+    assert asked == ["slop"] * 4
+    monkeypatch.setattr(parsecache, "package_digest", lambda: b"other code")
+    build(world)  # the code changed
+    assert asked == ["slop"] * 5
+    build(world)
+    assert asked == ["slop"] * 5 and shown(token)
+    kept = edited.build_dir / "answers" / "answer-slop.marshal"
+    kept.write_bytes(kept.read_bytes()[:-7])  # damaged: asked again
+    build(world)
+    assert asked == ["slop"] * 6 and shown(token)
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert differing_files(site, full.out) == []

@@ -123,6 +123,7 @@ MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfile
 REDACTED_COPY = "redacted.duckdb"  # the redacted copy of the store a --redact build reads
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
+ANSWERS = "answers"  # answers of the site's questions kept for the next build (KeptAnswers)
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
@@ -877,18 +878,21 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
     build_time = build_time or clock.now()
     today = clock.today(cfg.today, build_time)
 
+    # from the store itself (a redacted copy's _sources went through the redactor too)
+    versions = store.table_versions()
+
     def content(source: Store, site_name: str, build: Path, mark: Callable[[str], None]
                 ) -> Made:
         return _project_content(cfg, source, site_name=site_name, build=build,
                                 build_time=build_time, today=today, redact=redact, mark=mark,
-                                checks=checks)
+                                checks=checks, versions=versions)
 
     if not redact:  # recorded before its pages are written: a build killed meanwhile leaves
         _record_build(cfg, site, False)  # pages that show secrets, and handoff warns of them
     result = render_site(store, content, site=site, build=build, site_name=site_name_for(cfg),
                          clean=clean, build_time=build_time, progress=progress,
                          templates=templates, base_config=base_config, redact=redact,
-                         action_scope=cfg.action_scope)
+                         action_scope=cfg.action_scope, versions=versions)
     _record_build(cfg, site, redact)
     return result
 
@@ -912,12 +916,14 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
                 clean: bool = False, build_time: dt.datetime | None = None,
                 progress: Progress | None = None, templates: Path = TEMPLATES_DIR,
                 base_config: Path = BASE_CONFIG, redact: bool = False,
-                action_scope: str | None = None) -> BuildResult:
+                action_scope: str | None = None, versions: dict[str, str] | None = None
+                ) -> BuildResult:
     """Build a site into ``site`` (Markdown in ``build``) from the pages ``make(store,
     site_name, build, mark)`` returns: the one machinery behind the project site and the
     fleet site (escaping, redaction, downloads, link checks, strict MkDocs, incremental
     rebuilds; see the module docstring). ``action_scope``: the project whose audit actions
-    (with the unassigned ones) every page reads (``Store.scope_actions``); None reads all."""
+    (with the unassigned ones) every page reads (``Store.scope_actions``); None reads all.
+    ``versions``: ``store.table_versions()``, when the caller has them."""
     started = time.perf_counter()
     timings: dict[str, float] = {}
     last = [started]
@@ -938,14 +944,14 @@ def render_site(store: Store, make: MakeContent, *, site: Path, build: Path, sit
                             clean=clean, build_time=build_time, progress=progress,
                             templates=templates, base_config=base_config, redact=redact,
                             action_scope=action_scope, started=started, timings=timings,
-                            mark=mark)
+                            mark=mark, versions=versions)
 
 
 def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, site_name: str,
                  clean: bool, build_time: dt.datetime | None, progress: Progress | None,
                  templates: Path, base_config: Path, redact: bool, action_scope: str | None,
-                 started: float, timings: dict[str, float], mark: Callable[[str], None]
-                 ) -> BuildResult:
+                 started: float, timings: dict[str, float], mark: Callable[[str], None],
+                 versions: dict[str, str] | None = None) -> BuildResult:
     """:func:`render_site` under the build folder's lock."""
     check_output_folder(site)  # as it is now that no other build is writing it
     previous: dict[str, Any] = {}  # the last build's record (state.json): none with --clean
@@ -972,7 +978,8 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
     mark("clean")
     copy_path = build / REDACTED_COPY
     # from the store itself: a redacted copy's _sources went through the redactor too
-    versions = store.table_versions()
+    if versions is None:
+        versions = store.table_versions()
     source = store
     if redact:
         from toolkit.redact import redact as redact_text
@@ -1008,9 +1015,12 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
 
 def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
                      build_time: dt.datetime, today: dt.date, redact: bool,
-                     mark: Callable[[str], None], checks: Sequence[Result] | None) -> Made:
+                     mark: Callable[[str], None], checks: Sequence[Result] | None,
+                     versions: dict[str, str] | None = None) -> Made:
     """The project site's pages (step 1 of the module docstring), from ``store`` (the
-    redacted copy with --redact): reports, handoff, checks, turn diffs and analyses."""
+    redacted copy with --redact): reports, handoff, checks, turn diffs and analyses.
+    ``versions``: the table versions of the store (not of a redacted copy), under which
+    answers of the last build are kept (``reports.KeptAnswers``, in ``answers/``)."""
     from toolkit import handoff_page, reports, turn_diffs
     from toolkit.analyses import Analyses
     from toolkit.checks import page as checks_page
@@ -1023,9 +1033,13 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
     # gc.freeze, they would also hold whatever garbage was there until the build ended:
     # 24 MB more at 15,000 pages)
     with acyclic_build():
+        kept = reports.KeptAnswers(
+            build / ANSWERS, versions, f"redact={redact}|scope={store.action_scope}",
+            code=f"{_versions()}|{parsecache.package_digest().hex()}") \
+            if versions is not None else None
         content = reports.build_site_content(store, today=today, site_name=site_name,
                                              roots=roots, extra=extra, built=build_time,
-                                             lazy=True)
+                                             lazy=True, kept=kept)
     checks_page.put_badge(content.pages, checks)
     turn_diffs.add_diffs(cfg, content.pages, redact=redact, cache=build / "diff-cache")
     mark("queries")

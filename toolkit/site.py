@@ -954,12 +954,11 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
                  versions: dict[str, str] | None = None) -> BuildResult:
     """:func:`render_site` under the build folder's lock."""
     check_output_folder(site)  # as it is now that no other build is writing it
-    previous: dict[str, Any] = {}  # the last build's record (state.json): none with --clean
     guard = None
     if not clean:  # --clean deletes the folders, and a link in them, without following it
         _refuse_links(build)
-        previous = _read_state(build / STATE)
-        guard = _LinkGuard(site, previous)
+        # (the last build's record is read again when it is used, not held meanwhile)
+        guard = _LinkGuard(site, _read_state(build / STATE))
     build_time = build_time or clock.now()
     # the site's queries, rows and downloads free tens of MB at a time: given back to the
     # system as they are freed, they are not held beside the pages' own memory
@@ -1001,8 +1000,7 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
                                  build=build, docs=docs, clean=clean,
                                  build_time=build_time, progress=progress, templates=templates,
                                  base_config=base_config, redact=redact, mark=mark,
-                                 site_name=site_name, versions=versions,
-                                 previous=previous, guard=guard)
+                                 site_name=site_name, versions=versions, guard=guard)
     finally:
         if source is not store:
             source.close()
@@ -1052,8 +1050,8 @@ def _project_content(cfg: Config, store: Store, *, site_name: str, build: Path,
 def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path, clean: bool,
                 build_time: dt.datetime, progress: Progress | None, templates: Path,
                 base_config: Path, redact: bool, mark: Callable[[str], None], site_name: str,
-                versions: dict[str, str] | None = None, previous: dict[str, Any] | None = None,
-                guard: _LinkGuard | None = None) -> BuildResult:
+                versions: dict[str, str] | None = None, guard: _LinkGuard | None = None
+                ) -> BuildResult:
     """Steps 2-3 of the module docstring, from ``store`` (the redacted copy with --redact).
 
     Memory: each page's Markdown is written as soon as it is rendered, and the page contexts
@@ -1180,7 +1178,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     del renderer, page_cache  # the tables' HTML: the hook reads it from the tables folder
 
     state_path = build / STATE
-    previous = previous or {}  # (read before the build folder was walked, or --clean)
+    previous = _read_state(state_path)
     removed = sorted(set(previous.get("files", [])) - files)
     for rel in removed:
         with contextlib.suppress(FileNotFoundError):

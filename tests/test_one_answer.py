@@ -676,3 +676,32 @@ def test_the_dashboards_week_of_actions_is_the_audit_pages_with_a_tier_of_no_kno
     assert week == {day: row for day, row in month.items() if day in week}
     assert week["2026-05-04"][4:] == [1, 1, sum(week["2026-05-04"][1:6])]
     assert sum(r[-1] for r in week.values()) == home.audit_week_total
+
+
+def test_a_source_unreadable_after_a_good_load_is_said_by_every_answer_from_the_store(
+        project, cli_run):
+    """After a good load, a slop ledger cut short made `toolkit slop` exit 65 while the
+    handoff exited 0 and counted the open slop of the store's last good read as current,
+    saying nothing. Every command that answers from the store now warns on stderr, naming
+    the source, why, and the time of the read it shows; the handoff (published) says it too."""
+    assert cli_run("load").exit_code == 0
+    project.slop.write_text('{"entries": [', encoding="utf-8")
+    assert cli_run("slop").exit_code == 65
+    seen = []
+    for _ in range(2):
+        result = cli_run("handoff")
+        assert result.exit_code == 0, result.output
+        [line] = [x for x in result.stderr.splitlines() if "could not be read" in x]
+        assert line.startswith(f"Warning: slop could not be read ({project.slop}:1: "
+                               "invalid JSON")
+        assert re.search(r"; showing the last good read of \d{4}-\d\d-\d\d \d\d:\d\d UTC$",
+                         line), line
+        assert "**Warning:** slop could not be read (" in result.stdout
+        seen.append(line)
+    assert seen[0] == seen[1]  # the time of the good read, not of the failed one
+    export = cli_run("export", "--out", str(project.root / "lake"))
+    assert seen[0] in export.stderr.splitlines()
+    assert seen[0] in cli_run("status").stderr.splitlines()
+    warnings = _page(_site(project.root, project.home), "warnings.md")
+    assert warnings.intro.startswith("**Warning:** slop could not be read (")
+    assert seen[0][len("Warning: "):][-40:] in warnings.intro

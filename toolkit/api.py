@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
     from toolkit.source import Progress
     from toolkit.sources.slop import SlopFile
-    from toolkit.store import LoadReport, Relation, Store
+    from toolkit.store import LoadReport, Relation, StaleSource, Store
 
 __all__ = [
     "Approach",
@@ -521,6 +521,11 @@ class Project:
         """Each source: where it was found or why not, as of the last refresh (``toolkit
         status``'s Sources)."""
         return self._store().sources()
+
+    def stale_sources(self) -> list[StaleSource]:
+        """The sources present but unreadable at the last refresh, each with why and the time
+        of the last good read the store still shows (the warning every command gives)."""
+        return self._store().stale_sources()
 
     def problems(self, source: str | None = None) -> list[Problem]:
         """What the last refresh could not read, with file and line (``toolkit status``'s

@@ -222,6 +222,8 @@ class HandoffReport:
     # (toolkit.checks.run_configured); None: not run, no section
     checks: list[Result] | None = None
     root: Path | None = None  # the project folder (check rows show paths from it)
+    # sources the store could not read at its last load (Store.stale_sources' messages)
+    stale: list[str] = field(default_factory=list)
 
     @property
     def pending_total(self) -> int:
@@ -382,7 +384,8 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
         state_path=state_path, next_state=next_state, goal=_active_goal(store),
-        checks=None if checks is None else list(checks), root=cfg.project_root)
+        checks=None if checks is None else list(checks), root=cfg.project_root,
+        stale=[s.message() for s in store.stale_sources()])
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:
@@ -1142,6 +1145,8 @@ def _header(report: HandoffReport, c: _Ctx, *, for_issue: bool = False,
                      "._")
     if for_issue:
         lines.append("_Kept up to date by `toolkit publish`; edits here are overwritten._")
+    for stale in report.stale:
+        lines += ["", f"**Warning:** {c.t(stale, None)}"]
     return [*lines, ""]
 
 

@@ -475,6 +475,8 @@ class SiteData:
     # the site shows, None: every project's; (actions, projects) left out
     action_scope: str | None = None
     actions_hidden: tuple[int, int] = (0, 0)
+    # sources the store could not read at its last load (Store.stale_sources' messages)
+    stale: list[str] = field(default_factory=list)
     _shown_paths: dict[str | None, str] = field(default_factory=dict)
 
     def shown_path(self, path: str | None) -> str:
@@ -559,6 +561,7 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
         snapshot_files=queries.site_rows(store, "snapshot_files"),
         turn_files=queries.site_rows(store, "turn_files"),
         problems=store.problems(), history=_entry_history(store, tables),
+        stale=[s.message() for s in store.stale_sources()],
         day_tier=queries.site_actions_by_day_tier(
             store, today - dt.timedelta(days=max(STATS_DAYS, DASHBOARD_DAYS) - 1)),
         built=built, ledger_absent=_ledger_absent(store))
@@ -1777,9 +1780,13 @@ def _snapshots_page(d: SiteData) -> list[Page]:
 # --------------------------------------------------------------------------- warnings
 
 def _warnings_page(d: SiteData) -> WarningsPage:
+    from toolkit.mdsafe import inline
+
     return WarningsPage(
         path="warnings.md", title="Warnings", nav=("Warnings",), search=False,
-        intro="Problems found while reading the sources, with file and line. Nothing was "
+        # the one line each source the store could not read gets (its text is the source's)
+        intro="".join(f"**Warning:** {inline(m)}\n\n" for m in d.stale)
+              + "Problems found while reading the sources, with file and line. Nothing was "
               "dropped: malformed entries are kept and shown with [???].",
         table=Table(("Source", "File", "Line", "Problem"), [
             (p.source, display_path(p.path, d.roots) if p.path and p.path.startswith("/")

@@ -167,6 +167,24 @@ _IN_SCOPE = ("project IS NULL OR trim(project) = '' OR lower(trim(project)) = "
 
 # --------------------------------------------------------------------------- results
 
+@dataclass(frozen=True)
+class StaleSource:
+    """A source present but unreadable at its last load (:meth:`Store.stale_sources`)."""
+
+    source: str
+    problem: Problem  # where and why it could not be read
+    last_good: Any  # when the rows the store still holds were read (a datetime in UTC)
+    rows: int  # rows of its tables the store still holds
+
+    def message(self) -> str:
+        """One line: the source, why it could not be read, and what is shown instead."""
+        text = f"{self.source} could not be read ({self.problem})"
+        if self.rows and self.last_good is not None:
+            return (f"{text}; showing the last good read of "
+                    f"{self.last_good:%Y-%m-%d %H:%M} UTC")
+        return f"{text}; nothing of it is shown"
+
+
 @dataclass
 class LoadReport:
     results: list[SourceResult]
@@ -689,9 +707,12 @@ class Store:
             "ORDER BY c.table_name, c.ordinal_position").fetchall()
         return [(t, "view" if k == "VIEW" else "table", c, d) for t, k, c, d in rows]
 
-    def counts(self) -> dict[str, int]:
-        """Rows per table and view, in name order (one query for all of them)."""
+    def counts(self, only: Sequence[str] | None = None) -> dict[str, int]:
+        """Rows per table and view (those of ``only`` that exist, if given), in name order
+        (one query for all of them)."""
         tables = self.tables()
+        if only is not None:
+            tables = [t for t in tables if t in set(only)]
         if not tables:
             return {}
         quoted = [quote_ident(t) for t in tables]
@@ -830,12 +851,34 @@ class Store:
         row["state"] = json.loads(row["state"]) if row.get("state") else {}
         return row
 
-    def record_source(self, result: SourceResult, fingerprint: str | None) -> None:
+    def record_source(self, result: SourceResult, fingerprint: str | None,
+                      loaded_at: Any = None) -> None:
+        """Record one source's load; ``loaded_at``: when its rows were read (now, unless a
+        failed load keeps the time of the last load that read them)."""
         self.conn.execute("DELETE FROM _sources WHERE source = ?", [result.source])
         self.conn.execute(
-            "INSERT INTO _sources VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
+            "INSERT INTO _sources VALUES (?, ?, ?, ?, ?, ?, coalesce(?, now()), ?)",
             [result.source, result.location, result.found, result.note, fingerprint,
-             result.rows, json.dumps(result.state)])
+             result.rows, loaded_at, json.dumps(result.state)])
+
+    def stale_sources(self) -> list[StaleSource]:
+        """The sources present but unreadable at their last load, each with why and what the
+        store still holds of it (the rows of the last load that read it, and when): what every
+        answer from the store must say (``toolkit status``, the handoff, the site, the CLI's
+        warnings), from this one question."""
+        out = []
+        by_source = {s.name: s for s in self.declared}
+        for row in self.sources():
+            note = str(row.get("note") or "")
+            if not note.startswith(SOURCE_ERROR):
+                continue
+            found = self.problems(row["source"])
+            problem = found[0] if found else Problem(row["source"], str(row["location"]),
+                                                     None, note[len(SOURCE_ERROR):])
+            source = by_source.get(row["source"])
+            rows = sum(self.counts(list(source.tables) if source else []).values())
+            out.append(StaleSource(row["source"], problem, row.get("loaded_at"), rows))
+        return out
 
     # -- refresh -------------------------------------------------------------
     def refresh(self, cfg: Config, *, full: bool = False, progress: Progress | None = None,
@@ -898,9 +941,14 @@ class Store:
             result = SourceResult(source.name, location, True, f"{SOURCE_ERROR}{exc}",
                                   problems=[Problem(source.name, exc.path or location,
                                                     exc.line, exc.detail)], error=exc)
+            # the tables keep the rows of the last load that read the source: so does the
+            # time they were read (a failed load before it kept its own)
+            last_good = state.get("loaded_at") if state and (
+                state.get("fingerprint")
+                or str(state.get("note") or "").startswith(SOURCE_ERROR)) else None
             with self.transaction():
                 self.replace_problems(source.name, result.problems)
-                self.record_source(result, None)
+                self.record_source(result, None, last_good)
         return result
 
     def _load_in_transaction(self, source: Source, cfg: Config, full: bool,

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from toolkit.api import Project
     from toolkit.checks import Result
     from toolkit.config import Config
-    from toolkit.store import Store
+    from toolkit.store import StaleSource, Store
 
 
 class OutputFile(click.Path):
@@ -91,12 +91,22 @@ def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False, scoped
     try:
         if refresh:
             store.refresh(cfg, full=full, progress=None if quiet else progress_printer())
+            warn_stale(store.stale_sources())
         if scoped:
             store.scope_actions(cfg.action_scope)
     except BaseException:
         store.close()
         raise
     return store
+
+
+def warn_stale(stale_sources: Iterable[StaleSource]) -> None:
+    """A ``Warning:`` line on stderr for each source the store could not read at its last
+    load (``Store.stale_sources``): what the command answers from is the last good read."""
+    from toolkit.display import visible
+
+    for stale in stale_sources:
+        click.echo(f"Warning: {visible(stale.message(), single_line=True)}", err=True)
 
 
 def open_store_checked(cfg: Config, *, quiet: bool = False) -> tuple[Store, list[Result]]:

@@ -705,3 +705,28 @@ def test_a_source_unreadable_after_a_good_load_is_said_by_every_answer_from_the_
     warnings = _page(_site(project.root, project.home), "warnings.md")
     assert warnings.intro.startswith("**Warning:** slop could not be read (")
     assert seen[0][len("Warning: "):][-40:] in warnings.intro
+
+
+def test_owners_that_differ_in_case_are_one_owner_on_the_site_as_in_slop_query(project,
+                                                                             cli_run):
+    """`slop query --owner jane.doe` matches "Jane.Doe" too, but the site gave each spelling
+    its own owner page: the owner pages now group owners as the query matches them, named by
+    the most used spelling, and every entry's owner links to its group's page."""
+    from tests._slop_helpers import entry, write_ledger
+
+    write_ledger(project.slop, [entry(1, owner="jane.doe"), entry(2, owner="Jane.Doe"),
+                                entry(3, owner="jane.doe", status="done"),
+                                entry(4, owner="bob")])
+    listed = _json(cli_run("slop", "query", "--owner", "JANE.DOE", "--json"))["entries"]
+    assert [e["owner"] for e in listed] == ["jane.doe", "Jane.Doe", "jane.doe"]
+    content = _site(project.root, project.home)
+    index = _page(content, "slop/owner/index.md")
+    assert [(r[0].text, r[1], r[2]) for r in index.table.rows] == [("bob", 1, 1),
+                                                                    ("jane.doe", 3, 2)]
+    jane = _page(content, index.table.rows[1][0].path)
+    assert sorted(r[0].text for r in jane.table.rows) == ["Entry number 1", "Entry number 2",
+                                                           "Entry number 3"]
+    links = {(r[5].text, r[5].path) for r in jane.table.rows}
+    assert links == {("jane.doe", jane.path), ("Jane.Doe", jane.path)}
+    paths = [pg.path for pg in content.pages if pg.path.startswith("slop/owner/")]
+    assert len(paths) == 3  # the index, bob, jane.doe

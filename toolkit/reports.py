@@ -576,8 +576,16 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     _VALUE_REFS.clear()
     for dim in ("category", "confidence"):
         _VALUE_SLUGS.update(value_slugs(dim, (e.get(dim) for e in data.ledger)))
-    for dim in ("bucket", "severity", "status", "owner"):
+    for dim in ("bucket", "severity", "status"):
         _VALUE_SLUGS.update(value_slugs(dim, (s.get(dim) for s in data.slop)))
+    # owners that differ only in case are one owner, as `slop query --owner` matches them:
+    # every spelling links to its group's page
+    from toolkit.slop_ops import owner_groups
+
+    owners = owner_groups(s.get("owner") for s in data.slop)
+    owner_slugs = value_slugs("owner", owners.values())
+    _VALUE_SLUGS.update(owner_slugs)
+    _VALUE_SLUGS.update((("owner", o), owner_slugs[("owner", name)]) for o, name in owners.items())
     data.turn_activity = turn_activity(store, data)
     data.action_scope = store.action_scope
     data.actions_hidden = store.actions_outside_scope()
@@ -1275,9 +1283,18 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]
               "severity": ("Severity", "By severity", SLOP_SEVERITIES),
               "status": ("Status", "By status", SLOP_STATUSES),
               "owner": ("Owner", "By owner", ())}
+    # an entry's value as the pages group it: for an owner, its group (owner_groups), as
+    # `slop query --owner` matches it
+    from toolkit.slop_ops import owner_groups
+
+    owners = owner_groups(s.get("owner") for s in d.slop)
     for dim, (label, nav_label, known) in labels.items():
-        counts = _count_by(d.slop, dim)
-        open_counts = _count_by(open_slop, dim)
+        def value(s: dict[str, Any], dim: str = dim) -> Any:
+            v = s.get(dim)
+            return owners.get(v, v) if dim == "owner" and isinstance(v, str) else v
+
+        counts = Counter(map(value, d.slop))
+        open_counts = Counter(map(value, open_slop))
         values = _ordered(counts, known)
         pages.append(GroupIndexPage(
             path=f"slop/{dim}/index.md", title=f"Slop {nav_label.lower()}",
@@ -1285,7 +1302,9 @@ def _slop_pages(d: SiteData, charts: list[ChartSpec]
             table=Table((label, "Entries", "Open"), [
                 (Ref(_shown(v), _dim_path(dim, v)), counts[v], open_counts[v]) for v in values],
                 empty="No entries.")))
-        groups = _group_by(d.slop, dim)
+        groups: dict[Any, list[dict[str, Any]]] = {}
+        for s in d.slop:
+            groups.setdefault(value(s), []).append(s)
         for v in values:
             entries = sorted(groups.get(v, ()), key=order)
             pages.append(ListPage(

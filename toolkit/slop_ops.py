@@ -39,6 +39,7 @@ import re
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -159,6 +160,26 @@ def load(path: Path, max_bytes: int | None = None) -> SlopFile:
     return read_slop(path, max_bytes)
 
 
+def owner_key(owner: str | None) -> str:
+    """What ``--owner`` compares: owners that differ only in case are one owner (the
+    toolkit's rule; CodeSmith has no owner filter). The site groups owners by it too."""
+    return (owner or "").lower()
+
+
+def owner_groups(owners: Iterable[str | None]) -> dict[str, str]:
+    """Each owner spelling of ``owners`` (in file order) -> the spelling that names its group
+    (:func:`owner_key`): the most used, the first in file order among equals."""
+    counts: dict[str, Counter[str]] = {}
+    for owner in owners:
+        if owner:
+            counts.setdefault(owner_key(owner), Counter())[owner] += 1
+    out: dict[str, str] = {}
+    for spellings in counts.values():
+        name = spellings.most_common(1)[0][0]  # most_common keeps first-seen order on ties
+        out.update((spelling, name) for spelling in spellings)
+    return out
+
+
 @dataclass(frozen=True)
 class SlopFilter:
     """Query filters, ANDed. Enum values must already be canonical (see ``parse_enum``)."""
@@ -182,7 +203,7 @@ class SlopFilter:
             return False
         if self.confidence is not None and e.confidence != self.confidence:
             return False
-        if self.owner is not None and (e.owner or "").lower() != self.owner.lower():
+        if self.owner is not None and owner_key(e.owner) != owner_key(self.owner):
             return False
         if self.search is not None:
             q = self.search.lower()

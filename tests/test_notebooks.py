@@ -162,3 +162,19 @@ def test_the_prune_finding_counts_what_ledger_prune_would_prune(tmp_path, kernel
     finding = next(t for texts in notebooks.text_outputs(run) for t in texts
                    if "past their prune limit" in t)
     assert finding.startswith("Finding: 1 entries are past their prune limit"), finding
+
+
+def test_the_debt_notebooks_table_lists_buckets_in_the_order_the_site_and_handoff_do(world):
+    """The debt notebook sorted its bucket rows alphabetically while the site's and the
+    handoff's table put them in CodeSmith's order (reports.slop_matrix): its committed table
+    now lists them as ``Project.slop_matrix()`` orders them."""
+    from toolkit import Project
+
+    nb = notebooks.read(notebooks.NOTEBOOKS_DIR / "debt_the_agent_left.ipynb")
+    table = next(t for texts in notebooks.text_outputs(nb) for t in texts
+                 if t.startswith("bucket "))
+    rows = [line.split()[0] for line in table.splitlines()[1:] if line.strip()]
+    with Project.open(world.project) as project:
+        matrix = project.slop_matrix()
+    assert rows == ["[???]" if b is None else b for b in matrix.buckets]
+    assert rows != sorted(rows)  # the demo's buckets are not in alphabetical order

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from toolkit.history import Change, EntryHistory, VersionCounts
     from toolkit.ledger_ops import Dashboard, ListResult, PrunePlan, SearchHit, ShowResult
     from toolkit.records import LedgerEntry, Problem, SlopEntry
+    from toolkit.reports import SlopMatrix
     from toolkit.slop_ops import Summary
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
     from toolkit.source import Progress
@@ -770,6 +771,15 @@ class Project:
         from toolkit.queries import handoff_open_slop
 
         return cast(list[OpenSlop], handoff_open_slop(self._store()))
+
+    def slop_matrix(self) -> SlopMatrix:
+        """:meth:`open_slop` counted by bucket and severity, as the site's and the handoff's
+        table counts it: ``buckets`` (rows) in CodeSmith's order, then any others sorted, no
+        bucket (None) last; ``severities`` (columns) critical first, then any others;
+        ``counts[(bucket, severity)]``."""
+        from toolkit.reports import slop_matrix
+
+        return slop_matrix(cast(list[dict[str, Any]], self.open_slop()))
 
     # -- turns (CodeSmith snapshots, with the audit rows of each turn) ---------
     def turns(self) -> list[Turn]:

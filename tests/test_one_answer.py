@@ -730,3 +730,35 @@ def test_owners_that_differ_in_case_are_one_owner_on_the_site_as_in_slop_query(p
     assert links == {("jane.doe", jane.path), ("Jane.Doe", jane.path)}
     paths = [pg.path for pg in content.pages if pg.path.startswith("slop/owner/")]
     assert len(paths) == 3  # the index, bob, jane.doe
+
+
+def test_status_and_the_site_list_the_ledgers_warnings_in_the_order_the_dashboard_does(
+        project, cli_run):
+    """The dashboard (`toolkit ledger`) warns in its reader's order (Smith's file order:
+    patterns.md before antipatterns.md); `toolkit status` and the site's Warnings page
+    (Store.problems) sorted them by path instead. The store now keeps each source's
+    warnings in the order its reader noted them."""
+    malformed = ("\n---\n\n**Title:** Missing category {n}\n**Date:** 2026-05-02\n\n---\n\n"
+                 "**Title:**\n**Date:** 2026-05-03\n**Category:** audit\n**Confidence:** low\n")
+    for n, name in enumerate(("patterns.md", "antipatterns.md")):
+        path = project.ledger / name
+        path.write_text(path.read_text(encoding="utf-8") + malformed.format(n=n),
+                        encoding="utf-8")
+    dashboard = cli_run("ledger")
+    assert dashboard.exit_code == 0, dashboard.output
+    shown = [line.removeprefix("warning: ") for line in dashboard.stderr.splitlines()
+             if line.startswith("warning: ")]
+    files = [Path(w.split(":")[0]).name for w in shown]
+    assert files.index("antipatterns.md") > files.index("patterns.md")
+    status = _json(cli_run("status", "--json"))["warnings"]
+    ledger = str(project.ledger)
+    assert [(f"{w['path']}:{w['line']}" if w["line"] else w["path"]) + f": {w['message']}"
+            for w in status if w["path"].startswith(ledger)] == shown
+    text = cli_run("status").stdout
+    assert [line.strip() for line in text.splitlines() if line.strip().startswith(ledger)] \
+        == shown
+    page = _page(_site(project.root, project.home), "warnings.md")
+    assert [(Path(str(r[1])).name, r[3]) for r in page.table.rows
+            if "vault/ledger/" in str(r[1])] == [
+        (Path(w.split(":")[0]).name, w.split(": ", 1)[1]) for w in shown]
+

@@ -741,10 +741,10 @@ class Store:
         if source:
             sql += " WHERE source = ?"
             params.append(source)
-        # within a line, in the order the reader noted them (a one-line slop ledger's
-        # entries: entry 2 before entry 10), not by the message's text
-        rows = self.conn.execute(sql + " ORDER BY source, path, line NULLS FIRST, rowid",
-                                 params).fetchall()
+        # each source's in the order its reader noted them (as the reader's own command
+        # prints them: the ledger's files in Smith's order, a one-line slop ledger's entry 2
+        # before entry 10), never re-sorted by path or text
+        rows = self.conn.execute(sql + " ORDER BY source, rowid", params).fetchall()
         return [Problem(*r) for r in rows]
 
     # -- writing rows ------------------------------------------------------------

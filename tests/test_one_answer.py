@@ -762,3 +762,36 @@ def test_status_and_the_site_list_the_ledgers_warnings_in_the_order_the_dashboar
             if "vault/ledger/" in str(r[1])] == [
         (Path(w.split(":")[0]).name, w.split(": ", 1)[1]) for w in shown]
 
+
+def test_the_sites_csv_download_writes_times_and_orders_rows_as_query_and_the_file_do(
+        project, cli_run, tmp_path):
+    """The site's data/slop_entries.csv wrote `2026-05-01 10:00:00.38+00` where `toolkit query
+    --format csv` writes `2026-05-01 10:00:00.380000+00:00`, and sorted the rows by id, not
+    as the slop ledger holds them. One formatting now (the query's ISO 8601) and the file's
+    order."""
+    import csv
+    import io
+
+    from tests._slop_helpers import entry, write_ledger
+    from toolkit import config as config_mod
+    from toolkit.cli._common import open_store
+    from toolkit.site import _copy_table_if_changed
+
+    write_ledger(project.slop, [
+        entry(9, created_at="2026-05-01T10:00:00.38+00:00"),
+        entry(1, created_at="2026-05-02T11:30:00+00:00"),
+        entry(5, created_at="2026-05-03T12:00:00.123456+00:00")])
+    query = cli_run("query", "SELECT id, created_at FROM slop_entries ORDER BY position",
+                    "--format", "csv")
+    assert query.exit_code == 0, query.output
+    expected = list(csv.reader(io.StringIO(query.stdout)))[1:]
+    assert [r[1] for r in expected] == ["2026-05-01 10:00:00.380000+00:00",
+                                        "2026-05-02 11:30:00+00:00",
+                                        "2026-05-03 12:00:00.123456+00:00"]
+    cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home)})
+    dest = tmp_path / "slop_entries.csv"
+    with open_store(cfg, quiet=True) as store:
+        _copy_table_if_changed(store, "slop_entries", dest, "csv",
+                               store.columns(["slop_entries"])["slop_entries"])
+    rows = list(csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8"))))
+    assert [[r["id"], r["created_at"]] for r in rows] == expected

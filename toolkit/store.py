@@ -579,10 +579,16 @@ class Store:
             raise ToolkitError(f"no table {table!r}")
         opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
         escaped = str(dest).replace("'", "''")
-        order = " ORDER BY ALL" if ordered else ""
+        order = ""
+        if ordered:
+            # the source's order first (a slop ledger's entries as the file holds them),
+            # then every column: the same content always gives the same bytes
+            first = [c for c in SOURCE_ORDER.get(table, ()) if c in {n for n, _ in columns}]
+            order = " ORDER BY " + ", ".join(quote_ident(c) for c in
+                                             [*first, *(n for n, _ in columns)])
         select = "*"
-        if fmt == "csv" and spreadsheet_safe:
-            select = ", ".join(_spreadsheet_safe(c, t) for c, t in columns)
+        if fmt == "csv":
+            select = ", ".join(_csv_column(c, t, spreadsheet_safe) for c, t in columns)
         inner = f"SELECT * FROM {quote_ident(table)}{order}"
         self.conn.execute(f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
 
@@ -1059,6 +1065,26 @@ _FORMULA_START = r"'^[=+\-@\t\r]'"
 def quote_ident(name: str) -> str:
     """``name`` as a quoted SQL identifier (a ``"`` in it doubled), for DuckDB and SQLite."""
     return '"' + name.replace('"', '""') + '"'
+
+
+# The columns that give a table's rows in their source's order, where its first column does
+# not (Store.copy_to with ordered=True): the slop ledger's entries as the file holds them.
+SOURCE_ORDER: dict[str, tuple[str, ...]] = {"slop_entries": ("position",)}
+
+
+def _csv_column(column: str, duck_type: str, spreadsheet_safe: bool) -> str:
+    """A SELECT expression for one column of a CSV file the store writes: a timestamp as
+    ``toolkit query --format csv`` writes it (Python's ISO 8601 form, ``2026-10-17
+    04:17:26.380000+00:00``: microseconds when there are any, the offset of UTC, the
+    session's zone); text made spreadsheet-safe when asked (:func:`_spreadsheet_safe`)."""
+    t = duck_type.upper()
+    if t in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMP"):
+        name = quote_ident(column)
+        zone = " || '+00:00'" if t == "TIMESTAMP WITH TIME ZONE" else ""
+        return (f"CASE WHEN microsecond({name}) % 1000000 = 0 "
+                f"THEN strftime({name}, '%Y-%m-%d %H:%M:%S') "
+                f"ELSE strftime({name}, '%Y-%m-%d %H:%M:%S.%f') END{zone} AS {name}")
+    return _spreadsheet_safe(column, duck_type) if spreadsheet_safe else quote_ident(column)
 
 
 def _spreadsheet_safe(column: str, duck_type: str) -> str:

@@ -795,3 +795,28 @@ def test_the_sites_csv_download_writes_times_and_orders_rows_as_query_and_the_fi
                                store.columns(["slop_entries"])["slop_entries"])
     rows = list(csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8"))))
     assert [[r["id"], r["created_at"]] for r in rows] == expected
+
+
+def test_the_handoffs_open_slop_list_is_in_the_buckets_order_of_its_debt_table(
+        project, cli_run, monkeypatch):
+    """The handoff's list of open slop (``Project.open_slop``, its "Critical and high"
+    items) came by bucket name (accepted_debt first) while its debt table, the site and the
+    debt notebook lay buckets out in CodeSmith's order (tool_gaps before accepted_debt, then
+    other buckets, then none): one order now. An item of no bucket shows `[???]` there, as
+    in the debt table and on the site (it showed an empty bucket)."""
+    from tests._slop_helpers import entry, write_ledger
+    from toolkit import Project
+
+    write_ledger(project.slop, [entry(1, bucket="accepted_debt", severity="high"),
+                                entry(2, bucket="misc", severity="high"),
+                                entry(3, bucket=None, severity="high"),
+                                entry(4, bucket="tool_gaps", severity="high")])
+    monkeypatch.chdir(project.root)
+    with Project.open() as api:
+        listed = list(dict.fromkeys(s["bucket"] for s in api.open_slop()))
+        assert listed == api.slop_matrix().buckets == ["tool_gaps", "accepted_debt", "misc",
+                                                       None]
+    urgent = cli_run("handoff").stdout.split("### Critical and high (4)\n", 1)[1]
+    shown = urgent.lstrip("\n").split("\n\n", 1)[0].splitlines()
+    assert [next(b for b in ("tool", "accepted", "misc", "???") if b in line)
+            for line in shown] == ["tool", "accepted", "misc", "???"]

@@ -904,7 +904,7 @@ def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
         ident = md_link(c.t(sid, 40), c.links.to("slop", sid) if sid else None)
         status = str(e.get("status") or "").replace("_", " ")
         items.append(f"- **{c.t(e.get('severity'))}** {ident}: {c.t(e.get('title'), 160)} "
-                     f"({c.t(e.get('bucket'))}, {c.t(status)})")
+                     f"({c.t(_shown(e.get('bucket')))}, {c.t(status)})")
     if items:
         intro += ["", f"### Critical and high ({len(urgent)})", ""]
     rest = len(rows) - len(urgent)

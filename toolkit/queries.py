@@ -139,15 +139,25 @@ _SLOP_SEVERITY_RANK = ("CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 
                        "WHEN 'medium' THEN 2 WHEN 'low' THEN 3 WHEN 'info' THEN 4 ELSE 5 END")
 
 
+def _slop_bucket_rank() -> str:
+    """CodeSmith's buckets in its order, then any other (by name), then none: the order of
+    the site's and the handoff's tables of buckets (``reports.slop_matrix``)."""
+    from toolkit.records import SLOP_BUCKETS
+
+    whens = " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(SLOP_BUCKETS))
+    return (f"CASE bucket {whens} ELSE {len(SLOP_BUCKETS)} END, "
+            "nullif(bucket, '') NULLS LAST")
+
+
 def handoff_open_slop(store: Store) -> list[dict[str, Any]]:
-    """Open and in-progress slop entries, by bucket, then severity (critical first), then
-    file order."""
+    """Open and in-progress slop entries, by bucket (in the site's order: CodeSmith's, then
+    others, then none), then severity (critical first), then file order."""
     return store.fetch_dicts(
         "SELECT id, short_id, bucket, severity, confidence, owner, source_links, title, "
         "description, status, cleanup_recommendation, created_at_raw AS created_at, "
         "updated_at_raw AS updated_at, task_id, thread_id, path, position, line "
         "FROM slop_entries WHERE status IN ('open', 'in_progress') "
-        f"ORDER BY bucket NULLS LAST, {_SLOP_SEVERITY_RANK}, position")
+        f"ORDER BY {_slop_bucket_rank()}, {_SLOP_SEVERITY_RANK}, position")
 
 
 def handoff_ledger_entries(store: Store) -> list[dict[str, Any]]:

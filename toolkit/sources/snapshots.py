@@ -137,7 +137,8 @@ def cat_blobs(args: list[str], oids: list[str], *, cwd: Path | None = None,
                 elif fields[1] != b"blob":
                     data = None
             if not header:  # git ended: the repository could not be read
-                proc.stdin.close()
+                with contextlib.suppress(OSError):  # (a write git did not take may be left)
+                    proc.stdin.close()
                 msg = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
                 raise DataError(f"git cat-file failed: "
                                 f"{msg[-1] if msg else 'exit ' + str(proc.wait())}",

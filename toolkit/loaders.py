@@ -52,8 +52,7 @@ def _ledger_paths(cfg: Config) -> list[Path]:
     first -- or reports, when it cannot -- as every ledger command does. A journal appearing,
     changing or going away is a change of the source: an incremental ``load`` and ``status``
     then say what ``ledger list`` says instead of "unchanged"."""
-    from toolkit.ledger.vault import journal_path
-    from toolkit.records import LEDGER_FILES
+    from toolkit.records import LEDGER_FILES, journal_path
 
     d = cfg.ledger_dir
     return [*(d / f"{k}.md" for k in LEDGER_FILES), d / "meta.yaml", d / ".meta.json",

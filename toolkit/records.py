@@ -11,6 +11,7 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -74,6 +75,17 @@ def resolve_ledger_file(name: str) -> str | None:
         key = key[:-3]
     key = LEDGER_ALIASES.get(key, key).replace("_", "-")
     return key if key in LEDGER_FILES else None
+
+
+# Where a multi-file edit of a vault's ledger keeps its intent journal (FAULTS G4). Here, not
+# in toolkit.ledger.vault.journal, so the ledger's fingerprint (every refresh) can name the
+# file without importing the vault package.
+JOURNAL_NAME = ".toolkit-journal.json"
+
+
+def journal_path(vault: str | Path) -> Path:
+    """Where a multi-file edit of this vault's ledger keeps its intent journal."""
+    return Path(vault) / "ledger" / JOURNAL_NAME
 
 
 LEDGER_FILE_NAMES_HINT = ("Use patterns, antipatterns, tool-preferences (tools), edge-cases or "

@@ -9,14 +9,10 @@ from typing import Any
 from toolkit.errors import BusyError, RefusedError, ToolkitError
 from toolkit.ledger.vault.lock import lock_path
 from toolkit.ledger.vault.paths import check_inside
+from toolkit.records import JOURNAL_NAME, journal_path
 from toolkit.safewrite import FileLock, recover_journal
 
-JOURNAL_NAME = ".toolkit-journal.json"
-
-
-def journal_path(vault: str | Path) -> Path:
-    """Where a multi-file edit of this vault's ledger keeps its intent journal."""
-    return Path(vault) / "ledger" / JOURNAL_NAME
+__all__ = ["JOURNAL_NAME", "journal_path", "open_vault", "recover_interrupted"]
 
 
 def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | None:

@@ -429,9 +429,7 @@ class Store:
         return {name: doc for src in self.declared for name, doc in src.tables.items()}
 
     def _catalog(self) -> set[str]:
-        return {r[0] for r in self.conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_catalog = current_database()").fetchall()}
+        return {r[0] for r in self.conn.execute(_MAIN_OBJECTS).fetchall()}
 
     def _recorded(self, catalog: set[str] | None = None) -> dict[str, str | None] | None:
         """Applied migrations -> SHA-256 (None: no hashes recorded); None: no record at all.
@@ -442,9 +440,9 @@ class Store:
         if catalog is not None and "_migrations" not in catalog:
             return None
         cols = {r[0] for r in self.conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
-            "AND table_catalog = current_database() AND table_name = '_migrations'"
-        ).fetchall()}
+            f"SELECT column_name FROM duckdb_columns() WHERE {_OWN_CATALOG} "
+            "AND database_name = current_database() AND schema_name = 'main' "
+            "AND table_name = '_migrations'").fetchall()}
         if not cols:
             return None
         if "sha256" not in cols:
@@ -697,9 +695,8 @@ class Store:
 
     def tables(self) -> list[str]:
         rows = self.conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_catalog = current_database() "
-            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY table_name").fetchall()
+            f"SELECT name FROM ({_MAIN_OBJECTS}) WHERE name NOT LIKE '\\_%' ESCAPE '\\' "
+            "ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
     def schema(self) -> list[tuple[str, str, str, str]]:
@@ -1186,6 +1183,14 @@ def _file_state(path: Path) -> str:
 # The store's own tables and views (and this connection's temporary ones) in DuckDB's
 # catalog functions: not DuckDB's own catalog views.
 _OWN_CATALOG = "database_name <> 'system' AND NOT internal"
+# The names of the store's tables and views (schema main of its own database): the rows of
+# information_schema.tables, which lists DuckDB's system catalog first to filter it out --
+# a few ms on a connection's first catalog query, and every open of the store makes one.
+_MAIN_OBJECTS = (
+    f"SELECT table_name AS name FROM duckdb_tables() WHERE {_OWN_CATALOG} "
+    "AND database_name = current_database() AND schema_name = 'main' "
+    f"UNION ALL SELECT view_name FROM duckdb_views() WHERE {_OWN_CATALOG} "
+    "AND database_name = current_database() AND schema_name = 'main'")
 
 
 def _give_back_freed_memory(conn: duckdb.DuckDBPyConnection) -> None:

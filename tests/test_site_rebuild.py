@@ -495,13 +495,13 @@ def test_a_views_download_is_made_again_only_when_a_table_it_reads_was_loaded_ag
 
     world, _first = built_world
     copied: list[str] = []
-    real = Store.copy_to
+    real = Store.copy_to_files  # every copy of a table to files goes through it
 
-    def copy_to(self: Store, table: str, *args: object, **kwargs: object) -> None:
+    def copy_to_files(self: Store, table: str, *args: object, **kwargs: object) -> None:
         copied.append(table)
         real(self, table, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Store, "copy_to", copy_to)
+    monkeypatch.setattr(Store, "copy_to_files", copy_to_files)
     build(world)  # the files put back are new files to the store: every source is loaded again
     copied.clear()
     build(world)

@@ -1736,38 +1736,51 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
         version = versions.get(d.table)
         key = hashlib.sha256(json.dumps([code, d.table, version, columns.get(d.table)]).encode(
             "utf-8")).hexdigest() if version else None
+        todo = []
         for fmt in ("csv", "json"):
             rel = f"data/{d.table}.{fmt}"
-            dest = docs / rel
             seen = old.get(rel)
             if key is not None and isinstance(seen, list) and seen[:1] == [key]:
                 try:
-                    st = os.stat(dest)
+                    st = os.stat(docs / rel)
                     if seen[1:] == [st.st_size, st.st_mtime_ns]:
                         record[rel] = seen
                         continue
                 except OSError:
                     pass
-            if _copy_table_if_changed(store, d.table, dest, fmt, columns[d.table]):
-                written.append(rel)
-            if key is not None:
-                st = os.stat(dest)
+            todo.append((rel, fmt))
+        if not todo:
+            continue
+        for rel in _copy_table_if_changed(store, d.table, docs, todo, columns[d.table]):
+            written.append(rel)
+        if key is not None:
+            for rel, _fmt in todo:
+                st = os.stat(docs / rel)
                 record[rel] = [key, st.st_size, st.st_mtime_ns]
     _write_state(record_path, record)
     return written
 
 
-def _copy_table_if_changed(store: Store, table: str, dest: Path, fmt: str,
-                           columns: list[tuple[str, str]]) -> bool:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".new")
-    store.copy_to(table, tmp, fmt, ordered=True, spreadsheet_safe=True, columns=columns)
-    # compared and moved as files: a download can be tens of MB, read while pages render
-    if _same_bytes(tmp, dest):
-        tmp.unlink()
-        return False
-    os.replace(tmp, dest)
-    return True
+def _copy_table_if_changed(store: Store, table: str, docs: Path, todo: list[tuple[str, str]],
+                           columns: list[tuple[str, str]]) -> list[str]:
+    """Write ``table``'s downloads ``todo`` (docs-relative path, format), sorted once for all
+    of them; the paths whose bytes changed."""
+    tmps = []
+    for rel, fmt in todo:
+        dest = docs / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmps.append((dest.with_name(dest.name + ".new"), fmt))
+    store.copy_to_files(table, tmps, ordered=True, spreadsheet_safe=True, columns=columns)
+    changed = []
+    for (rel, _fmt), (tmp, _) in zip(todo, tmps, strict=True):
+        # compared and moved as files: a download can be tens of MB, read while pages render
+        dest = docs / rel
+        if _same_bytes(tmp, dest):
+            tmp.unlink()
+        else:
+            os.replace(tmp, dest)
+            changed.append(rel)
+    return changed
 
 
 def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:

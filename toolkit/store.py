@@ -569,14 +569,22 @@ class Store:
         evaluating it as a formula (OWASP "CSV injection"; FAULTS I6). ``columns``: the
         table's (name, type) columns as :meth:`columns` gives them, when the caller has them
         (a site build writes every download with the columns of one query)."""
+        self.copy_to_files(table, [(dest, fmt)], ordered=ordered,
+                           spreadsheet_safe=spreadsheet_safe, columns=columns)
+
+    def copy_to_files(self, table: str, outs: Sequence[tuple[Path, str]], *,
+                      ordered: bool = False, spreadsheet_safe: bool = False,
+                      columns: Sequence[tuple[str, str]] | None = None) -> None:
+        """:meth:`copy_to` for several (dest, fmt) files of one table (a site download's CSV
+        and JSON). Ordered rows are sorted once: a table's sort is most of what writing it
+        costs, and a sorted temporary table is read back in its order (DuckDB keeps insertion
+        order), so each file has the bytes it would have alone."""
         if table.startswith("_"):  # as tables() lists them
             columns = []
         elif columns is None:
             columns = self._columns(table)
         if not columns:
             raise ToolkitError(f"no table {table!r}")
-        opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
-        escaped = str(dest).replace("'", "''")
         order = ""
         if ordered:
             # the source's order first (a slop ledger's entries as the file holds them),
@@ -584,11 +592,25 @@ class Store:
             first = [c for c in SOURCE_ORDER.get(table, ()) if c in {n for n, _ in columns}]
             order = " ORDER BY " + ", ".join(quote_ident(c) for c in
                                              [*first, *(n for n, _ in columns)])
-        select = "*"
-        if fmt == "csv":
-            select = ", ".join(_csv_column(c, t, spreadsheet_safe) for c, t in columns)
-        inner = f"SELECT * FROM {quote_ident(table)}{order}"
-        self.conn.execute(f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
+        source = quote_ident(table)
+        sorted_once = ordered and len(outs) > 1
+        if sorted_once:
+            source = "_toolkit_sorted_copy"
+            self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {source} AS "
+                              f"SELECT * FROM {quote_ident(table)}{order}")
+        try:
+            for dest, fmt in outs:
+                opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
+                escaped = str(dest).replace("'", "''")
+                select = "*"
+                if fmt == "csv":
+                    select = ", ".join(_csv_column(c, t, spreadsheet_safe) for c, t in columns)
+                inner = f"SELECT * FROM {source}{'' if sorted_once else order}"
+                self.conn.execute(
+                    f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
+        finally:
+            if sorted_once:
+                self.conn.execute(f"DROP TABLE IF EXISTS {source}")
 
     def columns(self, tables: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
         """(name, type) of the columns of each of ``tables`` (tables or views), in order, in

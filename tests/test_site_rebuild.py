@@ -24,6 +24,22 @@ from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildR
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
 
 
+def _read_render_cache(build_dir: Path) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The render cache a build kept (its key and record), to damage it as a test needs."""
+    from toolkit.parsecache import _read
+
+    read = _read((build_dir / RENDER_CACHE).read_bytes())
+    assert read is not None
+    _runtime, key, record = read
+    return tuple(key), record
+
+
+def _write_render_cache(build_dir: Path, key: tuple[str, ...], record: dict[str, Any]) -> None:
+    from toolkit.parsecache import save
+
+    save(build_dir, RENDER_CACHE.removesuffix(".marshal"), key, record)
+
+
 def _edit_entry(world: World, word: str) -> None:
     """``word`` added to the Pattern of the ENTRY page's entry."""
     patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
@@ -95,22 +111,22 @@ def test_unchanged_pages_are_not_rendered_again_and_a_template_edit_reaches_ever
 
     # a cache whose list of link targets (the pages' records number into it) lost its
     # entries: the pages that link are rendered again, not trusted, and nothing differs
-    record = json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8"))
+    key, record = _read_render_cache(first.build_dir)
     assert record["targets"]
     record["targets"] = []
-    (first.build_dir / RENDER_CACHE).write_text(json.dumps(record), encoding="utf-8")
+    _write_render_cache(first.build_dir, key, record)
     assert build(world, templates=templates).written == []
-    assert json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8")
-                      )["targets"] and tree_bytes(first.out) == site_before
+    assert _read_render_cache(first.build_dir)[1]["targets"]
+    assert tree_bytes(first.out) == site_before
 
     # pages' records whose link targets are not numbers into that list (floats, a boolean,
     # out of range): those pages are rendered again, the build does not fail
-    record = json.loads((first.build_dir / RENDER_CACHE).read_text(encoding="utf-8"))
+    key, record = _read_render_cache(first.build_dir)
     linking = [path for path, rec in record["pages"].items() if rec[2]][:3]
     assert len(linking) == 3
     for path, bad in zip(linking, ([0.0], [True], [len(record["targets"])]), strict=True):
         record["pages"][path][2] = bad
-    (first.build_dir / RENDER_CACHE).write_text(json.dumps(record), encoding="utf-8")
+    _write_render_cache(first.build_dir, key, record)
     assert build(world, templates=templates).written == []
     assert tree_bytes(first.out) == site_before
 
@@ -560,18 +576,17 @@ def test_the_render_cache_keeps_unchanged_pages_records_and_drops_targets_no_pag
     deleted over many builds) are dropped once they are most of the list, every record
     renumbered, and the next rebuild still trusts every unchanged page."""
     world, first = built_world
-    path = first.build_dir / RENDER_CACHE
-    record = json.loads(path.read_text(encoding="utf-8"))
+    key, record = _read_render_cache(first.build_dir)
     stale = [f"ledger/patterns/deleted-{i}.md" for i in range(3000)]
     record["targets"] = stale + record["targets"]
     for page in record["pages"].values():
         page[2] = [i + len(stale) for i in page[2]]
-    path.write_text(json.dumps(record), encoding="utf-8")
+    _write_render_cache(first.build_dir, key, record)
 
     _edit_entry(world, "zanzibarquux")
     again = build(world)
     assert [w for w in again.written if w.endswith(".md")] == [f"{ENTRY}.md"]
-    kept = json.loads(path.read_text(encoding="utf-8"))
+    kept = _read_render_cache(first.build_dir)[1]
     assert not set(stale) & set(kept["targets"])
     assert len(kept["targets"]) < 1024
     for rel, page in kept["pages"].items():  # each record still names its page's links
@@ -623,17 +638,32 @@ def test_a_render_cache_whose_pages_are_not_a_mapping_renders_every_page_again(
     site is as it was, and the records are written afresh."""
     world, first = built_world
     site_before = tree_bytes(first.out)
-    kept = first.build_dir / RENDER_CACHE
-    record = json.loads(kept.read_bytes())
+    key, record = _read_render_cache(first.build_dir)
     assert isinstance(record["pages"], dict) and record["pages"]
     record["pages"] = pages
-    kept.write_text(json.dumps(record), encoding="utf-8")
+    _write_render_cache(first.build_dir, key, record)
     again = build(world)
     assert again.warnings == [] and again.written == []  # made again: the same bytes
     assert tree_bytes(again.out) == site_before
-    assert isinstance(json.loads(kept.read_bytes())["pages"], dict)
+    assert isinstance(_read_render_cache(first.build_dir)[1]["pages"], dict)
     unchanged = build(world)  # and the next build trusts the records written afresh
     assert [w for w in unchanged.written if w.endswith(".md")] == []
+
+
+def test_an_older_versions_json_render_cache_is_removed_and_not_read(
+        built_world: tuple[World, BuildResult]) -> None:
+    """The render cache was JSON (``render-cache.json``); a build folder an older version
+    left with one (here: claiming every page differs) keeps no second cache: the file is
+    removed, the kept marshal cache is what the rebuild trusts, and the site is as it was."""
+    world, first = built_world
+    site_before = tree_bytes(first.out)
+    old = first.build_dir / "render-cache.json"
+    old.write_text(json.dumps({"code": "x", "pages": {}, "targets": [], "tables": {}}),
+                   encoding="utf-8")
+    again = build(world)
+    assert not old.exists()
+    assert [w for w in again.written if w.endswith(".md")] == [] and again.rebuilt == 0
+    assert tree_bytes(again.out) == site_before
 
 
 def test_the_values_a_page_digest_pickles_keep_every_field() -> None:

@@ -125,7 +125,9 @@ BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
 ANSWERS = "answers"  # answers of the site's questions kept for the next build (KeptAnswers)
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
-RENDER_CACHE = "render-cache.json"  # per page: what its Markdown was rendered from
+RENDER_SLOT = "render-cache"  # per page: what its Markdown was rendered from (parsecache)
+RENDER_CACHE = f"{RENDER_SLOT}.marshal"
+_OLD_RENDER_CACHE = "render-cache.json"  # its JSON form, before: removed, never read
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 THEME_FILES = "theme-files"  # parse-cache slot: the theme's static files as MkDocs lists them
 DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
@@ -1434,7 +1436,9 @@ class _RenderCache:
     files the pages it renders need. A file is trusted when its size and mtime are as this
     class wrote it; a page with a table in any other file is rendered again.
 
-    Kept in ``render-cache.json`` in the build folder: ``code``, per page path the context's
+    Kept in ``render-cache.marshal`` in the build folder (a :mod:`toolkit.parsecache` entry,
+    under ``code``: marshal data, checked, read and written in a fraction of JSON's time; the
+    JSON file of older versions is removed, not read): per page path the context's
     digest, the file's size and mtime_ns and what rendering it used (:class:`_Uses`), and per
     tables file its size, mtime_ns and the digest of its tables' names. Anything unreadable
     or different means: render. It is read and written on every build, so a page's record is
@@ -1452,8 +1456,9 @@ class _RenderCache:
         # variant: how the renderer is set up besides its code (a redacted build's renderer
         # redacts what it renders)
         self.code = _code_digest(templates, variant)
-        old = _read_state(self.path)
-        same = old.get("code") == self.code
+        kept = parsecache.load(build, RENDER_SLOT, (self.code,))
+        old: dict[str, Any] = kept if isinstance(kept, dict) else {}
+        same = bool(old)  # kept under this code (the key), or nothing
         pages = old.get("pages") if same else None
         # per page path its record (anything else, a damaged file: no page's record is trusted)
         self.old: dict[str, Any] = pages if isinstance(pages, dict) else {}
@@ -1564,9 +1569,9 @@ class _RenderCache:
         if len(names) > 2 * len(used) + 1024:  # mostly targets no page links to any more
             names = self._compact(pages, names)
         self.file_times = {rel: record[4][1] for rel, record in pages.items()}
-        _write_if_changed(self.path, json.dumps({"code": self.code, "pages": pages,
-                                                 "targets": names, "tables": shards},
-                                                separators=(",", ":")).encode("utf-8"))
+        parsecache.save(self.path.parent, RENDER_SLOT, (self.code,),
+                        {"pages": pages, "targets": names, "tables": shards})
+        (self.path.parent / _OLD_RENDER_CACHE).unlink(missing_ok=True)
 
     @staticmethod
     def _compact(pages: dict[str, list[Any]], names: list[str]) -> list[str]:

@@ -562,8 +562,9 @@ class Store:
                 columns: Sequence[tuple[str, str]] | None = None) -> None:
         """Write a table or view to a CSV or JSON file (site downloads, exports).
 
-        ``ordered``: rows in a total order (``ORDER BY ALL``), so the same content always
-        gives the same bytes (views such as task_status have no order of their own).
+        ``ordered``: rows in a total order (the source's where it has one, ``SOURCE_ORDER``,
+        then by every column), so the same content always gives the same bytes (views such as
+        task_status have no order of their own).
         ``spreadsheet_safe`` (CSV): a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab
         or a carriage return gets a leading ``'``, so a spreadsheet shows it instead of
         evaluating it as a formula (OWASP "CSV injection"; FAULTS I6). ``columns``: the

@@ -791,7 +791,8 @@ def test_the_sites_csv_download_writes_times_and_orders_rows_as_query_and_the_fi
     cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home)})
     dest = tmp_path / "slop_entries.csv"
     with open_store(cfg, quiet=True) as store:
-        _copy_table_if_changed(store, "slop_entries", dest, "csv",
+        _copy_table_if_changed(store, "slop_entries", tmp_path, [(dest.name, "csv"),
+                                                                 ("slop_entries.json", "json")],
                                store.columns(["slop_entries"])["slop_entries"])
     rows = list(csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8"))))
     assert [[r["id"], r["created_at"]] for r in rows] == expected

@@ -525,6 +525,20 @@ def test_the_handoffs_debt_table_counts_open_slop_as_the_sites_matrix_does(proje
         ["misc", "1", "0", "0", "0", "0", "0", "1"]]
 
 
+def _fleet_content(tmp_path: Path, w: Any) -> Any:
+    """The fleet site's pages for the fleet world ``w`` (tests._fleet_helpers.make_fleet)."""
+    from toolkit import config as config_mod
+    from toolkit.fleet import open_fleet
+    from toolkit.fleet_report import build_fleet_content
+
+    fleet = open_fleet(config_mod.resolve(cwd=tmp_path, env=w.env()), store_path=w.store,
+                       fleet_file=w.fleet_file, env=w.env())
+    try:
+        return build_fleet_content(fleet.store, home=w.home, today="2026-05-09")
+    finally:
+        fleet.close()
+
+
 def test_the_fleets_card_counts_a_projects_entries_as_its_dashboard_does(
         tmp_path, isolated_env, monkeypatch, cli_run):
     """An entry whose confidence is no known one ("maybe") is in the dashboard's `[???]`
@@ -532,9 +546,6 @@ def test_the_fleets_card_counts_a_projects_entries_as_its_dashboard_does(
     confidence, so alpha's card read 1 / 1 / 1 for 4 entries. The card and `fleet list
     --json` now count it as the dashboard does."""
     from tests._fleet_helpers import ledger_entry, make_fleet
-    from toolkit import config as config_mod
-    from toolkit.fleet import open_fleet
-    from toolkit.fleet_report import build_fleet_content
 
     w = make_fleet(tmp_path, isolated_env)
     for key, value in w.env().items():
@@ -551,12 +562,7 @@ def test_the_fleets_card_counts_a_projects_entries_as_its_dashboard_does(
                                                   "--json"))["projects"]}
     assert listed["alpha"]["entries"] == 4
     assert listed["alpha"]["entries_by_confidence"] == dashboard
-    fleet = open_fleet(config_mod.resolve(cwd=tmp_path, env=w.env()), store_path=w.store,
-                       fleet_file=w.fleet_file, env=w.env())
-    try:
-        content = build_fleet_content(fleet.store, home=w.home, today="2026-05-09")
-    finally:
-        fleet.close()
+    content = _fleet_content(tmp_path, w)
     overview = _page(content, "index.md").sections[0].table
     column = overview.columns.index("Entries (high / medium / low)")
     cards = {row[0].text: row[column] for row in overview.rows}
@@ -575,9 +581,6 @@ def test_the_fleets_debt_table_counts_every_status_as_slop_does(
     Each status an entry has is now a column, as `toolkit slop` lays them out."""
     from tests._fleet_helpers import make_fleet
     from tests._slop_helpers import entry, read_entries, write_ledger
-    from toolkit import config as config_mod
-    from toolkit.fleet import open_fleet
-    from toolkit.fleet_report import build_fleet_content
 
     w = make_fleet(tmp_path, isolated_env)
     for key, value in w.env().items():
@@ -587,12 +590,7 @@ def test_the_fleets_debt_table_counts_every_status_as_slop_does(
     statuses = _json(cli_run("slop", "--json"))["by_status"]
     assert statuses == {"open": 3, "resolved": 1, "blocked": 1}
 
-    fleet = open_fleet(config_mod.resolve(cwd=tmp_path, env=w.env()), store_path=w.store,
-                       fleet_file=w.fleet_file, env=w.env())
-    try:
-        content = build_fleet_content(fleet.store, home=w.home, today="2026-05-09")
-    finally:
-        fleet.close()
+    content = _fleet_content(tmp_path, w)
     table = _page(content, "debt.md").sections[0].table
     assert table.columns == ("Project", "Open", "In progress", "Resolved", "Accepted",
                              "Won't fix", "blocked", "Open severe", "Total")

@@ -705,6 +705,22 @@ def test_a_source_unreadable_after_a_good_load_is_said_by_every_answer_from_the_
     assert seen[0][len("Warning: "):][-40:] in warnings.intro
 
 
+def test_query_schema_and_history_say_a_source_they_answer_from_could_not_be_read(project,
+                                                                                 cli_run):
+    """`toolkit query` counted the slop of the store's last good read after the slop ledger
+    was cut short, exit 0 and no word, while status and the handoff warned: query, schema and
+    ledger history refresh the store too, and now print the same Warning line."""
+    assert cli_run("load").exit_code == 0
+    project.slop.write_text('{"entries": [', encoding="utf-8")
+    expected = [x for x in cli_run("status").stderr.splitlines() if "could not be read" in x]
+    assert len(expected) == 1
+    for args in (("query", "SELECT count(*) FROM slop_entries"), ("schema", "slop_entries"),
+                 ("ledger", "history")):
+        result = cli_run(*args)
+        warned = [x for x in result.stderr.splitlines() if "could not be read" in x]
+        assert warned == expected, (args, result.stderr)
+
+
 def test_owners_that_differ_in_case_are_one_owner_on_the_site_as_in_slop_query(project,
                                                                              cli_run):
     """`slop query --owner jane.doe` matches "Jane.Doe" too, but the site gave each spelling

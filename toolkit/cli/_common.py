@@ -57,12 +57,18 @@ def get_config(ctx: click.Context | None = None, **overrides: Any) -> Config:
 def get_project(*, refresh: bool = True, quiet: bool = False, memory_limit: str | None = None
                 ) -> Project:
     """The public API's Project for this invocation (the read commands are thin layers over
-    it), refreshed first as every data command does (a progress bar unless ``quiet``)."""
+    it), refreshed first as every data command does (a progress bar unless ``quiet``), with
+    a ``Warning:`` line for each source it could not read (``warn_stale``), as ``open_store``."""
     from toolkit.api import Project
 
     project = Project(get_config(), memory_limit=memory_limit)
     if refresh:
         project.refresh(progress=None if quiet else progress_printer(), hold=True)
+        try:
+            warn_stale(project.stale_sources())
+        except BaseException:
+            project.close()
+            raise
     return project
 
 

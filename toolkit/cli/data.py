@@ -71,7 +71,7 @@ STATUS_WARNINGS = 50  # warnings `status` prints unless --all (a messy ledger ha
 def status(as_json: bool, show_all: bool) -> None:
     """Show each source (where it was found or why not), rows per table, and warnings (the
     first 50 unless --all; --json lists them all)."""
-    from toolkit.cli._common import echo_json, get_project, warn_stale
+    from toolkit.cli._common import echo_json, get_project
     from toolkit.display import visible
 
     cfg = get_config()
@@ -79,7 +79,6 @@ def status(as_json: bool, show_all: bool) -> None:
         sources = project.sources()
         counts = project.tables()
         problems = project.problems()
-        warn_stale(project.stale_sources())
     if as_json:
         echo_json({"project": str(cfg.project_root), "store": str(cfg.db_path),
                    "sources": sources, "tables": counts,

@@ -18,11 +18,11 @@ def _entries(cli_run, where: str = "1=1") -> list[dict]:
     out = cli_run("query", f"SELECT file, title, category, confidence, problems, line FROM "
                   f"ledger_entries WHERE {where} ORDER BY file, position", "--format", "json")
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)
+    return json.loads(out.stdout)  # (stderr may say a source could not be read)
 
 
 def _warnings(cli_run) -> list[str]:
-    data = json.loads(cli_run("status", "--json").output)
+    data = json.loads(cli_run("status", "--json").stdout)
     return [f"{w['path']}:{w['line']}: {w['message']}" for w in data["warnings"]]
 
 

@@ -927,7 +927,9 @@ def _debt_section(report: HandoffReport, c: _Ctx) -> Section:
 
 def _shown(value: Any) -> str:
     """A bucket or severity as the site shows it (none: ``[???]``)."""
-    return "[???]" if value in (None, "") else str(value)
+    from toolkit.reports import shown_value
+
+    return shown_value(value)
 
 
 def _open_slop_links(c: _Ctx) -> str:

@@ -771,8 +771,12 @@ def _value_slug(dim: str, value: Any) -> str:
     return slugify(str(value), fallback="none") if value not in (None, "") else "none"
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A value as the site shows it: none (missing or empty) is ``[???]``."""
     return "[???]" if value in (None, "") else str(value)
+
+
+_shown = shown_value
 
 
 def _entry_title(e: dict[str, Any]) -> str:

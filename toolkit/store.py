@@ -738,7 +738,8 @@ class Store:
         (one query for all of them)."""
         tables = self.tables()
         if only is not None:
-            tables = [t for t in tables if t in set(only)]
+            wanted = set(only)
+            tables = [t for t in tables if t in wanted]
         if not tables:
             return {}
         quoted = [quote_ident(t) for t in tables]

@@ -142,6 +142,28 @@ def test_side_repo_holds_labelled_turn_snapshots(world: DemoWorld) -> None:
     assert ".git" in exclude and ".toolkit/" in exclude
 
 
+def test_both_repositories_are_whole_with_a_reflog_entry_and_an_index_per_commit(
+        world: DemoWorld) -> None:
+    """As committing one by one leaves them: every commit in the reflog (newest first), the
+    index holding the last commit's tree, and nothing git's own check finds wrong."""
+    project = ("-C", str(world.project))
+    side = ("--git-dir", str(world.side_repo), "--work-tree", str(world.project))
+    for repo in (project, side):
+        git(*repo, "fsck", "--strict", "--no-progress")  # check=True: exit 0
+        assert git(*repo, "reflog", "--format=%H").split() == \
+            git(*repo, "log", "--format=%H").split()
+        assert git(*repo, "rev-parse", "--symbolic-full-name", "HEAD") == "refs/heads/main\n"
+    subjects = git(*project, "reflog", "--format=%gs").splitlines()
+    assert subjects[-1] == "commit (initial): Initial import of acme-api"
+    assert subjects[0].startswith("commit: Webhook retry budget, drop legacy X-Api-Token auth")
+    assert (world.project / ".git" / "COMMIT_EDITMSG").read_text() == \
+        git(*project, "log", "-1", "--format=%B")[:-1]
+    assert git(*project, "diff-index", "--cached", "HEAD") == ""
+    # The side index is the last snapshot's (the work tree moved on after it).
+    assert git(*side, "diff-index", "--cached", "HEAD") == ""
+    assert git(*side, "status", "--porcelain") != ""
+
+
 # --------------------------------------------------------------------------- the project
 
 def test_project_history_evolves_the_ledger_and_ends_clean(world: DemoWorld) -> None:

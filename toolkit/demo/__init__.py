@@ -8,7 +8,8 @@
   ``.backups/`` copy from a reconcile, and a ``toolkit.yaml`` pointing at everything below;
 * ``DIR/codesmith/slop_ledger/slop_ledger.json``: a CodeSmith slop ledger;
 * ``DIR/codesmith/snapshots/<project_hash>/<worktree_hash>/.git``: CodeSmith turn snapshots of
-  ``DIR/acme-api``, made with CodeSmith's own git plumbing while really editing the work tree;
+  ``DIR/acme-api`` taken while really editing the work tree: the commits CodeSmith's own git
+  plumbing makes (both repositories are written by one ``git fast-import`` each);
 * ``DIR/nagi/ledger.db``: a nagi-ledger audit DB (actions, dispatches, approaches);
 * ``DIR/nagi/goal.json`` and ``DIR/nagi/goal_history.jsonl``: nagi-ledger's goal gate, an
   active goal and the goals closed before it, as ``goal_gate.py`` writes them.

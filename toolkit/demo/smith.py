@@ -175,7 +175,7 @@ def render_entry(form: str, title: str, fields: Sequence[tuple[str, str]],
     return codec.render_entry(form, title, fields, sections, separator=form == "A")
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Line:
     when: dt.datetime
     text: str
@@ -203,23 +203,29 @@ class Ledger:
 
     def __init__(self, anchor: dt.date) -> None:
         self.anchor = anchor
+        # entry key -> all its evidence lines (the ledger is rendered at ~40 moments: each
+        # takes the lines up to then instead of formatting them all again)
+        self._lines: dict[str, list[_Line]] = {}
+        self._rendered: dict[dt.datetime, dict[str, str]] = {}
 
     def moment(self, name: str) -> dt.datetime:
         return moment(self.anchor, *MOMENTS[name])
 
     def _evidence(self, spec: EntrySpec, t: dt.datetime) -> list[_Line]:
-        out = []
-        for item in spec.evidence:
-            key, outcome = (item, None) if isinstance(item, str) else item
-            session = SESSION_BY_KEY[key]
-            when = session_start(session, self.anchor)
-            if when > t:
-                continue
-            if outcome is None:
-                outcome = keyed_choice(OUTCOMES[spec.file], spec.key, key).format(feat=session.feat)
-            name = session_name(session, self.anchor)
-            out.append(_Line(when, f"- {when:%Y-%m-%d} -- session {name}: {outcome}", True))
-        return out
+        lines = self._lines.get(spec.key)
+        if lines is None:
+            lines = self._lines[spec.key] = []
+            for item in spec.evidence:
+                key, outcome = (item, None) if isinstance(item, str) else item
+                session = SESSION_BY_KEY[key]
+                when = session_start(session, self.anchor)
+                if outcome is None:
+                    outcome = keyed_choice(OUTCOMES[spec.file], spec.key, key).format(
+                        feat=session.feat)
+                name = session_name(session, self.anchor)
+                lines.append(_Line(when, f"- {when:%Y-%m-%d} -- session {name}: {outcome}",
+                                   True))
+        return [ln for ln in lines if ln.when <= t]
 
     def state(self, t: dt.datetime) -> dict[str, list[_State]]:
         files: dict[str, list[_State]] = {kind: [] for kind in LEDGER_FILES}
@@ -301,6 +307,11 @@ class Ledger:
 
     def render(self, t: dt.datetime) -> dict[str, str]:
         """The five .md files, meta.yaml and .meta.json as they stood at ``t``."""
+        if t not in self._rendered:  # (the reconcile log renders the same two moments often)
+            self._rendered[t] = self._render_at(t)
+        return dict(self._rendered[t])
+
+    def _render_at(self, t: dt.datetime) -> dict[str, str]:
         state = self.state(t)
         out = {f"{kind}.md": self.render_file(kind, state[kind]) for kind in LEDGER_FILES}
         reflected = [s for s in SESSIONS

@@ -77,7 +77,12 @@ def test_same_seed_writes_the_same_world_whatever_the_users_git_setup(
     (home / ".gitconfig").write_text("[user]\n\tname = Someone Else\n\temail = x@y.z\n"
                                      "[init]\n\tdefaultBranch = trunk\n"
                                      "[commit]\n\tgpgsign = true\n")
+    # git reads these two without any config file: the user's ignore rules and attributes
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "ignore").write_text("*.md\n*.json\n")
+    (home / ".config" / "git" / "attributes").write_text("* text eol=crlf\n")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("TZ", "Pacific/Auckland")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Env Author")
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2001-01-01T00:00:00")

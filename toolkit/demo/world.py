@@ -73,7 +73,9 @@ def _d(text: str) -> str:
 
 class _Git:
     """git through the toolkit's one runner (``sources.snapshots.run_git``: no inherited GIT_*
-    variables, no system config), here also without the user's global config, in UTC, with
+    variables, no system config), here also without the user's global config, ignore rules
+    and attributes (git reads ``~/.config/git/ignore`` and ``attributes`` with no config file
+    naming them: a user's ``*.md`` left the ledger out of every commit), in UTC, with
     explicit identity and dates."""
 
     def __init__(self, exe: str) -> None:
@@ -95,7 +97,8 @@ class _Git:
             env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = who[1]
         proc = run_git(["-c", "gc.auto=0", "-c", "maintenance.auto=false",
                         "-c", "commit.gpgsign=false", "-c", "core.fsmonitor=false",
-                        "-c", "init.defaultBranch=main", *args], cwd=cwd, check=False,
+                        "-c", "init.defaultBranch=main", "-c", f"core.excludesFile={os.devnull}",
+                        "-c", f"core.attributesFile={os.devnull}", *args], cwd=cwd, check=False,
                        input=input, extra_env=env, exe=self.exe)
         if proc.returncode not in ok:
             name = next((a for a in args if not a.startswith("-")), "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,7 +86,7 @@ class _Git:
 
     def run(self, *args: str, cwd: Path | None = None, when: dt.datetime | None = None,
             who: tuple[str, str] | None = None, input: bytes | None = None,
-            ok: tuple[int, ...] = (0,)) -> str:
+            ok: tuple[int, ...] = (0,), strip: bool = True) -> str:
         from toolkit.sources.snapshots import run_git
 
         env = dict(self.env)
@@ -104,7 +105,8 @@ class _Git:
             name = next((a for a in args if not a.startswith("-")), "")
             raise ToolkitError(f"git {name} failed while writing the demo: "
                                f"{proc.stderr.decode('utf-8', 'replace').strip()}")
-        return proc.stdout.decode("utf-8", "replace").strip()
+        out = proc.stdout.decode("utf-8", "replace")
+        return out.strip() if strip else out
 
 
 def _worktree(root: Path) -> dict[str, tuple[str, bytes]]:
@@ -158,8 +160,9 @@ class _History:
     """The commits of one repository's main branch, recorded while the work tree is edited
     and written at the end by one ``git fast-import``, with the reflog and index that
     committing one by one (``git add -A`` and ``git commit``, or ``write-tree``,
-    ``commit-tree`` and ``update-ref``) leaves: the same commits, byte for byte, from 4
-    git processes instead of 4 or 5 per commit."""
+    ``commit-tree`` and ``update-ref``) leaves: the same commits, byte for byte, from 3
+    git processes (``check-ignore``, ``fast-import``, ``add -A``) instead of 4 or 5 per
+    commit."""
 
     git: _Git
     repo: tuple[str, ...]  # git's arguments naming the repository (and its work tree)
@@ -184,7 +187,7 @@ class _History:
         paths = sorted(set().union(*(commit.files for commit in self.commits)))
         listed = self.git.run(*self.repo, "check-ignore", "--no-index", "--stdin", "-z",
                               cwd=self.worktree, input="".join(p + "\0" for p in paths)
-                              .encode("utf-8"), ok=(0, 1))
+                              .encode("utf-8"), ok=(0, 1), strip=False)
         ignored = set(listed.split("\0"))
         stream: list[bytes] = []
         blobs: dict[bytes, int] = {}
@@ -220,7 +223,10 @@ class _History:
         for commit, sha in zip(self.commits, shas, strict=True):
             entry = f"{old} {sha} {commit.who[0]} <{commit.who[1]}> " \
                     f"{int(commit.when.timestamp())} +0000"
-            log.append(entry + (f"\t{commit.reflog}" if commit.reflog is not None else "")
+            # git writes a reflog message with its whitespace runs made one space
+            reflog = None if commit.reflog is None else \
+                re.sub(r"[ \t\n\r]+", " ", commit.reflog).strip(" ")
+            log.append(entry + (f"\t{reflog}" if reflog is not None else "")
                        + "\n")
             old = sha
         for name in ("HEAD", "refs/heads/main"):

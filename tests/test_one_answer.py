@@ -835,3 +835,42 @@ def test_the_handoffs_open_slop_list_is_in_the_buckets_order_of_its_debt_table(
     shown = urgent.lstrip("\n").split("\n\n", 1)[0].splitlines()
     assert [next(b for b in ("tool", "accepted", "misc", "???") if b in line)
             for line in shown] == ["tool", "accepted", "misc", "???"]
+
+
+def test_the_sites_json_downloads_hold_the_values_toolkit_query_json_prints(
+        project, cli_run, tmp_path):
+    """The site's JSON downloads (data/*.json) wrote times in DuckDB's form (`2026-05-01
+    10:00:00.38+00`, an action's `2026-05-04 10:00:00.25`) and a JSON column's document as a
+    nested value, where `toolkit query --format json` (and the CSV downloads) print
+    `2026-05-01 10:00:00.380000+00:00`, `2026-05-04 10:00:00.250000` and the document's
+    text: a program reading the download got other values than the query gives. One form
+    now, the query's."""
+    import json
+    import sqlite3
+
+    from tests._slop_helpers import entry, write_ledger
+    from toolkit import config as config_mod
+    from toolkit.cli._common import open_store
+    from toolkit.site import _copy_table_if_changed
+
+    write_ledger(project.slop, [
+        entry(9, created_at="2026-05-01T10:00:00.38+00:00", reviewer={"name": "Zoë", "n": 2}),
+        entry(1, created_at="2026-05-02T11:30:00+00:00")])
+    with sqlite3.connect(project.audit_db) as conn:
+        conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                     "('2026-05-04T10:00:00.25', 1, 'deploy', 'fraction of a second', NULL)")
+    cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home)})
+    with open_store(cfg, quiet=True) as store:
+        for table in ("slop_entries", "actions"):
+            _copy_table_if_changed(store, table, tmp_path, [(f"{table}.json", "json")],
+                                   store.columns([table])[table])
+    for table, key in (("slop_entries", "position"), ("actions", "id")):
+        query = cli_run("query", f"SELECT * FROM {table} ORDER BY {key}", "--format", "json")
+        assert query.exit_code == 0, query.output
+        download = json.loads((tmp_path / f"{table}.json").read_text(encoding="utf-8"))
+        assert sorted(download, key=lambda r: r[key]) == json.loads(query.stdout)
+    slop = json.loads((tmp_path / "slop_entries.json").read_text(encoding="utf-8"))
+    assert slop[0]["created_at"] == "2026-05-01 10:00:00.380000+00:00"
+    assert json.loads(slop[0]["extra"]) == {"reviewer": {"name": "Zoë", "n": 2}}
+    actions = json.loads((tmp_path / "actions.json").read_text(encoding="utf-8"))
+    assert "2026-05-04 10:00:00.250000" in {a["ts"] for a in actions}

@@ -603,9 +603,8 @@ class Store:
             for dest, fmt in outs:
                 opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
                 escaped = str(dest).replace("'", "''")
-                select = "*"
-                if fmt == "csv":
-                    select = ", ".join(_csv_column(c, t, spreadsheet_safe) for c, t in columns)
+                select = ", ".join(_download_column(c, t, fmt == "csv" and spreadsheet_safe)
+                                   for c, t in columns) if columns else "*"
                 inner = f"SELECT * FROM {source}{'' if sorted_once else order}"
                 self.conn.execute(
                     f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
@@ -1093,12 +1092,19 @@ def quote_ident(name: str) -> str:
 SOURCE_ORDER: dict[str, tuple[str, ...]] = {"slop_entries": ("position",)}
 
 
-def _csv_column(column: str, duck_type: str, spreadsheet_safe: bool) -> str:
-    """A SELECT expression for one column of a CSV file the store writes: a timestamp as
-    ``toolkit query --format csv`` writes it (Python's ISO 8601 form, ``2026-10-17
-    04:17:26.380000+00:00``: microseconds when there are any, the offset of UTC, the
-    session's zone); text made spreadsheet-safe when asked (:func:`_spreadsheet_safe`)."""
+def _download_column(column: str, duck_type: str, spreadsheet_safe: bool) -> str:
+    """A SELECT expression for one column of a CSV or JSON file the store writes, holding
+    the value ``toolkit query --format csv|json`` prints: a timestamp in Python's ISO 8601
+    form (``2026-10-17 04:17:26.380000+00:00``: microseconds when there are any, the offset
+    of UTC, the session's zone), not DuckDB's (``04:17:26.38+00``); a JSON column as its
+    document's text (as the query gives it), not nested in the file; text made
+    spreadsheet-safe when asked (CSV; :func:`_spreadsheet_safe`)."""
     t = duck_type.upper()
+    if t == "JSON":
+        name = quote_ident(column)
+        if spreadsheet_safe:
+            return _spreadsheet_safe(column, duck_type)
+        return f"CAST({name} AS VARCHAR) AS {name}"
     if t in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMP"):
         name = quote_ident(column)
         zone = " || '+00:00'" if t == "TIMESTAMP WITH TIME ZONE" else ""

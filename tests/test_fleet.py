@@ -464,6 +464,23 @@ def test_fleet_export_partitions_hold_each_projects_own_actions_as_its_store_rea
             assert got == counts[table], (name, table)
 
 
+def test_fleet_export_holds_the_actions_a_project_renamed_by_the_fleet_shows_on_its_site(
+        world, cli_run, tmp_path):
+    """The fleet file names alpha's folder ``alpha-app`` (its records and its own site say
+    ``alpha``): fleet export wrote that name over the project's and scoped the actions by
+    it, so the partition held only the unassigned action and alpha's own two were in no
+    partition at all, though the command says a project's actions are those its site shows.
+    The partition keeps the fleet's name; the actions are the project's own."""
+    world.fleet_file.write_text(f"projects:\n  - {{name: alpha-app, path: {world.alpha}}}\n",
+                                encoding="utf-8")
+    out = tmp_path / "lake"
+    result = _fleet(cli_run, world, "export", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    counts = _parquet_counts(out, "actions")
+    assert {k: n for k, n in counts.items() if k[0] == "alpha-app"} == {
+        ("alpha-app", "alpha"): 2, ("alpha-app", None): 1}
+
+
 def test_fleet_export_after_one_projects_new_action_rewrites_only_its_actions(world, cli_run,
                                                                              tmp_path):
     out = tmp_path / "lake"

@@ -168,8 +168,9 @@ def export(fmt: str, out: Path) -> None:
                 skipped += 1
                 continue
             try:
+                # the partition is the fleet's name (p.name); the actions are those the
+                # project's own site shows, of its own project_name, which its records name
                 cfg = config_mod.resolve(project=p.path, env=env, **flags)
-                cfg = cfg.with_overrides(project_name=p.name)  # the partition, the scope
                 db = cfg.db_path.resolve()
                 other = by_store.get(db)
                 if other is not None:

@@ -179,7 +179,8 @@ class Since:
 
 
 CHANGE_LABELS = {"promoted": "Promoted", "demoted": "Demoted", "new": "New",
-                 "new or reinforced": "New or reinforced", "removed": "Pruned"}
+                 "reinforced": "Reinforced", "new or reinforced": "New or reinforced",
+                 "removed": "Pruned"}
 
 
 @dataclass(frozen=True)
@@ -361,13 +362,13 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
 
     if since is not None:
         since_info = Since("date", since.isoformat())
-        ledger = _changes_since_date(entries, since, baseline)
+        ledger = _changes_since_date(entries, since, baseline, store)
     elif baseline is not None:
         since_info = Since("state", str(baseline.get("at")))
         ledger = _changes_since_state(entries, _confidences(baseline.get("ledger")), baseline)
     elif previous is not None and day_of(previous[0]) is not None:
         since_info = Since("issue", previous[0], source=previous[1])
-        ledger = _changes_since_date(entries, day_of(previous[0]) or dt.date.min, None)
+        ledger = _changes_since_date(entries, day_of(previous[0]) or dt.date.min, None, store)
     else:
         newest = _newest(slop, dispatches, approaches,
                          [str(e["date"]) for e in entries if e.get("date")])
@@ -377,7 +378,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         else:
             start = until - dt.timedelta(days=WINDOW_DAYS - 1)
             since_info = Since("window", start.isoformat(), until=until.isoformat())
-            ledger = _changes_since_date(entries, start, None)
+            ledger = _changes_since_date(entries, start, None, store)
     return HandoffReport(
         project=cfg.project_name, key=project_key(cfg), since=since_info,
         site_url=cfg.site_url, slop=slop, ledger=ledger, dispatches=listing,
@@ -417,7 +418,8 @@ def _rank(confidence: str | None) -> int:
 
 
 def _sorted_changes(changes: list[LedgerChange]) -> list[LedgerChange]:
-    kind = {"promoted": 0, "demoted": 1, "new": 2, "new or reinforced": 3, "removed": 4}
+    kind = {"promoted": 0, "demoted": 1, "new": 2, "reinforced": 3, "new or reinforced": 3,
+            "removed": 4}
     # Most important first, so cutting the section for the body limit drops the least.
     return sorted(changes, key=lambda c: (kind.get(c.change, 9), _rank(c.confidence),
                                           _neg_date(c.date), c.entry_id))
@@ -460,8 +462,15 @@ def _changes_since_state(entries: list[dict[str, Any]], before: dict[str, Any] |
 
 
 def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
-                        baseline: dict[str, Any] | None) -> list[LedgerChange]:
+                        baseline: dict[str, Any] | None, store: Store) -> list[LedgerChange]:
+    from toolkit import queries
+    from toolkit.reports import entry_keys_by_id
+
     before = _confidences(baseline.get("ledger")) if baseline else {}
+    # Without a baseline, the vault's git history (the ledger of its last commit before the
+    # window, as `toolkit ledger history` compares) tells new, promoted and reinforced apart.
+    history = None if baseline else queries.ledger_confidences_before(store, since)
+    keys = entry_keys_by_id(entries) if history is not None else {}
     out = []
     for e in entries:
         date = e.get("date")
@@ -470,9 +479,15 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
         eid = e["entry_id"]
         # A Date on or after the window's start means written or reinforced since (reflect
         # sets Date to the day of the reinforcement); a confidence move is known against the
-        # baseline only.
-        if eid in before and before[eid] != e["confidence"]:
-            change, old = _moved(before[eid], e["confidence"]), before[eid]
+        # baseline, or the git history.
+        was: dict[str, Any] = before
+        if history is not None:
+            key = keys.get(eid)
+            was = {eid: history[key]} if key in history else {}
+        if eid in was and was[eid] != e["confidence"]:
+            change, old = _moved(was[eid], e["confidence"]), was[eid]
+        elif history is not None:
+            change, old = ("reinforced" if eid in was else "new"), None
         else:
             change, old = "new or reinforced", None
         out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], change,

@@ -466,7 +466,7 @@ class SiteData:
     ledger_absent: dict[str, str] = field(default_factory=dict)
     # derived
     entry_path: dict[str, str] = field(default_factory=dict)
-    # entry_id -> the history's entry key (_entry_keys), when the store has the history
+    # entry_id -> the history's entry key (entry_keys_by_id), when the store has the history
     entry_key: dict[str, str] = field(default_factory=dict)
     slop_path: dict[int, str] = field(default_factory=dict)  # slop position -> its page
     task_slug: dict[str, str] = field(default_factory=dict)
@@ -567,7 +567,7 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
         built=built, ledger_absent=_ledger_absent(store))
     data.entry_path = {e["entry_id"]: ledger_entry_path(e["entry_id"]) for e in data.ledger}
     if data.history is not None:
-        data.entry_key = _entry_keys(data.ledger)
+        data.entry_key = entry_keys_by_id(data.ledger)
     data.slop_path = {s["position"]: f"slop/{slug}.md" for s, slug in zip(data.slop, slugs,
                                                                             strict=True)}
     all_tasks = {t["task"] for t in data.tasks} | {a["task"] for a in data.approaches}
@@ -635,8 +635,9 @@ def entry_history_tables(store: Store, keys: list[str]) -> dict[str, Table]:
     return {k: _history_table(found.get(k)) for k in keys}
 
 
-def _entry_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
-    """entry_id -> the history's entry key (``<file>/<title key>[#n]``, file order)."""
+def entry_keys_by_id(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """entry_id -> the history's entry key (``<file>/<title key>[#n]``, file order; the
+    site's entry pages, the handoff's comparison with the history)."""
     from toolkit.sources.history import entry_title_key
 
     seen: Counter[str] = Counter()

@@ -721,6 +721,23 @@ def test_query_schema_and_history_say_a_source_they_answer_from_could_not_be_rea
         assert warned == expected, (args, result.stderr)
 
 
+def test_check_says_a_source_it_checks_could_not_be_read(project, cli_run):
+    """After a good load, the audit DB was damaged: status, query and the handoff warned that
+    the audit could not be read and showed the last good read, but `toolkit check` (the CI
+    gate) passed stale-retries and stale-pending on those rows with exit 0 and no word. It
+    refreshes the store too, and now prints the same Warning line."""
+    assert cli_run("load").exit_code == 0
+    project.audit_db.write_bytes(b"not a database at all, " * 8)
+    for suffix in ("-wal", "-shm"):
+        project.audit_db.with_name(project.audit_db.name + suffix).unlink(missing_ok=True)
+    expected = [x for x in cli_run("status").stderr.splitlines() if "could not be read" in x]
+    assert len(expected) == 1 and "audit" in expected[0]
+    for args in (("check",), ("check", "--json")):
+        result = cli_run(*args)
+        warned = [x for x in result.stderr.splitlines() if "could not be read" in x]
+        assert warned == expected, (args, result.stderr)
+
+
 def test_owners_that_differ_in_case_are_one_owner_on_the_site_as_in_slop_query(project,
                                                                              cli_run):
     """`slop query --owner jane.doe` matches "Jane.Doe" too, but the site gave each spelling

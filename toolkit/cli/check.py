@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from toolkit.cli._common import OutputFile, echo_json, get_config
+from toolkit.cli._common import OutputFile, echo_json, get_config, warn_stale
 
 
 @click.command()
@@ -48,7 +48,9 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
         for c in checks:
             click.echo(f"{c.name:<20} {c.level:<5} {','.join(c.tags):<18} {c.description}")
         return
-    Project(cfg).refresh()
+    with Project(cfg) as project:  # refreshed, saying what it could not read, then closed
+        project.refresh(hold=True)
+        warn_stale(project.stale_sources())
     results = run_configured(cfg, checks, timeout=timeout)
     if junit:
         from toolkit.safewrite import write_output

@@ -373,6 +373,25 @@ def test_c1_junk_db_is_exit_65_and_untouched(cli_run, project):
     assert sorted(p.name for p in project.audit_db.parent.iterdir()) == ["ledger.db"]
 
 
+def test_c1_an_empty_file_is_an_empty_db_for_the_readers_as_for_the_writers(cli_run, project):
+    """A 0-byte ledger.db (``touch``, or a DB created and never written) is an empty database
+    to SQLite: nagi-ledger's tools and the toolkit's writers use it as one, but the readers
+    (CLI and MCP) refused it as "not a valid SQLite database" (exit 65). They now answer as
+    for a DB without tables, and leave the file as it is."""
+    for extra in ("-wal", "-shm"):
+        project.audit_db.with_name(project.audit_db.name + extra).unlink(missing_ok=True)
+    project.audit_db.write_bytes(b"")
+    result = cli_run("audit", "stats", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["dispatch_count"] == 0
+    assert "table actions is missing; treated as empty" in result.stderr
+    assert project.audit_db.read_bytes() == b""
+    assert sorted(p.name for p in project.audit_db.parent.iterdir()) == ["ledger.db"]
+    logged = cli_run("audit", "log-action", "--tier", "0", "--category", "x", "first")
+    assert logged.exit_code == 0, logged.output
+    assert json.loads(cli_run("audit", "stats", "--json").stdout)["actions_by_tier"]["0"] == 1
+
+
 def test_c2_missing_db_is_not_found_and_not_created(cli_run, project):
     for extra in ("", "-wal", "-shm"):
         project.audit_db.with_name(project.audit_db.name + extra).unlink(missing_ok=True)

@@ -45,7 +45,9 @@ def _uri(path: Path) -> str:
 
 
 def check_file(path: Path) -> None:
-    """Refuse a missing, junk or truncated file before SQLite touches it (no -wal/-shm made)."""
+    """Refuse a missing, junk or truncated file before SQLite touches it (no -wal/-shm made).
+    An empty (0-byte) file is an empty database, as SQLite, nagi-ledger and the writers
+    (``audit_ops._writer``) take it: read as one without tables."""
     if not path.exists():
         raise NotFoundError("audit DB not found", path=path,
                             hint="Set NAGI_LEDGER_DB or --audit-db to the nagi-ledger database")
@@ -53,6 +55,8 @@ def check_file(path: Path) -> None:
         raise DataError("audit DB path is not a file", path=path)
     with open(path, "rb") as fh:
         header = fh.read(100)
+    if not header:
+        return
     if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
         raise DataError("not a valid SQLite database", path=path,
                         hint="Point NAGI_LEDGER_DB or --audit-db at nagi-ledger's ledger.db")

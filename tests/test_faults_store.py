@@ -172,7 +172,7 @@ def test_no_connection_installs_or_autoloads_an_extension(project, cli_run):
     settings = ("SELECT current_setting('autoinstall_known_extensions') AS install, "
                 "current_setting('autoload_known_extensions') AS autoload")
     result = cli_run("query", settings, "--format", "csv")
-    assert result.output.splitlines() == ["install,autoload", "False,False"]
+    assert result.output.splitlines() == ["install,autoload", "false,false"]
     with Store.open(project.root / ".toolkit" / "ledger.duckdb", sources=SOURCES) as store:
         assert store.fetch(settings)[1] == [(False, False)]
 

@@ -926,3 +926,41 @@ def test_the_first_handoff_names_the_promotions_ledger_history_shows_in_its_wind
     assert "### New (1)\n\n- Fresh lesson — patterns · low · 2026-04-08" in part
     assert "### Reinforced (1)\n\n- Old lesson — patterns · low · 2026-04-09" in part
     assert "Quiet lesson" not in part
+
+
+def test_a_list_or_a_yes_no_is_one_text_in_query_csv_and_in_the_sites_csv_download(
+        project, cli_run, tmp_path):
+    """`toolkit query --format csv` wrote a list as Python writes it (`['a,b', "it's"]`) and a
+    boolean as `True`, while the site's CSV download of the same table wrote DuckDB's forms
+    (`[a,b, it's]`, `true`): two texts for one value, neither read back by another program
+    without guessing (DuckDB's does not even keep an item's commas apart). Both now write a
+    list as its JSON array (what the JSON outputs hold) and a boolean as `true`/`false`."""
+    import csv
+    import io
+
+    from tests._slop_helpers import entry, write_ledger
+    from toolkit import config as config_mod
+    from toolkit.cli._common import open_store
+    from toolkit.site import _copy_table_if_changed
+
+    links = ["src/a,b.py:3", "it's \"quoted\"", "é"]
+    write_ledger(project.slop, [entry(1, source_links=links), entry(2, source_links=[])])
+    query = cli_run("query", "SELECT id, source_links, source_links = [] AS none "
+                    "FROM slop_entries ORDER BY position", "--format", "csv")
+    assert query.exit_code == 0, query.output
+    rows = list(csv.DictReader(io.StringIO(query.stdout)))
+    assert [json.loads(r["source_links"]) for r in rows] == [links, []]
+    assert [r["none"] for r in rows] == ["false", "true"]
+    cfg = config_mod.resolve(cwd=project.root, env={"HOME": str(project.home)})
+    with open_store(cfg, quiet=True) as store:
+        for table in ("slop_entries", "task_status"):
+            _copy_table_if_changed(store, table, tmp_path, [(f"{table}.csv", "csv")],
+                                   store.columns([table])[table])
+    download = list(csv.DictReader(io.StringIO(
+        (tmp_path / "slop_entries.csv").read_text(encoding="utf-8"))))
+    assert [r["source_links"] for r in download] == [r["source_links"] for r in rows]
+    tasks = cli_run("query", "SELECT * FROM task_status", "--format", "csv")
+    by_query = sorted(csv.reader(io.StringIO(tasks.stdout)))
+    by_download = sorted(csv.reader(io.StringIO(
+        (tmp_path / "task_status.csv").read_text(encoding="utf-8"))))
+    assert by_download == by_query and {"true", "false"} & {c for r in by_query for c in r}

@@ -603,8 +603,9 @@ class Store:
             for dest, fmt in outs:
                 opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
                 escaped = str(dest).replace("'", "''")
-                select = ", ".join(_download_column(c, t, fmt == "csv" and spreadsheet_safe)
-                                   for c, t in columns) if columns else "*"
+                select = ", ".join(
+                    _download_column(c, t, fmt, fmt == "csv" and spreadsheet_safe)
+                    for c, t in columns) if columns else "*"
                 inner = f"SELECT * FROM {source}{'' if sorted_once else order}"
                 self.conn.execute(
                     f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
@@ -1092,14 +1093,18 @@ def quote_ident(name: str) -> str:
 SOURCE_ORDER: dict[str, tuple[str, ...]] = {"slop_entries": ("position",)}
 
 
-def _download_column(column: str, duck_type: str, spreadsheet_safe: bool) -> str:
+def _download_column(column: str, duck_type: str, fmt: str, spreadsheet_safe: bool) -> str:
     """A SELECT expression for one column of a CSV or JSON file the store writes, holding
     the value ``toolkit query --format csv|json`` prints: a timestamp in Python's ISO 8601
     form (``2026-10-17 04:17:26.380000+00:00``: microseconds when there are any, the offset
     of UTC, the session's zone), not DuckDB's (``04:17:26.38+00``); a JSON column as its
-    document's text (as the query gives it), not nested in the file; text made
-    spreadsheet-safe when asked (CSV; :func:`_spreadsheet_safe`)."""
+    document's text (as the query gives it), not nested in the file; in a CSV, a list or
+    struct as its JSON text (``toolkit.cli._common.csv_cell``), not DuckDB's ``[a, b]``; text
+    made spreadsheet-safe when asked (CSV; :func:`_spreadsheet_safe`)."""
     t = duck_type.upper()
+    if fmt == "csv" and (t.endswith("]") or t.startswith(("STRUCT", "MAP"))):
+        name = quote_ident(column)
+        return f"CAST(to_json({name}) AS VARCHAR) AS {name}"
     if t == "JSON":
         name = quote_ident(column)
         if spreadsheet_safe:

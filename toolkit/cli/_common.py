@@ -202,7 +202,7 @@ def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str)
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows(["" if v is None else v for v in r] for r in rows)
+        writer.writerows([csv_cell(v) for v in r] for r in rows)
         return buf.getvalue().rstrip("\n")
     cells = [[_cell(v) for v in r] for r in rows]
     if fmt == "markdown":
@@ -220,6 +220,19 @@ def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str)
     for r in cells:
         table.add_row(*(Text(c) for c in r))
     return table_text(table, width=_UNBOUNDED)
+
+
+def csv_cell(value: Any) -> Any:
+    """One value as a CSV cell for other programs, as the site's CSV downloads write it
+    (``Store.copy_to``): empty for NULL, ``true``/``false`` for a boolean, a list or struct
+    as its JSON text (compact, as DuckDB's ``to_json``), anything else as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return value
 
 
 _UNBOUNDED = 1_000_000  # a result table is never wrapped: one row, one line

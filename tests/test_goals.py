@@ -163,6 +163,31 @@ def test_goal_with_a_non_numeric_budget_is_kept_and_warned(cli_run, world):
     assert "active goal (?/10 turns left), 0 closed goals" in status
 
 
+def test_numbers_too_large_for_the_store_are_warned_and_the_rest_loads(cli_run, world):
+    """goal.json with ``"remaining": 10**23`` (or an ``extensions``, a history line's
+    ``turns_used`` as large) made every command that loads the store (status, query, handoff,
+    build-site...) fail with "Error: a number is too large: Python int too large to convert
+    to C long", naming no file: one value hid every source. As for the audit DB's numbers,
+    such a value is now a warning and NULL, and everything else loads."""
+    big = 10**23
+    write_goal(world["goal"], remaining=big, extensions=-(2**40))
+    world["history"].write_text(history_line("old goal", "done", used=big)
+                                + history_line("next goal", "done", used=2), encoding="utf-8")
+    status = cli_run("status")
+    assert status.exit_code == 0, status.output
+    assert f"remaining is {big}, too large a whole number" in status.output
+    assert f"extensions is {-(2**40)}, too large a whole number" in status.output
+    assert f"turns_used is {big}, too large a whole number" in status.output
+    assert "active goal (?/10 turns left), 2 closed goals" in status.output
+    row = json.loads(cli_run("query", "--format", "json",
+                             "SELECT goal, remaining, max_turns, extensions FROM goals").stdout)
+    assert row == [{"goal": "ship the widget", "remaining": None, "max_turns": 10,
+                    "extensions": None}]
+    used = json.loads(cli_run("query", "--format", "json",
+                              "SELECT turns_used FROM goal_events ORDER BY line").stdout)
+    assert used == [{"turns_used": None}, {"turns_used": 2}]
+
+
 def test_torn_last_line_of_the_history_is_ignored_with_a_warning(cli_run, world):
     world["history"].write_bytes(
         (history_line("first", "done") + history_line("second", "aborted")).encode()

@@ -103,15 +103,18 @@ def _load(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
     problems = problems + more
     remaining = max_turns = None
     if state is not None:
-        remaining = src.whole_number(state.remaining)
-        max_turns = src.whole_number(state.max_turns)
-        used = max_turns - remaining if remaining is not None and max_turns is not None \
-            else None
+        remaining = src.stored_number("remaining", state.remaining)
+        max_turns = src.stored_number("max_turns", state.max_turns)
+        used = src.stored_number("turns_used", max_turns - remaining) \
+            if remaining is not None and max_turns is not None else None
+        extensions = src.stored_number("extensions", state.extensions)
+        if extensions is None and src.whole_number(state.extensions) is None:
+            extensions = 0  # absent (or no number): nagi-ledger's default
         store.insert_rows("goals", (
             "goal", "remaining", "max_turns", "turns_used", "extensions", "created",
             "created_raw", "state", "problems", "path"), [(
                 _text(state.goal), remaining, max_turns, used,
-                src.whole_number(state.extensions) or 0, _timestamp(state.created),
+                extensions, _timestamp(state.created),
                 _text(state.created),
                 {"goal": state.goal, "remaining": state.remaining,
                  "max_turns": state.max_turns, "created": state.created,
@@ -217,9 +220,9 @@ def _read_history(store: Store, path: Path, max_bytes: int | None, prev: dict[st
 
 
 def _whole(value: Any) -> int | None:
-    from toolkit.sources.goals import whole_number
+    from toolkit.sources.goals import stored_number
 
-    return whole_number(value)
+    return stored_number("turns_used", value)
 
 
 def _nagi(place: Place) -> Path:

@@ -67,6 +67,30 @@ def whole_number(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# The store's columns: BIGINT, and INTEGER for ``extensions``. A whole number beyond them is
+# a warning and NULL, as the audit DB's (nagi-ledger's are small numbers), not a failed load.
+BOUNDS = {"extensions": 2**31}
+BIGINT = 2**63
+
+
+def stored_number(key: str, value: Any) -> int | None:
+    """:func:`whole_number`, when the store's column for ``key`` holds it, else None."""
+    n = whole_number(value)
+    bound = BOUNDS.get(key, BIGINT)
+    return n if n is not None and -bound <= n < bound else None
+
+
+def _number_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` of ``key`` is no number the store holds (None: it is one, or absent)."""
+    if value is None and key in ("extensions", "turns_used"):
+        return None
+    if whole_number(value) is None:
+        return f"{key} is not a whole number: {json.dumps(value)}"
+    if stored_number(key, value) is None:
+        return f"{key} is {value}, too large a whole number"
+    return None
+
+
 def _text(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
@@ -101,8 +125,13 @@ def read_goal_file(path: Path, max_bytes: int | None = None
                       extensions=data.get("extensions"),
                       extra={k: v for k, v in data.items() if k not in STATE_KEYS})
     for key in ("remaining", "max_turns"):
-        if whole_number(data[key]) is None:
-            state.problems.append(f"{key} is not a whole number: {json.dumps(data[key])}")
+        why = _number_problem(key, data[key])
+        if why is not None:
+            state.problems.append(why)
+    if whole_number(state.extensions) is not None:  # another value counts as none (0)
+        why = _number_problem("extensions", state.extensions)
+        if why is not None:
+            state.problems.append(why)
     if not isinstance(data["goal"], str):
         state.problems.append(f"goal is not text: {json.dumps(data['goal'])}")
     problems = [Problem(SOURCE, where, None, p) for p in state.problems]
@@ -159,9 +188,9 @@ def parse_goal_history(data: bytes, where: str, first_line: int = 1
         for key in ("goal", "note", "created", "closed"):
             if not _text(obj.get(key)):
                 event.problems.append(f"{key} is not text: {json.dumps(obj.get(key))}")
-        if event.turns_used is not None and whole_number(event.turns_used) is None:
-            event.problems.append(
-                f"turns_used is not a whole number: {json.dumps(event.turns_used)}")
+        wrong = _number_problem("turns_used", event.turns_used)
+        if wrong is not None:
+            event.problems.append(wrong)
         problems += [Problem(SOURCE, where, number, p) for p in event.problems]
         events.append(event)
     return events, problems
@@ -192,4 +221,4 @@ def _parse_line(text: str) -> tuple[dict[str, Any] | None, str]:
 
 
 __all__ = ["OUTCOMES", "REQUIRED_KEYS", "GoalEvent", "GoalState", "parse_goal_history",
-           "read_goal_file", "read_goal_history", "whole_number"]
+           "read_goal_file", "read_goal_history", "stored_number", "whole_number"]

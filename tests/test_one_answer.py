@@ -897,15 +897,17 @@ def test_the_first_handoff_names_the_promotions_ledger_history_shows_in_its_wind
         tmp_path, isolated_env, cli_run, monkeypatch):
     """The first handoff (no state) listed every entry dated in its 7-day window as "new or
     reinforced", where `toolkit ledger history` shows the commit of that week promoting one of
-    them and adding another: the demo's handoff said "18 new or reinforced" while the
-    history showed 3 promotions in the window. With the vault in git, each dated entry is now
-    compared with the ledger of the last commit before the window: promoted (old → new),
-    new, or reinforced, as the history says."""
+    them, adding another and removing one: the demo's handoff said "18 new or reinforced"
+    while the history showed 3 promotions in the window. With the vault in git, each dated
+    entry is now compared with the ledger of the last commit before the window: promoted
+    (old → new), new, or reinforced, and an entry of that ledger gone since is pruned, as the
+    history says."""
     p = Project.create(tmp_path / "acme")
     (p.root / ".gitignore").write_text(".toolkit/\n")
     p.commit("reflect", {"patterns": [entry_b("Retry budget", date="2026-04-01"),
                                       entry_b("Old lesson", date="2026-04-01"),
-                                      entry_b("Quiet lesson", date="2026-04-01")]})
+                                      entry_b("Quiet lesson", date="2026-04-01"),
+                                      entry_b("Gone lesson", "medium", date="2026-04-01")]})
     p.clock += 9 * 86400  # 2026-04-10
     p.commit("reflect again", {"patterns": [
         entry_b("Retry budget", "medium", 2, date="2026-04-10"),
@@ -915,16 +917,18 @@ def test_the_first_handoff_names_the_promotions_ledger_history_shows_in_its_wind
     monkeypatch.chdir(p.root)
     history = cli_run("ledger", "history", "--format", "csv")
     assert history.exit_code == 0, history.output
-    assert history.output.splitlines()[-1].endswith('"1 added, 1 promoted, 2 reinforced"')
+    assert history.output.splitlines()[-1].endswith(
+        '"1 added, 1 removed, 1 promoted, 2 reinforced"')
     result = cli_run("handoff")
     assert result.exit_code == 0, result.output
     text = result.stdout
-    assert "- **3** ledger changes in the 7 days to 2026-04-10: 1 promoted, 1 new, " \
-           "1 reinforced" in text
+    assert "- **4** ledger changes in the 7 days to 2026-04-10: 1 promoted, 1 new, " \
+           "1 reinforced, 1 pruned" in text
     part = text[text.index("## What the ledger learned"):]
     assert "### Promoted (1)\n\n- Retry budget — patterns · low → medium · 2026-04-10" in part
     assert "### New (1)\n\n- Fresh lesson — patterns · low · 2026-04-08" in part
     assert "### Reinforced (1)\n\n- Old lesson — patterns · low · 2026-04-09" in part
+    assert "### Pruned (1)\n\n- Gone lesson — patterns · was medium" in part
     assert "Quiet lesson" not in part
 
 

@@ -468,7 +468,8 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
 
     before = _confidences(baseline.get("ledger")) if baseline else {}
     # Without a baseline, the vault's git history (the ledger of its last commit before the
-    # window, as `toolkit ledger history` compares) tells new, promoted and reinforced apart.
+    # window, as `toolkit ledger history` compares) tells new, promoted, reinforced and
+    # pruned apart.
     history = None if baseline else queries.ledger_confidences_before(store, since)
     keys = entry_keys_by_id(entries) if history is not None else {}
     out = []
@@ -483,7 +484,7 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
         was: dict[str, Any] = before
         if history is not None:
             key = keys.get(eid)
-            was = {eid: history[key]} if key in history else {}
+            was = {eid: history[key][0]} if key in history else {}
         if eid in was and was[eid] != e["confidence"]:
             change, old = _moved(was[eid], e["confidence"]), was[eid]
         elif history is not None:
@@ -492,6 +493,10 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
             change, old = "new or reinforced", None
         out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], change,
                                 old_confidence=old, date=str(date)))
+    if history is not None:  # in the ledger before the window, not in it now
+        for key in sorted(set(history) - set(keys.values())):
+            confidence, file, title = history[key]
+            out.append(LedgerChange(key, file, title, confidence, "removed"))
     return _sorted_changes(out)
 
 

@@ -168,22 +168,24 @@ def handoff_ledger_entries(store: Store) -> list[dict[str, Any]]:
         "ORDER BY file, position")
 
 
-def ledger_confidences_before(store: Store, day: dt.date) -> dict[str, str | None] | None:
-    """entry key -> confidence in the ledger of the vault's last git commit before ``day``
-    (00:00 UTC), the version ``toolkit ledger history`` compares the first change after it
-    with; ``{}`` when every commit is later; None when the store has no git history of the
-    ledger (no git, or no history loaded)."""
+def ledger_confidences_before(store: Store, day: dt.date
+                              ) -> dict[str, tuple[str | None, str, str | None]] | None:
+    """entry key -> (confidence, file, title) in the ledger of the vault's last git commit
+    before ``day`` (00:00 UTC), the version ``toolkit ledger history`` compares the first
+    change after it with; ``{}`` when every commit is later; None when the store has no git
+    history of the ledger (no git, or no history loaded)."""
     if "ledger_versions" not in store.tables():
         return None
     if not store.scalar("SELECT count(*) FROM ledger_versions "
                         "WHERE source = 'git' AND timeline = 'main'"):
         return None
     rows = store.fetch(
-        "SELECT entry_key, confidence FROM ledger_entry_versions WHERE version_id = ("
+        "SELECT entry_key, confidence, file, title FROM ledger_entry_versions "
+        "WHERE version_id = ("
         "  SELECT version_id FROM ledger_versions WHERE source = 'git' AND timeline = 'main'"
-        "  AND ts < ? ORDER BY seq DESC LIMIT 1)",
+        "  AND ts < ? ORDER BY seq DESC LIMIT 1) ORDER BY file, position",
         [dt.datetime.combine(day, dt.time())])[1]
-    return {str(k): c for k, c in rows}
+    return {str(k): (c, str(f), t) for k, c, f, t in rows}
 
 
 def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:

@@ -702,6 +702,42 @@ def test_the_values_a_page_digest_pickles_keep_every_field() -> None:
             anchor: str
 
 
+def test_a_deferred_page_digest_tells_every_argument_apart() -> None:
+    """An entry page (a Deferred page) is reused by the digest of its maker and arguments,
+    made from them as plain values: the same arguments give the same digest, and a change to
+    any field of a link or a row reference, to the function that fetches the row, or an
+    argument that only looks like one of them (a tuple of the same values, bytes) gives
+    another (the page is rendered again). A maker's argument that cannot be found by name (a
+    lambda) has no digest: that page is always rendered."""
+    import dataclasses
+
+    from toolkit import queries, reports
+    from toolkit.pages import Deferred, Ref, RowRef
+    from toolkit.site import _context_digest
+
+    def page(*args: Any) -> Deferred:
+        return Deferred("slop/x.md", reports._slop_entry_page, ("slop/x.md", *args))
+
+    ref = Ref("text", "a.md")
+    row = RowRef(queries.site_slop_rows, 3, "d1")
+    base = _context_digest(page(ref, row, "none"))
+    assert base is not None and base == _context_digest(page(Ref("text", "a.md"), RowRef(
+        queries.site_slop_rows, 3, "d1"), "none"))
+    others = [page(dataclasses.replace(ref, **{f.name: "changed"}), row, "none")
+              for f in dataclasses.fields(ref)]
+    others += [page(ref, dataclasses.replace(row, **{f.name: value}), "none")
+               for f, value in zip(dataclasses.fields(row),
+                                   (queries.site_ledger_rows, "3", "d2"), strict=True)]
+    others += [page(("text", "a.md"), row, "none"), page(ref, row, b"none"),
+               page(ref, row, ("none",)), page(ref, row, None),
+               page(ref, row, "none", None), page((ref, row), "none"),
+               Deferred("slop/x.md", reports._ledger_entry_page, ("slop/x.md", ref, row,
+                                                                  "none"))]
+    digests = [_context_digest(p) for p in others]
+    assert base not in digests and len(set(digests)) == len(digests)
+    assert _context_digest(page(ref, RowRef(lambda store, keys: {}, 3, "d1"), "none")) is None
+
+
 def test_a_page_whose_html_is_older_than_its_markdown_is_rendered_again(
         built_world: tuple[World, BuildResult]) -> None:
     """What an interrupted build leaves: a page's Markdown written, its HTML not (older, and

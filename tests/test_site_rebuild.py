@@ -997,6 +997,80 @@ def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
     assert differing_files(first.out, full.out) == []
 
 
+def test_each_ledger_files_entries_are_kept_until_that_file_the_code_the_redaction_or_the_scope_change(  # noqa: E501
+        built_world: tuple[World, BuildResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """Each ledger file's entries, as the site lists them, are kept in the build folder for
+    the next build (``reports.KeptAnswers``) while that file is as its rows were loaded from:
+    an edit of one file asks for that file's entries alone. A file's are asked again, and
+    the pages show what the file holds, when the file changed, and every file's when the
+    code changed, when the build is redacted (a redacted build never shows a plain build's
+    answer) or not, when the site scope changed, and when a kept file is damaged; and the
+    site is a clean build's bytes."""
+    from dataclasses import replace
+
+    from toolkit import parsecache, queries
+    from toolkit.records import LEDGER_FILES
+
+    world, _first = built_world
+    asked: list[str | None] = []
+    real = queries.site_ledger_entries
+
+    def site_ledger_entries(store: Any, file: str | None = None) -> list[dict[str, Any]]:
+        asked.append(file)
+        return real(store, file)
+
+    monkeypatch.setattr(queries, "site_ledger_entries", site_ledger_entries)
+    # the files put back are new files to the store: the ledger is loaded again, but each
+    # file's bytes are as the first build's
+    build(world)
+    assert asked == []
+    _edit_entry(world, "zanzibarview")
+    edited = build(world)
+    assert asked == ["patterns"] and edited.rebuilt > 0
+    assert "zanzibarview" in (edited.out / ENTRY / "index.html").read_text(encoding="utf-8")
+
+    token = "ghp_" + "Cd2" * 12  # a GitHub token the redaction finder knows
+    edge = world.root / ".smith" / "vault" / "ledger" / "edge-cases.md"
+    text = edge.read_text(encoding="utf-8")
+    edge.write_text(text.replace("## Redis client drops", f"## Zanzibaredge {token} drops", 1),
+                    encoding="utf-8")
+    site = edited.out
+
+    def shown(text: str) -> bool:  # on the ledger's pages and listings
+        return any(text in p.read_text(encoding="utf-8")
+                   for p in site.glob("ledger/**/*.html"))
+
+    asked.clear()
+    build(world)  # that file changed
+    assert asked == ["edge-cases"] and shown("Zanzibaredge") and shown(token)
+    build(world, redact=True)  # the redaction changed: every file with entries
+    files = asked[1:]
+    assert asked[0] == "edge-cases" and files == sorted(files) and {
+        "edge-cases", "patterns"} <= set(files) <= set(LEDGER_FILES)
+    assert shown("Zanzibaredge") and not shown(token)
+    asked.clear()
+    build(world)
+    assert asked == files and shown(token)
+    asked.clear()
+    build(replace(world, cfg=world.cfg.with_overrides(site_scope="all")))  # the scope changed
+    assert asked == files
+    asked.clear()
+    monkeypatch.setattr(parsecache, "package_digest", lambda: b"other code")
+    build(world)  # the code changed
+    assert asked == files
+    asked.clear()
+    build(world)
+    assert asked == [] and shown(token)
+    kept = edited.build_dir / "answers" / "answer-ledger-edge-cases.marshal"
+    kept.write_bytes(kept.read_bytes()[:-7])  # damaged: asked again
+    build(world)
+    assert asked == ["edge-cases"] and shown(token) and shown("Zanzibaredge")
+
+    full = build(world, out=tmp_path / "full" / "site", clean=True)
+    assert differing_files(site, full.out) == []
+
+
 def test_the_slop_ledgers_answers_are_kept_until_its_source_the_code_the_redaction_or_the_scope_change(  # noqa: E501
         built_world: tuple[World, BuildResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ) -> None:

@@ -236,13 +236,21 @@ def _row_digest(row: tuple[tuple[str, str], ...]) -> str:
             + ", ".join(f"{name} := {sql}" for name, sql in row) + ")) AS VARCHAR)) AS digest")
 
 
-def site_ledger_entries(store: Store) -> list[dict[str, Any]]:
-    """Every ledger entry, malformed ones included, in file order: its columns but the long
-    texts (Context, Pattern, Evidence), and ``digest``, the digest of its whole row (what
-    :func:`site_ledger_rows` returns for it)."""
+def site_ledger_entries(store: Store, file: str | None = None) -> list[dict[str, Any]]:
+    """Every ledger entry (or ``file``'s: ``patterns``...), malformed ones included, in file
+    order: its columns but the long texts (Context, Pattern, Evidence), and ``digest``, the
+    digest of its whole row (what :func:`site_ledger_rows` returns for it)."""
     return store.fetch_dicts(
         f"SELECT {_columns(_LEDGER_ROW, _LEDGER_LONG)}, {_row_digest(_LEDGER_ROW)} "
-        "FROM ledger_entries ORDER BY file, position, entry_id")
+        "FROM ledger_entries WHERE ? IS NULL OR file = ? ORDER BY file, position, entry_id",
+        [file, file])
+
+
+def site_ledger_files(store: Store) -> list[str | None]:
+    """The files (kinds) the ledger's entries are from, in the order of
+    :func:`site_ledger_entries`."""
+    return [f for (f,) in store.fetch("SELECT DISTINCT file FROM ledger_entries "
+                                      "ORDER BY file")[1]]
 
 
 def site_ledger_rows(store: Store, entry_ids: list[str]) -> dict[str, dict[str, Any]]:

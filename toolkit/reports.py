@@ -544,6 +544,48 @@ def _slop_and_slugs(store: Store, kept: KeptAnswers | None
     return slop, slugs
 
 
+def ledger_file_versions(store: Store) -> dict[str, str]:
+    """Per ledger file whose entries ``store`` holds as the ledger's last load made them from
+    its bytes (its git blob id, the code that made the rows and the vault's folder, which its
+    ``_sources`` state records: a file's rows depend on nothing else), a version under which
+    the site keeps answers about that file's entries alone (:class:`KeptAnswers`; as
+    ``ledger_entries/<file>``). Read from the store itself, not from a redacted copy (whose
+    state went through the redactor)."""
+    from toolkit.records import LEDGER_FILES
+
+    state = (store.source_state("ledger") or {}).get("state")
+    blobs = state.get("blobs") if isinstance(state, dict) else None
+    made_by = state.get("made_by") if isinstance(state, dict) else None
+    if not isinstance(blobs, dict) or not isinstance(made_by, dict):
+        return {}
+    made = json.dumps(made_by, sort_keys=True)
+    return {f"ledger_entries/{kind}": f"{blob}|{made}" for kind, blob in blobs.items()
+            if kind in LEDGER_FILES and isinstance(blob, str)}
+
+
+def _ledger_entries(store: Store, kept: KeptAnswers | None) -> list[dict[str, Any]]:
+    """The ledger entries the site shows (:func:`queries.site_ledger_entries`), each file's
+    kept while the file is as its rows were loaded from (:func:`ledger_file_versions`): a
+    one-entry edit asks for that file's entries alone. Asked whole when a file has no such
+    version (a file that could not be read, a store another toolkit loaded)."""
+    if kept is None:
+        return queries.site_ledger_entries(store)
+    files = queries.site_ledger_files(store)
+    if any(f"ledger_entries/{f}" not in kept.versions for f in files):
+        return queries.site_ledger_entries(store)
+    out: list[dict[str, Any]] = []
+    for f in filter(None, files):  # each one of LEDGER_FILES (it has a version)
+        def ask(f: str = f) -> list[dict[str, Any]]:
+            return queries.site_ledger_entries(store, f)
+
+        def valid(answer: Any, f: str = f) -> bool:
+            return isinstance(answer, list) and all(
+                isinstance(e, dict) and e.get("file") == f for e in answer)
+
+        out += kept.get(f"ledger-{f}", (f"ledger_entries/{f}",), ask, valid)
+    return out
+
+
 def load_site_data(store: Store, *, today: dt.date, site_name: str,
                    roots: list[tuple[Path, str]], built: dt.datetime | None = None,
                    kept: KeptAnswers | None = None) -> SiteData:
@@ -553,7 +595,7 @@ def load_site_data(store: Store, *, today: dt.date, site_name: str,
     slop, slugs = _slop_and_slugs(store, kept)
     data = SiteData(
         today=today, site_name=site_name, roots=roots, tables=tables, counts=store.counts(),
-        ledger=queries.site_ledger_entries(store), ledger_meta=queries.site_ledger_meta(store),
+        ledger=_ledger_entries(store, kept), ledger_meta=queries.site_ledger_meta(store),
         slop=slop, tasks=queries.site_task_status(store),
         dispatches=queries.site_dispatches(store), approaches=queries.site_approaches(store),
         sessions=queries.site_sessions(store), events=queries.site_session_events(store),

@@ -886,12 +886,16 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
 
     # from the store itself (a redacted copy's _sources went through the redactor too)
     versions = store.table_versions()
+    from toolkit.reports import ledger_file_versions
+
+    # the kept answers' versions: the tables', and each ledger file's (its entries alone)
+    answer_versions = {**versions, **ledger_file_versions(store)}
 
     def content(source: Store, site_name: str, build: Path, mark: Callable[[str], None]
                 ) -> Made:
         return _project_content(cfg, source, site_name=site_name, build=build,
                                 build_time=build_time, today=today, redact=redact, mark=mark,
-                                checks=checks, versions=versions)
+                                checks=checks, versions=answer_versions)
 
     if not redact:  # recorded before its pages are written: a build killed meanwhile leaves
         _record_build(cfg, site, False)  # pages that show secrets, and handoff warns of them

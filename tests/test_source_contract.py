@@ -62,6 +62,14 @@ def test_sources_and_settings_have_unique_names():
     assert len({s.rank for s in settings()}) == len(keys)
 
 
+def test_settings_are_every_sources_settings():
+    """``settings()`` (the global options, toolkit.yaml's keys) reads only the sources that
+    declare settings, without importing the history's loader: none of the others declares
+    one, so no source's setting is left out of the options."""
+    every = sorted((s for src in SOURCES for s in src.settings), key=lambda s: s.rank)
+    assert settings() == every
+
+
 def test_the_store_loads_the_sources_it_is_handed(project, tmp_path):
     from toolkit.store import Store
 

@@ -8,6 +8,10 @@ recorded in ``_sources`` the source is not read again (``toolkit.store`` runs th
 whose source is absent records it as not found (with why); one whose source is present but
 unreadable records the error, which is raised after the other sources are loaded.
 
+``SOURCES`` is built on first use (what opens the store asks for it): ``toolkit.history``, the
+history's loader, is imported only then, not by every command that only needs the settings
+(``settings`` reads the sources that declare some: they are here and in ``toolkit.goals``).
+
 The tables of the five sources declared here were created together by the store's first
 migration (``m001_initial``, frozen: its text never changes); later changes to them are
 migrations of their own source, here.
@@ -21,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit import clock, goals, history
+from toolkit import clock, goals
 from toolkit.errors import BusyError
 from toolkit.source import (
     FastPathFailed,
@@ -733,13 +737,29 @@ SNAPSHOTS = Source(
 
 # --------------------------------------------------------------------------- the registry
 
-SOURCES: tuple[Source, ...] = (LEDGER, SESSIONS, SLOP, AUDIT, SNAPSHOTS, history.SOURCE,
-                               goals.SOURCE)
+# Every source, in load order. Built on first use (``__getattr__`` below), with history's
+# loader; declared here so that ``from toolkit.loaders import SOURCES`` is typed.
+SOURCES: tuple[Source, ...]
+
+# The sources that declare settings: enough for the global options and ``toolkit.config``
+# without importing the history's loader (test_source_contract checks it is every source
+# that declares one).
+_SETTING_SOURCES: tuple[Source, ...] = (LEDGER, SLOP, AUDIT, SNAPSHOTS, goals.SOURCE)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SOURCES":
+        from toolkit import history
+
+        sources = (LEDGER, SESSIONS, SLOP, AUDIT, SNAPSHOTS, history.SOURCE, goals.SOURCE)
+        globals()["SOURCES"] = sources
+        return sources
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def settings() -> list[Setting]:
     """Every source's settings, in the order of the global options of ``toolkit --help``."""
-    return sorted((s for src in SOURCES for s in src.settings), key=lambda s: s.rank)
+    return sorted((s for src in _SETTING_SOURCES for s in src.settings), key=lambda s: s.rank)
 
 
 __all__ = ["AUDIT", "LEDGER", "SESSIONS", "SLOP", "SNAPSHOTS", "SOURCES",

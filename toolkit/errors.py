@@ -123,8 +123,11 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
     server's tool wrapper; commands raise ToolkitError themselves where they can say more.
     """
     import errno
-    import sqlite3
+    import sys
 
+    # a SQLite error exists only once sqlite3 is imported: not imported here (a command that
+    # never used it, such as `toolkit ledger --help`, whose exit passes through here)
+    sqlite3 = sys.modules.get("sqlite3")
     if isinstance(exc, OSError):
         name = errno.errorcode.get(exc.errno or 0, "")
         what = _OS_PHRASES.get(name) or exc.strerror or str(exc) or type(exc).__name__
@@ -136,7 +139,7 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
         if name in ("EAGAIN", "EBUSY", "ETXTBSY"):
             return BusyError(what, path=where, hint="Retry when the other process finishes")
         return ToolkitError(what, path=where)
-    if isinstance(exc, sqlite3.Error):
+    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
         msg = str(exc) or type(exc).__name__
         low = msg.lower()
         if "locked" in low or "busy" in low:

@@ -50,3 +50,12 @@ def test_a_store_command_imports_the_store_but_not_the_site(project: FixtureProj
     modules = imported("query", "SELECT 1", cwd=project.root)
     assert {"duckdb", "toolkit.store", "toolkit.history"} <= modules  # SOURCES, on first use
     assert modules & SITE == set()
+
+
+def test_a_project_without_yaml_files_does_not_import_pyyaml(project: FixtureProject):
+    """toolkit.yaml is optional, and the slop ledger is JSON: PyYAML is imported only to read
+    a YAML file (toolkit.yaml, the vault's meta.yaml)."""
+    assert not (project.root / "toolkit.yaml").exists()
+    modules = imported("slop", "query", cwd=project.root)
+    assert "toolkit.sources.slop" in modules
+    assert modules & (STORE | SITE | {"yaml"}) == set()

@@ -8,6 +8,7 @@ rejects NaN, duplicate keys and absurd nesting.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -15,11 +16,12 @@ import stat
 from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import DataError, TooLargeError
+
+if TYPE_CHECKING:
+    import yaml
 
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILE_ENV = "TOOLKIT_MAX_FILE_MB"
@@ -378,26 +380,36 @@ def check_yaml_depth(text: str, path: Path | str,
                         hint=hint)
 
 
-class _SafeLoader(yaml.SafeLoader):
-    """SafeLoader that refuses alias-heavy documents (billion-laughs) before building them."""
+@functools.cache
+def _safe_loader() -> type[yaml.SafeLoader]:
+    """SafeLoader that refuses alias-heavy documents (billion-laughs) before building them.
+    Made on first use: PyYAML is imported by what reads YAML, not by every command (a
+    project without toolkit.yaml answers `toolkit slop query` without it)."""
+    import yaml
 
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        # A value the safe constructors cannot build (2026-13-45, `!!int twelve`) raises a
-        # plain ValueError (or worse) without a position: report it at the node instead.
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, str(exc) or type(exc).__name__, node.start_mark) from None
+    class _SafeLoader(yaml.SafeLoader):
+        def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+            # A value the safe constructors cannot build (2026-13-45, `!!int twelve`) raises a
+            # plain ValueError (or worse) without a position: report it at the node instead.
+            try:
+                return super().construct_object(node, deep=deep)
+            except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+                raise yaml.constructor.ConstructorError(
+                    None, None, str(exc) or type(exc).__name__, node.start_mark) from None
+
+    return _SafeLoader
 
 
 def load_yaml(text: str, path: Path | str) -> Any:
     """Parse YAML with the safe loader; errors name the line and column."""
+    import yaml
+
     check_yaml_depth(text, path)
+    loader = _safe_loader()
     try:
         aliases = 0
         # an alias is written "*name": text without a "*" has none (no second parse for it)
-        for event in yaml.parse(text, Loader=_SafeLoader) if "*" in text else ():
+        for event in yaml.parse(text, Loader=loader) if "*" in text else ():
             if isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:
@@ -406,7 +418,7 @@ def load_yaml(text: str, path: Path | str) -> Any:
                         "refusing a possible alias bomb",
                         path=path,
                     )
-        data = yaml.load(text, Loader=_SafeLoader)  # SafeLoader subclass
+        data = yaml.load(text, Loader=loader)  # SafeLoader subclass
         if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
             raise DataError("YAML aliases expand to too many values; refusing a possible "
                             "alias bomb", path=path)

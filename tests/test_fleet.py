@@ -400,9 +400,41 @@ def test_the_fleet_files_name_wins_for_a_folder_both_list(world, cli_run):
     result = _fleet(cli_run, world, "list", "--json")
     rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
     assert rows["alpha-app"]["path"] == str(world.alpha)
-    assert rows["alpha-app"]["origins"] == ["smith", "fleet file"]
+    assert rows["alpha-app"]["origins"] == ["smith", "fleet file", "audit", "slop"]
     assert rows["alpha-app"]["last_session"] == "2026-05-06 09:00:00"  # kept from the index
-    assert rows["alpha"]["status"] == "no folder"  # the records still name "alpha"
+
+
+def test_a_project_the_fleet_names_otherwise_is_one_row_with_its_records(world, cli_run,
+                                                                         tmp_path):
+    """The fleet file names alpha's folder ``alpha-app``; its records (actions.project, a
+    slop entry's project) say ``alpha``, its own project_name. fleet list showed it twice:
+    ``alpha-app`` found with no actions and ``alpha`` with no folder holding them, and the
+    fleet site did the same, while fleet export gives alpha-app alpha's actions. The list,
+    the site and the export now agree: one project, its own records."""
+    world.fleet_file.write_text(f"projects:\n  - {{name: alpha-app, path: {world.alpha}}}\n",
+                                encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert "alpha" not in rows
+    app = rows["alpha-app"]
+    assert app["records_name"] == "alpha"
+    assert app["origins"] == ["smith", "fleet file", "audit", "slop"]
+    assert (app["actions"], app["open_debt"]) == (2, 1)
+    assert app["last_action"] == "2026-05-07 10:00:00"
+    assert app["last_activity"] == "2026-05-08 07:00:00"  # its slop change
+    site = fleet_build_site(cli_run, world, tmp_path / "fleet-site")
+    index = _page(site, "index.html")
+    cards = {r[0]: r[1:] for r in index.rows if r and len(r) == 8 and r[0] != "Project"}
+    assert "alpha" not in cards and cards["alpha-app"][5:] == ["1", "2026-05-08 07:00:00"]
+    page = [c for r in _page(site, "projects/alpha-app/index.html").rows for c in r]
+    assert "Entry number 1" in page  # its open slop entry
+    assert page[page.index("Actions") + 1] == "2"
+    debt = {r[0] for r in _page(site, "debt/index.html").rows if len(r) == 8}
+    assert "alpha-app" in debt and "alpha" not in debt
+    out = tmp_path / "lake"
+    assert _fleet(cli_run, world, "export", "--out", str(out)).exit_code == 0
+    assert _parquet_counts(out, "actions")[("alpha-app", "alpha")] == app["actions"]
 
 
 # --------------------------------------------------------------------------- fleet export

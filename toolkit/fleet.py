@@ -204,7 +204,18 @@ CREATE TABLE fleet_entries (
 CREATE TABLE fleet_sessions (project VARCHAR, name VARCHAR, session_start TIMESTAMP);
 CREATE VIEW fleet_slop AS
 SELECT json_extract_string(extra, '$.project') AS project, * FROM slop_entries;
-"""),)
+"""), ("m101_fleet_records_name", """
+ALTER TABLE fleet_projects ADD COLUMN records_name VARCHAR;
+"""))
+
+
+def records_name(p: KnownProject, cfg: Config | None) -> str:
+    """The name the shared records give a fleet project (``actions.project``, a slop entry's
+    ``project``): its own ``project_name`` (its toolkit.yaml's ``project_name:``, else its
+    folder's name) when its folder was read, else the fleet's name. A project's actions and
+    slop entries are those that name it so: ``fleet list``, the fleet site and ``fleet
+    export`` all ask this, so a folder the fleet names otherwise keeps its records."""
+    return cfg.project_name if cfg is not None else p.name
 
 
 @dataclass
@@ -217,6 +228,10 @@ class _Plan:
     note: str
     cfg: Config | None
     fingerprint: str
+
+    @property
+    def records_name(self) -> str:
+        return records_name(self.project, self.cfg)
 
 
 def missing_reason(path: Path) -> str | None:
@@ -241,6 +256,7 @@ def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
         cfg = config_mod.resolve(project=p.path, env=dict(env))
     except ToolkitError as exc:
         return _Plan(p, "error", str(exc), None, h.hexdigest() + ":error:" + str(exc))
+    h.update(("\0" + cfg.project_name + "\n").encode("utf-8", "surrogateescape"))
     # the fleet store's parse cache; the shared sources are the fleet's, not the project's
     cfg = cfg.with_overrides(db_path=base.db_path,
                              max_file_bytes=cfg.max_file_bytes or base.max_file_bytes)
@@ -322,13 +338,13 @@ def _load_fleet(store: Store, plans: Sequence[_Plan], full: bool) -> SourceResul
                     [p.name])
         rows.append((p.name, str(p.path), list(p.origins), plan.status, plan.note,
                      str(plan.cfg.vault) if plan.cfg else None, vault_found, p.last_session,
-                     plan.fingerprint))
+                     plan.fingerprint, plan.records_name))
     for table in _STAGING:  # the per-project tables were staging only
         store.conn.execute(f"DELETE FROM {table}")
     store.conn.execute("DELETE FROM fleet_projects")
     store.insert_rows("fleet_projects", (
         "project", "path", "origins", "status", "note", "vault", "vault_found", "last_session",
-        "fingerprint"), rows)
+        "fingerprint", "records_name"), rows)
     names = [plan.project.name for plan in plans]
     for table in ("fleet_entries", "fleet_sessions"):  # projects no longer in the fleet
         store.conn.execute(f"DELETE FROM {table} WHERE NOT list_contains(?, project)", [names])
@@ -417,9 +433,10 @@ WITH audit AS (SELECT project, max(ts) AS last_action, count(*) AS actions FROM 
              FROM fleet_entries GROUP BY project)
 SELECT n.project, audit.last_action, audit.actions, slop.last_change, slop.open_debt,
        sess.last_session, ent.entries, ent.high, ent.medium, ent.low, ent.unknown
-FROM (SELECT unnest(?::VARCHAR[]) AS project) n
-LEFT JOIN audit USING (project) LEFT JOIN slop USING (project)
-LEFT JOIN sess USING (project) LEFT JOIN ent USING (project)
+FROM (SELECT unnest(?::VARCHAR[]) AS project, unnest(?::VARCHAR[]) AS records_name) n
+LEFT JOIN audit ON audit.project = n.records_name
+LEFT JOIN slop ON slop.project = n.records_name
+LEFT JOIN sess ON sess.project = n.project LEFT JOIN ent ON ent.project = n.project
 """
 
 
@@ -436,19 +453,26 @@ def project_rows(store: Store) -> list[dict[str, Any]]:
     found, and its last activity: the latest of its vault's last session (Smith's index or
     its newest session log), its last audit action and its last slop change."""
     rows: dict[str, dict[str, Any]] = {}
+    claimed: dict[str, list[str]] = {}  # a name in the records -> the fleet projects it names
     for r in store.fetch_dicts("SELECT * FROM fleet_projects ORDER BY project"):
+        rname = r["records_name"] or r["project"]  # a store of before records_name
         rows[r["project"]] = {
-            "name": r["project"], "path": r["path"], "status": r["status"],
-            "vault": bool(r["vault_found"]), "origins": list(r["origins"] or []),
-            "note": r["note"] or "", "smith_last_session": _ts(r["last_session"])}
+            "name": r["project"], "records_name": rname, "path": r["path"],
+            "status": r["status"], "vault": bool(r["vault_found"]),
+            "origins": list(r["origins"] or []), "note": r["note"] or "",
+            "smith_last_session": _ts(r["last_session"])}
+        claimed.setdefault(rname, []).append(r["project"])
     for name, origin in store.fetch(_RECORD_PROJECTS + " ORDER BY 1, 2")[1]:
-        row = rows.setdefault(name, {
-            "name": name, "path": None, "status": "no folder", "vault": False, "origins": [],
-            "note": "seen only in the records", "smith_last_session": None})
-        if origin not in row["origins"]:
-            row["origins"].append(origin)
+        owners = claimed.get(name) or [name]
+        for owner in owners:
+            row = rows.setdefault(owner, {
+                "name": name, "records_name": name, "path": None, "status": "no folder",
+                "vault": False, "origins": [], "note": "seen only in the records",
+                "smith_last_session": None})
+            if origin not in row["origins"]:
+                row["origins"].append(origin)
     names = sorted(rows)
-    for a in store.fetch_dicts(_ACTIVITY, [names]):
+    for a in store.fetch_dicts(_ACTIVITY, [names, [rows[n]["records_name"] for n in names]]):
         row = rows[a["project"]]
         last_session = max((t for t in (row.pop("smith_last_session"), _ts(a["last_session"]))
                             if t), default=None)

@@ -105,8 +105,9 @@ def _shown(project: str | None) -> str:
 
 
 def card_numbers(store: Store) -> dict[str | None, dict[str, int]]:
-    """Per project (None: not assigned): tasks over the retry limit, pending verdicts,
-    open debt (open or in progress) and actions."""
+    """Per name in the records (a fleet project's ``records_name``; None: not assigned):
+    tasks over the retry limit, pending verdicts, open debt (open or in progress) and
+    actions."""
     out: dict[str | None, dict[str, int]] = {}
 
     def slot(p: str | None) -> dict[str, int]:
@@ -134,10 +135,14 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
                      unique_slugs([p["name"] for p in projects], fallback="project"),
                      strict=True))
     refs = {name: Ref(name, f"projects/{slug}.md") for name, slug in slugs.items()}
+    # a name in the records -> the page of the fleet project it names (its records_name)
+    by_record: dict[str, Ref] = {}
+    for p in projects:
+        by_record.setdefault(p["records_name"], refs[p["name"]])
 
     def ref(project: str | None) -> Any:
-        return refs.get(project, Ref(UNASSIGNED, UNASSIGNED_PAGE)) if project is not None \
-            else Ref(UNASSIGNED, UNASSIGNED_PAGE)
+        return by_record.get(project, Ref(UNASSIGNED, UNASSIGNED_PAGE)) \
+            if project is not None else Ref(UNASSIGNED, UNASSIGNED_PAGE)
 
     roots = [(home, "~/")]
     cards = card_numbers(store)
@@ -146,7 +151,7 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
                "Over retry limit", "Pending verdicts", "Open debt", "Last activity")
     rows: list[tuple[Any, ...]] = []
     for p in projects:
-        c = cards.get(p["name"], zero)
+        c = cards.get(p["records_name"], zero)
         rows.append((refs[p["name"]], p["status"], "found" if p["vault"] else "not found",
                      _by_confidence(p), c["over_limit"], c["pending"], c["open_debt"],
                      p["last_activity"]))
@@ -172,9 +177,10 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
                 (Ref("Debt by project", "debt.md"), "the slop ledger's entries by status")]))])]
     for p in projects:
         pages.append(_project_page(store, p, refs[p["name"]].path,
-                                   cards.get(p["name"], zero), roots))
+                                   cards.get(p["records_name"], zero), roots))
     pages.append(_unassigned_page(store, u))
-    pages.append(_recurring_page(recurring, ref))
+    # fleet_entries carry the fleet's name
+    pages.append(_recurring_page(recurring, lambda name: refs[name]))
     pages.append(FleetPage(
         path="dispatches.md", title="Retries and verdicts", nav=("Retries and verdicts",),
         wide=True, intro="Dispatches by project, agent type and model. A task is over the "
@@ -225,8 +231,8 @@ def _project_page(store: Store, p: Mapping[str, Any], path: str, card: Mapping[s
                   Section("Ledger entries", "", Table(
                       ("Title", "File", "Category", "Confidence", "Date"), entries,
                       empty="No ledger entries (no vault, or an empty ledger).")),
-                  _debt_section(store, "project = ?", [p["name"]]),
-                  _actions_section(store, "project = ?", [p["name"]])])
+                  _debt_section(store, "project = ?", [p["records_name"]]),
+                  _actions_section(store, "project = ?", [p["records_name"]])])
 
 
 def _debt_section(store: Store, where: str, params: list[Any]) -> Section:

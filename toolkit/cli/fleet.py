@@ -147,7 +147,7 @@ def export(fmt: str, out: Path) -> None:
     from toolkit.cli.data import echo_export
     from toolkit.errors import ToolkitError
     from toolkit.export import export_parquet
-    from toolkit.fleet import find_fleet_file, known_projects, missing_reason
+    from toolkit.fleet import find_fleet_file, known_projects, missing_reason, records_name
 
     opts = click.get_current_context().obj
     env = dict(os.environ)
@@ -169,8 +169,10 @@ def export(fmt: str, out: Path) -> None:
                 continue
             try:
                 # the partition is the fleet's name (p.name); the actions are those the
-                # project's own site shows, of its own project_name, which its records name
+                # project's own site shows: of the name its records give it, as fleet list
+                # and the fleet site count them
                 cfg = config_mod.resolve(project=p.path, env=env, **flags)
+                cfg = cfg.with_overrides(project_name=records_name(p, cfg))
                 db = cfg.db_path.resolve()
                 other = by_store.get(db)
                 if other is not None:

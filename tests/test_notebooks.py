@@ -164,6 +164,43 @@ def test_the_prune_finding_counts_what_ledger_prune_would_prune(tmp_path, kernel
     assert finding.startswith("Finding: 1 entries are past their prune limit"), finding
 
 
+def test_every_notebook_runs_when_every_source_is_missing(tmp_path, kernel):
+    """A project with no vault (only a goal file named, none of the sources there) failed
+    its build's analysis: "what_the_agent_learned.ipynb: cell 8 failed: NotFoundError ...
+    No Ledger found", where the site's pages read the missing vault as empty. Every bundled
+    notebook now runs to its findings with no vault, audit DB, slop ledger, goal file,
+    goal history or snapshots."""
+    root = tmp_path / "bare"
+    root.mkdir()
+    missing = tmp_path / "missing"
+    (root / "toolkit.yaml").write_text(
+        f'today: "2026-05-05"\naudit_db: {missing / "ledger.db"}\n'
+        f"slop: {missing / 'slop.json'}\ngoal_file: {missing / 'goal.json'}\n"
+        f"goal_history: {missing / 'goal_history.jsonl'}\nsnapshots_home: {missing}\n",
+        encoding="utf-8")
+    for path in NOTEBOOKS:
+        run = _rerun(notebooks.with_parameters(notebooks.read(path), project_path=str(root)),
+                     kernel, path.name)
+        shown = [t for texts in notebooks.text_outputs(run) for t in texts]
+        assert shown, path.name  # each says what it found, if only that nothing is there
+        if path.stem == "what_the_agent_learned":
+            assert "Finding: the ledger has no entries yet.\n" in shown
+    assert not (root / ".smith").exists()  # no vault was made
+
+
+def test_ledger_entries_of_a_project_without_a_vault_are_none(tmp_path):
+    from toolkit import Project
+    from toolkit.errors import UsageError
+
+    (tmp_path / "toolkit.yaml").write_text(f"slop: {tmp_path / 'none.json'}\n",
+                                           encoding="utf-8")
+    with Project.open(tmp_path, refresh=False) as project:
+        assert project.ledger_entries() == [] and project.prune_candidates().empty
+        with pytest.raises(UsageError):
+            project.ledger_entries(file="nonsense")
+    assert not (tmp_path / ".smith").exists()
+
+
 def test_the_debt_notebooks_table_lists_buckets_in_the_order_the_site_and_handoff_do(world):
     """The debt notebook sorted its bucket rows alphabetically while the site's and the
     handoff's table put them in CodeSmith's order (reports.slop_matrix): its committed table

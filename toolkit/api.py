@@ -538,7 +538,15 @@ class Project:
     # command line, as `toolkit ledger` records each invocation; None (default): not recorded.
     def ledger_entries(self, *, category: str | None = None, confidence: str | None = None,
                        file: str | None = None) -> list[LedgerEntry]:
-        """The ledger's entries in file order, filtered (AND) as ``toolkit ledger list``."""
+        """The ledger's entries in file order, filtered (AND) as ``toolkit ledger list``;
+        none when the vault has no ledger (as :meth:`ledger_dashboard` reads it absent and
+        the site's tables empty, where ``ledger_list`` is the command's "No Ledger found")."""
+        if not (self.config.vault / "ledger").is_dir():
+            from toolkit.records import ledger_kind
+
+            if file is not None:
+                ledger_kind(file)  # an unknown file is still a usage error
+            return []
         result = self.ledger_list(category=category, confidence=confidence, file=file)
         return [e for _, entries in result.groups for e in entries]
 

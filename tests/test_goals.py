@@ -188,6 +188,46 @@ def test_numbers_too_large_for_the_store_are_warned_and_the_rest_loads(cli_run, 
     assert used == [{"turns_used": None}, {"turns_used": 2}]
 
 
+def _strict_json(text: str) -> object:
+    """JSON as every other reader takes it: NaN and Infinity are no JSON."""
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_numbers_json_cannot_hold_are_stored_as_null_and_warned(cli_run, world):
+    """goal.json with ``"max_turns": 1e400`` or ``NaN`` (Python's json, nagi-ledger's reader,
+    takes them as an infinity and NaN, and keeps the goal active) was stored in goals.state
+    as text holding ``Infinity``/``NaN``: no valid JSON, so the site's JSON download and
+    anything parsing the column failed. Such a number is now null there, with a warning
+    naming it, as for other bad numbers; the goal stays active, as nagi-ledger keeps it."""
+    world["goal"].write_text(
+        '{"goal": "ship the widget", "remaining": NaN, "max_turns": 1e400, '
+        '"created": "2026-08-01T00:00:00+00:00", "weight": -Infinity, "w": [1, NaN]}',
+        encoding="utf-8")
+    world["history"].write_text(
+        '{"goal": "old", "outcome": "done", "note": null, "created": null, "closed": null, '
+        '"turns_used": NaN, "score": 1e999}\n', encoding="utf-8")
+    status = cli_run("status")
+    assert status.exit_code == 0, status.output
+    for warning in ("remaining is not a whole number: NaN",
+                    "max_turns is not a whole number: Infinity",
+                    "weight is -Infinity, a number JSON cannot hold: stored as null",
+                    "w[1] is NaN, a number JSON cannot hold: stored as null",
+                    "turns_used is not a whole number: NaN",
+                    "score is Infinity, a number JSON cannot hold: stored as null"):
+        assert warning in status.output, warning
+    assert "active goal (?/? turns left), 1 closed goal" in status.output
+    [row] = json.loads(cli_run("query", "--format", "json", "SELECT state FROM goals").stdout)
+    assert _strict_json(row["state"]) == {
+        "goal": "ship the widget", "remaining": None, "max_turns": None,
+        "created": "2026-08-01T00:00:00+00:00", "weight": None, "w": [1, None]}
+    [event] = json.loads(cli_run("query", "--format", "json",
+                                 "SELECT extra FROM goal_events").stdout)
+    assert _strict_json(event["extra"]) == {"score": None}
+
+
 def test_torn_last_line_of_the_history_is_ignored_with_a_warning(cli_run, world):
     world["history"].write_bytes(
         (history_line("first", "done") + history_line("second", "aborted")).encode()

@@ -91,6 +91,16 @@ def _number_problem(key: str, value: Any) -> str | None:
     return None
 
 
+def _non_finite_problems(data: dict[str, Any], warned: tuple[str, ...]) -> list[str]:
+    """A warning per number JSON cannot hold (NaN, an infinity such as ``1e400``) in
+    ``data``, which the store keeps as null; the keys in ``warned`` already have theirs
+    (not a whole number)."""
+    from toolkit.store import non_finite
+
+    return [f"{key} is {json.dumps(value)}, a number JSON cannot hold: stored as null"
+            for key, value in non_finite(data) if key not in warned]
+
+
 def _text(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
@@ -134,6 +144,7 @@ def read_goal_file(path: Path, max_bytes: int | None = None
             state.problems.append(why)
     if not isinstance(data["goal"], str):
         state.problems.append(f"goal is not text: {json.dumps(data['goal'])}")
+    state.problems += _non_finite_problems(data, ("remaining", "max_turns"))
     problems = [Problem(SOURCE, where, None, p) for p in state.problems]
     return state, problems
 
@@ -191,6 +202,9 @@ def parse_goal_history(data: bytes, where: str, first_line: int = 1
         wrong = _number_problem("turns_used", event.turns_used)
         if wrong is not None:
             event.problems.append(wrong)
+        event.problems += _non_finite_problems(
+            {k: v for k, v in obj.items() if k not in ("goal", "note", "created", "closed")},
+            ("turns_used",))
         problems += [Problem(SOURCE, where, number, p) for p in event.problems]
         events.append(event)
     return events, problems

@@ -437,6 +437,27 @@ def test_a_project_the_fleet_names_otherwise_is_one_row_with_its_records(world, 
     assert _parquet_counts(out, "actions")[("alpha-app", "alpha")] == app["actions"]
 
 
+def test_a_folder_the_fleet_names_as_another_projects_records_leaves_that_project_listed(
+        world, cli_run, tmp_path):
+    """The fleet file names alpha's folder ``ci-only``, a name the audit records give
+    another project (no folder). The folder's row holds alpha's records; ci-only's own
+    actions were in no row of the list or the site. Both are listed, each with its own."""
+    world.fleet_file.write_text(f"projects:\n  - {{name: ci-only, path: {world.alpha}}}\n",
+                                encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = [p for p in json.loads(result.stdout)["projects"] if p["name"] == "ci-only"]
+    assert [(p["path"], p["records_name"], p["actions"], p["last_action"]) for p in rows] == [
+        (str(world.alpha), "alpha", 2, "2026-05-07 10:00:00"),
+        (None, "ci-only", 1, "2026-05-05 12:00:00")]
+    site = fleet_build_site(cli_run, world, tmp_path / "fleet-site")
+    assert {"projects/ci-only/", "projects/ci-only-2/"} <= set(_page(site, "index.html").links)
+    folder = [c for r in _page(site, "projects/ci-only/index.html").rows for c in r]
+    records = [c for r in _page(site, "projects/ci-only-2/index.html").rows for c in r]
+    assert folder[folder.index("Actions") + 1] == "2" and SHARED_TITLE in folder
+    assert records[records.index("Actions") + 1] == "1" and SHARED_TITLE not in records
+
+
 # --------------------------------------------------------------------------- fleet export
 
 def _parquet_counts(out: Path, table: str) -> dict[tuple[str, str | None], int]:

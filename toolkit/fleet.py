@@ -462,8 +462,11 @@ def project_rows(store: Store) -> list[dict[str, Any]]:
             "origins": list(r["origins"] or []), "note": r["note"] or "",
             "smith_last_session": _ts(r["last_session"])}
         claimed.setdefault(rname, []).append(r["project"])
+    folders = set(rows)
     for name, origin in store.fetch(_RECORD_PROJECTS + " ORDER BY 1, 2")[1]:
-        owners = claimed.get(name) or [name]
+        # a name the records give no fleet project is a project of its own, even when a
+        # folder the fleet names so is named otherwise in the records (then listed twice)
+        owners = claimed.get(name) or [name if name not in folders else "\0records\0" + name]
         for owner in owners:
             row = rows.setdefault(owner, {
                 "name": name, "records_name": name, "path": None, "status": "no folder",
@@ -471,8 +474,8 @@ def project_rows(store: Store) -> list[dict[str, Any]]:
                 "smith_last_session": None})
             if origin not in row["origins"]:
                 row["origins"].append(origin)
-    names = sorted(rows)
-    for a in store.fetch_dicts(_ACTIVITY, [names, [rows[n]["records_name"] for n in names]]):
+    keys = sorted(rows, key=lambda k: (rows[k]["name"], rows[k]["path"] is None))
+    for a in store.fetch_dicts(_ACTIVITY, [keys, [rows[k]["records_name"] for k in keys]]):
         row = rows[a["project"]]
         last_session = max((t for t in (row.pop("smith_last_session"), _ts(a["last_session"]))
                             if t), default=None)
@@ -488,7 +491,7 @@ def project_rows(store: Store) -> list[dict[str, Any]]:
             "actions": int(a["actions"] or 0), "open_debt": int(a["open_debt"] or 0)})
         row["last_activity"] = max((t for t in (row["last_session"], row["last_action"],
                                                 row["last_slop_change"]) if t), default=None)
-    return [rows[n] for n in names]
+    return [rows[k] for k in keys]
 
 
 # --------------------------------------------------------------------------- recurring knowledge

@@ -131,14 +131,16 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
     from toolkit.reports import SiteContent
 
     projects = project_rows(store)
-    slugs = dict(zip([p["name"] for p in projects],
-                     unique_slugs([p["name"] for p in projects], fallback="project"),
-                     strict=True))
-    refs = {name: Ref(name, f"projects/{slug}.md") for name, slug in slugs.items()}
-    # a name in the records -> the page of the fleet project it names (its records_name)
+    # a page per row: a folder the fleet names as the records name another project is
+    # listed beside that project, under the same name
+    pages_of = [Ref(p["name"], f"projects/{slug}.md") for p, slug in zip(
+        projects, unique_slugs([p["name"] for p in projects], fallback="project"),
+        strict=True)]
+    # fleet_entries carry a folder's fleet name; the records, a project's records_name
+    by_folder = {p["name"]: r for p, r in zip(projects, pages_of, strict=True) if p["path"]}
     by_record: dict[str, Ref] = {}
-    for p in projects:
-        by_record.setdefault(p["records_name"], refs[p["name"]])
+    for p, r in zip(projects, pages_of, strict=True):
+        by_record.setdefault(p["records_name"], r)
 
     def ref(project: str | None) -> Any:
         return by_record.get(project, Ref(UNASSIGNED, UNASSIGNED_PAGE)) \
@@ -150,9 +152,9 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
     columns = ("Project", "Status", "Vault", "Entries (high / medium / low)",
                "Over retry limit", "Pending verdicts", "Open debt", "Last activity")
     rows: list[tuple[Any, ...]] = []
-    for p in projects:
+    for p, page in zip(projects, pages_of, strict=True):
         c = cards.get(p["records_name"], zero)
-        rows.append((refs[p["name"]], p["status"], "found" if p["vault"] else "not found",
+        rows.append((page, p["status"], "found" if p["vault"] else "not found",
                      _by_confidence(p), c["over_limit"], c["pending"], c["open_debt"],
                      p["last_activity"]))
     u = cards.get(None, zero)
@@ -175,12 +177,12 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
                 (Ref("Retries and verdicts", "dispatches.md"),
                  "by project, agent type and model"),
                 (Ref("Debt by project", "debt.md"), "the slop ledger's entries by status")]))])]
-    for p in projects:
-        pages.append(_project_page(store, p, refs[p["name"]].path,
+    for p, page in zip(projects, pages_of, strict=True):
+        pages.append(_project_page(store, p, page.path,
                                    cards.get(p["records_name"], zero), roots))
     pages.append(_unassigned_page(store, u))
     # fleet_entries carry the fleet's name
-    pages.append(_recurring_page(recurring, lambda name: refs[name]))
+    pages.append(_recurring_page(recurring, lambda name: by_folder[name]))
     pages.append(FleetPage(
         path="dispatches.md", title="Retries and verdicts", nav=("Retries and verdicts",),
         wide=True, intro="Dispatches by project, agent type and model. A task is over the "
@@ -224,7 +226,8 @@ def _project_page(store: Store, p: Mapping[str, Any], path: str, card: Mapping[s
     entries = store.fetch(
         "SELECT title, file, category, confidence, date FROM fleet_entries WHERE project = ? "
         "ORDER BY CASE confidence WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END, "
-        "date DESC NULLS LAST, file, title", [p["name"]])[1]
+        "date DESC NULLS LAST, file, title",
+        [p["name"] if p["path"] is not None else None])[1]  # only a folder has a vault
     return FleetPage(
         path=path, title=p["name"], wide=True, intro="A project of the fleet.",
         sections=[Section("Card", "", fields=fields),

@@ -201,6 +201,29 @@ def test_ledger_entries_of_a_project_without_a_vault_are_none(tmp_path):
     assert not (tmp_path / ".smith").exists()
 
 
+def test_an_entry_whose_date_is_no_date_is_no_old_entry_in_the_learned_notebook(
+        tmp_path, kernel):
+    """An entry dated ``2026-13-45`` (the site shows it, prune skips it) failed the build's
+    analysis: "what_the_agent_learned.ipynb: cell 9 failed: ValueError: month must be in
+    1..12". Its age is now unknown there, as in the notebook's age chart."""
+    from tests._history_helpers import Project as Vault
+    from tests._history_helpers import entry_b
+
+    p = Vault.create(tmp_path / "acme", git=False)
+    p.write({"patterns": [entry_b("Dated in no month", "low", date="2026-13-45"),
+                          entry_b("Old low rule", "low", date="2026-01-05")]})
+    missing = tmp_path / "missing"
+    (p.root / "toolkit.yaml").write_text(
+        f'today: "2026-05-05"\naudit_db: {missing / "ledger.db"}\n'
+        f"slop: {missing / 'slop.json'}\nsnapshots_home: {missing}\n", encoding="utf-8")
+    path = notebooks.NOTEBOOKS_DIR / "what_the_agent_learned.ipynb"
+    run = _rerun(notebooks.with_parameters(notebooks.read(path), project_path=str(p.root)),
+                 kernel, path.name)
+    shown = [t for texts in notebooks.text_outputs(run) for t in texts]
+    assert ("Finding: 2 of 2 entries were observed only once; 1 of them are more than 30 days "
+            "old and were never reinforced.\n") in shown
+
+
 def test_the_debt_notebooks_table_lists_buckets_in_the_order_the_site_and_handoff_do(world):
     """The debt notebook sorted its bucket rows alphabetically while the site's and the
     handoff's table put them in CodeSmith's order (reports.slop_matrix): its committed table

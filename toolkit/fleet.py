@@ -187,7 +187,8 @@ def known_projects(env: Mapping[str, str], fleet_file: Path | None) -> list[Know
 
 FLEET_TABLES = {
     "fleet_projects": "every project of the fleet with a folder: where it was found, whether "
-                      "its folder and vault exist, its fingerprint",
+                      "its folder and vault exist, its fingerprint, the name its records give "
+                      "it (records_name)",
     "fleet_entries": "the ledger entries of every project's vault, with the project's name",
     "fleet_sessions": "the vault sessions of every project, with the project's name",
     "fleet_slop": "the slop ledger's entries with their project (a project field, kept in "

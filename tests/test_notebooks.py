@@ -188,6 +188,28 @@ def test_every_notebook_runs_when_every_source_is_missing(tmp_path, kernel):
     assert not (root / ".smith").exists()  # no vault was made
 
 
+def test_every_notebook_runs_when_a_source_is_a_folder(tmp_path, kernel):
+    """A slop ledger path that is a folder: the site warns "slop could not be read ...
+    nothing of it is shown" and builds, but the debt analysis failed ("cell 6 failed:
+    DataError: ...: is a folder, not a file"): it charted the store's open entries and read
+    its totals from the file. Its totals are now the store's, as its chart and the site."""
+    root = tmp_path / "odd"
+    root.mkdir()
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    missing = tmp_path / "missing"
+    (root / "toolkit.yaml").write_text(
+        f'today: "2026-05-05"\naudit_db: {folder}\nslop: {folder}\n'
+        f"goal_file: {folder}\ngoal_history: {folder}\nsnapshots_home: {missing}\n",
+        encoding="utf-8")
+    for path in NOTEBOOKS:
+        run = _rerun(notebooks.with_parameters(notebooks.read(path), project_path=str(root)),
+                     kernel, path.name)
+        shown = [t for texts in notebooks.text_outputs(run) for t in texts]
+        if path.stem == "debt_the_agent_left":
+            assert "Finding: nothing is open among 0 entries.\n" in shown
+
+
 def test_ledger_entries_of_a_project_without_a_vault_are_none(tmp_path):
     from toolkit import Project
     from toolkit.errors import UsageError

@@ -25,7 +25,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import math
 import os
 import re
 import sys
@@ -50,6 +49,7 @@ from toolkit.source import (
     fingerprint_paths,
     migration_sha256,
 )
+from toolkit.textio import json_text
 
 if TYPE_CHECKING:
     import duckdb
@@ -1143,40 +1143,6 @@ def _redacted(column: str, duck_type: str) -> str:
         raise ToolkitError(f"cannot redact a column of type {duck_type} ({column}); "
                            "toolkit.store must learn it (a bug)")
     return name
-
-
-def json_text(value: Any) -> str:
-    """``value`` as the text of a JSON column: always valid JSON. A number JSON cannot hold
-    (NaN or an infinity: what Python's json reads from ``NaN``, ``Infinity`` or ``1e400``
-    in a source's file) is null there, as JavaScript's ``JSON.stringify`` writes it;
-    :func:`non_finite` names such values for a warning."""
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
-def non_finite(value: Any, where: str = "") -> list[tuple[str, float]]:
-    """Each number JSON cannot hold in ``value`` (parsed JSON), with its key path
-    (``a.b[2]``): :func:`json_text` stores it as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return [(where, value)]
-    if isinstance(value, dict):
-        return [hit for k, v in value.items()
-                for hit in non_finite(v, f"{where}.{k}" if where else str(k))]
-    if isinstance(value, list | tuple):
-        return [hit for i, v in enumerate(value) for hit in non_finite(v, f"{where}[{i}]")]
-    return []
 
 
 def _cast(column: str, duck_type: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import stat
@@ -574,3 +575,40 @@ def load_json(text: str, path: Path | str, raw: bytes | None = None,
         raise DataError(f"invalid JSON: {exc}", path=path) from None
     except RecursionError:
         raise DataError("JSON nested too deeply", path=path) from None
+
+
+# --------------------------------------------------------------------------- JSON columns
+
+def json_text(value: Any) -> str:
+    """``value`` as the text of a JSON column: always valid JSON. A number JSON cannot hold
+    (NaN or an infinity: what Python's json reads from ``NaN``, ``Infinity`` or ``1e400``
+    in a source's file) is null there, as JavaScript's ``JSON.stringify`` writes it;
+    :func:`non_finite` names such values for a warning."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def non_finite(value: Any, where: str = "") -> list[tuple[str, float]]:
+    """Each number JSON cannot hold in ``value`` (parsed JSON), with its key path
+    (``a.b[2]``): :func:`json_text` stores it as null (the store writes JSON columns with it;
+    a reader warns of each with this, without importing the store)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items()
+                for hit in non_finite(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(value, list | tuple):
+        return [hit for i, v in enumerate(value) for hit in non_finite(v, f"{where}[{i}]")]
+    return []

@@ -95,7 +95,7 @@ def _non_finite_problems(data: dict[str, Any], warned: tuple[str, ...]) -> list[
     """A warning per number JSON cannot hold (NaN, an infinity such as ``1e400``) in
     ``data``, which the store keeps as null; the keys in ``warned`` already have theirs
     (not a whole number)."""
-    from toolkit.store import non_finite
+    from toolkit.textio import non_finite
 
     return [f"{key} is {json.dumps(value)}, a number JSON cannot hold: stored as null"
             for key, value in non_finite(data) if key not in warned]

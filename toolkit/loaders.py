@@ -448,6 +448,7 @@ def _file_identity(path: Path) -> list[Any]:
 def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
                       after: int, problems: list[Problem], progress: Any) -> int:
     """Copy rows with id > after: streamed Arrow batches (fast), or validated rows (careful)."""
+    from toolkit.interrupts import raise_if_stopped
     from toolkit.sources import audit
 
     if not careful() and all(c in present for c in ("id", "ts")):
@@ -455,6 +456,7 @@ def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: li
         try:
             audit.stream_into(db, table, present, after, store.insert_stream)
         except Exception as exc:  # wrong types mid-stream, driver trouble
+            raise_if_stopped(exc)  # Ctrl-C or SIGTERM stopped it: no careful second try
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
                 raise BusyError("audit DB is busy (locked by a writer); retry in a moment",

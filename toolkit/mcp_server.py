@@ -181,12 +181,15 @@ def _call(fn: Callable[..., T], *args: Any) -> T:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from toolkit.errors import from_exception
+    from toolkit.interrupts import raise_if_stopped
 
     try:
         return fn(*args)
     except ToolkitError as exc:
+        raise_if_stopped(exc)  # a query Ctrl-C or SIGTERM stopped ends the server, as the CLI
         raise ToolError(str(exc)) from None
     except Exception as exc:  # the same translation as the CLI's boundary; a bug stays one
+        raise_if_stopped(exc)
         translated = from_exception(exc)
         if translated is None:
             raise

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
+from toolkit.interrupts import raise_if_stopped, register
 from toolkit.records import RETRY_LIMIT, Problem
 from toolkit.source import (
     FastPathFailed,
@@ -1273,8 +1274,8 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
     zone is UTC whatever the machine's (:func:`_in_utc`)."""
     import duckdb
     try:
-        return _in_utc(duckdb.connect(str(path), read_only=read_only,
-                                      config={**_NO_EXTENSIONS, **(config or {})}))
+        return register(_in_utc(duckdb.connect(str(path), read_only=read_only,
+                                               config={**_NO_EXTENSIONS, **(config or {})})))
     except (duckdb.ParserException, duckdb.InvalidInputException):
         raise  # a bad setting in ``config`` (the caller names it), not a bad file
     except duckdb.Error as exc:  # IOException, or a plain Error for a corrupt block
@@ -1408,12 +1409,16 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
     try:
         fetched = conn.execute(counted, params).fetchall()
     except duckdb.InterruptException:
+        raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts), not the timeout
         raise ToolkitError(f"query interrupted after the {timeout:g} s timeout"
                            if timeout is not None else "query interrupted") from None
     except duckdb.OutOfMemoryException:
         raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit") from None
     except duckdb.Error as exc:
         raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+    except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
+        raise_if_stopped(exc)
+        raise
     count = int(fetched[0][-1]) if fetched else 0
     return columns, count, [tuple(r[:-1]) for r in fetched]
 
@@ -1449,6 +1454,7 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
         cols = [d[0] for d in cur.description] if cur.description else []
         rows = cur.fetchmany(max_rows + 1)
     except duckdb.InterruptException:
+        raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts), not the timeout
         raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
                            hint="Add a LIMIT or a tighter WHERE clause") from None
     except duckdb.OutOfMemoryException:
@@ -1459,6 +1465,9 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
             from None
     except duckdb.Error as exc:
         raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+    except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
+        raise_if_stopped(exc)
+        raise
     finally:
         timer.cancel()
     truncated = len(rows) > max_rows

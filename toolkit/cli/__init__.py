@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from toolkit import __version__
+from toolkit import __version__, interrupts
 from toolkit.errors import EXIT_FAILURE, Terminated, ToolkitError, from_exception
 from toolkit.loaders import settings as source_settings
 
@@ -88,8 +88,14 @@ class LazyGroup(click.Group):
         # SIGTERM ends a command as Ctrl-C does (its clean-up runs), not in the middle of a
         # write with the .meta.json lock left for ten minutes; put back when the command ends
         # (a test's runner calls this in its own process)
+        # Both handlers first stop the DuckDB queries under way (toolkit.interrupts): DuckDB
+        # would otherwise drop what they raise for its own "Query interrupted". Ctrl-C's is
+        # Python's own unless SIGINT is ignored (a background job of a shell) or taken.
         main_thread = threading.current_thread() is threading.main_thread()
         before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+        before_int = signal.getsignal(signal.SIGINT) if main_thread else None
+        if before_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupt)
         try:
             result = super().main(*args, **kwargs)
         except SystemExit:  # click's standalone mode ends here (a bug's traceback goes past)
@@ -98,12 +104,19 @@ class LazyGroup(click.Group):
         finally:
             if main_thread:  # (None: a handler set outside Python; the default stands in)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
+                if before_int is signal.default_int_handler:
+                    signal.signal(signal.SIGINT, before_int)
+            interrupts.reset()
         _flush_stdout()
         return result
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except Exception as exc:  # the error of a query a signal stopped is the signal's
+                interrupts.raise_if_stopped(exc)
+                raise
         except ToolkitError as exc:
             _fail(exc)
         except BrokenPipeError:
@@ -124,7 +137,13 @@ class LazyGroup(click.Group):
 
 
 def _terminate(signum: int, frame: Any) -> None:
+    interrupts.stop_queries(signum)
     raise Terminated
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    interrupts.stop_queries(signum)
+    raise KeyboardInterrupt
 
 
 def _flush_stdout() -> None:

@@ -47,6 +47,32 @@ def test_d2_runaway_query_is_interrupted(shared_project, cli_run):
         "Error: query interrupted after the 0.5 s timeout. Add a LIMIT or a tighter WHERE clause")
 
 
+def test_d2_a_timeout_that_comes_before_the_query_starts_still_stops_it(shared_project, cli_run):
+    """A timeout so short that it comes before DuckDB starts the query (while it is bound, or
+    the thread waits for the CPU): DuckDB keeps no interrupt made then, and a timer that
+    interrupted once let the query run for hours about one time in three. Ten such reads in
+    a process of their own (a lost timeout cannot hang the test run) all stop."""
+    import subprocess
+    import sys
+
+    assert cli_run("load").exit_code == 0
+    script = (
+        "from toolkit import Project\n"
+        "from toolkit.errors import ToolkitError\n"
+        "with Project.open() as project:\n"
+        "    for _ in range(10):\n"
+        "        try:\n"
+        "            project.rows('SELECT count(*) FROM range(100000000000) t(a) '\n"
+        "                         'WHERE a % 7 = 3', timeout=1e-06)\n"
+        "        except ToolkitError as exc:\n"
+        "            print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [
+        "query interrupted after the 1e-06 s timeout. Add a LIMIT or a tighter WHERE clause"] * 10
+
+
 def test_d2_memory_hog_is_stopped(shared_project, cli_run):
     result = cli_run("query", "SELECT list(range) FROM range(50000000)", "--timeout", "60",
                      "--memory-limit", "100MB")

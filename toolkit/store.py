@@ -1435,6 +1435,31 @@ def _statement_body(text: str) -> str:
     return text[:end]
 
 
+class Deadline:
+    """Call ``interrupt`` (a connection's) once ``seconds`` have passed, and again every 50 ms
+    until :meth:`cancel`: DuckDB keeps no interrupt that comes before its query starts (while
+    the statement is still parsed and bound, or the thread waits for the CPU), so one call
+    at the deadline could be lost and the query then ran for hours. ``cancel`` returns once
+    no call can come any more (the connection's next query is not interrupted)."""
+
+    def __init__(self, seconds: float, interrupt: Callable[[], None]) -> None:
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(seconds, interrupt),
+                                        name="toolkit-query-deadline", daemon=True)
+        self._thread.start()
+
+    def _run(self, seconds: float, interrupt: Callable[[], None]) -> None:
+        if self._done.wait(seconds):
+            return
+        while not self._done.is_set():
+            interrupt()
+            self._done.wait(0.05)
+
+    def cancel(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
                params: Sequence[Any] | dict[str, Any] | None = None, *,
                timeout: float = QUERY_TIMEOUT_S, max_rows: int = QUERY_MAX_ROWS,
@@ -1446,8 +1471,7 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
     """
     import duckdb
     statement = single_select(conn, sql)
-    timer = threading.Timer(timeout, conn.interrupt)
-    timer.start()
+    timer = Deadline(timeout, conn.interrupt)
     try:
         cur = (conn.execute(statement) if params is None
                else conn.execute(statement.query, params))

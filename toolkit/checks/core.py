@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import operator
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -170,9 +169,10 @@ def _run_sql(project: Project, check: Check, timeout: float
              ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
     """(columns, failing row count, first rows): one pass over the check's query, on the
     project's locked-down read-only connection, interrupted after ``timeout`` seconds."""
+    from toolkit.store import Deadline
+
     assert check.sql is not None
-    timer = threading.Timer(timeout, project.interrupt)
-    timer.start()
+    timer = Deadline(timeout, project.interrupt)
     try:
         return project._count_and_first(check.sql, params_for(check, project.today),
                                         FIRST_ROWS, timeout=timeout)

@@ -25,6 +25,13 @@ from toolkit.loaders import settings as source_settings
 pytest_plugins = ["tests._publish_helpers", "tests._browser_helpers", "tests._store_helpers"]
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The tests that press Ctrl-C send SIGINT to a child process, as a terminal would. A suite run
+# as a shell's background job (`./scripts/test &`, nohup, some CI runners) starts with SIGINT
+# ignored, and a child inherits an ignored signal through exec (a handler it does not): each
+# test process takes Python's own handler, so its children start as a terminal's would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # The source systems' example files, kept inside the repository (a fresh clone has nothing else).
 FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
 

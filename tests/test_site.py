@@ -8,6 +8,9 @@ import io
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import urllib.request
 from pathlib import Path
@@ -525,3 +528,34 @@ def test_every_internal_link_and_anchor_resolves(built: tuple[World, Path]) -> N
                 assert target.fragment in anchors(path), (page, href)
             checked += 1
     assert checked > 500
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_stops_on_ctrl_c_and_ends_as_terminated_on_kill(project, signum) -> None:
+    """Ctrl-C is the way `serve` says to stop it: "Stopped.", exit 0. `kill` (a service
+    manager) ended it the same way, though every other command ends on SIGTERM with
+    "Terminated." and 143 (`toolkit --help`'s exit codes): now it does too."""
+    site = project.root / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<p>home</p>")
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "serve", "--no-build", "--out",
+                             str(site), "--port", "0"], cwd=project.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the server listens once it says so
+        assert line.startswith(f"Serving {site} at http://127.0.0.1:"), line
+        url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url) as resp:
+            assert resp.read() == b"<p>home</p>"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    if signum == signal.SIGINT:
+        assert (proc.returncode, out, err) == (0, "Stopped.\n", "")
+    else:
+        assert (proc.returncode, out, err) == (143, "", "Terminated.\n")

@@ -197,6 +197,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
               help="Rebuild the site (incrementally) before serving.")
 def serve(out: Path | None, host: str, port: int, rebuild: bool) -> None:
     """Preview the site locally: rebuild it if needed, then serve it until Ctrl-C."""
+    from toolkit.errors import Terminated
     from toolkit.site import build_paths, make_server
 
     cfg = get_config()
@@ -217,7 +218,9 @@ def serve(out: Path | None, host: str, port: int, rebuild: bool) -> None:
     click.echo(f"Serving {site} at http://{h}:{p}/  (Ctrl-C to stop)")
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except Terminated:
+        raise  # SIGTERM (kill, a service manager): "Terminated." and 143, as every command
+    except KeyboardInterrupt:  # Ctrl-C: the way to stop it that the line above names
         click.echo("Stopped.")
     finally:
         server.server_close()

@@ -178,14 +178,21 @@ def test_every_notebook_runs_when_every_source_is_missing(tmp_path, kernel):
         f"slop: {missing / 'slop.json'}\ngoal_file: {missing / 'goal.json'}\n"
         f"goal_history: {missing / 'goal_history.jsonl'}\nsnapshots_home: {missing}\n",
         encoding="utf-8")
+    shown = _shown_by_every_notebook(root, kernel)
+    assert all(shown.values()), shown  # each says what it found, if only that nothing is there
+    assert "Finding: the ledger has no entries yet.\n" in shown["what_the_agent_learned"]
+    assert not (root / ".smith").exists()  # no vault was made
+
+
+def _shown_by_every_notebook(root: Path, kernel: tuple[Any, Path]) -> dict[str, list[str]]:
+    """Every bundled notebook run on the project at ``root`` (a failing cell fails the test):
+    notebook stem -> the texts it showed."""
+    shown = {}
     for path in NOTEBOOKS:
         run = _rerun(notebooks.with_parameters(notebooks.read(path), project_path=str(root)),
                      kernel, path.name)
-        shown = [t for texts in notebooks.text_outputs(run) for t in texts]
-        assert shown, path.name  # each says what it found, if only that nothing is there
-        if path.stem == "what_the_agent_learned":
-            assert "Finding: the ledger has no entries yet.\n" in shown
-    assert not (root / ".smith").exists()  # no vault was made
+        shown[path.stem] = [t for texts in notebooks.text_outputs(run) for t in texts]
+    return shown
 
 
 def test_every_notebook_runs_when_a_source_is_a_folder(tmp_path, kernel):
@@ -202,12 +209,8 @@ def test_every_notebook_runs_when_a_source_is_a_folder(tmp_path, kernel):
         f'today: "2026-05-05"\naudit_db: {folder}\nslop: {folder}\n'
         f"goal_file: {folder}\ngoal_history: {folder}\nsnapshots_home: {missing}\n",
         encoding="utf-8")
-    for path in NOTEBOOKS:
-        run = _rerun(notebooks.with_parameters(notebooks.read(path), project_path=str(root)),
-                     kernel, path.name)
-        shown = [t for texts in notebooks.text_outputs(run) for t in texts]
-        if path.stem == "debt_the_agent_left":
-            assert "Finding: nothing is open among 0 entries.\n" in shown
+    shown = _shown_by_every_notebook(root, kernel)
+    assert "Finding: nothing is open among 0 entries.\n" in shown["debt_the_agent_left"]
 
 
 def test_ledger_entries_of_a_project_without_a_vault_are_none(tmp_path):

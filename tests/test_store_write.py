@@ -1,0 +1,75 @@
+"""The store's writing connection: the file attached with small row groups, written before a
+load's commit. What a user sees of it is what a plain DuckDB connection (another program, a
+notebook, ``toolkit query``) finds in the file: the committed rows, and nothing of a load that
+failed, even when its rows were already written to the file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from toolkit.errors import BusyError
+from toolkit.loaders import SOURCES
+from toolkit.store import STORE_ROW_GROUP, Store
+
+# more rows than two of the store's row groups: some are written before the commit
+ROWS = 2 * STORE_ROW_GROUP + 1000
+
+
+def _plain(path, sql: str, *, read_only: bool = True) -> str:
+    """``sql``'s first row on the store at ``path``, by a plain DuckDB connection in another
+    Python process."""
+    other = subprocess.run([sys.executable, "-c", "import duckdb, sys; print(duckdb.connect("
+                            "sys.argv[1], read_only=sys.argv[3] == 'ro').execute(sys.argv[2])"
+                            ".fetchone())", str(path), sql, "ro" if read_only else "rw"],
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+    return other.stdout.strip()
+
+
+def _insert(store: Store, rows: int, title: str) -> None:
+    store.insert_rows("ledger_entries", ("entry_id", "file", "title", "evidence"),
+                      [(f"e-{i}", "patterns", title, "x" * 200) for i in range(rows)])
+
+
+@pytest.mark.parametrize("name", ["ledger.duckdb", "memory.duckdb"])
+def test_a_big_write_reads_the_same_in_plain_duckdb_and_a_failed_one_leaves_nothing(
+        tmp_path, name):
+    path = tmp_path / name
+    with Store.open(path, sources=SOURCES) as store:
+        with store.transaction():
+            _insert(store, ROWS, "kept")
+        with pytest.raises(RuntimeError), store.transaction():
+            _insert(store, ROWS, "rolled back")
+            raise RuntimeError("the load failed")
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == ROWS
+        database = store.scalar("SELECT current_database()")
+    assert _plain(path, "SELECT count(*), min(title), max(title), current_database() "
+                        "FROM ledger_entries") == f"({ROWS}, 'kept', 'kept', '{database}')"
+    # another program's writes are read by the next toolkit command
+    _plain(path, "INSERT INTO ledger_entries (entry_id, file, title) "
+                 "VALUES ('theirs', 'patterns', 'theirs')", read_only=False)
+    with Store.open(path, sources=SOURCES, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == ROWS + 1
+
+
+def test_a_second_writer_in_the_same_process_is_busy_and_the_first_goes_on(tmp_path):
+    path = tmp_path / "ledger.duckdb"
+    with Store.open(path, sources=SOURCES) as first:
+        with pytest.raises(BusyError, match="open in this process already"):
+            Store.open(path, sources=SOURCES)
+        _insert(first, 3, "first")
+        assert first.scalar("SELECT count(*) FROM ledger_entries") == 3
+    with Store.open(path, sources=SOURCES) as again:  # closed: free again
+        assert again.scalar("SELECT count(*) FROM ledger_entries") == 3
+
+
+def test_the_writers_temporary_files_go_beside_the_store(tmp_path, monkeypatch):
+    """A load that spills (the audit's bounded memory) writes beside the store, as a plain
+    connection does, never into the folder the command was started in."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "data" / "ledger.duckdb"
+    with Store.open(path, sources=SOURCES) as store:
+        assert store.scalar("SELECT current_setting('temp_directory')") == f"{path}.tmp"

@@ -1291,6 +1291,7 @@ def _open_for_writing(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConn
     try:
         attach = f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}'"
         option = f"(ROW_GROUP_SIZE {STORE_ROW_GROUP})"
+        scratch = False
         try:
             conn.execute(f"{attach} {option}")
         except duckdb.BinderException:  # memory.duckdb: the in-memory database's own name
@@ -1298,10 +1299,12 @@ def _open_for_writing(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConn
             conn.execute("USE _toolkit_scratch")
             conn.execute("DETACH memory")
             conn.execute(f"{attach} {option}")
+            scratch = True
         row = conn.execute("SELECT database_name FROM duckdb_databases() "
                            "WHERE path IS NOT NULL AND NOT internal").fetchone()
         conn.execute(f"USE {quote_ident(row[0] if row else '')}")
-        conn.execute("DETACH DATABASE IF EXISTS _toolkit_scratch")
+        if scratch:  # only that rare name needed it (every write open comes here)
+            conn.execute("DETACH _toolkit_scratch")
     except BaseException:
         conn.close()
         raise

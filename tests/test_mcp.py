@@ -429,3 +429,39 @@ def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, mon
     expected = ("Error executing tool ledger_stats: /dev/null/x/ledger.duckdb: a part of "
                 "this path is a file, not a folder")
     assert run_in_process(project.root, env, read, monkeypatch) == (True, expected)
+
+
+def test_a_client_that_dies_mid_message_leaves_the_whole_calls_done_and_the_server_gone(
+        project, tmp_path):
+    """The client's end of stdin closes in the middle of a message (a crashed agent): the
+    server runs every call that came whole, writes nothing for the cut one, and exits 0 at
+    once, without a traceback."""
+    import json
+    import subprocess
+
+    def message(mid: int | None, method: str, params: dict[str, Any]) -> str:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if mid is not None:
+            body["id"] = mid
+        return json.dumps(body) + "\n"
+
+    def log_action(mid: int, description: str) -> str:
+        return message(mid, "tools/call", {"name": "ledger_log_action", "arguments": {
+            "tier": 1, "category": "eof_test", "description": description}})
+
+    cut = log_action(3, "the cut call")
+    stdin = (message(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "clientInfo": {"name": "test", "version": "1"}})
+             + message(None, "notifications/initialized", {})
+             + log_action(2, "the whole call") + cut[:len(cut) // 2])
+    done = subprocess.run([sys.executable, "-m", "toolkit", "mcp"], input=stdin.encode(),
+                          capture_output=True, env=_env(project), cwd=project.root,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert answers[0]["id"] == 1 and "serverInfo" in answers[0]["result"]
+    # (the MCP SDK drops the answers of calls still running when stdin ends: their caller
+    # is gone; the call itself ran whole)
+    assert rows(project.audit_db, "SELECT category, description FROM actions "
+                "WHERE category = 'eof_test'") == [("eof_test", "the whole call")]
+    assert "Traceback" not in done.stderr.decode()

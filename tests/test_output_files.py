@@ -114,6 +114,31 @@ def test_a_dash_is_not_taken_for_a_file_named_dash(project, cli_run, args):
     assert (project.root / "-").is_file()
 
 
+@pytest.mark.parametrize(("args", "option"), [
+    (["export", "--out", "--help"], "--out"),
+    (["build-site", "--out", "-h"], "--out"),
+    (["--db", "--help", "status"], "--db"),
+    (["--vault", "--project", "status"], "--vault"),
+    (["handoff", "-o", "--full"], "-o"),
+])
+def test_an_option_given_where_a_path_goes_is_refused_not_made_a_file(project, cli_run, args,
+                                                                      option):
+    # `toolkit export --out --help` (the user asking for help) made a folder named "--help":
+    # click takes the word after a path option as its value, whatever it looks like
+    result = cli_run(*args)
+    value = args[args.index(option) + 1]
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1].endswith(
+        f"{value!r} is one of this command's options, not a path: give the path right after "
+        f"the option (or write ./{value} for one named so)")
+    assert sorted(p.name for p in project.root.iterdir() if p.name.startswith("-")) == []
+
+
+def test_a_path_named_like_an_option_is_taken_when_written_as_a_path(project, cli_run):
+    assert cli_run("handoff", "-o", "./--full").exit_code == 0
+    assert (project.root / "--full").read_text(encoding="utf-8").startswith("#")
+
+
 def test_an_output_of_ones_own_beside_the_sources_is_replaced(project, cli_run):
     # only what the toolkit reads is kept: a report kept in the vault is written again
     report = project.vault / "handoff.md"

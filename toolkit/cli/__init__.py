@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from toolkit import __version__, interrupts
+from toolkit.cli._common import PathValue
 from toolkit.errors import EXIT_FAILURE, Terminated, ToolkitError, from_exception
 from toolkit.loaders import settings as source_settings
 
@@ -174,7 +175,7 @@ def _fail(exc: ToolkitError) -> None:
 def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """One global path option per source setting (``toolkit.source.Setting``), in rank order."""
     for s in reversed([s for s in source_settings() if s.flag]):
-        kind = click.Path(file_okay=False) if s.folder else click.Path(dir_okay=False)
+        kind = PathValue(file_okay=False) if s.folder else PathValue(dir_okay=False)
         command = click.option(s.flag, s.key, type=kind, default=None, help=s.help)(command)
     return command
 
@@ -182,12 +183,12 @@ def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
                                               "max_content_width": 100})
 @click.version_option(__version__, prog_name="toolkit")
-@click.option("--project", type=click.Path(file_okay=False), default=None,
+@click.option("--project", type=PathValue(file_okay=False), default=None,
               help="Project root (default: the nearest folder above with .smith/vault or "
                    "toolkit.yaml).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--config", "config_file", type=PathValue(dir_okay=False), default=None,
               help="Settings file (default: toolkit.yaml at the project root).")
-@click.option("--db", type=click.Path(dir_okay=False), default=None,
+@click.option("--db", type=PathValue(dir_okay=False), default=None,
               help="DuckDB store (default: .toolkit/ledger.duckdb at the project root).")
 @_source_options
 @click.option("--today", default=None, metavar="YYYY-MM-DD",

@@ -15,7 +15,33 @@ if TYPE_CHECKING:
     from toolkit.store import StaleSource, Store
 
 
-class OutputFile(click.Path):
+class PathValue(click.Path):
+    """``click.Path`` that refuses one of the command's own option names as its value: click
+    takes the word after a path option as its value, so ``--out --help`` (the user asking for
+    help) would make a folder named ``--help``. A file really named so is written ``./--help``."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("-") and value in _option_names(ctx):
+            self.fail(f"{value!r} is one of this command's options, not a path: give the path "
+                      f"right after the option (or write ./{value} for one named so)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def _option_names(ctx: click.Context | None) -> set[str]:
+    """The option names (and help options) of ``ctx``'s command and the groups above it."""
+    names: set[str] = set()
+    while ctx is not None:
+        names.update(ctx.help_option_names)
+        for p in ctx.command.params:
+            if isinstance(p, click.Option):
+                names.update(p.opts)
+                names.update(p.secondary_opts)
+        ctx = ctx.parent
+    return names
+
+
+class OutputFile(PathValue):
     """The file an ``--output``/``-o`` or ``--junit-xml`` option names: ``click.Path`` for a
     file, that also refuses a name ending in ``/`` (a folder the user meant: the slash would
     be dropped on the way and a file of that name written) and ``-`` (standard output, by

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from toolkit.cli._common import echo_text, get_config, render_rows
+from toolkit.cli._common import PathValue, echo_text, get_config, render_rows
 
 if TYPE_CHECKING:
     from toolkit.export import Partition
@@ -17,7 +17,7 @@ FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=PathValue(file_okay=False))
 @click.option("--seed", type=int, default=7, show_default=True,
               help="Random seed: the same seed writes the same world.")
 @click.option("--audit-rows", type=int, default=3000, show_default=True,
@@ -166,7 +166,7 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
 @click.command()
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
               show_default=True)
-@click.option("--out", "out", type=click.Path(file_okay=False), required=True,
+@click.option("--out", "out", type=PathValue(file_okay=False), required=True,
               help="Folder to write into (shared by several projects).")
 @click.option("--project-name", default=None,
               help="Partition name for this project, and the project whose actions it "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import echo_json, get_config, render_rows
+from toolkit.cli._common import PathValue, echo_json, get_config, render_rows
 from toolkit.display import visible
 
 if TYPE_CHECKING:
@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 
 
 @click.group()
-@click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--fleet", "fleet_file", type=PathValue(dir_okay=False, path_type=Path),
               default=None,
               help="Fleet file: a YAML mapping whose projects: list holds folders (each a "
                    "path, or {name, path}). Default: $TOOLKIT_FLEET, else the nearest "
                    "toolkit-fleet.yaml at or above the current folder, else none.")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--store", "store_path", type=PathValue(dir_okay=False, path_type=Path),
               default=None,
               help="The fleet store, a DuckDB file (default: $TOOLKIT_FLEET_DB, else "
                    "~/.cache/agent-ledger-toolkit/fleet.duckdb).")
@@ -85,7 +85,7 @@ def list_projects(as_json: bool) -> None:
 
 
 @fleet.command("build-site")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=PathValue(file_okay=False, path_type=Path), required=True,
               help="Folder for the HTML site. The Markdown goes next to it, in <out>.build/.")
 @click.option("--clean", is_flag=True,
               help="Delete the previous site and build folder first and build everything.")
@@ -128,7 +128,7 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
 @fleet.command("export")
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
               show_default=True)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=PathValue(file_okay=False, path_type=Path), required=True,
               help="Folder to write into (shared by several developers or machines).")
 def export(fmt: str, out: Path) -> None:
     """Export every project as Parquet datasets partitioned by project.

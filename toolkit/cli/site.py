@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import get_config
+from toolkit.cli._common import PathValue, get_config
 from toolkit.display import visible
 
 DEMO_MARKER = ".toolkit-demo-site"
@@ -70,7 +70,7 @@ def _demo_config(world: Any) -> Any:
 
 
 @click.command("build-site")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=PathValue(file_okay=False, path_type=Path), default=None,
               help="Folder for the HTML site (default: .toolkit/site, or site_dir in "
                    "toolkit.yaml). The Markdown goes next to it, in <out>.build/.")
 @click.option("--clean", is_flag=True,
@@ -96,7 +96,7 @@ def _demo_config(world: Any) -> Any:
                    "site_scope in toolkit.yaml or $TOOLKIT_SITE_SCOPE, else project.")
 @click.option("--demo", is_flag=True,
               help="Write a fresh demo world (see `toolkit demo`) and build its site.")
-@click.option("--demo-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--demo-dir", type=PathValue(file_okay=False, path_type=Path),
               default=Path("toolkit-demo"), show_default=True,
               help="Where --demo writes the demo world. A previous demo written there by "
                    "--demo is replaced; any other non-empty folder is refused.")
@@ -186,7 +186,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
 
 
 @click.command()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=PathValue(file_okay=False, path_type=Path), default=None,
               help="The site folder to serve (default: .toolkit/site, or site_dir in "
                    "toolkit.yaml).")
 @click.option("--host", default="127.0.0.1", show_default=True,

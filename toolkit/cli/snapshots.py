@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import echo_json, echo_text, get_config
+from toolkit.cli._common import PathValue, echo_json, echo_text, get_config
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -37,7 +37,7 @@ def _project(ctx: click.Context) -> Project:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--workspace", type=click.Path(file_okay=False, exists=True), default=None,
+@click.option("--workspace", type=PathValue(file_okay=False, exists=True), default=None,
               help="Workspace whose snapshots to use (default: the project root, or "
                    "`workspace:` in toolkit.yaml).")
 @click.pass_context

@@ -46,11 +46,41 @@ def _damaged(raw: bytes) -> bytes:
 def _older_format(raw: bytes) -> bytes:
     """What the previous toolkit wrote: bare marshal data of (key, payload), here with the
     right key and a wrong payload."""
+    header_end, newline, bom, titles, lines, records, notes = _payload(raw)
+    titles = ["a title no parse gives"] * len(titles)
+    return marshal.dumps((_key(raw), (header_end, newline, bom, titles, lines, records, notes)))
+
+
+def _previous_version(raw: bytes) -> bytes:
+    """What toolkit-parsecache/3 wrote (the payload's lists a part each after a first part
+    with their lengths, not chunks of entries), here with the right key and a wrong
+    payload: a file of another version of the format is not read."""
+    import struct
+    import zlib
+
+    header_end, newline, bom, titles, lines, records, notes = _payload(raw)
+    titles = ["a title no parse gives"] * len(titles)
+    items = (header_end, newline, bom, titles, lines, records, notes)
+    shape = tuple(len(x) if isinstance(x, list) and x else -1 for x in items)
+    parts = [(parsecache.RUNTIME, _key(raw), True, shape), *items]
+    body = b"".join(struct.pack("<Q", len(m)) + m for m in (marshal.dumps(x, 4) for x in parts))
+    return b"toolkit-parsecache/3\n" + struct.pack("<QI", len(body), zlib.crc32(body)) + body
+
+
+def _key(raw: bytes) -> object:
     saved = parsecache._read(raw)
     assert saved is not None
-    _, key, (header_end, newline, bom, titles, lines, records, notes) = saved
-    titles = ["a title no parse gives"] * len(titles)
-    return marshal.dumps((key, (header_end, newline, bom, titles, lines, records, notes)))
+    return saved[1]
+
+
+def _payload(raw: bytes) -> tuple[object, ...]:
+    """A ledger file's cached parse as one tuple (header end, newline, BOM, titles, lines,
+    records, notes) from its file: chunks of entries, then the rest."""
+    saved = parsecache._read(raw)
+    assert saved is not None
+    *chunks, (header_end, newline, bom, notes) = saved[2]
+    return (header_end, newline, bom, [t for c in chunks for t in c[0]],
+            [n for c in chunks for n in c[1]], [r for c in chunks for r in c[2]], notes)
 
 
 @pytest.mark.parametrize("spoil", [
@@ -59,8 +89,9 @@ def _older_format(raw: bytes) -> bytes:
     lambda raw: raw[:-1],
     lambda raw: b"",
     _older_format,
+    _previous_version,
     lambda raw: raw[:10] + b"X" + raw[11:],  # the header itself
-], ids=["one-byte", "half", "last-byte", "empty", "older-format", "header"])
+], ids=["one-byte", "half", "last-byte", "empty", "older-format", "previous-version", "header"])
 def test_a_spoiled_cache_file_is_parsed_again_and_rewritten(
         spoil, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     f = _ledger(tmp_path)
@@ -319,3 +350,70 @@ def test_ctrl_c_during_a_save_leaves_no_temp_file_and_the_old_entry(tmp_path: Pa
         parsecache.save(folder, "slot", ("new",), Interrupted([3, 4]))
     assert sorted(p.name for p in folder.iterdir()) == ["slot.marshal"]
     assert parsecache.load(folder, "slot", ("old",)) == [1, 2]
+
+
+STANDARD = ("---\n\n**Title:** Keep the retry budget at {n}\n**Date:** 2026-05-{n:02d}\n"
+            "**Category:** implementation\n**Confidence:** high\n**Source reflections:** 1\n\n"
+            "**Context:** When the webhook — café — times out.\n\n**Pattern:** Retry {n} times.\n\n"
+            "**Evidence:**\n- 2026-05-{n:02d} -- session s{n}\n\n**Related:** none\n\n")
+
+
+def _standard_ledger(folder: Path, odd_at: int | None) -> Path:
+    entries = [STANDARD.format(n=n) for n in range(1, 13)]
+    if odd_at is not None:  # an indented line: the fast path gives up at this entry
+        entries[odd_at] = entries[odd_at].replace("**Related:** none\n", "**Related:** none\n"
+                                                  "  (an indented line)\n")
+    f = folder / "patterns.md"
+    f.write_text("# Patterns\n\n" + "".join(entries), encoding="utf-8")
+    return f
+
+
+@pytest.mark.parametrize("odd_at", [None, 10], ids=["fast", "fast-gives-up-late"])
+def test_a_loads_parse_kept_in_the_cache_as_it_comes_gives_the_same_entries(
+        odd_at: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader's parse writes its entries to the parse cache a few at a time (here 3) and
+    reads them back as it takes them: the same entries, notes and header as a parse held in
+    memory, and the cache file the ledger commands then answer from holds the same parse --
+    also when the fast path gives up late in the file, after some were written."""
+    monkeypatch.setattr(smith, "_CHUNK", 3)
+    f = _standard_ledger(tmp_path, odd_at)
+    plain = smith.read_ledger_file(f, "patterns")
+    assert len(plain.entries) == 12
+    fast = smith._fast_parse(f.read_bytes(), f, "patterns", False)
+    assert (fast is None) == (odd_at is not None)  # the case named
+    cache = tmp_path / "cache"
+    loaded = smith.read_ledger_file(f, "patterns", cache=cache, spill=True)
+    rows = loaded._rows()
+    assert rows is not None and set(rows.records) == {b""}  # none held: all in the file
+    assert loaded.column("title") == [e.title for e in plain.entries]
+    assert [e for at in range(0, 12, 5) for e in loaded.take(at, at + 5)] == plain.entries
+    assert (loaded.problems, loaded.header_end) == (plain.problems, plain.header_end)
+    assert sorted(p.name for p in cache.iterdir()) == ["patterns.marshal"]
+    _no_parse(monkeypatch)
+    assert _answer(smith.read_ledger_file(f, "patterns", cache=cache)) == _answer(plain)
+
+
+@pytest.mark.parametrize("fails_at", [1, 3, 5], ids=["first-chunk", "late-chunk", "the-end"])
+def test_a_full_disk_while_a_loads_parse_is_kept_leaves_the_same_entries_and_no_file(
+        fails_at: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of the parse cache that fails (a full disk) while the load's parse is written
+    there: the entries are all still read, the same as a parse in memory, and neither a cache
+    file nor a temporary file is left (the next read parses again)."""
+    monkeypatch.setattr(smith, "_CHUNK", 3)
+    f = _standard_ledger(tmp_path, None)
+    plain = smith.read_ledger_file(f, "patterns")
+    real = parsecache.Writer.write
+    writes: list[int] = []
+
+    def full_disk(self: parsecache.Writer, obj: object) -> tuple[int, int]:
+        writes.append(1)
+        if len(writes) > fails_at:  # the head, then chunks of 3 entries, then the tail
+            raise OSError(28, "No space left on device")
+        return real(self, obj)
+
+    monkeypatch.setattr(parsecache.Writer, "write", full_disk)
+    cache = tmp_path / "cache"
+    loaded = smith.read_ledger_file(f, "patterns", cache=cache, spill=True)
+    assert [e for at in range(0, 12, 5) for e in loaded.take(at, at + 5)] == plain.entries
+    assert (loaded.problems, loaded.header_end) == (plain.problems, plain.header_end)
+    assert list(cache.iterdir()) == []

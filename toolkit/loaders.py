@@ -103,7 +103,8 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     prev = {} if full else (store.source_state("ledger") or {}).get("state") or {}
     vault = open_vault(cfg.vault, max_bytes=cfg.max_file_bytes, sessions=False,
                        tolerate_large=True,  # a big file: a warning in status and on the site
-                       cache=cfg.parse_cache)  # the parses the ledger commands answer from
+                       cache=cfg.parse_cache,  # the parses the ledger commands answer from
+                       spill=True)  # (the records kept there, not in memory, till inserted)
     store.conn.execute("DELETE FROM ledger_meta")
     store.conn.execute("DELETE FROM reconcile_runs")
     if not vault.exists:

@@ -9,8 +9,12 @@ Entries are ``marshal`` data (plain tuples, strings, numbers: fast to load, noth
 written a part at a time (a payload's lists a few thousand items per part, so saving a big
 parse never holds a second copy of it as one marshal string), one file per slot, written to a
 temporary file and renamed into place: a reader sees the old entry or the new one, never half
-of one. The cache is the toolkit's own data, never a user's file, and it is not trusted as
-written: each file starts with a header (this format's magic and version, the length and CRC-32
+of one. A reader may also write its result as it makes it (:func:`stream`: the loader's parse
+of a big ledger, whose entries then need not all be held in memory) and read its parts back
+from the file it wrote.
+
+The cache is the toolkit's own data, never a user's file, and it is not trusted as written:
+each file starts with a header (this format's magic and version, the length and CRC-32
 of the marshal data after it), and the key saved with the data names the interpreter that wrote
 it (its version, so marshal's format, and its Unicode database, which the readers' case folding
 and stripping follow). A file that is damaged, truncated, left by another format or written by
@@ -28,6 +32,7 @@ import os
 import struct
 import sys
 import unicodedata
+import weakref
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +44,9 @@ _MARSHAL_VERSION = 4
 # data that follows (a damaged or cut file fails the check before marshal reads it): parts,
 # each its length and its marshal data. The first part is (runtime, key, whether the payload
 # is a tuple, each item's length when it is a list else -1); then each item, a list as parts
-# of at most _PART items.
-_MAGIC = b"toolkit-parsecache/3\n"
+# of at most _PART items. A streamed entry's first part has None for the lengths: its payload
+# is the list of the parts after it (see :func:`stream`).
+_MAGIC = b"toolkit-parsecache/4\n"
 _HEADER = struct.Struct("<QI")
 _LENGTH = struct.Struct("<Q")
 _PART = 4096
@@ -135,6 +141,11 @@ def _read(raw: bytes, key: tuple[str, ...] | None = None) -> tuple[Any, Any, Any
         runtime, saved_key, is_tuple, shape = part()
         if key is not None and (runtime != RUNTIME or saved_key != key):
             return None
+        if shape is None:  # a streamed entry: its parts, as many as there are
+            parts = []
+            while at < len(raw):
+                parts.append(part())
+            return runtime, saved_key, parts
         items: list[Any] = []
         for n in shape:
             if n < 0:
@@ -157,32 +168,135 @@ def _read(raw: bytes, key: tuple[str, ...] | None = None) -> tuple[Any, Any, Any
 def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
     """Keep ``payload`` in ``slot`` under ``key`` (replacing what was there). A failure (a
     read-only folder, a full disk) only means the next read parses again."""
-    target = folder / f"{slot}.marshal"
-    tmp = folder / f".{slot}.{os.getpid()}.tmp"
+    writer = Writer.open(folder, slot)
+    if writer is None:
+        return
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        # a new file at the temp name: whatever is there (a killed save's file, or a link
-        # planted at this predictable name) is removed, never written through
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_MAGIC + _HEADER.pack(0, 0))
-            length = crc = 0
-            for obj in _parts(key, payload):
-                data = marshal.dumps(obj, _MARSHAL_VERSION)
-                head = _LENGTH.pack(len(data))
-                fh.write(head)
-                fh.write(data)
-                length += len(head) + len(data)
-                crc = zlib.crc32(data, zlib.crc32(head, crc))
-            fh.seek(len(_MAGIC))
-            fh.write(_HEADER.pack(length, crc))
-        os.replace(tmp, target)
-    except BaseException as exc:  # a failure, or Ctrl-C: no half-written temp file stays
-        with contextlib.suppress(OSError):
+        for obj in _parts(key, payload):
+            writer.write(obj)
+        writer.commit()
+    except (OSError, ValueError):
+        pass  # the next read parses again
+    finally:  # and after Ctrl-C: no half-written temp file stays
+        writer.close()
+
+
+def stream(folder: Path, slot: str, key: tuple[str, ...]) -> Writer | None:
+    """A writer of an entry of ``slot`` under ``key`` whose payload is the list of the parts
+    written to it next (:func:`load` gives that list once it is committed); None when the
+    folder cannot hold it."""
+    writer = Writer.open(folder, slot)
+    if writer is not None:
+        try:
+            writer.write((RUNTIME, key, False, None))
+        except BaseException as exc:
+            writer.close()
+            if not isinstance(exc, OSError):
+                raise
+            return None
+    return writer
+
+
+class Writer:
+    """One cache file written a part at a time, to a temporary file renamed into place by
+    :meth:`commit` (a reader sees the old entry or the new one, never half of one). A part
+    written can be read back (:meth:`read`) until :meth:`close`, from this very file whatever
+    is done to its name since: a producer too big to hold whole (a big ledger's parse) writes
+    its parts as it makes them and reads them back when it needs them."""
+
+    def __init__(self, fd: int, tmp: Path, target: Path) -> None:
+        self.fd: int | None = fd
+        self.tmp: Path | None = tmp  # until committed
+        self.target = target
+        self.length = self.crc = 0
+        self.at = len(_MAGIC) + _HEADER.size  # where the next part goes
+        # a writer dropped unclosed (its reader gone) still closes its file
+        self._closed = weakref.finalize(self, _close, fd)
+
+    @classmethod
+    def open(cls, folder: Path, slot: str) -> Writer | None:
+        """A writer of ``slot``, its header written; None when the folder cannot hold it."""
+        target = folder / f"{slot}.marshal"
+        tmp = folder / f".{slot}.{os.getpid()}.tmp"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            # a new file at the temp name: whatever is there (a killed save's file, or a link
+            # planted at this predictable name) is removed, never written through
             tmp.unlink(missing_ok=True)
-        if not isinstance(exc, (OSError, ValueError)):
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError:
+            return None
+        writer = cls(fd, tmp, target)
+        try:
+            writer._write_all(_MAGIC + _HEADER.pack(0, 0), 0)
+        except BaseException:
+            writer.close()
             raise
+        return writer
+
+    def _write_all(self, data: bytes, at: int) -> None:
+        assert self.fd is not None
+        os.lseek(self.fd, at, os.SEEK_SET)  # (no pwrite on every system)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def write(self, obj: Any) -> tuple[int, int]:
+        """Write one part: (where its marshal data starts, its length), for :meth:`read`.
+        Raises OSError (a full disk) or ValueError (not marshal data)."""
+        data = marshal.dumps(obj, _MARSHAL_VERSION)
+        head = _LENGTH.pack(len(data))
+        self._write_all(head, self.at)
+        self._write_all(data, self.at + len(head))
+        self.length += len(head) + len(data)
+        self.crc = zlib.crc32(data, zlib.crc32(head, self.crc))
+        self.at += len(head) + len(data)
+        return self.at - len(data), len(data)
+
+    def mark(self) -> tuple[int, int, int]:
+        """Where the file ends now, for :meth:`rewind`."""
+        return self.at, self.length, self.crc
+
+    def rewind(self, mark: tuple[int, int, int]) -> None:
+        """Drop the parts written since :meth:`mark` (a producer that starts again)."""
+        assert self.fd is not None
+        self.at, self.length, self.crc = mark
+        os.ftruncate(self.fd, self.at)
+
+    def read(self, at: int, size: int) -> Any:
+        """A part written before (as :meth:`write` placed it)."""
+        assert self.fd is not None
+        os.lseek(self.fd, at, os.SEEK_SET)
+        got, left = [], size
+        while left:
+            more = os.read(self.fd, left)
+            if not more:
+                break
+            got.append(more)
+            left -= len(more)
+        if left:
+            raise OSError("the cache file is shorter than written")
+        return marshal.loads(b"".join(got))
+
+    def commit(self) -> None:
+        """The header written and the file renamed into place (it stays readable here)."""
+        assert self.tmp is not None
+        self._write_all(_HEADER.pack(self.length, self.crc), len(_MAGIC))
+        os.replace(self.tmp, self.target)
+        self.tmp = None
+
+    def close(self) -> None:
+        """Let the file go; a file never committed is deleted (nothing raises)."""
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                self.tmp.unlink(missing_ok=True)
+        self._closed()
+        self.fd = self.tmp = None
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def prune(folder: Path, slots: set[str]) -> None:

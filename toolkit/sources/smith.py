@@ -64,22 +64,136 @@ def _record(row: tuple[Any, ...]) -> bytes:
 class _Rows:
     """A cached parse's entries, not yet built: every title and title line, and each entry's
     other fields as its own small marshal record (loading 50,000 of those is a list of bytes,
-    not 850,000 objects; a record is unpacked when its entry is wanted)."""
+    not 850,000 objects; a record is unpacked when its entry is wanted). A load's parse keeps
+    its records in the parse cache's file instead (``spill``), read back as they are wanted."""
 
-    __slots__ = ("kind", "lines", "path", "records", "titles")
+    __slots__ = ("kind", "lines", "path", "records", "spill", "titles")
 
     def __init__(self, path: str, kind: str, titles: list[str | None], lines: list[int],
-                 records: list[bytes]) -> None:
+                 records: list[bytes], spill: _Spill | None = None) -> None:
         self.path, self.kind = path, kind
         self.titles, self.lines, self.records = titles, lines, records
+        self.spill = spill
+
+    def want(self, at: int, stop: int) -> None:
+        """Records ``[at, stop)`` in ``records`` (read back from the cache file if spilled)."""
+        if self.spill is not None:
+            self.spill.fill(self.records, at, stop)
 
     def row(self, i: int) -> tuple[Any, ...]:
+        self.want(i, i + 1)
         return (self.path, self.kind, self.titles[i], *marshal.loads(self.records[i]))
 
     def rows(self) -> list[tuple[Any, ...]]:
+        self.want(0, len(self.records))
         path, kind = self.path, self.kind
         return [(path, kind, title, *marshal.loads(record))
                 for title, record in zip(self.titles, self.records, strict=True)]
+
+
+# A load's parse writes its records to the parse cache this many at a time (see _Spill): about
+# a MB of them, the loader's batch of rows (toolkit.store.ROW_BATCH).
+_CHUNK = 2000
+
+
+class _Spill:
+    """A load's compact parse written to the parse cache as it is made: each ``_CHUNK``
+    records are written out and let go, and read back from that file, in order, as the loader
+    takes them. At 50,000 entries the records (about 21 MB) are then never all held, neither
+    beside the file's bytes nor while the rows go into the store. The cache file holds each
+    chunk as (titles, title lines, records), then the parse's (header end, newline, BOM,
+    notes); :func:`_cached_parse` reads it whole. A write that fails (a full disk) only means
+    the records stay in memory, as without a cache."""
+
+    __slots__ = ("parts", "start", "writer")
+
+    def __init__(self, writer: Any) -> None:
+        self.writer: Any = writer  # a parsecache.Writer, None once the records are in memory
+        self.start = writer.mark()
+        self.parts: list[tuple[int, int, int, int]] = []  # (first, count, at, size) per chunk
+
+    @classmethod
+    def open(cls, cache: Path, kind: str, key: tuple[str, ...]) -> _Spill | None:
+        from toolkit import parsecache
+
+        writer = parsecache.stream(cache, kind, key)
+        return cls(writer) if writer is not None else None
+
+    def restart(self) -> None:
+        """Drop what was written (the fast parse gave up: the full parse starts again)."""
+        if self.writer is not None:
+            try:
+                self.writer.rewind(self.start)
+            except OSError:
+                self.close()
+        self.parts = []
+
+    def flush(self, titles: list[str | None], lines: list[int],
+              records: list[bytes]) -> list[bytes]:
+        """Write ``records``, the last of ``titles``' entries: the records to go on with
+        (none when written; when writing fails, every record so far, read back)."""
+        if self.writer is None:
+            return records
+        first = len(titles) - len(records)
+        try:
+            where = self.writer.write((titles[first:], lines[first:], records))
+        except OSError:
+            return self._recall(records)
+        self.parts.append((first, len(records), *where))
+        return []
+
+    def _recall(self, records: list[bytes]) -> list[bytes]:
+        """Every record written so far and then ``records``; writing stops."""
+        out = [b""] * (self.parts[-1][0] + self.parts[-1][1] if self.parts else 0)
+        try:
+            self.fill(out, 0, len(out))
+        finally:
+            self.close()
+        self.parts = []
+        return out + records
+
+    def finish(self, titles: list[str | None], lines: list[int],
+               records: list[bytes]) -> list[bytes]:
+        """The parse's last records written: the records list of its rows (each still in the
+        file is b"" until :meth:`fill` reads it back)."""
+        if records:
+            records = self.flush(titles, lines, records)
+        if self.writer is None:
+            return records
+        return [b""] * len(titles)
+
+    def commit(self, tail: tuple[Any, ...], records: list[bytes]) -> bool:
+        """Write the parse's tail and put the cache file in place. False when that failed:
+        ``records`` then holds every record, read back, and nothing is spilled any more."""
+        if self.writer is None:
+            return False
+        try:
+            self.writer.write(tail)
+            self.writer.commit()
+            return True
+        except OSError:
+            records[:] = self._recall([])
+            return False
+
+    def fill(self, records: list[bytes], at: int, stop: int) -> None:
+        """Records ``[at, stop)`` read back into ``records`` (a chunk is read once: the loader
+        takes each record once, in order)."""
+        parts = self.parts
+        i = bisect.bisect_right(parts, (at, 1 << 62)) - 1
+        while 0 <= i < len(parts) and parts[i][0] < stop:
+            first, count, where, size = parts[i]
+            if where >= 0:
+                assert self.writer is not None
+                records[first:first + count] = self.writer.read(where, size)[2]
+                parts[i] = (first, count, -1, 0)
+            i += 1
+        if parts and parts[-1][2] < 0 and all(part[2] < 0 for part in parts):
+            self.close()  # every record read back: the file is let go
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
 
 
 class _Entries:
@@ -158,6 +272,7 @@ class LedgerFile:
         rows = self._rows()
         if rows is None:
             return self.entries[at:stop]
+        rows.want(at, stop)
         built = [ledger_entry(rows.row(i)) for i in range(at, min(stop, len(rows.records)))]
         rows.records[at:at + len(built)] = [b""] * len(built)
         rows.titles[at:at + len(built)] = [None] * len(built)
@@ -169,14 +284,16 @@ def _val(raw: bytes) -> str:
 
 
 def parse_ledger_bytes(data: bytes, path: Path | str, kind: str, *,
-                       compact: bool = False) -> LedgerFile:
+                       compact: bool = False, spill: _Spill | None = None) -> LedgerFile:
     """Parse a ledger file's bytes. Never raises for content problems: they become notes.
 
     ``compact``: keep each entry as its small marshal record as soon as it is parsed (the
     form of a cached parse: see :class:`_Rows`), so a big ledger is never held as objects
-    (a loader that reads the entries a batch at a time with :meth:`LedgerFile.entry`)."""
+    (a loader that reads the entries a batch at a time with :meth:`LedgerFile.entry`).
+    ``spill`` (compact only): write the records to the parse cache as they are made, and read
+    them back from there (see :class:`_Spill`)."""
     with acyclic_build():  # entries are plain values
-        return _parse_ledger_bytes(data, Path(path), kind, compact)
+        return _parse_ledger_bytes(data, Path(path), kind, compact, spill)
 
 
 # The fast path: a file whose every entry is a standard one, as Smith's writers produce it
@@ -205,7 +322,8 @@ _FAST_A = re.compile(
     + _MORE_A + rb")### Related\n(" + _MORE_A + rb")---\n\n*")
 
 
-def _fast_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile | None:
+def _fast_parse(data: bytes, path: Path, kind: str, compact: bool,
+                spill: _Spill | None = None) -> LedgerFile | None:
     """The parse of a file of standard entries only (see above), or None for any other."""
     if data[-1:] not in (b"\n", b"") or b"\r" in data or b"\0" in data or data.startswith(BOM):
         return None
@@ -248,26 +366,42 @@ def _fast_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile
             titles.append(row[2])
             title_lines.append(line + 1)
             records.append(_record(row))
+            if spill is not None and len(records) >= _CHUNK:
+                records = spill.flush(titles, title_lines, records)
         else:
             entries.append(ledger_entry(row))
         for note in row[-1]:
             problems.append(Problem("smith", spath, line + 1, note))
         pos = end
     return LedgerFile(path=path, kind=kind, data=data,
-                      entries=_Rows(spath, kind, titles, title_lines, records) if compact
-                      else entries,
+                      entries=_compact_rows(spath, kind, titles, title_lines, records, spill)
+                      if compact else entries,
                       header_end=header_end if titles or entries else size, newline=b"\n",
                       bom=False, problems=problems)
 
 
-def _parse_ledger_bytes(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:
-    fast = _fast_parse(data, path, kind, compact)
+def _compact_rows(spath: str, kind: str, titles: list[str | None], lines: list[int],
+                  records: list[bytes], spill: _Spill | None) -> _Rows:
+    if spill is None:
+        return _Rows(spath, kind, titles, lines, records)
+    records = spill.finish(titles, lines, records)
+    return _Rows(spath, kind, titles, lines, records,
+                 spill if spill.writer is not None else None)
+
+
+def _parse_ledger_bytes(data: bytes, path: Path, kind: str, compact: bool,
+                        spill: _Spill | None) -> LedgerFile:
+    spill = spill if compact else None
+    fast = _fast_parse(data, path, kind, compact, spill)
     if fast is not None:
         return fast
-    return _full_parse(data, path, kind, compact)
+    if spill is not None:
+        spill.restart()  # what the fast parse wrote before it gave up
+    return _full_parse(data, path, kind, compact, spill)
 
 
-def _full_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile:
+def _full_parse(data: bytes, path: Path, kind: str, compact: bool,
+                spill: _Spill | None = None) -> LedgerFile:
     bom = data.startswith(BOM)
     newline = dominant_newline(data)
 
@@ -393,6 +527,8 @@ def _full_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile
             titles.append(entry.title)
             title_lines.append(entry.line)
             records.append(_record(_entry_row(entry)))
+            if spill is not None and len(records) >= _CHUNK:
+                records = spill.flush(titles, title_lines, records)
         else:
             entries.append(entry)
         for note in entry.problems:
@@ -419,8 +555,8 @@ def _full_parse(data: bytes, path: Path, kind: str, compact: bool) -> LedgerFile
 
     header_end = offsets[block_start[0]] if starts else size
     return LedgerFile(path=path, kind=kind, data=data,
-                      entries=_Rows(spath, kind, titles, title_lines, records) if compact
-                      else entries,
+                      entries=_compact_rows(spath, kind, titles, title_lines, records, spill)
+                      if compact else entries,
                       header_end=header_end, newline=newline, bom=bom, problems=problems)
 
 
@@ -502,7 +638,8 @@ def _line_ranges(indexes: list[int]) -> str:
 
 
 def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
-                     tolerate_large: bool = False, cache: Path | None = None) -> LedgerFile:
+                     tolerate_large: bool = False, cache: Path | None = None,
+                     spill: bool = False) -> LedgerFile:
     """Read and parse one ledger file. A missing or unreadable file gives an empty LedgerFile
     with ``exists``/``error`` set and a problem note.
 
@@ -513,7 +650,10 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
 
     ``cache``: a folder of :mod:`toolkit.parsecache` (beside the store). The file's bytes are
     always read; when the cache holds the parse of exactly these bytes at this path by this
-    parser, that is the answer, else the file is parsed and the result saved there."""
+    parser, that is the answer, else the file is parsed and the result saved there.
+    ``spill`` (with ``cache``; a reader that takes the entries once, in order: the loader):
+    the parse's records are written there as they are made and read back from there (see
+    :class:`_Spill`), not all held in memory."""
     if not path.exists():
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0, newline=b"\n",
                           bom=False, exists=False)
@@ -532,9 +672,16 @@ def read_ledger_file(path: Path, kind: str, max_bytes: int | None = None, *,
         return LedgerFile(path=path, kind=kind, data=b"", entries=[], header_end=0,
                           newline=b"\n", bom=False, error=exc.message,
                           problems=[Problem("smith", str(path), exc.line, exc.detail)])
-    lf = parse_ledger_bytes(data, path, kind, compact=cache is not None)
-    if cache is not None:
+    if cache is None:
+        return parse_ledger_bytes(data, path, kind)
+    writer = _Spill.open(cache, kind, key) if spill else None
+    try:
+        lf = parse_ledger_bytes(data, path, kind, compact=True, spill=writer)
         _save_parse(cache, lf, key)
+    except BaseException:  # Ctrl-C: no half-written cache file stays
+        if writer is not None:
+            writer.close()
+        raise
     return lf
 
 
@@ -567,15 +714,23 @@ def _cached_parse(cache: Path, path: Path, kind: str, data: bytes,
                   key: tuple[str, ...]) -> LedgerFile | None:
     from toolkit import parsecache
 
+    titles: list[str | None] = []
+    lines: list[int] = []
+    records: list[bytes] = []
     with acyclic_build():  # plain values only
         saved = parsecache.load(cache, kind, key)
-        try:
-            header_end, newline, bom, titles, lines, records, notes = saved
+        try:  # chunks of (titles, lines, records), then the tail (see _Spill)
+            *chunks, (header_end, newline, bom, notes) = saved
+            for more_titles, more_lines, more_records in chunks:
+                if not isinstance(more_titles, list) or not isinstance(more_records, list):
+                    return None
+                titles += more_titles
+                lines += more_lines
+                records += more_records
             problems = [Problem(*note) for note in notes]
         except (TypeError, ValueError):
             return None
-    if not (isinstance(titles, list) and isinstance(lines, list) and isinstance(records, list)
-            and len(titles) == len(lines) == len(records)):
+    if not len(titles) == len(lines) == len(records):
         return None
     return LedgerFile(path=path, kind=kind, data=data,
                       entries=_Rows(str(path), kind, titles, lines, records),
@@ -593,16 +748,26 @@ def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
     from toolkit import parsecache
 
     rows = lf._rows()
-    if rows is not None:  # a compact parse: its records are the cache's
-        titles, lines, records = rows.titles, rows.lines, rows.records
-    else:
-        entries = lf.entries
-        records = [_record(row) for row in map(_entry_row, entries)]
-        titles = [e.title for e in entries]
-        lines = [e.line for e in entries]
-    notes = [(p.source, p.path, p.line, p.message) for p in lf.problems]
-    parsecache.save(cache, lf.kind, key,
-                    (lf.header_end, lf.newline, lf.bom, titles, lines, records, notes))
+    assert rows is not None  # a compact parse
+    tail = (lf.header_end, lf.newline, lf.bom,
+            [(p.source, p.path, p.line, p.message) for p in lf.problems])
+    if rows.spill is not None:  # its records are in the cache file already
+        if not rows.spill.commit(tail, rows.records):
+            rows.spill = None  # (and its records are all in memory again)
+        return
+    writer = parsecache.stream(cache, lf.kind, key)
+    if writer is None:
+        return
+    try:
+        for at in range(0, len(rows.records), _CHUNK):
+            writer.write((rows.titles[at:at + _CHUNK], rows.lines[at:at + _CHUNK],
+                          rows.records[at:at + _CHUNK]))
+        writer.write(tail)
+        writer.commit()
+    except OSError:
+        pass  # the next read parses again
+    finally:
+        writer.close()
 
 
 # --------------------------------------------------------------------------- meta files
@@ -997,12 +1162,12 @@ class Vault:
 
 
 def read_ledger(ledger_dir: Path, max_bytes: int | None = None, *,
-                tolerate_large: bool = False, cache: Path | None = None
+                tolerate_large: bool = False, cache: Path | None = None, spill: bool = False
                 ) -> dict[str, LedgerFile]:
-    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large`` and
-    ``cache``)."""
+    """The five ledger files (see :func:`read_ledger_file` for ``tolerate_large``, ``cache``
+    and ``spill``)."""
     return {kind: read_ledger_file(ledger_dir / f"{kind}.md", kind, max_bytes,
-                                   tolerate_large=tolerate_large, cache=cache)
+                                   tolerate_large=tolerate_large, cache=cache, spill=spill)
             for kind in LEDGER_FILES}
 
 
@@ -1037,15 +1202,16 @@ def meta_disagreements(meta: LedgerMeta, files: dict[str, LedgerFile]) -> list[P
 
 
 def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = True,
-               tolerate_large: bool = False, cache: Path | None = None) -> Vault:
+               tolerate_large: bool = False, cache: Path | None = None,
+               spill: bool = False) -> Vault:
     """Everything in one vault. A ledger file over the size limit raises
     :class:`TooLargeError` unless ``tolerate_large``; ``cache``: where parses of the ledger
-    files are kept (see :func:`read_ledger_file`)."""
+    files are kept, ``spill``: the loader's (see :func:`read_ledger_file`)."""
     ledger_dir = vault / "ledger"
     problems: list[Problem] = []
     exists = ledger_dir.is_dir()
     files = read_ledger(ledger_dir, max_bytes, tolerate_large=tolerate_large,
-                        cache=cache) if exists else {
+                        cache=cache, spill=spill) if exists else {
         kind: LedgerFile(ledger_dir / f"{kind}.md", kind, b"", [], 0, b"\n", False, exists=False)
         for kind in LEDGER_FILES}
     for lf in files.values():

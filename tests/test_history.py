@@ -456,3 +456,28 @@ def test_blobs_are_read_in_the_order_asked_and_a_missing_one_is_none(tmp_path):
     with pytest.raises(DataError) as err:
         list(cat_blobs([f"--git-dir={tmp_path / 'none'}"], blobs, what=tmp_path / "none"))
     assert "git cat-file failed" in err.value.message
+
+
+def test_a_files_blob_id_read_a_chunk_at_a_time_is_gits_and_refusals_are_read_bytes(
+        tmp_path: Path) -> None:
+    """The history reads the id of a file it need not parse a MB at a time: the id is what
+    ``git hash-object`` prints (a file of several chunks, an empty one), and a file over the
+    size limit, a folder or a FIFO is refused with the same message as a whole read."""
+    from toolkit.errors import DataError
+    from toolkit.sources.history import file_blob_id
+    from toolkit.textio import read_bytes
+
+    big = tmp_path / "big.md"
+    big.write_bytes(b"- a line of evidence, caf\xc3\xa9\n" * 100_000)  # 3 MB: 3 chunks
+    empty = tmp_path / "empty.md"
+    empty.write_bytes(b"")
+    for f in (big, empty):
+        assert file_blob_id(f, None) == run(["git", "hash-object", str(f)], cwd=tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for f, limit in ((big, 1_000_000), (tmp_path, None), (fifo, None)):
+        with pytest.raises(DataError) as whole:
+            read_bytes(f, limit)
+        with pytest.raises(DataError) as chunked:
+            file_blob_id(f, limit)
+        assert chunked.value.message == whole.value.message

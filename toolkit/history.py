@@ -235,6 +235,11 @@ class _Blobs:
         blobs = state.get("blobs") if isinstance(state, dict) else None
         self.stored: dict[str, str] = blobs if isinstance(blobs, dict) else {}
 
+    def wants(self, kind: str, oid: str) -> bool:
+        """Whether the bytes of a file of ``kind`` with blob ``oid`` are to be parsed: not a
+        content read before, nor the one whose rows the ledger source stored (copied)."""
+        return (kind, oid) not in self.known and self.stored.get(kind) != oid
+
     def missing(self, versions: Iterable[_Version]) -> set[tuple[str, str]]:
         from toolkit.sources.history import FILES
 
@@ -431,7 +436,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     has_git = git_count > 0
 
     # ---- folder copies, the working files, turn snapshots (cheap: rebuilt on every load)
-    copies = hs.ledger_copies(cfg.ledger_dir, cfg.max_file_bytes)
+    copies = hs.ledger_copies(cfg.ledger_dir, cfg.max_file_bytes, cache.wants)
     folders: list[Any] = []
     timeline = "copies" if has_git else "main"
     prev_id = None
@@ -444,7 +449,8 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         prev_id = vid
     working = None
     if cfg.ledger_dir.is_dir():
-        fv = hs.read_folder(cfg.ledger_dir, "working", "working", cfg.max_file_bytes)
+        fv = hs.read_folder(cfg.ledger_dir, "working", "working", cfg.max_file_bytes,
+                            cache.wants)
         problems.extend(fv.problems)
         if any(fv.state) and (not has_git or fv.state != head_state):
             base = by_state.get(_state_str(head_state)) if has_git and head_state else (
@@ -608,6 +614,9 @@ def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None
         # each file's bytes let go once read (kept while another file has the same bytes)
         # (no reference kept here: parse lets the bytes go before it copies stored rows)
         again = any(other == oid for _, other in todo[i + 1:])
+        if oid not in fv.contents:  # not read (see _Blobs.wants): the ledger source's rows
+            cache.copy_stored(kind, oid)
+            continue
         cache.parse(kind, oid, fv.contents[oid] if again else fv.contents.pop(oid),
                     str(fv.path / f"{kind}.md"))
     fv.contents.clear()

@@ -14,7 +14,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +74,37 @@ def too_large(path: Path, size: int, limit: int) -> TooLargeError:
 
 def read_bytes(path: Path, limit: int | None = None) -> bytes:
     """Read a whole file, refusing it before reading when it is larger than the limit."""
+    limit = _readable(path, limit)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:  # unreadable (permissions), or gone since the stat
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    if len(data) > limit:  # grew while we read it
+        raise TooLargeError("file grew past the size limit while being read", path=path)
+    return data
+
+
+def read_chunks(path: Path, limit: int | None = None, chunk: int = 1 << 20
+                ) -> Iterator[bytes]:
+    """A file's bytes ``chunk`` at a time (a reader that needs to see them once, never all
+    held), refused as :func:`read_bytes` refuses it; read when iterated."""
+    limit = _readable(path, limit)
+    try:
+        with open(path, "rb") as fh:
+            read = 0
+            while more := fh.read(min(chunk, limit + 1 - read)):
+                read += len(more)
+                if read > limit:  # grew while we read it
+                    raise TooLargeError("file grew past the size limit while being read",
+                                        path=path)
+                yield more
+    except OSError as exc:  # unreadable (permissions), or gone since the stat
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+
+
+def _readable(path: Path, limit: int | None) -> int:
+    """The size limit, once ``path`` is a regular file within it (else :class:`DataError`)."""
     limit = max_file_bytes(limit)
     if Path(path).is_dir():
         raise DataError("is a folder, not a file", path=path)
@@ -83,17 +114,9 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
         raise DataError(f"cannot read: {exc.strerror}", path=path) from None
     if not stat.S_ISREG(st.st_mode):  # opening a FIFO would wait for a writer forever
         raise DataError("is not a regular file (a FIFO, socket or device)", path=path)
-    size = st.st_size
-    if size > limit:
-        raise too_large(path, size, limit)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:  # unreadable (permissions), or gone since the stat
-        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
-    if len(data) > limit:  # grew while we read it
-        raise TooLargeError("file grew past the size limit while being read", path=path)
-    return data
+    if st.st_size > limit:
+        raise too_large(path, st.st_size, limit)
+    return limit
 
 
 def decode_utf8(data: bytes, path: Path | str) -> str:

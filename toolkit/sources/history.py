@@ -17,7 +17,7 @@ import datetime as dt
 import hashlib
 import os
 import re
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,28 @@ def blob_id(data: bytes) -> str:
     h = hashlib.sha1(b"blob %d\0" % len(data))
     h.update(data)
     return h.hexdigest()
+
+
+def file_blob_id(path: Path, max_bytes: int | None) -> str | None:
+    """The git blob id of a file's bytes, read a MB at a time (never held whole), the file
+    refused as :func:`~toolkit.textio.read_bytes` refuses it (DataError). None when the file
+    changed size while it was read (the id's header holds the size): a caller that needs
+    the bytes reads them again."""
+    from toolkit.textio import read_chunks
+
+    chunks = read_chunks(path, max_bytes)
+    first = next(chunks, b"")  # (the refusals come with the first chunk)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    h = hashlib.sha1(b"blob %d\0" % size)
+    h.update(first)
+    read = len(first)
+    for more in chunks:
+        h.update(more)
+        read += len(more)
+    return h.hexdigest() if read == size else None
 
 
 def entry_title_key(title: str | None) -> str:
@@ -218,7 +240,7 @@ class FolderVersion:
     path: Path
     ts: dt.datetime | None
     state: State
-    contents: dict[str, bytes] = field(default_factory=dict)  # blob id -> bytes
+    contents: dict[str, bytes] = field(default_factory=dict)  # blob id -> bytes (if kept)
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -234,7 +256,11 @@ def folder_time(name: str) -> dt.datetime | None:
         return None
 
 
-def read_folder(path: Path, source: str, name: str, max_bytes: int | None) -> FolderVersion:
+def read_folder(path: Path, source: str, name: str, max_bytes: int | None,
+                keep: Callable[[str, str], bool] | None = None) -> FolderVersion:
+    """The ledger files of a folder, and their bytes. ``keep(kind, blob id)``: whether the
+    bytes of a file are wanted (its id is read first, a MB at a time; a content already
+    known is then never held whole: at 50,000 entries, 29 MB); None: all are."""
     from toolkit.textio import read_bytes
 
     oids: list[str] = []
@@ -247,15 +273,17 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None) -> Fo
             oids.append("")
             continue
         try:
-            data = read_bytes(p, max_bytes)
+            oid = file_blob_id(p, max_bytes) if keep is not None else None
+            if oid is None or keep is None or keep(k, oid):
+                data = read_bytes(p, max_bytes)
+                oid = blob_id(data)  # (of the bytes held, should the file have changed)
+                contents[oid] = data
             newest = max(newest, p.stat().st_mtime)
         except (DataError, OSError) as exc:
             problems.append(Problem("history", str(p), None, getattr(exc, "message", str(exc))))
             oids.append("")
             continue
-        oid = blob_id(data)
         oids.append(oid)
-        contents[oid] = data
     ts = folder_time(name) if source != "working" else None
     if ts is None and newest:
         ts = dt.datetime.fromtimestamp(newest, dt.UTC).replace(tzinfo=None,
@@ -267,9 +295,10 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None) -> Fo
     return FolderVersion(source, name, path, ts, tuple(oids), contents, problems)
 
 
-def ledger_copies(ledger_dir: Path, max_bytes: int | None) -> list[FolderVersion]:
+def ledger_copies(ledger_dir: Path, max_bytes: int | None,
+                  keep: Callable[[str, str], bool] | None = None) -> list[FolderVersion]:
     """``archive/*/`` and ``.backups/reconcile-*/`` copies that hold at least one ledger file,
-    oldest first."""
+    oldest first (``keep``: see :func:`read_folder`)."""
     found: list[FolderVersion] = []
     for sub, source, pattern in (("archive", "archive", "*"),
                                  (".backups", "backup", "reconcile-*")):
@@ -279,7 +308,7 @@ def ledger_copies(ledger_dir: Path, max_bytes: int | None) -> list[FolderVersion
         for d in sorted(base.glob(pattern)):
             if not d.is_dir() or d.is_symlink():
                 continue
-            fv = read_folder(d, source, d.name, max_bytes)
+            fv = read_folder(d, source, d.name, max_bytes, keep)
             if any(fv.state):
                 found.append(fv)
     found.sort(key=lambda f: (f.ts or dt.datetime.min, f.source, f.name))

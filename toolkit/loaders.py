@@ -117,7 +117,7 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
     from toolkit.ledger.vault.lock import read_lock_field
     from toolkit.ledger.vault.meta import count_words
     from toolkit.records import LEDGER_FILES
-    from toolkit.slugs import file_entry_ids
+    from toolkit.slugs import file_entry_slugs
     from toolkit.sources.history import blob_id
     from toolkit.store import ROW_BATCH, trim_c_heap
 
@@ -147,11 +147,12 @@ def _load_ledger(store: Store, cfg: Config, full: bool, progress: Any) -> Source
         lf.data = b""  # read no more: the file's bytes are let go before the rows are stored
         if kind in kept or not counts[kind]:
             continue
-        ids = file_entry_ids(kind, lf.column("title"), cache=cfg.parse_cache)
-        for at in range(0, len(ids), ROW_BATCH):
-            rows = [(ids[pos], e.file, e.title, e.date, e.date, e.category, e.confidence,
-                     e.observations, e.source_reflections, e.reflections, e.context, e.pattern,
-                     e.evidence, e.related, e.form, list(e.problems), e.path, e.line, pos)
+        slugs = file_entry_slugs(kind, lf.take_titles(), cache=cfg.parse_cache)
+        for at in range(0, len(slugs), ROW_BATCH):  # (each id made with its row)
+            rows = [(f"{kind}/{slugs[pos]}", e.file, e.title, e.date, e.date, e.category,
+                     e.confidence, e.observations, e.source_reflections, e.reflections,
+                     e.context, e.pattern, e.evidence, e.related, e.form, list(e.problems),
+                     e.path, e.line, pos)
                     for pos, e in enumerate(lf.take(at, at + ROW_BATCH), at)]
             store.insert_rows("ledger_entries", columns, rows)
             del rows

@@ -67,18 +67,19 @@ class _Rows:
     not 850,000 objects; a record is unpacked when its entry is wanted). A load's parse keeps
     its records in the parse cache's file instead (``spill``), read back as they are wanted."""
 
-    __slots__ = ("kind", "lines", "path", "records", "spill", "titles")
+    __slots__ = ("kind", "lines", "path", "records", "spill", "titles", "untitled")
 
     def __init__(self, path: str, kind: str, titles: list[str | None], lines: list[int],
                  records: list[bytes], spill: _Spill | None = None) -> None:
         self.path, self.kind = path, kind
         self.titles, self.lines, self.records = titles, lines, records
         self.spill = spill
+        self.untitled = False  # the titles let go (LedgerFile.take_titles): read back too
 
     def want(self, at: int, stop: int) -> None:
         """Records ``[at, stop)`` in ``records`` (read back from the cache file if spilled)."""
         if self.spill is not None:
-            self.spill.fill(self.records, at, stop)
+            self.spill.fill(self.records, at, stop, self.titles if self.untitled else None)
 
     def row(self, i: int) -> tuple[Any, ...]:
         self.want(i, i + 1)
@@ -175,16 +176,20 @@ class _Spill:
             records[:] = self._recall([])
             return False
 
-    def fill(self, records: list[bytes], at: int, stop: int) -> None:
-        """Records ``[at, stop)`` read back into ``records`` (a chunk is read once: the loader
-        takes each record once, in order)."""
+    def fill(self, records: list[bytes], at: int, stop: int,
+             titles: list[str | None] | None = None) -> None:
+        """Records ``[at, stop)`` read back into ``records``, and their ``titles`` when given
+        (a chunk is read once: the loader takes each record once, in order)."""
         parts = self.parts
         i = bisect.bisect_right(parts, (at, 1 << 62)) - 1
         while 0 <= i < len(parts) and parts[i][0] < stop:
             first, count, where, size = parts[i]
             if where >= 0:
                 assert self.writer is not None
-                records[first:first + count] = self.writer.read(where, size)[2]
+                chunk = self.writer.read(where, size)
+                records[first:first + count] = chunk[2]
+                if titles is not None:
+                    titles[first:first + count] = chunk[0]
                 parts[i] = (first, count, -1, 0)
             i += 1
         if parts and parts[-1][2] < 0 and all(part[2] < 0 for part in parts):
@@ -257,8 +262,22 @@ class LedgerFile:
         title lines of a cached parse without building the entries."""
         rows = self._rows()
         if rows is not None and name in ("title", "line"):
+            if name == "title" and rows.untitled:
+                rows.want(0, len(rows.titles))
             return list(rows.titles if name == "title" else rows.lines)
         return [getattr(e, name) for e in self.entries]
+
+    def take_titles(self) -> list[str | None]:
+        """Every entry's title, in file order, for a reader that then takes the entries
+        (:meth:`take`): a parse spilled to the cache lets go of its own list of them (each
+        title is read back with its entry; at 50,000 entries about 5 MB less while the rows
+        are stored)."""
+        rows = self._rows()
+        if rows is None or rows.spill is None or rows.spill.writer is None:
+            return self.column("title")
+        titles, rows.titles = rows.titles, [None] * len(rows.titles)
+        rows.untitled = True
+        return titles
 
     def entry(self, i: int) -> LedgerEntry:
         """Entry ``i`` (its index in file order), built alone when the others are not."""

@@ -288,16 +288,17 @@ class _Blobs:
         parse of these very bytes (the working files, as the ledger source loaded them): one
         statement in the store, none of the entries built in Python."""
         from toolkit.sources import history as hs
-
-        conn = self.store.conn
-        titles = [t for (t,) in conn.execute(
-            "SELECT title FROM ledger_entries WHERE file = ? ORDER BY position", [kind]).fetchall()]
-        keys = hs.entry_keys(kind, titles)
-        self.flush_entries()  # the rows keep the order of the blobs read
         from toolkit.store import ROW_BATCH
 
-        for at in range(0, len(titles), ROW_BATCH):  # a batch at a time: a small sort each
-            stop = min(at + ROW_BATCH, len(titles))
+        conn = self.store.conn
+        # the titles a batch at a time, never all held (at 50,000 entries, 8 MB as rows)
+        cursor = conn.execute(
+            "SELECT title FROM ledger_entries WHERE file = ? ORDER BY position", [kind])
+        keys = hs.entry_keys(kind, (t for batch in iter(lambda: cursor.fetchmany(ROW_BATCH), [])
+                                    for (t,) in batch))
+        self.flush_entries()  # the rows keep the order of the blobs read
+        for at in range(0, len(keys), ROW_BATCH):  # a batch at a time: a small sort each
+            stop = min(at + ROW_BATCH, len(keys))
             conn.execute(
                 f"INSERT INTO _history_entries ({', '.join(_ENTRY_COLS)}) "
                 "SELECT file, ?, (?::VARCHAR[])[position - ? + 1], title, date_raw, category, "
@@ -307,7 +308,7 @@ class _Blobs:
                 "ORDER BY position",
                 [STAGED + oid, keys[at:stop], at, kind, at, stop])
             self.store.commit_staged()
-        self.blobs.append((kind, oid, len(titles), None))
+        self.blobs.append((kind, oid, len(keys), None))
         self.known.add((kind, oid))
 
     def skip(self, kind: str, oid: str, where: str, why: str) -> None:

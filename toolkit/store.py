@@ -995,6 +995,10 @@ class Store:
                 result = source.load(self, cfg, full, progress)
                 self.replace_problems(source.name, result.problems)
                 self.record_source(result, fp)
+            if source.bounded_memory:
+                # what it wrote checkpointed within the limit too: else the next source's
+                # commit checkpoints it without one (at 50,000 ledger entries, 14 MB more)
+                self.conn.execute("CHECKPOINT")
         finally:
             if source.bounded_memory:
                 self.conn.execute("RESET memory_limit")

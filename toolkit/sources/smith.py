@@ -93,7 +93,7 @@ class _Rows:
 
 
 # A load's parse writes its records to the parse cache this many at a time (see _Spill): about
-# a MB of them, the loader's batch of rows (toolkit.store.ROW_BATCH).
+# a MB of them, two of the ledger loader's batches of rows (toolkit.store.ROW_BATCH / 2).
 _CHUNK = 2000
 
 
@@ -291,8 +291,10 @@ class LedgerFile:
         rows = self._rows()
         if rows is None:
             return self.entries[at:stop]
-        rows.want(at, stop)
-        built = [ledger_entry(rows.row(i)) for i in range(at, min(stop, len(rows.records)))]
+        rows.want(at, stop)  # (once for the batch, not per entry)
+        path, kind, titles, records = rows.path, rows.kind, rows.titles, rows.records
+        built = [ledger_entry((path, kind, titles[i], *marshal.loads(records[i])))
+                 for i in range(at, min(stop, len(records)))]
         rows.records[at:at + len(built)] = [b""] * len(built)
         rows.titles[at:at + len(built)] = [None] * len(built)
         return built

@@ -73,3 +73,29 @@ def test_the_writers_temporary_files_go_beside_the_store(tmp_path, monkeypatch):
     path = tmp_path / "data" / "ledger.duckdb"
     with Store.open(path, sources=SOURCES) as store:
         assert store.scalar("SELECT current_setting('temp_directory')") == f"{path}.tmp"
+
+
+def test_an_entry_bigger_than_the_loads_memory_limit_is_loaded_whole(tmp_path, monkeypatch):
+    # DuckDB's memory is limited while the ledger and its history load (a saving of memory):
+    # one entry of 12 MB (within the file size limit) failed the whole load under it ("the
+    # store ran out of memory", exit 1); the load is made again without the limit
+    import toolkit.store as store_module
+    from toolkit.config import resolve
+
+    monkeypatch.setattr(store_module, "LOAD_MEMORY_MB_PER_THREAD", 1)
+    monkeypatch.setattr(store_module, "LOAD_MEMORY_MIN_MB", 8)  # on any number of cores
+    root = tmp_path / "p"
+    ledger = root / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    evidence = "\n".join(f"- 2026-05-01 -- session s{i}: line {i} " + "x" * 60
+                         for i in range(150_000))  # ~12 MB
+    (ledger / "patterns.md").write_text(
+        "# Patterns\n\n---\n\n**Title:** Big one\n**Date:** 2026-05-01\n**Category:** testing\n"
+        f"**Confidence:** low\n**Source reflections:** 1\n\n**Evidence:**\n{evidence}\n",
+        encoding="utf-8")
+    cfg = resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
+        report = store.refresh(cfg)
+        assert [r.name for r in report.results if r.error is not None] == []
+        assert store.fetch("SELECT title, length(evidence) FROM ledger_entries")[1] == [
+            ("Big one", len(evidence))]

@@ -221,6 +221,7 @@ FEW_ROWS = ROW_BATCH
 # the history's copy of the ledger's rows holds about 8 MB less (137 -> 129 MB), for the same
 # CPU time and nothing written to DuckDB's temporary files.
 LOAD_MEMORY_MB_PER_THREAD = 16
+LOAD_MEMORY_MIN_MB = 32
 
 
 @functools.cache
@@ -983,25 +984,43 @@ class Store:
 
     def _load_in_transaction(self, source: Source, cfg: Config, full: bool,
                              progress: Progress | None, fp: str) -> SourceResult:
-        if source.bounded_memory:
-            # DuckDB keeps a little of what the load writes in memory (the rest goes to its
-            # temporary files beside the store) instead of holding a big source's rows up to
-            # its default limit, most of the machine's memory.
-            threads = int(self.scalar("SELECT current_setting('threads')"))
-            limit = max(32, LOAD_MEMORY_MB_PER_THREAD * threads)
-            self.conn.execute(f"SET memory_limit = '{limit}MB'")
+        if not source.bounded_memory:
+            return self._load_once(source, cfg, full, progress, fp)
+        import duckdb
+
+        # DuckDB keeps a little of what the load writes in memory (the rest goes to its
+        # temporary files beside the store) instead of holding a big source's rows up to
+        # its default limit, most of the machine's memory.
+        threads = int(self.scalar("SELECT current_setting('threads')"))
+        limit = max(LOAD_MEMORY_MIN_MB, LOAD_MEMORY_MB_PER_THREAD * threads)
+        self.conn.execute(f"SET memory_limit = '{limit}MB'")
+        result: SourceResult | None = None
         try:
-            with self.transaction():
-                result = source.load(self, cfg, full, progress)
-                self.replace_problems(source.name, result.problems)
-                self.record_source(result, fp)
-            if source.bounded_memory:
+            try:
+                result = self._load_once(source, cfg, full, progress, fp)
+            except (duckdb.OutOfMemoryException, duckdb.TransactionException) as exc:
+                # one value bigger than the limit lets DuckDB hold (a single entry of 15 MB,
+                # within the file size limit): the limit saves memory, it must never fail a
+                # load. The transaction was rolled back; it is loaded again without the limit
+                # (staged batches are cleared by that load).
+                if not _out_of_memory(exc):
+                    raise
+            if result is not None:
                 # what it wrote checkpointed within the limit too: else the next source's
                 # commit checkpoints it without one (at 50,000 ledger entries, 14 MB more)
-                self.conn.execute("CHECKPOINT")
+                with contextlib.suppress(duckdb.OutOfMemoryException):  # (then that commit)
+                    self.conn.execute("CHECKPOINT")
         finally:
-            if source.bounded_memory:
-                self.conn.execute("RESET memory_limit")
+            self.conn.execute("RESET memory_limit")
+        return result if result is not None else self._load_once(source, cfg, full, progress,
+                                                                   fp)
+
+    def _load_once(self, source: Source, cfg: Config, full: bool, progress: Progress | None,
+                   fp: str) -> SourceResult:
+        with self.transaction():
+            result = source.load(self, cfg, full, progress)
+            self.replace_problems(source.name, result.problems)
+            self.record_source(result, fp)
         return result
 
     def transaction(self) -> _Transaction:
@@ -1019,6 +1038,16 @@ class Store:
 
         pause("after_staged_commit")
         self.conn.execute("BEGIN")
+
+
+def _out_of_memory(exc: Exception) -> bool:
+    """Whether a DuckDB error is its memory limit reached (also when it ends a commit: a
+    ``TransactionException`` "Failed to commit: failed to pin block ...")."""
+    import duckdb
+
+    text = str(exc)
+    return isinstance(exc, duckdb.OutOfMemoryException) or (
+        "failed to pin block" in text or "could not allocate block" in text)
 
 
 class _Transaction:

@@ -1158,11 +1158,14 @@ def _download_column(column: str, duck_type: str, fmt: str, spreadsheet_safe: bo
 def _spreadsheet_safe(column: str, duck_type: str) -> str:
     """A SELECT expression for one CSV column: text starting like a formula gets a ``'``."""
     name = quote_ident(column)
-    if duck_type.upper() not in ("VARCHAR", "JSON"):
+    t = duck_type.upper()
+    if t not in ("VARCHAR", "JSON"):
         return name
-    text = f"CAST({name} AS VARCHAR)"
-    return (f"CASE WHEN regexp_matches({text}, {_FORMULA_START}) "
-            f"THEN '''' || {text} ELSE {text} END AS {name}")
+    # one call that puts a ' before what the anchored class matched (\0), not a CASE naming
+    # the cell three times: the same cells, planned in half the time (a small site's 20
+    # downloads cost mostly the planning of their statements); no cast of text to text
+    text = f"CAST({name} AS VARCHAR)" if t == "JSON" else name
+    return f"regexp_replace({text}, {_FORMULA_START}, '''\\0') AS {name}"
 
 
 def _redacted(column: str, duck_type: str) -> str:

@@ -232,3 +232,43 @@ def test_an_entry_pages_history_digest_changes_whenever_its_history_table_does(
     # the changes reached what the table shows: time, source, version, subject, the changes
     # (an edit: text_hash), confidence and reflections
     assert {"ts", "source", "ref", "subject", "text_hash", "confidence", "reflections"} <= changed
+
+
+def test_a_store_kept_open_after_a_failed_build_reads_the_history_of_its_next_load(
+        tmp_path, isolated_env, monkeypatch):
+    """A build reads the history's changes once, into a table of its own that stands in for
+    the view while its pages ask about them. A program that keeps the store open (the API,
+    a test) and loads it again after a build that failed half-way sees the new changes, in
+    its questions and in its next build."""
+    import toolkit.site as site
+    from toolkit.errors import ToolkitError
+
+    p = _project(tmp_path)
+    cfg = config_mod.resolve(cwd=p.root, env={"HOME": str(isolated_env)}).with_overrides(
+        analyses=False)
+    when = dt.datetime(2026, 5, 5, 12, tzinfo=dt.UTC)
+
+    def full_disk(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ToolkitError("no space left on the device")
+
+    store = Store.open(cfg.db_path, sources=SOURCES)
+    try:
+        store.refresh(cfg)
+        with monkeypatch.context() as m:
+            m.setattr(site, "_write_downloads", full_disk)
+            try:
+                site.build_site(cfg, store, build_time=when)
+            except ToolkitError as exc:
+                assert "no space left" in str(exc)
+            else:
+                raise AssertionError("the build did not fail")
+        count = "SELECT count(*) FROM ledger_changes WHERE change = 'reinforced'"
+        assert store.scalar(count) == 1
+        p.commit("reinforce", {"patterns": [entry_b("Retry budget", "high", 5)]})
+        store.refresh(cfg)
+        assert store.scalar(count) == 2
+        result = site.build_site(cfg, store, build_time=when)
+    finally:
+        store.close()
+    page = (result.out / "ledger/patterns/retry-budget/index.html").read_text(encoding="utf-8")
+    assert page.count("reinforced</td>") == 2  # the new commit's row with the first's

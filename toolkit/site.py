@@ -135,6 +135,10 @@ _OLD_RENDER_CACHE = "render-cache.json"  # its JSON form, before: removed, never
 SEARCH_MAP = "search-map.json"  # where each page's entries are in the site's search index
 THEME_FILES = "theme-files"  # parse-cache slot: the theme's static files as MkDocs lists them
 DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
+# the views a build asks about most, each a join evaluated anew by every question over it
+# (the history's pages, growth and counts; the turns' pages): held as tables for the build
+# (Store.views_read_once)
+READ_ONCE = ("ledger_changes", "snapshot_turns")
 # the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
 DIRTY_DOCS = "dirty-docs"
 # there while MkDocs runs and the search index is written: a build that finds it was stopped
@@ -1004,7 +1008,7 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
         mark("redaction")
     try:
         # action_scope: every page, chart, count and download reads the same actions
-        with source.actions_scoped(action_scope):
+        with source.actions_scoped(action_scope), source.views_read_once(READ_ONCE):
             # not kept here: _build_from lets the pages go before MkDocs runs
             result = _build_from(source, make(source, site_name, build, mark), site=site,
                                  build=build, docs=docs, clean=clean,

@@ -400,6 +400,31 @@ class Store:
         finally:
             self.scope_actions(before)
 
+    @contextlib.contextmanager
+    def views_read_once(self, views: Sequence[str]) -> Iterator[Store]:
+        """For a block that only reads the store (a site's build): each of ``views`` that this
+        store has is evaluated once, into a temporary table of its name that stands in for it
+        on this connection (as the scoped ``actions`` does), so the block's many questions
+        over it (pages, counts, downloads) read its rows rather than each joining its tables
+        again. Call it inside :meth:`actions_scoped`: a view over the actions holds the scoped
+        ones. A connection released and opened again in the block reads the views themselves
+        (the same rows). The tables are dropped after the block."""
+        found = [v for (v,) in self.conn.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary "
+            "AND schema_name = 'main' AND database_name = current_database() "
+            "AND list_contains(?, view_name) ORDER BY view_name", [list(views)]).fetchall()]
+        made: list[str] = []
+        try:
+            for view in found:
+                self.conn.execute(f"CREATE TEMP TABLE {quote_ident(view)} AS "
+                                  f"SELECT * FROM {self._main(view)}")
+                made.append(view)
+            yield self
+        finally:
+            if self._conn is not None:  # (released: they went with the connection)
+                for view in made:
+                    self._conn.execute(f"DROP TABLE IF EXISTS temp.{quote_ident(view)}")
+
     def actions_outside_scope(self) -> tuple[int, int]:
         """(actions, projects) the scope leaves out: (0, 0) when every action is read."""
         if self.action_scope is None:

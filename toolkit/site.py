@@ -137,7 +137,7 @@ THEME_FILES = "theme-files"  # parse-cache slot: the theme's static files as MkD
 DOWNLOADS = "downloads.json"  # per data download: the key it was written under, its size, mtime
 # the views a build asks about most, each a join evaluated anew by every question over it
 # (the history's pages, growth and counts; the turns' pages): held as tables for the build
-# (Store.views_read_once)
+# (Store.reading)
 READ_ONCE = ("ledger_changes", "snapshot_turns")
 # the docs a dirty MkDocs run reads: links to the pages it renders and the files they need
 DIRTY_DOCS = "dirty-docs"
@@ -1008,7 +1008,7 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
         mark("redaction")
     try:
         # action_scope: every page, chart, count and download reads the same actions
-        with source.actions_scoped(action_scope), source.views_read_once(READ_ONCE):
+        with source.actions_scoped(action_scope), source.reading(READ_ONCE):
             # not kept here: _build_from lets the pages go before MkDocs runs
             result = _build_from(source, make(source, site_name, build, mark), site=site,
                                  build=build, docs=docs, clean=clean,

@@ -266,6 +266,7 @@ class Store:
         # table -> {column: type} for insert_rows (the schema changes only in _apply)
         self._column_types: dict[str, dict[str, str]] = {}
         self._lean = False  # see give_back_freed_memory
+        self._tables: list[str] | None = None  # the tables, while a block is reading
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -351,6 +352,7 @@ class Store:
         if self._conn is not None and self._reopen:
             self._conn.close()
             self._conn = None
+            self._tables = None  # (as the views: read again, in whatever state it is then)
             self._released = _file_state(self.path) if same_state else None
 
     def give_back_freed_memory(self) -> None:
@@ -401,14 +403,15 @@ class Store:
             self.scope_actions(before)
 
     @contextlib.contextmanager
-    def views_read_once(self, views: Sequence[str]) -> Iterator[Store]:
-        """For a block that only reads the store (a site's build): each of ``views`` that this
-        store has is evaluated once, into a temporary table of its name that stands in for it
-        on this connection (as the scoped ``actions`` does), so the block's many questions
-        over it (pages, counts, downloads) read its rows rather than each joining its tables
-        again. Call it inside :meth:`actions_scoped`: a view over the actions holds the scoped
-        ones. A connection released and opened again in the block reads the views themselves
-        (the same rows). The tables are dropped after the block."""
+    def reading(self, views: Sequence[str] = ()) -> Iterator[Store]:
+        """For a block that only reads the store (a site's build), what its many questions ask
+        again and again is read once: the list of tables (:meth:`tables`), and each of
+        ``views`` that this store has, evaluated into a temporary table of its name that
+        stands in for it on this connection (as the scoped ``actions`` does), so the pages,
+        counts and downloads over it read its rows rather than each joining its tables again.
+        Call it inside :meth:`actions_scoped`: a view over the actions holds the scoped ones.
+        A connection released and opened again in the block reads the catalog and the views
+        themselves (the same rows). All of it goes after the block."""
         found = [v for (v,) in self.conn.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary "
             "AND schema_name = 'main' AND database_name = current_database() "
@@ -419,8 +422,10 @@ class Store:
                 self.conn.execute(f"CREATE TEMP TABLE {quote_ident(view)} AS "
                                   f"SELECT * FROM {self._main(view)}")
                 made.append(view)
+            self._tables = self.tables()
             yield self
         finally:
+            self._tables = None
             if self._conn is not None:  # (released: they went with the connection)
                 for view in made:
                     self._conn.execute(f"DROP TABLE IF EXISTS temp.{quote_ident(view)}")
@@ -747,6 +752,9 @@ class Store:
                                path=dest) from None
 
     def tables(self) -> list[str]:
+        """The names of the store's tables and views, but its bookkeeping (``_``...)."""
+        if self._tables is not None:  # read once for the block (reading)
+            return list(self._tables)
         rows = self.conn.execute(
             f"SELECT name FROM ({_MAIN_OBJECTS}) WHERE name NOT LIKE '\\_%' ESCAPE '\\' "
             "ORDER BY name").fetchall()

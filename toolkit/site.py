@@ -1809,7 +1809,7 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
             todo.append((rel, fmt))
         if not todo:
             continue
-        for rel in _copy_table_if_changed(store, d.table, docs, todo, columns[d.table]):
+        for rel in _copy_table_if_changed(store, d.table, docs, todo, columns[d.table], d.rows):
             written.append(rel)
         if key is not None:
             for rel, _fmt in todo:
@@ -1820,15 +1820,18 @@ def _write_downloads(store: Store, downloads: list[Any], docs: Path, build: Path
 
 
 def _copy_table_if_changed(store: Store, table: str, docs: Path, todo: list[tuple[str, str]],
-                           columns: list[tuple[str, str]]) -> list[str]:
+                           columns: list[tuple[str, str]], rows: int | None = None
+                           ) -> list[str]:
     """Write ``table``'s downloads ``todo`` (docs-relative path, format), sorted once for all
-    of them; the paths whose bytes changed."""
+    of them (``rows``: the table's, as the data page counted them, when known); the paths
+    whose bytes changed."""
     tmps = []
     for rel, fmt in todo:
         dest = docs / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmps.append((dest.with_name(dest.name + ".new"), fmt))
-    store.copy_to_files(table, tmps, ordered=True, spreadsheet_safe=True, columns=columns)
+    store.copy_to_files(table, tmps, ordered=True, spreadsheet_safe=True, columns=columns,
+                        rows=rows)
     changed = []
     for (rel, _fmt), (tmp, _) in zip(todo, tmps, strict=True):
         # compared and moved as files: a download can be tens of MB, read while pages render

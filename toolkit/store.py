@@ -610,11 +610,15 @@ class Store:
 
     def copy_to_files(self, table: str, outs: Sequence[tuple[Path, str]], *,
                       ordered: bool = False, spreadsheet_safe: bool = False,
-                      columns: Sequence[tuple[str, str]] | None = None) -> None:
+                      columns: Sequence[tuple[str, str]] | None = None,
+                      rows: int | None = None) -> None:
         """:meth:`copy_to` for several (dest, fmt) files of one table (a site download's CSV
         and JSON). Ordered rows are sorted once: a table's sort is most of what writing it
         costs, and a sorted temporary table is read back in its order (DuckDB keeps insertion
-        order), so each file has the bytes it would have alone."""
+        order), so each file has the bytes it would have alone. ``rows``: how many rows the
+        table has, when the caller counted them in the same state of the store (a site's
+        build counts every table for its data page): one row or none is in its only order,
+        copied with no sort nor temporary table (half of a small project's tables)."""
         if table.startswith("_"):  # as tables() lists them
             columns = []
         elif columns is None:
@@ -622,14 +626,14 @@ class Store:
         if not columns:
             raise ToolkitError(f"no table {table!r}")
         order = ""
-        if ordered:
+        if ordered and (rows is None or rows > 1):
             # the source's order first (a slop ledger's entries as the file holds them),
             # then every column: the same content always gives the same bytes
             first = [c for c in SOURCE_ORDER.get(table, ()) if c in {n for n, _ in columns}]
             order = " ORDER BY " + ", ".join(quote_ident(c) for c in
                                              [*first, *(n for n, _ in columns)])
         source = quote_ident(table)
-        sorted_once = ordered and len(outs) > 1
+        sorted_once = bool(order) and len(outs) > 1
         if sorted_once:
             source = "_toolkit_sorted_copy"
             self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {source} AS "

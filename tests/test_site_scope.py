@@ -286,6 +286,27 @@ def test_scoped_connection_never_changes_the_store(tmp_path: Path) -> None:
         assert store.scalar("SELECT count(DISTINCT id) FROM actions") == 9
 
 
+def test_a_block_that_only_reads_answers_its_question_again_under_another_scope(
+        tmp_path: Path) -> None:
+    """A site's build reads the store in a block that keeps the answers of its questions
+    (Store.reading: some are asked two or three times); the same question asked under
+    another scope of the actions is answered for that scope, not as before."""
+    from toolkit.loaders import SOURCES
+    from toolkit.store import Store
+
+    world = scoped_world(tmp_path)
+    sql = "SELECT count(*) FROM actions"
+    with Store.open(world.cfg.db_path, sources=SOURCES) as store:
+        store.refresh(world.cfg)
+        with store.actions_scoped("acme-api"), store.reading():
+            assert store.fetch(sql)[1] == [(5,)]
+            assert store.fetch(sql)[1] == [(5,)]
+            store.scope_actions(None)
+            assert store.fetch(sql)[1] == [(8,)]
+            store.scope_actions("acme-web")
+            assert store.fetch(sql)[1] == [(5,)]  # its 3, the one without and the blank one
+
+
 def test_a_hostile_project_name_is_text_in_the_per_project_table(hostile_site
                                                                  ) -> None:  # type: ignore[no-untyped-def]
     _world, site = hostile_site  # built with site_scope: all (tests/_site_helpers.make_world)

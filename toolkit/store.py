@@ -267,6 +267,8 @@ class Store:
         self._column_types: dict[str, dict[str, str]] = {}
         self._lean = False  # see give_back_freed_memory
         self._tables: list[str] | None = None  # the tables, while a block is reading
+        # (sql, *params) -> (columns, rows) of fetch's answers, while a block is reading
+        self._answers: dict[tuple[Any, ...], tuple[list[str], list[tuple[Any, ...]]]] | None = None
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -353,6 +355,8 @@ class Store:
             self._conn.close()
             self._conn = None
             self._tables = None  # (as the views: read again, in whatever state it is then)
+            if self._answers is not None:
+                self._answers.clear()
             self._released = _file_state(self.path) if same_state else None
 
     def give_back_freed_memory(self) -> None:
@@ -381,6 +385,8 @@ class Store:
         if self._conn is None:  # released: the scope is made when the store opens again
             self.action_scope = project
             return
+        if self._answers is not None:  # answers about other actions
+            self._answers.clear()
         self.conn.execute("DROP VIEW IF EXISTS temp.actions")
         self.conn.execute("DROP TABLE IF EXISTS temp._toolkit_scope")
         self.action_scope = None
@@ -408,10 +414,13 @@ class Store:
         again and again is read once: the list of tables (:meth:`tables`), and each of
         ``views`` that this store has, evaluated into a temporary table of its name that
         stands in for it on this connection (as the scoped ``actions`` does), so the pages,
-        counts and downloads over it read its rows rather than each joining its tables again.
-        Call it inside :meth:`actions_scoped`: a view over the actions holds the scoped ones.
-        A connection released and opened again in the block reads the catalog and the views
-        themselves (the same rows). All of it goes after the block."""
+        counts and downloads over it read its rows rather than each joining its tables again;
+        and the answers of :meth:`fetch` (up to ``_KEPT_ROWS`` rows), for the same question
+        asked again with the same values (their rows are shared: not to be changed in place).
+        Call it inside :meth:`actions_scoped`: a view over the actions holds the scoped ones,
+        and another scope forgets the answers. A connection released and opened again in the
+        block reads the catalog, the views and the answers again (the same rows). All of it
+        goes after the block."""
         found = [v for (v,) in self.conn.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary "
             "AND schema_name = 'main' AND database_name = current_database() "
@@ -423,9 +432,10 @@ class Store:
                                   f"SELECT * FROM {self._main(view)}")
                 made.append(view)
             self._tables = self.tables()
+            self._answers = {}
             yield self
         finally:
-            self._tables = None
+            self._tables = self._answers = None
             if self._conn is not None:  # (released: they went with the connection)
                 for view in made:
                     self._conn.execute(f"DROP TABLE IF EXISTS temp.{quote_ident(view)}")
@@ -579,9 +589,24 @@ class Store:
     # -- generic access (for toolkit.queries) ----------------------------------
     def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
               ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        key: tuple[Any, ...] | None = None
+        if self._answers is not None and not isinstance(params, dict):
+            # in a block that only reads (reading), the same question has the same answer:
+            # the site's pages and its handoff ask some of theirs twice or three times
+            key = (sql, *(params or ()))
+            try:
+                kept = self._answers.get(key)
+            except TypeError:  # a list among the values: not kept
+                key = kept = None
+            if kept is not None:
+                return list(kept[0]), list(kept[1])
         cur = self.conn.execute(sql, params or [])
         cols = [d[0] for d in cur.description] if cur.description else []
-        return cols, cur.fetchall()
+        rows = cur.fetchall()
+        if key is not None and self._answers is not None and len(rows) <= _KEPT_ROWS:
+            self._answers[key] = (cols, rows)
+            return list(cols), list(rows)
+        return cols, rows
 
     def fetch_dicts(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
                     ) -> list[dict[str, Any]]:
@@ -1160,6 +1185,11 @@ def quote_ident(name: str) -> str:
     """``name`` as a quoted SQL identifier (a ``"`` in it doubled), for DuckDB and SQLite."""
     return '"' + name.replace('"', '""') + '"'
 
+
+# The most rows of an answer Store.fetch keeps for a block that only reads (Store.reading):
+# the questions asked again are small ones (the goal, the tasks, the week's actions); a large
+# answer, kept, would stay in memory beside the pages made of it.
+_KEPT_ROWS = 1_000
 
 # The columns that give a table's rows in their source's order, where its first column does
 # not (Store.copy_to with ordered=True): the slop ledger's entries as the file holds them.

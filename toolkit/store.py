@@ -643,7 +643,8 @@ class Store:
         order), so each file has the bytes it would have alone. ``rows``: how many rows the
         table has, when the caller counted them in the same state of the store (a site's
         build counts every table for its data page): one row or none is in its only order,
-        copied with no sort nor temporary table (half of a small project's tables)."""
+        copied with no sort nor temporary table (half of a small project's tables), and none
+        as its header alone."""
         if table.startswith("_"):  # as tables() lists them
             columns = []
         elif columns is None:
@@ -667,9 +668,11 @@ class Store:
             for dest, fmt in outs:
                 opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
                 escaped = str(dest).replace("'", "''")
+                # no rows: the columns' names are the whole file, and their values' forms
+                # need not be planned
                 select = ", ".join(
                     _download_column(c, t, fmt, fmt == "csv" and spreadsheet_safe)
-                    for c, t in columns) if columns else "*"
+                    for c, t in columns) if columns and rows != 0 else "*"
                 inner = f"SELECT * FROM {source}{'' if sorted_once else order}"
                 self.conn.execute(
                     f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")

@@ -421,6 +421,9 @@ class Store:
         and another scope forgets the answers. A connection released and opened again in the
         block reads the catalog, the views and the answers again (the same rows). All of it
         goes after the block."""
+        if self._answers is not None:  # inside another such block: already read once
+            yield self
+            return
         found = [v for (v,) in self.conn.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary "
             "AND schema_name = 'main' AND database_name = current_database() "

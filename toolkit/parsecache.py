@@ -34,7 +34,7 @@ import sys
 import unicodedata
 import weakref
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,11 +168,22 @@ def _read(raw: bytes, key: tuple[str, ...] | None = None) -> tuple[Any, Any, Any
 def save(folder: Path, slot: str, key: tuple[str, ...], payload: Any) -> None:
     """Keep ``payload`` in ``slot`` under ``key`` (replacing what was there). A failure (a
     read-only folder, a full disk) only means the next read parses again."""
-    writer = Writer.open(folder, slot)
+    _write_out(Writer.open(folder, slot), _parts(key, payload))
+
+
+def save_parts(folder: Path, slot: str, key: tuple[str, ...], parts: Iterable[Any]) -> None:
+    """Keep in ``slot`` under ``key`` the entry whose payload is the list of ``parts``, as
+    :func:`stream` writes it, each part made as it is written (a failure as in :func:`save`)."""
+    _write_out(stream(folder, slot, key), parts)
+
+
+def _write_out(writer: Writer | None, parts: Iterable[Any]) -> None:
+    """``parts`` written by ``writer`` and its file put in place; a failure (a full disk, or
+    not marshal data) only means the next read parses again."""
     if writer is None:
         return
     try:
-        for obj in _parts(key, payload):
+        for obj in parts:
             writer.write(obj)
         writer.commit()
     except (OSError, ValueError):

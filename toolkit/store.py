@@ -1062,26 +1062,25 @@ class Store:
         threads = int(self.scalar("SELECT current_setting('threads')"))
         limit = max(LOAD_MEMORY_MIN_MB, LOAD_MEMORY_MB_PER_THREAD * threads)
         self.conn.execute(f"SET memory_limit = '{limit}MB'")
-        result: SourceResult | None = None
         try:
             try:
                 result = self._load_once(source, cfg, full, progress, fp)
             except (duckdb.OutOfMemoryException, duckdb.TransactionException) as exc:
                 # one value bigger than the limit lets DuckDB hold (a single entry of 15 MB,
                 # within the file size limit): the limit saves memory, it must never fail a
-                # load. The transaction was rolled back; it is loaded again without the limit
-                # (staged batches are cleared by that load).
+                # load. The transaction was rolled back; it is loaded again below, without
+                # the limit (staged batches are cleared by that load).
                 if not _out_of_memory(exc):
                     raise
-            if result is not None:
+            else:
                 # what it wrote checkpointed within the limit too: else the next source's
                 # commit checkpoints it without one (at 50,000 ledger entries, 14 MB more)
                 with contextlib.suppress(duckdb.OutOfMemoryException):  # (then that commit)
                     self.conn.execute("CHECKPOINT")
+                return result
         finally:
             self.conn.execute("RESET memory_limit")
-        return result if result is not None else self._load_once(source, cfg, full, progress,
-                                                                   fp)
+        return self._load_once(source, cfg, full, progress, fp)
 
     def _load_once(self, source: Source, cfg: Config, full: bool, progress: Progress | None,
                    fp: str) -> SourceResult:

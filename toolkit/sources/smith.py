@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import itertools
 import marshal
 import operator
 import os
@@ -776,19 +777,9 @@ def _save_parse(cache: Path, lf: LedgerFile, key: tuple[str, ...]) -> None:
         if not rows.spill.commit(tail, rows.records):
             rows.spill = None  # (and its records are all in memory again)
         return
-    writer = parsecache.stream(cache, lf.kind, key)
-    if writer is None:
-        return
-    try:
-        for at in range(0, len(rows.records), _CHUNK):
-            writer.write((rows.titles[at:at + _CHUNK], rows.lines[at:at + _CHUNK],
-                          rows.records[at:at + _CHUNK]))
-        writer.write(tail)
-        writer.commit()
-    except OSError:
-        pass  # the next read parses again
-    finally:
-        writer.close()
+    chunks = ((rows.titles[at:at + _CHUNK], rows.lines[at:at + _CHUNK],
+               rows.records[at:at + _CHUNK]) for at in range(0, len(rows.records), _CHUNK))
+    parsecache.save_parts(cache, lf.kind, key, itertools.chain(chunks, [tail]))
 
 
 # --------------------------------------------------------------------------- meta files

@@ -5,6 +5,10 @@ statement is followed by a check that the store is intact."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -96,29 +100,58 @@ def test_a_bad_memory_limit_is_a_usage_error(shared_project, cli_run):
         "Error: --memory-limit 'lots' is not a size. Use a number and a unit, e.g. 500MB or 2GB")
 
 
-def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_run):
-    import subprocess
-    import sys
+def _hold_store(db: Path) -> subprocess.Popen[str]:
+    """Another process (a plain DuckDB connection, not a toolkit command) holding the store
+    until its stdin closes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); sys.stdin.read()", str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
 
+
+def test_a_store_locked_by_another_process_is_busy_not_a_traceback(project, cli_run,
+                                                                   monkeypatch):
     from toolkit import Project
     from toolkit.errors import BusyError
 
     assert cli_run("load").exit_code == 0
     db = project.root / ".toolkit" / "ledger.duckdb"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
-         "print('held', flush=True); sys.stdin.read()", str(db)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    monkeypatch.setenv("TOOLKIT_LOCK_TIMEOUT", "0.3")
+    holder = _hold_store(db)
     try:
-        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
         with pytest.raises(BusyError) as err:
             Project.open(project.root, refresh=False).rows("SELECT 1")
+        assert time.monotonic() - started >= 0.3  # it waited for the holder, then gave up
         # the holder is named as DuckDB names it: it need not be a toolkit command
         assert str(err.value) == (f"{db}: the store is in use by another process "
                                   f"({Path(sys.executable).resolve().name}, PID {holder.pid}); "
-                                  "retry when it finishes")
+                                  "waited 0.3 s, retry when it finishes")
+        result = cli_run("query", "SELECT 1")
+        assert result.exit_code == 75
+        assert result.stderr.splitlines()[-1].endswith("waited 0.3 s, retry when it finishes")
     finally:
         holder.communicate("")
+
+
+def test_a_store_another_process_holds_for_a_moment_is_waited_for(project, cli_run):
+    """Two commands started together take turns: the second waits for the first's lock on
+    the store (up to TOOLKIT_LOCK_TIMEOUT, 10 s) instead of exiting 75 at once."""
+    assert cli_run("load").exit_code == 0
+    db = project.root / ".toolkit" / "ledger.duckdb"
+    holder = _hold_store(db)
+    threading.Timer(0.5, holder.communicate, args=("",)).start()
+    try:
+        # the holder has the store when the query starts (it lets go half a second later)
+        result = cli_run("query", "SELECT 42 AS answer")
+        assert result.exit_code == 0, result.output
+        assert "42" in result.stdout
+        assert cli_run("load").exit_code == 0
+    finally:
+        if holder.poll() is None:
+            holder.communicate("")
 
 
 @pytest.mark.parametrize("sql", ["UPDATE EXTENSIONS", "UPDATE EXTENSIONS (httpfs)",

@@ -39,6 +39,7 @@ from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
 from toolkit.interrupts import raise_if_stopped, register
 from toolkit.records import RETRY_LIMIT, Problem
+from toolkit.safewrite import lock_timeout
 from toolkit.source import (
     FastPathFailed,
     Migration,
@@ -1423,13 +1424,45 @@ def _open_for_writing(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConn
 
 def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = None
              ) -> duckdb.DuckDBPyConnection:
-    """Open the store's DuckDB file; another process's lock is "busy", a bad file "bad data".
+    """Open the store's DuckDB file; another process's lock is waited for, as long as any
+    other lock of the toolkit's (:func:`toolkit.safewrite.lock_timeout`), then "busy"; a bad
+    file is "bad data".
 
-    Call ``check_store_path`` first: only a file with DuckDB's header gets here. Its time
-    zone is UTC whatever the machine's (:func:`_in_utc`)."""
+    DuckDB lets one process write a file and none read it meanwhile, and says so at once: two
+    commands started together (a `load` and a `query`, `serve` rebuilding while a command
+    runs) took turns only by luck, the loser exiting 75 after a few milliseconds. Call
+    ``check_store_path`` first: only a file with DuckDB's header gets here. Its time zone is
+    UTC whatever the machine's (:func:`_in_utc`)."""
+    config = {**_NO_EXTENSIONS, **(config or {})}
+    timeout = lock_timeout()
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        try:
+            return _connect_once(path, read_only=read_only, config=config)
+        except _Locked as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BusyError(f"the store is in use by another process{_holder(exc.message)}"
+                                f"; waited {timeout:g} s, retry when it finishes",
+                                path=path) from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.2)
+
+
+class _Locked(Exception):
+    """DuckDB's "could not set lock" on opening the store: another process has it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _connect_once(path: Path, *, read_only: bool, config: dict[str, Any]
+                  ) -> duckdb.DuckDBPyConnection:
+    """One try of :func:`_connect`; raises :class:`_Locked` for another process's lock."""
     import duckdb
     try:
-        config = {**_NO_EXTENSIONS, **(config or {})}
         if not read_only:
             return register(_in_utc(_open_for_writing(path, config)))
         return register(_in_utc(duckdb.connect(str(path), read_only=True, config=config)))
@@ -1437,8 +1470,7 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
         raise  # a bad setting in ``config`` (the caller names it), not a bad file
     except duckdb.Error as exc:  # IOException, or a plain Error for a corrupt block
         if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
-            raise BusyError(f"the store is in use by another process{_holder(str(exc))}; "
-                            "retry when it finishes", path=path) from None
+            raise _Locked(str(exc)) from None
         # the same file, open in this process: a reader beside a writer, or either beside a
         # reader with other settings
         if "file handle conflict" in str(exc) or "different configuration" in str(exc):

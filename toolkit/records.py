@@ -281,6 +281,10 @@ class SlopEntry:
         return self.id[:8]
 
 
+# SlopEntry(*row) for a row of all 19 fields, fast (the reader builds one per entry).
+slop_entry = _row_maker(SlopEntry)
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """One CodeSmith turn snapshot: a commit on the side repo's HEAD.

@@ -23,6 +23,7 @@ from toolkit.records import (
     Problem,
     SlopEntry,
     acyclic_build,
+    slop_entry,
 )
 from toolkit.textio import (
     as_text,
@@ -340,12 +341,12 @@ def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFil
         if plain_text and index not in by_entry and raw.keys() <= _KNOWN:
             # CodeSmith loads it as is: every value is already what the reader hands on
             get = raw.get
-            entries.append(SlopEntry(
+            entries.append(slop_entry((
                 spath, index, line, raw["id"], raw["bucket"],
                 raw["severity"], raw["confidence"], get("owner"),
                 tuple(get("source_links") or ()), raw["title"], raw["description"],
                 raw["status"], get("cleanup_recommendation"), raw["created_at"],
-                raw["updated_at"], get("task_id"), get("thread_id"), {}, ()))
+                raw["updated_at"], get("task_id"), get("thread_id"), {}, ())))
             continue
         notes = list(by_entry.get(index, []))
         values: dict[str, str | None] = {}

@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from toolkit.redact import MARKER, Finding, find_secrets, redact
+from toolkit.redact import MARKER, Finding, find_secrets, redact, redact_each
 
 HOME = "/home/tester"
 
@@ -250,6 +250,94 @@ def test_whole_corpus_in_one_document() -> None:
         assert decoy in out
     assert redact(out, home=HOME) == out
     assert find_secrets(out, home=HOME) == []
+
+
+
+def _each_case() -> list[str]:
+    """Every text of the corpus, and the ways it reaches a redactor: spelled (character
+    references, percent-escapes, fullwidth, invisible characters), cut short with an
+    ellipsis as a table cell cuts it, lowercased, on a line of prose, without its last
+    character, and blank or a line break."""
+    texts = [t for t, _ in SECRETS] + DECOYS + [t for t, _ in HOME_PATHS] \
+        + [t for t, _ in H2_SECRETS] + H2_DECOYS
+    out = list(texts)
+    for t in texts:
+        out += [html.escape(t).replace("_", "&#95;"), quote(t), t[: len(t) // 2] + "…",
+                t[:20] + "...", t.lower(), f"see {t} here", t[:-1], t.replace("_", "\u200b_"),
+                "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and i % 3 == 0 else c
+                        for i, c in enumerate(t))]
+    return out + ["", "\n", "\n\n", "password:", "hunter2", "curl -u", "admin:pw1@db"]
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_redact_each_equals_redacting_each_alone(fold: bool) -> None:
+    """``redact_each`` scans many texts at once (the slop export's titles): its answer is
+    each text's own ``redact``, whatever stands beside it, in any order."""
+    import random
+
+    cases = _each_case()
+    if fold:
+        cases = [t.casefold() for t in cases]
+    alone = [redact(t, home=HOME, fold=fold) for t in cases]
+    assert sum(a != t for a, t in zip(alone, cases, strict=True)) > 100  # secrets among them
+    assert redact_each(cases, home=HOME, fold=fold) == alone
+    rng = random.Random(7)
+    for _ in range(5):
+        order = list(range(len(cases)))
+        rng.shuffle(order)
+        shuffled = [cases[i] for i in order]
+        assert redact_each(shuffled, home=HOME, fold=fold) == [alone[i] for i in order]
+    # a secret split across two neighbours is in neither alone: neither is changed more
+    # than alone (each is redacted alone)
+    halves = [GHP[:20], GHP[20:], "password", "is hunter2", "-----BEGIN RSA", "PRIVATE KEY-----"]
+    assert redact_each(halves, home=HOME, fold=fold) == \
+        [redact(t, home=HOME, fold=fold) for t in halves]
+    assert redact_each([], home=HOME) == []
+
+
+
+@pytest.mark.parametrize("filler", ["Plain notes about the build. ",
+                                    "Notes — with dashes… and accents: café. ",
+                                    "A dotted \u0130stanbul and a \u212aelvin sign. "])
+def test_a_long_document_is_redacted_as_each_of_its_paragraphs(filler: str) -> None:
+    """A long text (a whole export) has its gates looked for in its UTF-8 bytes, a short one
+    as text: a paragraph is redacted the same in the middle of 10,000 characters of prose
+    (ASCII, not ASCII, with the two capitals that lowercase into ASCII) as alone."""
+    import random
+
+    import toolkit.redact as redact_module
+
+    pad = filler * (redact_module._SHORT // 2 // len(filler) + 1)
+    cases = [t for t, _ in SECRETS] + random.Random(5).sample(_each_case(), 150) + [
+        "TO\u212aEN=abcd1234efgh5678", 'api_\u212aey = "Zx9Qw8Er7Ty6"']  # a Kelvin sign
+    for fold in (False, True):
+        for text in cases:
+            text = text.casefold() if fold else text
+            whole = f"{pad}\n\n{text}\n\n{pad}"
+            assert len(whole) > redact_module._SHORT
+            assert redact(whole, home=HOME, fold=fold) == \
+                f"{pad}\n\n{redact(text, home=HOME, fold=fold)}\n\n{pad}", text
+
+
+def test_spelled_characters_are_found_in_bytes_as_in_text() -> None:
+    """The long-text search for invisible and fullwidth characters (over UTF-8 bytes) finds
+    exactly the characters the text search does."""
+    import random
+
+    import toolkit.redact as redact_module
+
+    rng = random.Random(3)
+    codes = [c for c in range(0x80, 0x3000)] + [c for c in range(0xFE00, 0x10000)] \
+        + [c for c in range(0xE0000, 0xE0100)] + rng.sample(range(0x3000, 0x110000), 5000)
+    for code in codes:
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        as_text = redact_module._SPELLED_CHARACTER.fullmatch(char) is not None
+        as_bytes = redact_module._SPELLED_CHARACTER_BYTES.search(char.encode()) is not None
+        assert as_text == as_bytes, hex(code)
+        long_text = "x" * redact_module._SHORT + char
+        assert redact_module._spelled_characters(long_text) == as_text, hex(code)
 
 
 def test_finding_never_shows_the_secret() -> None:

@@ -126,9 +126,10 @@ from __future__ import annotations
 import bisect
 import functools
 import html
+import itertools
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -259,11 +260,12 @@ _GLUED_FAMILIES: tuple[tuple[str, str, str], ...] = (
 _GLUED = re.compile(r"(?<=[_-])(?:" + "|".join(
     f"(?P<g{i}>" + pattern.replace("(?P<body>", f"(?P<b{i}>") + ")"
     for i, (_kind, pattern, _check) in enumerate(_GLUED_FAMILIES)) + ")")
-_GLUED_FOLDED = re.compile(_GLUED.pattern, _I)
 # A prefix glued at all (searched in the lowercased text: "_" and "-" are rare in prose, so
 # this costs about a microsecond on a line and skips the scan)
-_GLUED_GATE = re.compile(r"[_-](?:gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_(?:live|test)_"
-                         r"|aiza|xox[bpas]-|xapp-|eyj|whsec_|sg\.|sk-)")
+_GLUED_GATE_TEXT = (r"[_-](?:gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_(?:live|test)_"
+                    r"|aiza|xox[bpas]-|xapp-|eyj|whsec_|sg\.|sk-)")
+_GLUED_GATE = re.compile(_GLUED_GATE_TEXT)
+_GLUED_GATE_BYTES = re.compile(_GLUED_GATE_TEXT.encode())
 
 
 def _random(body: str, check: str, fold: bool) -> bool:
@@ -290,21 +292,16 @@ _WRAPPED = re.compile(
     + "|".join(f"(?:{prefix})(?P<h{i}>[{chars}]*)"
                for i, (_kind, prefix, _body, chars) in enumerate(_WRAPPED_FAMILIES))
     + r")(?P<brk>" + _LINE_BREAK + r")(?P<tail>[A-Za-z0-9_-]+)")
-_WRAPPED_FOLDED = re.compile(_WRAPPED.pattern, _I)
-# Where a family's prefix is (in the lowercased text): most text holds none, and this search
-# skips the whole scan, which is tried at every character.
-_WRAPPED_GATE = re.compile(r"gh[pousr]_|github_pat_|npm_|hf_|aiza|akia|asia")
 # per family: (the whole body, its characters from the start of the next line), as written
 # and case-folded
 _WRAPPED_BODIES = tuple((re.compile(body), re.compile(f"[{chars}]*"))
                         for _k, _p, body, chars in _WRAPPED_FAMILIES)
-_WRAPPED_BODIES_FOLDED = tuple((re.compile(body, _I), re.compile(f"[{chars}]*", _I))
-                               for _k, _p, body, chars in _WRAPPED_FAMILIES)
 
 
 def _wrapped_hits(text: str, fold: bool) -> Iterator[_Hit]:
-    bodies = _WRAPPED_BODIES_FOLDED if fold else _WRAPPED_BODIES
-    for m in (_WRAPPED_FOLDED if fold else _WRAPPED).finditer(text):
+    bodies = tuple((_folded(w), _folded(c)) for w, c in _WRAPPED_BODIES) if fold \
+        else _WRAPPED_BODIES
+    for m in (_folded(_WRAPPED) if fold else _WRAPPED).finditer(text):
         i = next(i for i in range(len(_WRAPPED_FAMILIES)) if m.group(f"h{i}") is not None)
         whole, chars = bodies[i]
         head = m.group(f"h{i}")
@@ -489,9 +486,12 @@ _FLAG_PLACEHOLDERS = frozenset({  # ... also as the case-folded copy reads it
     "pw", "pwd"})
 
 
-def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
+def _contextual_hits(text: str, has: Callable[[str], bool]) -> Iterator[_Hit]:
+    """``has``: whether the lowercased text holds a literal (:func:`_gate_tests`)."""
     for kind, gate, pattern in _CONTEXTUAL:
-        if gate not in low:
+        if not has(gate):
+            continue
+        if kind in _ALSO_NEEDED and not any(map(has, _ALSO_NEEDED[kind])):
             continue
         for m in pattern.finditer(text):
             group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
@@ -523,9 +523,12 @@ def _contextual_hits(text: str, low: str) -> Iterator[_Hit]:
 
 # Literal text each detector needs (lowercased): a detector whose text is absent cannot match,
 # so it is skipped (most values hold none of these; redaction of a short title stays cheap).
+# Each is a literal every match of the detector holds, case aside: "gh" alone (for
+# ``gh[pousr]_``) let "high" and "through" run the GitHub pattern over a whole document.
+_GITHUB_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
 _SIMPLE_GATES: dict[str, tuple[str, ...]] = {
-    "github_token": ("gh", "github_pat_"), "gitlab_token": ("glpat-",), "npm_token": ("npm_",),
-    "huggingface_token": ("hf_",), "stripe_key": ("k_live_", "k_test_"),
+    "github_token": (*_GITHUB_PREFIXES, "github_pat_"), "gitlab_token": ("glpat-",),
+    "npm_token": ("npm_",), "huggingface_token": ("hf_",), "stripe_key": ("k_live_", "k_test_"),
     "google_api_key": ("aiza",),
     "aws_access_key_id": ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "abia",
                           "acca"),
@@ -534,20 +537,76 @@ _SIMPLE_GATES: dict[str, tuple[str, ...]] = {
     "sendgrid_key": ("sg.",), "private_key": ("-----begin", "private"),
 }
 _ASSIGN_GATES = ("pass", "secret", "token", "key", "credential")
-# Any gate of any simple family: most text (a title, a line) holds none, and one search says
-# so instead of one gate test per family.
-_ANY_SIMPLE_GATE = re.compile("|".join(re.escape(g) for gates in _SIMPLE_GATES.values()
-                                       for g in gates))
+# A second literal some contextual detectors need besides their gate: a command line's flag
+# (``--``) is one only with a secret's word in it (``--password``, ``--api-key``).
+_ALSO_NEEDED: dict[str, tuple[str, ...]] = {"cli_flag_secret": _ASSIGN_GATES}
+# Every literal of a simple family's gates, and whether a (short) text holds any: one search
+# instead of one test a literal.
+_SIMPLE_ANY = tuple(dict.fromkeys(g for gates in _SIMPLE_GATES.values() for g in gates))
+_ANY_SIMPLE_GATE = re.compile("|".join(map(re.escape, _SIMPLE_ANY)))
+# The literals of the glued and wrapped gates: one of them is in every match of their
+# patterns (the wrapped gate is no more than them).
+_GLUED_LITERALS = (*_GITHUB_PREFIXES, "github_pat_", "glpat-", "npm_", "hf_", "k_live_",
+                   "k_test_", "aiza", "xox", "xapp-", "eyj", "whsec_", "sg.", "sk-")
+_WRAPPED_GATES = (*_GITHUB_PREFIXES, "github_pat_", "npm_", "hf_", "aiza", "akia", "asia")
+
+
+def _gate_tests(text: str) -> tuple[Callable[[str], bool], Callable[[str], bool],
+                                    Callable[[], bool], Callable[[], bool]]:
+    """How the detectors' gates are looked for in ``text``: (whether its lowercased form holds
+    a literal, whether the text itself holds one, whether the glued gate matches, whether any
+    simple family's gate is there).
+
+    A short text (a title, a cell) is searched as it is. A long one (a whole export) is
+    searched as UTF-8 bytes, each literal once: bytes are scanned at a byte a character, a
+    str holding any non-ASCII character at two or four, and the gates of a 10 MB export took
+    0.4 s. The same answers: outside ASCII only the dotted capital I and the Kelvin sign
+    lowercase into ASCII, and with either in the text the bytes are those of Python's own
+    lowering."""
+    if len(text) <= _SHORT:
+        low = text.lower()
+        return (low.__contains__, text.__contains__,
+                lambda: _GLUED_GATE.search(low) is not None,
+                lambda: _ANY_SIMPLE_GATE.search(low) is not None)
+    raw = text.encode("utf-8", "surrogatepass")
+    lowered = raw.lower() if raw.isascii() or ("\u0130" not in text and "\u212a" not in text) \
+        else text.lower().encode("utf-8", "surrogatepass")
+    seen: dict[str, bool] = {}
+
+    def has(literal: str) -> bool:
+        found = seen.get(literal)
+        if found is None:
+            found = seen[literal] = literal.encode() in lowered
+        return found
+
+    return (has, lambda literal: literal.encode("utf-8", "surrogatepass") in raw,
+            lambda: any(map(has, _GLUED_LITERALS))
+            and _GLUED_GATE_BYTES.search(lowered) is not None,
+            lambda: any(map(has, _SIMPLE_ANY)))
+
+
+_SHORT = 4096
 
 
 # The simple families with the case of their prefix ignored: for scanning a case-folded copy
 # (a slug or a URL path lowercases a key id or token; it must still be found).
 # AWS ids folded: only the key prefixes (AKIA, ASIA), not ACCA/ABIA, which a hex digest can
 # start with.
-_AWS_KEY_FOLDED = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _I)
-_SIMPLE_FOLDED = tuple(
-    (kind, _AWS_KEY_FOLDED if kind == "aws_access_key_id" else re.compile(p.pattern, p.flags | _I))
-    for kind, p in _SIMPLE)
+_AWS_KEY = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+
+
+@functools.cache
+def _folded(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """``pattern`` ignoring case, compiled when a case-folded text first needs it: most
+    commands never scan one, and compiling them all at import took about half of the
+    module's import time (every command that redacts pays it)."""
+    return re.compile(pattern.pattern, pattern.flags | _I)
+
+
+@functools.cache
+def _simple_folded() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((kind, _folded(_AWS_KEY if kind == "aws_access_key_id" else p))
+                 for kind, p in _SIMPLE)
 
 
 # A token of a fixed-prefix family that something upstream already cut, marked with an
@@ -560,11 +619,14 @@ _CUT_PREFIXES = (r"gh[pousr]_|github_pat_|glpat-|npm_|hf_|[rsp]k_(?:live|test)_|
                  r"|xox[abposr]-|xapp-|eyJ|whsec_|SG\.|d?sk-")
 _CUT_TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:" + _CUT_PREFIXES + r")"
                         r"(?P<body>[A-Za-z0-9_\-.+/=]{4,}?)(?=…|\.\.\.)")
-_CUT_TOKEN_FOLDED = re.compile(_CUT_TOKEN.pattern, _I)
+# Literals one of which (lowercased) each cut token starts with; a text with an ellipsis but
+# none of these (a table of titles cut to fit) has no cut token.
+_CUT_GATES = (*_GITHUB_PREFIXES, "github_pat_", "glpat-", "npm_", "hf_", "k_live_", "k_test_",
+              "aiza", "akia", "asia", "xox", "xapp-", "eyj", "whsec_", "sg.", "sk-")
 
 
 def _cut_hits(text: str, fold: bool) -> Iterator[_Hit]:
-    for m in (_CUT_TOKEN_FOLDED if fold else _CUT_TOKEN).finditer(text):
+    for m in (_folded(_CUT_TOKEN) if fold else _CUT_TOKEN).finditer(text):
         body = m.group("body")
         if m.group().upper().startswith(("AKIA", "ASIA")):  # a key id: capitals and digits
             # case-folded, a word that starts "akia"/"asia" (a bird, a village) reads as one:
@@ -578,43 +640,43 @@ def _cut_hits(text: str, fold: bool) -> Iterator[_Hit]:
 
 
 def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
-    low = text.lower()
-    simple = _ANY_SIMPLE_GATE.search(low) is not None
-    for kind, pattern in (_SIMPLE_FOLDED if fold else _SIMPLE) if simple else ():
-        if any(g in low for g in _SIMPLE_GATES[kind]):
-            for m in pattern.finditer(text):
-                yield _Hit(kind, m.start(), m.end(), MARKER)
-    if ("_" in text or "-" in text) and _GLUED_GATE.search(low):
+    has, has_raw, glued, simple = _gate_tests(text)
+    if simple():
+        for kind, pattern in _simple_folded() if fold else _SIMPLE:
+            if any(map(has, _SIMPLE_GATES[kind])):
+                for m in pattern.finditer(text):
+                    yield _Hit(kind, m.start(), m.end(), MARKER)
+    if (has_raw("_") or has_raw("-")) and glued():
         yield from _glued_hits(text, fold)
-    if ("\n" in text or "\\n" in text) and _WRAPPED_GATE.search(low):
+    if (has_raw("\n") or has_raw("\\n")) and any(map(has, _WRAPPED_GATES)):
         yield from _wrapped_hits(text, fold)
-    if "sk-" in low or "deepseek-" in low:
+    if has("sk-") or has("deepseek-"):
         for m in _PREFIX.finditer(text):
             if _keyish(m.group("body")):
                 yield _Hit("api_key", m.start(), m.end(), MARKER)
-    if "bearer" in low:
+    if has("bearer"):
         for m in _BEARER.finditer(text):
             if _tokenish(m.group("body"), 8, 20) and not _is_marker(m.group("body")):
                 yield _Hit("bearer_token", m.start(), m.end(), MARKER)
-    if "://" in text:
+    if has_raw("://"):
         for m in _URL_CREDS.finditer(text):
             if not _is_marker(m.group("creds")):
                 yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
-    if "authorization" in low:
+    if has("authorization"):
         for m in _AUTH_HEADER.finditer(text):
             value = m.group("value")
             if m.group("scheme") or _tokenish(value, 8, 20):
                 yield _Hit("authorization_header", m.start("value"), m.end("value"), MARKER)
-    if any(g in low for g in _ASSIGN_GATES):
+    if any(map(has, _ASSIGN_GATES)):
         yield from _assignment_hits(text)
-    yield from _contextual_hits(text, low)
-    if "…" in text or "..." in text:
+    yield from _contextual_hits(text, has)
+    if (has_raw("…") or has_raw("...")) and any(map(has, _CUT_GATES)):
         yield from _cut_hits(text, fold)
-    yield from _home_hits(text, home)
+    yield from _home_hits(text, home, has_raw)
 
 
 def _glued_hits(text: str, fold: bool) -> Iterator[_Hit]:
-    for m in (_GLUED_FOLDED if fold else _GLUED).finditer(text):
+    for m in (_folded(_GLUED) if fold else _GLUED).finditer(text):
         i = int((m.lastgroup or "g0")[1:])
         kind, _pattern, check = _GLUED_FAMILIES[i]
         if not check or _random(m.group(f"b{i}"), check, fold):
@@ -637,18 +699,18 @@ def _assignment_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("secret_assignment", part[0], part[1], MARKER)
 
 
-def _home_hits(text: str, home: str | None) -> Iterator[_Hit]:
+def _home_hits(text: str, home: str | None, has_raw: Callable[[str], bool]) -> Iterator[_Hit]:
     if home is None:
         home = os.path.expanduser("~")
     home = home.rstrip("/\\")
-    if home and home not in ("~", "/") and len(home) > 1 and home in text:
+    if home and home not in ("~", "/") and len(home) > 1 and has_raw(home):
         pattern = _home_pattern(home)
         for m in pattern.finditer(text):
             yield _Hit("home_path", m.start(), m.end(), "~")
-    if "/home/" in text or "/Users/" in text:
+    if has_raw("/home/") or has_raw("/Users/"):
         for m in _OTHER_HOME.finditer(text):
             yield _Hit("home_path", m.start(), m.end(), "~")
-    if ":\\Users\\" in text:
+    if has_raw(":\\Users\\"):
         for m in _WINDOWS_HOME.finditer(text):
             yield _Hit("home_path", m.start(), m.end(), "~")
 
@@ -710,6 +772,42 @@ _FULLWIDTH_OFFSET = 0xFEE0  # U+FF47 (fullwidth g) - "g"
 _UNICODE_SPELLED = re.compile(
     f"[{_INVISIBLE_CHARS}\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]"
     f"|[!-~][ \t]*[{_FULLWIDTH_CHARS}]|[{_FULLWIDTH_CHARS}][ \t]*[!-~]")
+# Each match of _UNICODE_SPELLED holds one of these: a text with none (most non-ASCII text:
+# accents, dashes, an ellipsis) is passed by one quick search, not a try at every character.
+_SPELLED_CHARACTER = re.compile(f"[{_INVISIBLE_CHARS}{_FULLWIDTH_CHARS}]")
+
+
+def _utf8_alternatives(chars: str) -> re.Pattern[bytes]:
+    """The characters of ``chars`` (a character class's inside: characters and ``a-b``
+    ranges, none ASCII) as a pattern over UTF-8 bytes: each character's bytes, grouped by
+    all but their last byte."""
+    codes: list[int] = []
+    i = 0
+    while i < len(chars):
+        if i + 2 < len(chars) and chars[i + 1] == "-":
+            codes += range(ord(chars[i]), ord(chars[i + 2]) + 1)
+            i += 3
+        else:
+            codes.append(ord(chars[i]))
+            i += 1
+    by_lead: dict[bytes, list[int]] = {}
+    for code in codes:
+        encoded = chr(code).encode()
+        by_lead.setdefault(encoded[:-1], []).append(encoded[-1])
+    return re.compile(b"|".join(re.escape(lead) + b"[" + b"".join(
+        re.escape(bytes([last])) for last in lasts) + b"]" for lead, lasts in by_lead.items()))
+
+
+# The same, over a long text's UTF-8 bytes: a 10 MB export's characters were searched at two
+# bytes each; its bytes are passed over where no lead byte of these is (most of them).
+_SPELLED_CHARACTER_BYTES = _utf8_alternatives(_INVISIBLE_CHARS + _FULLWIDTH_CHARS)
+
+
+def _spelled_characters(text: str) -> bool:
+    """Does ``text`` (not ASCII) hold a character of :data:`_SPELLED_CHARACTER`?"""
+    if len(text) <= _SHORT:
+        return _SPELLED_CHARACTER.search(text) is not None
+    return _SPELLED_CHARACTER_BYTES.search(text.encode("utf-8", "surrogatepass")) is not None
 _SPELLED = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{0,31};?)"
                       r"|\\(?:[!-/:-@\[-`{-~]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})|"
                       + _PERCENT_CHAR + f"|[{_INVISIBLE_CHARS}{_FULLWIDTH_CHARS}]")
@@ -818,7 +916,8 @@ def _decoded_hits(text: str, home: str | None, fold: bool) -> Iterator[_Hit]:
 def _collect(text: str, home: str | None, fold: bool = False) -> list[_Hit]:
     hits = list(_detect(text, home, fold))
     if "&" in text or "\\" in text or ("%" in text and _PERCENT.search(text)) \
-            or (not text.isascii() and _UNICODE_SPELLED.search(text)):
+            or (not text.isascii() and _spelled_characters(text)
+                and _UNICODE_SPELLED.search(text)):
         # plain text (most) costs nothing more
         hits += _decoded_hits(text, home, fold)
     return _merge(hits)
@@ -848,6 +947,34 @@ def redact(text: str, *, home: str | None = None, fold: bool = False) -> str:
             return text
         text = _apply(text, hits)
     return text
+
+
+def redact_each(texts: Sequence[str], *, home: str | None = None, fold: bool = False
+                ) -> list[str]:
+    """``[redact(t, home=home, fold=fold) for t in texts]``, with one scan for all of them:
+    the texts are joined with blank lines between them and searched once, and only a text
+    that a secret (or home path) found there touches is redacted on its own, as ``redact``
+    would. Redacting 20,000 short values one call at a time cost 0.15 s of fixed costs per
+    call; the one scan is linear in their length. A secret found across two texts only makes
+    both be redacted alone; every detector stops at a blank line or reads it as the end of
+    its text (tests/test_redact.py checks the whole corpus both ways)."""
+    if not texts:
+        return []
+    if home is None:
+        home = os.path.expanduser("~")
+    hits = _collect(_SEPARATOR.join(texts), home, fold)
+    if not hits:
+        return list(texts)
+    ends = list(itertools.accumulate(len(t) + len(_SEPARATOR) for t in texts))
+    touched: set[int] = set()
+    for hit in hits:
+        first = bisect.bisect_right(ends, hit.start)
+        last = bisect.bisect_right(ends, max(hit.start, hit.end - 1))
+        touched.update(range(first, min(last, len(texts) - 1) + 1))
+    return [redact(t, home=home, fold=fold) if i in touched else t for i, t in enumerate(texts)]
+
+
+_SEPARATOR = "\n\n"
 
 
 def _apply(text: str, hits: list[_Hit]) -> str:

@@ -336,13 +336,15 @@ def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
     ``now`` is the "Generated at" time (default: ``toolkit.clock.now``); ``home`` is passed to
     the redactor (default: the real home directory).
     """
-    from toolkit.redact import redact
+    from toolkit.redact import redact, redact_each
 
-    def shown(text: str) -> str:
-        # a title is cut for the table after it is redacted: cut first, a key straddling
-        # the cut is too short for its detector and its first characters would stay
-        return redact(text, home=home) if redact_output else text
-
+    if redact_output and home is None:
+        home = os.path.expanduser("~")  # once, not once a text
+    # a title is cut for the table after it is redacted: cut first, a key straddling the cut
+    # is too short for its detector and its first characters would stay
+    titles = [e.title for e in entries]
+    cut = dict(zip(map(id, entries), redact_each(titles, home=home) if redact_output
+                   else titles, strict=True))
     when = clock.utc(now or clock.now())
     heading = title if title is not None else EXPORT_TITLE
     out = [f"# {heading}\n\n",
@@ -362,7 +364,7 @@ def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
                 source = e.source_links[0] if e.source_links else "-"
                 out.append(f"| {_cell(e.short_id)} | {debug_name(e.severity)} | "
                            f"{debug_name(e.confidence)} | {debug_name(e.status)} | "
-                           f"{_cell(truncate(shown(e.title), 60))} | {_cell(source)} |\n")
+                           f"{_cell(truncate(cut[id(e)], 60))} | {_cell(source)} |\n")
             out.append("\n")
             for e in group:
                 out.append(f"### {_one_line(e.short_id)} — {_one_line(e.title)}\n\n")

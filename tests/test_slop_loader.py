@@ -303,3 +303,36 @@ def test_lone_surrogates_in_the_file_are_shown_as_replacement_chars(project, cli
     out = cli_run("--db", str(db), "query", "SELECT title FROM slop_entries", "--format", "json")
     assert json.loads(out.stdout) == [{"title": "bad \ufffd title"}]
     assert project.slop.read_bytes() == before
+
+
+def test_reading_leaves_the_cycle_collector_on_and_garbage_collectable(tmp_path) -> None:
+    """The reader pauses the cycle collector while it builds its records and, leaving,
+    promotes what exists instead of walking it: the collector is on again, and garbage
+    cycles made before the read (or inside it) are still freed by the next full pass."""
+    import gc
+    import weakref
+
+    from toolkit.sources.slop import read_slop
+
+    class Node:
+        pass
+
+    def cycle() -> weakref.ref[Node]:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]
+        return weakref.ref(a)
+
+    path = tmp_path / "slop_ledger.json"
+    path.write_text('{"entries": []}', encoding="utf-8")
+    before = cycle()
+    assert gc.isenabled()
+    assert read_slop(path).entries == []
+    assert gc.isenabled()
+    gc.collect()
+    assert before() is None
+    gc.disable()
+    try:  # a caller that paused the collector finds it paused still
+        read_slop(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

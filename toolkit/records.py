@@ -198,16 +198,25 @@ ledger_entry = _row_maker(LedgerEntry)
 
 
 @contextlib.contextmanager
-def acyclic_build() -> Iterator[None]:
+def acyclic_build(*, promote: bool = False) -> Iterator[None]:
     """Pause the cycle collector while a reader builds many records (plain values, no
     cycles: nothing for it to find, yet every few hundred new objects it would walk them
-    all, a third of a big parse's time)."""
+    all, a third of a big parse's time).
+
+    ``promote``: on leaving, move every object the collector tracks into its oldest
+    generation (``gc.freeze`` then ``gc.unfreeze``, no walk) instead of letting its next
+    young pass walk all that the block made (20 ms after reading 20,000 slop entries, 8% of
+    the read). Garbage that was waiting in the young generations waits for the next full
+    pass too: for a reader a command runs, not inside a long build."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if collecting:
+            if promote:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

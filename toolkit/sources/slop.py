@@ -295,7 +295,7 @@ def parse_slop_data(text: str, path: Path, *, bom: bool = False, raw: bytes | No
     file), for writers that need both from one parse. ``raw``: the file's bytes, when the
     caller has them. Linear in the text: one JSON parse, a few whole-text scans, and a
     handful of checks per entry."""
-    with acyclic_build():  # the parse builds only acyclic values
+    with acyclic_build(promote=True):  # the parse builds only acyclic values
         return _parse(text, path, bom, raw)
 
 

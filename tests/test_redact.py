@@ -266,7 +266,7 @@ def _each_case() -> list[str]:
                 t[:20] + "...", t.lower(), f"see {t} here", t[:-1], t.replace("_", "\u200b_"),
                 "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and i % 3 == 0 else c
                         for i, c in enumerate(t))]
-    return out + ["", "\n", "\n\n", "password:", "hunter2", "curl -u", "admin:pw1@db"]
+    return [*out, "", "\n", "\n\n", "password:", "hunter2", "curl -u", "admin:pw1@db"]
 
 
 @pytest.mark.parametrize("fold", [False, True])

@@ -1071,6 +1071,8 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     Memory: each page's Markdown is written as soon as it is rendered, and the page contexts
     (``made.content.pages``, emptied here) and the tables' HTML are let go before MkDocs runs,
     which then holds every page's HTML itself."""
+    from toolkit.store import drop_library_pages
+
     content = made.content
     config_text, config_files = _mkdocs_config(base_config, content.pages, site, site_name,
                                                build)
@@ -1110,16 +1112,29 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # one change, it stays open: the pages add little, and the two reopens cost more than
     # they save (each reads the catalog and the tables' blocks again; about 0.2 s of CPU at
     # 15,000 pages, for 2-3 MB less at the peak).
+    # The same goes for the pages of DuckDB's library the queries ran (its code: about 40 MB
+    # resident, a quarter of the build's peak at 5,000 entries): given back to the kernel after
+    # the rows and after the downloads (the downloads read back only what they run), so the
+    # pages render and MkDocs runs without them.
     large = len(todo) >= _LARGE_SITE
     if large:
         store.release(same_state=True)  # the rows must be of the state the pages were made of
     rows = fetch_rows(store, todo)
     if large:
         store.release(same_state=True)  # and so must the downloads
+        drop_library_pages()
+
     # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
+    def write_downloads() -> list[str]:
+        written = _write_downloads(store, content.downloads, docs, build, versions or {},
+                                   f"redact={redact}")
+        if large:  # nothing reads the store after them
+            store.release(same_state=True)
+            drop_library_pages()
+        return written
+
     worker = ThreadPoolExecutor(max_workers=1)
-    downloads = worker.submit(_write_downloads, store, content.downloads, docs, build,
-                              versions or {}, f"redact={redact}")
+    downloads = worker.submit(write_downloads)
     worker.shutdown(wait=False)
     try:
         done = total - len(todo)

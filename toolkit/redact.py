@@ -700,8 +700,8 @@ def _assignment_hits(text: str) -> Iterator[_Hit]:
 
 
 def _home_hits(text: str, home: str | None, has_raw: Callable[[str], bool]) -> Iterator[_Hit]:
-    if home is None:
-        home = os.path.expanduser("~")
+    if home is None:  # what expanduser("~") gives, without its steps when HOME is set
+        home = os.environ.get("HOME") or os.path.expanduser("~")
     home = home.rstrip("/\\")
     if home and home not in ("~", "/") and len(home) > 1 and has_raw(home):
         pattern = _home_pattern(home)

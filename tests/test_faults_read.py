@@ -197,6 +197,41 @@ def test_a_session_log_linked_outside_the_vault_is_read_with_a_warning(project, 
     assert str(inside) not in cli_run("status").output
 
 
+
+def test_a_ledger_file_or_folder_linked_outside_the_vault_is_read_with_a_warning(
+        project, cli_run, tmp_path):
+    """As a session log's (above): a ledger file that a symbolic link brings in from outside
+    the vault is read, its entries shown, and said in `status` and the site's warnings; so is
+    one whose ledger folder is the link. A link that stays inside says nothing."""
+    patterns = project.ledger / "patterns.md"
+    elsewhere = tmp_path / "elsewhere" / "patterns.md"
+    elsewhere.parent.mkdir()
+    patterns.rename(elsewhere)
+    patterns.symlink_to(elsewhere)
+    result = cli_run("status")
+    assert result.exit_code == 0, result.output
+    assert (f"  {patterns}: is a symlink to {elsewhere}, outside the vault; read through it"
+            in result.output.splitlines())
+    shown = cli_run("query", "SELECT count(*) FROM ledger_entries WHERE file = 'patterns'")
+    assert shown.exit_code == 0 and shown.stdout.split()[-1] != "0", shown.output
+    # the ledger folder is the link
+    patterns.unlink()
+    elsewhere.rename(patterns)
+    folder = tmp_path / "elsewhere" / "ledger"
+    project.ledger.rename(folder)
+    project.ledger.symlink_to(folder, target_is_directory=True)
+    lines = cli_run("status").output.splitlines()
+    assert (f"  {patterns}: is {folder / 'patterns.md'}, outside the vault (a folder on its "
+            "way is a symlink); read through it") in lines
+    # a link that stays inside the vault
+    project.ledger.unlink()
+    folder.rename(project.ledger)
+    inside = project.vault / "patterns-copy.md"
+    patterns.rename(inside)
+    patterns.symlink_to(inside)
+    assert "outside the vault" not in cli_run("status").output
+
+
 def test_a6_a_folder_where_the_slop_ledger_belongs_is_bad_data(project, cli_run):
     project.slop.unlink()
     project.slop.mkdir()

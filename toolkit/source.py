@@ -163,12 +163,23 @@ def asked_once(key: Hashable, ask: Callable[[], T]) -> T:
 
 
 def fingerprint_paths(paths: Sequence[Path]) -> str:
-    """Cheap change detector: size, mtime_ns and inode of each path (missing -> '-')."""
+    """Cheap change detector: size, mtime_ns and inode of each path (missing -> '-'), and
+    where a symbolic link leads: a path that is one, and a folder of the paths reached
+    through one, add their target. A file moved elsewhere and linked back in its place (or its
+    folder so) keeps its size, time and inode, but what reads it changed: a read through a
+    link leaving the vault is said (FAULTS G3), and the store must load it again to say so.
+    Paths without links give what they gave before links were looked at."""
     h = hashlib.sha256()
+    for folder in dict.fromkeys(os.path.dirname(p) for p in paths):
+        real = os.path.realpath(folder)
+        if real != os.path.abspath(folder):
+            h.update(f"{folder}\0->{real}\n".encode())
     for p in paths:
         try:
             st = os.stat(p)
             h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+            if os.path.islink(p):
+                h.update(f"{p}\0->{os.path.realpath(p)}\n".encode())
         except OSError:
             h.update(f"{p}\0-\n".encode())
     return h.hexdigest()

@@ -1039,13 +1039,18 @@ def _event_kind(title: str) -> str:
     return "other"
 
 
+# A file of the vault read through a symbolic link that leads out of it.
+_LINKED_OUT = "is a symlink to {}, outside the vault; read through it"
+_REACHED_OUT = "is {}, outside the vault (a folder on its way is a symlink); read through it"
+
+
 def read_session(path: Path) -> tuple[Session, list[SessionEvent], list[Problem]]:
     name = path.stem
     problems: list[Problem] = []
     # read through, as the ledger's read commands do, but said (G3)
     if path.is_symlink() and not within(path, path.parent.parent, strictly=True):
-        problems.append(Problem("smith", str(path), None, f"is a symlink to "
-                                f"{os.path.realpath(path)}, outside the vault; read through it"))
+        problems.append(Problem("smith", str(path), None,
+                                _LINKED_OUT.format(os.path.realpath(path))))
     try:
         text = decode_utf8(read_bytes(path), path)
     except DataError as exc:
@@ -1228,6 +1233,12 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
         for kind in LEDGER_FILES}
     for lf in files.values():
         problems.extend(lf.problems)
+        # read through a link that leads out of the vault (FAULTS G3), but never silently:
+        # its entries go into the store, the site and the handoff (as a session log's)
+        if lf.exists and not within(lf.path, vault, strictly=True):
+            form = _LINKED_OUT if lf.path.is_symlink() else _REACHED_OUT  # (its folder)
+            problems.append(Problem("smith", str(lf.path), None,
+                                    form.format(os.path.realpath(lf.path))))
     meta = read_meta(ledger_dir)
     if meta.error:
         problems.append(Problem("smith", str(meta.path), meta.error_line, meta.error))

@@ -178,6 +178,17 @@ def test_a6_a_folder_where_a_ledger_file_belongs_is_reported_rest_loads(project,
     assert result.exit_code == 0, result.output
 
 
+def _moved_out_and_linked_back(cli_run, path, elsewhere) -> None:
+    """Move the vault's file ``path`` to ``elsewhere`` (outside the vault) and link it back in
+    its place: `status` names the link and where it leads."""
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    result = cli_run("status")
+    assert result.exit_code == 0, result.output
+    assert (f"  {path}: is a symlink to {elsewhere}, outside the vault; read through it"
+            in result.output.splitlines())
+
+
 def test_a_session_log_linked_outside_the_vault_is_read_with_a_warning(project, cli_run,
                                                                          tmp_path):
     # read through the link (as the ledger's read commands do, FAULTS G3), but never
@@ -185,17 +196,10 @@ def test_a_session_log_linked_outside_the_vault_is_read_with_a_warning(project, 
     session = next((project.vault / "sessions").glob("*.md"))
     other = session.with_name("jane-doe_86e0b9_2026-05-05_090000.md")
     other.write_bytes(session.read_bytes())
-    elsewhere = tmp_path / "elsewhere.md"
-    session.rename(elsewhere)
-    session.symlink_to(elsewhere)
-    result = cli_run("status")
-    assert result.exit_code == 0, result.output
-    assert (f"  {session}: is a symlink to {elsewhere}, outside the vault; read through it"
-            in result.output.splitlines())
+    _moved_out_and_linked_back(cli_run, session, tmp_path / "elsewhere.md")
     inside = project.vault / "sessions" / "also-here.md"
     inside.symlink_to(other.name)  # a link that stays inside: no warning
     assert str(inside) not in cli_run("status").output
-
 
 
 def test_a_ledger_file_or_folder_linked_outside_the_vault_is_read_with_a_warning(
@@ -206,12 +210,7 @@ def test_a_ledger_file_or_folder_linked_outside_the_vault_is_read_with_a_warning
     patterns = project.ledger / "patterns.md"
     elsewhere = tmp_path / "elsewhere" / "patterns.md"
     elsewhere.parent.mkdir()
-    patterns.rename(elsewhere)
-    patterns.symlink_to(elsewhere)
-    result = cli_run("status")
-    assert result.exit_code == 0, result.output
-    assert (f"  {patterns}: is a symlink to {elsewhere}, outside the vault; read through it"
-            in result.output.splitlines())
+    _moved_out_and_linked_back(cli_run, patterns, elsewhere)
     shown = cli_run("query", "SELECT count(*) FROM ledger_entries WHERE file = 'patterns'")
     assert shown.exit_code == 0 and shown.stdout.split()[-1] != "0", shown.output
     # the ledger folder is the link

@@ -102,6 +102,8 @@ from toolkit.store import Store, drop_library_pages
 library = str(Path(_duckdb.__file__).resolve())
 
 def resident() -> int:
+    if not Path("/proc/self/smaps").exists():  # not Linux
+        return -1
     kb, current = 0, ""
     for line in open("/proc/self/smaps"):
         if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):
@@ -124,8 +126,9 @@ print(dropped, before, after, first, store.scalar(asked))
     assert out.returncode == 0, out.stderr
     dropped, before, after, first, again = out.stdout.split()
     assert (first, again) == ("0", "0")
-    if sys.platform.startswith("linux") and dropped == "True":
+    if sys.platform.startswith("linux"):
+        assert dropped == "True"
         assert int(before) > 10_000  # KB: the library's code a store's queries ran
         assert int(after) < int(before) / 2  # (what relocation changed stays)
-    else:  # not done here (another system than Linux)
-        assert dropped == "False" and int(after) >= int(before) // 2
+    else:  # not done on another system
+        assert dropped == "False"

@@ -29,6 +29,7 @@ file knows no handoff, ``publish`` reads the time of the last one from the issue
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 import unicodedata
@@ -675,23 +676,11 @@ class _Ctx:
 
 def _ctx(report: HandoffReport, redactor: Redactor | None, links: Links | None,
          html: bool = True, text_limit: int | None = None) -> _Ctx:
-    return _Ctx(_remembering(redactor or _default_redactor()),
+    # the rendering's redactor answers a text it was given before from memory: a report
+    # redacts the same severities, buckets and statuses once a row (40,000 calls for 20,000
+    # open slop entries, a few hundred distinct texts besides the titles)
+    return _Ctx(functools.cache(redactor or _default_redactor()),
                 links or Links(report.site_url), html, text_limit)
-
-
-def _remembering(redactor: Redactor) -> Redactor:
-    """``redactor``, answering a text it was given before in this rendering from memory: a
-    report redacts the same severities, buckets and statuses once a row (40,000 calls for
-    20,000 open slop entries, a few hundred distinct texts besides the titles)."""
-    seen: dict[str, str] = {}
-
-    def redact_once(text: str) -> str:
-        shown = seen.get(text)
-        if shown is None:
-            shown = seen[text] = redactor(text)
-        return shown
-
-    return redact_once
 
 
 def sections(report: HandoffReport, redactor: Redactor | None = None, *,

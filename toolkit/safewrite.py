@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from toolkit.errors import (
     BusyError,
@@ -63,6 +63,8 @@ from toolkit.textio import max_file_bytes, within
 
 if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
     from concurrent.futures import Future, ThreadPoolExecutor
+
+T = TypeVar("T")
 
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
 PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
@@ -1035,6 +1037,25 @@ def lock_timeout() -> float:
     return DEFAULT_LOCK_TIMEOUT
 
 
+def keep_trying(attempt: Callable[[], T], busy: type[BaseException], timeout: float, *,
+                longest: float = 0.2) -> T:
+    """``attempt()`` again while it raises ``busy`` (another run holds what it needs), for
+    up to ``timeout`` seconds; then that last ``busy`` error, for the caller to say whose.
+    The pauses between tries double from 10 ms up to ``longest`` seconds (a try may cost
+    milliseconds of CPU: opening a DuckDB store does)."""
+    deadline = time.monotonic() + max(timeout, 0.0)
+    pause = 0.01
+    while True:
+        try:
+            return attempt()
+        except busy:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, longest)
+
+
 class FileLock:
     """An exclusive ``flock`` on ``lock_path`` (a file, created if needed, or a directory).
 
@@ -1054,19 +1075,14 @@ class FileLock:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         else:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        deadline = time.monotonic() + max(self.timeout, 0.0)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._fd = fd
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise BusyError(
-                        f"{self.what} is locked by another run (waited {self.timeout:g} s)",
-                        path=self.path, hint="Wait for it to finish and try again") from None
-                time.sleep(0.02)
+        try:
+            keep_trying(lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB),
+                        BlockingIOError, self.timeout, longest=0.02)
+        except BlockingIOError:
+            os.close(fd)
+            raise BusyError(f"{self.what} is locked by another run (waited {self.timeout:g} s)",
+                            path=self.path, hint="Wait for it to finish and try again") from None
+        self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:

@@ -338,13 +338,10 @@ def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
     """
     from toolkit.redact import redact, redact_each
 
-    if redact_output and home is None:
-        home = os.path.expanduser("~")  # once, not once a text
     # a title is cut for the table after it is redacted: cut first, a key straddling the cut
     # is too short for its detector and its first characters would stay
     titles = [e.title for e in entries]
-    cut = dict(zip(map(id, entries), redact_each(titles, home=home) if redact_output
-                   else titles, strict=True))
+    shown = redact_each(titles, home=home) if redact_output else titles
     when = clock.utc(now or clock.now())
     heading = title if title is not None else EXPORT_TITLE
     out = [f"# {heading}\n\n",
@@ -352,21 +349,21 @@ def export_markdown(entries: Sequence[SlopEntry], *, title: str | None = None,
     if not entries:
         out.append("_(no entries)_\n")
     else:
-        groups: dict[str, list[SlopEntry]] = {}
-        for e in entries:
-            groups.setdefault(e.bucket or "[???]", []).append(e)
+        groups: dict[str, list[tuple[SlopEntry, str]]] = {}  # entries with their titles
+        for e, shown_title in zip(entries, shown, strict=True):
+            groups.setdefault(e.bucket or "[???]", []).append((e, shown_title))
         for bucket in sorted(groups):
             group = groups[bucket]
             out.append(f"## {bucket}\n\n")
             out.append("| ID | Severity | Confidence | Status | Title | Source |\n")
             out.append("|---|---|---|---|---|---|\n")
-            for e in group:
+            for e, shown_title in group:
                 source = e.source_links[0] if e.source_links else "-"
                 out.append(f"| {_cell(e.short_id)} | {debug_name(e.severity)} | "
                            f"{debug_name(e.confidence)} | {debug_name(e.status)} | "
-                           f"{_cell(truncate(cut[id(e)], 60))} | {_cell(source)} |\n")
+                           f"{_cell(truncate(shown_title, 60))} | {_cell(source)} |\n")
             out.append("\n")
-            for e in group:
+            for e, _ in group:
                 out.append(f"### {_one_line(e.short_id)} — {_one_line(e.title)}\n\n")
                 out.append(f"- **Severity**: {debug_name(e.severity)}\n")
                 out.append(f"- **Confidence**: {debug_name(e.confidence)}\n")

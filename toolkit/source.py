@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -176,9 +177,12 @@ def fingerprint_paths(paths: Sequence[Path]) -> str:
             h.update(f"{folder}\0->{real}\n".encode())
     for p in paths:
         try:
-            st = os.stat(p)
+            st = os.lstat(p)  # one call a path, as before; a link's target is stat-ed too
+            link = stat.S_ISLNK(st.st_mode)
+            if link:
+                st = os.stat(p)
             h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
-            if os.path.islink(p):
+            if link:
                 h.update(f"{p}\0->{os.path.realpath(p)}\n".encode())
         except OSError:
             h.update(f"{p}\0-\n".encode())

@@ -39,7 +39,7 @@ from toolkit.display import visible
 from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
 from toolkit.interrupts import raise_if_stopped, register
 from toolkit.records import RETRY_LIMIT, Problem
-from toolkit.safewrite import lock_timeout
+from toolkit.safewrite import keep_trying, lock_timeout
 from toolkit.source import (
     FastPathFailed,
     Migration,
@@ -1479,27 +1479,17 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
     UTC whatever the machine's (:func:`_in_utc`)."""
     config = {**_NO_EXTENSIONS, **(config or {})}
     timeout = lock_timeout()
-    deadline = time.monotonic() + timeout
-    pause = 0.01
-    while True:
-        try:
-            return _connect_once(path, read_only=read_only, config=config)
-        except _Locked as exc:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise BusyError(f"the store is in use by another process{_holder(exc.message)}"
-                                f"; waited {timeout:g} s, retry when it finishes",
-                                path=path) from None
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.2)
+    try:
+        return keep_trying(lambda: _connect_once(path, read_only=read_only, config=config),
+                           _Locked, timeout)
+    except _Locked as exc:
+        raise BusyError(f"the store is in use by another process{_holder(str(exc))}; "
+                        f"waited {timeout:g} s, retry when it finishes", path=path) from None
 
 
 class _Locked(Exception):
-    """DuckDB's "could not set lock" on opening the store: another process has it."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    """DuckDB's "could not set lock" on opening the store (its message): another process
+    has it."""
 
 
 def _connect_once(path: Path, *, read_only: bool, config: dict[str, Any]

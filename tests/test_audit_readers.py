@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 
 import pytest
@@ -708,3 +709,63 @@ def test_every_audit_table_streams_into_the_store_without_the_careful_path(tmp_p
             "2026-05-05 09:00:00"
         assert store.scalar("SELECT CAST(ts AS VARCHAR) FROM actions WHERE tier = 1 "
                             "AND category = 'c'") == "2026-05-04 23:00:00"
+
+
+def _load_audit_tables(tmp_path, db, name: str) -> dict[str, list[tuple[object, ...]]]:  # type: ignore[no-untyped-def]
+    """Every audit table of a new store loaded from ``db``, rows in id order (values as text
+    and their types, so that 2 and "2" differ)."""
+    from toolkit.config import resolve
+    from toolkit.loaders import SOURCES
+    from toolkit.sources import audit
+    from toolkit.store import Store
+
+    cfg = resolve(project=tmp_path, env={"NAGI_LEDGER_DB": str(db), "HOME": str(tmp_path)},
+                  cwd=tmp_path)
+    with Store.open(tmp_path / f"{name}.duckdb", sources=SOURCES) as store:
+        store.refresh(cfg, only=["audit"])
+        return {t: store.conn.execute(
+            f"SELECT * FROM (SELECT COLUMNS(*)::VARCHAR, COLUMNS(*).typeof() FROM {t}) "
+            "ORDER BY 1").fetchall() for t in audit.TABLES}
+
+
+def test_a_few_new_rows_load_as_the_stream_loads_them_without_pyarrow(tmp_path, monkeypatch):
+    """A table with at most FEW_ROWS new ids is read row by row (the careful path, which the
+    stream gives way to for any value it cannot take) instead of streamed: the same rows,
+    types and times as the stream's, offsets, NULL times and verdicts given later included;
+    and a load of so few rows in a new process never imports pyarrow or ADBC's driver."""
+    import subprocess
+    import sys
+
+    from toolkit import store as store_module
+
+    db = make_audit_db(tmp_path / "ledger.db")
+    insert(db, "actions", ts="2026-05-05T08:00:00+09:00", tier=1, category="c",
+           description="d", project=None)
+    insert(db, "dispatches", ts="2026-05-04 23:30:00", task="t", agent_type="a", model="m",
+           brief_summary="b", verdict="CONFIRMED", verdict_ts="2026-05-05T01:00:00-08:00")
+    careful = _load_audit_tables(tmp_path, db, "careful")
+    monkeypatch.setattr(store_module, "FEW_ROWS", 0)  # every table streamed
+    streamed = _load_audit_tables(tmp_path, db, "streamed")
+    assert careful == streamed and all(careful.values())
+    monkeypatch.undo()
+
+    # in a new process: a first load, then a refresh whose old dispatch got its verdict
+    (tmp_path / "project").mkdir()
+    env = {"HOME": str(tmp_path), "NAGI_LEDGER_DB": str(db), "TZ": "UTC",
+           "PATH": os.environ["PATH"]}
+    script = ("import sys\nfrom toolkit.cli import cli\n"
+              "cli.main(['--project', sys.argv[1], 'load'], standalone_mode=False)\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('pyarrow', 'adbc_driver_sqlite', 'adbc_driver_manager')))\n")
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "project")],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.splitlines()[-1] == "[]"
+        assert "audit" in run.stdout
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE dispatches SET verdict = 'REFUTED' WHERE task = 't'")
+        conn.commit()
+        conn.close()
+    stored = _load_audit_tables(tmp_path, db, "after")
+    assert "REFUTED" in {r[6] for r in stored["dispatches"]}

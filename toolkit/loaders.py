@@ -431,8 +431,8 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
             if full or not same_file or ids.get(t, 0) < after or have != after:
                 store.conn.execute(f"DELETE FROM {t}")  # replaced, reset or first load
                 after = 0
-            added += _copy_audit_table(store, conn, db, t, schema.tables[t], after, problems,
-                                       progress)
+            added += _copy_audit_table(store, conn, db, t, schema.tables[t], after,
+                                       ids.get(t, 0), problems, progress)
         if "dispatches" in schema.tables and old_ids.get("dispatches"):
             _refresh_verdicts(store, conn, db, old_ids["dispatches"])
     finally:
@@ -451,12 +451,19 @@ def _file_identity(path: Path) -> list[Any]:
 
 
 def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
-                      after: int, problems: list[Problem], progress: Any) -> int:
-    """Copy rows with id > after: streamed Arrow batches (fast), or validated rows (careful)."""
+                      after: int, upto: int, problems: list[Problem], progress: Any) -> int:
+    """Copy rows with id > after (``upto``: the table's largest id): streamed Arrow batches
+    (fast), or validated rows (careful). The careful path is the reference, the stream a
+    faster way to the same rows (it gives way to the careful path on any value it cannot
+    take): a table with at most :data:`toolkit.store.FEW_ROWS` new ids goes the careful way
+    at once, as ``insert_rows`` binds so few rows without Arrow, so that a small load or a
+    refresh of a few new actions never imports pyarrow and ADBC's driver (about a tenth of
+    a second of a new process's start)."""
     from toolkit.interrupts import raise_if_stopped
     from toolkit.sources import audit
+    from toolkit.store import FEW_ROWS
 
-    if not careful() and all(c in present for c in ("id", "ts")):
+    if not careful() and upto - after > FEW_ROWS and all(c in present for c in ("id", "ts")):
         before = store.scalar(f"SELECT count(*) FROM {table}")
         try:
             audit.stream_into(db, table, present, after, store.insert_stream)
@@ -488,23 +495,21 @@ def _refresh_verdicts(store: Store, conn: Any, db: Path, upto: int) -> None:
         raise _translate(exc, db) from None
     finally:
         conn.text_factory = str
-    import pyarrow as pa
-
-    upd = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                    "verdict": pa.array([r[1] for r in rows], pa.string()),
-                    "verdict_ts": pa.array([r[2] for r in rows], pa.string()),
-                    "verdict_notes": pa.array([r[3] for r in rows], pa.string())})
-    store.conn.register("_verdicts", upd)
+    # through insert_rows, so that a few verdicts go without Arrow (as a few new rows do)
+    store.conn.execute("CREATE OR REPLACE TEMP TABLE _toolkit_verdicts (id BIGINT, "
+                       "verdict VARCHAR, verdict_ts VARCHAR, verdict_notes VARCHAR)")
     try:
+        store.insert_rows("_toolkit_verdicts", ("id", "verdict", "verdict_ts", "verdict_notes"),
+                          rows)
         store.conn.execute(
             "UPDATE dispatches d SET verdict = v.verdict, verdict_ts = v.ts, "
             "verdict_notes = v.verdict_notes FROM (SELECT id, verdict, verdict_notes, "
-            f"{clock.utc_timestamp_sql('verdict_ts')} AS ts FROM _verdicts) v "
+            f"{clock.utc_timestamp_sql('verdict_ts')} AS ts FROM temp._toolkit_verdicts) v "
             "WHERE d.id = v.id AND (d.verdict IS DISTINCT FROM v.verdict "
             "OR d.verdict_notes IS DISTINCT FROM v.verdict_notes "
             "OR CAST(d.verdict_ts AS VARCHAR) IS DISTINCT FROM CAST(v.ts AS VARCHAR))")
     finally:
-        store.conn.unregister("_verdicts")
+        store.conn.execute("DROP TABLE IF EXISTS temp._toolkit_verdicts")
 
 
 def _bad_row_problems(path: Path, bad: list[tuple[int | None, str]]) -> list[Problem]:

@@ -933,8 +933,13 @@ class Store:
         self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT {', '.join(exprs)} FROM src"
                           ).fetchall()
 
-    def replace_problems(self, source: str, problems: Sequence[Problem]) -> None:
-        self.conn.execute("DELETE FROM _problems WHERE source = ?", [source])
+    def replace_problems(self, source: str, problems: Sequence[Problem], *,
+                         recorded: bool = True) -> None:
+        """Record ``problems`` as ``source``'s, in place of those recorded; ``recorded``
+        False: the caller knows none are (a refresh read them all at its start), so that a
+        source without warnings, before or now, costs no statement."""
+        if recorded:
+            self.conn.execute("DELETE FROM _problems WHERE source = ?", [source])
         rows = [(source, p.path, p.line, p.message) for p in problems]
         if len(rows) > FEW_PROBLEMS:
             self.insert_rows("_problems", ("source", "path", "line", "message"), rows)
@@ -1031,12 +1036,13 @@ class Store:
             full = True
         fp = f"{fp}@{code}"
         try:
+            had = bool(problems)
             try:
-                result = self._load_in_transaction(source, cfg, full, progress, fp)
+                result = self._load_in_transaction(source, cfg, full, progress, fp, had)
             except FastPathFailed:
                 # A failed statement aborts the whole DuckDB transaction: start again, careful.
                 with carefully():
-                    result = self._load_in_transaction(source, cfg, full, progress, fp)
+                    result = self._load_in_transaction(source, cfg, full, progress, fp, had)
         except ToolkitError as exc:
             result = SourceResult(source.name, location, True, f"{SOURCE_ERROR}{exc}",
                                   problems=[Problem(source.name, exc.path or location,
@@ -1047,14 +1053,16 @@ class Store:
                 state.get("fingerprint")
                 or str(state.get("note") or "").startswith(SOURCE_ERROR)) else None
             with self.transaction():
-                self.replace_problems(source.name, result.problems)
+                self.replace_problems(source.name, result.problems, recorded=bool(problems))
                 self.record_source(result, None, last_good)
         return result
 
     def _load_in_transaction(self, source: Source, cfg: Config, full: bool,
-                             progress: Progress | None, fp: str) -> SourceResult:
+                             progress: Progress | None, fp: str, had: bool) -> SourceResult:
+        """Load ``source`` in one transaction (``had``: whether it has problems recorded),
+        within a memory limit when it asks for one."""
         if not source.bounded_memory:
-            return self._load_once(source, cfg, full, progress, fp)
+            return self._load_once(source, cfg, full, progress, fp, had)
         import duckdb
 
         # DuckDB keeps a little of what the load writes in memory (the rest goes to its
@@ -1065,7 +1073,7 @@ class Store:
         self.conn.execute(f"SET memory_limit = '{limit}MB'")
         try:
             try:
-                result = self._load_once(source, cfg, full, progress, fp)
+                result = self._load_once(source, cfg, full, progress, fp, had)
             except (duckdb.OutOfMemoryException, duckdb.TransactionException) as exc:
                 # one value bigger than the limit lets DuckDB hold (a single entry of 15 MB,
                 # within the file size limit): the limit saves memory, it must never fail a
@@ -1081,13 +1089,13 @@ class Store:
                 return result
         finally:
             self.conn.execute("RESET memory_limit")
-        return self._load_once(source, cfg, full, progress, fp)
+        return self._load_once(source, cfg, full, progress, fp, had)
 
     def _load_once(self, source: Source, cfg: Config, full: bool, progress: Progress | None,
-                   fp: str) -> SourceResult:
+                   fp: str, had: bool) -> SourceResult:
         with self.transaction():
             result = source.load(self, cfg, full, progress)
-            self.replace_problems(source.name, result.problems)
+            self.replace_problems(source.name, result.problems, recorded=had)
             self.record_source(result, fp)
         return result
 

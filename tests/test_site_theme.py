@@ -22,6 +22,9 @@ def test_theme_work_done_once_gives_the_same_site(
     monkeypatch.setattr(site_theme, "ENABLED", False)
     plain = build(world, out=tmp_path / "plain" / "site")
     monkeypatch.setattr(site_theme, "ENABLED", True)
+    # a shape in every folder (a small project's folders hold too few pages for one: below)
+    min_pages = site_theme._SHAPE_MIN_PAGES
+    monkeypatch.setattr(site_theme, "_SHAPE_MIN_PAGES", 1)
     cached = build(world, out=tmp_path / "cached" / "site", clean=True)
     # entry pages (off the nav) reused a nav rendered for another page of their folder
     assert site_theme.counts["reused"] >= 10
@@ -40,6 +43,13 @@ def test_theme_work_done_once_gives_the_same_site(
     # entry pages of one folder and kind: the theme's page rendered once, filled for the others
     assert site_theme.counts["pages"] >= 10
     assert tree_bytes(cached.out) == tree_bytes(plain.out)
+    # folders of fewer pages than a shape pays back: none is made (each costs two renders
+    # more), the navigation and partials are still reused, the same bytes
+    monkeypatch.setattr(site_theme, "_SHAPE_MIN_PAGES", min_pages)
+    small = build(world, out=tmp_path / "small" / "site", clean=True)
+    assert site_theme.counts["page_shapes"] == site_theme.counts["pages"] == 0
+    assert site_theme.counts["reused"] >= 10 and site_theme.counts["shapes"] >= 3
+    assert tree_bytes(small.out) == tree_bytes(plain.out)
 
 
 def test_a_partial_that_reads_the_page_is_rendered_for_each_page() -> None:

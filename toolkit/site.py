@@ -2285,7 +2285,7 @@ def _run_mkdocs(config_file: Path, *, dirty: bool, build_time: dt.datetime,
                 site_theme.cache_nav(env, self.nav)
             site_theme.cache_partials(env, config_file.parent)
             if self.nav is not None:
-                site_theme.cache_pages(env, self.nav)
+                site_theme.cache_pages(env, self.nav, files)
             return env
 
         def __init__(self) -> None:

@@ -99,3 +99,28 @@ def test_an_entry_bigger_than_the_loads_memory_limit_is_loaded_whole(tmp_path, m
         assert [r.name for r in report.results if r.error is not None] == []
         assert store.fetch("SELECT title, length(evidence) FROM ledger_entries")[1] == [
             ("Big one", len(evidence))]
+
+
+def test_a_tables_files_have_the_same_bytes_sorted_once_or_for_each_file(tmp_path, monkeypatch):
+    """A site download's CSV and JSON of a table of many rows are copied from one sorted
+    temporary table, of a few rows each sorted on its own: the bytes are the same either way,
+    and the same as each file copied alone."""
+    import toolkit.store as store_module
+
+    rows = [(f"e-{i % 7}", ("patterns", "=cmd", "edge-cases")[i % 3], f"title {i % 5}",
+             None if i % 4 else "x") for i in range(40)]
+    written: dict[str, dict[str, bytes]] = {}
+    with Store.open(tmp_path / "store.duckdb", sources=SOURCES) as store:
+        store.insert_rows("ledger_entries", ("entry_id", "file", "title", "evidence"), rows)
+        for way, few in (("each", store_module.FEW_ROWS), ("once", 0)):
+            monkeypatch.setattr(store_module, "FEW_ROWS", few)
+            outs = [(tmp_path / f"{way}.{fmt}", fmt) for fmt in ("csv", "json")]
+            store.copy_to_files("ledger_entries", outs, ordered=True, spreadsheet_safe=True,
+                                rows=len(rows))
+            written[way] = {fmt: path.read_bytes() for path, fmt in outs}
+        for fmt in ("csv", "json"):
+            store.copy_to("ledger_entries", tmp_path / f"alone.{fmt}", fmt, ordered=True,
+                          spreadsheet_safe=True)
+    alone = {fmt: (tmp_path / f"alone.{fmt}").read_bytes() for fmt in ("csv", "json")}
+    assert written["each"] == written["once"] == alone
+    assert b"'=cmd" in alone["csv"] and alone["csv"].count(b"\n") == len(rows) + 1

@@ -648,7 +648,8 @@ class Store:
         table has, when the caller counted them in the same state of the store (a site's
         build counts every table for its data page): one row or none is in its only order,
         copied with no sort nor temporary table (half of a small project's tables), and none
-        as its header alone."""
+        as its header alone; up to :data:`FEW_ROWS` are sorted for each file (no temporary
+        table)."""
         if table.startswith("_"):  # as tables() lists them
             columns = []
         elif columns is None:
@@ -663,7 +664,9 @@ class Store:
             order = " ORDER BY " + ", ".join(quote_ident(c) for c in
                                              [*first, *(n for n, _ in columns)])
         source = quote_ident(table)
-        sorted_once = bool(order) and len(outs) > 1
+        # a temporary table costs two statements (about a millisecond); sorting a few rows
+        # again for the second file costs less
+        sorted_once = bool(order) and len(outs) > 1 and (rows is None or rows > FEW_ROWS)
         if sorted_once:
             source = "_toolkit_sorted_copy"
             self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {source} AS "

@@ -5,6 +5,7 @@ failed, even when its rows were already written to the file."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -124,3 +125,63 @@ def test_a_tables_files_have_the_same_bytes_sorted_once_or_for_each_file(tmp_pat
     alone = {fmt: (tmp_path / f"alone.{fmt}").read_bytes() for fmt in ("csv", "json")}
     assert written["each"] == written["once"] == alone
     assert b"'=cmd" in alone["csv"] and alone["csv"].count(b"\n") == len(rows) + 1
+
+
+def _other_process_writes(path, sql: str) -> str:
+    """``sql``'s first row, by a plain DuckDB connection that opens ``path`` for writing in
+    another process at once (no waiting: a lock still held fails it)."""
+    return _plain(path, sql, read_only=False)
+
+
+def test_stores_opened_one_after_another_in_one_process_are_each_let_go_at_close(
+        tmp_path, monkeypatch):
+    """A process opens a store after another (the MCP server's calls, `serve`, the API): each
+    is its own file while it is open, with its temporary files beside it and DuckDB's default
+    memory limit (a load's limit does not outlive it), and at its close the file is free for
+    another process at once. Two stores open at the same time both work."""
+    from toolkit.config import resolve
+
+    root = tmp_path / "p"
+    (root / ".smith" / "vault" / "ledger").mkdir(parents=True)
+    (root / ".smith" / "vault" / "ledger" / "patterns.md").write_text(
+        "# Patterns\n\n---\n\n**Title:** One\n**Date:** 2026-05-01\n**Category:** testing\n"
+        "**Confidence:** low\n**Source reflections:** 1\n", encoding="utf-8")
+    cfg = resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+    with Store.open(tmp_path / "plain.duckdb", sources=SOURCES) as plain:
+        default_limit = plain.scalar("SELECT current_setting('memory_limit')")
+    paths = [tmp_path / name / "ledger.duckdb" for name in ("a", "b", "c")]
+    for i, path in enumerate(paths):
+        with Store.open(path, sources=SOURCES) as store:
+            assert store.scalar("SELECT current_setting('temp_directory')") == f"{path}.tmp"
+            assert store.scalar("SELECT current_database()") == "ledger"
+            assert store.scalar("SELECT current_setting('memory_limit')") == default_limit
+            store.refresh(cfg.with_overrides(db_path=path))  # sets and resets a limit
+            _insert(store, i + 1, f"store {i}")
+        assert _other_process_writes(path, "SELECT count(*) FROM ledger_entries "
+                                           "WHERE title LIKE 'store %'") == f"({i + 1},)"
+    with Store.open(paths[0], sources=SOURCES) as first, \
+            Store.open(paths[1], sources=SOURCES) as second:
+        assert first.scalar("SELECT count(*) FROM ledger_entries WHERE title LIKE 's%'") == 1
+        assert second.scalar("SELECT count(*) FROM ledger_entries WHERE title LIKE 's%'") == 2
+    for path in paths[:2]:
+        assert _other_process_writes(path, "SELECT 1") == "(1,)"
+
+
+def test_a_child_forked_after_the_process_used_a_store_opens_it_and_answers(tmp_path):
+    """A process that forks (the toolkit's tests do; so may a user's multiprocessing) after
+    it opened and closed a store: the child opens the store itself and answers."""
+    path = tmp_path / "ledger.duckdb"
+    with Store.open(path, sources=SOURCES) as store:
+        _insert(store, 2, "before the fork")
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only when it read what the parent wrote
+        code = 1
+        try:
+            with Store.open(path, sources=SOURCES) as store:
+                code = 0 if store.scalar("SELECT count(*) FROM ledger_entries") == 2 else 2
+        finally:
+            os._exit(code)
+    status = os.waitpid(pid, 0)[1]
+    assert os.waitstatus_to_exitcode(status) == 0
+    with Store.open(path, sources=SOURCES) as store:  # and the parent goes on
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == 2

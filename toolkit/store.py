@@ -311,7 +311,7 @@ class Store:
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            _close(self._conn)
         self._reopen = False  # closed for good: not opened again by a use
 
     @property
@@ -328,7 +328,7 @@ class Store:
                 # another process wrote the store while it was released mid-way through one
                 # reading of it: what was read before and what would be read now are two
                 # states of it (the store stays released: a later use reads the new state)
-                conn.close()
+                _close(conn)
                 raise BusyError("another toolkit process changed the store while this one "
                                 "was using it; run the command again", path=self.path)
             self._conn = conn
@@ -353,7 +353,8 @@ class Store:
         write-ahead log's) is what says so: DuckDB rewrites it only when something is
         written."""
         if self._conn is not None and self._reopen:
-            self._conn.close()
+            _close(self._conn)
+            _HOST.end()  # its allocator keeps what the queries freed until it ends
             self._conn = None
             self._tables = None  # (as the views: read again, in whatever state it is then)
             if self._answers is not None:
@@ -1427,7 +1428,7 @@ def _in_utc(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     except (duckdb.CatalogException, duckdb.InvalidInputException):
         pass  # a DuckDB without ICU (it names the missing extension): its zone is UTC anyway
     except BaseException:
-        conn.close()
+        _close(conn)
         raise
     return conn
 
@@ -1441,6 +1442,120 @@ def _in_utc(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 # three times the size of a million audit rows). Not recorded in the file: another program's
 # connection appends whole row groups of its own size, and reads these as they are.
 STORE_ROW_GROUP = 16_384
+
+
+_INHERITED: list[Any] = []  # instances a forked child got from its parent, kept as they are
+
+
+class _Host:
+    """One in-memory DuckDB database per process that a store's file is attached to for
+    writing, one store at a time, and detached from when the store closes (its lock goes with
+    the DETACH): DuckDB makes a database instance in about 10 ms of CPU (its catalog of
+    built-in functions), an ATTACH and a DETACH cost about 1.5 ms, and a process that opens
+    stores again and again (the MCP server's calls, ``serve``, the API, the tests) paid the 10
+    ms at every open. A store opened while another is attached, with settings of a caller's,
+    or in a child process forked from this one gets an instance of its own, as before;
+    :meth:`Store.release` ends the instance (its allocator's memory goes back with it)."""
+
+    def __init__(self) -> None:
+        self.conn: duckdb.DuckDBPyConnection | None = None
+        self.pid = 0
+        self.temp: str | None = None  # its temp_directory (beside the last store attached)
+        self.cursor: duckdb.DuckDBPyConnection | None = None  # the attached store's connection
+        self.name = ""  # the attached store's database name
+
+    def open(self, path: Path) -> duckdb.DuckDBPyConnection | None:
+        """A connection of this instance with ``path`` attached and in use, or None when the
+        instance is taken (see the class docstring)."""
+        import duckdb
+        if self.pid != os.getpid():  # a forked child (of a parent with a store attached):
+            _INHERITED.append(self.conn)  # never ended here (see _before_fork)
+            self.conn = self.cursor = None
+            self.pid = os.getpid()
+        if self.cursor is not None:
+            return None
+        temp = f"{path}.tmp"
+        if self.conn is not None and self.temp != temp:
+            try:
+                self.conn.execute(f"SET temp_directory = {_sql_text(temp)}")
+                self.temp = temp
+            except duckdb.Error:  # the last one was used: DuckDB keeps it; a new instance
+                self.end()
+        if self.conn is None:
+            self.conn = duckdb.connect(":memory:", config={
+                **_NO_EXTENSIONS, "temp_directory": temp, "write_buffer_row_group_count": 1})
+            self.temp = temp
+        cursor = self.conn.cursor()
+        try:
+            cursor.execute(f"ATTACH {_sql_text(str(path))} (ROW_GROUP_SIZE {STORE_ROW_GROUP})")
+            row = cursor.execute("SELECT database_name FROM duckdb_databases() "
+                                 "WHERE path IS NOT NULL AND NOT internal").fetchone()
+            name = str(row[0]) if row else ""
+            cursor.execute(f"USE {quote_ident(name)}")
+        except duckdb.BinderException:  # its name is the instance's own (memory.duckdb)
+            cursor.close()
+            return None
+        except BaseException:
+            cursor.close()
+            self._detach_all()
+            raise
+        self.cursor, self.name = cursor, name
+        return cursor
+
+    def close(self, conn: duckdb.DuckDBPyConnection) -> bool:
+        """Close ``conn`` if it is the attached store's, detaching its file (and putting back
+        the settings a load changes on the instance); False when it is not this host's."""
+        if conn is not self.cursor or self.pid != os.getpid():
+            return False
+        import duckdb
+        self.cursor = None
+        conn.close()  # (a transaction still open is rolled back)
+        try:
+            self._detach_all()
+            for setting in ("memory_limit", "allocator_bulk_deallocation_flush_threshold"):
+                with contextlib.suppress(duckdb.CatalogException):
+                    self.conn.execute(f"RESET {setting}")  # type: ignore[union-attr]
+        except BaseException:
+            self.end()  # the file must not stay attached: the instance goes, and its lock
+            raise
+        return True
+
+    def _detach_all(self) -> None:
+        if self.conn is None:
+            return
+        for (name,) in self.conn.execute("SELECT database_name FROM duckdb_databases() "
+                                         "WHERE path IS NOT NULL AND NOT internal").fetchall():
+            self.conn.execute(f"DETACH {quote_ident(str(name))}")
+
+    def end(self) -> None:
+        """End the instance (the next open makes another)."""
+        conn, self.conn, self.cursor, self.temp = self.conn, None, None, None
+        if conn is not None and self.pid == os.getpid():
+            conn.close()
+
+
+_HOST = _Host()
+
+
+def _before_fork() -> None:
+    """End the host's instance before this process forks, unless a store is attached: a
+    child that inherits a DuckDB instance crashes when it ends it (its threads are not in the
+    child), and the child makes its own."""
+    if _HOST.cursor is None:
+        _HOST.end()
+
+
+os.register_at_fork(before=_before_fork)
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _close(conn: duckdb.DuckDBPyConnection) -> None:
+    """Close a connection :func:`_connect` made (a hosted store is detached first)."""
+    if not _HOST.close(conn):
+        conn.close()
 
 
 def _open_for_writing(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
@@ -1509,6 +1624,9 @@ def _connect_once(path: Path, *, read_only: bool, config: dict[str, Any]
     import duckdb
     try:
         if not read_only:
+            hosted = _HOST.open(path) if config == _NO_EXTENSIONS else None
+            if hosted is not None:
+                return register(_in_utc(hosted))
             return register(_in_utc(_open_for_writing(path, config)))
         return register(_in_utc(duckdb.connect(str(path), read_only=True, config=config)))
     except (duckdb.ParserException, duckdb.InvalidInputException):

@@ -163,6 +163,10 @@ def test_stores_opened_one_after_another_in_one_process_are_each_let_go_at_close
             Store.open(paths[1], sources=SOURCES) as second:
         assert first.scalar("SELECT count(*) FROM ledger_entries WHERE title LIKE 's%'") == 1
         assert second.scalar("SELECT count(*) FROM ledger_entries WHERE title LIKE 's%'") == 2
+        for released, other in ((second, first), (first, second)):  # (a large build's way)
+            released.release()
+            assert other.scalar("SELECT count(*) FROM ledger_entries") >= 1
+            assert released.scalar("SELECT count(*) FROM ledger_entries") >= 1  # opened again
     for path in paths[:2]:
         assert _other_process_writes(path, "SELECT 1") == "(1,)"
 

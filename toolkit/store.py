@@ -354,7 +354,7 @@ class Store:
         written."""
         if self._conn is not None and self._reopen:
             _close(self._conn)
-            _HOST.end()  # its allocator keeps what the queries freed until it ends
+            _HOST.end_if_idle()  # its allocator keeps what the queries freed until it ends
             self._conn = None
             self._tables = None  # (as the views: read again, in whatever state it is then)
             if self._answers is not None:
@@ -1463,10 +1463,15 @@ class _Host:
         self.temp: str | None = None  # its temp_directory (beside the last store attached)
         self.cursor: duckdb.DuckDBPyConnection | None = None  # the attached store's connection
         self.name = ""  # the attached store's database name
+        self.lock = threading.Lock()  # two threads opening stores at once
 
     def open(self, path: Path) -> duckdb.DuckDBPyConnection | None:
         """A connection of this instance with ``path`` attached and in use, or None when the
         instance is taken (see the class docstring)."""
+        with self.lock:
+            return self._open(path)
+
+    def _open(self, path: Path) -> duckdb.DuckDBPyConnection | None:
         import duckdb
         if self.pid != os.getpid():  # a forked child (of a parent with a store attached):
             _INHERITED.append(self.conn)  # never ended here (see _before_fork)
@@ -1494,6 +1499,7 @@ class _Host:
             cursor.execute(f"USE {quote_ident(name)}")
         except duckdb.BinderException:  # its name is the instance's own (memory.duckdb)
             cursor.close()
+            self._detach_all()
             return None
         except BaseException:
             cursor.close()
@@ -1505,6 +1511,10 @@ class _Host:
     def close(self, conn: duckdb.DuckDBPyConnection) -> bool:
         """Close ``conn`` if it is the attached store's, detaching its file (and putting back
         the settings a load changes on the instance); False when it is not this host's."""
+        with self.lock:
+            return self._close(conn)
+
+    def _close(self, conn: duckdb.DuckDBPyConnection) -> bool:
         if conn is not self.cursor or self.pid != os.getpid():
             return False
         import duckdb
@@ -1527,6 +1537,12 @@ class _Host:
                                          "WHERE path IS NOT NULL AND NOT internal").fetchall():
             self.conn.execute(f"DETACH {quote_ident(str(name))}")
 
+    def end_if_idle(self) -> None:
+        """End the instance unless a store is attached to it."""
+        with self.lock:
+            if self.cursor is None:
+                self.end()
+
     def end(self) -> None:
         """End the instance (the next open makes another)."""
         conn, self.conn, self.cursor, self.temp = self.conn, None, None, None
@@ -1541,8 +1557,7 @@ def _before_fork() -> None:
     """End the host's instance before this process forks, unless a store is attached: a
     child that inherits a DuckDB instance crashes when it ends it (its threads are not in the
     child), and the child makes its own."""
-    if _HOST.cursor is None:
-        _HOST.end()
+    _HOST.end_if_idle()
 
 
 os.register_at_fork(before=_before_fork)

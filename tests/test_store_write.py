@@ -127,12 +127,6 @@ def test_a_tables_files_have_the_same_bytes_sorted_once_or_for_each_file(tmp_pat
     assert b"'=cmd" in alone["csv"] and alone["csv"].count(b"\n") == len(rows) + 1
 
 
-def _other_process_writes(path, sql: str) -> str:
-    """``sql``'s first row, by a plain DuckDB connection that opens ``path`` for writing in
-    another process at once (no waiting: a lock still held fails it)."""
-    return _plain(path, sql, read_only=False)
-
-
 def test_stores_opened_one_after_another_in_one_process_are_each_let_go_at_close(
         tmp_path, monkeypatch):
     """A process opens a store after another (the MCP server's calls, `serve`, the API): each
@@ -157,8 +151,9 @@ def test_stores_opened_one_after_another_in_one_process_are_each_let_go_at_close
             assert store.scalar("SELECT current_setting('memory_limit')") == default_limit
             store.refresh(cfg.with_overrides(db_path=path))  # sets and resets a limit
             _insert(store, i + 1, f"store {i}")
-        assert _other_process_writes(path, "SELECT count(*) FROM ledger_entries "
-                                           "WHERE title LIKE 'store %'") == f"({i + 1},)"
+        # another process opens it for writing at once (a lock still held fails it)
+        assert _plain(path, "SELECT count(*) FROM ledger_entries WHERE title LIKE 'store %'",
+                      read_only=False) == f"({i + 1},)"
     with Store.open(paths[0], sources=SOURCES) as first, \
             Store.open(paths[1], sources=SOURCES) as second:
         assert first.scalar("SELECT count(*) FROM ledger_entries WHERE title LIKE 's%'") == 1
@@ -168,7 +163,7 @@ def test_stores_opened_one_after_another_in_one_process_are_each_let_go_at_close
             assert other.scalar("SELECT count(*) FROM ledger_entries") >= 1
             assert released.scalar("SELECT count(*) FROM ledger_entries") >= 1  # opened again
     for path in paths[:2]:
-        assert _other_process_writes(path, "SELECT 1") == "(1,)"
+        assert _plain(path, "SELECT 1", read_only=False) == "(1,)"
 
 
 def test_a_child_forked_after_the_process_used_a_store_opens_it_and_answers(tmp_path):

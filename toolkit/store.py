@@ -1039,8 +1039,8 @@ class Store:
         if recorded and not recorded.endswith(f"@{code}"):
             full = True
         fp = f"{fp}@{code}"
+        had = bool(problems)  # whether the source has warnings recorded
         try:
-            had = bool(problems)
             try:
                 result = self._load_in_transaction(source, cfg, full, progress, fp, had)
             except FastPathFailed:
@@ -1057,7 +1057,7 @@ class Store:
                 state.get("fingerprint")
                 or str(state.get("note") or "").startswith(SOURCE_ERROR)) else None
             with self.transaction():
-                self.replace_problems(source.name, result.problems, recorded=bool(problems))
+                self.replace_problems(source.name, result.problems, recorded=had)
                 self.record_source(result, None, last_good)
         return result
 
@@ -1202,6 +1202,11 @@ _FORMULA_START = r"'^[=+\-@\t\r]'"
 def quote_ident(name: str) -> str:
     """``name`` as a quoted SQL identifier (a ``"`` in it doubled), for DuckDB and SQLite."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def quote_text(text: str) -> str:
+    """``text`` as a quoted SQL string literal (a ``'`` in it doubled), for DuckDB and SQLite."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 # The most rows of an answer Store.fetch keeps for a block that only reads (Store.reading):
@@ -1462,7 +1467,7 @@ class _Host:
         self.pid = 0
         self.temp: str | None = None  # its temp_directory (beside the last store attached)
         self.cursor: duckdb.DuckDBPyConnection | None = None  # the attached store's connection
-        self.name = ""  # the attached store's database name
+        self.name = ""  # its database's name, detached at its close
         self.lock = threading.Lock()  # two threads opening stores at once
 
     def open(self, path: Path) -> duckdb.DuckDBPyConnection | None:
@@ -1482,7 +1487,7 @@ class _Host:
         temp = f"{path}.tmp"
         if self.conn is not None and self.temp != temp:
             try:
-                self.conn.execute(f"SET temp_directory = {_sql_text(temp)}")
+                self.conn.execute(f"SET temp_directory = {quote_text(temp)}")
                 self.temp = temp
             except duckdb.Error:  # the last one was used: DuckDB keeps it; a new instance
                 self.end()
@@ -1492,11 +1497,8 @@ class _Host:
             self.temp = temp
         cursor = self.conn.cursor()
         try:
-            cursor.execute(f"ATTACH {_sql_text(str(path))} (ROW_GROUP_SIZE {STORE_ROW_GROUP})")
-            row = cursor.execute("SELECT database_name FROM duckdb_databases() "
-                                 "WHERE path IS NOT NULL AND NOT internal").fetchone()
-            name = str(row[0]) if row else ""
-            cursor.execute(f"USE {quote_ident(name)}")
+            _attach(cursor, path)
+            name = _use_attached(cursor)
         except duckdb.BinderException:  # its name is the instance's own (memory.duckdb)
             cursor.close()
             self._detach_all()
@@ -1510,7 +1512,7 @@ class _Host:
 
     def close(self, conn: duckdb.DuckDBPyConnection) -> bool:
         """Close ``conn`` if it is the attached store's, detaching its file (and putting back
-        the settings a load changes on the instance); False when it is not this host's."""
+        the setting a lean store changes on the instance); False when it is not this host's."""
         with self.lock:
             return self._close(conn)
 
@@ -1518,13 +1520,15 @@ class _Host:
         if conn is not self.cursor or self.pid != os.getpid():
             return False
         import duckdb
-        self.cursor = None
+        self.cursor, host = None, self.conn
+        assert host is not None  # (a cursor is made of it)
         conn.close()  # (a transaction still open is rolled back)
         try:
-            self._detach_all()
-            for setting in ("memory_limit", "allocator_bulk_deallocation_flush_threshold"):
-                with contextlib.suppress(duckdb.CatalogException):
-                    self.conn.execute(f"RESET {setting}")  # type: ignore[union-attr]
+            host.execute(f"DETACH {quote_ident(self.name)}")
+            # the one setting of the instance's a store leaves as it set it (a lean store's;
+            # a load puts its memory limit back itself)
+            with contextlib.suppress(duckdb.CatalogException):
+                host.execute("RESET allocator_bulk_deallocation_flush_threshold")
         except BaseException:
             self.end()  # the file must not stay attached: the instance goes, and its lock
             raise
@@ -1533,8 +1537,7 @@ class _Host:
     def _detach_all(self) -> None:
         if self.conn is None:
             return
-        for (name,) in self.conn.execute("SELECT database_name FROM duckdb_databases() "
-                                         "WHERE path IS NOT NULL AND NOT internal").fetchall():
+        for (name,) in self.conn.execute(_ATTACHED_FILES).fetchall():
             self.conn.execute(f"DETACH {quote_ident(str(name))}")
 
     def end_if_idle(self) -> None:
@@ -1563,14 +1566,31 @@ def _before_fork() -> None:
 os.register_at_fork(before=_before_fork)
 
 
-def _sql_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _close(conn: duckdb.DuckDBPyConnection) -> None:
     """Close a connection :func:`_connect` made (a hosted store is detached first)."""
     if not _HOST.close(conn):
         conn.close()
+
+
+# The store's file among a connection's databases (the only one attached with a path)
+_ATTACHED_FILES = ("SELECT database_name FROM duckdb_databases() "
+                   "WHERE path IS NOT NULL AND NOT internal")
+
+
+def _attach(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Attach the store's file to ``conn``'s in-memory database, with its row groups of
+    :data:`STORE_ROW_GROUP` rows (an option of ATTACH only); DuckDB names it as a plain
+    connection does (the file name without its extensions)."""
+    conn.execute(f"ATTACH {quote_text(str(path))} (ROW_GROUP_SIZE {STORE_ROW_GROUP})")
+
+
+def _use_attached(conn: duckdb.DuckDBPyConnection) -> str:
+    """Make the attached store ``conn``'s default database, so ``current_database()`` is
+    the one a plain connection has; its name."""
+    row = conn.execute(_ATTACHED_FILES).fetchone()
+    name = str(row[0]) if row else ""
+    conn.execute(f"USE {quote_ident(name)}")
+    return name
 
 
 def _open_for_writing(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
@@ -1585,20 +1605,16 @@ def _open_for_writing(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConn
     conn = duckdb.connect(":memory:", config={"temp_directory": f"{path}.tmp",
                                               "write_buffer_row_group_count": 1, **config})
     try:
-        attach = f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}'"
-        option = f"(ROW_GROUP_SIZE {STORE_ROW_GROUP})"
         scratch = False
         try:
-            conn.execute(f"{attach} {option}")
+            _attach(conn, path)
         except duckdb.BinderException:  # memory.duckdb: the in-memory database's own name
             conn.execute("ATTACH ':memory:' AS _toolkit_scratch")
             conn.execute("USE _toolkit_scratch")
             conn.execute("DETACH memory")
-            conn.execute(f"{attach} {option}")
+            _attach(conn, path)
             scratch = True
-        row = conn.execute("SELECT database_name FROM duckdb_databases() "
-                           "WHERE path IS NOT NULL AND NOT internal").fetchone()
-        conn.execute(f"USE {quote_ident(row[0] if row else '')}")
+        _use_attached(conn)
         if scratch:  # only that rare name needed it (every write open comes here)
             conn.execute("DETACH _toolkit_scratch")
     except BaseException:

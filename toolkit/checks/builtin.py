@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.checks.core import Check, Rows
 from toolkit.sources.slop import LOAD_PREFIX
 from toolkit.sources.smith import META_COUNT_PREFIX
-from toolkit.store import SOURCE_ERROR, quote_ident
+from toolkit.store import SOURCE_ERROR, quote_ident, quote_text
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -31,10 +31,6 @@ _TS = "strftime({col}, '%Y-%m-%d %H:%M:%S')"
 
 def _ts(col: str) -> str:
     return _TS.format(col=col)
-
-
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 # --------------------------------------------------------------------------- finders
@@ -334,7 +330,7 @@ ORDER BY created_at, position"""),
                   "reconciler trust these counts to decide when to prune and reconcile; "
                   "wrong counts mean a half-finished edit or a hand edit that skipped them.",
         sql=f"""SELECT path, message AS problem
-FROM _problems WHERE source = 'ledger' AND starts_with(message, {_sql_text(META_COUNT_PREFIX)})
+FROM _problems WHERE source = 'ledger' AND starts_with(message, {quote_text(META_COUNT_PREFIX)})
 ORDER BY rowid"""),
     Check(
         name="malformed-entries", level="warn", tags=("ledger",),
@@ -376,10 +372,10 @@ ORDER BY repo, min(position)"""),
                   "file.",
         # the loader's rules; or a file that cannot be read at all (not JSON, not UTF-8):
         # then the slop source's one problem says why (and its rows are an older read's)
-        sql=f"""SELECT path, line, CASE WHEN starts_with(message, {_sql_text(LOAD_PREFIX)})
+        sql=f"""SELECT path, line, CASE WHEN starts_with(message, {quote_text(LOAD_PREFIX)})
     THEN substr(message, {len(LOAD_PREFIX) + 1}) ELSE message END AS problem
-FROM _problems WHERE source = 'slop' AND (starts_with(message, {_sql_text(LOAD_PREFIX)})
-    OR (SELECT starts_with(note, {_sql_text(SOURCE_ERROR)}) FROM _sources
+FROM _problems WHERE source = 'slop' AND (starts_with(message, {quote_text(LOAD_PREFIX)})
+    OR (SELECT starts_with(note, {quote_text(SOURCE_ERROR)}) FROM _sources
         WHERE source = 'slop'))
 ORDER BY line NULLS FIRST, message"""),
 )

@@ -184,3 +184,100 @@ def test_a_child_forked_after_the_process_used_a_store_opens_it_and_answers(tmp_
     assert os.waitstatus_to_exitcode(status) == 0
     with Store.open(path, sources=SOURCES) as store:  # and the parent goes on
         assert store.scalar("SELECT count(*) FROM ledger_entries") == 2
+
+
+def test_a_small_store_works_on_one_thread_and_a_big_one_on_duckdbs_own(tmp_path, monkeypatch):
+    """DuckDB's threads follow the store's size (``SMALL_STORE_BYTES``): a small store's
+    connection, and its query connection, work on one thread (a second one has nothing to take
+    in tables of a row group or two, and waking it costs CPU), a big store's on DuckDB's own
+    number, whichever store the process opened before; a refresh that grows a store past the
+    size goes on with them all, and a bulk insert into a small store uses them all, then one
+    again, with every row stored."""
+    import duckdb
+
+    from toolkit import store as store_mod
+    from toolkit.config import resolve
+    from toolkit.store import FEW_ROWS, open_query_connection
+
+    plain = duckdb.connect()
+    every = int(plain.execute("SELECT current_setting('threads')").fetchall()[0][0])
+    plain.close()
+    if every == 1:
+        pytest.skip("a machine of one core: DuckDB has one thread whatever the store")
+
+    def threads(store: Store) -> int:
+        return int(store.scalar("SELECT current_setting('threads')"))
+
+    small, big = tmp_path / "small.duckdb", tmp_path / "big.duckdb"
+    for path in (small, big, small):
+        if path == big:
+            monkeypatch.setattr(store_mod, "SMALL_STORE_BYTES", 1)
+        with Store.open(path, sources=SOURCES) as store:
+            assert threads(store) == (every if path == big else 1)
+            if path == small:  # a bulk insert: every thread, then one again
+                with store._every_thread():
+                    assert threads(store) == every
+                assert threads(store) == 1
+                before = store.scalar("SELECT count(*) FROM ledger_entries")
+                _insert(store, FEW_ROWS + 1, "bulk")
+                assert threads(store) == 1
+                assert store.scalar("SELECT count(*) FROM ledger_entries") == \
+                    before + FEW_ROWS + 1
+        monkeypatch.undo()
+    conn = open_query_connection(small)
+    assert conn.execute("SELECT current_setting('threads')").fetchall()[0][0] == 1
+    conn.close()
+
+    # a refresh that grows the store past the size: DuckDB's threads from then on
+    root = tmp_path / "p"
+    ledger = root / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    (ledger / "patterns.md").write_text("# Patterns\n" + "".join(
+        f"\n---\n\n**Title:** Entry {i}\n**Date:** 2026-05-01\n**Category:** testing\n"
+        f"**Confidence:** low\n**Source reflections:** 1\n\n{'words ' * 50}\n"
+        for i in range(300)), encoding="utf-8")
+    cfg = resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+    grown = tmp_path / "grown.duckdb"
+    Store.open(grown, sources=SOURCES).close()
+    monkeypatch.setattr(store_mod, "SMALL_STORE_BYTES", store_mod._store_bytes(grown) + 1)
+    with Store.open(grown, sources=SOURCES) as store:
+        assert threads(store) == 1
+        store.refresh(cfg.with_overrides(db_path=grown))
+        assert threads(store) == every
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == 300
+
+
+def test_a_new_store_after_the_first_is_a_copy_of_an_empty_one_with_nothing_of_the_first(
+        tmp_path):
+    """A process makes a new store from a copy of the first new store it made, as it was
+    just migrated (the MCP server's, fleet's and the API's projects): every table and the
+    record of every migration, none of the first store's rows, a file of its own with the
+    mode a store made by DuckDB has, and nothing else left in its folder. Another process then
+    opens it for writing, and a store of other migrations is made as usual."""
+    import dataclasses
+
+    from toolkit import store as store_mod
+
+    store_mod._EMPTY_STORES.clear()
+    first, second = tmp_path / "a" / "ledger.duckdb", tmp_path / "b" / "ledger.duckdb"
+    with Store.open(first, sources=SOURCES) as store:
+        _insert(store, 3, "first's")
+    assert len(store_mod._EMPTY_STORES) == 1  # kept at its open, before its rows
+    with Store.open(second, sources=SOURCES) as store:
+        assert store.schema_mismatch() is None
+        assert store.applied_migrations() == sorted(n for n, _sql in store.migrations())
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == 0
+        _insert(store, 2, "second's")
+    assert sorted(p.name for p in second.parent.iterdir()) == ["ledger.duckdb"]
+    assert os.stat(second).st_mode == os.stat(first).st_mode
+    assert not os.path.samefile(first, second)
+    assert _plain(first, "SELECT count(*) FROM ledger_entries") == "(3,)"
+    assert _plain(second, "SELECT count(*) FROM ledger_entries", read_only=False) == "(2,)"
+
+    # other migrations (a source more): its own empty store, not the copy
+    extra = dataclasses.replace(SOURCES[0], name="extra", tables={"extra_rows": "rows"},
+                                migrations=(("9999_extra", "CREATE TABLE extra_rows (n INT)"),))
+    with Store.open(tmp_path / "c" / "ledger.duckdb", sources=[*SOURCES, extra]) as store:
+        assert store.scalar("SELECT count(*) FROM extra_rows") == 0
+        assert "9999_extra" in store.applied_migrations()
+    assert len(store_mod._EMPTY_STORES) == 2

@@ -223,6 +223,14 @@ FEW_ROWS = ROW_BATCH
 # CPU time and nothing written to DuckDB's temporary files.
 LOAD_MEMORY_MB_PER_THREAD = 16
 LOAD_MEMORY_MIN_MB = 32
+# A store whose file and write-ahead log hold fewer bytes than this is worked on by one DuckDB
+# thread (Store._fit_threads), but for its bulk inserts: its tables are a row group or two, so
+# a second thread has no part of a scan to take, and waking it for each of a statement's
+# pipelines cost about a fifth of the CPU of the site's queries on a small project (41 queries,
+# 2.36 -> 1.89 ms each; its store is 4.7 MB), with a quarter of the context switches. A bigger
+# store keeps DuckDB's threads (one per core), as a load of many rows does: the 5,000-entry
+# site bench's (7.4 MB) peaked 3-5 MB higher on one thread (bench/bench_site.py).
+SMALL_STORE_BYTES = 6 << 20
 
 
 @functools.cache
@@ -267,6 +275,7 @@ class Store:
         # table -> {column: type} for insert_rows (the schema changes only in _apply)
         self._column_types: dict[str, dict[str, str]] = {}
         self._lean = False  # see give_back_freed_memory
+        self._one_thread = False  # DuckDB works on one thread (a small store: _fit_threads)
         self._tables: list[str] | None = None  # the tables, while a block is reading
         # (sql, *params) -> (columns, rows) of fetch's answers, while a block is reading
         self._answers: dict[tuple[Any, ...], tuple[list[str], list[tuple[Any, ...]]]] | None = None
@@ -282,14 +291,19 @@ class Store:
                                hint="Run `toolkit load` first")
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
+        empty = _empty_store_key(sources) if migrate and not read_only and not exists else ""
+        copied = bool(empty) and _copy_empty_store(path, empty)
         conn = _connect(path, read_only=read_only)
         store = cls(conn, path, read_only, sources, reopen=True)
         try:
+            store._fit_threads(force=True)
             catalog = store._catalog()  # one catalog read for the checks of opening
             if exists:
                 store._check_is_ours(catalog)
             if migrate and not read_only:
                 store._migrate(catalog)
+                if empty and not copied and empty not in _EMPTY_STORES:
+                    store._keep_as_empty_store(empty)
             elif read_only and (why := store._mismatch(catalog, store._recorded(catalog),
                                                        pending_ok=False)):
                 raise DataError(f"the store's schema does not match this toolkit ({why})",
@@ -332,6 +346,7 @@ class Store:
                 raise BusyError("another toolkit process changed the store while this one "
                                 "was using it; run the command again", path=self.path)
             self._conn = conn
+            self._fit_threads(force=True)
             scope, self.action_scope = self.action_scope, None
             self.scope_actions(scope)
             if self._lean:
@@ -373,6 +388,44 @@ class Store:
         self._lean = self._reopen
         if self._lean and self._conn is not None:
             _give_back_freed_memory(self._conn)
+
+    # -- DuckDB's threads ----------------------------------------------------------
+    def _fit_threads(self, *, force: bool = False) -> None:
+        """One DuckDB thread while the store is small (:data:`SMALL_STORE_BYTES`), DuckDB's
+        own number for a bigger one: at the open (``force``: the setting is the database
+        instance's, which another store may have set) and as a refresh grows the store. No
+        effect on a store over a connection the caller made (its settings are the caller's)."""
+        if not self._reopen or self._conn is None:
+            return
+        one = _store_bytes(self.path) < SMALL_STORE_BYTES
+        if force or one != self._one_thread:
+            every = _all_threads(self._conn)  # (read before the first store sets it)
+            self._conn.execute(f"SET threads = {1 if one else every}")
+            self._one_thread = one
+
+    def _threads(self) -> int:
+        """The threads a big statement of this store works on (its bulk inserts)."""
+        return _all_threads(self.conn) if self._one_thread else \
+            int(self.scalar("SELECT current_setting('threads')"))
+
+    @contextlib.contextmanager
+    def _every_thread(self) -> Iterator[None]:
+        """DuckDB's own number of threads for a block that inserts many rows, on a small store
+        too (a first load of a big source: its rows are converted and stored in parallel)."""
+        if not self._one_thread:
+            yield
+            return
+        import duckdb
+        self.conn.execute(f"SET threads = {_all_threads(self.conn)}")
+        self._one_thread = False
+        try:
+            yield
+        finally:
+            # (not in a transaction a failed statement aborted: the next fit sets it then)
+            with contextlib.suppress(duckdb.Error):
+                if self._conn is not None:
+                    self._conn.execute("SET threads = 1")
+                    self._one_thread = True
 
     # -- whose audit actions this connection reads (site_scope) --------------
     def scope_actions(self, project: str | None) -> None:
@@ -468,11 +521,16 @@ class Store:
     # -- migrations ----------------------------------------------------------
     def migrations(self) -> list[Migration]:
         """The store's own first migration and every source's, in name order."""
-        found = [*MIGRATIONS, *(m for src in self.declared for m in src.migrations)]
-        names = [name for name, _sql in found]
-        if len(set(names)) != len(names):
-            raise ToolkitError(f"two migrations share a name in {sorted(names)} (a bug)")
-        return sorted(found)
+        return _migrations(self.declared)
+
+    def _keep_as_empty_store(self, key: str) -> None:
+        """Keep the bytes of this store, new and just migrated (nothing else written), for
+        the next new store of the same migrations in this process (:func:`_copy_empty_store`):
+        checkpointed first, so that the file alone holds its schema."""
+        self.conn.execute("CHECKPOINT")
+        with contextlib.suppress(OSError):
+            if not os.path.exists(f"{self.path}.wal"):  # (the checkpoint emptied it)
+                _EMPTY_STORES[key] = self.path.read_bytes()
 
     def table_docs(self) -> dict[str, str]:
         """What each table and view of the sources holds (``toolkit schema``, the site)."""
@@ -898,15 +956,17 @@ class Store:
         # default pool keeps freed pages for reuse, and they stay in the load's peak).
         pool = pa.system_memory_pool()
         at, size = 0, 1024
-        while at < len(rows):
-            part = rows[at:at + size]
-            at += len(part)
-            arrays = {c: pa.array(values(i, part), type=types[i], memory_pool=pool)
-                      for i, c in enumerate(columns)}
-            batch = pa.table(arrays)
-            self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) SELECT {sel} FROM batch")
-            size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
-            del batch, arrays
+        with self._every_thread():
+            while at < len(rows):
+                part = rows[at:at + size]
+                at += len(part)
+                arrays = {c: pa.array(values(i, part), type=types[i], memory_pool=pool)
+                          for i, c in enumerate(columns)}
+                batch = pa.table(arrays)
+                self.conn.execute(f"INSERT INTO {quote_ident(table)} ({cols}) "
+                                  f"SELECT {sel} FROM batch")
+                size = max(1024, INSERT_BATCH_BYTES * len(part) // max(batch.nbytes, 1))
+                del batch, arrays
         return len(rows)
 
     def _types_of(self, table: str) -> dict[str, str]:
@@ -934,8 +994,9 @@ class Store:
         """Insert from an Arrow RecordBatchReader, one expression per target column (streamed:
         batches are consumed as they are read, never held whole)."""
         src = reader  # noqa: F841 - referenced by name in SQL
-        self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT {', '.join(exprs)} FROM src"
-                          ).fetchall()
+        with self._every_thread():
+            self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT {', '.join(exprs)} "
+                              "FROM src").fetchall()
 
     def replace_problems(self, source: str, problems: Sequence[Problem], *,
                          recorded: bool = True) -> None:
@@ -1010,6 +1071,7 @@ class Store:
                 if progress is not None:
                     progress(f"Loading {source.name}", i, len(todo))
                 started = time.perf_counter()
+                self._fit_threads()  # (an earlier source may have made it big)
                 result = self._run(source, cfg, full=full, progress=progress,
                                    state=states.get(source.name),
                                    problems=problems.get(source.name, []))
@@ -1017,6 +1079,7 @@ class Store:
                 results.append(result)
         if progress is not None:
             progress("Loaded", len(todo), len(todo))
+        self._fit_threads()
         self.conn.execute("CHECKPOINT")
         return LoadReport(results)
 
@@ -1072,8 +1135,7 @@ class Store:
         # DuckDB keeps a little of what the load writes in memory (the rest goes to its
         # temporary files beside the store) instead of holding a big source's rows up to
         # its default limit, most of the machine's memory.
-        threads = int(self.scalar("SELECT current_setting('threads')"))
-        limit = max(LOAD_MEMORY_MIN_MB, LOAD_MEMORY_MB_PER_THREAD * threads)
+        limit = max(LOAD_MEMORY_MIN_MB, LOAD_MEMORY_MB_PER_THREAD * self._threads())
         self.conn.execute(f"SET memory_limit = '{limit}MB'")
         try:
             try:
@@ -1336,6 +1398,83 @@ def check_store_path(path: Path) -> bool:
     raise DataError(f"is {kind}, not a toolkit store; nothing was changed in it", path=path,
                     hint="Point --db (or TOOLKIT_DB, or `db:` in toolkit.yaml) at a DuckDB "
                          "file or a new path")
+
+
+def _migrations(sources: Sequence[Source]) -> list[Migration]:
+    """The store's own first migration and every source's, in name order."""
+    found = [*MIGRATIONS, *(m for src in sources for m in src.migrations)]
+    names = [name for name, _sql in found]
+    if len(set(names)) != len(names):
+        raise ToolkitError(f"two migrations share a name in {sorted(names)} (a bug)")
+    return sorted(found)
+
+
+# The bytes of a new store with every migration applied and nothing else, by the digest of its
+# migrations: a process that makes store after store (the MCP server's, fleet's and the API's
+# projects, the tests' ~900) copies the first one's instead of running the migrations' 50
+# statements again for each (a new store's open and close 24 -> 6 ms of CPU).
+_EMPTY_STORES: dict[str, bytes] = {}
+
+
+def _empty_store_key(sources: Sequence[Source]) -> str:
+    return hashlib.sha256("\n".join(f"{name} {migration_sha256(sql)}" for name, sql
+                                     in _migrations(sources)).encode("utf-8")).hexdigest()
+
+
+def _copy_empty_store(path: Path, key: str) -> bool:
+    """Make the new store at ``path`` a copy of the kept empty one (:data:`_EMPTY_STORES`);
+    False when there is none, or anything else is there by then (another process made it: it
+    is opened as it is), or the file system cannot (then the store is made as usual). The
+    copy is written whole in a file without a name (``O_TMPFILE``), then linked at ``path``
+    only if nothing is there: the store never exists half-written, and nothing is left
+    behind if this process dies meanwhile."""
+    data = _EMPTY_STORES.get(key)
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if data is None or not tmpfile or os.path.lexists(f"{path}.wal"):  # (an old store's
+        return False  # log beside it: DuckDB's to deal with, as for any new store)
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path.parent, tmpfile | os.O_WRONLY | cloexec, 0o666)
+    except OSError:  # a file system without unnamed files
+        return False
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        # linkat(2) of the file's /proc/self/fd entry, following it: the only way to name an
+        # unnamed file (os.link of that path would link the /proc entry itself)
+        fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | cloexec)
+        try:
+            os.link(str(fd), path, src_dir_fd=fds, follow_symlinks=True)
+        finally:
+            os.close(fds)
+    except OSError:  # there already (FileExistsError), no /proc, or no links here: as usual
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _store_bytes(path: Path) -> int:
+    """The bytes of the store's file and its write-ahead log (0 for either missing)."""
+    size = 0
+    for p in (path, path.with_name(path.name + ".wal")):
+        with contextlib.suppress(OSError):
+            size += p.stat().st_size
+    return size
+
+
+_ALL_THREADS: list[int] = []  # DuckDB's own number of threads (one per core), once read
+
+
+def _all_threads(conn: duckdb.DuckDBPyConnection) -> int:
+    """DuckDB's own number of threads on this machine, read from the first connection asked
+    (before any store set it: :meth:`Store._fit_threads` asks before it sets one)."""
+    if not _ALL_THREADS:
+        _ALL_THREADS.append(int(conn.execute("SELECT current_setting('threads')").fetchall()
+                                [0][0]))
+    return _ALL_THREADS[0]
 
 
 def _file_state(path: Path) -> str:
@@ -1703,7 +1842,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
             "allow_community_extensions": False,
             "memory_limit": memory_limit,
             "max_temp_directory_size": "0KB",
-            "threads": 2,
+            "threads": 1 if _store_bytes(Path(db_path)) < SMALL_STORE_BYTES else 2,
         })
     except duckdb.ParserException:  # the only value here a user gives: the memory limit
         raise UsageError(f"--memory-limit {memory_limit!r} is not a size",

@@ -281,3 +281,23 @@ def test_a_new_store_after_the_first_is_a_copy_of_an_empty_one_with_nothing_of_t
         assert store.scalar("SELECT count(*) FROM extra_rows") == 0
         assert "9999_extra" in store.applied_migrations()
     assert len(store_mod._EMPTY_STORES) == 2
+
+
+def test_a_store_another_process_made_meanwhile_is_opened_as_it_is_and_never_copied(
+        tmp_path, monkeypatch):
+    """A store that appears between the toolkit's look at the path and its open (another
+    process made it and wrote rows) is opened as it is, its rows kept, and is never taken
+    as the empty store that later new stores are copied from."""
+    from toolkit import store as store_mod
+
+    made = tmp_path / "made.duckdb"
+    with Store.open(made, sources=SOURCES) as other:
+        _insert(other, 4, "another process's")
+    store_mod._EMPTY_STORES.clear()
+    monkeypatch.setattr(store_mod, "check_store_path", lambda path: False)  # looked: nothing
+    with Store.open(made, sources=SOURCES) as store:
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == 4
+    assert store_mod._EMPTY_STORES == {}
+    monkeypatch.undo()
+    with Store.open(tmp_path / "new.duckdb", sources=SOURCES) as store:
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == 0

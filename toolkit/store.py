@@ -301,8 +301,11 @@ class Store:
             if exists:
                 store._check_is_ours(catalog)
             if migrate and not read_only:
-                store._migrate(catalog)
-                if empty and not copied and empty not in _EMPTY_STORES:
+                applied = store._migrate(catalog)
+                # (kept only of a file that had no table before this open: not one another
+                # process made and wrote meanwhile, between the look above and DuckDB's open)
+                if empty and not copied and not catalog and empty not in _EMPTY_STORES and \
+                        len(applied) == len(store.migrations()):
                     store._keep_as_empty_store(empty)
             elif read_only and (why := store._mismatch(catalog, store._recorded(catalog),
                                                        pending_ok=False)):

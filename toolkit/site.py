@@ -1017,8 +1017,10 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
                                  site_name=site_name, versions=versions, guard=guard)
     finally:
         if source is not store:
+            from toolkit.store import store_files
+
             source.close()
-            for p in (copy_path, copy_path.with_name(copy_path.name + ".wal")):
+            for p in store_files(copy_path):
                 p.unlink(missing_ok=True)
     result.seconds = time.perf_counter() - started
     result.timings = timings

@@ -400,15 +400,17 @@ class Store:
         effect on a store over a connection the caller made (its settings are the caller's)."""
         if not self._reopen or self._conn is None:
             return
-        one = _store_bytes(self.path) < SMALL_STORE_BYTES
+        one = _small(self.path)
         if force or one != self._one_thread:
             every = _all_threads(self._conn)  # (read before the first store sets it)
             self._conn.execute(f"SET threads = {1 if one else every}")
             self._one_thread = one
 
     def _threads(self) -> int:
-        """The threads a big statement of this store works on (its bulk inserts)."""
-        return _all_threads(self.conn) if self._one_thread else \
+        """The threads a big statement of this store works on (its bulk inserts): DuckDB's own
+        number, which :meth:`_fit_threads` sets or lifts for them; on a connection the caller
+        made, its setting."""
+        return _all_threads(self.conn) if self._reopen else \
             int(self.scalar("SELECT current_setting('threads')"))
 
     @contextlib.contextmanager
@@ -532,7 +534,7 @@ class Store:
         checkpointed first, so that the file alone holds its schema."""
         self.conn.execute("CHECKPOINT")
         with contextlib.suppress(OSError):
-            if not os.path.exists(f"{self.path}.wal"):  # (the checkpoint emptied it)
+            if not store_files(self.path)[1].exists():  # (the checkpoint emptied it)
                 _EMPTY_STORES[key] = self.path.read_bytes()
 
     def table_docs(self) -> dict[str, str]:
@@ -736,7 +738,6 @@ class Store:
         try:
             for dest, fmt in outs:
                 opts = "FORMAT CSV, HEADER" if fmt == "csv" else "FORMAT JSON, ARRAY true"
-                escaped = str(dest).replace("'", "''")
                 # no rows: the columns' names are the whole file, and their values' forms
                 # need not be planned
                 select = ", ".join(
@@ -744,7 +745,7 @@ class Store:
                     for c, t in columns) if columns and rows != 0 else "*"
                 inner = f"SELECT * FROM {source}{'' if sorted_once else order}"
                 self.conn.execute(
-                    f"COPY (SELECT {select} FROM ({inner})) TO '{escaped}' ({opts})")
+                    f"COPY (SELECT {select} FROM ({inner})) TO {quote_text(str(dest))} ({opts})")
         finally:
             if sorted_once:
                 self.conn.execute(f"DROP TABLE IF EXISTS {source}")
@@ -771,11 +772,10 @@ class Store:
         """A copy of this store at ``dest``, every table and view, for a reader that must not
         share this writer's file (the site's analyses run in another process)."""
         import duckdb
-        escaped = str(dest).replace("'", "''")
         try:
             row = self.conn.execute("SELECT current_database()").fetchone()
             db = quote_ident(str(row[0] if row else "memory"))
-            self.conn.execute(f"ATTACH '{escaped}' AS _toolkit_copy")
+            self.conn.execute(f"ATTACH {quote_text(str(dest))} AS _toolkit_copy")
             try:
                 self.conn.execute(f"COPY FROM DATABASE {db} TO _toolkit_copy")
             finally:
@@ -790,13 +790,12 @@ class Store:
         made from redacted text. Returns the copy, open; the caller closes and deletes it."""
         import duckdb
         dest = Path(dest)
-        for p in (dest, dest.with_name(dest.name + ".wal")):
+        for p in store_files(dest):
             p.unlink(missing_ok=True)
         cached = functools.lru_cache(maxsize=65536)(redact)
         text = duckdb.sqltype("VARCHAR")
         self.conn.create_function("_toolkit_redact", cached, [text], text, side_effects=False)
-        escaped = str(dest).replace("'", "''")
-        self.conn.execute(f"ATTACH '{escaped}' AS _toolkit_redacted")
+        self.conn.execute(f"ATTACH {quote_text(str(dest))} AS _toolkit_redacted")
         try:
             kinds = dict(self.conn.execute(
                 "SELECT table_name, table_type FROM information_schema.tables "
@@ -844,9 +843,9 @@ class Store:
         file), with their types (TIMESTAMP, INTEGER, lists as Parquet LIST)."""
         import duckdb
         select = ", ".join(f"{quote_ident(c)} AS {quote_ident(as_)}" for c, as_ in columns)
-        escaped = str(dest).replace("'", "''")
         try:
-            self.conn.execute(f"COPY (SELECT {select} FROM {quote_ident(table)}) TO '{escaped}' "
+            self.conn.execute(f"COPY (SELECT {select} FROM {quote_ident(table)}) "
+                              f"TO {quote_text(str(dest))} "
                               "(FORMAT PARQUET)").fetchall()
         except duckdb.Error as exc:
             raise ToolkitError(f"cannot write {table} as Parquet: {_first_line(exc)}",
@@ -1414,8 +1413,8 @@ def _migrations(sources: Sequence[Source]) -> list[Migration]:
 
 # The bytes of a new store with every migration applied and nothing else, by the digest of its
 # migrations: a process that makes store after store (the MCP server's, fleet's and the API's
-# projects, the tests' ~900) copies the first one's instead of running the migrations' 50
-# statements again for each (a new store's open and close 24 -> 6 ms of CPU).
+# projects, the tests' hundreds) copies the first one's instead of running the migrations' 50
+# statements again for each (a new store's open and close 17.6-24 -> 4.5-5.2 ms of CPU).
 _EMPTY_STORES: dict[str, bytes] = {}
 
 
@@ -1433,8 +1432,8 @@ def _copy_empty_store(path: Path, key: str) -> bool:
     behind if this process dies meanwhile."""
     data = _EMPTY_STORES.get(key)
     tmpfile = getattr(os, "O_TMPFILE", 0)
-    if data is None or not tmpfile or os.path.lexists(f"{path}.wal"):  # (an old store's
-        return False  # log beside it: DuckDB's to deal with, as for any new store)
+    if data is None or not tmpfile or os.path.lexists(store_files(path)[1]):  # (an old
+        return False  # store's log beside it: DuckDB's to deal with, as for any new store)
     cloexec = getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path.parent, tmpfile | os.O_WRONLY | cloexec, 0o666)
@@ -1459,13 +1458,19 @@ def _copy_empty_store(path: Path, key: str) -> bool:
     return True
 
 
-def _store_bytes(path: Path) -> int:
-    """The bytes of the store's file and its write-ahead log (0 for either missing)."""
+def store_files(path: Path) -> tuple[Path, Path]:
+    """The store's file and its write-ahead log, which DuckDB keeps beside it."""
+    return path, path.with_name(path.name + ".wal")
+
+
+def _small(path: Path) -> bool:
+    """Whether the store at ``path`` is worked on by one thread (:data:`SMALL_STORE_BYTES`):
+    its file and write-ahead log (either missing: 0) hold fewer bytes than that."""
     size = 0
-    for p in (path, path.with_name(path.name + ".wal")):
+    for p in store_files(path):
         with contextlib.suppress(OSError):
             size += p.stat().st_size
-    return size
+    return size < SMALL_STORE_BYTES
 
 
 _ALL_THREADS: list[int] = []  # DuckDB's own number of threads (one per core), once read
@@ -1483,7 +1488,7 @@ def _all_threads(conn: duckdb.DuckDBPyConnection) -> int:
 def _file_state(path: Path) -> str:
     """What changes when DuckDB writes the store's file: its and its write-ahead log's
     identity, size and modification time."""
-    return fingerprint_paths([path, path.with_name(path.name + ".wal")])
+    return fingerprint_paths(list(store_files(path)))
 
 
 # The store's own tables and views (and this connection's temporary ones) in DuckDB's
@@ -1845,7 +1850,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
             "allow_community_extensions": False,
             "memory_limit": memory_limit,
             "max_temp_directory_size": "0KB",
-            "threads": 1 if _store_bytes(Path(db_path)) < SMALL_STORE_BYTES else 2,
+            "threads": 1 if _small(Path(db_path)) else 2,
         })
     except duckdb.ParserException:  # the only value here a user gives: the memory limit
         raise UsageError(f"--memory-limit {memory_limit!r} is not a size",

@@ -166,6 +166,39 @@ def test_stores_opened_one_after_another_in_one_process_are_each_let_go_at_close
         assert _plain(path, "SELECT 1", read_only=False) == "(1,)"
 
 
+@pytest.mark.parametrize("when", ["at once", "at the next open"])
+def test_a_store_dropped_without_close_lets_its_file_go(tmp_path, when):
+    """A store its caller drops without closing it (a Project rebound in a notebook) lets its
+    file go, as a plain DuckDB connection does when it is collected: another process can
+    write it, and the next store this process opens shares the process's one DuckDB instance
+    again. When the drop comes while another thread opens a store (the instance's lock
+    taken), the file goes at the process's next open."""
+    import gc
+
+    import toolkit.store as store_module
+
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    store = Store.open(first, sources=SOURCES)
+    _insert(store, 1, "kept")
+    hosted = store.conn is store_module._HOST.cursor
+    assert hosted  # the process's instance holds it
+    if when == "at once":
+        del store
+        gc.collect()
+    else:
+        with store_module._HOST.lock:  # another thread in the middle of an open
+            del store
+            gc.collect()
+        with pytest.raises(AssertionError, match="Could not set lock"):  # still attached
+            _plain(first, "SELECT 1", read_only=False)
+        with Store.open(second, sources=SOURCES) as other:
+            assert other.conn is store_module._HOST.cursor
+    assert _plain(first, "SELECT count(*) FROM ledger_entries WHERE title = 'kept'",
+                  read_only=False) == "(1,)"
+    with Store.open(second, sources=SOURCES) as other:
+        assert other.conn is store_module._HOST.cursor  # not an instance of its own
+
+
 def test_a_child_forked_after_the_process_used_a_store_opens_it_and_answers(tmp_path):
     """A process that forks (the toolkit's tests do; so may a user's multiprocessing) after
     it opened and closed a store: the child opens the store itself and answers."""

@@ -30,6 +30,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -1607,15 +1608,27 @@ class _Host:
     stores again and again (the MCP server's calls, ``serve``, the API, the tests) paid the 10
     ms at every open. A store opened while another is attached, with settings of a caller's,
     or in a child process forked from this one gets an instance of its own, as before;
-    :meth:`Store.release` ends the instance (its allocator's memory goes back with it)."""
+    :meth:`Store.release` ends the instance (its allocator's memory goes back with it).
+
+    The host holds the attached store's connection weakly: a store its caller drops without
+    closing it (a ``Project`` rebound in a notebook, a test's forgotten store) is detached
+    when its connection goes, as a plain connection lets its file go when it is collected.
+    Held strongly, the file stayed locked against every other process, and every later store
+    of this process paid for an instance of its own, until the process ended."""
 
     def __init__(self) -> None:
         self.conn: duckdb.DuckDBPyConnection | None = None
         self.pid = 0
         self.temp: str | None = None  # its temp_directory (beside the last store attached)
-        self.cursor: duckdb.DuckDBPyConnection | None = None  # the attached store's connection
+        # the attached store's connection, weakly (see the class docstring)
+        self.attached: weakref.ref[duckdb.DuckDBPyConnection] | None = None
         self.name = ""  # its database's name, detached at its close
         self.lock = threading.Lock()  # two threads opening stores at once
+
+    @property
+    def cursor(self) -> duckdb.DuckDBPyConnection | None:
+        """The attached store's connection, while its caller holds it."""
+        return self.attached() if self.attached is not None else None
 
     def open(self, path: Path) -> duckdb.DuckDBPyConnection | None:
         """A connection of this instance with ``path`` attached and in use, or None when the
@@ -1627,9 +1640,10 @@ class _Host:
         import duckdb
         if self.pid != os.getpid():  # a forked child (of a parent with a store attached):
             _INHERITED.append(self.conn)  # never ended here (see _before_fork)
-            self.conn = self.cursor = None
+            self.conn, self.attached = None, None
             self.pid = os.getpid()
-        if self.cursor is not None:
+        self._detach_dropped()
+        if self.attached is not None:
             return None
         temp = f"{path}.tmp"
         if self.conn is not None and self.temp != temp:
@@ -1654,8 +1668,30 @@ class _Host:
             cursor.close()
             self._detach_all()
             raise
-        self.cursor, self.name = cursor, name
+        self.attached, self.name = weakref.ref(cursor, self._dropped), name
         return cursor
+
+    def _dropped(self, attached: weakref.ref[duckdb.DuckDBPyConnection]) -> None:
+        """The attached store's connection was collected unclosed (DuckDB closed it): detach
+        its file now, unless another thread (or this one, further up) holds the lock; then
+        the next use of the host does (:meth:`_detach_dropped`)."""
+        if self.pid != os.getpid() or not self.lock.acquire(blocking=False):
+            return
+        try:
+            self._detach_dropped()
+        finally:
+            self.lock.release()
+
+    def _detach_dropped(self) -> None:
+        """Detach the attached file if its connection was dropped unclosed (lock held)."""
+        if self.attached is None or self.attached() is not None or self.pid != os.getpid():
+            return
+        import duckdb
+        self.attached = None
+        try:
+            self._detach()
+        except duckdb.Error:  # no caller to tell: the instance goes (and the file with it)
+            self.end()
 
     def close(self, conn: duckdb.DuckDBPyConnection) -> bool:
         """Close ``conn`` if it is the attached store's, detaching its file (and putting back
@@ -1666,20 +1702,24 @@ class _Host:
     def _close(self, conn: duckdb.DuckDBPyConnection) -> bool:
         if conn is not self.cursor or self.pid != os.getpid():
             return False
-        import duckdb
-        self.cursor, host = None, self.conn
-        assert host is not None  # (a cursor is made of it)
+        self.attached = None
         conn.close()  # (a transaction still open is rolled back)
         try:
-            host.execute(f"DETACH {quote_ident(self.name)}")
-            # the one setting of the instance's a store leaves as it set it (a lean store's;
-            # a load puts its memory limit back itself)
-            with contextlib.suppress(duckdb.CatalogException):
-                host.execute("RESET allocator_bulk_deallocation_flush_threshold")
+            self._detach()
         except BaseException:
             self.end()  # the file must not stay attached: the instance goes, and its lock
             raise
         return True
+
+    def _detach(self) -> None:
+        """Detach the store's file (its connection closed), and put back the setting a lean
+        store changes on the instance (a load puts its memory limit back itself)."""
+        import duckdb
+        host = self.conn
+        assert host is not None  # (a store was attached to it)
+        host.execute(f"DETACH {quote_ident(self.name)}")
+        with contextlib.suppress(duckdb.CatalogException):
+            host.execute("RESET allocator_bulk_deallocation_flush_threshold")
 
     def _detach_all(self) -> None:
         if self.conn is None:
@@ -1690,12 +1730,13 @@ class _Host:
     def end_if_idle(self) -> None:
         """End the instance unless a store is attached to it."""
         with self.lock:
-            if self.cursor is None:
+            self._detach_dropped()
+            if self.attached is None:
                 self.end()
 
     def end(self) -> None:
         """End the instance (the next open makes another)."""
-        conn, self.conn, self.cursor, self.temp = self.conn, None, None, None
+        conn, self.conn, self.attached, self.temp = self.conn, None, None, None
         if conn is not None and self.pid == os.getpid():
             conn.close()
 

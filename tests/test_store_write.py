@@ -199,6 +199,32 @@ def test_a_store_dropped_without_close_lets_its_file_go(tmp_path, when):
         assert other.conn is store_module._HOST.cursor  # not an instance of its own
 
 
+def test_a_process_that_ends_with_stores_unclosed_says_nothing_and_lets_them_go(tmp_path):
+    """A script that ends with a store still open (a global of a script that defines a
+    function: the store goes while Python shuts down, when imports no longer work), or
+    dropped in a reference cycle that only the shutdown collects, exits quietly (no
+    "Exception ignored" on stderr), and both files are free for the next process."""
+    held, cycled = tmp_path / "held.duckdb", tmp_path / "cycled.duckdb"
+    script = ("import sys\n"
+              "from pathlib import Path\n"
+              "from toolkit.loaders import SOURCES\n"
+              "from toolkit.store import Store\n"
+              "held = Store.open(Path(sys.argv[1]), sources=SOURCES)\n"
+              "held.close()\n"
+              "held = Store.open(Path(sys.argv[1]), sources=SOURCES)\n"
+              "def use():  # a function of the script's: its globals outlive the script\n"
+              "    return held\n"
+              "import gc; gc.disable()  # the cycle goes at the shutdown's collection\n"
+              "cycled = Store.open(Path(sys.argv[2]), sources=SOURCES)\n"
+              "cycled.me = cycled\n"
+              "del cycled\n")
+    ended = subprocess.run([sys.executable, "-c", script, str(held), str(cycled)],
+                           capture_output=True, text=True, timeout=60)
+    assert (ended.returncode, ended.stdout, ended.stderr) == (0, "", "")
+    for path in (held, cycled):
+        assert _plain(path, "SELECT count(*) FROM _migrations", read_only=False) != "(0,)"
+
+
 def test_a_child_forked_after_the_process_used_a_store_opens_it_and_answers(tmp_path):
     """A process that forks (the toolkit's tests do; so may a user's multiprocessing) after
     it opened and closed a store: the child opens the store itself and answers."""

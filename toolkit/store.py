@@ -1674,8 +1674,10 @@ class _Host:
     def _dropped(self, attached: weakref.ref[duckdb.DuckDBPyConnection]) -> None:
         """The attached store's connection was collected unclosed (DuckDB closed it): detach
         its file now, unless another thread (or this one, further up) holds the lock; then
-        the next use of the host does (:meth:`_detach_dropped`)."""
-        if self.pid != os.getpid() or not self.lock.acquire(blocking=False):
+        the next use of the host does (:meth:`_detach_dropped`). Not while Python shuts down:
+        the process's end lets the file go (and imports no longer work)."""
+        if sys.is_finalizing() or self.pid != os.getpid() or \
+                not self.lock.acquire(blocking=False):
             return
         try:
             self._detach_dropped()

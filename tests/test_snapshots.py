@@ -325,10 +325,10 @@ def test_turns_in_the_store_with_audit_activity_in_their_window(world, isolated_
                  "('2026-05-04 13:09:40', 't', 'a', 'm', 'at the end of turn 1')")
     conn.commit()
     conn.close()
-    store = _store(ws, isolated_env)
-    rows = store.fetch("SELECT number, turn, snippet, files_changed, lines_added, "
-                       "lines_deleted, files, actions, dispatches, tool_snapshots "
-                       "FROM snapshot_turns ORDER BY number")[1]
+    with _store(ws, isolated_env) as store:
+        rows = store.fetch("SELECT number, turn, snippet, files_changed, lines_added, "
+                           "lines_deleted, files, actions, dispatches, tool_snapshots "
+                           "FROM snapshot_turns ORDER BY number")[1]
     assert rows == [
         (1, 2, "tidy up", 2, 1, 4, ["docs/notes.md", "src/app.py"], 1, 0, 0),
         (2, 1, "add a helper", 3, 6, 1, ["docs/notes.md", "lib/util.py", "src/app.py"], 1, 1,
@@ -362,6 +362,7 @@ def test_identities_survive_codesmith_pruning(world, isolated_env):
     assert git_ts == [("2026-05-11",)]  # the rewritten commits' own times, kept apart
     assert store.fetch("SELECT version_id FROM ledger_versions ORDER BY ALL")[1] == \
         versions_before
+    store.close()
 
 
 def test_restore_turns_a_file_into_a_folder_and_back(world, cli_run):

@@ -1433,8 +1433,9 @@ def _copy_empty_store(path: Path, key: str) -> bool:
     behind if this process dies meanwhile."""
     data = _EMPTY_STORES.get(key)
     tmpfile = getattr(os, "O_TMPFILE", 0)
-    if data is None or not tmpfile or os.path.lexists(store_files(path)[1]):  # (an old
-        return False  # store's log beside it: DuckDB's to deal with, as for any new store)
+    # (an old store's log beside the path: DuckDB's to deal with, as for any new store)
+    if data is None or not tmpfile or os.path.lexists(store_files(path)[1]):
+        return False
     cloexec = getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path.parent, tmpfile | os.O_WRONLY | cloexec, 0o666)

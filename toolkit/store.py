@@ -232,6 +232,12 @@ LOAD_MEMORY_MIN_MB = 32
 # store keeps DuckDB's threads (one per core), as a load of many rows does: the 5,000-entry
 # site bench's (7.4 MB) peaked 3-5 MB higher on one thread (bench/bench_site.py).
 SMALL_STORE_BYTES = 6 << 20
+# A source with ``bounded_memory`` whose load left fewer bytes than this in the write-ahead
+# log is not checkpointed on its own (within its memory limit): what it wrote is a few rows
+# DuckDB holds anyway, and the refresh's final checkpoint writes them with the other sources'
+# (a first load of a small project wrote its store three times, 3.3 ms of CPU each). DuckDB
+# checkpoints by itself at a commit only past 16 MB of log (its ``checkpoint_threshold``).
+LOAD_CHECKPOINT_BYTES = 1 << 20
 
 
 @functools.cache
@@ -1152,9 +1158,11 @@ class Store:
                     raise
             else:
                 # what it wrote checkpointed within the limit too: else the next source's
-                # commit checkpoints it without one (at 50,000 ledger entries, 14 MB more)
-                with contextlib.suppress(duckdb.OutOfMemoryException):  # (then that commit)
-                    self.conn.execute("CHECKPOINT")
+                # commit checkpoints it without one (at 50,000 ledger entries, 14 MB more);
+                # a few rows wait for the refresh's checkpoint (LOAD_CHECKPOINT_BYTES)
+                if _wal_bytes(self.path) >= LOAD_CHECKPOINT_BYTES:
+                    with contextlib.suppress(duckdb.OutOfMemoryException):  # (that commit)
+                        self.conn.execute("CHECKPOINT")
                 return result
         finally:
             self.conn.execute("RESET memory_limit")
@@ -1463,6 +1471,14 @@ def _copy_empty_store(path: Path, key: str) -> bool:
 def store_files(path: Path) -> tuple[Path, Path]:
     """The store's file and its write-ahead log, which DuckDB keeps beside it."""
     return path, path.with_name(path.name + ".wal")
+
+
+def _wal_bytes(path: Path) -> int:
+    """The size of the store's write-ahead log (0: none)."""
+    try:
+        return store_files(path)[1].stat().st_size
+    except OSError:
+        return 0
 
 
 def _small(path: Path) -> bool:

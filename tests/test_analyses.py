@@ -51,6 +51,15 @@ def _analyses_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLKIT_ANALYSES", "1")
 
 
+@pytest.fixture
+def no_bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The bundled notebooks' folder, for this process's builds, made a missing one: for the
+    tests whose subject is a listed notebook (the other tests run the bundled ones)."""
+    folder = tmp_path / "no-bundled-notebooks"
+    monkeypatch.setattr("toolkit.notebooks.NOTEBOOKS_DIR", folder)
+    return folder
+
+
 def test_analyses_can_be_turned_off(project, cli_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """--no-analyses, analyses: false and TOOLKIT_ANALYSES=0 build the site without the
     Analyses section and start no kernel; a value that is not yes/no is a usage error."""
@@ -313,14 +322,13 @@ def test_project_open_in_a_build_kernel_takes_the_build_settings_for_its_project
 
 
 def test_a_notebooks_cached_run_is_not_reused_when_the_build_shows_other_actions(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, no_bundled: Path) -> None:
     """The kernel reads the build's settings, whose actions among them (``site_scope``): a
     rebuild with the other scope runs the notebook again, and its page is a clean build's.
     (The bundled notebooks, which the other tests run, are left out of these three builds:
     the listed one is the subject.)"""
     import sqlite3
 
-    monkeypatch.setattr("toolkit.notebooks.NOTEBOOKS_DIR", tmp_path / "no-bundled-notebooks")
     world = make_world(tmp_path, analyses=True)
     conn = sqlite3.connect(world.home / ".nagi" / "ledger.db")
     conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
@@ -347,15 +355,13 @@ def test_a_notebooks_cached_run_is_not_reused_when_the_build_shows_other_actions
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
-        project, cli_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        project, cli_run, tmp_path: Path, no_bundled: Path,
         signum: int) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C (or ``kill``) while a notebook runs stops build-site there, as it stops any other
     command: "Interrupted." and exit 130 (SIGTERM: "Terminated.", exit 143), no traceback, the
     kernel shut down and its socket folder removed, no run of the notebook recorded (as
     failed or otherwise); the next build runs it and succeeds. (The bundled notebooks, which
     other tests run, are left out of both builds: the listed one is the subject.)"""
-    no_bundled = tmp_path / "no-bundled-notebooks"
-    monkeypatch.setattr("toolkit.notebooks.NOTEBOOKS_DIR", no_bundled)
     root = project.root
     hold, ready = tmp_path / "hold", tmp_path / "ready"
     hold.touch()
@@ -368,10 +374,9 @@ def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
     _list_notebooks(root, "nb/slow.ipynb")
     # `python -m toolkit build-site`, but for the bundled notebooks' folder
     args = [sys.executable, "-c",
-            "import pathlib, sys, toolkit.notebooks as n\n"
+            "import pathlib, toolkit.notebooks as n\n"
             f"n.NOTEBOOKS_DIR = pathlib.Path({str(no_bundled)!r})\n"
             "from toolkit.cli import cli\n"
-            "sys.argv[0] = 'toolkit'\n"
             "cli(prog_name='toolkit')",
             "build-site", "--build-time", "2026-05-10T12:00:00"]
     tmp = tmp_path / "tmp"  # the kernel's socket folder goes here, and must go away

@@ -1160,7 +1160,7 @@ class Store:
                 # what it wrote checkpointed within the limit too: else the next source's
                 # commit checkpoints it without one (at 50,000 ledger entries, 14 MB more);
                 # a few rows wait for the refresh's checkpoint (LOAD_CHECKPOINT_BYTES)
-                if _wal_bytes(self.path) >= LOAD_CHECKPOINT_BYTES:
+                if _size(store_files(self.path)[1]) >= LOAD_CHECKPOINT_BYTES:
                     with contextlib.suppress(duckdb.OutOfMemoryException):  # (that commit)
                         self.conn.execute("CHECKPOINT")
                 return result
@@ -1473,10 +1473,10 @@ def store_files(path: Path) -> tuple[Path, Path]:
     return path, path.with_name(path.name + ".wal")
 
 
-def _wal_bytes(path: Path) -> int:
-    """The size of the store's write-ahead log (0: none)."""
+def _size(path: Path) -> int:
+    """The file's size in bytes (0: none)."""
     try:
-        return store_files(path)[1].stat().st_size
+        return path.stat().st_size
     except OSError:
         return 0
 
@@ -1484,11 +1484,7 @@ def _wal_bytes(path: Path) -> int:
 def _small(path: Path) -> bool:
     """Whether the store at ``path`` is worked on by one thread (:data:`SMALL_STORE_BYTES`):
     its file and write-ahead log (either missing: 0) hold fewer bytes than that."""
-    size = 0
-    for p in store_files(path):
-        with contextlib.suppress(OSError):
-            size += p.stat().st_size
-    return size < SMALL_STORE_BYTES
+    return sum(map(_size, store_files(path))) < SMALL_STORE_BYTES
 
 
 _ALL_THREADS: list[int] = []  # DuckDB's own number of threads (one per core), once read

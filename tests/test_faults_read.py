@@ -117,6 +117,46 @@ def test_a3_bad_meta_yaml_reads_proceed_with_a_warning(project, cli_run, content
     assert any(expected in w for w in _warnings(cli_run)), _warnings(cli_run)
 
 
+GOOD_YAML = ("\ufefflast_updated: 2026-05-01\r\nsession_start: 2026-05-01T09:30:00+02:00\r\n"
+             "base: &b {high: 3, low: 1}\r\nagain: *b\r\nname: Café ☕\r\n"
+             "list: [1, 2.5, ~, yes, '007']\r\n")
+BAD_YAML = ("key:\n\t- tabbed\n", 'last_updated: "2026-05-01\n', "counts: [1, 2\n",
+            "a: b: c\n", "- a\n b: c\n", "last_updated: 2026-13-45\n", "x: \x01\n",
+            "x: !!python/object/apply:os.system ['true']\n")
+
+
+def test_a3_yaml_reads_alike_with_or_without_libyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyYAML built with libyaml parses YAML about ten times faster, but says less about an
+    error (not which character it could not read, nor what it expected): the same values, and
+    for bad YAML the same message, whether the machine's PyYAML has libyaml or not; and a
+    meta.yaml the editor refuses to update is described as a read describes it."""
+    import yaml
+
+    from toolkit.errors import DataError
+    from toolkit.ledger.vault.meta import compose_yaml
+    from toolkit.textio import load_yaml
+
+    def outcomes() -> list[object]:
+        out: list[object] = [load_yaml(GOOD_YAML, "meta.yaml")]
+        for text in BAD_YAML:
+            with pytest.raises(DataError) as read:
+                load_yaml(text, "meta.yaml")
+            out.append(str(read.value))
+            if "2026-13-45" in text or "!!python" in text:
+                continue  # the editor reads nodes, not values: both are well-formed YAML
+            with pytest.raises(DataError) as write:
+                compose_yaml(text, "meta.yaml")
+            assert (write.value.message, write.value.line) == (read.value.message, read.value.line)
+        return out
+
+    assert hasattr(yaml, "CSafeLoader")  # the venv's PyYAML (wheels are built with libyaml)
+    fast = outcomes()
+    assert fast[0]["again"] == {"high": 3, "low": 1} and fast[0]["name"] == "Café ☕"
+    assert "found character '\\t' that cannot start any token" in fast[1]
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    assert outcomes() == fast
+
+
 def test_a4_python_object_tag_is_rejected_not_executed(project, cli_run, tmp_path):
     marker = tmp_path / "pwned"
     (project.ledger / "meta.yaml").write_text(

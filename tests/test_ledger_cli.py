@@ -364,9 +364,9 @@ def test_promote_not_found_and_bad_meta(project: FixtureProject, cli_run) -> Non
     r = cli_run("ledger", "promote", "route table")
     assert r.exit_code == 65
     assert _error(r) == (f"Error: {project.ledger / 'meta.yaml'}:2: invalid YAML, column 1: "
-                         "found character that cannot start any token. Fix the YAML (spaces, "
-                         "not tabs; close every quote) or restore it from a backup; nothing was "
-                         "written")
+                         "found character '\\t' that cannot start any token. Fix the YAML "
+                         "(spaces, not tabs; close every quote) or restore it from a backup; "
+                         "nothing was written")
     assert tree_digest(project.root) == before
 
 

@@ -8,7 +8,6 @@ rejects NaN, duplicate keys and absurd nesting.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -17,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolkit.errors import DataError, TooLargeError
 
@@ -30,6 +29,8 @@ MAX_YAML_ALIASES = 100
 MAX_YAML_NODES = 100_000
 MAX_JSON_DEPTH = 200
 MAX_YAML_DEPTH = 200
+
+_T = TypeVar("_T")
 
 
 def max_file_bytes(override: int | None = None) -> int:
@@ -404,14 +405,37 @@ def check_yaml_depth(text: str, path: Path | str,
                         hint=hint)
 
 
-@functools.cache
-def _safe_loader() -> type[yaml.SafeLoader]:
-    """SafeLoader that refuses alias-heavy documents (billion-laughs) before building them.
-    Made on first use: PyYAML is imported by what reads YAML, not by every command (a
-    project without toolkit.yaml answers `toolkit slop query` without it)."""
+def parse_yaml(parse: Callable[[type[yaml.SafeLoader]], _T]) -> _T:
+    """``parse(loader)`` with libyaml's safe loader (``CSafeLoader``, about ten times faster)
+    where PyYAML was built with it; when that raises, ``parse`` runs again with PyYAML's
+    pure-Python ``SafeLoader``, whose error says more (the character it could not read, what
+    it expected instead): an error reads the same with or without libyaml. Both build the
+    same values with the same safe constructors."""
     import yaml
 
-    class _SafeLoader(yaml.SafeLoader):
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return parse(fast)
+        except (yaml.YAMLError, DataError):
+            pass  # said again below, in more words
+    return parse(yaml.SafeLoader)
+
+
+_LOADERS: dict[type, type] = {}  # a base loader: its _safe_loader
+
+
+def _safe_loader(base: type[yaml.SafeLoader]) -> type[yaml.SafeLoader]:
+    """``base`` (see :func:`parse_yaml`) reporting a value it cannot build at its node. Made
+    on first use: PyYAML is imported by what reads YAML, not by every command (a project
+    without toolkit.yaml answers `toolkit slop query` without it)."""
+    import yaml
+
+    made: type[yaml.SafeLoader] | None = _LOADERS.get(base)
+    if made is not None:
+        return made
+
+    class _SafeLoader(base):
         def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
             # A value the safe constructors cannot build (2026-13-45, `!!int twelve`) raises a
             # plain ValueError (or worse) without a position: report it at the node instead.
@@ -421,6 +445,7 @@ def _safe_loader() -> type[yaml.SafeLoader]:
                 raise yaml.constructor.ConstructorError(
                     None, None, str(exc) or type(exc).__name__, node.start_mark) from None
 
+    _LOADERS[base] = _SafeLoader
     return _SafeLoader
 
 
@@ -429,24 +454,8 @@ def load_yaml(text: str, path: Path | str) -> Any:
     import yaml
 
     check_yaml_depth(text, path)
-    loader = _safe_loader()
     try:
-        aliases = 0
-        # an alias is written "*name": text without a "*" has none (no second parse for it)
-        for event in yaml.parse(text, Loader=loader) if "*" in text else ():
-            if isinstance(event, yaml.AliasEvent):
-                aliases += 1
-                if aliases > MAX_YAML_ALIASES:
-                    raise DataError(
-                        f"more than {MAX_YAML_ALIASES} YAML aliases; "
-                        "refusing a possible alias bomb",
-                        path=path,
-                    )
-        data = yaml.load(text, Loader=loader)  # SafeLoader subclass
-        if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
-            raise DataError("YAML aliases expand to too many values; refusing a possible "
-                            "alias bomb", path=path)
-        return data
+        return parse_yaml(lambda base: _load_yaml(text, path, _safe_loader(base)))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -459,6 +468,26 @@ def load_yaml(text: str, path: Path | str) -> Any:
     except RecursionError:
         raise DataError("invalid YAML: nested too deeply", path=path,
                         hint="Flatten the nested lists or mappings") from None
+
+
+def _load_yaml(text: str, path: Path | str, loader: type[yaml.SafeLoader]) -> Any:
+    import yaml
+
+    aliases = 0
+    # an alias is written "*name": text without a "*" has none (no second parse for it)
+    for event in yaml.parse(text, Loader=loader) if "*" in text else ():
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise DataError(
+                    f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible alias bomb",
+                    path=path,
+                )
+    data = yaml.load(text, Loader=loader)  # a safe loader
+    if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
+        raise DataError("YAML aliases expand to too many values; refusing a possible "
+                        "alias bomb", path=path)
+    return data
 
 
 def _expanded_nodes(data: Any, limit: int) -> int:

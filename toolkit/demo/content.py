@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from toolkit.textio import parse_yaml
+
 UTC = dt.UTC
 PROJECT = "acme-api"
 
@@ -35,7 +37,7 @@ def _frozen(value: Any) -> Any:
 
 def _load(name: str) -> Any:
     text = resources.files("toolkit.demo").joinpath("data", name).read_text(encoding="utf-8")
-    return _frozen(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    return _frozen(parse_yaml(lambda loader: yaml.load(text, Loader=loader)))
 
 
 def random_stream(seed: int, stream: str) -> random.Random:

@@ -56,17 +56,20 @@ def compose_yaml(text: str, path: Path) -> Any:
     multiply; a tag the safe loader would refuse (``!!python/...``) is refused here too."""
     import yaml
 
-    from toolkit.textio import MAX_YAML_ALIASES, check_yaml_depth
+    from toolkit.textio import MAX_YAML_ALIASES, check_yaml_depth, parse_yaml
 
     check_yaml_depth(text, path, hint="Flatten the nested lists or mappings; nothing was written")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
+
+    def compose(loader: type[yaml.SafeLoader]) -> Any:
         aliases = sum(1 for ev in yaml.parse(text, Loader=loader)
                       if isinstance(ev, yaml.AliasEvent))
         if aliases > MAX_YAML_ALIASES:
             raise DataError(f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible "
                             "alias bomb", path=path, hint="Nothing was written")
-        root = yaml.compose(text, Loader=loader)
+        return yaml.compose(text, Loader=loader)
+
+    try:
+        root = parse_yaml(compose)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         col = f", column {mark.column + 1}" if mark else ""

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from toolkit.loaders import SOURCES
-from toolkit.store import Store
+from toolkit.store import SMALL_STORE_BYTES, Store, store_files
 
 
 def _in_another_process(path, sql: str, *, read_only: bool = False) -> str:
@@ -65,11 +65,22 @@ def test_a_release_mid_way_through_one_reading_refuses_a_store_written_meanwhile
 def test_giving_back_freed_memory_holds_on_the_connections_a_release_makes_again(tmp_path):
     """A site build asks DuckDB to give freed memory back to the system at once (its peak
     memory: docs/guide/site.md); the store's releases between the build's stages must not
-    lose that. A store over the caller's own connection leaves its settings alone."""
+    lose that. A small store (SMALL_STORE_BYTES) keeps DuckDB's default, as a store that was
+    not asked does; so does a store over the caller's own connection."""
     setting = "SELECT current_setting('allocator_bulk_deallocation_flush_threshold')"
     path = tmp_path / "ledger.duckdb"
     store = Store.open(path, sources=SOURCES)
     default = store.scalar(setting)
+    store.give_back_freed_memory()  # small: nothing to give back worth its CPU
+    assert store.scalar(setting) == default
+    store.release()
+    assert store.scalar(setting) == default
+    # values that do not compress, until the file and its log outgrow a small store
+    store.conn.execute("CREATE TABLE ballast AS SELECT sha256(CAST(i AS VARCHAR)) || "
+                       "sha256(CAST(-i AS VARCHAR)) AS v FROM range(?) t(i)",
+                       [SMALL_STORE_BYTES // 64])
+    store.conn.execute("CHECKPOINT")
+    assert sum(p.stat().st_size for p in store_files(path) if p.exists()) >= SMALL_STORE_BYTES
     store.give_back_freed_memory()
     lean = store.scalar(setting)  # 1 MB, as DuckDB prints it
     assert lean != default

@@ -230,7 +230,8 @@ LOAD_MEMORY_MIN_MB = 32
 # pipelines cost about a fifth of the CPU of the site's queries on a small project (41 queries,
 # 2.36 -> 1.89 ms each; its store is 4.7 MB), with a quarter of the context switches. A bigger
 # store keeps DuckDB's threads (one per core), as a load of many rows does: the 5,000-entry
-# site bench's (7.4 MB) peaked 3-5 MB higher on one thread (bench/bench_site.py).
+# site bench's (7.4 MB) peaked 3-5 MB higher on one thread (bench/bench_site.py). A small
+# store's site build also keeps the memory its queries free (Store.give_back_freed_memory).
 SMALL_STORE_BYTES = 6 << 20
 # A source with ``bounded_memory`` whose load left fewer bytes than this in the write-ahead
 # log is not checkpointed on its own (within its memory limit): what it wrote is a few rows
@@ -392,10 +393,15 @@ class Store:
         is freed at once, instead of keeping it for the next queries until the connection
         closes (``allocator_bulk_deallocation_flush_threshold``, 512 MB by default). A site
         build's queries and downloads then leave about 25 and 30 MB less behind at 5,000
-        entries (docs/guide/site.md), for a few tens of ms of CPU. No effect with a DuckDB
+        entries (docs/guide/site.md), for a few tens of ms of CPU.
+
+        Not for a small store (:data:`SMALL_STORE_BYTES`, as its one thread): each of its
+        queries frees a hash table or a sort of a MB or two, which the next query took back
+        from the system and had zeroed again; that was about a tenth of a small site's first
+        build's CPU (docs/guide/site.md) to keep its peak 6-9 MB lower. No effect with a DuckDB
         that has no such setting, nor on a store over a connection the caller made (its
         database's settings are the caller's)."""
-        self._lean = self._reopen
+        self._lean = self._reopen and not _small(self.path)
         if self._lean and self._conn is not None:
             _give_back_freed_memory(self._conn)
 

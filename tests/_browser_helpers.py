@@ -10,8 +10,7 @@ directly). The guard only listens to the requests, so the browser keeps its cach
 reader's does (intercepting every request, as a route does, turns the cache off and sends each
 request through Python first): the ``page`` tests of a module share one browser context, each
 with a page of its own, and no cookie or stored data passes from one test to the next. The
-context keeps an empty page open, so that its renderer process, and the scripts compiled in
-it, outlive each test's page (``kept_context``).
+context keeps an empty page open between the tests' pages (``kept_context``).
 
 Registered as a plugin in tests/conftest.py, so every module uses the same fixture instances
 (importing a module's fixtures into another makes a second instance, and a second build).
@@ -275,61 +274,31 @@ def _forget(context: Any, p: Any, watch: Watch) -> bool:
     return any(o.get("localStorage") or o.get("indexedDB") for o in state["origins"])
 
 
-class _Blank(SimpleHTTPRequestHandler):
-    """Any GET: an empty page (the keeper's, below)."""
-
-    def do_GET(self) -> None:
-        body = b"<!doctype html><title>kept</title>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def _blank_page() -> Iterator[str]:
-    """The URL of an empty page served on 127.0.0.1, for ``kept_context``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Blank)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host}:{port}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def kept_context(browser: Any, blank: str) -> Any:
-    """A new context of ``browser`` that keeps an empty page of 127.0.0.1 open. Chromium runs
-    the pages of one site (127.0.0.1, whatever the port) in one renderer process while one is
-    open; without the kept page, each test's page, closed at its end, took that process with
-    it, and the next test's page started a new one and loaded and compiled the site's scripts
-    and styles in it again: about 0.4 s of CPU per test (Chromium's CPU for the three browser
-    modules went from ~53 s to ~40 s). The kept page stores nothing and opens no request after
-    it has loaded."""
+def kept_context(browser: Any) -> Any:
+    """A new context of ``browser`` that keeps an empty page (about:blank) open. While a context
+    has no page open, Chromium lets go of what its next page would reuse: each test's page,
+    closed at its end, was the context's only one, and the next test's page cost Chromium about
+    0.4 s more CPU (the three browser modules went from ~53 s to ~40 s of Chromium's CPU,
+    measured in a cgroup). Any open page does it, whatever it shows; this one loads nothing and
+    stores nothing."""
     context = browser.new_context()
-    context.new_page().goto(blank, wait_until="load")
+    context.new_page()
     return context
 
 
 @pytest.fixture(scope="module")
-def _shared_context(browser: Any, _blank_page: str) -> Iterator[list[Any]]:
+def _shared_context(browser: Any) -> Iterator[list[Any]]:
     """The browser context the module's ``page`` tests share (in a one-item list, so that
     ``page`` can replace it): like a reader's browser, it keeps the site's scripts and
     styles in its cache from one page to the next, which a fresh context would load and
-    compile again for each test (and ``kept_context`` keeps them compiled)."""
-    holder = [kept_context(browser, _blank_page)]
+    compile again for each test."""
+    holder = [kept_context(browser)]
     yield holder
     holder[0].close()
 
 
 @pytest.fixture
-def page(browser: Any, _shared_context: list[Any], _blank_page: str
-         ) -> Iterator[tuple[Any, Watch]]:
+def page(browser: Any, _shared_context: list[Any]) -> Iterator[tuple[Any, Watch]]:
     """A fresh page, in a context without cookies or stored data (the module's shared
     context: its HTTP cache is all a test can inherit, and a context a test stored anything
     in is replaced after it); after the test, any request that left 127.0.0.1, any console
@@ -342,5 +311,5 @@ def page(browser: Any, _shared_context: list[Any], _blank_page: str
     context.remove_listener("request", watch.opened)
     if stored:
         context.close()
-        _shared_context[0] = kept_context(browser, _blank_page)
+        _shared_context[0] = kept_context(browser)
     check(watch)

@@ -336,3 +336,31 @@ def test_reading_leaves_the_cycle_collector_on_and_garbage_collectable(tmp_path)
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_reading_a_slop_ledger_leaves_the_collector_as_the_caller_set_it(tmp_path) -> None:
+    """The slop reader pauses the cycle collector while it builds its records and, on
+    leaving, moves what the process holds into the collector's oldest generation (by
+    freezing and unfreezing it). A process that froze what it loaded (gc.freeze, as a server
+    does before it forks) kept nothing frozen after a read: the unfreeze put its objects back.
+    Now a read leaves frozen what the caller froze, and the collector on or off as it was."""
+    import gc
+
+    path = tmp_path / "slop_ledger.json"
+    write_ledger(path, [entry(i + 1) for i in range(5)])
+    assert len(read_slop(path).entries) == 5  # nothing frozen: the reader promotes its records
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        assert len(read_slop(path).entries) == 5
+        assert gc.get_freeze_count() >= frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        read_slop(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -207,14 +207,17 @@ def acyclic_build(*, promote: bool = False) -> Iterator[None]:
     generation (``gc.freeze`` then ``gc.unfreeze``, no walk) instead of letting its next
     young pass walk all that the block made (20 ms after reading 20,000 slop entries, 8% of
     the read). Garbage that was waiting in the young generations waits for the next full
-    pass too: for a reader a command runs, not inside a long build."""
+    pass too: for a reader a command runs, not inside a long build. Not while the process
+    has objects frozen (``gc.get_freeze_count()``): the unfreeze would put back what its
+    caller froze (a server that freezes what it loaded at start, so that the processes it
+    forks share those pages) with the rest."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if collecting:
-            if promote:
+            if promote and not gc.get_freeze_count():
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

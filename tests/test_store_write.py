@@ -361,3 +361,41 @@ def test_a_store_another_process_made_meanwhile_is_opened_as_it_is_and_never_cop
     monkeypatch.undo()
     with Store.open(tmp_path / "new.duckdb", sources=SOURCES) as store:
         assert store.scalar("SELECT count(*) FROM ledger_entries") == 0
+
+
+@pytest.mark.parametrize("threshold", ["default", "one byte"])
+def test_a_bounded_load_is_checkpointed_on_its_own_only_past_a_megabyte_of_log(
+        tmp_path, monkeypatch, threshold):
+    """A source loaded within a memory limit (the ledger) checkpoints what it wrote before the
+    next source loads, within that limit, once its write-ahead log holds
+    ``LOAD_CHECKPOINT_BYTES`` (1 MB): a few rows wait in the log for the refresh's own
+    checkpoint at its end, which writes them with the other sources' (a first load of a small
+    project otherwise wrote its store three times). Either way the refresh ends with the log
+    empty and every entry stored."""
+    import toolkit.store as store_module
+    from toolkit.config import resolve
+    from toolkit.store import store_files
+
+    if threshold == "one byte":
+        monkeypatch.setattr(store_module, "LOAD_CHECKPOINT_BYTES", 1)
+    root = tmp_path / "p"
+    ledger = root / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    (ledger / "patterns.md").write_text("# Patterns\n" + "".join(
+        f"\n---\n\n**Title:** Entry {i}\n**Date:** 2026-05-01\n**Category:** testing\n"
+        f"**Confidence:** low\n**Source reflections:** 1\n\n{'words ' * 50}\n"
+        for i in range(300)), encoding="utf-8")  # about 0.1 MB of log
+    cfg = resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+    wal = store_files(cfg.db_path)[1]
+    log_after_ledger: list[int] = []
+
+    def progress(label: str, done: int, total: int) -> None:
+        if label == "Loading sessions":  # the source after the ledger
+            log_after_ledger.append(wal.stat().st_size if wal.exists() else 0)
+
+    with Store.open(cfg.db_path, sources=SOURCES) as store:
+        store.refresh(cfg, progress=progress)
+        assert store.scalar("SELECT count(*) FROM ledger_entries") == 300
+        assert not wal.exists() or wal.stat().st_size == 0
+    [after] = log_after_ledger
+    assert (after > 0) if threshold == "default" else (after == 0), after

@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from toolkit.config import Config
 from toolkit.errors import BusyError
 from toolkit.loaders import SOURCES
 from toolkit.store import STORE_ROW_GROUP, Store
@@ -245,6 +247,21 @@ def test_a_child_forked_after_the_process_used_a_store_opens_it_and_answers(tmp_
         assert store.scalar("SELECT count(*) FROM ledger_entries") == 2
 
 
+def _project_of_300_entries(tmp_path: Path) -> Config:
+    """A project under ``tmp_path`` whose ledger holds 300 entries of some 50 words (about
+    0.1 MB of log when loaded), and its Config (HOME under ``tmp_path``)."""
+    from toolkit.config import resolve
+
+    root = tmp_path / "p"
+    ledger = root / ".smith" / "vault" / "ledger"
+    ledger.mkdir(parents=True)
+    (ledger / "patterns.md").write_text("# Patterns\n" + "".join(
+        f"\n---\n\n**Title:** Entry {i}\n**Date:** 2026-05-01\n**Category:** testing\n"
+        f"**Confidence:** low\n**Source reflections:** 1\n\n{'words ' * 50}\n"
+        for i in range(300)), encoding="utf-8")
+    return resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+
+
 def test_a_small_store_works_on_one_thread_and_a_big_one_on_duckdbs_own(tmp_path, monkeypatch):
     """DuckDB's threads follow the store's size (``SMALL_STORE_BYTES``): a small store's
     connection, and its query connection, work on one thread (a second one has nothing to take
@@ -255,7 +272,6 @@ def test_a_small_store_works_on_one_thread_and_a_big_one_on_duckdbs_own(tmp_path
     import duckdb
 
     from toolkit import store as store_mod
-    from toolkit.config import resolve
     from toolkit.store import FEW_ROWS, open_query_connection
 
     plain = duckdb.connect()
@@ -288,14 +304,7 @@ def test_a_small_store_works_on_one_thread_and_a_big_one_on_duckdbs_own(tmp_path
     conn.close()
 
     # a refresh that grows the store past the size: DuckDB's threads from then on
-    root = tmp_path / "p"
-    ledger = root / ".smith" / "vault" / "ledger"
-    ledger.mkdir(parents=True)
-    (ledger / "patterns.md").write_text("# Patterns\n" + "".join(
-        f"\n---\n\n**Title:** Entry {i}\n**Date:** 2026-05-01\n**Category:** testing\n"
-        f"**Confidence:** low\n**Source reflections:** 1\n\n{'words ' * 50}\n"
-        for i in range(300)), encoding="utf-8")
-    cfg = resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+    cfg = _project_of_300_entries(tmp_path)
     grown = tmp_path / "grown.duckdb"
     Store.open(grown, sources=SOURCES).close()
     made = sum(p.stat().st_size for p in store_mod.store_files(grown) if p.exists())
@@ -373,19 +382,11 @@ def test_a_bounded_load_is_checkpointed_on_its_own_only_past_a_megabyte_of_log(
     project otherwise wrote its store three times). Either way the refresh ends with the log
     empty and every entry stored."""
     import toolkit.store as store_module
-    from toolkit.config import resolve
     from toolkit.store import store_files
 
     if threshold == "one byte":
         monkeypatch.setattr(store_module, "LOAD_CHECKPOINT_BYTES", 1)
-    root = tmp_path / "p"
-    ledger = root / ".smith" / "vault" / "ledger"
-    ledger.mkdir(parents=True)
-    (ledger / "patterns.md").write_text("# Patterns\n" + "".join(
-        f"\n---\n\n**Title:** Entry {i}\n**Date:** 2026-05-01\n**Category:** testing\n"
-        f"**Confidence:** low\n**Source reflections:** 1\n\n{'words ' * 50}\n"
-        for i in range(300)), encoding="utf-8")  # about 0.1 MB of log
-    cfg = resolve(project=root, env={"HOME": str(tmp_path / "home")}, cwd=root)
+    cfg = _project_of_300_entries(tmp_path)  # about 0.1 MB of log
     wal = store_files(cfg.db_path)[1]
     log_after_ledger: list[int] = []
 

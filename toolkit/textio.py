@@ -470,19 +470,28 @@ def load_yaml(text: str, path: Path | str) -> Any:
                         hint="Flatten the nested lists or mappings") from None
 
 
-def _load_yaml(text: str, path: Path | str, loader: type[yaml.SafeLoader]) -> Any:
+def count_yaml_aliases(text: str, path: Path | str, loader: type[yaml.SafeLoader], *,
+                       hint: str | None = None) -> int:
+    """How many aliases the YAML ``text`` holds, read with ``loader``; a :class:`DataError`
+    (with ``hint``) past :data:`MAX_YAML_ALIASES`, a possible alias bomb. An alias is written
+    "*name": text without a "*" has none, and is not parsed for them."""
     import yaml
 
     aliases = 0
-    # an alias is written "*name": text without a "*" has none (no second parse for it)
     for event in yaml.parse(text, Loader=loader) if "*" in text else ():
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
                 raise DataError(
                     f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible alias bomb",
-                    path=path,
-                )
+                    path=path, hint=hint)
+    return aliases
+
+
+def _load_yaml(text: str, path: Path | str, loader: type[yaml.SafeLoader]) -> Any:
+    import yaml
+
+    aliases = count_yaml_aliases(text, path, loader)
     data = yaml.load(text, Loader=loader)  # a safe loader
     if aliases and _expanded_nodes(data, MAX_YAML_NODES) > MAX_YAML_NODES:
         raise DataError("YAML aliases expand to too many values; refusing a possible "

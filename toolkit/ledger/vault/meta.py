@@ -56,16 +56,12 @@ def compose_yaml(text: str, path: Path) -> Any:
     multiply; a tag the safe loader would refuse (``!!python/...``) is refused here too."""
     import yaml
 
-    from toolkit.textio import MAX_YAML_ALIASES, check_yaml_depth, parse_yaml
+    from toolkit.textio import check_yaml_depth, count_yaml_aliases, parse_yaml
 
     check_yaml_depth(text, path, hint="Flatten the nested lists or mappings; nothing was written")
 
     def compose(loader: type[yaml.SafeLoader]) -> Any:
-        aliases = sum(1 for ev in yaml.parse(text, Loader=loader)
-                      if isinstance(ev, yaml.AliasEvent))
-        if aliases > MAX_YAML_ALIASES:
-            raise DataError(f"more than {MAX_YAML_ALIASES} YAML aliases; refusing a possible "
-                            "alias bomb", path=path, hint="Nothing was written")
+        count_yaml_aliases(text, path, loader, hint="Nothing was written")
         return yaml.compose(text, Loader=loader)
 
     try:

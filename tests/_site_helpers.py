@@ -146,6 +146,23 @@ def build(world: World, out: Path | None = None, **kwargs):  # type: ignore[no-u
         return build_site(world.cfg, store, out=out, build_time=BUILD_TIME, **kwargs)
 
 
+def keep_as_built(live: Path) -> Path:
+    """A copy of ``live`` (a world with its site built) beside it, file times included
+    (MkDocs' dirty build compares them): what :func:`put_back` restores."""
+    as_built = live.with_name(live.name + "-as-built")
+    shutil.copytree(live, as_built, symlinks=True)
+    return as_built
+
+
+def put_back(as_built: Path) -> Path:
+    """The world :func:`keep_as_built` copied, at its own paths again (the store and the
+    build folder name them), exactly as it was built: for a test that may change anything
+    in it, without building it again."""
+    live = as_built.with_name(as_built.name.removesuffix("-as-built"))
+    shutil.rmtree(live)
+    return Path(shutil.copytree(as_built, live, symlinks=True))
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes()
             for p in sorted(root.rglob("*")) if p.is_file()}

@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._site_helpers import BUILD_TIME, World, build, make_world, scan, tree_bytes
+from tests._site_helpers import (
+    BUILD_TIME,
+    World,
+    build,
+    keep_as_built,
+    make_world,
+    put_back,
+    scan,
+    tree_bytes,
+)
 from toolkit.reports import page_url, slop_slugs, task_slugs
 
 
@@ -198,18 +207,35 @@ def test_path_like_titles_and_tasks_get_pages_inside_the_site_only(tmp_path: Pat
             assert pages[title].parent.parent == out / folder
 
 
+@pytest.fixture(scope="module")
+def _linked_world_as_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Path, Path]:
+    """The formats world with its site built into ``w/out/site``, and a copy as built."""
+    base = tmp_path_factory.mktemp("links")
+    world = make_world(base / "w")
+    out = base / "w" / "out" / "site"
+    build(world, out=out)
+    return world, out, keep_as_built(base / "w")
+
+
+@pytest.fixture
+def built_out(_linked_world_as_built: tuple[World, Path, Path]) -> tuple[World, Path]:
+    """That world and its site folder as the first build left them (put back for each
+    test: the test may change anything in it)."""
+    world, out, as_built = _linked_world_as_built
+    put_back(as_built)
+    return world, out
+
+
 @pytest.mark.parametrize("planted", ["site.build/docs/index.md", "site/404.html",
                                      "site.build/docs/ledger"])
 def test_a_link_planted_in_the_site_folders_is_never_written_through(
-        tmp_path: Path, planted: str) -> None:
+        built_out: tuple[World, Path], tmp_path: Path, planted: str) -> None:
     """The site and its build folder are the toolkit's; a symbolic link in either (a checkout
     that ships .toolkit/, a stray link) was written through: the dashboard's Markdown landed
     in the file a planted docs/index.md pointed at, outside every folder the user gave."""
     from toolkit.errors import UsageError
 
-    world = make_world(tmp_path / "w")
-    out = tmp_path / "w" / "out" / "site"
-    build(world, out=out)
+    world, out = built_out
     victim = tmp_path / "victim"
     link = out.parent / planted
     if link.is_dir():
@@ -237,7 +263,7 @@ def test_a_link_planted_in_the_site_folders_is_never_written_through(
 @pytest.mark.parametrize("case", ["page rendered", "unchanged page, full MkDocs run",
                                   "unchanged page"])
 def test_a_link_in_a_page_folder_is_refused_before_anything_is_written_into_it(
-        tmp_path: Path, case: str) -> None:
+        built_out: tuple[World, Path], tmp_path: Path, case: str) -> None:
     """The folders of the site's pages (one per entry) are walked for links only before the
     build writes into them: a link planted in the folder of the page the edit renders again
     is refused before MkDocs writes the page; in an unchanged page's folder, it is refused
@@ -246,9 +272,7 @@ def test_a_link_in_a_page_folder_is_refused_before_anything_is_written_into_it(
     from toolkit.errors import UsageError
     from toolkit.site import MKDOCS_RUNNING
 
-    world = make_world(tmp_path / "w")
-    out = tmp_path / "w" / "out" / "site"
-    build(world, out=out)
+    world, out = built_out
     edited = out / "ledger" / "patterns" / \
         "run-the-migration-dry-run-before-applying-schema-changes" / "index.html"
     # a page no edit of a ledger entry renders again, nor links to

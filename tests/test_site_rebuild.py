@@ -15,7 +15,9 @@ from tests._site_helpers import (
     World,
     build,
     differing_files,
+    keep_as_built,
     make_world,
+    put_back,
     rows_read_whole,
     tree_bytes,
 )
@@ -62,8 +64,7 @@ def _first_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Build
     site_module._DRAWN.clear()
     first = build(world)
     assert first.mode == "full" and first.warnings == []
-    shutil.copytree(base / "w", base / "as-built", symlinks=True)  # with the files' mtimes
-    return world, first, base / "as-built"
+    return world, first, keep_as_built(base / "w")
 
 
 @pytest.fixture
@@ -73,9 +74,7 @@ def built_world(_first_build: tuple[World, BuildResult, Path]) -> tuple[World, B
     (MkDocs' dirty build compares them), from a copy made once per module. The test may
     change anything in it."""
     world, first, as_built = _first_build
-    live = as_built.parent / "w"
-    shutil.rmtree(live)
-    shutil.copytree(as_built, live, symlinks=True)
+    put_back(as_built)
     return world, first
 
 

@@ -50,6 +50,20 @@ def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("homes", numbered=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_session(_homes: Path) -> Iterator[None]:
+    """The environment of :func:`isolated_env` (with a HOME of its own) for the whole run,
+    set before any other fixture: the worlds, sites and kernels that session and module
+    fixtures make, before a test's own ``isolated_env`` is in place, are made as the tests'
+    are. Without it they saw the shell's TZ, HOME and TOOLKIT_* variables: with TZ set in the
+    shell, a module's kernel printed other times than the committed notebooks."""
+    home = _homes / "session"
+    home.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, home)
+        yield
+
+
 _HOME_NUMBERS = itertools.count()
 
 

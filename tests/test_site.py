@@ -28,7 +28,6 @@ from tests._site_helpers import (
     scan,
     tree_bytes,
 )
-from tests.conftest import isolate
 from toolkit.reports import page_url, slop_slugs, task_slugs
 
 
@@ -210,15 +209,11 @@ def test_path_like_titles_and_tasks_get_pages_inside_the_site_only(tmp_path: Pat
 
 @pytest.fixture(scope="module")
 def _linked_world_as_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, Path, Path]:
-    """The formats world with its site built into ``w/out/site`` (in the environment of a
-    test: tests/conftest.py's ``isolate``, an empty HOME of its own), and a copy as built."""
+    """The formats world with its site built into ``w/out/site``, and a copy as built."""
     base = tmp_path_factory.mktemp("links")
     world = make_world(base / "w")
     out = base / "w" / "out" / "site"
-    with pytest.MonkeyPatch.context() as mp:
-        (base / "home").mkdir()
-        isolate(mp, base / "home")
-        build(world, out=out)
+    build(world, out=out)
     return world, out, keep_as_built(base / "w")
 
 

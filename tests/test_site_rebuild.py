@@ -21,7 +21,6 @@ from tests._site_helpers import (
     rows_read_whole,
     tree_bytes,
 )
-from tests.conftest import isolate
 from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildResult
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
@@ -56,18 +55,14 @@ def _edit_entry(world: World, word: str) -> None:
 def _first_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[World, BuildResult, Path]:
     """The first build, made as in a new process: no compiled template or drawn chart is
     remembered from an earlier build of this process, so its build folder holds every
-    compiled template (jinja-cache) and chart (chart-cache), and it drew every chart. Built in
-    the environment of a test (tests/conftest.py's ``isolate``, an empty HOME of its own)."""
+    compiled template (jinja-cache) and chart (chart-cache), and it drew every chart."""
     import toolkit.site as site_module
 
     base = tmp_path_factory.mktemp("rebuild")
     world = make_world(base / "w")
     site_module._BYTECODE.clear()
     site_module._DRAWN.clear()
-    with pytest.MonkeyPatch.context() as mp:
-        (base / "home").mkdir()
-        isolate(mp, base / "home")
-        first = build(world)
+    first = build(world)
     assert first.mode == "full" and first.warnings == []
     return world, first, keep_as_built(base / "w")
 

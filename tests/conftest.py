@@ -88,6 +88,11 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     # in with TOOLKIT_ANALYSES=1: tests/test_analyses.py, whose CLI builds report them, and
     # the browser's demo).
     monkeypatch.setenv("TOOLKIT_ANALYSES", "0")
+    # No git variable of the shell's: a git hook that runs the tests (pre-commit, pre-push)
+    # sets GIT_DIR, GIT_INDEX_FILE..., and the tests' own git commands then acted on the
+    # developer's repository (a test's `git init` and `git add` on its index).
+    for var in [name for name in os.environ if name.startswith("GIT_")]:
+        monkeypatch.delenv(var)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")

@@ -206,3 +206,17 @@ def test_a_chart_with_a_legend_is_drawn_under_an_iso_source_date_epoch(
     assert b"2026-12-02" not in seconds.split(b"<g", 1)[0]  # no Date metadata either way
     import os
     assert os.environ["SOURCE_DATE_EPOCH"] == "2026-12-02T12:00:00Z"
+
+
+@pytest.mark.parametrize("time", [False, True], ids=["categories", "dates"])
+def test_the_users_matplotlib_settings_never_reach_a_chart(time: bool) -> None:
+    """The settings matplotlib starts with from the user's matplotlibrc (MPLCONFIGDIR,
+    MATPLOTLIBRC), or a style set in the same process: the site's chart is the same bytes as
+    under matplotlib's defaults, its dates in UTC."""
+    spec = ChartSpec(name="u", title="Actions", labels=("2026-12-01", "2026-12-02", "2026-12-03"),
+                     series=TIERS, time=time)
+    plain = render_svg(spec)
+    users = {"axes.facecolor": "#ff0000", "lines.linewidth": 7.0, "font.weight": "bold",
+             "axes.grid": True, "timezone": "Pacific/Honolulu"}
+    with matplotlib.rc_context(users):
+        assert render_svg(spec) == plain

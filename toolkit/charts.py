@@ -70,6 +70,8 @@ RC: dict[RcKeyType, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
     "path.simplify": True,
+    # not reset by matplotlib's "default" style (see render_svg): dates are shown in UTC
+    "timezone": "UTC",
 }
 
 
@@ -312,11 +314,14 @@ def _epoch_in_seconds() -> Iterator[None]:
 
 
 def render_svg(spec: ChartSpec) -> bytes:
-    """The chart as SVG bytes; the same spec always gives the same bytes."""
+    """The chart as SVG bytes; the same spec always gives the same bytes: drawn with
+    matplotlib's own defaults under :data:`RC`, never the settings of the user's matplotlibrc
+    (``MPLCONFIGDIR``, ``MATPLOTLIBRC``) or of a style this process set."""
     import matplotlib
+    from matplotlib import style
 
     matplotlib.use("svg", force=False)
-    with matplotlib.rc_context(RC), _epoch_in_seconds():
+    with style.context("default"), matplotlib.rc_context(RC), _epoch_in_seconds():
         fig = draw(spec)
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})

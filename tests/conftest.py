@@ -44,6 +44,14 @@ _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TO
              "TOOLKIT_RECONCILE_FAULT", "TOOLKIT_LABEL")
 
 
+# The shell's settings isolate() removes besides the toolkit's own (_ENV_VARS) and git's.
+_SHELL_SETTINGS = frozenset({
+    "LANG", "LANGUAGE", "TERM", "COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "PY_COLORS",
+    "CLICOLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "MPLBACKEND",
+    "MPLCONFIGDIR", "MATPLOTLIBRC", "IPYTHONDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+    "PYTHONSTARTUP", "PYTHONWARNINGS"})
+
+
 @pytest.fixture(scope="session")
 def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of this process's test HOMEs (its own under xdist)."""
@@ -93,6 +101,14 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     # developer's repository (a test's `git init` and `git add` on its index).
     for var in [name for name in os.environ if name.startswith("GIT_")]:
         monkeypatch.delenv(var)
+    # Nor the shell's settings of the terminal, the locale, matplotlib and Jupyter, which
+    # change what the tests read: FORCE_COLOR put escape codes in a pytest run's report,
+    # MPLBACKEND took the notebooks' kernel off its inline charts, LC_ALL=C made the Spark
+    # JVM read the export's non-ASCII folder names as "?". Children get one UTF-8 locale.
+    for var in [name for name in os.environ
+                if name.startswith(("LC_", "JUPYTER_")) or name in _SHELL_SETTINGS]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")

@@ -44,7 +44,8 @@ _ENV_VARS = (*(s.env for s in source_settings() if s.env), "CODESMITH_HOME", "TO
              "TOOLKIT_RECONCILE_FAULT", "TOOLKIT_LABEL")
 
 
-# The shell's settings isolate() removes besides the toolkit's own (_ENV_VARS) and git's.
+# The shell's settings isolate() removes besides the toolkit's own (_ENV_VARS) and the
+# GIT_*, LC_* and JUPYTER_* variables.
 _SHELL_SETTINGS = frozenset({
     "LANG", "LANGUAGE", "TERM", "COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "PY_COLORS",
     "CLICOLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "MPLBACKEND",
@@ -60,11 +61,11 @@ def _homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_session(_homes: Path) -> Iterator[None]:
-    """The environment of :func:`isolated_env` (with a HOME of its own) for the whole run,
-    set before any other fixture: the worlds, sites and kernels that session and module
-    fixtures make, before a test's own ``isolated_env`` is in place, are made as the tests'
-    are. Without it they saw the shell's TZ, HOME and TOOLKIT_* variables: with TZ set in the
-    shell, a module's kernel printed other times than the committed notebooks."""
+    """The environment of :func:`isolated_env` (:func:`isolate`, with a HOME of its own) for
+    the whole run, set before any other fixture: the worlds, sites and kernels that session
+    and module fixtures make, before a test's own ``isolated_env`` is in place, are made as
+    the tests' are, not in the shell's environment (with TZ set in the shell, a module's
+    kernel printed other times than the committed notebooks)."""
     home = _homes / "session"
     home.mkdir()
     with pytest.MonkeyPatch.context() as mp:
@@ -96,17 +97,14 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     # in with TOOLKIT_ANALYSES=1: tests/test_analyses.py, whose CLI builds report them, and
     # the browser's demo).
     monkeypatch.setenv("TOOLKIT_ANALYSES", "0")
-    # No git variable of the shell's: a git hook that runs the tests (pre-commit, pre-push)
-    # sets GIT_DIR, GIT_INDEX_FILE..., and the tests' own git commands then acted on the
-    # developer's repository (a test's `git init` and `git add` on its index).
-    for var in [name for name in os.environ if name.startswith("GIT_")]:
-        monkeypatch.delenv(var)
-    # Nor the shell's settings of the terminal, the locale, matplotlib and Jupyter, which
-    # change what the tests read: FORCE_COLOR put escape codes in a pytest run's report,
-    # MPLBACKEND took the notebooks' kernel off its inline charts, LC_ALL=C made the Spark
-    # JVM read the export's non-ASCII folder names as "?". Children get one UTF-8 locale.
+    # No setting of the shell's for git, the terminal, the locale, matplotlib or Jupyter:
+    # a git hook that runs the tests (pre-commit, pre-push) sets GIT_DIR, GIT_INDEX_FILE...,
+    # and the tests' own git commands acted on the developer's repository; FORCE_COLOR put
+    # escape codes in a pytest run's report, MPLBACKEND took the notebooks' kernel off its
+    # inline charts, LC_ALL=C made the Spark JVM read the export's non-ASCII folder names as
+    # "?". Children get one UTF-8 locale.
     for var in [name for name in os.environ
-                if name.startswith(("LC_", "JUPYTER_")) or name in _SHELL_SETTINGS]:
+                if name.startswith(("GIT_", "LC_", "JUPYTER_")) or name in _SHELL_SETTINGS]:
         monkeypatch.delenv(var)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

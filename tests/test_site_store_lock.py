@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,16 +43,37 @@ def _load_during_the_build(project: Any, monkeypatch: pytest.MonkeyPatch, *,
     return loads
 
 
+def _chart_processes() -> set[int]:
+    """The chart processes (``python -m toolkit.charts``) this process started that still run."""
+    out = set()
+    for folder in Path("/proc").iterdir():
+        if not folder.name.isdigit():
+            continue
+        try:
+            stat = (folder / "stat").read_text()
+            argv = (folder / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # ended meanwhile
+            continue
+        state, ppid = stat.rpartition(")")[2].split()[:2]
+        if int(ppid) == os.getpid() and state != "Z" and b"toolkit.charts" in argv:
+            out.add(int(folder.name))
+    return out
+
+
 def test_a_build_whose_store_another_process_changed_stops_busy(project, cli_run,
                                                                monkeypatch):
+    import toolkit.site as site
+
     loads = _load_during_the_build(project, monkeypatch, change=True)
     result = cli_run("build-site", "--build-time", "2026-06-01T00:00:00Z")
     assert [load.returncode for load in loads] == [0], loads[0].stderr
     assert result.exit_code == 75, result.output
     assert "another toolkit process changed the store" in result.output
     assert "Traceback" not in result.output
-    # nothing half-made where the user looks: the site was never written
+    # nothing half-made where the user looks: the site was never written; and nothing left
+    # running: the chart process it started is ended, not kept for a next build
     assert not (project.root / ".toolkit" / "site" / "index.html").exists()
+    assert _chart_processes() == {p.pid for p in site._CHART_IDLE}
     # and the next build, on the one state the store now holds, goes through
     again = cli_run("build-site", "--build-time", "2026-06-01T00:00:00Z")
     assert again.exit_code == 0, again.output

@@ -1081,64 +1081,66 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     chart_cache = build / "chart-cache"
     kept_charts: dict[str, bytes] = {}  # the charts the cache holds whole, by digest
     charts_job = _start_charts(content.charts, chart_cache, build, kept_charts)
-    scrub = None
-    if redact:
-        from toolkit.redact import redactor
-
-        scrub = redactor(fold=True)
-    renderer = _Renderer(templates, scrub, compiled=build / JINJA_CACHE)
-    renderer.charts = {spec.name: spec for spec in content.charts}
-    files: set[str] = set()  # every file of the docs folder
-    written: list[str] = []
-    pages = content.pages
-    total = len(pages)
-    nav_paths = {p.path for p in pages if p.nav}
-    todo: list[Page | Deferred] = []  # the pages to render: those the cache cannot reuse
-    with acyclic_build():  # (the cache's records: plain values too)
-        page_cache = _RenderCache(build, docs, templates, variant=f"redact={redact}")
-        for i in range(total):
-            page, pages[i] = pages[i], None  # type: ignore[call-overload]  # let it go
-            if page.path in files:
-                raise ToolkitError("two pages of the site have the same path (a bug)")
-            files.add(page.path)
-            if not page_cache.reuse(page, renderer):
-                todo.append(page)
-    pages.clear()
-    # the rows the deferred pages to render show, fetched before the downloads' thread takes
-    # the store's connection (one query per kind of row: an entry's text is read only when its
-    # page is rendered)
-    # A large site's queries leave tens of MB in DuckDB's allocator, kept until the connection
-    # closes: when many pages are to render (their rows, their Markdown and then MkDocs'
-    # HTML of each come on top of it), it is closed (and opened again by the next read)
-    # before the rows are fetched and again before the pages render. When few are, as after
-    # one change, it stays open: the pages add little, and the two reopens cost more than
-    # they save (each reads the catalog and the tables' blocks again; about 0.2 s of CPU at
-    # 15,000 pages, for 2-3 MB less at the peak).
-    # The same goes for the pages of DuckDB's library the queries ran (its code: about 40 MB
-    # resident, a quarter of the build's peak at 5,000 entries): given back to the kernel after
-    # the rows and after the downloads (the downloads read back only what they run), so the
-    # pages render and MkDocs runs without them.
-    large = len(todo) >= _LARGE_SITE
-    if large:
-        store.release(same_state=True)  # the rows must be of the state the pages were made of
-    rows = fetch_rows(store, todo)
-    if large:
-        store.release(same_state=True)  # and so must the downloads
-        drop_library_pages()
-
-    # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
-    def write_downloads() -> list[str]:
-        written = _write_downloads(store, content.downloads, docs, build, versions or {},
-                                   f"redact={redact}")
-        if large:  # nothing reads the store after them
-            store.release(same_state=True)
-            drop_library_pages()
-        return written
-
-    worker = ThreadPoolExecutor(max_workers=1)
-    downloads = worker.submit(write_downloads)
-    worker.shutdown(wait=False)
+    downloads = None
+    # a build that stops before it takes its charts (an error, Ctrl-C) ends their process
     try:
+        scrub = None
+        if redact:
+            from toolkit.redact import redactor
+
+            scrub = redactor(fold=True)
+        renderer = _Renderer(templates, scrub, compiled=build / JINJA_CACHE)
+        renderer.charts = {spec.name: spec for spec in content.charts}
+        files: set[str] = set()  # every file of the docs folder
+        written: list[str] = []
+        pages = content.pages
+        total = len(pages)
+        nav_paths = {p.path for p in pages if p.nav}
+        todo: list[Page | Deferred] = []  # the pages to render: those the cache cannot reuse
+        with acyclic_build():  # (the cache's records: plain values too)
+            page_cache = _RenderCache(build, docs, templates, variant=f"redact={redact}")
+            for i in range(total):
+                page, pages[i] = pages[i], None  # type: ignore[call-overload]  # let it go
+                if page.path in files:
+                    raise ToolkitError("two pages of the site have the same path (a bug)")
+                files.add(page.path)
+                if not page_cache.reuse(page, renderer):
+                    todo.append(page)
+        pages.clear()
+        # the rows the deferred pages to render show, fetched before the downloads' thread takes
+        # the store's connection (one query per kind of row: an entry's text is read only when its
+        # page is rendered)
+        # A large site's queries leave tens of MB in DuckDB's allocator, kept until the connection
+        # closes: when many pages are to render (their rows, their Markdown and then MkDocs'
+        # HTML of each come on top of it), it is closed (and opened again by the next read)
+        # before the rows are fetched and again before the pages render. When few are, as after
+        # one change, it stays open: the pages add little, and the two reopens cost more than
+        # they save (each reads the catalog and the tables' blocks again; about 0.2 s of CPU at
+        # 15,000 pages, for 2-3 MB less at the peak).
+        # The same goes for the pages of DuckDB's library the queries ran (its code: about 40 MB
+        # resident, a quarter of the build's peak at 5,000 entries): given back to the kernel after
+        # the rows and after the downloads (the downloads read back only what they run), so the
+        # pages render and MkDocs runs without them.
+        large = len(todo) >= _LARGE_SITE
+        if large:
+            store.release(same_state=True)  # the rows must be of the state the pages were made of
+        rows = fetch_rows(store, todo)
+        if large:
+            store.release(same_state=True)  # and so must the downloads
+            drop_library_pages()
+
+        # DuckDB writes the downloads in a thread (it runs without the GIL) while the pages render
+        def write_downloads() -> list[str]:
+            written = _write_downloads(store, content.downloads, docs, build, versions or {},
+                                       f"redact={redact}")
+            if large:  # nothing reads the store after them
+                store.release(same_state=True)
+                drop_library_pages()
+            return written
+
+        worker = ThreadPoolExecutor(max_workers=1)
+        downloads = worker.submit(write_downloads)
+        worker.shutdown(wait=False)
         done = total - len(todo)
         if progress and total:
             progress("Writing pages", done, total)
@@ -1158,7 +1160,7 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         with acyclic_build():  # a record per page
             page_cache.save(renderer.tables, renderer.kept)
         mark("writing")
-        charts_drawn = _finish_charts(charts_job)
+        charts_drawn, charts_job = _finish_charts(charts_job), None
         for spec in content.charts:
             rel = f"charts/{spec.name}.svg"
             kept = kept_charts.get(spec.digest()) or cached_svg(chart_cache, spec.digest())
@@ -1194,7 +1196,9 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         # the busy connection and its "connection is busy" hides the real error
         from concurrent.futures import wait
 
-        wait([downloads])
+        _abandon_charts(charts_job)
+        if downloads is not None:
+            wait([downloads])
         raise
     # nothing reads the store after this: DuckDB gives back the memory the site's queries
     # left in its allocator before MkDocs builds every page (the store opens again if used)
@@ -1435,6 +1439,16 @@ def _finish_charts(job: tuple[Any, int] | None) -> int:
     with _CHART_LOCK:
         _CHART_IDLE.append(proc)
     return count
+
+
+def _abandon_charts(job: tuple[Any, int] | None) -> None:
+    """End the chart process of a build that stops before it took its charts (an error,
+    Ctrl-C): it may be drawing, so it is not kept for the next build. (Left to the garbage
+    collector, it went on running: a long ``serve`` kept one per failed build.)"""
+    if job is not None:
+        with contextlib.suppress(OSError):  # it has ended already
+            job[0].kill()
+        _end_chart_process(job[0])
 
 
 def _versions() -> str:

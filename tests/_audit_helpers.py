@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import reap
+
 NOW = "2026-05-04 12:00:00"  # "now" for the sample rows of formats/nagi-ledger (05:12 - 06:05)
 
 
@@ -108,6 +110,7 @@ class LockHolder:
             except BrokenPipeError:
                 pass
         self.proc.wait(timeout=30)
+        reap(self.proc)
 
     def __enter__(self) -> LockHolder:
         return self

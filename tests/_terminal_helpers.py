@@ -26,6 +26,6 @@ def run_on_a_terminal(args: list[str], cwd: Path) -> str:
             break
         chunks.append(data)
     os.close(primary)
-    proc.wait(timeout=120)
-    assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
     return b"".join(chunks).decode("utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import os
@@ -14,7 +15,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner, Result
@@ -315,6 +316,20 @@ def cli_run():
     return run
 
 
+def reap(proc: subprocess.Popen[Any]) -> int:
+    """Kill ``proc`` if it still runs, wait for it, and close the pipes the test opened to it;
+    its exit code. (A pipe left open is closed only when the garbage collector gets to it, as
+    a ResourceWarning in whichever test is running then.)"""
+    if proc.poll() is None:
+        proc.kill()
+    code = proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):  # unflushed input to a process that is gone
+                stream.close()
+    return code
+
+
 def kill_at_pause(proc: subprocess.Popen[str], point: str, timeout: float = 300) -> None:
     """Wait until ``proc`` (started with ``TOOLKIT_EDITOR_PAUSE=<point>`` and stderr piped as
     text) stops at ``point``, then SIGKILL it there; fail if it ends without getting there.
@@ -336,9 +351,7 @@ def kill_at_pause(proc: subprocess.Popen[str], point: str, timeout: float = 300)
         raise AssertionError(f"never reached {point}; exit {proc.wait()}")
     finally:
         watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
 
 
 def tree_digest(root: Path) -> dict[str, tuple[str, int, int]]:

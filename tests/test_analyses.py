@@ -20,7 +20,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from tests._site_helpers import BUILD_TIME, TODAY, PageScan, World, build, make_world, scan
-from tests.conftest import isolate, make_project
+from tests.conftest import isolate, make_project, reap
 from toolkit.config import resolve
 from toolkit.errors import UsageError
 from toolkit.notebooks import NOTEBOOKS_DIR
@@ -390,9 +390,7 @@ def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert "Traceback" not in err and "Site built" not in out
     if signum == signal.SIGINT:
         assert (proc.returncode, err) == (130, "Interrupted.\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import reap
 from toolkit.errors import EXIT_BUSY, BusyError, ConflictError, DataError, RefusedError
 from toolkit.safewrite import (
     FileLock,
@@ -209,8 +210,7 @@ def test_file_lock_times_out_with_busy_error_while_another_process_holds_it(
             pass
         assert err.value.exit_code == EXIT_BUSY == 75
     finally:
-        holder.kill()
-        holder.wait()
+        reap(holder)
     with FileLock(lock, timeout=2):  # a killed holder never leaves it held
         pass
 
@@ -339,7 +339,7 @@ def test_sigkill_at_pause_points(tmp_path: Path, point: str) -> None:
     assert proc.stderr is not None
     assert proc.stderr.readline().startswith(f"TOOLKIT_EDITOR_PAUSE {point} pid=")
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    reap(proc)
     if point == "after_temp_write":
         assert f.read_bytes() == b"old content\n"  # original intact
         assert len(_temps(tmp_path)) == 1  # the orphan...

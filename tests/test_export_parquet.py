@@ -21,7 +21,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import tree_digest
+from tests.conftest import reap, tree_digest
 from toolkit import export as export_mod
 from toolkit.errors import ToolkitError, UsageError
 from toolkit.export import export_parquet, partition_dirname
@@ -242,12 +242,13 @@ def _export_killed_at(point: str, cwd: Path, out: Path) -> None:
         line = proc.stderr.readline()
         if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
             proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            reap(proc)
             return
         if not line:
             break
     proc.kill()
-    raise AssertionError(f"the export never reached {point}: {proc.stderr.read()}")
+    _, err = proc.communicate()
+    raise AssertionError(f"the export never reached {point}: {err}")
 
 
 def test_an_export_killed_before_its_swap_leaves_the_old_partition(project, cli_run, tmp_path):

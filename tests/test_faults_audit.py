@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_audit_db, tree_digest
+from tests.conftest import make_audit_db, reap, tree_digest
 
 
 def _last_error(result) -> str:
@@ -96,8 +96,7 @@ def test_c3_exclusive_lock_past_timeout_is_busy_75(project, cli_run, monkeypatch
     try:
         result = cli_run("load")
     finally:
-        proc.kill()
-        proc.wait()
+        reap(proc)
     assert result.exit_code == 75
     assert _last_error(result) == (f"Error: {project.audit_db}: audit DB is busy (locked by a "
                                    "writer); retry in a moment")
@@ -110,7 +109,8 @@ def test_c3_writer_that_commits_in_time_is_waited_for(project, cli_run, monkeypa
     try:
         result = cli_run("load")
     finally:
-        proc.wait()
+        proc.wait()  # it lets go of the lock, and ends, after 0.5 s
+        reap(proc)
     assert result.exit_code == 0, result.output
     out = cli_run("query", "SELECT count(*) AS n FROM actions WHERE category = 'late'",
                   "--format", "csv").output
@@ -137,8 +137,7 @@ def test_c4_wal_writer_mid_transaction_reads_last_commit(project, cli_run):
         out = cli_run("query", "SELECT count(*) AS n FROM actions", "--format", "csv").output
         assert out.splitlines() == ["n", "3"]
     finally:
-        proc.kill()
-        proc.wait()
+        reap(proc)
 
 
 def test_c5_wrong_types_nulls_and_huge_text_load_with_notes(project, cli_run):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import FixtureProject, tree_digest
+from tests.conftest import FixtureProject, reap, tree_digest
 
 TODAY = "2026-09-01"  # every fixture entry is then a prune candidate
 LEDGER_NAMES = ("patterns.md", "antipatterns.md", "tool-preferences.md", "edge-cases.md",
@@ -206,7 +206,7 @@ def test_b3_sigkill_after_temp_write_leaves_original_and_next_run_recovers(
                   TOOLKIT_EDITOR_PAUSE="after_temp_write@patterns.md")
     _wait_marker(proc, "after_temp_write@patterns.md")
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    reap(proc)
     patterns = project.ledger / "patterns.md"
     assert patterns.read_bytes() == before["patterns.md"]  # byte-identical
     assert any(p.name.startswith(".patterns.md.toolkit-tmp-")
@@ -241,7 +241,7 @@ def test_b4_sigkill_after_rename_gives_complete_file_and_rerun_is_noop(
                   TOOLKIT_EDITOR_PAUSE="after_replace@antipatterns.md")
     _wait_marker(proc, "after_replace@antipatterns.md")
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    reap(proc)
     patterns = (project.ledger / "patterns.md").read_text()
     assert "Grep the route table" not in patterns and patterns.count("**Title:**") == 1
     assert "**Title:**" not in (project.ledger / "antipatterns.md").read_text()

@@ -75,6 +75,8 @@ class _Forked:
     stderr is readable as ``stderr``, its output goes nowhere; as much of ``subprocess.Popen``
     as ``kill_at_pause`` uses."""
 
+    stdin = stdout = None  # (no pipes but its stderr)
+
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
         read, write = os.pipe()
         pid = os.fork()
@@ -101,7 +103,7 @@ class _Forked:
         os.close(write)
         self.pid = pid
         self.returncode: int | None = None
-        self.stderr = open(read, encoding="utf-8")  # noqa: SIM115 - closed by kill_at()
+        self.stderr = open(read, encoding="utf-8")  # noqa: SIM115 - closed by kill_at_pause
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -126,10 +128,7 @@ class _Forked:
 def _kill_at(args: list[str], cwd: Path, point: str) -> None:
     """Start the command, wait for it to reach ``point``, SIGKILL it there."""
     child = _Forked(["--today", NOW[:10], *args], cwd, _env(TOOLKIT_EDITOR_PAUSE=point))
-    try:
-        kill_at_pause(child, point)  # type: ignore[arg-type]
-    finally:
-        child.stderr.close()
+    kill_at_pause(child, point)  # type: ignore[arg-type]
 
 
 def _state(ledger: Path) -> dict[str, bytes | None]:

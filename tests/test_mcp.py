@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests._audit_helpers import _no_injected_now, rows  # noqa: F401 - autouse fixture
-from tests.conftest import make_project
+from tests.conftest import make_project, reap
 
 NAGI_TOOLS = {"ledger_log_action", "ledger_log_dispatch", "ledger_log_verdict",
               "ledger_task_status", "ledger_session_report", "ledger_stats",
@@ -369,6 +369,7 @@ def test_results_on_the_wire_are_what_both_sdk_generations_read(project, tmp_pat
         finally:
             proc.stdin.close()
             proc.wait(timeout=30)
+            reap(proc)
     assert init is not None and init["result"]["protocolVersion"] == "2025-06-18"
     assert ok["isError"] is False and ok["structuredContent"] == {"id": 1}
     assert ok["content"] == [{"type": "text", "text": '{\n  "id": 1\n}'}]

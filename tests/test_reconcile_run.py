@@ -27,7 +27,7 @@ from tests._reconcile_helpers import (
     run_env,
     subprocess_env,
 )
-from tests.conftest import tree_digest
+from tests.conftest import reap, tree_digest
 from toolkit.reconcile import LEDGER_FILES, count_words, tokens_for_words
 from toolkit.sources.smith import parse_ledger_bytes, read_reconcile_log
 
@@ -608,7 +608,7 @@ def test_a_killed_run_leaves_whole_files_and_its_lock_is_taken_over(busy: Path,
     proc = _start(busy, TOOLKIT_EDITOR_PAUSE=f"after_lock:{tmp_path / 'never'}")
     _wait_for_pause(proc)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    reap(proc)
     meta = json.loads((ledger_of(busy) / ".meta.json").read_text())
     assert meta["lock"]["pid"].endswith(f":{proc.pid}")
     after = digest_without_log(busy)
@@ -629,7 +629,7 @@ def test_sigkill_between_phases_leaves_whole_files_and_a_clean_rerun(busy: Path,
     proc = _start(busy, TOOLKIT_EDITOR_PAUSE=f"after_ledger_write:{tmp_path / 'never'}")
     _wait_for_pause(proc)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    reap(proc)
     titles = [e.title for e in entries(busy)]
     assert titles == ["Pin the Redis client",
                       "Run the migration dry-run before applying schema changes",
@@ -671,7 +671,7 @@ def test_sigkill_between_two_renames_of_the_reconcile_set(busy: Path, tmp_path: 
     proc = _start(busy, TOOLKIT_EDITOR_PAUSE=point)
     _wait_for_editor_pause(proc, point)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    reap(proc)
     assert (ledger_of(busy) / ".toolkit-journal.json").exists()
     r = subprocess.run(toolkit_argv("--status"), cwd=busy, env=subprocess_env(busy),
                        capture_output=True, text=True, check=False)

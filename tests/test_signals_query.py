@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import reap
+
 TOOLKIT = Path(sys.executable).parent / "toolkit"  # the console script pip installed
 # hours of work on two threads, and one row at the end
 LONG = "SELECT count(*) AS n FROM range(100000000000) t(a) WHERE a % 7 = 3"
@@ -67,9 +69,7 @@ def _signal_during_query(args: list[str], cwd: Path, signum: int, startup: float
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)  # hours when the signal is not acted on
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     return proc.returncode, out, err
 
 

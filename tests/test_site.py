@@ -472,6 +472,7 @@ def test_serve_never_serves_a_file_outside_the_site_through_a_link(tmp_path: Pat
         for path in ("/outside/secret.txt", "/secret.txt", "/outside/"):
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(f"http://{host}:{port}{path}")
+            err.value.close()  # the error is the response: its connection
             assert err.value.code == 404
     finally:
         server.shutdown()

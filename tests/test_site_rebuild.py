@@ -21,6 +21,7 @@ from tests._site_helpers import (
     rows_read_whole,
     tree_bytes,
 )
+from tests.conftest import reap
 from toolkit.site import RENDER_CACHE, SEARCH_MAP, TABLES, TEMPLATES_DIR, BuildResult
 
 ENTRY = "ledger/patterns/grep-the-route-table-before-adding-a-new-endpoint"
@@ -988,9 +989,7 @@ def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
         release.touch()
         assert proc.wait(timeout=300) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert "zanzibarfirst" in (first.out / ENTRY / "index.html").read_text(encoding="utf-8")
     full = build(world, out=tmp_path / "full" / "site", clean=True)
     assert differing_files(first.out, full.out) == []

@@ -189,6 +189,12 @@ def redacted(planted: World, tmp_path_factory: pytest.TempPathFactory
     return cfg, result
 
 
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV download, as a spreadsheet reads them."""
+    with path.open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def test_plain_site_shows_the_secrets(plain: Built) -> None:
     """The test world really puts the secrets on pages (so the redacted check means something)."""
     assert not plain.redacted
@@ -207,7 +213,7 @@ def test_redacted_site_holds_no_secret_in_any_file(redacted: tuple[Config, Build
     # everything is still there, redacted: pages, downloads, search entries
     index = json.loads((result.out / "search" / "search_index.json").read_text("utf-8"))
     assert any("[REDACTED]" in d["text"] or "[REDACTED]" in d["title"] for d in index["docs"])
-    rows = list(csv.DictReader((result.out / "data" / "dispatches.csv").open(encoding="utf-8")))
+    rows = _csv_rows(result.out / "data" / "dispatches.csv")
     assert len(rows) >= len(STANDARD)
     assert "Rotate [REDACTED] now" in {r["task"] for r in rows}
     assert (result.out / "audit" / "tasks" / "rotate-redacted-now" / "index.html").is_file()
@@ -236,7 +242,7 @@ def test_spelled_tokens_leave_no_file_of_the_redacted_site(
             assert token not in raw, (path.name, token)
     entries = json.loads((result.out / "data" / "slop_entries.json").read_text("utf-8"))
     assert any("[REDACTED] and [REDACTED] and [REDACTED]" in e["description"] for e in entries)
-    rows = list(csv.DictReader((result.out / "data" / "ledger_entries.csv").open(encoding="utf-8")))
+    rows = _csv_rows(result.out / "data" / "ledger_entries.csv")
     assert any("the agent wrote [REDACTED] and [REDACTED] and [REDACTED]" in r["context"]
                for r in rows)
 
@@ -262,7 +268,7 @@ def test_glued_wrapped_and_fullwidth_tokens_leave_no_file_of_the_redacted_site(
         for text in (raw, unicodedata.normalize("NFKC", raw)):
             for part in MESSY_PARTS:
                 assert part not in text, (path.name, part)
-    rows = list(csv.DictReader((result.out / "data" / "ledger_entries.csv").open(encoding="utf-8")))
+    rows = _csv_rows(result.out / "data" / "ledger_entries.csv")
     assert any("the agent wrote TOKEN_[REDACTED] and call_[REDACTED], then pasted [REDACTED]\n"
                "  [REDACTED] and [REDACTED]\n> [REDACTED] and [REDACTED] for CI; words that "
                "start like a key id stay: Akiachak… and the akiapolaau..." in r["context"]

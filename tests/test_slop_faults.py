@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests._slop_helpers import NOW, entry, read_entries, serde_pretty, write_ledger
-from tests.conftest import tree_digest
+from tests.conftest import reap, tree_digest
 from toolkit import slop_ops
 from toolkit.errors import BusyError, DataError
 
@@ -358,8 +358,7 @@ def test_b6_codesmith_write_between_read_and_write_is_never_lost(project, tmp_pa
         release.touch()
         _out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        reap(proc)
     assert proc.returncode == 1
     assert err.strip().splitlines()[-1] == (
         f"Error: {project.slop}: changed on disk since it was read; nothing written. "
@@ -382,8 +381,7 @@ def test_b7_same_size_edit_after_the_temp_write_is_detected(project, tmp_path) -
         release.touch()
         _out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        reap(proc)
     assert proc.returncode == 1
     assert "changed on disk since it was read; nothing written" in err
     assert project.slop.read_bytes() == edited
@@ -407,8 +405,7 @@ def test_ctrl_c_after_the_temp_write_leaves_the_file_and_its_folder_as_they_were
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        reap(proc)
     assert (proc.returncode, err) == (130, "Interrupted.\n")
     assert tree_digest(project.slop.parent) == before
 
@@ -432,8 +429,7 @@ def test_b5_a_second_run_waits_for_the_lock_then_exits_75(project) -> None:
                                    "run (waited 0.2 s). Wait for it to finish and try again")
         assert tree_digest(project.home) == digest
     finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        reap(holder)
     # the lock dies with its holder: the next run goes through at once
     assert slop_ops.update(project.slop, "4b7e", "resolved", lock_timeout=0.2).written
 

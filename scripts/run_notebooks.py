@@ -5,10 +5,14 @@ folder, so the saved outputs are the same on every machine. Run after changing a
 (tests/test_notebooks.py fails when a saved text output no longer matches a re-run):
 
     .venv/bin/python scripts/run_notebooks.py [NOTEBOOK ...]
+
+The kernel gets an environment of its own (see ``kernel_environment``), not the shell's: with
+MPLBACKEND=agg set, say, the saved notebooks had lost every chart.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -16,14 +20,26 @@ from pathlib import Path
 from toolkit import notebooks
 
 
+def kernel_environment(home: Path) -> dict[str, str]:
+    """The whole environment the kernel runs in: the shell's PATH (to find nothing but
+    programs), an empty HOME (no user settings of IPython, Jupyter, matplotlib or the
+    toolkit, no user kernel), UTC and one UTF-8 locale, as the tests run them."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "TZ": "UTC",
+            "LC_ALL": "C.UTF-8"}
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(a) for a in argv] or sorted(notebooks.NOTEBOOKS_DIR.glob("*.ipynb"))
-    for path in paths:
-        nb = notebooks.read(path)
-        with tempfile.TemporaryDirectory() as cwd:
-            notebooks.execute(nb, cwd=Path(cwd), name=path.name)
-        notebooks.write(nb, path)
-        print(f"ran {path}")
+    with tempfile.TemporaryDirectory() as home:
+        # the kernel is a child of this process: it takes this environment
+        os.environ.clear()
+        os.environ.update(kernel_environment(Path(home)))
+        for path in paths:
+            nb = notebooks.read(path)
+            with tempfile.TemporaryDirectory() as cwd:
+                notebooks.execute(nb, cwd=Path(cwd), name=path.name)
+            notebooks.write(nb, path)
+            print(f"ran {path}")
     return 0
 
 

@@ -263,3 +263,31 @@ def test_the_debt_notebooks_table_lists_buckets_in_the_order_the_site_and_handof
         matrix = project.slop_matrix()
     assert rows == ["[???]" if b is None else b for b in matrix.buckets]
     assert rows != sorted(rows)  # the demo's buckets are not in alphabetical order
+
+
+def test_run_notebooks_saves_the_same_outputs_whatever_the_shell_sets(tmp_path: Path) -> None:
+    """scripts/run_notebooks.py, which saves the committed outputs, run from a shell that sets
+    matplotlib's backend, a time zone and the toolkit's "today": the notebook it saves shows
+    its chart and UTC times, as the tests' re-runs do. (With MPLBACKEND=agg in the shell, the
+    saved notebooks had lost every chart.)"""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    path = tmp_path / "shell.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import time\nprint(time.strftime('%Z', time.localtime(0)))"),
+        nbformat.v4.new_code_cell("import os\nprint(os.environ.get('TOOLKIT_TODAY'))"),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+                                  "plt.show()")]), path)
+    shell = {**os.environ, "MPLBACKEND": "agg", "TZ": "America/New_York",
+             "TOOLKIT_TODAY": "2030-01-01"}
+    ran = subprocess.run([sys.executable, str(REPO / "scripts" / "run_notebooks.py"), str(path)],
+                         env=shell, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    zone, today, chart = notebooks.read(path).cells
+    assert [o.get("text") for o in zone.outputs] == ["UTC\n"]
+    assert [o.get("text") for o in today.outputs] == ["None\n"]
+    assert any("image/png" in o.get("data", {}) for o in chart.outputs), chart.outputs

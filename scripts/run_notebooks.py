@@ -21,9 +21,10 @@ from toolkit import notebooks
 
 
 def kernel_environment(home: Path) -> dict[str, str]:
-    """The whole environment the kernel runs in: the shell's PATH (to find nothing but
-    programs), an empty HOME (no user settings of IPython, Jupyter, matplotlib or the
-    toolkit, no user kernel), UTC and one UTF-8 locale, as the tests run them."""
+    """The whole environment the kernel runs in: the shell's PATH and nothing else of the
+    shell's; an empty HOME (no user settings of IPython, Jupyter, matplotlib or the toolkit,
+    no kernel the user installed); UTC and one UTF-8 locale, as tests/conftest.py's
+    ``isolate`` gives the tests' re-runs."""
     return {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "TZ": "UTC",
             "LC_ALL": "C.UTF-8"}
 

@@ -22,6 +22,7 @@ median of the per-rep ratios too: the machine may be shared); no assertions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -38,22 +39,13 @@ BUILD_TIME = "2026-11-28T12:00:00"
 
 def run_notebooks(project: str, shared: bool) -> None:
     """Execute every bundled notebook against ``project`` (one kernel, or one each)."""
-    from jupyter_client.manager import KernelManager
-
     from toolkit import notebooks
 
-    with tempfile.TemporaryDirectory() as cwd:
-        km = None
-        if shared:
-            km = KernelManager(kernel_name="python3")
-            km.start_kernel(cwd=cwd)
-        try:
-            for path in sorted(notebooks.NOTEBOOKS_DIR.glob("*.ipynb")):
-                nb = notebooks.with_parameters(notebooks.read(path), project_path=project)
-                notebooks.execute(nb, cwd=Path(cwd), name=path.name, km=km)
-        finally:
-            if km is not None:
-                km.shutdown_kernel(now=True)
+    with tempfile.TemporaryDirectory() as cwd, contextlib.ExitStack() as stack:
+        km = stack.enter_context(notebooks.kernel(Path(cwd))) if shared else None
+        for path in sorted(notebooks.NOTEBOOKS_DIR.glob("*.ipynb")):
+            nb = notebooks.with_parameters(notebooks.read(path), project_path=project)
+            notebooks.execute(nb, cwd=Path(cwd), name=path.name, km=km)
 
 
 def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:

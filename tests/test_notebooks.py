@@ -29,16 +29,11 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     """One real kernel and the folder it runs in: it re-runs the bundled notebooks one after
     another, as build-site's does (each notebook first runs notebooks.FRESH: a clean namespace
-    and matplotlib's defaults); starting a kernel costs more than running a notebook."""
-    from jupyter_client.manager import KernelManager
-
+    and matplotlib's defaults); starting a kernel costs more than running a notebook. Started
+    as every kernel of the toolkit is (notebooks.kernel)."""
     cwd = tmp_path_factory.mktemp("kernel")
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(cwd))
-    try:
+    with notebooks.kernel(cwd) as km:
         yield km, cwd
-    finally:
-        km.shutdown_kernel(now=True)
 
 
 def _rerun(nb: nbformat.NotebookNode, kernel: tuple[Any, Path], name: str
@@ -102,6 +97,35 @@ def test_a_failing_cell_is_named_with_its_error(tmp_path):
                                          nbformat.v4.new_code_cell("x / 0")])
     with pytest.raises(ToolkitError, match=r"^t\.ipynb: cell 3 failed: ZeroDivisionError: "):
         notebooks.execute(nb, cwd=tmp_path, name="t.ipynb")
+
+
+def test_a_notebook_run_without_a_kernel_runs_in_this_python_over_private_sockets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """notebooks.execute without a kernel starts one as the site's analyses do: ipykernel run
+    by this interpreter, even when the user's own ``python3`` kernel comes first in Jupyter's
+    search (here one that cannot start; JUPYTER_PREFER_ENV_PATH=0 puts the user's folders
+    before the virtualenv's), over IPC sockets (no TCP port on the machine); nothing is
+    written in the user's Jupyter folders."""
+    import json
+    import sys
+
+    data = tmp_path / "jupyter-data"
+    spec = data / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": ["/bin/false", "-f", "{connection_file}"], "display_name": "Python 3",
+        "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter-runtime"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import sys\nfrom ipykernel.connect import get_connection_info\n"
+        "print(sys.executable, get_connection_info(unpack=True)['transport'])")])
+    ran = notebooks.execute(nb, cwd=tmp_path, name="t.ipynb")
+    assert notebooks.text_outputs(ran) == [[f"{sys.executable} ipc\n"]]
+    assert sorted(p.relative_to(data).as_posix() for p in data.rglob("*")) == [
+        "kernels", "kernels/python3", "kernels/python3/kernel.json"]
+    assert not (tmp_path / "jupyter-runtime").exists()
 
 
 def test_injected_parameters_follow_the_parameters_cell_and_replace_earlier_ones():

@@ -31,7 +31,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -174,7 +173,7 @@ class Analyses:
                     nb = notebooks.with_parameters(nb, project_path=str(self.cfg.project_root))
                     nb.cells.insert(0, notebooks.injected(PRELUDE))
                     if km is None or not km.is_alive():
-                        km = _start_kernel(work, sockets, env, path.name)
+                        km = notebooks.start_kernel(work, sockets, env, path.name)
                     notebooks.execute(nb, cwd=work, name=path.name, km=km)
                 except ToolkitError as exc:
                     failure = exc.message
@@ -365,30 +364,6 @@ def _parse(data: bytes, path: Path) -> NotebookNode:
         return nbformat.reads(data.decode("utf-8"), as_version=4)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise ToolkitError(f"{path.name}: not a notebook ({type(exc).__name__})") from None
-
-
-def _start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str) -> Any:
-    """A Python kernel started in ``cwd``. Its sockets are files in ``sockets`` (IPC: no
-    port another user of the machine could reach; a short path, as socket paths are short).
-
-    The kernel is ipykernel's own, run by this interpreter (where the toolkit is installed):
-    with no kernel folders to search, a ``python3`` kernelspec the user installed for other
-    work (another Python, maybe without the toolkit) is never picked, and nothing is looked
-    up in, or created as, ``~/.ipython``."""
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"),
-                       connection_file=str(sockets / "kernel.json"),
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
-    try:
-        km.start_kernel(cwd=str(cwd), env=env)
-    except Exception as exc:  # whatever jupyter_client or zmq raise: the analysis fails
-        with contextlib.suppress(Exception):
-            km.shutdown_kernel(now=True)
-        raise ToolkitError(f"{name}: the Python kernel did not start "
-                           f"({type(exc).__name__}: {exc})") from None
-    return km
 
 
 def _markdown(text: str, *, first: bool) -> Markup:

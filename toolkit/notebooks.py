@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import os
+import shutil
 import signal
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,15 +107,66 @@ def injected(source: str) -> NotebookNode:
     return nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
 
 
+def start_kernel(cwd: Path, sockets: Path, env: dict[str, str], name: str = "notebook") -> Any:
+    """A Python kernel started in ``cwd`` with the environment ``env`` (the whole of it), as a
+    running ``jupyter_client`` kernel manager the caller shuts down. Its sockets are files in
+    ``sockets`` (IPC: no port another user of the machine could reach; the folder should be
+    private, and its path short, as socket paths are short), so is its connection file.
+
+    The kernel is ipykernel's own, run by this interpreter (where the toolkit is installed):
+    with no kernel folders to search, a ``python3`` kernelspec the user installed for other
+    work (another Python, maybe without the toolkit) is never picked. The one way the toolkit
+    starts a kernel: for the site's analyses, :func:`execute` without one, the script that
+    saves the bundled notebooks' outputs, the tests and the benchmarks. A kernel that does not
+    start is a ToolkitError naming ``name``."""
+    _need("ipykernel")
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"),
+                       connection_file=str(sockets / "kernel.json"),
+                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
+    try:
+        km.start_kernel(cwd=str(cwd), env=env)
+    except Exception as exc:  # whatever jupyter_client or zmq raise
+        with contextlib.suppress(Exception):
+            km.shutdown_kernel(now=True)
+        raise ToolkitError(f"{name}: the Python kernel did not start "
+                           f"({type(exc).__name__}: {exc})") from None
+    return km
+
+
+@contextlib.contextmanager
+def kernel(cwd: Path, env: dict[str, str] | None = None, name: str = "notebook"
+           ) -> Iterator[Any]:
+    """A kernel of :func:`start_kernel` for a ``with`` block, started in ``cwd`` with ``env``
+    (this process's environment by default), its sockets and Jupyter's runtime files in a new
+    private folder: shut down, and the folder removed, when the block ends."""
+    sockets = Path(tempfile.mkdtemp(prefix="tk-"))  # private (0700)
+    km = None
+    try:
+        km = start_kernel(cwd, sockets, {**(os.environ if env is None else env),
+                                         "JUPYTER_RUNTIME_DIR": str(sockets)}, name)
+        yield km
+    finally:
+        if km is not None:
+            km.shutdown_kernel(now=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
 def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int = 600,
             km: Any = None) -> NotebookNode:
-    """Run every cell of ``nb`` in a fresh Python kernel started in ``cwd`` (or in ``km``, a
-    running ``jupyter_client`` kernel manager the caller owns and reuses); returns the
-    notebook with its outputs. A cell that raises stops the run: a ToolkitError naming the
-    cell (1-based, among the notebook's own cells: injected ones are not counted) and the
-    error; so does a cell that runs past ``timeout`` seconds or a kernel that dies."""
+    """Run every cell of ``nb`` in a fresh Python kernel started in ``cwd`` (:func:`kernel`,
+    with this process's environment), or in ``km``, a running kernel of
+    :func:`start_kernel` the caller owns and reuses; returns the notebook with its outputs. A
+    cell that raises stops the run: a ToolkitError naming the cell (1-based, among the
+    notebook's own cells: injected ones are not counted) and the error; so does a cell that
+    runs past ``timeout`` seconds or a kernel that dies."""
     _need("nbclient")
     _need("ipykernel")
+    if km is None:
+        with kernel(cwd, name=name) as own:
+            return execute(nb, cwd=cwd, name=name, timeout=timeout, km=own)
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 

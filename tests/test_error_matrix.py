@@ -366,3 +366,66 @@ def test_every_bad_output_file(world, tmp_path, cell, command):
         code, out, err = _run_in_process([*command, "--output", str(path)])
     assert code != 0, out
     check_outcome(code, out, err, str(path))
+
+
+# --------------------------------------------------------------------------- not UTF-8
+# b"caf\xe9" (Latin-1 bytes in a file name or an argument) as Python hands them on
+NOT_UTF8 = os.fsdecode(b"caf\xe9")
+
+
+def test_a_path_that_is_not_utf8_is_refused_before_anything_is_written(world, tmp_path):
+    """A path option given bytes that are not UTF-8 is a usage error naming the option, and
+    nothing is written: the store (DuckDB), the site (MkDocs' settings) and the exports name
+    their paths as UTF-8 text, and these commands used to fail half-way (a build folder, a
+    Parquet staging folder, a whole ledger export written, then the error)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    path = str(out / NOT_UTF8)
+    jobs = []
+    for args in (["export", "--out", path], ["build-site", "--out", path],
+                 ["fleet", "build-site", "--out", path], ["ledger", "export", "--output", path],
+                 ["slop", "export", "--output", path], ["handoff", "--output", path],
+                 ["--db", path, "status"], ["--vault", path, "ledger", "list"]):
+        code, stdout, stderr = _run_in_process(args)
+        assert code == 2 and "is not a UTF-8 path" in stderr, (args, stderr)
+        assert "caf<U+DCE9>" in stderr  # shown, not written out as a raw byte
+        jobs.append((" ".join(args), lambda o=(code, stdout, stderr): o, path))
+    _run_cells(jobs)
+    assert list(out.iterdir()) == []
+
+
+def test_text_that_is_not_utf8_given_to_the_store_is_a_usage_error(world, tmp_path):
+    """Bytes that are not UTF-8 in a query or in a value the store is asked about (a task, a
+    project name) are refused as any writer refuses them: exit 2, one line, no traceback
+    (the query's was a TypeError's traceback, the others "the store failed", exit 1), and an
+    export so refused writes nothing."""
+    lake = tmp_path / "lake"
+    assert _run_in_process(["audit", "log-action", "did x", "--tier", "0",
+                            "--category", "test"])[0] == 0  # an audit DB to ask
+    jobs = []
+    for args in (["query", f"SELECT 1 -- {NOT_UTF8}"], ["audit", "task-status", NOT_UTF8],
+                 ["export", "--out", str(lake), "--project-name", NOT_UTF8]):
+        code, stdout, stderr = _run_in_process(args)
+        assert code == 2 and "lone surrogate (\\udce9)" in stderr, (args, stderr)
+        jobs.append((args[0], lambda o=(code, stdout, stderr): o, ""))
+    _run_cells(jobs)
+    assert not lake.exists()
+
+
+def test_a_project_in_a_folder_whose_name_is_not_utf8_is_told_where_its_store_can_go(
+        tmp_path, isolated_env, monkeypatch):
+    """DuckDB cannot open a store whose path is not UTF-8 (it raised std::bad_cast, a
+    traceback): the error names the store and the settings that move it, and no store
+    folder is made. The ledger, which needs no store, still reads there."""
+    project = tmp_path / NOT_UTF8 / "proj"
+    (project / ".smith" / "vault" / "ledger").mkdir(parents=True)
+    (project / ".smith" / "vault" / "ledger" / "patterns.md").write_text(
+        "# Patterns\n\n## Grep first\n- **Confidence**: high\n", encoding="utf-8")
+    monkeypatch.chdir(project)
+    code, stdout, stderr = _run_in_process(["status"])
+    check_outcome(code, stdout, stderr, "")
+    assert code == 2 and "ledger.duckdb: is not a UTF-8 path" in stderr
+    assert "--db, TOOLKIT_DB or db: in toolkit.yaml" in stderr
+    assert not (project / ".toolkit").exists()
+    listed = _run_in_process(["ledger", "list"])
+    assert listed[0] == 0 and "Grep first" in listed[1], listed

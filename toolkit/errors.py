@@ -17,6 +17,7 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 EXIT_OK = 0
@@ -149,6 +150,9 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
         return ToolkitError(f"SQLite failed: {msg}")
     if type(exc).__module__ in ("duckdb", "_duckdb"):  # without importing duckdb here
         msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        found = _DUCKDB_SURROGATE.search(msg)
+        if found is not None:  # a lone surrogate in a value given to DuckDB: as any writer's
+            return _lone_surrogate(found.group(1))
         if type(exc).__name__ == "IOException" and "lock" in msg.lower():
             return BusyError(f"the store is in use by another process: {msg}",
                              hint="Retry when it finishes")
@@ -165,7 +169,14 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
         # A lone surrogate (undecodable bytes in an argument, or a "\ud800" escape in JSON
         # input) has no UTF-8 form: every writer refuses it rather than crash.
         bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
-        shown = "".join(f"\\u{ord(c):04x}" for c in bad)
-        return UsageError(f"the input holds a lone surrogate ({shown}), which is not text and "
-                          "cannot be written as UTF-8. Give valid UTF-8 text")
+        return _lone_surrogate("".join(f"\\u{ord(c):04x}" for c in bad))
     return None
+
+
+# DuckDB's words for a Python string it cannot pass on as UTF-8 (a parameter's value)
+_DUCKDB_SURROGATE = re.compile(r"cannot encode str as UTF-8, surrogate '(\\u[0-9a-fA-F]{4})'")
+
+
+def _lone_surrogate(shown: str) -> UsageError:
+    return UsageError(f"the input holds a lone surrogate ({shown}), which is not text and "
+                      "cannot be written as UTF-8. Give valid UTF-8 text")

@@ -1390,6 +1390,13 @@ def check_store_path(path: Path) -> bool:
     """
     import stat
 
+    from toolkit.textio import lone_surrogate
+
+    if lone_surrogate(os.fsdecode(path)):  # DuckDB failed on it (std::bad_cast), a traceback
+        raise UsageError("is not a UTF-8 path (it holds bytes of another encoding), which "
+                         "DuckDB cannot open as a store", path=os.fsdecode(path),
+                         hint="Rename the folder, or give the store another path (--db, "
+                              "TOOLKIT_DB or db: in toolkit.yaml)")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -1934,6 +1941,13 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
 def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
     """The one read-only SELECT in ``sql``; anything else is refused."""
     import duckdb
+
+    from toolkit.textio import lone_surrogate
+
+    bad = lone_surrogate(sql)
+    if bad is not None:  # (DuckDB's parser raised a TypeError for it)
+        raise UsageError(f"the query holds a lone surrogate ({bad}), which is not text",
+                         hint="Give the query as UTF-8 text")
     try:
         statements = conn.extract_statements(sql)
     except duckdb.Error as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +19,26 @@ if TYPE_CHECKING:
 class PathValue(click.Path):
     """``click.Path`` that refuses one of the command's own option names as its value: click
     takes the word after a path option as its value, so ``--out --help`` (the user asking for
-    help) would make a folder named ``--help``. A file really named so is written ``./--help``."""
+    help) would make a folder named ``--help``. A file really named so is written ``./--help``.
+
+    It also refuses a path that is not UTF-8 (bytes of another encoding, which Python hands
+    on as lone surrogates): the store (DuckDB), the site (MkDocs' settings) and the files the
+    toolkit writes name their paths as UTF-8 text. Refused here, before the command starts:
+    such a path used to fail half-way, after a folder or a whole file had been written."""
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith("-") and value in _option_names(ctx):
             self.fail(f"{value!r} is one of this command's options, not a path: give the path "
                       f"right after the option (or write ./{value} for one named so)", param, ctx)
+        from toolkit.display import visible
+        from toolkit.textio import lone_surrogate
+
+        if isinstance(value, (str, bytes)) and lone_surrogate(os.fsdecode(value)):
+            self.fail(f"{visible(os.fsdecode(value), single_line=True)} is not a UTF-8 path "
+                      "(it holds bytes of another encoding): the toolkit's store, site and "
+                      "files name their paths as UTF-8; rename it or give another path",
+                      param, ctx)
         return super().convert(value, param, ctx)
 
 

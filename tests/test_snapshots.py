@@ -120,7 +120,10 @@ def test_list_numbers_newest_first_like_restore(world, cli_run):
         f"  #4   {shas[3][:8]}  2026-05-04 13:08:40  tool:call_A1",
         f"  #5   {shas[4][:8]}  2026-05-04 13:07:40  pre-turn:1: add a helper"]
     result = cli_run("snapshots", "list", "--limit", "2")
-    assert result.output.splitlines()[-1] == "(2 of 5 shown; --all for every one)"
+    hint = result.output.splitlines()[-1]
+    assert hint == "(2 of 5 shown; `toolkit snapshots list --all` for every one)"
+    every = cli_run(*hint.split("`")[1].split()[1:])  # the command the hint gives works
+    assert every.exit_code == 0 and len(every.output.splitlines()) == 6, every.output
 
 
 def test_diff_shows_what_the_turn_changed_and_each_step(world, cli_run):

@@ -83,7 +83,8 @@ def list_cmd(ctx: click.Context, limit: int = 10, show_all: bool = False,
     for s in listing.snapshots:
         click.echo(f"  #{s.position:<3} {s.sha[:8]}  {_when(s.time)}  {_label(s.label)}")
     if listing.total > len(listing.snapshots):
-        click.echo(f"({len(listing.snapshots)} of {listing.total} shown; --all for every one)")
+        click.echo(f"({len(listing.snapshots)} of {listing.total} shown; "
+                   "`toolkit snapshots list --all` for every one)")
 
 
 def _files_line(files: list[Any]) -> str:

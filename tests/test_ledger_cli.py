@@ -604,6 +604,28 @@ def test_read_commands_warn_about_a_junk_file_instead_of_answering_as_if_it_were
     assert tree_digest(project.ledger) == before
 
 
+def test_changing_an_entry_no_readable_file_holds_names_the_junk_file_that_may(
+        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    """FAULTS A6 for promote and demote: when no file that could be read holds the entry and
+    one with junk bytes could not be read, the change is refused as bad data (exit 65) naming
+    that file and why, not "No entries found" (exit 1) as if the ledger had no such entry.
+    Searching only a file that was read still finds nothing, exit 1; nothing is touched."""
+    junk = project.ledger / "antipatterns.md"
+    offset = len(junk.read_bytes())
+    junk.write_bytes(junk.read_bytes() + b"\xff\xfe")
+    before = tree_digest(project.root)
+    for verb in ("promote", "demote"):
+        r = cli_run("ledger", verb, "migration in place")
+        assert (r.exit_code, r.stdout) == (65, ""), r.output
+        assert r.stderr == (
+            f'Error: {junk}: no entry matching "migration in place" in the ledger files that '
+            "could be read; this one could not be read and may hold it: invalid UTF-8 at byte "
+            f"offset {offset}. Save the file as UTF-8 or restore it from a backup\n")
+    r = cli_run("ledger", "promote", "migration in place", "--file", "patterns")
+    assert r.exit_code == 1 and _error(r).startswith('Error: No entries found matching')
+    assert tree_digest(project.root) == before
+
+
 def test_bad_meta_json_or_alias_bomb_refuses_the_write(project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
     meta_json = project.ledger / ".meta.json"
     meta_json.write_text('{"total_patterns": 4, "total_patterns": 5, "lock": null}\n')

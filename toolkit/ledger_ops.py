@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from toolkit.display import shown, visible
-from toolkit.errors import NotFoundError, RefusedError, ToolkitError, UsageError
+from toolkit.errors import DataError, NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.records import (
     CONFIDENCES,
     LEDGER_FILES,
@@ -171,6 +171,19 @@ def _read_problem(lf: Any) -> Problem | None:
     if not lf.error:
         return None
     return lf.problems[0] if lf.problems else Problem("smith", str(lf.path), None, lf.error)
+
+
+def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
+    """When no entry matched: a ledger file searched that could not be read (junk bytes,
+    no permission) may hold the entry, so the change is refused as bad data (exit 65), naming
+    that file, rather than "No entries found" (exit 1) as if the ledger had no such entry."""
+    for k in [kind] if kind else LEDGER_FILES:
+        d = session.doc(k)
+        if d.snapshot is not None and d.error:
+            why = d.error.removeprefix(f"{d.path}: ")  # (its hint, if any, comes last)
+            raise DataError(f'no entry matching "{visible(title, single_line=True)}" in the '
+                            "ledger files that could be read; this one could not be read and "
+                            f"may hold it: {why}", path=d.path)
 
 
 def _report_unreadable(v: Any, unreadable: Callable[[Problem], None] | None,
@@ -846,6 +859,8 @@ def _change_confidence(vault: Path, title: str, direction: str, *, today: dt.dat
             EditorSession(vault, today=today, dry_run=dry_run, force=force,
                           max_bytes=max_bytes, operation=direction) as s:
         matches = s.find(title, kinds=[kind] if kind else None)
+        if not matches:
+            _refuse_unread(s, title, kind)
         exact = [e for e in matches if _whole(e, title)]
         entry = pick(exact if len(exact) == 1 else matches, title, index)
         name = shown(entry.title)

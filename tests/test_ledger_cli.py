@@ -251,6 +251,11 @@ def test_prune_interactive_yes_no_and_auto(project: FixtureProject, cli_run) -> 
     assert "Remove 2 entries and demote 2 entries? (yes/no) " in r.stdout
     assert r.stdout.endswith("Prune cancelled. No changes made.\n")
     assert tree_digest(project.root) == before
+    # no answer at all (end of input) is a "no", on a line of its own
+    r = cli_run("--today", "2026-09-01", "ledger", "prune", input="")
+    assert r.exit_code == 0
+    assert r.stdout.endswith("demote 2 entries? (yes/no) \nPrune cancelled. No changes made.\n")
+    assert tree_digest(project.root) == before
 
     r = cli_run("--today", "2026-09-01", "ledger", "prune", input="yes\n")
     assert r.stdout.endswith("Pruned: 2 removed, 2 demoted. Total entries: 2\n")
@@ -458,6 +463,10 @@ def test_reset_confirm_and_decline(project: FixtureProject, cli_run) -> None:  #
     assert r.stdout == ("This will archive the current Ledger and start fresh.\n"
                         "All existing entries will be preserved in the archive.\n"
                         "Are you sure? (yes/no) no\nReset cancelled. Ledger unchanged.\n")
+    assert tree_digest(project.root) == before
+    r = cli_run("ledger", "reset", input="")  # end of input: a "no", on a line of its own
+    assert (r.exit_code, r.stdout.splitlines()[-2:]) == (
+        0, ["Are you sure? (yes/no) ", "Reset cancelled. Ledger unchanged."])
     assert tree_digest(project.root) == before
     old = (project.ledger / "patterns.md").read_bytes()
     r = cli_run("ledger", "reset", input="yes\n", env=NOW)

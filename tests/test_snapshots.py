@@ -260,12 +260,16 @@ def test_dry_run_notes_uncommitted_changes_only_without_force(world, cli_run):
 
 
 def test_restore_asks_first(world, cli_run):
+    """Declining (or no answer at all: end of input) cancels, as ledger prune and reset do:
+    exit 0, nothing changed."""
     ws, _ = world
     before = tree_digest(ws)
-    result = cli_run("snapshots", "restore", "5", input="n\n")
-    assert result.exit_code == 1
-    assert "Restore these files? [y/N]: n" in result.output
-    assert tree_digest(ws) == before
+    for answer in ("n\n", ""):
+        result = cli_run("snapshots", "restore", "5", input=answer)
+        assert result.exit_code == 0, result.output
+        assert "Restore these files? [y/N]: " in result.output
+        assert result.output.splitlines()[-1] == "Restore cancelled. Nothing changed."
+        assert tree_digest(ws) == before
 
 
 def test_restore_number_out_of_range(world, cli_run):

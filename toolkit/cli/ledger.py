@@ -408,7 +408,8 @@ def prune(auto: bool, yes: bool, dry_run: bool, force: bool, as_json: bool) -> N
         try:
             answer = click.prompt(plan.question() + " (yes/no)", default="no",
                                   show_default=False, prompt_suffix=" ")
-        except click.Abort:
+        except click.Abort:  # end of input: no answer is a "no"
+            click.echo()  # (the question's line was left open)
             return False
         return answer.strip().lower() in ("yes", "y")
 
@@ -525,7 +526,8 @@ def reset(yes: bool, dry_run: bool, force: bool, as_json: bool) -> None:
         try:
             answer = click.prompt("Are you sure? (yes/no)", default="no", show_default=False,
                                   prompt_suffix=" ")
-        except click.Abort:
+        except click.Abort:  # end of input: no answer is a "no"
+            click.echo()  # (the question's line was left open)
             return False
         return answer.strip().lower() in ("yes", "y")
 

@@ -220,8 +220,15 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
         click.echo("Dry run: nothing changed.")
         return
     refuse_if_dirty(plan, force)
-    if not yes:
-        click.confirm("Restore these files?", abort=True)
+    if not yes:  # a "no" (or no answer: end of input) is the user's choice, not a failure,
+        try:     # as for ledger prune and reset: exit 0
+            go = click.confirm("Restore these files?")
+        except click.Abort:
+            click.echo()  # (the question's line was left open)
+            go = False
+        if not go:
+            click.echo("Restore cancelled. Nothing changed.")
+            return
     result = apply_restore(plan, force=force)
     refusals(result.refused[len(plan.refused):])
     refused_part = f", {len(result.refused)} refused" if result.refused else ""

@@ -360,6 +360,25 @@ def test_f3_retries_are_bounded(project, github, clock):
     assert github.issues(REPO) == []
 
 
+def test_f3_an_api_that_cannot_be_reached_fails_after_5_attempts_as_busy(project, github,
+                                                                           clock):
+    """A network error on a read is retried as a 5xx is (2, 4, 8, 16 s); after the fifth
+    attempt the command exits 75, "kept failing after 5 attempts" as the guide says, naming
+    the API and what to check (it was exit 1, the code of a refusal to fix first)."""
+    import socket
+
+    with socket.socket() as sock:  # a port on 127.0.0.1 that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    with pytest.raises(BusyError, match=f"^cannot reach GitHub at {closed}") as err:
+        run_publish(project, github, clock, api_url=closed)
+
+    assert err.value.exit_code == 75
+    assert "Check --api-url and the network, then run again" in str(err.value)
+    assert clock.sleeps == [2.0, 4.0, 8.0, 16.0]
+
+
 def test_f3_a_wait_longer_than_the_cap_exits_busy_with_when(project, github, clock):
     github.fail_next("GET", r"/repos/acme/api$", "primary", reset=int(clock.now()) + 7200)
 

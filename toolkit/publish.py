@@ -299,8 +299,8 @@ class GitHubClient:
                 reason = _network_reason(exc)
                 if create:
                     raise _Ambiguous(reason) from None
-                if attempt >= self.policy.max_attempts:
-                    raise ToolkitError(f"cannot reach GitHub at {self.api_url} for {what}: "
+                if attempt >= self.policy.max_attempts:  # kept failing: exit 75, as a 5xx
+                    raise BusyError(f"cannot reach GitHub at {self.api_url} for {what}: "
                                        f"{reason}", hint="Check --api-url and the network, "
                                        "then run again") from None
                 wait, why = min(2.0 ** attempt, 60.0), f"{reason}; retrying {what}"

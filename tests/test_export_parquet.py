@@ -167,13 +167,14 @@ def test_odd_project_names_stay_inside_the_folder_and_read_back_exactly(project,
     assert partition_dirname("café ☕") == "project=café%20☕"
 
 
-@pytest.mark.parametrize("name, why", [("", "empty"), ("x" * 300, "too long")])
+@pytest.mark.parametrize("name, why", [("", "empty"), ("   ", "empty"), ("x" * 300, "too long")])
 def test_an_unusable_project_name_is_a_usage_error(shared_project, cli_run, tmp_path, name,
                                                     why):
     result = cli_run("export", "--out", str(tmp_path / "lake"), "--project-name", name)
     assert result.exit_code == 2
     assert result.output.startswith("Error: the project name is ")
     assert why in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "lake").exists()
 
 
 def test_a_symbolic_link_in_the_folder_is_refused_and_nothing_lands_outside(

@@ -83,8 +83,8 @@ class Partition:
 def partition_dirname(project: str) -> str:
     """``project=<name>`` with the name escaped as Hive escapes partition values.
 
-    Raises UsageError for an empty name or one too long for a folder name."""
-    if not project:
+    Raises UsageError for an empty (or blank) name or one too long for a folder name."""
+    if not project.strip():
         raise UsageError("the project name is empty", hint="Name it with --project-name")
     value = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in project)
     if value == _HIVE_NULL:  # keep engines from reading this one name back as NULL

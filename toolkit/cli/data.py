@@ -187,7 +187,8 @@ def export(fmt: str, out: str, project_name: str | None) -> None:
 
     cfg = get_config()
     if project_name is not None:  # the partition's name and the actions' (site_scope)
-        cfg = cfg.with_overrides(project_name=project_name)
+        # stripped, as project_name: in toolkit.yaml is (a blank one is refused below)
+        cfg = cfg.with_overrides(project_name=project_name.strip())
     with open_store(cfg, scoped=True) as store:
         parts = export_parquet(Path(out), [(cfg.project_name, store)])
     echo_export(parts, Path(out))

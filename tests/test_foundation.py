@@ -61,9 +61,26 @@ def test_a_file_size_limit_of_zero_or_less_is_a_usage_error(project, cli_run, mo
         monkeypatch.setenv("TOOLKIT_MAX_FILE_MB", value)
     result = cli_run("ledger", "list")
     assert result.exit_code == 2
+    where = f"{project.root / 'toolkit.yaml'}: max_file_mb" if setting == "yaml" \
+        else "$TOOLKIT_MAX_FILE_MB"  # the error names where the value came from
     assert result.output.splitlines()[-1] == (
-        f"Error: max_file_mb: {value} MB is not a size limit. Give a number of MB above 0 "
+        f"Error: {where}: {value} MB is not a size limit. Give a number of MB above 0 "
         "(toolkit.yaml max_file_mb or TOOLKIT_MAX_FILE_MB)")
+
+
+@pytest.mark.parametrize("text, where", [
+    ("today: not a date", "{yaml}: today: 'not a date' is not a date; use YYYY-MM-DD"),
+    ("max_file_mb: abc", "{yaml}: max_file_mb: 'abc' is not a number"),
+    ("redact: maybe", "{yaml}: setting redact must be true or false, not the text 'maybe'"),
+    ("", "$TOOLKIT_TODAY: 'soon' is not a date; use YYYY-MM-DD")])
+def test_a_bad_setting_is_named_where_it_was_set(project, cli_run, monkeypatch, text, where):
+    """A bad value's error names toolkit.yaml (as a path) or the environment variable it came
+    from, and says what it got in words, not as a Python type."""
+    (project.root / "toolkit.yaml").write_text(text + "\n")
+    monkeypatch.setenv("TOOLKIT_TODAY", "soon")  # toolkit.yaml's today: comes first
+    result = cli_run("ledger", "list")
+    assert (result.exit_code, result.stderr) == (
+        2, "Error: " + where.format(yaml=project.root / "toolkit.yaml") + "\n")
 
 
 def test_slop_default_follows_codesmith_home(project):

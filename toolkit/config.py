@@ -72,7 +72,7 @@ def _check_types(data: dict[str, Any], types: dict[str, tuple[tuple[type, ...], 
             ok = all(isinstance(v, str) for v in value)
         if not ok:
             got = {dict: "a mapping", list: "a list", bool: "true/false", int: "a number",
-                   float: "a number", dt.date: "a date"}.get(
+                   float: "a number", dt.date: "a date", str: f"the text {value!r}"}.get(
                 type(value), type(value).__name__)
             if isinstance(value, list) and list in accepted:
                 got = "a list with a value that is not text"
@@ -220,13 +220,14 @@ def cache_dir(env: Mapping[str, str]) -> Path:
     return cache / "agent-ledger-toolkit"
 
 
-def _parse_today(value: Any, origin: str) -> dt.date:
+def _parse_today(value: Any, origin: str, path: Path | None = None) -> dt.date:
     if isinstance(value, dt.date):
         return value
     try:
         return dt.date.fromisoformat(str(value))
     except ValueError:
-        raise UsageError(f"{origin}: {value!r} is not a date; use YYYY-MM-DD") from None
+        raise UsageError(f"{origin}: {value!r} is not a date; use YYYY-MM-DD",
+                         path=path) from None
 
 
 def load_file_settings(path: Path) -> dict[str, Any]:
@@ -310,6 +311,15 @@ def resolve(
             return Path(env_value).expanduser() if key in _PATH_KEYS else env_value
         return default
 
+    def origin(key: str, env_name: str | None) -> tuple[str, Path | None]:
+        """Where :func:`pick` took ``key``'s value from, as an error names it: the option,
+        the key (with toolkit.yaml as the error's path) or the environment variable."""
+        if flags.get(key) is not None:
+            return f"--{key.replace('_', '-')}", None
+        if settings.get(key) is not None:
+            return key, cfg_path
+        return (f"${env_name}" if env_name and env.get(env_name) else key), None
+
     place = Place(root=root, home=home, env=env)
     paths: dict[str, Any] = {}  # Config field -> Path or None
     for setting in loaders.settings():
@@ -331,17 +341,19 @@ def resolve(
     max_mb = pick("max_file_mb", env.get("TOOLKIT_MAX_FILE_MB"), None)
     max_bytes = None
     if max_mb is not None:
+        name, where = origin("max_file_mb", "TOOLKIT_MAX_FILE_MB")
         try:
             max_bytes = int(float(max_mb) * 1024 * 1024)
         except (TypeError, ValueError):
-            raise UsageError(f"max_file_mb: {max_mb!r} is not a number") from None
+            raise UsageError(f"{name}: {max_mb!r} is not a number", path=where) from None
         if max_bytes <= 0:
-            raise UsageError(f"max_file_mb: {max_mb} MB is not a size limit",
+            raise UsageError(f"{name}: {max_mb} MB is not a size limit", path=where,
                              hint="Give a number of MB above 0 (toolkit.yaml max_file_mb or "
                                   "TOOLKIT_MAX_FILE_MB)")
 
     today_raw = pick("today", env.get("TOOLKIT_TODAY"), None)
-    today = _parse_today(today_raw, "today") if today_raw is not None else None
+    today = _parse_today(today_raw, *origin("today", "TOOLKIT_TODAY")) \
+        if today_raw is not None else None
 
     publish = settings.get("publish") or {}
     if not isinstance(publish, dict):

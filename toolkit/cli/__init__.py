@@ -192,7 +192,8 @@ def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="DuckDB store (default: .toolkit/ledger.duckdb at the project root).")
 @_source_options
 @click.option("--today", default=None, metavar="YYYY-MM-DD",
-              help="Date to treat as today for ages and pruning (default: the UTC date of "
+              help="Date to treat as today for ages and pruning (default: today: in "
+                   "toolkit.yaml, else $TOOLKIT_TODAY, else the UTC date of "
                    "$SOURCE_DATE_EPOCH, else today's).")
 @click.pass_context
 def cli(ctx: click.Context, project: str | None, config_file: str | None, db: str | None,

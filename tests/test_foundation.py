@@ -327,6 +327,15 @@ def test_nagi_export_json_is_a_source(tmp_path, cli_run, monkeypatch):
     monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
     out = cli_run("query", "SELECT count(*) AS n FROM approaches", "--format", "csv").output
     assert out.splitlines() == ["n", "3"]
+    # status names the file the audit source was read from (there is no audit DB), also
+    # when it cannot be read: it named the missing DB, "found"
+    status = cli_run("status").stdout.splitlines()
+    audit = next(i for i, line in enumerate(status) if line.startswith("  audit "))
+    assert status[audit].split() == ["audit", "found", str(export)]
+    export.write_text("{bad\n", encoding="utf-8")
+    status = cli_run("status").stdout.splitlines()
+    assert status[audit].split() == ["audit", "found", str(export)]
+    assert status[audit + 1].split()[:2] == ["error:", f"{export}:1:"]
 
 
 def test_load_shows_a_progress_bar_on_a_terminal_and_none_when_piped(project):

@@ -386,7 +386,11 @@ def _audit_fp(cfg: Config) -> tuple[str, str]:
         pass
     if cfg.audit_json is not None:
         paths.append(cfg.audit_json)
-    return str(db), fingerprint_paths(paths)
+    # the location status names: the file the load reads (the JSON export when there is no
+    # DB, as _load_audit decides), also when reading it fails
+    shown = cfg.audit_json if cfg.audit_json is not None and not db.exists() \
+        and cfg.audit_json.exists() else db
+    return str(shown), fingerprint_paths(paths)
 
 
 def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:

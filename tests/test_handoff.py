@@ -485,6 +485,34 @@ class _Html(HTMLParser):
             self.text.append(data)
 
 
+def test_a_first_handoff_after_a_prune_ends_its_window_at_the_prune_and_counts_its_moves(
+        tmp_path, cli_run, monkeypatch):
+    """The first handoff (no state) of a demo world pruned a week after its records: the
+    window ends at the prune, the newest change the ledger's history knows (its files' time,
+    not committed), and it lists the prune's demotions (which keep their Date, as Smith's
+    prune does) with its removals, as a later handoff compared with a state would. It said
+    "data as of" the records' day, "in the 7 days to" it, and only the 6 removals."""
+    import os
+
+    from toolkit.demo import write_demo
+
+    world = write_demo(tmp_path / "world")
+    monkeypatch.chdir(world.project)
+    pruned = cli_run("--today", "2026-12-04", "ledger", "prune", "--auto")
+    assert pruned.stdout.startswith("Auto-prune complete: 6 removed, 3 demoted."), pruned.output
+    stamp = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC).timestamp()
+    for path in (world.project / ".smith" / "vault" / "ledger").iterdir():
+        os.utime(path, (stamp, stamp))  # the prune's time, as the files keep it
+
+    report = cli_run("handoff").stdout
+    assert "data as of 2026-12-02 12:00 (UTC) · ledger changes in the 7 days to 2026-12-02" \
+        in report
+    # the window (11-26 to 12-02) holds the commit of 11-27 (4 new, 1 reinforced) too
+    assert "- **14** ledger changes in the 7 days to 2026-12-02: 3 demoted, 4 new, " \
+           "1 reinforced, 6 pruned" in report
+    assert (len(ledger_lines(report, "Demoted")), len(ledger_lines(report, "Pruned"))) == (3, 6)
+
+
 def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):
     monkeypatch.setenv("TOOLKIT_SITE_URL", "https://docs.example.com/acme")
     from toolkit import config

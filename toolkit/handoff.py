@@ -226,6 +226,8 @@ class HandoffReport:
     root: Path | None = None  # the project folder (check rows show paths from it)
     # sources the store could not read at its last load (Store.stale_sources' messages)
     stale: list[str] = field(default_factory=list)
+    # when the ledger last changed (queries.ledger_changed_at): a prune leaves no Date to see
+    ledger_at: str | None = None
 
     @property
     def pending_total(self) -> int:
@@ -241,7 +243,8 @@ class HandoffReport:
     def as_of(self) -> str | None:
         """The newest timestamp among the records shown: stable while the data is."""
         return _newest(self.slop, self.dispatches, self.approaches,
-                       [c.date for c in self.ledger if c.date])
+                       [c.date for c in self.ledger if c.date]
+                       + ([self.ledger_at] if self.ledger_at else []))
 
 
 def _newest(slop: list[dict[str, Any]], dispatches: list[dict[str, Any]],
@@ -360,6 +363,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     for row in queries.handoff_dead_ends(store, limit=APPROACH_ROWS):
         by_task.setdefault(row["task"], []).append(row)
     approaches = list(by_task.items())
+    ledger_at = queries.ledger_changed_at(store)
 
     if since is not None:
         since_info = Since("date", since.isoformat())
@@ -370,9 +374,10 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     elif previous is not None and day_of(previous[0]) is not None:
         since_info = Since("issue", previous[0], source=previous[1])
         ledger = _changes_since_date(entries, day_of(previous[0]) or dt.date.min, None, store)
-    else:
+    else:  # the window ends at the newest record, a change of the ledger's own included
         newest = _newest(slop, dispatches, approaches,
-                         [str(e["date"]) for e in entries if e.get("date")])
+                         [str(e["date"]) for e in entries if e.get("date")]
+                         + ([ledger_at] if ledger_at else []))
         until = day_of(newest) if newest else None
         if until is None:
             since_info, ledger = Since("window", None), []
@@ -387,7 +392,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
         state_path=state_path, next_state=next_state, goal=_active_goal(store),
         checks=None if checks is None else list(checks), root=cfg.project_root,
-        stale=[s.message() for s in store.stale_sources()])
+        stale=[s.message() for s in store.stale_sources()], ledger_at=ledger_at)
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:
@@ -476,16 +481,21 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
     out = []
     for e in entries:
         date = e.get("date")
-        if not e.get("entry_id") or date is None or date < since:
+        if not e.get("entry_id"):
             continue
         eid = e["entry_id"]
         # A Date on or after the window's start means written or reinforced since (reflect
         # sets Date to the day of the reinforcement); a confidence move is known against the
-        # baseline, or the git history.
+        # baseline, or the git history: there, also one that kept an older Date (prune's
+        # demotions keep it, as Smith's prune does), as its removals are known by it alone.
         was: dict[str, Any] = before
         if history is not None:
             key = keys.get(eid)
             was = {eid: history[key][0]} if key in history else {}
+        recent = date is not None and date >= since
+        if not recent and not (history is not None and eid in was
+                               and was[eid] != e["confidence"]):
+            continue
         if eid in was and was[eid] != e["confidence"]:
             change, old = _moved(was[eid], e["confidence"]), was[eid]
         elif history is not None:
@@ -493,7 +503,8 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
         else:
             change, old = "new or reinforced", None
         out.append(LedgerChange(eid, e["file"], e["title"], e["confidence"], change,
-                                old_confidence=old, date=str(date)))
+                                old_confidence=old,
+                                date=str(date) if date is not None else None))
     if history is not None:  # in the ledger before the window, not in it now
         for key in sorted(set(history) - set(keys.values())):
             confidence, file, title = history[key]

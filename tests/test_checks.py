@@ -330,6 +330,8 @@ def test_a_broken_check_is_its_own_error_and_the_others_run(project, cli_run):
     ("  - sql: SELECT 1\n", "checks entry 1 has no name"),
     ("  - name: stale-retries\n    days: soon\n",
      "check 'stale-retries': days must be a whole number >= 0, not 'soon'"),
+    ("  - name: stale-pending\n    days: 100000000000000000000\n",  # failed when it ran
+     "check 'stale-pending': days must be at most 1,000,000, not 100,000,000,000,000,000,000"),
     ("  - name: stale-retries\n    sql: SELECT 1\n",
      "check 'stale-retries': unknown setting(s) sql"),
 ])

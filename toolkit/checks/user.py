@@ -60,6 +60,12 @@ def checks_for(entries: Sequence[Any], *, path: Any = None) -> list[Check]:
     return [*builtin.values(), *users]
 
 
+_INT_MAX = 2**31 - 1
+# a threshold of days goes back from today: a million days (2,700 years) is before any record,
+# and further back leaves the range of a timestamp (the check failed when it ran)
+_THRESHOLD_MAX = {"days": 1_000_000}
+
+
 def _configured(check: Check, entry: dict[str, Any], label: str, path: Any) -> Check:
     allowed = (*_BUILTIN_KEYS, *check.thresholds)
     unknown = sorted(str(k) for k in entry if k not in allowed)
@@ -72,6 +78,10 @@ def _configured(check: Check, entry: dict[str, Any], label: str, path: Any) -> C
             value = entry[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UsageError(f"{label}: {key} must be a whole number >= 0, not {value!r}",
+                                 path=path)
+            top = _THRESHOLD_MAX.get(key, _INT_MAX)  # the SQL takes it as an INTEGER
+            if value > top:
+                raise UsageError(f"{label}: {key} must be at most {top:,}, not {value:,}",
                                  path=path)
             thresholds[key] = value
     return dataclasses.replace(check, thresholds=thresholds,

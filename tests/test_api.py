@@ -52,6 +52,9 @@ def test_keyword_settings_override_toolkit_yaml(world, tmp_path):
 def test_a_project_folder_that_does_not_exist_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         Project.open(tmp_path / "nowhere")
+    (tmp_path / "a-file").write_text("x\n", encoding="utf-8")  # there, but not a folder
+    with pytest.raises(UsageError, match=r"a-file is not a folder$"):
+        Project.open(tmp_path / "a-file")
 
 
 def test_unloaded_store_without_refresh_says_to_load_first(world, tmp_path):

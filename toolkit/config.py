@@ -283,7 +283,8 @@ def resolve(
     if project is not None:
         root = Path(project).expanduser().resolve()
         if not root.is_dir():
-            raise UsageError(f"project folder {root} does not exist")
+            raise UsageError(f"project folder {root} "
+                             + ("is not a folder" if root.exists() else "does not exist"))
     else:
         found = find_project_root(cwd)
         root = found or cwd

@@ -251,3 +251,29 @@ def test_slop_query_is_toolkit_slop_querys_answer(world, monkeypatch):
     assert (data["matched"], data["total"]) == (found.matched, found.total)
     assert [e["id"] for e in data["entries"]] == [e.id for e in found.entries]
     assert data["path"] == str(found.ledger.path) and len(found.entries) == 3
+
+
+def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch, tmp_path):
+    """Values the CLI's options refuse are refused by the API too (the questions are the same
+    code), rather than answered wrongly: a misspelt confidence was no entries, max_rows 0 no
+    rows "truncated", a negative limit DuckDB's BinderException, a snapshot number with a
+    turn one of the two ignored."""
+    monkeypatch.chdir(world.project)
+    with Project.open(db=tmp_path / "s.duckdb") as project:
+        cases = [(lambda: project.ledger_entries(confidence="hihg"),
+                  "confidence must be one of low, medium, high, not 'hihg'"),
+                 (lambda: project.ledger_entries(confidence=3),
+                  "confidence must be one of low, medium, high, not 3"),
+                 (lambda: project.rows("SELECT 1", max_rows=0),
+                  "max_rows must be a whole number of at least 1, not 0"),
+                 (lambda: project.ledger_changes(limit=-1),
+                  "limit must be a whole number >= 0, not -1"),
+                 (lambda: project.turn_diff(1, turn=3),
+                  "give a snapshot number or a turn, not both"),
+                 (lambda: project.turn_diff("1"),
+                  "the snapshot number must be a whole number, not '1'")]
+        for call, message in cases:
+            with pytest.raises(UsageError) as err:
+                call()
+            assert err.value.message == message
+        assert [e.confidence for e in project.ledger_entries(confidence="HIGH")][:1] == ["high"]

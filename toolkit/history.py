@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import DataError, NotFoundError
+from toolkit.errors import DataError, NotFoundError, UsageError
 from toolkit.source import Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
@@ -831,6 +831,8 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
            "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title, entry_key")
     params: list[Any] = [list(timelines)]
     if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise UsageError(f"limit must be a whole number >= 0, not {limit!r}")
         sql += " LIMIT ?"
         params.append(limit)
     return [_change(r) for r in store.fetch_dicts(sql, params)]

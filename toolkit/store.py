@@ -2078,6 +2078,8 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
     ``toolkit query`` and ``toolkit.api.Project.rows``. Returns (columns, rows, truncated).
     """
     import duckdb
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise UsageError(f"max_rows must be a whole number of at least 1, not {max_rows!r}")
     statement = single_select(conn, sql)
     timer = Deadline(timeout, conn.interrupt)
     try:

@@ -57,6 +57,34 @@ def test_fixtures_in_a_teams_own_tests(project):
     assert (root / ".toolkit" / "ledger.duckdb").is_file()
 
 
+def test_a_project_elsewhere_is_named_with_equals_and_a_run_pytest_rooted_in_it_is_refused(
+        project, tmp_path):
+    """pytest chooses its rootdir before it knows the plugin's options: a separate PATH after
+    --agent-project counted as a test path, and with the project's own pyproject.toml the
+    team's run was rooted in the project (its settings, test ids relative to it). Such a run
+    is refused, saying to write --agent-project=PATH; that form roots the run in the team's
+    folder and reads the project."""
+    (project.root / "pyproject.toml").write_text("[project]\nname = 'acme-api'\n")
+    team = tmp_path / "team"
+    (team / "tests").mkdir(parents=True)
+    (team / "tests" / "test_agent.py").write_text(
+        "def test_reads(agent_project):\n    assert agent_project.root.name == 'acme-api'\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args,
+                               "tests"], cwd=team, capture_output=True, text=True, timeout=300)
+
+    refused = run("--agent-project", str(project.root))
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert refused.stderr.strip() == (
+        f"ERROR: pytest took {project.root} (after --agent-project) for a test path when it "
+        f"chose its rootdir ({project.root}); write --agent-project={project.root} (with '=')")
+    ok = run(f"--agent-project={project.root}", "-rA")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert f"rootdir: {team}" in ok.stdout
+    assert "PASSED tests/test_agent.py::test_reads" in ok.stdout
+
+
 def test_agent_checks_are_collected_one_item_per_check(project):
     root = team_project(project)
     result = pytest_run(root, "tests", "--agent-checks", "-k", "not stale_pending")

@@ -3,7 +3,7 @@ a team's own test suite.
 
 Fixtures:
 
-- ``agent_project``: the project's :class:`~toolkit.api.Project` (``--agent-project PATH``,
+- ``agent_project``: the project's :class:`~toolkit.api.Project` (``--agent-project=PATH``,
   else found from the current folder as the CLI finds it), refreshed once per session.
 - ``agent_sql``: ``agent_sql("SELECT ...", params)`` -> the rows of one read-only SELECT, on
   the same locked-down connection as ``toolkit query``.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -39,7 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agent-ledger-toolkit", "agent records (Agent Ledger Toolkit)")
     group.addoption("--agent-project", default=None, metavar="PATH",
                     help="Project the agent_project fixture and --agent-checks read "
-                         "(default: found from the current folder, as `toolkit` finds it).")
+                         "(default: found from the current folder, as `toolkit` finds it). "
+                         "Write --agent-project=PATH: pytest picks its rootdir before it "
+                         "knows this option, and a separate PATH counts as a test path.")
     group.addoption("--agent-checks", action="store_true", default=False,
                     help="Also collect the built-in and toolkit.yaml checks, one test each.")
     group.addoption("--agent-select", action="append", default=[], metavar="NAME|TAG",
@@ -61,6 +64,24 @@ def _project(config: pytest.Config) -> Project:
             raise pytest.UsageError(f"agent project: {exc}") from None
         config.stash[_PROJECT] = project
     return project
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse a run whose rootdir pytest took from ``--agent-project PATH``. pytest chooses
+    its rootdir (and its ini file) before it knows a plugin's options, so the PATH after a
+    separate ``--agent-project`` counts as a test path then: with the project's own
+    pyproject.toml, the run was rooted in the project (its settings, test ids relative to it,
+    JUnit names with them). ``--agent-project=PATH`` is one word and is not taken so."""
+    value = config.getoption("agent_project", None)
+    if not value or "--agent-project" not in config.invocation_params.args:
+        return
+    project = Path(value).resolve()
+    invoked = config.invocation_params.dir.resolve()
+    root = config.rootpath.resolve()
+    if project in (root, *root.parents) and project not in (invoked, *invoked.parents):
+        raise pytest.UsageError(
+            f"pytest took {value} (after --agent-project) for a test path when it chose its "
+            f"rootdir ({root}); write --agent-project={value} (with '=')")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

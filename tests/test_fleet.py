@@ -117,6 +117,11 @@ def test_a_fleet_file_may_list_bare_paths(world, cli_run, tmp_path):
     ("projects:\n  - [code/beta]\n", "projects[1] must be a path or a {name, path} mapping"),
     ("project:\n  - code/beta\n", "unknown setting(s) project"),
     ("- code/beta\n", "a fleet file must be a mapping"),
+    # two folders of one name: the second was listed, the first dropped without a word
+    ("projects:\n  - code/beta\n  - other/beta\n",
+     "projects[1] and projects[2] are both named beta"),
+    ("projects:\n  - code/beta\n  - {name: beta, path: other}\n",
+     "projects[1] and projects[2] are both named beta"),
 ])
 def test_a_bad_fleet_file_is_bad_data_naming_what_is_wrong(world, cli_run, text, message):
     world.fleet_file.write_text(text, encoding="utf-8")

@@ -137,7 +137,8 @@ def read_fleet_file(path: Path) -> list[KnownProject]:
     if not isinstance(items, list):
         raise DataError("setting projects must be a list of paths or {name, path} mappings",
                         path=path)
-    out = []
+    out: list[KnownProject] = []
+    named: dict[str, tuple[str, Path]] = {}  # a name -> the item that gave it, its folder
     for i, item in enumerate(items):
         where = f"projects[{i + 1}]"
         if isinstance(item, str) and item.strip():
@@ -156,7 +157,13 @@ def read_fleet_file(path: Path) -> list[KnownProject]:
             raise DataError(f"{where} must be a path or a {{name, path}} mapping", path=path)
         p = Path(os.path.expanduser(raw.strip()))
         folder = Path(os.path.normpath(p if p.is_absolute() else path.parent / p))
-        out.append(KnownProject((name or folder.name).strip(), folder, ("fleet file",)))
+        project = (name or folder.name).strip()
+        first = named.setdefault(project, (where, folder))
+        if first[1] != folder:  # one name for two folders: one of them was dropped unsaid
+            raise DataError(f"{first[0]} and {where} are both named {project} ({first[1]}, "
+                            f"{folder}); a fleet's names tell its projects apart", path=path,
+                            hint="Give one of them another name: {name: ..., path: ...}")
+        out.append(KnownProject(project, folder, ("fleet file",)))
     return out
 
 

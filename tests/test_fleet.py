@@ -295,8 +295,11 @@ def test_retries_verdicts_and_debt_pages(shared_fleet_site):
     disp = [r for r in _page(shared_fleet_site, "dispatches/index.html").rows if len(r) == 11]
     assert ["(not assigned)", "general-purpose", "inherit", "2", "1", "1", "1", "0", "1", "1",
             "0"] in disp
+    # no retry in its row, yet its one task is over the limit (counting every agent's
+    # dispatches): the column says it counts the row's tasks that are
     assert ["(not assigned)", "general-purpose", "opus", "1", "1", "0", "1", "0", "0", "0",
             "1"] in disp
+    assert disp[0][3:7] == ["Dispatches", "Tasks", "Retries", "Of them over the retry limit"]
     debt = {r[0]: r[1:] for r in _page(shared_fleet_site, "debt/index.html").rows if len(r) == 8}
     assert debt["beta"] == ["1", "0", "1", "0", "0", "1", "2"]
     assert debt["(not assigned)"] == ["1", "0", "0", "0", "0", "0", "1"]

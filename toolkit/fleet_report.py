@@ -185,11 +185,16 @@ def build_fleet_content(store: Store, *, home: Path, today: str) -> SiteContent:
     pages.append(_recurring_page(recurring, lambda name: by_folder[name]))
     pages.append(FleetPage(
         path="dispatches.md", title="Retries and verdicts", nav=("Retries and verdicts",),
-        wide=True, intro="Dispatches by project, agent type and model. A task is over the "
-                         f"retry limit after {RETRY_LIMIT} retries (nagi-ledger's rule).",
+        wide=True, intro="Dispatches by project, agent type and model. Tasks: the tasks "
+                         "dispatched to that agent type and model; retries: their dispatches "
+                         "beyond one per task. A task is over the retry limit after "
+                         f"{RETRY_LIMIT} retries (nagi-ledger's rule), counting every agent's "
+                         "dispatches: a task sent to several agents is in each one's row, so "
+                         "the last column counts the troubled tasks an agent was sent to, and "
+                         "its rows do not add up to the fleet's tasks over the limit.",
         sections=[Section("By project, agent type and model", "", Table(
             ("Project", "Agent type", "Model", "Dispatches", "Tasks", "Retries",
-             "Tasks over retry limit", "Confirmed", "Refuted", "Partial", "Pending"),
+             "Of them over the retry limit", "Confirmed", "Refuted", "Partial", "Pending"),
             [(ref(r[0]), *r[1:]) for r in store.fetch(_BY_AGENT)[1]],
             empty="No dispatch was recorded."))]))
     pages.append(FleetPage(

@@ -19,6 +19,7 @@ from tests._fleet_helpers import (
     fleet_build_site,
     ledger_entry,
     make_fleet,
+    write_vault,
 )
 from tests._site_helpers import BUILD_TIME
 from toolkit.config import resolve
@@ -138,6 +139,25 @@ def test_a_bad_smith_index_is_bad_data(world, cli_run, text):
     assert result.exit_code == 65
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("Error: ") and "projects.json" in line
+
+
+def test_two_projects_reading_the_same_records_are_told_they_count_them_twice(
+        world, cli_run, tmp_path):
+    """Two folders named beta (the fleet names one beta-copy) both read the records of beta
+    (their project_name): each counted beta's actions and slop, and nothing said so. fleet
+    list, build-site and export now say it, on stderr, with what to change."""
+    write_vault(world.base / "other" / "beta", [("Another ledger", "low")], session=False)
+    world.fleet_file.write_text("projects:\n  - {name: beta, path: code/beta}\n"
+                                "  - {name: beta-copy, path: other/beta}\n", encoding="utf-8")
+    note = ("note: beta and beta-copy both read the records named beta as theirs (their "
+            "project_name), so each counts its actions and slop entries; give each its own "
+            "project_name: in its toolkit.yaml")
+    listed = _fleet(cli_run, world, "list")
+    assert listed.exit_code == 0 and listed.stderr.splitlines()[-1] == note, listed.output
+    exported = _fleet(cli_run, world, "export", "--out", str(tmp_path / "lake"))
+    assert exported.exit_code == 0 and exported.stderr.splitlines()[-1] == note
+    (world.base / "other" / "beta" / "toolkit.yaml").write_text("project_name: beta-copy\n")
+    assert note not in _fleet(cli_run, world, "list").stderr
 
 
 def test_no_smith_index_and_no_fleet_file_lists_the_records_projects(world, cli_run):

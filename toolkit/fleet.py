@@ -31,7 +31,7 @@ import json
 import os
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -453,6 +453,29 @@ def _ts(value: Any) -> str | None:
         return None
     text = str(value).replace("T", " ")
     return text[:19]
+
+
+def records_names(store: Store) -> list[tuple[str, str]]:
+    """(fleet project, the name its records give it) of every project with a folder."""
+    return [(str(p), str(r)) for p, r in store.fetch(
+        "SELECT project, coalesce(records_name, project) FROM fleet_projects "
+        "ORDER BY project")[1]]
+
+
+def shared_records_notes(names: Iterable[tuple[str, str]]) -> list[str]:
+    """A note for each name in the shared records (``actions.project``, a slop entry's
+    ``project``) that two or more of the fleet's projects, given as (project, records name),
+    read as theirs (the same ``project_name``, e.g. two folders of one name): each counts
+    those records, so the fleet counts them twice. ``fleet list``, ``fleet build-site`` and
+    ``fleet export`` print them."""
+    owners: dict[str, list[str]] = {}
+    for project, rname in names:
+        owners.setdefault(rname, []).append(project)
+    return [f"note: {', '.join(names[:-1])} and {names[-1]} "
+            f"{'both' if len(names) == 2 else 'all'} read the records named {rname} as theirs "
+            "(their project_name), so each counts its actions and slop entries; give each "
+            "its own project_name: in its toolkit.yaml"
+            for rname, names in sorted(owners.items()) if len(names) > 1]
 
 
 def project_rows(store: Store) -> list[dict[str, Any]]:

@@ -68,13 +68,15 @@ def list_projects(as_json: bool) -> None:
     file, as --json's note says; no folder: seen only in the records), whether its vault is
     found, and its last activity (the latest of its vault's last session, its last audit
     action and its last slop change)."""
-    from toolkit.fleet import project_rows
+    from toolkit.fleet import project_rows, records_names, shared_records_notes
 
     with _open() as opened:
         rows = project_rows(opened.store)
+        notes = shared_records_notes(records_names(opened.store))
         if as_json:
             echo_json({"projects": rows, "read": opened.load.read,
                        "unchanged": opened.load.unchanged})
+            _echo_notes(notes)
             return
     click.echo(render_rows(
         ("Project", "Path", "Status", "Vault", "Last activity"),
@@ -82,6 +84,12 @@ def list_projects(as_json: bool) -> None:
           r["last_activity"] or "-") for r in rows], "table"))
     click.echo(f"{len(rows)} projects; read again: {len(opened.load.read)}, "
                f"unchanged: {len(opened.load.unchanged)}.", err=True)
+    _echo_notes(notes)
+
+
+def _echo_notes(notes: list[str]) -> None:
+    for note in notes:
+        click.echo(visible(note, single_line=True), err=True)
 
 
 @fleet.command("build-site")
@@ -105,6 +113,7 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
     like the project site."""
     from toolkit import clock
     from toolkit.config import home_dir
+    from toolkit.fleet import records_names, shared_records_notes
     from toolkit.fleet_report import build_fleet_site
     from toolkit.site import check_output_folder, output_folder
 
@@ -116,6 +125,7 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
         result = build_fleet_site(opened.store, out=out, home=home, clean=clean,
                                   build_time=when, redact=redact)
         load = opened.load
+        _echo_notes(shared_records_notes(records_names(opened.store)))
     redacted = ", secrets redacted" if result.redacted else ""
     click.echo(f"Fleet site built ({result.mode}{redacted}) in {result.seconds:.1f} s: "
                f"{result.pages} pages, {len(result.written)} files written, "
@@ -147,13 +157,20 @@ def export(fmt: str, out: Path) -> None:
     from toolkit.cli.data import echo_export
     from toolkit.errors import ToolkitError
     from toolkit.export import export_parquet
-    from toolkit.fleet import find_fleet_file, known_projects, missing_reason, records_name
+    from toolkit.fleet import (
+        find_fleet_file,
+        known_projects,
+        missing_reason,
+        records_name,
+        shared_records_notes,
+    )
 
     opts = click.get_current_context().obj
     env = dict(os.environ)
     fleet_file = opts["fleet_file"] or find_fleet_file(Path.cwd(), env)
     flags = global_flags(db=False)  # each project keeps its own store
     errors: list[ToolkitError] = []
+    names: list[tuple[str, str]] = []  # (fleet project, the name its records give it)
     skipped = 0
     with ExitStack() as stores:
         chosen: list[tuple[str, Store]] = []
@@ -190,8 +207,10 @@ def export(fmt: str, out: Path) -> None:
                 continue
             by_store[db] = p.name
             chosen.append((p.name, store))
+            names.append((p.name, cfg.project_name))
         parts = export_parquet(out, chosen) if chosen else []
     echo_export(parts, out)
     click.echo(f"Projects: {len(chosen)} exported, {skipped} skipped.", err=True)
+    _echo_notes(shared_records_notes(names))
     if errors:
         click.get_current_context().exit(errors[0].exit_code)

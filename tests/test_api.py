@@ -263,7 +263,7 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
         cases = [(lambda: project.ledger_entries(confidence="hihg"),
                   "confidence must be one of low, medium, high, not 'hihg'"),
                  (lambda: project.ledger_entries(confidence=3),
-                  "confidence must be one of low, medium, high, not 3"),
+                  "Project.ledger_entries: confidence must be text or None, not 3"),
                  (lambda: project.rows("SELECT 1", max_rows=0),
                   "max_rows must be a whole number of at least 1, not 0"),
                  (lambda: project.ledger_changes(limit=-1),
@@ -271,9 +271,39 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
                  (lambda: project.turn_diff(1, turn=3),
                   "give a snapshot number or a turn, not both"),
                  (lambda: project.turn_diff("1"),
-                  "the snapshot number must be a whole number, not '1'")]
+                  "Project.turn_diff: number must be a whole number or None, not '1'")]
         for call, message in cases:
             with pytest.raises(UsageError) as err:
                 call()
             assert err.value.message == message
         assert [e.confidence for e in project.ledger_entries(confidence="HIGH")][:1] == ["high"]
+
+
+def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeypatch, tmp_path):
+    """A wrong type met an AttributeError or TypeError from deep inside (stats(now=text):
+    'str' object has no attribute 'tzinfo'), or was read as something else (kinds="approaches"
+    as a list of one-letter kinds): each public method's simple arguments are checked."""
+    monkeypatch.chdir(world.project)
+    with Project.open(db=tmp_path / "s.duckdb") as project:
+        cases = [(lambda: project.stats(now="2026-11-28"),
+                  "Project.stats: now must be a datetime.datetime or None, not '2026-11-28'"),
+                 (lambda: project.stats_by_tier(since="2026-11-27"),
+                  "Project.stats_by_tier: since must be a datetime.date or None, "
+                  "not '2026-11-27'"),
+                 (lambda: project.slop_entries(older_than="10"),
+                  "Project.slop_entries: older_than must be a whole number or None, not '10'"),
+                 (lambda: project.audit_search("retry", kinds="approaches"),
+                  "Project.audit_search: kinds must be a list of text or None, "
+                  "not 'approaches'"),
+                 (lambda: project.sql(5), "Project.sql: query must be text, not 5"),
+                 (lambda: project.task_status(True),
+                  "Project.task_status: task must be text, not True")]
+        for call, message in cases:
+            with pytest.raises(UsageError) as err:
+                call()
+            assert err.value.message == message
+        # the right types still answer, a tuple of kinds as a list
+        assert project.audit_search("retry", kinds=("approaches",)) == \
+            project.audit_search("retry", kinds=["approaches"])
+        assert project.stats(7, now=dt.datetime(2026, 11, 28)) == \
+            project.stats(days=7, now=dt.datetime(2026, 11, 28))

@@ -827,3 +827,86 @@ class Project:
 
         with self._site_view() as store:
             return cast(list[TurnActivity], turn_activity_rows(store, per_turn=per_turn))
+
+
+# --------------------------------------------------------------------------- argument types
+#
+# The CLI's options check their values' types (click); a notebook calling the API with the
+# wrong type met an AttributeError or TypeError from deep inside (``stats(now="2026-11-28")``:
+# 'str' object has no attribute 'tzinfo'; ``audit_search(kinds="approaches")`` read the text
+# as a list of one-letter kinds). Each public method's arguments whose annotation is one of
+# these simple types are checked when it is called: a UsageError naming the method, the
+# argument and what it takes. Other annotations (paths, callables, flags) are not checked.
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_texts(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+
+
+_CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "str": (lambda v: isinstance(v, str), "text"),
+    "int": (_is_int, "a whole number"),
+    "float": (_is_number, "a number"),
+    "dt.datetime": (lambda v: isinstance(v, dt.datetime), "a datetime.datetime"),
+    "dt.date": (lambda v: isinstance(v, dt.date), "a datetime.date"),
+    "dt.date | str": (lambda v: isinstance(v, (dt.date, str)), "a datetime.date or text"),
+    "list[str]": (_is_texts, "a list of text"),
+    "list[Any] | dict[str, Any]": (lambda v: isinstance(v, (list, tuple, dict)),
+                                   "a list or a dict of values"),
+}
+
+
+def _checked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    checks: dict[str, tuple[Callable[[Any], bool], str, bool]] = {}
+    for p in sig.parameters.values():
+        text = str(p.annotation)
+        optional = text.endswith(" | None")
+        found = _CHECKED.get(text.removesuffix(" | None"))
+        if found is not None:
+            checks[p.name] = (*found, optional)
+    if not checks:
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)  # Python's own error for a missing or extra argument
+        for arg, value in bound.arguments.items():
+            check = checks.get(arg)
+            if check is None or (value is None and check[2]) or check[0](value):
+                continue
+            from toolkit.errors import UsageError
+
+            raise UsageError(f"Project.{name}: {arg} must be {check[1]}"
+                             f"{' or None' if check[2] else ''}, not {value!r}")
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def _check_arguments(cls: type) -> None:
+    import inspect
+
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(member, classmethod):
+            setattr(cls, name, classmethod(_checked(name, member.__func__)))
+        elif inspect.isfunction(member):
+            setattr(cls, name, _checked(name, member))
+
+
+_check_arguments(Project)

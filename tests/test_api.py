@@ -7,6 +7,7 @@ import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -307,3 +308,26 @@ def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeyp
             project.audit_search("retry", kinds=["approaches"])
         assert project.stats(7, now=dt.datetime(2026, 11, 28)) == \
             project.stats(days=7, now=dt.datetime(2026, 11, 28))
+
+
+def test_one_project_answers_several_threads_at_once(world, monkeypatch, tmp_path):
+    """A Project reads through one DuckDB connection: from several threads at once it failed
+    with DuckDB's errors (ResourceInUse, a connection closed under a query by another
+    thread's refresh). Each call now holds the project's lock: every thread gets the answer
+    one thread alone gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.chdir(world.project)
+    with Project.open(db=tmp_path / "s.duckdb") as project:
+        want = (project.tables(), project.rows("SELECT count(*) FROM dispatches").rows,
+                project.task_status("Cap webhook retries at 5 attempts"))
+
+        def ask(i: int) -> tuple[Any, ...]:
+            if i % 4 == 3:
+                project.refresh()  # closes and reopens the connection the others read
+            return (project.tables(), project.rows("SELECT count(*) FROM dispatches").rows,
+                    project.task_status("Cap webhook retries at 5 attempts"))
+
+        with ThreadPoolExecutor(6) as pool:
+            got = list(pool.map(ask, range(24)))
+    assert got == [want] * 24

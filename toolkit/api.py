@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
@@ -330,6 +331,8 @@ class Project:
         self.memory_limit = memory_limit  # DuckDB size a query may use (None: 1GB)
         self._reader: Store | None = None
         self._held: Store | None = None  # the store a refresh with hold=True left open
+        # one call at a time on this project's store connection (see _guarded)
+        self._calls = threading.RLock()
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -829,14 +832,22 @@ class Project:
             return cast(list[TurnActivity], turn_activity_rows(store, per_turn=per_turn))
 
 
-# --------------------------------------------------------------------------- argument types
+# --------------------------------------------------------------------------- each call
 #
-# The CLI's options check their values' types (click); a notebook calling the API with the
-# wrong type met an AttributeError or TypeError from deep inside (``stats(now="2026-11-28")``:
-# 'str' object has no attribute 'tzinfo'; ``audit_search(kinds="approaches")`` read the text
-# as a list of one-letter kinds). Each public method's arguments whose annotation is one of
-# these simple types are checked when it is called: a UsageError naming the method, the
-# argument and what it takes. Other annotations (paths, callables, flags) are not checked.
+# Argument types. The CLI's options check their values' types (click); a notebook calling the
+# API with the wrong type met an AttributeError or TypeError from deep inside
+# (``stats(now="2026-11-28")``: 'str' object has no attribute 'tzinfo';
+# ``audit_search(kinds="approaches")`` read the text as a list of one-letter kinds). Each
+# public method's arguments whose annotation is one of these simple types are checked when it
+# is called: a UsageError naming the method, the argument and what it takes. Other
+# annotations (paths, callables, flags) are not checked.
+#
+# Threads. A project reads through one DuckDB connection, which takes one call at a time: a
+# Project used from several threads at once failed with DuckDB's errors (ResourceInUse, "the
+# connection has already been closed" when one thread's refresh closed it under another's
+# query). Each public method holds the project's lock for its call; :meth:`Project.interrupt`
+# does not (it stops the call that holds it). A relation :meth:`Project.sql` returns runs
+# when it is fetched, outside the lock: from several threads, use :meth:`Project.rows`.
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -863,7 +874,9 @@ _CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _checked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., Any]:
+    """``fn`` (a public method of Project named ``name``) with its simple arguments checked
+    and, with ``lock``, run under the project's lock (its first argument's)."""
     import functools
     import inspect
 
@@ -875,38 +888,45 @@ def _checked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         found = _CHECKED.get(text.removesuffix(" | None"))
         if found is not None:
             checks[p.name] = (*found, optional)
-    if not checks:
+    if not checks and not lock:
         return fn
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError:
-            return fn(*args, **kwargs)  # Python's own error for a missing or extra argument
+            return  # Python's own error for a missing or extra argument, from the call
         for arg, value in bound.arguments.items():
-            check = checks.get(arg)
-            if check is None or (value is None and check[2]) or check[0](value):
+            rule = checks.get(arg)
+            if rule is None or (value is None and rule[2]) or rule[0](value):
                 continue
             from toolkit.errors import UsageError
 
-            raise UsageError(f"Project.{name}: {arg} must be {check[1]}"
-                             f"{' or None' if check[2] else ''}, not {value!r}")
-        return fn(*args, **kwargs)
+            raise UsageError(f"Project.{name}: {arg} must be {rule[1]}"
+                             f"{' or None' if rule[2] else ''}, not {value!r}")
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if checks:
+            check(args, kwargs)
+        if not lock:
+            return fn(*args, **kwargs)
+        with args[0]._calls:
+            return fn(*args, **kwargs)
 
     return call
 
 
-def _check_arguments(cls: type) -> None:
+def _guard_methods(cls: type) -> None:
     import inspect
 
     for name, member in list(vars(cls).items()):
         if name.startswith("_"):
             continue
         if isinstance(member, classmethod):
-            setattr(cls, name, classmethod(_checked(name, member.__func__)))
+            setattr(cls, name, classmethod(_guarded(name, member.__func__, lock=False)))
         elif inspect.isfunction(member):
-            setattr(cls, name, _checked(name, member))
+            setattr(cls, name, _guarded(name, member, lock=name != "interrupt"))
 
 
-_check_arguments(Project)
+_guard_methods(Project)

@@ -435,8 +435,9 @@ def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, mon
 def test_a_client_that_dies_mid_message_leaves_the_whole_calls_done_and_the_server_gone(
         project, tmp_path):
     """The client's end of stdin closes in the middle of a message (a crashed agent): the
-    server runs every call that came whole, writes nothing for the cut one, and exits 0 at
-    once, without a traceback."""
+    server runs every call that came whole, runs nothing of the cut one (its half line is
+    answered as text that is not JSON, id null, as any such line is), and exits 0 at once,
+    without a traceback."""
     import json
     import subprocess
 
@@ -461,8 +462,60 @@ def test_a_client_that_dies_mid_message_leaves_the_whole_calls_done_and_the_serv
     assert done.returncode == 0, done.stderr.decode()
     answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
     assert answers[0]["id"] == 1 and "serverInfo" in answers[0]["result"]
+    assert answers[1:] == [{"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700, "message": "Parse error: the line is not JSON"}}]
     # (the MCP SDK drops the answers of calls still running when stdin ends: their caller
     # is gone; the call itself ran whole)
     assert rows(project.audit_db, "SELECT category, description FROM actions "
                 "WHERE category = 'eof_test'") == [("eof_test", "the whole call")]
     assert "Traceback" not in done.stderr.decode()
+
+
+def test_a_line_the_server_cannot_read_is_answered_as_json_rpc_says(project, tmp_path):
+    """The SDK's stdio transport dropped a line it could not read without a word, and the
+    client waited for ever: text that is not JSON gets a parse error (-32700, id null); a
+    request Python reads but the SDK refuses (a lone surrogate, "\\ud800") gets an invalid
+    request error with its id; a notification so refused gets nothing. The server goes on."""
+    import json
+    import subprocess
+    import threading
+
+    env = _env(project)
+    env["NAGI_LEDGER_DB"] = str(tmp_path / "wire.db")
+    with open(tmp_path / "server.log", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "toolkit", "mcp"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                env=env, cwd=str(project.root), text=True, encoding="utf-8")
+        # a server that never answers is killed (a watchdog, not a timing): the test then
+        # fails on its closed output instead of waiting for ever, as the client did
+        watchdog = threading.Timer(60, proc.kill)
+        watchdog.start()
+        try:
+            _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}})
+            _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write("not json\n")
+            proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/x", '
+                             '"params": {"a": "\\ud800"}}\n')
+            proc.stdin.write('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": '
+                             '{"name": "ledger_task_status", "arguments": {"task": "\\ud800x"}}}'
+                             "\n")
+            proc.stdin.flush()
+            answers = [json.loads(proc.stdout.readline() or "null") for _ in range(2)]
+            ping = _rpc(proc, {"jsonrpc": "2.0", "id": 8, "method": "ping"}) \
+                if None not in answers else None
+        finally:
+            watchdog.cancel()
+            proc.stdin.close()
+            proc.wait(timeout=30)
+            reap(proc)
+    assert answers == [
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32700, "message": "Parse error: the line is not JSON"}},
+        {"jsonrpc": "2.0", "id": 7,
+         "error": {"code": -32600, "message": "Invalid Request: it holds a lone surrogate "
+                                              "(\\ud800), which is not text"}}]
+    assert ping == {"jsonrpc": "2.0", "id": 8, "result": {}}
+    assert "Traceback" not in (tmp_path / "server.log").read_text()

@@ -387,5 +387,80 @@ def build_server(cfg: Config, now: dt.datetime | None = None, tool_set: str = "a
 
 
 def serve_stdio(cfg: Config, now: dt.datetime | None = None, tool_set: str = "all") -> None:
-    """Serve the tools over stdin/stdout until the client disconnects."""
-    build_server(cfg, now, tool_set).run("stdio")
+    """Serve the tools over stdin/stdout until the client disconnects.
+
+    The SDK's stdio transport drops a line it cannot read as a JSON-RPC message without a
+    word (its dispatcher only logs it), so a client that sent one waited for ever: a line
+    that is not JSON, or a request holding a lone surrogate (``"\\ud800"``: Python reads it,
+    the SDK's parser refuses it). Here each such line is answered as JSON-RPC 2.0 says: a
+    parse error (-32700, id null) for text that is not JSON, an invalid request (-32600)
+    with the request's id, when it has one, for JSON that is not a message the server can
+    take. The rest goes to the SDK's server as :meth:`MCPServer.run` would send it."""
+    import anyio
+
+    server = build_server(cfg, now, tool_set)
+    lowlevel = getattr(server, "_lowlevel_server", None)  # (the SDK's run_stdio_async's)
+    if lowlevel is None:  # another SDK: its own transport, as it is
+        server.run("stdio")
+        return
+    anyio.run(_serve_answering_bad_lines, lowlevel)
+
+
+async def _serve_answering_bad_lines(lowlevel: Any) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    async with stdio_server() as (read_stream, write_stream):
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def pump() -> None:
+            async with send:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        answer = _bad_line_answer(item)
+                        if answer is not None:
+                            await write_stream.send(SessionMessage(answer))
+                        continue
+                    await send.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+
+
+def _bad_line_answer(exc: Exception) -> Any:
+    """The JSON-RPC error answering a line the SDK could not read (``exc``, its pydantic
+    ValidationError, whose first error holds the line or the object read from it); None for
+    a notification (no id: nothing is answered to one)."""
+    import json
+
+    from mcp_types import ErrorData, JSONRPCError
+
+    from toolkit.textio import lone_surrogate
+
+    errors = getattr(exc, "errors", None)
+    first = (errors() or [{}])[0] if callable(errors) else {}
+    given = first.get("input")
+    message: Any = given
+    if isinstance(given, str):
+        try:
+            message = json.loads(given)
+        except ValueError:
+            return JSONRPCError(jsonrpc="2.0", id=None,
+                                error=ErrorData(code=-32700, message="Parse error: the line "
+                                                "is not JSON"))
+    if not isinstance(message, dict):
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+            code=-32600, message="Invalid Request: a message is a JSON object"))
+    rid = message.get("id")
+    if rid is None and "method" in message:
+        return None  # a notification
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
+        rid = None
+    bad = lone_surrogate(json.dumps(message, ensure_ascii=False)) if isinstance(given, str) \
+        else None
+    why = (f"it holds a lone surrogate ({bad}), which is not text" if bad
+           else "it is not a JSON-RPC 2.0 request the server takes")
+    return JSONRPCError(jsonrpc="2.0", id=rid,
+                        error=ErrorData(code=-32600, message=f"Invalid Request: {why}"))

@@ -70,6 +70,8 @@ def test_a_file_size_limit_of_zero_or_less_is_a_usage_error(project, cli_run, mo
 
 @pytest.mark.parametrize("text, where", [
     ("today: not a date", "{yaml}: today: 'not a date' is not a date; use YYYY-MM-DD"),
+    # unquoted, so YAML itself read it as a date it could not build: "invalid YAML", exit 65
+    ("today: 2026-13-01", "{yaml}: today: '2026-13-01' is not a date; use YYYY-MM-DD"),
     ("max_file_mb: abc", "{yaml}: max_file_mb: 'abc' is not a number"),
     ("redact: maybe", "{yaml}: setting redact must be true or false, not the text 'maybe'"),
     ("", "$TOOLKIT_TODAY: 'soon' is not a date; use YYYY-MM-DD")])

@@ -232,7 +232,7 @@ def _parse_today(value: Any, origin: str, path: Path | None = None) -> dt.date:
 
 def load_file_settings(path: Path) -> dict[str, Any]:
     """Read toolkit.yaml: a mapping of known keys; relative paths made absolute."""
-    data = load_yaml(read_text(path), path)
+    data = load_yaml(read_text(path), path, dates=False)  # today: is checked as text
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from toolkit.errors import DataError, TooLargeError
 
@@ -422,18 +422,25 @@ def parse_yaml(parse: Callable[[type[yaml.SafeLoader]], _T]) -> _T:
     return parse(yaml.SafeLoader)
 
 
-_LOADERS: dict[type, type] = {}  # a base loader: its _safe_loader
+_LOADERS: dict[tuple[type, bool], type] = {}  # (a base loader, dates): its _safe_loader
 
 
-def _safe_loader(base: type[yaml.SafeLoader]) -> type[yaml.SafeLoader]:
-    """``base`` (see :func:`parse_yaml`) reporting a value it cannot build at its node. Made
-    on first use: PyYAML is imported by what reads YAML, not by every command (a project
-    without toolkit.yaml answers `toolkit slop query` without it)."""
+def _safe_loader(base: type[yaml.SafeLoader], dates: bool = True) -> type[yaml.SafeLoader]:
+    """``base`` (see :func:`parse_yaml`) reporting a value it cannot build at its node
+    (``dates=False``: building no dates, which stay text). Made on first use: PyYAML is
+    imported by what reads YAML, not by every command (a project without toolkit.yaml
+    answers `toolkit slop query` without it)."""
     import yaml
 
-    made: type[yaml.SafeLoader] | None = _LOADERS.get(base)
+    made: type[yaml.SafeLoader] | None = _LOADERS.get((base, dates))
     if made is not None:
         return made
+    if not dates:
+        text_dates = cast("type[yaml.SafeLoader]", type("_TextDates", (_safe_loader(base),), {}))
+        text_dates.add_constructor("tag:yaml.org,2002:timestamp",
+                                   yaml.constructor.SafeConstructor.construct_yaml_str)
+        _LOADERS[(base, dates)] = text_dates
+        return text_dates
 
     class _SafeLoader(base):
         def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
@@ -445,17 +452,20 @@ def _safe_loader(base: type[yaml.SafeLoader]) -> type[yaml.SafeLoader]:
                 raise yaml.constructor.ConstructorError(
                     None, None, str(exc) or type(exc).__name__, node.start_mark) from None
 
-    _LOADERS[base] = _SafeLoader
+    _LOADERS[(base, dates)] = _SafeLoader
     return _SafeLoader
 
 
-def load_yaml(text: str, path: Path | str) -> Any:
-    """Parse YAML with the safe loader; errors name the line and column."""
+def load_yaml(text: str, path: Path | str, *, dates: bool = True) -> Any:
+    """Parse YAML with the safe loader; errors name the line and column. ``dates=False``:
+    an unquoted date (``2026-11-28``) stays text, for a reader that checks its values itself
+    (toolkit.yaml: ``today: 2026-13-01`` is a bad setting, exit 2, not a file YAML cannot
+    read, exit 65)."""
     import yaml
 
     check_yaml_depth(text, path)
     try:
-        return parse_yaml(lambda base: _load_yaml(text, path, _safe_loader(base)))
+        return parse_yaml(lambda base: _load_yaml(text, path, _safe_loader(base, dates)))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

@@ -502,8 +502,15 @@ def test_a_line_the_server_cannot_read_is_answered_as_json_rpc_says(project, tmp
             proc.stdin.write('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": '
                              '{"name": "ledger_task_status", "arguments": {"task": "\\ud800x"}}}'
                              "\n")
+            # lines that crashed the first version of this answering: nesting too deep for
+            # Python's reader, an id that cannot be written back; and JSON of another shape
+            # (its id is not in what the SDK reports: null, as JSON-RPC answers an id that
+            # could not be read)
+            proc.stdin.write("[" * 5000 + "]" * 5000 + "\n")
+            proc.stdin.write('{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}\n')
+            proc.stdin.write('{"jsonrpc": "2.0", "id": 9, "method": 5}\n')
             proc.stdin.flush()
-            answers = [json.loads(proc.stdout.readline() or "null") for _ in range(2)]
+            answers = [json.loads(proc.stdout.readline() or "null") for _ in range(5)]
             ping = _rpc(proc, {"jsonrpc": "2.0", "id": 8, "method": "ping"}) \
                 if None not in answers else None
         finally:
@@ -516,6 +523,14 @@ def test_a_line_the_server_cannot_read_is_answered_as_json_rpc_says(project, tmp
          "error": {"code": -32700, "message": "Parse error: the line is not JSON"}},
         {"jsonrpc": "2.0", "id": 7,
          "error": {"code": -32600, "message": "Invalid Request: it holds a lone surrogate "
-                                              "(\\ud800), which is not text"}}]
+                                              "(\\ud800), which is not text"}},
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32700, "message": "Parse error: the line is not JSON"}},
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32600, "message": "Invalid Request: it holds a lone surrogate "
+                                              "(\\ud800), which is not text"}},
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32600, "message": "Invalid Request: not a JSON-RPC 2.0 message "
+                                              "the server takes"}}]
     assert ping == {"jsonrpc": "2.0", "id": 8, "result": {}}
     assert "Traceback" not in (tmp_path / "server.log").read_text()

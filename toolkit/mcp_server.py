@@ -418,7 +418,10 @@ async def _serve_answering_bad_lines(lowlevel: Any) -> None:
             async with send:
                 async for item in read_stream:
                     if isinstance(item, Exception):
-                        answer = _bad_line_answer(item)
+                        try:
+                            answer = _bad_line_answer(item)
+                        except Exception:  # whatever the line held: the server goes on
+                            answer = _error(None, -32600, "Invalid Request")
                         if answer is not None:
                             await write_stream.send(SessionMessage(answer))
                         continue
@@ -429,38 +432,44 @@ async def _serve_answering_bad_lines(lowlevel: Any) -> None:
             await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
 
 
+def _error(rid: Any, code: int, message: str) -> Any:
+    from mcp_types import ErrorData, JSONRPCError
+
+    return JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(code=code, message=message))
+
+
 def _bad_line_answer(exc: Exception) -> Any:
     """The JSON-RPC error answering a line the SDK could not read (``exc``, its pydantic
-    ValidationError, whose first error holds the line or the object read from it); None for
-    a notification (no id: nothing is answered to one)."""
-    import json
+    ValidationError); None for a notification (nothing is answered to one).
 
-    from mcp_types import ErrorData, JSONRPCError
+    Only a line the SDK's JSON parser refused is in the error whole (its first error, of type
+    ``json_invalid``): text that is not JSON is a parse error, id null; JSON that Python reads
+    (a lone surrogate the SDK's parser refuses) is an invalid request with its id, when that
+    id can be written back. JSON of another shape (the error then holds only the field that
+    failed) is an invalid request with id null, as JSON-RPC 2.0 answers a request whose id
+    could not be read."""
+    import json
 
     from toolkit.textio import lone_surrogate
 
     errors = getattr(exc, "errors", None)
     first = (errors() or [{}])[0] if callable(errors) else {}
-    given = first.get("input")
-    message: Any = given
-    if isinstance(given, str):
-        try:
-            message = json.loads(given)
-        except ValueError:
-            return JSONRPCError(jsonrpc="2.0", id=None,
-                                error=ErrorData(code=-32700, message="Parse error: the line "
-                                                "is not JSON"))
+    if first.get("type") != "json_invalid" or not isinstance(first.get("input"), str):
+        return _error(None, -32600, "Invalid Request: not a JSON-RPC 2.0 message the server "
+                                    "takes")
+    try:
+        message = json.loads(first["input"])
+    except (ValueError, RecursionError):
+        return _error(None, -32700, "Parse error: the line is not JSON")
     if not isinstance(message, dict):
-        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
-            code=-32600, message="Invalid Request: a message is a JSON object"))
+        return _error(None, -32600, "Invalid Request: a message is a JSON object")
     rid = message.get("id")
     if rid is None and "method" in message:
         return None  # a notification
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
-        rid = None
-    bad = lone_surrogate(json.dumps(message, ensure_ascii=False)) if isinstance(given, str) \
-        else None
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)) or \
+            (isinstance(rid, str) and lone_surrogate(rid)):
+        rid = None  # (an id that cannot be written back as UTF-8 is not one)
+    bad = lone_surrogate(json.dumps(message, ensure_ascii=False))
     why = (f"it holds a lone surrogate ({bad}), which is not text" if bad
-           else "it is not a JSON-RPC 2.0 request the server takes")
-    return JSONRPCError(jsonrpc="2.0", id=rid,
-                        error=ErrorData(code=-32600, message=f"Invalid Request: {why}"))
+           else "not a JSON-RPC 2.0 message the server takes")
+    return _error(rid, -32600, f"Invalid Request: {why}")

@@ -226,8 +226,6 @@ class HandoffReport:
     root: Path | None = None  # the project folder (check rows show paths from it)
     # sources the store could not read at its last load (Store.stale_sources' messages)
     stale: list[str] = field(default_factory=list)
-    # when the ledger last changed (queries.ledger_changed_at): a prune leaves no Date to see
-    ledger_at: str | None = None
 
     @property
     def pending_total(self) -> int:
@@ -243,8 +241,7 @@ class HandoffReport:
     def as_of(self) -> str | None:
         """The newest timestamp among the records shown: stable while the data is."""
         return _newest(self.slop, self.dispatches, self.approaches,
-                       [c.date for c in self.ledger if c.date]
-                       + ([self.ledger_at] if self.ledger_at else []))
+                       [c.date for c in self.ledger if c.date])
 
 
 def _newest(slop: list[dict[str, Any]], dispatches: list[dict[str, Any]],
@@ -363,7 +360,6 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     for row in queries.handoff_dead_ends(store, limit=APPROACH_ROWS):
         by_task.setdefault(row["task"], []).append(row)
     approaches = list(by_task.items())
-    ledger_at = queries.ledger_changed_at(store)
 
     if since is not None:
         since_info = Since("date", since.isoformat())
@@ -374,10 +370,9 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     elif previous is not None and day_of(previous[0]) is not None:
         since_info = Since("issue", previous[0], source=previous[1])
         ledger = _changes_since_date(entries, day_of(previous[0]) or dt.date.min, None, store)
-    else:  # the window ends at the newest record, a change of the ledger's own included
+    else:
         newest = _newest(slop, dispatches, approaches,
-                         [str(e["date"]) for e in entries if e.get("date")]
-                         + ([ledger_at] if ledger_at else []))
+                         [str(e["date"]) for e in entries if e.get("date")])
         until = day_of(newest) if newest else None
         if until is None:
             since_info, ledger = Since("window", None), []
@@ -392,7 +387,7 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
         state_path=state_path, next_state=next_state, goal=_active_goal(store),
         checks=None if checks is None else list(checks), root=cfg.project_root,
-        stale=[s.message() for s in store.stale_sources()], ledger_at=ledger_at)
+        stale=[s.message() for s in store.stale_sources()])
 
 
 def _active_goal(store: Store) -> dict[str, Any] | None:

@@ -188,19 +188,6 @@ def ledger_confidences_before(store: Store, day: dt.date
     return {str(k): (c, str(f), t) for k, c, f, t in rows}
 
 
-def ledger_changed_at(store: Store) -> str | None:
-    """When the ledger last changed, as its git history knows it: the newest of its commits
-    and its working files (a change not yet committed, at the files' time), as
-    ``YYYY-MM-DD HH:MM:SS``; None without git history (the files' time alone says when they
-    were copied or checked out as much as when they changed)."""
-    if "ledger_versions" not in store.tables():
-        return None
-    at = store.scalar(f"SELECT CASE WHEN count(*) FILTER (WHERE source = 'git') > 0 "
-                      f"THEN {_ts('max(ts)')} END FROM ledger_versions "
-                      "WHERE timeline = 'main' AND source IN ('git', 'working')")
-    return str(at) if at else None
-
-
 def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:
     """DEAD_END and NO_GO approaches grouped by task: the task with the newest one first,
     newest first within a task."""

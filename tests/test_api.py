@@ -272,7 +272,12 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
                  (lambda: project.turn_diff(1, turn=3),
                   "give a snapshot number or a turn, not both"),
                  (lambda: project.turn_diff("1"),
-                  "Project.turn_diff: number must be a whole number or None, not '1'")]
+                  "Project.turn_diff: number must be a whole number or None, not '1'"),
+                 # -1 listed every snapshot but the oldest, 0 every one
+                 (lambda: project.snapshots(limit=0),
+                  "limit must be a whole number of at least 1, not 0"),
+                 (lambda: project.snapshots(limit=-1),
+                  "limit must be a whole number of at least 1, not -1")]
         for call, message in cases:
             with pytest.raises(UsageError) as err:
                 call()
@@ -303,9 +308,15 @@ def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeyp
             with pytest.raises(UsageError) as err:
                 call()
             assert err.value.message == message
-        # the right types still answer, a tuple of kinds as a list
+        # the right types still answer: a tuple or a set of kinds as a list, numpy's whole
+        # numbers as ints
+        import numpy as np
+
         assert project.audit_search("retry", kinds=("approaches",)) == \
+            project.audit_search("retry", kinds={"approaches"}) == \
             project.audit_search("retry", kinds=["approaches"])
+        assert project.rows("SELECT id FROM dispatches", max_rows=np.int64(2)).rows == \
+            project.rows("SELECT id FROM dispatches", max_rows=2).rows
         assert project.stats(7, now=dt.datetime(2026, 11, 28)) == \
             project.stats(days=7, now=dt.datetime(2026, 11, 28))
 

@@ -850,15 +850,31 @@ class Project:
 # when it is fetched, outside the lock: from several threads, use :meth:`Project.rows`.
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """A whole number: an int or what stands for one (``operator.index``: numpy's integers),
+    not a bool."""
+    import operator
+
+    if isinstance(v, bool):
+        return False
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def _is_texts(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+    """Texts in any collection (a list, a tuple, a set...), not one text (its letters)."""
+    from collections.abc import Collection
+
+    return (isinstance(v, Collection) and not isinstance(v, (str, bytes, dict))
+            and all(isinstance(x, str) for x in v))
 
 
 _CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -891,24 +907,33 @@ def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., 
     if not checks and not lock:
         return fn
 
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's arguments, checked; a whole number that is not an int (numpy's) is
+        passed on as one, as the code below expects."""
+        import operator
+
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError:
-            return  # Python's own error for a missing or extra argument, from the call
+            return args, kwargs  # Python's own error for a missing or extra argument
         for arg, value in bound.arguments.items():
             rule = checks.get(arg)
-            if rule is None or (value is None and rule[2]) or rule[0](value):
+            if rule is None or (value is None and rule[2]):
                 continue
-            from toolkit.errors import UsageError
+            if not rule[0](value):
+                from toolkit.errors import UsageError
 
-            raise UsageError(f"Project.{name}: {arg} must be {rule[1]}"
-                             f"{' or None' if rule[2] else ''}, not {value!r}")
+                raise UsageError(f"Project.{name}: {arg} must be {rule[1]}"
+                                 f"{' or None' if rule[2] else ''}, not {value!r}")
+            if rule[0] is _is_int and type(value) is not int:
+                bound.arguments[arg] = operator.index(value)
+        return bound.args, bound.kwargs
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if checks:
-            check(args, kwargs)
+            args, kwargs = check(args, kwargs)
         if not lock:
             return fn(*args, **kwargs)
         with args[0]._calls:

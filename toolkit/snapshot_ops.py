@@ -72,6 +72,8 @@ class SnapshotListing:
 
 
 def list_snapshots(cfg: Config, limit: int | None = None) -> SnapshotListing:
+    if limit is not None and limit < 1:  # (-1 cut the oldest off, 0 listed every one)
+        raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
     repo = side_repo(cfg)
     snaps = snap.list_snapshots(repo)
     return SnapshotListing(repo, cfg.workspace, snaps[:limit] if limit else snaps, len(snaps))

@@ -1910,6 +1910,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
     than the limit stops with an error instead of filling the disk with temp files. Used by
     ``toolkit query`` and ``toolkit.api.Project.sql``."""
     import duckdb
+    check_memory_limit(memory_limit)
     if not check_store_path(Path(db_path)):
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
@@ -1936,6 +1937,19 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
         conn.close()
         raise
     return conn
+
+
+def check_memory_limit(memory_limit: str) -> None:
+    """Refuse a memory limit DuckDB does not read as a size (asked of DuckDB itself, on a
+    connection to no file): before the store is looked for, so the error is the same whether
+    or not it exists yet."""
+    import duckdb
+
+    try:
+        duckdb.connect(":memory:", config={"memory_limit": memory_limit}).close()
+    except (duckdb.ParserException, duckdb.InvalidInputException):
+        raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
+                         hint="Use a number and a unit, e.g. 500MB or 2GB") from None
 
 
 def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:

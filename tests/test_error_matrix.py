@@ -415,8 +415,9 @@ def test_text_that_is_not_utf8_given_to_the_store_is_a_usage_error(world, tmp_pa
 def test_a_project_in_a_folder_whose_name_is_not_utf8_is_told_where_its_store_can_go(
         tmp_path, isolated_env, monkeypatch):
     """DuckDB cannot open a store whose path is not UTF-8 (it raised std::bad_cast, a
-    traceback): the error names the store and the settings that move it, and no store
-    folder is made. The ledger, which needs no store, still reads there."""
+    traceback): the error names the store and says to rename the folders (another --db is no
+    way out: the store records the project's source paths, which are not UTF-8 either), and
+    no store folder is made. The ledger, which needs no store, still reads there."""
     project = tmp_path / NOT_UTF8 / "proj"
     (project / ".smith" / "vault" / "ledger").mkdir(parents=True)
     (project / ".smith" / "vault" / "ledger" / "patterns.md").write_text(
@@ -425,7 +426,7 @@ def test_a_project_in_a_folder_whose_name_is_not_utf8_is_told_where_its_store_ca
     code, stdout, stderr = _run_in_process(["status"])
     check_outcome(code, stdout, stderr, "")
     assert code == 2 and "ledger.duckdb: is not a UTF-8 path" in stderr
-    assert "--db, TOOLKIT_DB or db: in toolkit.yaml" in stderr
+    assert "Rename the folders on the way to a UTF-8 name" in stderr
     assert not (project / ".toolkit").exists()
     listed = _run_in_process(["ledger", "list"])
     assert listed[0] == 0 and "Grep first" in listed[1], listed

@@ -1395,8 +1395,8 @@ def check_store_path(path: Path) -> bool:
     if lone_surrogate(os.fsdecode(path)):  # DuckDB failed on it (std::bad_cast), a traceback
         raise UsageError("is not a UTF-8 path (it holds bytes of another encoding), which "
                          "DuckDB cannot open as a store", path=os.fsdecode(path),
-                         hint="Rename the folder, or give the store another path (--db, "
-                              "TOOLKIT_DB or db: in toolkit.yaml)")
+                         hint="Rename the folders on the way to a UTF-8 name (the store "
+                              "also records the project's source paths, which must be text)")
     try:
         st = os.stat(path)
     except FileNotFoundError:

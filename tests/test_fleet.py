@@ -160,6 +160,17 @@ def test_two_projects_reading_the_same_records_are_told_they_count_them_twice(
     assert note not in _fleet(cli_run, world, "list").stderr
 
 
+def test_one_folder_listed_twice_through_a_link_is_one_project(world, cli_run):
+    """The same folder reached by its path and through a link to it is one project, as before
+    the two-folders-one-name check, not an error."""
+    (world.base / "links").mkdir()
+    (world.base / "links" / "beta").symlink_to(world.beta)
+    world.fleet_file.write_text("projects:\n  - code/beta\n  - links/beta\n", encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    assert [p["name"] for p in json.loads(result.stdout)["projects"]].count("beta") == 1
+
+
 def test_no_smith_index_and_no_fleet_file_lists_the_records_projects(world, cli_run):
     (world.home / ".smith" / "projects.json").unlink()
     world.fleet_file.unlink()

@@ -159,7 +159,9 @@ def read_fleet_file(path: Path) -> list[KnownProject]:
         folder = Path(os.path.normpath(p if p.is_absolute() else path.parent / p))
         project = (name or folder.name).strip()
         first = named.setdefault(project, (where, folder))
-        if first[1] != folder:  # one name for two folders: one of them was dropped unsaid
+        # one name for two folders (not one folder reached two ways, through a link): one
+        # of them was dropped unsaid
+        if first[1] != folder and os.path.realpath(first[1]) != os.path.realpath(folder):
             raise DataError(f"{first[0]} and {where} are both named {project} ({first[1]}, "
                             f"{folder}); a fleet's names tell its projects apart", path=path,
                             hint="Give one of them another name: {name: ..., path: ...}")

@@ -70,15 +70,25 @@ def test_a_project_elsewhere_is_named_with_equals_and_a_run_pytest_rooted_in_it_
     (team / "tests" / "test_agent.py").write_text(
         "def test_reads(agent_project):\n    assert agent_project.root.name == 'acme-api'\n")
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, tests: str = "tests", **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args,
-                               "tests"], cwd=team, capture_output=True, text=True, timeout=300)
+                               tests], cwd=team, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **env})
 
+    message = (f"ERROR: pytest took {project.root} (after --agent-project) for a test path "
+               f"when it chose its rootdir ({project.root}); write "
+               f"--agent-project={project.root} (with '=')")
     refused = run("--agent-project", str(project.root))
-    assert refused.returncode == 4, refused.stdout + refused.stderr
-    assert refused.stderr.strip() == (
-        f"ERROR: pytest took {project.root} (after --agent-project) for a test path when it "
-        f"chose its rootdir ({project.root}); write --agent-project={project.root} (with '=')")
+    assert (refused.returncode, refused.stderr.strip()) == (4, message), refused.stdout
+    # the same from PYTEST_ADDOPTS, which pytest reads before its rootdir too
+    refused = run(PYTEST_ADDOPTS=f"--agent-project {project.root}")
+    assert (refused.returncode, refused.stderr.strip()) == (4, message), refused.stdout
+    # tests that live in the project root the run there rightly: not refused
+    (project.root / "tests").mkdir()
+    (project.root / "tests" / "test_own.py").write_text("def test_own(agent_project):\n"
+                                                         "    assert agent_project.root\n")
+    own = run("--agent-project", str(project.root), tests=str(project.root / "tests"))
+    assert own.returncode == 0, own.stdout + own.stderr
     ok = run(f"--agent-project={project.root}", "-rA")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert f"rootdir: {team}" in ok.stdout

@@ -72,13 +72,23 @@ def pytest_configure(config: pytest.Config) -> None:
     separate ``--agent-project`` counts as a test path then: with the project's own
     pyproject.toml, the run was rooted in the project (its settings, test ids relative to it,
     JUnit names with them). ``--agent-project=PATH`` is one word and is not taken so."""
+    import os
+    import shlex
+
     value = config.getoption("agent_project", None)
-    if not value or "--agent-project" not in config.invocation_params.args:
+    given = [*config.invocation_params.args,
+             *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    if not value or "--agent-project" not in given:
         return
     project = Path(value).resolve()
     invoked = config.invocation_params.dir.resolve()
     root = config.rootpath.resolve()
-    if project in (root, *root.parents) and project not in (invoked, *invoked.parents):
+    # test paths inside the project root the run there rightly (pytest's own rule)
+    paths = [Path(a.split("::")[0]) for a in config.args if not a.startswith("-")]
+    inside = any(project in (q, *q.parents)
+                 for q in ((invoked / a).resolve() for a in paths if (invoked / a).exists()))
+    if project in (root, *root.parents) and project not in (invoked, *invoked.parents) \
+            and not inside:
         raise pytest.UsageError(
             f"pytest took {value} (after --agent-project) for a test path when it chose its "
             f"rootdir ({root}); write --agent-project={value} (with '=')")

@@ -171,6 +171,20 @@ def test_one_folder_listed_twice_through_a_link_is_one_project(world, cli_run):
     assert [p["name"] for p in json.loads(result.stdout)["projects"]].count("beta") == 1
 
 
+def test_a_name_smiths_index_and_the_fleet_file_give_two_folders_is_noted(world, cli_run):
+    """Smith's index has alpha at code/alpha; the fleet file names another folder alpha: the
+    fleet keeps the fleet file's, and said nothing of the other. fleet list notes it."""
+    write_vault(world.base / "other" / "alpha", [("Another ledger", "low")], session=False)
+    world.fleet_file.write_text("projects:\n  - {name: beta, path: code/beta}\n"
+                                "  - {name: alpha, path: other/alpha}\n", encoding="utf-8")
+    listed = _fleet(cli_run, world, "list")
+    assert listed.exit_code == 0, listed.output
+    other = world.base / "other" / "alpha"
+    assert (f"note: alpha names 2 folders: {world.alpha} (Smith's index), {other} (fleet file); "
+            f"the fleet uses {other}. Give the others their own names in the fleet file "
+            "({name: ..., path: ...})") in listed.stderr.splitlines()
+
+
 def test_no_smith_index_and_no_fleet_file_lists_the_records_projects(world, cli_run):
     (world.home / ".smith" / "projects.json").unlink()
     world.fleet_file.unlink()

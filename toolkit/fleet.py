@@ -192,6 +192,28 @@ def known_projects(env: Mapping[str, str], fleet_file: Path | None) -> list[Know
     return sorted(by_name.values(), key=lambda p: p.name)
 
 
+def name_conflicts(env: Mapping[str, str], fleet_file: Path | None) -> list[str]:
+    """A note for each name that Smith's index and the fleet file give to two folders (not
+    one folder reached through a link): :func:`known_projects` keeps the last of them (the
+    fleet file's over the index's), and the other is in no list, page or export. The fleet
+    file's own duplicates are refused when it is read."""
+    found = [*read_smith_index(smith_index(env)),
+             *(read_fleet_file(fleet_file) if fleet_file is not None else [])]
+    folders: dict[str, list[tuple[Path, str]]] = {}
+    for p in found:
+        if p.path is None:
+            continue
+        seen = folders.setdefault(p.name, [])
+        if all(os.path.realpath(q) != os.path.realpath(p.path) for q, _ in seen):
+            origin = p.origins[0] if p.origins else ""
+            seen.append((p.path, {"smith": "Smith's index"}.get(origin, origin)))
+    return [f"note: {name} names {len(places)} folders: "
+            + ", ".join(f"{path} ({origin})" for path, origin in places)
+            + f"; the fleet uses {places[-1][0]}. Give the others their own names in the "
+              "fleet file ({name: ..., path: ...})"
+            for name, places in sorted(folders.items()) if len(places) > 1]
+
+
 # --------------------------------------------------------------------------- the fleet source
 
 FLEET_TABLES = {

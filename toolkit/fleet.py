@@ -169,11 +169,17 @@ def read_fleet_file(path: Path) -> list[KnownProject]:
     return out
 
 
-def known_projects(env: Mapping[str, str], fleet_file: Path | None) -> list[KnownProject]:
+def known_projects(env: Mapping[str, str], fleet_file: Path | None,
+                   notes: list[str] | None = None) -> list[KnownProject]:
     """The projects of Smith's index and the fleet file, merged by name (and by folder: the
-    fleet file's name wins), in name order."""
+    fleet file's name wins), in name order. ``notes`` is told of each name given to two
+    folders (not one folder reached through a link): the last of them is kept (the fleet
+    file's over the index's) and the other is in no list, page or export. (The fleet file's
+    own duplicates are refused when it is read.)"""
     found = [*read_smith_index(smith_index(env)),
              *(read_fleet_file(fleet_file) if fleet_file is not None else [])]
+    if notes is not None:
+        notes += _name_conflicts(found)
     by_name: dict[str, KnownProject] = {}
     by_path: dict[Path, str] = {}
     for p in found:
@@ -192,13 +198,8 @@ def known_projects(env: Mapping[str, str], fleet_file: Path | None) -> list[Know
     return sorted(by_name.values(), key=lambda p: p.name)
 
 
-def name_conflicts(env: Mapping[str, str], fleet_file: Path | None) -> list[str]:
-    """A note for each name that Smith's index and the fleet file give to two folders (not
-    one folder reached through a link): :func:`known_projects` keeps the last of them (the
-    fleet file's over the index's), and the other is in no list, page or export. The fleet
-    file's own duplicates are refused when it is read."""
-    found = [*read_smith_index(smith_index(env)),
-             *(read_fleet_file(fleet_file) if fleet_file is not None else [])]
+def _name_conflicts(found: list[KnownProject]) -> list[str]:
+    """A note for each name ``found`` gives to two folders (see :func:`known_projects`)."""
     folders: dict[str, list[tuple[Path, str]]] = {}
     for p in found:
         if p.path is None:
@@ -406,6 +407,7 @@ class Fleet:
     projects: list[KnownProject]
     load: FleetLoad
     errors: list[ToolkitError]
+    notes: list[str]  # known_projects' notes: a name given to two folders
 
     def close(self) -> None:
         self.store.close()
@@ -425,7 +427,8 @@ def open_fleet(cfg: Config, *, store_path: Path, fleet_file: Path | None,
     from toolkit.store import Store
 
     env = dict(os.environ) if env is None else dict(env)
-    projects = known_projects(env, fleet_file)
+    notes: list[str] = []
+    projects = known_projects(env, fleet_file, notes)
     fcfg = cfg.with_overrides(db_path=Path(store_path))
     source = fleet_source(projects, env)
     store = Store.open(fcfg.db_path, sources=(LEDGER, SESSIONS, SLOP, AUDIT, source))
@@ -438,7 +441,7 @@ def open_fleet(cfg: Config, *, store_path: Path, fleet_file: Path | None,
     load = FleetLoad(list(result.state.get("read", [])), list(result.state.get("unchanged", [])))
     if result.skipped:
         load = FleetLoad([], [p.name for p in projects if p.path is not None])
-    return Fleet(store, projects, load, report.errors)
+    return Fleet(store, projects, load, report.errors, notes)
 
 
 # --------------------------------------------------------------------------- what it holds

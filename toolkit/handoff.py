@@ -487,11 +487,10 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
         if history is not None:
             key = keys.get(eid)
             was = {eid: history[key][0]} if key in history else {}
-        recent = date is not None and date >= since
-        if not recent and not (history is not None and eid in was
-                               and was[eid] != e["confidence"]):
+        moved = eid in was and was[eid] != e["confidence"]
+        if not (date is not None and date >= since) and not (moved and history is not None):
             continue
-        if eid in was and was[eid] != e["confidence"]:
+        if moved:
             change, old = _moved(was[eid], e["confidence"]), was[eid]
         elif history is not None:
             change, old = ("reinforced" if eid in was else "new"), None

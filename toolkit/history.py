@@ -831,7 +831,7 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
            "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title, entry_key")
     params: list[Any] = [list(timelines)]
     if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        if limit < 0:  # (its type: toolkit.api's argument checks)
             raise UsageError(f"limit must be a whole number >= 0, not {limit!r}")
         sql += " LIMIT ?"
         params.append(limit)

@@ -304,13 +304,11 @@ def list_entries(vault: Path, *, category: str | None = None, confidence: str | 
     :func:`dashboard`'s)."""
     vault = Path(vault)
     kind = _file_kind(file)
-    if confidence is not None and (not isinstance(confidence, str)
-                                   or confidence.lower() not in CONFIDENCES):
-        # (the CLI's choice refused it; the API and the MCP answered "no entries")
+    if confidence is not None and confidence.lower() not in CONFIDENCES:
+        # (the CLI's choice refused it; the API answered "no entries". Its type: the API's
+        # argument checks)
         raise UsageError(f"confidence must be one of {', '.join(CONFIDENCES)}, "
                          f"not {confidence!r}")
-    if category is not None and not isinstance(category, str):
-        raise UsageError(f"category must be text, not {category!r}")
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     filters = {k: val for k, val in (("category", category), ("confidence", confidence),
                                      ("file", kind)) if val}

@@ -386,11 +386,16 @@ def _audit_fp(cfg: Config) -> tuple[str, str]:
         pass
     if cfg.audit_json is not None:
         paths.append(cfg.audit_json)
-    # the location status names: the file the load reads (the JSON export when there is no
-    # DB, as _load_audit decides), also when reading it fails
-    shown = cfg.audit_json if cfg.audit_json is not None and not db.exists() \
-        and cfg.audit_json.exists() else db
-    return str(shown), fingerprint_paths(paths)
+    # the location status names: the file the load reads, also when reading it fails
+    return str(_audit_export(cfg) or db), fingerprint_paths(paths)
+
+
+def _audit_export(cfg: Config) -> Path | None:
+    """The nagi-ledger JSON export the audit source reads: when there is no audit DB and the
+    export is set and there; else None (the DB is read, or found missing)."""
+    if cfg.audit_db.exists() or cfg.audit_json is None or not cfg.audit_json.exists():
+        return None
+    return cfg.audit_json
 
 
 def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
@@ -399,9 +404,9 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
 
     db = cfg.audit_db
     prev = (store.source_state("audit") or {}).get("state") or {}
+    if _audit_export(cfg) is not None:
+        return _load_audit_json(store, cfg)
     if not db.exists():
-        if cfg.audit_json is not None and cfg.audit_json.exists():
-            return _load_audit_json(store, cfg)
         for t in audit.TABLES:
             store.conn.execute(f"DELETE FROM {t}")
         return SourceResult("audit", str(db), False,

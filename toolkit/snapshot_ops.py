@@ -146,9 +146,6 @@ def turn_diff(cfg: Config, n: int | None = None, *, turn: int | None = None,
     """The turn that snapshot #n belongs to (or the newest turn numbered ``turn``)."""
     if n is not None and turn is not None:  # (one of them was silently ignored)
         raise UsageError("give a snapshot number or a turn, not both")
-    for value, what in ((n, "the snapshot number"), (turn, "the turn")):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise UsageError(f"{what} must be a whole number, not {value!r}")
     repo = side_repo(cfg)
     snaps = snap.list_snapshots(repo)
     turns = snap.group_turns(snaps)

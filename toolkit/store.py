@@ -1910,8 +1910,8 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
     than the limit stops with an error instead of filling the disk with temp files. Used by
     ``toolkit query`` and ``toolkit.api.Project.sql``."""
     import duckdb
-    check_memory_limit(memory_limit)
     if not check_store_path(Path(db_path)):
+        check_memory_limit(memory_limit)  # (the same error whether or not the store exists)
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
     try:
@@ -1923,8 +1923,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
             "threads": 1 if _small(Path(db_path)) else 2,
         })
     except duckdb.ParserException:  # the only value here a user gives: the memory limit
-        raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
-                         hint="Use a number and a unit, e.g. 500MB or 2GB") from None
+        raise _not_a_size(memory_limit) from None
     try:
         # A second reader of the same file in this process shares the first one's database,
         # whose configuration is locked already (two Project objects open at once).
@@ -1940,16 +1939,20 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
 
 
 def check_memory_limit(memory_limit: str) -> None:
-    """Refuse a memory limit DuckDB does not read as a size (asked of DuckDB itself, on a
-    connection to no file): before the store is looked for, so the error is the same whether
-    or not it exists yet."""
+    """Refuse a memory limit DuckDB does not read as a size, asked of DuckDB itself on a
+    connection to no file (about 17 ms: only where no store connection reads it, so that a
+    missing store does not hide a bad limit)."""
     import duckdb
 
     try:
         duckdb.connect(":memory:", config={"memory_limit": memory_limit}).close()
     except (duckdb.ParserException, duckdb.InvalidInputException):
-        raise UsageError(f"--memory-limit {memory_limit!r} is not a size",
-                         hint="Use a number and a unit, e.g. 500MB or 2GB") from None
+        raise _not_a_size(memory_limit) from None
+
+
+def _not_a_size(memory_limit: str) -> UsageError:
+    return UsageError(f"--memory-limit {memory_limit!r} is not a size",
+                      hint="Use a number and a unit, e.g. 500MB or 2GB")
 
 
 def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
@@ -2092,7 +2095,7 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
     ``toolkit query`` and ``toolkit.api.Project.rows``. Returns (columns, rows, truncated).
     """
     import duckdb
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+    if max_rows < 1:  # (its type: click's, and toolkit.api's argument checks)
         raise UsageError(f"max_rows must be a whole number of at least 1, not {max_rows!r}")
     statement = single_select(conn, sql)
     timer = Deadline(timeout, conn.interrupt)

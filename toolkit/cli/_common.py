@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -40,6 +40,24 @@ class PathValue(click.Path):
                       "files name their paths as UTF-8; rename it or give another path",
                       param, ctx)
         return super().convert(value, param, ctx)
+
+
+def answered(ask: Callable[[], bool]) -> bool:
+    """``ask()``'s answer to a yes/no question; no answer at all (end of input: click's
+    Abort) is a no, on a line of its own (the question's line was left open)."""
+    try:
+        return ask()
+    except click.Abort:
+        click.echo()
+        return False
+
+
+def yes_or_no(question: str) -> bool:
+    """``question (yes/no)`` asked as Smith's commands ask it: yes (or y) is a yes; anything
+    else, or no answer, a no."""
+    return answered(lambda: click.prompt(question + " (yes/no)", default="no",
+                                         show_default=False, prompt_suffix=" ")
+                    .strip().lower() in ("yes", "y"))
 
 
 def _option_names(ctx: click.Context | None) -> set[str]:

@@ -43,7 +43,7 @@ def fleet(ctx: click.Context, fleet_file: Path | None, store_path: Path | None,
 
 
 def _open() -> Any:
-    from toolkit.fleet import default_store, find_fleet_file, name_conflicts, open_fleet
+    from toolkit.fleet import default_store, find_fleet_file, open_fleet
 
     opts = click.get_current_context().obj
     env = dict(os.environ)
@@ -53,7 +53,7 @@ def _open() -> Any:
                         fleet_file=fleet_file, env=env, full=opts["full"])
     for error in opened.errors:
         click.echo(visible(f"Warning: {error}", single_line=True), err=True)
-    _echo_notes(name_conflicts(env, fleet_file))
+    _echo_notes(opened.notes)
     return opened
 
 
@@ -162,7 +162,6 @@ def export(fmt: str, out: Path) -> None:
         find_fleet_file,
         known_projects,
         missing_reason,
-        name_conflicts,
         records_name,
         shared_records_notes,
     )
@@ -173,11 +172,12 @@ def export(fmt: str, out: Path) -> None:
     flags = global_flags(db=False)  # each project keeps its own store
     errors: list[ToolkitError] = []
     names: list[tuple[str, str]] = []  # (fleet project, the name its records give it)
+    notes: list[str] = []
     skipped = 0
     with ExitStack() as stores:
         chosen: list[tuple[str, Store]] = []
         by_store: dict[Path, str] = {}
-        for p in known_projects(env, fleet_file):
+        for p in known_projects(env, fleet_file, notes):
             if p.path is None:
                 continue
             why = missing_reason(p.path)
@@ -213,7 +213,6 @@ def export(fmt: str, out: Path) -> None:
         parts = export_parquet(out, chosen) if chosen else []
     echo_export(parts, out)
     click.echo(f"Projects: {len(chosen)} exported, {skipped} skipped.", err=True)
-    _echo_notes(name_conflicts(env, fleet_file))
-    _echo_notes(shared_records_notes(names))
+    _echo_notes([*notes, *shared_records_notes(names)])
     if errors:
         click.get_current_context().exit(errors[0].exit_code)

@@ -23,6 +23,7 @@ from toolkit.cli._common import (
     get_config,
     get_project,
     table_text,
+    yes_or_no,
 )
 from toolkit.records import CATEGORIES, CONFIDENCES
 
@@ -403,15 +404,7 @@ def prune(auto: bool, yes: bool, dry_run: bool, force: bool, as_json: bool) -> N
     def confirm(plan: Any) -> bool:
         shown_plan.append(plan)
         _render_candidates(plan)
-        if yes:
-            return True
-        try:
-            answer = click.prompt(plan.question() + " (yes/no)", default="no",
-                                  show_default=False, prompt_suffix=" ")
-        except click.Abort:  # end of input: no answer is a "no"
-            click.echo()  # (the question's line was left open)
-            return False
-        return answer.strip().lower() in ("yes", "y")
+        return yes or yes_or_no(plan.question())
 
     result = prune_ledger(cfg.vault, today=cfg.today_date(), dry_run=dry_run, force=force,
                           confirm=None if (auto or as_json) else confirm,
@@ -523,13 +516,7 @@ def reset(yes: bool, dry_run: bool, force: bool, as_json: bool) -> None:
             return True
         click.echo("This will archive the current Ledger and start fresh.")
         click.echo("All existing entries will be preserved in the archive.")
-        try:
-            answer = click.prompt("Are you sure? (yes/no)", default="no", show_default=False,
-                                  prompt_suffix=" ")
-        except click.Abort:  # end of input: no answer is a "no"
-            click.echo()  # (the question's line was left open)
-            return False
-        return answer.strip().lower() in ("yes", "y")
+        return yes_or_no("Are you sure?")
 
     result = reset_ledger(cfg.vault, today=cfg.today_date(), dry_run=dry_run, force=force,
                           confirm=confirm, max_bytes=cfg.max_file_bytes, request=_request())

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import PathValue, echo_json, echo_text, get_config
+from toolkit.cli._common import PathValue, answered, echo_json, echo_text, get_config
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -220,15 +220,10 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
         click.echo("Dry run: nothing changed.")
         return
     refuse_if_dirty(plan, force)
-    if not yes:  # a "no" (or no answer: end of input) is the user's choice, not a failure,
-        try:     # as for ledger prune and reset: exit 0
-            go = click.confirm("Restore these files?")
-        except click.Abort:
-            click.echo()  # (the question's line was left open)
-            go = False
-        if not go:
-            click.echo("Restore cancelled. Nothing changed.")
-            return
+    # a "no" (or no answer) is the user's choice, not a failure: exit 0, as ledger prune's
+    if not yes and not answered(lambda: click.confirm("Restore these files?")):
+        click.echo("Restore cancelled. Nothing changed.")
+        return
     result = apply_restore(plan, force=force)
     refusals(result.refused[len(plan.refused):])
     refused_part = f", {len(result.refused)} refused" if result.refused else ""

@@ -432,43 +432,80 @@ def test_mcp_tools_answer_huge_numbers_and_bad_paths_as_tool_errors(project, mon
     assert run_in_process(project.root, env, read, monkeypatch) == (True, expected)
 
 
-def test_a_client_that_dies_mid_message_leaves_the_whole_calls_done_and_the_server_gone(
-        project, tmp_path):
-    """The client's end of stdin closes in the middle of a message (a crashed agent): the
-    server runs every call that came whole, runs nothing of the cut one (its half line is
-    answered as text that is not JSON, id null, as any such line is), and exits 0 at once,
-    without a traceback."""
+def _message(mid: int | None, method: str, params: dict[str, Any]) -> str:
+    import json
+
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if mid is not None:
+        body["id"] = mid
+    return json.dumps(body) + "\n"
+
+
+def _log_action(mid: int, description: str) -> str:
+    return _message(mid, "tools/call", {"name": "ledger_log_action", "arguments": {
+        "tier": 1, "category": "eof_test", "description": description}})
+
+
+_OPENING = (_message(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "clientInfo": {"name": "test", "version": "1"}})
+            + _message(None, "notifications/initialized", {}))
+
+
+def _mcp_with_input(project, stdin: str) -> tuple[list[dict[str, Any]], str]:  # type: ignore[no-untyped-def]
+    """`toolkit mcp` given ``stdin`` whole, then its end: (its answers, its stderr)."""
     import json
     import subprocess
 
-    def message(mid: int | None, method: str, params: dict[str, Any]) -> str:
-        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
-        if mid is not None:
-            body["id"] = mid
-        return json.dumps(body) + "\n"
-
-    def log_action(mid: int, description: str) -> str:
-        return message(mid, "tools/call", {"name": "ledger_log_action", "arguments": {
-            "tier": 1, "category": "eof_test", "description": description}})
-
-    cut = log_action(3, "the cut call")
-    stdin = (message(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                       "clientInfo": {"name": "test", "version": "1"}})
-             + message(None, "notifications/initialized", {})
-             + log_action(2, "the whole call") + cut[:len(cut) // 2])
     done = subprocess.run([sys.executable, "-m", "toolkit", "mcp"], input=stdin.encode(),
                           capture_output=True, env=_env(project), cwd=project.root,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode()
-    answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    return [json.loads(line) for line in done.stdout.decode().splitlines()], \
+        done.stderr.decode()
+
+
+def test_a_client_that_dies_mid_message_leaves_the_whole_calls_done_and_the_server_gone(
+        project, tmp_path):
+    """The client's end of stdin closes in the middle of a message (a crashed agent): the
+    server runs and answers every call that came whole, runs nothing of the cut one (its
+    half line is answered as text that is not JSON, id null, as any such line is), and
+    exits 0, without a traceback."""
+    cut = _log_action(3, "the cut call")
+    answers, stderr = _mcp_with_input(
+        project, _OPENING + _log_action(2, "the whole call") + cut[:len(cut) // 2])
     assert answers[0]["id"] == 1 and "serverInfo" in answers[0]["result"]
-    assert answers[1:] == [{"jsonrpc": "2.0", "id": None, "error": {
-        "code": -32700, "message": "Parse error: the line is not JSON"}}]
-    # (the MCP SDK drops the answers of calls still running when stdin ends: their caller
-    # is gone; the call itself ran whole)
+    # (the call's answer and the half line's may be written in either order)
+    by_id = {a["id"]: a for a in answers[1:]}
+    assert len(answers) == 3 and set(by_id) == {2, None}
+    assert by_id[2]["result"]["structuredContent"]["id"] > 0
+    assert by_id[None] == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700, "message": "Parse error: the line is not JSON"}}
     assert rows(project.audit_db, "SELECT category, description FROM actions "
                 "WHERE category = 'eof_test'") == [("eof_test", "the whole call")]
-    assert "Traceback" not in done.stderr.decode()
+    assert "Traceback" not in stderr
+
+
+def test_requests_written_before_the_end_of_input_are_all_answered(project):
+    """A client that writes its requests and closes its end (`toolkit mcp < requests`)
+    reads an answer to each: the calls still running at the end of input are answered
+    before the server ends (the MCP SDK alone cancels them, their answers never written).
+    A request the client cancelled is not waited for."""
+    calls = "".join(_log_action(10 + n, f"call {n}") for n in range(6))
+    queries = (_message(20, "tools/call", {"name": "ledger_task_status",
+                                          "arguments": {"task": "call 5"}})
+               + _message(21, "ping", {})
+               + _message(22, "tools/call", {"name": "ledger_stats", "arguments": {}}))
+    cancelled = (_message(30, "tools/call", {"name": "ledger_stats", "arguments": {}})
+                 + _message(None, "notifications/cancelled", {"requestId": 30}))
+    answers, stderr = _mcp_with_input(project, _OPENING + calls + queries + cancelled)
+    by_id = {a["id"]: a for a in answers}
+    assert set(by_id) - {30} == {1, *range(10, 16), 20, 21, 22}  # (30: maybe, maybe not)
+    assert len(answers) == len(by_id)  # one answer each
+    assert all("result" in a and not a["result"].get("isError") for a in answers)
+    assert by_id[21]["result"] == {}
+    assert sorted(rows(project.audit_db, "SELECT description FROM actions WHERE category = "
+                       "'eof_test'")) == [(f"call {n}",) for n in range(6)]
+    assert "Traceback" not in stderr
 
 
 def test_a_line_the_server_cannot_read_is_answered_as_json_rpc_says(project, tmp_path):

@@ -409,10 +409,10 @@ def serve_stdio(cfg: Config, now: dt.datetime | None = None, tool_set: str = "al
 async def _serve_answering_bad_lines(lowlevel: Any) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
-    from mcp.shared.message import SessionMessage
 
     async with stdio_server() as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[Any](0)
+        replies = _Replies(write_stream)
 
         async def pump() -> None:
             async with send:
@@ -423,13 +423,77 @@ async def _serve_answering_bad_lines(lowlevel: Any) -> None:
                         except Exception:  # whatever the line held: the server goes on
                             answer = _error(None, -32600, "Invalid Request")
                         if answer is not None:
-                            await write_stream.send(SessionMessage(answer))
+                            await replies.send_answer(answer)
                         continue
+                    replies.received(item.message)
                     await send.send(item)
+                # End of input: the requests still running are answered before the server
+                # is told (it cancels what runs then), as a client that wrote its requests
+                # and closed its end (`toolkit mcp < requests`) reads every answer.
+                await replies.all_sent()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
-            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+            await lowlevel.run(receive, replies, lowlevel.create_initialization_options())
+
+
+class _Replies:
+    """The server's side of stdout, which knows the requests it has not answered yet: a
+    request read is owed an answer until a response or error with its id is written, or the
+    client cancels it (notifications/cancelled: the server then answers nothing)."""
+
+    def __init__(self, stream: Any) -> None:
+        import anyio
+
+        self._stream = stream
+        self._owed: set[Any] = set()
+        self._none_owed = anyio.Event()
+        self._none_owed.set()
+
+    def received(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is not None and getattr(message, "id", None) is not None:
+            self._owe(message.id)
+        elif method == "notifications/cancelled":
+            params = getattr(message, "params", None) or {}
+            if isinstance(params, dict):
+                self._paid(params.get("requestId"))
+
+    async def send_answer(self, message: Any) -> None:
+        from mcp.shared.message import SessionMessage
+
+        await self.send(SessionMessage(message))
+
+    async def send(self, item: Any) -> None:
+        await self._stream.send(item)
+        message = getattr(item, "message", None)
+        if getattr(message, "method", None) is None:  # a response or an error
+            self._paid(getattr(message, "id", None))
+
+    async def all_sent(self) -> None:
+        await self._none_owed.wait()
+
+    def _owe(self, rid: Any) -> None:
+        import anyio
+
+        if not self._owed:
+            self._none_owed = anyio.Event()
+        self._owed.add(rid)
+
+    def _paid(self, rid: Any) -> None:
+        if isinstance(rid, (str, int)):  # (an id is text or a number: JSON-RPC 2.0)
+            self._owed.discard(rid)
+            if not self._owed:
+                self._none_owed.set()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Replies:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def _error(rid: Any, code: int, message: str) -> Any:

@@ -46,7 +46,7 @@ def section(text: str, heading_start: str) -> str:
 
 
 def ledger_lines(text: str, group: str) -> list[str]:
-    """The bullet lines of one group ("New", "Promoted", "Pruned"...) of the ledger section."""
+    """The bullet lines of one group ("New", "Promoted", "Removed"...) of the ledger section."""
     part = section(text, "## What the ledger learned")
     start = part.index(f"### {group} (")
     end = part.find("\n### ", start + 4)
@@ -126,7 +126,9 @@ def test_promoted_and_demoted_since_the_last_handoff_say_which_handoff(project):
     assert again == report  # the baseline stays put while the ledger does
 
 
-def test_pruned_entries_are_reported(project):
+def test_entries_gone_from_the_ledger_are_reported_as_removed(project):
+    """An entry deleted by hand is listed as removed (the ledger does not say how an entry
+    went: by a prune, a reset or an edit)."""
     run_handoff(project)
     path = project.ledger / "antipatterns.md"
     text = path.read_text(encoding="utf-8")
@@ -136,8 +138,23 @@ def test_pruned_entries_are_reported(project):
 
     report = run_handoff(project, now=NOW + dt.timedelta(days=1))
 
-    assert ledger_lines(report, "Pruned") == [
+    assert ledger_lines(report, "Removed") == [
         "- Editing an applied migration in place — antipatterns · was low"]
+
+
+def test_a_reset_ledgers_entries_are_removed_not_pruned(project, cli_run):
+    """After `ledger reset`, every entry the last handoff saw is listed as removed; the
+    report called them pruned, which no prune did."""
+    from toolkit.sources.smith import read_vault
+
+    run_handoff(project)
+    count = len(read_vault(project.root / ".smith" / "vault").entries)
+    assert cli_run("ledger", "reset", "--yes").exit_code == 0
+
+    report = run_handoff(project, now=NOW + dt.timedelta(days=1))
+
+    assert len(ledger_lines(report, "Removed")) == count > 0
+    assert "runed" not in section(report, "## What the ledger learned")
 
 
 def test_since_date_lists_entries_dated_on_or_after_and_keeps_the_state(project):
@@ -507,7 +524,7 @@ def test_a_first_handoff_after_a_prune_lists_its_demotions_with_its_removals(
     report = cli_run("handoff").stdout
     assert "data as of 2026-11-27 21:39 (UTC) · ledger changes in the 7 days to 2026-11-27" \
         in report
-    assert (len(ledger_lines(report, "Demoted")), len(ledger_lines(report, "Pruned"))) == (3, 6)
+    assert (len(ledger_lines(report, "Demoted")), len(ledger_lines(report, "Removed"))) == (3, 6)
 
 
 def test_the_body_renders_as_github_renders_it(demo, cli_run, monkeypatch):

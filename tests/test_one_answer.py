@@ -900,7 +900,7 @@ def test_the_first_handoff_names_the_promotions_ledger_history_shows_in_its_wind
     them, adding another and removing one: the demo's handoff said "18 new or reinforced"
     while the history showed 3 promotions in the window. With the vault in git, each dated
     entry is now compared with the ledger of the last commit before the window: promoted
-    (old → new), new, or reinforced, and an entry of that ledger gone since is pruned, as the
+    (old → new), new, or reinforced, and an entry of that ledger gone since is removed, as the
     history says."""
     p = Project.create(tmp_path / "acme")
     (p.root / ".gitignore").write_text(".toolkit/\n")
@@ -923,12 +923,12 @@ def test_the_first_handoff_names_the_promotions_ledger_history_shows_in_its_wind
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "- **4** ledger changes in the 7 days to 2026-04-10: 1 promoted, 1 new, " \
-           "1 reinforced, 1 pruned" in text
+           "1 reinforced, 1 removed" in text
     part = text[text.index("## What the ledger learned"):]
     assert "### Promoted (1)\n\n- Retry budget — patterns · low → medium · 2026-04-10" in part
     assert "### New (1)\n\n- Fresh lesson — patterns · low · 2026-04-08" in part
     assert "### Reinforced (1)\n\n- Old lesson — patterns · low · 2026-04-09" in part
-    assert "### Pruned (1)\n\n- Gone lesson — patterns · was medium" in part
+    assert "### Removed (1)\n\n- Gone lesson — patterns · was medium" in part
     assert "Quiet lesson" not in part
 
 

@@ -4,7 +4,7 @@
 :class:`HandoffReport`. :func:`sections` renders it most urgent first: a short summary, the
 active goal, the checks that fail (:func:`_check_sections`, when the caller ran them), dispatches
 awaiting a verdict, tasks over the retry limit each with its dead ends and no-gos, what the
-ledger learned since the last handoff (new, promoted, demoted, pruned), then debt (the
+ledger learned since the last handoff (new, promoted, demoted, removed), then debt (the
 bucket-by-severity table and the critical and high items). The pending and over-limit tables
 are the site's (``toolkit.reports.pending_table``, ``over_limit_table``). What is not shown
 is a link to the built site (:class:`Links`, when ``site_url`` is configured) or counted with
@@ -181,7 +181,7 @@ class Since:
 
 CHANGE_LABELS = {"promoted": "Promoted", "demoted": "Demoted", "new": "New",
                  "reinforced": "Reinforced", "new or reinforced": "New or reinforced",
-                 "removed": "Pruned"}
+                 "removed": "Removed"}
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class LedgerChange:
     file: str
     title: str | None
     confidence: str | None
-    change: str  # a key of CHANGE_LABELS ("removed" is shown as pruned)
+    change: str  # a key of CHANGE_LABELS
     old_confidence: str | None = None
     date: str | None = None
 
@@ -470,7 +470,7 @@ def _changes_since_date(entries: list[dict[str, Any]], since: dt.date,
     before = _confidences(baseline.get("ledger")) if baseline else {}
     # Without a baseline, the vault's git history (the ledger of its last commit before the
     # window, as `toolkit ledger history` compares) tells new, promoted, reinforced and
-    # pruned apart.
+    # removed apart.
     history = None if baseline else queries.ledger_confidences_before(store, since)
     keys = entry_keys_by_id(entries) if history is not None else {}
     out = []

@@ -35,7 +35,7 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
     Most urgent first: a short summary, the active goal, the checks that fail (`toolkit
     check`), dispatches awaiting a verdict, tasks
     over the retry limit each with its dead ends and no-gos, what the ledger learned since
-    the last handoff (new, promoted, demoted, pruned), then debt: open slop by bucket and
+    the last handoff (new, promoted, demoted, removed), then debt: open slop by bucket and
     severity with the critical and high items. The rest is one click away (with site_url
     configured, links to the built site) or counted with the command that lists it; --full
     adds the complete listing. Every value is redacted (toolkit.redact) before it is written.

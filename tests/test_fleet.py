@@ -195,6 +195,31 @@ def test_no_smith_index_and_no_fleet_file_lists_the_records_projects(world, cli_
                     "gone": "no folder"}
 
 
+def test_a_fleet_of_no_folder_says_where_folders_come_from(world, cli_run, tmp_path):
+    """With no Smith index and no fleet file, list, build-site and export found no project
+    with a folder and said nothing of why ("Projects: 0 exported, 0 skipped."): each now
+    notes where folders come from. The records' projects are still listed."""
+    index = world.home / ".smith" / "projects.json"
+    index.unlink()
+    world.fleet_file.unlink()
+    note = (f"note: no project with a folder is known: Smith's index ({index}) names none, "
+            "and no toolkit-fleet.yaml was found here or above (nor $TOOLKIT_FLEET). List "
+            "your projects' folders in a toolkit-fleet.yaml (docs/guide/fleet.md).")
+    listed = _fleet(cli_run, world, "list")
+    built = _fleet(cli_run, world, "build-site", "--out", str(tmp_path / "site"))
+    exported = _fleet(cli_run, world, "export", "--out", str(tmp_path / "lake"))
+    for result in (listed, built, exported):
+        assert result.exit_code == 0, result.output
+        assert note in result.stderr.splitlines()
+    assert "ci-only" in listed.stdout
+    assert "Projects: 0 exported, 0 skipped." in exported.stderr
+    # a fleet with a folder gets no such note
+    world.fleet_file.write_text("projects:\n  - name: beta\n    path: code/beta\n",
+                                encoding="utf-8")
+    listed = _fleet(cli_run, world, "list")
+    assert listed.exit_code == 0 and "no project with a folder" not in listed.stderr
+
+
 # --------------------------------------------------------------------------- refresh
 
 def test_a_refresh_reads_only_the_project_that_changed(world):

@@ -198,6 +198,15 @@ def known_projects(env: Mapping[str, str], fleet_file: Path | None,
     return sorted(by_name.values(), key=lambda p: p.name)
 
 
+def no_folder_note(env: Mapping[str, str], fleet_file: Path | None) -> str:
+    """Where projects with a folder come from, for a command that found none."""
+    fleet = (f"the fleet file {fleet_file} lists none" if fleet_file is not None else
+             f"no {FLEET_FILE} was found here or above (nor ${FLEET_ENV})")
+    return (f"note: no project with a folder is known: Smith's index ({smith_index(env)}) "
+            f"names none, and {fleet}. List your projects' folders in a {FLEET_FILE} "
+            "(docs/guide/fleet.md).")
+
+
 def _name_conflicts(found: list[KnownProject]) -> list[str]:
     """A note for each name ``found`` gives to two folders (see :func:`known_projects`)."""
     folders: dict[str, list[tuple[Path, str]]] = {}

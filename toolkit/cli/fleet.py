@@ -73,7 +73,7 @@ def list_projects(as_json: bool) -> None:
 
     with _open() as opened:
         rows = project_rows(opened.store)
-        notes = shared_records_notes(records_names(opened.store))
+        notes = [*shared_records_notes(records_names(opened.store)), *_no_folder(rows)]
         if as_json:
             echo_json({"projects": rows, "read": opened.load.read,
                        "unchanged": opened.load.unchanged})
@@ -86,6 +86,17 @@ def list_projects(as_json: bool) -> None:
     click.echo(f"{len(rows)} projects; read again: {len(opened.load.read)}, "
                f"unchanged: {len(opened.load.unchanged)}.", err=True)
     _echo_notes(notes)
+
+
+def _no_folder(rows: list[dict[str, Any]]) -> list[str]:
+    """The note for a fleet whose projects (``rows``, project_rows') have no folder."""
+    from toolkit.fleet import find_fleet_file, no_folder_note
+
+    if any(r["path"] for r in rows):
+        return []
+    env = dict(os.environ)
+    fleet_file = click.get_current_context().obj["fleet_file"] or find_fleet_file(Path.cwd(), env)
+    return [no_folder_note(env, fleet_file)]
 
 
 def _echo_notes(notes: list[str]) -> None:
@@ -114,7 +125,7 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
     like the project site."""
     from toolkit import clock
     from toolkit.config import home_dir
-    from toolkit.fleet import records_names, shared_records_notes
+    from toolkit.fleet import project_rows, records_names, shared_records_notes
     from toolkit.fleet_report import build_fleet_site
     from toolkit.site import check_output_folder, output_folder
 
@@ -126,7 +137,8 @@ def build_site(out: Path, clean: bool, build_time: str | None, redact: bool) -> 
         result = build_fleet_site(opened.store, out=out, home=home, clean=clean,
                                   build_time=when, redact=redact)
         load = opened.load
-        _echo_notes(shared_records_notes(records_names(opened.store)))
+        _echo_notes([*shared_records_notes(records_names(opened.store)),
+                     *_no_folder(project_rows(opened.store))])
     redacted = ", secrets redacted" if result.redacted else ""
     click.echo(f"Fleet site built ({result.mode}{redacted}) in {result.seconds:.1f} s: "
                f"{result.pages} pages, {len(result.written)} files written, "
@@ -162,6 +174,7 @@ def export(fmt: str, out: Path) -> None:
         find_fleet_file,
         known_projects,
         missing_reason,
+        no_folder_note,
         records_name,
         shared_records_notes,
     )
@@ -213,6 +226,8 @@ def export(fmt: str, out: Path) -> None:
         parts = export_parquet(out, chosen) if chosen else []
     echo_export(parts, out)
     click.echo(f"Projects: {len(chosen)} exported, {skipped} skipped.", err=True)
+    if not chosen and not skipped:
+        notes.append(no_folder_note(env, fleet_file))
     _echo_notes([*notes, *shared_records_notes(names)])
     if errors:
         click.get_current_context().exit(errors[0].exit_code)

@@ -92,7 +92,7 @@ def test_mcp_server_speaks_nagi_ledgers_tools_over_stdio(project, tmp_path):
     db = project.audit_db
 
     async def script(raw, s: Session) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"instructions": (await raw.initialize()).instructions}
         tools = (await raw.list_tools()).tools
         out["tools"] = {t.name: t for t in tools}
         out["status_before"] = await s.call("ledger_task_status", task="smoke-task")
@@ -142,6 +142,7 @@ def test_mcp_server_speaks_nagi_ledgers_tools_over_stdio(project, tmp_path):
 
     tools = out["tools"]
     assert set(tools) == NAGI_TOOLS | EXTRA_TOOLS
+    assert "Smith Ledger" in out["instructions"]  # the default set's instructions name its own
     assert set(tools["ledger_search"].input_schema["properties"]) == \
         {"query", "kinds", "limit", "offset", "since_days"}
     assert tools["ledger_search"].input_schema["required"] == ["query"]
@@ -256,6 +257,7 @@ def nagi_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     async def script(raw, s: Session) -> dict[str, Any]:
         tools = (await raw.list_tools()).tools
         out: dict[str, Any] = {
+            "instructions": (await raw.initialize()).instructions,  # (the first answer's)
             "names": {t.name for t in tools},
             "listed": {t.name: {"inputSchema": t.input_schema,
                                 "annotations": t.annotations.model_dump(by_alias=True,
@@ -293,6 +295,9 @@ def test_tools_nagi_serves_exactly_nagi_ledgers_tools_and_schemas(nagi_session):
     import json
 
     expected = json.loads(NAGI_SCHEMAS.read_text(encoding="utf-8"))
+    # no instructions, as nagi-ledger's server gives none: the toolkit's own name the Smith
+    # and slop tools, which this set does not serve
+    assert nagi_session[0]["instructions"] is None
     listed = nagi_session[0]["listed"]
     assert set(listed) == NAGI_TOOLS
     assert listed == expected

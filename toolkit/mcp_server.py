@@ -208,10 +208,13 @@ def build_server(cfg: Config, now: dt.datetime | None = None, tool_set: str = "a
     from mcp_types import ToolAnnotations
 
     tools = LedgerTools(cfg, now)
-    server = MCPServer(SERVER_NAME, instructions=(
+    # nagi-ledger's server gives no instructions (clients put them in the model's context:
+    # they must not name tools the nagi set does not serve)
+    instructions = None if tool_set == "nagi" else (
         "Audit ledger for autonomous coding agents (nagi-ledger compatible): log actions, "
         "dispatches, verdicts and approaches; check task status and known dead ends before "
-        "retrying; search the Smith Ledger and the CodeSmith slop ledger."), log_level="WARNING")
+        "retrying; search the Smith Ledger and the CodeSmith slop ledger.")
+    server = MCPServer(SERVER_NAME, instructions=instructions, log_level="WARNING")
 
     def ann(title: str, read_only: bool, idempotent: bool = False) -> ToolAnnotations:
         return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=False,

@@ -40,6 +40,17 @@ def test_flags_beat_toolkit_yaml_beat_env(project, tmp_path):
     assert cfg.audit_db == Path("/env/ledger.db")
 
 
+def test_nagi_ledger_db_is_read_as_nagi_ledger_reads_it(project, tmp_path):
+    """nagi-ledger takes $NAGI_LEDGER_DB as written (a "~" in it is a folder named "~", as
+    in an MCP client's env block, where no shell expands it): the toolkit opens the same
+    file its server and hooks write. The toolkit's own settings still expand "~"."""
+    env = {"HOME": str(project.home), "NAGI_LEDGER_DB": "~/ledger.db",
+           "TOOLKIT_DB": "~/store.duckdb"}
+    cfg = config_mod.resolve(cwd=project.root, env=env)
+    assert cfg.audit_db == Path("~/ledger.db")  # relative: to the working folder, as nagi's
+    assert cfg.db_path == project.home / "store.duckdb"
+
+
 def test_unknown_toolkit_yaml_key_is_a_usage_error(project, cli_run):
     (project.root / "toolkit.yaml").write_text("audti_db: x.db\n")
     result = cli_run("status")

@@ -28,6 +28,10 @@ CONFIG_NAME = "toolkit.yaml"
 # toolkit.yaml keys that hold paths (relative paths are relative to the file's folder): the
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
+# Environment variables of the seed tools read as those tools read them: nagi-ledger's
+# get_db_path() takes $NAGI_LEDGER_DB as written (Path(value): no "~" expanded), so the
+# toolkit opens the DB nagi-ledger's own server and hooks write, whatever the value says.
+_AS_WRITTEN_ENV = {"NAGI_LEDGER_DB"}
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
                                   "checks", "notebooks", "analyses", "project_name",
                                   "site_scope"}
@@ -302,14 +306,17 @@ def resolve(
     if cfg_path is not None:
         settings = load_file_settings(cfg_path)
 
-    def pick(key: str, env_value: str | None, default: Any) -> Any:
+    def pick(key: str, env_value: str | None, default: Any, env_name: str = "") -> Any:
         if flags.get(key) is not None:
             value = flags[key]
             return Path(value).expanduser().resolve() if key in _PATH_KEYS else value
         if settings.get(key) is not None:
             return settings[key]
         if env_value:
-            return Path(env_value).expanduser() if key in _PATH_KEYS else env_value
+            if key not in _PATH_KEYS:
+                return env_value
+            return Path(env_value) if env_name in _AS_WRITTEN_ENV else \
+                Path(env_value).expanduser()
         return default
 
     def origin(key: str, env_name: str | None) -> tuple[str, Path | None]:
@@ -325,7 +332,7 @@ def resolve(
     paths: dict[str, Any] = {}  # Config field -> Path or None
     for setting in loaders.settings():
         value = pick(setting.key, env.get(setting.env) if setting.env else None,
-                     setting.default(place))
+                     setting.default(place), setting.env or "")
         paths[setting.attr] = Path(value) if value else None
     # A project keeps its store in .toolkit/; a folder that is no project (no vault, no
     # toolkit.yaml) gets one in the user's cache, so running a command there leaves no trace.

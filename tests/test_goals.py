@@ -350,6 +350,22 @@ def test_the_days_window_counts_back_from_now(cli_run, world):
         brief(cli_run, "--now", NOW).stdout
 
 
+@pytest.mark.parametrize("args", [("--days", "abc"), ("--days", "2.5", "--max-items", "x"),
+                                  ("--bogus",), ("--days", "0", "extra")])
+def test_an_option_nagi_ledger_ignores_leaves_the_brief_as_without_it(cli_run, world, args):
+    """nagi-ledger's session_brief.py ignores a --days or --max-items that is not a whole
+    number, and arguments it does not know, and prints its brief (a SessionStart hook must
+    not lose it to a typo): so does `audit brief`, byte for byte, warning on stderr. It
+    printed no brief and exited 2."""
+    write_goal(world["goal"])
+    audit_ops.log_dispatch(world["db"], "pending", "fork", "opus", "x")
+    plain = brief(cli_run).stdout
+    result = brief(cli_run, *args)
+    assert result.stdout == plain and "pending" in plain
+    assert result.stderr.count("ignored, as nagi-ledger's session_brief does") == \
+        sum(a in ("abc", "2.5", "x", "--bogus", "extra") for a in args)
+
+
 def test_the_window_of_an_injected_now_ends_as_the_other_audit_commands_end_it(cli_run,
                                                                               world):
     """A row written by hand in another shape (``T``, ``Z``, an offset) is in the brief's

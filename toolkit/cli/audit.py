@@ -378,13 +378,39 @@ def _similar_table(rows: Sequence[Mapping[str, Any]]) -> str:
                          r["verdict"] or "PENDING") for r in rows], "table")
 
 
-@audit.command("brief", short_help="nagi-ledger's session-start brief of open loops.")
-@click.option("--days", type=int, default=3, show_default=True,
+class _HookNumber(click.ParamType):
+    """A whole number as nagi-ledger's session_brief.py reads its options (``int(text)``),
+    where text that is none is ignored: the option keeps its default, with a warning here
+    (a SessionStart hook must not lose its brief to a typo in its command)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | None:
+        if isinstance(value, int):
+            return value
+        from toolkit.display import visible
+
+        try:
+            return int(value)
+        except ValueError:
+            shown = visible(str(value), single_line=True)
+            click.echo(f"Warning: {param.opts[0] if param else 'option'} {shown!r} is not a "
+                       "whole number: ignored, as nagi-ledger's session_brief does",
+                       err=True)
+            return None
+
+
+@audit.command("brief", short_help="nagi-ledger's session-start brief of open loops.",
+               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--days", type=_HookNumber(), default=3, show_default=True,
               help="How many days back dispatches and dead ends count (0 or less: 3).")
-@click.option("--max-items", type=int, default=5, show_default=True,
+@click.option("--max-items", type=_HookNumber(), default=5, show_default=True,
               help="Lines per section at most (0 or less: 5).")
 @_now_option
-def brief(days: int, max_items: int, now: str | None) -> None:
+@click.pass_context
+def brief(ctx: click.Context, days: int | None, max_items: int | None,
+          now: str | None) -> None:
     """Print what nagi-ledger's session_brief.py prints at session start, byte for byte:
     the active goal, dispatches waiting for a verdict, recent dead ends and no-gos, and
     repositories with uncommitted changes, in at most 1500 characters; nothing at all when
@@ -394,8 +420,9 @@ def brief(days: int, max_items: int, now: str | None) -> None:
     directly, read-only, without the store. Repositories: $NAGI_BRIEF_REPOS (separated by
     the path separator), else the git repository of the working folder. As in nagi-ledger,
     nothing unreadable stops it: what cannot be read is left out (a warning on stderr says
-    what) and the exit code is 0 (2 only for a bad option). Usable as a SessionStart hook
-    command; --now ends the time window there (nagi-ledger has no such option).
+    what) and the exit code is 0. So is a --days or --max-items that is not a whole number,
+    or an argument it does not know: ignored, with a warning. Usable as a SessionStart
+    hook command; --now ends the time window there (nagi-ledger has no such option).
     """
     from toolkit.audit_ops import parse_now
     from toolkit.cli._common import echo_text
@@ -403,10 +430,14 @@ def brief(days: int, max_items: int, now: str | None) -> None:
     from toolkit.goals import brief as build
     from toolkit.goals import brief_repos, goal_paths
 
+    for extra in ctx.args:
+        click.echo(f"Warning: {visible(extra, single_line=True)!r}: not an argument of "
+                   "audit brief: ignored, as nagi-ledger's session_brief does", err=True)
     when = parse_now(now)
     cfg = get_config()
-    result = build(goal_paths(cfg)[0], cfg.audit_db, brief_repos(), days=days,
-                   max_items=max_items, now=when)
+    result = build(goal_paths(cfg)[0], cfg.audit_db, brief_repos(),
+                   days=3 if days is None else days,
+                   max_items=5 if max_items is None else max_items, now=when)
     for w in result.warnings:
         click.echo(f"Warning: {visible(w, single_line=True)}", err=True)
     if result.text:

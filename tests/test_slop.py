@@ -335,6 +335,9 @@ def test_append_from_json_codesmith_tool_input(project, cli_run, tmp_path) -> No
     assert result.exit_code == 0
     assert re.match(r"Appended 2 slop ledger entries \(5 total\): [0-9a-f]{8}, [0-9a-f]{8}\n",
                     result.stdout)
+    # each entry its own time, as CodeSmith's SlopEntry::new gives each (later ones later)
+    a, b = json.loads(project.slop.read_text(encoding="utf-8"))["entries"][-2:]
+    assert a["created_at"] < b["created_at"] and b["created_at"] == b["updated_at"]
 
 
 def test_append_usage_errors(project, cli_run) -> None:
@@ -404,6 +407,19 @@ def test_update_noop_writes_nothing(project, cli_run) -> None:
     assert result.stdout == ("Entry 4b7e2c91 (Legacy token header still accepted alongside "
                              "bearer auth) is already open; nothing written.\n")
     assert tree_digest(project.home) == digest
+
+
+@pytest.mark.parametrize("status", ["In Progress", "in-progress", "won't fix", "closed"])
+def test_update_refuses_a_status_codesmith_refuses(project, cli_run, status) -> None:
+    """slop_ledger_update reads a status trimmed and lowercased, with the aliases inprogress,
+    done and wontfix, and refuses any other (writing nothing): so does slop update, though
+    filters and new entries read more spellings."""
+    digest = tree_digest(project.home)
+    result = cli_run("slop", "update", "4b7e", "--status", status)
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"Error: unknown status {status!r}")
+    assert tree_digest(project.home) == digest
+    assert cli_run("slop", "update", "4b7e", "--status", " InProgress ").exit_code == 0
 
 
 def test_update_unknown_id(project, cli_run) -> None:

@@ -90,6 +90,23 @@ def parse_enum(name: str, value: str) -> str:
     return got
 
 
+# CodeSmith's SlopEntryStatus::from_str (slop_ledger.rs): trimmed and lowercased, then one of
+# these; slop_ledger_update refuses any other status.
+_CODESMITH_STATUSES = {"open": "open", "in_progress": "in_progress", "inprogress": "in_progress",
+                       "resolved": "resolved", "done": "resolved", "accepted": "accepted",
+                       "wontfix": "wont_fix", "wont_fix": "wont_fix"}
+
+
+def parse_status(value: str) -> str:
+    """A new status for an entry, read exactly as CodeSmith's update tool reads it (see
+    ``_CODESMITH_STATUSES``): ``In Progress`` or ``won't fix``, which :func:`parse_enum`
+    reads for filters and new entries, are refused, as CodeSmith refuses them."""
+    got = _CODESMITH_STATUSES.get(value.strip().lower())
+    if got is None:
+        raise UsageError(f"unknown status {value!r}; use one of {', '.join(SLOP_STATUSES)}")
+    return got
+
+
 def debug_name(value: str | None) -> str:
     """Rust ``Debug`` formatting of a snake_case enum value: ``in_progress`` -> ``InProgress``."""
     if value is None:
@@ -974,8 +991,8 @@ def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None =
     """Append entries (status ``open``, fresh UUID v4 ids, ``created_at = updated_at = now``)."""
     if not entries:
         raise UsageError("nothing to append; give at least one entry")
-    stamp = rfc3339(now)
-    new = [_build_entry(e, new_id(), stamp) for e in entries]
+    # each entry its own time, as CodeSmith's SlopEntry::new takes Utc::now() for each
+    new = [_build_entry(e, new_id(), rfc3339(now)) for e in entries]
     with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
         doc, sf = session.read()
         refuse_unloadable(sf)
@@ -1055,7 +1072,7 @@ def update(path: Path, id_prefix: str, status: str, cleanup: str | None = None, 
     require_text(status, "the status")
     require_text(cleanup, "the cleanup recommendation")
     require_text(id_prefix, "the id")
-    status = parse_enum("status", status)
+    status = parse_status(status)
     if not path.exists():
         raise NotFoundError("slop ledger not found; nothing to update", path=path,
                             hint="Check --slop or CODESMITH_HOME")

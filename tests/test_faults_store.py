@@ -211,6 +211,36 @@ def test_a_toolkit_folder_linked_outside_the_project_is_refused(project, cli_run
     assert (outside / "ledger.duckdb").is_file()
 
 
+@pytest.mark.parametrize("name", ["site", "ledger.duckdb", "ledger.duckdb.cache",
+                                  "site.build", "handoff-state.json"])
+def test_a_link_in_the_toolkit_folder_leading_outside_is_refused(project, cli_run, tmp_path,
+                                                                 name):
+    """Not only .toolkit itself: a link in it where the toolkit writes (its site, store,
+    caches, build folder, handoff state) had the site built and `--clean` deleting the link's
+    target, the store or its caches written outside the project. Refused as .toolkit is; a
+    link staying inside is followed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("keep", encoding="utf-8")
+    (project.root / ".toolkit").mkdir()
+    link = project.root / ".toolkit" / name
+    link.symlink_to(outside)
+    for command in (("build-site", "--clean", "--no-analyses"), ("load",), ("handoff",)):
+        result = cli_run(*command)
+        assert result.exit_code == 1, result.output
+        assert result.output.strip().splitlines()[-1] == (
+            f"Error: {link}: is a symlink to {outside}, outside the project folder "
+            f"({project.root}); refusing to write through it. Remove the link, or name the "
+            "places in toolkit.yaml (db:, site_dir:)")
+    assert [p.name for p in outside.iterdir()] == ["notes.txt"]
+    assert not (tmp_path / "outside.build").exists()
+    link.unlink()
+    (project.root / "inside").mkdir()
+    if name in ("site", "ledger.duckdb.cache"):  # folders: a link inside is followed
+        link.symlink_to(project.root / "inside")
+        assert cli_run("load").exit_code == 0
+
+
 def test_a_toolkit_folder_linked_inside_the_project_is_followed(project, cli_run):
     (project.root / "state").mkdir()
     (project.root / ".toolkit").symlink_to(project.root / "state")

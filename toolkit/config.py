@@ -375,7 +375,7 @@ def resolve(
                                   cfg_path if in_file else None)
     project_name = str(pick("project_name", None, "") or "").strip() or root.name
 
-    return Config(
+    cfg = Config(
         project_root=root,
         **paths,  # each source setting is a Config field (tests/test_source_contract.py)
         db_path=Path(db),
@@ -392,6 +392,24 @@ def resolve(
         project_name=project_name,
         site_scope=site_scope,
     )
+    if state == root / ".toolkit":
+        _check_outputs_inside(cfg, state, root)
+    return cfg
+
+
+def _check_outputs_inside(cfg: Config, state: Path, root: Path) -> None:
+    """Refuse a link in the project's ``.toolkit`` where the toolkit writes (the store, its
+    ``.wal`` and caches, the handoff state, the site and its build folder: ``cfg.outputs()``)
+    that leads outside the project, as ``.toolkit`` itself is refused (FAULTS G6): the store
+    would be written, and the site written and deleted by ``--clean``, wherever it points."""
+    for path in cfg.outputs():
+        if path.parent == state and path.is_symlink() and not within(path, root):
+            real = Path(os.path.realpath(path))
+            raise RefusedError(f"is a symlink to {real}, outside the project folder "
+                               f"({os.path.realpath(root)}); refusing to write through it",
+                               path=path,
+                               hint="Remove the link, or name the places in toolkit.yaml "
+                                    "(db:, site_dir:)")
 
 
 def _check_state_inside(state: Path, root: Path) -> None:

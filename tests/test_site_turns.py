@@ -259,3 +259,56 @@ def test_a_diff_cached_by_other_patch_code_is_not_reused(
     for turn in (1, 2, 4):
         page = (again / "snapshots" / "turns" / f"turn-{turn}" / "index.html").read_text("utf-8")
         assert "the new code" in page
+
+
+# a private key as a config file holds it (indented under a YAML key); made up, never a key
+FAKE_KEY_LINES = ["MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+                  "LhsQZrbDCJUH4gcOQuoCL8xWLyrT4ER8Ojq5o8E2Z0Qnb8wTHHg4UCTqThkbYqml",
+                  "bTKNb5z5Vd0gK0jMSpG5jbSoZwxCKgRwYSa8S7gDhdI5mbvYxKUDBOajyNOmdyJO",
+                  "7Klb2nYFsq+Vd9Hs3P2qGfPhRLXmHWiXxqNP8FTyNXw0IxARXBMsVH5rNRJu2w=="]
+
+
+def test_a_redacted_diff_is_made_from_the_files_redacted_whole(tmp_path: Path) -> None:
+    """The redacted site's diff compares the files redacted whole, not the diff's text
+    redacted: a token hard-wrapped across two added lines (each starts with "+", which the
+    wrap rule does not take) and the base64 lines of a private key whose BEGIN line is outside
+    the hunk were shown. A diff holding no secret is git's, but for the text git adds after
+    a hunk's @@ line; binary files and lines without a final line break are as git shows
+    them."""
+    from toolkit.redact import redact
+    from toolkit.sources.snapshots import patch
+
+    home = tmp_path / "home"
+    root, side = _workspace(tmp_path, home)
+    (root / "app.txt").write_text("".join(f"line {i}\n" for i in range(20)))
+    (root / "gone.txt").write_text("old\n")
+    (root / "blob.bin").write_bytes(b"\0\1\2")
+    (root / "last.txt").write_text("no line break at the end")
+    s0 = side.snapshot("pre-turn:1: tidy")
+    (root / "app.txt").write_text("".join(f"line {i}\n" for i in range(20) if i != 9))
+    (root / "gone.txt").unlink()
+    (root / "blob.bin").write_bytes(b"\0\1\3")
+    (root / "last.txt").write_text("still no line break")
+    (root / "new.txt").write_text("new\n")
+    s1 = side.snapshot("post-turn:1: tidy")
+    # no secret: git's diff, line for line (git adds a function's name after some @@ lines)
+    git_says = re.sub(r"(?m)^(@@ [^@]* @@).*$", r"\1", patch(side.git_dir, s0, s1))
+    assert "Binary files" in git_says and "\\ No newline at end of file" in git_says
+    assert turn_diffs.redacted_patch(side.git_dir, s0, s1) == git_says
+
+    key = ("tls:\n  key: |\n    -----BEGIN RSA PRIVATE KEY-----\n"
+           + "".join(f"    {line}\n" for line in FAKE_KEY_LINES)
+           + "    -----END RSA PRIVATE KEY-----\n  verify: true\n")
+    (root / "tls.yaml").write_text(key)
+    s2 = side.snapshot("pre-turn:2: edit")
+    (root / "tls.yaml").write_text(key.replace("verify: true", "verify: false"))
+    (root / "notes.md").write_text("# Deploy\n\nThe key AKIAQW11XK2M\nW9PLR4TN and the token "
+                                   "ghp_Zqw17Kx2mW9pLr\n4Tn8Vb3Yc6Hd1Jf5Gs0AeQ (rotate).\n")
+    s3 = side.snapshot("post-turn:2: edit")
+    shown = turn_diffs.redacted_patch(side.git_dir, s2, s3)
+    secrets = ["AKIAQW11XK2M", "W9PLR4TN", "ghp_Zqw17Kx2mW9pLr", "4Tn8Vb3Yc6Hd1Jf5Gs0AeQ",
+               *FAKE_KEY_LINES]
+    assert [p for p in secrets if p in shown] == []
+    assert "-  verify: true\n+  verify: false\n" in shown
+    # the diff's own text, redacted, showed them
+    assert [p for p in secrets if p in redact(patch(side.git_dir, s2, s3), fold=True)]

@@ -13,6 +13,7 @@ miss.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import html
 from pathlib import Path
@@ -26,7 +27,7 @@ from toolkit.snapshot_ops import turn_patch, turn_start
 from toolkit.sources import snapshots as snap
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from toolkit.config import Config
     from toolkit.pages import Deferred, Page
@@ -53,7 +54,7 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
     # a diff is cached as the code that made it made it: the patch's (a toolkit whose diffs
     # read otherwise must not reuse it) and, redacted, the redactor's (a new redactor, one
     # that finds more, must not either)
-    made_by = code_version(snap.__name__, "toolkit.snapshot_ops")
+    made_by = code_version(snap.__name__, "toolkit.snapshot_ops", __name__)
     variant = f"True|{made_by}|{code_version('toolkit.redact')}" if redact else f"False|{made_by}"
     for p in todo:
         last = p.turn.shas[-1] if p.turn.shas else ""
@@ -74,17 +75,72 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
         # a miss, never a diff shown cut
         text = parsecache.load(cache, name, (name,))
         if not isinstance(text, str):
-            text = turn_patch(repo, start, end)
-            if redact:
-                from toolkit.redact import redact as redact_text
-
-                text = redact_text(text, fold=True)
+            text = redacted_patch(repo, start.sha if start else None, end.sha) if redact \
+                else turn_patch(repo, start, end)
             parsecache.save(cache, name, (name,), text)
         how = (f"toolkit snapshots diff --turn {turn.turn} --patch" if turn.turn is not None
                else "toolkit snapshots diff N --patch (N: this snapshot's number in "
                     "toolkit snapshots)")
         p.diff, p.diff_note = cut(text, how)
     parsecache.prune(cache, used)
+
+
+_NO_NEWLINE = "\\ No newline at end of file"
+
+
+def redacted_patch(repo: Path, old: str | None, new: str) -> str:
+    """The turn's diff as the redacted site shows it: each changed file redacted whole, as it
+    was and as it is, then the two compared (three lines of context, as git's diff).
+
+    Redacting the diff's own text missed what only the files show: a token hard-wrapped
+    across two changed lines (each line starts with ``+`` or ``-``, which the wrap rule does
+    not take) and the base64 lines of a private key whose ``BEGIN`` line is outside the
+    hunk. The files' header lines (their paths) go through the redactor as text."""
+    from toolkit.redact import redact
+
+    out: list[str] = []
+    for header, old_lines, new_lines in _file_sections(snap.patch(repo, old, new, whole=True)):
+        out.append(redact("".join(header), fold=True))
+        if old_lines is None:  # binary, or a mode change only: no lines to show
+            continue
+        before = redact("".join(old_lines), fold=True).splitlines(keepends=True)
+        after = redact("".join(new_lines), fold=True).splitlines(keepends=True)
+        for line in list(difflib.unified_diff(before, after, n=3))[2:]:  # (git's ---/+++)
+            out.append(line if line.endswith("\n") else f"{line}\n{_NO_NEWLINE}\n")
+    return "".join(out)
+
+
+def _file_sections(text: str) -> Iterator[tuple[list[str], list[str] | None, list[str]]]:
+    """Each file of a whole-file diff (:func:`toolkit.sources.snapshots.patch`, ``whole``):
+    (its header lines, its lines as they were, as they are); None for a file without lines
+    shown (binary, a mode change)."""
+    header: list[str] = []
+    old: list[str] = []
+    new: list[str] = []
+    in_hunk = False
+    last = ""  # the kind of the hunk's line before: " ", "-" or "+"
+    for line in text.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            if header:
+                yield header, old if in_hunk else None, new
+            header, old, new, in_hunk, last = [line], [], [], False, ""
+        elif not in_hunk:
+            if line.startswith("@@"):
+                in_hunk = True
+            else:
+                header.append(line)
+        elif line.startswith("\\"):  # the line before ends without a line break
+            for side, kinds in ((old, " -"), (new, " +")):
+                if last in kinds and side and side[-1].endswith("\n"):
+                    side[-1] = side[-1][:-1]
+        elif not line.startswith("@@"):
+            last, body = line[:1], line[1:]
+            if last and last in " -":
+                old.append(body)
+            if last and last in " +":
+                new.append(body)
+    if header:
+        yield header, old if in_hunk else None, new
 
 
 def cut(text: str, how: str) -> tuple[str, str]:

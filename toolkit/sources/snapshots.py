@@ -286,9 +286,12 @@ def changed_files(git_dir: Path, snapshot: Snapshot) -> list[SnapshotFile]:
     return [SnapshotFile(snapshot.sha, f.path, f.status, f.added, f.deleted) for f in files]
 
 
-def patch(git_dir: Path, old: str | None, new: str) -> str:
-    """The unified diff between two snapshots (text; binary files are named, not shown)."""
-    return git(git_dir, "diff", "--no-color", "--no-ext-diff", "--no-renames",
+def patch(git_dir: Path, old: str | None, new: str, *, whole: bool = False) -> str:
+    """The unified diff between two snapshots (text; binary files are named, not shown);
+    ``whole``: each changed file's every line in its one hunk (the files as they were and
+    are, for :func:`toolkit.turn_diffs.redacted_patch`)."""
+    context = ["--unified=2147483647"] if whole else []
+    return git(git_dir, "diff", "--no-color", "--no-ext-diff", "--no-renames", *context,
                old or EMPTY_TREE, new)
 
 

@@ -212,11 +212,11 @@ def test_a_toolkit_folder_linked_outside_the_project_is_refused(project, cli_run
 
 
 @pytest.mark.parametrize("name", ["site", "ledger.duckdb", "ledger.duckdb.cache",
-                                  "site.build", "handoff-state.json"])
+                                  "site.build", "ledger.duckdb.wal"])
 def test_a_link_in_the_toolkit_folder_leading_outside_is_refused(project, cli_run, tmp_path,
                                                                  name):
     """Not only .toolkit itself: a link in it where the toolkit writes (its site, store,
-    caches, build folder, handoff state) had the site built and `--clean` deleting the link's
+    caches, build folder) had the site built and `--clean` deleting the link's
     target, the store or its caches written outside the project. Refused as .toolkit is; a
     link staying inside is followed."""
     outside = tmp_path / "outside"

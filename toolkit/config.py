@@ -399,11 +399,14 @@ def resolve(
 
 def _check_outputs_inside(cfg: Config, state: Path, root: Path) -> None:
     """Refuse a link in the project's ``.toolkit`` where the toolkit writes (the store, its
-    ``.wal`` and caches, the handoff state, the site and its build folder: ``cfg.outputs()``)
-    that leads outside the project, as ``.toolkit`` itself is refused (FAULTS G6): the store
-    would be written, and the site written and deleted by ``--clean``, wherever it points."""
+    ``.wal`` and caches, the site and its build folder: ``cfg.outputs()``) that leads outside
+    the project, as ``.toolkit`` itself is refused (FAULTS G6): the store would be written,
+    and the site written and deleted by ``--clean``, wherever it points. (The handoff state
+    and the build record replace a link with a file, never writing through it.)"""
+    replaced = {HANDOFF_STATE, BUILD_RECORD}
     for path in cfg.outputs():
-        if path.parent == state and path.is_symlink() and not within(path, root):
+        if (path.parent == state and path.name not in replaced and path.is_symlink()
+                and not within(path, root)):
             real = Path(os.path.realpath(path))
             raise RefusedError(f"is a symlink to {real}, outside the project folder "
                                f"({os.path.realpath(root)}); refusing to write through it",

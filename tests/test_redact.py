@@ -706,9 +706,14 @@ CUT: list[tuple[str, str]] = [
     (f"jwt {JWT[:30]}…", JWT[:30]),
     (f"{GH_PAT[:24]}…", GH_PAT[:24]),
     (f"sk {SK_OPENAI[:15]}...", SK_OPENAI[:15]),
+    # URL credentials cut before their "@" (a check's DuckDB error quoting a description)
+    ('Input: "postgres://billing:k9Vq2mX7pL4tR8nB3yC6hD1jF5gS..."', "k9Vq2mX7pL4tR8"),
+    ("redis://:Zq17Kx2mW9pLr4Tn…", "Zq17Kx2mW9pLr4Tn"),
 ]
 CUT_DECOYS = ["the ghp_… prefix", "ids start AKIA…", "Use eyJ… tokens", "sk-learn... works",
-              "ghp_abc… is short", "see xoxb-… in the docs", "sk-… keys"]
+              "ghp_abc… is short", "see xoxb-… in the docs", "sk-… keys",
+              "served on http://localhost:8080... then", "postgres://billing...",
+              "https://example.com/docs..."]
 
 
 @pytest.mark.parametrize(("text", "prefix"), CUT, ids=[f"cut-{i}" for i in range(len(CUT))])

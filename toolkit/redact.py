@@ -28,7 +28,9 @@ What is redacted
 - JWTs: three base64url parts separated by dots, the header starting ``eyJ``.
 - Credentials in URLs: ``scheme://user:pass@host`` (also with an empty user,
   ``redis://:pass@host``) becomes ``scheme://[REDACTED]@host`` (scheme and host kept;
-  ``ssh://git@host`` has no password and is left alone).
+  ``ssh://git@host`` has no password and is left alone); cut before the ``@`` with an
+  ellipsis (``scheme://user:pass…``, a DuckDB error message), ``scheme://[REDACTED]…``
+  (``http://host:8080…``, a port, is left alone).
 - Stripe webhook signing secrets (``whsec_…``) and SendGrid keys (``SG.<id>.<secret>``).
 - A token of these families glued to a word by ``_`` or ``-`` (``TOKEN_ghp_…``,
   ``call_sk-proj-…``, ``key-glpat-…``, ``ghp_…_old``), where the family's real format tells it
@@ -320,6 +322,13 @@ _BEARER = re.compile(r"(?<![A-Za-z0-9_-])bearer[ \t]+(?P<body>[^\s,;\"'`()\[\]{}
 # The password may itself hold "@": the credentials run to the last "@" before the path.
 _URL_CREDS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
                         r"(?P<creds>[^\s/?#@:\"'<>\[\]]*:[^\s/?#\"'<>\[\]]+)@")
+
+# The same, cut before its "@" by something upstream (a DuckDB error message shows 50
+# characters of its input), with an ellipsis at the cut: "postgres://user:pass…". A port
+# ("http://host:8080…", digits only) is no password.
+_URL_CREDS_CUT = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
+                            r"(?P<creds>[^\s/?#@:\"'<>\[\]]*:(?P<pw>[^\s/?#@\"'<>\[\]]+?))"
+                            r"(?=…|\.\.\.)")
 
 _AUTH_HEADER = re.compile(r"authorization[\"'*]*[ \t]*[:=][ \t]*[\"']?"
                           r"(?P<scheme>(?:basic|token|digest)[ \t]+)?"
@@ -661,6 +670,10 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
         for m in _URL_CREDS.finditer(text):
             if not _is_marker(m.group("creds")):
                 yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
+        if has_raw("…") or has_raw("..."):
+            for m in _URL_CREDS_CUT.finditer(text):
+                if not m.group("pw").isdigit() and not _is_marker(m.group("creds")):
+                    yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
     if has("authorization"):
         for m in _AUTH_HEADER.finditer(text):
             value = m.group("value")

@@ -438,3 +438,28 @@ def test_query_csv_stays_faithful_for_programs(tmp_path: Path) -> None:
               "--format", "csv"], env=_env(world), catch_exceptions=False)
     assert result.exit_code == 0
     assert list(csv.reader(result.stdout.splitlines())) == [["f", "n"], ["=1+1", "-2"]]
+
+
+def test_a_secret_in_the_project_name_leaves_no_file_of_the_redacted_site(
+        tmp_path: Path) -> None:
+    """Every page's title is "Agent Ledger: <project name>" with the characters outside
+    [A-Za-z0-9 ._-] made "-". That was done before the redaction, so `password=X` became
+    `password-X`, which the redactor no longer reads: every page showed the password. The
+    audit pages named the project unredacted too, and scoped the redacted copy's actions by
+    the plain name, which none of them has after redaction. The name is redacted first now,
+    and the project's own actions are still shown."""
+    name = "acme-api db_password=Hunter2Zx9qAbc"
+    world = make_world(tmp_path)
+    conn = sqlite3.connect(world.cfg.audit_db)
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) VALUES "
+                 "('2026-05-09 10:00:00', 1, 'deploy', 'own-action-marker', ?)", [name])
+    conn.commit()
+    conn.close()
+    world = World(world.root, world.home, world.cfg.with_overrides(project_name=name))
+    out = build(world, out=tmp_path / "site", redact=True).out
+    assert [p for p in out.rglob("*") if p.is_file()
+            and b"Hunter2Zx9qAbc" in p.read_bytes()] == []
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert "<title>Dashboard - Agent Ledger: acme-api db_password-REDACTED</title>" in index
+    actions = (out / "audit" / "actions" / "index.html").read_text(encoding="utf-8")
+    assert "own-action-marker" in actions  # the project's own action, scoped in

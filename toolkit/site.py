@@ -761,8 +761,16 @@ def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
     return site, site.parent / (site.name + ".build")
 
 
-def site_name_for(cfg: Config) -> str:
-    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", cfg.project_name).strip(" -.") or "project"
+def site_name_for(cfg: Config, *, redact: bool = False) -> str:
+    """The site's name (every page's title): the project's name, redacted first when the
+    site is (its characters outside ``[A-Za-z0-9 ._-]`` become ``-`` after: ``password=X``
+    cut to ``password-X`` is no longer read as a secret)."""
+    name = cfg.project_name
+    if redact:
+        from toolkit.redact import redact as redact_text
+
+        name = redact_text(name, fold=True)
+    name = re.sub(r"[^A-Za-z0-9 ._-]+", "-", name).strip(" -.") or "project"
     return f"Agent Ledger: {name}"
 
 
@@ -903,8 +911,9 @@ def build_site(cfg: Config, store: Store, *, out: Path | None = None, clean: boo
 
     if not redact:  # recorded before its pages are written: a build killed meanwhile leaves
         _record_build(cfg, site, False)  # pages that show secrets, and handoff warns of them
-    result = render_site(store, content, site=site, build=build, site_name=site_name_for(cfg),
-                         clean=clean, build_time=build_time, progress=progress,
+    result = render_site(store, content, site=site, build=build,
+                         site_name=site_name_for(cfg, redact=redact), clean=clean,
+                         build_time=build_time, progress=progress,
                          templates=templates, base_config=base_config, redact=redact,
                          action_scope=cfg.action_scope, versions=versions)
     _record_build(cfg, site, redact)
@@ -1005,6 +1014,11 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
             source.give_back_freed_memory()
         store.release()  # the pages read the copy: DuckDB gives back what the copy took
         site_name = redact_text(site_name, fold=True)
+        # the copy's actions name their project redacted: so is the project the pages show
+        # and scope to (a secret in project_name was on every audit page, and its actions
+        # were left out, matching no project of the copy)
+        if action_scope is not None:
+            action_scope = redact_text(action_scope, fold=True)
         mark("redaction")
     try:
         # action_scope: every page, chart, count and download reads the same actions

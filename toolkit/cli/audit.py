@@ -394,18 +394,21 @@ class _HookNumber(click.ParamType):
         try:
             return int(value)
         except ValueError:
-            shown = visible(str(value), single_line=True)
-            click.echo(f"Warning: {param.opts[0] if param else 'option'} {shown!r} is not a "
-                       "whole number: ignored, as nagi-ledger's session_brief does",
+            name = param.opts[0] if param else "option"
+            what = (f"{visible(str(value), single_line=True)!r} is not a whole number"
+                    if value != "" else "has no value")
+            click.echo(f"Warning: {name} {what}: ignored, as nagi-ledger's session_brief does",
                        err=True)
             return None
 
 
 @audit.command("brief", short_help="nagi-ledger's session-start brief of open loops.",
                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option("--days", type=_HookNumber(), default=3, show_default=True,
+@click.option("--days", type=_HookNumber(), default=3, show_default=True, is_flag=False,
+              flag_value="",  # given without a value (last): ignored, as nagi-ledger does
               help="How many days back dispatches and dead ends count (0 or less: 3).")
 @click.option("--max-items", type=_HookNumber(), default=5, show_default=True,
+              is_flag=False, flag_value="",
               help="Lines per section at most (0 or less: 5).")
 @_now_option
 @click.pass_context

@@ -188,6 +188,14 @@ def test_i1_a_config_fifo_is_refused_without_opening_it(project, tmp_path):
     assert proc.stderr.splitlines() == [f"Error: {fifo}: the config file is not a regular file"]
 
 
+def _refused(result, link: Path, target: Path, root: Path, refusing: str) -> None:  # type: ignore[no-untyped-def]
+    """``result`` (a command's) is G6's refusal of ``link``, one Error line, exit 1."""
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {link}: is a symlink to {target}, outside the project folder ({root}); "
+        f"{refusing}")
+
+
 @pytest.mark.parametrize("command", [("load",), ("status",), ("handoff",),
                                      ("build-site", "--no-analyses")])
 def test_a_toolkit_folder_linked_outside_the_project_is_refused(project, cli_run, tmp_path,
@@ -197,12 +205,9 @@ def test_a_toolkit_folder_linked_outside_the_project_is_refused(project, cli_run
     outside = tmp_path / "outside"
     outside.mkdir()
     (project.root / ".toolkit").symlink_to(outside)
-    result = cli_run(*command)
-    assert result.exit_code == 1, result.output
-    assert result.output.strip().splitlines()[-1] == (
-        f"Error: {project.root / '.toolkit'}: is a symlink to {outside}, outside the project "
-        f"folder ({project.root}); refusing to keep the store and the site there. Replace "
-        "the link with a folder, or name those places in toolkit.yaml (db:, site_dir:)")
+    _refused(cli_run(*command), project.root / ".toolkit", outside, project.root,
+             "refusing to keep the store and the site there. Replace the link with a folder, "
+             "or name those places in toolkit.yaml (db:, site_dir:)")
     assert list(outside.iterdir()) == []
     # named by the user, the place is used as named
     (project.root / "toolkit.yaml").write_text(
@@ -226,12 +231,9 @@ def test_a_link_in_the_toolkit_folder_leading_outside_is_refused(project, cli_ru
     link = project.root / ".toolkit" / name
     link.symlink_to(outside)
     for command in (("build-site", "--clean", "--no-analyses"), ("load",), ("handoff",)):
-        result = cli_run(*command)
-        assert result.exit_code == 1, result.output
-        assert result.output.strip().splitlines()[-1] == (
-            f"Error: {link}: is a symlink to {outside}, outside the project folder "
-            f"({project.root}); refusing to write through it. Remove the link, or name the "
-            "places in toolkit.yaml (db:, site_dir:)")
+        _refused(cli_run(*command), link, outside, project.root,
+                 "refusing to write through it. Remove the link, or name the places in "
+                 "toolkit.yaml (db:, site_dir:)")
     assert [p.name for p in outside.iterdir()] == ["notes.txt"]
     assert not (tmp_path / "outside.build").exists()
     link.unlink()

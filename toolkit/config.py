@@ -405,14 +405,10 @@ def _check_outputs_inside(cfg: Config, state: Path, root: Path) -> None:
     and the build record replace a link with a file, never writing through it.)"""
     replaced = {HANDOFF_STATE, BUILD_RECORD}
     for path in cfg.outputs():
-        if (path.parent == state and path.name not in replaced and path.is_symlink()
-                and not within(path, root)):
-            real = Path(os.path.realpath(path))
-            raise RefusedError(f"is a symlink to {real}, outside the project folder "
-                               f"({os.path.realpath(root)}); refusing to write through it",
-                               path=path,
-                               hint="Remove the link, or name the places in toolkit.yaml "
-                                    "(db:, site_dir:)")
+        if path.parent == state and path.name not in replaced:
+            _refuse_link_out(path, root, "refusing to write through it",
+                             "Remove the link, or name the places in toolkit.yaml "
+                             "(db:, site_dir:)")
 
 
 def _check_state_inside(state: Path, root: Path) -> None:
@@ -420,13 +416,17 @@ def _check_state_inside(state: Path, root: Path) -> None:
     (FAULTS G6): the store, its caches, the handoff state and the site would all be written
     wherever it points. A link that stays inside is followed; places named in toolkit.yaml,
     the environment or options are used as named."""
-    if not state.is_symlink() or within(state, root):
-        return
-    real, root_real = Path(os.path.realpath(state)), Path(os.path.realpath(root))
-    raise RefusedError(f"is a symlink to {real}, outside the project folder ({root_real}); "
-                       "refusing to keep the store and the site there", path=state,
-                       hint="Replace the link with a folder, or name those places in "
-                            "toolkit.yaml (db:, site_dir:)")
+    _refuse_link_out(state, root, "refusing to keep the store and the site there",
+                     "Replace the link with a folder, or name those places in toolkit.yaml "
+                     "(db:, site_dir:)")
+
+
+def _refuse_link_out(path: Path, root: Path, refusing: str, hint: str) -> None:
+    """RefusedError when ``path`` is a symbolic link leading outside ``root``."""
+    if path.is_symlink() and not within(path, root):
+        raise RefusedError(f"is a symlink to {os.path.realpath(path)}, outside the project "
+                           f"folder ({os.path.realpath(root)}); {refusing}", path=path,
+                           hint=hint)
 
 
 def parse_site_scope(value: Any, path: Path | None = None) -> str:

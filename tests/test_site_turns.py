@@ -269,31 +269,39 @@ FAKE_KEY_LINES = ["MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0
 
 
 def test_a_redacted_diff_is_made_from_the_files_redacted_whole(tmp_path: Path) -> None:
-    """The redacted site's diff compares the files redacted whole, not the diff's text
-    redacted: a token hard-wrapped across two added lines (each starts with "+", which the
-    wrap rule does not take) and the base64 lines of a private key whose BEGIN line is outside
-    the hunk were shown. A diff holding no secret is git's, but for the text git adds after
-    a hunk's @@ line; binary files and lines without a final line break are as git shows
-    them."""
+    """The redacted site's diff takes each line from the file redacted whole, not from the
+    diff's text redacted: a token hard-wrapped across two added lines (each starts with "+",
+    which the wrap rule does not take) and the base64 lines of a private key whose BEGIN line
+    is outside the hunk were shown. A diff holding no secret is git's, byte for byte: binary
+    files, lines without a final line break, and lines holding a carriage return, a form
+    feed, a line separator or text that looks like a diff's header."""
     from toolkit.redact import redact
     from toolkit.sources.snapshots import patch
 
     home = tmp_path / "home"
     root, side = _workspace(tmp_path, home)
-    (root / "app.txt").write_text("".join(f"line {i}\n" for i in range(20)))
+    odd = "progress 50%\rdiff --git a/x b/x\n@@ -1 +1 @@\x0cform feed\u2028after\n"
+    (root / "app.py").write_text("def main():\n" + "".join(f"    x{i} = {i}\n"
+                                                           for i in range(20)))
     (root / "gone.txt").write_text("old\n")
     (root / "blob.bin").write_bytes(b"\0\1\2")
     (root / "last.txt").write_text("no line break at the end")
+    (root / "odd.log").write_text(odd + "tail\n")
+    (root / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
     s0 = side.snapshot("pre-turn:1: tidy")
-    (root / "app.txt").write_text("".join(f"line {i}\n" for i in range(20) if i != 9))
+    (root / "app.py").write_text("def main():\n" + "".join(f"    x{i} = {i}\n"
+                                                           for i in range(20) if i != 12))
     (root / "gone.txt").unlink()
     (root / "blob.bin").write_bytes(b"\0\1\3")
     (root / "last.txt").write_text("still no line break")
     (root / "new.txt").write_text("new\n")
+    (root / "odd.log").write_text(odd + "TAIL\n")
+    (root / "crlf.txt").write_bytes(b"one\r\nTWO\r\n")
     s1 = side.snapshot("post-turn:1: tidy")
-    # no secret: git's diff, line for line (git adds a function's name after some @@ lines)
-    git_says = re.sub(r"(?m)^(@@ [^@]* @@).*$", r"\1", patch(side.git_dir, s0, s1))
+    # no secret: git's diff, byte for byte
+    git_says = patch(side.git_dir, s0, s1)
     assert "Binary files" in git_says and "\\ No newline at end of file" in git_says
+    assert "@@ def main():" in git_says  # (git's function name after the @@)
     assert turn_diffs.redacted_patch(side.git_dir, s0, s1) == git_says
 
     key = ("tls:\n  key: |\n    -----BEGIN RSA PRIVATE KEY-----\n"
@@ -304,11 +312,19 @@ def test_a_redacted_diff_is_made_from_the_files_redacted_whole(tmp_path: Path) -
     (root / "tls.yaml").write_text(key.replace("verify: true", "verify: false"))
     (root / "notes.md").write_text("# Deploy\n\nThe key AKIAQW11XK2M\nW9PLR4TN and the token "
                                    "ghp_Zqw17Kx2mW9pLr\n4Tn8Vb3Yc6Hd1Jf5Gs0AeQ (rotate).\n")
+    # a line that looks like a file's header, after a carriage return, in a changed file
+    (root / "build.log").write_text("50%\rdiff --git a/x b/x\ntoken: ghp_Zqw17Kx2mW9pLr\n"
+                                    "4Tn8Vb3Yc6Hd1Jf5Gs0AeQ\n")
     s3 = side.snapshot("post-turn:2: edit")
     shown = turn_diffs.redacted_patch(side.git_dir, s2, s3)
     secrets = ["AKIAQW11XK2M", "W9PLR4TN", "ghp_Zqw17Kx2mW9pLr", "4Tn8Vb3Yc6Hd1Jf5Gs0AeQ",
                *FAKE_KEY_LINES]
     assert [p for p in secrets if p in shown] == []
     assert "-  verify: true\n+  verify: false\n" in shown
+    # line for line git's, the secrets' lines replaced
+    git_says = patch(side.git_dir, s2, s3)
+    assert len(shown.split("\n")) == len(git_says.split("\n"))
+    assert [line[:1] for line in shown.split("\n")] == \
+        [line[:1] for line in git_says.split("\n")]
     # the diff's own text, redacted, showed them
     assert [p for p in secrets if p in redact(patch(side.git_dir, s2, s3), fold=True)]

@@ -988,12 +988,29 @@ def redact_each(texts: Sequence[str], *, home: str | None = None, fold: bool = F
 _SEPARATOR = "\n\n"
 
 
-def _apply(text: str, hits: list[_Hit]) -> str:
+def redact_keeping_lines(text: str, *, home: str | None = None, fold: bool = False) -> str:
+    """:func:`redact`, line for line: a secret that spans lines (a PEM block, a wrapped
+    token) becomes ``[REDACTED]`` on each of its lines, so line *n* of the result is line *n*
+    of ``text`` redacted (a file's lines, as a diff of it numbers them)."""
+    for _ in range(3):
+        hits = _collect(text, home, fold)
+        if not hits:
+            return text
+        text = _apply(text, hits, keep_lines=True)
+    return text
+
+
+def _apply(text: str, hits: list[_Hit], *, keep_lines: bool = False) -> str:
     parts: list[str] = []
     pos = 0
     for h in hits:
         parts.append(text[pos:h.start])
-        parts.append(h.replacement)
+        breaks = text.count("\n", h.start, h.end)
+        if keep_lines and h.replacement.count("\n") != breaks:
+            parts.append("\n".join(MARKER if piece.strip() else piece
+                                   for piece in text[h.start:h.end].split("\n")))
+        else:
+            parts.append(h.replacement)
         pos = h.end
     parts.append(text[pos:])
     return "".join(parts)

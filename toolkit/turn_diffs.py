@@ -13,9 +13,9 @@ miss.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import html
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ from toolkit.snapshot_ops import turn_patch, turn_start
 from toolkit.sources import snapshots as snap
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
 
     from toolkit.config import Config
     from toolkit.pages import Deferred, Page
@@ -85,62 +85,91 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
     parsecache.prune(cache, used)
 
 
-_NO_NEWLINE = "\\ No newline at end of file"
+_HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
 def redacted_patch(repo: Path, old: str | None, new: str) -> str:
-    """The turn's diff as the redacted site shows it: each changed file redacted whole, as it
-    was and as it is, then the two compared (three lines of context, as git's diff).
+    """The turn's diff as the redacted site shows it: git's diff, each of its lines taken
+    from the changed file redacted whole (as it was for a removed line, as it is for the
+    others), so the diff is git's, line for line, with the secrets of the files replaced.
 
     Redacting the diff's own text missed what only the files show: a token hard-wrapped
     across two changed lines (each line starts with ``+`` or ``-``, which the wrap rule does
     not take) and the base64 lines of a private key whose ``BEGIN`` line is outside the
-    hunk. The files' header lines (their paths) go through the redactor as text."""
-    from toolkit.redact import redact
+    hunk. A file is redacted line for line (``redact_keeping_lines``: a key's lines each
+    become ``[REDACTED]``), so git's line numbers still point at its lines. The header lines
+    (paths) and the text git adds after a hunk's ``@@`` go through the redactor as text."""
+    from toolkit.redact import redact, redact_keeping_lines
 
+    plain = _sections(snap.patch(repo, old, new))
+    whole = _sections(snap.patch(repo, old, new, whole=True))
+    if len(plain) != len(whole):  # (the same diff twice: never; the safe answer if it were)
+        return redact(snap.patch(repo, old, new), fold=True)
     out: list[str] = []
-    for header, old_lines, new_lines in _file_sections(snap.patch(repo, old, new, whole=True)):
+    for (header, body), (_, every) in zip(plain, whole, strict=True):
         out.append(redact("".join(header), fold=True))
-        if old_lines is None:  # binary, or a mode change only: no lines to show
-            continue
-        before = redact("".join(old_lines), fold=True).splitlines(keepends=True)
-        after = redact("".join(new_lines), fold=True).splitlines(keepends=True)
-        for line in list(difflib.unified_diff(before, after, n=3))[2:]:  # (git's ---/+++)
-            out.append(line if line.endswith("\n") else f"{line}\n{_NO_NEWLINE}\n")
+        was, now = (redact_keeping_lines("".join(side), fold=True).split("\n")
+                    for side in _sides(every))
+        at = {"-": 0, "+": 0}  # the index of the next line of each side
+        for line in body:
+            end = "\n" if line.endswith("\n") else ""
+            hunk = _HUNK.match(line)
+            if hunk:
+                at = {"-": int(hunk[1]) - 1, "+": int(hunk[2]) - 1}
+                rest = line[hunk.end():].removesuffix("\n")
+                out.append(hunk[0] + redact(rest, fold=True) + end)
+            elif line[:1] in ("-", "+", " "):
+                kind = line[:1]
+                lines, i = (was, at["-"]) if kind == "-" else (now, at["+"])
+                shown = lines[i] if i < len(lines) else \
+                    redact(line[1:].removesuffix("\n"), fold=True)  # (never: the safe answer)
+                for side in ("-", "+") if kind == " " else (kind,):
+                    at[side] += 1
+                out.append(kind + shown + end)
+            else:  # "\ No newline at end of file"
+                out.append(line)
     return "".join(out)
 
 
-def _file_sections(text: str) -> Iterator[tuple[list[str], list[str] | None, list[str]]]:
-    """Each file of a whole-file diff (:func:`toolkit.sources.snapshots.patch`, ``whole``):
-    (its header lines, its lines as they were, as they are); None for a file without lines
-    shown (binary, a mode change)."""
-    header: list[str] = []
+def _split(text: str) -> list[str]:
+    """``text``'s lines, each with its ``\n``: split at ``\n`` only (git's line break), not
+    at the ``\r``, form feeds or separators :meth:`str.splitlines` also breaks at."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def _sections(text: str) -> list[tuple[list[str], list[str]]]:
+    """Each file of a diff: (its header lines, its hunks' lines)."""
+    files: list[tuple[list[str], list[str]]] = []
+    for line in _split(text):
+        if line.startswith("diff --git ") or not files:
+            files.append(([line], []))
+        elif files[-1][1] or line.startswith("@@"):
+            files[-1][1].append(line)
+        else:
+            files[-1][0].append(line)
+    return files
+
+
+def _sides(body: list[str]) -> tuple[list[str], list[str]]:
+    """A whole-file diff's hunk lines (:func:`toolkit.sources.snapshots.patch`, ``whole``):
+    the file's lines as they were and as they are."""
     old: list[str] = []
     new: list[str] = []
-    in_hunk = False
-    last = ""  # the kind of the hunk's line before: " ", "-" or "+"
-    for line in text.splitlines(keepends=True):
-        if line.startswith("diff --git "):
-            if header:
-                yield header, old if in_hunk else None, new
-            header, old, new, in_hunk, last = [line], [], [], False, ""
-        elif not in_hunk:
-            if line.startswith("@@"):
-                in_hunk = True
-            else:
-                header.append(line)
-        elif line.startswith("\\"):  # the line before ends without a line break
+    last = ""
+    for line in body:
+        kind = line[:1]
+        if kind in ("-", "+", " "):
+            if kind != "+":
+                old.append(line[1:])
+            if kind != "-":
+                new.append(line[1:])
+            last = kind
+        elif kind == "\\":  # the line before ends without a line break
             for side, kinds in ((old, " -"), (new, " +")):
-                if last in kinds and side and side[-1].endswith("\n"):
-                    side[-1] = side[-1][:-1]
-        elif not line.startswith("@@"):
-            last, body = line[:1], line[1:]
-            if last and last in " -":
-                old.append(body)
-            if last and last in " +":
-                new.append(body)
-    if header:
-        yield header, old if in_hunk else None, new
+                if last and last in kinds and side:
+                    side[-1] = side[-1].removesuffix("\n")
+    return old, new
 
 
 def cut(text: str, how: str) -> tuple[str, str]:

@@ -208,6 +208,7 @@ def test_a_toolkit_folder_linked_outside_the_project_is_refused(project, cli_run
     _refused(cli_run(*command), project.root / ".toolkit", outside, project.root,
              "refusing to keep the store and the site there. Replace the link with a folder, "
              "or name those places in toolkit.yaml (db:, site_dir:)")
+    assert cli_run("audit", "brief").exit_code == 0  # (keeps nothing there)
     assert list(outside.iterdir()) == []
     # named by the user, the place is used as named
     (project.root / "toolkit.yaml").write_text(
@@ -234,6 +235,10 @@ def test_a_link_in_the_toolkit_folder_leading_outside_is_refused(project, cli_ru
         _refused(cli_run(*command), link, outside, project.root,
                  "refusing to write through it. Remove the link, or name the places in "
                  "toolkit.yaml (db:, site_dir:)")
+    # the commands that keep nothing there run: a hook's writes are not lost
+    assert cli_run("audit", "log-action", "linked", "--tier", "1",
+                   "--category", "test").exit_code == 0
+    assert cli_run("audit", "brief").exit_code == 0
     assert [p.name for p in outside.iterdir()] == ["notes.txt"]
     assert not (tmp_path / "outside.build").exists()
     link.unlink()

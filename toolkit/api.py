@@ -416,6 +416,7 @@ class Project:
         from toolkit.store import Store
 
         self.close()
+        self.config.check_state_links()
         store = Store.open(self.config.db_path, sources=SOURCES)
         try:
             report = store.refresh(self.config, full=full, progress=progress)

@@ -407,6 +407,7 @@ def open_audit_store(cfg: Config, *, missing_ok: bool = False) -> Store:
     from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
+    cfg.check_state_links()
     store = Store.open(cfg.db_path, sources=SOURCES)
     try:
         report = store.refresh(cfg, only=["audit"])

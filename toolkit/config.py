@@ -152,6 +152,16 @@ class Config:
     def state_dir(self) -> Path:
         return self.db_path.parent
 
+    def check_state_links(self) -> None:
+        """Refuse the project's ``.toolkit``, or a place in it where the toolkit writes, that
+        is a symbolic link leading outside the project (FAULTS G6), when the store or the
+        site is kept there: called by whatever opens the store or builds the site, so the
+        commands that keep nothing there (the audit writers, ``audit brief``) still run."""
+        state = self.project_root / ".toolkit"
+        if self.db_path.parent == state or self.site_dir.parent == state:
+            _check_state_inside(state, self.project_root)
+            _check_outputs_inside(self, state, self.project_root)
+
     def outputs(self) -> tuple[Path, ...]:
         """Every file and folder the toolkit itself writes for this project: the state folder,
         the store with its ``.wal``, DuckDB's ``.tmp`` spill folder and the parse cache, the
@@ -342,8 +352,6 @@ def resolve(
     default_db, default_site = state / "ledger.duckdb", state / "site"
     db = pick("db", env.get("TOOLKIT_DB"), default_db)
     site_dir = pick("site_dir", None, default_site)
-    if state == root / ".toolkit" and (db is default_db or site_dir is default_site):
-        _check_state_inside(state, root)
     site_url = pick("site_url", env.get("TOOLKIT_SITE_URL"), None)
 
     max_mb = pick("max_file_mb", env.get("TOOLKIT_MAX_FILE_MB"), None)
@@ -375,7 +383,7 @@ def resolve(
                                   cfg_path if in_file else None)
     project_name = str(pick("project_name", None, "") or "").strip() or root.name
 
-    cfg = Config(
+    return Config(
         project_root=root,
         **paths,  # each source setting is a Config field (tests/test_source_contract.py)
         db_path=Path(db),
@@ -392,9 +400,6 @@ def resolve(
         project_name=project_name,
         site_scope=site_scope,
     )
-    if state == root / ".toolkit":
-        _check_outputs_inside(cfg, state, root)
-    return cfg
 
 
 def _check_outputs_inside(cfg: Config, state: Path, root: Path) -> None:

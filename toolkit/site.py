@@ -757,6 +757,9 @@ def output_folder(out: Path) -> Path:
 
 
 def build_paths(cfg: Config, out: Path | None) -> tuple[Path, Path]:
+    """The site folder and its build folder; the project's ``.toolkit`` checked first
+    (``Config.check_state_links``: a link there leading out of the project is refused)."""
+    cfg.check_state_links()
     site = output_folder(out) if out else cfg.site_dir.resolve()
     return site, site.parent / (site.name + ".build")
 

@@ -151,6 +151,7 @@ def open_store(cfg: Config, *, refresh: bool = True, quiet: bool = False, scoped
     from toolkit.loaders import SOURCES
     from toolkit.store import Store
 
+    cfg.check_state_links()
     store = Store.open(cfg.db_path, sources=SOURCES)
     try:
         if refresh:

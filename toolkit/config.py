@@ -29,9 +29,10 @@ CONFIG_NAME = "toolkit.yaml"
 # sources' settings, the store and the site folder.
 _PATH_KEYS = (*(s.key for s in loaders.settings()), "db", "site_dir")
 # Environment variables of the seed tools read as those tools read them: nagi-ledger's
-# get_db_path() takes $NAGI_LEDGER_DB as written (Path(value): no "~" expanded), so the
-# toolkit opens the DB nagi-ledger's own server and hooks write, whatever the value says.
-_AS_WRITTEN_ENV = {"NAGI_LEDGER_DB"}
+# get_db_path() takes $NAGI_LEDGER_DB as written (Path(value): no "~" expanded), and its
+# session_brief.py and goal_gate.py the goal files' variables so, so the toolkit opens the
+# files nagi-ledger's own server and hooks write, whatever the value says.
+_AS_WRITTEN_ENV = {"NAGI_LEDGER_DB", "NAGI_GOAL_FILE", "NAGI_GOAL_HISTORY"}
 _KNOWN_KEYS = set(_PATH_KEYS) | {"site_url", "max_file_mb", "today", "publish", "redact",
                                   "checks", "notebooks", "analyses", "project_name",
                                   "site_scope"}

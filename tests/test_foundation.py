@@ -41,9 +41,10 @@ def test_flags_beat_toolkit_yaml_beat_env(project, tmp_path):
 
 
 def test_nagi_ledger_db_is_read_as_nagi_ledger_reads_it(project, tmp_path):
-    """nagi-ledger takes $NAGI_LEDGER_DB (and its goal files' variables) as written (a "~" in it is a folder named "~", as
-    in an MCP client's env block, where no shell expands it): the toolkit opens the same
-    file its server and hooks write. The toolkit's own settings still expand "~"."""
+    """nagi-ledger takes $NAGI_LEDGER_DB (and its goal files' variables) as written (a "~"
+    in it is a folder named "~", as in an MCP client's env block, where no shell expands
+    it): the toolkit opens the same file its server and hooks write. The toolkit's own
+    settings still expand "~"."""
     env = {"HOME": str(project.home), "NAGI_LEDGER_DB": "~/ledger.db",
            "NAGI_GOAL_FILE": "~/goal.json", "NAGI_GOAL_HISTORY": "~/history.jsonl",
            "TOOLKIT_DB": "~/store.duckdb"}

@@ -367,6 +367,16 @@ def test_an_option_nagi_ledger_ignores_leaves_the_brief_as_without_it(cli_run, w
     assert result.stderr.count("ignored, as nagi-ledger's session_brief does") == warnings
 
 
+def test_a_toolkit_option_after_audit_brief_is_a_usage_error(cli_run, world):
+    """Arguments audit brief does not know are ignored, as nagi-ledger's hook ignores them,
+    but not one of toolkit's own options given after the command: it would be silently
+    unused (the brief read the default DB, not the --audit-db given)."""
+    result = cli_run("audit", "brief", "--audit-db", "/other.db")
+    assert result.exit_code == 2
+    assert "--audit-db is an option of toolkit, not of audit brief: give it before the " \
+           "command" in result.stderr
+
+
 def test_the_window_of_an_injected_now_ends_as_the_other_audit_commands_end_it(cli_run,
                                                                               world):
     """A row written by hand in another shape (``T``, ``Z``, an offset) is in the brief's

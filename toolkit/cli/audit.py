@@ -433,7 +433,12 @@ def brief(ctx: click.Context, days: int | None, max_items: int | None,
     from toolkit.goals import brief as build
     from toolkit.goals import brief_repos, goal_paths
 
+    toolkit_options = {o for p in ctx.find_root().command.params for o in p.opts}
     for extra in ctx.args:
+        name = extra.split("=", 1)[0]
+        if name in toolkit_options:  # (misplaced, not a typo: it would be silently unused)
+            raise click.UsageError(f"{name} is an option of toolkit, not of audit brief: give "
+                                   f"it before the command (toolkit {name} … audit brief)")
         click.echo(f"Warning: {visible(extra, single_line=True)!r}: not an argument of "
                    "audit brief: ignored, as nagi-ledger's session_brief does", err=True)
     when = parse_now(now)

@@ -502,7 +502,12 @@ def test_requests_written_before_the_end_of_input_are_all_answered(project):
                + _message(22, "tools/call", {"name": "ledger_stats", "arguments": {}}))
     cancelled = (_message(30, "tools/call", {"name": "ledger_stats", "arguments": {}})
                  + _message(None, "notifications/cancelled", {"requestId": 30}))
-    answers, stderr = _mcp_with_input(project, _OPENING + calls + queries + cancelled)
+    # an id used twice (JSON-RPC forbids it; a client may still): each request answered
+    twice = (_message(40, "tools/call", {"name": "ledger_stats", "arguments": {}})
+             + _message(40, "ping", {}))
+    answers, stderr = _mcp_with_input(project, _OPENING + calls + queries + cancelled + twice)
+    assert [a["id"] for a in answers].count(40) == 2
+    answers = [a for a in answers if a["id"] != 40]
     by_id = {a["id"]: a for a in answers}
     assert set(by_id) - {30} == {1, *range(10, 16), 20, 21, 22}  # (30: maybe, maybe not)
     assert len(answers) == len(by_id)  # one answer each

@@ -443,13 +443,16 @@ async def _serve_answering_bad_lines(lowlevel: Any) -> None:
 class _Replies:
     """The server's side of stdout, which knows the requests it has not answered yet: a
     request read is owed an answer until a response or error with its id is written, or the
-    client cancels it (notifications/cancelled: the server then answers nothing)."""
+    client cancels it (notifications/cancelled: the server then answers nothing). Counted by
+    id: a client that reuses an id (JSON-RPC forbids it) is owed an answer for each."""
 
     def __init__(self, stream: Any) -> None:
+        from collections import Counter
+
         import anyio
 
         self._stream = stream
-        self._owed: set[Any] = set()
+        self._owed: Counter[Any] = Counter()
         self._none_owed = anyio.Event()
         self._none_owed.set()
 
@@ -481,11 +484,14 @@ class _Replies:
 
         if not self._owed:
             self._none_owed = anyio.Event()
-        self._owed.add(rid)
+        self._owed[rid] += 1
 
     def _paid(self, rid: Any) -> None:
-        if isinstance(rid, (str, int)):  # (an id is text or a number: JSON-RPC 2.0)
-            self._owed.discard(rid)
+        # (an id is text or a number: JSON-RPC 2.0; one never owed, as a bad line's, is none)
+        if isinstance(rid, (str, int)) and self._owed[rid] > 0:
+            self._owed[rid] -= 1
+            if self._owed[rid] == 0:
+                del self._owed[rid]
             if not self._owed:
                 self._none_owed.set()
 

@@ -709,11 +709,14 @@ CUT: list[tuple[str, str]] = [
     # URL credentials cut before their "@" (a check's DuckDB error quoting a description)
     ('Input: "postgres://billing:k9Vq2mX7pL4tR8nB3yC6hD1jF5gS..."', "k9Vq2mX7pL4tR8"),
     ("redis://:Zq17Kx2mW9pLr4Tn…", "Zq17Kx2mW9pLr4Tn"),
+    ("postgres://admin:20240917553…", "20240917553"),  # all digits, too long for a port
 ]
 CUT_DECOYS = ["the ghp_… prefix", "ids start AKIA…", "Use eyJ… tokens", "sk-learn... works",
               "ghp_abc… is short", "see xoxb-… in the docs", "sk-… keys",
               "served on http://localhost:8080... then", "postgres://billing...",
-              "https://example.com/docs..."]
+              "https://example.com/docs...", "the app (http://localhost:8080)... then",
+              "set it to http://host:port... and go", "use redis://localhost:${REDIS_PORT}...",
+              "jdbc:postgresql://db:5432;user=x...", "http://h:<port>..."]
 
 
 @pytest.mark.parametrize(("text", "prefix"), CUT, ids=[f"cut-{i}" for i in range(len(CUT))])

@@ -324,11 +324,15 @@ _URL_CREDS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:
                         r"(?P<creds>[^\s/?#@:\"'<>\[\]]*:[^\s/?#\"'<>\[\]]+)@")
 
 # The same, cut before its "@" by something upstream (a DuckDB error message shows 50
-# characters of its input), with an ellipsis at the cut: "postgres://user:pass…". A port
-# ("http://host:8080…", digits only) is no password.
+# characters of its input), with an ellipsis at the cut: "postgres://user:pass…". Without
+# the "@" a host's port reads the same way: a port ("host:8080…", "host:8080)…",
+# "db:5432;user=x…"), a placeholder ("${PORT}", "<port>") or a lowercase word ("host:port…")
+# is taken for no password (_CUT_NOT_PASSWORD).
 _URL_CREDS_CUT = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
                             r"(?P<creds>[^\s/?#@:\"'<>\[\]]*:(?P<pw>[^\s/?#@\"'<>\[\]]+?))"
                             r"(?=…|\.\.\.)")
+
+_CUT_NOT_PASSWORD = re.compile(r"\d{1,5}(?:[^A-Za-z0-9].*)?|[$%{<(\[].*|[a-z]+", re.DOTALL)
 
 _AUTH_HEADER = re.compile(r"authorization[\"'*]*[ \t]*[:=][ \t]*[\"']?"
                           r"(?P<scheme>(?:basic|token|digest)[ \t]+)?"
@@ -672,7 +676,8 @@ def _detect(text: str, home: str | None, fold: bool = False) -> Iterator[_Hit]:
                 yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
         if has_raw("…") or has_raw("..."):
             for m in _URL_CREDS_CUT.finditer(text):
-                if not m.group("pw").isdigit() and not _is_marker(m.group("creds")):
+                if not _CUT_NOT_PASSWORD.fullmatch(m.group("pw")) \
+                        and not _is_marker(m.group("creds")):
                     yield _Hit("url_credentials", m.start("creds"), m.end("creds"), MARKER)
     if has("authorization"):
         for m in _AUTH_HEADER.finditer(text):

@@ -253,6 +253,18 @@ def test_truncated_db_is_refused(cli_run, fresh):
     assert file_state(fresh) == before
 
 
+def test_a_db_named_with_a_tilde_is_written_where_nagi_ledger_writes_it(cli_run, tmp_path,
+                                                                       monkeypatch):
+    """$NAGI_LEDGER_DB='~/x.db' (an MCP client's env block: no shell expands it) is the file
+    nagi-ledger writes, ./~/x.db, and the message names it so, not as if in the home."""
+    monkeypatch.setenv("NAGI_LEDGER_DB", "~/tilde.db")
+    monkeypatch.chdir(tmp_path)
+    result = cli_run("audit", "log-action", "x", "--tier", "1", "--category", "c")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Logged action #1 (tier 1, c) in ./~/tilde.db\n"
+    assert (tmp_path / "~" / "tilde.db").is_file()
+
+
 def test_locked_db_exits_75_and_loses_nothing(cli_run, tmp_path, monkeypatch):
     from toolkit import audit_ops
 

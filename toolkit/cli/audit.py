@@ -82,9 +82,12 @@ def _project() -> Project:
 
 
 def _where(path: Any) -> str:
+    """The DB's path as shown: as configured, a folder named "~" (``$NAGI_LEDGER_DB`` is read
+    as written, as nagi-ledger reads it) shown as ``./~/…``, so it does not read as home."""
     import os
 
-    return os.path.normpath(str(path))
+    shown = os.path.normpath(str(path))
+    return f".{os.sep}{shown}" if shown.startswith("~") else shown
 
 
 def _line(text: Any) -> str:

@@ -494,26 +494,26 @@ def _point_session(project: FixtureProject) -> Path:
 
 def test_invocations_and_mutations_are_logged_in_the_seed_format(project: FixtureProject,
                                                                  cli_run) -> None:  # type: ignore[no-untyped-def]
+    """Smith's skill logs "on invocation", then "after any mutation": the invoked entry
+    (with the command's outcome) comes first, the mutation's after it. They came the other
+    way round."""
     log = _point_session(project)
     before = log.read_text()
     cli_run("ledger", "promote", "route table", env=NOW)
     added = log.read_text()[len(before):]
-    assert added.startswith("\n### [09:30:05] /smith-ledger promote applied\n\n"
-                            "**User Request:**\n> ")
+    outcome = ('**Outcome:** Promoted "Grep the route table before adding a new endpoint" from '
+               "low to medium confidence.\n")
+    assert added.startswith("\n### [09:30:05] /smith-ledger invoked\n\n**User Request:**\n> ")
     assert ("**Subcommand:** promote\n"
-            '**Synthesized Input:** title "route table"\n'
-            '**Outcome:** Promoted "Grep the route table before adding a new endpoint" from '
-            "low to medium confidence.\n"
-            "**Artifacts:** .smith/vault/ledger/patterns.md, .smith/vault/ledger/meta.yaml, "
-            ".smith/vault/ledger/.meta.json, backup .smith/vault/ledger/.backups/"
-            "edit-2026-06-15-093005/\n"
+            '**Synthesized Input:** title "route table"\n' + outcome
+            + "**Artifacts:** .smith/vault/ledger/\n"
             "**Systems affected:** none\n\n"
-            "### [09:30:05] /smith-ledger invoked\n") in added
+            "### [09:30:05] /smith-ledger promote applied\n") in added
     assert added.endswith("**Subcommand:** promote\n"
-                          '**Synthesized Input:** title "route table"\n'
-                          '**Outcome:** Promoted "Grep the route table before adding a new '
-                          'endpoint" from low to medium confidence.\n'
-                          "**Artifacts:** .smith/vault/ledger/\n"
+                          '**Synthesized Input:** title "route table"\n' + outcome
+                          + "**Artifacts:** .smith/vault/ledger/patterns.md, "
+                          ".smith/vault/ledger/meta.yaml, .smith/vault/ledger/.meta.json, backup "
+                          ".smith/vault/ledger/.backups/edit-2026-06-15-093005/\n"
                           "**Systems affected:** none\n")
     size = len(log.read_text())
     cli_run("ledger", "list", env=NOW)

@@ -173,7 +173,7 @@ def test_full_run_merges_prunes_logs_and_resets_the_signals(busy: Path) -> None:
     assert no_temp_files(busy)
     counts = (f"merged 1, pruned 2 (1 removed, 1 demoted), dropped 0; tokens {tokens} \u2192 "
               f"{meta['estimated_tokens']}; backup .backups/reconcile-2026-05-10-120000/")
-    assert logged(busy) == [("reconcile applied", f"OK: {counts}"), ("invoked", f"OK: {counts}")]
+    assert logged(busy) == [("invoked", f"OK: {counts}"), ("reconcile applied", f"OK: {counts}")]
 
 
 def test_nothing_needed_writes_nothing(busy: Path) -> None:

@@ -102,7 +102,10 @@ def _vault_or_fail(vault: Path, *, max_bytes: int | None = None, sessions: bool 
 
 
 class _Log:
-    """Logs one invocation (when the command finishes) and its mutations."""
+    """Logs one invocation and its mutations, in the order Smith's skill logs them: the
+    invocation first, then each mutation after it is made. The invocation's entry holds the
+    command's outcome, so it is written when that is known: just before the first mutation's
+    entry (whose outcome it is), or when the command ends without one."""
 
     def __init__(self, vault: Path, subcommand: str, request: str | None, synthesized: str,
                  *, enabled: bool = True) -> None:
@@ -112,30 +115,35 @@ class _Log:
         self.synthesized = synthesized
         self.enabled = enabled
         self.outcome = "done"
+        self._invoked = False
 
     def mutation(self, outcome: str, artifacts: str) -> None:
+        if self.enabled:
+            self._invocation(self.outcome)
+            self._entry(f"{self.subcommand} applied", outcome, artifacts)
+
+    def _invocation(self, outcome: str) -> None:
+        if not self._invoked:
+            self._invoked = True
+            self._entry("invoked", outcome, ".smith/vault/ledger/")
+
+    def _entry(self, event: str, outcome: str, artifacts: str) -> None:
         from toolkit.ledger.vault import append_session_log
 
-        if self.enabled:
-            append_session_log(self.vault, event=f"{self.subcommand} applied",
-                               subcommand=self.subcommand, request=self.request,
-                               synthesized=self.synthesized, outcome=outcome,
-                               artifacts=artifacts)
+        append_session_log(self.vault, event=event, subcommand=self.subcommand,
+                           request=self.request, synthesized=self.synthesized,
+                           outcome=outcome, artifacts=artifacts)
 
     def __enter__(self) -> _Log:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        from toolkit.ledger.vault import append_session_log
-
         if not self.enabled:
             return
         outcome = self.outcome
         if exc is not None:
             outcome = f"error: {exc}" if isinstance(exc, ToolkitError) else "interrupted"
-        append_session_log(self.vault, event="invoked", subcommand=self.subcommand,
-                           request=self.request, synthesized=self.synthesized,
-                           outcome=outcome, artifacts=".smith/vault/ledger/")
+        self._invocation(outcome)
 
 
 # --------------------------------------------------------------------------- dashboard

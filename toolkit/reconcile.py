@@ -1431,13 +1431,6 @@ def _session_log(cfg: Any, request: str | None, now: dt.datetime, force: bool,
     common: dict[str, Any] = dict(subcommand="reconcile",
                                   request=request or "toolkit ledger reconcile",
                                   synthesized="reconcile: " + ", ".join(flags), now=now)
-    if report is not None and report.written:
-        append_session_log(cfg.vault, event="reconcile applied",
-                           outcome=f"{report.result}: {_counts(report)}",
-                           artifacts=", ".join(report.written + (
-                               ["reconcile-log.md"] if report.logged else [])),
-                           systems="smith-ledger",
-                           **common)
     if error is None and report is not None:
         if report.disabled:
             outcome = "disabled (ledger.reconcile.enabled is false)"
@@ -1448,8 +1441,16 @@ def _session_log(cfg: Any, request: str | None, now: dt.datetime, force: bool,
                 f"; {report.error}" if report.error else "")
     else:
         outcome = error or "error"
+    # the invocation, then its mutation: the order Smith's skills log them in
     append_session_log(cfg.vault, event="invoked", outcome=outcome,
                        artifacts=".smith/vault/ledger/", **common)
+    if report is not None and report.written:
+        append_session_log(cfg.vault, event="reconcile applied",
+                           outcome=f"{report.result}: {_counts(report)}",
+                           artifacts=", ".join(report.written + (
+                               ["reconcile-log.md"] if report.logged else [])),
+                           systems="smith-ledger",
+                           **common)
 
 
 def _counts(r: Report) -> str:

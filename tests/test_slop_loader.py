@@ -355,7 +355,9 @@ def test_reading_a_slop_ledger_leaves_the_collector_as_the_caller_set_it(tmp_pat
         frozen = gc.get_freeze_count()
         assert frozen > 0
         assert len(read_slop(path).entries) == 5
-        assert gc.get_freeze_count() >= frozen and gc.isenabled()
+        # still frozen: an unfreeze leaves none (a frozen object that dies meanwhile, as the
+        # test runner's own may, leaves the count, so a few fewer is no fault)
+        assert gc.get_freeze_count() > frozen // 2 and gc.isenabled()
     finally:
         gc.unfreeze()
     gc.disable()

@@ -4,6 +4,7 @@ codes; a check that cannot run is that check's error and the others still run.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -314,6 +315,23 @@ def test_a_broken_check_is_its_own_error_and_the_others_run(project, cli_run):
     assert got["slow"]["status"] == "error"
     assert "timeout" in got["slow"]["message"]
     assert got["no-critical-slop"]["status"] == "pass"
+
+
+def test_a_checks_error_quoting_a_wrapped_token_shows_no_part_of_it(project, cli_run):
+    """DuckDB's error quotes the value that failed, line breaks and all; the check's message
+    was the error's first line, cut inside the value, so the first part of a token wrapped
+    across the break was shown alone, which the redactor cannot tell from a word (both parts
+    are needed). The value is now kept whole on the one line, its break written \\n."""
+    with contextlib.closing(sqlite3.connect(project.audit_db)) as conn, conn:
+        conn.execute("INSERT INTO actions (ts, tier, category, description) VALUES "
+                     "('2026-05-09 10:00:00', 1, 'wrapped', ?)",
+                     ["The key AKIAQW11XK2M\nW9PLR4TN"])
+    settings(project, USER + "  - name: wrapped\n    sql: SELECT CAST(description AS INTEGER) "
+             "FROM actions WHERE category = 'wrapped'\n")
+    result = cli_run("check", "--select", "user", "--json")
+    got = {c["name"]: c for c in json.loads(result.output)["checks"]}["wrapped"]
+    assert got["status"] == "error" and "Could not convert string" in got["message"]
+    assert "AKIAQW11XK2M" not in result.output and "[REDACTED]" in got["message"], got["message"]
 
 
 @pytest.mark.parametrize("entry_text, message", [

@@ -115,6 +115,22 @@ _OS_PHRASES = {
 }
 
 
+def error_line(text: str) -> str:
+    """A DuckDB error's first line: the message, without the SQL it points into. A value it
+    quotes may hold line breaks ('Could not convert string 'a<LF>b' to INT32'): while a
+    quote is open the next lines are joined with ``\\n``, so the value is whole (a token
+    wrapped across the break is still a token to the redactor, not a half shown alone)."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return ""
+    line = lines[0]
+    for more in lines[1:20]:
+        if line.count("'") % 2 == 0 and line.count('"') % 2 == 0:
+            break
+        line += "\\n" + more
+    return line
+
+
 def from_exception(exc: BaseException) -> ToolkitError | None:
     """The one-line error for an exception a user can cause that no command turned into a
     ToolkitError: a file system error on a path they gave, a DuckDB or SQLite error, a
@@ -149,7 +165,7 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
             return DataError(f"SQLite database is damaged: {msg}")
         return ToolkitError(f"SQLite failed: {msg}")
     if type(exc).__module__ in ("duckdb", "_duckdb"):  # without importing duckdb here
-        msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        msg = error_line(str(exc)) or type(exc).__name__
         found = _DUCKDB_SURROGATE.search(msg)
         if found is not None:  # a lone surrogate in a value given to DuckDB: as any writer's
             return _lone_surrogate(found.group(1))

@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.display import visible
-from toolkit.errors import BusyError, DataError, RefusedError, ToolkitError, UsageError
+from toolkit.errors import (
+    BusyError,
+    DataError,
+    RefusedError,
+    ToolkitError,
+    UsageError,
+    error_line,
+)
 from toolkit.interrupts import raise_if_stopped, register
 from toolkit.records import RETRY_LIMIT, Problem
 from toolkit.safewrite import keep_trying, lock_timeout
@@ -2136,7 +2143,8 @@ def _is_select(statement: duckdb.Statement) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    """A DuckDB error's one line (``toolkit.errors.error_line``: a quoted value kept whole)."""
+    return error_line(str(exc)) or type(exc).__name__
 
 
 def table_versions(declared: Sequence[Source], loads: Sequence[dict[str, Any]],

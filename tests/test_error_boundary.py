@@ -81,3 +81,17 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}._ACTIONS", {"bug": lambda: _bug(tmp_path)})
     result = CliRunner().invoke(cli, ["boom", "bug"])
     assert isinstance(result.exception, KeyError)
+
+
+def test_a_duckdb_errors_line_keeps_a_quoted_value_whole_and_stops_before_the_sql(
+        cli_run) -> None:
+    """`toolkit query` shows a DuckDB error as one line: a value it quotes is kept whole,
+    its line breaks written \\n (a wrapped token stays one to the redactor), and the "LINE 1:"
+    part that follows a blank line is left out, also when the message's quote is open."""
+    wrapped = cli_run("query", "SELECT CAST('a b' || chr(10) || 'c d' AS INTEGER)")
+    assert wrapped.exit_code != 0
+    assert wrapped.stderr.strip().splitlines()[-1].endswith(
+        "Could not convert string 'a b\\nc d' to INT32")
+    parser = cli_run("query", "SELECT '")
+    assert parser.exit_code != 0
+    assert "LINE 1" not in parser.stderr and "unterminated string literal" in parser.stderr

@@ -125,8 +125,8 @@ def error_line(text: str) -> str:
         return ""
     line = lines[0]
     for more in lines[1:20]:
-        if line.count("'") % 2 == 0 and line.count('"') % 2 == 0:
-            break
+        if (line.count("'") % 2 == 0 and line.count('"') % 2 == 0) or not more.strip():
+            break  # (a blank line starts DuckDB's "LINE 1: <the SQL>" part)
         line += "\\n" + more
     return line
 

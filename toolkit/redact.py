@@ -956,14 +956,7 @@ def redact(text: str, *, home: str | None = None, fold: bool = False) -> str:
 
     ``fold``: also the families whose prefix has a fixed case when they were lowercased
     (``akiaiosfodnn7example``), for text a loader lowercased (categories, enums) and slugs."""
-    # Redaction can expose a new match at a seam (rare); repeat until stable so that
-    # redact(redact(x)) == redact(x). Two passes are enough in practice; three is the bound.
-    for _ in range(3):
-        hits = _collect(text, home, fold)
-        if not hits:
-            return text
-        text = _apply(text, hits)
-    return text
+    return _redacted(text, home, fold, keep_lines=False)
 
 
 def redact_each(texts: Sequence[str], *, home: str | None = None, fold: bool = False
@@ -997,11 +990,17 @@ def redact_keeping_lines(text: str, *, home: str | None = None, fold: bool = Fal
     """:func:`redact`, line for line: a secret that spans lines (a PEM block, a wrapped
     token) becomes ``[REDACTED]`` on each of its lines, so line *n* of the result is line *n*
     of ``text`` redacted (a file's lines, as a diff of it numbers them)."""
+    return _redacted(text, home, fold, keep_lines=True)
+
+
+def _redacted(text: str, home: str | None, fold: bool, *, keep_lines: bool) -> str:
+    # Redaction can expose a new match at a seam (rare); repeat until stable so that
+    # redact(redact(x)) == redact(x). Two passes are enough in practice; three is the bound.
     for _ in range(3):
         hits = _collect(text, home, fold)
         if not hits:
             return text
-        text = _apply(text, hits, keep_lines=True)
+        text = _apply(text, hits, keep_lines=keep_lines)
     return text
 
 

@@ -63,7 +63,13 @@ from toolkit.sources.slop import (
     parse_slop_data,
     read_slop,
 )
-from toolkit.textio import decode_utf8, json_surrogate_free, lone_surrogate, within
+from toolkit.textio import (
+    HUNK_HEADER,
+    decode_utf8,
+    json_surrogate_free,
+    lone_surrogate,
+    within,
+)
 
 DEFAULT_LIMIT = 50
 LOCK_TIMEOUT = 10.0  # seconds a write waits for another toolkit run, then exit 75
@@ -92,9 +98,8 @@ def parse_enum(name: str, value: str) -> str:
 
 # CodeSmith's SlopEntryStatus::from_str (slop_ledger.rs): trimmed and lowercased, then one of
 # these; slop_ledger_update refuses any other status.
-_CODESMITH_STATUSES = {"open": "open", "in_progress": "in_progress", "inprogress": "in_progress",
-                       "resolved": "resolved", "done": "resolved", "accepted": "accepted",
-                       "wontfix": "wont_fix", "wont_fix": "wont_fix"}
+_CODESMITH_STATUSES = {**{s: s for s in SLOP_STATUSES}, "inprogress": "in_progress",
+                       "done": "resolved", "wontfix": "wont_fix"}
 
 
 def parse_status(value: str) -> str:
@@ -802,7 +807,6 @@ def _common_length(a: str, b: str, *, tail: bool = False) -> int:
     return lo
 
 
-_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 _CONTEXT = 3  # difflib's default, as ``diff -u``
 
 
@@ -837,13 +841,13 @@ def _diff(doc: _Doc, new_text: str) -> str:
     new = before + new_text[first:len(new_text) - same_tail].splitlines(keepends=True) + after
 
     def renumber(m: re.Match[str]) -> str:
-        return (f"@@ -{int(m[1]) + shift}{m[2] or ''} "
-                f"+{int(m[3]) + shift}{m[4] or ''} @@")
+        return (f"@@ -{int(m[1]) + shift}{'' if m[2] is None else ',' + m[2]} "
+                f"+{int(m[3]) + shift}{'' if m[4] is None else ',' + m[4]} @@")
 
     out = []
     for line in difflib.unified_diff(old, new, fromfile=name, tofile=f"{name} (new)"):
         if shift and line.startswith("@@"):
-            line = _HUNK.sub(renumber, line, count=1)
+            line = HUNK_HEADER.sub(renumber, line, count=1)
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
 

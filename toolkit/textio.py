@@ -23,6 +23,10 @@ from toolkit.errors import DataError, TooLargeError
 if TYPE_CHECKING:
     import yaml
 
+# A unified diff's hunk header: "@@ -<old start>[,<count>] +<new start>[,<count>] @@"
+# (difflib's and git's; git may add a function's name after it).
+HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILE_ENV = "TOOLKIT_MAX_FILE_MB"
 MAX_YAML_ALIASES = 100

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from toolkit.parsecache import code_version
 from toolkit.reports import TurnPage
 from toolkit.snapshot_ops import turn_patch, turn_start
 from toolkit.sources import snapshots as snap
+from toolkit.textio import HUNK_HEADER
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -85,9 +85,6 @@ def add_diffs(cfg: Config, pages: Sequence[Page | Deferred], *, redact: bool, ca
     parsecache.prune(cache, used)
 
 
-_HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-
-
 def redacted_patch(repo: Path, old: str | None, new: str) -> str:
     """The turn's diff as the redacted site shows it: git's diff, each of its lines taken
     from the changed file redacted whole (as it was for a removed line, as it is for the
@@ -113,9 +110,9 @@ def redacted_patch(repo: Path, old: str | None, new: str) -> str:
         at = {"-": 0, "+": 0}  # the index of the next line of each side
         for line in body:
             end = "\n" if line.endswith("\n") else ""
-            hunk = _HUNK.match(line)
+            hunk = HUNK_HEADER.match(line)
             if hunk:
-                at = {"-": int(hunk[1]) - 1, "+": int(hunk[2]) - 1}
+                at = {"-": int(hunk[1]) - 1, "+": int(hunk[3]) - 1}
                 rest = line[hunk.end():].removesuffix("\n")
                 out.append(hunk[0] + redact(rest, fold=True) + end)
             elif line[:1] in ("-", "+", " "):

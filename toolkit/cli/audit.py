@@ -433,8 +433,8 @@ def brief(ctx: click.Context, days: int | None, max_items: int | None,
     from toolkit.audit_ops import parse_now
     from toolkit.cli._common import echo_text
     from toolkit.display import visible
+    from toolkit.goals import BRIEF_DAYS, BRIEF_MAX_ITEMS, brief_repos, goal_paths
     from toolkit.goals import brief as build
-    from toolkit.goals import brief_repos, goal_paths
 
     toolkit_options = {o for p in ctx.find_root().command.params for o in p.opts}
     for extra in ctx.args:
@@ -447,8 +447,8 @@ def brief(ctx: click.Context, days: int | None, max_items: int | None,
     when = parse_now(now)
     cfg = get_config()
     result = build(goal_paths(cfg)[0], cfg.audit_db, brief_repos(),
-                   days=3 if days is None else days,
-                   max_items=5 if max_items is None else max_items, now=when)
+                   days=BRIEF_DAYS if days is None else days,
+                   max_items=BRIEF_MAX_ITEMS if max_items is None else max_items, now=when)
     for w in result.warnings:
         click.echo(f"Warning: {visible(w, single_line=True)}", err=True)
     if result.text:

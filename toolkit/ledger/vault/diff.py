@@ -4,9 +4,10 @@ large file)."""
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from toolkit.textio import HUNK_HEADER
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def _region_hunks(old: bytes, edits: list[tuple[int, int, bytes]], context: int,
             if line.startswith(("---", "+++")):
                 continue
             if line.startswith("@@"):
-                m = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", line)
+                m = HUNK_HEADER.match(line)
                 if m:
                     a1, a2 = int(m.group(1)), m.group(2)
                     b1, b2 = int(m.group(3)), m.group(4)

@@ -250,6 +250,42 @@ def test_each_task_over_the_limit_has_its_dead_ends_right_under_it(project):
     assert "REFUTED" not in pending and "_1 dispatch was refuted: see " in pending
 
 
+def test_an_over_limit_tasks_dead_ends_are_shown_however_many_newer_ones_other_tasks_have(
+        project):
+    """The dead ends under an over-limit task, and the counts of the summary and of the tasks
+    under the limit, are asked of every approach: more than the report's APPROACH_ROWS newer
+    ones of another task do not hide them (the report said "No dead ends or no-gos recorded"
+    under the task, and "0" in its summary)."""
+    import sqlite3
+
+    from toolkit.handoff import APPROACH_ROWS
+
+    add_approach(project.audit_db, "Fix flaky invoice test", "Pin the fixture's seed",
+                 "DEAD_END", "The seed was not the race", ts="2026-05-04 09:00:00")
+    _with_attention(project)
+    newer = APPROACH_ROWS + 5
+    with sqlite3.connect(project.audit_db) as conn:
+        conn.executemany(
+            "INSERT INTO approaches (ts, task, approach, outcome, reason) VALUES (?, ?, ?, ?, ?)",
+            [("2026-05-05 23:00:00", "Tune the CI cache", f"Attempt {i}", "DEAD_END", "no")
+             for i in range(newer)])
+    conn.close()
+    report = run_handoff(project)
+
+    assert "- **1** task is over the retry limit, with **3** dead ends and no-gos recorded " \
+           "against it" in section(report, "## Summary")
+    over = section(report, "## Tasks over the retry limit")
+    block = over[over.index("### Fix flaky invoice test"):]
+    assert block.splitlines()[4:7] == [
+        "- **No-go** (2026-05-05 11:30:00): Mark it xfail — Hides a real ordering bug",
+        "- **Dead end** (2026-05-05 11:00:00): Retry with a longer timeout — Still flaky: the "
+        "race is in the fixture",
+        "- _1 more in `toolkit audit approaches` for this task._"]
+    # the 3 of 3 tasks under the limit without them (the test above), and the newer ones
+    assert (f"_{newer + 3} more dead ends and no-gos belong to 4 tasks under the limit: see "
+            "`toolkit audit approaches TASK` or `toolkit handoff --full`._") in over
+
+
 def test_the_tables_are_the_sites_tables(project):
     """The pending and over-limit tables come from one builder each (toolkit.reports)."""
     from toolkit import queries

@@ -215,10 +215,15 @@ class HandoffReport:
     refuted_total: int
     pending: list[dict[str, Any]]  # awaiting a verdict (reports.pending_dispatches)
     tasks: list[dict[str, Any]]  # task_status rows (reports.over_limit_tasks picks)
-    approaches: list[tuple[str, list[dict[str, Any]]]]  # (task, dead ends and no-gos)
+    # (task, dead ends and no-gos): the newest APPROACH_ROWS, the task with the newest first
+    approaches: list[tuple[str, list[dict[str, Any]]]]
     approaches_total: int
     state_path: Path
     next_state: dict[str, Any] = field(repr=False, default_factory=dict)
+    # each over-limit task's count of dead ends and no-gos and its newest TASK_APPROACHES
+    # (queries.handoff_task_dead_ends), and (approaches, tasks) of the tasks under the limit
+    over_approaches: dict[str, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict)
+    other_approaches: tuple[int, int] = (0, 0)
     goal: dict[str, Any] | None = None  # nagi-ledger's active goal (a ``goals`` row)
     # toolkit.checks results, run by the caller before the store was opened for writing
     # (toolkit.checks.run_configured); None: not run, no section
@@ -380,11 +385,15 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
             start = until - dt.timedelta(days=WINDOW_DAYS - 1)
             since_info = Since("window", start.isoformat(), until=until.isoformat())
             ledger = _changes_since_date(entries, start, None, store)
+    tasks = queries.site_task_status(store)
+    over = [t["task"] for t in reports.over_limit_tasks(tasks)]
     return HandoffReport(
         project=cfg.project_name, key=project_key(cfg), since=since_info,
         site_url=cfg.site_url, slop=slop, ledger=ledger, dispatches=listing,
-        refuted_total=len(refuted), pending=pending, tasks=queries.site_task_status(store),
+        refuted_total=len(refuted), pending=pending, tasks=tasks,
         approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
+        over_approaches=queries.handoff_task_dead_ends(store, over, per_task=TASK_APPROACHES),
+        other_approaches=queries.handoff_dead_ends_elsewhere(store, over),
         state_path=state_path, next_state=next_state, goal=_active_goal(store),
         checks=None if checks is None else list(checks), root=cfg.project_root,
         stale=[s.message() for s in store.stale_sources()])
@@ -776,8 +785,7 @@ def _count(n: int, one: str, many: str) -> str:
 
 def _summary_section(report: HandoffReport, c: _Ctx) -> Section:
     over = report.over_limit
-    over_tasks = {t["task"] for t in over}
-    dead = sum(len(rows) for task, rows in report.approaches if task in over_tasks)
+    dead = sum(n for n, _rows in report.over_approaches.values())
     sev = _severity_counts(report.slop)
     changes = _change_counts(report)
     learned = ", ".join(f"{n} {CHANGE_LABELS[k].lower()}" for k, n in
@@ -834,7 +842,6 @@ def _over_limit_section(report: HandoffReport, c: _Ctx) -> Section:
     from toolkit.reports import Ref, over_limit_table
 
     table = over_limit_table(report.tasks, _task_ref(c), wide=False)
-    approaches = dict(report.approaches)
     blocks = []
     for row in table.rows:
         task_cell = row[0]
@@ -843,11 +850,11 @@ def _over_limit_section(report: HandoffReport, c: _Ctx) -> Section:
         facts = " · ".join(f"{name} {c.t(v) if v is not None else '—'}"
                            for name, v in zip(table.columns[1:], row[1:], strict=True))
         lines = [c.task_heading(md_link(c.t(task, 160), url)), "", facts]
-        tried = approaches.get(task, [])
+        total, tried = report.over_approaches.get(task, (0, []))
         if tried:
             lines.append("")
-            lines += [_approach_line(a, c) for a in tried[:TASK_APPROACHES]]
-            rest = len(tried) - TASK_APPROACHES
+            lines += [_approach_line(a, c) for a in tried]
+            rest = total - len(tried)
             if rest > 0:
                 where = (f"on {md_link('its page', url)}" if url
                          else "in `toolkit audit approaches` for this task")
@@ -855,14 +862,12 @@ def _over_limit_section(report: HandoffReport, c: _Ctx) -> Section:
         else:
             lines += ["", "_No dead ends or no-gos recorded._"]
         blocks.append("\n".join(lines))
-    over_tasks = {t["task"] for t in report.over_limit}
-    others = [(task, rows) for task, rows in report.approaches if task not in over_tasks]
+    n, others = report.other_approaches
     outro = []
-    if others:
-        n = sum(len(rows) for _, rows in others)
+    if n:
         page = c.see("the approaches page", "audit/approaches.md")
         outro.append(f"_{n} more dead ends and no-gos belong to "
-                     f"{_count(len(others), 'task', 'tasks')} under the limit: see {page}"
+                     f"{_count(others, 'task', 'tasks')} under the limit: see {page}"
                      "`toolkit audit approaches TASK` or `toolkit handoff --full`._")
     return Section("over_limit", f"## Tasks over the retry limit ({len(blocks)})",
                    ["_Under each task: what was tried and ruled out. Do not repeat it._", ""],

@@ -11,6 +11,8 @@ Sections are owned by feature areas; add yours under its own ``# --- <area> ---`
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -203,6 +205,36 @@ def handoff_dead_end_total(store: Store) -> int:
         "SELECT count(*) FROM approaches WHERE outcome IN ('DEAD_END', 'NO_GO')") or 0)
 
 
+def handoff_task_dead_ends(store: Store, tasks: Sequence[str], *, per_task: int
+                           ) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+    """For each of ``tasks`` with any: how many DEAD_END and NO_GO approaches it has, and the
+    newest ``per_task`` of them (newest first). Asked of every approach, however many other
+    tasks have newer ones."""
+    out: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    if not tasks:
+        return out
+    rows = store.fetch_dicts(
+        f"SELECT id, task, approach, outcome, reason, {_ts('ts')} AS ts, "
+        "  count(*) OVER (PARTITION BY task) AS task_total FROM approaches "
+        "WHERE outcome IN ('DEAD_END', 'NO_GO') AND list_contains(?, task) "
+        "QUALIFY row_number() OVER (PARTITION BY task ORDER BY id DESC) <= ? "
+        "ORDER BY task, id DESC", [list(tasks), per_task])
+    for row in rows:
+        total = int(row.pop("task_total"))
+        out.setdefault(row["task"], (total, []))[1].append(row)
+    return out
+
+
+def handoff_dead_ends_elsewhere(store: Store, tasks: Sequence[str]) -> tuple[int, int]:
+    """(approaches, tasks): the DEAD_END and NO_GO approaches of the tasks not in ``tasks``,
+    and how many tasks they belong to (no task at all counts as one)."""
+    row = store.fetch(
+        "SELECT count(*), count(DISTINCT task) + max(CASE WHEN task IS NULL THEN 1 ELSE 0 END) "
+        "FROM approaches WHERE outcome IN ('DEAD_END', 'NO_GO') "
+        "AND NOT coalesce(list_contains(?, task), false)", [list(tasks)])[1][0]
+    return int(row[0] or 0), int(row[1] or 0)
+
+
 # --- site ----------------------------------------------------------------------------------
 # Everything `toolkit build-site` shows (toolkit.reports shapes the rows into page contexts).
 # Every query has a total ORDER BY: the site is reproducible byte for byte. ``actions`` is
@@ -352,12 +384,16 @@ def site_recent_actions(store: Store, limit: int) -> list[dict[str, Any]]:
         "ORDER BY ts DESC NULLS LAST, id DESC LIMIT ?", [limit])
 
 
-def site_actions_by_day_tier(store: Store, since: dt.date) -> list[tuple[str, int | None, int]]:
-    """(day, tier, actions) for days at or after ``since``."""
-    return [(str(r[0]), r[1], int(r[2])) for r in store.fetch(
-        "SELECT CAST(ts AS DATE) AS day, tier, count(*) FROM actions "
-        "WHERE ts >= CAST(? AS DATE) GROUP BY ALL ORDER BY day, tier NULLS LAST",
-        [since.isoformat()])[1]]
+def site_actions_by_day_tier(store: Store, since: dt.date | None
+                             ) -> list[tuple[str | None, int | None, int]]:
+    """(day, tier, actions) for days at or after ``since``; ``since`` None: every action,
+    those with no time (their ``ts`` was no date) on day None, last, as the site's all-time
+    counts and its ``stats_by_tier`` download count them."""
+    where, params = ("", []) if since is None else ("WHERE ts >= CAST(? AS DATE) ",
+                                                    [since.isoformat()])
+    return [(None if r[0] is None else str(r[0]), r[1], int(r[2])) for r in store.fetch(
+        f"SELECT CAST(ts AS DATE) AS day, tier, count(*) FROM actions {where}"
+        "GROUP BY ALL ORDER BY day NULLS LAST, tier NULLS LAST", params)[1]]
 
 
 def site_actions_by_category_tier(store: Store) -> list[tuple[str | None, int | None, int]]:
@@ -382,10 +418,25 @@ def site_actions_by_tier_since(store: Store, since: dt.date | None,
 
 
 def site_actions_by_project_tier(store: Store) -> list[tuple[str | None, int | None, int]]:
-    """(project, tier, actions) over all time; a blank project is None (unassigned)."""
-    return [(r[0], r[1], int(r[2])) for r in store.fetch(
+    """(project, tier, actions) over all time; a blank project is None (unassigned). Names
+    are one project ignoring case and surrounding spaces, as the site's scope compares them
+    (``Store.scope_actions``): named as the scope names it when it is the scope's, else as
+    most of its actions spell it (the first in order, on a tie)."""
+    rows = store.fetch(
         "SELECT nullif(trim(project), '') AS p, tier, count(*) FROM actions GROUP BY ALL "
-        "ORDER BY p NULLS LAST, tier NULLS LAST")[1]]
+        "ORDER BY p NULLS LAST, tier NULLS LAST")[1]
+    spellings: dict[str, Counter[str]] = {}
+    for p, _tier, n in rows:
+        if p is not None:
+            spellings.setdefault(p.lower(), Counter())[p] += int(n)
+    scope = (store.action_scope or "").strip()
+    names = {key: (scope if key == scope.lower() else
+                   min(counts, key=lambda name: (-counts[name], name)))
+             for key, counts in spellings.items()}
+    out: Counter[tuple[str | None, int | None]] = Counter()
+    for p, tier, n in rows:
+        out[(None if p is None else names[p.lower()], tier)] += int(n)
+    return [(p, t, n) for (p, t), n in out.items()]
 
 
 def site_sessions(store: Store) -> list[dict[str, Any]]:

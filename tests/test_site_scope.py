@@ -109,6 +109,10 @@ def test_default_site_shows_own_and_unassigned_actions_labelled(sites: tuple[Pat
             "(no project); 3 actions of 1 other project are left out (site_scope: all shows "
             "them).") in stats
     assert "acme-web" not in stats  # other projects are counted, never named
+    # the per-project table holds this project (" Acme-API " is one of its names) and the
+    # unassigned ones, as every other count of the page does
+    per_project = {r[0]: r[-1] for r in tables(own / "audit" / "index.html")["Project"]}
+    assert per_project == {"acme-api": "3", "(no project)": "2"}
 
 
 def test_all_scope_shows_every_project_with_its_project(sites: tuple[Path, Path]) -> None:
@@ -117,8 +121,8 @@ def test_all_scope_shows_every_project_with_its_project(sites: tuple[Path, Path]
     assert {r[4] for r in rows} == {"acme-api", "Acme-API", "acme-web", "(no project)"}
     assert [r[4] for r in rows if "WEBONLY" in r[5]] == ["acme-web"] * 3
     per_project = {r[0]: r[-1] for r in tables(every / "audit" / "index.html")["Project"]}
-    assert per_project == {"acme-api": "2", "Acme-API": "1", "acme-web": "3",
-                           "(no project)": "2"}
+    # " Acme-API " is acme-api's (the scope's rule), under the spelling most of them have
+    assert per_project == {"acme-api": "3", "acme-web": "3", "(no project)": "2"}
     assert "Actions shown: every project's (site_scope: all)" in scan(
         every / "audit" / "index.html").body_text
     assert len(download(every, "actions.csv")) == 8
@@ -262,6 +266,30 @@ def test_api_counts_the_sites_actions_and_nagi_ledger_every_projects(scoped: Wor
     assert sum(nagi["actions_by_tier"].values()) == 8
     with pytest.raises(Exception, match="is not a scope"):
         Project.open(world.root, site_scope="mine", refresh=False, **env_free)
+
+
+def test_api_all_time_counts_the_actions_whose_time_is_no_date(tmp_path: Path) -> None:
+    """An action whose ``ts`` is no date is in the all-time counts of the site (and its
+    ``stats_by_tier`` download): ``stats_by_tier()`` with no ``since`` counts it too, on day
+    None, last; a ``since`` leaves it out, as it leaves out every day before."""
+    from toolkit import Project
+
+    world = scoped_world(tmp_path / "w")
+    conn = sqlite3.connect(world.cfg.audit_db)
+    conn.execute("INSERT INTO actions (ts, tier, category, description, project) "
+                 "VALUES ('yesterday', 0, 'git', 'UNDATED', 'acme-api')")
+    conn.commit()
+    conn.close()
+    env_free = dict(vault=world.cfg.vault, slop=world.cfg.slop_path,
+                    audit_db=world.cfg.audit_db, today="2026-05-10")
+    with Project.open(world.root, site_scope="all", **env_free) as every:
+        rows = every.stats_by_tier()
+        assert rows[-1] == (None, 0, 1)
+        download = every.sql("SELECT sum(actions) FROM stats_by_tier").fetchall()[0][0]
+        assert sum(r.actions for r in rows) == download == 9
+        assert None not in {r.day for r in every.stats_by_tier(since=dt.date(2000, 1, 1))}
+    with Project.open(world.root, refresh=False, **env_free) as own:
+        assert sum(r.actions for r in own.stats_by_tier()) == 6
 
 
 def test_scoped_connection_never_changes_the_store(tmp_path: Path) -> None:

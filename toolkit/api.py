@@ -231,9 +231,10 @@ class Rows(NamedTuple):
 
 
 class TierDay(NamedTuple):
-    """Audit actions of one tier on one day."""
+    """Audit actions of one tier on one day (None: actions whose time is no date, in an
+    all-time answer)."""
 
-    day: str
+    day: str | None
     tier: int | None
     actions: int
 
@@ -699,7 +700,9 @@ class Project:
         return session_report(self._store(), since_hours, now=now)
 
     def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
-        """Actions per day and tier (from ``since``, default: all), as the site's chart.
+        """Actions per day and tier (from ``since``, default: all), as the site's chart and
+        its all-time counts: with no ``since``, the actions whose time is no date are on day
+        None (last), as the site counts them and its ``stats_by_tier`` download holds them.
 
         Like the site (and :meth:`turns` and :meth:`turn_activity`), it counts the actions of
         ``site_scope``: by default this project's and the unassigned ones. nagi-ledger's own
@@ -708,7 +711,7 @@ class Project:
         from toolkit.queries import site_actions_by_day_tier
 
         with self._site_view() as store:
-            rows = site_actions_by_day_tier(store, since or dt.date.min)
+            rows = site_actions_by_day_tier(store, since)
         return [TierDay(*r) for r in rows]
 
     def tasks(self) -> list[TaskRow]:

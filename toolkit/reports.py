@@ -459,7 +459,8 @@ class SiteData:
     turn_files: list[dict[str, Any]]
     problems: list[Any]
     history: dict[str, str] | None  # entry key -> digest of its history (_entry_history)
-    day_tier: list[tuple[str, Any, int]]  # (day, tier, actions) over the last STATS_DAYS days
+    # (day, tier, actions) over the last STATS_DAYS days (a day: never None, with a since)
+    day_tier: list[tuple[str | None, Any, int]]
     built: dt.datetime | None = None  # the build time (toolkit.clock.now), for the dashboard
     # ledger files the last load found missing or could not read: kind -> "missing" or
     # "unreadable" (the files table marks them, as ``toolkit ledger`` does, instead of a 0)
@@ -934,7 +935,7 @@ def _home(store: Store, d: SiteData, charts: list[ChartSpec]) -> HomePage:
 
     first = week_start(d.today)
     days = [first + dt.timedelta(days=i) for i in range(DASHBOARD_DAYS)]
-    by_day: dict[tuple[str, Any], int] = {}
+    by_day: dict[tuple[str | None, Any], int] = {}
     for day_iso, tier, n in d.day_tier:
         by_day[(day_iso, tier)] = n
     tiers = site_tiers(store)  # the audit page's columns
@@ -1483,7 +1484,7 @@ def _audit_pages(store: Store, d: SiteData, charts: list[ChartSpec]) -> list[Pag
     totals = Table(("Tier", "Last 7 days", f"Last {STATS_DAYS} days", "All time"), [
         (_tier_name(t), week.get(t, 0), month.get(t, 0), all_tiers.get(t, 0))
         for t in tiers])
-    grid: dict[tuple[str, Any], int] = {(day, t): n for day, t, n in day_tier}
+    grid: dict[tuple[str | None, Any], int] = {(day, t): n for day, t, n in day_tier}
     days = [since + dt.timedelta(days=i) for i in range(STATS_DAYS)]
     per_day_rows: list[tuple[Any, ...]] = []
     for day in days:

@@ -407,6 +407,24 @@ def test_snapshot_paths_can_be_given_as_flags(project, cli_run, tmp_path):
     assert str(tmp_path) in snaps["note"]
 
 
+def test_status_names_where_a_source_is_looked_for_now_after_a_setting_changes(
+        project, cli_run, tmp_path):
+    """A source missing at its old place and at the new one a changed setting names has the
+    same fingerprint ("-"); status still names the new place, and names the old one again
+    when the setting is gone (it kept naming the first place it was looked for)."""
+    def location() -> str:
+        out = json.loads(cli_run(*args, "status", "--json").output)
+        return {s["source"]: s for s in out["sources"]}["snapshots"]["location"]
+
+    args: tuple[str, ...] = ("--workspace", str(tmp_path))
+    default = location()
+    for home in (tmp_path / "first", tmp_path / "second"):
+        args = ("--snapshots-home", str(home), "--workspace", str(tmp_path))
+        assert location().startswith(str(home))
+    args = ("--workspace", str(tmp_path))
+    assert location() == default
+
+
 def test_table_columns_line_up_with_wide_characters():
     from rich.cells import cell_len
 

@@ -311,7 +311,7 @@ def _projects_fp(plans: Sequence[_Plan]) -> tuple[str, str]:
     h = hashlib.sha256()
     for plan in plans:
         h.update(f"{plan.project.name}\0{plan.fingerprint}\n".encode("utf-8", "surrogateescape"))
-    return f"{len(plans)} projects", h.hexdigest()
+    return "fleet", h.hexdigest()  # the location its load records (the store compares them)
 
 
 @dataclass

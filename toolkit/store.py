@@ -1117,7 +1117,10 @@ class Store:
         # (an upgrade, an edit) is made again, in full (its rows may be read another way now)
         code = package_digest().hex()[:16]
         recorded = str(state.get("fingerprint") or "") if state else ""
-        if not full and state and recorded == f"{fp}@{code}":
+        # ... and where it was read: a source missing at its old place and at a new one
+        # (a changed setting) has the same fingerprint, but its location is the new one
+        if not full and state and recorded == f"{fp}@{code}" and \
+                str(state.get("location") or "") == location:
             return SourceResult(source.name, location, bool(state.get("found")),
                                 state.get("note") or "", int(state.get("rows") or 0),
                                 skipped=True, problems=problems)

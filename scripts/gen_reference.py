@@ -24,8 +24,8 @@ def _help_sections() -> list[str]:
     runner = CliRunner()
 
     def walk(cmd: click.Command, path: list[str]) -> None:
-        result = runner.invoke(cli, [*path, "--help"], terminal_width=100,
-                               env={"COLUMNS": "100"})
+        result = runner.invoke(cli, [*path, "--help"], prog_name="toolkit",
+                               terminal_width=100, env={"COLUMNS": "100"})
         title = " ".join(["toolkit", *path])
         out.append(f"### `{title}`\n\n```text\n{result.output.rstrip()}\n```\n")
         if isinstance(cmd, click.Group):

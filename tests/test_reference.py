@@ -17,6 +17,9 @@ def test_reference_is_current():
     current = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
     assert current == mod.render(), ("docs/reference.md is stale: "
                                      "run python scripts/gen_reference.py")
+    # each usage line names the command a user types (click's test runner calls it `cli`)
+    usages = [line.strip() for line in current.splitlines() if line.strip().startswith("Usage:")]
+    assert len(usages) > 40 and all(u.startswith("Usage: toolkit") for u in usages), usages
 
 
 def test_every_command_is_in_the_readme():

@@ -189,7 +189,8 @@ def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--config", "config_file", type=PathValue(dir_okay=False), default=None,
               help="Settings file (default: toolkit.yaml at the project root).")
 @click.option("--db", type=PathValue(dir_okay=False), default=None,
-              help="DuckDB store (default: .toolkit/ledger.duckdb at the project root).")
+              help="DuckDB store (default: .toolkit/ledger.duckdb at the project root; "
+                   "outside any project, in ~/.cache/agent-ledger-toolkit).")
 @_source_options
 @click.option("--today", default=None, metavar="YYYY-MM-DD",
               help="Date to treat as today for ages and pruning (default: today: in "

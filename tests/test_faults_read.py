@@ -106,6 +106,11 @@ def test_a2_mixed_forms_and_meta_disagreement_is_a_warning(project, cli_run):
     ("last_updated: 2026-13-45\n", "meta.yaml:1: invalid YAML, column 15: month must be in 1..12"),
     ("total_reflections: !!int twelve\n", "meta.yaml:1: invalid YAML, column 20"),
     ("x: " + "[" * 5000 + "]" * 5000 + "\n", "meta.yaml:1: YAML nested deeper than 200 levels"),
+    # valid YAML of the wrong shape: a number or a list where every schema has a mapping
+    ("last_updated: 2026-11-26\nentries: 5\n", "entries is a number, not a mapping (ignored)"),
+    ("total_entries: 4\nentries_by_file: [1, 2]\n",
+     "entries_by_file is a list, not a mapping (ignored)"),
+    ("last_updated: 2026-11-26\nconfig: 30\n", "config is a number, not a mapping (ignored)"),
 ])
 def test_a3_bad_meta_yaml_reads_proceed_with_a_warning(project, cli_run, content, expected):
     meta = project.ledger / "meta.yaml"
@@ -115,6 +120,24 @@ def test_a3_bad_meta_yaml_reads_proceed_with_a_warning(project, cli_run, content
         meta.write_text(content)
     assert len(_entries(cli_run)) == 4
     assert any(expected in w for w in _warnings(cli_run)), _warnings(cli_run)
+
+
+@pytest.mark.parametrize("ledger,expected", [
+    ([1], "ledger is a list, not an object (ignored)"),
+    ({"pruning": 7}, "ledger.pruning is a number, not an object (ignored: prune "
+                     "uses the default limits)"),
+])
+def test_a3_a_smith_config_of_the_wrong_shape_is_a_warning_and_prune_keeps_the_defaults(
+        project, cli_run, ledger, expected):
+    """config.json's ``ledger`` (or ``ledger.pruning``) that is no object: every read goes on
+    with a warning naming it, and prune uses the default limits (status, prune, the handoff
+    and check ended in a traceback)."""
+    (project.vault.parent / "config.json").write_text(json.dumps({"ledger": ledger}))
+    assert len(_entries(cli_run)) == 4
+    assert any(expected in w for w in _warnings(cli_run)), _warnings(cli_run)
+    result = cli_run("ledger", "prune", "--dry-run", "--json")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert json.loads(result.stdout)["limits_days"] == {"low": 30, "medium": 90}
 
 
 GOOD_YAML = ("\ufefflast_updated: 2026-05-01\r\nsession_start: 2026-05-01T09:30:00+02:00\r\n"

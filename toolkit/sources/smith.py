@@ -837,12 +837,19 @@ class LedgerMeta:
 
     def count_for(self, kind: str) -> int | None:
         if self.schema == "reflect":
-            value = (self.data.get("entries") or {}).get(kind.replace("-", "_"))
+            value = _mapping(self.data.get("entries")).get(kind.replace("-", "_"))
         elif self.schema == "smith-init":
             value = self.data.get(recorded_key(kind))
         else:
-            value = (self.data.get("entries_by_file") or {}).get(kind)
+            value = _mapping(self.data.get("entries_by_file")).get(kind)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def shape_problems(self) -> list[str]:
+        """The keys that hold a mapping in every Smith schema but hold something else here
+        (read as absent: their counts or limits are unknown)."""
+        return [f"{key} is {_kind(self.data[key])}, not a mapping (ignored)"
+                for key in _MAPPING_KEYS
+                if self.data.get(key) is not None and not isinstance(self.data[key], dict)]
 
     @property
     def total_entries(self) -> int | None:
@@ -857,6 +864,47 @@ class LedgerMeta:
     def unknown_keys(self) -> list[str]:
         """Top-level keys no Smith schema writes (shown as a warning, otherwise ignored)."""
         return [str(k) for k in self.data if k not in _ALL_META_KEYS]
+
+
+# meta.yaml keys whose value is a mapping in the schema that writes them
+_MAPPING_KEYS = ("entries", "entries_by_file", "confidence_distribution", "config")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one: a hand-edited file may hold a
+    number or a list where a Smith schema has a mapping (read_vault warns of it)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _kind(value: Any) -> str:
+    """What a YAML or JSON value is, for a warning: "a number", "a list", "text"..."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    return "text" if isinstance(value, str) else f"a {type(value).__name__}"
+
+
+def config_shape_problems(smith_config: dict[str, Any] | None) -> list[str]:
+    """config.json's ``ledger`` and ``ledger.pruning`` when they hold something other than an
+    object (read as absent: the prune limits are the defaults)."""
+    out = []
+    ledger = (smith_config or {}).get("ledger")
+    if ledger is not None and not isinstance(ledger, dict):
+        out.append(f"ledger is {_kind(ledger)}, not an object (ignored)")
+    pruning = _mapping(ledger).get("pruning")
+    if pruning is not None and not isinstance(pruning, dict):
+        out.append(f"ledger.pruning is {_kind(pruning)}, not an object (ignored: prune uses "
+                   "the default limits)")
+    return out
+
+
+def _days(value: Any) -> int | None:
+    """A prune limit: a whole number of days, 0 or more (not ``true``)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
 
 
 def last_reflection_text(data: dict[str, Any] | None) -> str | None:
@@ -915,17 +963,14 @@ DEFAULT_PRUNE = {"low": 30, "medium": 90}
 def prune_limits(meta: LedgerMeta, smith_config: dict[str, Any] | None) -> dict[str, int]:
     """Day limits for prune: meta.yaml ``config:`` or config.json ``ledger.pruning``, else 30/90."""
     limits = dict(DEFAULT_PRUNE)
-    pruning = ((smith_config or {}).get("ledger") or {}).get("pruning") or {}
-    if isinstance(pruning, dict):
-        for key, name in (("low_max_age_days", "low"), ("medium_max_age_days", "medium")):
-            if isinstance(pruning.get(key), int):
-                limits[name] = pruning[key]
-    cfg = meta.data.get("config") if meta.data else None
-    if isinstance(cfg, dict):
-        for key, name in (("low_confidence_prune_days", "low"),
-                          ("medium_confidence_demote_days", "medium")):
-            if isinstance(cfg.get(key), int):
-                limits[name] = cfg[key]
+    pruning = _mapping(_mapping(_mapping(smith_config).get("ledger")).get("pruning"))
+    cfg = _mapping(meta.data.get("config") if meta.data else None)
+    for source, keys in ((pruning, ("low_max_age_days", "medium_max_age_days")),
+                         (cfg, ("low_confidence_prune_days", "medium_confidence_demote_days"))):
+        for key, name in zip(keys, ("low", "medium"), strict=True):
+            days = _days(source.get(key))
+            if days is not None:
+                limits[name] = days
     return limits
 
 
@@ -1248,6 +1293,8 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
         problems.append(Problem("smith", str(meta.path), None,
                                 "meta.yaml is empty: its counts are unknown (the next promote "
                                 "or prune writes them)"))
+    problems.extend(Problem("smith", str(meta.path), None, text)
+                    for text in meta.shape_problems())
     unknown = meta.unknown_keys()
     if unknown:
         problems.append(Problem("smith", str(meta.path), None,
@@ -1260,6 +1307,8 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
     smith_config, err = read_json_file(vault.parent / "config.json")
     if err:
         problems.append(Problem("smith", str(vault.parent / "config.json"), None, err))
+    problems.extend(Problem("smith", str(vault.parent / "config.json"), None, text)
+                    for text in config_shape_problems(smith_config))
     runs, rp = read_reconcile_log(ledger_dir / "reconcile-log.md")
     problems.extend(rp)
     all_sessions: list[Session] = []

@@ -154,6 +154,34 @@ def test_a_store_another_process_holds_for_a_moment_is_waited_for(project, cli_r
             holder.communicate("")
 
 
+def test_a_lock_timeout_that_is_no_number_of_seconds_is_a_usage_error(project, cli_run,
+                                                                      monkeypatch):
+    """``nan`` waited forever for a held store (no deadline reaches it), and ``abc`` was
+    the default taken without a word: each is a usage error naming the variable. (``nan``
+    is asked of the one reader every lock uses, so that a regression fails, not hangs.)"""
+    from toolkit.errors import UsageError
+    from toolkit.safewrite import lock_timeout
+
+    for value in ("nan", "NaN", "abc", ""):
+        monkeypatch.setenv("TOOLKIT_LOCK_TIMEOUT", value)
+        if value:
+            with pytest.raises(UsageError, match="is not a number of seconds"):
+                lock_timeout()
+        else:
+            assert lock_timeout() == 10
+    monkeypatch.delenv("TOOLKIT_LOCK_TIMEOUT")
+    assert cli_run("load").exit_code == 0
+    holder = _hold_store(project.root / ".toolkit" / "ledger.duckdb")
+    try:
+        result = cli_run("query", "SELECT 1", env={"TOOLKIT_LOCK_TIMEOUT": "abc"})
+        assert result.exit_code == 2
+        assert result.stderr.splitlines() == [
+            "Error: $TOOLKIT_LOCK_TIMEOUT='abc' is not a number of seconds. Set it to the "
+            "seconds to wait for another run's lock (default 10), or unset it"]
+    finally:
+        holder.communicate("")
+
+
 @pytest.mark.parametrize("sql", ["UPDATE EXTENSIONS", "UPDATE EXTENSIONS (httpfs)",
                                  "CHECKPOINT", "VACUUM", "DETACH x", "USE memory"])
 def test_d1_statements_the_python_enum_does_not_know_are_refused_in_one_line(

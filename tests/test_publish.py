@@ -499,6 +499,22 @@ def test_api_url_rules():
         normalize_api_url("file:///etc/passwd")
 
 
+def test_a_url_python_cannot_split_is_no_url_not_a_traceback(project, cli_run):
+    """An unclosed IPv6 bracket makes urllib raise ValueError: as --api-url (also with a token
+    set, where the gh host is asked) it is refused as no http(s) URL; as the site's URL the
+    handoff has no site links, as for any other text that is no http(s) URL."""
+    for env in ({}, {"GH_TOKEN": TOKEN}):
+        result = cli_run("publish", "--repo", REPO, "--api-url", "https://[::1", "--dry-run",
+                         env=env)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines() == [
+            "Error: --api-url 'https://[::1' is not an http(s) URL. For GitHub Enterprise use "
+            "https://HOST/api/v3"]
+    result = cli_run("handoff", env={"TOOLKIT_SITE_URL": "https://[::1"})
+    assert result.exit_code == 0, result.output
+    assert "[::1" not in result.stdout and "Traceback" not in result.output
+
+
 # --------------------------------------------------------------------------- the CLI
 
 def test_cli_publish_created_then_up_to_date(project, github, cli_run):

@@ -37,11 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from toolkit import mdsafe
 from toolkit.config import HANDOFF_STATE
 from toolkit.errors import DataError, ToolkitError
+from toolkit.textio import split_url
 
 if TYPE_CHECKING:
     from toolkit.checks import Result
@@ -74,8 +75,8 @@ def site_link(site_url: str | None, kind: str, key: str = "") -> str | None:
     """
     if not site_url:
         return None
-    parts = urlsplit(site_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    parts = split_url(site_url)
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         return None
     base = site_url.rstrip("/")
     if kind == "ledger":
@@ -116,10 +117,11 @@ def md_text(value: Any, limit: int | None = CELL_MAX) -> str:
 def md_link(label: str, url: str | None) -> str:
     """``[label](url)`` for an http(s) URL or a relative one (the site's own pages link
     ``../audit/…``), else just the label (already escaped)."""
-    parts = urlsplit(url or "")
-    relative = bool(url) and not parts.scheme and not parts.netloc \
-        and not (url or "").startswith("/")
-    if not url or (parts.scheme not in ("http", "https") and not relative):
+    parts = split_url(url or "")
+    if not url or parts is None:
+        return label
+    relative = not parts.scheme and not parts.netloc and not url.startswith("/")
+    if parts.scheme not in ("http", "https") and not relative:
         return label
     return f"[{label}]({quote(url, safe=':/?#[]@!$&*+,;=%-._~')})"
 

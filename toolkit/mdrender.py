@@ -38,7 +38,7 @@ import html
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import unescapeAll
@@ -47,6 +47,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
 from toolkit.display import visible
+from toolkit.textio import split_url
 
 Scrub = Callable[[str], str]
 REL = "nofollow noopener noreferrer"
@@ -57,11 +58,10 @@ def link_allowed(url: str) -> bool:
     http(s) URL with a host, or a mailto: address."""
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
         return False
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
+    parts = split_url(url)
+    if parts is None:
         return False
+    host = parts.hostname
     scheme = parts.scheme.lower()
     if scheme in ("http", "https"):
         return bool(host) and url[len(scheme):len(scheme) + 3] == "://"

@@ -44,9 +44,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
 
 from toolkit.errors import BusyError, NotFoundError, RefusedError, ToolkitError, UsageError
+from toolkit.textio import split_url
 
 if TYPE_CHECKING:
     from toolkit.checks import Result
@@ -114,8 +114,8 @@ def normalize_api_url(url: str | None) -> str:
     """Check ``--api-url``: http(s), no credentials; plain http only to this machine."""
     if not url:
         return DEFAULT_API_URL
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    parts = split_url(url.strip())
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"--api-url {url!r} is not an http(s) URL",
                          hint="For GitHub Enterprise use https://HOST/api/v3")
     if parts.username or parts.password:
@@ -140,7 +140,8 @@ def _is_loopback(host: str) -> bool:
 
 def _gh_hostname(api_url: str) -> str | None:
     """The ``gh --hostname`` for an API URL (None for github.com)."""
-    host = urlsplit(api_url).hostname or ""
+    parts = split_url(api_url)
+    host = (parts.hostname if parts else None) or ""
     return None if host in ("api.github.com", "github.com") else host
 
 
@@ -346,8 +347,9 @@ class GitHubClient:
         if status == 404:
             hint = ("Check --repo and that the token can see the repository (the `repo` scope "
                     "or fine-grained access to it for a private one)")
-            host = urlsplit(self.api_url).hostname or ""
-            if (urlsplit(self.api_url).path in ("", "/") and _gh_hostname(self.api_url)
+            parts = split_url(self.api_url)
+            host = (parts.hostname if parts else None) or ""
+            if (parts is not None and parts.path in ("", "/") and _gh_hostname(self.api_url)
                     and not _is_loopback(host)):
                 hint += "; GitHub Enterprise serves the API under /api/v3"
             raise NotFoundError(f"{what}: not found at {self.api_url} (404), or the token "

@@ -39,6 +39,7 @@ import errno
 import fcntl
 import functools
 import hashlib
+import math
 import os
 import secrets
 import shutil
@@ -1027,14 +1028,22 @@ LOCK_TIMEOUT_ENV = "TOOLKIT_LOCK_TIMEOUT"
 
 
 def lock_timeout() -> float:
-    """Seconds a run waits for another run's lock (``$TOOLKIT_LOCK_TIMEOUT``, else 10)."""
+    """Seconds a run waits for another run's lock (``$TOOLKIT_LOCK_TIMEOUT``, else 10; below
+    0 is 0, ``inf`` waits as long as it takes). A value that is no number of seconds (``abc``,
+    ``nan``, which no deadline ever reaches) is a usage error, not the default taken
+    silently."""
     raw = os.environ.get(LOCK_TIMEOUT_ENV)
-    if raw:
-        try:
-            return max(float(raw), 0.0)
-        except ValueError:
-            pass
-    return DEFAULT_LOCK_TIMEOUT
+    if not raw:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if math.isnan(seconds):
+        raise UsageError(f"${LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds",
+                         hint=f"Set it to the seconds to wait for another run's lock (default "
+                              f"{DEFAULT_LOCK_TIMEOUT:g}), or unset it")
+    return max(seconds, 0.0)
 
 
 def keep_trying(attempt: Callable[[], T], busy: type[BaseException], timeout: float, *,

@@ -75,7 +75,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from markupsafe import Markup
 
@@ -100,6 +100,7 @@ from toolkit.pages import (
 )
 from toolkit.records import acyclic_build
 from toolkit.safewrite import FileLock, lock_timeout, pause
+from toolkit.textio import split_url
 
 if TYPE_CHECKING:
     import jinja2
@@ -199,11 +200,8 @@ def safe_url(value: str) -> str | None:
     """An http(s) URL, percent-encoded so it cannot end the Markdown link early; None for any
     other scheme (javascript:, data:, file:...) or a URL without a host."""
     text = value.strip()
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+    parts = split_url(text)
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return None
     if any(ch.isspace() or ord(ch) < 32 for ch in text):
         return None

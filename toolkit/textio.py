@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
+from urllib.parse import SplitResult, urlsplit
 
 from toolkit.errors import DataError, TooLargeError
 
@@ -49,6 +50,16 @@ def max_file_bytes(override: int | None = None) -> int:
         if limit > 0:  # a bad value is reported by toolkit.config, with what to do
             return limit
     return DEFAULT_MAX_FILE_BYTES
+
+
+def split_url(url: str) -> SplitResult | None:
+    """``urlsplit(url)``, or None for text it cannot split (an unclosed ``[`` of an IPv6
+    host raises ValueError there): every URL the toolkit reads from a setting, an option or
+    a file is split here, so such text is no URL, never a traceback."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
 
 
 def within(path: str | Path, root: str | Path, *, strictly: bool = False) -> bool:

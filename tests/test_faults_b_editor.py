@@ -115,6 +115,39 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
     assert tree_digest(project.root) == before
 
 
+@pytest.mark.parametrize("where,kind,args,code,says", [
+    # the writers opened what they read or replace without asking what it was: a FIFO made
+    # the open wait for a writer that never came (prune had replaced the ledger files when it
+    # hung on the session pointer); a folder at meta.yaml was "2 hard links"
+    ("vault/.current-session", "fifo", ["ledger", "prune", "--yes"], 0, "Pruned:"),
+    ("ledger/meta.yaml", "fifo", ["ledger", "reset", "--yes"], 65,
+     "meta.yaml: is not a regular file (a FIFO, socket or device). Move it away"),
+    ("ledger/meta.yaml", "folder", ["ledger", "reset", "--yes"], 65,
+     "meta.yaml: is a folder, not a file. Move it away"),
+    ("ledger/meta.yaml", "fifo", ["ledger", "promote", "route table"], 0,
+     "note: meta.yaml is not a regular file; entry counts were not recorded"),
+    ("home/.nagi/goal.json", "fifo", ["audit", "brief"], 0, ""),
+    ("slop", "fifo", ["slop", "update", "4b7e", "--status", "done"], 65,
+     "slop_ledger.json: is not a regular file (a FIFO, socket or device)"),
+])
+def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
+        project: FixtureProject, where: str, kind: str, args: list[str], code: int,
+        says: str) -> None:
+    place = {"vault": project.vault, "ledger": project.ledger, "home": project.home}
+    path = project.slop if where == "slop" else \
+        place[where.split("/")[0]].joinpath(*where.split("/")[1:])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    others = {p: p.read_bytes() for p in project.ledger.glob("*.md")}
+    r = _run(args, project.root)  # (a subprocess with a timeout: a wait fails, never hangs)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert says in r.stdout + r.stderr and "Traceback" not in r.stderr
+    if code:  # refused: no ledger file was touched
+        assert {p: p.read_bytes() for p in project.ledger.glob("*.md")} == others
+        assert not list(project.ledger.glob(".*toolkit-tmp*"))
+
+
 def test_b1_unwritable_backup_folder_is_refused_before_anything_is_touched(
         project: FixtureProject) -> None:
     backups = project.ledger / ".backups"

@@ -296,7 +296,7 @@ def _goal_section(goal_file: Path) -> list[str]:
     from toolkit.sources.goals import REQUIRED_KEYS
 
     try:
-        if not goal_file.exists():
+        if not goal_file.is_file():  # missing, or a FIFO whose open would wait for a writer
             return []
         data = json.loads(goal_file.read_text(encoding="utf-8"))
     except Exception:

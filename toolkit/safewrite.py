@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, TypeVar
 from toolkit.errors import (
     BusyError,
     ConflictError,
+    DataError,
     NotFoundError,
     RefusedError,
     ToolkitError,
@@ -199,8 +200,16 @@ class FileSnapshot:
         given = Path(path)
         real = Path(os.path.realpath(given))
         limit = max_file_bytes(max_bytes)
-        with open(real, "rb") as fh:
-            st = os.fstat(fh.fileno())
+        # opened without waiting: a FIFO where the file belongs would block the open until a
+        # writer came, and the caller holds the ledger's lock (it is refused below instead)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise DataError("is a folder, not a file", path=given)
+            if not stat.S_ISREG(st.st_mode):
+                raise DataError("is not a regular file (a FIFO, socket or device)", path=given)
+            os.set_blocking(fd, True)
             if st.st_size > limit:
                 raise too_large(given, st.st_size, limit)
             # read what stat promises (+1 to notice growth) rather than a limit-sized buffer
@@ -369,13 +378,21 @@ class PreparedReplace:
             self.path = Path(os.path.realpath(target) if follow_links
                              else os.path.abspath(target))
             self.expected = expected
+            try:
+                st: os.stat_result | None = os.stat(self.path) if follow_links \
+                    else os.lstat(self.path)
+            except FileNotFoundError:
+                st = None
+            if st is not None and follow_links and not stat.S_ISREG(st.st_mode):
+                # never replaced by a file (a folder, or a FIFO whose read for the journal's
+                # digest would wait for a writer): the command says what is there instead
+                raise DataError("is a folder, not a file" if stat.S_ISDIR(st.st_mode) else
+                                "is not a regular file (a FIFO, socket or device)",
+                                path=self.path, hint="Move it away, then run the command again")
             if mode is None:
-                try:
-                    st = os.stat(self.path) if follow_links else os.lstat(self.path)
-                    if not (follow_links or stat.S_ISREG(st.st_mode)):
-                        raise FileNotFoundError  # a link's mode is not a file's
+                if st is not None and (follow_links or stat.S_ISREG(st.st_mode)):
                     mode = st.st_mode & 0o7777
-                except FileNotFoundError:
+                else:  # none there, or a link (a link's mode is not a file's)
                     umask = os.umask(0)
                     os.umask(umask)
                     mode = 0o666 & ~umask
@@ -679,8 +696,10 @@ JOURNAL_TAIL = b'"end": "toolkit_journal"\n}\n'
 
 
 def _sha256_of(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as fh:
+    try:  # (opened without waiting: a FIFO put at the name is no file's version)
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
             return hashlib.file_digest(fh, "sha256").hexdigest()
     except FileNotFoundError:
         return None
@@ -1317,6 +1336,9 @@ def check_editable(path: str | Path, root: str | Path | None = None, *,
         st = os.stat(real)
     except FileNotFoundError:
         return real, notes
+    if stat.S_ISDIR(st.st_mode):  # (a folder's link count is its subfolders', not names)
+        raise DataError("is a folder, not a file", path=p,
+                        hint="Move it away, then run the command again")
     if st.st_nlink > 1:
         if not force:
             raise RefusedError(

@@ -1328,6 +1328,8 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
 def current_session_log(vault: Path) -> Path | None:
     """The active session log named by ``.current-session``, if it exists."""
     pointer = vault / ".current-session"
+    if not pointer.is_file():  # none, or a FIFO whose open would wait for a writer
+        return None
     try:
         target = pointer.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):

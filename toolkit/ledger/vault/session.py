@@ -672,7 +672,11 @@ class EditorSession:
             if new != snap.data:
                 out.append(Change(snap.path, "meta.yaml", snap.data, new))
         elif self.meta_yaml is None:
-            self._note_once("meta.yaml is missing; entry counts were not recorded")
+            meta = self.ledger_dir / "meta.yaml"
+            what = ("is missing" if not (meta.exists() or meta.is_symlink()) else
+                    "is a folder, not a file" if meta.is_dir() else
+                    "is not a regular file" if meta.exists() else "is a broken link")
+            self._note_once(f"meta.yaml {what}; entry counts were not recorded")
         if getattr(self, "_meta_json_error", None) is not None:
             raise self._meta_json_error  # type: ignore[misc]
         if self.meta_json is not None:

@@ -140,6 +140,30 @@ def test_a3_a_smith_config_of_the_wrong_shape_is_a_warning_and_prune_keeps_the_d
     assert json.loads(result.stdout)["limits_days"] == {"low": 30, "medium": 90}
 
 
+def test_a26_a_count_too_large_for_the_store_is_a_warning_not_a_failed_load(project, cli_run):
+    """One hand-edited count beyond the store's INTEGER column (an entry's Observations or
+    Source reflections, meta.yaml's total_reflections) failed every command that loads the
+    store with "a number is too large" (exit 2, no file named): each is now a warning naming
+    the file, the field left empty, and everything else loads."""
+    huge = "9" * 23
+    edge = project.ledger / "edge-cases.md"
+    edge.write_text(edge.read_text().replace("**Observations:** 2", f"**Observations:** {huge}"))
+    patterns = project.ledger / "patterns.md"
+    patterns.write_text(patterns.read_text().replace("**Source reflections:** 3",
+                                                     f"**Source reflections:** {huge}", 1))
+    meta = project.ledger / "meta.yaml"
+    meta.write_text(meta.read_text() + f"total_reflections: {huge}\n")
+    warnings = _warnings(cli_run)
+    for expected in (f"edge-cases.md:5: Observations is too large a number: {huge}",
+                     f"Source reflections is too large a number: {huge}",
+                     f"meta.yaml:None: total_reflections is too large a number: {huge}"):
+        assert any(expected in w for w in warnings), warnings
+    assert len(_entries(cli_run)) == 4
+    rows = cli_run("query", "SELECT title, observations, reflections FROM ledger_entries "
+                   "WHERE file = 'edge-cases'", "--format", "json")
+    assert [r["observations"] for r in json.loads(rows.stdout)] == [None]
+
+
 GOOD_YAML = ("\ufefflast_updated: 2026-05-01\r\nsession_start: 2026-05-01T09:30:00+02:00\r\n"
              "base: &b {high: 3, low: 1}\r\nagain: *b\r\nname: Café ☕\r\n"
              "list: [1, 2.5, ~, yes, '007']\r\n")

@@ -16,6 +16,17 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# What the store's whole-number columns hold: INTEGER (32 bits) and BIGINT (64 bits), from
+# minus the bound to the bound less one. A count read from a file beyond its column is a
+# warning and NULL (or the field's fallback), never a failed load.
+INTEGER_BOUND = 2**31
+BIGINT_BOUND = 2**63
+
+
+def fits(n: int, bound: int = INTEGER_BOUND) -> bool:
+    """Whether the store's column of ``bound`` holds ``n``."""
+    return -bound <= n < bound
+
 # The five ledger files, in the seed's order, with their display titles and the key each
 # meta.yaml schema uses for them.
 LEDGER_FILES: tuple[str, ...] = (
@@ -173,8 +184,9 @@ class LedgerEntry:
         """How many reflections back this entry (Form A: Observations; Form B: the count)."""
         if self.observations is not None:
             return self.observations
-        if self.source_reflections and self.source_reflections.strip().isdecimal():
-            return int(self.source_reflections.strip())
+        text = (self.source_reflections or "").strip()
+        if text.isdecimal() and fits(n := int(text)):
+            return n
         return 1
 
 

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolkit.errors import UsageError
-from toolkit.records import CATEGORIES, CONFIDENCES, LedgerEntry, ledger_entry
+from toolkit.records import CATEGORIES, CONFIDENCES, LedgerEntry, fits, ledger_entry
 
 BOM = b"\xef\xbb\xbf"
 # A field line: optional indent and bullet, **Name:** (or **Name**:), the value.
@@ -196,10 +196,14 @@ def entry_row(path: str, kind: str, title: str, date: str | None, category: str 
     observations: int | None = None
     problems: list[str] = []
     if obs_raw:
-        if obs_raw.strip().isdecimal():  # what int() reads ("²" is a digit, not a number)
-            observations = int(obs_raw)
-        else:
+        if not obs_raw.strip().isdecimal():  # what int() reads ("²" is a digit, no number)
             problems.append(f"Observations is not a number: {obs_raw!r}")
+        elif fits(n := int(obs_raw)):
+            observations = n
+        else:
+            problems.append(f"Observations is too large a number: {obs_raw.strip()[:40]}")
+    if source and source.strip().isdecimal() and not fits(int(source)):
+        problems.append(f"Source reflections is too large a number: {source.strip()[:40]}")
     if not title:
         problems.append("missing title")
     if date is None:

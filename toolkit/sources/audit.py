@@ -19,6 +19,7 @@ from typing import Any
 
 from toolkit.clock import utc_timestamp_sql
 from toolkit.errors import BusyError, DataError, NotFoundError
+from toolkit.records import BIGINT_BOUND, INTEGER_BOUND
 from toolkit.textio import as_text, decode_utf8, load_json, read_bytes
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -33,7 +34,7 @@ TABLES: dict[str, tuple[str, ...]] = {
 STORE_COLUMNS: dict[str, tuple[str, ...]] = {t: (*cols, "ts_raw") for t, cols in TABLES.items()}
 # The integer columns, with the bound of what the store's column holds (id BIGINT, tier
 # INTEGER): a value beyond it is a note, not a failed load.
-INT_COLUMNS = {"id": 2**63, "tier": 2**31}
+INT_COLUMNS = {"id": BIGINT_BOUND, "tier": INTEGER_BOUND}
 BUSY_TIMEOUT_MS = 5000
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

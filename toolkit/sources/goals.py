@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import DataError
-from toolkit.records import Problem
+from toolkit.records import BIGINT_BOUND, INTEGER_BOUND, Problem
 from toolkit.textio import read_bytes
 
 SOURCE = "goals"
@@ -69,8 +69,8 @@ def whole_number(value: Any) -> int | None:
 
 # The store's columns: BIGINT, and INTEGER for ``extensions``. A whole number beyond them is
 # a warning and NULL, as the audit DB's (nagi-ledger's are small numbers), not a failed load.
-BOUNDS = {"extensions": 2**31}
-BIGINT = 2**63
+BOUNDS = {"extensions": INTEGER_BOUND}
+BIGINT = BIGINT_BOUND
 
 
 def stored_number(key: str, value: Any) -> int | None:

@@ -39,6 +39,7 @@ from toolkit.records import (
     Session,
     SessionEvent,
     acyclic_build,
+    fits,
     ledger_entry,
 )
 from toolkit.textio import check_utf8, decode_utf8, load_json, load_yaml, read_bytes, within
@@ -833,7 +834,8 @@ class LedgerMeta:
         value = self.data.get("total_reflections")
         if value is None and "total_reflections" not in self.data and self.never_reflected:
             return 0
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) \
+            and fits(value) else None
 
     def count_for(self, kind: str) -> int | None:
         if self.schema == "reflect":
@@ -847,9 +849,13 @@ class LedgerMeta:
     def shape_problems(self) -> list[str]:
         """The keys that hold a mapping in every Smith schema but hold something else here
         (read as absent: their counts or limits are unknown)."""
-        return [f"{key} is {_kind(self.data[key])}, not a mapping (ignored)"
-                for key in _MAPPING_KEYS
-                if self.data.get(key) is not None and not isinstance(self.data[key], dict)]
+        out = [f"{key} is {_kind(self.data[key])}, not a mapping (ignored)"
+               for key in _MAPPING_KEYS
+               if self.data.get(key) is not None and not isinstance(self.data[key], dict)]
+        total = self.data.get("total_reflections")
+        if isinstance(total, int) and not isinstance(total, bool) and not fits(total):
+            out.append(f"total_reflections is too large a number: {str(total)[:40]} (ignored)")
+        return out
 
     @property
     def total_entries(self) -> int | None:

@@ -93,11 +93,24 @@ def test_output_is_bounded(shared_project, cli_run):
     assert lines[-1] == "(stopped after 10 rows; use --max-rows or LIMIT)"
 
 
-def test_a_bad_memory_limit_is_a_usage_error(shared_project, cli_run):
-    result = cli_run("query", "SELECT 1", "--memory-limit", "lots")
+@pytest.mark.parametrize("limit", ["lots", "-1GB", " -5 MB"])
+def test_a_bad_memory_limit_is_a_usage_error(shared_project, cli_run, limit):
+    """A negative size is no size: DuckDB reads it as no limit at all (80% of the machine's
+    memory), which took away the query's limit without a word."""
+    result = cli_run("query", "SELECT 1", "--memory-limit", limit)
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == (
-        "Error: --memory-limit 'lots' is not a size. Use a number and a unit, e.g. 500MB or 2GB")
+        f"Error: --memory-limit {limit!r} is not a size. Use a number and a unit, e.g. 500MB "
+        "or 2GB")
+
+
+@pytest.mark.parametrize("command", [["query", "SELECT 1"], ["check"]])
+def test_a_timeout_of_nan_is_a_usage_error(shared_project, cli_run, command):
+    """``--timeout nan`` passed click's range (every comparison with NaN is false): the query
+    was interrupted at once, and check ran with no timeout at all."""
+    result = cli_run(*command, "--timeout", "nan")
+    assert result.exit_code == 2
+    assert "'nan' is not a number of seconds" in result.output
 
 
 def _hold_store(db: Path) -> subprocess.Popen[str]:

@@ -1920,6 +1920,7 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
     than the limit stops with an error instead of filling the disk with temp files. Used by
     ``toolkit query`` and ``toolkit.api.Project.sql``."""
     import duckdb
+    _refuse_no_limit(memory_limit)
     if not check_store_path(Path(db_path)):
         check_memory_limit(memory_limit)  # (the same error whether or not the store exists)
         raise ToolkitError("the store does not exist yet", path=db_path,
@@ -1954,10 +1955,18 @@ def check_memory_limit(memory_limit: str) -> None:
     missing store does not hide a bad limit)."""
     import duckdb
 
+    _refuse_no_limit(memory_limit)
     try:
         duckdb.connect(":memory:", config={"memory_limit": memory_limit}).close()
     except (duckdb.ParserException, duckdb.InvalidInputException):
         raise _not_a_size(memory_limit) from None
+
+
+def _refuse_no_limit(memory_limit: str) -> None:
+    """DuckDB reads a negative size (``-1GB``) as no limit at all: refused as no size, so a
+    query's limit can never be lifted by it."""
+    if str(memory_limit).strip().startswith("-"):
+        raise _not_a_size(memory_limit)
 
 
 def _not_a_size(memory_limit: str) -> UsageError:

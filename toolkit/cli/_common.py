@@ -42,6 +42,26 @@ class PathValue(click.Path):
         return super().convert(value, param, ctx)
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds in a range (``click.FloatRange``) that is a number: NaN passes the
+    range's checks (every comparison with it is false), and a timeout of NaN interrupted a
+    query at once and let a check run with none."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        import math
+
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = 0.0  # not a float at all: click's own message below
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def answered(ask: Callable[[], bool]) -> bool:
     """``ask()``'s answer to a yes/no question; no answer at all (end of input: click's
     Abort) is a no, on a line of its own (the question's line was left open)."""

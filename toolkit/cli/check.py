@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from toolkit.cli._common import OutputFile, echo_json, get_config, warn_stale
+from toolkit.cli._common import OutputFile, Seconds, echo_json, get_config, warn_stale
 
 
 @click.command()
@@ -17,7 +17,7 @@ from toolkit.cli._common import OutputFile, echo_json, get_config, warn_stale
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--junit-xml", "junit", type=OutputFile(), default=None,
               metavar="FILE", help="Also write the results as JUnit XML (for CI) to FILE.")
-@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+@click.option("--timeout", type=Seconds(0.1, 3600), default=30.0, show_default=True,
               help="Seconds before one check's query is interrupted (an error of that check).")
 @click.option("--list", "list_only", is_flag=True,
               help="List the checks (name, level, tags, what fails) without running them.")

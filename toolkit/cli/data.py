@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from toolkit.cli._common import PathValue, echo_text, get_config, render_rows
+from toolkit.cli._common import PathValue, Seconds, echo_text, get_config, render_rows
 
 if TYPE_CHECKING:
     from toolkit.export import Partition
@@ -144,7 +144,7 @@ def schema(table: str | None) -> None:
                    "made spreadsheet-safe (the site's CSV downloads are).")
 @click.option("--max-rows", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
               help="Stop after this many rows (a note says when rows were left out).")
-@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+@click.option("--timeout", type=Seconds(0.1, 3600), default=30.0, show_default=True,
               help="Seconds before the query is interrupted.")
 @click.option("--memory-limit", default="1GB", show_default=True,
               help="Memory the query may use (DuckDB size, e.g. 500MB).")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from toolkit.cli._common import get_config
+from toolkit.cli._common import Seconds, get_config
 
 if TYPE_CHECKING:
     from toolkit.reconcile import Report, Status
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
               help="Ask this command whether two entries cover the same lesson (the question "
                    "on stdin; it must answer 'YES: <merged title>' or 'NO'). Default: the "
                    "built-in conservative fuzzy judge, which needs no network.")
-@click.option("--judge-timeout", type=click.FloatRange(min=0.1), default=30.0,
+@click.option("--judge-timeout", type=Seconds(min=0.1), default=30.0,
               show_default=True, metavar="SECONDS", help="Time limit for each judge answer.")
 @click.option("--max-judge-calls", type=click.IntRange(min=0), default=15, show_default=True,
               metavar="N", help="At most N questions to --judge-command per run.")

@@ -277,12 +277,20 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
                  (lambda: project.snapshots(limit=0),
                   "limit must be a whole number of at least 1, not 0"),
                  (lambda: project.snapshots(limit=-1),
-                  "limit must be a whole number of at least 1, not -1")]
+                  "limit must be a whole number of at least 1, not -1"),
+                 # NaN was never reached (no timeout at all), and 0 or less interrupted at once
+                 (lambda: project.rows("SELECT 1", timeout=float("nan")),
+                  "timeout must be a number of seconds above 0, not nan"),
+                 (lambda: project.rows("SELECT 1", timeout=-1),
+                  "timeout must be a number of seconds above 0, not -1")]
         for call, message in cases:
             with pytest.raises(UsageError) as err:
                 call()
             assert err.value.message == message
         assert [e.confidence for e in project.ledger_entries(confidence="HIGH")][:1] == ["high"]
+        # an infinite timeout is none: the query runs (a wait that long made the timer's
+        # thread die with a traceback on stderr)
+        assert project.rows("SELECT 42", timeout=float("inf")).rows == [(42,)]
 
 
 def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeypatch, tmp_path):

@@ -2087,10 +2087,17 @@ class Deadline:
     no call can come any more (the connection's next query is not interrupted)."""
 
     def __init__(self, seconds: float, interrupt: Callable[[], None]) -> None:
+        import math
+
+        if math.isnan(seconds) or seconds <= 0:  # (NaN: no deadline is ever reached)
+            raise UsageError(f"timeout must be a number of seconds above 0, not {seconds!r}")
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(seconds, interrupt),
-                                        name="toolkit-query-deadline", daemon=True)
-        self._thread.start()
+        # an infinite timeout: no deadline (a wait that long overflows the platform's time)
+        self._thread = None if math.isinf(seconds) else threading.Thread(
+            target=self._run, args=(seconds, interrupt), name="toolkit-query-deadline",
+            daemon=True)
+        if self._thread is not None:
+            self._thread.start()
 
     def _run(self, seconds: float, interrupt: Callable[[], None]) -> None:
         if self._done.wait(seconds):
@@ -2101,7 +2108,8 @@ class Deadline:
 
     def cancel(self) -> None:
         self._done.set()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.errors import ConflictError, NotFoundError, RefusedError, UsageError
+from toolkit.errors import ConflictError, NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.records import Snapshot, SnapshotFile
 from toolkit.sources import snapshots as snap
 from toolkit.textio import within
@@ -516,6 +516,22 @@ def _written(ws: Path, rel: str, mode: str) -> bool:
     return stat.S_ISLNK(st.st_mode) if mode == "120000" else stat.S_ISREG(st.st_mode)
 
 
+def _holds(ws: Path, rel: str, mode: str, oid: str) -> bool:
+    """Whether ``rel`` in the workspace is the snapshot's version: its kind, and its bytes
+    (a link's target) hashed as git hashes a blob (a file git could not replace is there,
+    with its old bytes)."""
+    import hashlib
+
+    if not _written(ws, rel, mode) or len(oid) != 40:  # (a SHA-256 repository: by kind)
+        return _written(ws, rel, mode)
+    path = ws / rel
+    try:
+        data = os.fsencode(os.readlink(path)) if mode == "120000" else path.read_bytes()
+    except OSError:
+        return False
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == oid
+
+
 def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
     """Carry out a plan: delete what the snapshot does not have, then check out its files.
 
@@ -567,12 +583,21 @@ def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
     paths = plan.change + plan.create
     if paths:
         with tempfile.TemporaryDirectory(prefix="toolkit-idx-") as tmp:
-            snap.run_git(["--literal-pathspecs", f"--git-dir={plan.repo}", f"--work-tree={ws}",
-                          "checkout", plan.target.sha, "--pathspec-from-file=-",
-                          "--pathspec-file-nul"], cwd=ws,
-                         input=b"\0".join(os.fsencode(p) for p in paths),
-                         extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")},
-                         what=plan.repo)
+            proc = snap.run_git(
+                ["--literal-pathspecs", f"--git-dir={plan.repo}", f"--work-tree={ws}",
+                 "checkout", plan.target.sha, "--pathspec-from-file=-", "--pathspec-file-nul"],
+                cwd=ws, input=b"\0".join(os.fsencode(p) for p in paths),
+                extra_env={"GIT_INDEX_FILE": str(Path(tmp) / "index")}, check=False)
+        if proc.returncode != 0:
+            # the deletions are done and git wrote what it could: say so, and how to finish
+            modes, _ = _ls_tree(plan.repo, plan.target.sha)
+            done = sum(1 for p in paths if _holds(ws, p, *modes[p][:2]))
+            raise ToolkitError(
+                f"restore of snapshot #{plan.target.position} stopped part-way: {deleted} deleted, "
+                f"{done} of {len(paths)} file(s) written; git checkout failed: "
+                f"{snap.git_error(proc)}", path=ws,
+                hint="Fix what git names, then run the same restore again with --force (the "
+                     "workspace now differs from the last snapshot); it writes the rest")
         modes, _ = _ls_tree(plan.repo, plan.target.sha)
         written = sum(1 for p in paths if _written(ws, p, modes[p][0]))
         removed = [d for d in removed if not (ws / d).is_dir()]  # the checkout refilled it

@@ -95,10 +95,18 @@ def run_git(args: list[str], *, cwd: Path | None = None, input: bytes | None = N
         raise ToolkitError("git is not installed", hint="Install git and retry") from None
     if check and proc.returncode != 0:
         cmd = next((a for a in args if not a.startswith("-")), "git")
-        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise DataError(f"git {cmd} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
-                        path=what or cwd)
+        raise DataError(f"git {cmd} failed: {git_error(proc)}", path=what or cwd)
     return proc
+
+
+def git_error(proc: subprocess.CompletedProcess[bytes]) -> str:
+    """The line of a failed git run's stderr that says why: its first ``error:`` or
+    ``fatal:`` line (a checkout that could not write a file says so, then ends with its
+    "Updated 2 paths" summary), else its last line, else the exit code."""
+    lines = [line.strip() for line in
+             proc.stderr.decode("utf-8", "replace").strip().splitlines() if line.strip()]
+    why = next((line for line in lines if line.startswith(("error:", "fatal:"))), None)
+    return why or (lines[-1] if lines else f"exit {proc.returncode}")
 
 
 def cat_blobs(args: list[str], oids: list[str], *, cwd: Path | None = None,

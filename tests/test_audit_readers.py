@@ -94,10 +94,12 @@ def test_now_comes_from_toolkit_now_and_accepts_iso_with_offset(cli_run, shared_
                                                                 monkeypatch):
     monkeypatch.setenv("TOOLKIT_NOW", "2026-05-04T14:00:00+02:00")  # = 12:00 UTC
     assert _json(cli_run("audit", "report", "--json")) == REPORT_24H
-    result = cli_run("audit", "report", "--now", "yesterday")
-    assert result.exit_code == 2
-    assert last_error(result) == ("Error: --now: 'yesterday' is not a date-time; use "
-                                  "'YYYY-MM-DD HH:MM:SS' (UTC)")
+    # (the second is past year 9999 in UTC: "a number is too large", naming nothing)
+    for when in ("yesterday", "9999-12-31T23:00:00-05:00"):
+        result = cli_run("audit", "report", "--now", when)
+        assert result.exit_code == 2
+        assert last_error(result) == (f"Error: --now: {when!r} is not a date-time; use "
+                                      "'YYYY-MM-DD HH:MM:SS' (UTC)")
 
 
 @pytest.mark.parametrize("args, error", [

@@ -84,10 +84,13 @@ def test_invalid_values_exit_2_with_nagi_ledgers_message_and_write_nothing(
 
 def test_unknown_dispatch_id_is_an_error_and_changes_nothing(cli_run, project):
     before = rows(project.audit_db, "SELECT * FROM dispatches ORDER BY id")
-    result = cli_run("audit", "log-verdict", "99", "CONFIRMED")
-    assert result.exit_code == 1
-    assert last_error(result) == ("Error: No dispatch found with id=99. Call ledger_log_dispatch "
-                                  "first, or check the id via ledger_task_status.")
+    # an id SQLite cannot hold is no dispatch's either ("a number is too large" before)
+    for missing in ("99", "9" * 23):
+        result = cli_run("audit", "log-verdict", missing, "CONFIRMED")
+        assert result.exit_code == 1
+        assert last_error(result) == (f"Error: No dispatch found with id={missing}. Call "
+                                      "ledger_log_dispatch first, or check the id via "
+                                      "ledger_task_status.")
     assert rows(project.audit_db, "SELECT * FROM dispatches ORDER BY id") == before
 
 

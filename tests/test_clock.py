@@ -91,13 +91,15 @@ def test_the_clock_functions(far_time_zone) -> None:  # type: ignore[no-untyped-
 
 def test_a_bad_source_date_epoch_is_a_usage_error_everywhere(
         project, cli_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
-    for args in (("slop", "export"), ("handoff",)):
-        result = cli_run(*args)
-        assert result.exit_code == 2, (args, result.output)
-        assert result.output.strip().splitlines()[-1] == (
-            "Error: SOURCE_DATE_EPOCH: 'yesterday' is not a time; use Unix seconds or "
-            "YYYY-MM-DDTHH:MM:SS")
+    # (the second is past year 9999 in UTC: it was "a number is too large", naming nothing)
+    for when in ("yesterday", "9999-12-31T23:00:00-05:00"):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", when)
+        for args in (("slop", "export"), ("handoff",)):
+            result = cli_run(*args)
+            assert result.exit_code == 2, (args, result.output)
+            assert result.output.strip().splitlines()[-1] == (
+                f"Error: SOURCE_DATE_EPOCH: {when!r} is not a time; use Unix seconds or "
+                "YYYY-MM-DDTHH:MM:SS")
 
 
 def test_slop_created_after_today_is_counted_in_the_ageing_bands(

@@ -82,11 +82,16 @@ def test_a_file_size_limit_of_zero_or_less_is_a_usage_error(project, cli_run, mo
         "(toolkit.yaml max_file_mb or TOOLKIT_MAX_FILE_MB)")
 
 
+MB_HINT = "Give a number of MB above 0 (toolkit.yaml max_file_mb or TOOLKIT_MAX_FILE_MB)"
+
+
 @pytest.mark.parametrize("text, where", [
     ("today: not a date", "{yaml}: today: 'not a date' is not a date; use YYYY-MM-DD"),
     # unquoted, so YAML itself read it as a date it could not build: "invalid YAML", exit 65
     ("today: 2026-13-01", "{yaml}: today: '2026-13-01' is not a date; use YYYY-MM-DD"),
-    ("max_file_mb: abc", "{yaml}: max_file_mb: 'abc' is not a number"),
+    ("max_file_mb: abc", "{yaml}: max_file_mb: 'abc' is not a number. " + MB_HINT),
+    # infinity: "a number is too large: cannot convert float infinity to integer"
+    ("max_file_mb: .inf", "{yaml}: max_file_mb: inf is not a number. " + MB_HINT),
     ("redact: maybe", "{yaml}: setting redact must be true or false, not the text 'maybe'"),
     ("", "$TOOLKIT_TODAY: 'soon' is not a date; use YYYY-MM-DD")])
 def test_a_bad_setting_is_named_where_it_was_set(project, cli_run, monkeypatch, text, where):

@@ -214,9 +214,13 @@ def log_verdict(db: Path, dispatch_id: Any, verdict: Any, notes: Any = None) -> 
     if isinstance(dispatch_id, bool) or not isinstance(dispatch_id, int):
         raise UsageError(f"Invalid dispatch_id {dispatch_id!r}: must be an integer id returned "
                          "by ledger_log_dispatch.")
+    from toolkit.records import BIGINT_BOUND, fits
+
     with _writer(db) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute("SELECT task FROM dispatches WHERE id = ?", (dispatch_id,)).fetchone()
+        # an id SQLite cannot hold is no dispatch's (sqlite3 raised OverflowError for it)
+        row = conn.execute("SELECT task FROM dispatches WHERE id = ?", (dispatch_id,)
+                           ).fetchone() if fits(dispatch_id, BIGINT_BOUND) else None
         if row is None:
             conn.execute("ROLLBACK")
             raise NotFoundError(
@@ -368,11 +372,11 @@ def parse_now(value: str | None) -> dt.datetime | None:
     text = str(value).strip()
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if when.tzinfo is not None:  # (9999-12-31T23:00-05:00 is past year 9999 in UTC)
+            when = when.astimezone(dt.UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):
         raise UsageError(f"--now: {text!r} is not a date-time; use 'YYYY-MM-DD HH:MM:SS' (UTC)"
                          ) from None
-    if when.tzinfo is not None:
-        when = when.astimezone(dt.UTC).replace(tzinfo=None)
     return when
 
 

@@ -36,12 +36,13 @@ def now(value: str | None = None, env: Mapping[str, str] | None = None) -> dt.da
         if re.fullmatch(r"\d+", raw):
             return dt.datetime.fromtimestamp(int(raw), dt.UTC)
         parsed = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        # (9999-12-31T23:00-05:00 is past year 9999 in UTC: no time either)
+        return parsed.astimezone(dt.UTC)
     except (ValueError, OverflowError, OSError):
         raise UsageError(f"{origin}: {raw!r} is not a time; use Unix seconds or "
                          "YYYY-MM-DDTHH:MM:SS") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
 
 
 def utc(when: dt.datetime) -> dt.datetime:

@@ -361,8 +361,10 @@ def resolve(
         name, where = origin("max_file_mb", "TOOLKIT_MAX_FILE_MB")
         try:
             max_bytes = int(float(max_mb) * 1024 * 1024)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name}: {max_mb!r} is not a number", path=where) from None
+        except (TypeError, ValueError, OverflowError):  # (inf, 1e400: no size either)
+            raise UsageError(f"{name}: {max_mb!r} is not a number", path=where,
+                             hint="Give a number of MB above 0 (toolkit.yaml max_file_mb or "
+                                  "TOOLKIT_MAX_FILE_MB)") from None
         if max_bytes <= 0:
             raise UsageError(f"{name}: {max_mb} MB is not a size limit", path=where,
                              hint="Give a number of MB above 0 (toolkit.yaml max_file_mb or "

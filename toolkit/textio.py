@@ -45,7 +45,7 @@ def max_file_bytes(override: int | None = None) -> int:
     if env:
         try:
             limit = int(float(env) * 1024 * 1024)
-        except ValueError:
+        except (ValueError, OverflowError):  # (inf)
             limit = 0
         if limit > 0:  # a bad value is reported by toolkit.config, with what to do
             return limit

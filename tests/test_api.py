@@ -311,7 +311,15 @@ def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeyp
                   "not 'approaches'"),
                  (lambda: project.sql(5), "Project.sql: query must be text, not 5"),
                  (lambda: project.task_status(True),
-                  "Project.task_status: task must be text, not True")]
+                  "Project.task_status: task must be text, not True"),
+                 # a raw TypeError from deep inside; an unknown source answered no problems
+                 (lambda: Project.open(5),
+                  "Project.open: path must be a path (text or a Path) or None, not 5"),
+                 (lambda: Project.open(db=b"/x"),
+                  "Project.open: db must be a path (text or a Path) or None, not b'/x'"),
+                 (lambda: project.problems("bogus"),
+                  "Project.problems: no source is named 'bogus'; use one of ledger, sessions, "
+                  "slop, audit, snapshots, history, goals")]
         for call, message in cases:
             with pytest.raises(UsageError) as err:
                 call()

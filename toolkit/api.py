@@ -535,8 +535,16 @@ class Project:
 
     def problems(self, source: str | None = None) -> list[Problem]:
         """What the last refresh could not read, with file and line (``toolkit status``'s
-        Warnings), of one ``source`` (``"audit"``, ``"ledger"``...) or of all."""
-        return self._store().problems(source)
+        Warnings), of one ``source`` (``"audit"``, ``"ledger"``...) or of all; a name that is
+        no source's is a usage error (it answered no problems)."""
+        store = self._store()
+        names = [s.name for s in store.declared]
+        if source is not None and source not in names:
+            from toolkit.errors import UsageError
+
+            raise UsageError(f"Project.problems: no source is named {source!r}; use one of "
+                             + ", ".join(names))
+        return store.problems(source)
 
     # -- the Smith Ledger (read from the vault files, as `toolkit ledger` does) ----
     # ``request``: record the read in the vault's session log (.smith/vault/sessions/) as this
@@ -889,6 +897,8 @@ _CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "dt.date": (lambda v: isinstance(v, dt.date), "a datetime.date"),
     "dt.date | str": (lambda v: isinstance(v, (dt.date, str)), "a datetime.date or text"),
     "list[str]": (_is_texts, "a list of text"),
+    # (bytes are no path here: the settings and the store name their paths as text)
+    "PathLike": (lambda v: isinstance(v, (str, os.PathLike)), "a path (text or a Path)"),
     "list[Any] | dict[str, Any]": (lambda v: isinstance(v, (list, tuple, dict)),
                                    "a list or a dict of values"),
 }

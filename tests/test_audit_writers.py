@@ -244,6 +244,24 @@ def test_junk_file_is_refused_and_left_untouched(cli_run, fresh, content):
     assert sorted(p.name for p in fresh.parent.iterdir()) == ["ledger.db"]
 
 
+def test_another_programs_tables_are_named_with_what_to_do(cli_run, fresh):
+    """An audit DB whose actions table is not nagi-ledger's (no project column): the write
+    fails with SQLite's words and now says what to do. (The connection, as nagi-ledger's,
+    adds nagi-ledger's missing tables; the action is not written.)"""
+    fresh.parent.mkdir(parents=True)
+    with sqlite3.connect(fresh) as conn:
+        conn.execute("CREATE TABLE actions (id INTEGER PRIMARY KEY, ts TEXT, tier INTEGER, "
+                     "category TEXT, description TEXT)")
+    conn.close()
+    result = cli_run("audit", "log-action", "--tier", "1", "--category", "git", "pushed")
+    assert result.exit_code == 1
+    assert last_error(result) == (
+        f"Error: {fresh}: audit DB write failed (table actions has no column named project); "
+        "nothing was written. Its tables are not nagi-ledger's: point NAGI_LEDGER_DB or "
+        "--audit-db at nagi-ledger's ledger.db")
+    assert rows(fresh, "SELECT * FROM actions") == []
+
+
 def test_truncated_db_is_refused(cli_run, fresh):
     make_audit_db(fresh, wal=False)
     data = fresh.read_bytes()

@@ -165,14 +165,17 @@ def test_compact_file_stays_compact(project) -> None:
 # --------------------------------------------------------------------------- A5, A6
 
 
+# what to do, where the shape of the whole file is wrong (it said nothing)
+WHOLE_FILE_HINT = ('CodeSmith writes {"entries": [...]}: restore the file from its backup in '
+                   '.backups beside it, or move it away to start an empty ledger')
 BAD_JSON = [
     ('{"entries": [{"id": "a", "severity": NaN}]}', "invalid JSON: NaN is not valid JSON"),
     ('{"entries": [{"id": "a", "status": "open", "status": "resolved"}]}',
      "invalid JSON: duplicate key 'status'"),
     ('{"entries": [], "entries": []}', "invalid JSON: duplicate key 'entries'"),
     ("[" * 100_000 + "]" * 100_000, "1: JSON nested deeper than 200 levels"),
-    ('{"entries": {"a": 1}}', '"entries" is not a list'),
-    ('"just a string"', "top level is neither an object nor an array"),
+    ('{"entries": {"a": 1}}', '"entries" is not a list. ' + WHOLE_FILE_HINT),
+    ('"just a string"', "top level is neither an object nor an array. " + WHOLE_FILE_HINT),
 ]
 
 

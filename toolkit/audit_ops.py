@@ -129,6 +129,10 @@ def _writer_error(exc: sqlite3.Error, path: Path) -> ToolkitError:
     if "readonly" in low or "read-only" in low or "unable to open" in low:
         return ToolkitError(f"cannot write the audit DB ({msg}); nothing was written", path=path,
                             hint="Check the file and folder permissions")
+    if "no column named" in low or "no such table" in low or "no such column" in low:
+        return ToolkitError(f"audit DB write failed ({msg}); nothing was written", path=path,
+                            hint="Its tables are not nagi-ledger's: point NAGI_LEDGER_DB or "
+                                 "--audit-db at nagi-ledger's ledger.db")
     return ToolkitError(f"audit DB write failed ({msg}); nothing was written", path=path)
 
 

@@ -56,6 +56,11 @@ _BUCKET_SET, _SEVERITY_SET, _CONFIDENCE_SET, _STATUS_SET = (
 _KNOWN = frozenset(KNOWN_FIELDS)
 
 
+# what to do with a file whose whole shape is not a slop ledger's
+_WHOLE_FILE_HINT = ('CodeSmith writes {"entries": [...]}: restore the file from its backup in '
+                    '.backups beside it, or move it away to start an empty ledger')
+
+
 def normalise_enum(value: Any, allowed: tuple[str, ...]) -> tuple[str | None, str | None]:
     """(normalised value, problem). ``InProgress``/``in-progress``/``Open`` become snake_case."""
     if value is None:
@@ -315,9 +320,10 @@ def _parse(text: str, path: Path, bom: bool, raw: bytes | None) -> tuple[SlopFil
         raw_entries = data.get("entries") or []
         top_extra = as_text({k: v for k, v in data.items() if k != "entries"})
         if not isinstance(raw_entries, list):
-            raise DataError('"entries" is not a list', path=path)
+            raise DataError('"entries" is not a list', path=path, hint=_WHOLE_FILE_HINT)
     else:
-        raise DataError("top level is neither an object nor an array", path=path)
+        raise DataError("top level is neither an object nor an array", path=path,
+                        hint=_WHOLE_FILE_HINT)
     found = _entry_lines(text)
     lines: list[int | None] = (list(found) if len(found) == len(raw_entries)
                                else [None] * len(raw_entries))

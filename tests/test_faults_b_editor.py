@@ -127,6 +127,9 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
     ("ledger/meta.yaml", "fifo", ["ledger", "promote", "route table"], 0,
      "note: meta.yaml is not a regular file; entry counts were not recorded"),
     ("home/.nagi/goal.json", "fifo", ["audit", "brief"], 0, ""),
+    ("ledger/patterns.md", "folder", ["ledger", "reset", "--yes"], 1,
+     "patterns.md: is a folder, not a file. Restore the file or move it away, then run the "
+     "reset again; nothing was changed"),
     ("slop", "fifo", ["slop", "update", "4b7e", "--status", "done"], 65,
      "slop_ledger.json: is not a regular file (a FIFO, socket or device)"),
 ])
@@ -139,12 +142,13 @@ def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     os.mkfifo(path) if kind == "fifo" else path.mkdir()
-    others = {p: p.read_bytes() for p in project.ledger.glob("*.md")}
+    others = {p: p.read_bytes() for p in project.ledger.glob("*.md") if p.is_file()}
     r = _run(args, project.root)  # (a subprocess with a timeout: a wait fails, never hangs)
     assert r.returncode == code, r.stdout + r.stderr
     assert says in r.stdout + r.stderr and "Traceback" not in r.stderr
     if code:  # refused: no ledger file was touched
-        assert {p: p.read_bytes() for p in project.ledger.glob("*.md")} == others
+        assert {p: p.read_bytes() for p in project.ledger.glob("*.md") if p.is_file()} \
+            == others
         assert not list(project.ledger.glob(".*toolkit-tmp*"))
 
 

@@ -393,6 +393,14 @@ def test_cli_refuses_to_build_over_a_folder_it_did_not_make(project, cli_run) ->
         "build-site; refusing to write the site's Markdown there. Choose another --out, or "
         "move that folder")
     assert (project.root / "site.build" / "draft.md").read_text() == "mine"
+    # the folder named by toolkit.yaml's site_dir: the hint names site_dir, not --out
+    (project.root / "toolkit.yaml").write_text(f"site_dir: {foreign}\n")
+    result = cli_run("build-site")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {foreign} is not empty and was not built by toolkit build-site; refusing to "
+        "overwrite it. Choose an empty or new site_dir folder")
+    assert (foreign / "notes.txt").read_text() == "keep me"
 
 
 def test_cli_refuses_a_markdown_folder_that_is_a_link_before_touching_anything(

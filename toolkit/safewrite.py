@@ -203,13 +203,17 @@ class FileSnapshot:
         # opened without waiting: a FIFO where the file belongs would block the open until a
         # writer came, and the caller holds the ledger's lock (it is refused below instead)
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as fh:
+        try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise DataError("is a folder, not a file", path=given)
             if not stat.S_ISREG(st.st_mode):
                 raise DataError("is not a regular file (a FIFO, socket or device)", path=given)
             os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        with open(fd, "rb") as fh:
             if st.st_size > limit:
                 raise too_large(given, st.st_size, limit)
             # read what stat promises (+1 to notice growth) rather than a limit-sized buffer
@@ -696,13 +700,15 @@ JOURNAL_TAIL = b'"end": "toolkit_journal"\n}\n'
 
 
 def _sha256_of(path: Path) -> str | None:
-    try:  # (opened without waiting: a FIFO put at the name is no file's version)
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+    try:  # (opened without waiting: a FIFO or folder put at the name is no file's version)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with open(fd, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _version_of(path: Path, old: str | None, old2: str | None, new: str | None,

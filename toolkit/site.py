@@ -775,30 +775,31 @@ def site_name_for(cfg: Config, *, redact: bool = False) -> str:
     return f"Agent Ledger: {name}"
 
 
-def check_output_folder(out: Path) -> None:
+def check_output_folder(out: Path, option: str = "--out") -> None:
     """Refuse to build into a folder that holds something other than a site we built: MkDocs
-    empties the output folder on a full build."""
+    empties the output folder on a full build. ``option``: where the folder was named
+    (``--out``, or ``site_dir`` in toolkit.yaml), for the hint."""
     if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} is a file, not a folder", hint="Choose another --out")
+        raise UsageError(f"{out} is a file, not a folder", hint=f"Choose another {option}")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise UsageError(f"{out} is not empty and was not built by toolkit build-site; "
-                         "refusing to overwrite it", hint="Choose an empty or new --out folder")
+                         "refusing to overwrite it", hint=f"Choose an empty or new {option} folder")
     for danger in (Path.home(), Path("/")):
         with contextlib.suppress(OSError):
             if out.resolve() == danger.resolve():
                 raise UsageError(f"refusing to build the site into {out}",
-                                 hint="Choose an empty or new --out folder")
+                                 hint=f"Choose an empty or new {option} folder")
     build = out.parent / (out.name + ".build")
     if build.is_symlink():  # never made by the toolkit: its Markdown would land elsewhere
         raise UsageError(f"{build} is a symbolic link (to {os.readlink(build)}); refusing to "
                          "write the site's Markdown through it",
-                         hint="Choose another --out, or remove the link")
+                         hint=f"Choose another {option}, or remove the link")
     if build.exists() and not build.is_dir():
-        raise UsageError(f"{build} is a file, not a folder", hint="Choose another --out")
+        raise UsageError(f"{build} is a file, not a folder", hint=f"Choose another {option}")
     if build.is_dir() and any(build.iterdir()) and not (build / BUILD_MARKER).is_file():
         raise UsageError(f"{build} is not empty and was not made by toolkit build-site; "
                          "refusing to write the site's Markdown there",
-                         hint="Choose another --out, or move that folder")
+                         hint=f"Choose another {option}, or move that folder")
 
 
 def _refuse_links(folder: Path, defer: Callable[[str], bool] | None = None) -> set[str]:

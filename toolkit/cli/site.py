@@ -148,7 +148,7 @@ def build_site(out: Path | None, clean: bool, build_time: str | None, timings: b
     if scope is not None:
         cfg = cfg.with_overrides(site_scope=scope)
     # a folder the build would refuse is refused before the store is loaded and checked
-    check_output_folder(build_paths(cfg, out)[0])
+    check_output_folder(build_paths(cfg, out)[0], "--out" if out else "site_dir")
     bar, update = _progress()
     # the checks count ages to the site's "today" (its build time's day, unless --today)
     store, checks = open_store_checked(cfg.with_overrides(today=clock.today(cfg.today, when)))
@@ -207,7 +207,7 @@ def serve(out: Path | None, host: str, port: int, rebuild: bool) -> None:
         from toolkit.site import check_output_folder
 
         # a folder the build would refuse is refused before the store is loaded and checked
-        check_output_folder(build_paths(cfg, out)[0])
+        check_output_folder(build_paths(cfg, out)[0], "--out" if out else "site_dir")
         store, checks = open_store_checked(cfg)
         with store:
             result = build(cfg, store, out=out, checks=checks)

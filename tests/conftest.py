@@ -316,6 +316,34 @@ def cli_run():
     return run
 
 
+def _writable(folder: Path) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+    else:
+        folder.chmod(0o755)
+
+
+@pytest.fixture
+def immutable() -> Iterator[Callable[[Path], Callable[[], None]]]:
+    """Make a folder read-only in a way that also binds root (chattr +i), or chmod 0555; put
+    back after the test, or earlier by calling what it returns."""
+    made: list[Path] = []
+
+    def make(folder: Path) -> Callable[[], None]:
+        if os.geteuid() == 0:
+            if shutil.which("chattr") is None or subprocess.run(
+                    ["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+                pytest.skip("running as root without chattr +i: cannot make a folder read-only")
+        else:
+            folder.chmod(0o555)
+        made.append(folder)
+        return lambda: _writable(folder)
+
+    yield make
+    for folder in made:
+        _writable(folder)
+
+
 def reap(proc: subprocess.Popen[Any]) -> int:
     """Kill ``proc`` if it still runs, wait for it, and close the pipes the test opened to it;
     its exit code. (A pipe left open is closed only when the garbage collector gets to it, as

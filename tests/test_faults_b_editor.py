@@ -82,28 +82,6 @@ def _error_line(stderr: str) -> str:
 # --------------------------------------------------------------------------- B1
 
 
-@pytest.fixture
-def immutable(project: FixtureProject):  # type: ignore[no-untyped-def]
-    """Make a folder read-only in a way that also binds root (chattr +i), or chmod 0555."""
-    made: list[Path] = []
-
-    def make(folder: Path) -> None:
-        if os.geteuid() == 0:
-            if shutil.which("chattr") is None or subprocess.run(
-                    ["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
-                pytest.skip("running as root without chattr +i: cannot make a folder read-only")
-        else:
-            folder.chmod(0o555)
-        made.append(folder)
-
-    yield make
-    for folder in made:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
-        else:
-            folder.chmod(0o755)
-
-
 def test_b1_read_only_vault_is_refused_before_anything_is_touched(
         project: FixtureProject, immutable) -> None:  # type: ignore[no-untyped-def]
     before = tree_digest(project.root)

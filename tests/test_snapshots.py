@@ -199,26 +199,16 @@ def test_restore_gives_the_snapshot_byte_for_byte(world, cli_run):
     assert side.head() == head and index_digest(side) == index
 
 
-def test_a_restore_git_cannot_finish_says_what_it_did_why_and_how_to_finish(world, cli_run):
+def test_a_restore_git_cannot_finish_says_what_it_did_why_and_how_to_finish(world, cli_run,
+                                                                           immutable):
     """A file the checkout cannot write (here a folder made read-only; a full disk or a busy
     file alike) stopped the restore with git's last stderr line, its "Updated 1 path" summary,
     as if bad data (exit 65), naming the side repo. It now says what was written, git's own
     error line, and that the same restore with --force writes the rest."""
     ws, side = world
     src = ws / "src"
-    if os.geteuid() == 0:
-        if shutil.which("chattr") is None or subprocess.run(
-                ["chattr", "+i", str(src)], capture_output=True).returncode != 0:
-            pytest.skip("running as root without chattr +i: cannot make a folder read-only")
-    else:
-        src.chmod(0o555)
-    try:
-        result = cli_run("snapshots", "restore", "3", "--yes")
-    finally:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", str(src)], capture_output=True)
-        else:
-            src.chmod(0o755)
+    writable_again = immutable(src)
+    result = cli_run("snapshots", "restore", "3", "--yes")
     assert result.exit_code == 1, result.output
     line = result.stderr.splitlines()[-1]
     assert line.startswith(f"Error: {ws}: restore of snapshot #3 stopped part-way: 0 deleted, "
@@ -226,6 +216,7 @@ def test_a_restore_git_cannot_finish_says_what_it_did_why_and_how_to_finish(worl
     assert "src/app.py" in line and line.endswith(
         "Fix what git names, then run the same restore again with --force (the workspace now "
         "differs from the last snapshot); it writes the rest")
+    writable_again()  # the cause fixed
     result = cli_run("snapshots", "restore", "3", "--yes", "--force")
     assert result.exit_code == 0, result.output
     assert workspace_files(ws) == tree_files(side, side.git("rev-parse", "HEAD~2"))

@@ -52,6 +52,24 @@ def max_file_bytes(override: int | None = None) -> int:
     return DEFAULT_MAX_FILE_BYTES
 
 
+def value_kind(value: Any) -> str:
+    """What a JSON or YAML value is, for a warning that it is not what belongs there:
+    "null", "a boolean", "a number", "a list", "an object", "a string"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, str):
+        return "a string"
+    return type(value).__name__
+
+
 def split_url(url: str) -> SplitResult | None:
     """``urlsplit(url)``, or None for text it cannot split (an unclosed ``[`` of an IPv6
     host raises ValueError there): every URL the toolkit reads from a setting, an option or

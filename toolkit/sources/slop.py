@@ -32,6 +32,7 @@ from toolkit.textio import (
     load_json,
     lone_surrogate,
     read_bytes,
+    value_kind,
 )
 
 KNOWN_FIELDS = ("id", "bucket", "severity", "confidence", "owner", "source_links", "title",
@@ -106,22 +107,6 @@ class LoadProblem:
         return self.where + self.text
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, str):
-        return "a string"
-    return type(value).__name__
-
-
 def _entry_problems(raw: dict[str, Any], index: int, line: int | None) -> list[LoadProblem]:
     eid = raw.get("id") if isinstance(raw.get("id"), str) else None
     out: list[LoadProblem] = []
@@ -132,7 +117,7 @@ def _entry_problems(raw: dict[str, Any], index: int, line: int | None) -> list[L
 
     def text_ok(name: str, value: Any) -> bool:
         if not isinstance(value, str):
-            add(f"{name} is {_kind(value)}, not a string")
+            add(f"{name} is {value_kind(value)}, not a string")
             return False
         bad = lone_surrogate(value)
         if bad:
@@ -155,7 +140,7 @@ def _entry_problems(raw: dict[str, Any], index: int, line: int | None) -> list[L
         if value is None:
             add(f"{name} is {'missing' if name not in raw else 'null'}")
         elif not isinstance(value, str):
-            add(f"{name} is {_kind(value)}, not one of {', '.join(allowed)}")
+            add(f"{name} is {value_kind(value)}, not one of {', '.join(allowed)}")
         elif value not in allowed:
             canon, _note = normalise_enum(value, allowed)
             if canon is not None:
@@ -171,7 +156,7 @@ def _entry_problems(raw: dict[str, Any], index: int, line: int | None) -> list[L
         if links is None:
             add("source_links is null (it may be absent, never null)", "drop", "source_links")
         elif not isinstance(links, list):
-            add(f"source_links is {_kind(links)}, not a list of strings")
+            add(f"source_links is {value_kind(links)}, not a list of strings")
         else:
             for n, link in enumerate(links):
                 text_ok(f"source_links[{n}]", link)
@@ -231,17 +216,17 @@ def load_problems(data: Any, *, bom: bool = False, empty: bool = False,
             out.append(LoadProblem(f'"entries" is {state}', fix="entries"))
             return out
         if not isinstance(raw_entries, list):
-            out.append(LoadProblem(f'"entries" is {_kind(raw_entries)}, not a list'))
+            out.append(LoadProblem(f'"entries" is {value_kind(raw_entries)}, not a list'))
             return out
     else:
-        out.append(LoadProblem(f"top level is {_kind(data)}, not an object"))
+        out.append(LoadProblem(f"top level is {value_kind(data)}, not an object"))
         return out
     for index, raw in enumerate(raw_entries):
         if not surrogates and isinstance(raw, dict) and _plain(raw):
             continue
         line = lines[index] if lines is not None and index < len(lines) else None
         if not isinstance(raw, dict):
-            out.append(LoadProblem(f"is {_kind(raw)}, not an object", index, None, line))
+            out.append(LoadProblem(f"is {value_kind(raw)}, not an object", index, None, line))
             continue
         out.extend(_entry_problems(raw, index, line))
     return out

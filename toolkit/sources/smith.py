@@ -42,7 +42,15 @@ from toolkit.records import (
     fits,
     ledger_entry,
 )
-from toolkit.textio import check_utf8, decode_utf8, load_json, load_yaml, read_bytes, within
+from toolkit.textio import (
+    check_utf8,
+    decode_utf8,
+    load_json,
+    load_yaml,
+    read_bytes,
+    value_kind,
+    within,
+)
 
 _SEP = re.compile(rb"^[ \t]*-{3,}[ \t]*\r?$")
 _FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -849,7 +857,7 @@ class LedgerMeta:
     def shape_problems(self) -> list[str]:
         """The keys that hold a mapping in every Smith schema but hold something else here
         (read as absent: their counts or limits are unknown)."""
-        out = [f"{key} is {_kind(self.data[key])}, not a mapping (ignored)"
+        out = [f"{key} is {value_kind(self.data[key])}, not a mapping (ignored)"
                for key in _MAPPING_KEYS
                if self.data.get(key) is not None and not isinstance(self.data[key], dict)]
         total = self.data.get("total_reflections")
@@ -882,27 +890,16 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _kind(value: Any) -> str:
-    """What a YAML or JSON value is, for a warning: "a number", "a list", "text"..."""
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    return "text" if isinstance(value, str) else f"a {type(value).__name__}"
-
-
 def config_shape_problems(smith_config: dict[str, Any] | None) -> list[str]:
     """config.json's ``ledger`` and ``ledger.pruning`` when they hold something other than an
     object (read as absent: the prune limits are the defaults)."""
     out = []
     ledger = (smith_config or {}).get("ledger")
     if ledger is not None and not isinstance(ledger, dict):
-        out.append(f"ledger is {_kind(ledger)}, not an object (ignored)")
+        out.append(f"ledger is {value_kind(ledger)}, not an object (ignored)")
     pruning = _mapping(ledger).get("pruning")
     if pruning is not None and not isinstance(pruning, dict):
-        out.append(f"ledger.pruning is {_kind(pruning)}, not an object (ignored: prune uses "
+        out.append(f"ledger.pruning is {value_kind(pruning)}, not an object (ignored: prune uses "
                    "the default limits)")
     return out
 

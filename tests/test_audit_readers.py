@@ -162,6 +162,27 @@ def test_task_status_counts_retries_and_flags_the_limit(cli_run, project):
         "dispatch_count": 0, "retry_count": 0, "last_verdict": None, "over_retry_limit": False}
 
 
+def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project):
+    """nagi-ledger's writers strip the task; a row written by hand may not. Its tools strip
+    the task they are asked too, so `audit task-status "X "` answers for "X", while the site
+    lists "X " as a task of its own, shown like the other: the load now warns of such rows."""
+    task = "Cap webhook retries at 5 attempts"
+    before = _json(cli_run("audit", "task-status", task, "--json"))
+    insert(project.audit_db, "dispatches", ts="2026-05-04 07:00:00", task=task + " ",
+           agent_type="fork", model="opus", brief_summary="by hand")
+    insert(project.audit_db, "approaches", ts="2026-05-04 07:05:00", task="\t" + task,
+           approach="by hand", outcome="DEAD_END", reason="r")
+    # nagi-ledger's answer: the question is stripped, the row with the space is not counted
+    assert _json(cli_run("audit", "task-status", task + " ", "--json")) == before
+    warnings = [w["message"] for w in json.loads(cli_run("status", "--json").stdout)["warnings"]
+                if w["source"] == "audit"]
+    assert [w.split(" (first")[0] for w in warnings] == [
+        "1 row of dispatches names its task with spaces around it",
+        "1 row of approaches names its task with spaces around it"]
+    assert all(w.endswith("while `audit task-status` and the MCP tools (as nagi-ledger's) "
+                          "answer for the name without them") for w in warnings)
+
+
 def test_approaches_newest_first_by_outcome(cli_run, project):
     task = "Cap webhook retries at 5 attempts"
     insert(project.audit_db, "approaches", ts="2026-05-04 07:00:00", task=task,

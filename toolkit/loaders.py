@@ -446,11 +446,38 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
             _refresh_verdicts(store, conn, db, old_ids["dispatches"])
     finally:
         conn.close()
+    problems += _spaced_task_problems(store, db)
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
     res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
                        change=f"{added} new")
     res.state = {"max_ids": ids, "file": ident}
     return res
+
+
+# what Python's str.strip() takes off (nagi-ledger strips the task it is asked with it), but
+# for the rarer Unicode spaces
+_STRIPPED = " \t\n\r\x0b\x0c"
+
+
+def _spaced_task_problems(store: Store, db: Path) -> list[Any]:
+    """A warning per table whose rows name their task with spaces around it (only a row
+    written by hand: nagi-ledger's writers strip it). The site lists such a task as a task of
+    its own, while nagi-ledger's tools (``audit task-status``, the MCP server) strip the name
+    they are asked, so they answer for the task without the spaces."""
+    from toolkit.records import Problem
+
+    out = []
+    for table in ("dispatches", "approaches"):
+        n, first = store.fetch(f"SELECT count(*), min(id) FROM {table} "
+                               "WHERE task IS DISTINCT FROM trim(task, ?)", [_STRIPPED])[1][0]
+        if n:
+            out.append(Problem("audit", str(db), None, (
+                (f"1 row of {table} names its task" if n == 1 else
+                 f"{n} rows of {table} name their task") +
+                f" with spaces around it (first: row id {first}): "
+                "the site lists it as a task of its own, while `audit task-status` and the "
+                "MCP tools (as nagi-ledger's) answer for the name without them")))
+    return out
 
 
 def _file_identity(path: Path) -> list[Any]:

@@ -130,6 +130,24 @@ def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
         assert not list(project.ledger.glob(".*toolkit-tmp*"))
 
 
+def test_a_session_log_that_cannot_be_looked_at_never_fails_an_edit_already_written(
+        project: FixtureProject) -> None:
+    """The session log is looked for after the edit is written: a `sessions/` folder the user
+    may not enter (or, as here where root enters every folder, a pointer whose name is too
+    long) made `stat` raise there, so promote wrote its change, then said "Error" with exit
+    1, and a second run promoted again. Logging never fails a command; reads are not
+    stopped by it either."""
+    (project.vault / ".current-session").write_text(f".smith/vault/sessions/{'x' * 300}.md\n")
+    patterns = project.ledger / "patterns.md"
+    before = patterns.read_bytes()
+    r = _run(["ledger", "promote", "route table"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert "Promoted" in r.stdout and patterns.read_bytes() != before
+    for args in (["ledger", "list"], ["ledger", "show", "route table"]):
+        r = _run(args, project.root)
+        assert r.returncode == 0, (args, r.stderr)
+
+
 def test_a_backup_or_archive_still_linked_after_a_killed_run_is_made_a_copy(
         project: FixtureProject) -> None:
     """An edit backs its files up, and a reset archives them, as hard links until the files

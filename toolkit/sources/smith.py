@@ -1331,15 +1331,15 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
 def current_session_log(vault: Path) -> Path | None:
     """The active session log named by ``.current-session``, if it exists."""
     pointer = vault / ".current-session"
-    if not pointer.is_file():  # none, or a FIFO whose open would wait for a writer
-        return None
-    try:
+    try:  # (is_file raises for a folder it may not enter, or a name too long)
+        if not pointer.is_file():  # none, or a FIFO whose open would wait for a writer
+            return None
         target = pointer.read_text(encoding="utf-8").strip()
+        if not target:
+            return None
+        p = Path(target)
+        if not p.is_absolute():
+            p = vault.parent.parent / p
+        return p if p.is_file() else None
     except (OSError, UnicodeDecodeError):
         return None
-    if not target:
-        return None
-    p = Path(target)
-    if not p.is_absolute():
-        p = vault.parent.parent / p
-    return p if p.is_file() else None

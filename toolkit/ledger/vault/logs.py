@@ -38,7 +38,10 @@ def append_session_log(vault: Path, *, event: str, subcommand: str, request: str
                        systems: str = "none", now: dt.datetime | None = None) -> Path | None:
     """Append one ``### [HH:MM:SS] /smith-ledger <event>`` block (the seed's vault logging
     format) to the current session log; silently nothing when there is none."""
-    path = session_log_path(Path(vault))
+    try:  # logging never makes a command fail: its change is written by now
+        path = session_log_path(Path(vault))
+    except OSError:
+        return None
     if path is None:
         return None
     when = now or now_for()

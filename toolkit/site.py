@@ -2595,10 +2595,14 @@ def make_server(site: Path, host: str = "127.0.0.1", port: int = 8000) -> Any:
         def translate_path(self, path: str) -> str:
             # a link in the folder is followed only while it stays inside: any other file
             # is answered as missing (a link planted to /etc would serve it to every page)
+            missing = os.path.join(root, MARKER, "outside")  # below a file: never found
             local = super().translate_path(path)
-            real = os.path.realpath(local)
+            try:
+                real = os.path.realpath(local)
+            except ValueError:  # a NUL in the path (%00): no file has that name
+                return missing
             if real != root and not real.startswith(root + os.sep):
-                return os.path.join(root, MARKER, "outside")  # below a file: never found
+                return missing
             return local
 
     handler = functools.partial(Handler, directory=str(site))

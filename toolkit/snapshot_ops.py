@@ -518,18 +518,20 @@ def _written(ws: Path, rel: str, mode: str) -> bool:
 
 def _holds(ws: Path, rel: str, mode: str, oid: str) -> bool:
     """Whether ``rel`` in the workspace is the snapshot's version: its kind, and its bytes
-    (a link's target) hashed as git hashes a blob (a file git could not replace is there,
-    with its old bytes)."""
-    import hashlib
+    (a link's target) as git's blob id (a file git could not replace is there, with its old
+    bytes). A SHA-256 repository's ids are not SHA-1's: there, by kind only."""
+    from toolkit.sources.history import blob_id
 
-    if not _written(ws, rel, mode) or len(oid) != 40:  # (a SHA-256 repository: by kind)
-        return _written(ws, rel, mode)
+    if not _written(ws, rel, mode):
+        return False
+    if len(oid) != 40:
+        return True
     path = ws / rel
     try:
         data = os.fsencode(os.readlink(path)) if mode == "120000" else path.read_bytes()
     except OSError:
         return False
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == oid
+    return blob_id(data) == oid
 
 
 def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:

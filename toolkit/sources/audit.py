@@ -19,7 +19,7 @@ from typing import Any
 
 from toolkit.clock import utc_timestamp_sql
 from toolkit.errors import BusyError, DataError, NotFoundError
-from toolkit.records import BIGINT_BOUND, INTEGER_BOUND
+from toolkit.records import BIGINT_BOUND, INTEGER_BOUND, fits
 from toolkit.textio import as_text, decode_utf8, load_json, read_bytes
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -234,7 +234,7 @@ def checked_row(table: str, raw: Sequence[Any], bad: list[tuple[int | None, str]
                 row[i] = None
                 bad.append((_row_id(row), f"{table}.{c} is {v!r}, not an integer"))
                 continue
-            if -INT_COLUMNS[c] <= n < INT_COLUMNS[c]:
+            if fits(n, INT_COLUMNS[c]):
                 row[i] = n
             else:  # more than the store's column holds (nagi-ledger's are small numbers)
                 row[i] = None

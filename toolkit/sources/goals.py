@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import DataError
-from toolkit.records import BIGINT_BOUND, INTEGER_BOUND, Problem
+from toolkit.records import BIGINT_BOUND, INTEGER_BOUND, Problem, fits
 from toolkit.textio import read_bytes
 
 SOURCE = "goals"
@@ -77,7 +77,7 @@ def stored_number(key: str, value: Any) -> int | None:
     """:func:`whole_number`, when the store's column for ``key`` holds it, else None."""
     n = whole_number(value)
     bound = BOUNDS.get(key, BIGINT)
-    return n if n is not None and -bound <= n < bound else None
+    return n if n is not None and fits(n, bound) else None
 
 
 def _number_problem(key: str, value: Any) -> str | None:

@@ -344,6 +344,28 @@ def immutable() -> Iterator[Callable[[Path], Callable[[], None]]]:
         _writable(folder)
 
 
+# Root reads and writes any file whatever its mode (the capabilities CAP_DAC_OVERRIDE and
+# CAP_DAC_READ_SEARCH), so `chmod 000` stops nothing when the suite runs as root, as it does in
+# CI's container. A child started through setpriv (util-linux, on every Debian) without those
+# two capabilities in its bounding set keeps uid 0 but meets the mode bits as the files' owner
+# does: a folder or file chmodded 000 is "Permission denied" for it. Run as another user, the
+# mode bits bind without help.
+_UNPRIVILEGED = (["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+                 if os.geteuid() == 0 else [])
+
+
+def run_unprivileged(*args: str, cwd: Path, input: str | None = None,
+                     timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``toolkit *args`` in ``cwd`` as a process for which ``chmod`` binds (see above):
+    the permission cases of FAULTS.md, testable as root."""
+    import sys
+
+    if _UNPRIVILEGED and shutil.which("setpriv") is None:
+        raise AssertionError("running as root needs setpriv (util-linux) for permission tests")
+    return subprocess.run([*_UNPRIVILEGED, sys.executable, "-m", "toolkit", *args], cwd=cwd,
+                          input=input, capture_output=True, text=True, timeout=timeout)
+
+
 def reap(proc: subprocess.Popen[Any]) -> int:
     """Kill ``proc`` if it still runs, wait for it, and close the pipes the test opened to it;
     its exit code. (A pipe left open is closed only when the garbage collector gets to it, as

@@ -407,3 +407,36 @@ def test_ctrl_c_or_sigterm_while_a_notebook_runs_stops_the_build(
     assert "Analyses: 1 notebooks run, 0 unchanged" in again.stdout  # no run of it was kept
     page = scan(root / ".toolkit" / "site" / "analyses" / "slow" / "index.html")
     assert "ran to the end" in page.body_text
+
+
+def test_sigterm_while_the_notebook_client_connects_stops_the_build(
+        project, tmp_path: Path, no_bundled: Path) -> None:  # type: ignore[no-untyped-def]
+    """A SIGTERM that comes while nbclient connects to the kernel, before the first cell,
+    ends build-site as anywhere else ("Terminated.", exit 143). nbclient sets handlers of
+    its own on its event loop for the run, which only shut the kernel down: a SIGTERM there
+    was lost, the build went on and exited 0 (and ``toolkit serve`` went on to serve). The
+    signal is sent by the process itself at that moment (nbclient's method that starts the
+    kernel client), so the test does not depend on timing."""
+    root = project.root
+    _notebook(root / "nb" / "quick.ipynb", "print('Finding: ran')")
+    _list_notebooks(root, "nb/quick.ipynb")
+    args = [sys.executable, "-c",
+            "import os, pathlib, signal, toolkit.notebooks as n\n"
+            "from nbclient.client import NotebookClient as C\n"
+            f"n.NOTEBOOKS_DIR = pathlib.Path({str(no_bundled)!r})\n"
+            "connect = C.async_start_new_kernel_client\n"
+            "async def connect_after_a_kill(self, *a, **k):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return await connect(self, *a, **k)\n"
+            "C.async_start_new_kernel_client = connect_after_a_kill\n"
+            "from toolkit.cli import cli\n"
+            "cli(prog_name='toolkit')",
+            "build-site", "--build-time", "2026-05-10T12:00:00"]
+    tmp = tmp_path / "tmp"  # the kernel's socket folder goes here, and must go away
+    tmp.mkdir()
+    done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(tmp)})
+    assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "Terminated.\n")
+    assert "Site built" not in done.stdout
+    assert not (root / ".toolkit" / "site.build" / "analyses" / "quick.json").exists()
+    assert list(tmp.iterdir()) == []  # the kernel was shut down and its sockets removed

@@ -15,9 +15,9 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVarTuple
 
 from toolkit.errors import ToolkitError
 
@@ -172,12 +172,10 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", km=km,
                             resources={"metadata": {"path": str(cwd)}},
-                            record_timing=False, coalesce_streams=True,
-                            on_notebook_start=_signals_back, on_cell_start=_signals_back)
+                            record_timing=False, coalesce_streams=True)
     why: str | None = None
-    sigterm = signal.getsignal(signal.SIGTERM)
     try:
-        client.execute()
+        _run_on_own_loop(client.async_execute())
     except CellExecutionError as exc:
         why = f"{exc.ename}: {exc.evalue}"
     except CellTimeoutError:
@@ -185,8 +183,6 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
     except DeadKernelError:
         why = "the kernel died"
     finally:
-        with contextlib.suppress(ValueError, TypeError):  # not the main thread: never set
-            signal.signal(signal.SIGTERM, sigterm)
         if km is not None and client.kc is not None:
             client.kc.stop_channels()  # the caller's kernel lives on; this client does not
     if why is not None:
@@ -201,27 +197,48 @@ def execute(nb: NotebookNode, *, cwd: Path, name: str = "notebook", timeout: int
     return nb
 
 
-def _signals_back(**_: Any) -> None:
-    """Ctrl-C and SIGTERM stop a notebook's run. nbclient sets handlers of its own for them
-    on its event loop for the whole run, which only shut the kernel down and let the run go
-    on: the command ignored Ctrl-C and ``kill`` until the notebook ended, then built the rest
-    of the site, recorded the analysis as failed and exited 0. Taken off here (a hook nbclient
-    calls once its handlers are set): Ctrl-C is Python's KeyboardInterrupt again, and SIGTERM
-    ends the command as :class:`toolkit.errors.Terminated` (exit 143), after the caller's
-    clean-up (the kernel shut down, its socket folder removed) -- :func:`execute` puts the
-    handler it found back when the run ends."""
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(RuntimeError, ValueError):  # set only in the main thread
-            loop.remove_signal_handler(signum)
-    with contextlib.suppress(ValueError):  # not the main thread
-        signal.signal(signal.SIGTERM, _terminated)
+_Ts = TypeVarTuple("_Ts")
 
 
-def _terminated(signum: int, _frame: Any) -> None:
-    from toolkit.errors import Terminated
+class _CommandSignalsLoop(asyncio.SelectorEventLoop):
+    """The event loop a notebook runs on, which leaves Ctrl-C and SIGTERM to the command.
 
-    raise Terminated  # as the command line takes SIGTERM: "Terminated.", exit 143
+    nbclient sets handlers of its own for both on its loop for the whole run, which only shut
+    the kernel down and let the run go on: the command ignored Ctrl-C and ``kill`` until the
+    notebook ended, built the rest of the site and exited 0. Taking them off once the run had
+    started (a hook nbclient calls) left a window while it connected to the kernel, in which a
+    SIGTERM was lost (toolkit serve went on to serve). This loop refuses them instead, as a
+    loop outside the main thread does (nbclient then sets none), so the handlers the command
+    set stay for the whole run: Ctrl-C is a KeyboardInterrupt and SIGTERM ends the command as
+    :class:`toolkit.errors.Terminated` (exit 143), after the caller's clean-up (the kernel
+    shut down, its socket folder removed)."""
+
+    def add_signal_handler(self, sig: int, callback: Callable[[*_Ts], object],
+                           *args: *_Ts) -> None:
+        if sig in (signal.SIGINT, signal.SIGTERM):
+            raise RuntimeError("the command handles this signal")
+        super().add_signal_handler(sig, callback, *args)
+
+
+def _run_on_own_loop(run: Coroutine[Any, Any, Any]) -> None:
+    """Run nbclient's ``run`` on a :class:`_CommandSignalsLoop` of its own. When a signal's
+    exception ends it early, the run and the tasks it started are cancelled, and what that
+    cancelling raises in nbclient (a "kernel died" of the interrupted cell) is taken here,
+    as is the exception of a run the signal's handler raised inside: the signal's exception
+    is the command's answer, with no second report of the run on stderr."""
+    loop = _CommandSignalsLoop()
+    task = loop.create_task(run)
+    try:
+        loop.run_until_complete(task)
+    finally:
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]  # its polls, too
+        for t in left:
+            t.cancel()
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        if not task.cancelled():
+            task.exception()  # one the run raised itself is on its way: taken, not logged
+        loop.close()
 
 
 def text_outputs(nb: NotebookNode) -> list[list[str]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests._history_helpers import Project, SideRepo, entry_a, entry_b, run
+from tests.conftest import run_unprivileged
 from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
 from toolkit.store import Store
@@ -266,6 +267,65 @@ def test_copies_next_to_git_are_compared_with_the_commit_of_their_time(project, 
     assert (v["timeline"], v["base_version_id"]) == ("copies", f"git:{project.commits[2]}")
     # same patterns as that commit; only the edge-cases file is absent from the copy
     assert _changes(store, "copies") == [(1, "removed", "edge-cases/leap day billing")]
+
+
+def test_a_folder_file_that_cannot_be_read_is_unknown_never_all_removed(project, tmp_path,
+                                                                       isolated_env):
+    """A working or copied ledger file over the size limit (as one without read permission:
+    the same path) is taken as it was in the version the folder is compared with: no entry of
+    it is recorded as removed, and a working folder equal to HEAD but for it is no version."""
+    (project.root / "toolkit.yaml").write_text("max_file_mb: 0.002\n")  # 2,097 bytes
+    big = "# Patterns\n\n" + entry_b("Retry budget", "low", 2) + "x" * 3000 + "\n"
+    (project.ledger / "patterns.md").write_text(big)
+    store, res = _load(project.root, isolated_env)
+    assert "patterns.md could not be read: taken as in HEAD, not as removed" in (
+        res["history"].note)
+    assert store.scalar("SELECT count(*) FROM ledger_versions WHERE source = 'working'") == 0
+    # (the working file's own warning is the ledger source's, said once)
+    assert not [m for m in res["history"].problems if "patterns.md" in m.path]
+    store.close()
+    # a real change next to it is a version, with that change only
+    project.write({"patterns": [], "edge-cases": [entry_a("Leap day billing", "medium", 2)]})
+    (project.ledger / "patterns.md").write_text(big)
+    back = project.ledger / ".backups" / "reconcile-2026-04-01-033000"  # after commit 3
+    back.mkdir(parents=True)
+    (back / "patterns.md").write_text(big)
+    (back / "edge-cases.md").write_text("# Edge\n\n" + entry_a("Leap day billing"))
+    store, res = _load(project.root, isolated_env)
+    assert _changes(store)[-2:] == [(5, "promoted", "edge-cases/leap day billing"),
+                                    (5, "reinforced", "edge-cases/leap day billing")]
+    assert _changes(store, "copies") == []  # its patterns as in commit 3, not removed
+    assert [m.message for m in res["history"].problems if "reconcile-" in m.path] == [
+        "file is 3.2 KB, over the 2.0 KB limit; the history takes it as in the version "
+        "before, not as removed"]
+    store.close()
+    # without git, a copy's unreadable file is taken as in the copy before it
+    lone = Project.create(tmp_path / "lone", git=False)
+    (lone.root / "toolkit.yaml").write_text("max_file_mb: 0.002\n")
+    lone.write({"patterns": [entry_b("A")]})
+    for name, body in (("2026-05-01-101500", "# P\n\n" + entry_b("A")),
+                       ("2026-05-02-101500", big)):
+        (lone.ledger / "archive" / name).mkdir(parents=True)
+        (lone.ledger / "archive" / name / "patterns.md").write_text(body)
+    store, res = _load(lone.root, isolated_env)
+    assert _changes(store) == [(1, "added", "patterns/a")]
+
+
+def test_a_ledger_file_without_read_permission_is_no_false_removal(project, isolated_env):
+    """``chmod 000 patterns.md``: the history records no working version (the rest is as in
+    HEAD) and ``status`` lists the file's warning once (the ledger source's), not twice."""
+    target = project.ledger / "patterns.md"
+    target.chmod(0)
+    try:
+        r = run_unprivileged("status", cwd=project.root)
+    finally:
+        target.chmod(0o644)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("patterns.md: cannot read: Permission denied") == 1, r.stdout
+    store = Store.open(_cfg(project.root, isolated_env).db_path, sources=SOURCES)
+    assert store.scalar("SELECT count(*) FROM ledger_versions WHERE source = 'working'") == 0
+    assert store.scalar("SELECT count(*) FROM ledger_changes WHERE source = 'working'") == 0
+    store.close()
 
 
 def test_the_vault_in_turn_snapshots_is_a_timeline(project, isolated_env):

@@ -54,6 +54,7 @@ from toolkit.source import Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
     from toolkit.config import Config
+    from toolkit.records import Problem
     from toolkit.store import Store
 
 LOADER_VERSION = "history-2"  # bump to make every store re-read its history
@@ -205,6 +206,32 @@ class _Version:
     subject: str | None = None
     seq: int = 0
     base: str | None = None
+    unread: tuple[str, ...] = ()  # files of a folder that could not be read (see _carry_over)
+
+
+def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[str, ...]
+                ) -> tuple[str, ...]:
+    """A folder's state with each file that could not be read taken as it was in ``before``
+    (the version it is compared with): an unreadable file is unknown, so the history records
+    no change of it, where an empty one would record every entry of it as removed."""
+    from toolkit.sources.history import FILES
+
+    if not unread:
+        return state
+    return tuple(before[i] if k in unread else oid
+                 for i, (k, oid) in enumerate(zip(FILES, state, strict=True)))
+
+
+def _taken_as_before(found: list[Problem], unread: tuple[str, ...]) -> list[Problem]:
+    """A copy's problems, each about a file that could not be read saying how the history
+    takes it."""
+    from toolkit.records import Problem
+
+    names = {f"{k}.md" for k in unread}
+    return [Problem(p.source, p.path, p.line,
+                    p.message + "; the history takes it as in the version before, not as "
+                                "removed") if Path(p.path).name in names else p
+            for p in found]
 
 
 # The entries of a content are written staged, their blob id behind this mark (no version holds
@@ -441,23 +468,37 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     folders: list[Any] = []
     timeline = "copies" if has_git else "main"
     prev_id = None
-    for i, fv in enumerate(copies, 1):
-        problems.extend(fv.problems)
+    prev_copy: tuple[str, ...] = hs.EMPTY_STATE
+    for fv in copies:
+        problems.extend(_taken_as_before(fv.problems, fv.unread))
+        if not any(fv.state):  # nothing of it could be read: no version, only its warnings
+            continue
         vid = f"{fv.source}:{fv.name}"
-        new_versions.append(_Version(vid, fv.source, timeline, fv.name, fv.ts, fv.state,
-                                     str(fv.path), seq=i, base=None if has_git else prev_id))
+        i = len(folders) + 1
+        # without git the copies are the main timeline, each against the one before: a file
+        # that could not be read is taken as it was there (with git, once anchored: below)
+        state = fv.state if has_git else _carry_over(fv.state, fv.unread, prev_copy)
+        new_versions.append(_Version(vid, fv.source, timeline, fv.name, fv.ts, state,
+                                     str(fv.path), seq=i, base=None if has_git else prev_id,
+                                     unread=fv.unread))
         folders.append(fv)
-        prev_id = vid
+        prev_id, prev_copy = vid, state
     working = None
     if cfg.ledger_dir.is_dir():
         fv = hs.read_folder(cfg.ledger_dir, "working", "working", cfg.max_file_bytes,
                             cache.wants)
-        problems.extend(fv.problems)
-        if any(fv.state) and (not has_git or fv.state != head_state):
+        # (a working file's own problem is the ledger source's warning: said once, not twice)
+        base_state = (head_state or hs.EMPTY_STATE) if has_git else prev_copy
+        state = _carry_over(fv.state, fv.unread, base_state)
+        if fv.unread:
+            notes.append(f"{', '.join(k + '.md' for k in fv.unread)} could not be read: "
+                         f"taken as in {'HEAD' if has_git else 'the version before'}, "
+                         "not as removed")
+        if any(state) and (not has_git or state != head_state):
             base = by_state.get(_state_str(head_state)) if has_git and head_state else (
                 None if has_git else prev_id)
-            seq = git_count + 1 if has_git else len(copies) + 1
-            working = _Version("working", "working", "main", "working", fv.ts, fv.state,
+            seq = git_count + 1 if has_git else len(folders) + 1
+            working = _Version("working", "working", "main", "working", fv.ts, state,
                                str(cfg.ledger_dir), subject="uncommitted working files"
                                if has_git else "working files", seq=seq, base=base)
             new_versions.append(working)
@@ -469,6 +510,15 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             [(ts, seq_of[ref], f"git:{ref}") for ts, ref in kept_git if ts is not None],
             new_versions, [v for v in new_versions if v.timeline == "copies"
                            or (v.timeline == "snapshots" and v.seq == 1)])
+        # a copy's unreadable files are taken as in the git version it is compared with
+        states_of = {vid: tuple(st.split(",")) for vid, st in store.conn.execute(
+            "SELECT version_id, state FROM ledger_versions WHERE source = 'git'").fetchall()
+        } if keep_git else {}
+        states_of.update((v.version_id, v.state) for v in new_versions if v.source == "git")
+        for v in new_versions:
+            if v.timeline == "copies" and v.unread:
+                v.state = _carry_over(v.state, v.unread,
+                                      states_of.get(v.base or "", hs.EMPTY_STATE))
 
     # ---- entries: each content parsed once; git blobs read in one batch per repository
     missing = cache.missing(new_versions)

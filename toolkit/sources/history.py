@@ -8,7 +8,11 @@
 * the vault as captured in CodeSmith turn snapshots (the side repo's trees).
 
 A ledger *state* is the five files' git blob ids (``""`` for a missing file); equal states
-have equal entries, so each distinct blob is parsed once. Nothing here writes anything.
+have equal entries, so each distinct blob is parsed once. A folder's file that is there but
+cannot be read (no permission, over the size limit) is not "missing": its id is ``""`` too,
+but its name is listed in ``FolderVersion.unread``, and the history takes it as it was in the
+version before (an unreadable file is unknown, never a file whose entries were all removed).
+Nothing here writes anything.
 """
 
 from __future__ import annotations
@@ -242,6 +246,8 @@ class FolderVersion:
     state: State
     contents: dict[str, bytes] = field(default_factory=dict)  # blob id -> bytes (if kept)
     problems: list[Problem] = field(default_factory=list)
+    # the files there that could not be read (their id in ``state`` is ""): unknown, not absent
+    unread: tuple[str, ...] = ()
 
 
 def folder_time(name: str) -> dt.datetime | None:
@@ -260,19 +266,22 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None,
                 keep: Callable[[str, str], bool] | None = None) -> FolderVersion:
     """The ledger files of a folder, and their bytes. ``keep(kind, blob id)``: whether the
     bytes of a file are wanted (its id is read first, a MB at a time; a content already
-    known is then never held whole: at 50,000 entries, 29 MB); None: all are."""
+    known is then never held whole: at 50,000 entries, 29 MB); None: all are. A file that is
+    there but cannot be looked at or read, or is over the size limit, is listed in ``unread``
+    with a problem (its id is "", as for an absent file, but it is not absent)."""
     from toolkit.textio import read_bytes
 
     oids: list[str] = []
     contents: dict[str, bytes] = {}
     problems: list[Problem] = []
+    unread: list[str] = []
     newest = 0.0
     for k in FILES:
         p = path / f"{k}.md"
-        if not p.is_file():
-            oids.append("")
-            continue
         try:
+            if not p.is_file():  # (pathlib raises EACCES: a folder that cannot be searched)
+                oids.append("")
+                continue
             oid = file_blob_id(p, max_bytes) if keep is not None else None
             if oid is None or keep is None or keep(k, oid):
                 data = read_bytes(p, max_bytes)
@@ -280,7 +289,10 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None,
                 contents[oid] = data
             newest = max(newest, p.stat().st_mtime)
         except (DataError, OSError) as exc:
-            problems.append(Problem("history", str(p), None, getattr(exc, "message", str(exc))))
+            why = exc.message if isinstance(exc, DataError) else (
+                f"cannot read: {exc.strerror or exc}")
+            problems.append(Problem("history", str(p), None, why))
+            unread.append(k)
             oids.append("")
             continue
         oids.append(oid)
@@ -292,13 +304,13 @@ def read_folder(path: Path, source: str, name: str, max_bytes: int | None,
             problems.append(Problem("history", str(path), None,
                                     "folder name has no YYYY-MM-DD-HHMMSS time; "
                                     "using the files' modification time"))
-    return FolderVersion(source, name, path, ts, tuple(oids), contents, problems)
+    return FolderVersion(source, name, path, ts, tuple(oids), contents, problems, tuple(unread))
 
 
 def ledger_copies(ledger_dir: Path, max_bytes: int | None,
                   keep: Callable[[str, str], bool] | None = None) -> list[FolderVersion]:
-    """``archive/*/`` and ``.backups/reconcile-*/`` copies that hold at least one ledger file,
-    oldest first (``keep``: see :func:`read_folder`)."""
+    """``archive/*/`` and ``.backups/reconcile-*/`` copies that hold at least one ledger file
+    (read or not), oldest first (``keep``: see :func:`read_folder`)."""
     found: list[FolderVersion] = []
     for sub, source, pattern in (("archive", "archive", "*"),
                                  (".backups", "backup", "reconcile-*")):
@@ -309,7 +321,7 @@ def ledger_copies(ledger_dir: Path, max_bytes: int | None,
             if not d.is_dir() or d.is_symlink():
                 continue
             fv = read_folder(d, source, d.name, max_bytes, keep)
-            if any(fv.state):
+            if any(fv.state) or fv.unread:
                 found.append(fv)
     found.sort(key=lambda f: (f.ts or dt.datetime.min, f.source, f.name))
     return found

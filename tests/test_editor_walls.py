@@ -2,6 +2,8 @@
 
 * a ledger file over ``max_file_mb`` is never read as empty: every ledger command names the
   file and the limit (exit 65);
+* a ledger file without read permission is never counted as empty: a write that recounts the
+  ledger refuses, naming it, and a promote says the entry may be in it;
 * a ``ledger/`` folder (or the vault, ``.smith``, ``.backups``, ``archive``) that is a symlink
   to a folder outside is refused like a symlinked file, and nothing outside is written.
 """
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FixtureProject, tree_digest
+from tests.conftest import FixtureProject, run_unprivileged, tree_digest
 
 BIG_LIMIT_ENV = {"TOOLKIT_MAX_FILE_MB": "1"}
 
@@ -204,3 +206,61 @@ def test_i4_reconcile_backs_up_with_the_projects_limit(project: FixtureProject, 
     assert r.exit_code == 0, r.output
     [backup] = (project.vault / "ledger" / ".backups").glob("reconcile-*")
     assert (backup / "patterns.md").read_bytes() == before
+
+
+def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
+        project: FixtureProject) -> None:
+    """``chmod 000 patterns.md``: prune and reconcile would recount meta.yaml and .meta.json
+    from the other files, so they refuse before writing anything, naming the file; a promote
+    of an entry that may be in it says so; a promote elsewhere moves the recorded counts by
+    what it changed (never a recount without the file)."""
+    unreadable = project.ledger / "patterns.md"
+    meta = project.ledger / "meta.yaml"
+    unreadable.chmod(0)
+    try:
+        before = tree_digest(project.ledger)
+        for args, doing in ((("--today", "2026-09-01", "ledger", "prune", "--auto"), "prune"),
+                            (("ledger", "reconcile", "--force"), "reconcile")):
+            r = run_unprivileged(*args, cwd=project.root)
+            assert (r.returncode, r.stdout) == (1, ""), r.stderr
+            assert r.stderr == (
+                f"Error: {unreadable}: cannot {doing}: cannot read: Permission denied; the "
+                "ledger's counts (meta.yaml, .meta.json) cannot be recomputed without its "
+                "entries. Make the file readable (chmod u+r), then run the "
+                f"{doing} again; nothing was changed\n")
+            assert tree_digest(project.ledger) == before
+        r = run_unprivileged("ledger", "promote", "Run the migration dry-run", cwd=project.root)
+        assert r.returncode == 1
+        assert r.stderr.startswith(f'Error: {unreadable}: no entry matching "Run the migration '
+                                   'dry-run" in the ledger files that could be read; this one '
+                                   "could not be read and may hold it: cannot read: "
+                                   "Permission denied. Make the file readable"), r.stderr
+        assert tree_digest(project.ledger) == before
+        r = run_unprivileged("ledger", "promote", "Editing an applied migration in place",
+                             cwd=project.root)
+        assert r.returncode == 0, r.stderr
+    finally:
+        unreadable.chmod(0o644)
+    # low 2 -> 1, medium 2 -> 3; the entry counts and .meta.json's total stay as recorded
+    assert meta.read_text().endswith("confidence_distribution:\n  high: 0\n  medium: 3\n"
+                                     "  low: 1\n")
+    assert '"total_patterns": 4' in (project.ledger / ".meta.json").read_text()
+
+
+def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(
+        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
+    """The same refusal, in process: a folder in a ledger file's place is no empty file."""
+    target = project.ledger / "patterns.md"
+    target.unlink()
+    target.mkdir()
+    before = tree_digest(project.ledger)
+    for args, doing in ((("--today", "2026-09-01", "ledger", "prune", "--auto"), "prune"),
+                        (("ledger", "reconcile", "--force"), "reconcile")):
+        r = cli_run(*args)
+        assert (r.exit_code, r.stdout) == (1, ""), r.output
+        assert r.stderr == (
+            f"Error: {target}: cannot {doing}: is a folder, not a file; the ledger's counts "
+            "(meta.yaml, .meta.json) cannot be recomputed without its entries. Move it away, "
+            f"put the ledger file back (from .backups/ or git), then run the {doing} again; "
+            "nothing was changed\n")
+    assert tree_digest(project.ledger) == before

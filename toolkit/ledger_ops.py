@@ -183,15 +183,21 @@ def _read_problem(lf: Any) -> Problem | None:
 
 def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
     """When no entry matched: a ledger file searched that could not be read (junk bytes,
-    no permission) may hold the entry, so the change is refused as bad data (exit 65), naming
-    that file, rather than "No entries found" (exit 1) as if the ledger had no such entry."""
+    no permission) may hold the entry, so the change is refused, naming that file, rather
+    than "No entries found" as if the ledger had no such entry: as bad data (exit 65) for junk
+    bytes, as refused (exit 1) for a file the user may not read."""
     for k in [kind] if kind else LEDGER_FILES:
         d = session.doc(k)
-        if d.snapshot is not None and d.error:
+        if d.exists and d.error:
             why = d.error.removeprefix(f"{d.path}: ")  # (its hint, if any, comes last)
-            raise DataError(f'no entry matching "{visible(title, single_line=True)}" in the '
-                            "ledger files that could be read; this one could not be read and "
-                            f"may hold it: {why}", path=d.path)
+            message = (f'no entry matching "{visible(title, single_line=True)}" in the ledger '
+                       "files that could be read; this one could not be read and may hold it: "
+                       f"{why}")
+            if d.snapshot is None:  # (no permission: the file was never read)
+                raise RefusedError(message, path=d.path,
+                                   hint="Make the file readable (chmod u+r) and run the "
+                                        "command again")
+            raise DataError(message, path=d.path)
 
 
 def _report_unreadable(v: Any, unreadable: Callable[[Problem], None] | None,
@@ -795,6 +801,9 @@ def prune(vault: Path, *, today: dt.date, dry_run: bool = False, force: bool = F
     with _Log(vault, subcommand, request, synthesized, enabled=not dry_run) as log, \
             EditorSession(vault, today=today, dry_run=dry_run, force=force,
                           max_bytes=max_bytes, operation=subcommand) as s:
+        # a file that cannot be read: its entries would be counted as none (before the plan,
+        # and before the question)
+        s.refuse_unreadable("prune")
         plan = prune_candidates(s.entries(), today, limits)
         if plan.empty:
             log.outcome = "no prune candidates; nothing to do"

@@ -1468,6 +1468,7 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
         make_backup,
         prune_backups,
         recover_interrupted,
+        refuse_unreadable,
     )
     from toolkit.sources.smith import read_json_file, read_ledger
 
@@ -1489,6 +1490,9 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
     if not settings.enabled:
         report.disabled = True
         return report
+    # A ledger file that cannot be read would be counted as empty in the totals reconcile
+    # writes (and in what it judges): refused here, before the lock field or the backup.
+    refuse_unreadable(ledger_dir, "reconcile")
     meta_path = ledger_dir / ".meta.json"
     meta_json, _err = read_json_file(meta_path)
     report.notes = check_lock(meta_json, meta_path, lock_now, force=force)  # blocked: exit 75
@@ -1519,6 +1523,7 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
                 _checkpoint("after_lock")
                 # Phase 1 again, on what the session read under the lock.
                 settings = _settings(cfg)
+                s.refuse_unreadable()  # (made unreadable since the check above)
                 files = session_files(s)
                 signals = _signals(cfg, files)
                 report.signals, report.settings = signals, settings

@@ -42,7 +42,12 @@ from toolkit.ledger.vault.meta import (
     write_meta_json,
 )
 from toolkit.ledger.vault.paths import check_inside, make_ledger_dir, write_export
-from toolkit.ledger.vault.session import CommitResult, EditorSession, ResetPlan
+from toolkit.ledger.vault.session import (
+    CommitResult,
+    EditorSession,
+    ResetPlan,
+    refuse_unreadable,
+)
 
 __all__ = [
     "Change",
@@ -73,6 +78,7 @@ __all__ = [
     "read_lock_field",
     "read_meta_json",
     "recover_interrupted",
+    "refuse_unreadable",
     "restore_written",
     "session_log_path",
     "take_json_lock",

@@ -68,7 +68,11 @@ A file over the size limit makes :meth:`EditorSession.open` raise
 :class:`toolkit.errors.TooLargeError` (exit 65, the file and the limit): a command never acts
 as if it were empty. Files the session cannot use are never rewritten: one with invalid UTF-8
 is skipped when it is first parsed, or -- if it was only searched by title -- when the commit
-checks it (before anything is renamed); each gives a note in ``notes``.
+checks it (before anything is renamed); each gives a note in ``notes``. A file that is there
+but cannot be read (no permission) is unknown: a commit that recounts the ledger (an entry
+removed or added: prune, reconcile) refuses before writing anything
+(:func:`refuse_unreadable`), and a field edit (promote, demote) moves the recorded counts by
+what it changed instead of recounting.
 
 Field edits follow the codec's one rule (:mod:`toolkit.ledger.codec`): the occurrence the
 reader shows is the one changed; a missing field goes after the entry's last head field.
@@ -100,6 +104,7 @@ import datetime as dt
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -328,6 +333,45 @@ class _Doc:
 
 
 # --------------------------------------------------------------------------- the session
+
+
+def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
+    try:
+        other = not stat.S_ISREG(os.stat(path).st_mode)  # a folder, a FIFO... in its place
+    except OSError:
+        other = False  # (a folder on the way that cannot be searched: a permission too)
+    fix = ("Move it away, put the ledger file back (from .backups/ or git)" if other
+           else "Make the file readable (chmod u+r)")
+    return RefusedError(
+        f"cannot {doing}: {why}; the ledger's counts (meta.yaml, .meta.json) cannot be "
+        "recomputed without its entries", path=path,
+        hint=f"{fix}, then run the {doing} again; nothing was changed")
+
+
+def refuse_unreadable(ledger_dir: Path, doing: str) -> None:
+    """Refuse (:class:`RefusedError`, naming the file) when a ledger file is there but cannot
+    be read: no permission, or a folder or FIFO in its place. A write that recounts the whole
+    ledger must not count it as empty. Called before anything is written; a FIFO is never
+    waited on."""
+    for kind in LEDGER_FILES:
+        path = ledger_dir / f"{kind}.md"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if not os.path.lexists(path):
+                continue
+            raise _unreadable_refusal(path, f"cannot read: {exc.strerror or exc}",
+                                      doing) from None
+        try:
+            mode = os.fstat(fd).st_mode
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(mode):
+            raise _unreadable_refusal(path, "is a folder, not a file" if stat.S_ISDIR(mode)
+                                      else "is not a regular file (a FIFO, socket or device)",
+                                      doing)
 
 
 class EditorSession:
@@ -621,7 +665,19 @@ class EditorSession:
     # ----------------------------------------------------------- plan and commit
 
     def _counts_exact(self) -> bool:
-        return all(d.parsed or not d.usable for d in self.docs.values())
+        return all(d.parsed or not d.usable for d in self.docs.values()) and not self.unreadable()
+
+    def unreadable(self) -> list[_Doc]:
+        """The ledger files that are there but could not be read (no permission): unknown,
+        never empty."""
+        return [d for d in self.docs.values() if d.exists and d.snapshot is None]
+
+    def refuse_unreadable(self, doing: str | None = None) -> None:
+        """Refuse (naming the first file) when a ledger file could not be read: a write that
+        recounts the ledger would count it as empty (see :func:`refuse_unreadable`)."""
+        for d in self.unreadable():
+            raise _unreadable_refusal(d.path, (d.error or "cannot read").removeprefix(
+                f"{d.path}: "), doing or self.operation)
 
     def plan(self) -> list[Change]:
         """What a commit would write: the ledger files, then meta.yaml and .meta.json."""
@@ -656,6 +712,7 @@ class EditorSession:
         out: list[Change] = []
         exact = not self._field_only or self._counts_exact()
         if exact:
+            self.refuse_unreadable()  # (a field edit moves the counts instead: not exact)
             for d in self.docs.values():  # recount needs every file parsed
                 if d.usable:
                     d.parse()

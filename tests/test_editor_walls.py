@@ -245,6 +245,17 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
     assert meta.read_text().endswith("confidence_distribution:\n  high: 0\n  medium: 3\n"
                                      "  low: 1\n")
     assert '"total_patterns": 4' in (project.ledger / ".meta.json").read_text()
+    # meta.yaml unreadable: reconcile fails after its lock (logged), in one line with the file
+    # and what to do, not Python's "[Errno 13] Permission denied: '...'"
+    meta.chmod(0)
+    try:
+        r = run_unprivileged("ledger", "reconcile", "--force", cwd=project.root)
+    finally:
+        meta.chmod(0o644)
+    assert r.returncode == 1
+    assert r.stderr == (f"Error: reconcile failed: {meta}: Permission denied; make it readable "
+                        "and writable (chmod u+rw) and run the reconcile again; the failure is "
+                        "logged in reconcile-log.md\n")
 
 
 def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(

@@ -1620,6 +1620,15 @@ def _fail(report: Report, exc: BaseException, written: list[Written],
 
 
 def _reason(exc: BaseException) -> str:
+    """One line for the report, the log and the error: an OSError as its file and reason
+    (never Python's ``[Errno 13] ...: '<path>'``), with what to do when it is a permission."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename is not None else ""
+        fix = ("; make it readable and writable (chmod u+rw) and run the reconcile again"
+               if exc.errno in (errno.EACCES, errno.EPERM) else "")
+        return f"{where}{exc.strerror}{fix}"
     return str(exc) or type(exc).__name__
 
 

@@ -266,6 +266,26 @@ def test_a6_a_folder_where_a_ledger_file_belongs_is_reported_rest_loads(project,
     assert result.exit_code == 0, result.output
 
 
+def test_a_ledger_file_made_unreadable_after_a_load_is_reported_by_the_next(project, cli_run):
+    """A file made unreadable (``chmod 000``) keeps its bytes, size and time: the next
+    `status` loads the ledger again and says so, where it answered "unchanged" with the rows
+    of the read before (and said nothing); made readable again, its entries are back."""
+    from tests.conftest import run_unprivileged
+
+    assert cli_run("load").exit_code == 0
+    path = project.ledger / "patterns.md"
+    path.chmod(0)
+    try:
+        result = run_unprivileged("status", "--json", cwd=project.root)
+    finally:
+        path.chmod(0o644)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert f"{path}: cannot read: Permission denied" in [
+        f"{w['path']}: {w['message']}" for w in data["warnings"]]
+    assert {r["file"] for r in _entries(cli_run)} >= {"patterns", "antipatterns"}
+
+
 def _moved_out_and_linked_back(cli_run, path, elsewhere) -> None:
     """Move the vault's file ``path`` to ``elsewhere`` (outside the vault) and link it back in
     its place: `status` names the link and where it leads."""

@@ -164,12 +164,13 @@ def asked_once(key: Hashable, ask: Callable[[], T]) -> T:
 
 
 def fingerprint_paths(paths: Sequence[Path]) -> str:
-    """Cheap change detector: size, mtime_ns and inode of each path (missing -> '-'), and
-    where a symbolic link leads: a path that is one, and a folder of the paths reached
-    through one, add their target. A file moved elsewhere and linked back in its place (or its
-    folder so) keeps its size, time and inode, but what reads it changed: a read through a
-    link leaving the vault is said (FAULTS G3), and the store must load it again to say so.
-    Paths without links give what they gave before links were looked at."""
+    """Cheap change detector: size, mtime_ns, inode and mode of each path (missing or not to
+    be looked at -> '-'), and where a symbolic link leads: a path that is one, and a folder of
+    the paths reached through one, add their target. A file moved elsewhere and linked back in
+    its place (or its folder so) keeps its size, time and inode, but what reads it changed: a
+    read through a link leaving the vault is said (FAULTS G3), and the store must load it
+    again to say so. So does a file made unreadable (``chmod 000``) or readable again: its
+    bytes and time stay, but the load's answer (a warning, or the file's rows) changes."""
     h = hashlib.sha256()
     for folder in dict.fromkeys(os.path.dirname(p) for p in paths):
         real = os.path.realpath(folder)
@@ -181,7 +182,8 @@ def fingerprint_paths(paths: Sequence[Path]) -> str:
             link = stat.S_ISLNK(st.st_mode)
             if link:
                 st = os.stat(p)
-            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_mode:o}\n"
+                     .encode())
             if link:
                 h.update(f"{p}\0->{os.path.realpath(p)}\n".encode())
         except OSError:

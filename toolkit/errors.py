@@ -8,7 +8,7 @@ Exit codes (documented in the README):
 
 ==  ===========================================================
 0   ok
-1   failure (not found, refused, conflict, a command that failed)
+1   failure (not found, refused, conflict, a command that failed, a permission denied)
 2   usage (bad option or argument)
 65  bad data (a source file that cannot be read as its format)
 75  busy / locked (another run holds the lock, a DB is locked)
@@ -17,7 +17,9 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from pathlib import Path
 
 EXIT_OK = 0
@@ -92,6 +94,15 @@ class TooLargeError(DataError):
     file refuses with this error (exit 65) rather than acting as if the file were empty."""
 
 
+class PermissionDeniedError(DataError):
+    """A file or folder the toolkit may not read or write (EACCES): exit 1, not 65, since the
+    data is not at fault and a ``chmod`` fixes it; the hint names the path to change
+    (:func:`permission_denied`). A DataError all the same, so that a reader that reads on
+    past a file it cannot read (a ledger file, a session log) reads on past this one too."""
+
+    exit_code = EXIT_FAILURE
+
+
 class BusyError(ToolkitError):
     """Another run or process holds a lock we need; retrying later may work."""
 
@@ -113,6 +124,63 @@ _OS_PHRASES = {
     "ELOOP": "too many levels of symbolic links (a symlink loop)",
     "EISDIR": "is a folder, not a file",
 }
+
+
+def permission_denied(path: str | Path) -> PermissionDeniedError:
+    """The one-line error for a permission denied on ``path``: the path to change (``path``
+    itself, a folder on the way to it that may not be entered, or the folder a file is
+    written in), what it needs and the ``chmod`` that gives it. Found by asking the system
+    what this process may do now (``os.access``), so that every reader and writer, and the
+    two boundaries that turn a raw ``PermissionError`` into this, say the same thing."""
+    target = Path(os.path.abspath(path))
+    found = _denied_at(target)
+    if found is None:  # not a mode bit (an ACL, a security module) or changed meanwhile
+        return PermissionDeniedError("Permission denied", path=target,
+                                     hint="Check the permissions of it and of its folders")
+    where, need = found
+    kind = "folder" if where != target or target.is_dir() else "file"
+    mode = {"enter": "u+rx", "read": "u+rx" if kind == "folder" else "u+r",
+            "write": "u+w"}[need]
+    adjective = "writable" if need == "write" else "readable"
+    if where == target:
+        message = f"Permission denied: the {kind} is not {adjective}"
+    elif need == "write":
+        message = (f"Permission denied: the folder is not writable (to write "
+                   f"{target.relative_to(where)})")
+    else:
+        message = (f"Permission denied: the folder cannot be entered (to reach "
+                   f"{target.relative_to(where)})")
+    owner = ""
+    try:
+        if os.stat(where).st_uid != os.geteuid():
+            owner = " (as its owner: it belongs to another user)"
+    except OSError:
+        pass
+    return PermissionDeniedError(message, path=where,
+                                 hint=f"Make it {adjective}: chmod {mode} "
+                                      f"{shlex.quote(str(where))}{owner}")
+
+
+def _denied_at(target: Path) -> tuple[Path, str] | None:
+    """Where this process is refused on the way to ``target`` and what for (``enter``,
+    ``read``, ``write``): the first folder on the way it may not enter; else ``target`` when
+    it may not read it; else the folder it is in when that may not be written (a new file, a
+    temporary file beside it, SQLite's or DuckDB's journal); else ``target`` when it may not
+    write it. None when nothing is refused now."""
+    for folder in reversed(target.parents):
+        if not os.path.isdir(folder):  # a missing folder: created in the last one that is
+            return (folder.parent, "write") if not os.access(folder.parent, os.W_OK) else None
+        if not os.access(folder, os.X_OK):
+            return folder, "enter"
+    if os.path.lexists(target):
+        wanted = os.R_OK | os.X_OK if os.path.isdir(target) else os.R_OK
+        if not os.access(target, wanted):
+            return target, "read"
+    if not os.access(target.parent, os.W_OK):
+        return target.parent, "write"
+    if os.path.lexists(target) and not os.access(target, os.W_OK):
+        return target, "write"
+    return None
 
 
 def error_line(text: str) -> str:
@@ -153,6 +221,8 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
         where = exc.filename if exc.filename is not None else None
         if exc.filename2 is not None:
             what = f"{what} (with {exc.filename2})"
+        if name == "EACCES" and isinstance(exc.filename, str | bytes | os.PathLike):
+            return permission_denied(os.fsdecode(exc.filename))
         if name in ("EAGAIN", "EBUSY", "ETXTBSY"):
             return BusyError(what, path=where, hint="Retry when the other process finishes")
         return ToolkitError(what, path=where)
@@ -169,6 +239,9 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
         found = _DUCKDB_SURROGATE.search(msg)
         if found is not None:  # a lone surrogate in a value given to DuckDB: as any writer's
             return _lone_surrogate(found.group(1))
+        denied = duckdb_denied(msg)
+        if denied is not None:  # (the store's folder not writable: its .wal cannot be made)
+            return permission_denied(denied)
         if type(exc).__name__ == "IOException" and "lock" in msg.lower():
             return BusyError(f"the store is in use by another process: {msg}",
                              hint="Retry when it finishes")
@@ -187,6 +260,17 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
         bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
         return _lone_surrogate("".join(f"\\u{ord(c):04x}" for c in bad))
     return None
+
+
+# DuckDB's words for a file it was refused (opening the store, its .wal, a temporary file)
+_DUCKDB_DENIED = re.compile(r'(?:Cannot|Could not) (?:open|create) (?:file|directory) "(.+?)": '
+                            r'Permission denied')
+
+
+def duckdb_denied(message: str) -> str | None:
+    """The path of a DuckDB error that is a permission denied, else None."""
+    found = _DUCKDB_DENIED.search(message)
+    return found.group(1) if found is not None else None
 
 
 # DuckDB's words for a Python string it cannot pass on as UTF-8 (a parameter's value)

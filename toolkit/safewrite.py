@@ -60,6 +60,7 @@ from toolkit.errors import (
     RefusedError,
     ToolkitError,
     UsageError,
+    permission_denied,
 )
 from toolkit.textio import max_file_bytes, within
 
@@ -1168,6 +1169,10 @@ def backup_files(sources: Sequence[FileSnapshot | Path], dest_dir: Path, *,
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise _space_error(dest_dir) from None
+        if exc.errno == errno.EACCES:  # the folder to make writable, which exists
+            denied = permission_denied(dest_dir)
+            raise ToolkitError(f"cannot create the backup folder: {denied.message}; nothing "
+                               "written", path=denied.path, hint=denied.hint) from None
         raise ToolkitError(f"cannot create the backup folder: {exc.strerror}; nothing written",
                            path=dest_dir,
                            hint="Make the ledger's .backups folder writable") from None

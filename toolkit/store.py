@@ -43,7 +43,9 @@ from toolkit.errors import (
     RefusedError,
     ToolkitError,
     UsageError,
+    duckdb_denied,
     error_line,
+    permission_denied,
 )
 from toolkit.interrupts import raise_if_stopped, register
 from toolkit.records import RETRY_LIMIT, Problem
@@ -1898,6 +1900,9 @@ def _connect_once(path: Path, *, read_only: bool, config: dict[str, Any]
                             "connection or another Project)", path=path,
                             hint="Close it first (Project.close(), or leave its `with` "
                                  "block)") from None
+        denied = duckdb_denied(str(exc))
+        if denied is not None:  # a mode to change, not a store to delete
+            raise permission_denied(denied) from None
         ours = path.is_file()  # a file with DuckDB's header (check_store_path)
         raise DataError(f"cannot open the store: {_first_line(exc).rstrip('!')}", path=path,
                         hint="Delete it; `toolkit load` rebuilds it from the sources" if ours

@@ -8,6 +8,7 @@ rejects NaN, duplicate keys and absurd nesting.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import SplitResult, urlsplit
 
-from toolkit.errors import DataError, TooLargeError
+from toolkit.errors import DataError, TooLargeError, permission_denied
 
 if TYPE_CHECKING:
     import yaml
@@ -113,7 +114,7 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
     except OSError as exc:  # unreadable (permissions), or gone since the stat
-        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+        raise _unreadable(path, exc) from None
     if len(data) > limit:  # grew while we read it
         raise TooLargeError("file grew past the size limit while being read", path=path)
     return data
@@ -134,18 +135,26 @@ def read_chunks(path: Path, limit: int | None = None, chunk: int = 1 << 20
                                         path=path)
                 yield more
     except OSError as exc:  # unreadable (permissions), or gone since the stat
-        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: Path, exc: OSError) -> DataError:
+    """A file that could not be read: a permission denied names what to change (exit 1,
+    :func:`toolkit.errors.permission_denied`); anything else is the file's problem (65)."""
+    if exc.errno == errno.EACCES:
+        return permission_denied(path)
+    return DataError(f"cannot read: {exc.strerror}", path=path)
 
 
 def _readable(path: Path, limit: int | None) -> int:
     """The size limit, once ``path`` is a regular file within it (else :class:`DataError`)."""
     limit = max_file_bytes(limit)
-    if Path(path).is_dir():
-        raise DataError("is a folder, not a file", path=path)
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+        raise _unreadable(path, exc) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise DataError("is a folder, not a file", path=path)
     if not stat.S_ISREG(st.st_mode):  # opening a FIFO would wait for a writer forever
         raise DataError("is not a regular file (a FIFO, socket or device)", path=path)
     if st.st_size > limit:

@@ -1,9 +1,10 @@
-"""A file or folder the toolkit may not read or write (FAULTS.md I18).
+"""A file or folder the toolkit may not read or write (FAULTS.md A33, I18).
 
-A permission denied is not bad data, nor a store to delete: a command that needs the file
-ends with exit 1 and one line naming the path to change and the ``chmod`` that changes it.
-The suite runs as root, where ``chmod`` binds nothing: each case runs the toolkit through
-``run_unprivileged``."""
+A permission denied is not bad data: a source the store reads that may not be read is that
+source's problem, said by a warning while the command goes on (as a damaged source is, A28);
+a command that needs it ends with exit 1 and one line naming the path to change and the
+``chmod`` that changes it. The suite runs as root, where ``chmod`` binds nothing: each case
+runs the toolkit through ``run_unprivileged``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,50 @@ def _modes(*pairs: tuple[Path, int]) -> list[tuple[Path, int]]:
 def _back(old: list[tuple[Path, int]]) -> None:
     for p, mode in reversed(old):
         p.chmod(mode)
+
+
+def test_an_unreadable_source_is_a_warning_and_the_command_goes_on(project, cli_run):
+    """An audit DB that could not be read (mode 000) stopped every command that reads the
+    store with a bare "Permission denied" (exit 1), as did a snapshots home the toolkit may
+    not enter, while an unreadable slop ledger was a warning; a sessions folder it may not
+    list loaded as "0 sessions", unsaid. Each is now its source's problem: a Warning line
+    naming it and the chmod that fixes it, and the command answers (exit 0). `audit brief`
+    warned for the DB but failed for its folder: it warns for both."""
+    assert cli_run("load").exit_code == 0
+    insert(project.audit_db, "actions", ts="2026-05-09 10:00:00", tier=0, category="test",
+           description="changed since the load")
+    sessions = project.vault / "sessions"
+    snapshots = project.home / ".codesmith" / "snapshots"
+    snapshots.mkdir()
+    old = _modes((project.audit_db, 0), (sessions, 0), (snapshots, 0))
+    try:
+        status = run_unprivileged("status", cwd=project.root)
+    finally:
+        _back(old)
+    assert status.returncode == 0, status.stderr
+    warned = status.stderr.splitlines()
+    db = project.audit_db
+    assert (f"Warning: audit could not be read ({db}: Permission denied: the file is not "
+            f"readable. Make it readable: chmod u+r {db}); showing the last good read of"
+            in "\n".join(warned)), status.stderr
+    assert any(line.startswith(f"Warning: sessions could not be read ({sessions}: Permission "
+                               f"denied: the folder is not readable. Make it readable: chmod "
+                               f"u+rx {sessions}); showing the last good read of")
+               for line in warned), status.stderr
+    assert f"Warning: snapshots could not be read ({snapshots}: Permission denied" in \
+        status.stderr
+    assert "Sources:" in status.stdout
+
+    nagi = project.audit_db.parent
+    old = _modes((nagi, 0))
+    try:
+        brief = run_unprivileged("audit", "brief", cwd=project.root)
+    finally:
+        _back(old)
+    assert brief.returncode == 0, brief.stderr
+    assert (f"Warning: the audit DB's sections are left out: {nagi}: Permission denied: the "
+            f"folder cannot be entered (to reach ledger.db). Make it readable: chmod u+rx "
+            f"{nagi}") in brief.stderr.splitlines()
 
 
 def test_a_permission_denied_is_exit_1_naming_what_to_chmod(project, cli_run):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.errors import permission_denied
 from toolkit.source import Place, Setting, Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
@@ -312,12 +313,28 @@ class _QueryFailed(Exception):
     """A query of the audit DB failed: session_brief.py then prints nothing at all."""
 
 
+def _present(db: Path) -> bool:
+    """Whether there is something at ``db``: a file that cannot be opened (or a folder on
+    the way to it that may not be entered) is there, and said, as a damaged DB is; only a
+    missing one is not."""
+    try:
+        os.stat(db)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _connect(db: Path) -> sqlite3.Connection | None:
     """The audit DB opened read-only, or None when it is absent or cannot be opened."""
     import sqlite3
     from urllib.parse import quote
 
-    if not db.is_file():
+    try:
+        if not db.is_file():
+            return None
+    except OSError:  # a folder on the way that may not be entered: cannot be opened
         return None
     try:
         conn = sqlite3.connect(f"file:{quote(str(db.resolve()))}?mode=ro", uri=True,
@@ -449,8 +466,11 @@ def brief(goal_file: Path, audit_db: Path, repos: list[str], *, days: int = BRIE
     warnings: list[str] = []
     sections = [s for s in [_goal_section(goal_file)] if s]
     conn = _connect(audit_db)
-    if conn is None and audit_db.exists():
-        warnings.append(f"{audit_db}: cannot open the audit DB; its sections are left out")
+    if conn is None and _present(audit_db):
+        # one that may not be read says what to change, as every command's error does
+        warnings.append(f"the audit DB's sections are left out: {permission_denied(audit_db)}"
+                        if not os.access(audit_db, os.R_OK) else
+                        f"{audit_db}: cannot open the audit DB; its sections are left out")
     if conn is not None:
         try:
             sections += [s for s in (_dispatch_section(conn, days, max_items, at),

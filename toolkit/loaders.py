@@ -225,9 +225,11 @@ LEDGER = Source(
 # --------------------------------------------------------------------------- sessions
 
 def _session_fp(cfg: Config) -> tuple[str, str]:
+    from toolkit.sources.smith import session_files
+
     d = cfg.sessions_dir
-    paths = sorted(d.glob("*.md")) if d.is_dir() else []
-    return str(d), fingerprint_paths([d, *paths])
+    # (a folder that cannot be listed raises here, each time: the store says it each time)
+    return str(d), fingerprint_paths([d, *session_files(d)])
 
 
 _STAMPED = ("started", "resumed", "ended")  # events whose heading holds a full date-time
@@ -298,7 +300,7 @@ def _seconds(time: str) -> int:
 
 
 def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
-    from toolkit.sources.smith import read_session
+    from toolkit.sources.smith import read_session, session_files
 
     store.conn.execute("DELETE FROM sessions")
     store.conn.execute("DELETE FROM session_events")
@@ -307,7 +309,7 @@ def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> Sour
         return SourceResult("sessions", str(d), False, "no vault sessions folder")
     problems: list[Problem] = []
     srows, erows = [], []
-    for p in sorted(d.glob("*.md")):
+    for p in session_files(d):  # one that cannot be listed: unreadable, not "0 sessions"
         s, events, probs = read_session(p)
         problems.extend(probs)
         start = s.session_start.replace("T", " ") if s.session_start else None

@@ -45,6 +45,7 @@ from toolkit.errors import (
     UsageError,
     duckdb_denied,
     error_line,
+    from_exception,
     permission_denied,
 )
 from toolkit.interrupts import raise_if_stopped, register
@@ -1114,7 +1115,13 @@ class Store:
         recorded with its error (raised by the caller after the others)."""
         from toolkit.parsecache import package_digest
 
-        location, fp = source.fingerprint(cfg)
+        try:
+            location, fp = source.fingerprint(cfg)
+        except (ToolkitError, OSError) as exc:  # a folder it may not enter or list
+            error = _source_error(exc)
+            where = str(state.get("location") or "") if state else ""
+            return self._failed(source, where or error.path or source.name, error, state,
+                                problems)
         # the recorded fingerprint names the toolkit's code too: a load made by other code
         # (an upgrade, an edit) is made again, in full (its rows may be read another way now)
         code = package_digest().hex()[:16]
@@ -1137,18 +1144,25 @@ class Store:
                 # A failed statement aborts the whole DuckDB transaction: start again, careful.
                 with carefully():
                     result = self._load_in_transaction(source, cfg, full, progress, fp, had)
-        except ToolkitError as exc:
-            result = SourceResult(source.name, location, True, f"{SOURCE_ERROR}{exc}",
-                                  problems=[Problem(source.name, exc.path or location,
-                                                    exc.line, exc.detail)], error=exc)
-            # the tables keep the rows of the last load that read the source: so does the
-            # time they were read (a failed load before it kept its own)
-            last_good = state.get("loaded_at") if state and (
-                state.get("fingerprint")
-                or str(state.get("note") or "").startswith(SOURCE_ERROR)) else None
-            with self.transaction():
-                self.replace_problems(source.name, result.problems, recorded=had)
-                self.record_source(result, None, last_good)
+        except (ToolkitError, OSError) as exc:
+            return self._failed(source, location, _source_error(exc), state, problems)
+        return result
+
+    def _failed(self, source: Source, location: str, exc: ToolkitError,
+                state: dict[str, Any] | None, problems: list[Problem]) -> SourceResult:
+        """Record that ``source`` is present but could not be read (``exc``): its tables keep
+        the rows of the last load that read it, and every answer from the store says so."""
+        result = SourceResult(source.name, location, True, f"{SOURCE_ERROR}{exc}",
+                              problems=[Problem(source.name, exc.path or location,
+                                                exc.line, exc.detail)], error=exc)
+        # the tables keep the rows of the last load that read the source: so does the
+        # time they were read (a failed load before it kept its own)
+        last_good = state.get("loaded_at") if state and (
+            state.get("fingerprint")
+            or str(state.get("note") or "").startswith(SOURCE_ERROR)) else None
+        with self.transaction():
+            self.replace_problems(source.name, result.problems, recorded=bool(problems))
+            self.record_source(result, None, last_good)
         return result
 
     def _load_in_transaction(self, source: Source, cfg: Config, full: bool,
@@ -1209,6 +1223,16 @@ class Store:
 
         pause("after_staged_commit")
         self.conn.execute("BEGIN")
+
+
+def _source_error(exc: ToolkitError | OSError) -> ToolkitError:
+    """What a source's read failed on, as the error recorded for it. A reader turns what it
+    can name into a ToolkitError; a raw OSError that gets out of one (pathlib's ``is_dir()``
+    under a folder it may not enter, a name too long) is the source's problem all the same,
+    never the command's: it is recorded and said as any unreadable source is."""
+    if isinstance(exc, ToolkitError):
+        return exc
+    return from_exception(exc) or ToolkitError(str(exc))
 
 
 def _out_of_memory(exc: Exception) -> bool:

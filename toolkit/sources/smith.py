@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, overload
 
-from toolkit.errors import DataError, TooLargeError
+from toolkit.errors import DataError, TooLargeError, permission_denied
 from toolkit.ledger.codec import BOM, dominant_newline, entry_row, parse_entry
 from toolkit.records import (
     LEDGER_FILES,
@@ -1317,15 +1317,36 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
     all_sessions: list[Session] = []
     all_events: list[SessionEvent] = []
     sdir = vault / "sessions"
-    if sessions and sdir.is_dir():
-        for p in sorted(sdir.glob("*.md")):
-            s, ev, sp = read_session(p)
-            all_sessions.append(s)
-            all_events.extend(ev)
-            problems.extend(sp)
+    logs: list[Path] = []
+    if sessions:
+        try:
+            logs = session_files(sdir)
+        except DataError as exc:
+            problems.append(Problem("smith", exc.path or str(sdir), None, exc.detail))
+    for p in logs:
+        s, ev, sp = read_session(p)
+        all_sessions.append(s)
+        all_events.extend(ev)
+        problems.extend(sp)
     return Vault(root=vault, exists=exists, files=files, meta=meta, meta_json=meta_json,
                  smith_config=smith_config, reconcile_runs=runs, sessions=all_sessions,
                  events=all_events, problems=problems)
+
+
+def session_files(folder: Path) -> list[Path]:
+    """The session logs (``*.md``) of a vault's ``sessions`` folder, in name order; none when
+    there is no such folder. A folder that is there but cannot be listed is a
+    :class:`DataError` (a permission denied names what to change), not a vault without
+    sessions: pathlib's ``glob`` would answer "none" for it, unsaid."""
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except PermissionError:
+        raise permission_denied(folder) from None
+    except OSError as exc:
+        raise DataError(f"cannot list the session logs: {exc.strerror}", path=folder) from None
+    return sorted(folder / name for name in names if name.endswith(".md"))
 
 
 def current_session_log(vault: Path) -> Path | None:

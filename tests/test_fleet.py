@@ -654,3 +654,63 @@ def test_fleet_export_refuses_a_second_project_on_the_same_store(world, cli_run,
         "shares its store with project alpha" in result.stderr
     assert sorted(p.name for p in (out / "ledger_entries").iterdir()) == [
         "_schema.json", "project=alpha"]
+
+
+def test_a_project_folder_with_a_name_too_long_is_listed_with_the_error(world, cli_run,
+                                                                       tmp_path):
+    """A project path the system refuses to look at (a name longer than the file system
+    allows: ENAMETOOLONG) stopped `fleet list`, `build-site` and `export` for every project
+    with a raw error: pathlib raised an OSError that the per-project handling did not catch.
+    It is now that project's error, and the others are read and exported. (A symbolic link
+    loop is missing, and said so, rather than "does not exist".)"""
+    long_name = "x" * 300
+    (world.base / "code" / "loop").symlink_to("loop")
+    world.fleet_file.write_text(
+        f"projects:\n  - name: beta\n    path: code/beta\n  - name: long\n"
+        f"    path: code/{long_name}\n  - code/loop\n", encoding="utf-8")
+    result = _fleet(cli_run, world, "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["long"]["status"] == "error" and "File name too long" in rows["long"]["note"]
+    assert rows["loop"]["status"] == "missing" and \
+        rows["loop"]["note"] == "the project path is a symbolic link loop"
+    assert rows["alpha"]["status"] == rows["beta"]["status"] == "found"
+    assert rows["beta"]["entries"] == 2
+    exported = _fleet(cli_run, world, "export", "--out", str(tmp_path / "lake"))
+    assert exported.exit_code == 1, exported.output
+    errors = [ln for ln in exported.stderr.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: project long: ") and \
+        "File name too long" in errors[0]
+    assert sorted(ln.split()[1] for ln in exported.stdout.splitlines()
+                  if ln.startswith("Exported ")) == ["alpha", "beta"]
+
+
+def test_a_project_folder_that_may_not_be_read_is_listed_with_the_chmod(world):
+    """One project folder the user may not enter (mode 000) aborted `fleet list` for every
+    project with "Permission denied" (exit 1); a project whose sessions folder may not be
+    listed did too. Each is now listed as `error` naming the folder and the chmod that fixes
+    it, and the other project is read (exit 0)."""
+    from tests.conftest import run_unprivileged
+
+    delta = world.base / "code" / "delta"
+    delta.mkdir()
+    world.fleet_file.write_text("projects:\n  - name: beta\n    path: code/beta\n"
+                                "  - code/delta\n", encoding="utf-8")
+    sessions = world.alpha / ".smith" / "vault" / "sessions"
+    delta.chmod(0)
+    sessions.chmod(0)
+    try:
+        result = run_unprivileged("fleet", "--store", str(world.store), "list", "--json",
+                                  cwd=world.base)
+    finally:
+        sessions.chmod(0o755)
+        delta.chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
+    assert rows["delta"]["status"] == "error"
+    assert rows["delta"]["note"] == (f"{delta}: Permission denied: the folder cannot be "
+                                     f"entered (to reach toolkit.yaml). Make it readable: "
+                                     f"chmod u+rx {delta}")
+    assert rows["alpha"]["status"] == "error"
+    assert rows["alpha"]["note"].endswith(f"Make it readable: chmod u+rx {sessions}")
+    assert rows["beta"]["status"] == "found" and rows["beta"]["entries"] == 2

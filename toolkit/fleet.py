@@ -26,17 +26,19 @@ project are "not assigned" too.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import DataError, ToolkitError, UsageError
+from toolkit.errors import DataError, ToolkitError, UsageError, from_exception
 from toolkit.records import Problem
 from toolkit.source import Source, SourceResult
 from toolkit.textio import load_json, load_yaml, read_text
@@ -277,12 +279,28 @@ class _Plan:
 
 
 def missing_reason(path: Path) -> str | None:
-    """Why a fleet project's folder cannot be read ("the project folder does not exist", or
-    "the project path is a file, not a folder"), or None when it is a folder."""
-    if path.is_dir():
-        return None
-    return ("the project path is a file, not a folder" if path.exists()
-            else "the project folder does not exist")
+    """Why a fleet project's folder is not there ("the project folder does not exist", "the
+    project path is a file, not a folder", "... a symbolic link loop"), or None when it is a
+    folder -- or when that cannot be told (a folder on the way it may not enter, a name too
+    long): reading the project then fails, and :func:`project_error` says why."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "the project folder does not exist"
+    except OSError as exc:
+        return ("the project path is a symbolic link loop" if exc.errno == errno.ELOOP
+                else None)
+    return None if stat.S_ISDIR(st.st_mode) else "the project path is a file, not a folder"
+
+
+def project_error(exc: ToolkitError | OSError) -> ToolkitError:
+    """Why a fleet project could not be read, as the error its row shows (status ``error``)
+    and ``fleet export`` reports: a raw OSError of its folder (a permission denied, a name
+    too long) is that one project's problem, as a bad ``toolkit.yaml`` is, never the whole
+    fleet's."""
+    if isinstance(exc, ToolkitError):
+        return exc
+    return from_exception(exc) or ToolkitError(str(exc))
 
 
 def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
@@ -296,14 +314,16 @@ def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
         return _Plan(p, "missing", why, None, h.hexdigest() + ":missing")
     try:
         cfg = config_mod.resolve(project=p.path, env=dict(env))
-    except ToolkitError as exc:
-        return _Plan(p, "error", str(exc), None, h.hexdigest() + ":error:" + str(exc))
-    h.update(("\0" + cfg.project_name + "\n").encode("utf-8", "surrogateescape"))
-    # the fleet store's parse cache; the shared sources are the fleet's, not the project's
-    cfg = cfg.with_overrides(db_path=base.db_path,
-                             max_file_bytes=cfg.max_file_bytes or base.max_file_bytes)
-    for src in (LEDGER, SESSIONS):
-        h.update(("\0".join(src.fingerprint(cfg)) + "\n").encode("utf-8", "surrogateescape"))
+        h.update(("\0" + cfg.project_name + "\n").encode("utf-8", "surrogateescape"))
+        # the fleet store's parse cache; the shared sources are the fleet's, not the project's
+        cfg = cfg.with_overrides(db_path=base.db_path,
+                                 max_file_bytes=cfg.max_file_bytes or base.max_file_bytes)
+        for src in (LEDGER, SESSIONS):  # (a vault folder it may not list raises here)
+            h.update(("\0".join(src.fingerprint(cfg)) + "\n").encode("utf-8",
+                                                                      "surrogateescape"))
+    except (ToolkitError, OSError) as exc:
+        error = project_error(exc)
+        return _Plan(p, "error", str(error), None, h.hexdigest() + ":error:" + str(error))
     return _Plan(p, "found", "", cfg, h.hexdigest())
 
 
@@ -368,16 +388,24 @@ def _load_fleet(store: Store, plans: Sequence[_Plan], full: bool) -> SourceResul
             for table in ("fleet_entries", "fleet_sessions"):
                 store.conn.execute(f"DELETE FROM {table} WHERE project = ?", [p.name])
             if plan.cfg is not None:
-                ledger = LEDGER.load(store, plan.cfg, True, None)
-                sessions = SESSIONS.load(store, plan.cfg, True, None)
-                vault_found = ledger.found or sessions.found
-                problems += ledger.problems + sessions.problems
-                store.conn.execute(
-                    "INSERT INTO fleet_entries SELECT ?, entry_id, file, title, date, category, "
-                    "confidence, path, line FROM ledger_entries", [p.name])
-                store.conn.execute(
-                    "INSERT INTO fleet_sessions SELECT ?, name, session_start FROM sessions",
-                    [p.name])
+                try:
+                    ledger = LEDGER.load(store, plan.cfg, True, None)
+                    sessions = SESSIONS.load(store, plan.cfg, True, None)
+                except (ToolkitError, OSError) as exc:
+                    # that project is listed with why; the others are read (its rows in the
+                    # staging tables are replaced by the next project's, or cleared below)
+                    error = project_error(exc)
+                    plan = _Plan(p, "error", str(error), plan.cfg,
+                                 plan.fingerprint + ":error:" + str(error))
+                else:
+                    vault_found = ledger.found or sessions.found
+                    problems += ledger.problems + sessions.problems
+                    store.conn.execute(
+                        "INSERT INTO fleet_entries SELECT ?, entry_id, file, title, date, "
+                        "category, confidence, path, line FROM ledger_entries", [p.name])
+                    store.conn.execute(
+                        "INSERT INTO fleet_sessions SELECT ?, name, session_start FROM sessions",
+                        [p.name])
         rows.append((p.name, str(p.path), list(p.origins), plan.status, plan.note,
                      str(plan.cfg.vault) if plan.cfg else None, vault_found, p.last_session,
                      plan.fingerprint, plan.records_name))

@@ -175,6 +175,7 @@ def export(fmt: str, out: Path) -> None:
         known_projects,
         missing_reason,
         no_folder_note,
+        project_error,
         records_name,
         shared_records_notes,
     )
@@ -214,10 +215,11 @@ def export(fmt: str, out: Path) -> None:
                                             "TOOLKIT_DB, or set db: in its toolkit.yaml)")
                 store = stores.enter_context(open_store(cfg, quiet=True, scoped=True,
                                                         full=opts["full"]))
-            except ToolkitError as exc:
-                click.echo(visible(f"Error: project {p.name}: {exc}", single_line=True),
+            except (ToolkitError, OSError) as exc:  # (a folder it may not enter: OSError)
+                error = project_error(exc)
+                click.echo(visible(f"Error: project {p.name}: {error}", single_line=True),
                            err=True)
-                errors.append(exc)
+                errors.append(error)
                 skipped += 1
                 continue
             by_store[db] = p.name

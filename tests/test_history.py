@@ -321,7 +321,7 @@ def test_a_ledger_file_without_read_permission_is_no_false_removal(project, isol
     finally:
         target.chmod(0o644)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("patterns.md: cannot read: Permission denied") == 1, r.stdout
+    assert r.stdout.count("patterns.md: Permission denied: the file is not readable") == 1, r.stdout
     store = Store.open(_cfg(project.root, isolated_env).db_path, sources=SOURCES)
     assert store.scalar("SELECT count(*) FROM ledger_versions WHERE source = 'working'") == 0
     assert store.scalar("SELECT count(*) FROM ledger_changes WHERE source = 'working'") == 0

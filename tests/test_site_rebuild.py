@@ -962,6 +962,56 @@ def test_a_plain_build_killed_over_a_redacted_site_is_not_recorded_as_redacted(
     assert warning is not None and "without redaction" in warning
 
 
+def test_a_folder_the_build_cannot_change_is_refused_before_the_site_changes(
+        built_world: tuple[World, BuildResult], tmp_path: Path,
+        immutable) -> None:  # type: ignore[no-untyped-def]
+    """A read-only folder in the site (FAULTS G11): --clean deleted most of the site, then
+    stopped on it with a bare "patterns: Permission denied"; a build that removes a page
+    deleted it, then stopped; a read-only --out got a whole build folder beside it first.
+    Every folder the build will delete in or write to is checked before the first deletion:
+    refused (exit 1) naming the folder and what to do, the site as it was."""
+    from toolkit.errors import RefusedError
+
+    world, first = built_world
+    site, build_dir = first.out, first.build_dir
+    before = tree_bytes(site)
+
+    def refused(folder: Path, **kwargs: Any) -> None:
+        with pytest.raises(RefusedError) as caught:
+            build(world, **kwargs)
+        assert caught.value.exit_code == 1
+        assert str(caught.value) == (
+            f"{folder}: folder is not writable; the site was left as it was. Make it "
+            "readable and writable (chmod u+rwx) and run again")
+        assert tree_bytes(site) == before
+
+    # --clean, with a folder of the site read-only: neither folder emptied
+    built = tree_bytes(build_dir)
+    writable = immutable(site / "ledger")
+    refused(site / "ledger", clean=True)
+    assert tree_bytes(build_dir) == built
+    writable()
+    # an entry removed from the ledger while another entry's page folder is read-only: the
+    # removed entry's page is still there
+    patterns = world.root / ".smith" / "vault" / "ledger" / "patterns.md"
+    text = patterns.read_text(encoding="utf-8")
+    patterns.write_text(text.split("\n---\n\n**Title:** Grep the route table")[0] + "\n",
+                        encoding="utf-8")
+    other = site / "ledger" / "antipatterns" / "editing-an-applied-migration-in-place"
+    writable = immutable(other)
+    refused(other)
+    writable()
+    again = build(world)  # made writable: the same build goes on
+    assert f"{ENTRY}.md" in again.removed and not (site / ENTRY).exists()
+    # a read-only folder named as the site: refused before its build folder is made
+    out = tmp_path / "ro"
+    out.mkdir()
+    immutable(out)
+    with pytest.raises(RefusedError, match="ro: folder is not writable"):
+        build(world, out=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
+
+
 @pytest.mark.parametrize("clean", [False, True], ids=["build", "clean-build"])
 def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
         built_world: tuple[World, BuildResult], tmp_path: Path,

@@ -16,6 +16,8 @@ the slop ledger updater, reconcile). None of them knows about ledger formats.
 * :func:`backup_files` -- copies verified by count and content hash.
 * :func:`cleanup_orphan_temps` -- removes temp files left by a killed writer (FAULTS B3).
 * :func:`check_editable` -- the symlink and hard-link rules (FAULTS A14).
+* :func:`check_changeable` -- a folder this process can change, checked before the first
+  change of a tree (a read-only folder is refused, not met part-way).
 * :class:`Journal` / :func:`recover_journal` -- an intent journal that makes a multi-file
   :func:`replace_all` all-or-nothing across a crash (FAULTS G4).
 * :func:`pause` -- the test-only pause points (``TOOLKIT_EDITOR_PAUSE``).
@@ -1358,3 +1360,21 @@ def check_editable(path: str | Path, root: str | Path | None = None, *,
                 hint="Use --force to edit it anyway (the other names keep the old content)")
         notes.append(f"{p}: has {st.st_nlink} hard links; the other names keep the old content")
     return real, notes
+
+
+# --------------------------------------------------------------------------- folder rights
+
+
+def check_changeable(folder: str | Path, done: str) -> None:
+    """Refuse (:class:`RefusedError`, exit 1) unless this process can list ``folder`` and
+    create, replace and remove entries in it. A command that deletes or replaces part of a
+    user's tree checks every folder it will change this way before its first change, so a
+    read-only (or unreadable) folder met part-way never leaves the tree half-changed (the
+    editor's check, FAULTS B1, made for the site build, the export and a restore).
+    ``done``: what the refusal says of the tree ("nothing deleted"). ``os.access`` asks the
+    kernel, so an ACL, a read-only mount and ``chattr +i`` count as the mode bits do."""
+    if os.access(folder, os.R_OK | os.W_OK | os.X_OK) or not os.path.isdir(folder):
+        return  # (a folder that is not there has nothing in it to change)
+    what = "writable" if os.access(folder, os.R_OK | os.X_OK) else "readable"
+    raise RefusedError(f"folder is not {what}; {done}", path=folder,
+                       hint="Make it readable and writable (chmod u+rwx) and run again")

@@ -99,7 +99,7 @@ from toolkit.pages import (
     tables_file,
 )
 from toolkit.records import acyclic_build
-from toolkit.safewrite import FileLock, lock_timeout, pause
+from toolkit.safewrite import FileLock, check_changeable, lock_timeout, pause
 from toolkit.textio import split_url
 
 if TYPE_CHECKING:
@@ -128,6 +128,9 @@ MARKER = ".toolkit-site"  # marks an output folder as ours (MkDocs keeps dotfile
 REDACTED_COPY = "redacted.duckdb"  # the redacted copy of the store a --redact build reads
 BUILD_MARKER = ".toolkit-site-build"  # marks the Markdown build folder as ours
 STATE = "state.json"
+# what a build refused for a folder it cannot change says of the site: every folder it will
+# delete in or write to is checked before the first deletion (FAULTS G11)
+UNCHANGED = "the site was left as it was"
 ANSWERS = "answers"  # answers of the site's questions kept for the next build (KeptAnswers)
 JINJA_CACHE = "jinja-cache"  # compiled templates: the theme's and site_templates/
 RENDER_SLOT = "render-cache"  # per page: what its Markdown was rendered from (parsecache)
@@ -800,23 +803,38 @@ def check_output_folder(out: Path, option: str = "--out") -> None:
         raise UsageError(f"{build} is not empty and was not made by toolkit build-site; "
                          "refusing to write the site's Markdown there",
                          hint=f"Choose another {option}, or move that folder")
+    # the two folders a build writes into (or the folder it makes them in), before anything
+    # is written: the folders below them are checked by the build (_refuse_links)
+    for folder in (out, build):
+        while not folder.exists() and folder.parent != folder:
+            folder = folder.parent
+        check_changeable(folder, UNCHANGED)
 
 
-def _refuse_links(folder: Path, defer: Callable[[str], bool] | None = None) -> set[str]:
+def _refuse_links(folder: Path, defer: Callable[[str], bool] | None = None, *,
+                  links: bool = True) -> set[str]:
     """Refuse a symbolic link anywhere in a site folder or its build folder: the toolkit never
-    makes one there, and its writes (and MkDocs') would go wherever it points.
+    makes one there, and its writes (and MkDocs') would go wherever it points. And refuse a
+    folder there (``folder`` itself too) that this process cannot change
+    (:func:`~toolkit.safewrite.check_changeable`): a build deletes and replaces files in any
+    of them (MkDocs' full build empties the site, ``--clean`` both folders), and a read-only
+    folder met part-way would leave the site half-deleted.
 
     ``defer(rel)``: a folder (its path relative to ``folder``, ``/``-separated) whose own entry
     is checked but not what it holds; those folders are returned, for :class:`_LinkGuard` to
-    walk before anything is written into them."""
+    walk before anything is written into them. ``links=False``: a link is no error (``--clean``
+    deletes it without following it), and is not walked."""
     deferred: set[str] = set()
     stack = [(str(folder), "")]
     while stack:
         path, rel = stack.pop()
         try:
+            check_changeable(path, UNCHANGED)
             with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.is_symlink():
+                        if not links:
+                            continue
                         raise UsageError(
                             f"is a symbolic link (to {os.readlink(entry.path)}); the toolkit "
                             "never puts one in its site folders and will not write through it",
@@ -833,16 +851,17 @@ def _refuse_links(folder: Path, defer: Callable[[str], bool] | None = None) -> s
 
 
 class _LinkGuard:
-    """The site folder's check for symbolic links (:func:`_refuse_links`), made a part at a
-    time: most of a big site is one folder per page (``ledger/patterns/<entry>/index.html``),
-    and a one-change rebuild writes into a few of them. So the folders of the last build's
-    pages below the top level (``state.json``'s order) are left out of the first walk (each
-    is seen to be a folder, not a link, in its parent's listing; what it holds is not read)
-    and walked only before anything may be written into them: the folders of the files
-    MkDocs is given (:meth:`check` from its ``on_files``, before it writes a file), or all of
-    them (:meth:`check_all`) before a run that is given every file. The rest of the site (its
-    top level, ``search/``, ``assets/``, the other folders) and the build folder are walked
-    whole before the build writes anything, as before."""
+    """The site folder's check for symbolic links and folders the build cannot change
+    (:func:`_refuse_links`), made a part at a time: most of a big site is one folder per
+    page (``ledger/patterns/<entry>/index.html``), and a one-change rebuild writes into a few
+    of them. So the folders of the last build's pages below the top level (``state.json``'s
+    order) are left out of the first walk (each is seen to be a folder, not a link, in its
+    parent's listing; what it holds is not read) and walked only before anything may be
+    written into them: the folders of the files MkDocs is given (:meth:`check` from its
+    ``on_files``, before it writes a file), or all of them (:meth:`check_all`) before a run
+    that is given every file, and before the output of a page gone is deleted. The rest of
+    the site (its top level, ``search/``, ``assets/``, the other folders) and the build
+    folder are walked whole before the build writes anything, as before."""
 
     def __init__(self, site: Path, previous: dict[str, Any]) -> None:
         self.site = site
@@ -989,7 +1008,12 @@ def _render_site(store: Store, make: MakeContent, *, site: Path, build: Path, si
     # system as they are freed, they are not held beside the pages' own memory
     store.give_back_freed_memory()
     if clean:
+        # every folder --clean empties, before the first file goes (the site's own folder
+        # is removed, from the folder that holds it)
+        for folder in (build, site):
+            _refuse_links(folder, links=False)
         if site.is_dir():
+            check_changeable(site.parent, UNCHANGED)
             shutil.rmtree(site)
         for child in list(build.iterdir()):  # the folder stays: it holds the lock
             if child.is_dir() and not child.is_symlink():
@@ -1231,12 +1255,6 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     state_path = build / STATE
     previous = _read_state(state_path)
     removed = sorted(set(previous.get("files", [])) - files)
-    for rel in removed:
-        with contextlib.suppress(FileNotFoundError):
-            (docs / rel).unlink()
-        _remove_output(site, rel)
-    _remove_unexpected(docs, files)
-
     (build / "mkdocs.yml").write_text(config_text, encoding="utf-8")
     signature = hashlib.sha256((config_text + _versions() + f"|redact={redact}"
                                 f"|search={search_text.FORM}|{config_files}"
@@ -1252,6 +1270,16 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
         _write_state(state_path, {"signature": None, "files": sorted(files)})
     subset = (_dirty_subset(docs, site, files, set(written), nav_paths, previous,
                             md_times=md_times) if incremental else None)
+    check = guard.check if guard is not None else None
+    if guard is not None and subset is None:
+        # MkDocs is given every file; and its folders are walked before the first output
+        # of a page gone is deleted (a subset is never given when one is: the files differ)
+        guard.check_all()
+    for rel in removed:
+        with contextlib.suppress(FileNotFoundError):
+            (docs / rel).unlink()
+        _remove_output(site, rel)
+    _remove_unexpected(docs, files)
     mark("writing")
 
     running.write_bytes(b"")
@@ -1261,9 +1289,6 @@ def _build_from(store: Store, made: Made, *, site: Path, build: Path, docs: Path
     # not claim to be redacted (some of its pages may be the last build's or this one's).
     site.mkdir(parents=True, exist_ok=True)
     _write_marker(site, redacted=False)
-    check = guard.check if guard is not None else None
-    if guard is not None and subset is None:
-        guard.check_all()  # MkDocs is given every file
     try:
         run = _run_mkdocs(build / "mkdocs.yml", dirty=incremental, build_time=build_time,
                           progress=progress, expected=len(written) if incremental else total,

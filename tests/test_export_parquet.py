@@ -21,7 +21,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import reap, tree_digest
+from tests.conftest import reap, run_unprivileged, tree_digest
 from toolkit import export as export_mod
 from toolkit.errors import ToolkitError, UsageError
 from toolkit.export import export_parquet, partition_dirname
@@ -313,6 +313,56 @@ def test_a_failed_write_leaves_the_old_partition_and_no_staging(project, tmp_pat
         with pytest.raises(ToolkitError, match="disk on fire"):
             export_parquet(out, [("p", store)])
     assert tree_digest(out) == old
+
+
+def test_a_folder_the_export_cannot_change_is_refused_before_anything_is_swapped(
+        project, cli_run, tmp_path, immutable):
+    """A partition the export cannot remove after its swap (FAULTS G12, chmod 555 as its
+    owner): the new data was swapped in, then the export said it failed, left its staging
+    folder, and every later export failed on that folder. Every folder it will write in or
+    remove is now checked first: refused (exit 1) naming the folder and what to do, nothing
+    changed; the same for a dead writer's staging folder that cannot be cleared."""
+    from toolkit.errors import RefusedError
+
+    out = tmp_path / "lake"
+    assert cli_run("export", "--out", str(out)).exit_code == 0
+    db = sqlite3.connect(project.audit_db)
+    db.execute("DELETE FROM actions WHERE id = (SELECT max(id) FROM actions)")
+    db.commit()
+    db.close()
+    before = tree_digest(out)
+    partition = out / "actions" / "project=acme-api"
+    partition.chmod(0o555)
+    try:
+        result = run_unprivileged("export", "--out", str(out), cwd=project.root)
+    finally:
+        partition.chmod(0o755)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"Error: {partition}: folder is not writable; nothing of acme-api was exported. Make "
+        "it readable and writable (chmod u+rwx) and run again\n")
+    assert tree_digest(out) == before
+    assert sorted(p.name for p in (out / "actions").iterdir()) == ["_schema.json",
+                                                                  "project=acme-api"]
+    # a dead writer's staging folder the export must clear, read-only
+    leftover = (out / "actions" /
+                f"{export_mod.STAGING}{export_mod._tag('project=acme-api')}-0-dead")
+    leftover.mkdir()
+    (leftover / "part-0.parquet").write_bytes(b"PAR1 old")
+    before = tree_digest(out)
+    writable = immutable(leftover)
+    with _store(project) as store:
+        with pytest.raises(RefusedError, match="nothing of acme-api was exported") as caught:
+            export_parquet(out, [("acme-api", store)])
+        assert caught.value.path == str(leftover)
+        assert tree_digest(out) == before
+        writable()
+        parts = export_parquet(out, [("acme-api", store)])
+        assert [p.table for p in parts if p.written] == ["actions"]
+        new_rows = store.counts()["actions"]
+    assert sorted(p.name for p in (out / "actions").iterdir()) == ["_schema.json",
+                                                                  "project=acme-api"]
+    assert _partition_rows(out, "actions") == {"acme-api": new_rows}
 
 
 def test_two_projects_with_one_name_are_refused(shared_project, tmp_path):

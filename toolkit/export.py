@@ -17,7 +17,8 @@ file, the fingerprint or a staging folder as data. The rules:
   ``RENAME_EXCHANGE``); where the file system cannot exchange, the old partition is renamed
   aside first, and an export interrupted between the two renames is repaired by the next one
   (the old partition is put back). A reader or a crash sees the old partition or the new one,
-  never a mix of both;
+  never a mix of both. Every folder a project's export will write in or remove is checked
+  before its first change: one it cannot change is refused, with nothing of it exported;
 * **an unchanged partition is not rewritten**: its fingerprint (format, columns and types,
   rows and a digest of their content) is compared with the one stored in the partition;
 * **only the project's own partitions are touched**: other projects' partitions are never
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import ToolkitError, UsageError
-from toolkit.safewrite import atomic_replace, pause, pid_alive
+from toolkit.safewrite import atomic_replace, check_changeable, pause, pid_alive
 
 if TYPE_CHECKING:
     from toolkit.store import Store
@@ -147,30 +148,78 @@ def _tag(dirname: str) -> str:
     return hashlib.sha256(dirname.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _remove_tree(path: Path) -> None:
+def _remove_tree(path: Path, what: str = "cannot remove an old partition") -> None:
     try:
         shutil.rmtree(path)
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise ToolkitError(f"cannot remove an old partition: {exc.strerror}", path=path) from None
+        raise ToolkitError(f"{what}: {exc.strerror}", path=path,
+                           hint="Make it and the folders in it writable (chmod u+rwx); the "
+                                "next export removes it") from None
+
+
+def _leftovers(table_dir: Path, dirname: str) -> tuple[list[Path], list[Path]]:
+    """What interrupted exports of this partition left in ``table_dir``: old partitions set
+    aside, and the staging folders of writers no longer running."""
+    tag = _tag(dirname)
+    try:
+        hidden = sorted(n for n in os.listdir(table_dir) if n.startswith("."))  # one listing
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
+    aside = [table_dir / n for n in hidden if n.startswith(f"{ASIDE}{tag}-")]
+    dead = []
+    for leftover in [table_dir / n for n in hidden if n.startswith(f"{STAGING}{tag}-")]:
+        pid = leftover.name.removeprefix(f"{STAGING}{tag}-").split("-", 1)[0]
+        if pid.isdecimal() and not pid_alive(int(pid)):
+            dead.append(leftover)
+    return aside, dead
 
 
 def _repair(table_dir: Path, dirname: str) -> None:
     """Undo what an interrupted export of this partition left: put an old partition set
     aside back when the new one never arrived; remove staging folders of dead writers."""
-    tag = _tag(dirname)
     target = table_dir / dirname
-    hidden = sorted(n for n in os.listdir(table_dir) if n.startswith("."))  # one listing
-    for leftover in [table_dir / n for n in hidden if n.startswith(f"{ASIDE}{tag}-")]:
+    aside, dead = _leftovers(table_dir, dirname)
+    for leftover in aside:
         if not target.exists():
             os.rename(leftover, target)
         else:
             _remove_tree(leftover)
-    for leftover in [table_dir / n for n in hidden if n.startswith(f"{STAGING}{tag}-")]:
-        pid = leftover.name.removeprefix(f"{STAGING}{tag}-").split("-", 1)[0]
-        if pid.isdecimal() and not pid_alive(int(pid)):
-            _remove_tree(leftover)
+    for leftover in dead:
+        _remove_tree(leftover)
+
+
+def _check_changeable(root: Path, name: str, dirname: str, changing: Sequence[str],
+                      tables: set[str]) -> None:
+    """Refuse, before a project's first change, when a folder its export would write in or
+    remove cannot be changed: ``root``; of each table in ``changing``, its folder and the
+    project's partition there (written anew, then the old one removed after the swap); the
+    leftovers the export clears and the project's partitions of tables gone. A read-only
+    partition used to be swapped out and then not removed: the export said it failed after
+    the new data was in, and left a staging folder that made every later export fail."""
+    done = f"nothing of {name} was exported"
+    check_changeable(root, done)
+    partitions = _gone_partitions(root, dirname, tables)
+    for table in sorted(tables):
+        table_dir = root / table
+        if table_dir.is_symlink() or not table_dir.is_dir():
+            continue  # (a link is refused where the export meets it)
+        if table in changing or not os.access(table_dir, os.R_OK | os.X_OK):
+            check_changeable(table_dir, done)  # (every table's folder is listed)
+        aside, dead = _leftovers(table_dir, dirname)
+        if aside or dead:
+            check_changeable(table_dir, done)
+        if table in changing or aside or dead:
+            partitions.append(table_dir / dirname)
+        partitions += aside + dead
+    for partition in partitions:  # each is removed whole, after the swap or as a leftover
+        if partition.is_symlink():
+            continue
+        check_changeable(partition, done)
+        for folder, subs, _files in os.walk(partition):
+            for sub in subs:
+                check_changeable(Path(folder) / sub, done)
 
 
 _RENAME_EXCHANGE = 2
@@ -193,19 +242,19 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _swap_in(staged: Path, target: Path, table: str) -> None:
-    """Make ``staged`` the partition at ``target`` in one step; drop the old one."""
+def _swap_in(staged: Path, target: Path, table: str) -> Path | None:
+    """Make ``staged`` the partition at ``target`` in one step; the old partition's folder,
+    now under another name, for the caller to remove (None when there was none)."""
     if not target.exists():
         os.rename(staged, target)
-        return
+        return None
     if _exchange(staged, target):  # staged now holds the old partition
-        _remove_tree(staged)
-        return
+        return staged
     aside = target.parent / f"{ASIDE}{_tag(target.name)}-{os.getpid()}-{secrets.token_hex(4)}"
     os.rename(target, aside)
     pause("export_aside", table)
     os.rename(staged, target)
-    _remove_tree(aside)
+    return aside
 
 
 # --------------------------------------------------------------------------- the export
@@ -271,6 +320,13 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
         if kind == "table":
             by_table.setdefault(table, []).append((column, duck_type))
     digests = store.table_digests(sorted(by_table))
+    fingerprints = {table: {"format": FORMAT, "project": name, "table": table,
+                            "rows": digests[table][0], "columns": [[c, t] for c, t in columns],
+                            "digest": digests[table][1]}
+                    for table, columns in by_table.items()}
+    _check_changeable(root, name, dirname,
+                      [t for t, f in fingerprints.items() if not _holds(root / t / dirname, f)],
+                      set(by_table))
     out: list[Partition] = []
     for table, columns in sorted(by_table.items()):
         table_dir = _inside(root, table)
@@ -281,14 +337,13 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
             shared.schemas.add(key)
         target = _inside(table_dir, dirname)
         _repair(table_dir, dirname)
-        rows, digest = digests[table]
-        fingerprint = {"format": FORMAT, "project": name, "table": table, "rows": rows,
-                       "columns": [[c, t] for c, t in columns], "digest": digest}
-        if _fingerprint(target) == fingerprint and (target / DATA_FILE).is_file():
+        rows, fingerprint = digests[table][0], fingerprints[table]
+        if _holds(target, fingerprint):
             out.append(Partition(name, table, rows, False, target))
             continue
         staged = table_dir / f"{STAGING}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"
         staged.mkdir()
+        old = None
         try:
             if rows == 0 and key in shared.empties:
                 (staged / DATA_FILE).write_bytes(shared.empties[key])
@@ -300,13 +355,21 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
             (staged / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, sort_keys=True),
                                                    encoding="utf-8")
             pause("export_staged", table)
-            _swap_in(staged, target, table)
+            old = _swap_in(staged, target, table)
         finally:
-            if staged.exists():
+            if old is None and staged.exists():
                 _remove_tree(staged)
+        if old is not None:
+            _remove_tree(old, "the new partition is in place, but its old copy cannot be "
+                              "removed")
         out.append(Partition(name, table, rows, True, target))
     _drop_gone_tables(root, dirname, set(by_table))
     return out
+
+
+def _holds(partition: Path, fingerprint: dict[str, Any]) -> bool:
+    """Whether ``partition`` holds the rows ``fingerprint`` describes (and is left alone)."""
+    return _fingerprint(partition) == fingerprint and (partition / DATA_FILE).is_file()
 
 
 def _fingerprint(partition: Path) -> Any:
@@ -326,9 +389,10 @@ def _write_schema(path: Path, schema: dict[str, Any]) -> None:
     atomic_replace(path, data, fsync=False, fsync_dir=False)
 
 
-def _drop_gone_tables(root: Path, dirname: str, tables: set[str]) -> None:
-    """Remove this project's partitions of tables its store no longer has (folders with a
+def _gone_partitions(root: Path, dirname: str, tables: set[str]) -> list[Path]:
+    """This project's partitions of tables its store no longer has (in folders with a
     toolkit schema file only: nothing else in ``root`` is touched)."""
+    gone = []
     for table_dir in sorted(root.iterdir()):
         if table_dir.name in tables or table_dir.is_symlink() or not table_dir.is_dir():
             continue
@@ -337,9 +401,15 @@ def _drop_gone_tables(root: Path, dirname: str, tables: set[str]) -> None:
         except (OSError, ValueError):
             continue
         target = table_dir / dirname
-        if not isinstance(marker, dict) or marker.get("format") != FORMAT or \
-                not target.exists():
-            continue
+        if isinstance(marker, dict) and marker.get("format") == FORMAT and target.exists():
+            gone.append(target)
+    return gone
+
+
+def _drop_gone_tables(root: Path, dirname: str, tables: set[str]) -> None:
+    """Remove this project's partitions of tables its store no longer has."""
+    for target in _gone_partitions(root, dirname, tables):
+        table_dir = target.parent
         _inside(table_dir, dirname)
         aside = table_dir / f"{ASIDE}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"
         os.rename(target, aside)

@@ -199,15 +199,37 @@ def test_restore_gives_the_snapshot_byte_for_byte(world, cli_run):
     assert side.head() == head and index_digest(side) == index
 
 
-def test_a_restore_git_cannot_finish_says_what_it_did_why_and_how_to_finish(world, cli_run,
-                                                                           immutable):
-    """A file the checkout cannot write (here a folder made read-only; a full disk or a busy
-    file alike) stopped the restore with git's last stderr line, its "Updated 1 path" summary,
-    as if bad data (exit 65), naming the side repo. It now says what was written, git's own
-    error line, and that the same restore with --force writes the rest."""
+def test_a_folder_the_restore_cannot_change_is_refused_before_anything_is_restored(
+        world, cli_run, immutable):
+    """A read-only (or unreadable) workspace folder the restore must write in (FAULTS G13):
+    the restore deleted and wrote what it could, then stopped part-way, the workspace mixed
+    between two snapshots. Every folder it deletes in or writes to is checked first, before
+    the question: refused (exit 1) naming the folder and what to do, nothing changed."""
+    ws, side = world
+    before, head = workspace_files(ws), side.head()
+    src = ws / "src"
+    immutable(src)
+    result = cli_run("snapshots", "restore", "3", input="y\n")
+    assert result.exit_code == 1, result.output
+    assert "Restore these files?" not in result.output
+    assert result.stderr == (f"Error: {src}: folder is not writable; nothing restored. Make "
+                             "it readable and writable (chmod u+rwx) and run again\n")
+    assert workspace_files(ws) == before and side.head() == head
+
+
+def test_a_restore_git_cannot_finish_says_what_it_did_why_and_how_to_finish(
+        world, cli_run, immutable, monkeypatch):
+    """A file the checkout cannot write (a full disk, a busy file; here a read-only folder,
+    with the check that refuses it before the restore, above, left out) stopped the restore
+    with git's last stderr line, its "Updated 1 path" summary, as if bad data (exit 65),
+    naming the side repo. It now says what was written, git's own error line, and that the
+    same restore with --force writes the rest."""
+    import toolkit.safewrite
+
     ws, side = world
     src = ws / "src"
     writable_again = immutable(src)
+    monkeypatch.setattr(toolkit.safewrite, "check_changeable", lambda folder, done: None)
     result = cli_run("snapshots", "restore", "3", "--yes")
     assert result.exit_code == 1, result.output
     line = result.stderr.splitlines()[-1]

@@ -16,8 +16,9 @@ site and the site's ``.build`` folder, wherever the configuration puts them in t
 index, so the side repo's index is left as CodeSmith wrote it.
 
 Safety the toolkit adds: the restore is refused when the user's own git repository (the one
-holding the workspace, if any) has uncommitted changes or untracked files, unless forced; a
-dry run lists what would change; the CLI asks before acting.
+holding the workspace, if any) has uncommitted changes or untracked files, unless forced; so
+is a restore that would meet a workspace folder it cannot change (read-only, unreadable),
+before anything is deleted; a dry run lists what would change; the CLI asks before acting.
 
 Nothing outside the workspace is ever written or deleted. A snapshot path git's own
 ``verify_path`` refuses (an empty, ``.`` or ``..`` component, an absolute name, a ``.git``
@@ -468,6 +469,37 @@ def refuse_if_dirty(plan: RestorePlan, force: bool) -> None:
             hint="Commit or stash them first, or pass --force to restore anyway")
 
 
+def refuse_if_unchangeable(plan: RestorePlan) -> None:
+    """RefusedError, before the first deletion, when a workspace folder the restore deletes
+    in or writes to cannot be changed (read-only or unreadable; FAULTS G13): a file git
+    replaces or deletes goes from its folder, a new one is made in the nearest folder that
+    exists, a folder deleted goes with everything in it. Met part-way, such a folder left
+    the workspace mixed between two snapshots. Paths below a symlinked folder are not
+    followed (the link itself is in the plan, or the path is refused)."""
+    from toolkit.safewrite import check_changeable
+
+    def real_folder(path: Path) -> bool:  # (not a link; one we cannot look at: not known)
+        try:
+            return stat.S_ISDIR(os.lstat(path).st_mode)
+        except OSError:
+            return False
+
+    ws = plan.workspace
+    folders: set[Path] = set()
+    for rel in plan.delete + plan.change + plan.create:
+        path = ws / rel
+        if real_folder(path):  # deleted whole (rmtree, or by git)
+            for top, subs, _files in os.walk(path):
+                folders.add(Path(top))
+                folders.update(Path(top) / sub for sub in subs)
+        parent = path.parent
+        while parent != ws and not real_folder(parent):
+            parent = parent.parent  # (made by the checkout, or a link the restore deletes)
+        folders.add(parent)
+    for folder in sorted(folders):
+        check_changeable(folder, "nothing restored")
+
+
 def _open_folder(ws_fd: int, parts: list[str]) -> int:
     """A handle on the workspace folder ``parts``, opened one name at a time without following
     a symlink (OSError ELOOP or ENOTDIR when one is on the way)."""
@@ -544,6 +576,7 @@ def apply_restore(plan: RestorePlan, *, force: bool = False) -> RestoreResult:
         raise ConflictError("a new snapshot was taken since the restore was planned; "
                             "nothing restored", path=plan.repo,
                             hint="Run the command again")
+    refuse_if_unchangeable(plan)
     ws = plan.workspace
     refused = list(plan.refused)
     # Delete first (then check out): a path that is a file now and a folder in the snapshot,

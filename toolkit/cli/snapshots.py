@@ -179,7 +179,12 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
     `.git`, an absolute name), is refused and listed, and the command then exits 1.
     """
     from toolkit.errors import RefusedError
-    from toolkit.snapshot_ops import apply_restore, plan_restore, refuse_if_dirty
+    from toolkit.snapshot_ops import (
+        apply_restore,
+        plan_restore,
+        refuse_if_dirty,
+        refuse_if_unchangeable,
+    )
 
     plan = plan_restore(_cfg(ctx), number)
     t = plan.target
@@ -220,6 +225,7 @@ def restore_cmd(ctx: click.Context, number: int, dry_run: bool, yes: bool, force
         click.echo("Dry run: nothing changed.")
         return
     refuse_if_dirty(plan, force)
+    refuse_if_unchangeable(plan)  # (before the question: it would be refused after it)
     # a "no" (or no answer) is the user's choice, not a failure: exit 0, as ledger prune's
     if not yes and not answered(lambda: click.confirm("Restore these files?")):
         click.echo("Restore cancelled. Nothing changed.")

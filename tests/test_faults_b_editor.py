@@ -89,7 +89,7 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
     r = _run(["ledger", "promote", "route table"], project.root)
     assert r.returncode == 1, r.stderr
     assert _error_line(r.stderr) == (f"Error: {project.ledger}: folder is not writable; nothing "
-                                     "written. Make it writable (chmod u+w) and run again")
+                                     f"written. Make it writable: chmod u+w {project.ledger}")
     assert tree_digest(project.root) == before
 
 

@@ -982,7 +982,7 @@ def test_a_folder_the_build_cannot_change_is_refused_before_the_site_changes(
         assert caught.value.exit_code == 1
         assert str(caught.value) == (
             f"{folder}: folder is not writable; the site was left as it was. Make it "
-            "readable and writable (chmod u+rwx) and run again")
+            f"writable: chmod u+w {folder}")
         assert tree_bytes(site) == before
 
     # --clean, with a folder of the site read-only: neither folder emptied

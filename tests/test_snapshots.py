@@ -213,7 +213,7 @@ def test_a_folder_the_restore_cannot_change_is_refused_before_anything_is_restor
     assert result.exit_code == 1, result.output
     assert "Restore these files?" not in result.output
     assert result.stderr == (f"Error: {src}: folder is not writable; nothing restored. Make "
-                             "it readable and writable (chmod u+rwx) and run again\n")
+                             f"it writable: chmod u+w {src}\n")
     assert workspace_files(ws) == before and side.head() == head
 
 

@@ -150,15 +150,21 @@ def permission_denied(path: str | Path) -> PermissionDeniedError:
     else:
         message = (f"Permission denied: the folder cannot be entered (to reach "
                    f"{target.relative_to(where)})")
+    return PermissionDeniedError(message, path=where, hint=chmod_hint(where, adjective, mode))
+
+
+def chmod_hint(where: str | Path, adjective: str, mode: str) -> str:
+    """What to do about a file or folder this process may not change or read: "Make it
+    writable: chmod u+w <path>" (and who may run it, when another user owns it). The one
+    wording of every permission refusal (:func:`permission_denied`, and the checks made
+    before a change, :func:`toolkit.safewrite.check_changeable`)."""
     owner = ""
     try:
         if os.stat(where).st_uid != os.geteuid():
             owner = " (as its owner: it belongs to another user)"
     except OSError:
         pass
-    return PermissionDeniedError(message, path=where,
-                                 hint=f"Make it {adjective}: chmod {mode} "
-                                      f"{shlex.quote(str(where))}{owner}")
+    return f"Make it {adjective}: chmod {mode} {shlex.quote(str(where))}{owner}"
 
 
 def _denied_at(target: Path) -> tuple[Path, str] | None:

@@ -1373,8 +1373,12 @@ def check_changeable(folder: str | Path, done: str) -> None:
     editor's check, FAULTS B1, made for the site build, the export and a restore).
     ``done``: what the refusal says of the tree ("nothing deleted"). ``os.access`` asks the
     kernel, so an ACL, a read-only mount and ``chattr +i`` count as the mode bits do."""
+    from toolkit.errors import chmod_hint
+
     if os.access(folder, os.R_OK | os.W_OK | os.X_OK) or not os.path.isdir(folder):
         return  # (a folder that is not there has nothing in it to change)
-    what = "writable" if os.access(folder, os.R_OK | os.X_OK) else "readable"
-    raise RefusedError(f"folder is not {what}; {done}", path=folder,
-                       hint="Make it readable and writable (chmod u+rwx) and run again")
+    if os.access(folder, os.R_OK | os.X_OK):
+        raise RefusedError(f"folder is not writable; {done}", path=folder,
+                           hint=chmod_hint(folder, "writable", "u+w"))
+    raise RefusedError(f"folder is not readable; {done}", path=folder,
+                       hint=chmod_hint(folder, "readable and writable", "u+rwx"))

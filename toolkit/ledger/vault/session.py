@@ -159,6 +159,7 @@ from toolkit.safewrite import (
     backup_files,
     break_backup_links,
     changed_since,
+    check_changeable,
     check_editable,
     cleanup_orphan_temps,
     edit_record,
@@ -1049,9 +1050,7 @@ class EditorSession:
                     self._note_once(n)
         folders = {Path(os.path.realpath(p)).parent for p in paths} | {self.ledger_dir}
         for folder in sorted(folders):
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise RefusedError("folder is not writable; nothing written", path=folder,
-                                   hint="Make it writable (chmod u+w) and run again")
+            check_changeable(folder, "nothing written")
         backups = self.ledger_dir / ".backups"
         if backups.exists() and (not backups.is_dir()
                                  or not os.access(backups, os.W_OK | os.X_OK)):

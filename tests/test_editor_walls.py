@@ -226,15 +226,16 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
             assert r.stderr == (
                 f"Error: {unreadable}: cannot {doing}: cannot read: Permission denied; the "
                 "ledger's counts (meta.yaml, .meta.json) cannot be recomputed without its "
-                "entries. Make the file readable (chmod u+r), then run the "
+                f"entries. Make it readable: chmod u+r {unreadable}, then run the "
                 f"{doing} again; nothing was changed\n")
             assert tree_digest(project.ledger) == before
         r = run_unprivileged("ledger", "promote", "Run the migration dry-run", cwd=project.root)
         assert r.returncode == 1
-        assert r.stderr.startswith(f'Error: {unreadable}: no entry matching "Run the migration '
+        assert r.stderr == (f'Error: {unreadable}: no entry matching "Run the migration '
                                    'dry-run" in the ledger files that could be read; this one '
                                    "could not be read and may hold it: cannot read: "
-                                   "Permission denied. Make the file readable"), r.stderr
+                                   f"Permission denied. Make it readable: chmod u+r "
+                                   f"{unreadable} and run the command again\n"), r.stderr
         assert tree_digest(project.ledger) == before
         r = run_unprivileged("ledger", "promote", "Editing an applied migration in place",
                              cwd=project.root)
@@ -253,9 +254,9 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
     finally:
         meta.chmod(0o644)
     assert r.returncode == 1
-    assert r.stderr == (f"Error: reconcile failed: {meta}: Permission denied; make it readable "
-                        "and writable (chmod u+rw) and run the reconcile again; the failure is "
-                        "logged in reconcile-log.md\n")
+    assert r.stderr == (f"Error: reconcile failed: {meta}: Permission denied: the file is not "
+                        f"readable. Make it readable: chmod u+r {meta}, then run the reconcile "
+                        "again; the failure is logged in reconcile-log.md\n")
 
 
 def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, overload
 
 from toolkit.display import shown, visible
-from toolkit.errors import DataError, NotFoundError, RefusedError, ToolkitError, UsageError
+from toolkit.errors import (
+    DataError,
+    NotFoundError,
+    RefusedError,
+    ToolkitError,
+    UsageError,
+    permission_denied,
+)
 from toolkit.records import (
     CONFIDENCES,
     LEDGER_FILES,
@@ -194,9 +201,8 @@ def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
                        "files that could be read; this one could not be read and may hold it: "
                        f"{why}")
             if d.snapshot is None:  # (no permission: the file was never read)
-                raise RefusedError(message, path=d.path,
-                                   hint="Make the file readable (chmod u+r) and run the "
-                                        "command again")
+                hint = permission_denied(d.path).hint or "Make the file readable (chmod u+r)"
+                raise RefusedError(message, path=d.path, hint=f"{hint} and run the command again")
             raise DataError(message, path=d.path)
 
 

@@ -1624,11 +1624,14 @@ def _reason(exc: BaseException) -> str:
     (never Python's ``[Errno 13] ...: '<path>'``), with what to do when it is a permission."""
     import errno
 
+    from toolkit.errors import permission_denied
+
     if isinstance(exc, OSError) and exc.strerror:
+        if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename is not None:
+            denied = permission_denied(os.fsdecode(exc.filename))  # the one wording (I18)
+            return f"{denied}, then run the reconcile again"
         where = f"{os.fsdecode(exc.filename)}: " if exc.filename is not None else ""
-        fix = ("; make it readable and writable (chmod u+rw) and run the reconcile again"
-               if exc.errno in (errno.EACCES, errno.EPERM) else "")
-        return f"{where}{exc.strerror}{fix}"
+        return f"{where}{exc.strerror}"
     return str(exc) or type(exc).__name__
 
 

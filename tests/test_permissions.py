@@ -58,6 +58,9 @@ def test_an_unreadable_source_is_a_warning_and_the_command_goes_on(project, cli_
     assert f"Warning: snapshots could not be read ({snapshots}: Permission denied" in \
         status.stderr
     assert "Sources:" in status.stdout
+    # the history, which reads the snapshots too, met the same problem: listed once
+    listed = status.stdout.split("Warnings (", 1)[1].splitlines()[1:]
+    assert sum(line.startswith(f"  {snapshots}: Permission denied") for line in listed) == 1
 
     nagi = project.audit_db.parent
     old = _modes((nagi, 0))

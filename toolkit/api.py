@@ -535,8 +535,9 @@ class Project:
 
     def problems(self, source: str | None = None) -> list[Problem]:
         """What the last refresh could not read, with file and line (``toolkit status``'s
-        Warnings), of one ``source`` (``"audit"``, ``"ledger"``...) or of all; a name that is
-        no source's is a usage error (it answered no problems)."""
+        Warnings), of one ``source`` (``"audit"``, ``"ledger"``...) or of all (where one that
+        two sources met reading the same path is listed once); a name that is no source's is a
+        usage error (it answered no problems)."""
         store = self._store()
         names = [s.name for s in store.declared]
         if source is not None and source not in names:

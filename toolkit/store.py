@@ -933,7 +933,14 @@ class Store:
         # prints them: the ledger's files in Smith's order, a one-line slop ledger's entry 2
         # before entry 10), never re-sorted by path or text
         rows = self.conn.execute(sql + " ORDER BY source, rowid", params).fetchall()
-        return [Problem(*r) for r in rows]
+        said: set[tuple[Any, ...]] = set()
+        problems = []
+        for row in rows:  # a problem two sources met reading one path is said once
+            if source is None and tuple(row[1:]) in said:
+                continue
+            said.add(tuple(row[1:]))
+            problems.append(Problem(*row))
+        return problems
 
     # -- writing rows ------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]

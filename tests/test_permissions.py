@@ -61,6 +61,10 @@ def test_an_unreadable_source_is_a_warning_and_the_command_goes_on(project, cli_
     # the history, which reads the snapshots too, met the same problem: listed once
     listed = status.stdout.split("Warnings (", 1)[1].splitlines()[1:]
     assert sum(line.startswith(f"  {snapshots}: Permission denied") for line in listed) == 1
+    # readable again: the next command reads each source again, and no warning is left
+    again = cli_run("status")
+    assert again.exit_code == 0, again.output
+    assert "Permission denied" not in again.output and "Warning" not in again.stderr
 
     nagi = project.audit_db.parent
     old = _modes((nagi, 0))

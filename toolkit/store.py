@@ -923,7 +923,11 @@ class Store:
             "AND schema_name = 'main' AND database_name = current_database()").fetchall())
         return {**versions, **view_versions(views, versions, base)}
 
-    def problems(self, source: str | None = None) -> list[Problem]:
+    def problems(self, source: str | None = None, *, each_source: bool = False
+                 ) -> list[Problem]:
+        """The problems recorded of ``source``, or of all: there, one that two sources met
+        reading one path is listed once (the first source's), unless ``each_source`` (what a
+        refresh reads to know which sources have problems recorded)."""
         sql = "SELECT source, path, line, message FROM _problems"
         params: list[Any] = []
         if source:
@@ -936,7 +940,7 @@ class Store:
         said: set[tuple[Any, ...]] = set()
         problems = []
         for row in rows:  # a problem two sources met reading one path is said once
-            if source is None and tuple(row[1:]) in said:
+            if source is None and not each_source and tuple(row[1:]) in said:
                 continue
             said.add(tuple(row[1:]))
             problems.append(Problem(*row))
@@ -1095,7 +1099,7 @@ class Store:
         # what each source recorded, read once: a source's load changes its own records only
         states = {row["source"]: row for row in self.sources()}
         problems: dict[str, list[Problem]] = {}
-        for problem in self.problems():
+        for problem in self.problems(each_source=True):
             problems.setdefault(problem.source, []).append(problem)
         results = []
         with asking_once():  # the sources ask git about the same repositories

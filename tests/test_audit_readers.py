@@ -183,6 +183,43 @@ def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project):
                           "answer for the name without them") for w in warnings)
 
 
+def test_rows_whose_time_is_no_time_are_a_warning(cli_run, project, tmp_path):
+    """A row written by hand may have a ``ts`` that is no time (nagi-ledger's writers stamp
+    SQLite's clock): the toolkit lists it as undated, nagi-ledger's windows compare its text.
+    The load says so, per table, from the DB and from a JSON export alike."""
+    first = insert(project.audit_db, "actions", ts="garbage", tier=0, category="t",
+                   description="by hand")
+    insert(project.audit_db, "actions", ts="2026-11-27 25:61:00", tier=1, category="t",
+           description="by hand")
+    insert(project.audit_db, "dispatches", ts="", task="t", agent_type="fork", model="opus",
+           brief_summary="by hand")
+
+    def warned() -> list[str]:
+        return [w["message"] for w in json.loads(cli_run("status", "--json").stdout)[
+            "warnings"] if w["source"] == "audit"]
+
+    expected = [
+        f"2 rows of actions have a time that is no date and time (first: row id {first}, "
+        "'garbage'): listed as undated; nagi-ledger's time windows compare the text as "
+        "written", "1 row of dispatches has a time that is no date and time (first: row id "]
+    got = warned()
+    assert len(got) == 2 and got[0] == expected[0] and got[1].startswith(expected[1]), got
+    undated = cli_run("query", "SELECT count(*) FROM actions WHERE ts IS NULL", "--format",
+                      "csv")
+    assert undated.stdout.splitlines()[1] == "2"
+
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [
+        {"id": 1, "ts": "garbage", "tier": 0, "category": "t", "description": "d",
+         "project": None}], "dispatches": [], "approaches": []}), encoding="utf-8")
+    # (read when there is no audit DB)
+    (project.root / "toolkit.yaml").write_text(
+        f"audit_db: {tmp_path / 'none.db'}\naudit_json: {export}\n", encoding="utf-8")
+    assert warned() == ["1 row of actions has a time that is no date and time (first: row id "
+                        "1, 'garbage'): listed as undated; nagi-ledger's time windows compare "
+                        "the text as written"]
+
+
 def test_approaches_newest_first_by_outcome(cli_run, project):
     task = "Cap webhook retries at 5 attempts"
     insert(project.audit_db, "approaches", ts="2026-05-04 07:00:00", task=task,

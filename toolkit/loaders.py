@@ -448,7 +448,7 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
             _refresh_verdicts(store, conn, db, old_ids["dispatches"])
     finally:
         conn.close()
-    problems += _spaced_task_problems(store, db)
+    problems += _spaced_task_problems(store, db) + _undated_problems(store, db)
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
     res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
                        change=f"{added} new")
@@ -479,6 +479,28 @@ def _spaced_task_problems(store: Store, db: Path) -> list[Any]:
                 f" with spaces around it (first: row id {first}): "
                 "the site lists it as a task of its own, while `audit task-status` and the "
                 "MCP tools (as nagi-ledger's) answer for the name without them")))
+    return out
+
+
+def _undated_problems(store: Store, path: Path) -> list[Any]:
+    """A warning per table whose rows have a ``ts`` that is no time (``garbage``, ``''``,
+    ``2026-11-27 25:61:00``: only a row written by hand, nagi-ledger's writers stamp SQLite's
+    clock). The toolkit lists such a row as undated (day None on the site, no time in the
+    API's tables), while nagi-ledger's own windows compare the text as written (as the
+    toolkit's nagi tools do): said, not left to be found."""
+    from toolkit.records import Problem
+    from toolkit.sources import audit
+
+    out = []
+    for table in audit.TABLES:
+        n, first, text = store.fetch(
+            f"SELECT count(*), min(id), arg_min(ts_raw, id) FROM {table} "
+            "WHERE ts IS NULL AND ts_raw IS NOT NULL")[1][0]
+        if n:
+            out.append(Problem("audit", str(path), None, (
+                (f"1 row of {table} has" if n == 1 else f"{n} rows of {table} have") +
+                f" a time that is no date and time (first: row id {first}, {text!r}): listed "
+                "as undated; nagi-ledger's time windows compare the text as written")))
     return out
 
 
@@ -572,7 +594,8 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
         total += store.insert_rows(t, audit.STORE_COLUMNS[t], rows)
     return SourceResult("audit", str(cfg.audit_json), True,
                         f"{total} rows from a nagi-ledger JSON export", total,
-                        problems=_bad_row_problems(cfg.audit_json, bad))
+                        problems=[*_bad_row_problems(cfg.audit_json, bad),
+                                  *_undated_problems(store, cfg.audit_json)])
 
 
 # nagi-ledger answers with ``ts`` as written and compares it as text (its windows are SQLite's

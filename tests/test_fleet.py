@@ -413,6 +413,15 @@ def test_without_audit_db_or_slop_ledger_the_index_projects_are_listed(world, cl
     # the vault's newer of Smith's last session and the session logs
     assert rows["alpha"]["last_activity"] == "2026-05-06 09:00:00"
     assert rows["gone"]["last_activity"] == "2026-04-01 08:00:00"
+    # and the run says why it shows no actions and no slop entries, and where to point it
+    assert result.stderr.splitlines() == [
+        f"note: no slop ledger at {world.slop}, so the fleet shows no slop entries: it reads "
+        "the slop ledger every command finds (--slop, slop: in the toolkit.yaml of the folder "
+        "it runs in, CODESMITH_SLOP_LEDGER or CODESMITH_HOME), not the ones its projects' "
+        "toolkit.yaml files name",
+        f"note: no audit DB at {world.audit}, so the fleet shows no actions: it reads the audit "
+        "DB every command finds (--audit-db, audit_db: in the toolkit.yaml of the folder it "
+        "runs in, NAGI_LEDGER_DB), not the ones its projects' toolkit.yaml files name"]
 
 
 def test_a_hostile_project_name_is_shown_as_text(world, cli_run, tmp_path):

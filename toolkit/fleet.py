@@ -474,11 +474,37 @@ def open_fleet(cfg: Config, *, store_path: Path, fleet_file: Path | None,
     except BaseException:
         store.close()
         raise
+    notes += _missing_records_notes(report.results)
     [result] = [r for r in report.results if r.source == "fleet"]
     load = FleetLoad(list(result.state.get("read", [])), list(result.state.get("unchanged", [])))
     if result.skipped:
         load = FleetLoad([], [p.name for p in projects if p.path is not None])
     return Fleet(store, projects, load, report.errors, notes)
+
+
+# Where the shared records are found (as every command finds them), for the note that says
+# where to point a fleet run outside any project
+_FOUND_AS = {
+    "audit": ("audit DB", "actions", "--audit-db, audit_db: in the toolkit.yaml of the folder "
+              "it runs in, NAGI_LEDGER_DB"),
+    "slop": ("slop ledger", "slop entries", "--slop, slop: in the toolkit.yaml of the folder "
+             "it runs in, CODESMITH_SLOP_LEDGER or CODESMITH_HOME"),
+}
+
+
+def _missing_records_notes(results: Iterable[Any]) -> list[str]:
+    """A note for each shared record the fleet did not find: a fleet run outside any
+    project (at the fleet file's folder) finds the audit DB and slop ledger at their
+    defaults, not where its projects' toolkit.yaml files name them, and its counts of
+    actions and slop entries are then all empty, unsaid."""
+    notes = []
+    for r in results:
+        if r.source in _FOUND_AS and not r.found:
+            what, rows, where = _FOUND_AS[r.source]
+            notes.append(f"note: no {what} at {r.location}, so the fleet shows no {rows}: it "
+                         f"reads the {what} every command finds ({where}), not the ones its "
+                         "projects' toolkit.yaml files name")
+    return notes
 
 
 # --------------------------------------------------------------------------- what it holds

@@ -156,6 +156,37 @@ def test_answers_match_the_cli(world, monkeypatch):
     assert json.loads(out.output) == approaches
 
 
+def test_a_time_with_a_zone_is_read_in_utc_as_the_clis_now(world, monkeypatch, cli_run):
+    """A ``now`` with a time zone started the window at its wall-clock digits and ended it in
+    UTC: 12:00 in Tokyo (03:00 UTC) counted 12:00 UTC back to 03:00 UTC, and a 6-hour report
+    ended before it started (empty). It is converted to UTC, as ``--now`` is; a naive time is
+    UTC. So is a date given as a datetime (its UTC date)."""
+    import json
+    from zoneinfo import ZoneInfo
+
+    monkeypatch.chdir(world.project)
+    tokyo = dt.datetime(2026, 11, 27, 12, tzinfo=ZoneInfo("Asia/Tokyo"))
+    naive = dt.datetime(2026, 11, 27, 3)
+    with Project.open() as project:
+        stats = project.stats(1, now=tokyo)
+        assert stats == project.stats(1, now=naive)
+        report = project.session_report(24, now=tokyo)
+        assert report == project.session_report(24, now=naive)
+        hits = project.audit_search("webhook", since_days=1, now=tokyo)
+        assert hits == project.audit_search("webhook", since_days=1, now=naive)
+        assert project.stats_by_tier(since=dt.datetime(2026, 11, 28, 1, tzinfo=ZoneInfo(
+            "Asia/Tokyo"))) == project.stats_by_tier(since=dt.date(2026, 11, 27))
+    assert sum(stats["actions_by_tier"].values()) > 0 and report.startswith("## ") and hits
+    cli_now = ("--now", "2026-11-27T12:00:00+09:00")
+    assert json.loads(cli_run("audit", "stats", "--days", "1", *cli_now, "--json").stdout) \
+        == stats
+    assert cli_run("audit", "report", "--since-hours", "24", *cli_now).stdout == report + "\n"
+    assert json.loads(cli_run("audit", "search", "webhook", "--since-days", "1", *cli_now,
+                              "--json").stdout) == hits
+    evening = dt.datetime(2026, 1, 1, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
+    assert Project.open(today=evening, refresh=False).today == dt.date(2026, 1, 2)
+
+
 def test_answers_match_the_mcp_tools(world):
     from toolkit.mcp_server import LedgerTools
 

@@ -347,7 +347,8 @@ class Project:
              memory_limit: str | None = None) -> Project:
         """The project at ``path`` (default: found from the current folder, as the CLI finds
         it), with the settings the CLI takes as options (``--vault`` is ``vault=``...) and
-        ``toolkit.yaml``. ``site_scope`` (``project`` or ``all``; default: the setting, else
+        ``toolkit.yaml`` (``today``: a date, its text, or a datetime, whose UTC date it
+        takes). ``site_scope`` (``project`` or ``all``; default: the setting, else
         ``project``): whose audit actions the project's answers read, as on its site; see
         :meth:`stats_by_tier`. ``refresh`` (default): bring the store up to date first, as every
         command does; ``refresh=False`` reads the store as it is. ``memory_limit``: what a
@@ -676,7 +677,8 @@ class Project:
 
     def stats(self, days: int = 7, *, now: dt.datetime | None = None) -> AuditStats:
         """Actions by tier and category, dispatches and verdicts over the last ``days`` days
-        before ``now`` (default: the real clock), as ``toolkit audit stats``."""
+        before ``now`` (default: the real clock; a naive time is UTC, an aware one is
+        converted to UTC, as ``--now`` is read), as ``toolkit audit stats``."""
         from toolkit.audit_ops import stats
 
         return cast(AuditStats, stats(self._store(), days, now=now))
@@ -685,7 +687,9 @@ class Project:
                      offset: int = 0, since_days: float | None = None,
                      now: dt.datetime | None = None) -> list[AuditHit]:
         """Actions, dispatches and approaches matching ``query``'s words, best first
-        (nagi-ledger's ``ledger_search``; ``toolkit audit search``)."""
+        (nagi-ledger's ``ledger_search``; ``toolkit audit search``), of the last
+        ``since_days`` days before ``now`` when given (``now`` read as :meth:`stats` reads
+        it)."""
         from toolkit.audit_ops import search
 
         return cast(list[AuditHit], search(self._store(), query, kinds, limit, offset,
@@ -701,15 +705,17 @@ class Project:
 
     def session_report(self, since_hours: int = 24, *, now: dt.datetime | None = None) -> str:
         """nagi-ledger's Markdown report of the actions and dispatches of the last
-        ``since_hours`` hours before ``now`` (``toolkit audit report``)."""
+        ``since_hours`` hours before ``now`` (``toolkit audit report``; ``now`` read as
+        :meth:`stats` reads it)."""
         from toolkit.audit_ops import session_report
 
         return session_report(self._store(), since_hours, now=now)
 
     def stats_by_tier(self, since: dt.date | None = None) -> list[TierDay]:
-        """Actions per day and tier (from ``since``, default: all), as the site's chart and
-        its all-time counts: with no ``since``, the actions whose time is no date are on day
-        None (last), as the site counts them and its ``stats_by_tier`` download holds them.
+        """Actions per day (UTC) and tier (from ``since``, default: all; a datetime counts
+        from its UTC date), as the site's chart and its all-time counts: with no ``since``,
+        the actions whose time is no date are on day None (last), as the site counts them and
+        its ``stats_by_tier`` download holds them.
 
         Like the site (and :meth:`turns` and :meth:`turn_activity`), it counts the actions of
         ``site_scope``: by default this project's and the unassigned ones. nagi-ledger's own
@@ -888,18 +894,41 @@ def _is_texts(v: Any) -> bool:
             and all(isinstance(x, str) for x in v))
 
 
-_CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "str": (lambda v: isinstance(v, str), "text"),
-    "int": (_is_int, "a whole number"),
-    "float": (_is_number, "a number"),
-    "dt.datetime": (lambda v: isinstance(v, dt.datetime), "a datetime.datetime"),
-    "dt.date": (lambda v: isinstance(v, dt.date), "a datetime.date"),
-    "dt.date | str": (lambda v: isinstance(v, (dt.date, str)), "a datetime.date or text"),
-    "list[str]": (_is_texts, "a list of text"),
+def _whole(v: Any) -> int:
+    """A whole number as the code below expects it: an int (numpy's integers converted)."""
+    import operator
+
+    return v if type(v) is int else operator.index(v)
+
+
+def _utc_time(v: dt.datetime) -> dt.datetime:
+    """A datetime argument as UTC (``clock.naive_utc``, as ``--now`` is read): an aware one
+    converted, a naive one taken as UTC."""
+    from toolkit.clock import naive_utc
+
+    return naive_utc(v)
+
+
+def _utc_day(v: Any) -> Any:
+    """A date argument given as a datetime: the UTC date of that time (as a datetime argument
+    is read); a date or text as given."""
+    return _utc_time(v).date() if isinstance(v, dt.datetime) else v
+
+
+# annotation: (does a value fit, what the message says it must be, the value passed on)
+_CHECKED: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any] | None]] = {
+    "str": (lambda v: isinstance(v, str), "text", None),
+    "int": (_is_int, "a whole number", _whole),
+    "float": (_is_number, "a number", None),
+    "dt.datetime": (lambda v: isinstance(v, dt.datetime), "a datetime.datetime", _utc_time),
+    "dt.date": (lambda v: isinstance(v, dt.date), "a datetime.date", _utc_day),
+    "dt.date | str": (lambda v: isinstance(v, (dt.date, str)), "a datetime.date or text",
+                      _utc_day),
+    "list[str]": (_is_texts, "a list of text", None),
     # (bytes are no path here: the settings and the store name their paths as text)
-    "PathLike": (lambda v: isinstance(v, (str, os.PathLike)), "a path (text or a Path)"),
+    "PathLike": (lambda v: isinstance(v, (str, os.PathLike)), "a path (text or a Path)", None),
     "list[Any] | dict[str, Any]": (lambda v: isinstance(v, (list, tuple, dict)),
-                                   "a list or a dict of values"),
+                                   "a list or a dict of values", None),
 }
 
 
@@ -918,7 +947,7 @@ def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., 
     import inspect
 
     sig = inspect.signature(fn)
-    checks: dict[str, tuple[Callable[[Any], bool], str, bool]] = {}
+    checks: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any] | None, bool]] = {}
     for p in sig.parameters.values():
         text = str(p.annotation)
         optional = text.endswith(" | None")
@@ -930,25 +959,26 @@ def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., 
 
     def check(args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The call's arguments, checked; a whole number that is not an int (numpy's) is
-        passed on as one, as the code below expects."""
-        import operator
-
+        """The call's arguments, checked and passed on as the code below expects them: a
+        whole number that is not an int (numpy's) as one, a datetime in UTC."""
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError:
             return args, kwargs  # Python's own error for a missing or extra argument
         for arg, value in bound.arguments.items():
             rule = checks.get(arg)
-            if rule is None or (value is None and rule[2]):
+            if rule is None or (value is None and rule[3]):
                 continue
-            if not rule[0](value):
-                from toolkit.errors import UsageError
-
-                raise UsageError(f"Project.{name}: {arg} must be {rule[1]}"
-                                 f"{' or None' if rule[2] else ''}, not {value!r}")
-            if rule[0] is _is_int and type(value) is not int:
-                bound.arguments[arg] = operator.index(value)
+            fits, what, convert, optional = rule
+            if not fits(value):
+                raise _usage(f"Project.{name}: {arg} must be {what}"
+                             f"{' or None' if optional else ''}, not {value!r}")
+            if convert is not None:
+                try:
+                    bound.arguments[arg] = convert(value)
+                except OverflowError:  # (9999-12-31 23:00-05:00 is past year 9999 in UTC)
+                    raise _usage(f"Project.{name}: {arg} {value!r} is past year 9999 in "
+                                 "UTC") from None
         return bound.args, bound.kwargs
 
     @functools.wraps(fn)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.clock import naive_utc
 from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
 from toolkit.records import AUDIT_OUTCOMES, AUDIT_TIERS, AUDIT_VERDICTS, RETRY_LIMIT
 
@@ -375,9 +376,8 @@ def parse_now(value: str | None) -> dt.datetime | None:
         return None
     text = str(value).strip()
     try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        if when.tzinfo is not None:  # (9999-12-31T23:00-05:00 is past year 9999 in UTC)
-            when = when.astimezone(dt.UTC).replace(tzinfo=None)
+        # (9999-12-31T23:00-05:00 is past year 9999 in UTC: OverflowError)
+        when = naive_utc(dt.datetime.fromisoformat(text.replace("Z", "+00:00")))
     except (ValueError, OverflowError):
         raise UsageError(f"--now: {text!r} is not a date-time; use 'YYYY-MM-DD HH:MM:SS' (UTC)"
                          ) from None
@@ -395,7 +395,12 @@ def _window(now: dt.datetime | None, amount: float, unit: str
     as a date; a number SQLite cannot apply (it answers NULL, and ``ts >= NULL`` holds for no
     row) gives ``since`` None: an empty window. Without an injected now this is nagi-ledger's
     window (no end); with one the window also ends there.
+
+    An aware ``now`` is converted to UTC first (``clock.naive_utc``), as ``--now`` is: its
+    wall-clock digits started the window in its own zone while the end was bound in UTC, so
+    12:00 in Tokyo answered for 12:00 UTC back to 03:00 UTC.
     """
+    now = None if now is None else naive_utc(now)
     base = "now" if now is None else now.strftime("%Y-%m-%d %H:%M:%S.%f")
     conn = sqlite3.connect(":memory:")
     try:

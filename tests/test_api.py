@@ -293,22 +293,26 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
     monkeypatch.chdir(world.project)
     with Project.open(db=tmp_path / "s.duckdb") as project:
         cases = [(lambda: project.ledger_entries(confidence="hihg"),
-                  "confidence must be one of low, medium, high, not 'hihg'"),
+                  "Project.ledger_entries: confidence must be one of low, medium, high or None, "
+                  "not 'hihg'"),
                  (lambda: project.ledger_entries(confidence=3),
                   "Project.ledger_entries: confidence must be text or None, not 3"),
                  (lambda: project.rows("SELECT 1", max_rows=0),
-                  "max_rows must be a whole number of at least 1, not 0"),
+                  "Project.rows: max_rows must be a whole number from 1 to 1,000,000, not 0"),
                  (lambda: project.ledger_changes(limit=-1),
-                  "limit must be a whole number >= 0, not -1"),
+                  "Project.ledger_changes: limit must be a whole number of at least 1 or None, "
+                  "not -1"),
                  (lambda: project.turn_diff(1, turn=3),
                   "give a snapshot number or a turn, not both"),
                  (lambda: project.turn_diff("1"),
                   "Project.turn_diff: number must be a whole number or None, not '1'"),
                  # -1 listed every snapshot but the oldest, 0 every one
                  (lambda: project.snapshots(limit=0),
-                  "limit must be a whole number of at least 1, not 0"),
+                  "Project.snapshots: limit must be a whole number of at least 1 or None, "
+                  "not 0"),
                  (lambda: project.snapshots(limit=-1),
-                  "limit must be a whole number of at least 1, not -1"),
+                  "Project.snapshots: limit must be a whole number of at least 1 or None, "
+                  "not -1"),
                  # NaN was never reached (no timeout at all), and 0 or less interrupted at once
                  (lambda: project.rows("SELECT 1", timeout=float("nan")),
                   "timeout must be a number of seconds above 0, not nan"),
@@ -322,6 +326,67 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
         # an infinite timeout is none: the query runs (a wait that long made the timer's
         # thread die with a traceback on stderr)
         assert project.rows("SELECT 42", timeout=float("inf")).rows == [(42,)]
+
+
+def test_values_the_clis_options_refuse_are_refused_naming_the_method(world, monkeypatch,
+                                                                      tmp_path):
+    """The API took what the CLI's options refuse and answered wrongly (category "bogus": no
+    entries; max_rows 10**20: a raw TypeError from DuckDB; per_turn -1, context -1, top -1:
+    nothing or everything), or refused in the CLI's words (--index, --older-than, --limit,
+    --today). Option and argument share one rule (toolkit.argrules); limit 0 is refused by
+    every method (None is no limit), where it meant no limit, no rows or an error."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    monkeypatch.chdir(world.project)
+    with Project.open(db=tmp_path / "s.duckdb") as project:
+        cases = [(lambda: project.ledger_entries(category="bogus"),
+                  "Project.ledger_entries: category must be one of implementation, testing, "
+                  "debugging, specification, audit or None, not 'bogus'"),
+                 (lambda: project.rows("SELECT 1", max_rows=10**20),
+                  "Project.rows: max_rows must be a whole number from 1 to 1,000,000, "
+                  "not 100000000000000000000"),
+                 (lambda: project.turn_activity(per_turn=0),
+                  "Project.turn_activity: per_turn must be a whole number of at least 1, "
+                  "not 0"),
+                 (lambda: project.ledger_search_lines("webhook", context=-1),
+                  "Project.ledger_search_lines: context must be a whole number of at least 0, "
+                  "not -1"),
+                 (lambda: project.ledger_dashboard(top=-1),
+                  "Project.ledger_dashboard: top must be a whole number of at least 0, not -1"),
+                 (lambda: project.slop_entries(limit=0),
+                  "Project.slop_entries: limit must be a whole number of at least 1 or None, "
+                  "not 0"),
+                 (lambda: project.slop_query(older_than=-5),
+                  "Project.slop_query: older_than must be a whole number of at least 0 or "
+                  "None, not -5"),
+                 (lambda: project.ledger_changes(limit=0),
+                  "Project.ledger_changes: limit must be a whole number of at least 1 or None, "
+                  "not 0"),
+                 (lambda: project.ledger_entry("webhook", index=0),
+                  "Project.ledger_entry: index must be a whole number of at least 1 or None, "
+                  "not 0"),
+                 (lambda: project.ledger_entry("webhook", index=9),
+                  "Project.ledger_entry: index 9 is out of range; 7 entries match"),
+                 (lambda: Project.open(today="x"),
+                  "Project.open: today must be a date (YYYY-MM-DD) or None, not 'x'")]
+        for call, message in cases:
+            with pytest.raises(UsageError) as err:
+                call()
+            assert err.value.message == message
+        assert len(project.ledger_entries(category="TESTING")) == \
+            len(project.ledger_entries(category="testing")) > 0
+        assert len(project.slop_entries(limit=None)) == project.slop_summary().total
+    runner = CliRunner()
+    for args, words in [(["ledger", "list", "--category", "bogus"], "'bogus' is not one of"),
+                        (["query", "SELECT 1", "--max-rows", str(10**20)], "is not in the range"),
+                        (["ledger", "show", "webhook", "--index", "0"], "is not in the range"),
+                        (["slop", "query", "--older-than", "-5"], "is not in the range")]:
+        out = runner.invoke(cli, args)
+        assert (out.exit_code, words in out.output) == (2, True), (args, out.output)
+    out = runner.invoke(cli, ["slop", "query", "--limit", "0", "--json"])  # the CLI's 0: all
+    assert out.exit_code == 0 and '"matched": 150' in out.output
 
 
 def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeypatch, tmp_path):

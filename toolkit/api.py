@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
 
+    from toolkit.argrules import Rule
     from toolkit.config import Config
     from toolkit.history import Change, EntryHistory, VersionCounts
     from toolkit.ledger_ops import Dashboard, ListResult, PrunePlan, SearchHit, ShowResult
@@ -586,7 +587,7 @@ class Project:
         return show(self.config.vault, title, index=index, file=file,
                     max_bytes=self.config.max_file_bytes, request=request,
                     log=request is not None, cache=self.config.parse_cache,
-                    unreadable=unreadable)
+                    unreadable=unreadable, index_name="Project.ledger_entry: index")
 
     def ledger_dashboard(self, *, top: int = 5, request: str | None = None) -> Dashboard:
         """``toolkit ledger``'s dashboard: totals, entries per file by confidence, the top
@@ -777,7 +778,7 @@ class Project:
                    search: str | None = None, owner: str | None = None,
                    older_than: int | None = None, limit: int | None = None) -> SlopMatches:
         """``toolkit slop query``: :meth:`slop_entries`' ``entries`` with how many
-        ``matched`` before the limit (None or 0: no limit), the ``total`` in the file and
+        ``matched`` before the limit (None: no limit), the ``total`` in the file and
         the file as read (``ledger``). An unknown value is a
         :class:`~toolkit.errors.UsageError` listing the valid ones."""
         from toolkit.slop_ops import SlopFilter, parse_enum, query
@@ -932,6 +933,27 @@ _CHECKED: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any] | Non
 }
 
 
+def _value_rules() -> dict[str, dict[str, Rule]]:
+    """Method -> argument -> the values it takes beyond its type: the rule the CLI's option
+    for it is built from (``toolkit.argrules``), so a value the option refuses is refused
+    here too, naming the method and the argument (``Project.rows: max_rows must be a whole
+    number from 1 to 1,000,000, not 0``). A limit of None is no limit; 0 is refused."""
+    from toolkit import argrules as r
+
+    ledger_filter: dict[str, Rule] = {"category": r.CATEGORY, "confidence": r.CONFIDENCE}
+    slop_filter: dict[str, Rule] = {"older_than": r.OLDER_THAN, "limit": r.LIMIT}
+    return {"open": {"today": r.TODAY}, "rows": {"max_rows": r.MAX_ROWS},
+            "ledger_entries": ledger_filter, "ledger_list": ledger_filter,
+            "ledger_entry": {"index": r.INDEX},
+            "ledger_dashboard": {"top": r.COUNT},
+            "ledger_search": {"limit": r.LIMIT},
+            "ledger_search_lines": {"context": r.COUNT},
+            "ledger_changes": {"limit": r.LIMIT},
+            "slop_entries": slop_filter, "slop_query": slop_filter,
+            "snapshots": {"limit": r.LIMIT},
+            "turn_activity": {"per_turn": r.LIMIT}}
+
+
 def _usage(message: str) -> Exception:
     """A :class:`~toolkit.errors.UsageError` (imported here, outside Project: the
     architecture test reads Project's imports as the readers it asks)."""
@@ -954,6 +976,7 @@ def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., 
         found = _CHECKED.get(text.removesuffix(" | None"))
         if found is not None:
             checks[p.name] = (*found, optional)
+    values = _value_rules().get(name, {})
     if not checks and not lock:
         return fn
 
@@ -979,6 +1002,10 @@ def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., 
                 except OverflowError:  # (9999-12-31 23:00-05:00 is past year 9999 in UTC)
                     raise _usage(f"Project.{name}: {arg} {value!r} is past year 9999 in "
                                  "UTC") from None
+            allowed = values.get(arg)
+            if allowed is not None and not allowed.fits(bound.arguments[arg]):
+                raise _usage(f"Project.{name}: {arg} must be {allowed.describe()}"
+                             f"{' or None' if optional else ''}, not {value!r}")
         return bound.args, bound.kwargs
 
     @functools.wraps(fn)

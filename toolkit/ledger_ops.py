@@ -377,14 +377,16 @@ def _title_candidates(v: Any, query: str, kind: str | None) -> list[LedgerEntry]
     return out
 
 
-def pick(matches: list[LedgerEntry], query: str, index: int | None) -> LedgerEntry:
-    """One entry out of the matches, or a not-found / ambiguous error."""
+def pick(matches: list[LedgerEntry], query: str, index: int | None, *,
+         index_name: str = "--index") -> LedgerEntry:
+    """One entry out of the matches, or a not-found / ambiguous error (an ``index`` past
+    them is named ``index_name``: the option, or the API's method and argument)."""
     if not matches:
         raise NotFoundError(f'No entries found matching "{visible(query, single_line=True)}".',
                             hint=LIST_HINT)
     if index is not None:
         if not 1 <= index <= len(matches):
-            raise UsageError(f"--index {index} is out of range; "
+            raise UsageError(f"{index_name} {index} is out of range; "
                              f"{len(matches)} entr{'y' if len(matches) == 1 else 'ies'} match")
         return matches[index - 1]
     if len(matches) > 1:
@@ -403,17 +405,19 @@ class ShowResult:
 
 def show(vault: Path, title: str, *, index: int | None = None, file: str | None = None,
          max_bytes: int | None = None, request: str | None = None, log: bool = True,
-         cache: Path | None = None, unreadable: Callable[[Problem], None] | None = None
-         ) -> ShowResult:
-    """The one entry whose title holds ``title`` (``index``: the N-th of several), with its
-    block as written (``log``: as :func:`dashboard`'s). When none is found, ``unreadable``
-    is told of each file searched that could not be read (the entry may be there)."""
+         cache: Path | None = None, unreadable: Callable[[Problem], None] | None = None,
+         index_name: str = "--index") -> ShowResult:
+    """The one entry whose title holds ``title`` (``index``: the N-th of several, named
+    ``index_name`` when out of range), with its block as written (``log``: as
+    :func:`dashboard`'s). When none is found, ``unreadable`` is told of each file searched
+    that could not be read (the entry may be there)."""
     vault = Path(vault)
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     with _Log(vault, "show", request, f'title "{title}"', enabled=log) as logged:
         try:
-            e = pick(match_entries(_title_candidates(v, title, kind), title), title, index)
+            e = pick(match_entries(_title_candidates(v, title, kind), title), title, index,
+                     index_name=index_name)
         except AmbiguousMatchError as exc:
             logged.outcome = f"{len(exc.matches)} entries match; none shown"
             raise

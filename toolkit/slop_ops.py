@@ -254,10 +254,11 @@ class QueryResult:
 
 def query(entries: Sequence[SlopEntry], flt: SlopFilter) -> QueryResult:
     """Entries matching every filter, in file (insertion) order, cut to the limit."""
+    # (the CLI's options and the API's arguments refuse these first: toolkit.argrules)
     if flt.older_than is not None and flt.older_than < 0:
-        raise UsageError("--older-than must be 0 or more days")
+        raise UsageError("older_than must be 0 or more days")
     if flt.limit is not None and flt.limit < 0:
-        raise UsageError("--limit must be 0 (no limit) or more")
+        raise UsageError("limit must be 0 (no limit) or more")
     hits = [e for e in entries if flt.matches(e)]
     shown = hits[:flt.limit] if flt.limit else hits
     return QueryResult(entries=shown, matched=len(hits), total=len(entries))

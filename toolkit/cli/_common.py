@@ -11,9 +11,20 @@ import click
 
 if TYPE_CHECKING:
     from toolkit.api import Project
+    from toolkit.argrules import OneOf, Whole
     from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import StaleSource, Store
+
+
+def rule_type(rule: Whole | OneOf) -> click.ParamType:
+    """The option type of a value the Python API's argument takes too (``toolkit.argrules``):
+    click's range or choice, so the option's help and message are click's own."""
+    from toolkit.argrules import Whole as WholeRule
+
+    if isinstance(rule, WholeRule):
+        return click.IntRange(rule.low, rule.high)
+    return click.Choice(rule.values, case_sensitive=False)
 
 
 class PathValue(click.Path):

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from toolkit.cli._common import PathValue, Seconds, echo_text, get_config, render_rows
+from toolkit import argrules
+from toolkit.cli._common import (
+    PathValue,
+    Seconds,
+    echo_text,
+    get_config,
+    render_rows,
+    rule_type,
+)
 
 if TYPE_CHECKING:
     from toolkit.export import Partition
@@ -142,7 +150,7 @@ def schema(table: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Output format. csv holds the values exactly, for other programs; it is not "
                    "made spreadsheet-safe (the site's CSV downloads are).")
-@click.option("--max-rows", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
+@click.option("--max-rows", type=rule_type(argrules.MAX_ROWS), default=10_000, show_default=True,
               help="Stop after this many rows (a note says when rows were left out).")
 @click.option("--timeout", type=Seconds(0.1, 3600), default=30.0, show_default=True,
               help="Seconds before the query is interrupted.")

@@ -16,16 +16,17 @@ from typing import Any
 
 import click
 
+from toolkit import argrules
 from toolkit.cli._common import (
     OutputFile,
     echo_json,
     echo_text,
     get_config,
     get_project,
+    rule_type,
     table_text,
     yes_or_no,
 )
-from toolkit.records import CATEGORIES, CONFIDENCES
 
 # Subcommands written in other modules, imported on first use; listed only when their module
 # exists, so `toolkit ledger --help` works before they land.
@@ -111,7 +112,7 @@ def _json_option(func: Any) -> Any:
 def _pick_options(func: Any) -> Any:
     func = click.option("--file", "file_", metavar="FILE",
                         help=f"Only entries of this file: {FILE_HELP}.")(func)
-    func = click.option("--index", type=click.IntRange(min=1), metavar="N",
+    func = click.option("--index", type=rule_type(argrules.INDEX), metavar="N",
                         help="When several entries match, act on the N-th one listed.")(func)
     return func
 
@@ -230,9 +231,9 @@ def _warn_unreadable(problem: Any) -> None:
 
 @ledger.command("list",
                 short_help="List entries by file: [confidence] title, category, observations.")
-@click.option("--category", type=click.Choice(CATEGORIES, case_sensitive=False),
+@click.option("--category", type=rule_type(argrules.CATEGORY),
               help="Only entries of this category.")
-@click.option("--confidence", type=click.Choice(CONFIDENCES, case_sensitive=False),
+@click.option("--confidence", type=rule_type(argrules.CONFIDENCE),
               help="Only entries of this confidence.")
 @click.option("--file", "file_", metavar="FILE", help=f"Only this file: {FILE_HELP}.")
 @_json_option

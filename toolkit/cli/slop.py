@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import OutputFile, echo_json, echo_text, get_config, get_project
+from toolkit import argrules
+from toolkit.cli._common import (
+    OutputFile,
+    echo_json,
+    echo_text,
+    get_config,
+    get_project,
+    rule_type,
+)
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -32,7 +40,8 @@ def _filter_options(func: Any) -> Any:
         click.option("--owner", metavar="OWNER", help="Only entries of this owner (any case)."),
         click.option("--confidence", metavar="CONFIDENCE",
                      help=f"Only this confidence: {CONFIDENCE_HELP}."),
-        click.option("--older-than", "older_than", type=int, metavar="DAYS",
+        click.option("--older-than", "older_than", type=rule_type(argrules.OLDER_THAN),
+                     metavar="DAYS",
                      help="Only entries created more than DAYS days before today (--today)."),
     ]
     for option in reversed(options):
@@ -109,7 +118,7 @@ def slop(ctx: click.Context, as_json: bool) -> None:
 
 @slop.command("query", short_help="List entries by bucket, severity, status, text, owner, age.")
 @_filter_options
-@click.option("--limit", type=int, default=50, show_default=True,
+@click.option("--limit", type=rule_type(argrules.COUNT), default=50, show_default=True,
               help="Show at most this many entries (0: all).")
 @click.option("--format", "fmt", type=click.Choice(["table", "list", "csv", "json", "jsonl",
                                                       "markdown"]),
@@ -127,7 +136,7 @@ def query_cmd(limit: int, fmt: str, as_json: bool, **filters: Any) -> None:
     from toolkit.slop_ops import age_days, debug_name, first_line
 
     project = get_project(refresh=False)
-    result = project.slop_query(limit=limit, **filters)
+    result = project.slop_query(limit=limit or None, **filters)
     sf = result.ledger
     today = project.today
     if as_json:

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolkit.cli._common import PathValue, answered, echo_json, echo_text, get_config
+from toolkit import argrules
+from toolkit.cli._common import (
+    PathValue,
+    answered,
+    echo_json,
+    echo_text,
+    get_config,
+    rule_type,
+)
 
 if TYPE_CHECKING:
     from toolkit.api import Project
@@ -59,7 +67,7 @@ def snapshots(ctx: click.Context, workspace: str | None) -> None:
 
 @snapshots.command("list",
                    short_help="List snapshots, newest first, numbered from 1 (the default).")
-@click.option("--limit", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--limit", type=rule_type(argrules.LIMIT), default=10, show_default=True,
               help="Show at most this many (the newest), as /restore does.")
 @click.option("--all", "show_all", is_flag=True, help="Show every snapshot.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

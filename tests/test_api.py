@@ -389,6 +389,33 @@ def test_values_the_clis_options_refuse_are_refused_naming_the_method(world, mon
     assert out.exit_code == 0 and '"matched": 150' in out.output
 
 
+def test_an_empty_title_is_a_usage_error_not_the_untitled_entry(world, monkeypatch):
+    """Blank text is in every title: `ledger show ''` showed the entry with no title and
+    logged 'Outcome: showed "None"'; the API's ledger_entry("") returned it too."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    monkeypatch.chdir(world.project)
+    sessions = world.project / ".smith" / "vault" / "sessions"
+    logged = sorted(p.read_bytes() for p in sessions.rglob("*") if p.is_file()) \
+        if sessions.exists() else []
+    for args in (["ledger", "show", ""], ["ledger", "show", " "], ["ledger", "history", ""]):
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 2 and "must be text with a word in it" in out.output, args
+    assert (sorted(p.read_bytes() for p in sessions.rglob("*") if p.is_file())
+            if sessions.exists() else []) == logged
+    with Project.open(refresh=False) as project:
+        for call, message in [
+                (lambda: project.ledger_entry(""),
+                 "Project.ledger_entry: title must be text with a word in it, not ''"),
+                (lambda: project.entry_history("  "),
+                 "Project.entry_history: title must be text with a word in it, not '  '")]:
+            with pytest.raises(UsageError) as err:
+                call()
+            assert err.value.message == message
+
+
 def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeypatch, tmp_path):
     """A wrong type met an AttributeError or TypeError from deep inside (stats(now=text):
     'str' object has no attribute 'tzinfo'), or was read as something else (kinds="approaches"

@@ -944,7 +944,8 @@ def _value_rules() -> dict[str, dict[str, Rule]]:
     slop_filter: dict[str, Rule] = {"older_than": r.OLDER_THAN, "limit": r.LIMIT}
     return {"open": {"today": r.TODAY}, "rows": {"max_rows": r.MAX_ROWS},
             "ledger_entries": ledger_filter, "ledger_list": ledger_filter,
-            "ledger_entry": {"index": r.INDEX},
+            "ledger_entry": {"title": r.TITLE, "index": r.INDEX},
+            "entry_history": {"title": r.TITLE},
             "ledger_dashboard": {"top": r.COUNT},
             "ledger_search": {"limit": r.LIMIT},
             "ledger_search_lines": {"context": r.COUNT},

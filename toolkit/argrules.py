@@ -68,10 +68,24 @@ class Day:
         return "a date (YYYY-MM-DD)"
 
 
-Rule = Whole | OneOf | Day
+@dataclass(frozen=True)
+class Words:
+    """Text with something to look for: blank text matched every title (the untitled entry
+    one was shown as "None")."""
+
+    def fits(self, value: str) -> bool:
+        return bool(value.strip())
+
+    def describe(self) -> str:
+        return "text with a word in it"
+
+
+Rule = Whole | OneOf | Day | Words
 
 # Project.open(today=)
 TODAY = Day()
+# TITLE of ledger show and ledger history / Project.ledger_entry, entry_history
+TITLE = Words()
 # --max-rows / Project.rows(max_rows=): the rows `toolkit query` shows
 MAX_ROWS = Whole(1, 1_000_000)
 # --index / Project.ledger_entry(index=): the N-th of several matching titles

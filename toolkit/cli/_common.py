@@ -11,20 +11,38 @@ import click
 
 if TYPE_CHECKING:
     from toolkit.api import Project
-    from toolkit.argrules import OneOf, Whole
+    from toolkit.argrules import OneOf, Whole, Words
     from toolkit.checks import Result
     from toolkit.config import Config
     from toolkit.store import StaleSource, Store
 
 
-def rule_type(rule: Whole | OneOf) -> click.ParamType:
+def rule_type(rule: Whole | OneOf | Words) -> click.ParamType:
     """The option type of a value the Python API's argument takes too (``toolkit.argrules``):
     click's range or choice, so the option's help and message are click's own."""
+    from toolkit.argrules import OneOf as OneOfRule
     from toolkit.argrules import Whole as WholeRule
 
     if isinstance(rule, WholeRule):
         return click.IntRange(rule.low, rule.high)
-    return click.Choice(rule.values, case_sensitive=False)
+    if isinstance(rule, OneOfRule):
+        return click.Choice(rule.values, case_sensitive=False)
+    return _RuleText(rule)
+
+
+class _RuleText(click.ParamType):
+    """Text a rule refuses when blank (:func:`rule_type`)."""
+
+    name = "text"
+
+    def __init__(self, rule: Words) -> None:
+        self.rule = rule
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if not self.rule.fits(str(value)):
+            self.fail(f"{value!r} must be {self.rule.describe()}", param, ctx)
+        return value
 
 
 class PathValue(click.Path):

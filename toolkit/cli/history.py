@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from toolkit.cli._common import echo_text, render_rows
+from toolkit import argrules
+from toolkit.cli._common import echo_text, render_rows, rule_type
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown")
 
@@ -25,7 +26,7 @@ def _changes(counts: dict[str, int]) -> str:
 
 
 @click.command()
-@click.argument("title", required=False)
+@click.argument("title", required=False, type=rule_type(argrules.TITLE))
 @click.option("--file", "file_", default=None, metavar="FILE",
               help="Only entries of this ledger file (patterns, antipatterns, tool-preferences "
                    "or tools, edge-cases, project-quirks or quirks).")

@@ -277,7 +277,7 @@ def list_cmd(category: str | None, confidence: str | None, file_: str | None,
 
 
 @ledger.command(short_help="Show one entry in full.")
-@click.argument("title")
+@click.argument("title", type=rule_type(argrules.TITLE))
 @_pick_options
 @_json_option
 def show(title: str, index: int | None, file_: str | None, as_json: bool) -> None:

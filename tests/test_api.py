@@ -55,9 +55,21 @@ def test_keyword_settings_override_toolkit_yaml(world, tmp_path):
     assert not (world.project / ".toolkit" / "s.duckdb").exists()
 
 
-def test_a_project_folder_that_does_not_exist_is_a_usage_error(tmp_path):
+def test_a_project_folder_that_does_not_exist_is_a_usage_error(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="does not exist"):
         Project.open(tmp_path / "nowhere")
+    # "" was the current folder, taken as the project (a store written there), where no
+    # path finds the project above it; the CLI's --project "" the same
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", "  "):
+        with pytest.raises(UsageError, match=r"^the project folder is empty text; give a "):
+            Project.open(empty)
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+
+    out = CliRunner().invoke(cli, ["--project", "", "status"])
+    assert out.exit_code == 2 and "the project folder is empty text" in out.output
     (tmp_path / "a-file").write_text("x\n", encoding="utf-8")  # there, but not a folder
     with pytest.raises(UsageError, match=r"a-file is not a folder$"):
         Project.open(tmp_path / "a-file")

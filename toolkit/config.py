@@ -295,6 +295,11 @@ def resolve(
     cwd = (cwd or Path.cwd()).resolve()
     home = home_dir(env)
 
+    if project is not None and not str(project).strip():
+        # (Path("") is the current folder, taken as the root without looking for the project
+        # above it, as no project given does: a store was written into whatever folder it was)
+        raise UsageError("the project folder is empty text; give a folder, or none to find "
+                         "the project from the current folder")
     if project is not None:
         root = Path(project).expanduser().resolve()
         if not root.is_dir():

@@ -328,3 +328,74 @@ def test_c5_an_integer_too_large_for_the_store_is_a_note_from_the_db_and_an_expo
         f"actions.tier is {2**70}, too large an integer (row id 4)",
         f"actions.id is {2**64}, too large an integer",
         "actions.tier is '2147483648', too large an integer (row id 5)"])
+
+
+def test_reading_the_header_keeps_the_lock_of_a_connection_this_process_has_open(project):
+    """POSIX drops every lock a process holds on a file when it closes any descriptor of it.
+    The header check before each open of the audit DB read it through a descriptor of its
+    own: with another connection of the process open (the MCP server answers each tool in
+    a thread of its own), its shared lock was dropped, so another process's writer took
+    itself for the DB's last user when it closed, and reset the WAL under the open
+    connections: writes the server had answered as done were lost. Here the other process
+    is a writer that closes; the WAL stays, because this process's reader still holds it."""
+    from toolkit.sources import audit
+
+    db = project.audit_db  # in WAL mode, as nagi-ledger makes it
+    conn = audit.connect_ro(db)
+    try:
+        before = conn.execute("SELECT count(*) FROM actions").fetchone()[0]
+        audit.check_file(db)  # as the next tool call's open does
+        subprocess.run([sys.executable, "-c", (
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1])\n"
+            "c.execute(\"INSERT INTO actions (ts, tier, category, description) VALUES "
+            "('2026-05-09 10:00:00', 0, 't', 'another process')\")\n"
+            "c.commit()\n"
+            "c.close()\n"), str(db)], check=True, timeout=60)
+        assert db.with_name(db.name + "-wal").exists()  # no one took itself for the last
+        assert conn.execute("SELECT count(*) FROM actions").fetchone()[0] == before + 1
+    finally:
+        conn.close()
+
+
+def test_the_fast_reader_never_has_the_db_open_beside_a_connection_of_this_process(
+        project, cli_run, monkeypatch):
+    """The fast path streams rows through ADBC's driver, which carries a copy of SQLite of
+    its own: its close drops the locks of Python's sqlite3 connections to the same file (as
+    above). It streams only once no sqlite3 connection of the process has the DB open (the
+    load's own is closed first), and gives way to the careful path when one stays open."""
+    from toolkit.sources import audit
+    from toolkit.store import FEW_ROWS
+
+    conn = sqlite3.connect(project.audit_db)
+    conn.executemany("INSERT INTO actions (ts, tier, category, description) VALUES "
+                     "('2026-05-09 10:00:00', 0, 't', ?)", [(f"a{i}",) for i in range(
+                         FEW_ROWS + 5)])
+    conn.commit()
+    conn.close()
+    key = audit.file_key(project.audit_db)
+    seen: list[int] = []
+    stream = audit.stream_into
+
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(audit.USERS.open_to(key, audit.SQLITE3))
+        return stream(*args, **kwargs)
+
+    monkeypatch.setattr(audit, "stream_into", watched)
+    assert cli_run("load").exit_code == 0
+    assert seen == [0]  # streamed, with no sqlite3 connection open
+    count = "SELECT count(*) FROM actions"
+    db = sqlite3.connect(project.audit_db)
+    expected = db.execute(count).fetchone()[0]
+    db.close()
+    assert cli_run("query", count, "--format", "csv").stdout.splitlines()[1] == str(expected)
+
+    # a connection of this process stays open (a tool call in another thread): the stream
+    # waits for it, then gives way, and the careful path reads the same rows
+    monkeypatch.setattr(audit, "WAIT_S", 0.2)
+    held = audit.connect_ro(project.audit_db)
+    try:
+        assert cli_run("load", "--full").exit_code == 0
+    finally:
+        held.close()
+    assert cli_run("query", count, "--format", "csv").stdout.splitlines()[1] == str(expected)

@@ -144,7 +144,7 @@ def _writer(path: Path, *, timeout_ms: int | None = None) -> Iterator[sqlite3.Co
     A file that is there but is not an SQLite DB (junk, truncated) is refused before SQLite
     touches it, so it is never "repaired" into an empty DB and no -wal/-shm appear beside it.
     """
-    from toolkit.sources.audit import check_file
+    from toolkit.sources.audit import check_file, open_sqlite
 
     path = Path(path)
     if path.exists() and not (path.is_file() and path.stat().st_size == 0):
@@ -159,7 +159,7 @@ def _writer(path: Path, *, timeout_ms: int | None = None) -> Iterator[sqlite3.Co
                            ) from None
     conn = None
     try:
-        conn = sqlite3.connect(str(path), timeout=timeout_ms / 1000, isolation_level=None)
+        conn = open_sqlite(path, str(path), timeout=timeout_ms / 1000, isolation_level=None)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")

@@ -331,15 +331,18 @@ def _connect(db: Path) -> sqlite3.Connection | None:
     import sqlite3
     from urllib.parse import quote
 
+    from toolkit.errors import BusyError
+    from toolkit.sources.audit import open_sqlite
+
     try:
         if not db.is_file():
             return None
     except OSError:  # a folder on the way that may not be entered: cannot be opened
         return None
     try:
-        conn = sqlite3.connect(f"file:{quote(str(db.resolve()))}?mode=ro", uri=True,
-                               timeout=5.0)
-    except sqlite3.Error:
+        conn = open_sqlite(db, f"file:{quote(str(db.resolve()))}?mode=ro", uri=True,
+                           timeout=5.0)
+    except (sqlite3.Error, BusyError):
         return None
     try:
         conn.execute("PRAGMA busy_timeout = 5000")

@@ -433,6 +433,7 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
         same_file = prev.get("file") == ident
         old_ids: dict[str, int] = prev.get("max_ids", {}) if not full and same_file else {}
         added = 0
+        streamed: list[tuple[str, list[str], int]] = []
         for t in audit.TABLES:
             if t not in schema.tables:
                 store.conn.execute(f"DELETE FROM {t}")
@@ -442,12 +443,19 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
             if full or not same_file or ids.get(t, 0) < after or have != after:
                 store.conn.execute(f"DELETE FROM {t}")  # replaced, reset or first load
                 after = 0
-            added += _copy_audit_table(store, conn, db, t, schema.tables[t], after,
-                                       ids.get(t, 0), problems, progress)
+            if _streams(schema.tables[t], after, ids.get(t, 0)):
+                streamed.append((t, schema.tables[t], after))
+            else:
+                added += _copy_audit_rows(store, conn, db, t, schema.tables[t], after,
+                                          problems)
         if "dispatches" in schema.tables and old_ids.get("dispatches"):
             _refresh_verdicts(store, conn, db, old_ids["dispatches"])
     finally:
         conn.close()
+    # streamed once this connection is closed: ADBC's copy of SQLite and Python's never have
+    # the DB open together in one process (audit.USERS says why)
+    for t, present, after in streamed:
+        added += _stream_audit_table(store, db, t, present, after)
     problems += _spaced_task_problems(store, db) + _undated_problems(store, db)
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
     res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
@@ -510,31 +518,44 @@ def _file_identity(path: Path) -> list[Any]:
     return [str(path.resolve()), st.st_dev, st.st_ino]
 
 
-def _copy_audit_table(store: Store, conn: Any, db: Path, table: str, present: list[str],
-                      after: int, upto: int, problems: list[Problem], progress: Any) -> int:
-    """Copy rows with id > after (``upto``: the table's largest id): streamed Arrow batches
-    (fast), or validated rows (careful). The careful path is the reference, the stream a
-    faster way to the same rows (it gives way to the careful path on any value it cannot
-    take): a table with at most :data:`toolkit.store.FEW_ROWS` new ids goes the careful way
-    at once, as ``insert_rows`` binds so few rows without Arrow, so that a small load or a
-    refresh of a few new actions never imports pyarrow and ADBC's driver (about a tenth of
-    a second of a new process's start)."""
-    from toolkit.interrupts import raise_if_stopped
-    from toolkit.sources import audit
+def _streams(present: list[str], after: int, upto: int) -> bool:
+    """Whether a table's rows with id > after (``upto``: its largest id) are streamed as
+    Arrow batches (fast) or read as validated rows (careful). The careful path is the
+    reference, the stream a faster way to the same rows (it gives way to the careful path on
+    any value it cannot take): a table with at most :data:`toolkit.store.FEW_ROWS` new ids
+    goes the careful way at once, as ``insert_rows`` binds so few rows without Arrow, so that
+    a small load or a refresh of a few new actions never imports pyarrow and ADBC's driver
+    (about a tenth of a second of a new process's start)."""
     from toolkit.store import FEW_ROWS
 
-    if not careful() and upto - after > FEW_ROWS and all(c in present for c in ("id", "ts")):
-        before = store.scalar(f"SELECT count(*) FROM {table}")
-        try:
-            audit.stream_into(db, table, present, after, store.insert_stream)
-        except Exception as exc:  # wrong types mid-stream, driver trouble
-            raise_if_stopped(exc)  # Ctrl-C or SIGTERM stopped it: no careful second try
-            text = str(exc).lower()
-            if "locked" in text or "busy" in text:
-                raise BusyError("audit DB is busy (locked by a writer); retry in a moment",
-                                path=db) from None
-            raise FastPathFailed(str(exc)) from None
-        return int(store.scalar(f"SELECT count(*) FROM {table}") - before)
+    return (not careful() and upto - after > FEW_ROWS
+            and all(c in present for c in ("id", "ts")))
+
+
+def _stream_audit_table(store: Store, db: Path, table: str, present: list[str],
+                        after: int) -> int:
+    """Copy a table's rows with id > after as streamed Arrow batches (see :func:`_streams`)."""
+    from toolkit.interrupts import raise_if_stopped
+    from toolkit.sources import audit
+
+    before = store.scalar(f"SELECT count(*) FROM {table}")
+    try:
+        audit.stream_into(db, table, present, after, store.insert_stream)
+    except Exception as exc:  # wrong types mid-stream, driver trouble
+        raise_if_stopped(exc)  # Ctrl-C or SIGTERM stopped it: no careful second try
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            raise BusyError("audit DB is busy (locked by a writer); retry in a moment",
+                            path=db) from None
+        raise FastPathFailed(str(exc)) from None
+    return int(store.scalar(f"SELECT count(*) FROM {table}") - before)
+
+
+def _copy_audit_rows(store: Store, conn: Any, db: Path, table: str, present: list[str],
+                     after: int, problems: list[Problem]) -> int:
+    """Copy a table's rows with id > after as validated rows (see :func:`_streams`)."""
+    from toolkit.sources import audit
+
     rows, bad = audit.read_rows(conn, db, table, present, after)
     problems += _bad_row_problems(db, bad)
     return store.insert_rows(table, audit.STORE_COLUMNS[table], [audit.with_raw_ts(table, r)

@@ -10,9 +10,12 @@ Also reads nagi-ledger's JSON export (``nagi-ledger-export/1``).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import struct
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,17 +48,142 @@ def _uri(path: Path) -> str:
     return f"file:{quote(str(path.resolve()))}?mode=ro"
 
 
+# --------------------------------------------------------------------------- one file, one process
+#
+# POSIX drops every lock a process holds on a file when the process closes any descriptor of
+# that file. SQLite knows this of its own connections (it puts off such a close), not of a
+# descriptor the toolkit opens itself (check_file's read of the header) nor of those of the
+# other copy of SQLite the fast path's ADBC driver carries. In WAL mode every open connection
+# holds a shared lock on the DB file, so that no other process takes itself for the last one
+# and resets the WAL when it closes: `toolkit mcp` runs its tools in threads, each with its own
+# connection, and while another process wrote to the DB, a header read or an ADBC stream in
+# the server dropped that lock under the open connections: the other process reset the WAL,
+# and writes the server had answered as done were lost (their ids given out again). So within
+# this process the audit DB is open, at any one time, to one kind of user only: Python's
+# sqlite3 (any number of connections), ADBC's (any number), or one plain read of the header.
+
+SQLITE3, ADBC, PLAIN = "sqlite3", "adbc", "plain"
+# How long a kind waits for another to be done with the file before it gives way (ADBC: the
+# careful path reads instead; the header read: left out, as SQLite is reading the file anyway).
+# A use is seconds at most; a connection never closed is given back when it is collected.
+WAIT_S = 30.0
+
+
+class _FileUsers:
+    """Which kind of user (:data:`SQLITE3`, :data:`ADBC`, :data:`PLAIN`) has each file open
+    in this process, and how many of it (see above)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._users: dict[str, dict[str, int]] = {}
+
+    def open_to(self, key: str, kind: str) -> int:
+        with self._changed:
+            return self._users.get(key, {}).get(kind, 0)
+
+    def take(self, key: str, kind: str) -> bool:
+        """Count one ``kind`` user of ``key`` once no other kind (for :data:`PLAIN`: no
+        other user) has it open; False when that did not come within :data:`WAIT_S`."""
+        def free() -> bool:
+            return not any(n and (k != kind or kind == PLAIN)
+                           for k, n in self._users.get(key, {}).items())
+
+        with self._changed:
+            if not self._changed.wait_for(free, timeout=WAIT_S):
+                return False
+            users = self._users.setdefault(key, {})
+            users[kind] = users.get(kind, 0) + 1
+            return True
+
+    def give_back(self, key: str, kind: str) -> None:
+        with self._changed:
+            users = self._users.get(key, {})
+            users[kind] = users.get(kind, 0) - 1
+            if not any(users.values()):
+                self._users.pop(key, None)
+            self._changed.notify_all()
+
+
+USERS = _FileUsers()
+
+
+def file_key(path: Path | str) -> str:
+    """The one name of a file for :data:`USERS` (every parent resolved)."""
+    return os.path.realpath(path)
+
+
+class _Connection(sqlite3.Connection):
+    """A Python sqlite3 connection counted in :data:`USERS` until it is closed (or collected,
+    if a caller never closes it)."""
+
+    _key: str | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        key, self._key = self._key, None
+        if key is not None:
+            USERS.give_back(key, SQLITE3)
+
+    def __del__(self) -> None:
+        self._give_back()
+
+
+def open_sqlite(path: Path, target: str, *, uri: bool = False, **options: Any
+                ) -> sqlite3.Connection:
+    """``sqlite3.connect(target, ...)`` for the audit DB at ``path``, counted as a
+    :data:`SQLITE3` user of it until closed: every connection the toolkit opens to the audit
+    DB is opened here."""
+    key = file_key(path)
+    if not USERS.take(key, SQLITE3):
+        raise BusyError("audit DB is busy (in use by this process's fast reader); retry in a "
+                        "moment", path=path)
+    try:
+        conn = sqlite3.connect(target, uri=uri, factory=_Connection, **options)
+    except BaseException:
+        USERS.give_back(key, SQLITE3)
+        raise
+    assert isinstance(conn, _Connection)
+    conn._key = key
+    return conn
+
+
+@contextmanager
+def used_by_adbc(path: Path) -> Iterator[None]:
+    """The audit DB counted as open to ADBC for a ``with`` block; RuntimeError when this
+    process's sqlite3 connections keep it (the caller reads the careful way instead)."""
+    key = file_key(path)
+    if not USERS.take(key, ADBC):
+        raise RuntimeError("the audit DB is open to this process's sqlite3 connections")
+    try:
+        yield
+    finally:
+        USERS.give_back(key, ADBC)
+
+
 def check_file(path: Path) -> None:
     """Refuse a missing, junk or truncated file before SQLite touches it (no -wal/-shm made).
     An empty (0-byte) file is an empty database, as SQLite, nagi-ledger and the writers
-    (``audit_ops._writer``) take it: read as one without tables."""
+    (``audit_ops._writer``) take it: read as one without tables. The header is read only
+    while no other user of the file in this process has it open (see :data:`USERS`): one that
+    sqlite3 has open is a database SQLite reads already."""
     if not path.exists():
         raise NotFoundError("audit DB not found", path=path,
                             hint="Set NAGI_LEDGER_DB or --audit-db to the nagi-ledger database")
     if not path.is_file():
         raise DataError("audit DB path is not a file", path=path)
-    with open(path, "rb") as fh:
-        header = fh.read(100)
+    key = file_key(path)
+    if USERS.open_to(key, SQLITE3) or not USERS.take(key, PLAIN):
+        return
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100)
+    finally:
+        USERS.give_back(key, PLAIN)
     if not header:
         return
     if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
@@ -89,11 +217,15 @@ def connect_ro(path: Path, timeout_ms: int | None = None) -> sqlite3.Connection:
     check_file(path)
     timeout_ms = BUSY_TIMEOUT_MS if timeout_ms is None else timeout_ms
     try:
-        conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout_ms / 1000,
-                               check_same_thread=False)
+        conn = open_sqlite(path, _uri(path), uri=True, timeout=timeout_ms / 1000,
+                           check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from None
+    try:
         conn.execute(f"PRAGMA busy_timeout={int(timeout_ms)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
+        conn.close()
         raise _translate(exc, path) from None
     return conn
 
@@ -185,14 +317,15 @@ def stream_into(path: Path, table: str, present: list[str], after_id: int,
     import adbc_driver_sqlite.dbapi as adbc
 
     sql, rebuild = stream_select(table, present)
-    conn = adbc.connect(_uri(path))
-    try:
-        cur = conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        cur.execute(sql, (after_id,))
-        sink(table, cur.fetch_record_batch(), rebuild)
-    finally:
-        conn.close()
+    with used_by_adbc(path):
+        conn = adbc.connect(_uri(path))
+        try:
+            cur = conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            cur.execute(sql, (after_id,))
+            sink(table, cur.fetch_record_batch(), rebuild)
+        finally:
+            conn.close()
 
 
 def _row_id(row: list[Any]) -> int | None:

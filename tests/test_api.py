@@ -109,14 +109,48 @@ def test_refresh_after_sql_reopens_the_store_and_reports_what_changed(world):
         assert project.sql("SELECT count(*) FROM actions").fetchall()[0][0] == before
 
 
-def test_a_second_project_refreshing_while_the_first_reads_is_busy_not_bad_data(world):
-    reader = Project.open(world.project)
+def test_opening_the_project_again_while_the_first_holds_the_store_works(world):
+    """A notebook cell ``project = Project.open()`` run again: the new Project refreshes the
+    store while the first, still bound to the name, holds its read-only connection. The idle
+    one gives way and opens again on its next call; a relation of it says to call sql()
+    again. One in use (its call holds its lock) is not closed under its call: busy."""
+    import threading
+
+    import duckdb
+
+    first = Project.open(world.project)
     try:
-        reader.tasks()  # holds the read-only connection
-        with pytest.raises(BusyError, match="open in this process"):
-            Project.open(world.project)
+        tasks = first.tasks()  # holds the read-only connection
+        relation = first.sql("SELECT count(*) FROM dispatches")
+        again = Project.open(world.project)  # refreshes: was BusyError
+        again.close()
+        assert first.tasks() == tasks  # opened again
+        with pytest.raises(duckdb.ConnectionException):  # its connection went
+            relation.fetchall()
+        assert first.refresh(hold=True).errors == []  # a held writer gives way to a reader
+        with Project.open(world.project, refresh=False, memory_limit="500MB") as other:
+            assert other.tasks() == tasks
+        assert first.tasks() == tasks
+
+        in_call, done = threading.Event(), threading.Event()
+
+        def busy() -> None:
+            with first._calls:  # as a call of first's in another thread holds it
+                in_call.set()
+                done.wait(30)
+
+        thread = threading.Thread(target=busy)
+        thread.start()
+        in_call.wait(30)
+        try:
+            with pytest.raises(BusyError, match="open in this process"):
+                Project.open(world.project)
+        finally:
+            done.set()
+            thread.join()
+        assert first.tasks() == tasks  # its connection went on
     finally:
-        reader.close()
+        first.close()
     Project.open(world.project).close()  # closed: the store is free again
 
 

@@ -430,8 +430,10 @@ class Project:
         return report
 
     def _hold(self, store: Store, hold: bool) -> None:
+        from toolkit.store import yield_when_idle
+
         if hold:
-            self._held = store
+            self._held = yield_when_idle(store, self._calls)
         else:
             store.close()
 
@@ -450,23 +452,35 @@ class Project:
     def _store(self) -> Store:
         """The connection the toolkit's own reads use: the one a refresh held, else the
         read-only one (:meth:`_query_store`)."""
+        if self._held is not None and self._held.closed:
+            self._held = None  # closed for a connection of another Project (_query_store)
         return self._held or self._query_store()
 
     def _query_store(self) -> Store:
         """The read-only, locked-down store connection (opened on first use), for SQL the
         caller wrote; a held one is closed first (a process opens a store one way at a
-        time)."""
+        time).
+
+        Both give way to another Project of this process that opens the same store another
+        way (a refresh, a query with another memory limit) while this one is idle
+        (``store.yield_when_idle``): a notebook that runs ``project = Project.open()`` again
+        refreshes the store while the Project first bound to the name still holds it. The
+        one closed so is opened again on the next call; a relation :meth:`sql` returned
+        over it cannot be read after."""
         if self._held is not None:
             self._held.close()
             self._held = None
+        if self._reader is not None and self._reader.closed:
+            self._reader = None
         if self._reader is None:
             from toolkit.loaders import SOURCES
-            from toolkit.store import Store, open_query_connection
+            from toolkit.store import Store, open_query_connection, yield_when_idle
 
             path = self.config.db_path
             conn = (open_query_connection(path) if self.memory_limit is None
                     else open_query_connection(path, memory_limit=self.memory_limit))
-            self._reader = Store(conn, path, read_only=True, sources=SOURCES)
+            self._reader = yield_when_idle(Store(conn, path, read_only=True, sources=SOURCES),
+                                           self._calls)
         return self._reader
 
     def _site_view(self) -> AbstractContextManager[Store]:
@@ -498,8 +512,9 @@ class Project:
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a
         timer's timeout); the query raises ``duckdb.InterruptException``."""
-        if self._reader is not None:
-            self._reader.conn.interrupt()
+        reader = self._reader
+        if reader is not None and not reader.closed:
+            reader.conn.interrupt()
 
     def rows(self, query: str, params: list[Any] | dict[str, Any] | None = None, *,
              max_rows: int = 10_000, timeout: float = 30.0) -> Rows:

@@ -284,6 +284,7 @@ class Store:
         # release() may close the connection (reopened on next use): only when the store made
         # it as Store.open does (_connect with no settings of a caller's)
         self._reopen = reopen
+        self._closed = False  # close() was called (by its owner, or for another connection)
         self._released: str | None = None  # the file as release() left it
         self.path = path
         self.read_only = read_only
@@ -348,6 +349,13 @@ class Store:
         if self._conn is not None:
             _close(self._conn)
         self._reopen = False  # closed for good: not opened again by a use
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: by its owner, or to let another connection to
+        its file in this process open it (:func:`yield_when_idle`)."""
+        return self._closed
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
@@ -1907,6 +1915,50 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, Any] | None = Non
                         f"waited {timeout:g} s, retry when it finishes", path=path) from None
 
 
+# The stores of this process that give way to another connection to their file
+# (:func:`yield_when_idle`), each with the lock its owner holds while using it; held weakly.
+_YIELDING: weakref.WeakKeyDictionary[Store, Any] = weakref.WeakKeyDictionary()
+_YIELDING_LOCK = threading.Lock()
+
+
+def yield_when_idle(store: Store, busy: Any) -> Store:
+    """Let a connection to ``store``'s file opened another way in this process close
+    ``store`` while ``busy`` (a lock its owner holds while it uses the store: a
+    ``threading.RLock``) is free; its owner sees :attr:`Store.closed` and opens it again on
+    its next use. DuckDB holds a file one way at a time in a process (read-only with one set
+    of settings, or for writing): a notebook cell that runs ``project = Project.open()``
+    again refreshes the store while the first Project, still bound to the name, holds its
+    read-only connection, and that was refused as busy. Returns ``store``."""
+    with _YIELDING_LOCK:
+        _YIELDING[store] = busy
+    return store
+
+
+def _let_idle_go(path: Path) -> bool:
+    """Close the stores of ``path``'s file that give way (:func:`yield_when_idle`) and that
+    their owners are not using; whether any was closed."""
+    with _YIELDING_LOCK:
+        found = [(store, busy) for store, busy in _YIELDING.items()
+                 if not store.closed and _same_file(store.path, path)]
+    closed = False
+    for store, busy in found:
+        if busy.acquire(blocking=False):
+            try:
+                if not store.closed:
+                    store.close()
+                    closed = True
+            finally:
+                busy.release()
+    return closed
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
 class _Locked(Exception):
     """DuckDB's "could not set lock" on opening the store (its message): another process
     has it."""
@@ -1929,12 +1981,15 @@ def _connect_once(path: Path, *, read_only: bool, config: dict[str, Any]
         if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
             raise _Locked(str(exc)) from None
         # the same file, open in this process: a reader beside a writer, or either beside a
-        # reader with other settings
+        # reader with other settings. Those that give way and are idle are closed, and the
+        # open is tried again; one in use (or not giving way) makes this one busy.
         if "file handle conflict" in str(exc) or "different configuration" in str(exc):
-            raise BusyError("the store is open in this process already (a query "
-                            "connection or another Project)", path=path,
-                            hint="Close it first (Project.close(), or leave its `with` "
-                                 "block)") from None
+            if not _let_idle_go(path):
+                raise BusyError("the store is open in this process already (a query "
+                                "connection or another Project, in use)", path=path,
+                                hint="Close it first (Project.close(), or leave its `with` "
+                                     "block)") from None
+            return _connect_once(path, read_only=read_only, config=config)
         denied = duckdb_denied(str(exc))
         if denied is not None:  # a mode to change, not a store to delete
             raise permission_denied(denied) from None

@@ -301,10 +301,23 @@ def test_rows_stops_at_max_rows_as_toolkit_query_does(world, monkeypatch):
     assert bound == (["id"], [(1,), (2,)], False)
 
 
-def test_a_memory_limit_that_is_not_a_size_is_a_usage_error(world):
-    with Project.open(world.project, memory_limit="lots", refresh=False) as project, \
-            pytest.raises(UsageError, match="'lots' is not a size"):
-        project.rows("SELECT 1")
+def test_a_memory_limit_that_is_not_a_size_is_a_usage_error_at_open(world):
+    with pytest.raises(UsageError, match=r"^Project.open: memory_limit 'lots' is not a size"):
+        Project.open(world.project, memory_limit="lots", refresh=False)
+
+
+def test_a_memory_limit_too_small_to_open_the_store_says_so_not_damaged(world):
+    """Too little memory to read the store's catalog was "cannot open the store ... Delete
+    it" (bad data): the store is fine, the limit is what to change."""
+    with Project.open(world.project, memory_limit="1KB", refresh=False) as project, \
+            pytest.raises(UsageError) as raised:
+        project.rows("SELECT count(*) FROM actions")
+    assert "the memory limit '1KB' is too small to open the store" in str(raised.value)
+    assert "Give the query more memory" in str(raised.value)
+    assert "Delete" not in str(raised.value)
+    with Project.open(world.project, refresh=False) as project:
+        assert project.rows("SELECT count(*) FROM actions").rows == [
+            (project.tables()["actions"],)]
 
 
 def test_refresh_audit_refuses_a_missing_db_unless_told_it_may_be_missing(world, tmp_path):

@@ -104,6 +104,20 @@ def test_a_bad_memory_limit_is_a_usage_error(shared_project, cli_run, limit):
         "or 2GB")
 
 
+def test_a_memory_limit_too_small_to_open_the_store_is_a_usage_error(shared_project, cli_run):
+    """Too little memory to read the store's catalog was "cannot open the store ... Delete
+    it; `toolkit load` rebuilds it" (exit 65): the store is fine, the limit is too small."""
+    result = cli_run("query", "SELECT count(*) AS n FROM actions", "--memory-limit", "1KB")
+    assert result.exit_code == 2
+    line = result.output.splitlines()[-1]
+    assert line.startswith("Error: ")
+    assert ("ledger.duckdb: the memory limit '1KB' is too small to open the store (Out of "
+            "Memory Error: ") in line
+    assert "the store itself is fine. Give the query more memory (the default is 1GB)" in line
+    check = cli_run("query", "SELECT count(*) AS n FROM actions", "--format", "csv")
+    assert check.output.splitlines() == ["n", "3"]
+
+
 @pytest.mark.parametrize("command", [["query", "SELECT 1"], ["check"]])
 def test_a_timeout_of_nan_is_a_usage_error(shared_project, cli_run, command):
     """``--timeout nan`` passed click's range (every comparison with NaN is false): the query

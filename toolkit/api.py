@@ -373,6 +373,10 @@ class Project:
             flags = {k: build.get(k) if v is None else v for k, v in flags.items()}
             refresh = False
         cfg = resolve(project=text(path), config_file=text(config_file), **flags)
+        if memory_limit is not None:  # refused now, not at the first query
+            from toolkit.store import check_memory_limit
+
+            check_memory_limit(memory_limit, "Project.open: memory_limit")
         project = cls(cfg, memory_limit=memory_limit)
         if refresh:
             project.refresh()

@@ -1977,6 +1977,15 @@ def _connect_once(path: Path, *, read_only: bool, config: dict[str, Any]
         return register(_in_utc(duckdb.connect(str(path), read_only=True, config=config)))
     except (duckdb.ParserException, duckdb.InvalidInputException):
         raise  # a bad setting in ``config`` (the caller names it), not a bad file
+    except duckdb.OutOfMemoryException as exc:  # not a bad file either
+        limit = config.get("memory_limit")
+        if limit is not None:  # a query connection's, too small to read the store's catalog
+            raise UsageError(f"the memory limit {limit!r} is too small to open the store "
+                             f"({_first_line(exc)}); the store itself is fine", path=path,
+                             hint="Give the query more memory (the default is "
+                                  f"{QUERY_MEMORY}), e.g. 100MB") from None
+        raise ToolkitError(f"the store ran out of memory while opening: {_first_line(exc)}",
+                           path=path) from None
     except duckdb.Error as exc:  # IOException, or a plain Error for a corrupt block
         if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
             raise _Locked(str(exc)) from None
@@ -2044,28 +2053,29 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
     return conn
 
 
-def check_memory_limit(memory_limit: str) -> None:
+def check_memory_limit(memory_limit: str, name: str = "--memory-limit") -> None:
     """Refuse a memory limit DuckDB does not read as a size, asked of DuckDB itself on a
     connection to no file (about 17 ms: only where no store connection reads it, so that a
     missing store does not hide a bad limit)."""
     import duckdb
 
-    _refuse_no_limit(memory_limit)
+    _refuse_no_limit(memory_limit, name)
     try:
         duckdb.connect(":memory:", config={"memory_limit": memory_limit}).close()
     except (duckdb.ParserException, duckdb.InvalidInputException):
-        raise _not_a_size(memory_limit) from None
+        raise _not_a_size(memory_limit, name) from None
 
 
-def _refuse_no_limit(memory_limit: str) -> None:
+def _refuse_no_limit(memory_limit: str, name: str = "--memory-limit") -> None:
     """DuckDB reads a negative size (``-1GB``) as no limit at all: refused as no size, so a
     query's limit can never be lifted by it."""
     if str(memory_limit).strip().startswith("-"):
-        raise _not_a_size(memory_limit)
+        raise _not_a_size(memory_limit, name)
 
 
-def _not_a_size(memory_limit: str) -> UsageError:
-    return UsageError(f"--memory-limit {memory_limit!r} is not a size",
+def _not_a_size(memory_limit: str, name: str = "--memory-limit") -> UsageError:
+    """``name`` (the option or argument that gave it) is not a size."""
+    return UsageError(f"{name} {memory_limit!r} is not a size",
                       hint="Use a number and a unit, e.g. 500MB or 2GB")
 
 

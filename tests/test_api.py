@@ -94,10 +94,84 @@ def test_sql_binds_parameters_and_refuses_anything_but_one_select(world):
             project.sql("SELECT 1; SELECT 2")
         with pytest.raises(ToolkitError, match=r"query failed: .*no_such_table"):
             project.sql("SELECT * FROM no_such_table")
-        with pytest.raises(RefusedError, match="file system operations are disabled"):
+        with pytest.raises(RefusedError, match=r"^file access is disabled for queries .*"
+                                               "file system operations are disabled"):
             project.sql("SELECT * FROM read_csv('/etc/passwd')")
+        with pytest.raises(RefusedError, match=r"depth limit of 1000 exceeded\. Settings "
+                                               "cannot be changed for queries: simplify"):
+            project.sql("SELECT " + "+".join(["1"] * 1100))
         assert project.tables()["dispatches"] == by_hand + sum(
             1 for d in project.dispatches() if d["verdict"] != "REFUTED")
+
+
+def test_a_relation_raises_the_toolkits_errors_and_says_what_to_do(world, tmp_path):
+    """Errors DuckDB raises only when a relation of sql() is read, or that it raises for a
+    relation's writes, were DuckDB's own exceptions (``_duckdb.ConversionException``...)."""
+    import importlib.util
+
+    import duckdb
+
+    with Project.open(world.project, refresh=False) as project:
+        relation = project.sql("SELECT task, count(*) AS n FROM dispatches GROUP BY task")
+        assert isinstance(relation.relation, duckdb.DuckDBPyRelation)
+        assert relation.columns == ["task", "n"] and len(relation) == len(project.tasks())
+        assert relation.filter("n > 1").count("*").fetchall() == [
+            (sum(1 for t in project.tasks() if t["dispatch_count"] > 1),)]
+        with pytest.raises(ToolkitError, match=r"^query failed: Conversion Error: Could not "
+                                               "convert string"):
+            relation.filter("CAST(task AS INT) > 0").fetchall()
+        with pytest.raises(ToolkitError, match=r"^query failed: Invalid Input Error: boom$"):
+            project.sql("SELECT error('boom')").fetchall()
+        out = tmp_path / "rows.csv"
+        with pytest.raises(RefusedError, match=r"^to_csv\(\) is refused: queries may not "
+                                               r"write files\. Read the rows with \.arrow\(\)"):
+            relation.to_csv(str(out))
+        with pytest.raises(RefusedError, match=r"^create\(\) is refused: the store is "
+                                               "read-only"):
+            relation.create("copied")
+        assert not out.exists() and "copied" not in project.tables()
+        if importlib.util.find_spec("pandas") is None:
+            with pytest.raises(ToolkitError, match=r"^df\(\) needs pandas, which is not "
+                                                   r"installed .*pip install pandas"):
+                relation.df()
+        project.refresh()
+        with pytest.raises(ToolkitError, match=r"^the relation's connection was closed .*"
+                                               r"Call sql\(\) again$"):
+            relation.fetchall()
+
+
+def test_interrupt_is_not_reported_as_the_timeout(world):
+    """``interrupt()`` during ``rows()`` was "interrupted after the 30 s timeout"."""
+    import threading
+
+    with Project.open(world.project, refresh=False) as project:
+        done = threading.Event()
+
+        def interrupt() -> None:  # (again and again: one before the query starts is lost)
+            while not done.wait(0.05):
+                project.interrupt()
+
+        thread = threading.Thread(target=interrupt)
+        thread.start()
+        try:
+            with pytest.raises(ToolkitError) as raised:
+                project.rows("SELECT count(*) FROM range(100000000000) t(a) WHERE a % 7 = 3",
+                             timeout=60)
+        finally:
+            done.set()
+            thread.join()
+        assert str(raised.value) == "query interrupted"
+
+
+def test_show_tables_lists_the_tables_tables_lists(world):
+    """DESCRIBE and SHOW, which DuckDB runs as SELECTs, are allowed; SHOW TABLES listed the
+    store's bookkeeping tables (``_migrations``...), which tables() leaves out."""
+    with Project.open(world.project, refresh=False) as project:
+        listed = sorted(project.tables())
+        assert [r[0] for r in project.sql("SHOW TABLES").fetchall()] == listed
+        assert [r[0] for r in project.rows("show tables;").rows] == listed
+        assert sorted(r[2] for r in project.sql("SHOW ALL TABLES").fetchall()) == listed
+        assert project.sql("DESCRIBE actions").fetchall()[0][:2] == ("id", "BIGINT")
 
 
 def test_refresh_after_sql_reopens_the_store_and_reports_what_changed(world):
@@ -116,8 +190,6 @@ def test_opening_the_project_again_while_the_first_holds_the_store_works(world):
     again. One in use (its call holds its lock) is not closed under its call: busy."""
     import threading
 
-    import duckdb
-
     first = Project.open(world.project)
     try:
         tasks = first.tasks()  # holds the read-only connection
@@ -125,7 +197,7 @@ def test_opening_the_project_again_while_the_first_holds_the_store_works(world):
         again = Project.open(world.project)  # refreshes: was BusyError
         again.close()
         assert first.tasks() == tasks  # opened again
-        with pytest.raises(duckdb.ConnectionException):  # its connection went
+        with pytest.raises(ToolkitError, match=r"connection was closed .*Call sql\(\) again"):
             relation.fetchall()
         assert first.refresh(hold=True).errors == []  # a held writer gives way to a reader
         with Project.open(world.project, refresh=False, memory_limit="500MB") as other:

@@ -495,13 +495,19 @@ class Project:
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None
             ) -> Relation:
         """One read-only SELECT over the store, with ``?`` (or ``$name``) parameters bound
-        from ``params``. Returns a DuckDB relation: ``.fetchall()``, ``.df()`` (pandas),
-        ``.pl()`` (polars), ``.arrow()``. Anything but a single SELECT is refused
-        (:class:`~toolkit.errors.RefusedError`); a query that does not bind is a
-        :class:`~toolkit.errors.ToolkitError`."""
+        from ``params``. Returns a DuckDB relation (:class:`toolkit.store.Relation`, DuckDB's
+        own as ``.relation``): ``.fetchall()``, ``.arrow()``, ``.df()`` (with pandas
+        installed), ``.pl()`` (with polars). Anything but a single SELECT is refused
+        (:class:`~toolkit.errors.RefusedError`), but DESCRIBE, SHOW and SUMMARIZE, which
+        DuckDB runs as SELECTs (SHOW TABLES without the store's bookkeeping tables, as
+        :meth:`tables`); so are a file read and a relation's writes (``to_csv``,
+        ``create``...). A query that does not bind, or fails when it is read, is a
+        :class:`~toolkit.errors.ToolkitError`, and so is a read after :meth:`refresh` or
+        :meth:`close` (call ``sql()`` again)."""
         from toolkit.store import select_relation
 
-        return select_relation(self._query_store().conn, query, params)
+        return select_relation(self._query_store().conn, query, params,
+                               memory_limit=self.memory_limit)
 
     def _count_and_first(self, query: str, params: list[Any] | dict[str, Any] | None,
                          limit: int, *, timeout: float | None = None
@@ -515,7 +521,8 @@ class Project:
 
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a
-        timer's timeout); the query raises ``duckdb.InterruptException``."""
+        timer's timeout); the query raises a :class:`~toolkit.errors.ToolkitError`, "query
+        interrupted"."""
         reader = self._reader
         if reader is not None and not reader.closed:
             reader.conn.interrupt()

@@ -66,7 +66,6 @@ from toolkit.textio import json_text
 
 if TYPE_CHECKING:
     import duckdb
-    from duckdb import DuckDBPyRelation as Relation  # what ``select_relation`` returns
 
     from toolkit.config import Config
 
@@ -2079,8 +2078,16 @@ def _not_a_size(memory_limit: str, name: str = "--memory-limit") -> UsageError:
                       hint="Use a number and a unit, e.g. 500MB or 2GB")
 
 
+# SHOW TABLES, SHOW ALL TABLES and DESCRIBE alone (DuckDB runs them as SELECTs): the store's
+# tables and views but its bookkeeping, as Store.tables() and `toolkit schema` list them
+_SHOW_TABLES = re.compile(r"\s*(?:SHOW(?:\s+ALL)?(?:\s+TABLES)?|DESCRIBE)\s*;?\s*",
+                          re.IGNORECASE)
+
+
 def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
-    """The one read-only SELECT in ``sql``; anything else is refused."""
+    """The one read-only SELECT in ``sql``; anything else is refused. DESCRIBE, SHOW and
+    SUMMARIZE, which DuckDB runs as SELECTs, are let through too; SHOW TABLES leaves out
+    the store's bookkeeping tables (``_``...), as :meth:`Store.tables` does."""
     import duckdb
 
     from toolkit.textio import lone_surrogate
@@ -2092,39 +2099,189 @@ def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
     try:
         statements = conn.extract_statements(sql)
     except duckdb.Error as exc:
-        raise RefusedError(f"the query does not parse: {_first_line(exc)}") from None
+        line, hint = _query_line(exc)
+        raise RefusedError(f"the query does not parse: {line}", hint=hint) from None
     if len(statements) != 1 or not _is_select(statements[0]):
         raise RefusedError("only one read-only SELECT is allowed",
                            hint="Write a single SELECT (or WITH ... SELECT) statement")
-    return statements[0]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Relation":  # the public API's type, imported when asked for
-        import duckdb
-
-        return duckdb.DuckDBPyRelation
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    statement = statements[0]
+    if _SHOW_TABLES.fullmatch(_statement_body(statement.query)):
+        statement = conn.extract_statements(
+            f"SELECT * FROM ({_statement_body(statement.query)}) AS shown "
+            "WHERE name NOT LIKE '\\_%' ESCAPE '\\'")[0]
+    return statement
 
 
 def select_relation(conn: duckdb.DuckDBPyConnection, sql: str,
-                    params: Sequence[Any] | dict[str, Any] | None = None) -> Relation:
+                    params: Sequence[Any] | dict[str, Any] | None = None, *,
+                    memory_limit: str | None = None) -> Relation:
     """The one read-only SELECT in ``sql`` as a relation on ``conn`` (from
-    ``open_query_connection``), with ``params`` bound; read it with ``fetchall()``, ``df()``..."""
-    return _bound(conn, single_select(conn, sql), params)
+    ``open_query_connection`` with ``memory_limit``), with ``params`` bound; read it with
+    ``fetchall()``, ``arrow()``... (:class:`Relation`: DuckDB's, raising the toolkit's
+    errors)."""
+    return Relation(_bound(conn, single_select(conn, sql), params), memory_limit)
 
 
 def _bound(conn: duckdb.DuckDBPyConnection, statement: duckdb.Statement,
-           params: Sequence[Any] | dict[str, Any] | None) -> Relation:
-    """:func:`select_relation` of a statement :func:`single_select` let through."""
+           params: Sequence[Any] | dict[str, Any] | None) -> duckdb.DuckDBPyRelation:
+    """DuckDB's relation of a statement :func:`single_select` let through."""
     import duckdb
     try:
         return conn.sql(statement.query, params=params)
-    except duckdb.PermissionException as exc:
-        raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \
-            from None
     except duckdb.Error as exc:
-        raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+        raise _query_error(exc) from None
+
+
+def _query_error(exc: BaseException, memory_limit: str | None = None) -> ToolkitError:
+    """The toolkit's error for what DuckDB raised binding or running a query of the user's
+    on a connection from ``open_query_connection`` with ``memory_limit`` (not an interrupt:
+    the caller knows whose it was). The connection is locked down: a file DuckDB was asked
+    to read is refused by its configuration, and a DuckDB hint to change a setting is left
+    out (settings cannot be changed on it)."""
+    import duckdb
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return ToolkitError(f"query stopped at the {memory_limit or QUERY_MEMORY} memory limit",
+                            hint="Add a LIMIT or aggregate first")
+    line, hint = _query_line(exc)
+    if isinstance(exc, duckdb.PermissionException):
+        what = "file access is" if "file" in line.lower() else "this is"
+        return RefusedError(f"{what} disabled for queries ({line})",
+                            hint="Query the store's tables and views (`toolkit schema` lists "
+                                 "them)")
+    return ToolkitError(f"query failed: {line}", hint=hint)
+
+
+# DuckDB's advice to change a setting, which a query's locked connection cannot
+_SET_ADVICE = re.compile(r"\s*Use \"(?:SET|PRAGMA) [^\"]*\"[^.]*\.?")
+
+
+def _query_line(exc: BaseException) -> tuple[str, str | None]:
+    """A query error's one line without DuckDB's advice to change a setting, and the hint
+    that stands in for it (None when there was none)."""
+    line = _first_line(exc)
+    bare = _SET_ADVICE.sub("", line)
+    if bare == line:
+        return line, None
+    return bare, "Settings cannot be changed for queries: simplify the query instead"
+
+
+# What Relation's methods that write are refused with (the connection is read-only and has
+# no file access), by method
+_WRITES_FILES = frozenset({"to_csv", "write_csv", "to_parquet", "write_parquet"})
+_WRITES_TABLES = frozenset({"create", "create_view", "insert", "insert_into", "to_table",
+                            "to_view", "update"})
+# DuckDB's words for a Python module a method needs (df(): pandas)
+_NOT_INSTALLED = re.compile(r"'([\w.]+)' is required for this operation but it was not "
+                            r"installed")
+
+
+class Relation:
+    """What :meth:`toolkit.api.Project.sql` returns: DuckDB's relation (``.relation``, a
+    ``duckdb.DuckDBPyRelation``) with every method and attribute of it (``.fetchall()``,
+    ``.arrow()``, ``.df()``, ``.columns``, ``.filter()``, ``len()``, ``rel["column"]``...),
+    whose errors are the toolkit's instead of DuckDB's: a query that fails only when it runs
+    (a value that does not convert, ``error()``), runs out of memory or is interrupted; a
+    write the locked-down connection refuses (``to_csv``, ``write_parquet``, ``create``,
+    ``insert_into``...), saying what to do instead; a read after its connection was closed
+    (``refresh()``, ``close()``); ``df()`` or ``pl()`` without pandas or polars. A relation
+    one of its methods returns is one too."""
+
+    __slots__ = ("_memory_limit", "relation")
+
+    def __init__(self, relation: duckdb.DuckDBPyRelation, memory_limit: str | None = None
+                 ) -> None:
+        self.relation = relation
+        self._memory_limit = memory_limit
+
+    def __getattr__(self, name: str) -> Any:
+        if name in Relation.__slots__:  # (not set yet: a copy being made)
+            raise AttributeError(name)
+        with self._errors(name):
+            value = getattr(self.relation, name)
+        if callable(value):
+            return self._method(name, value)
+        return self._wrapped(value)
+
+    def _method(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            args = tuple(a.relation if isinstance(a, Relation) else a for a in args)
+            kwargs = {k: v.relation if isinstance(v, Relation) else v
+                      for k, v in kwargs.items()}
+            with self._errors(name):
+                return self._wrapped(method(*args, **kwargs))
+        return call
+
+    def _wrapped(self, value: Any) -> Any:
+        import duckdb
+        if isinstance(value, duckdb.DuckDBPyRelation):
+            return Relation(value, self._memory_limit)
+        return value
+
+    @contextlib.contextmanager
+    def _errors(self, name: str) -> Iterator[None]:
+        import duckdb
+        try:
+            yield
+        except duckdb.InterruptException:
+            raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts)
+            raise ToolkitError("query interrupted") from None
+        except duckdb.ConnectionException:
+            raise ToolkitError("the relation's connection was closed (by refresh() or "
+                               "close(), or for a refresh of the same store in this process)",
+                               hint="Call sql() again") from None
+        except duckdb.Error as exc:
+            needed = _NOT_INSTALLED.search(str(exc))
+            if needed is not None:
+                raise _needs(name, needed[1]) from None
+            if name in _WRITES_FILES:
+                raise RefusedError(f"{name}() is refused: queries may not write files",
+                                   hint="Read the rows with .arrow() and write them with "
+                                        "pyarrow (pyarrow.csv, pyarrow.parquet), or export "
+                                        "the store's tables with `toolkit export`") from None
+            if name in _WRITES_TABLES:
+                raise RefusedError(f"{name}() is refused: the store is read-only for queries",
+                                   hint="Read the rows with .fetchall() or .arrow() and write "
+                                        "them with a connection of your own") from None
+            raise _query_error(exc, self._memory_limit) from None
+        except ImportError as exc:  # pl() without polars
+            raise _needs(name, exc.name or str(exc)) from None
+        except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
+            raise_if_stopped(exc)
+            raise
+
+    def __repr__(self) -> str:
+        with self._errors("__repr__"):
+            return repr(self.relation)
+
+    def __str__(self) -> str:
+        with self._errors("__str__"):
+            return str(self.relation)
+
+    def __len__(self) -> int:
+        with self._errors("__len__"):
+            return len(self.relation)
+
+    def __getitem__(self, key: Any) -> Any:
+        with self._errors("__getitem__"):
+            return self._wrapped(self.relation[key])
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.relation
+
+    def __dir__(self) -> list[str]:
+        return sorted({*dir(self.relation), "relation"})
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        with self._errors("__arrow_c_stream__"):
+            return self.relation.__arrow_c_stream__(requested_schema)
+
+
+def _needs(method: str, module: str) -> ToolkitError:
+    return ToolkitError(f"{method}() needs {module}, which is not installed (the toolkit "
+                        "does not depend on it)",
+                        hint=f"Install it (pip install {module.split('.')[0]}), or read the "
+                             "rows with .fetchall() or .arrow() (pyarrow)")
 
 
 def parse_select(sql: str) -> None:
@@ -2164,7 +2321,7 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
     except duckdb.OutOfMemoryException:
         raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit") from None
     except duckdb.Error as exc:
-        raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+        raise _query_error(exc) from None
     except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
         raise_if_stopped(exc)
         raise
@@ -2197,6 +2354,7 @@ class Deadline:
         if math.isnan(seconds) or seconds <= 0:  # (NaN: no deadline is ever reached)
             raise UsageError(f"timeout must be a number of seconds above 0, not {seconds!r}")
         self._done = threading.Event()
+        self.fired = False  # the deadline was reached (an interrupt is this one's)
         # an infinite timeout: no deadline (a wait that long overflows the platform's time)
         self._thread = None if math.isinf(seconds) else threading.Thread(
             target=self._run, args=(seconds, interrupt), name="toolkit-query-deadline",
@@ -2207,6 +2365,7 @@ class Deadline:
     def _run(self, seconds: float, interrupt: Callable[[], None]) -> None:
         if self._done.wait(seconds):
             return
+        self.fired = True
         while not self._done.is_set():
             interrupt()
             self._done.wait(0.05)
@@ -2237,17 +2396,13 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
         cols = [d[0] for d in cur.description] if cur.description else []
         rows = cur.fetchmany(max_rows + 1)
     except duckdb.InterruptException:
-        raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts), not the timeout
+        raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts)
+        if not timer.fired:  # Project.interrupt() (another thread's)
+            raise ToolkitError("query interrupted") from None
         raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
                            hint="Add a LIMIT or a tighter WHERE clause") from None
-    except duckdb.OutOfMemoryException:
-        raise ToolkitError(f"query stopped at the {memory_limit or QUERY_MEMORY} memory limit",
-                           hint="Add a LIMIT or aggregate first") from None
-    except duckdb.PermissionException as exc:
-        raise RefusedError(f"only one read-only SELECT is allowed ({_first_line(exc)})") \
-            from None
     except duckdb.Error as exc:
-        raise ToolkitError(f"query failed: {_first_line(exc)}") from None
+        raise _query_error(exc, memory_limit) from None
     except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
         raise_if_stopped(exc)
         raise

@@ -160,7 +160,8 @@ def query(sql: str, fmt: str, max_rows: int, timeout: float, memory_limit: str) 
     """Run one read-only SELECT against the store and print the rows.
 
     The query runs on a locked-down connection: no file access, no extensions, no settings
-    changes, a memory limit and a timeout. Anything but a single SELECT is refused.
+    changes, a memory limit and a timeout. Anything but a single SELECT (or a DESCRIBE,
+    SHOW or SUMMARIZE, which DuckDB runs as one) is refused.
     """
     from toolkit.cli._common import get_project
 

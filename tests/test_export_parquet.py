@@ -232,7 +232,11 @@ def test_a_table_gone_from_the_store_loses_only_this_projects_partition(
     assert mine.is_dir()
 
 
-def _export_killed_at(point: str, cwd: Path, out: Path) -> None:
+def _export_killed_at(point: str, cwd: Path, out: Path, *, reaped: bool = True
+                      ) -> subprocess.Popen[str]:
+    """Run `toolkit export` and SIGKILL it at ``point``; ``reaped`` False: the killed
+    process is left a zombie (killed, its exit status not yet collected: as under `timeout
+    -s KILL`, whose own death leaves its child to init), for the caller to reap."""
     env = dict(os.environ, TOOLKIT_EDITOR_PAUSE=point)
     proc = subprocess.Popen([sys.executable, "-m", "toolkit", "export", "--out", str(out)],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -243,8 +247,9 @@ def _export_killed_at(point: str, cwd: Path, out: Path) -> None:
         line = proc.stderr.readline()
         if line.startswith(f"TOOLKIT_EDITOR_PAUSE {point} "):
             proc.send_signal(signal.SIGKILL)
-            reap(proc)
-            return
+            if reaped:
+                reap(proc)
+            return proc
         if not line:
             break
     proc.kill()
@@ -252,7 +257,12 @@ def _export_killed_at(point: str, cwd: Path, out: Path) -> None:
     raise AssertionError(f"the export never reached {point}: {err}")
 
 
-def test_an_export_killed_before_its_swap_leaves_the_old_partition(project, cli_run, tmp_path):
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "a zombie"])
+def test_an_export_killed_before_its_swap_leaves_the_old_partition(project, cli_run, tmp_path,
+                                                                   reaped):
+    """A killed export leaves the old partition; the next export removes its staging folder,
+    also while the killed process is a zombie (it has ended, only its exit status waits to be
+    collected), which the check of whether a writer still runs took for a live one."""
     out = tmp_path / "lake"
     cli_run("export", "--out", str(out))
     before = tree_digest(out / "actions" / "project=acme-api")
@@ -261,13 +271,16 @@ def test_an_export_killed_before_its_swap_leaves_the_old_partition(project, cli_
     db.execute("DELETE FROM actions WHERE id = (SELECT max(id) FROM actions)")
     db.commit()
     db.close()
-    _export_killed_at("export_staged@actions", project.root, out)
+    killed = _export_killed_at("export_staged@actions", project.root, out, reaped=reaped)
     assert tree_digest(out / "actions" / "project=acme-api") == before
     staged = [p.name for p in (out / "actions").iterdir() if p.name.startswith(".")]
     assert len(staged) == 1 and staged[0].startswith(".toolkit-staging-")
     assert _partition_rows(out, "actions") == old_rows  # readers see the old rows
     # the next export removes the dead writer's staging folder and writes the new rows
-    assert cli_run("export", "--out", str(out)).exit_code == 0
+    try:
+        assert cli_run("export", "--out", str(out)).exit_code == 0
+    finally:
+        reap(killed)
     assert sorted(p.name for p in (out / "actions").iterdir()) == ["_schema.json",
                                                                   "project=acme-api"]
     with _store(project) as store:

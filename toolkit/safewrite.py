@@ -1291,6 +1291,11 @@ def unique_dir(parent: Path, name: str) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs. A zombie does not: it has ended, and only its exit
+    status waits for its parent to collect it (a writer killed by `timeout -s KILL`, which
+    dies with it and leaves its child to init, stays one a while), yet ``kill(pid, 0)``
+    finds it: its temp files, staging folders and locks are a dead writer's (Linux's
+    ``/proc`` tells; elsewhere, as before, it counts as running)."""
     if pid <= 0:
         return False
     try:
@@ -1298,8 +1303,13 @@ def pid_alive(pid: int) -> bool:
     except (ProcessLookupError, OverflowError):  # past what a pid can be: no process has it
         return False
     except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat_line = fh.read()
+    except OSError:  # no /proc (not Linux), or it ended meanwhile
         return True
-    return True
+    return stat_line.rpartition(b")")[2].split()[:1] != [b"Z"]
 
 
 def cleanup_orphan_temps(directory: str | Path) -> list[Path]:

@@ -227,6 +227,7 @@ def test_g4_the_reader_warnings_name_the_recovery(project: FixtureProject, tmp_p
     assert any("an interrupted prune (2 of 4 files replaced when it stopped) was completed"
                in w for w in warnings)
     assert _state(project.ledger) == new
+    assert _temps(project.ledger) == []
 
 
 def _assert_prune_rolled_back_after_one_rename(project: FixtureProject,
@@ -239,6 +240,7 @@ def _assert_prune_rolled_back_after_one_rename(project: FixtureProject,
                                     "as before it")
     assert _without_lock(_state(project.ledger)) == _without_lock(old)
     assert not (project.ledger / JOURNAL).exists()
+    assert _temps(project.ledger) == []  # the killed run's temp files went with its journal
 
 
 def test_g4_lost_temp_files_roll_the_edit_back(project: FixtureProject, tmp_path: Path) -> None:
@@ -304,6 +306,28 @@ def test_g4_a_journal_of_a_run_that_holds_the_lock_is_left_to_it(project: Fixtur
         assert _state(project.ledger) == killed and (project.ledger / JOURNAL).exists()
     r = _run(["ledger", "list"], project.root)
     assert "was completed from its journal" in _note(r.stderr)
+
+
+def test_g4_a_readers_recovery_takes_the_killed_runs_other_temp_files_too(
+        project: FixtureProject) -> None:
+    """A run killed while it wrote a file the journal does not name (the .meta.json lock
+    field, written before the journal's files) leaves that temp file too: the reader that
+    rolls the edit back removes it with the journal's, since its writer is dead. Before, it
+    stayed (a hidden file in the vault, which a git commit of it takes along) until the next
+    edit."""
+    _kill_at(PRUNE, project.root, "after_journal")
+    stray = project.ledger / f"..meta.json.toolkit-tmp-{_gone_pid()}-c8efa081"
+    stray.write_text("{}")
+    r = _run(["ledger", "list"], project.root)
+    assert "was rolled back from its journal" in _note(r.stderr)
+    assert _temps(project.ledger) == []
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has ended and been reaped."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
 
 
 def test_g4_a_journal_naming_paths_outside_the_vault_is_refused(project: FixtureProject,

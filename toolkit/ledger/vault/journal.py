@@ -10,7 +10,7 @@ from toolkit.errors import BusyError, RefusedError, ToolkitError
 from toolkit.ledger.vault.lock import lock_path
 from toolkit.ledger.vault.paths import check_inside
 from toolkit.records import JOURNAL_NAME, journal_path
-from toolkit.safewrite import FileLock, recover_journal
+from toolkit.safewrite import FileLock, cleanup_orphan_temps, recover_journal
 
 __all__ = ["JOURNAL_NAME", "journal_path", "open_vault", "recover_interrupted"]
 
@@ -46,6 +46,8 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
             return None
         try:
             msg = recover_journal(path, Path(vault)).message()
+            # the killed run's temp files (its journal named what they were for) go with it
+            cleanup_orphan_temps(path.parent)
         except OSError as exc:
             raise ToolkitError(f"cannot finish or undo an interrupted edit: {exc.strerror}",
                                path=path, hint="Make the ledger folder writable and run the "

@@ -552,6 +552,22 @@ def test_an_empty_title_is_a_usage_error_not_the_untitled_entry(world, monkeypat
             assert err.value.message == message
 
 
+def test_several_matching_titles_are_refused_in_the_apis_words(world, monkeypatch):
+    """The hint of an ambiguous title names the method's arguments, as the CLI's names its
+    options: the API said "Choose one with --index N", an option a Python caller has not."""
+    from toolkit.ledger_ops import AmbiguousMatchError
+
+    monkeypatch.chdir(world.project)
+    with Project.open(refresh=False) as project:
+        with pytest.raises(AmbiguousMatchError) as err:
+            project.ledger_entry("webhook")
+        n = len(err.value.matches)
+        assert n > 1 and err.value.hint == (f"Choose one with index=N (1-{n}) or narrow with "
+                                            'file (e.g. file="patterns")')
+        title = err.value.matches[1].title
+        assert project.ledger_entry("webhook", index=2).entry.title == title
+
+
 def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeypatch, tmp_path):
     """A wrong type met an AttributeError or TypeError from deep inside (stats(now=text):
     'str' object has no attribute 'tzinfo'), or was read as something else (kinds="approaches"

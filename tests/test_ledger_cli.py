@@ -159,6 +159,8 @@ def test_show_several_matches_lists_them_and_shows_none(project: FixtureProject,
                          "with --index N (1-2) or narrow with --file")
     r = cli_run("ledger", "show", "migration", "--index", "2")
     assert r.stdout.startswith("Editing an applied migration in place\nantipatterns.md")
+    r = cli_run("ledger", "show", "migration", "--index", "3")  # the option's name, not the API's
+    assert (r.exit_code, _error(r)) == (2, "Error: --index 3 is out of range; 2 entries match")
     r = cli_run("ledger", "show", "migration", "--file", "antipatterns")
     assert r.exit_code == 0
 

@@ -608,12 +608,23 @@ class Project:
         :class:`~toolkit.ledger_ops.AmbiguousMatchError` (``.matches``) unless ``index``
         picks the N-th; none is a :class:`~toolkit.errors.NotFoundError`, after
         ``unreadable(problem)`` for each file searched that could not be read."""
-        from toolkit.ledger_ops import show
+        return self._ledger_entry(title, index=index, file=file, request=request,
+                                  unreadable=unreadable,
+                                  index_name="Project.ledger_entry: index",
+                                  choose='Choose one with index=N (1-{n}) or narrow with file '
+                                         '(e.g. file="patterns")')
+
+    def _ledger_entry(self, title: str, *, index: int | None, file: str | None,
+                      request: str | None, unreadable: Callable[[Problem], None] | None,
+                      index_name: str = "--index", choose: str | None = None) -> ShowResult:
+        """:meth:`ledger_entry`, its refusals in the words of the caller: the API's
+        arguments, or (the defaults) the options of `toolkit ledger show`."""
+        from toolkit.ledger_ops import CHOOSE, show
 
         return show(self.config.vault, title, index=index, file=file,
                     max_bytes=self.config.max_file_bytes, request=request,
                     log=request is not None, cache=self.config.parse_cache,
-                    unreadable=unreadable, index_name="Project.ledger_entry: index")
+                    unreadable=unreadable, index_name=index_name, choose=choose or CHOOSE)
 
     def ledger_dashboard(self, *, top: int = 5, request: str | None = None) -> Dashboard:
         """``toolkit ledger``'s dashboard: totals, entries per file by confidence, the top

@@ -54,13 +54,18 @@ UP = {"low": "medium", "medium": "high"}
 DOWN = {"high": "medium", "medium": "low"}
 
 
-class AmbiguousMatchError(ToolkitError):
-    """Several entries match a title; nothing was done."""
+# How the CLI's commands say which of several matches to take ({n}: how many match)
+CHOOSE = "Choose one with --index N (1-{n}) or narrow with --file"
 
-    def __init__(self, query: str, matches: list[LedgerEntry]) -> None:
+
+class AmbiguousMatchError(ToolkitError):
+    """Several entries match a title; nothing was done. ``choose``: the hint, in the words
+    of the caller's options (:data:`CHOOSE`) or arguments (the API's)."""
+
+    def __init__(self, query: str, matches: list[LedgerEntry], choose: str = CHOOSE) -> None:
         n = len(matches)
         super().__init__(f'{n} entries match "{visible(query, single_line=True)}"; nothing was '
-                         f"done", hint=f"Choose one with --index N (1-{n}) or narrow with --file")
+                         f"done", hint=choose.format(n=n))
         self.query = query
         self.matches = matches
 
@@ -378,9 +383,10 @@ def _title_candidates(v: Any, query: str, kind: str | None) -> list[LedgerEntry]
 
 
 def pick(matches: list[LedgerEntry], query: str, index: int | None, *,
-         index_name: str = "--index") -> LedgerEntry:
+         index_name: str = "--index", choose: str = CHOOSE) -> LedgerEntry:
     """One entry out of the matches, or a not-found / ambiguous error (an ``index`` past
-    them is named ``index_name``: the option, or the API's method and argument)."""
+    them is named ``index_name``: the option, or the API's method and argument; several
+    matches without one are hinted with ``choose``)."""
     if not matches:
         raise NotFoundError(f'No entries found matching "{visible(query, single_line=True)}".',
                             hint=LIST_HINT)
@@ -390,7 +396,7 @@ def pick(matches: list[LedgerEntry], query: str, index: int | None, *,
                              f"{len(matches)} entr{'y' if len(matches) == 1 else 'ies'} match")
         return matches[index - 1]
     if len(matches) > 1:
-        raise AmbiguousMatchError(query, matches)
+        raise AmbiguousMatchError(query, matches, choose)
     return matches[0]
 
 
@@ -406,18 +412,18 @@ class ShowResult:
 def show(vault: Path, title: str, *, index: int | None = None, file: str | None = None,
          max_bytes: int | None = None, request: str | None = None, log: bool = True,
          cache: Path | None = None, unreadable: Callable[[Problem], None] | None = None,
-         index_name: str = "--index") -> ShowResult:
+         index_name: str = "--index", choose: str = CHOOSE) -> ShowResult:
     """The one entry whose title holds ``title`` (``index``: the N-th of several, named
-    ``index_name`` when out of range), with its block as written (``log``: as
-    :func:`dashboard`'s). When none is found, ``unreadable`` is told of each file searched
-    that could not be read (the entry may be there)."""
+    ``index_name`` when out of range; ``choose``: the hint when several match), with its
+    block as written (``log``: as :func:`dashboard`'s). When none is found, ``unreadable``
+    is told of each file searched that could not be read (the entry may be there)."""
     vault = Path(vault)
     kind = _file_kind(file)
     v = _vault_or_fail(vault, max_bytes=max_bytes, cache=cache)
     with _Log(vault, "show", request, f'title "{title}"', enabled=log) as logged:
         try:
             e = pick(match_entries(_title_candidates(v, title, kind), title), title, index,
-                     index_name=index_name)
+                     index_name=index_name, choose=choose)
         except AmbiguousMatchError as exc:
             logged.outcome = f"{len(exc.matches)} entries match; none shown"
             raise

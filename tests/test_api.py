@@ -568,6 +568,27 @@ def test_several_matching_titles_are_refused_in_the_apis_words(world, monkeypatc
         assert project.ledger_entry("webhook", index=2).entry.title == title
 
 
+def test_too_many_titles_for_one_history_are_refused_in_each_callers_words(world, monkeypatch):
+    """`ledger history webhook` hints at its --file option; Project.entry_history at its
+    file argument (it said --file too)."""
+    from click.testing import CliRunner
+
+    from toolkit.cli import cli
+    from toolkit.errors import NotFoundError
+
+    monkeypatch.chdir(world.project)
+    out = CliRunner().invoke(cli, ["ledger", "history", "webhook"])
+    assert out.exit_code == 1 and out.output.rstrip().endswith(
+        "...). Give more of the title, or --file"), out.output
+    with Project.open() as project:
+        with pytest.raises(NotFoundError) as err:
+            project.entry_history("webhook")
+        assert err.value.message.startswith("7 entries contain 'webhook' (patterns: ")
+        assert err.value.hint == 'Give more of the title, or file (e.g. file="patterns")'
+        [one] = project.entry_history("webhook", file="patterns")[:1]
+        assert one.file == "patterns"
+
+
 def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeypatch, tmp_path):
     """A wrong type met an AttributeError or TypeError from deep inside (stats(now=text):
     'str' object has no attribute 'tzinfo'), or was read as something else (kinds="approaches"

@@ -695,9 +695,17 @@ class Project:
     def entry_history(self, title: str, *, file: str | None = None, all_sources: bool = False
                       ) -> list[EntryHistory]:
         """The timeline of each entry whose title matches ``title``."""
+        return self._entry_history(title, file=file, all_sources=all_sources,
+                                   narrow='file (e.g. file="patterns")')
+
+    def _entry_history(self, title: str, *, file: str | None, all_sources: bool,
+                       narrow: str = "--file") -> list[EntryHistory]:
+        """:meth:`entry_history`, its refusal of too many matches in the words of the
+        caller: the API's argument, or (the default) `toolkit ledger history`'s option."""
         from toolkit.history import history_for_title
 
-        return history_for_title(self._store(), title, file=file, all_sources=all_sources)
+        return history_for_title(self._store(), title, file=file, all_sources=all_sources,
+                                 narrow=narrow)
 
     # -- the audit DB (nagi-ledger's questions) --------------------------------
     def task_status(self, task: str) -> TaskStatus:

@@ -1004,8 +1004,10 @@ def entry_history(store: Store, entry_key: str, *, timelines: tuple[str, ...] = 
 
 
 def history_for_title(store: Store, title: str, *, file: str | None = None,
-                      all_sources: bool = False, max_matches: int = 5) -> list[EntryHistory]:
-    """The history of every entry matching ``title`` (all files, unless ``file``)."""
+                      all_sources: bool = False, max_matches: int = 5,
+                      narrow: str = "--file") -> list[EntryHistory]:
+    """The history of every entry matching ``title`` (all files, unless ``file``); too many
+    matches are refused with a hint naming ``narrow``, the caller's way to give ``file``."""
     matches = find_entries(store, title, file)
     if not matches:
         raise NotFoundError(f"no ledger entry titled {title!r} in any version",
@@ -1014,7 +1016,7 @@ def history_for_title(store: Store, title: str, *, file: str | None = None,
     if len(matches) > max_matches:
         names = "; ".join(f"{f}: {t}" for _, f, t in matches[:max_matches])
         raise NotFoundError(f"{len(matches)} entries contain {title!r} ({names}; ...)",
-                            hint="Give more of the title, or --file")
+                            hint=f"Give more of the title, or {narrow}")
     return [entry_history(store, k, timelines=timelines_for(all_sources)) for k, _, _ in matches]
 
 

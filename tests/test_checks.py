@@ -395,11 +395,17 @@ def test_table_shows_status_count_first_rows_and_why(settled_project, cli_run):
 
 
 def test_list_shows_every_check(project, cli_run):
-    settings(project, USER)
+    long_name = "no-dispatch-waits-on-a-verdict-for-long"  # past the built-in names' width
+    settings(project, USER + f"  - name: {long_name}\n    sql: SELECT id FROM dispatches\n")
     out = cli_run("check", "--list").output
-    names = [line.split()[0] for line in out.splitlines()]
+    lines = out.splitlines()
+    names = [line.split()[0] for line in lines]
     assert names == [c.name for c in BUILTIN] + ["no-critical-slop", "some-dispatches",
-                                                  "few-approaches"]
+                                                  "few-approaches", long_name]
+    # one column each: every level starts where the longest name's row has it
+    at = len(long_name) + 1
+    assert [line[at:].split()[0] for line in lines] == [c.level for c in BUILTIN] + \
+        ["error", "warn", "warn", "error"]
 
 
 def test_junit_xml_is_what_ci_reads(project, cli_run):

@@ -45,8 +45,12 @@ def check(selected: tuple[str, ...], skipped: tuple[str, ...], as_json: bool,
                          "was run", hint="Create it first, or give --junit-xml another path")
     checks = select(checks_for(cfg.checks, path=cfg.config_file), selected, skipped)
     if list_only:
+        # columns as wide as their longest value: a user's check may have a long name
+        names = max((len(c.name) for c in checks), default=0)
+        tags = max((len(",".join(c.tags)) for c in checks), default=0)
         for c in checks:
-            click.echo(f"{c.name:<20} {c.level:<5} {','.join(c.tags):<18} {c.description}")
+            click.echo(f"{c.name:<{names}} {c.level:<5} {','.join(c.tags):<{tags}} "
+                       f"{c.description}".rstrip())
         return
     with Project(cfg) as project:  # refreshed, saying what it could not read, then closed
         project.refresh(hold=True)

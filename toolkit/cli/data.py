@@ -104,8 +104,11 @@ def status(as_json: bool, show_all: bool) -> None:
             click.echo(f"  {'':<10} {'':<8} {s['note']}")
     click.echo("")
     click.echo("Tables:")
+    # as wide as the longest name (ledger_entry_versions, one past a fixed 20, pushed its
+    # count out of the column)
+    width = max((len(t) for t in counts), default=0)
     for t, n in counts.items():
-        click.echo(f"  {t:<20} {n:>9,}")
+        click.echo(f"  {t:<{width}} {n:>9,}")
     click.echo("")
     if problems:
         click.echo(f"Warnings ({len(problems):,}):")

@@ -510,14 +510,17 @@ class Project:
                                memory_limit=self.memory_limit)
 
     def _count_and_first(self, query: str, params: list[Any] | dict[str, Any] | None,
-                         limit: int, *, timeout: float | None = None
+                         limit: int, *, timeout: float | None = None,
+                         timed_out: Callable[[], bool] | None = None
                          ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
         """(columns, rows, the first ``limit`` rows) of one read-only SELECT (as :meth:`sql`
         checks it) on :meth:`sql`'s connection, in one pass: the checks' question. Stop it
-        from another thread with :meth:`interrupt`."""
+        from another thread with :meth:`interrupt` (``timed_out()``: whether an interrupt
+        was the caller's timeout, see :func:`~toolkit.store.count_and_first`)."""
         from toolkit.store import count_and_first
 
-        return count_and_first(self._query_store().conn, query, params, limit, timeout=timeout)
+        return count_and_first(self._query_store().conn, query, params, limit, timeout=timeout,
+                               timed_out=timed_out)
 
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a

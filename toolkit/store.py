@@ -2297,15 +2297,16 @@ def parse_select(sql: str) -> None:
 
 def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
                     params: Sequence[Any] | dict[str, Any] | None, limit: int, *,
-                    timeout: float | None = None
+                    timeout: float | None = None, timed_out: Callable[[], bool] | None = None
                     ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
     """(columns, rows, the first ``limit`` rows) of the one read-only SELECT in ``sql`` on
     ``conn`` (from ``open_query_connection``), counted and read in one pass. The columns
     are its relation's (:func:`select_relation`, which also refuses anything else and
     reports what does not bind); the pass is one statement on the connection, not a
     relation built on that relation (three times the work for DuckDB's Python layer). A
-    query that fails or is interrupted (``timeout``: the caller interrupts the connection)
-    is a ToolkitError."""
+    query that fails or is interrupted is a ToolkitError: the caller interrupts the
+    connection after ``timeout`` seconds, and ``timed_out()`` tells whether an interrupt
+    was that one (its :class:`Deadline`'s ``fired``), not another thread's."""
     import duckdb
     statement = single_select(conn, sql)
     columns = list(_bound(conn, statement, params).columns)
@@ -2316,8 +2317,9 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
         fetched = conn.execute(counted, params).fetchall()
     except duckdb.InterruptException:
         raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts), not the timeout
+        timed = timeout is not None and (timed_out is None or timed_out())
         raise ToolkitError(f"query interrupted after the {timeout:g} s timeout"
-                           if timeout is not None else "query interrupted") from None
+                           if timed else "query interrupted") from None
     except duckdb.OutOfMemoryException:
         raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit") from None
     except duckdb.Error as exc:

@@ -413,6 +413,43 @@ def test_ctrl_c_after_the_temp_write_leaves_the_file_and_its_folder_as_they_were
     assert tree_digest(project.slop.parent) == before
 
 
+@pytest.mark.parametrize("point", ["after_temp_write", "after_replace"])
+@pytest.mark.parametrize("args", [("update", "4b7e", "--status", "resolved"),
+                                  ("append", "--bucket", "tool_gaps", "--severity", "low",
+                                   "--confidence", "low", "--title", "t", "--description", "d")],
+                         ids=["update", "append"])
+def test_a_write_killed_leaves_the_old_or_the_new_file_whole_and_the_next_run_goes_on(
+        project, tmp_path, args, point) -> None:
+    """SIGKILL (no handler runs) before or after the rename: CodeSmith's file is the old
+    version or the new one, each whole and loadable, never a mix; the killed run's temp file
+    is gone after the next run, whose lock and write are not held up by the dead one."""
+    before = project.slop.read_bytes()
+    proc = _spawn(project, point, tmp_path / "never", *args)
+    try:
+        _wait_for_pause(proc, point)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        reap(proc)
+    after = project.slop.read_bytes()
+    entries = read_entries(project.slop)  # whole JSON, in CodeSmith's layout
+    if point == "after_temp_write":
+        assert after == before
+    elif args[0] == "update":
+        assert [e["status"] for e in entries if e["id"].startswith("4b7e")] == ["resolved"]
+    else:
+        assert len(entries) == len(json.loads(before)["entries"]) + 1
+    # the next run (another change) goes through at once and leaves no temp file behind
+    again = subprocess.run([sys.executable, "-m", "toolkit", "slop", "update", "4b7e",
+                            "--status", "in_progress"], cwd=project.root,
+                           env={**os.environ, "HOME": str(project.home), "PYTHONPATH": str(REPO)},
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert [e["status"] for e in read_entries(project.slop)
+            if e["id"].startswith("4b7e")] == ["in_progress"]
+    _no_temps(project.slop.parent)
+
+
 def test_b5_a_second_run_waits_for_the_lock_then_exits_75(project) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c",

@@ -179,6 +179,30 @@ def test_a_damaged_state_file_counts_as_the_first_handoff(project):
     assert json.loads(state.read_text())["version"] == 1
 
 
+def test_a_report_that_could_not_be_printed_is_not_remembered_as_handed_off(project):
+    """The handoff was remembered before it was printed: with its output on a full disk
+    (/dev/full), or a run killed between the two, the next handoff covered only what came
+    after a report nobody read. Now it is remembered once printed."""
+    import os
+    import subprocess
+    import sys
+
+    state = project.root / ".toolkit" / "handoff-state.json"
+    run = [sys.executable, "-m", "toolkit", "handoff"]
+    env = {**os.environ, "TOOLKIT_NOW": "2026-05-10T12:00:00"}
+    with open("/dev/full", "w") as full:
+        failed = subprocess.run(run, cwd=project.root, env=env, stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[-1] == "Error: No space left on device"
+    assert not state.exists()
+    printed = subprocess.run(run, cwd=project.root, env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    assert "(this is the first handoff:" in printed.stdout
+    assert json.loads(state.read_text())["version"] == 1
+
+
 def test_the_state_files_replace_a_link_never_write_through_it(project, cli_run, tmp_path):
     # .toolkit/handoff-state.json (or site-build.json) planted as a link to a file of the
     # user's: the handoff (the site build) replaced that file with its JSON state

@@ -1362,16 +1362,37 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
 def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   output: Path | None = None, now: dt.datetime | None = None,
                   redactor: Redactor | None = None, full: bool = False,
-                  checks: Sequence[Result] | None = None) -> str:
-    """``toolkit handoff``: build, render (redacted; ``full`` adds the complete listing),
-    write to ``output`` if given, and remember this handoff (not with ``since``, which is a
-    one-off view). Returns the text."""
+                  checks: Sequence[Result] | None = None,
+                  deliver: Callable[[str], None] | None = None) -> str:
+    """``toolkit handoff``: :func:`render_report`, then :func:`hand_over` (remembered unless
+    ``since``, which is a one-off view). Returns the text."""
+    report, text = render_report(store, cfg, since=since, now=now, redactor=redactor,
+                                 full=full, checks=checks)
+    hand_over(cfg, report, text, output=output, deliver=deliver, remember=since is None)
+    return text
+
+
+def render_report(store: Store, cfg: Config, *, since: dt.date | None = None,
+                  now: dt.datetime | None = None, redactor: Redactor | None = None,
+                  full: bool = False, checks: Sequence[Result] | None = None
+                  ) -> tuple[HandoffReport, str]:
+    """The handoff report built from ``store`` and rendered (redacted; ``full`` adds the
+    complete listing): what :func:`hand_over` then delivers, the store no longer needed."""
     report = build_report(store, cfg, since=since, now=now, checks=checks)
-    text = render_markdown(report, redactor=redactor, full=full)
+    return report, render_markdown(report, redactor=redactor, full=full)
+
+
+def hand_over(cfg: Config, report: HandoffReport, text: str, *, output: Path | None = None,
+              deliver: Callable[[str], None] | None = None, remember: bool = True) -> None:
+    """Write ``text`` to ``output`` if given, else hand it to ``deliver`` (the command prints
+    it), and only then remember this handoff (``remember``): a report that never reached its
+    reader (a write that failed, a run killed before it) is not counted as handed off, so
+    the next one covers its changes again."""
     if output is not None:
         from toolkit.safewrite import write_output
 
         write_output(output, text.encode("utf-8"), keep=cfg.source_paths())
-    if since is None:
+    elif deliver is not None:
+        deliver(text)
+    if remember:
         record_state(cfg, report)
-    return text

@@ -48,7 +48,7 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
     from pathlib import Path
 
     from toolkit.cli._common import open_store_checked
-    from toolkit.handoff import export_report
+    from toolkit.handoff import hand_over, render_report
     from toolkit.site import site_redaction_warning
 
     cfg = get_config()
@@ -56,13 +56,15 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
     if warning:
         click.echo(f"Warning: {warning}", err=True)
     store, checks = open_store_checked(cfg)
+    day = _since(since)
     with store:
-        text = export_report(store, cfg, since=_since(since),
-                             output=Path(output) if output else None, full=full, checks=checks)
+        report, text = render_report(store, cfg, since=day, full=full, checks=checks)
+    # printed (or written) with the store closed, a reader like `less` holding up no other
+    # command; remembered only once it was (see hand_over)
+    hand_over(cfg, report, text, output=Path(output) if output else None,
+              deliver=lambda t: click.echo(t, nl=False), remember=day is None)
     if output:
         click.echo(f"Handoff report written to {output} ({len(text):,} characters)", err=True)
-    else:
-        click.echo(text, nl=False)
 
 
 @click.command()

@@ -3,9 +3,11 @@ toolkit's errors, and reads that leave the project's files and the store alone."
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,26 +146,33 @@ def test_a_relation_raises_the_toolkits_errors_and_says_what_to_do(world, tmp_pa
             relation.fetchall()
 
 
-def test_interrupt_is_not_reported_as_the_timeout(world):
-    """``interrupt()`` during ``rows()`` was "interrupted after the 30 s timeout"."""
+@contextlib.contextmanager
+def _interrupted_from_another_thread(project: Project) -> Iterator[None]:
+    """``project.interrupt()`` from another thread while the block runs, again and again
+    (one that comes before the query starts is lost)."""
     import threading
 
+    done = threading.Event()
+
+    def interrupt() -> None:
+        while not done.wait(0.05):
+            project.interrupt()
+
+    thread = threading.Thread(target=interrupt)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_interrupt_is_not_reported_as_the_timeout(world):
+    """``interrupt()`` during ``rows()`` was "interrupted after the 30 s timeout"."""
     with Project.open(world.project, refresh=False) as project:
-        done = threading.Event()
-
-        def interrupt() -> None:  # (again and again: one before the query starts is lost)
-            while not done.wait(0.05):
-                project.interrupt()
-
-        thread = threading.Thread(target=interrupt)
-        thread.start()
-        try:
-            with pytest.raises(ToolkitError) as raised:
-                project.rows("SELECT count(*) FROM range(100000000000) t(a) WHERE a % 7 = 3",
-                             timeout=60)
-        finally:
-            done.set()
-            thread.join()
+        with _interrupted_from_another_thread(project), pytest.raises(ToolkitError) as raised:
+            project.rows("SELECT count(*) FROM range(100000000000) t(a) WHERE a % 7 = 3",
+                         timeout=60)
         assert str(raised.value) == "query interrupted"
 
 
@@ -171,26 +180,13 @@ def test_a_check_interrupted_from_another_thread_is_not_reported_as_its_timeout(
     """``interrupt()`` while run_checks() runs an SQL check: its result said "query
     interrupted after the 60 s timeout" (the check's timeout), though none had passed; a
     check that does run out of time still says so."""
-    import threading
-
     from toolkit.checks import Check, run_check
 
     slow = Check("slow", "never ends", "A check.",
                  sql="SELECT a FROM range(100000000000) t(a) WHERE a % 7 = 3 AND a < 0")
     with Project.open(world.project, refresh=False) as project:
-        done = threading.Event()
-
-        def interrupt() -> None:  # (again and again: one before the query starts is lost)
-            while not done.wait(0.05):
-                project.interrupt()
-
-        thread = threading.Thread(target=interrupt)
-        thread.start()
-        try:
+        with _interrupted_from_another_thread(project):
             stopped = run_check(project, slow, timeout=60)
-        finally:
-            done.set()
-            thread.join()
         assert (stopped.status, stopped.message) == ("error", "query interrupted")
         timed = run_check(project, slow, timeout=0.2)
         assert (timed.status, timed.message) == (

@@ -323,6 +323,21 @@ def test_g4_a_readers_recovery_takes_the_killed_runs_other_temp_files_too(
     assert _temps(project.ledger) == []
 
 
+def test_g4_an_editors_recovery_names_the_killed_runs_temp_files_it_removes(
+        project: FixtureProject) -> None:
+    """The editor that finishes or undoes a killed edit removes that run's stray temp files
+    as it removes any dead run's: each named in a note (the reader's recovery above removes
+    them silently, having no notes to print them in)."""
+    _kill_at(PRUNE, project.root, "after_journal")
+    stray = project.ledger / f"..meta.json.toolkit-tmp-{_gone_pid()}-c8efa081"
+    stray.write_text("{}")
+    r = _run(["ledger", "demote", "migration dry-run"], project.root)
+    assert r.returncode == 0, r.stderr
+    assert "was rolled back from its journal" in _note(r.stderr)
+    assert f"removed {stray.name}, left by a run that was killed" in r.stdout + r.stderr
+    assert _temps(project.ledger) == []
+
+
 def _gone_pid() -> int:
     """The pid of a process that has ended and been reaped."""
     proc = subprocess.Popen(["true"])

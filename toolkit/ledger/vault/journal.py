@@ -46,8 +46,8 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
             return None
         try:
             msg = recover_journal(path, Path(vault)).message()
-            # the killed run's temp files (its journal named what they were for) go with it
-            cleanup_orphan_temps(path.parent)
+            if not locked:  # a reader: the killed run's temp files go with its journal (an
+                cleanup_orphan_temps(path.parent)  # editor removes them next, naming each)
         except OSError as exc:
             raise ToolkitError(f"cannot finish or undo an interrupted edit: {exc.strerror}",
                                path=path, hint="Make the ledger folder writable and run the "

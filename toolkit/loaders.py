@@ -35,6 +35,7 @@ from toolkit.source import (
     SourceResult,
     careful,
     fingerprint_paths,
+    session_files,
 )
 
 if TYPE_CHECKING:
@@ -225,8 +226,6 @@ LEDGER = Source(
 # --------------------------------------------------------------------------- sessions
 
 def _session_fp(cfg: Config) -> tuple[str, str]:
-    from toolkit.sources.smith import session_files
-
     d = cfg.sessions_dir
     # (a folder that cannot be listed raises here, each time: the store says it each time)
     return str(d), fingerprint_paths([d, *session_files(d)])
@@ -300,7 +299,7 @@ def _seconds(time: str) -> int:
 
 
 def _load_sessions(store: Store, cfg: Config, full: bool, progress: Any) -> SourceResult:
-    from toolkit.sources.smith import read_session, session_files
+    from toolkit.sources.smith import read_session
 
     store.conn.execute("DELETE FROM sessions")
     store.conn.execute("DELETE FROM session_events")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import DataError, ToolkitError, permission_denied
 
 if TYPE_CHECKING:
     from toolkit.config import Config
@@ -161,6 +161,22 @@ def asked_once(key: Hashable, ask: Callable[[], T]) -> T:
     if key not in asked:
         asked[key] = ask()
     return asked[key]  # type: ignore[return-value]
+
+
+def session_files(folder: Path) -> list[Path]:
+    """The session logs (``*.md``) of a vault's ``sessions`` folder, in name order; none when
+    there is no such folder. A folder that is there but cannot be listed is a
+    :class:`DataError` (a permission denied names what to change), not a vault without
+    sessions: pathlib's ``glob`` would answer "none" for it, unsaid."""
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except PermissionError:
+        raise permission_denied(folder) from None
+    except OSError as exc:
+        raise DataError(f"cannot list the session logs: {exc.strerror}", path=folder) from None
+    return sorted(folder / name for name in names if name.endswith(".md"))
 
 
 def fingerprint_paths(paths: Sequence[Path]) -> str:

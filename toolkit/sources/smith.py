@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, overload
 
-from toolkit.errors import DataError, TooLargeError, permission_denied
+from toolkit.errors import DataError, TooLargeError
 from toolkit.ledger.codec import BOM, dominant_newline, entry_row, parse_entry
 from toolkit.records import (
     LEDGER_FILES,
@@ -42,6 +42,7 @@ from toolkit.records import (
     fits,
     ledger_entry,
 )
+from toolkit.source import session_files
 from toolkit.textio import (
     check_utf8,
     decode_utf8,
@@ -1331,22 +1332,6 @@ def read_vault(vault: Path, *, max_bytes: int | None = None, sessions: bool = Tr
     return Vault(root=vault, exists=exists, files=files, meta=meta, meta_json=meta_json,
                  smith_config=smith_config, reconcile_runs=runs, sessions=all_sessions,
                  events=all_events, problems=problems)
-
-
-def session_files(folder: Path) -> list[Path]:
-    """The session logs (``*.md``) of a vault's ``sessions`` folder, in name order; none when
-    there is no such folder. A folder that is there but cannot be listed is a
-    :class:`DataError` (a permission denied names what to change), not a vault without
-    sessions: pathlib's ``glob`` would answer "none" for it, unsaid."""
-    try:
-        names = os.listdir(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except PermissionError:
-        raise permission_denied(folder) from None
-    except OSError as exc:
-        raise DataError(f"cannot list the session logs: {exc.strerror}", path=folder) from None
-    return sorted(folder / name for name in names if name.endswith(".md"))
 
 
 def current_session_log(vault: Path) -> Path | None:

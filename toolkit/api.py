@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
     from toolkit.source import Progress
     from toolkit.sources.slop import SlopFile
-    from toolkit.store import LoadReport, Relation, StaleSource, Store
+    from toolkit.store import Deadline, LoadReport, Relation, StaleSource, Store
 
 __all__ = [
     "Approach",
@@ -510,17 +510,16 @@ class Project:
                                memory_limit=self.memory_limit)
 
     def _count_and_first(self, query: str, params: list[Any] | dict[str, Any] | None,
-                         limit: int, *, timeout: float | None = None,
-                         timed_out: Callable[[], bool] | None = None
+                         limit: int, *, deadline: Deadline | None = None
                          ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
         """(columns, rows, the first ``limit`` rows) of one read-only SELECT (as :meth:`sql`
         checks it) on :meth:`sql`'s connection, in one pass: the checks' question. Stop it
-        from another thread with :meth:`interrupt` (``timed_out()``: whether an interrupt
-        was the caller's timeout, see :func:`~toolkit.store.count_and_first`)."""
+        from another thread with :meth:`interrupt` (``deadline``: the caller's, which does,
+        see :func:`~toolkit.store.count_and_first`)."""
         from toolkit.store import count_and_first
 
-        return count_and_first(self._query_store().conn, query, params, limit, timeout=timeout,
-                               timed_out=timed_out)
+        return count_and_first(self._query_store().conn, query, params, limit,
+                               deadline=deadline)
 
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a

@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.clock import naive_utc
 from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
-from toolkit.records import AUDIT_OUTCOMES, AUDIT_TIERS, AUDIT_VERDICTS, RETRY_LIMIT
+from toolkit.records import (
+    AUDIT_OUTCOMES,
+    AUDIT_TIERS,
+    AUDIT_VERDICTS,
+    BIGINT_BOUND,
+    RETRY_LIMIT,
+    fits,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -130,11 +137,10 @@ def _writer_error(exc: sqlite3.Error, path: Path) -> ToolkitError:
     if "readonly" in low or "read-only" in low or "unable to open" in low:
         return ToolkitError(f"cannot write the audit DB ({msg}); nothing was written", path=path,
                             hint="Check the file and folder permissions")
-    if "no column named" in low or "no such table" in low or "no such column" in low:
-        return ToolkitError(f"audit DB write failed ({msg}); nothing was written", path=path,
-                            hint="Its tables are not nagi-ledger's: point NAGI_LEDGER_DB or "
-                                 "--audit-db at nagi-ledger's ledger.db")
-    return ToolkitError(f"audit DB write failed ({msg}); nothing was written", path=path)
+    foreign = "no column named" in low or "no such table" in low or "no such column" in low
+    return ToolkitError(f"audit DB write failed ({msg}); nothing was written", path=path,
+                        hint="Its tables are not nagi-ledger's: point NAGI_LEDGER_DB or "
+                             "--audit-db at nagi-ledger's ledger.db" if foreign else None)
 
 
 @contextmanager
@@ -159,7 +165,8 @@ def _writer(path: Path, *, timeout_ms: int | None = None) -> Iterator[sqlite3.Co
                            ) from None
     conn = None
     try:
-        conn = open_sqlite(path, str(path), timeout=timeout_ms / 1000, isolation_level=None)
+        conn = open_sqlite(path, read_only=False, timeout=timeout_ms / 1000,
+                           isolation_level=None)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
@@ -219,8 +226,6 @@ def log_verdict(db: Path, dispatch_id: Any, verdict: Any, notes: Any = None) -> 
     if isinstance(dispatch_id, bool) or not isinstance(dispatch_id, int):
         raise UsageError(f"Invalid dispatch_id {dispatch_id!r}: must be an integer id returned "
                          "by ledger_log_dispatch.")
-    from toolkit.records import BIGINT_BOUND, fits
-
     with _writer(db) as conn:
         conn.execute("BEGIN IMMEDIATE")
         # an id SQLite cannot hold is no dispatch's (sqlite3 raised OverflowError for it)

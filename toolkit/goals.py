@@ -329,7 +329,6 @@ def _present(db: Path) -> bool:
 def _connect(db: Path) -> sqlite3.Connection | None:
     """The audit DB opened read-only, or None when it is absent or cannot be opened."""
     import sqlite3
-    from urllib.parse import quote
 
     from toolkit.errors import BusyError
     from toolkit.sources.audit import open_sqlite
@@ -340,8 +339,7 @@ def _connect(db: Path) -> sqlite3.Connection | None:
     except OSError:  # a folder on the way that may not be entered: cannot be opened
         return None
     try:
-        conn = open_sqlite(db, f"file:{quote(str(db.resolve()))}?mode=ro", uri=True,
-                           timeout=5.0)
+        conn = open_sqlite(db, read_only=True, timeout=5.0)
     except (sqlite3.Error, BusyError):
         return None
     try:

@@ -930,28 +930,33 @@ class Store:
             "AND schema_name = 'main' AND database_name = current_database()").fetchall())
         return {**versions, **view_versions(views, versions, base)}
 
-    def problems(self, source: str | None = None, *, each_source: bool = False
-                 ) -> list[Problem]:
+    def problems(self, source: str | None = None) -> list[Problem]:
         """The problems recorded of ``source``, or of all: there, one that two sources met
-        reading one path is listed once (the first source's), unless ``each_source`` (what a
-        refresh reads to know which sources have problems recorded)."""
+        reading one path is listed once (the first source's)."""
+        recorded = self._recorded_problems(source)
+        if source:
+            return recorded
+        said: set[tuple[Any, ...]] = set()
+        problems = []
+        for p in recorded:  # a problem two sources met reading one path is said once
+            key = (p.path, p.line, p.message)
+            if key not in said:
+                said.add(key)
+                problems.append(p)
+        return problems
+
+    def _recorded_problems(self, source: str | None = None) -> list[Problem]:
+        """Each source's recorded problems as it recorded them (what a refresh reads to know
+        which sources have problems recorded): each source's in the order its reader noted
+        them (as the reader's own command prints them: the ledger's files in Smith's order, a
+        one-line slop ledger's entry 2 before entry 10), never re-sorted by path or text."""
         sql = "SELECT source, path, line, message FROM _problems"
         params: list[Any] = []
         if source:
             sql += " WHERE source = ?"
             params.append(source)
-        # each source's in the order its reader noted them (as the reader's own command
-        # prints them: the ledger's files in Smith's order, a one-line slop ledger's entry 2
-        # before entry 10), never re-sorted by path or text
-        rows = self.conn.execute(sql + " ORDER BY source, rowid", params).fetchall()
-        said: set[tuple[Any, ...]] = set()
-        problems = []
-        for row in rows:  # a problem two sources met reading one path is said once
-            if source is None and not each_source and tuple(row[1:]) in said:
-                continue
-            said.add(tuple(row[1:]))
-            problems.append(Problem(*row))
-        return problems
+        return [Problem(*row) for row in
+                self.conn.execute(sql + " ORDER BY source, rowid", params).fetchall()]
 
     # -- writing rows ------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
@@ -1106,7 +1111,7 @@ class Store:
         # what each source recorded, read once: a source's load changes its own records only
         states = {row["source"]: row for row in self.sources()}
         problems: dict[str, list[Problem]] = {}
-        for problem in self.problems(each_source=True):
+        for problem in self._recorded_problems():
             problems.setdefault(problem.source, []).append(problem)
         results = []
         with asking_once():  # the sources ask git about the same repositories
@@ -1250,7 +1255,9 @@ def _source_error(exc: ToolkitError | OSError) -> ToolkitError:
     never the command's: it is recorded and said as any unreadable source is."""
     if isinstance(exc, ToolkitError):
         return exc
-    return from_exception(exc) or ToolkitError(str(exc))
+    error = from_exception(exc)  # (an OSError always has its ToolkitError)
+    assert error is not None
+    return error
 
 
 def _out_of_memory(exc: Exception) -> bool:
@@ -2023,11 +2030,11 @@ def open_query_connection(db_path: Path, *, memory_limit: str = QUERY_MEMORY
     than the limit stops with an error instead of filling the disk with temp files. Used by
     ``toolkit query`` and ``toolkit.api.Project.sql``."""
     import duckdb
-    _refuse_no_limit(memory_limit)
     if not check_store_path(Path(db_path)):
         check_memory_limit(memory_limit)  # (the same error whether or not the store exists)
         raise ToolkitError("the store does not exist yet", path=db_path,
                            hint="Run `toolkit load` first")
+    _refuse_no_limit(memory_limit)
     try:
         conn = _connect(Path(db_path), read_only=True, config={
             "enable_external_access": False,
@@ -2105,10 +2112,10 @@ def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
         raise RefusedError("only one read-only SELECT is allowed",
                            hint="Write a single SELECT (or WITH ... SELECT) statement")
     statement = statements[0]
-    if _SHOW_TABLES.fullmatch(_statement_body(statement.query)):
+    body = _statement_body(statement.query)
+    if _SHOW_TABLES.fullmatch(body):
         statement = conn.extract_statements(
-            f"SELECT * FROM ({_statement_body(statement.query)}) AS shown "
-            "WHERE name NOT LIKE '\\_%' ESCAPE '\\'")[0]
+            f"SELECT * FROM ({body}) AS shown WHERE name NOT LIKE '\\_%' ESCAPE '\\'")[0]
     return statement
 
 
@@ -2297,16 +2304,16 @@ def parse_select(sql: str) -> None:
 
 def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
                     params: Sequence[Any] | dict[str, Any] | None, limit: int, *,
-                    timeout: float | None = None, timed_out: Callable[[], bool] | None = None
+                    deadline: Deadline | None = None
                     ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
     """(columns, rows, the first ``limit`` rows) of the one read-only SELECT in ``sql`` on
     ``conn`` (from ``open_query_connection``), counted and read in one pass. The columns
     are its relation's (:func:`select_relation`, which also refuses anything else and
     reports what does not bind); the pass is one statement on the connection, not a
     relation built on that relation (three times the work for DuckDB's Python layer). A
-    query that fails or is interrupted is a ToolkitError: the caller interrupts the
-    connection after ``timeout`` seconds, and ``timed_out()`` tells whether an interrupt
-    was that one (its :class:`Deadline`'s ``fired``), not another thread's."""
+    query that fails or is interrupted is a ToolkitError: the caller's ``deadline``
+    interrupts the connection when its time is up, and says whether an interrupt was that
+    one (``fired``), not another thread's."""
     import duckdb
     statement = single_select(conn, sql)
     columns = list(_bound(conn, statement, params).columns)
@@ -2317,9 +2324,9 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
         fetched = conn.execute(counted, params).fetchall()
     except duckdb.InterruptException:
         raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts), not the timeout
-        timed = timeout is not None and (timed_out is None or timed_out())
-        raise ToolkitError(f"query interrupted after the {timeout:g} s timeout"
-                           if timed else "query interrupted") from None
+        raise ToolkitError(f"query interrupted after the {deadline.seconds:g} s timeout"
+                           if deadline is not None and deadline.fired
+                           else "query interrupted") from None
     except duckdb.OutOfMemoryException:
         raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit") from None
     except duckdb.Error as exc:
@@ -2356,6 +2363,7 @@ class Deadline:
         if math.isnan(seconds) or seconds <= 0:  # (NaN: no deadline is ever reached)
             raise UsageError(f"timeout must be a number of seconds above 0, not {seconds!r}")
         self._done = threading.Event()
+        self.seconds = seconds
         self.fired = False  # the deadline was reached (an interrupt is this one's)
         # an infinite timeout: no deadline (a wait that long overflows the platform's time)
         self._thread = None if math.isinf(seconds) else threading.Thread(

@@ -175,8 +175,7 @@ def _run_sql(project: Project, check: Check, timeout: float
     timer = Deadline(timeout, project.interrupt)
     try:
         return project._count_and_first(check.sql, params_for(check, project.today),
-                                        FIRST_ROWS, timeout=timeout,
-                                        timed_out=lambda: timer.fired)
+                                        FIRST_ROWS, deadline=timer)
     finally:
         timer.cancel()
 

@@ -133,17 +133,17 @@ class _Connection(sqlite3.Connection):
         self._give_back()
 
 
-def open_sqlite(path: Path, target: str, *, uri: bool = False, **options: Any
-                ) -> sqlite3.Connection:
-    """``sqlite3.connect(target, ...)`` for the audit DB at ``path``, counted as a
-    :data:`SQLITE3` user of it until closed: every connection the toolkit opens to the audit
-    DB is opened here."""
+def open_sqlite(path: Path, *, read_only: bool, **options: Any) -> sqlite3.Connection:
+    """``sqlite3.connect`` to the audit DB at ``path`` (``read_only``: as a ``mode=ro`` URI,
+    else the path itself, which SQLite may create), counted as a :data:`SQLITE3` user of it
+    until closed: every connection the toolkit opens to the audit DB is opened here."""
     key = file_key(path)
     if not USERS.take(key, SQLITE3):
         raise BusyError("audit DB is busy (in use by this process's fast reader); retry in a "
                         "moment", path=path)
     try:
-        conn = sqlite3.connect(target, uri=uri, factory=_Connection, **options)
+        conn = sqlite3.connect(_uri(path) if read_only else str(path), uri=read_only,
+                               factory=_Connection, **options)
     except BaseException:
         USERS.give_back(key, SQLITE3)
         raise
@@ -217,7 +217,7 @@ def connect_ro(path: Path, timeout_ms: int | None = None) -> sqlite3.Connection:
     check_file(path)
     timeout_ms = BUSY_TIMEOUT_MS if timeout_ms is None else timeout_ms
     try:
-        conn = open_sqlite(path, _uri(path), uri=True, timeout=timeout_ms / 1000,
+        conn = open_sqlite(path, read_only=True, timeout=timeout_ms / 1000,
                            check_same_thread=False)
     except sqlite3.Error as exc:
         raise _translate(exc, path) from None

@@ -70,13 +70,12 @@ def whole_number(value: Any) -> int | None:
 # The store's columns: BIGINT, and INTEGER for ``extensions``. A whole number beyond them is
 # a warning and NULL, as the audit DB's (nagi-ledger's are small numbers), not a failed load.
 BOUNDS = {"extensions": INTEGER_BOUND}
-BIGINT = BIGINT_BOUND
 
 
 def stored_number(key: str, value: Any) -> int | None:
     """:func:`whole_number`, when the store's column for ``key`` holds it, else None."""
     n = whole_number(value)
-    bound = BOUNDS.get(key, BIGINT)
+    bound = BOUNDS.get(key, BIGINT_BOUND)
     return n if n is not None and fits(n, bound) else None
 
 

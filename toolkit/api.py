@@ -335,6 +335,9 @@ class Project:
         self._held: Store | None = None  # the store a refresh with hold=True left open
         # one call at a time on this project's store connection (see _guarded)
         self._calls = threading.RLock()
+        # how a refusal names the ways to narrow a match: these methods' arguments (index=,
+        # file=), or the options of the command that asked (the CLI sets it: --index, --file)
+        self._cli_words = False
 
     # -- opening -------------------------------------------------------------
     @classmethod
@@ -610,23 +613,15 @@ class Project:
         :class:`~toolkit.ledger_ops.AmbiguousMatchError` (``.matches``) unless ``index``
         picks the N-th; none is a :class:`~toolkit.errors.NotFoundError`, after
         ``unreadable(problem)`` for each file searched that could not be read."""
-        return self._ledger_entry(title, index=index, file=file, request=request,
-                                  unreadable=unreadable,
-                                  index_name="Project.ledger_entry: index",
-                                  choose='Choose one with index=N (1-{n}) or narrow with file '
-                                         '(e.g. file="patterns")')
+        from toolkit.ledger_ops import show
 
-    def _ledger_entry(self, title: str, *, index: int | None, file: str | None,
-                      request: str | None, unreadable: Callable[[Problem], None] | None,
-                      index_name: str = "--index", choose: str | None = None) -> ShowResult:
-        """:meth:`ledger_entry`, its refusals in the words of the caller: the API's
-        arguments, or (the defaults) the options of `toolkit ledger show`."""
-        from toolkit.ledger_ops import CHOOSE, show
-
+        words = {} if self._cli_words else {  # (the defaults are the command's)
+            "index_name": "Project.ledger_entry: index",
+            "choose": 'Choose one with index=N (1-{n}) or narrow with file (e.g. file="patterns")'}
         return show(self.config.vault, title, index=index, file=file,
                     max_bytes=self.config.max_file_bytes, request=request,
                     log=request is not None, cache=self.config.parse_cache,
-                    unreadable=unreadable, index_name=index_name, choose=choose or CHOOSE)
+                    unreadable=unreadable, **words)
 
     def ledger_dashboard(self, *, top: int = 5, request: str | None = None) -> Dashboard:
         """``toolkit ledger``'s dashboard: totals, entries per file by confidence, the top
@@ -697,17 +692,11 @@ class Project:
     def entry_history(self, title: str, *, file: str | None = None, all_sources: bool = False
                       ) -> list[EntryHistory]:
         """The timeline of each entry whose title matches ``title``."""
-        return self._entry_history(title, file=file, all_sources=all_sources,
-                                   narrow='file (e.g. file="patterns")')
-
-    def _entry_history(self, title: str, *, file: str | None, all_sources: bool,
-                       narrow: str = "--file") -> list[EntryHistory]:
-        """:meth:`entry_history`, its refusal of too many matches in the words of the
-        caller: the API's argument, or (the default) `toolkit ledger history`'s option."""
         from toolkit.history import history_for_title
 
         return history_for_title(self._store(), title, file=file, all_sources=all_sources,
-                                 narrow=narrow)
+                                 narrow="--file" if self._cli_words else
+                                 'file (e.g. file="patterns")')
 
     # -- the audit DB (nagi-ledger's questions) --------------------------------
     def task_status(self, task: str) -> TaskStatus:

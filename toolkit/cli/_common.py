@@ -169,6 +169,7 @@ def get_project(*, refresh: bool = True, quiet: bool = False, memory_limit: str 
     from toolkit.api import Project
 
     project = Project(get_config(), memory_limit=memory_limit)
+    project._cli_words = True  # its refusals name this command's options
     if refresh:
         project.refresh(progress=None if quiet else progress_printer(), hold=True)
         try:

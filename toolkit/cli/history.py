@@ -52,8 +52,7 @@ def history(title: str | None, file_: str | None, all_sources: bool, fmt: str) -
             versions = project.ledger_history(file=file_, all_sources=all_sources)
             histories = None
         else:
-            # (refused in the command's words, --file; the API's method says file=)
-            histories = project._entry_history(title, file=file_, all_sources=all_sources)
+            histories = project.entry_history(title, file=file_, all_sources=all_sources)
     if histories is None:
         # entries of no known confidence in a column of their own when there are any (the
         # site's history table has it; the rated three would not add up to the total)

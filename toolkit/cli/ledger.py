@@ -286,10 +286,9 @@ def show(title: str, index: int | None, file_: str | None, as_json: bool) -> Non
     from toolkit.ledger_ops import AmbiguousMatchError
 
     try:
-        # (in the command's words: --index, --file; the API's method says index=, file=)
-        r = get_project(refresh=False)._ledger_entry(title, index=index, file=file_,
-                                                     request=_request(),
-                                                     unreadable=_warn_unreadable)
+        r = get_project(refresh=False).ledger_entry(title, index=index, file=file_,
+                                                    request=_request(),
+                                                    unreadable=_warn_unreadable)
     except AmbiguousMatchError as exc:
         _ambiguous(exc, as_json)
         raise

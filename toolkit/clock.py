@@ -54,7 +54,7 @@ def naive_utc(when: dt.datetime) -> dt.datetime:
     """``when`` as a naive UTC time, the form the audit windows and the store's TIMESTAMPs
     take: an aware time is converted (12:00 in Tokyo is 03:00), a naive one is already UTC.
     The one rule for ``--now`` and for every datetime the Python API is given."""
-    return when if when.tzinfo is None else when.astimezone(dt.UTC).replace(tzinfo=None)
+    return utc(when).replace(tzinfo=None)
 
 
 def today(setting: dt.date | None, at: dt.datetime | None = None) -> dt.date:

@@ -364,16 +364,15 @@ def resolve(
     max_bytes = None
     if max_mb is not None:
         name, where = origin("max_file_mb", "TOOLKIT_MAX_FILE_MB")
+        size_hint = "Give a number of MB above 0 (toolkit.yaml max_file_mb or TOOLKIT_MAX_FILE_MB)"
         try:
             max_bytes = int(float(max_mb) * 1024 * 1024)
         except (TypeError, ValueError, OverflowError):  # (inf, 1e400: no size either)
             raise UsageError(f"{name}: {max_mb!r} is not a number", path=where,
-                             hint="Give a number of MB above 0 (toolkit.yaml max_file_mb or "
-                                  "TOOLKIT_MAX_FILE_MB)") from None
+                             hint=size_hint) from None
         if max_bytes <= 0:
             raise UsageError(f"{name}: {max_mb} MB is not a size limit", path=where,
-                             hint="Give a number of MB above 0 (toolkit.yaml max_file_mb or "
-                                  "TOOLKIT_MAX_FILE_MB)")
+                             hint=size_hint)
 
     today_raw = pick("today", env.get("TOOLKIT_TODAY"), None)
     today = _parse_today(today_raw, *origin("today", "TOOLKIT_TODAY")) \

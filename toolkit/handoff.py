@@ -389,13 +389,15 @@ def build_report(store: Store, cfg: Config, *, since: dt.date | None = None,
             ledger = _changes_since_date(entries, start, None, store)
     tasks = queries.site_task_status(store)
     over = [t["task"] for t in reports.over_limit_tasks(tasks)]
+    over_approaches = queries.handoff_task_dead_ends(store, over, per_task=TASK_APPROACHES)
+    other_approaches = queries.handoff_dead_ends_elsewhere(store, over)
     return HandoffReport(
         project=cfg.project_name, key=project_key(cfg), since=since_info,
         site_url=cfg.site_url, slop=slop, ledger=ledger, dispatches=listing,
         refuted_total=len(refuted), pending=pending, tasks=tasks,
-        approaches=approaches, approaches_total=queries.handoff_dead_end_total(store),
-        over_approaches=queries.handoff_task_dead_ends(store, over, per_task=TASK_APPROACHES),
-        other_approaches=queries.handoff_dead_ends_elsewhere(store, over),
+        approaches=approaches, over_approaches=over_approaches,
+        other_approaches=other_approaches,  # (with the over-limit tasks': every one)
+        approaches_total=other_approaches[0] + sum(n for n, _ in over_approaches.values()),
         state_path=state_path, next_state=next_state, goal=_active_goal(store),
         checks=None if checks is None else list(checks), root=cfg.project_root,
         stale=[s.message() for s in store.stale_sources()])
@@ -1362,13 +1364,13 @@ def fit_body(head: str, secs: list[Section], *, limit: int, full_report: str
 def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   output: Path | None = None, now: dt.datetime | None = None,
                   redactor: Redactor | None = None, full: bool = False,
-                  checks: Sequence[Result] | None = None,
-                  deliver: Callable[[str], None] | None = None) -> str:
-    """``toolkit handoff``: :func:`render_report`, then :func:`hand_over` (remembered unless
-    ``since``, which is a one-off view). Returns the text."""
+                  checks: Sequence[Result] | None = None) -> str:
+    """``toolkit handoff``'s report, as the command makes it: :func:`render_report`, then
+    :func:`hand_over` to ``output`` if given (remembered unless ``since``, which is a one-off
+    view). Returns the text."""
     report, text = render_report(store, cfg, since=since, now=now, redactor=redactor,
                                  full=full, checks=checks)
-    hand_over(cfg, report, text, output=output, deliver=deliver, remember=since is None)
+    hand_over(cfg, report, text, output=output, remember=since is None)
     return text
 
 

@@ -206,7 +206,7 @@ def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
                        "files that could be read; this one could not be read and may hold it: "
                        f"{why}")
             if d.snapshot is None:  # (no permission: the file was never read)
-                hint = permission_denied(d.path).hint or "Make the file readable (chmod u+r)"
+                hint = permission_denied(d.path).hint
                 raise RefusedError(message, path=d.path, hint=f"{hint} and run the command again")
             raise DataError(message, path=d.path)
 

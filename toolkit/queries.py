@@ -190,19 +190,18 @@ def ledger_confidences_before(store: Store, day: dt.date
     return {str(k): (c, str(f), t) for k, c, f, t in rows}
 
 
+# the approaches the handoff reports: what was tried and ruled out
+_RULED_OUT = "outcome IN ('DEAD_END', 'NO_GO')"
+
+
 def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:
     """DEAD_END and NO_GO approaches grouped by task: the task with the newest one first,
     newest first within a task."""
     return store.fetch_dicts(
         f"SELECT id, task, approach, outcome, reason, {_ts('ts')} AS ts FROM ("
         "  SELECT *, max(id) OVER (PARTITION BY task) AS newest FROM approaches"
-        "  WHERE outcome IN ('DEAD_END', 'NO_GO')) "
+        f"  WHERE {_RULED_OUT}) "
         "ORDER BY newest DESC, task, id DESC LIMIT ?", [limit])
-
-
-def handoff_dead_end_total(store: Store) -> int:
-    return int(store.scalar(
-        "SELECT count(*) FROM approaches WHERE outcome IN ('DEAD_END', 'NO_GO')") or 0)
 
 
 def handoff_task_dead_ends(store: Store, tasks: Sequence[str], *, per_task: int
@@ -216,7 +215,7 @@ def handoff_task_dead_ends(store: Store, tasks: Sequence[str], *, per_task: int
     rows = store.fetch_dicts(
         f"SELECT id, task, approach, outcome, reason, {_ts('ts')} AS ts, "
         "  count(*) OVER (PARTITION BY task) AS task_total FROM approaches "
-        "WHERE outcome IN ('DEAD_END', 'NO_GO') AND list_contains(?, task) "
+        f"WHERE {_RULED_OUT} AND list_contains(?, task) "
         "QUALIFY row_number() OVER (PARTITION BY task ORDER BY id DESC) <= ? "
         "ORDER BY task, id DESC", [list(tasks), per_task])
     for row in rows:
@@ -230,7 +229,7 @@ def handoff_dead_ends_elsewhere(store: Store, tasks: Sequence[str]) -> tuple[int
     and how many tasks they belong to (no task at all counts as one)."""
     row = store.fetch(
         "SELECT count(*), count(DISTINCT task) + max(CASE WHEN task IS NULL THEN 1 ELSE 0 END) "
-        "FROM approaches WHERE outcome IN ('DEAD_END', 'NO_GO') "
+        f"FROM approaches WHERE {_RULED_OUT} "
         "AND NOT coalesce(list_contains(?, task), false)", [list(tasks)])[1][0]
     return int(row[0] or 0), int(row[1] or 0)
 

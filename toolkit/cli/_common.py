@@ -82,13 +82,10 @@ class Seconds(click.FloatRange):
                 ctx: click.Context | None) -> Any:
         import math
 
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = 0.0  # not a float at all: click's own message below
-        if math.isnan(number):
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        return super().convert(value, param, ctx)
+        return seconds
 
 
 def answered(ask: Callable[[], bool]) -> bool:

@@ -343,7 +343,7 @@ def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
     except OSError:
         other = False  # (a folder on the way that cannot be searched: a permission too)
     fix = ("Move it away, put the ledger file back (from .backups/ or git)" if other
-           else permission_denied(path).hint or "Make the file readable (chmod u+r)")
+           else permission_denied(path).hint)
     return RefusedError(
         f"cannot {doing}: {why}; the ledger's counts (meta.yaml, .meta.json) cannot be "
         "recomputed without its entries", path=path,

@@ -205,12 +205,11 @@ def _check_changeable(root: Path, name: str, dirname: str, changing: Sequence[st
         table_dir = root / table
         if table_dir.is_symlink() or not table_dir.is_dir():
             continue  # (a link is refused where the export meets it)
-        if table in changing or not os.access(table_dir, os.R_OK | os.X_OK):
-            check_changeable(table_dir, done)  # (every table's folder is listed)
-        aside, dead = _leftovers(table_dir, dirname)
-        if aside or dead:
+        if not os.access(table_dir, os.R_OK | os.X_OK):  # (every table's folder is listed)
             check_changeable(table_dir, done)
+        aside, dead = _leftovers(table_dir, dirname)
         if table in changing or aside or dead:
+            check_changeable(table_dir, done)
             partitions.append(table_dir / dirname)
         partitions += aside + dead
     for partition in partitions:  # each is removed whole, after the swap or as a leftover
@@ -324,8 +323,8 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
                             "rows": digests[table][0], "columns": [[c, t] for c, t in columns],
                             "digest": digests[table][1]}
                     for table, columns in by_table.items()}
-    _check_changeable(root, name, dirname,
-                      [t for t, f in fingerprints.items() if not _holds(root / t / dirname, f)],
+    unchanged = {t for t, f in fingerprints.items() if _holds(root / t / dirname, f)}
+    _check_changeable(root, name, dirname, [t for t in fingerprints if t not in unchanged],
                       set(by_table))
     out: list[Partition] = []
     for table, columns in sorted(by_table.items()):
@@ -338,7 +337,9 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
         target = _inside(table_dir, dirname)
         _repair(table_dir, dirname)
         rows, fingerprint = digests[table][0], fingerprints[table]
-        if _holds(target, fingerprint):
+        # (one that did not hold may now: _repair put back the partition a killed export
+        # had set aside)
+        if table in unchanged or _holds(target, fingerprint):
             out.append(Partition(name, table, rows, False, target))
             continue
         staged = table_dir / f"{STAGING}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"

@@ -218,8 +218,8 @@ def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[s
 
     if not unread:
         return state
-    return tuple(before[i] if k in unread else oid
-                 for i, (k, oid) in enumerate(zip(FILES, state, strict=True)))
+    return tuple(old if k in unread else oid
+                 for k, oid, old in zip(FILES, state, before, strict=True))
 
 
 def _taken_as_before(found: list[Problem], unread: tuple[str, ...]) -> list[Problem]:
@@ -511,12 +511,13 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             new_versions, [v for v in new_versions if v.timeline == "copies"
                            or (v.timeline == "snapshots" and v.seq == 1)])
         # a copy's unreadable files are taken as in the git version it is compared with
-        states_of = {vid: tuple(st.split(",")) for vid, st in store.conn.execute(
-            "SELECT version_id, state FROM ledger_versions WHERE source = 'git'").fetchall()
-        } if keep_git else {}
-        states_of.update((v.version_id, v.state) for v in new_versions if v.source == "git")
-        for v in new_versions:
-            if v.timeline == "copies" and v.unread:
+        unread = [v for v in new_versions if v.timeline == "copies" and v.unread]
+        if unread:
+            states_of = {f"git:{ref}": tuple(st.split(",")) for ref, (st, _ts) in
+                         existing.items()}  # (the stored ones: {} unless kept)
+            states_of.update((v.version_id, v.state) for v in new_versions
+                             if v.source == "git")
+            for v in unread:
                 v.state = _carry_over(v.state, v.unread,
                                       states_of.get(v.base or "", hs.EMPTY_STATE))
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import re
 import shlex
@@ -53,7 +54,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from toolkit.errors import BusyError, DataError, NotFoundError, ToolkitError, UsageError
+from toolkit.errors import (
+    BusyError,
+    DataError,
+    NotFoundError,
+    ToolkitError,
+    UsageError,
+    permission_denied,
+)
 from toolkit.ledger.codec import CONF_RANK, FIELD, confidence_rank, dominant_newline, set_field
 from toolkit.ledger.vault import (
     LockHolder,
@@ -1622,10 +1630,6 @@ def _fail(report: Report, exc: BaseException, written: list[Written],
 def _reason(exc: BaseException) -> str:
     """One line for the report, the log and the error: an OSError as its file and reason
     (never Python's ``[Errno 13] ...: '<path>'``), with what to do when it is a permission."""
-    import errno
-
-    from toolkit.errors import permission_denied
-
     if isinstance(exc, OSError) and exc.strerror:
         if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename is not None:
             denied = permission_denied(os.fsdecode(exc.filename))  # the one wording (I18)

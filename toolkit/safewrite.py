@@ -62,9 +62,10 @@ from toolkit.errors import (
     RefusedError,
     ToolkitError,
     UsageError,
+    chmod_hint,
     permission_denied,
 )
-from toolkit.textio import max_file_bytes, within
+from toolkit.textio import max_file_bytes, not_regular, within
 
 if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -208,10 +209,9 @@ class FileSnapshot:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise DataError("is a folder, not a file", path=given)
-            if not stat.S_ISREG(st.st_mode):
-                raise DataError("is not a regular file (a FIFO, socket or device)", path=given)
+            what = not_regular(st.st_mode)
+            if what:
+                raise DataError(what, path=given)
             os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)
@@ -390,12 +390,12 @@ class PreparedReplace:
                     else os.lstat(self.path)
             except FileNotFoundError:
                 st = None
-            if st is not None and follow_links and not stat.S_ISREG(st.st_mode):
+            what = not_regular(st.st_mode) if st is not None and follow_links else None
+            if what:
                 # never replaced by a file (a folder, or a FIFO whose read for the journal's
                 # digest would wait for a writer): the command says what is there instead
-                raise DataError("is a folder, not a file" if stat.S_ISDIR(st.st_mode) else
-                                "is not a regular file (a FIFO, socket or device)",
-                                path=self.path, hint="Move it away, then run the command again")
+                raise DataError(what, path=self.path,
+                                hint="Move it away, then run the command again")
             if mode is None:
                 if st is not None and (follow_links or stat.S_ISREG(st.st_mode)):
                     mode = st.st_mode & 0o7777
@@ -1383,7 +1383,6 @@ def check_changeable(folder: str | Path, done: str) -> None:
     editor's check, FAULTS B1, made for the site build, the export and a restore).
     ``done``: what the refusal says of the tree ("nothing deleted"). ``os.access`` asks the
     kernel, so an ACL, a read-only mount and ``chattr +i`` count as the mode bits do."""
-    from toolkit.errors import chmod_hint
 
     if os.access(folder, os.R_OK | os.W_OK | os.X_OK) or not os.path.isdir(folder):
         return  # (a folder that is not there has nothing in it to change)

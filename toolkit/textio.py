@@ -146,6 +146,16 @@ def _unreadable(path: Path, exc: OSError) -> DataError:
     return DataError(f"cannot read: {exc.strerror}", path=path)
 
 
+def not_regular(mode: int) -> str | None:
+    """What a file of this ``st_mode`` is, when it is not a regular file (every reader and
+    writer says it so): None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    return "is not a regular file (a FIFO, socket or device)"
+
+
 def _readable(path: Path, limit: int | None) -> int:
     """The size limit, once ``path`` is a regular file within it (else :class:`DataError`)."""
     limit = max_file_bytes(limit)
@@ -153,10 +163,9 @@ def _readable(path: Path, limit: int | None) -> int:
         st = os.stat(path)
     except OSError as exc:
         raise _unreadable(path, exc) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise DataError("is a folder, not a file", path=path)
-    if not stat.S_ISREG(st.st_mode):  # opening a FIFO would wait for a writer forever
-        raise DataError("is not a regular file (a FIFO, socket or device)", path=path)
+    what = not_regular(st.st_mode)  # (opening a FIFO would wait for a writer forever)
+    if what:
+        raise DataError(what, path=path)
     if st.st_size > limit:
         raise too_large(path, st.st_size, limit)
     return limit

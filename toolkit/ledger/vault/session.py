@@ -171,7 +171,7 @@ from toolkit.safewrite import (
     unique_dir,
 )
 from toolkit.sources.smith import LedgerFile, parse_ledger_bytes
-from toolkit.textio import check_utf8
+from toolkit.textio import check_utf8, not_regular
 
 # Files at least this big are searched by title without parsing them whole (see find()).
 FAST_FIND_BYTES = 256 * 1024
@@ -370,10 +370,9 @@ def refuse_unreadable(ledger_dir: Path, doing: str) -> None:
             mode = os.fstat(fd).st_mode
         finally:
             os.close(fd)
-        if not stat.S_ISREG(mode):
-            raise _unreadable_refusal(path, "is a folder, not a file" if stat.S_ISDIR(mode)
-                                      else "is not a regular file (a FIFO, socket or device)",
-                                      doing)
+        what = not_regular(mode)
+        if what:
+            raise _unreadable_refusal(path, what, doing)
 
 
 class EditorSession:

@@ -366,6 +366,20 @@ def run_unprivileged(*args: str, cwd: Path, input: str | None = None,
                           input=input, capture_output=True, text=True, timeout=timeout)
 
 
+@contextlib.contextmanager
+def modes(*pairs: tuple[Path, int]) -> Iterator[None]:
+    """Each path's mode (``chmod``) set for the ``with`` block, the old ones put back after
+    it, last first: the permission cases' setting, for :func:`run_unprivileged`."""
+    old = [(p, p.stat().st_mode & 0o7777) for p, _ in pairs]
+    try:
+        for p, mode in pairs:
+            p.chmod(mode)
+        yield
+    finally:
+        for p, mode in reversed(old):
+            p.chmod(mode)
+
+
 def reap(proc: subprocess.Popen[Any]) -> int:
     """Kill ``proc`` if it still runs, wait for it, and close the pipes the test opened to it;
     its exit code. (A pipe left open is closed only when the garbage collector gets to it, as

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FixtureProject, run_unprivileged, tree_digest
+from tests.conftest import FixtureProject, modes, run_unprivileged, tree_digest
 
 BIG_LIMIT_ENV = {"TOOLKIT_MAX_FILE_MB": "1"}
 
@@ -216,8 +216,7 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
     what it changed (never a recount without the file)."""
     unreadable = project.ledger / "patterns.md"
     meta = project.ledger / "meta.yaml"
-    unreadable.chmod(0)
-    try:
+    with modes((unreadable, 0)):
         before = tree_digest(project.ledger)
         for args, doing in ((("--today", "2026-09-01", "ledger", "prune", "--auto"), "prune"),
                             (("ledger", "reconcile", "--force"), "reconcile")):
@@ -240,19 +239,14 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
         r = run_unprivileged("ledger", "promote", "Editing an applied migration in place",
                              cwd=project.root)
         assert r.returncode == 0, r.stderr
-    finally:
-        unreadable.chmod(0o644)
     # low 2 -> 1, medium 2 -> 3; the entry counts and .meta.json's total stay as recorded
     assert meta.read_text().endswith("confidence_distribution:\n  high: 0\n  medium: 3\n"
                                      "  low: 1\n")
     assert '"total_patterns": 4' in (project.ledger / ".meta.json").read_text()
     # meta.yaml unreadable: reconcile fails after its lock (logged), in one line with the file
     # and what to do, not Python's "[Errno 13] Permission denied: '...'"
-    meta.chmod(0)
-    try:
+    with modes((meta, 0)):
         r = run_unprivileged("ledger", "reconcile", "--force", cwd=project.root)
-    finally:
-        meta.chmod(0o644)
     assert r.returncode == 1
     assert r.stderr == (f"Error: reconcile failed: {meta}: Permission denied: the file is not "
                         f"readable. Make it readable: chmod u+r {meta}, then run the reconcile "

@@ -21,7 +21,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import reap, run_unprivileged, tree_digest
+from tests.conftest import modes, reap, run_unprivileged, tree_digest
 from toolkit import export as export_mod
 from toolkit.errors import ToolkitError, UsageError
 from toolkit.export import export_parquet, partition_dirname
@@ -345,11 +345,8 @@ def test_a_folder_the_export_cannot_change_is_refused_before_anything_is_swapped
     db.close()
     before = tree_digest(out)
     partition = out / "actions" / "project=acme-api"
-    partition.chmod(0o555)
-    try:
+    with modes((partition, 0o555)):
         result = run_unprivileged("export", "--out", str(out), cwd=project.root)
-    finally:
-        partition.chmod(0o755)
     assert result.returncode == 1, result.stderr
     assert result.stderr == (
         f"Error: {partition}: folder is not writable; nothing of acme-api was exported. Make "

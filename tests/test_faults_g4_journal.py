@@ -315,9 +315,7 @@ def test_g4_a_readers_recovery_takes_the_killed_runs_other_temp_files_too(
     rolls the edit back removes it with the journal's, since its writer is dead. Before, it
     stayed (a hidden file in the vault, which a git commit of it takes along) until the next
     edit."""
-    _kill_at(PRUNE, project.root, "after_journal")
-    stray = project.ledger / f"..meta.json.toolkit-tmp-{_gone_pid()}-c8efa081"
-    stray.write_text("{}")
+    _killed_prune_with_a_stray_temp(project)
     r = _run(["ledger", "list"], project.root)
     assert "was rolled back from its journal" in _note(r.stderr)
     assert _temps(project.ledger) == []
@@ -328,14 +326,22 @@ def test_g4_an_editors_recovery_names_the_killed_runs_temp_files_it_removes(
     """The editor that finishes or undoes a killed edit removes that run's stray temp files
     as it removes any dead run's: each named in a note (the reader's recovery above removes
     them silently, having no notes to print them in)."""
-    _kill_at(PRUNE, project.root, "after_journal")
-    stray = project.ledger / f"..meta.json.toolkit-tmp-{_gone_pid()}-c8efa081"
-    stray.write_text("{}")
+    stray = _killed_prune_with_a_stray_temp(project)
     r = _run(["ledger", "demote", "migration dry-run"], project.root)
     assert r.returncode == 0, r.stderr
     assert "was rolled back from its journal" in _note(r.stderr)
     assert f"removed {stray.name}, left by a run that was killed" in r.stdout + r.stderr
     assert _temps(project.ledger) == []
+
+
+def _killed_prune_with_a_stray_temp(project: FixtureProject) -> Path:
+    """A prune killed after writing its journal, and the temp file of a write the journal does
+    not name (the .meta.json lock field, written before the journal's files) that a run
+    killed there leaves too: that file."""
+    _kill_at(PRUNE, project.root, "after_journal")
+    stray = project.ledger / f"..meta.json.toolkit-tmp-{_gone_pid()}-c8efa081"
+    stray.write_text("{}")
+    return stray
 
 
 def _gone_pid() -> int:

@@ -270,15 +270,12 @@ def test_a_ledger_file_made_unreadable_after_a_load_is_reported_by_the_next(proj
     """A file made unreadable (``chmod 000``) keeps its bytes, size and time: the next
     `status` loads the ledger again and says so, where it answered "unchanged" with the rows
     of the read before (and said nothing); made readable again, its entries are back."""
-    from tests.conftest import run_unprivileged
+    from tests.conftest import modes, run_unprivileged
 
     assert cli_run("load").exit_code == 0
     path = project.ledger / "patterns.md"
-    path.chmod(0)
-    try:
+    with modes((path, 0)):
         result = run_unprivileged("status", "--json", cwd=project.root)
-    finally:
-        path.chmod(0o644)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [w["message"] for w in data["warnings"] if w["path"] == str(path)] == [

@@ -699,21 +699,16 @@ def test_a_project_folder_that_may_not_be_read_is_listed_with_the_chmod(world):
     project with "Permission denied" (exit 1); a project whose sessions folder may not be
     listed did too. Each is now listed as `error` naming the folder and the chmod that fixes
     it, and the other project is read (exit 0)."""
-    from tests.conftest import run_unprivileged
+    from tests.conftest import modes, run_unprivileged
 
     delta = world.base / "code" / "delta"
     delta.mkdir()
     world.fleet_file.write_text("projects:\n  - name: beta\n    path: code/beta\n"
                                 "  - code/delta\n", encoding="utf-8")
     sessions = world.alpha / ".smith" / "vault" / "sessions"
-    delta.chmod(0)
-    sessions.chmod(0)
-    try:
+    with modes((delta, 0), (sessions, 0)):
         result = run_unprivileged("fleet", "--store", str(world.store), "list", "--json",
                                   cwd=world.base)
-    finally:
-        sessions.chmod(0o755)
-        delta.chmod(0o755)
     assert result.returncode == 0, result.stderr
     rows = {p["name"]: p for p in json.loads(result.stdout)["projects"]}
     assert rows["delta"]["status"] == "error"

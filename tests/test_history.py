@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests._history_helpers import Project, SideRepo, entry_a, entry_b, run
-from tests.conftest import run_unprivileged
+from tests.conftest import modes, run_unprivileged
 from toolkit import config as config_mod
 from toolkit.loaders import SOURCES
 from toolkit.store import Store
@@ -315,11 +315,8 @@ def test_a_ledger_file_without_read_permission_is_no_false_removal(project, isol
     """``chmod 000 patterns.md``: the history records no working version (the rest is as in
     HEAD) and ``status`` lists the file's warning once (the ledger source's), not twice."""
     target = project.ledger / "patterns.md"
-    target.chmod(0)
-    try:
+    with modes((target, 0)):
         r = run_unprivileged("status", cwd=project.root)
-    finally:
-        target.chmod(0o644)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("patterns.md: Permission denied: the file is not readable") == 1, r.stdout
     store = Store.open(_cfg(project.root, isolated_env).db_path, sources=SOURCES)

@@ -8,23 +8,8 @@ runs the toolkit through ``run_unprivileged``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests._audit_helpers import insert
-from tests.conftest import run_unprivileged
-
-
-def _modes(*pairs: tuple[Path, int]) -> list[tuple[Path, int]]:
-    """Set each path's mode; the (path, old mode) pairs to put back."""
-    old = [(p, p.stat().st_mode & 0o7777) for p, _ in pairs]
-    for p, mode in pairs:
-        p.chmod(mode)
-    return old
-
-
-def _back(old: list[tuple[Path, int]]) -> None:
-    for p, mode in reversed(old):
-        p.chmod(mode)
+from tests.conftest import modes, run_unprivileged
 
 
 def test_an_unreadable_source_is_a_warning_and_the_command_goes_on(project, cli_run):
@@ -40,11 +25,8 @@ def test_an_unreadable_source_is_a_warning_and_the_command_goes_on(project, cli_
     sessions = project.vault / "sessions"
     snapshots = project.home / ".codesmith" / "snapshots"
     snapshots.mkdir()
-    old = _modes((project.audit_db, 0), (sessions, 0), (snapshots, 0))
-    try:
+    with modes((project.audit_db, 0), (sessions, 0), (snapshots, 0)):
         status = run_unprivileged("status", cwd=project.root)
-    finally:
-        _back(old)
     assert status.returncode == 0, status.stderr
     warned = status.stderr.splitlines()
     db = project.audit_db
@@ -67,11 +49,8 @@ def test_an_unreadable_source_is_a_warning_and_the_command_goes_on(project, cli_
     assert "Permission denied" not in again.output and "Warning" not in again.stderr
 
     nagi = project.audit_db.parent
-    old = _modes((nagi, 0))
-    try:
+    with modes((nagi, 0)):
         brief = run_unprivileged("audit", "brief", cwd=project.root)
-    finally:
-        _back(old)
     assert brief.returncode == 0, brief.stderr
     assert (f"Warning: the audit DB's sections are left out: {nagi}: Permission denied: the "
             f"folder cannot be entered (to reach ledger.db). Make it readable: chmod u+rx "
@@ -94,18 +73,15 @@ def test_a_permission_denied_is_exit_1_naming_what_to_chmod(project, cli_run):
     insert(project.audit_db, "actions", ts="2026-05-09 10:00:00", tier=0, category="test",
            description="a change for the query's refresh to write")
     runs = {}
-    for name, modes, args in (
+    for name, changed, args in (
             ("yaml", [(toolkit_yaml, 0)], ("status",)),
             ("store", [(store, 0o444)], ("status",)),
             ("store folder", [(store.parent, 0o555)], ("query", "SELECT 1")),
             ("slop folder", [(slop_dir, 0o555)],
              ("slop", "append", "--title", "x", "--bucket", "suspected_dead_code",
               "--severity", "low", "--confidence", "low", "--description", "d"))):
-        old = _modes(*modes)
-        try:
+        with modes(*changed):
             runs[name] = run_unprivileged(*args, cwd=project.root)
-        finally:
-            _back(old)
     for name, run in runs.items():
         assert run.returncode == 1, (name, run.stderr)
         assert len(run.stderr.splitlines()) == 1, (name, run.stderr)

@@ -419,7 +419,7 @@ def test_ctrl_c_after_the_temp_write_leaves_the_file_and_its_folder_as_they_were
                                    "--confidence", "low", "--title", "t", "--description", "d")],
                          ids=["update", "append"])
 def test_a_write_killed_leaves_the_old_or_the_new_file_whole_and_the_next_run_goes_on(
-        project, tmp_path, args, point) -> None:
+        project, cli_run, tmp_path, args, point) -> None:
     """SIGKILL (no handler runs) before or after the rename: CodeSmith's file is the old
     version or the new one, each whole and loadable, never a mix; the killed run's temp file
     is gone after the next run, whose lock and write are not held up by the dead one."""
@@ -440,11 +440,8 @@ def test_a_write_killed_leaves_the_old_or_the_new_file_whole_and_the_next_run_go
     else:
         assert len(entries) == len(json.loads(before)["entries"]) + 1
     # the next run (another change) goes through at once and leaves no temp file behind
-    again = subprocess.run([sys.executable, "-m", "toolkit", "slop", "update", "4b7e",
-                            "--status", "in_progress"], cwd=project.root,
-                           env={**os.environ, "HOME": str(project.home), "PYTHONPATH": str(REPO)},
-                           capture_output=True, text=True, timeout=60)
-    assert again.returncode == 0, again.stderr
+    again = cli_run("slop", "update", "4b7e", "--status", "in_progress")
+    assert again.exit_code == 0, again.output
     assert [e["status"] for e in read_entries(project.slop)
             if e["id"].startswith("4b7e")] == ["in_progress"]
     _no_temps(project.slop.parent)

@@ -167,20 +167,24 @@ def tour_steps(text: str) -> list[Step]:
     start = lines.index("## A tour")
     steps: list[Step] = []
     fence: str | None = None
+    step: Step | None = None  # the command of this block whose output the lines are
     for number, line in enumerate(lines[start + 1:], start + 2):
         if fence is None:
             if line.startswith("## "):
                 break
             if line.startswith("```"):
-                fence = line[3:].strip()
+                fence, step = line[3:].strip(), None
             continue
         if line.startswith("```"):
             fence = None
         elif fence == "console":
             if line.startswith("$ "):
-                steps.append(Step(number, line[2:], []))
-            elif steps and steps[-1].line < number:
-                steps[-1].expected.append(line)
+                step = Step(number, line[2:], [])
+                steps.append(step)
+            elif step is not None:
+                step.expected.append(line)
+            elif line.strip():  # output before a block's first command: no command's
+                raise AssertionError(f"README line {number}: output before any command")
     for step in steps:
         while step.expected and not step.expected[-1].strip():
             step.expected.pop()

@@ -557,7 +557,8 @@ def test_values_the_clis_options_refuse_are_refused_naming_the_method(world, mon
 
 def test_an_empty_title_is_a_usage_error_not_the_untitled_entry(world, monkeypatch):
     """Blank text is in every title: `ledger show ''` showed the entry with no title and
-    logged 'Outcome: showed "None"'; the API's ledger_entry("") returned it too."""
+    logged 'Outcome: showed "None"'; the API's ledger_entry("") returned it too, and
+    `ledger promote '' --index 1` raised the first entry of the ledger."""
     from click.testing import CliRunner
 
     from toolkit.cli import cli
@@ -566,10 +567,14 @@ def test_an_empty_title_is_a_usage_error_not_the_untitled_entry(world, monkeypat
     sessions = world.project / ".smith" / "vault" / "sessions"
     assert (world.project / ".smith" / "vault" / ".current-session").is_file()  # a log to write
     logged = sorted(p.read_bytes() for p in sessions.rglob("*") if p.is_file())
-    for args in (["ledger", "show", ""], ["ledger", "show", " "], ["ledger", "history", ""]):
+    ledger = world.project / ".smith" / "vault" / "ledger"
+    files = {p: p.read_bytes() for p in ledger.rglob("*") if p.is_file()}
+    for args in (["ledger", "show", ""], ["ledger", "show", " "], ["ledger", "history", ""],
+                 ["ledger", "promote", "", "--index", "1"], ["ledger", "demote", " "]):
         out = CliRunner().invoke(cli, args)
         assert out.exit_code == 2 and "must be text with a word in it" in out.output, args
     assert sorted(p.read_bytes() for p in sessions.rglob("*") if p.is_file()) == logged
+    assert {p: p.read_bytes() for p in ledger.rglob("*") if p.is_file()} == files
     with Project.open(refresh=False) as project:
         for call, message in [
                 (lambda: project.ledger_entry(""),

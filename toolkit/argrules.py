@@ -84,7 +84,7 @@ Rule = Whole | OneOf | Day | Words
 
 # Project.open(today=)
 TODAY = Day()
-# TITLE of ledger show and ledger history / Project.ledger_entry, entry_history
+# TITLE of ledger show, history, promote and demote / Project.ledger_entry, entry_history
 TITLE = Words()
 # --max-rows / Project.rows(max_rows=): the rows `toolkit query` shows
 MAX_ROWS = Whole(1, 1_000_000)

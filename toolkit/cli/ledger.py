@@ -460,7 +460,7 @@ def _confidence_command(direction: str) -> Any:
     verb = "Raise" if direction == "promote" else "Lower"
     steps = "low -> medium -> high" if direction == "promote" else "high -> medium -> low"
 
-    @click.argument("title")
+    @click.argument("title", type=rule_type(argrules.TITLE))
     @_pick_options
     @_mutation_options
     @_json_option

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -489,9 +490,14 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
                 call()
             assert err.value.message == message
         assert [e.confidence for e in project.ledger_entries(confidence="HIGH")][:1] == ["high"]
-        # an infinite timeout is none: the query runs (a wait that long made the timer's
-        # thread die with a traceback on stderr)
+        # an infinite timeout is none, and so is one longer than the platform's longest
+        # wait: the query runs (a wait that long made the timer's thread die with a
+        # traceback on stderr)
+        died: list[object] = []  # the timer's thread is joined before rows() returns
+        monkeypatch.setattr(threading, "excepthook", died.append)
         assert project.rows("SELECT 42", timeout=float("inf")).rows == [(42,)]
+        assert project.rows("SELECT 43", timeout=1e12).rows == [(43,)]
+        assert died == []
 
 
 def test_values_the_clis_options_refuse_are_refused_naming_the_method(world, monkeypatch,

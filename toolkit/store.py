@@ -2365,8 +2365,10 @@ class Deadline:
         self._done = threading.Event()
         self.seconds = seconds
         self.fired = False  # the deadline was reached (an interrupt is this one's)
-        # an infinite timeout: no deadline (a wait that long overflows the platform's time)
-        self._thread = None if math.isinf(seconds) else threading.Thread(
+        # an infinite timeout, or one longer than the platform's longest wait: no deadline
+        # (a wait that long overflowed the platform's time in the timer's thread, which died
+        # with a traceback on stderr, and the query ran without one)
+        self._thread = None if seconds >= threading.TIMEOUT_MAX else threading.Thread(
             target=self._run, args=(seconds, interrupt), name="toolkit-query-deadline",
             daemon=True)
         if self._thread is not None:

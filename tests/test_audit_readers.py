@@ -162,10 +162,11 @@ def test_task_status_counts_retries_and_flags_the_limit(cli_run, project):
         "dispatch_count": 0, "retry_count": 0, "last_verdict": None, "over_retry_limit": False}
 
 
-def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project):
+def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project, tmp_path):
     """nagi-ledger's writers strip the task; a row written by hand may not. Its tools strip
     the task they are asked too, so `audit task-status "X "` answers for "X", while the site
-    lists "X " as a task of its own, shown like the other: the load now warns of such rows."""
+    lists "X " as a task of its own, shown like the other: the load now warns of such rows,
+    from the DB and from a JSON export alike (the export's load said nothing of them)."""
     task = "Cap webhook retries at 5 attempts"
     before = _json(cli_run("audit", "task-status", task, "--json"))
     insert(project.audit_db, "dispatches", ts="2026-05-04 07:00:00", task=task + " ",
@@ -181,6 +182,21 @@ def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project):
         "1 row of approaches names its task with spaces around it"]
     assert all(w.endswith("while `audit task-status` and the MCP tools (as nagi-ledger's) "
                           "answer for the name without them") for w in warnings)
+
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [],
+                                  "dispatches": [{"id": 7, "ts": "2026-05-04 07:00:00",
+                                                  "task": task + " ", "agent_type": "fork",
+                                                  "model": "opus", "brief_summary": "b",
+                                                  "verdict": None, "verdict_ts": None,
+                                                  "verdict_notes": None}],
+                                  "approaches": []}), encoding="utf-8")
+    (project.root / "toolkit.yaml").write_text(  # (read when there is no audit DB)
+        f"audit_db: {tmp_path / 'none.db'}\naudit_json: {export}\n", encoding="utf-8")
+    status = json.loads(cli_run("status", "--json").stdout)
+    assert [w["message"].split(": the site")[0] for w in status["warnings"]
+            if w["source"] == "audit"] == [
+        "1 row of dispatches names its task with spaces around it (first: row id 7)"]
 
 
 def test_rows_whose_time_is_no_time_are_a_warning(cli_run, project, tmp_path):

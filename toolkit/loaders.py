@@ -615,6 +615,7 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     return SourceResult("audit", str(cfg.audit_json), True,
                         f"{total} rows from a nagi-ledger JSON export", total,
                         problems=[*_bad_row_problems(cfg.audit_json, bad),
+                                  *_spaced_task_problems(store, cfg.audit_json),
                                   *_undated_problems(store, cfg.audit_json)])
 
 

@@ -311,6 +311,49 @@ def test_a_folder_file_that_cannot_be_read_is_unknown_never_all_removed(project,
     assert _changes(store) == [(1, "added", "patterns/a")]
 
 
+def test_a_committed_file_over_the_size_limit_is_unknown_never_all_removed(tmp_path,
+                                                                           isolated_env):
+    """A commit whose ledger file is over the size limit is taken as it was in the commit
+    before (with a warning that says so, kept while the commit is): read as empty, every
+    entry of it was recorded as removed by that commit and added again by the next one."""
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    (p.root / "toolkit.yaml").write_text("max_file_mb: 0.002\n")  # 2,097 bytes
+    p.commit("reflect", {"patterns": [entry_b("Retry budget"), entry_b("Idempotency keys")]})
+    pad = "x" * 3000 + "\n"
+    p.commit("paste a log", {"patterns": [entry_b("Retry budget", "medium", 2) + pad,
+                                          entry_b("Idempotency keys")]})
+    p.commit("trim the log", {"patterns": [entry_b("Retry budget", "medium", 2),
+                                           entry_b("Idempotency keys")],
+                              "edge-cases": [entry_a("Leap day billing")]})
+    store, res = _load(p.root, isolated_env)
+    assert _changes(store) == [
+        (1, "added", "patterns/idempotency keys"), (1, "added", "patterns/retry budget"),
+        # the commit over the limit: nothing known of patterns.md; the next one against the
+        # last content read
+        (3, "added", "edge-cases/leap day billing"),
+        (3, "promoted", "patterns/retry budget"), (3, "reinforced", "patterns/retry budget")]
+    assert store.fetch("SELECT seq, entries FROM ledger_versions ORDER BY seq")[1] == [
+        (1, 2), (2, 2), (3, 3)]
+    warned = [m.message for m in res["history"].problems if m.path.endswith(")")]
+    assert len(warned) == 1 and warned[0].endswith(
+        "bytes, over the size limit; the history takes it as in the version before, not as "
+        "removed"), warned
+    store.close()
+    # a later load keeps the commits read and their warning, and takes a new commit's file
+    # over the limit as the kept commit before it reads it
+    p.commit("paste again", {"patterns": [entry_b("Retry budget", "low", 2) + pad,
+                                          entry_b("Idempotency keys")],
+                             "edge-cases": [entry_a("Leap day billing", "medium", 2)]})
+    store, res = _load(p.root, isolated_env)
+    assert res["history"].change == "1 new commit read"
+    assert _changes(store)[5:] == [(4, "promoted", "edge-cases/leap day billing"),
+                                   (4, "reinforced", "edge-cases/leap day billing")]
+    again = [m.message for m in res["history"].problems if m.path.endswith(")")]
+    assert len(again) == 2 and warned[0] in again, again
+    store.close()
+
+
 def test_a_ledger_file_without_read_permission_is_no_false_removal(project, isolated_env):
     """``chmod 000 patterns.md``: the history records no working version (the rest is as in
     HEAD) and ``status`` lists the file's warning once (the ledger source's), not twice."""

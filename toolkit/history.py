@@ -44,7 +44,7 @@ import contextlib
 import datetime as dt
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from toolkit.records import Problem
     from toolkit.store import Store
 
-LOADER_VERSION = "history-2"  # bump to make every store re-read its history
+LOADER_VERSION = "history-3"  # bump to make every store re-read its history
 CHANGE_KINDS: tuple[str, ...] = ("added", "removed", "promoted", "demoted", "reinforced",
                                  "edited")
 
@@ -207,6 +207,12 @@ class _Version:
     seq: int = 0
     base: str | None = None
     unread: tuple[str, ...] = ()  # files of a folder that could not be read (see _carry_over)
+    # the contents its entries are read from: ``state``, but for a committed file over the
+    # size limit, that file's content in the version it is compared with (see _git_files)
+    files: tuple[str, ...] | None = None
+
+    def read_from(self) -> tuple[str, ...]:
+        return self.state if self.files is None else self.files
 
 
 def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[str, ...]
@@ -220,6 +226,42 @@ def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[s
         return state
     return tuple(old if k in unread else oid
                  for k, oid, old in zip(FILES, state, before, strict=True))
+
+
+def _git_files(version: _Version, sizes: Sequence[int], limit: int | None,
+               files_of: dict[str, tuple[str, ...]], top: Path, rel: str,
+               unread: list[tuple[str, str, str]]) -> tuple[str, ...] | None:
+    """The contents a commit's entries are read from: its own, but each file over the size
+    limit as in the version it is compared with (``files_of``: what each git version reads),
+    and ``unread`` told of it. Such a file is unknown: read as empty, every entry of it was
+    recorded as removed by the commit and added again by the next one. None: its own."""
+    from toolkit.sources.history import EMPTY_STATE, FILES
+
+    over = [i for i, oid in enumerate(version.state)
+            if oid and limit is not None and sizes[i] > limit]
+    if not over:
+        return None
+    before = files_of.get(version.base or "", EMPTY_STATE)
+    for i in over:
+        where = f"{top}:{rel + '/' if rel else ''}{FILES[i]}.md (blob {version.state[i][:12]})"
+        unread.append((version.version_id, where,
+                       f"{sizes[i]} bytes, over the size limit; the history takes it as in "
+                       "the version before, not as removed"))
+    return tuple(before[i] if i in over else oid for i, oid in enumerate(version.state))
+
+
+def _stored_files(store: Store, version_ids: list[str]) -> dict[str, tuple[str, ...]]:
+    """The contents each of the stored ``version_ids`` reads (``_history_version_files``)."""
+    from toolkit.sources.history import FILES
+
+    files: dict[str, list[str]] = {v: [""] * len(FILES) for v in version_ids}
+    if version_ids:
+        for vid, kind, oid in store.conn.execute(
+                "SELECT version_id, file, blob FROM _history_version_files "
+                "WHERE version_id IN (SELECT unnest(?::VARCHAR[]))", [version_ids]).fetchall():
+            if kind in FILES:
+                files[vid][FILES.index(kind)] = oid
+    return {v: tuple(f) for v, f in files.items()}
 
 
 def _taken_as_before(found: list[Problem], unread: tuple[str, ...]) -> list[Problem]:
@@ -270,7 +312,8 @@ class _Blobs:
     def missing(self, versions: Iterable[_Version]) -> set[tuple[str, str]]:
         from toolkit.sources.history import FILES
 
-        need = {(FILES[i], oid) for v in versions for i, oid in enumerate(v.state) if oid}
+        need = {(FILES[i], oid) for v in versions for i, oid in enumerate(v.read_from())
+                if oid}
         return need - self.known
 
     def parse(self, kind: str, oid: str, data: bytes, where: str) -> None:
@@ -397,7 +440,9 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     if full:
         cache.known.clear()
     # the stored git and base versions are all dropped (below) on a full load or another repo
-    keep_git = not (full or repo_key is None or prev_state.get("repo") != repo_key)
+    # (and when an older loader read them: what it stored may be what this one mends)
+    keep_git = not (full or repo_key is None or prev_state.get("repo") != repo_key
+                    or prev_state.get("loader") != LOADER_VERSION)
     commits_read: list[str] = []
     head_state: tuple[str, ...] | None = None
     by_state: dict[str, str] = {}
@@ -406,6 +451,10 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     seq_of: dict[str, int] = {}  # a commit's place on the main timeline
     stale: list[str] = []
     kept_git: list[tuple[dt.datetime | None, str]] = []  # (ts, ref) of stored versions kept
+    # (version id, where, why) of each committed file over the size limit: the stored ones
+    # kept, and those of the commits read now (see _git_files)
+    unread_git: list[tuple[str, str, str]] = []
+    files_of: dict[str, tuple[str, ...]] = {}  # git version id -> the contents it reads
     if repo is None:
         notes.append("ledger not in a git repository: no git versions")
     else:
@@ -422,6 +471,9 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             if ref in current:
                 by_state.setdefault(st, f"git:{ref}")
                 kept_git.append((ts, ref))
+        kept_ids = {f"git:{ref}" for _ts, ref in kept_git}
+        unread_git += [(vid, where, why) for vid, where, why in prev_state.get("unread", [])
+                       if vid in kept_ids]
         new = [c for c in commits if c.sha not in existing]
         revs = [c.sha for c in new] + [c.parents[0] for c in new if c.parents]
         if repo.head:
@@ -430,6 +482,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         for c in new:
             by_state.setdefault(_state_str(states[c.sha][0]), f"git:{c.sha}")
         base_versions: dict[str, _Version] = {}
+        files_of = _stored_files(store, [f"git:{ref}" for _ts, ref in kept_git])
         for c in new:
             st, sizes = states[c.sha]
             git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
@@ -445,10 +498,15 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                 base, "base", "main", c.parents[0], None, pst, str(repo.top))
                             git_blobs.extend((hs.FILES[i], oid, psizes[i])
                                              for i, oid in enumerate(pst) if oid)
-            new_versions.append(_Version(
+                            files_of[base] = pst
+            version = _Version(
                 f"git:{c.sha}", "git", "main", c.sha,
                 dt.datetime.fromtimestamp(c.commit_time, dt.UTC).replace(tzinfo=None),
-                st, str(repo.top), c.author, c.subject, 0, base))
+                st, str(repo.top), c.author, c.subject, 0, base)
+            version.files = _git_files(version, sizes, cfg.max_file_bytes, files_of,
+                                       repo.top, repo.rel, unread_git)
+            files_of[version.version_id] = version.read_from()
+            new_versions.append(version)
         new_versions.extend(v for v in base_versions.values()
                             if v.version_id not in stored_bases)
         commits_read = [c.sha for c in new]
@@ -490,6 +548,11 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         # (a working file's own problem is the ledger source's warning: said once, not twice)
         base_state = (head_state or hs.EMPTY_STATE) if has_git else prev_copy
         state = _carry_over(fv.state, fv.unread, base_state)
+        # (compared with HEAD as committed; read, with a file HEAD has over the size limit,
+        # as HEAD's version reads it)
+        head_files = files_of.get(by_state.get(_state_str(head_state), "")) \
+            if has_git and head_state else None
+        files = _carry_over(fv.state, fv.unread, head_files) if head_files else None
         if fv.unread:
             notes.append(f"{', '.join(k + '.md' for k in fv.unread)} could not be read: "
                          f"taken as in {'HEAD' if has_git else 'the version before'}, "
@@ -500,7 +563,8 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             seq = git_count + 1 if has_git else len(folders) + 1
             working = _Version("working", "working", "main", "working", fv.ts, state,
                                str(cfg.ledger_dir), subject="uncommitted working files"
-                               if has_git else "working files", seq=seq, base=base)
+                               if has_git else "working files", seq=seq, base=base,
+                               files=files)
             new_versions.append(working)
             folders.append(fv)
     snap_versions = _snapshot_versions(store, cfg, git_blobs)
@@ -513,10 +577,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         # a copy's unreadable files are taken as in the git version it is compared with
         unread = [v for v in new_versions if v.timeline == "copies" and v.unread]
         if unread:
-            states_of = {f"git:{ref}": tuple(st.split(",")) for ref, (st, _ts) in
-                         existing.items()}  # (the stored ones: {} unless kept)
-            states_of.update((v.version_id, v.state) for v in new_versions
-                             if v.source == "git")
+            states_of = dict(files_of)  # (as each git version reads them)
             for v in unread:
                 v.state = _carry_over(v.state, v.unread,
                                       states_of.get(v.base or "", hs.EMPTY_STATE))
@@ -530,7 +591,8 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                                       ("git", "base")),
                                      ([f"--git-dir={side}"], None, side, ("snapshot",))):
         want = {(k, oid) for v in new_versions if v.source in sources
-                for k, oid in zip(hs.FILES, v.state, strict=True) if oid and (k, oid) in missing}
+                for k, oid in zip(hs.FILES, v.read_from(), strict=True)
+                if oid and (k, oid) in missing}
         if not want or what is None:
             continue
         blob_sizes = {oid: size for _, oid, size in git_blobs}
@@ -592,7 +654,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
           v.base, _state_str(v.state), 0, 0, 0, 0, 0, v.location) for v in new_versions])
     store.insert_rows("_history_version_files", ("version_id", "file", "blob"), [
         (v.version_id, kind, oid) for v in new_versions
-        for kind, oid in zip(hs.FILES, v.state, strict=True) if oid])
+        for kind, oid in zip(hs.FILES, v.read_from(), strict=True) if oid])
     store.conn.execute(
         "DELETE FROM ledger_versions WHERE source = 'base' AND version_id NOT IN "
         "(SELECT base_version_id FROM ledger_versions WHERE base_version_id IS NOT NULL)")
@@ -609,6 +671,8 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             "AND v.source <> 'working' ORDER BY 1").fetchall():
         where, _, message = text.partition("\0")
         problems.append(Problem("history", where, None, message))
+    problems += [Problem("history", where, None, why)
+                 for where, why in dict.fromkeys((w, y) for _v, w, y in unread_git)]
     store.conn.execute(
         "UPDATE ledger_versions v SET entries = c.n, high = c.h, medium = c.m, low = c.l, "
         "unrated = c.u FROM (SELECT version_id, count(*) AS n, "
@@ -636,7 +700,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                             problems=problems, change=change)
     result.state = {"repo": repo_key, "head": repo.head if repo else None,
                     "commits_read": commits_read[:200], "commits_read_count": len(commits_read),
-                    "versions": total}
+                    "versions": total, "unread": unread_git, "loader": LOADER_VERSION}
     return result
 
 

@@ -352,6 +352,21 @@ def test_a_committed_file_over_the_size_limit_is_unknown_never_all_removed(tmp_p
     again = [m.message for m in res["history"].problems if m.path.endswith(")")]
     assert len(again) == 2 and warned[0] in again, again
     store.close()
+    # so is a turn snapshot's, against the snapshot before it
+    side = SideRepo.create(p.root, _cfg(p.root, isolated_env).snapshots_home)
+    side.snapshot("pre-turn:1: learn")
+    p.write({"patterns": [entry_b("Retry budget", "low", 3) + pad,
+                          entry_b("Idempotency keys")]})
+    side.snapshot("post-turn:1: learn")
+    p.write({"patterns": [entry_b("Retry budget", "low", 3), entry_b("Idempotency keys")]})
+    side.snapshot("post-turn:2: trim")
+    store, res = _load(p.root, isolated_env)
+    assert _changes(store, "snapshots") == [
+        (2, "removed", "edge-cases/leap day billing"),  # (patterns.md: unknown)
+        # against the last content read: the first snapshot's, as its commit reads it
+        (3, "demoted", "patterns/retry budget"), (3, "reinforced", "patterns/retry budget")]
+    assert len([m for m in res["history"].problems if m.path.endswith(")")]) == 4
+    store.close()
 
 
 def test_a_ledger_file_without_read_permission_is_no_false_removal(project, isolated_env):

@@ -210,6 +210,7 @@ class _Version:
     # the contents its entries are read from: ``state``, but for a committed file over the
     # size limit, that file's content in the version it is compared with (see _git_files)
     files: tuple[str, ...] | None = None
+    sizes: tuple[int, ...] = ()  # a snapshot's files' sizes, for its ``files``
 
     def read_from(self) -> tuple[str, ...]:
         return self.state if self.files is None else self.files
@@ -229,7 +230,7 @@ def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[s
 
 
 def _git_files(version: _Version, sizes: Sequence[int], limit: int | None,
-               files_of: dict[str, tuple[str, ...]], top: Path, rel: str,
+               files_of: dict[str, tuple[str, ...]], top: Path | str, rel: str,
                unread: list[tuple[str, str, str]]) -> tuple[str, ...] | None:
     """The contents a commit's entries are read from: its own, but each file over the size
     limit as in the version it is compared with (``files_of``: what each git version reads),
@@ -582,6 +583,13 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 v.state = _carry_over(v.state, v.unread,
                                       states_of.get(v.base or "", hs.EMPTY_STATE))
 
+    # a snapshot's file over the size limit as the version before reads it (the first one's
+    # is the git version of its time, once anchored)
+    for v in snap_versions:
+        v.files = _git_files(v, v.sizes, cfg.max_file_bytes, files_of, v.location,
+                             _vault_in_workspace(cfg) or "", unread_git)
+        files_of[v.version_id] = v.read_from()
+
     # ---- entries: each content parsed once; git blobs read in one batch per repository
     missing = cache.missing(new_versions)
     for fv in folders:
@@ -740,7 +748,8 @@ def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None
 
 def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]
                        ) -> list[_Version]:
-    """One version per snapshot whose ledger differs from the previous snapshot's."""
+    """One version per snapshot whose ledger differs from the previous snapshot's (each with
+    its files' sizes: see _git_files)."""
     from toolkit.sources import history as hs
     from toolkit.sources import snapshots as snap
 
@@ -768,7 +777,8 @@ def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str
         ts = stored_ts.get(s.key) or dt.datetime.fromtimestamp(
             s.time, dt.UTC).replace(tzinfo=None)
         out.append(_Version(vid, "snapshot", "snapshots", s.label, ts, st, str(side),
-                            subject=s.label, seq=len(out) + 1, base=prev_id))
+                            subject=s.label, seq=len(out) + 1, base=prev_id,
+                            sizes=tuple(sizes)))
         git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
         prev_id = vid
     return out

@@ -517,3 +517,18 @@ def test_ledger_checks_answer_from_the_store_as_the_files_do(project, monkeypatc
     assert budget.status == "warn" and budget.count == len(from_files) > 2
     assert budget.rows == from_files[:len(budget.rows)]
     assert got["meta-counts"].rows == [(d.path, d.message) for d in meta] != []
+
+
+def test_a_check_that_runs_out_of_memory_names_the_projects_memory_limit(project):
+    """A check is a query on the project's locked-down connection: one that needs more than
+    its memory limit is an error naming that limit (it named the default 1GB whatever the
+    Project was opened with)."""
+    from toolkit.checks import Check
+
+    big = Check(name="big-sort", description="a row", rationale="Sorts too much.",
+                sql="SELECT r FROM (SELECT range AS r, random() AS x FROM range(20000000) "
+                    "ORDER BY x)")
+    with Project.open(project.root, memory_limit="100MB") as p:
+        [result] = run_checks(p, [big], timeout=120)
+    assert (result.status, result.message) == (
+        "error", "query stopped at the 100MB memory limit. Add a LIMIT or aggregate first")

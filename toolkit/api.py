@@ -522,7 +522,7 @@ class Project:
         from toolkit.store import count_and_first
 
         return count_and_first(self._query_store().conn, query, params, limit,
-                               deadline=deadline)
+                               deadline=deadline, memory_limit=self.memory_limit)
 
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a

@@ -2302,9 +2302,32 @@ def parse_select(sql: str) -> None:
         conn.close()
 
 
+@contextlib.contextmanager
+def _query_errors(deadline: Deadline | None, memory_limit: str | None,
+                  timeout_hint: str | None = None) -> Iterator[None]:
+    """DuckDB's errors of a query of the user's, run in the block, as the toolkit's: an
+    interrupt is Ctrl-C or SIGTERM (:mod:`toolkit.interrupts`), the ``deadline``'s timeout
+    when it fired, or another thread's :meth:`toolkit.api.Project.interrupt`; anything else
+    is :func:`_query_error`'s, naming ``memory_limit`` (the connection's)."""
+    import duckdb
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise_if_stopped()
+        if deadline is None or not deadline.fired:
+            raise ToolkitError("query interrupted") from None
+        raise ToolkitError(f"query interrupted after the {deadline.seconds:g} s timeout",
+                           hint=timeout_hint) from None
+    except duckdb.Error as exc:
+        raise _query_error(exc, memory_limit) from None
+    except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
+        raise_if_stopped(exc)
+        raise
+
+
 def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
                     params: Sequence[Any] | dict[str, Any] | None, limit: int, *,
-                    deadline: Deadline | None = None
+                    deadline: Deadline | None = None, memory_limit: str | None = None
                     ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
     """(columns, rows, the first ``limit`` rows) of the one read-only SELECT in ``sql`` on
     ``conn`` (from ``open_query_connection``), counted and read in one pass. The columns
@@ -2313,27 +2336,15 @@ def count_and_first(conn: duckdb.DuckDBPyConnection, sql: str,
     relation built on that relation (three times the work for DuckDB's Python layer). A
     query that fails or is interrupted is a ToolkitError: the caller's ``deadline``
     interrupts the connection when its time is up, and says whether an interrupt was that
-    one (``fired``), not another thread's."""
-    import duckdb
+    one (``fired``), not another thread's; ``memory_limit``: the connection's (None: the
+    default), named when a query runs out of it."""
     statement = single_select(conn, sql)
     columns = list(_bound(conn, statement, params).columns)
     counted = (f'SELECT *, count(*) OVER () AS "__toolkit_rows__" FROM (\n'
                f"{_statement_body(statement.query)}\n)"
                f" AS relation_rows LIMIT {int(limit)}")  # (a line break ends a -- comment)
-    try:
+    with _query_errors(deadline, memory_limit):
         fetched = conn.execute(counted, params).fetchall()
-    except duckdb.InterruptException:
-        raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts), not the timeout
-        raise ToolkitError(f"query interrupted after the {deadline.seconds:g} s timeout"
-                           if deadline is not None and deadline.fired
-                           else "query interrupted") from None
-    except duckdb.OutOfMemoryException:
-        raise ToolkitError(f"query stopped at the {QUERY_MEMORY} memory limit") from None
-    except duckdb.Error as exc:
-        raise _query_error(exc) from None
-    except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
-        raise_if_stopped(exc)
-        raise
     count = int(fetched[0][-1]) if fetched else 0
     return columns, count, [tuple(r[:-1]) for r in fetched]
 
@@ -2397,27 +2408,16 @@ def first_rows(conn: duckdb.DuckDBPyConnection, sql: str,
     ``open_query_connection`` with ``memory_limit``), interrupted after ``timeout`` seconds:
     ``toolkit query`` and ``toolkit.api.Project.rows``. Returns (columns, rows, truncated).
     """
-    import duckdb
     if max_rows < 1:  # (its type: click's, and toolkit.api's argument checks)
         raise UsageError(f"max_rows must be a whole number of at least 1, not {max_rows!r}")
     statement = single_select(conn, sql)
     timer = Deadline(timeout, conn.interrupt)
     try:
-        cur = (conn.execute(statement) if params is None
-               else conn.execute(statement.query, params))
-        cols = [d[0] for d in cur.description] if cur.description else []
-        rows = cur.fetchmany(max_rows + 1)
-    except duckdb.InterruptException:
-        raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts)
-        if not timer.fired:  # Project.interrupt() (another thread's)
-            raise ToolkitError("query interrupted") from None
-        raise ToolkitError(f"query interrupted after the {timeout:g} s timeout",
-                           hint="Add a LIMIT or a tighter WHERE clause") from None
-    except duckdb.Error as exc:
-        raise _query_error(exc, memory_limit) from None
-    except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
-        raise_if_stopped(exc)
-        raise
+        with _query_errors(timer, memory_limit, "Add a LIMIT or a tighter WHERE clause"):
+            cur = (conn.execute(statement) if params is None
+                   else conn.execute(statement.query, params))
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = cur.fetchmany(max_rows + 1)
     finally:
         timer.cancel()
     truncated = len(rows) > max_rows

@@ -652,6 +652,36 @@ def test_fleet_export_reports_a_broken_project_and_exports_the_others(world, cli
                                                                    "project=alpha"]
 
 
+def test_a_project_whose_export_is_refused_is_reported_and_the_others_are_exported(
+        world, cli_run, tmp_path):
+    """A project whose partition folder cannot be changed (read-only) is refused before any
+    change of it, as `toolkit export` refuses it: `fleet export` stopped there for every
+    project, printing neither what the others had exported nor its summary. It is now that
+    project's error (exit 1) and the others are exported and listed."""
+    from tests.conftest import modes, run_unprivileged
+
+    out = tmp_path / "lake"
+    assert _fleet(cli_run, world, "export", "--out", str(out)).exit_code == 0
+    # a new action of each project: both projects' actions partitions must be written again
+    for project in ("alpha", "beta"):
+        insert(world.audit, "actions", ts="2026-05-09 10:00:00", tier=1, category="commit",
+               description=f"{project} again", project=project)
+    beta = out / "actions" / "project=beta"
+    before = {p.name: p.read_bytes() for p in beta.iterdir()}
+    with modes((beta, 0o555)):
+        result = run_unprivileged("fleet", "--store", str(world.store), "export", "--out",
+                                  str(out), cwd=world.base)
+    assert result.returncode == 1, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: project beta: ") and \
+        "nothing of beta was exported" in errors[0], result.stderr
+    assert "Projects: 1 exported, 2 skipped." in result.stderr  # (beta, and gone)
+    assert [ln.split()[0] for ln in result.stdout.splitlines()
+            if ln.endswith(" written")] == ["actions"], result.stdout
+    assert _parquet_counts(out, "actions")[("alpha", "alpha")] == 3
+    assert {p.name: p.read_bytes() for p in beta.iterdir()} == before
+
+
 def test_fleet_export_refuses_a_second_project_on_the_same_store(world, cli_run, tmp_path,
                                                                 monkeypatch):
     # TOOLKIT_DB points every project at one store: its rows would be the first project's

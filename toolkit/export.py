@@ -259,10 +259,14 @@ def _swap_in(staged: Path, target: Path, table: str) -> Path | None:
 # --------------------------------------------------------------------------- the export
 
 
-def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Partition]:
+def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]], *,
+                   errors: list[tuple[str, ToolkitError]] | None = None) -> list[Partition]:
     """Export each (project name, store) into ``dest`` (see the module doc); the partitions
     of each project and table, in order. ``toolkit export`` passes one project,
-    ``toolkit fleet export`` every project of the fleet."""
+    ``toolkit fleet export`` every project of the fleet. With ``errors``, a project that
+    cannot be exported (a folder it would change that cannot be changed, a write that
+    fails) is added to it as (name, error) and the others are exported; without, its error
+    is raised."""
     names = [name for name, _store in projects]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -285,21 +289,30 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]]) -> list[Pa
     if len({id(store) for _name, store in projects}) < len(projects):
         workers = 1
     shared = _Shared()
-    try:
-        if workers <= 1:
-            results = [_export_project(root, name, dirname, store, shared)
-                       for (name, store), dirname in jobs]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(pool.map(
-                    lambda job: _export_project(root, job[0][0], job[1], job[0][1], shared),
-                    jobs))
-    except OSError as exc:
-        raise ToolkitError(f"cannot write the export: {exc.strerror}",
-                           path=Path(exc.filename) if exc.filename else root,
-                           hint="Check that the folder is writable and has space") from None
+    def export(job: tuple[tuple[str, Store], str]) -> list[Partition]:
+        (name, store), dirname = job
+        try:
+            try:
+                return _export_project(root, name, dirname, store, shared)
+            except OSError as exc:
+                raise ToolkitError(f"cannot write the export: {exc.strerror}",
+                                   path=Path(exc.filename) if exc.filename else root,
+                                   hint="Check that the folder is writable and has space"
+                                   ) from None
+        except ToolkitError as exc:
+            if errors is None:
+                raise
+            errors.append((name, exc))  # (list.append: safe from the pool's threads)
+            return []
+
+    if workers <= 1:
+        results = [export(job) for job in jobs]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(export, jobs))
     return [part for parts in results for part in parts]
 
 

@@ -161,7 +161,8 @@ def export(fmt: str, out: Path) -> None:
     OUT/<table>/project=<name>/: the layout of `toolkit export`. A project's actions are
     those its site shows (site_scope: by default its own and the unassigned ones). A
     project whose folder is missing is skipped with a note; one that cannot be opened is
-    reported and skipped, the others are exported, and the command then fails. Unchanged
+    reported and skipped, the others are exported, and the command then fails; so is one
+    whose export is refused (a folder it would change that cannot be changed). Unchanged
     partitions are not rewritten. The fleet store is not used."""
     from contextlib import ExitStack
 
@@ -225,9 +226,14 @@ def export(fmt: str, out: Path) -> None:
             by_store[db] = p.name
             chosen.append((p.name, store))
             names.append((p.name, cfg.project_name))
-        parts = export_parquet(out, chosen) if chosen else []
+        refused: list[tuple[str, ToolkitError]] = []
+        parts = export_parquet(out, chosen, errors=refused) if chosen else []
+    for name, error in sorted(refused, key=lambda r: r[0]):
+        click.echo(visible(f"Error: project {name}: {error}", single_line=True), err=True)
+        errors.append(error)
     echo_export(parts, out)
-    click.echo(f"Projects: {len(chosen)} exported, {skipped} skipped.", err=True)
+    click.echo(f"Projects: {len(chosen) - len(refused)} exported, "
+               f"{skipped + len(refused)} skipped.", err=True)
     if not chosen and not skipped:
         notes.append(no_folder_note(env, fleet_file))
     _echo_notes([*notes, *shared_records_notes(names)])

@@ -270,3 +270,11 @@ def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(
             f"put the ledger file back (from .backups/ or git), then run the {doing} again; "
             "nothing was changed\n")
     assert tree_digest(project.ledger) == before
+    # a promote of an entry the folder's place may hold: what to do is the same (it said
+    # "Make it readable: chmod u+r" of the folder)
+    r = cli_run("ledger", "promote", "Run the migration dry-run")
+    assert (r.exit_code, r.stdout) == (1, ""), r.output
+    assert r.stderr.endswith(
+        "Move it away, put the ledger file back (from .backups/ or git) and run the command "
+        "again\n"), r.stderr
+    assert tree_digest(project.ledger) == before

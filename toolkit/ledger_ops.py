@@ -35,7 +35,6 @@ from toolkit.errors import (
     RefusedError,
     ToolkitError,
     UsageError,
-    permission_denied,
 )
 from toolkit.records import (
     CONFIDENCES,
@@ -205,9 +204,11 @@ def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
             message = (f'no entry matching "{visible(title, single_line=True)}" in the ledger '
                        "files that could be read; this one could not be read and may hold it: "
                        f"{why}")
-            if d.snapshot is None:  # (no permission: the file was never read)
-                hint = permission_denied(d.path).hint
-                raise RefusedError(message, path=d.path, hint=f"{hint} and run the command again")
+            if d.snapshot is None:  # (no permission, or no file in its place: never read)
+                from toolkit.ledger.vault.session import unreadable_fix
+
+                raise RefusedError(message, path=d.path,
+                                   hint=f"{unreadable_fix(d.path)} and run the command again")
             raise DataError(message, path=d.path)
 
 

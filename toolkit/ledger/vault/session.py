@@ -337,13 +337,20 @@ class _Doc:
 # --------------------------------------------------------------------------- the session
 
 
-def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
+def unreadable_fix(path: Path) -> str:
+    """What to do about a ledger file that could not be read: move away what is in its
+    place (a folder, a FIFO...), or make it readable (a permission)."""
     try:
-        other = not stat.S_ISREG(os.stat(path).st_mode)  # a folder, a FIFO... in its place
+        other = not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         other = False  # (a folder on the way that cannot be searched: a permission too)
-    fix = ("Move it away, put the ledger file back (from .backups/ or git)" if other
-           else permission_denied(path).hint)
+    if other:
+        return "Move it away, put the ledger file back (from .backups/ or git)"
+    return permission_denied(path).hint or f"Make {path} readable"
+
+
+def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
+    fix = unreadable_fix(path)
     return RefusedError(
         f"cannot {doing}: {why}; the ledger's counts (meta.yaml, .meta.json) cannot be "
         "recomputed without its entries", path=path,

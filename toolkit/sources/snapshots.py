@@ -147,10 +147,9 @@ def cat_blobs(args: list[str], oids: list[str], *, cwd: Path | None = None,
             if not header:  # git ended: the repository could not be read
                 with contextlib.suppress(OSError):  # (a write git did not take may be left)
                     proc.stdin.close()
-                msg = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
-                raise DataError(f"git cat-file failed: "
-                                f"{msg[-1] if msg else 'exit ' + str(proc.wait())}",
-                                path=what or cwd)
+                said = proc.stderr.read()  # (before the wait: git may still be writing it)
+                ended = subprocess.CompletedProcess(proc.args, proc.wait(), b"", said)
+                raise DataError(f"git cat-file failed: {git_error(ended)}", path=what or cwd)
             yield oid, data  # None: "<oid> missing", or not a blob
     finally:
         for stream in (proc.stdin, proc.stdout, proc.stderr):

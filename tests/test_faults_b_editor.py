@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import FixtureProject, reap, tree_digest
+from tests.conftest import FixtureProject, modes, reap, run_unprivileged, tree_digest
 
 TODAY = "2026-09-01"  # every fixture entry is then a prune candidate
 LEDGER_NAMES = ("patterns.md", "antipatterns.md", "tool-preferences.md", "edge-cases.md",
@@ -179,14 +179,28 @@ def test_a_backup_or_archive_still_linked_after_a_killed_run_is_made_a_copy(
 
 def test_b1_unwritable_backup_folder_is_refused_before_anything_is_touched(
         project: FixtureProject) -> None:
+    """A file in the backup folder's place, or a backup folder that may not be written, is
+    refused before any change, in the words reconcile and every other folder check use (it
+    said "backup folder is not writable" of a file, and gave no chmod for a folder)."""
     backups = project.ledger / ".backups"
     shutil.rmtree(backups)
     backups.write_text("a file where the backup folder should be\n")
     before = tree_digest(project.root)
     r = _run(["ledger", "prune", "--yes"], project.root)
     assert r.returncode == 1
-    assert _error_line(r.stderr) == (f"Error: {backups}: backup folder is not writable; nothing "
-                                     "written. Make it a writable folder and run again")
+    assert _error_line(r.stderr) == (
+        f"Error: {backups}: is not a folder, so no backup can be made there; nothing written. "
+        "Move it away so the .backups folder can be created")
+    assert tree_digest(project.root) == before
+    backups.unlink()
+    backups.mkdir()
+    before = tree_digest(project.root)
+    with modes((backups, 0o555)):
+        r = run_unprivileged("--today", TODAY, "ledger", "prune", "--yes", cwd=project.root)
+    assert r.returncode == 1
+    assert _error_line(r.stderr) == (
+        f"Error: {backups}: folder is not writable; nothing written. Make it writable: "
+        f"chmod u+w {backups}")
     assert tree_digest(project.root) == before
 
 

@@ -1058,11 +1058,14 @@ class EditorSession:
         folders = {Path(os.path.realpath(p)).parent for p in paths} | {self.ledger_dir}
         for folder in sorted(folders):
             check_changeable(folder, "nothing written")
+        # the backup folder: what reconcile says of a file in its place, the one rule
+        # (check_changeable) of a folder that cannot be changed
         backups = self.ledger_dir / ".backups"
-        if backups.exists() and (not backups.is_dir()
-                                 or not os.access(backups, os.W_OK | os.X_OK)):
-            raise RefusedError("backup folder is not writable; nothing written", path=backups,
-                               hint="Make it a writable folder and run again")
+        if backups.exists() and not backups.is_dir():
+            raise RefusedError("is not a folder, so no backup can be made there; nothing "
+                               "written", path=backups,
+                               hint="Move it away so the .backups folder can be created")
+        check_changeable(backups, "nothing written")
 
 
 def _kind_of(name: str) -> str:

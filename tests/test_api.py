@@ -8,7 +8,7 @@ import datetime as dt
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,14 @@ def test_a_relation_raises_the_toolkits_errors_and_says_what_to_do(world, tmp_pa
         with pytest.raises(ToolkitError, match=r"^the relation's connection was closed .*"
                                                r"Call sql\(\) again$"):
             relation.fetchall()
+
+
+def _each_refused(cases: list[tuple[Callable[[], object], str]]) -> None:
+    """Each call raises a UsageError whose message is exactly its text."""
+    for call, message in cases:
+        with pytest.raises(UsageError) as err:
+            call()
+        assert err.value.message == message
 
 
 @contextlib.contextmanager
@@ -485,10 +493,7 @@ def test_bad_values_are_usage_errors_as_the_cli_refuses_them(world, monkeypatch,
                   "timeout must be a number of seconds above 0, not nan"),
                  (lambda: project.rows("SELECT 1", timeout=-1),
                   "timeout must be a number of seconds above 0, not -1")]
-        for call, message in cases:
-            with pytest.raises(UsageError) as err:
-                call()
-            assert err.value.message == message
+        _each_refused(cases)
         assert [e.confidence for e in project.ledger_entries(confidence="HIGH")][:1] == ["high"]
         # an infinite timeout is none, and so is one longer than the platform's longest
         # wait: the query runs (a wait that long made the timer's thread die with a
@@ -543,10 +548,7 @@ def test_values_the_clis_options_refuse_are_refused_naming_the_method(world, mon
                   "Project.ledger_entry: index 9 is out of range; 7 entries match"),
                  (lambda: Project.open(today="x"),
                   "Project.open: today must be a date (YYYY-MM-DD) or None, not 'x'")]
-        for call, message in cases:
-            with pytest.raises(UsageError) as err:
-                call()
-            assert err.value.message == message
+        _each_refused(cases)
         assert len(project.ledger_entries(category="TESTING")) == \
             len(project.ledger_entries(category="testing")) > 0
         assert len(project.slop_entries(limit=None)) == project.slop_summary().total
@@ -582,14 +584,11 @@ def test_an_empty_title_is_a_usage_error_not_the_untitled_entry(world, monkeypat
     assert sorted(p.read_bytes() for p in sessions.rglob("*") if p.is_file()) == logged
     assert {p: p.read_bytes() for p in ledger.rglob("*") if p.is_file()} == files
     with Project.open(refresh=False) as project:
-        for call, message in [
-                (lambda: project.ledger_entry(""),
-                 "Project.ledger_entry: title must be text with a word in it, not ''"),
-                (lambda: project.entry_history("  "),
-                 "Project.entry_history: title must be text with a word in it, not '  '")]:
-            with pytest.raises(UsageError) as err:
-                call()
-            assert err.value.message == message
+        _each_refused([
+            (lambda: project.ledger_entry(""),
+             "Project.ledger_entry: title must be text with a word in it, not ''"),
+            (lambda: project.entry_history("  "),
+             "Project.entry_history: title must be text with a word in it, not '  '")])
 
 
 def test_several_matching_titles_are_refused_in_the_apis_words(world, monkeypatch):
@@ -656,10 +655,7 @@ def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(world, monkeyp
                  (lambda: project.problems("bogus"),
                   "Project.problems: no source is named 'bogus'; use one of ledger, sessions, "
                   "slop, audit, snapshots, history, goals")]
-        for call, message in cases:
-            with pytest.raises(UsageError) as err:
-                call()
-            assert err.value.message == message
+        _each_refused(cases)
         # the right types still answer: a tuple or a set of kinds as a list, numpy's whole
         # numbers as ints
         import numpy as np

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -22,12 +23,24 @@ from tests._audit_helpers import (  # noqa: F401 - autouse fixture
     last_error,
     rollback_journal_db,
 )
-from tests.conftest import make_audit_db
+from tests.conftest import FixtureProject, make_audit_db
 
 
 def _json(result) -> object:  # type: ignore[no-untyped-def]
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def _read_from_export(project: FixtureProject, tmp_path: Path,
+                      **tables: list[dict[str, object]]) -> None:
+    """The project's audit source from now on: a nagi-ledger JSON export holding ``tables``
+    (the others empty), read as when there is no audit DB."""
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [],
+                                  "dispatches": [], "approaches": [], **tables}),
+                      encoding="utf-8")
+    (project.root / "toolkit.yaml").write_text(
+        f"audit_db: {tmp_path / 'none.db'}\naudit_json: {export}\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- report
@@ -183,16 +196,10 @@ def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project, tmp
     assert all(w.endswith("while `audit task-status` and the MCP tools (as nagi-ledger's) "
                           "answer for the name without them") for w in warnings)
 
-    export = tmp_path / "export.json"
-    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [],
-                                  "dispatches": [{"id": 7, "ts": "2026-05-04 07:00:00",
-                                                  "task": task + " ", "agent_type": "fork",
-                                                  "model": "opus", "brief_summary": "b",
-                                                  "verdict": None, "verdict_ts": None,
-                                                  "verdict_notes": None}],
-                                  "approaches": []}), encoding="utf-8")
-    (project.root / "toolkit.yaml").write_text(  # (read when there is no audit DB)
-        f"audit_db: {tmp_path / 'none.db'}\naudit_json: {export}\n", encoding="utf-8")
+    _read_from_export(project, tmp_path, dispatches=[{
+        "id": 7, "ts": "2026-05-04 07:00:00", "task": task + " ", "agent_type": "fork",
+        "model": "opus", "brief_summary": "b", "verdict": None, "verdict_ts": None,
+        "verdict_notes": None}])
     status = json.loads(cli_run("status", "--json").stdout)
     assert [w["message"].split(": the site")[0] for w in status["warnings"]
             if w["source"] == "audit"] == [
@@ -224,13 +231,9 @@ def test_rows_whose_time_is_no_time_are_a_warning(cli_run, project, tmp_path):
                       "csv")
     assert undated.stdout.splitlines()[1] == "2"
 
-    export = tmp_path / "export.json"
-    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [
-        {"id": 1, "ts": "garbage", "tier": 0, "category": "t", "description": "d",
-         "project": None}], "dispatches": [], "approaches": []}), encoding="utf-8")
-    # (read when there is no audit DB)
-    (project.root / "toolkit.yaml").write_text(
-        f"audit_db: {tmp_path / 'none.db'}\naudit_json: {export}\n", encoding="utf-8")
+    _read_from_export(project, tmp_path, actions=[{
+        "id": 1, "ts": "garbage", "tier": 0, "category": "t", "description": "d",
+        "project": None}])
     assert warned() == ["1 row of actions has a time that is no date and time (first: row id "
                         "1, 'garbage'): listed as undated; nagi-ledger's time windows compare "
                         "the text as written"]

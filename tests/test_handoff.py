@@ -179,7 +179,7 @@ def test_a_damaged_state_file_counts_as_the_first_handoff(project):
     assert json.loads(state.read_text())["version"] == 1
 
 
-def test_a_report_that_could_not_be_printed_is_not_remembered_as_handed_off(project):
+def test_a_report_that_could_not_be_printed_is_not_remembered_as_handed_off(project, cli_run):
     """The handoff was remembered before it was printed: with its output on a full disk
     (/dev/full), or a run killed between the two, the next handoff covered only what came
     after a report nobody read. Now it is remembered once printed."""
@@ -196,9 +196,8 @@ def test_a_report_that_could_not_be_printed_is_not_remembered_as_handed_off(proj
     assert failed.returncode == 1
     assert failed.stderr.splitlines()[-1] == "Error: No space left on device"
     assert not state.exists()
-    printed = subprocess.run(run, cwd=project.root, env=env, capture_output=True,
-                             text=True, timeout=120)
-    assert printed.returncode == 0, printed.stderr
+    printed = cli_run("handoff", env={"TOOLKIT_NOW": "2026-05-10T12:00:00"})
+    assert printed.exit_code == 0, printed.stderr
     assert "(this is the first handoff:" in printed.stdout
     assert json.loads(state.read_text())["version"] == 1
 

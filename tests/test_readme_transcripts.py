@@ -278,7 +278,6 @@ def _run(command: str, env: dict[str, str], state: Path) -> list[str]:
         out, _ = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        reap(proc)
         raise AssertionError(f"README: `{command}` did not end within {TIMEOUT} s; if it "
                              "cannot be replayed, name it in NOT_REPLAYED with why") from None
     finally:

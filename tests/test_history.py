@@ -369,6 +369,30 @@ def test_a_committed_file_over_the_size_limit_is_unknown_never_all_removed(tmp_p
     store.close()
 
 
+def test_the_default_size_limit_holds_for_commits_as_for_the_working_files(
+        tmp_path, isolated_env, monkeypatch):
+    """With no max_file_mb set, a committed file over the default limit (20 MB; made small
+    here) was read whole while the same working file was refused: the history's reads of
+    commits now have the working files' default limit."""
+    from toolkit import textio
+
+    monkeypatch.setattr(textio, "DEFAULT_MAX_FILE_BYTES", 2097)
+    p = Project.create(tmp_path / "acme")
+    (p.root / ".gitignore").write_text(".toolkit/\n")
+    p.commit("reflect", {"patterns": [entry_b("Retry budget")]})
+    p.commit("paste a log", {"patterns": [entry_b("Retry budget", "medium", 2) + "x" * 3000]})
+    p.commit("trim the log", {"patterns": [entry_b("Retry budget", "medium", 2)]})
+    store, res = _load(p.root, isolated_env)
+    assert _changes(store) == [(1, "added", "patterns/retry budget"),
+                               (3, "promoted", "patterns/retry budget"),
+                               (3, "reinforced", "patterns/retry budget")]
+    warned = [m.message for m in res["history"].problems if m.path.endswith(")")]
+    assert len(warned) == 1 and warned[0].endswith(
+        "bytes, over the size limit; the history takes it as in the version before, not as "
+        "removed"), warned
+    store.close()
+
+
 def test_a_ledger_file_without_read_permission_is_no_false_removal(project, isolated_env):
     """``chmod 000 patterns.md``: the history records no working version (the rest is as in
     HEAD) and ``status`` lists the file's warning once (the ledger source's), not twice."""

@@ -44,7 +44,7 @@ import contextlib
 import datetime as dt
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,10 +207,10 @@ class _Version:
     seq: int = 0
     base: str | None = None
     unread: tuple[str, ...] = ()  # files of a folder that could not be read (see _carry_over)
-    # the contents its entries are read from: ``state``, but for a committed file over the
-    # size limit, that file's content in the version it is compared with (see _git_files)
+    # the contents its entries are read from, None: ``state``. Each file that is unknown (a
+    # committed or snapshotted one over the size limit, see _git_files; an unreadable
+    # working one) is read as in the version it is compared with.
     files: tuple[str, ...] | None = None
-    sizes: tuple[int, ...] = ()  # a snapshot's files' sizes, for its ``files``
 
     def read_from(self) -> tuple[str, ...]:
         return self.state if self.files is None else self.files
@@ -229,40 +229,57 @@ def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[s
                  for k, oid, old in zip(FILES, state, before, strict=True))
 
 
-def _git_files(version: _Version, sizes: Sequence[int], limit: int | None,
-               files_of: dict[str, tuple[str, ...]], top: Path | str, rel: str,
-               unread: list[tuple[str, str, str]]) -> tuple[str, ...] | None:
-    """The contents a commit's entries are read from: its own, but each file over the size
-    limit as in the version it is compared with (``files_of``: what each git version reads),
-    and ``unread`` told of it. Such a file is unknown: read as empty, every entry of it was
-    recorded as removed by the commit and added again by the next one. None: its own."""
-    from toolkit.sources.history import EMPTY_STATE, FILES
-
-    over = [i for i, oid in enumerate(version.state)
-            if oid and limit is not None and sizes[i] > limit]
-    if not over:
-        return None
-    before = files_of.get(version.base or "", EMPTY_STATE)
-    for i in over:
-        where = f"{top}:{rel + '/' if rel else ''}{FILES[i]}.md (blob {version.state[i][:12]})"
-        unread.append((version.version_id, where,
-                       f"{sizes[i]} bytes, over the size limit; the history takes it as in "
-                       "the version before, not as removed"))
-    return tuple(before[i] if i in over else oid for i, oid in enumerate(version.state))
+# what the history says of a file it could not read
+TAKEN_AS_BEFORE = "; the history takes it as in the version before, not as removed"
 
 
-def _stored_files(store: Store, version_ids: list[str]) -> dict[str, tuple[str, ...]]:
-    """The contents each of the stored ``version_ids`` reads (``_history_version_files``)."""
+def _blob_where(top: Path | str, rel: str, kind: str, oid: str) -> str:
+    """Where a ledger file's content in a repository is, as a warning names it."""
+    return f"{top}:{rel + '/' if rel else ''}{kind}.md (blob {oid[:12]})"
+
+
+class _ReadBy:
+    """The contents each version's entries are read from (:meth:`_Version.read_from`): this
+    load's versions as they are made, a stored one read from the store when first asked."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.known: dict[str, tuple[str, ...]] = {}
+
+    def add(self, version: _Version) -> None:
+        self.known[version.version_id] = version.read_from()
+
+    def __call__(self, version_id: str | None) -> tuple[str, ...]:
+        from toolkit.sources.history import EMPTY_STATE, FILES
+
+        if version_id is None:
+            return EMPTY_STATE
+        if version_id not in self.known:
+            blobs = dict(self.store.conn.execute(
+                "SELECT file, blob FROM _history_version_files WHERE version_id = ?",
+                [version_id]).fetchall())
+            self.known[version_id] = tuple(blobs.get(k, "") for k in FILES)
+        return self.known[version_id]
+
+
+def _git_files(version: _Version, sizes: dict[str, int], limit: int, read_by: _ReadBy,
+               top: Path | str, rel: str, unread: list[tuple[str, str, str]]
+               ) -> tuple[str, ...] | None:
+    """The contents a commit's or snapshot's entries are read from: its own (None), but each
+    file over the size limit (``sizes``: each blob's) as the version it is compared with
+    reads it, and ``unread`` told of it. Such a file is unknown: read as empty, every entry
+    of it was recorded as removed by the commit and added again by the next one."""
     from toolkit.sources.history import FILES
 
-    files: dict[str, list[str]] = {v: [""] * len(FILES) for v in version_ids}
-    if version_ids:
-        for vid, kind, oid in store.conn.execute(
-                "SELECT version_id, file, blob FROM _history_version_files "
-                "WHERE version_id IN (SELECT unnest(?::VARCHAR[]))", [version_ids]).fetchall():
-            if kind in FILES:
-                files[vid][FILES.index(kind)] = oid
-    return {v: tuple(f) for v, f in files.items()}
+    over = tuple(k for k, oid in zip(FILES, version.state, strict=True)
+                 if oid and sizes.get(oid, 0) > limit)
+    if not over:
+        return None
+    for kind, oid in zip(FILES, version.state, strict=True):
+        if kind in over:
+            unread.append((version.version_id, _blob_where(top, rel, kind, oid),
+                           f"{sizes[oid]} bytes, over the size limit{TAKEN_AS_BEFORE}"))
+    return _carry_over(version.state, over, read_by(version.base))
 
 
 def _taken_as_before(found: list[Problem], unread: tuple[str, ...]) -> list[Problem]:
@@ -271,9 +288,8 @@ def _taken_as_before(found: list[Problem], unread: tuple[str, ...]) -> list[Prob
     from toolkit.records import Problem
 
     names = {f"{k}.md" for k in unread}
-    return [Problem(p.source, p.path, p.line,
-                    p.message + "; the history takes it as in the version before, not as "
-                                "removed") if Path(p.path).name in names else p
+    return [Problem(p.source, p.path, p.line, p.message + TAKEN_AS_BEFORE)
+            if Path(p.path).name in names else p
             for p in found]
 
 
@@ -425,15 +441,19 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     from toolkit.records import Problem
     from toolkit.sources import history as hs
     from toolkit.sources import snapshots as snap
+    from toolkit.textio import max_file_bytes
 
     prev_state = (store.source_state("history") or {}).get("state") or {}
     # the staged rows of a load that never finished (no reader sees them)
     store.conn.execute("DELETE FROM _history_entries WHERE starts_with(blob, ?)", [STAGED])
-    cache = _Blobs(store, cfg.max_file_bytes, cfg.parse_cache)
+    # the limit of every read, as the working files' (the default one when none is set)
+    limit = max_file_bytes(cfg.max_file_bytes)
+    cache = _Blobs(store, limit, cfg.parse_cache)
     problems: list[Problem] = []
     notes: list[str] = []
     new_versions: list[_Version] = []
-    git_blobs: list[tuple[str, str, int]] = []  # (kind, oid, size) to read from the repo
+    sizes: dict[str, int] = {}  # the size of each blob to read from a repository
+    read_by = _ReadBy(store)
 
     # ---- git history of the project repository
     repo = hs.find_project_repo(cfg.ledger_dir)
@@ -441,9 +461,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     if full:
         cache.known.clear()
     # the stored git and base versions are all dropped (below) on a full load or another repo
-    # (and when an older loader read them: what it stored may be what this one mends)
-    keep_git = not (full or repo_key is None or prev_state.get("repo") != repo_key
-                    or prev_state.get("loader") != LOADER_VERSION)
+    keep_git = not (full or repo_key is None or prev_state.get("repo") != repo_key)
     commits_read: list[str] = []
     head_state: tuple[str, ...] | None = None
     by_state: dict[str, str] = {}
@@ -452,10 +470,9 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     seq_of: dict[str, int] = {}  # a commit's place on the main timeline
     stale: list[str] = []
     kept_git: list[tuple[dt.datetime | None, str]] = []  # (ts, ref) of stored versions kept
-    # (version id, where, why) of each committed file over the size limit: the stored ones
-    # kept, and those of the commits read now (see _git_files)
+    # (version id, where, why) of each committed or snapshotted file over the size limit:
+    # the stored versions' kept, and those of the versions made now (see _git_files)
     unread_git: list[tuple[str, str, str]] = []
-    files_of: dict[str, tuple[str, ...]] = {}  # git version id -> the contents it reads
     if repo is None:
         notes.append("ledger not in a git repository: no git versions")
     else:
@@ -472,7 +489,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             if ref in current:
                 by_state.setdefault(st, f"git:{ref}")
                 kept_git.append((ts, ref))
-        kept_ids = {f"git:{ref}" for _ts, ref in kept_git}
+        kept_ids = {f"git:{ref}" for _ts, ref in kept_git} | stored_bases
         unread_git += [(vid, where, why) for vid, where, why in prev_state.get("unread", [])
                        if vid in kept_ids]
         new = [c for c in commits if c.sha not in existing]
@@ -483,31 +500,31 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         for c in new:
             by_state.setdefault(_state_str(states[c.sha][0]), f"git:{c.sha}")
         base_versions: dict[str, _Version] = {}
-        files_of = _stored_files(store, [f"git:{ref}" for _ts, ref in kept_git])
+        for st, of_file in states.values():
+            sizes.update(zip(st, of_file, strict=True))
+
+        def made(version: _Version) -> _Version:
+            version.files = _git_files(version, sizes, limit, read_by, repo.top, repo.rel,
+                                       unread_git)
+            read_by.add(version)
+            return version
+
         for c in new:
-            st, sizes = states[c.sha]
-            git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
+            st = states[c.sha][0]
             base = None
             if c.parents:
-                pst, psizes = states[c.parents[0]]
+                pst = states[c.parents[0]][0]
                 if pst != hs.EMPTY_STATE:
                     base = by_state.get(_state_str(pst))
                     if base is None:  # a parent ledger no listed commit produced
                         base = f"base:{c.parents[0]}"
                         if base not in base_versions:
-                            base_versions[base] = _Version(
-                                base, "base", "main", c.parents[0], None, pst, str(repo.top))
-                            git_blobs.extend((hs.FILES[i], oid, psizes[i])
-                                             for i, oid in enumerate(pst) if oid)
-                            files_of[base] = pst
-            version = _Version(
+                            base_versions[base] = made(_Version(
+                                base, "base", "main", c.parents[0], None, pst, str(repo.top)))
+            new_versions.append(made(_Version(
                 f"git:{c.sha}", "git", "main", c.sha,
                 dt.datetime.fromtimestamp(c.commit_time, dt.UTC).replace(tzinfo=None),
-                st, str(repo.top), c.author, c.subject, 0, base)
-            version.files = _git_files(version, sizes, cfg.max_file_bytes, files_of,
-                                       repo.top, repo.rel, unread_git)
-            files_of[version.version_id] = version.read_from()
-            new_versions.append(version)
+                st, str(repo.top), c.author, c.subject, 0, base)))
         new_versions.extend(v for v in base_versions.values()
                             if v.version_id not in stored_bases)
         commits_read = [c.sha for c in new]
@@ -549,11 +566,6 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         # (a working file's own problem is the ledger source's warning: said once, not twice)
         base_state = (head_state or hs.EMPTY_STATE) if has_git else prev_copy
         state = _carry_over(fv.state, fv.unread, base_state)
-        # (compared with HEAD as committed; read, with a file HEAD has over the size limit,
-        # as HEAD's version reads it)
-        head_files = files_of.get(by_state.get(_state_str(head_state), "")) \
-            if has_git and head_state else None
-        files = _carry_over(fv.state, fv.unread, head_files) if head_files else None
         if fv.unread:
             notes.append(f"{', '.join(k + '.md' for k in fv.unread)} could not be read: "
                          f"taken as in {'HEAD' if has_git else 'the version before'}, "
@@ -564,11 +576,12 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             seq = git_count + 1 if has_git else len(folders) + 1
             working = _Version("working", "working", "main", "working", fv.ts, state,
                                str(cfg.ledger_dir), subject="uncommitted working files"
-                               if has_git else "working files", seq=seq, base=base,
-                               files=files)
+                               if has_git else "working files", seq=seq, base=base)
+            if has_git and fv.unread:  # (compared with HEAD as committed, read as HEAD reads)
+                working.files = _carry_over(fv.state, fv.unread, read_by(base))
             new_versions.append(working)
             folders.append(fv)
-    snap_versions = _snapshot_versions(store, cfg, git_blobs)
+    snap_versions = _snapshot_versions(store, cfg, sizes)
     new_versions.extend(snap_versions)
     if has_git:  # copies, and the first snapshot, against the committed ledger of their time
         _anchor_to_main(
@@ -577,18 +590,15 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                            or (v.timeline == "snapshots" and v.seq == 1)])
         # a copy's unreadable files are taken as in the git version it is compared with
         unread = [v for v in new_versions if v.timeline == "copies" and v.unread]
-        if unread:
-            states_of = dict(files_of)  # (as each git version reads them)
-            for v in unread:
-                v.state = _carry_over(v.state, v.unread,
-                                      states_of.get(v.base or "", hs.EMPTY_STATE))
+        for v in unread:
+            v.state = _carry_over(v.state, v.unread, read_by(v.base))
 
     # a snapshot's file over the size limit as the version before reads it (the first one's
     # is the git version of its time, once anchored)
+    snap_rel = (_vault_in_workspace(cfg) or "") if snap_versions else ""
     for v in snap_versions:
-        v.files = _git_files(v, v.sizes, cfg.max_file_bytes, files_of, v.location,
-                             _vault_in_workspace(cfg) or "", unread_git)
-        files_of[v.version_id] = v.read_from()
+        v.files = _git_files(v, sizes, limit, read_by, v.location, snap_rel, unread_git)
+        read_by.add(v)
 
     # ---- entries: each content parsed once; git blobs read in one batch per repository
     missing = cache.missing(new_versions)
@@ -603,26 +613,17 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 if oid and (k, oid) in missing}
         if not want or what is None:
             continue
-        blob_sizes = {oid: size for _, oid, size in git_blobs}
-        limit = cfg.max_file_bytes
-        order = sorted(want)
-        readable = {oid for _, oid in order if limit is None or blob_sizes.get(oid, 0) <= limit}
-        rel = (repo.rel if repo else "") if sources[0] == "git" else (_vault_in_workspace(cfg)
-                                                                       or "")
+        order = sorted(want)  # (none over the size limit: see _git_files)
+        rel = (repo.rel if repo else "") if sources[0] == "git" else snap_rel
         # each content is read when it is parsed, one at a time (not every version's at once);
         # one wanted again for another file is kept until then
         wanted_again = Counter(oid for _, oid in order)
         kept: dict[str, bytes | None] = {}
-        stream = hs.read_blobs(args, cwd, [o for o in dict.fromkeys(o for _, o in order)
-                                           if o in readable], what)
+        stream = hs.read_blobs(args, cwd, list(dict.fromkeys(o for _, o in order)), what)
         with contextlib.closing(stream):  # git ends with the loop, whatever happens in it
             for kind, oid in order:
-                where = f"{what}:{rel + '/' if rel else ''}{kind}.md (blob {oid[:12]})"
+                where = _blob_where(what, rel, kind, oid)
                 wanted_again[oid] -= 1
-                if oid not in readable:
-                    cache.skip(kind, oid, where,
-                               f"{blob_sizes.get(oid, 0)} bytes, over the size limit")
-                    continue
                 if oid in kept:
                     data = kept[oid] if wanted_again[oid] else kept.pop(oid)
                 else:
@@ -679,6 +680,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             "AND v.source <> 'working' ORDER BY 1").fetchall():
         where, _, message = text.partition("\0")
         problems.append(Problem("history", where, None, message))
+    unread_git = list(dict.fromkeys(unread_git))  # (a stored base version is made again)
     problems += [Problem("history", where, None, why)
                  for where, why in dict.fromkeys((w, y) for _v, w, y in unread_git)]
     store.conn.execute(
@@ -708,7 +710,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                             problems=problems, change=change)
     result.state = {"repo": repo_key, "head": repo.head if repo else None,
                     "commits_read": commits_read[:200], "commits_read_count": len(commits_read),
-                    "versions": total, "unread": unread_git, "loader": LOADER_VERSION}
+                    "versions": total, "unread": unread_git}
     return result
 
 
@@ -746,10 +748,9 @@ def _parse_folder(cache: _Blobs, fv: Any, missing: set[tuple[str, str]]) -> None
     fv.contents.clear()
 
 
-def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str, int]]
-                       ) -> list[_Version]:
-    """One version per snapshot whose ledger differs from the previous snapshot's (each with
-    its files' sizes: see _git_files)."""
+def _snapshot_versions(store: Store, cfg: Config, sizes: dict[str, int]) -> list[_Version]:
+    """One version per snapshot whose ledger differs from the previous snapshot's; ``sizes``
+    told of each of their blobs' size."""
     from toolkit.sources import history as hs
     from toolkit.sources import snapshots as snap
 
@@ -769,7 +770,7 @@ def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str
     prev: tuple[str, ...] = hs.EMPTY_STATE
     prev_id = None
     for s in oldest_first:
-        st, sizes = states[s.sha]
+        st, of_file = states[s.sha]
         if st == prev:
             continue
         prev = st
@@ -777,9 +778,8 @@ def _snapshot_versions(store: Store, cfg: Config, git_blobs: list[tuple[str, str
         ts = stored_ts.get(s.key) or dt.datetime.fromtimestamp(
             s.time, dt.UTC).replace(tzinfo=None)
         out.append(_Version(vid, "snapshot", "snapshots", s.label, ts, st, str(side),
-                            subject=s.label, seq=len(out) + 1, base=prev_id,
-                            sizes=tuple(sizes)))
-        git_blobs.extend((hs.FILES[i], oid, sizes[i]) for i, oid in enumerate(st) if oid)
+                            subject=s.label, seq=len(out) + 1, base=prev_id))
+        sizes.update(zip(st, of_file, strict=True))
         prev_id = vid
     return out
 

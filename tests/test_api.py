@@ -356,6 +356,10 @@ def test_answers_match_the_mcp_tools(world):
     assert ledger and ledger == tools.smith_ledger_search("Idempotency", limit=5)
     assert similar and similar == tools.similar_tasks("Refund partially captured payment")
     assert hits and hits == tools.search("refund", limit=7)
+    # the MCP tool's refusal in its own words (an API argument rule answered for it once)
+    with pytest.raises(UsageError) as err:
+        tools.smith_ledger_search("Idempotency", limit=0)
+    assert err.value.message == "'limit' must be a positive integer."
 
 
 # --------------------------------------------------------------------------- what the CLI asks

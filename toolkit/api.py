@@ -21,6 +21,7 @@ own reads that follow (the store is not opened a second time), and a query of th
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import threading
 from pathlib import Path
@@ -617,7 +618,7 @@ class Project:
 
         words = {} if self._cli_words else {  # (the defaults are the command's)
             "index_name": "Project.ledger_entry: index",
-            "choose": 'Choose one with index=N (1-{n}) or narrow with file (e.g. file="patterns")'}
+            "choose": f"Choose one with index=N (1-{{n}}) or narrow with {_FILE_ARGUMENT}"}
         return show(self.config.vault, title, index=index, file=file,
                     max_bytes=self.config.max_file_bytes, request=request,
                     log=request is not None, cache=self.config.parse_cache,
@@ -694,9 +695,9 @@ class Project:
         """The timeline of each entry whose title matches ``title``."""
         from toolkit.history import history_for_title
 
+        words: dict[str, Any] = {} if self._cli_words else {"narrow": _FILE_ARGUMENT}
         return history_for_title(self._store(), title, file=file, all_sources=all_sources,
-                                 narrow="--file" if self._cli_words else
-                                 'file (e.g. file="patterns")')
+                                 **words)
 
     # -- the audit DB (nagi-ledger's questions) --------------------------------
     def task_status(self, task: str) -> TaskStatus:
@@ -969,6 +970,11 @@ _CHECKED: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any] | Non
 }
 
 
+# how a refusal of the API names its ``file=`` argument (the CLI's names --file)
+_FILE_ARGUMENT = 'file (e.g. file="patterns")'
+
+
+@functools.cache  # (asked once per public method as the class is made)
 def _value_rules() -> dict[str, dict[str, Rule]]:
     """Method -> argument -> the values it takes beyond its type: the rule the CLI's option
     for it is built from (``toolkit.argrules``), so a value the option refuses is refused
@@ -983,7 +989,7 @@ def _value_rules() -> dict[str, dict[str, Rule]]:
             "ledger_entry": {"title": r.TITLE, "index": r.INDEX},
             "entry_history": {"title": r.TITLE},
             "ledger_dashboard": {"top": r.COUNT},
-            "ledger_search": {"limit": r.LIMIT},
+            # (ledger_search's limit: ledger_ops.entry_hits, in the MCP tool's words)
             "ledger_search_lines": {"context": r.COUNT},
             "ledger_changes": {"limit": r.LIMIT},
             "slop_entries": slop_filter, "slop_query": slop_filter,
@@ -1002,7 +1008,6 @@ def _usage(message: str) -> Exception:
 def _guarded(name: str, fn: Callable[..., Any], *, lock: bool) -> Callable[..., Any]:
     """``fn`` (a public method of Project named ``name``) with its simple arguments checked
     and, with ``lock``, run under the project's lock (its first argument's)."""
-    import functools
     import inspect
 
     sig = inspect.signature(fn)

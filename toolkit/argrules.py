@@ -99,5 +99,6 @@ OLDER_THAN = Whole(0)
 # in the API; 0 is refused rather than read as "none" by one method and "all" by another
 LIMIT = Whole(1)
 # Project.ledger_search_lines(context=), ledger_dashboard(top=): lines around a hit, entries
-# shown (0: none)
+# shown (0: none); `slop query --limit` (0: all, the CLI's own reading; the API's slop limit
+# is LIMIT)
 COUNT = Whole(0)

@@ -210,8 +210,9 @@ def from_exception(exc: BaseException) -> ToolkitError | None:
     ToolkitError: a file system error on a path they gave, a DuckDB or SQLite error, a
     number too big to compute with. None for anything else (a bug: keep the traceback).
 
-    Called only at the two boundaries, the CLI's (``toolkit/cli/__init__.py``) and the MCP
-    server's tool wrapper; commands raise ToolkitError themselves where they can say more.
+    Called at the two boundaries, the CLI's (``toolkit/cli/__init__.py``) and the MCP
+    server's tool wrapper, and by :func:`one_error`; commands raise ToolkitError themselves
+    where they can say more.
     """
     import errno
     import sys
@@ -286,3 +287,13 @@ _DUCKDB_SURROGATE = re.compile(r"cannot encode str as UTF-8, surrogate '(\\u[0-9
 def _lone_surrogate(shown: str) -> UsageError:
     return UsageError(f"the input holds a lone surrogate ({shown}), which is not text and "
                       "cannot be written as UTF-8. Give valid UTF-8 text")
+
+
+def one_error(exc: ToolkitError | OSError) -> ToolkitError:
+    """What one part's read failed on (a store's source, a fleet's project), as the error
+    recorded or shown for that part: a raw OSError that got out of its reader (a folder it
+    may not enter, a name too long) is that part's problem, as a bad file is, never the
+    whole command's."""
+    if isinstance(exc, ToolkitError):
+        return exc
+    return from_exception(exc) or ToolkitError(str(exc))

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import DataError, ToolkitError, UsageError, from_exception
+from toolkit.errors import DataError, ToolkitError, UsageError, one_error
 from toolkit.records import Problem
 from toolkit.source import Source, SourceResult
 from toolkit.textio import load_json, load_yaml, read_text
@@ -282,7 +282,7 @@ def missing_reason(path: Path) -> str | None:
     """Why a fleet project's folder is not there ("the project folder does not exist", "the
     project path is a file, not a folder", "... a symbolic link loop"), or None when it is a
     folder -- or when that cannot be told (a folder on the way it may not enter, a name too
-    long): reading the project then fails, and :func:`project_error` says why."""
+    long): reading the project then fails, and :func:`toolkit.errors.one_error` says why."""
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -291,16 +291,6 @@ def missing_reason(path: Path) -> str | None:
         return ("the project path is a symbolic link loop" if exc.errno == errno.ELOOP
                 else None)
     return None if stat.S_ISDIR(st.st_mode) else "the project path is a file, not a folder"
-
-
-def project_error(exc: ToolkitError | OSError) -> ToolkitError:
-    """Why a fleet project could not be read, as the error its row shows (status ``error``)
-    and ``fleet export`` reports: a raw OSError of its folder (a permission denied, a name
-    too long) is that one project's problem, as a bad ``toolkit.yaml`` is, never the whole
-    fleet's."""
-    if isinstance(exc, ToolkitError):
-        return exc
-    return from_exception(exc) or ToolkitError(str(exc))
 
 
 def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
@@ -322,7 +312,7 @@ def _plan(p: KnownProject, base: Config, env: Mapping[str, str]) -> _Plan:
             h.update(("\0".join(src.fingerprint(cfg)) + "\n").encode("utf-8",
                                                                       "surrogateescape"))
     except (ToolkitError, OSError) as exc:
-        error = project_error(exc)
+        error = one_error(exc)
         return _Plan(p, "error", str(error), None, h.hexdigest() + ":error:" + str(error))
     return _Plan(p, "found", "", cfg, h.hexdigest())
 
@@ -394,7 +384,7 @@ def _load_fleet(store: Store, plans: Sequence[_Plan], full: bool) -> SourceResul
                 except (ToolkitError, OSError) as exc:
                     # that project is listed with why; the others are read (its rows in the
                     # staging tables are replaced by the next project's, or cleared below)
-                    error = project_error(exc)
+                    error = one_error(exc)
                     plan = _Plan(p, "error", str(error), plan.cfg,
                                  plan.fingerprint + ":error:" + str(error))
                 else:

@@ -1365,9 +1365,10 @@ def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   output: Path | None = None, now: dt.datetime | None = None,
                   redactor: Redactor | None = None, full: bool = False,
                   checks: Sequence[Result] | None = None) -> str:
-    """``toolkit handoff``'s report, as the command makes it: :func:`render_report`, then
-    :func:`hand_over` to ``output`` if given (remembered unless ``since``, which is a one-off
-    view). Returns the text."""
+    """``toolkit handoff``'s two steps in one call, with the store still open (the command
+    closes it between them, and passes how the text is delivered): :func:`render_report`,
+    then :func:`hand_over` to ``output`` if given (remembered unless ``since``, which is a
+    one-off view). Returns the text. For tests and scripts."""
     report, text = render_report(store, cfg, since=since, now=now, redactor=redactor,
                                  full=full, checks=checks)
     hand_over(cfg, report, text, output=output, remember=since is None)

@@ -956,8 +956,8 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
            "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title, entry_key")
     params: list[Any] = [list(timelines)]
     if limit is not None:
-        if limit < 0:  # (its type: toolkit.api's argument checks)
-            raise UsageError(f"limit must be a whole number >= 0, not {limit!r}")
+        if limit < 1:  # (toolkit.api refuses it first, in its words: argrules.LIMIT)
+            raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
         sql += " LIMIT ?"
         params.append(limit)
     return [_change(r) for r in store.fetch_dicts(sql, params)]

@@ -45,7 +45,7 @@ from toolkit.errors import (
     UsageError,
     duckdb_denied,
     error_line,
-    from_exception,
+    one_error,
     permission_denied,
 )
 from toolkit.interrupts import raise_if_stopped, register
@@ -886,7 +886,7 @@ class Store:
         if self._tables is not None:  # read once for the block (reading)
             return list(self._tables)
         rows = self.conn.execute(
-            f"SELECT name FROM ({_MAIN_OBJECTS}) WHERE name NOT LIKE '\\_%' ESCAPE '\\' "
+            f"SELECT name FROM ({_MAIN_OBJECTS}) WHERE name {_NOT_BOOKKEEPING} "
             "ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
@@ -897,7 +897,7 @@ class Store:
             "FROM information_schema.columns c JOIN information_schema.tables t "
             "USING (table_catalog, table_schema, table_name) WHERE c.table_schema = 'main' "
             "AND c.table_catalog = current_database() "
-            "AND c.table_name NOT LIKE '\\_%' ESCAPE '\\' "
+            f"AND c.table_name {_NOT_BOOKKEEPING} "
             "ORDER BY c.table_name, c.ordinal_position").fetchall()
         return [(t, "view" if k == "VIEW" else "table", c, d) for t, k, c, d in rows]
 
@@ -1141,10 +1141,10 @@ class Store:
         try:
             location, fp = source.fingerprint(cfg)
         except (ToolkitError, OSError) as exc:  # a folder it may not enter or list
-            error = _source_error(exc)
+            error = one_error(exc)
             where = str(state.get("location") or "") if state else ""
             return self._failed(source, where or error.path or source.name, error, state,
-                                problems)
+                                bool(problems))
         # the recorded fingerprint names the toolkit's code too: a load made by other code
         # (an upgrade, an edit) is made again, in full (its rows may be read another way now)
         code = package_digest().hex()[:16]
@@ -1168,13 +1168,14 @@ class Store:
                 with carefully():
                     result = self._load_in_transaction(source, cfg, full, progress, fp, had)
         except (ToolkitError, OSError) as exc:
-            return self._failed(source, location, _source_error(exc), state, problems)
+            return self._failed(source, location, one_error(exc), state, had)
         return result
 
     def _failed(self, source: Source, location: str, exc: ToolkitError,
-                state: dict[str, Any] | None, problems: list[Problem]) -> SourceResult:
+                state: dict[str, Any] | None, had: bool) -> SourceResult:
         """Record that ``source`` is present but could not be read (``exc``): its tables keep
-        the rows of the last load that read it, and every answer from the store says so."""
+        the rows of the last load that read it, and every answer from the store says so
+        (``had``: whether it has problems recorded)."""
         result = SourceResult(source.name, location, True, f"{SOURCE_ERROR}{exc}",
                               problems=[Problem(source.name, exc.path or location,
                                                 exc.line, exc.detail)], error=exc)
@@ -1184,7 +1185,7 @@ class Store:
             state.get("fingerprint")
             or str(state.get("note") or "").startswith(SOURCE_ERROR)) else None
         with self.transaction():
-            self.replace_problems(source.name, result.problems, recorded=bool(problems))
+            self.replace_problems(source.name, result.problems, recorded=had)
             self.record_source(result, None, last_good)
         return result
 
@@ -1246,18 +1247,6 @@ class Store:
 
         pause("after_staged_commit")
         self.conn.execute("BEGIN")
-
-
-def _source_error(exc: ToolkitError | OSError) -> ToolkitError:
-    """What a source's read failed on, as the error recorded for it. A reader turns what it
-    can name into a ToolkitError; a raw OSError that gets out of one (pathlib's ``is_dir()``
-    under a folder it may not enter, a name too long) is the source's problem all the same,
-    never the command's: it is recorded and said as any unreadable source is."""
-    if isinstance(exc, ToolkitError):
-        return exc
-    error = from_exception(exc)  # (an OSError always has its ToolkitError)
-    assert error is not None
-    return error
 
 
 def _out_of_memory(exc: Exception) -> bool:
@@ -1585,6 +1574,8 @@ _OWN_CATALOG = "database_name <> 'system' AND NOT internal"
 # The names of the store's tables and views (schema main of its own database): the rows of
 # information_schema.tables, which lists DuckDB's system catalog first to filter it out --
 # a few ms on a connection's first catalog query, and every open of the store makes one.
+# a name that is not the store's bookkeeping (its tables and views named ``_``...)
+_NOT_BOOKKEEPING = "NOT LIKE '\\_%' ESCAPE '\\'"
 _MAIN_OBJECTS = (
     f"SELECT table_name AS name FROM duckdb_tables() WHERE {_OWN_CATALOG} "
     "AND database_name = current_database() AND schema_name = 'main' "
@@ -2115,7 +2106,7 @@ def single_select(conn: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
     body = _statement_body(statement.query)
     if _SHOW_TABLES.fullmatch(body):
         statement = conn.extract_statements(
-            f"SELECT * FROM ({body}) AS shown WHERE name NOT LIKE '\\_%' ESCAPE '\\'")[0]
+            f"SELECT * FROM ({body}) AS shown WHERE name {_NOT_BOOKKEEPING}")[0]
     return statement
 
 
@@ -2227,35 +2218,37 @@ class Relation:
 
     @contextlib.contextmanager
     def _errors(self, name: str) -> Iterator[None]:
+        """A query's errors (:func:`_query_errors`), and what only a relation's method
+        meets: its connection closed, a module it needs, a write refused."""
         import duckdb
         try:
-            yield
-        except duckdb.InterruptException:
-            raise_if_stopped()  # Ctrl-C or SIGTERM (toolkit.interrupts)
-            raise ToolkitError("query interrupted") from None
-        except duckdb.ConnectionException:
-            raise ToolkitError("the relation's connection was closed (by refresh() or "
-                               "close(), or for a refresh of the same store in this process)",
-                               hint="Call sql() again") from None
-        except duckdb.Error as exc:
-            needed = _NOT_INSTALLED.search(str(exc))
-            if needed is not None:
-                raise _needs(name, needed[1]) from None
-            if name in _WRITES_FILES:
-                raise RefusedError(f"{name}() is refused: queries may not write files",
-                                   hint="Read the rows with .arrow() and write them with "
-                                        "pyarrow (pyarrow.csv, pyarrow.parquet), or export "
-                                        "the store's tables with `toolkit export`") from None
-            if name in _WRITES_TABLES:
-                raise RefusedError(f"{name}() is refused: the store is read-only for queries",
-                                   hint="Read the rows with .fetchall() or .arrow() and write "
-                                        "them with a connection of your own") from None
-            raise _query_error(exc, self._memory_limit) from None
+            with _query_errors(None, self._memory_limit):
+                try:
+                    yield
+                except duckdb.InterruptException:
+                    raise  # (a query's)
+                except duckdb.ConnectionException:
+                    raise ToolkitError("the relation's connection was closed (by refresh() "
+                                       "or close(), or for a refresh of the same store in "
+                                       "this process)", hint="Call sql() again") from None
+                except duckdb.Error as exc:
+                    needed = _NOT_INSTALLED.search(str(exc))
+                    if needed is not None:
+                        raise _needs(name, needed[1]) from None
+                    if name in _WRITES_FILES:
+                        raise RefusedError(
+                            f"{name}() is refused: queries may not write files",
+                            hint="Read the rows with .arrow() and write them with pyarrow "
+                                 "(pyarrow.csv, pyarrow.parquet), or export the store's "
+                                 "tables with `toolkit export`") from None
+                    if name in _WRITES_TABLES:
+                        raise RefusedError(
+                            f"{name}() is refused: the store is read-only for queries",
+                            hint="Read the rows with .fetchall() or .arrow() and write them "
+                                 "with a connection of your own") from None
+                    raise  # (a query's)
         except ImportError as exc:  # pl() without polars
             raise _needs(name, exc.name or str(exc)) from None
-        except RuntimeError as exc:  # DuckDB's, for a signal handler that raised in the query
-            raise_if_stopped(exc)
-            raise
 
     def __repr__(self) -> str:
         with self._errors("__repr__"):

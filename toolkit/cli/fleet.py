@@ -169,14 +169,13 @@ def export(fmt: str, out: Path) -> None:
     from toolkit import config as config_mod
     from toolkit.cli._common import global_flags, open_store
     from toolkit.cli.data import echo_export
-    from toolkit.errors import ToolkitError
+    from toolkit.errors import ToolkitError, one_error
     from toolkit.export import export_parquet
     from toolkit.fleet import (
         find_fleet_file,
         known_projects,
         missing_reason,
         no_folder_note,
-        project_error,
         records_name,
         shared_records_notes,
     )
@@ -217,7 +216,7 @@ def export(fmt: str, out: Path) -> None:
                 store = stores.enter_context(open_store(cfg, quiet=True, scoped=True,
                                                         full=opts["full"]))
             except (ToolkitError, OSError) as exc:  # (a folder it may not enter: OSError)
-                error = project_error(exc)
+                error = one_error(exc)
                 click.echo(visible(f"Error: project {p.name}: {error}", single_line=True),
                            err=True)
                 errors.append(error)

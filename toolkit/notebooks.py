@@ -231,14 +231,17 @@ def _run_on_own_loop(run: Coroutine[Any, Any, Any]) -> None:
     try:
         loop.run_until_complete(task)
     finally:
-        left = [t for t in asyncio.all_tasks(loop) if not t.done()]  # its polls, too
-        for t in left:
-            t.cancel()
-        with contextlib.suppress(BaseException):
-            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-        if not task.cancelled():
-            task.exception()  # one the run raised itself is on its way: taken, not logged
-        loop.close()
+        try:
+            left = [t for t in asyncio.all_tasks(loop) if not t.done()]  # its polls, too
+            for t in left:
+                t.cancel()
+            if left:  # (gather() of nothing makes a loop of its own, never closed)
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            if task.done() and not task.cancelled():
+                task.exception()  # one the run raised itself is on its way: taken, not logged
+        finally:
+            loop.close()
 
 
 def text_outputs(nb: NotebookNode) -> list[list[str]]:

@@ -230,6 +230,11 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
                 f"entries. Make it readable: chmod u+r {unreadable}, then run the "
                 f"{doing} again; nothing was changed\n")
             assert tree_digest(project.ledger, skip=unreadable) == others
+        # a reconcile that is not due writes nothing: it says so, as before, not refused
+        r = run_unprivileged("ledger", "reconcile", cwd=project.root)
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        assert "No reconciliation needed" in r.stdout, r.stdout
+        assert tree_digest(project.ledger, skip=unreadable) == others
         r = run_unprivileged("ledger", "promote", "Run the migration dry-run", cwd=project.root)
         assert r.returncode == 1
         assert r.stderr == (f'Error: {unreadable}: no entry matching "Run the migration '

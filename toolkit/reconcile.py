@@ -1498,14 +1498,15 @@ def _run(cfg: Any, *, dry_run: bool, force: bool, category: str | None, judge: J
     if not settings.enabled:
         report.disabled = True
         return report
-    # A ledger file that cannot be read would be counted as empty in the totals reconcile
-    # writes (and in what it judges): refused here, before the lock field or the backup.
-    refuse_unreadable(ledger_dir, "reconcile")
     meta_path = ledger_dir / ".meta.json"
     meta_json, _err = read_json_file(meta_path)
     report.notes = check_lock(meta_json, meta_path, lock_now, force=force)  # blocked: exit 75
     if not decision.run:
         return report
+    # A ledger file that cannot be read would be counted as empty in the totals reconcile
+    # writes (and in what it judges): refused here, before the lock field or the backup (a
+    # reconcile that is not due writes nothing, and says so as before).
+    refuse_unreadable(ledger_dir, "reconcile")
     # An editor command that grabbed the OS lock just after take_lock() waits for our
     # .meta.json lock while holding it, then gives up; waiting twice as long outlasts it.
     session_args = dict(today=today, now=now, timeout=2 * wait + 1, max_bytes=cfg.max_file_bytes)

@@ -261,19 +261,27 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
                         "again; the failure is logged in reconcile-log.md\n")
 
 
+@pytest.mark.parametrize("what", ["folder", "link to nothing"])
 def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(
-        project: FixtureProject, cli_run) -> None:  # type: ignore[no-untyped-def]
-    """The same refusal, in process: a folder in a ledger file's place is no empty file."""
+        project: FixtureProject, cli_run, what: str) -> None:  # type: ignore[no-untyped-def]
+    """The same refusal, in process: a folder in a ledger file's place is no empty file, and
+    nor is a link to a file that is not there (prune took it for a missing file, and
+    reconcile, refusing it, said to chmod it)."""
     target = project.ledger / "patterns.md"
     target.unlink()
-    target.mkdir()
+    if what == "folder":
+        target.mkdir()
+        why = "is a folder, not a file"
+    else:
+        target.symlink_to("gone.md")
+        why = "is a link to a file that does not exist"
     before = tree_digest(project.ledger)
     for args, doing in ((("--today", "2026-09-01", "ledger", "prune", "--auto"), "prune"),
                         (("ledger", "reconcile", "--force"), "reconcile")):
         r = cli_run(*args)
         assert (r.exit_code, r.stdout) == (1, ""), r.output
         assert r.stderr == (
-            f"Error: {target}: cannot {doing}: is a folder, not a file; the ledger's counts "
+            f"Error: {target}: cannot {doing}: {why}; the ledger's counts "
             "(meta.yaml, .meta.json) cannot be recomputed without its entries. Move it away, "
             f"put the ledger file back (from .backups/ or git), then run the {doing} again; "
             "nothing was changed\n")

@@ -342,11 +342,13 @@ def unreadable_fix(path: Path) -> str:
     place (a folder, a FIFO...), or make it readable (a permission)."""
     try:
         other = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        other = True  # (a link to a file that is not there)
     except OSError:
         other = False  # (a folder on the way that cannot be searched: a permission too)
     if other:
         return "Move it away, put the ledger file back (from .backups/ or git)"
-    return permission_denied(path).hint or f"Make {path} readable"
+    return str(permission_denied(path).hint)
 
 
 def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
@@ -357,17 +359,22 @@ def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
         hint=f"{fix}, then run the {doing} again; nothing was changed")
 
 
+_NO_TARGET = "is a link to a file that does not exist"
+
+
 def refuse_unreadable(ledger_dir: Path, doing: str) -> None:
     """Refuse (:class:`RefusedError`, naming the file) when a ledger file is there but cannot
-    be read: no permission, or a folder or FIFO in its place. A write that recounts the whole
-    ledger must not count it as empty. Called before anything is written; a FIFO is never
-    waited on."""
+    be read: no permission, or a folder, a FIFO or a link to nothing in its place. A write
+    that recounts the whole ledger must not count it as empty. Called before anything is
+    written; a FIFO is never waited on."""
     for kind in LEDGER_FILES:
         path = ledger_dir / f"{kind}.md"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except FileNotFoundError:
-            continue
+            if not os.path.lexists(path):
+                continue
+            raise _unreadable_refusal(path, _NO_TARGET, doing) from None
         except OSError as exc:
             if not os.path.lexists(path):
                 continue
@@ -676,16 +683,17 @@ class EditorSession:
         return all(d.parsed or not d.usable for d in self.docs.values()) and not self.unreadable()
 
     def unreadable(self) -> list[_Doc]:
-        """The ledger files that are there but could not be read (no permission): unknown,
-        never empty."""
+        """The ledger files that are there but could not be read (no permission, a folder or
+        a link to nothing in its place): unknown, never empty."""
         return [d for d in self.docs.values() if d.exists and d.snapshot is None]
 
     def refuse_unreadable(self, doing: str | None = None) -> None:
         """Refuse (naming the first file) when a ledger file could not be read: a write that
         recounts the ledger would count it as empty (see :func:`refuse_unreadable`)."""
         for d in self.unreadable():
-            raise _unreadable_refusal(d.path, (d.error or "cannot read").removeprefix(
-                f"{d.path}: "), doing or self.operation)
+            why = _NO_TARGET if not os.path.exists(d.path) else (
+                d.error or "cannot read").removeprefix(f"{d.path}: ")
+            raise _unreadable_refusal(d.path, why, doing or self.operation)
 
     def plan(self) -> list[Change]:
         """What a commit would write: the ledger files, then meta.yaml and .meta.json."""

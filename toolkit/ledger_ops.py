@@ -820,7 +820,7 @@ def prune(vault: Path, *, today: dt.date, dry_run: bool = False, force: bool = F
                           max_bytes=max_bytes, operation=subcommand) as s:
         # a file that cannot be read: its entries would be counted as none (before the plan,
         # and before the question)
-        s.refuse_unreadable("prune")
+        s.refuse_unreadable()
         plan = prune_candidates(s.entries(), today, limits)
         if plan.empty:
             log.outcome = "no prune candidates; nothing to do"

@@ -10,12 +10,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import RefusedError
 from toolkit.records import LEDGER_FILES
 from toolkit.safewrite import FileSnapshot, atomic_replace, backup_files, unique_dir
 
 _BACKUP_NAME = re.compile(r"^reconcile-(\d{4}-\d{2}-\d{2}-\d{6})(?:-\d+)?$")
 BACKUP_FILES = (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json")
+
+
+def refuse_no_folder(parent: Path, hint: str, done: str = "") -> None:
+    """Refuse when something that is not a folder is where the backups go (``parent``):
+    the editor's check before its first change (``done``: what it says of the ledger) and
+    reconcile's before its backup."""
+    if parent.exists() and not parent.is_dir():
+        raise RefusedError("is not a folder, so no backup can be made there"
+                           + (f"; {done}" if done else ""), path=parent, hint=hint)
 
 
 def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any, *,
@@ -34,9 +43,7 @@ def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any, *,
         elif p.is_file():
             sources.append(FileSnapshot.read(p, max_bytes))
     parent = ledger_dir / ".backups"
-    if parent.exists() and not parent.is_dir():
-        raise ToolkitError("is not a folder, so no backup can be made there", path=parent,
-                           hint="Move it away so reconcile can create the .backups folder")
+    refuse_no_folder(parent, "Move it away so reconcile can create the .backups folder")
     dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.UTC):%Y-%m-%d-%H%M%S}")
     backup_files(sources, dest)
     return dest

@@ -130,6 +130,7 @@ from toolkit.ledger.codec import (
     sort_key,
     title_key,
 )
+from toolkit.ledger.vault.backups import refuse_no_folder
 from toolkit.ledger.vault.diff import Change
 from toolkit.ledger.vault.journal import journal_path, recover_interrupted
 from toolkit.ledger.vault.locate import locate_entries, title_matches
@@ -687,13 +688,13 @@ class EditorSession:
         a link to nothing in its place): unknown, never empty."""
         return [d for d in self.docs.values() if d.exists and d.snapshot is None]
 
-    def refuse_unreadable(self, doing: str | None = None) -> None:
+    def refuse_unreadable(self) -> None:
         """Refuse (naming the first file) when a ledger file could not be read: a write that
         recounts the ledger would count it as empty (see :func:`refuse_unreadable`)."""
         for d in self.unreadable():
             why = _NO_TARGET if not os.path.exists(d.path) else (
                 d.error or "cannot read").removeprefix(f"{d.path}: ")
-            raise _unreadable_refusal(d.path, why, doing or self.operation)
+            raise _unreadable_refusal(d.path, why, self.operation)
 
     def plan(self) -> list[Change]:
         """What a commit would write: the ledger files, then meta.yaml and .meta.json."""
@@ -1066,13 +1067,11 @@ class EditorSession:
         folders = {Path(os.path.realpath(p)).parent for p in paths} | {self.ledger_dir}
         for folder in sorted(folders):
             check_changeable(folder, "nothing written")
-        # the backup folder: what reconcile says of a file in its place, the one rule
+        # the backup folder: reconcile's rule of a file in its place, the one rule
         # (check_changeable) of a folder that cannot be changed
         backups = self.ledger_dir / ".backups"
-        if backups.exists() and not backups.is_dir():
-            raise RefusedError("is not a folder, so no backup can be made there; nothing "
-                               "written", path=backups,
-                               hint="Move it away so the .backups folder can be created")
+        refuse_no_folder(backups, "Move it away so the .backups folder can be created",
+                         "nothing written")
         check_changeable(backups, "nothing written")
 
 

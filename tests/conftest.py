@@ -23,7 +23,8 @@ from click.testing import CliRunner, Result
 from toolkit.loaders import settings as source_settings
 
 # Fixtures defined in helper modules, available to every test module without importing them.
-pytest_plugins = ["tests._publish_helpers", "tests._browser_helpers", "tests._store_helpers"]
+pytest_plugins = ["tests._publish_helpers", "tests._browser_helpers", "tests._store_helpers",
+                  "tests._cpu_report"]
 
 REPO = Path(__file__).resolve().parents[1]
 

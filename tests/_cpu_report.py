@@ -82,7 +82,10 @@ class CpuReport:
         if getattr(self.config, "workeroutput", None) is not None:
             return
         tr = terminalreporter
-        total = self.total + sum(_cpu())  # the workers', and this process's own
+        # the workers' (each with its children), and this process's own: once reaped, the
+        # workers count among its children too
+        own, kids = _cpu()
+        total = self.total + own + (0.0 if self.workers else kids)
         modules = sorted(self.own.keys() | self.kids.keys(),
                          key=lambda m: (-(self.own[m] + self.kids[m]), m))
         where = f"{self.workers} workers" if self.workers else "one process"

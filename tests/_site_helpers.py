@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -157,10 +158,69 @@ def keep_as_built(live: Path) -> Path:
 def put_back(as_built: Path) -> Path:
     """The world :func:`keep_as_built` copied, at its own paths again (the store and the
     build folder name them), exactly as it was built: for a test that may change anything
-    in it, without building it again."""
+    in it, without building it again. Each file the test left in its place gets its bytes,
+    mode and times back in that same file, so the store finds every source as its first
+    build recorded it (size, time and inode: :func:`toolkit.source.fingerprint_paths`) and
+    a build with nothing changed loads nothing; what the test added goes, and what it
+    removed or replaced comes back (as a new file, which the store reads again). A world
+    that cannot be put back in place (a folder the test left unwritable) is copied whole."""
     live = as_built.with_name(as_built.name.removesuffix("-as-built"))
-    shutil.rmtree(live)
-    return Path(shutil.copytree(as_built, live, symlinks=True))
+    try:
+        _restore(as_built, live)
+    except OSError:
+        shutil.rmtree(live)
+        shutil.copytree(as_built, live, symlinks=True)
+    return live
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _restore(src: Path, dst: Path) -> None:
+    """Make the folder ``dst`` hold what ``src`` holds, in place (see :func:`put_back`)."""
+    import stat
+
+    if not dst.is_dir() or dst.is_symlink():
+        if dst.exists() or dst.is_symlink():
+            dst.unlink()
+        dst.mkdir()
+    wanted = set(os.listdir(src))
+    for name in sorted(set(os.listdir(dst)) - wanted):
+        _remove(dst / name)
+    for name in sorted(wanted):
+        s, d = src / name, dst / name
+        want = os.lstat(s)
+        try:
+            have: os.stat_result | None = os.lstat(d)
+        except FileNotFoundError:
+            have = None
+        kind = stat.S_IFMT(want.st_mode)
+        if have is not None and stat.S_IFMT(have.st_mode) != kind:
+            _remove(d)
+            have = None
+        if kind == stat.S_IFDIR:
+            _restore(s, d)
+            continue
+        if kind == stat.S_IFLNK:
+            if have is None or os.readlink(d) != os.readlink(s):
+                if have is not None:
+                    d.unlink()
+                os.symlink(os.readlink(s), d)
+            os.utime(d, ns=(want.st_atime_ns, want.st_mtime_ns), follow_symlinks=False)
+            continue
+        data = s.read_bytes()
+        if have is None or have.st_size != want.st_size or d.read_bytes() != data:
+            with open(d, "wb") as f:  # (the same file, when it is there)
+                f.write(data)
+        os.chmod(d, stat.S_IMODE(want.st_mode))
+        os.utime(d, ns=(want.st_atime_ns, want.st_mtime_ns))
+    own = os.stat(src)  # the folder's own, after its files changed it
+    os.chmod(dst, stat.S_IMODE(own.st_mode))
+    os.utime(dst, ns=(own.st_atime_ns, own.st_mtime_ns))
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

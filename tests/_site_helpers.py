@@ -199,7 +199,10 @@ def _restore(src: Path, dst: Path) -> None:
         except FileNotFoundError:
             have = None
         kind = stat.S_IFMT(want.st_mode)
-        if have is not None and stat.S_IFMT(have.st_mode) != kind:
+        # another kind of file, or a file with another name elsewhere (a hard link: writing
+        # in place would change that one too): replaced
+        if have is not None and (stat.S_IFMT(have.st_mode) != kind or
+                                 (kind == stat.S_IFREG and have.st_nlink > 1)):
             _remove(d)
             have = None
         if kind == stat.S_IFDIR:

@@ -84,26 +84,26 @@ class CpuReport:
         tr = terminalreporter
         # the workers' (each with its children), and this process's own: once reaped, the
         # workers count among its children too
-        own, kids = _cpu()
-        total = self.total + own + (0.0 if self.workers else kids)
+        mine, my_children = _cpu()
+        total = self.total + mine + (0.0 if self.workers else my_children)
         modules = sorted(self.own.keys() | self.kids.keys(),
                          key=lambda m: (-(self.own[m] + self.kids[m]), m))
+
+        def row(label: str, group: list[str]) -> None:
+            own = sum(self.own[m] for m in group)
+            kids = sum(self.kids[m] for m in group)
+            tr.write_line(f"{own + kids:8.1f} {own:8.1f} {kids:8.1f}  {label}")
+
         where = f"{self.workers} workers" if self.workers else "one process"
         tr.write_sep("=", f"CPU time by test module ({where})")
         tr.write_line(f"{'CPU s':>8} {'tests':>8} {'started':>8}  module")
         for module in modules[:TOP]:
-            own, kids = self.own[module], self.kids[module]
-            tr.write_line(f"{own + kids:8.1f} {own:8.1f} {kids:8.1f}  {module}")
+            row(module, [module])
         if len(modules) > TOP:
-            rest = modules[TOP:]
-            tr.write_line(f"{sum(self.own[m] + self.kids[m] for m in rest):8.1f} "
-                          f"{sum(self.own[m] for m in rest):8.1f} "
-                          f"{sum(self.kids[m] for m in rest):8.1f}  "
-                          f"({len(rest)} more modules)")
+            row(f"({len(modules) - TOP} more modules)", modules[TOP:])
         in_tests = sum(self.own.values()) + sum(self.kids.values())
         tr.write_line(f"{in_tests:8.1f} s in the tests; {total:.1f} s in the whole run "
                       "(with the processes' start, collection and the controller)")
-
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("cpu_report"):

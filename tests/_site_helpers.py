@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -166,6 +167,8 @@ def put_back(as_built: Path) -> Path:
     that cannot be put back in place (a folder the test left unwritable) is copied whole."""
     live = as_built.with_name(as_built.name.removesuffix("-as-built"))
     try:
+        if live.is_symlink() or live.is_file():  # (never written through)
+            live.unlink()
         _restore(as_built, live)
     except OSError:
         shutil.rmtree(live)
@@ -181,13 +184,9 @@ def _remove(path: Path) -> None:
 
 
 def _restore(src: Path, dst: Path) -> None:
-    """Make the folder ``dst`` hold what ``src`` holds, in place (see :func:`put_back`)."""
-    import stat
-
-    if not dst.is_dir() or dst.is_symlink():
-        if dst.exists() or dst.is_symlink():
-            dst.unlink()
-        dst.mkdir()
+    """Make the folder ``dst`` hold what ``src`` holds, in place (see :func:`put_back`);
+    ``dst`` is a real folder or nothing (a file or link in its place was removed)."""
+    dst.mkdir(exist_ok=True)
     wanted = set(os.listdir(src))
     for name in sorted(set(os.listdir(dst)) - wanted):
         _remove(dst / name)

@@ -404,7 +404,7 @@ def test_list_shows_every_check(project, cli_run):
                                                   "few-approaches", long_name]
     # one column each: every level starts where the longest name's row has it
     at = len(long_name) + 1
-    assert [line[at:].split()[0] for line in lines] == [c.level for c in BUILTIN] + \
+    assert [line[at:at + 5].rstrip() for line in lines] == [c.level for c in BUILTIN] + \
         ["error", "warn", "warn", "error"]
 
 

@@ -374,7 +374,7 @@ def test_the_fast_reader_never_has_the_db_open_beside_a_connection_of_this_proce
     conn.commit()
     conn.close()
     key = audit.file_key(project.audit_db)
-    seen: list[int] = []
+    seen: list[int | str] = []
     stream = audit.stream_into
 
     def watched(*args, **kwargs):  # type: ignore[no-untyped-def]

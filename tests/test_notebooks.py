@@ -317,10 +317,11 @@ def test_run_notebooks_saves_the_same_outputs_whatever_the_shell_sets(tmp_path: 
     assert any("image/png" in o.get("data", {}) for o in chart.outputs), chart.outputs
 
 
-def test_a_run_on_its_own_loop_leaves_no_loop_and_no_descriptor_open():
+def test_a_run_on_its_own_loop_leaves_no_descriptor_open():
     """A notebook run that ended well left an event loop behind (``asyncio.gather()`` of no
-    tasks made one, set as the thread's and never closed: three file descriptors per
-    analysis run). Run in a new process, whose main thread has no loop set yet."""
+    tasks made one, set as the thread's and never closed), and with it three file
+    descriptors per analysis run: the descriptors the process holds are counted. Run in a
+    new process, whose main thread has no loop set yet."""
     import subprocess
     import sys
 

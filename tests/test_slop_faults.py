@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests._slop_helpers import NOW, entry, read_entries, serde_pretty, write_ledger
-from tests.conftest import reap, tree_digest
+from tests.conftest import kill_at_pause, reap, tree_digest
 from toolkit import slop_ops
 from toolkit.errors import BusyError, DataError
 
@@ -424,17 +424,16 @@ def test_a_write_killed_leaves_the_old_or_the_new_file_whole_and_the_next_run_go
     version or the new one, each whole and loadable, never a mix; the killed run's temp file
     is gone after the next run, whose lock and write are not held up by the dead one."""
     before = project.slop.read_bytes()
-    proc = _spawn(project, point, tmp_path / "never", *args)
-    try:
-        _wait_for_pause(proc, point)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        reap(proc)
+    kill_at_pause(_spawn(project, point, tmp_path / "never", *args), point)
     after = project.slop.read_bytes()
-    entries = read_entries(project.slop)  # whole JSON, in CodeSmith's layout
+    entries = read_entries(project.slop)  # whole JSON, in CodeSmith's layout (the file's own
+    # final newline kept)
+    assert after.decode("utf-8") == serde_pretty(json.loads(after)) + \
+        ("\n" if before.endswith(b"\n") else "")
     if point == "after_temp_write":
         assert after == before
+        # the killed run's temp file is there for the next run to clear
+        assert [p for p in project.slop.parent.iterdir() if ".toolkit-tmp-" in p.name]
     elif args[0] == "update":
         assert [e["status"] for e in entries if e["id"].startswith("4b7e")] == ["resolved"]
     else:

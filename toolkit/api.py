@@ -614,11 +614,11 @@ class Project:
         :class:`~toolkit.ledger_ops.AmbiguousMatchError` (``.matches``) unless ``index``
         picks the N-th; none is a :class:`~toolkit.errors.NotFoundError`, after
         ``unreadable(problem)`` for each file searched that could not be read."""
-        from toolkit.ledger_ops import show
+        from toolkit.ledger_ops import choose_hint, show
 
         words = {} if self._cli_words else {  # (the defaults are the command's)
             "index_name": "Project.ledger_entry: index",
-            "choose": f"Choose one with index=N (1-{{n}}) or narrow with {_FILE_ARGUMENT}"}
+            "choose": choose_hint("index=N", _FILE_ARGUMENT)}
         return show(self.config.vault, title, index=index, file=file,
                     max_bytes=self.config.max_file_bytes, request=request,
                     log=request is not None, cache=self.config.parse_cache,

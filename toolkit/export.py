@@ -176,18 +176,22 @@ def _leftovers(table_dir: Path, dirname: str) -> tuple[list[Path], list[Path]]:
     return aside, dead
 
 
-def _repair(table_dir: Path, dirname: str) -> None:
+def _repair(table_dir: Path, dirname: str) -> bool:
     """Undo what an interrupted export of this partition left: put an old partition set
-    aside back when the new one never arrived; remove staging folders of dead writers."""
+    aside back when the new one never arrived; remove staging folders of dead writers.
+    Whether a partition was put back."""
     target = table_dir / dirname
     aside, dead = _leftovers(table_dir, dirname)
+    put_back = False
     for leftover in aside:
         if not target.exists():
             os.rename(leftover, target)
+            put_back = True
         else:
             _remove_tree(leftover)
     for leftover in dead:
         _remove_tree(leftover)
+    return put_back
 
 
 def _check_changeable(root: Path, name: str, dirname: str, changing: Sequence[str],
@@ -265,8 +269,8 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]], *,
     of each project and table, in order. ``toolkit export`` passes one project,
     ``toolkit fleet export`` every project of the fleet. With ``errors``, a project that
     cannot be exported (a folder it would change that cannot be changed, a write that
-    fails) is added to it as (name, error) and the others are exported; without, its error
-    is raised."""
+    fails) is added to it as (name, error), in the order of ``projects``, and the others
+    are exported; without, its error is raised."""
     names = [name for name, _store in projects]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -290,21 +294,20 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]], *,
         workers = 1
     shared = _Shared()
 
-    def export(job: tuple[tuple[str, Store], str]) -> list[Partition]:
+    def export(job: tuple[tuple[str, Store], str]
+               ) -> tuple[list[Partition], ToolkitError | None]:
         (name, store), dirname = job
         try:
-            try:
-                return _export_project(root, name, dirname, store, shared)
-            except OSError as exc:
-                raise ToolkitError(f"cannot write the export: {exc.strerror}",
-                                   path=Path(exc.filename) if exc.filename else root,
-                                   hint="Check that the folder is writable and has space"
-                                   ) from None
+            return _export_project(root, name, dirname, store, shared), None
+        except OSError as exc:
+            error = ToolkitError(f"cannot write the export: {exc.strerror}",
+                                 path=Path(exc.filename) if exc.filename else root,
+                                 hint="Check that the folder is writable and has space")
         except ToolkitError as exc:
-            if errors is None:
-                raise
-            errors.append((name, exc))  # (list.append: safe from the pool's threads)
-            return []
+            error = exc
+        if errors is None:
+            raise error
+        return [], error
 
     if workers <= 1:
         results = [export(job) for job in jobs]
@@ -313,7 +316,10 @@ def export_parquet(dest: Path, projects: Sequence[tuple[str, Store]], *,
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(export, jobs))
-    return [part for parts in results for part in parts]
+    if errors is not None:
+        errors += [(name, error) for ((name, _store), _d), (_parts, error)
+                   in zip(jobs, results, strict=True) if error is not None]
+    return [part for parts, _error in results for part in parts]
 
 
 @dataclass
@@ -348,11 +354,11 @@ def _export_project(root: Path, name: str, dirname: str, store: Store, shared: _
             _write_schema(_inside(table_dir, SCHEMA_FILE), _table_schema(store, table, columns))
             shared.schemas.add(key)
         target = _inside(table_dir, dirname)
-        _repair(table_dir, dirname)
+        put_back = _repair(table_dir, dirname)
         rows, fingerprint = digests[table][0], fingerprints[table]
         # (one that did not hold may now: _repair put back the partition a killed export
         # had set aside)
-        if table in unchanged or _holds(target, fingerprint):
+        if table in unchanged or (put_back and _holds(target, fingerprint)):
             out.append(Partition(name, table, rows, False, target))
             continue
         staged = table_dir / f"{STAGING}{_tag(dirname)}-{os.getpid()}-{secrets.token_hex(4)}"

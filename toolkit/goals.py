@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.clock import naive_utc
 from toolkit.errors import permission_denied
 from toolkit.source import Place, Setting, Source, SourceResult, fingerprint_paths
 
@@ -76,9 +77,7 @@ def _timestamp(value: Any) -> str | None:
         t = dt.datetime.fromisoformat(value)
     except ValueError:
         return None
-    if t.tzinfo is not None:
-        t = t.astimezone(dt.UTC).replace(tzinfo=None)
-    return t.isoformat(sep=" ")
+    return naive_utc(t).isoformat(sep=" ")
 
 
 def _text(value: Any) -> str | None:

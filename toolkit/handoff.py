@@ -1386,16 +1386,14 @@ def render_report(store: Store, cfg: Config, *, since: dt.date | None = None,
 
 
 def hand_over(cfg: Config, report: HandoffReport, text: str, *, output: Path | None = None,
-              deliver: Callable[[str], None] | None = None, remember: bool = True) -> None:
-    """Write ``text`` to ``output`` if given, else hand it to ``deliver`` (the command prints
-    it), and only then remember this handoff (``remember``): a report that never reached its
-    reader (a write that failed, a run killed before it) is not counted as handed off, so
-    the next one covers its changes again."""
+              remember: bool = True) -> None:
+    """Write ``text`` to ``output`` if given (else the caller printed it already), and only
+    then remember this handoff (``remember``): a report that never reached its reader (a
+    write or print that failed, a run killed before it) is not counted as handed off, so the
+    next one covers its changes again."""
     if output is not None:
         from toolkit.safewrite import write_output
 
         write_output(output, text.encode("utf-8"), keep=cfg.source_paths())
-    elif deliver is not None:
-        deliver(text)
     if remember:
         record_state(cfg, report)

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.argrules import LIMIT
 from toolkit.errors import DataError, NotFoundError, UsageError
 from toolkit.source import Source, SourceResult, fingerprint_paths
 
@@ -218,9 +219,10 @@ class _Version:
 
 def _carry_over(state: tuple[str, ...], unread: tuple[str, ...], before: tuple[str, ...]
                 ) -> tuple[str, ...]:
-    """A folder's state with each file that could not be read taken as it was in ``before``
-    (the version it is compared with): an unreadable file is unknown, so the history records
-    no change of it, where an empty one would record every entry of it as removed."""
+    """A version's state (a folder's, a commit's or a snapshot's) with each file that could
+    not be read, or is over the size limit, taken as it was in ``before`` (the version it is
+    compared with): such a file is unknown, so the history records no change of it, where an
+    empty one would record every entry of it as removed."""
     from toolkit.sources.history import FILES
 
     if not unread:
@@ -263,23 +265,23 @@ class _ReadBy:
 
 
 def _git_files(version: _Version, sizes: dict[str, int], limit: int, read_by: _ReadBy,
-               top: Path | str, rel: str, unread: list[tuple[str, str, str]]
-               ) -> tuple[str, ...] | None:
-    """The contents a commit's or snapshot's entries are read from: its own (None), but each
-    file over the size limit (``sizes``: each blob's) as the version it is compared with
-    reads it, and ``unread`` told of it. Such a file is unknown: read as empty, every entry
-    of it was recorded as removed by the commit and added again by the next one."""
+               top: Path | str, rel: str, unread: list[tuple[str, str, str]]) -> None:
+    """Set the contents a commit's or snapshot's entries are read from (its ``files``), and
+    add it to ``read_by``: its own, but each file over the size limit (``sizes``: each
+    blob's) as the version it is compared with reads it, ``unread`` told of it. Such a file
+    is unknown: read as empty, every entry of it was recorded as removed by the commit and
+    added again by the next one."""
     from toolkit.sources.history import FILES
 
-    over = tuple(k for k, oid in zip(FILES, version.state, strict=True)
-                 if oid and sizes.get(oid, 0) > limit)
-    if not over:
-        return None
+    over = []
     for kind, oid in zip(FILES, version.state, strict=True):
-        if kind in over:
+        if oid and sizes.get(oid, 0) > limit:
+            over.append(kind)
             unread.append((version.version_id, _blob_where(top, rel, kind, oid),
                            f"{sizes[oid]} bytes, over the size limit{TAKEN_AS_BEFORE}"))
-    return _carry_over(version.state, over, read_by(version.base))
+    version.files = _carry_over(version.state, tuple(over), read_by(version.base)) \
+        if over else None
+    read_by.add(version)
 
 
 def _taken_as_before(found: list[Problem], unread: tuple[str, ...]) -> list[Problem]:
@@ -308,7 +310,7 @@ class _Blobs:
     """Ledger file contents (git blobs) parsed into entries, each content once ever: staged
     (see :data:`STAGED`) and committed a batch at a time, then :meth:`publish`-ed."""
 
-    def __init__(self, store: Store, max_bytes: int | None, parses: Path | None = None) -> None:
+    def __init__(self, store: Store, max_bytes: int, parses: Path | None = None) -> None:
         self.store = store
         self.max_bytes = max_bytes
         self.parses = parses  # the parse cache the ledger source filled (the working files)
@@ -338,7 +340,7 @@ class _Blobs:
         from toolkit.sources.smith import cached_parse, parse_ledger_bytes
         from toolkit.textio import check_utf8
 
-        if self.max_bytes is not None and len(data) > self.max_bytes:
+        if len(data) > self.max_bytes:  # (a base version's: see _git_files)
             self.skip(kind, oid, where, f"{len(data)} bytes, over the size limit")
             return
         if self.stored.get(kind) == oid:  # the ledger source's rows: copied, not parsed
@@ -504,9 +506,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
             sizes.update(zip(st, of_file, strict=True))
 
         def made(version: _Version) -> _Version:
-            version.files = _git_files(version, sizes, limit, read_by, repo.top, repo.rel,
-                                       unread_git)
-            read_by.add(version)
+            _git_files(version, sizes, limit, read_by, repo.top, repo.rel, unread_git)
             return version
 
         for c in new:
@@ -540,7 +540,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     has_git = git_count > 0
 
     # ---- folder copies, the working files, turn snapshots (cheap: rebuilt on every load)
-    copies = hs.ledger_copies(cfg.ledger_dir, cfg.max_file_bytes, cache.wants)
+    copies = hs.ledger_copies(cfg.ledger_dir, limit, cache.wants)
     folders: list[Any] = []
     timeline = "copies" if has_git else "main"
     prev_id = None
@@ -561,7 +561,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
         prev_id, prev_copy = vid, state
     working = None
     if cfg.ledger_dir.is_dir():
-        fv = hs.read_folder(cfg.ledger_dir, "working", "working", cfg.max_file_bytes,
+        fv = hs.read_folder(cfg.ledger_dir, "working", "working", limit,
                             cache.wants)
         # (a working file's own problem is the ledger source's warning: said once, not twice)
         base_state = (head_state or hs.EMPTY_STATE) if has_git else prev_copy
@@ -597,8 +597,7 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
     # is the git version of its time, once anchored)
     snap_rel = (_vault_in_workspace(cfg) or "") if snap_versions else ""
     for v in snap_versions:
-        v.files = _git_files(v, sizes, limit, read_by, v.location, snap_rel, unread_git)
-        read_by.add(v)
+        _git_files(v, sizes, limit, read_by, v.location, snap_rel, unread_git)
 
     # ---- entries: each content parsed once; git blobs read in one batch per repository
     missing = cache.missing(new_versions)
@@ -613,7 +612,9 @@ def _load_history(store: Store, cfg: Config, full: bool, progress: Any) -> Sourc
                 if oid and (k, oid) in missing}
         if not want or what is None:
             continue
-        order = sorted(want)  # (none over the size limit: see _git_files)
+        # (a commit's or snapshot's file over the size limit is none of them, see _git_files;
+        # a base version's is, and is skipped as such by parse)
+        order = sorted(want)
         rel = (repo.rel if repo else "") if sources[0] == "git" else snap_rel
         # each content is read when it is parsed, one at a time (not every version's at once);
         # one wanted again for another file is kept until then
@@ -956,8 +957,8 @@ def change_log(store: Store, *, timelines: tuple[str, ...] = ("main",),
            "ORDER BY ts DESC NULLS LAST, seq DESC, change_order, file, title, entry_key")
     params: list[Any] = [list(timelines)]
     if limit is not None:
-        if limit < 1:  # (toolkit.api refuses it first, in its words: argrules.LIMIT)
-            raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+        if not LIMIT.fits(limit):  # (toolkit.api refuses it first, in its words)
+            raise UsageError(f"limit must be {LIMIT.describe()}, not {limit!r}")
         sql += " LIMIT ?"
         params.append(limit)
     return [_change(r) for r in store.fetch_dicts(sql, params)]

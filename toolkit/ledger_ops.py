@@ -53,8 +53,13 @@ UP = {"low": "medium", "medium": "high"}
 DOWN = {"high": "medium", "medium": "low"}
 
 
-# How the CLI's commands say which of several matches to take ({n}: how many match)
-CHOOSE = "Choose one with --index N (1-{n}) or narrow with --file"
+def choose_hint(index: str = "--index N", narrow: str = "--file") -> str:
+    """How to say which of several matches to take ({n}: how many match), in the words of
+    the caller's options (the CLI's, by default) or arguments (the API's)."""
+    return f"Choose one with {index} (1-{{n}}) or narrow with {narrow}"
+
+
+CHOOSE = choose_hint()  # the CLI's commands'
 
 
 class AmbiguousMatchError(ToolkitError):
@@ -194,9 +199,10 @@ def _read_problem(lf: Any) -> Problem | None:
 
 def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
     """When no entry matched: a ledger file searched that could not be read (junk bytes,
-    no permission) may hold the entry, so the change is refused, naming that file, rather
-    than "No entries found" as if the ledger had no such entry: as bad data (exit 65) for junk
-    bytes, as refused (exit 1) for a file the user may not read."""
+    no permission, a folder or a link to nothing in its place) may hold the entry, so the
+    change is refused, naming that file, rather than "No entries found" as if the ledger had
+    no such entry: as bad data (exit 65) for junk bytes, as refused (exit 1) for a file the
+    user may not read or that is not there to read."""
     for k in [kind] if kind else LEDGER_FILES:
         d = session.doc(k)
         if d.exists and d.error:

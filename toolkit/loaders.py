@@ -455,7 +455,7 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
     # the DB open together in one process (audit.USERS says why)
     for t, present, after in streamed:
         added += _stream_audit_table(store, db, t, present, after)
-    problems += _spaced_task_problems(store, db) + _undated_problems(store, db)
+    problems += _hand_written_problems(store, db)
     total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
     res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
                        change=f"{added} new")
@@ -468,7 +468,13 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
 _STRIPPED = " \t\n\r\x0b\x0c"
 
 
-def _spaced_task_problems(store: Store, db: Path) -> list[Any]:
+def _hand_written_problems(store: Store, path: Path) -> list[Any]:
+    """What the audit rows loaded from ``path`` (the DB or a JSON export) hold that only a
+    hand-written row can, said: spaced task names, times that are no time."""
+    return _spaced_task_problems(store, path) + _undated_problems(store, path)
+
+
+def _spaced_task_problems(store: Store, path: Path) -> list[Any]:
     """A warning per table whose rows name their task with spaces around it (only a row
     written by hand: nagi-ledger's writers strip it). The site lists such a task as a task of
     its own, while nagi-ledger's tools (``audit task-status``, the MCP server) strip the name
@@ -480,7 +486,7 @@ def _spaced_task_problems(store: Store, db: Path) -> list[Any]:
         n, first = store.fetch(f"SELECT count(*), min(id) FROM {table} "
                                "WHERE task IS DISTINCT FROM trim(task, ?)", [_STRIPPED])[1][0]
         if n:
-            out.append(Problem("audit", str(db), None, (
+            out.append(Problem("audit", str(path), None, (
                 (f"1 row of {table} names its task" if n == 1 else
                  f"{n} rows of {table} name their task") +
                 f" with spaces around it (first: row id {first}): "
@@ -615,8 +621,7 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     return SourceResult("audit", str(cfg.audit_json), True,
                         f"{total} rows from a nagi-ledger JSON export", total,
                         problems=[*_bad_row_problems(cfg.audit_json, bad),
-                                  *_spaced_task_problems(store, cfg.audit_json),
-                                  *_undated_problems(store, cfg.audit_json)])
+                                  *_hand_written_problems(store, cfg.audit_json)])
 
 
 # nagi-ledger answers with ``ts`` as written and compares it as text (its windows are SQLite's

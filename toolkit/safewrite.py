@@ -60,12 +60,13 @@ from toolkit.errors import (
     DataError,
     NotFoundError,
     RefusedError,
+    TooLargeError,
     ToolkitError,
     UsageError,
     chmod_hint,
     permission_denied,
 )
-from toolkit.textio import max_file_bytes, not_regular, within
+from toolkit.textio import max_file_bytes, not_regular, too_large, within
 
 if TYPE_CHECKING:  # imported when first used: it imports logging, which read commands avoid
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -198,9 +199,6 @@ class FileSnapshot:
     @classmethod
     def read(cls, path: str | Path, max_bytes: int | None = None) -> FileSnapshot:
         """Read a whole file, refusing it before reading when it is over the size limit."""
-        from toolkit.errors import TooLargeError
-        from toolkit.textio import too_large
-
         given = Path(path)
         real = Path(os.path.realpath(given))
         limit = max_file_bytes(max_bytes)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolkit.argrules import LIMIT
 from toolkit.errors import ConflictError, NotFoundError, RefusedError, ToolkitError, UsageError
 from toolkit.records import Snapshot, SnapshotFile
 from toolkit.sources import snapshots as snap
@@ -73,8 +74,8 @@ class SnapshotListing:
 
 
 def list_snapshots(cfg: Config, limit: int | None = None) -> SnapshotListing:
-    if limit is not None and limit < 1:  # (-1 cut the oldest off, 0 listed every one)
-        raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+    if limit is not None and not LIMIT.fits(limit):  # (-1 cut the oldest off, 0 listed all)
+        raise UsageError(f"limit must be {LIMIT.describe()}, not {limit!r}")
     repo = side_repo(cfg)
     snaps = snap.list_snapshots(repo)
     return SnapshotListing(repo, cfg.workspace, snaps[:limit] if limit else snaps, len(snaps))

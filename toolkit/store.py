@@ -62,7 +62,7 @@ from toolkit.source import (
     fingerprint_paths,
     migration_sha256,
 )
-from toolkit.textio import json_text
+from toolkit.textio import json_text, not_regular
 
 if TYPE_CHECKING:
     import duckdb
@@ -1138,13 +1138,13 @@ class Store:
         recorded with its error (raised by the caller after the others)."""
         from toolkit.parsecache import package_digest
 
+        had = bool(problems)  # whether the source has warnings recorded
         try:
             location, fp = source.fingerprint(cfg)
         except (ToolkitError, OSError) as exc:  # a folder it may not enter or list
             error = one_error(exc)
             where = str(state.get("location") or "") if state else ""
-            return self._failed(source, where or error.path or source.name, error, state,
-                                bool(problems))
+            return self._failed(source, where or error.path or source.name, error, state, had)
         # the recorded fingerprint names the toolkit's code too: a load made by other code
         # (an upgrade, an edit) is made again, in full (its rows may be read another way now)
         code = package_digest().hex()[:16]
@@ -1159,7 +1159,6 @@ class Store:
         if recorded and not recorded.endswith(f"@{code}"):
             full = True
         fp = f"{fp}@{code}"
-        had = bool(problems)  # whether the source has warnings recorded
         try:
             try:
                 result = self._load_in_transaction(source, cfg, full, progress, fp, had)
@@ -1455,8 +1454,8 @@ def check_store_path(path: Path) -> bool:
         raise UsageError("is a folder; the store must be a DuckDB file", path=path,
                          hint="Give a file path, e.g. " + str(Path(path) / "ledger.duckdb"))
     if not stat.S_ISREG(st.st_mode):
-        raise UsageError("is not a regular file (a FIFO, socket or device); the store must be "
-                         "a DuckDB file", path=path)
+        raise UsageError(f"{not_regular(st.st_mode)}; the store must be a DuckDB file",
+                         path=path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the stat

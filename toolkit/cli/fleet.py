@@ -188,6 +188,11 @@ def export(fmt: str, out: Path) -> None:
     names: list[tuple[str, str]] = []  # (fleet project, the name its records give it)
     notes: list[str] = []
     skipped = 0
+
+    def refuse(name: str, error: ToolkitError) -> None:
+        click.echo(visible(f"Error: project {name}: {error}", single_line=True), err=True)
+        errors.append(error)
+
     with ExitStack() as stores:
         chosen: list[tuple[str, Store]] = []
         by_store: dict[Path, str] = {}
@@ -216,10 +221,7 @@ def export(fmt: str, out: Path) -> None:
                 store = stores.enter_context(open_store(cfg, quiet=True, scoped=True,
                                                         full=opts["full"]))
             except (ToolkitError, OSError) as exc:  # (a folder it may not enter: OSError)
-                error = one_error(exc)
-                click.echo(visible(f"Error: project {p.name}: {error}", single_line=True),
-                           err=True)
-                errors.append(error)
+                refuse(p.name, one_error(exc))
                 skipped += 1
                 continue
             by_store[db] = p.name
@@ -227,9 +229,8 @@ def export(fmt: str, out: Path) -> None:
             names.append((p.name, cfg.project_name))
         refused: list[tuple[str, ToolkitError]] = []
         parts = export_parquet(out, chosen, errors=refused) if chosen else []
-    for name, error in sorted(refused, key=lambda r: r[0]):
-        click.echo(visible(f"Error: project {name}: {error}", single_line=True), err=True)
-        errors.append(error)
+    for name, error in refused:  # (in name order, as the projects are)
+        refuse(name, error)
     echo_export(parts, out)
     click.echo(f"Projects: {len(chosen) - len(refused)} exported, "
                f"{skipped + len(refused)} skipped.", err=True)

@@ -61,8 +61,9 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
         report, text = render_report(store, cfg, since=day, full=full, checks=checks)
     # printed (or written) with the store closed, a reader like `less` holding up no other
     # command; remembered only once it was (see hand_over)
-    hand_over(cfg, report, text, output=Path(output) if output else None,
-              deliver=lambda t: click.echo(t, nl=False), remember=day is None)
+    if not output:
+        click.echo(text, nl=False)
+    hand_over(cfg, report, text, output=Path(output) if output else None, remember=day is None)
     if output:
         click.echo(f"Handoff report written to {output} ({len(text):,} characters)", err=True)
 

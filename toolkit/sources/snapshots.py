@@ -100,13 +100,18 @@ def run_git(args: list[str], *, cwd: Path | None = None, input: bytes | None = N
 
 
 def git_error(proc: subprocess.CompletedProcess[bytes]) -> str:
-    """The line of a failed git run's stderr that says why: its first ``error:`` or
-    ``fatal:`` line (a checkout that could not write a file says so, then ends with its
-    "Updated 2 paths" summary), else its last line, else the exit code."""
+    """The line of a failed git run's stderr that says why (:func:`git_why`)."""
+    return git_why(proc.stderr, proc.returncode)
+
+
+def git_why(stderr: bytes, returncode: int) -> str:
+    """Why git failed, from its stderr: its first ``error:`` or ``fatal:`` line (a checkout
+    that could not write a file says so, then ends with its "Updated 2 paths" summary), else
+    its last line, else the exit code."""
     lines = [line.strip() for line in
-             proc.stderr.decode("utf-8", "replace").strip().splitlines() if line.strip()]
+             stderr.decode("utf-8", "replace").strip().splitlines() if line.strip()]
     why = next((line for line in lines if line.startswith(("error:", "fatal:"))), None)
-    return why or (lines[-1] if lines else f"exit {proc.returncode}")
+    return why or (lines[-1] if lines else f"exit {returncode}")
 
 
 def cat_blobs(args: list[str], oids: list[str], *, cwd: Path | None = None,
@@ -148,8 +153,8 @@ def cat_blobs(args: list[str], oids: list[str], *, cwd: Path | None = None,
                 with contextlib.suppress(OSError):  # (a write git did not take may be left)
                     proc.stdin.close()
                 said = proc.stderr.read()  # (before the wait: git may still be writing it)
-                ended = subprocess.CompletedProcess(proc.args, proc.wait(), b"", said)
-                raise DataError(f"git cat-file failed: {git_error(ended)}", path=what or cwd)
+                raise DataError(f"git cat-file failed: {git_why(said, proc.wait())}",
+                                path=what or cwd)
             yield oid, data  # None: "<oid> missing", or not a blob
     finally:
         for stream in (proc.stdin, proc.stdout, proc.stderr):

@@ -47,7 +47,7 @@ def recover_interrupted(vault: str | Path, *, locked: bool = False) -> str | Non
         try:
             msg = recover_journal(path, Path(vault)).message()
             if not locked:  # a reader: the killed run's temp files go with its journal (an
-                cleanup_orphan_temps(path.parent)  # editor removes them next, naming each)
+                cleanup_orphan_temps(path.parent)  # editor that writes removes them, naming each)
         except OSError as exc:
             raise ToolkitError(f"cannot finish or undo an interrupted edit: {exc.strerror}",
                                path=path, hint="Make the ledger folder writable and run the "

@@ -372,15 +372,12 @@ def refuse_unreadable(ledger_dir: Path, doing: str) -> None:
         path = ledger_dir / f"{kind}.md"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        except FileNotFoundError:
-            if not os.path.lexists(path):
-                continue
-            raise _unreadable_refusal(path, _NO_TARGET, doing) from None
         except OSError as exc:
             if not os.path.lexists(path):
-                continue
-            raise _unreadable_refusal(path, f"cannot read: {exc.strerror or exc}",
-                                      doing) from None
+                continue  # (no file: an empty one)
+            why = _NO_TARGET if isinstance(exc, FileNotFoundError) else \
+                f"cannot read: {exc.strerror or exc}"
+            raise _unreadable_refusal(path, why, doing) from None
         try:
             mode = os.fstat(fd).st_mode
         finally:

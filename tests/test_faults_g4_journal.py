@@ -268,15 +268,17 @@ def test_g4_a_file_edited_since_the_kill_stops_the_recovery(project: FixtureProj
 RESET = ["ledger", "reset", "--yes"]
 
 
-@pytest.mark.parametrize("point", ["after_journal", "after_rename@1", "after_rename@3",
-                                   "after_rename@6", "after_rename@7"])
+@pytest.mark.parametrize("point", ["after_archive", "after_journal", "after_rename@1",
+                                   "after_rename@3", "after_rename@6", "after_rename@7"])
 def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tmp_path: Path,
                                                      point: str) -> None:
     old, new = _before_and_after(project, tmp_path, RESET)
     archive = project.ledger / "archive" / "2026-06-15-120000"
     _kill_at(RESET, project.root, point)
-    renamed = 0 if point == "after_journal" else int(point.split("@")[1])
+    renamed = int(point.split("@")[1]) if "@" in point else 0
     assert archive.is_dir()
+    # the backup of .meta.json as it was before the reset's lock
+    [json_backup] = (project.ledger / ".backups").glob("reset-*")
     r = _run(["ledger", "list"], project.root)
     assert r.returncode == 0, r.stderr
     note = _note(r.stderr)
@@ -284,7 +286,8 @@ def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tm
         assert note.endswith("an interrupted reset (0 of 7 files replaced when it stopped) was "
                              "rolled back from its journal; the files are as before it")
         assert _without_lock(_state(project.ledger)) == _without_lock(old)
-        assert not archive.exists()
+        # no trace of a reset that never happened: no archive, no backup of it
+        assert not archive.exists() and not json_backup.exists()
     else:
         assert note.endswith(f"an interrupted reset ({renamed} of 7 files replaced when it "
                              "stopped) was completed from its journal")

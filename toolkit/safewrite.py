@@ -26,7 +26,8 @@ Test-only pause points: ``TOOLKIT_EDITOR_PAUSE=<point>[,<point>...][:<release>]`
 writer print ``TOOLKIT_EDITOR_PAUSE <point> pid=<pid>`` on stderr when it reaches a named point
 (``after_read``, ``after_temp_write``, ``after_replace``; ``after_temp_write@patterns.md`` for
 one file only; in a journaled set, ``after_journal`` before the first rename and
-``after_rename@<n>`` after the n-th; reconcile's phases ``after_lock``, ``after_backup``,
+``after_rename@<n>`` after the n-th; a reset's ``after_archive``, its archive made after its
+journal; reconcile's phases ``after_lock``, ``after_backup``,
 ``after_ledger_write``, ``after_meta_write``; a load's ``after_staged_commit``, see
 :meth:`toolkit.store.Store.commit_staged`) and wait there, so a test can SIGKILL it, edit
 the file or start a second run. This is the toolkit's one pause mechanism.
@@ -76,7 +77,7 @@ T = TypeVar("T")
 PAUSE_ENV = "TOOLKIT_EDITOR_PAUSE"
 PAUSE_POINTS = ("after_read", "after_temp_write", "after_replace", "after_journal",
                 "after_rename", "after_lock", "after_backup", "after_ledger_write",
-                "after_meta_write", "after_staged_commit")
+                "after_meta_write", "after_staged_commit", "after_archive")
 TEMP_MARK = ".toolkit-tmp-"
 NAME_MAX = 255  # bytes in one file name (Linux, macOS and Windows file systems alike)
 # replace_all writes temp files at least this big in the thread that flushes them.

@@ -94,7 +94,8 @@ The rest of the vault package: :mod:`~toolkit.ledger.vault.lock` (the flock and 
 
 Test-only pause points: ``TOOLKIT_EDITOR_PAUSE`` (see :mod:`toolkit.safewrite`):
 ``after_read`` (files read, lock held), ``after_temp_write``, ``after_replace``,
-``after_journal`` (journal written, nothing renamed), ``after_rename@<n>`` (n files renamed).
+``after_journal`` (journal written, nothing renamed), ``after_rename@<n>`` (n files renamed);
+a reset's ``after_archive`` (its journal written and its archive made, nothing renamed).
 """
 
 
@@ -996,14 +997,6 @@ class EditorSession:
             backup_files([self.meta_json], rdir)
             json_backup = rdir / ".meta.json"
         held = self._take_json_lock(self.lock_now())
-        try:
-            # The archive holds the files as read (hard links where possible, verified);
-            # then the fresh templates replace the six files as one journaled set (G4).
-            backup_files([s for s in (snaps[n] for n in moved) if s is not None], archive,
-                         link=True)
-        except BaseException:
-            self._release_json_lock(held, None, quiet=True)
-            raise
         items: list[tuple[Any, bytes, FileSnapshot | None]] = []
         backups: list[Path | None] = []
         for name in names:
@@ -1011,13 +1004,31 @@ class EditorSession:
             items.append((snap if snap is not None else self.ledger_dir / name, fresh[name],
                           snap))
             backups.append(archive / name if snap is not None else None)
+        # the archive holds the bytes read: its digests are the snapshots' (it is made after
+        # the journal is written, so the journal cannot read it)
+        sums: list[str | FileSnapshot | None] = [snaps[name] for name in names]
         if held is not None and json_new is not None:
             items.append((held, json_new, held))
             backups.append(json_backup)
+            sums.append(None)  # (read: that backup is made above)
+
+        def archive_files() -> None:
+            # The archive holds the files as read (hard links where possible, verified). It
+            # is made once the journal names it (its rollback removes it) and before the
+            # first rename: a run killed earlier left an archive of a reset that never
+            # happened, which the history then showed as one.
+            backup_files([s for s in (snaps[n] for n in moved) if s is not None], archive,
+                         link=True)
+            pause("after_archive")
+
+        # a rollback removes the archive and the backup of .meta.json (the in-process undo
+        # below does too)
+        undo = [archive] + ([json_backup.parent] if json_backup is not None else [])
         journal = Journal(journal_path(self.vault), self.vault, "reset", backups,
-                          undo_remove=[archive])
+                          undo_remove=undo, backup_sums=sums)
         try:
-            replace_all(items, journal=journal)
+            # the fresh templates replace the six files as one journaled set (G4)
+            replace_all(items, journal=journal, during_fsync=archive_files)
         except BaseException as exc:  # an error, or Ctrl-C (KeyboardInterrupt)
             done = [Path(p).name for p in getattr(exc, "written", [])]
             if not done:  # nothing replaced, or all put back: no archive, lock given back

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.clock import naive_utc
 from toolkit.errors import permission_denied
+from toolkit.records import RULED_OUT_SQL
 from toolkit.source import Place, Setting, Source, SourceResult, fingerprint_paths
 
 if TYPE_CHECKING:
@@ -385,8 +386,8 @@ def _dispatch_section(conn: sqlite3.Connection, days: int, max_items: int, now: 
 
 def _dead_end_section(conn: sqlite3.Connection, days: int, max_items: int, now: str | None
                       ) -> list[str]:
-    rows = _rows(conn, "SELECT task, approach FROM approaches WHERE outcome IN "
-                 "('DEAD_END', 'NO_GO') AND ts >= {since}{until} ORDER BY id DESC LIMIT ?",
+    rows = _rows(conn, f"SELECT task, approach FROM approaches WHERE {RULED_OUT_SQL} "
+                 "AND ts >= {since}{until} ORDER BY id DESC LIMIT ?",
                  "approaches", days, max_items, now)
     if not rows:
         return []

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolkit.records import RULED_OUT_SQL
+
 if TYPE_CHECKING:
     from toolkit.store import Store
 
@@ -191,7 +193,7 @@ def ledger_confidences_before(store: Store, day: dt.date
 
 
 # the approaches the handoff reports: what was tried and ruled out
-_RULED_OUT = "outcome IN ('DEAD_END', 'NO_GO')"
+_RULED_OUT = RULED_OUT_SQL
 
 
 def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:

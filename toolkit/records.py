@@ -75,6 +75,9 @@ SLOP_STATUSES: tuple[str, ...] = ("open", "in_progress", "resolved", "accepted",
 AUDIT_TIERS: tuple[int, ...] = (0, 1, 2)
 AUDIT_VERDICTS: tuple[str, ...] = ("CONFIRMED", "REFUTED", "PARTIAL")
 AUDIT_OUTCOMES: tuple[str, ...] = ("DEAD_END", "NO_GO", "WORKS")
+# The approaches ruled out (tried and failed, or decided against): the handoff's and the
+# site's dead ends, and nagi-ledger's session brief's. SQL that DuckDB and SQLite both read.
+RULED_OUT_SQL = "outcome IN ('DEAD_END', 'NO_GO')"
 # nagi-ledger (dispatch_guard): a task is over the retry limit when retry_count >= this.
 RETRY_LIMIT = 2
 

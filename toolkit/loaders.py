@@ -455,8 +455,8 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
     # the DB open together in one process (audit.USERS says why)
     for t, present, after in streamed:
         added += _stream_audit_table(store, db, t, present, after)
-    problems += _hand_written_problems(store, db)
-    total = sum(store.scalar(f"SELECT count(*) FROM {t}") for t in audit.TABLES)
+    total, hand_written = _audit_rows(store, db)
+    problems += hand_written
     res = SourceResult("audit", str(db), True, f"{total} rows", total, problems=problems,
                        change=f"{added} new")
     res.state = {"max_ids": ids, "file": ident}
@@ -468,53 +468,47 @@ def _load_audit(store: Store, cfg: Config, full: bool, progress: Any) -> SourceR
 _STRIPPED = " \t\n\r\x0b\x0c"
 
 
-def _hand_written_problems(store: Store, path: Path) -> list[Any]:
-    """What the audit rows loaded from ``path`` (the DB or a JSON export) hold that only a
-    hand-written row can, said: spaced task names, times that are no time."""
-    return _spaced_task_problems(store, path) + _undated_problems(store, path)
-
-
-def _spaced_task_problems(store: Store, path: Path) -> list[Any]:
-    """A warning per table whose rows name their task with spaces around it (only a row
-    written by hand: nagi-ledger's writers strip it). The site lists such a task as a task of
-    its own, while nagi-ledger's tools (``audit task-status``, the MCP server) strip the name
-    they are asked, so they answer for the task without the spaces."""
+def _audit_rows(store: Store, path: Path) -> tuple[int, list[Any]]:
+    """The rows of the audit tables loaded from ``path`` (the DB or a JSON export), in all,
+    and what they hold that only a hand-written row can, said (one query for all three
+    tables): a warning per table whose rows name their task with spaces around it (nagi-
+    ledger's writers strip it; the site lists such a task as a task of its own, while
+    nagi-ledger's tools, ``audit task-status`` and the MCP server, strip the name they are
+    asked, so they answer for the task without the spaces), then one per table whose rows
+    have a ``ts`` that is no time (``garbage``, ``''``, ``2026-11-27 25:61:00``: nagi-ledger's
+    writers stamp SQLite's clock; the toolkit lists such a row as undated, day None on the
+    site and no time in the API's tables, while nagi-ledger's own windows compare the text as
+    written, as the toolkit's nagi tools do): said, not left to be found."""
     from toolkit.records import Problem
+    from toolkit.sources import audit
 
-    out = []
-    for table in ("dispatches", "approaches"):
-        n, first = store.fetch(f"SELECT count(*), min(id) FROM {table} "
-                               "WHERE task IS DISTINCT FROM trim(task, ?)", [_STRIPPED])[1][0]
+    spaced = "task IS DISTINCT FROM trim(task, $stripped)"
+    undated = "ts IS NULL AND ts_raw IS NOT NULL"
+    parts = []
+    for i, table in enumerate(audit.TABLES):
+        if "task" in audit.TABLES[table]:
+            spaces = f"count(*) FILTER (WHERE {spaced}), min(id) FILTER (WHERE {spaced})"
+        else:
+            spaces = "0, NULL"
+        parts.append(f"SELECT {i} AS i, '{table}', count(*), {spaces}, "
+                     f"count(*) FILTER (WHERE {undated}), min(id) FILTER (WHERE {undated}), "
+                     f"arg_min(ts_raw, id) FILTER (WHERE {undated}) FROM {table}")
+    rows = store.fetch(" UNION ALL ".join(parts) + " ORDER BY i", {"stripped": _STRIPPED})[1]
+    spaced_out, undated_out = [], []
+    for _i, table, _rows, n, first, bad, bad_first, text in rows:
         if n:
-            out.append(Problem("audit", str(path), None, (
+            spaced_out.append(Problem("audit", str(path), None, (
                 (f"1 row of {table} names its task" if n == 1 else
                  f"{n} rows of {table} name their task") +
                 f" with spaces around it (first: row id {first}): "
                 "the site lists it as a task of its own, while `audit task-status` and the "
                 "MCP tools (as nagi-ledger's) answer for the name without them")))
-    return out
-
-
-def _undated_problems(store: Store, path: Path) -> list[Any]:
-    """A warning per table whose rows have a ``ts`` that is no time (``garbage``, ``''``,
-    ``2026-11-27 25:61:00``: only a row written by hand, nagi-ledger's writers stamp SQLite's
-    clock). The toolkit lists such a row as undated (day None on the site, no time in the
-    API's tables), while nagi-ledger's own windows compare the text as written (as the
-    toolkit's nagi tools do): said, not left to be found."""
-    from toolkit.records import Problem
-    from toolkit.sources import audit
-
-    out = []
-    for table in audit.TABLES:
-        n, first, text = store.fetch(
-            f"SELECT count(*), min(id), arg_min(ts_raw, id) FROM {table} "
-            "WHERE ts IS NULL AND ts_raw IS NOT NULL")[1][0]
-        if n:
-            out.append(Problem("audit", str(path), None, (
-                (f"1 row of {table} has" if n == 1 else f"{n} rows of {table} have") +
-                f" a time that is no date and time (first: row id {first}, {text!r}): listed "
-                "as undated; nagi-ledger's time windows compare the text as written")))
-    return out
+        if bad:
+            undated_out.append(Problem("audit", str(path), None, (
+                (f"1 row of {table} has" if bad == 1 else f"{bad} rows of {table} have") +
+                f" a time that is no date and time (first: row id {bad_first}, {text!r}): "
+                "listed as undated; nagi-ledger's time windows compare the text as written")))
+    return sum(r[2] for r in rows), spaced_out + undated_out
 
 
 def _file_identity(path: Path) -> list[Any]:
@@ -621,7 +615,7 @@ def _load_audit_json(store: Store, cfg: Config) -> SourceResult:
     return SourceResult("audit", str(cfg.audit_json), True,
                         f"{total} rows from a nagi-ledger JSON export", total,
                         problems=[*_bad_row_problems(cfg.audit_json, bad),
-                                  *_hand_written_problems(store, cfg.audit_json)])
+                                  *_audit_rows(store, cfg.audit_json)[1]])
 
 
 # nagi-ledger answers with ``ts`` as written and compares it as text (its windows are SQLite's

@@ -293,10 +293,20 @@ def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(
             "nothing was changed\n")
     assert as_it_was()
     # a promote of an entry the folder's place may hold: what to do is the same (it said
-    # "Make it readable: chmod u+r" of the folder)
+    # "Make it readable: chmod u+r" of the folder), and why, in the same words (a link to
+    # nothing was "cannot read: No such file or directory" here and in the reset's refusal)
     r = cli_run("ledger", "promote", "Run the migration dry-run")
     assert (r.exit_code, r.stdout) == (1, ""), r.output
-    assert r.stderr.endswith(
-        "Move it away, put the ledger file back (from .backups/ or git) and run the command "
-        "again\n"), r.stderr
+    assert r.stderr == (
+        f'Error: {target}: no entry matching "Run the migration dry-run" in the ledger files '
+        f"that could be read; this one could not be read and may hold it: {why}. Move it "
+        "away, put the ledger file back (from .backups/ or git) and run the command again\n")
+    r = cli_run("ledger", "reset", "--yes")
+    assert (r.exit_code, r.stdout) == (1, ""), r.output
+    assert r.stderr == (f"Error: {target}: cannot archive: {why}. Restore the file or move it "
+                        "away, then run the reset again; nothing was changed\n")
     assert as_it_was()
+    # an entry of another file is promoted; the file is named as skipped, with why
+    r = cli_run("ledger", "promote", "Redis client drops")
+    assert r.exit_code == 0, r.output
+    assert f"note: skipped: {target}: {why}\n" in r.stderr

@@ -106,8 +106,8 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
      "note: meta.yaml is not a regular file; entry counts were not recorded"),
     ("home/.nagi/goal.json", "fifo", ["audit", "brief"], 0, None),  # as with no goal file
     ("ledger/patterns.md", "folder", ["ledger", "reset", "--yes"], 1,
-     "patterns.md: is a folder, not a file. Restore the file or move it away, then run the "
-     "reset again; nothing was changed"),
+     "patterns.md: cannot archive: is a folder, not a file. Restore the file or move it away, "
+     "then run the reset again; nothing was changed"),
     ("slop", "fifo", ["slop", "update", "4b7e", "--status", "done"], 65,
      "slop_ledger.json: is not a regular file (a FIFO, socket or device)"),
 ])

@@ -238,7 +238,10 @@ class _Doc:
             except DataError as exc:
                 self.error = str(exc)
             except OSError as exc:
-                self.error = f"{self.path}: cannot read: {exc.strerror}"
+                # a link to nothing is said as every refusal of it says it (not "No such file")
+                why = _NO_TARGET if isinstance(exc, FileNotFoundError) else \
+                    f"cannot read: {exc.strerror}"
+                self.error = f"{self.path}: {why}"
 
     def validate(self) -> bool:
         """Is the file UTF-8 text (FAULTS A6)? Checked once, when first needed: before a full
@@ -257,6 +260,10 @@ class _Doc:
     @property
     def name(self) -> str:
         return f"{self.kind}.md"
+
+    def why(self) -> str:
+        """Why the file could not be read, without its path (a refusal names it)."""
+        return (self.error or "cannot read").removeprefix(f"{self.path}: ")
 
     @property
     def data(self) -> bytes:
@@ -690,9 +697,7 @@ class EditorSession:
         """Refuse (naming the first file) when a ledger file could not be read: a write that
         recounts the ledger would count it as empty (see :func:`refuse_unreadable`)."""
         for d in self.unreadable():
-            why = _NO_TARGET if not os.path.exists(d.path) else (
-                d.error or "cannot read").removeprefix(f"{d.path}: ")
-            raise _unreadable_refusal(d.path, why, self.operation)
+            raise _unreadable_refusal(d.path, d.why(), self.operation)
 
     def plan(self) -> list[Change]:
         """What a commit would write: the ledger files, then meta.yaml and .meta.json."""
@@ -960,7 +965,7 @@ class EditorSession:
         for kind in LEDGER_FILES:
             d = self.docs[kind]
             if d.exists and d.snapshot is None:
-                raise RefusedError(f"cannot archive: {d.error}", path=d.path,
+                raise RefusedError(f"cannot archive: {d.why()}", path=d.path,
                                    hint="Restore the file or move it away, then run the "
                                         "reset again; nothing was changed")
             snaps[d.name] = d.snapshot

@@ -104,6 +104,10 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
      "meta.yaml: is a folder, not a file. Move it away"),
     ("ledger/meta.yaml", "fifo", ["ledger", "promote", "route table"], 0,
      "note: meta.yaml is not a regular file; entry counts were not recorded"),
+    # (said as a ledger file that is a link to nothing is: it was "a broken link" here)
+    ("ledger/meta.yaml", "link to nothing", ["ledger", "promote", "route table"], 0,
+     "note: meta.yaml is a link to a file that does not exist; entry counts were not "
+     "recorded"),
     ("home/.nagi/goal.json", "fifo", ["audit", "brief"], 0, None),  # as with no goal file
     ("ledger/patterns.md", "folder", ["ledger", "reset", "--yes"], 1,
      "patterns.md: cannot archive: is a folder, not a file. Restore the file or move it away, "
@@ -119,7 +123,12 @@ def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
         place[where.split("/")[0]].joinpath(*where.split("/")[1:])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
-    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(path.parent / "gone")
     others = {p: p.read_bytes() for p in project.ledger.glob("*.md") if p.is_file()}
     r = _run(args, project.root)  # (a subprocess with a timeout: a wait fails, never hangs)
     assert r.returncode == code, r.stdout + r.stderr

@@ -755,7 +755,7 @@ class EditorSession:
             meta = self.ledger_dir / "meta.yaml"
             what = ("is missing" if not (meta.exists() or meta.is_symlink()) else
                     "is a folder, not a file" if meta.is_dir() else
-                    "is not a regular file" if meta.exists() else "is a broken link")
+                    "is not a regular file" if meta.exists() else _NO_TARGET)
             self._note_once(f"meta.yaml {what}; entry counts were not recorded")
         if getattr(self, "_meta_json_error", None) is not None:
             raise self._meta_json_error  # type: ignore[misc]

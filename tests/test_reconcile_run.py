@@ -434,9 +434,9 @@ def test_failing_backup_aborts_with_nothing_written_and_is_logged(busy: Path) ->
     result = invoke()
     assert result.exit_code == 1
     assert result.stderr == (f"Error: reconcile failed: backup failed: {backups}: is not a "
-                             "folder, so no backup can be made there. Move it away so "
-                             "reconcile can create the .backups folder; the failure is logged "
-                             "in reconcile-log.md\n")
+                             "folder, so no backup can be made there. Move it away so the "
+                             ".backups folder can be created; the failure is logged in "
+                             "reconcile-log.md\n")
     assert digest_without_log(busy) == before  # ledger, meta.yaml, .meta.json untouched
     run = last_run(busy)
     assert run.result == "FAILED" and run.backup == "none"

@@ -18,13 +18,14 @@ _BACKUP_NAME = re.compile(r"^reconcile-(\d{4}-\d{2}-\d{2}-\d{6})(?:-\d+)?$")
 BACKUP_FILES = (*(f"{k}.md" for k in LEDGER_FILES), "meta.yaml", ".meta.json")
 
 
-def refuse_no_folder(parent: Path, hint: str, done: str = "") -> None:
+def refuse_no_folder(parent: Path, done: str = "") -> None:
     """Refuse when something that is not a folder is where the backups go (``parent``):
     the editor's check before its first change (``done``: what it says of the ledger) and
     reconcile's before its backup."""
     if parent.exists() and not parent.is_dir():
         raise RefusedError("is not a folder, so no backup can be made there"
-                           + (f"; {done}" if done else ""), path=parent, hint=hint)
+                           + (f"; {done}" if done else ""), path=parent,
+                           hint="Move it away so the .backups folder can be created")
 
 
 def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any, *,
@@ -43,7 +44,7 @@ def make_backup(ledger_dir: Path, now: dt.datetime, meta_json_original: Any, *,
         elif p.is_file():
             sources.append(FileSnapshot.read(p, max_bytes))
     parent = ledger_dir / ".backups"
-    refuse_no_folder(parent, "Move it away so reconcile can create the .backups folder")
+    refuse_no_folder(parent)
     dest = unique_dir(parent, f"reconcile-{now.astimezone(dt.UTC):%Y-%m-%d-%H%M%S}")
     backup_files(sources, dest)
     return dest

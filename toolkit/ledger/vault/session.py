@@ -1083,8 +1083,7 @@ class EditorSession:
         # the backup folder: reconcile's rule of a file in its place, the one rule
         # (check_changeable) of a folder that cannot be changed
         backups = self.ledger_dir / ".backups"
-        refuse_no_folder(backups, "Move it away so the .backups folder can be created",
-                         "nothing written")
+        refuse_no_folder(backups, "nothing written")
         check_changeable(backups, "nothing written")
 
 

@@ -329,16 +329,19 @@ class Project:
     """One project's records: open with :meth:`Project.open`, close with :meth:`close` (or
     use it in a ``with`` block)."""
 
-    def __init__(self, config: Config, *, memory_limit: str | None = None) -> None:
+    def __init__(self, config: Config, *, memory_limit: str | None = None,
+                 cli_words: bool = False) -> None:
+        """The project of ``config`` (:meth:`open` makes one from the CLI's settings).
+        ``cli_words``: a refusal names the ways to narrow a match as the toolkit's commands
+        take them (``--index``, ``--file``), not as these methods' arguments (``index=``,
+        ``file=``); the commands set it."""
         self.config = config
         self.memory_limit = memory_limit  # DuckDB size a query may use (None: 1GB)
         self._reader: Store | None = None
         self._held: Store | None = None  # the store a refresh with hold=True left open
         # one call at a time on this project's store connection (see _guarded)
         self._calls = threading.RLock()
-        # how a refusal names the ways to narrow a match: these methods' arguments (index=,
-        # file=), or the options of the command that asked (the CLI sets it: --index, --file)
-        self._cli_words = False
+        self._cli_words = cli_words
 
     # -- opening -------------------------------------------------------------
     @classmethod

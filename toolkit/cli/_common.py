@@ -165,8 +165,8 @@ def get_project(*, refresh: bool = True, quiet: bool = False, memory_limit: str 
     a ``Warning:`` line for each source it could not read (``warn_stale``), as ``open_store``."""
     from toolkit.api import Project
 
-    project = Project(get_config(), memory_limit=memory_limit)
-    project._cli_words = True  # its refusals name this command's options
+    # its refusals name this command's options
+    project = Project(get_config(), memory_limit=memory_limit, cli_words=True)
     if refresh:
         project.refresh(progress=None if quiet else progress_printer(), hold=True)
         try:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from toolkit.snapshot_ops import SnapshotListing, TurnDiff
     from toolkit.source import Progress
     from toolkit.sources.slop import SlopFile
-    from toolkit.store import Deadline, LoadReport, Relation, StaleSource, Store
+    from toolkit.store import LoadReport, Relation, StaleSource, Store
 
 __all__ = [
     "Approach",
@@ -517,16 +517,20 @@ class Project:
                                memory_limit=self.memory_limit)
 
     def _count_and_first(self, query: str, params: list[Any] | dict[str, Any] | None,
-                         limit: int, *, deadline: Deadline | None = None
+                         limit: int, *, timeout: float
                          ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
         """(columns, rows, the first ``limit`` rows) of one read-only SELECT (as :meth:`sql`
-        checks it) on :meth:`sql`'s connection, in one pass: the checks' question. Stop it
-        from another thread with :meth:`interrupt` (``deadline``: the caller's, which does,
-        see :func:`~toolkit.store.count_and_first`)."""
-        from toolkit.store import count_and_first
+        checks it) on :meth:`sql`'s connection, in one pass, interrupted after ``timeout``
+        seconds (counted from before the store opens: a wait for another process's lock
+        is part of it): the checks' question."""
+        from toolkit.store import Deadline, count_and_first
 
-        return count_and_first(self._query_store().conn, query, params, limit,
-                               deadline=deadline, memory_limit=self.memory_limit)
+        timer = Deadline(timeout, self.interrupt)
+        try:
+            return count_and_first(self._query_store().conn, query, params, limit,
+                                   deadline=timer, memory_limit=self.memory_limit)
+        finally:
+            timer.cancel()
 
     def interrupt(self) -> None:
         """Stop the query running on :meth:`sql`'s connection (safe from another thread: a

@@ -169,15 +169,9 @@ def _run_sql(project: Project, check: Check, timeout: float
              ) -> tuple[list[str], int, list[tuple[Any, ...]]]:
     """(columns, failing row count, first rows): one pass over the check's query, on the
     project's locked-down read-only connection, interrupted after ``timeout`` seconds."""
-    from toolkit.store import Deadline
-
     assert check.sql is not None
-    timer = Deadline(timeout, project.interrupt)
-    try:
-        return project._count_and_first(check.sql, params_for(check, project.today),
-                                        FIRST_ROWS, deadline=timer)
-    finally:
-        timer.cancel()
+    return project._count_and_first(check.sql, params_for(check, project.today), FIRST_ROWS,
+                                    timeout=timeout)
 
 
 def run_checks(project: Project, checks: Sequence[Check], *,

@@ -168,6 +168,18 @@ def test_since_date_lists_entries_dated_on_or_after_and_keeps_the_state(project)
     assert not (project.root / ".toolkit" / "handoff-state.json").exists()
 
 
+def test_cli_handoff_since_a_date_is_a_one_off_view_and_a_plain_one_is_remembered(
+        project, cli_run):
+    state = project.root / ".toolkit" / "handoff-state.json"
+    result = cli_run("handoff", "--since", "2026-04-30")
+    assert result.exit_code == 0, result.output
+    assert "ledger changes since 2026-04-30 (`--since`)" in result.stdout
+    assert not state.exists()
+    result = cli_run("handoff")
+    assert result.exit_code == 0, result.output
+    assert json.loads(state.read_text())["version"] == 1
+
+
 def test_a_damaged_state_file_counts_as_the_first_handoff(project):
     state = project.root / ".toolkit" / "handoff-state.json"
     state.parent.mkdir(parents=True, exist_ok=True)

@@ -1367,11 +1367,11 @@ def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   checks: Sequence[Result] | None = None) -> str:
     """``toolkit handoff``'s two steps in one call, with the store still open (the command
     closes it between them, and passes how the text is delivered): :func:`render_report`,
-    then :func:`hand_over` to ``output`` if given (remembered unless ``since``, which is a
-    one-off view). Returns the text. For tests and scripts."""
+    then :func:`hand_over` to ``output`` if given (remembered unless ``since``, a one-off
+    view). Returns the text. For tests and scripts."""
     report, text = render_report(store, cfg, since=since, now=now, redactor=redactor,
                                  full=full, checks=checks)
-    hand_over(cfg, report, text, output=output, remember=since is None)
+    hand_over(cfg, report, text, output=output)
     return text
 
 
@@ -1385,15 +1385,15 @@ def render_report(store: Store, cfg: Config, *, since: dt.date | None = None,
     return report, render_markdown(report, redactor=redactor, full=full)
 
 
-def hand_over(cfg: Config, report: HandoffReport, text: str, *, output: Path | None = None,
-              remember: bool = True) -> None:
+def hand_over(cfg: Config, report: HandoffReport, text: str, *, output: Path | None = None
+              ) -> None:
     """Write ``text`` to ``output`` if given (else the caller printed it already), and only
-    then remember this handoff (``remember``): a report that never reached its reader (a
-    write or print that failed, a run killed before it) is not counted as handed off, so the
-    next one covers its changes again."""
+    then remember this handoff: a report that never reached its reader (a write or print that
+    failed, a run killed before it) is not counted as handed off, so the next one covers its
+    changes again. A report since a date (``--since``) is a one-off view, never remembered."""
     if output is not None:
         from toolkit.safewrite import write_output
 
         write_output(output, text.encode("utf-8"), keep=cfg.source_paths())
-    if remember:
+    if report.since.kind != "date":
         record_state(cfg, report)

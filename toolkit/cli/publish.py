@@ -63,7 +63,7 @@ def handoff(since: str | None, output: str | None, full: bool) -> None:
     # command; remembered only once it was (see hand_over)
     if not output:
         click.echo(text, nl=False)
-    hand_over(cfg, report, text, output=Path(output) if output else None, remember=day is None)
+    hand_over(cfg, report, text, output=Path(output) if output else None)
     if output:
         click.echo(f"Handoff report written to {output} ({len(text):,} characters)", err=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sqlite3
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import reap
+from tests.conftest import FixtureProject, reap
 
 NOW = "2026-05-04 12:00:00"  # "now" for the sample rows of formats/nagi-ledger (05:12 - 06:05)
 
@@ -21,6 +22,25 @@ NOW = "2026-05-04 12:00:00"  # "now" for the sample rows of formats/nagi-ledger 
 def _no_injected_now(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's TOOLKIT_NOW must not leak into the tests (each passes --now itself)."""
     monkeypatch.delenv("TOOLKIT_NOW", raising=False)
+
+
+def write_export(path: Path, **tables: list[dict[str, object]]) -> Path:
+    """A nagi-ledger JSON export at ``path`` holding ``tables`` (the others empty)."""
+    path.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [],
+                                "dispatches": [], "approaches": [], **tables}),
+                    encoding="utf-8")
+    return path
+
+
+def read_from_export(project: FixtureProject, monkeypatch: pytest.MonkeyPatch,
+                     **tables: list[dict[str, object]]) -> Path:
+    """The project's audit source from now on: a JSON export holding ``tables`` (beside the
+    project), read as when there is no audit DB (removed; ``$NAGI_LEDGER_EXPORT`` names the
+    export)."""
+    export = write_export(project.root.parent / "export.json", **tables)
+    project.audit_db.unlink()
+    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+    return export
 
 
 def last_error(result: Any) -> str:

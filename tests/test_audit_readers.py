@@ -22,6 +22,7 @@ from tests._audit_helpers import (  # noqa: F401 - autouse fixture
     insert,
     last_error,
     rollback_journal_db,
+    write_export,
 )
 from tests.conftest import FixtureProject, make_audit_db
 
@@ -35,10 +36,7 @@ def _read_from_export(project: FixtureProject, tmp_path: Path,
                       **tables: list[dict[str, object]]) -> None:
     """The project's audit source from now on: a nagi-ledger JSON export holding ``tables``
     (the others empty), read as when there is no audit DB."""
-    export = tmp_path / "export.json"
-    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [],
-                                  "dispatches": [], "approaches": [], **tables}),
-                      encoding="utf-8")
+    export = write_export(tmp_path / "export.json", **tables)
     (project.root / "toolkit.yaml").write_text(
         f"audit_db: {tmp_path / 'none.db'}\naudit_json: {export}\n", encoding="utf-8")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._audit_helpers import read_from_export
 from tests.conftest import make_audit_db, reap, tree_digest
 
 
@@ -212,11 +213,7 @@ def test_c5_wrong_types_in_a_json_export_load_as_from_the_db_with_notes(
             actions.append({"id": n * 6 + i, "ts": 20260504 if i == 2 else "2026-05-04 05:00:00",
                             "tier": tier, "category": "git", "description": text,
                             "project": "acme-api"})
-    export = project.root.parent / "export.json"
-    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": actions,
-                                  "dispatches": [], "approaches": []}), encoding="utf-8")
-    project.audit_db.unlink()
-    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+    read_from_export(project, monkeypatch, actions=actions)
     result = cli_run("load")
     assert result.exit_code == 0, result.output
 
@@ -268,13 +265,9 @@ def test_c5_a_json_exports_id_given_as_text_names_its_row_in_the_notes(
     """An id written as text in a hand-edited export ("7") is the row's id: the row is stored
     with it, and a note on another of its values names that row, as the DB's careful path
     named it before the two readers shared their checks."""
-    export = project.root.parent / "export.json"
-    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "actions": [
+    read_from_export(project, monkeypatch, actions=[
         {"id": "7", "ts": "2026-05-04 05:00:00", "tier": "two", "category": "git",
-         "description": "tier not a number", "project": "acme-api"}],
-        "dispatches": [], "approaches": []}), encoding="utf-8")
-    project.audit_db.unlink()
-    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+         "description": "tier not a number", "project": "acme-api"}])
     result = cli_run("load")
     assert result.exit_code == 0, result.output
     rows = json.loads(cli_run("query", "SELECT id, tier FROM actions", "--format",
@@ -309,17 +302,13 @@ def test_c5_an_integer_too_large_for_the_store_is_a_note_from_the_db_and_an_expo
     assert state() == ([{"id": 4, "tier": None}],
                        ["actions.tier is 2147483648, too large an integer (row id 4)"])
 
-    export = project.root.parent / "export.json"
-    export.write_text(json.dumps({"schema": "nagi-ledger-export/1", "dispatches": [],
-                                  "approaches": [], "actions": [
+    read_from_export(project, monkeypatch, actions=[
         {"id": 4, "ts": "2026-05-05 00:00:00", "tier": 2**70, "category": "x",
          "description": "huge tier", "project": None},
         {"id": 2**64, "ts": "2026-05-05 00:00:00", "tier": 1, "category": "x",
          "description": "huge id", "project": None},
         {"id": 5, "ts": "2026-05-05 00:00:00", "tier": str(2**31), "category": "x",
-         "description": "big tier as text", "project": None}]}), encoding="utf-8")
-    project.audit_db.unlink()
-    monkeypatch.setenv("NAGI_LEDGER_EXPORT", str(export))
+         "description": "big tier as text", "project": None}])
     result = cli_run("load")
     assert result.exit_code == 0, result.output
     rows, notes = state()

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
 import os
 import re
 import shlex
@@ -58,9 +57,10 @@ from toolkit.errors import (
     BusyError,
     DataError,
     NotFoundError,
+    PermissionDeniedError,
     ToolkitError,
     UsageError,
-    permission_denied,
+    from_exception,
 )
 from toolkit.ledger.codec import CONF_RANK, FIELD, confidence_rank, dominant_newline, set_field
 from toolkit.ledger.vault import (
@@ -1629,14 +1629,15 @@ def _fail(report: Report, exc: BaseException, written: list[Written],
 
 
 def _reason(exc: BaseException) -> str:
-    """One line for the report, the log and the error: an OSError as its file and reason
-    (never Python's ``[Errno 13] ...: '<path>'``), with what to do when it is a permission."""
+    """One line for the report, the log and the error: an OSError as the CLI's boundary says
+    it (:func:`toolkit.errors.from_exception`: its file and reason, never Python's
+    ``[Errno 13] ...: '<path>'``), with what to do when it is a permission."""
     if isinstance(exc, OSError) and exc.strerror:
-        if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename is not None:
-            denied = permission_denied(os.fsdecode(exc.filename))  # the one wording (I18)
-            return f"{denied}, then run the reconcile again"
-        where = f"{os.fsdecode(exc.filename)}: " if exc.filename is not None else ""
-        return f"{where}{exc.strerror}"
+        said = from_exception(exc)
+        if said is not None:
+            if isinstance(said, PermissionDeniedError):  # the one wording (I18)
+                return f"{said}, then run the reconcile again"
+            return str(said)
     return str(exc) or type(exc).__name__
 
 

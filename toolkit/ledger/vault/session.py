@@ -239,8 +239,8 @@ class _Doc:
                 self.error = str(exc)
             except OSError as exc:
                 # a link to nothing is said as every refusal of it says it (not "No such file")
-                why = _NO_TARGET if isinstance(exc, FileNotFoundError) else \
-                    f"cannot read: {exc.strerror}"
+                gone = isinstance(exc, FileNotFoundError) and self.path.is_symlink()
+                why = _NO_TARGET if gone else f"cannot read: {exc.strerror}"
                 self.error = f"{self.path}: {why}"
 
     def validate(self) -> bool:

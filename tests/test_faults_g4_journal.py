@@ -1,7 +1,8 @@
 """FAULTS G4: a multi-file edit is all-or-nothing across a crash.
 
 A real ``python -m toolkit`` child is SIGKILLed at every point of a journaled set of renames
-(``after_journal``: none renamed; ``after_rename@<n>``: n renamed). Right after the kill the
+(``after_journal``: none renamed; ``after_rename@<n>``: n renamed; a reset's ``after_archive``:
+its archive made once the journal is written, none renamed). Right after the kill the
 ledger is half-applied; the next command that opens the vault (a reader or an editor) finishes
 or undoes the edit from the journal, says which on stderr, and the files are then all-new or
 all-old as a set. The killed child is forked from the test's process (the toolkit already
@@ -264,7 +265,8 @@ def test_g4_a_file_edited_since_the_kill_stops_the_recovery(project: FixtureProj
     assert edited.read_bytes() == mine and (project.ledger / JOURNAL).exists()
 
 
-# reset: meta.yaml, the five files, .meta.json (7 renames); the archive is removed on undo.
+# reset: meta.yaml, the five files, .meta.json (7 renames); the archive and the backup of
+# .meta.json are removed on undo.
 RESET = ["ledger", "reset", "--yes"]
 
 
@@ -276,8 +278,8 @@ def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tm
     archive = project.ledger / "archive" / "2026-06-15-120000"
     _kill_at(RESET, project.root, point)
     renamed = int(point.split("@")[1]) if "@" in point else 0
-    assert archive.is_dir()
-    # the backup of .meta.json as it was before the reset's lock
+    assert archive.is_dir() and (project.ledger / JOURNAL).exists()
+    # the folder of the backup of .meta.json as it was before the reset's lock
     [json_backup] = (project.ledger / ".backups").glob("reset-*")
     r = _run(["ledger", "list"], project.root)
     assert r.returncode == 0, r.stderr
@@ -294,6 +296,34 @@ def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tm
         assert _state(project.ledger) == new
         assert {p.name: p.read_bytes() for p in archive.iterdir()} == {
             n: b for n, b in old.items() if b is not None and n != ".meta.json"}
+    assert not (project.ledger / JOURNAL).exists() and _temps(project.ledger) == []
+
+
+@pytest.mark.parametrize("point", ["after_journal", "after_rename@3"])
+def test_g4_a_killed_reset_of_a_ledger_missing_a_file_is_completed_or_rolled_back(
+        project: FixtureProject, tmp_path: Path, point: str) -> None:
+    """A ledger file that is not there, which the reset creates from its template: the
+    journal records no old version of it. The recovery took that file, still missing, for
+    one "changed since" and refused, keeping the journal: every later command that opened
+    the vault failed until the journal was deleted by hand."""
+    (project.ledger / "edge-cases.md").unlink()
+    old, new = _before_and_after(project, tmp_path, RESET)
+    assert old["edge-cases.md"] is None and new["edge-cases.md"] is not None
+    _kill_at(RESET, project.root, point)
+    assert (project.ledger / JOURNAL).exists()
+    assert not (project.ledger / "edge-cases.md").exists()  # (its rename is the 5th)
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0, r.stderr
+    if point == "after_journal":
+        assert _note(r.stderr).endswith(
+            "an interrupted reset (0 of 7 files replaced when it stopped) was rolled back "
+            "from its journal; the files are as before it")
+        assert _without_lock(_state(project.ledger)) == _without_lock(old)
+    else:
+        assert _note(r.stderr).endswith(
+            "an interrupted reset (3 of 7 files replaced when it stopped) was completed "
+            "from its journal")
+        assert _state(project.ledger) == new
     assert not (project.ledger / JOURNAL).exists() and _temps(project.ledger) == []
 
 

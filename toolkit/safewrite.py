@@ -716,16 +716,20 @@ def _sha256_of(path: Path) -> str | None:
 def _version_of(path: Path, old: str | None, old2: str | None, new: str | None,
                 record: dict[str, object] | None) -> str | None:
     """Which version of a journaled file ``path`` holds: "new", "old", or None (neither,
-    or missing). The new version is known by its digest or by its edits (``record``)."""
+    or missing). The new version is known by its digest or by its edits (``record``). A
+    file the edit creates (``old`` None: there was none) is at its old version while it is
+    still missing."""
     if record is None:
         cur = _sha256_of(path)
-        if cur is not None and cur == new:
+        if cur is None:  # missing (or no regular file: something else was put there)
+            return "old" if old is None and not os.path.lexists(path) else None
+        if cur == new:
             return "new"
-        return "old" if cur is not None and cur in (old, old2) else None
+        return "old" if cur in (old, old2) else None
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
+        return "old" if old is None and not os.path.lexists(path) else None
     cur = hashlib.sha256(data).hexdigest()
     if cur in (old, old2):
         return "old"

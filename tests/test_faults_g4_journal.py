@@ -299,6 +299,21 @@ def test_g4_killed_reset_is_completed_or_rolled_back(project: FixtureProject, tm
     assert not (project.ledger / JOURNAL).exists() and _temps(project.ledger) == []
 
 
+def test_g4_a_reset_killed_before_its_journal_leaves_no_archive_and_no_backup(
+        project: FixtureProject) -> None:
+    """Killed after it took the lock and before its journal was written: nothing of the
+    reset is left but its (dead) lock, which the next edit takes over; before, the backup of
+    .meta.json stayed in .backups/, and an archive made before the journal stayed too."""
+    old = _state(project.ledger)
+    _kill_at(RESET, project.root, "after_replace@.meta.json")  # the lock field written
+    assert not (project.ledger / JOURNAL).exists()
+    assert not (project.ledger / "archive" / "2026-06-15-120000").exists()
+    assert list((project.ledger / ".backups").glob("reset-*")) == []
+    r = _run(["ledger", "list"], project.root)
+    assert r.returncode == 0 and "interrupted" not in r.stderr, r.stderr
+    assert _without_lock(_state(project.ledger)) == _without_lock(old)
+
+
 @pytest.mark.parametrize("point", ["after_journal", "after_rename@3"])
 def test_g4_a_killed_reset_of_a_ledger_missing_a_file_is_completed_or_rolled_back(
         project: FixtureProject, tmp_path: Path, point: str) -> None:

@@ -999,7 +999,6 @@ class EditorSession:
         json_backup: Path | None = None
         if self.meta_json is not None:  # the version before the lock, for an undo
             rdir = unique_dir(self.ledger_dir / ".backups", f"reset-{now:%Y-%m-%d-%H%M%S}")
-            backup_files([self.meta_json], rdir)
             json_backup = rdir / ".meta.json"
         held = self._take_json_lock(self.lock_now())
         items: list[tuple[Any, bytes, FileSnapshot | None]] = []
@@ -1009,19 +1008,22 @@ class EditorSession:
             items.append((snap if snap is not None else self.ledger_dir / name, fresh[name],
                           snap))
             backups.append(archive / name if snap is not None else None)
-        # the archive holds the bytes read: its digests are the snapshots' (it is made after
-        # the journal is written, so the journal cannot read it)
+        # the backups hold the bytes read: their digests are the snapshots' (they are made
+        # after the journal is written, so the journal cannot read them)
         sums: list[str | FileSnapshot | None] = [snaps[name] for name in names]
         if held is not None and json_new is not None:
             items.append((held, json_new, held))
             backups.append(json_backup)
-            sums.append(None)  # (read: that backup is made above)
+            sums.append(self.meta_json)
 
         def archive_files() -> None:
-            # The archive holds the files as read (hard links where possible, verified). It
-            # is made once the journal names it (its rollback removes it) and before the
-            # first rename: a run killed earlier left an archive of a reset that never
-            # happened, which the history then showed as one.
+            # The archive holds the files as read (hard links where possible, verified), and
+            # .backups/reset-*/ the .meta.json before the lock. Both are made once the
+            # journal names them (its rollback removes them) and before the first rename: a
+            # run killed earlier left an archive of a reset that never happened, which the
+            # history then showed as one.
+            if json_backup is not None and self.meta_json is not None:
+                backup_files([self.meta_json], json_backup.parent)
             backup_files([s for s in (snaps[n] for n in moved) if s is not None], archive,
                          link=True)
             pause("after_archive")

@@ -8,11 +8,11 @@ time of the test process itself and of the processes it started and waited for (
 operating system's counts: ``getrusage``), for every phase of each test (setup, call,
 teardown: a module's shared fixtures count in its first and last test). A session-wide
 fixture (the shared demo site) counts in the module that first asked for it; a process a
-test leaves running counts in the module that waits for it. A process whose parent ends
-before it is counted nowhere: the system's init reaps it. Chromium's renderers are such
-processes (the browser ends first when it closes), so the browser modules cost more than
-shown: measured for tests/test_browser_tables.py, 26.6 s counted and 16.1 s more reaped by
-init; over the whole suite the machine's CPU time was about a tenth above the run's total.
+test leaves running counts in the module that waits for it. A process its parent never
+waits for is counted nowhere (init, or the nearest subreaper, reaps it): Chromium's zygote
+processes are such, and with them the renderers they started, so the browser modules cost
+more than shown (tests/test_browser_tables.py: 26.6 s counted, 16.1 s more reaped by init).
+Over the whole suite the machine spent about a tenth more CPU time than the run's total.
 
 Under pytest-xdist each worker counts its own modules and sends them to the controller at
 its end (``workeroutput``), which prints one report for the run, with the run's whole CPU

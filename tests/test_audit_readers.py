@@ -32,7 +32,7 @@ def _json(result) -> object:  # type: ignore[no-untyped-def]
     return json.loads(result.stdout)
 
 
-def _read_from_export(project: FixtureProject, tmp_path: Path,
+def _export_in_settings(project: FixtureProject, tmp_path: Path,
                       **tables: list[dict[str, object]]) -> None:
     """The project's audit source from now on: a nagi-ledger JSON export holding ``tables``
     (the others empty), read as when there is no audit DB."""
@@ -194,7 +194,7 @@ def test_a_task_written_with_spaces_around_it_is_a_warning(cli_run, project, tmp
     assert all(w.endswith("while `audit task-status` and the MCP tools (as nagi-ledger's) "
                           "answer for the name without them") for w in warnings)
 
-    _read_from_export(project, tmp_path, dispatches=[{
+    _export_in_settings(project, tmp_path, dispatches=[{
         "id": 7, "ts": "2026-05-04 07:00:00", "task": task + " ", "agent_type": "fork",
         "model": "opus", "brief_summary": "b", "verdict": None, "verdict_ts": None,
         "verdict_notes": None}])
@@ -229,7 +229,7 @@ def test_rows_whose_time_is_no_time_are_a_warning(cli_run, project, tmp_path):
                       "csv")
     assert undated.stdout.splitlines()[1] == "2"
 
-    _read_from_export(project, tmp_path, actions=[{
+    _export_in_settings(project, tmp_path, actions=[{
         "id": 1, "ts": "garbage", "tier": 0, "category": "t", "description": "d",
         "project": None}])
     assert warned() == ["1 row of actions has a time that is no date and time (first: row id "

@@ -263,7 +263,7 @@ def test_a_ledger_file_that_cannot_be_read_is_never_counted_as_empty(
 
 
 @pytest.mark.parametrize("what", ["folder", "link to nothing"])
-def test_a_folder_where_a_ledger_file_belongs_stops_prune_and_reconcile(
+def test_a_folder_or_a_link_to_nothing_in_a_ledger_files_place_is_named_by_every_edit(
         project: FixtureProject, cli_run, what: str) -> None:  # type: ignore[no-untyped-def]
     """The same refusal, in process: a folder in a ledger file's place is no empty file, and
     nor is a link to a file that is not there (prune took it for a missing file, and

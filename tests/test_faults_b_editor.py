@@ -115,7 +115,7 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
     ("slop", "fifo", ["slop", "update", "4b7e", "--status", "done"], 65,
      "slop_ledger.json: is not a regular file (a FIFO, socket or device)"),
 ])
-def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
+def test_a_fifo_folder_or_dangling_link_where_a_file_belongs_is_named_never_waited_on(
         project: FixtureProject, where: str, kind: str, args: list[str], code: int,
         says: str | None) -> None:
     place = {"vault": project.vault, "ledger": project.ledger, "home": project.home}
@@ -128,6 +128,7 @@ def test_a_fifo_or_folder_where_a_file_belongs_is_named_never_waited_on(
     elif kind == "folder":
         path.mkdir()
     else:
+        assert kind == "link to nothing"
         path.symlink_to(path.parent / "gone")
     others = {p: p.read_bytes() for p in project.ledger.glob("*.md") if p.is_file()}
     r = _run(args, project.root)  # (a subprocess with a timeout: a wait fails, never hangs)

@@ -170,14 +170,21 @@ def test_since_date_lists_entries_dated_on_or_after_and_keeps_the_state(project)
 
 def test_cli_handoff_since_a_date_is_a_one_off_view_and_a_plain_one_is_remembered(
         project, cli_run):
+    """`toolkit handoff --since DATE` remembers nothing (no state file is made, and one
+    that is there is left as it was); a plain handoff is remembered."""
     state = project.root / ".toolkit" / "handoff-state.json"
     result = cli_run("handoff", "--since", "2026-04-30")
     assert result.exit_code == 0, result.output
     assert "ledger changes since 2026-04-30 (`--since`)" in result.stdout
     assert not state.exists()
-    result = cli_run("handoff")
+    first = cli_run("handoff")
+    assert first.exit_code == 0, first.output
+    assert "(this is the first handoff:" in first.stdout
+    remembered = state.read_bytes()
+    assert json.loads(remembered)["last"]["ledger"]
+    result = cli_run("handoff", "--since", "2026-04-30")
     assert result.exit_code == 0, result.output
-    assert json.loads(state.read_text())["version"] == 1
+    assert state.read_bytes() == remembered
 
 
 def test_a_damaged_state_file_counts_as_the_first_handoff(project):

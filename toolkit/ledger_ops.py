@@ -206,7 +206,7 @@ def _refuse_unread(session: Any, title: str, kind: str | None) -> None:
     for k in [kind] if kind else LEDGER_FILES:
         d = session.doc(k)
         if d.exists and d.error:
-            why = d.error.removeprefix(f"{d.path}: ")  # (its hint, if any, comes last)
+            why = d.why()  # (its hint, if any, comes last)
             message = (f'no entry matching "{visible(title, single_line=True)}" in the ledger '
                        "files that could be read; this one could not be read and may hold it: "
                        f"{why}")

@@ -629,7 +629,7 @@ class EditorSession:
         d = self.doc(kind)
         if not d.usable:
             if d.exists:
-                raise RefusedError(f"cannot edit: {d.error}", path=d.path)
+                raise RefusedError(f"cannot edit: {d.why()}", path=d.path)
             raise NotFoundError(f"{d.name} does not exist", path=d.path,
                                 hint="Run `toolkit ledger reset` to create fresh ledger files")
         data = text.encode("utf-8") if isinstance(text, str) else text

@@ -108,6 +108,8 @@ def test_b1_read_only_vault_is_refused_before_anything_is_touched(
     ("ledger/meta.yaml", "link to nothing", ["ledger", "promote", "route table"], 0,
      "note: meta.yaml is a link to a file that does not exist; entry counts were not "
      "recorded"),
+    ("ledger/meta.yaml", "link loop", ["ledger", "promote", "route table"], 0,
+     "note: meta.yaml is a symbolic link loop; entry counts were not recorded"),
     ("home/.nagi/goal.json", "fifo", ["audit", "brief"], 0, None),  # as with no goal file
     ("ledger/patterns.md", "folder", ["ledger", "reset", "--yes"], 1,
      "patterns.md: cannot archive: is a folder, not a file. Restore the file or move it away, "
@@ -127,6 +129,8 @@ def test_a_fifo_folder_or_dangling_link_where_a_file_belongs_is_named_never_wait
         os.mkfifo(path)
     elif kind == "folder":
         path.mkdir()
+    elif kind == "link loop":
+        path.symlink_to(path.name)  # (itself)
     else:
         assert kind == "link to nothing"
         path.symlink_to(path.parent / "gone")

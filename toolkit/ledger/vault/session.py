@@ -102,6 +102,7 @@ a reset's ``after_archive`` (its journal written and its archive made, nothing r
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 import re
 import shutil
@@ -369,6 +370,19 @@ def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
 
 
 _NO_TARGET = "is a link to a file that does not exist"
+
+
+def _link_to_no_file(path: Path) -> str:
+    """Why the link at ``path`` leads to no file: its target is not there, or the links go
+    round in a loop."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return _NO_TARGET
+    except OSError as exc:
+        return ("is a symbolic link loop" if exc.errno == errno.ELOOP else
+                f"cannot be read ({exc.strerror})")
+    return _NO_TARGET  # (there again meanwhile)
 
 
 def refuse_unreadable(ledger_dir: Path, doing: str) -> None:
@@ -755,7 +769,7 @@ class EditorSession:
             meta = self.ledger_dir / "meta.yaml"
             what = ("is missing" if not (meta.exists() or meta.is_symlink()) else
                     "is a folder, not a file" if meta.is_dir() else
-                    "is not a regular file" if meta.exists() else _NO_TARGET)
+                    "is not a regular file" if meta.exists() else _link_to_no_file(meta))
             self._note_once(f"meta.yaml {what}; entry counts were not recorded")
         if getattr(self, "_meta_json_error", None) is not None:
             raise self._meta_json_error  # type: ignore[misc]

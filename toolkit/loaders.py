@@ -482,33 +482,36 @@ def _audit_rows(store: Store, path: Path) -> tuple[int, list[Any]]:
     from toolkit.records import Problem
     from toolkit.sources import audit
 
+    # each check a WHERE of its own (DuckDB filters the scan and reads the other columns of
+    # the few rows that match; one scan with FILTER clauses read them for every row: ~8 %
+    # slower at a million actions), each table's count its own subquery (a count with no
+    # filter is answered from the table's row groups): one statement for all of them
     spaced = "task IS DISTINCT FROM trim(task, $stripped)"
     undated = "ts IS NULL AND ts_raw IS NOT NULL"
-    parts = []
-    for i, table in enumerate(audit.TABLES):
-        if "task" in audit.TABLES[table]:
-            spaces = f"count(*) FILTER (WHERE {spaced}), min(id) FILTER (WHERE {spaced})"
-        else:
-            spaces = "0, NULL"
-        parts.append(f"SELECT {i} AS i, '{table}', count(*), {spaces}, "
-                     f"count(*) FILTER (WHERE {undated}), min(id) FILTER (WHERE {undated}), "
-                     f"arg_min(ts_raw, id) FILTER (WHERE {undated}) FROM {table}")
+    total = " + ".join(f"(SELECT count(*) FROM {t})" for t in audit.TABLES)
+    parts = [f"SELECT 0 AS i, '', ({total}), NULL, NULL"]
+    checks = [(t, "spaced", spaced, "NULL") for t in audit.TABLES if "task" in audit.TABLES[t]]
+    checks += [(t, "undated", undated, "arg_min(ts_raw, id)") for t in audit.TABLES]
+    for i, (table, kind, where, text) in enumerate(checks, 1):
+        parts.append(f"SELECT {i}, '{kind}', count(*), min(id), {text} FROM {table} "
+                     f"WHERE {where}")
     rows = store.fetch(" UNION ALL ".join(parts) + " ORDER BY i", {"stripped": _STRIPPED})[1]
-    spaced_out, undated_out = [], []
-    for _i, table, _rows, n, first, bad, bad_first, text in rows:
-        if n:
-            spaced_out.append(Problem("audit", str(path), None, (
+    out = []
+    for (_i, _kind, n, first, text), (table, kind, _where, _text) in zip(rows[1:], checks,
+                                                                         strict=True):
+        if n and kind == "spaced":
+            out.append(Problem("audit", str(path), None, (
                 (f"1 row of {table} names its task" if n == 1 else
                  f"{n} rows of {table} name their task") +
                 f" with spaces around it (first: row id {first}): "
                 "the site lists it as a task of its own, while `audit task-status` and the "
                 "MCP tools (as nagi-ledger's) answer for the name without them")))
-        if bad:
-            undated_out.append(Problem("audit", str(path), None, (
-                (f"1 row of {table} has" if bad == 1 else f"{bad} rows of {table} have") +
-                f" a time that is no date and time (first: row id {bad_first}, {text!r}): "
+        elif n:
+            out.append(Problem("audit", str(path), None, (
+                (f"1 row of {table} has" if n == 1 else f"{n} rows of {table} have") +
+                f" a time that is no date and time (first: row id {first}, {text!r}): "
                 "listed as undated; nagi-ledger's time windows compare the text as written")))
-    return sum(r[2] for r in rows), spaced_out + undated_out
+    return int(rows[0][2]), out
 
 
 def _file_identity(path: Path) -> list[Any]:

@@ -1366,9 +1366,9 @@ def export_report(store: Store, cfg: Config, *, since: dt.date | None = None,
                   redactor: Redactor | None = None, full: bool = False,
                   checks: Sequence[Result] | None = None) -> str:
     """``toolkit handoff``'s two steps in one call, with the store still open (the command
-    closes it between them, and passes how the text is delivered): :func:`render_report`,
-    then :func:`hand_over` to ``output`` if given (remembered unless ``since``, a one-off
-    view). Returns the text. For tests and scripts."""
+    closes it between them, and prints the text itself): :func:`render_report`, then
+    :func:`hand_over` to ``output`` if given (remembered unless ``since``, a one-off view).
+    Returns the text. For tests and scripts."""
     report, text = render_report(store, cfg, since=since, now=now, redactor=redactor,
                                  full=full, checks=checks)
     hand_over(cfg, report, text, output=output)

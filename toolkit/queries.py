@@ -192,17 +192,13 @@ def ledger_confidences_before(store: Store, day: dt.date
     return {str(k): (c, str(f), t) for k, c, f, t in rows}
 
 
-# the approaches the handoff reports: what was tried and ruled out
-_RULED_OUT = RULED_OUT_SQL
-
-
 def handoff_dead_ends(store: Store, *, limit: int) -> list[dict[str, Any]]:
     """DEAD_END and NO_GO approaches grouped by task: the task with the newest one first,
     newest first within a task."""
     return store.fetch_dicts(
         f"SELECT id, task, approach, outcome, reason, {_ts('ts')} AS ts FROM ("
         "  SELECT *, max(id) OVER (PARTITION BY task) AS newest FROM approaches"
-        f"  WHERE {_RULED_OUT}) "
+        f"  WHERE {RULED_OUT_SQL}) "
         "ORDER BY newest DESC, task, id DESC LIMIT ?", [limit])
 
 
@@ -217,7 +213,7 @@ def handoff_task_dead_ends(store: Store, tasks: Sequence[str], *, per_task: int
     rows = store.fetch_dicts(
         f"SELECT id, task, approach, outcome, reason, {_ts('ts')} AS ts, "
         "  count(*) OVER (PARTITION BY task) AS task_total FROM approaches "
-        f"WHERE {_RULED_OUT} AND list_contains(?, task) "
+        f"WHERE {RULED_OUT_SQL} AND list_contains(?, task) "
         "QUALIFY row_number() OVER (PARTITION BY task ORDER BY id DESC) <= ? "
         "ORDER BY task, id DESC", [list(tasks), per_task])
     for row in rows:
@@ -231,7 +227,7 @@ def handoff_dead_ends_elsewhere(store: Store, tasks: Sequence[str]) -> tuple[int
     and how many tasks they belong to (no task at all counts as one)."""
     row = store.fetch(
         "SELECT count(*), count(DISTINCT task) + max(CASE WHEN task IS NULL THEN 1 ELSE 0 END) "
-        f"FROM approaches WHERE {_RULED_OUT} "
+        f"FROM approaches WHERE {RULED_OUT_SQL} "
         "AND NOT coalesce(list_contains(?, task), false)", [list(tasks)])[1][0]
     return int(row[0] or 0), int(row[1] or 0)
 

@@ -726,10 +726,10 @@ def _version_of(path: Path, old: str | None, old2: str | None, new: str | None,
         if cur == new:
             return "new"
         return "old" if cur in (old, old2) else None
-    try:
+    try:  # (a file journaled as edits had an old version: missing is neither)
         data = path.read_bytes()
     except FileNotFoundError:
-        return "old" if old is None and not os.path.lexists(path) else None
+        return None
     cur = hashlib.sha256(data).hexdigest()
     if cur in (old, old2):
         return "old"

@@ -239,10 +239,7 @@ class _Doc:
             except DataError as exc:
                 self.error = str(exc)
             except OSError as exc:
-                # a link to nothing is said as every refusal of it says it (not "No such file")
-                gone = isinstance(exc, FileNotFoundError) and self.path.is_symlink()
-                why = _NO_TARGET if gone else f"cannot read: {exc.strerror}"
-                self.error = f"{self.path}: {why}"
+                self.error = f"{self.path}: {_not_opened(self.path, exc)}"
 
     def validate(self) -> bool:
         """Is the file UTF-8 text (FAULTS A6)? Checked once, when first needed: before a full
@@ -372,6 +369,14 @@ def _unreadable_refusal(path: Path, why: str, doing: str) -> RefusedError:
 _NO_TARGET = "is a link to a file that does not exist"
 
 
+def _not_opened(path: Path, exc: OSError) -> str:
+    """Why a ledger file that is there could not be opened: a link to nothing said as every
+    refusal of it says it (not "No such file or directory"), else the system's reason."""
+    if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+        return _NO_TARGET
+    return f"cannot read: {exc.strerror or exc}"
+
+
 def _link_to_no_file(path: Path) -> str:
     """Why the link at ``path`` leads to no file: its target is not there, or the links go
     round in a loop."""
@@ -397,9 +402,7 @@ def refuse_unreadable(ledger_dir: Path, doing: str) -> None:
         except OSError as exc:
             if not os.path.lexists(path):
                 continue  # (no file: an empty one)
-            why = _NO_TARGET if isinstance(exc, FileNotFoundError) else \
-                f"cannot read: {exc.strerror or exc}"
-            raise _unreadable_refusal(path, why, doing) from None
+            raise _unreadable_refusal(path, _not_opened(path, exc), doing) from None
         try:
             mode = os.fstat(fd).st_mode
         finally:

@@ -306,6 +306,25 @@ def test_append_to_missing_file_writes_codesmith_format(tmp_path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["slop_ledger.json"]
 
 
+def test_a_given_time_names_the_backups_as_it_stamps_the_entries(tmp_path) -> None:
+    """``now=`` is the write's time: the backup folder is named by it (as the ledger editor's
+    are by its ``now``), not by the machine's clock; a second write at that same time gets a
+    folder of its own."""
+    path = write_ledger(tmp_path / "slop_ledger.json", [entry(1)])
+    first = slop_ops.append(path, [NewEntry("tool_gaps", "low", "low", "T", "D")], now=NOW)
+    entry_id = first.ids[0]
+    tokyo = dt.timezone(dt.timedelta(hours=9))
+    second = slop_ops.update(path, entry_id, "resolved",
+                             now=dt.datetime(2026, 5, 4, 23, 30, tzinfo=tokyo))
+    again = slop_ops.append(path, [NewEntry("tool_gaps", "low", "low", "U", "E")], now=NOW)
+    assert first.backup is not None and second.backup is not None and again.backup is not None
+    assert first.backup.parent.name == "20260504T143000000000Z"
+    assert second.backup.parent.name == "20260504T143000000000Z-2"  # 23:30 at +09:00 in UTC
+    assert again.backup.parent.name == "20260504T143000000000Z-3"
+    assert {b.parent.parent for b in (first.backup, second.backup, again.backup)} == \
+        {tmp_path / ".backups"}
+
+
 def test_append_into_empty_array_and_bare_array(tmp_path) -> None:
     empty = write_ledger(tmp_path / "a.json", [], trailing_newline=True)
     slop_ops.append(empty, [NewEntry("tool_gaps", "low", "low", "T", "D")], now=NOW)

@@ -471,12 +471,15 @@ class _WriteSession:
     The lock is an ``flock`` on the ledger's folder (no lock file is left in CodeSmith's state
     folder); the backup goes to ``<folder>/.backups/<UTC time>/slop_ledger.json``; the write is
     an atomic replace refused when the file is no longer the version read. CodeSmith itself
-    takes no lock, so the last check runs right before the rename.
+    takes no lock, so the last check runs right before the rename. The backup's folder is
+    named by ``now``, the time the caller gave its entries (``append``, ``update``), else by
+    the real time, as the ledger editor's backups are.
     """
 
     def __init__(self, path: Path, max_bytes: int | None, force: bool, dry_run: bool,
-                 lock_timeout: float | None = None) -> None:
+                 lock_timeout: float | None = None, now: dt.datetime | None = None) -> None:
         self.path = path
+        self.now = now
         self.lock_timeout = LOCK_TIMEOUT if lock_timeout is None else lock_timeout
         self.dry_run = dry_run
         self.max_bytes = max_bytes
@@ -544,7 +547,7 @@ class _WriteSession:
                 f"is a symlink to {real}, outside the slop ledger's folder ({mine}); "
                 "refusing to write the backup through it", path=backups_dir,
                 hint="Replace the link with a folder; nothing was written")
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        stamp = clock.utc(self.now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%S%fZ")
         made = not backups_dir.exists()
         dest = safewrite.unique_dir(backups_dir, stamp)
         backups = safewrite.backup_files([self.snapshot], dest)
@@ -998,7 +1001,7 @@ def append(path: Path, entries: Sequence[NewEntry], *, now: dt.datetime | None =
         raise UsageError("nothing to append; give at least one entry")
     # each entry its own time, as CodeSmith's SlopEntry::new takes Utc::now() for each
     new = [_build_entry(e, new_id(), rfc3339(now)) for e in entries]
-    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
+    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout, now) as session:
         doc, sf = session.read()
         refuse_unloadable(sf)
         parsed: Any = None
@@ -1081,7 +1084,7 @@ def update(path: Path, id_prefix: str, status: str, cleanup: str | None = None, 
     if not path.exists():
         raise NotFoundError("slop ledger not found; nothing to update", path=path,
                             hint="Check --slop or CODESMITH_HOME")
-    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout) as session:
+    with _WriteSession(path, max_bytes, force, dry_run, lock_timeout, now) as session:
         doc, sf = session.read()
         refuse_unloadable(sf)
         entries = doc.entries

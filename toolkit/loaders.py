@@ -497,8 +497,8 @@ def _audit_rows(store: Store, path: Path) -> tuple[int, list[Any]]:
                      f"WHERE {where}")
     rows = store.fetch(" UNION ALL ".join(parts) + " ORDER BY i", {"stripped": _STRIPPED})[1]
     out = []
-    for (_i, _kind, n, first, text), (table, kind, _where, _text) in zip(rows[1:], checks,
-                                                                         strict=True):
+    for i, _kind, n, first, text in rows[1:]:  # each row names its check (i)
+        table, kind = checks[i - 1][:2]
         if n and kind == "spaced":
             out.append(Problem("audit", str(path), None, (
                 (f"1 row of {table} names its task" if n == 1 else

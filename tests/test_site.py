@@ -350,6 +350,13 @@ def test_cli_build_site_and_serve(project, cli_run, tmp_path: Path) -> None:
         host, port = server.server_address[:2]
         with urllib.request.urlopen(f"http://{host}:{port}/ledger/patterns/") as resp:
             assert resp.status == 200 and b"Grep the route table" in resp.read()
+        # a second serve of the site on the port the first one holds: said, and it ends
+        second = cli_run("serve", "--no-build", "--port", str(port))
+        assert (second.exit_code, second.output) == (1, (
+            f"Error: cannot listen on 127.0.0.1:{port}: Address already in use. "
+            "Choose another --port\n"))
+        with urllib.request.urlopen(f"http://{host}:{port}/ledger/patterns/") as resp:
+            assert resp.status == 200  # the first one serves on
     finally:
         server.shutdown()
         server.server_close()

@@ -1010,14 +1010,18 @@ def test_a_folder_the_build_cannot_change_is_refused_before_the_site_changes(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
 
 
-@pytest.mark.parametrize("clean", [False, True], ids=["build", "clean-build"])
+@pytest.mark.parametrize("second", ["build", "clean-build", "serve"])
 def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
         built_world: tuple[World, BuildResult], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, clean: bool) -> None:
-    """Two builds of one site at once (build-site twice, or serve while build-site runs): the
-    second waits for the first, then exits 75, and touches nothing; the first ends with a
-    whole site. (The second used to empty or rewrite the folders under the first, which
-    then reported success over a site without its pages.)"""
+        monkeypatch: pytest.MonkeyPatch, second: str) -> None:
+    """Two builds of one site at once (build-site twice, or `toolkit serve` while build-site
+    runs): the second waits for the first, then exits 75, and touches nothing (serve serves
+    nothing); the first ends with a whole site. (The second used to empty or rewrite the
+    folders under the first, which then reported success over a site without its pages.)"""
+    import os
+    import subprocess
+    import sys
+
     from toolkit.errors import BusyError
 
     world, first = built_world
@@ -1032,8 +1036,21 @@ def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
         else:
             raise AssertionError(f"never reached the pause; exit {proc.wait()}")
         monkeypatch.setenv("TOOLKIT_LOCK_TIMEOUT", "0.2")
-        with pytest.raises(BusyError, match="the site's build folder is locked by another run"):
-            build(world, clean=clean)
+        if second == "serve":  # the console script, in a process of its own (never hangs here)
+            served = subprocess.run(
+                [sys.executable, "-m", "toolkit", "serve", "--port", "0"], cwd=world.root,
+                env={**os.environ, "HOME": str(world.home),
+                     "NAGI_LEDGER_DB": str(world.home / ".nagi" / "ledger.db"),
+                     "CODESMITH_HOME": str(world.home / ".codesmith")},
+                capture_output=True, text=True, timeout=120)
+            assert (served.returncode, served.stdout) == (75, ""), served.stderr
+            assert served.stderr.startswith(
+                f"Error: {world.root / '.toolkit' / 'site.build'}: the site's build folder is "
+                "locked by another run (waited 0.2 s)"), served.stderr
+        else:
+            with pytest.raises(BusyError,
+                               match="the site's build folder is locked by another run"):
+                build(world, clean=second == "clean-build")
         release.touch()
         assert proc.wait(timeout=300) == 0
     finally:

@@ -109,6 +109,7 @@ class CpuReport:
         tr.write_line(f"{in_tests:8.1f} s in the tests; {total:.1f} s in the whole run "
                       "(with the processes' start, collection and the controller)")
 
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("cpu_report"):
         config.pluginmanager.register(CpuReport(config), "cpu-report")

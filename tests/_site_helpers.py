@@ -67,6 +67,16 @@ class World:
     home: Path
     cfg: Config
 
+    def env(self) -> dict[str, str]:
+        """The environment the world's sources are found by, for a command of its own."""
+        return world_env(self.home)
+
+
+def world_env(home: Path) -> dict[str, str]:
+    """HOME, the audit DB and CodeSmith's home of a world whose HOME is ``home``."""
+    return {"HOME": str(home), "NAGI_LEDGER_DB": str(home / ".nagi" / "ledger.db"),
+            "CODESMITH_HOME": str(home / ".codesmith")}
+
 
 def make_world(base: Path, *, hostile: bool = False, analyses: bool = False) -> World:
     """A project from tests/fixtures/formats under ``base`` (HOME is ``base/home``); its site
@@ -84,9 +94,7 @@ def make_world(base: Path, *, hostile: bool = False, analyses: bool = False) -> 
     audit = make_audit_db(home / ".nagi" / "ledger.db")
     if hostile:
         add_hostile(vault, slop, audit)
-    env = {"HOME": str(home), "NAGI_LEDGER_DB": str(audit),
-           "CODESMITH_HOME": str(home / ".codesmith")}
-    cfg = resolve(project=root, env=env, cwd=root, today=TODAY.isoformat())
+    cfg = resolve(project=root, env=world_env(home), cwd=root, today=TODAY.isoformat())
     if hostile:  # its hostile action names a hostile project: show every project's actions
         cfg = cfg.with_overrides(site_scope="all")
     return World(root=root, home=home, cfg=cfg.with_overrides(analyses=analyses))

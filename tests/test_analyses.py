@@ -137,8 +137,7 @@ def test_build_runs_the_notebooks_and_an_unchanged_rebuild_runs_none(
     def build_site_cli():  # type: ignore[no-untyped-def]
         return cli_run("--project", str(world.root), "--today", TODAY.isoformat(),
                        "build-site", "--build-time", BUILD_TIME.isoformat(),
-                       env={"HOME": str(world.home), "NAGI_LEDGER_DB": str(world.cfg.audit_db),
-                            "CODESMITH_HOME": str(world.home / ".codesmith")})
+                       env=world.env())
 
     changed = build_site_cli()
     assert changed.exit_code == 0, changed.output

@@ -33,7 +33,7 @@ def _json(result) -> object:  # type: ignore[no-untyped-def]
 
 
 def _export_in_settings(project: FixtureProject, tmp_path: Path,
-                      **tables: list[dict[str, object]]) -> None:
+                        **tables: list[dict[str, object]]) -> None:
     """The project's audit source from now on: a nagi-ledger JSON export holding ``tables``
     (the others empty), read as when there is no audit DB."""
     export = write_export(tmp_path / "export.json", **tables)

@@ -1039,9 +1039,7 @@ def test_a_second_build_of_the_same_site_meanwhile_waits_then_is_busy(
         if second == "serve":  # the console script, in a process of its own (never hangs here)
             served = subprocess.run(
                 [sys.executable, "-m", "toolkit", "serve", "--port", "0"], cwd=world.root,
-                env={**os.environ, "HOME": str(world.home),
-                     "NAGI_LEDGER_DB": str(world.home / ".nagi" / "ledger.db"),
-                     "CODESMITH_HOME": str(world.home / ".codesmith")},
+                env={**os.environ, **world.env()},
                 capture_output=True, text=True, timeout=120)
             assert (served.returncode, served.stdout) == (75, ""), served.stderr
             assert served.stderr.startswith(

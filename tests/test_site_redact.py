@@ -338,8 +338,7 @@ def test_csv_downloads_cannot_run_a_formula(plain: Built) -> None:
 # --------------------------------------------------------------------------- links and warnings
 
 def _env(world: World) -> dict[str, str]:
-    return {"HOME": str(world.home), "NAGI_LEDGER_DB": str(world.cfg.audit_db),
-            "CODESMITH_HOME": str(world.home / ".codesmith"), "TOOLKIT_TODAY": "2026-05-10",
+    return {**world.env(), "TOOLKIT_TODAY": "2026-05-10",
             "SOURCE_DATE_EPOCH": str(int(BUILD_TIME.timestamp()))}
 
 

@@ -165,10 +165,7 @@ def test_project_name_names_the_project_in_the_shared_audit_db(tmp_path: Path) -
     (world.root / "toolkit.yaml").write_text("project_name: acme-web\n", encoding="utf-8")
     from toolkit.config import resolve
 
-    cfg = resolve(project=world.root, env={"HOME": str(world.home),
-                                           "NAGI_LEDGER_DB": str(world.cfg.audit_db),
-                                           "CODESMITH_HOME": str(world.home / ".codesmith")},
-                  today="2026-05-10")
+    cfg = resolve(project=world.root, env=world.env(), today="2026-05-10")
     site = build(World(world.root, world.home, cfg.with_overrides(analyses=False)),
                  out=tmp_path / "site").out
     rows = tables(site / "audit" / "actions" / "index.html")["ID"]
@@ -211,9 +208,7 @@ def test_build_site_scope_flag_and_environment(web_world: World, cli_run, flag: 
     out = web_world.root.parent / "site"
     result = cli_run("--project", str(web_world.root), "build-site", "--no-analyses", "--out",
                      str(out), *flag,
-                     env={"HOME": str(web_world.home),
-                          "NAGI_LEDGER_DB": str(web_world.cfg.audit_db),
-                          "CODESMITH_HOME": str(web_world.home / ".codesmith"), **env})
+                     env={**web_world.env(), **env})
     assert result.exit_code == 0, result.output
     projects = [r["project"] for r in download(out, "actions.csv")]
     assert projects.count("acme-web") == web

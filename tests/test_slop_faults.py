@@ -426,8 +426,8 @@ def test_a_write_killed_leaves_the_old_or_the_new_file_whole_and_the_next_run_go
     before = project.slop.read_bytes()
     kill_at_pause(_spawn(project, point, tmp_path / "never", *args), point)
     after = project.slop.read_bytes()
-    entries = read_entries(project.slop)  # whole JSON, in CodeSmith's layout (the file's own
-    # final newline kept)
+    entries = read_entries(project.slop)  # whole JSON, in CodeSmith's layout (the file's
+    # own final newline kept):
     assert after.decode("utf-8") == serde_pretty(json.loads(after)) + \
         ("\n" if before.endswith(b"\n") else "")
     if point == "after_temp_write":
